@@ -1,0 +1,47 @@
+"""tracejit: NumPy-style Python functions traced, fused and compiled into fast kernels.
+
+    import tracejit as tj
+
+    @tj.kernel
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import (ArgumentError, CompileError, DeviceError, DtypeError, ShapeError, TraceError,  # noqa: F401
+                     TracejitError, UnsupportedError)
+from .frontend.functions import (abs, broadcast_to, ceil, clip, cos, erf, exp, exp2, floor, isfinite,  # noqa: F401
+                                 isinf, isnan, log, log2, matmul, max, maximum, mean, min, minimum, power,
+                                 prod, reciprocal, reshape, rint, sigmoid, sign, sin, sqrt, sum, tan, tanh,
+                                 transpose, trunc, where)
+from .frontend.kernel import kernel  # noqa: F401
+from .frontend.signature import spec  # noqa: F401
+from .frontend.tensor import Tensor  # noqa: F401
+from .runtime.array import Array  # noqa: F401
+from .runtime.registry import devices, set_default_device  # noqa: F401
+from .runtime.registry import device as _device
+
+
+def device(name: str | None = None):
+    """The device object for "numba", "opencl:1", ... (None: the default device)."""
+    return _device(name)
+
+
+def asarray(obj, device: str | None = None) -> Array:
+    """Put obj on a device as a tj.Array (a no-op for a tj.Array already there)."""
+    dev = _device(device)
+    if isinstance(obj, Array) and obj.device is dev:
+        return obj
+    import numpy as np
+    host = obj.numpy() if isinstance(obj, Array) else np.asarray(obj)
+    from .frontend.signature import describe
+    describe(host, 0)  # rejects unsupported dtypes with a clear error
+    return Array(dev.from_numpy(host), dev)
+
+
+def synchronize(device: str | None = None) -> None:
+    """Wait until all work queued on the device has finished."""
+    _device(device).synchronize()

@@ -1,0 +1,1 @@
+"""One renderer per target: kernel IR -> source text. Pure functions; no device needed."""

@@ -1,0 +1,196 @@
+"""Numba renderer: kernel IR -> Python source with a `numba.prange` loop over the global index.
+
+Numba has no CPU float16: such buffers are passed as uint16 bit patterns and converted on load and
+store, with arithmetic in float32. Float32/float16 sums accumulate in float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.kernel_ir import Kernel
+
+_F = {"exp": "np.exp", "exp2": "np.exp2", "log": "np.log", "log2": "np.log2", "sqrt": "np.sqrt",
+      "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "tanh": "np.tanh", "erf": "math.erf",
+      "floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "rint": "np.rint", "sign": "np.sign",
+      "isnan": "np.isnan", "isinf": "np.isinf", "abs": "abs"}
+_OPS = {
+    "neg": "(-{0})", "recip": "({t}(1) / {0})",
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+    "idiv": "({0} // {1})", "mod": "({0} % {1})", "pow": "({0} ** {1})",
+    "lt": "({0} < {1})", "le": "({0} <= {1})", "eq": "({0} == {1})", "ne": "({0} != {1})",
+    "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
+    "where": "({1} if {0} else {2})",
+    **{k: v + "({0})" for k, v in _F.items()},
+}
+# NaN-propagating like np.maximum: a NaN in either operand wins.
+_FLOAT_MINMAX = {"max": "({0} if ({0} > {1} or {0} != {0}) else {1})",
+                 "min": "({0} if ({0} < {1} or {0} != {0}) else {1})"}
+_INT_MINMAX = {"max": "max({0}, {1})", "min": "min({0}, {1})"}
+_BOOL_OPS = {"max": "({0} or {1})", "min": "({0} and {1})", "invert": "(not {0})", "and": "({0} and {1})",
+             "or": "({0} or {1})", "xor": "({0} != {1})", "add": "({0} or {1})", "mul": "({0} and {1})"}
+
+# Exact IEEE binary16 <-> binary32 conversion (round to nearest even), compiled into each module.
+F16_HELPERS = '''
+@numba.njit(inline="always")
+def _h2f(h):
+    h = np.uint32(h)
+    sign = (h >> np.uint32(15)) << np.uint32(31)
+    exp = (h >> np.uint32(10)) & np.uint32(0x1F)
+    man = h & np.uint32(0x3FF)
+    if exp == 0:
+        return np.float32(-1.0 if sign else 1.0) * np.float32(man) * np.float32(2.0 ** -24)
+    if exp == 31:
+        bits = sign | np.uint32(0x7F800000) | (man << np.uint32(13))
+    else:
+        bits = sign | ((exp + np.uint32(112)) << np.uint32(23)) | (man << np.uint32(13))
+    return np.array([bits], dtype=np.uint32).view(np.float32)[0]
+
+
+@numba.njit(inline="always")
+def _f2h(f):
+    x = np.array([np.float32(f)], dtype=np.float32).view(np.uint32)[0]
+    sign = (x >> np.uint32(16)) & np.uint32(0x8000)
+    exp = (x >> np.uint32(23)) & np.uint32(0xFF)
+    man = x & np.uint32(0x7FFFFF)
+    if exp == 255:
+        return np.uint16(sign | np.uint32(0x7C00) | (np.uint32(0x200) if man else np.uint32(0)))
+    e = np.int64(exp) - 112
+    if e >= 31:
+        return np.uint16(sign | np.uint32(0x7C00))
+    if e <= 0:
+        if e < -10:
+            return np.uint16(sign)
+        man = man | np.uint32(0x800000)
+        shift = np.uint32(14 - e)
+        half = np.uint32(1) << (shift - np.uint32(1))
+        rest = man & ((np.uint32(1) << shift) - np.uint32(1))
+        out = man >> shift
+        if rest > half or (rest == half and (out & np.uint32(1))):
+            out += np.uint32(1)
+        return np.uint16(sign | out)
+    out = (np.uint32(e) << np.uint32(10)) | (man >> np.uint32(13))
+    rest = man & np.uint32(0x1FFF)
+    if rest > np.uint32(0x1000) or (rest == np.uint32(0x1000) and (out & np.uint32(1))):
+        out += np.uint32(1)
+    return np.uint16(sign | out)
+'''
+
+
+def _ctype(dt: np.dtype) -> str:
+    """The NumPy scalar constructor numba computes this dtype in."""
+    return "np.float32" if dt == np.float16 else f"np.{dt.name}"
+
+
+def _literal(value, dt: np.dtype) -> str:
+    if dt == np.bool_:
+        return "True" if value else "False"
+    if dt.kind == "f":
+        v = float(value)
+        text = repr(v) if v == v and abs(v) != float("inf") else f"np.{'nan' if v != v else ('inf' if v > 0 else '-np.inf')}"
+        text = text.replace("np.-np.inf", "-np.inf")
+        return f"{_ctype(dt)}({text})"
+    return str(int(value)) if dt == np.int64 else f"{_ctype(dt)}({int(value)})"
+
+
+def render(kernel: Kernel, parallel: bool) -> str:
+    """The Python source of one kernel function named kernel.name."""
+    ins = kernel.instrs
+    names: list[str] = [""] * len(ins)
+    acc_wide: dict[int, bool] = {}
+    params = [p.name for p in kernel.params]
+    lines: list[str] = []
+    depth = 1
+
+    def out(text: str) -> None:
+        lines.append("    " * depth + text)
+
+    for i, x in enumerate(ins):
+        op, s, dt = x.op, x.srcs, x.dtype
+        a = [names[j] for j in s]
+        if op == "param":
+            names[i] = params[x.arg]
+            continue
+        if op == "const":
+            names[i] = _literal(x.arg, dt)
+            continue
+        name = f"v{i}"
+        if op == "global":
+            out(f"for {name} in {'numba.prange' if parallel else 'range'}({x.arg}):")
+            depth += 1
+        elif op == "range":
+            out(f"for {name} in range({x.arg[0]}):")
+            depth += 1
+        elif op == "endrange":
+            depth -= 1
+            continue
+        elif op == "acc":
+            wide = dt.kind == "f" and dt.itemsize < 8 and x.arg[0] in ("sum", "prod")
+            acc_wide[i] = wide
+            out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
+            names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
+            continue
+        elif op == "update":
+            acc = ins[s[0]]
+            red, adt = acc.arg[0], acc.dtype
+            v, a[0] = a[1], f"v{s[0]}"
+            if acc_wide[s[0]]:
+                v = f"np.float64({v})"
+            if red in ("sum", "prod"):
+                sym = "+" if red == "sum" else "*"
+                expr = (_BOOL_OPS["add" if red == "sum" else "mul"].format(a[0], v) if adt == np.bool_
+                        else f"{a[0]} {sym} {v}")
+            else:
+                table = _BOOL_OPS if adt == np.bool_ else _FLOAT_MINMAX if adt.kind == "f" else _INT_MINMAX
+                expr = table[red].format(v, a[0])
+            if adt.kind in "iu" and adt.itemsize < 8:
+                expr = f"{_ctype(adt)}({expr})"
+            out(f"{a[0]} = {expr}")
+            continue
+        elif op == "load":
+            val = f"{a[0]}[{a[1]}]"
+            out(f"{name} = {'_h2f(' + val + ')' if dt == np.float16 else val}")
+        elif op == "store":
+            val = a[2]
+            out(f"{a[0]}[{a[1]}] = {'_f2h(' + val + ')' if ins[s[2]].dtype == np.float16 else val}")
+            continue
+        elif op == "cast":
+            out(f"{name} = {_cast(a[0], ins[s[0]].dtype, dt)}")
+        else:
+            out(f"{name} = {_alu(op, a, dt, ins[s[0]].dtype)}")
+        names[i] = name
+    src = "\n".join(lines)
+    header = f"def {kernel.name}({', '.join(params)}):"
+    return header + "\n" + src + "\n"
+
+
+def _alu(op: str, a: list[str], dt: np.dtype, src_dt: np.dtype) -> str:
+    if src_dt == np.bool_ and op in _BOOL_OPS:
+        return _BOOL_OPS[op].format(*a)
+    if op in ("max", "min"):
+        expr = (_FLOAT_MINMAX if src_dt.kind == "f" else _INT_MINMAX)[op].format(*a)
+    else:
+        expr = _OPS[op].format(*a, t=_ctype(dt))
+    if dt == np.bool_ or dt in (np.float64, np.int64):
+        return expr
+    return f"{_ctype(dt)}({expr})"
+
+
+def _cast(v: str, src: np.dtype, dst: np.dtype) -> str:
+    if dst == np.bool_:
+        return f"({v} != 0)"
+    if dst == np.float16:
+        return f"_h2f(_f2h({v}))"  # round to half precision, keep computing in float32
+    if src == np.bool_:
+        return f"{_ctype(dst)}(1 if {v} else 0)"
+    return f"{_ctype(dst)}({v})"
+
+
+def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
+    """A whole importable module: imports, float16 helpers when needed, then each kernel."""
+    body = "\n\n".join(render(k, par) for k, par in kernels)
+    parts = ['"""Generated by tracejit from kernel IR; do not edit."""', "import math", "",
+             "import numba", "import numpy as np", ""]
+    if "_h2f(" in body or "_f2h(" in body:
+        parts.append(F16_HELPERS)
+    parts.append(body)
+    return "\n".join(parts)

@@ -1,0 +1,34 @@
+"""User-facing error classes: one per kind of mistake, each message says what happened and what to do."""
+from __future__ import annotations
+
+
+class TracejitError(Exception):
+    """Base class of every error tracejit raises on purpose."""
+
+
+class TraceError(TracejitError):
+    """The kernel function did something that cannot be traced (control flow on a traced value, len(), ...)."""
+
+
+class ShapeError(TraceError, ValueError):
+    """Operand shapes do not fit together (broadcasting, reshape, indexing, reductions)."""
+
+
+class UnsupportedError(TraceError, TypeError):
+    """A NumPy function, operator or argument that tracejit does not implement."""
+
+
+class DtypeError(TracejitError, TypeError):
+    """A dtype that tracejit, or the chosen device, cannot represent."""
+
+
+class ArgumentError(TracejitError, TypeError):
+    """A kernel was called with the wrong number or kind of arguments."""
+
+
+class CompileError(TracejitError):
+    """A backend compiler rejected generated code; the message carries its log and the offending line."""
+
+
+class DeviceError(TracejitError):
+    """A device that is unknown or not usable here."""

@@ -1,0 +1,295 @@
+"""The op namespace (tj.exp, tj.where, ...): NumPy semantics on traced tensors.
+
+Result dtypes are NumPy's own: each function asks the matching NumPy ufunc what it would return
+for the operands' dtypes (Python scalars passed as Python scalars, so NEP 50 applies).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..ir import build
+from ..ir.dtypes import BOOL, FLOAT64, check, is_float, sum_dtype, weak_dtype
+from ..ir.graph import Node, Op
+from .tensor import Tensor, as_node
+
+# --- dtype resolution through NumPy ----------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _numpy_result(ufunc: np.ufunc, operands: tuple) -> np.dtype:
+    args = [v if weak else np.ones((), dt) for dt, weak, v in operands]
+    try:
+        with np.errstate(all="ignore"):
+            return np.asarray(ufunc(*args)).dtype
+    except OverflowError as e:
+        raise DtypeError(str(e)) from None
+    except TypeError as e:
+        types = ", ".join(("python " + type(v).__name__) if weak else str(dt) for dt, weak, v in operands)
+        raise UnsupportedError(f"np.{ufunc.__name__} is not defined for ({types}) in NumPy: {e}") from None
+
+
+def _probe(n: Node):
+    if not n.weak:
+        return (n.dtype, False, None)
+    if n.op is Op.CONST:
+        return (n.dtype, True, n.arg)
+    return (n.dtype, True, {"b": True, "i": 1, "u": 1, "f": 1.0}[n.dtype.kind])
+
+
+def _result(ufunc, nodes) -> tuple[np.dtype, bool]:
+    dt = _numpy_result(ufunc, tuple(_probe(n) for n in nodes))
+    return check(dt, f"result of np.{ufunc.__name__}"), all(n.weak for n in nodes)
+
+
+def _broadcast(nodes: list[Node]) -> list[Node]:
+    shape = build.broadcast_shapes(*(n.shape for n in nodes))
+    return [build.broadcast_to(n, shape) for n in nodes]
+
+
+# --- elementwise ---------------------------------------------------------------------------------
+
+# name -> (graph op, NumPy ufunc that defines the result dtype)
+_UNARY = {
+    "negative": (Op.NEG, np.negative), "exp": (Op.EXP, np.exp), "exp2": (Op.EXP2, np.exp2),
+    "log": (Op.LOG, np.log), "log2": (Op.LOG2, np.log2), "sqrt": (Op.SQRT, np.sqrt),
+    "sin": (Op.SIN, np.sin), "cos": (Op.COS, np.cos), "tan": (Op.TAN, np.tan), "tanh": (Op.TANH, np.tanh),
+    "erf": (Op.ERF, np.exp), "abs": (Op.ABS, np.absolute), "sign": (Op.SIGN, np.sign),
+    "floor": (Op.FLOOR, np.floor), "ceil": (Op.CEIL, np.ceil), "trunc": (Op.TRUNC, np.trunc),
+    "rint": (Op.RINT, np.rint), "invert": (Op.INVERT, np.invert), "reciprocal": (Op.RECIP, np.reciprocal),
+    "isnan": (Op.ISNAN, np.isnan), "isinf": (Op.ISINF, np.isinf),
+}
+_BINARY = {
+    "add": (Op.ADD, np.add), "subtract": (Op.SUB, np.subtract), "multiply": (Op.MUL, np.multiply),
+    "true_divide": (Op.DIV, np.true_divide), "floor_divide": (Op.IDIV, np.floor_divide),
+    "remainder": (Op.MOD, np.remainder), "power": (Op.POW, np.power), "maximum": (Op.MAX, np.maximum),
+    "minimum": (Op.MIN, np.minimum), "less": (Op.LT, np.less), "less_equal": (Op.LE, np.less_equal),
+    "equal": (Op.EQ, np.equal), "not_equal": (Op.NE, np.not_equal), "bitwise_and": (Op.AND, np.bitwise_and),
+    "bitwise_or": (Op.OR, np.bitwise_or), "bitwise_xor": (Op.XOR, np.bitwise_xor),
+}
+_INTEGER_IDENTITY = {Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT}
+
+
+def _unary(name: str, x) -> Tensor:
+    op, ufunc = _UNARY[name]
+    x = as_node(x)
+    if op in (Op.ISNAN, Op.ISINF) and not is_float(x.dtype):
+        return Tensor(build.const(False, BOOL, x.shape))
+    dt, weak = _result(ufunc, (x,))
+    if op in (Op.ISNAN, Op.ISINF):
+        return Tensor(build.unary(op, x))
+    if op in _INTEGER_IDENTITY and not is_float(dt) or op is Op.ABS and x.dtype.kind in "bu":
+        return Tensor(build.cast(x, dt, weak))
+    return Tensor(build.unary(op, build.cast(x, dt, weak)))
+
+
+def _binary(name: str, a, b) -> Tensor:
+    op, ufunc = _BINARY[name]
+    a, b = as_node(a), as_node(b)
+    dt, weak = _result(ufunc, (a, b))
+    compute = dt
+    if dt == BOOL and op in (Op.LT, Op.LE, Op.EQ, Op.NE):
+        compute = _numpy_result(np.add, (_probe(a), _probe(b))) if not (a.dtype == b.dtype == BOOL) else BOOL
+        compute = check(compute)
+    a, b = _broadcast([build.cast(a, compute, weak), build.cast(b, compute, weak)])
+    if op is Op.POW and b.op is Op.CONST and b.arg in (2, 3) and is_float(compute):
+        out = build.binary(Op.MUL, a, a)  # exact for squares; NumPy special-cases them the same way
+        return Tensor(build.binary(Op.MUL, out, a) if b.arg == 3 else out)
+    return Tensor(build.binary(op, a, b))
+
+
+def where(condition, x, y) -> Tensor:
+    c, x, y = as_node(condition), as_node(x), as_node(y)
+    if c.dtype != BOOL:
+        c = build.binary(Op.NE, c, build.const(0, c.dtype, c.shape))
+    dt = _numpy_result(np.add, (_probe(x), _probe(y))) if not (x.dtype == y.dtype == BOOL) else BOOL
+    weak = x.weak and y.weak
+    c, x, y = _broadcast([c, build.cast(x, dt, weak), build.cast(y, dt, weak)])
+    return Tensor(build.where(c, x, y))
+
+
+def isfinite(x) -> Tensor:
+    x = as_node(x)
+    if not is_float(x.dtype):
+        return Tensor(build.const(True, BOOL, x.shape))
+    return ~(_unary("isnan", x) | _unary("isinf", x))
+
+
+def sigmoid(x) -> Tensor:
+    x = as_node(x)
+    dt, weak = _result(np.exp, (x,))
+    x = Tensor(build.cast(x, dt, weak))
+    return 1.0 / (1.0 + exp(-x))
+
+
+def clip(a, a_min=None, a_max=None) -> Tensor:
+    if a_min is None and a_max is None:
+        raise UnsupportedError("clip needs a_min or a_max")
+    out = a if a_min is None else maximum(a, a_min)
+    return out if a_max is None else minimum(out, a_max)
+
+
+def _make_unary(name):
+    def f(x):
+        return _unary(name, x)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name}, as numpy.{name}."
+    return f
+
+
+def _make_binary(name):
+    def f(a, b):
+        return _binary(name, a, b)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name}, as numpy.{name}."
+    return f
+
+
+exp, exp2, log, log2, sqrt = (_make_unary(n) for n in ("exp", "exp2", "log", "log2", "sqrt"))
+sin, cos, tan, tanh, erf = (_make_unary(n) for n in ("sin", "cos", "tan", "tanh", "erf"))
+abs, sign, floor, ceil = (_make_unary(n) for n in ("abs", "sign", "floor", "ceil"))  # noqa: A001
+trunc, rint, reciprocal = (_make_unary(n) for n in ("trunc", "rint", "reciprocal"))
+isnan, isinf, negative, invert = (_make_unary(n) for n in ("isnan", "isinf", "negative", "invert"))
+maximum, minimum, power = (_make_binary(n) for n in ("maximum", "minimum", "power"))
+add, subtract, multiply = (_make_binary(n) for n in ("add", "subtract", "multiply"))
+true_divide, floor_divide, remainder = (_make_binary(n) for n in ("true_divide", "floor_divide", "remainder"))
+less, less_equal, equal, not_equal = (_make_binary(n) for n in ("less", "less_equal", "equal", "not_equal"))
+bitwise_and, bitwise_or, bitwise_xor = (_make_binary(n) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
+
+
+def greater(a, b):
+    return less(b, a)
+
+
+def greater_equal(a, b):
+    return less_equal(b, a)
+
+
+def logical_not(x):
+    return equal(x, False) if as_node(x).dtype == BOOL else equal(x, 0)
+
+
+# --- movement ------------------------------------------------------------------------------------
+
+def reshape(a, shape, order="C") -> Tensor:
+    if order != "C":
+        raise UnsupportedError(f"reshape(order={order!r}): only order='C' is supported")
+    a = as_node(a)
+    shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"can only specify one unknown dimension in reshape to {shape}")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or a.size % known:
+            raise ShapeError(f"cannot reshape an array of shape {a.shape} (size {a.size}) into shape {shape}")
+        shape = tuple(a.size // known if s == -1 else s for s in shape)
+    return Tensor(build.reshape(a, shape))
+
+
+def transpose(a, axes=None) -> Tensor:
+    a = as_node(a)
+    axes = tuple(reversed(range(len(a.shape)))) if axes is None else tuple(_axis(x, len(a.shape)) for x in axes)
+    return Tensor(build.permute(a, axes))
+
+
+def broadcast_to(a, shape) -> Tensor:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return Tensor(build.broadcast_to(as_node(a), shape))
+
+
+def _axis(axis: int, ndim: int) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
+    return axis % ndim
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(_axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis))
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"duplicate value in axis {axis}")
+    return axes
+
+
+# --- reductions ----------------------------------------------------------------------------------
+
+def _reduce(op: str, a, axis, keepdims: bool, dtype=None) -> Tensor:
+    a = as_node(a)
+    axes = _axes(axis, len(a.shape))
+    if op in ("max", "min") and any(a.shape[d] == 0 for d in axes) and a.size == 0:
+        raise ShapeError(f"zero-size array (shape {a.shape}) to reduction operation {op} which has no identity")
+    if dtype is not None:
+        a = build.cast(a, check(dtype))
+    elif op in ("sum", "prod"):
+        a = build.cast(a, sum_dtype(a.dtype))
+    out = build.reduce(a, op, axes) if axes else a
+    if not keepdims:
+        out = build.reshape(out, tuple(s for d, s in enumerate(out.shape) if d not in axes))
+    return Tensor(out)
+
+
+def sum(a, axis=None, dtype=None, keepdims=False) -> Tensor:  # noqa: A001
+    return _reduce("sum", a, axis, keepdims, dtype)
+
+
+def prod(a, axis=None, dtype=None, keepdims=False) -> Tensor:
+    return _reduce("prod", a, axis, keepdims, dtype)
+
+
+def max(a, axis=None, keepdims=False) -> Tensor:  # noqa: A001
+    return _reduce("max", a, axis, keepdims)
+
+
+def min(a, axis=None, keepdims=False) -> Tensor:  # noqa: A001
+    return _reduce("min", a, axis, keepdims)
+
+
+def mean(a, axis=None, dtype=None, keepdims=False) -> Tensor:
+    a = as_node(a)
+    axes = _axes(axis, len(a.shape))
+    count = math.prod(a.shape[d] for d in axes)
+    out_dt = check(dtype) if dtype is not None else (a.dtype if is_float(a.dtype) else FLOAT64)
+    acc_dt = np.dtype("float32") if out_dt == np.float16 else out_dt
+    total = _reduce("sum", build.cast(a, acc_dt), axis, keepdims)
+    return Tensor(build.cast(true_divide(total, float(count) if count else math.nan)._node, out_dt))
+
+
+# --- contraction ---------------------------------------------------------------------------------
+
+def matmul(a, b) -> Tensor:
+    a, b = as_node(a), as_node(b)
+    if not a.shape or not b.shape:
+        raise ShapeError("matmul: input operand does not have enough dimensions (0-d); use * instead")
+    va, vb = len(a.shape) == 1, len(b.shape) == 1
+    if va:
+        a = build.reshape(a, (1, a.shape[0]))
+    if vb:
+        b = build.reshape(b, (b.shape[0], 1))
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not align: "
+                         f"{a.shape[-1]} (dim -1) != {b.shape[-2]} (dim -2)")
+    dt, weak = _result(np.add, (a, b))
+    if dt == BOOL:
+        raise UnsupportedError("matmul of boolean arrays is not supported; cast to an integer dtype first")
+    a, b = build.cast(a, dt, weak), build.cast(b, dt, weak)
+    batch = build.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    a3 = build.broadcast_to(build.reshape(a, a.shape + (1,)), batch + (m, k, n))
+    b3 = build.broadcast_to(build.reshape(b, b.shape[:-2] + (1, k, n)), batch + (m, k, n))
+    out = build.reduce(build.binary(Op.MUL, a3, b3), "sum", (len(batch) + 1,))
+    shape = batch + ((m,) if not va else ()) + ((n,) if not vb else ())
+    return Tensor(build.reshape(out, shape))
+
+
+def astype(a, dtype) -> Tensor:
+    return Tensor(build.cast(as_node(a), check(dtype, "astype target")))
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in (
+    "annotations", "functools", "math", "np", "build", "Node", "Op", "Tensor", "as_node", "check", "is_float",
+    "sum_dtype", "weak_dtype", "BOOL", "FLOAT64", "DtypeError", "ShapeError", "UnsupportedError")]

@@ -1,0 +1,196 @@
+"""@tj.kernel: trace on the first call per signature, then dispatch straight to the cached plan."""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..errors import ArgumentError, TraceError, TracejitError
+from ..ir import build
+from ..ir.fuse import Program, input_buffer, schedule
+from ..ir.graph import Node, format_graph
+from ..ir.simplify import simplify
+from ..runtime import registry
+from ..runtime.array import Array
+from ..runtime.debug import log
+from .signature import ArgInfo, Spec, arg_key, describe, normalize
+from .tensor import Tensor, as_node
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Traced:
+    """The graph of one signature: str() prints the graph IR."""
+
+    def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo]):
+        self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
+
+    def __str__(self) -> str:
+        return format_graph(self.outputs, f"graph {self.name}")
+
+    def program(self) -> Program:
+        inputs = {}
+        for i, info in enumerate(self.infos):
+            if info.kind == "array":
+                node = build.input_(i, info.dtype, info.shape)
+                inputs[node] = input_buffer(i, node, info.strides)
+            elif info.kind == "scalar":
+                node = build.input_(i, info.dtype, (), weak=True)
+                inputs[node] = input_buffer(i, node, ())
+        return schedule(self.outputs, inputs)
+
+
+class Plan:
+    """A compiled signature: `.kernels` (each with .name and .source) and the executable."""
+
+    def __init__(self, traced: Traced, executable, device):
+        self.traced, self.executable, self.device = traced, executable, device
+        self.kernels = executable.kernels
+        self._wrap = device.name != "numba"
+        self._tuple = traced.tuple_result
+
+    def __call__(self, args):
+        outs = self.executable(args)
+        if self._wrap:
+            outs = [Array(o, self.device) for o in outs]
+        return tuple(outs) if self._tuple else outs[0]
+
+    def __repr__(self) -> str:
+        return f"<Plan {self.traced.name} on {self.device.name}: {len(self.kernels)} kernel(s)>"
+
+
+class Kernel:
+    """A traced, compiled function. Call it like the original; see DESIGN.md for the contract."""
+
+    def __init__(self, fn, static=(), device=None):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        self._signature = inspect.signature(fn)
+        params = list(self._signature.parameters.values())
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+            raise ArgumentError(f"{fn.__name__}: *args/**kwargs are not supported in kernel functions")
+        names = [p.name for p in params]
+        static = (static,) if isinstance(static, str) else tuple(static)
+        unknown = [s for s in static if s not in names]
+        if unknown:
+            raise ArgumentError(f"{fn.__name__}: static argument(s) {unknown} are not parameters of the function "
+                                f"(its parameters: {names})")
+        self._static = frozenset(names.index(s) for s in static)
+        self._nparams = len(names)
+        self._device = device
+        self._plans: dict = {}
+        self._counts = {"traces": 0, "compiles": 0, "hits": 0}
+
+    # -- the hot path --
+    def __call__(self, *args, device=None, **kwargs):
+        if kwargs or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
+        dev = device or self._device or registry.default_device_name()
+        if self._static:
+            key = (dev, *[("static", a) if i in self._static else arg_key(a) for i, a in enumerate(args)])
+        else:
+            key = (dev, *map(arg_key, args))
+        plan = self._plans.get(key)
+        if plan is None:
+            args = tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
+            plan = self._build(args, dev, key)
+        else:
+            self._counts["hits"] += 1
+        return plan(args)
+
+    def _bind(self, args, kwargs) -> tuple:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.__name__}{self._signature}: {e}") from None
+        bound.apply_defaults()
+        return bound.args
+
+    def _build(self, args, device_name, key) -> Plan:
+        plan = self._lower(args, device_name)
+        try:
+            hash(key)
+            self._plans[key] = plan
+        except TypeError:
+            pass
+        # the key of converted arguments (lists, DLPack objects) may differ from the original's
+        return plan
+
+    # -- public staging API --
+    def trace(self, *args, **kwargs) -> Traced:
+        if kwargs or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
+        args = tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
+        return self._trace(args)
+
+    def lower(self, *args, device=None, **kwargs) -> Plan:
+        if kwargs or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
+        args = tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
+        return self._lower(args, device or self._device or registry.default_device_name())
+
+    def cache_info(self) -> dict[str, int]:
+        """Counters: traces, compiles (kernels compiled) and hits (calls served from the memory cache)."""
+        return dict(self._counts, plans=len(self._plans))
+
+    def _lower(self, args, device_name) -> Plan:
+        dev = registry.device(device_name)
+        traced = self._trace(args)
+        t0 = time.perf_counter()
+        program = traced.program()
+        log(3, str(traced))
+        for k in program.kernels:
+            log(3, k.format())
+        executable = dev.compile(program)
+        self._counts["compiles"] += len(program.kernels)
+        log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
+               f"{1e3 * (time.perf_counter() - t0):.0f} ms")
+        for k in executable.kernels:
+            log(4, k.source)
+        return Plan(traced, executable, dev)
+
+    def _trace(self, args) -> Traced:
+        infos = [ArgInfo("static", value=a) if i in self._static else describe(a, i) for i, a in enumerate(args)]
+        tensors = []
+        for i, (a, info) in enumerate(zip(args, infos)):
+            if info.kind == "static":
+                tensors.append(a)
+            else:
+                tensors.append(Tensor(build.input_(i, info.dtype, info.shape, weak=info.kind == "scalar")))
+        self._counts["traces"] += 1
+        try:
+            result = self.fn(*tensors)
+        except TraceError as e:
+            raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
+        tuple_result = isinstance(result, (tuple, list))
+        results = list(result) if tuple_result else [result]
+        try:
+            outputs = [as_node(r) for r in results]
+        except TracejitError as e:
+            raise TraceError(f"{self.__name__} must return traced values or scalars: {e}") from None
+        return Traced(self.__name__, simplify(outputs), tuple_result, infos)
+
+    def __repr__(self) -> str:
+        return f"<tracejit.kernel {self.__name__}>"
+
+
+def _user_location(tb) -> str:
+    """'file:line: ' of the innermost frame outside tracejit and NumPy: where the user's code went wrong."""
+    where = ""
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if not os.path.abspath(f).startswith(_PACKAGE_DIR) and "numpy" not in f:
+            where = f"{f}:{tb.tb_lineno}: "
+        tb = tb.tb_next
+    return where
+
+
+def kernel(fn=None, *, static=(), device=None):
+    """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba")."""
+    if fn is None:
+        return lambda f: Kernel(f, static, device)
+    return Kernel(fn, static, device)

@@ -1,0 +1,95 @@
+"""Argument signatures: what a compiled plan is specialised on (shapes, dtypes, strides, static args)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ArgumentError, DtypeError
+from ..ir.dtypes import check, weak_dtype
+from ..runtime.array import Array
+
+
+@dataclass(frozen=True)
+class Spec:
+    """An abstract array argument (shape and dtype, C-contiguous unless strides are given in elements)."""
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    strides: tuple[int, ...] | None = None
+
+    @property
+    def element_strides(self) -> tuple[int, ...]:
+        if self.strides is not None:
+            return self.strides
+        out, acc = [], 1
+        for s in reversed(self.shape):
+            out.append(acc)
+            acc *= s
+        return tuple(reversed(out))
+
+
+def spec(shape, dtype, strides=None) -> Spec:
+    """tj.spec(shape, dtype): an argument for trace / lower / warm that carries no data."""
+    shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    return Spec(shape, check(dtype, "tj.spec"), None if strides is None else tuple(strides))
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    kind: str                  # "array" | "scalar" | "static"
+    dtype: np.dtype | None = None
+    shape: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    value: object = None       # static arguments only
+
+
+def arg_key(a):
+    """The cache key of one argument, kept cheap: this runs on every call."""
+    t = type(a)
+    if t is np.ndarray:
+        return (a.dtype, a.shape, a.strides)
+    if t is float or t is int or t is bool:
+        return t
+    if t is Array:
+        d = a._data
+        return (d.dtype, d.shape, getattr(d, "strides", None), a.device.name)
+    if t is Spec:
+        return (a.dtype, a.shape, tuple(s * a.dtype.itemsize for s in a.element_strides))
+    return (t, id(t))  # anything else is converted before keying; see describe()
+
+
+def describe(a, position: int) -> ArgInfo:
+    """What a kernel argument looks like to the tracer."""
+    if isinstance(a, (bool, int, float)):
+        return ArgInfo("scalar", weak_dtype(a))
+    if isinstance(a, Spec):
+        return ArgInfo("array", a.dtype, a.shape, a.element_strides)
+    if isinstance(a, Array):
+        a = a._data if isinstance(a._data, np.ndarray) else a.numpy()
+    if isinstance(a, complex) or isinstance(a, np.ndarray) and a.dtype.kind in "cOSUVMm":
+        kind = "complex" if np.asarray(a).dtype.kind == "c" else str(np.asarray(a).dtype)
+        raise DtypeError(f"argument {position} has dtype {kind}, which tracejit does not support; "
+                         "supported: bool, int8-64, uint8-32, float16/32/64")
+    if not isinstance(a, np.ndarray):
+        raise ArgumentError(f"argument {position} of type {type(a).__name__} is not an array; pass a numpy "
+                            "array, tj.Array or Python scalar (or name it in static= if it is a setting)")
+    dt = check(a.dtype, f"argument {position}")
+    item = a.itemsize
+    if any(s % item for s in a.strides):
+        raise ArgumentError(f"argument {position} has strides {a.strides} that are not a multiple of its "
+                            f"item size {item}; pass np.ascontiguousarray(x)")
+    return ArgInfo("array", dt, a.shape, tuple(s // item for s in a.strides))
+
+
+def normalize(a):
+    """Convert array-likes (lists, DLPack objects, NumPy scalars) to numpy arrays; leave the rest."""
+    t = type(a)
+    if t is np.ndarray or t is float or t is int or t is bool or t is Array or t is Spec:
+        return a
+    if isinstance(a, np.generic):
+        return np.asarray(a)
+    if isinstance(a, (list, tuple)) or hasattr(a, "__array__") or hasattr(a, "__array_interface__"):
+        return np.asarray(a)
+    if hasattr(a, "__dlpack__"):
+        return np.from_dlpack(a)
+    return a

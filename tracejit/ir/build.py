@@ -1,0 +1,127 @@
+"""Constructors for graph nodes: each checks its operands and infers the result's shape and dtype."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from .dtypes import BOOL
+from .graph import BINARY, PREDICATES, UNARY, Node, Op
+
+
+def const(value, dtype, shape=(), weak: bool = False) -> Node:
+    dtype = np.dtype(dtype)
+    value = dtype.type(value).item()
+    return Node.make(Op.CONST, dtype, shape, (), value, weak)
+
+
+def input_(index: int, dtype, shape, weak: bool = False) -> Node:
+    return Node.make(Op.INPUT, dtype, shape, (), index, weak)
+
+
+def unary(op: Op, x: Node) -> Node:
+    assert op in UNARY, op
+    return Node.make(op, BOOL if op in PREDICATES else x.dtype, x.shape, (x,), None, x.weak)
+
+
+def binary(op: Op, a: Node, b: Node) -> Node:
+    assert op in BINARY, op
+    assert a.shape == b.shape and a.dtype == b.dtype, (op, a, b)
+    return Node.make(op, BOOL if op in PREDICATES else a.dtype, a.shape, (a, b), None, a.weak and b.weak)
+
+
+def where(cond: Node, a: Node, b: Node) -> Node:
+    assert cond.dtype == BOOL and cond.shape == a.shape == b.shape and a.dtype == b.dtype
+    return Node.make(Op.WHERE, a.dtype, a.shape, (cond, a, b), None, a.weak and b.weak)
+
+
+def cast(x: Node, dtype, weak: bool = False) -> Node:
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype and x.weak == weak:
+        return x
+    return Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak)
+
+
+def reduce(x: Node, op: str, axes: tuple[int, ...]) -> Node:
+    """Reduce over axes, keeping them as size-1 dimensions (callers reshape for keepdims=False)."""
+    axes = tuple(sorted(set(axes)))
+    shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    return Node.make(Op.REDUCE, x.dtype, shape, (x,), (op, axes))
+
+
+def reshape(x: Node, shape: tuple[int, ...]) -> Node:
+    shape = tuple(int(s) for s in shape)
+    if math.prod(shape) != x.size:
+        raise ShapeError(f"cannot reshape an array of shape {x.shape} (size {x.size}) into shape {shape}")
+    if shape == x.shape:
+        return x
+    if x.op is Op.CONST:
+        return Node.make(Op.CONST, x.dtype, shape, (), x.arg, x.weak)
+    if x.op is Op.RESHAPE:  # two reshapes in a row are one
+        return reshape(x.srcs[0], shape)
+    return Node.make(Op.RESHAPE, x.dtype, shape, (x,), shape, x.weak)
+
+
+def permute(x: Node, perm: tuple[int, ...]) -> Node:
+    perm = tuple(int(p) for p in perm)
+    if sorted(perm) != list(range(len(x.shape))):
+        raise ShapeError(f"axes {perm} are not a permutation of the {len(x.shape)} axes of shape {x.shape}")
+    if perm == tuple(range(len(perm))):
+        return x
+    if x.op is Op.PERMUTE:  # compose
+        inner = x.arg
+        return permute(x.srcs[0], tuple(inner[p] for p in perm))
+    return Node.make(Op.PERMUTE, x.dtype, tuple(x.shape[p] for p in perm), (x,), perm, x.weak)
+
+
+def expand(x: Node, shape: tuple[int, ...]) -> Node:
+    """Broadcast size-1 dimensions of x to shape (same rank)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != len(x.shape) or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
+        raise ShapeError(f"cannot broadcast shape {x.shape} to shape {shape}")
+    if shape == x.shape:
+        return x
+    if x.op is Op.CONST:
+        return Node.make(Op.CONST, x.dtype, shape, (), x.arg, x.weak)
+    return Node.make(Op.EXPAND, x.dtype, shape, (x,), shape, x.weak)
+
+
+def slice_(x: Node, spec: tuple[tuple[int, int, int], ...]) -> Node:
+    """Per dimension (start, step, length): element i of the result is element start + i*step of x."""
+    spec = tuple((int(a), int(b), int(n)) for a, b, n in spec)
+    for (start, step, n), size in zip(spec, x.shape):
+        assert step != 0 and n >= 0 and (n == 0 or (0 <= start < size and 0 <= start + (n - 1) * step < size))
+    if all(st == 0 and sp == 1 and n == s for (st, sp, n), s in zip(spec, x.shape)):
+        return x
+    shape = tuple(n for _, _, n in spec)
+    return Node.make(Op.SLICE, x.dtype, shape, (x,), spec, x.weak)
+
+
+def pad(x: Node, pads: tuple[tuple[int, int], ...], fill) -> Node:
+    """Extend each dimension by (before, after) elements equal to fill."""
+    pads = tuple((int(a), int(b)) for a, b in pads)
+    if all(p == (0, 0) for p in pads):
+        return x
+    shape = tuple(s + a + b for s, (a, b) in zip(x.shape, pads))
+    return Node.make(Op.PAD, x.dtype, shape, (x,), (pads, x.dtype.type(fill).item()), x.weak)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        dims = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            raise ShapeError("operands could not be broadcast together with shapes "
+                             + " ".join(str(tuple(s)) for s in shapes))
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_to(x: Node, shape: tuple[int, ...]) -> Node:
+    shape = tuple(shape)
+    if len(shape) < len(x.shape):
+        raise ShapeError(f"cannot broadcast shape {x.shape} to shape {shape}")
+    x = reshape(x, (1,) * (len(shape) - len(x.shape)) + x.shape) if len(shape) > len(x.shape) else x
+    return expand(x, shape)

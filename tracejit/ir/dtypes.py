@@ -1,0 +1,90 @@
+"""The dtypes tracejit knows, and NumPy's promotion rules (NEP 50) applied to traced values."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DtypeError
+
+# uint64 is internal: NumPy sums uint8/16/32 into it.
+SUPPORTED = tuple(np.dtype(n) for n in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64"))
+_SUPPORTED_SET = frozenset(SUPPORTED)
+
+BOOL = np.dtype("bool")
+INT64 = np.dtype("int64")
+UINT64 = np.dtype("uint64")
+FLOAT64 = np.dtype("float64")
+
+
+def check(dtype, what: str = "argument") -> np.dtype:
+    """Return dtype as np.dtype, or raise DtypeError naming it and what is supported."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise DtypeError(f"{what}: {dtype!r} is not a dtype") from e
+    if dt not in _SUPPORTED_SET:
+        names = ", ".join(d.name for d in SUPPORTED if d != UINT64)
+        raise DtypeError(f"{what} has dtype {dt} which tracejit does not support; "
+                         f"supported dtypes: {names}. Convert with .astype() before the call.")
+    return dt
+
+
+def is_float(dt: np.dtype) -> bool:
+    return dt.kind == "f"
+
+
+def is_int(dt: np.dtype) -> bool:
+    return dt.kind in "iu"
+
+
+def weak_dtype(value) -> np.dtype:
+    """The dtype a Python scalar takes when nothing stronger is around (NEP 50)."""
+    if isinstance(value, (bool, np.bool_)):
+        return BOOL
+    if isinstance(value, int):
+        return INT64
+    if isinstance(value, float):
+        return FLOAT64
+    raise DtypeError(f"Python scalar {value!r} of type {type(value).__name__} is not supported "
+                     "(use bool, int or float)")
+
+
+def _scalar_proxy(dt: np.dtype, weak: bool):
+    # np.result_type treats Python scalars as weak; a value of the right *kind* is all it looks at.
+    if not weak:
+        return dt
+    return {"b": True, "i": 0, "u": 0, "f": 0.0}[dt.kind]
+
+
+def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
+    """Promote (dtype, weak) pairs as NumPy 2 does; the result is weak only if every operand is."""
+    if all(weak for _, weak in operands):
+        order = "bif"
+        kind = max((dt.kind for dt, _ in operands), key=lambda k: order.index(k if k != "u" else "i"))
+        return {"b": BOOL, "i": INT64, "u": INT64, "f": FLOAT64}[kind], True
+    dt = np.result_type(*(_scalar_proxy(dt, weak) for dt, weak in operands))
+    return check(dt, "result"), False
+
+
+def sum_dtype(dt: np.dtype) -> np.dtype:
+    """The accumulator/result dtype NumPy's sum and prod use."""
+    if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
+        return INT64
+    if dt.kind == "u" and dt.itemsize < 8:
+        return UINT64
+    return dt
+
+
+def identity(op: str, dt: np.dtype):
+    """Identity element of a reduction, as a Python value."""
+    if op == "sum":
+        return False if dt.kind == "b" else 0
+    if op == "prod":
+        return True if dt.kind == "b" else 1
+    if dt.kind == "f":
+        return -np.inf if op == "max" else np.inf
+    if dt.kind == "b":
+        return op == "min"
+    info = np.iinfo(dt)
+    return int(info.min) if op == "max" else int(info.max)

@@ -1,0 +1,121 @@
+"""Fusion: decide which nodes are written to memory, then lower each group to one kernel.
+
+Everything is fused by default; a node is materialised only when it is an output, or when keeping it
+in a consumer's kernel would repeat a reduction (see lower.Realize). Large reductions into few values
+are split in two stages first, so their work spreads over all cores (or work-groups) and float sums
+accumulate in short runs.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import build
+from .dtypes import identity
+from .graph import Node, Op, rewrite, toposort
+from .kernel_ir import Kernel
+from .lower import Analysis, Buffer, Realize, analyze, emit
+
+SPLIT_MIN_REDUCE = 1 << 15   # reductions at least this long ...
+SPLIT_MAX_OUTPUT = 64        # ... into fewer values than this run in two stages
+SPLIT_CHUNK = 4096
+
+
+@dataclass
+class Program:
+    """Kernels and the buffers between them; a target-neutral launch plan."""
+    kernels: list[Kernel]
+    launches: list[list[object]]     # per kernel, the buffer keys of its params
+    buffers: dict[object, Buffer]    # key -> buffer; keys: ("in", i), ("out", i), ("tmp", i)
+    outputs: list[object]            # buffer key per returned value
+
+
+def schedule(outputs: list[Node], inputs: dict[Node, Buffer]) -> Program:
+    """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer."""
+    outputs = _split_reductions(outputs)
+    realized: set[Node] = set(outputs)
+    while True:
+        reads, writes = _assign_buffers(outputs, realized, inputs)
+        try:
+            analyses = [analyze(n, reads) for n in writes]
+        except Realize as r:
+            realized.add(r.node)
+            continue
+        fused_twice = [n for n, c in Counter(r.node for a in analyses for r in a.reduces).items() if c > 1]
+        if not fused_twice:
+            break
+        realized.update(fused_twice)
+    kernels, launches = [], []
+    for a in analyses:
+        if a.out.size == 0:
+            continue
+        kernel, params = emit(f"k{len(kernels)}_{_describe(a)}", a, reads, writes[a.out])
+        kernels.append(kernel)
+        launches.append([p.key for p in params])
+    used = {b.key: b for b in [*reads.values(), *writes.values()]}
+    return Program(kernels, launches, used, [writes[o].key for o in outputs])
+
+
+def _assign_buffers(outputs, realized, inputs) -> tuple[dict[Node, Buffer], dict[Node, Buffer]]:
+    """Where each realized node is read from and, for those a kernel computes, written to (in order)."""
+    reads: dict[Node, Buffer] = dict(inputs)
+    writes: dict[Node, Buffer] = {}
+    out_index = {}
+    for i, o in enumerate(outputs):
+        out_index.setdefault(o, i)
+    tmp = 0
+    for n in toposort(outputs):
+        if n.op is Op.INPUT and n not in out_index or n not in realized:
+            continue
+        if n in out_index:
+            # an argument returned unchanged is copied, so results never alias the caller's arrays
+            writes[n] = Buffer.contiguous(("out", out_index[n]), n.dtype, n.shape)
+        else:
+            writes[n] = Buffer.contiguous(("tmp", tmp), n.dtype, n.shape)
+            tmp += 1
+        if n.op is not Op.INPUT:
+            reads[n] = writes[n]
+    return reads, writes
+
+
+def _describe(a: Analysis) -> str:
+    if not a.reduces:
+        return "elementwise"
+    ops = "_".join(sorted({r.node.arg[0] for r in a.reduces}))
+    return f"{'row' if len(a.reduces) > 1 or a.out.op is not Op.REDUCE and a.out.size > 1 else 'reduce'}_{ops}"
+
+
+def _split_reductions(outputs: list[Node]) -> list[Node]:
+    """Rewrite long reductions into few values as reduce(reduce(x viewed as (chunks, chunk)))."""
+    def split_if_long(n: Node) -> Node:
+        if n.op is Op.REDUCE and n.size < SPLIT_MAX_OUTPUT and n.srcs[0].size // max(n.size, 1) >= SPLIT_MIN_REDUCE:
+            return _split(n)
+        return n
+    return rewrite(outputs, split_if_long)
+
+
+def _split(node: Node) -> Node:
+    x = node.srcs[0]
+    op, axes = node.arg
+    kept = [d for d in range(len(x.shape)) if d not in axes]
+    kept_shape = [x.shape[d] for d in kept]
+    length = math.prod(x.shape[d] for d in axes)
+    chunks = -(-length // SPLIT_CHUNK)
+    chunk = -(-length // chunks)
+    v = build.reshape(build.permute(x, tuple(kept) + tuple(axes)), (*kept_shape, length))
+    v = build.pad(v, [(0, 0)] * len(kept) + [(0, chunks * chunk - length)], identity(op, x.dtype))
+    v = build.reshape(v, (*kept_shape, chunks, chunk))
+    partial = build.reduce(v, op, (len(kept) + 1,))
+    total = build.reduce(partial, op, (len(kept),))
+    return build.reshape(total, node.shape)
+
+
+def input_buffer(index: int, node: Node, strides: tuple[int, ...]) -> Buffer:
+    """The buffer of a kernel argument read in place through its element strides."""
+    offset = sum((n - 1) * -s for n, s in zip(node.shape, strides) if s < 0)
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(node.shape, strides)) if node.size else 0
+    strides = tuple(0 if n == 1 else s for n, s in zip(node.shape, strides))
+    return Buffer(("in", index), np.dtype(node.dtype), node.shape, strides, offset, span)

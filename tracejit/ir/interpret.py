@@ -1,0 +1,82 @@
+"""A NumPy interpreter of the kernel IR: the executable definition of what each instruction means.
+
+It runs every global index at once (values are arrays over g) and loops in Python, so it is slow
+but obvious; tests run renderers' output against it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .kernel_ir import Kernel
+
+NUMPY_OPS = {
+    "neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "abs": np.absolute, "sign": np.sign,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint, "isnan": np.isnan,
+    "isinf": np.isinf, "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "invert": lambda x: np.logical_not(x) if x.dtype == bool else np.invert(x),
+    "recip": lambda x: np.reciprocal(x) if x.dtype.kind == "f" else x.dtype.type(1) / x,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "idiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "max": np.maximum, "min": np.minimum,
+    "lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "where": np.where,
+}
+_COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
+    """Execute kernel on flat buffers (one per param, outputs written in place)."""
+    n = kernel.global_size
+    vals: list = [None] * len(kernel.instrs)
+    loops: list[list[int]] = []  # [range instr index, current iteration]
+    pc = 0
+    with np.errstate(all="ignore"):
+        while pc < len(kernel.instrs):
+            ins = kernel.instrs[pc]
+            op, s = ins.op, ins.srcs
+            if op == "param":
+                vals[pc] = buffers[ins.arg]
+            elif op == "global":
+                vals[pc] = np.arange(n, dtype=np.int64)
+            elif op == "const":
+                vals[pc] = np.full(n, ins.arg, dtype=ins.dtype)
+            elif op == "cast":
+                vals[pc] = vals[s[0]].astype(ins.dtype)
+            elif op == "load":
+                vals[pc] = vals[s[0]][vals[s[1]]]
+            elif op == "store":
+                vals[s[0]][vals[s[1]]] = vals[s[2]]
+            elif op == "acc":
+                vals[pc] = np.full(n, ins.arg[1], dtype=ins.dtype)
+            elif op == "update":
+                acc = vals[s[0]]
+                acc[...] = _COMBINE[kernel.instrs[s[0]].arg[0]](acc, vals[s[1]]).astype(acc.dtype)
+            elif op == "range":
+                extent = ins.arg[0]
+                if extent == 0:
+                    pc = _matching_end(kernel, pc) + 1
+                    continue
+                loops.append([pc, 0])
+                vals[pc] = np.zeros(n, dtype=np.int64)
+            elif op == "endrange":
+                loop = loops[-1]
+                loop[1] += 1
+                if loop[1] < kernel.instrs[loop[0]].arg[0]:
+                    vals[loop[0]] = np.full(n, loop[1], dtype=np.int64)
+                    pc = loop[0] + 1
+                    continue
+                loops.pop()
+            else:
+                out = NUMPY_OPS[op](*(vals[i] for i in s))
+                vals[pc] = np.asarray(out).astype(ins.dtype, copy=False)
+            pc += 1
+
+
+def _matching_end(kernel: Kernel, start: int) -> int:
+    for i in range(start + 1, len(kernel.instrs)):
+        ins = kernel.instrs[i]
+        if ins.op == "endrange" and ins.srcs[0] == start:
+            return i
+    raise ValueError(f"range %{start} has no endrange")

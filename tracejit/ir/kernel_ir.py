@@ -1,0 +1,100 @@
+"""Kernel IR: one fused kernel as a flat list of SSA instructions.
+
+Shape of every kernel:  GLOBAL g (parallel) -> reduce loops (RANGE kind "reduce", ACC/UPDATE)
+-> element loops (RANGE kind "loop") -> STORE. A CPU renderer maps GLOBAL to a parallel loop and
+RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
+"reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
+the IR states which loops are reductions and with which operator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+INDEX = np.dtype("int64")
+
+# op -> number of sources. ALU ops take the graph op names.
+ALU_UNARY = frozenset({"neg", "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tan", "tanh", "erf",
+                       "abs", "sign", "floor", "ceil", "trunc", "rint", "invert", "recip", "isnan",
+                       "isinf"})
+ALU_BINARY = frozenset({"add", "sub", "mul", "div", "idiv", "mod", "pow", "max", "min", "lt", "le", "eq",
+                        "ne", "and", "or", "xor"})
+ALU_TERNARY = frozenset({"where"})
+ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
+# structural ops
+STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
+                        "update"})
+
+
+@dataclass(frozen=True)
+class Instr:
+    """`op` with sources given as indices of earlier instructions; `dtype` is the result's dtype."""
+    op: str
+    dtype: np.dtype | None
+    srcs: tuple[int, ...] = ()
+    arg: object = None
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    dtype: np.dtype
+    size: int          # elements the kernel may touch (the flat buffer length)
+    output: bool
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[Param]
+    instrs: list[Instr] = field(default_factory=list)
+    global_size: int = 1
+    work: int = 1      # element-operations per launch, a size hint for parallelisation
+
+    def format(self) -> str:
+        lines = [f"kernel {self.name}(" + ", ".join(
+            f"{'out ' if p.output else ''}{p.name}: {p.dtype.name}[{p.size}]" for p in self.params) + ")"]
+        depth = 1
+        for i, ins in enumerate(self.instrs):
+            if ins.op == "endrange":
+                depth -= 1
+            srcs = ", ".join(f"%{s}" for s in ins.srcs)
+            arg = "" if ins.arg is None else f" {ins.arg!r}"
+            ty = f" : {ins.dtype.name}" if ins.dtype is not None else ""
+            lines.append(f"{'  ' * depth}%{i} = {ins.op}{arg}({srcs}){ty}")
+            if ins.op == "range":
+                depth += 1
+        return "\n".join(lines)
+
+    __str__ = format
+
+
+class Builder:
+    """Appends instructions, sharing identical pure ones within the current loop scope."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self._scopes: list[dict] = [{}]
+
+    def emit(self, op: str, dtype, srcs=(), arg=None) -> int:
+        ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
+        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global")
+        if pure:
+            for scope in reversed(self._scopes):
+                if ins in scope:
+                    return scope[ins]
+        self.kernel.instrs.append(ins)
+        idx = len(self.kernel.instrs) - 1
+        if pure:
+            self._scopes[-1][ins] = idx
+        return idx
+
+    def open_range(self, extent: int, kind: str) -> int:
+        r = self.emit("range", INDEX, (), (extent, kind))
+        self._scopes.append({})
+        return r
+
+    def close_range(self, r: int) -> None:
+        self._scopes.pop()
+        self.emit("endrange", None, (r,))

@@ -1,0 +1,329 @@
+"""Lowering one fused group to kernel IR: index math for views, loop structure, dimension merging.
+
+A group computes one realized node `out`. Its output index is a set of variables; every node in the
+group is reached with an index expressed in them (movement ops only rewrite the expressions).
+A reduction reached inside the group becomes a loop nested in the same parallel index when its result
+depends on nothing but that index (softmax, layernorm); otherwise `Realize` asks the scheduler to
+write it to memory first.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .dtypes import identity
+from .graph import ELEMENTWISE, Node, Op
+from .kernel_ir import INDEX, Builder, Kernel, Param
+from .symbolic import Div, Expr, Mod, Var
+
+
+class Realize(Exception):
+    """Raised during analysis: `node` must be materialised for the group to be a single kernel."""
+
+    def __init__(self, node: Node):
+        super().__init__(node)
+        self.node = node
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A memory region: `strides` and `offset` in elements locate the node's elements in it."""
+    key: object
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    size: int
+
+    @staticmethod
+    def contiguous(key, dtype, shape) -> "Buffer":
+        strides, acc = [], 1
+        for s in reversed(shape):
+            strides.append(acc if s != 1 else 0)
+            acc *= s
+        return Buffer(key, np.dtype(dtype), tuple(shape), tuple(reversed(strides)), 0, math.prod(shape))
+
+    def offset_of(self, idx: tuple[Expr, ...]) -> Expr:
+        out = Expr.of(self.offset)
+        for e, st in zip(idx, self.strides):
+            if st:
+                out = out + e * st
+        return out
+
+
+@dataclass
+class _Reduce:
+    node: Node
+    kept: tuple[Expr, ...]
+    vars: list[Var]
+    src_idx: tuple[Expr, ...]
+
+
+@dataclass
+class Analysis:
+    out: Node
+    out_vars: list[Var]
+    out_idx: tuple[Expr, ...]
+    reduces: list[_Reduce] = field(default_factory=list)  # in dependency order
+    offsets: list[Expr] = field(default_factory=list)
+    loads: list[Buffer] = field(default_factory=list)
+
+
+MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
+MIN_WRITE_FOR_SPLIT = 4096
+
+
+def analyze(out: Node, buffers: dict) -> Analysis:
+    """Walk the group of `out`; `buffers` maps realized nodes to their Buffer."""
+    out_vars = [Var(f"o{d}", s) for d, s in enumerate(out.shape) if s != 1]
+    it = iter(out_vars)
+    out_idx = tuple(Expr.of(next(it)) if s != 1 else Expr() for s in out.shape)
+    a = Analysis(out, out_vars, out_idx)
+    seen: set = set()
+    found: dict[Node, _Reduce] = {}
+    allowed = set(out_vars)
+
+    def visit(node: Node, idx: tuple[Expr, ...]) -> None:
+        key = (node, idx)
+        if key in seen:
+            return
+        seen.add(key)
+        if node in buffers and node is not out or node.op is Op.INPUT:
+            buf = buffers[node]
+            a.offsets.append(buf.offset_of(idx))
+            if buf not in a.loads:
+                a.loads.append(buf)
+        elif node.op is Op.CONST:
+            return
+        elif node.op in ELEMENTWISE:
+            for s in node.srcs:
+                visit(s, idx)
+        elif node.op is Op.REDUCE:
+            _, axes = node.arg
+            kept = tuple(Expr() if d in axes else e for d, e in enumerate(idx))
+            if any(not e.variables() <= allowed for e in kept):
+                raise Realize(node)  # depends on another reduction's loop variable: recomputed per step
+            if node in found:
+                if found[node].kept != kept:
+                    raise Realize(node)  # needed at two different indices: would reduce twice
+                return
+            k = len(found)
+            rvars = [Var(f"r{k}_{d}", node.srcs[0].shape[d]) for d in axes if node.srcs[0].shape[d] != 1]
+            it_r = iter(rvars)
+            src_idx = tuple((Expr.of(next(it_r)) if node.srcs[0].shape[d] != 1 else Expr()) if d in axes
+                            else e for d, e in enumerate(idx))
+            found[node] = red = _Reduce(node, kept, rvars, src_idx)
+            visit(node.srcs[0], src_idx)
+            a.reduces.append(red)  # post-order: inner reductions first
+        else:
+            src_idx, _ = source_index(node, idx)
+            visit(node.srcs[0], src_idx)
+
+    visit(out, out_idx)
+    a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(out_idx))
+    if a.reduces:
+        deps = [set().union(*(e.variables() for e in r.kept)) for r in a.reduces]
+        rows = set().union(*deps)
+        for r, d in zip(a.reduces, deps):
+            if d != rows:
+                raise Realize(r.node)  # would be recomputed for every value of the other variables
+        n_rows = math.prod(v.extent for v in rows)
+        n_write = math.prod(v.extent for v in out_vars if v not in rows)
+        if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT:
+            raise Realize(a.reduces[-1].node)
+    return a
+
+
+def source_index(node: Node, idx: tuple[Expr, ...]):
+    """Index into node.srcs[0] for a movement op, and for PAD the (expr, lo, hi) validity ranges."""
+    src = node.srcs[0]
+    if node.op is Op.PERMUTE:
+        out = [None] * len(idx)
+        for k, p in enumerate(node.arg):
+            out[p] = idx[k]
+        return tuple(out), ()
+    if node.op is Op.EXPAND:
+        return tuple(Expr() if s == 1 else e for s, e in zip(src.shape, idx)), ()
+    if node.op is Op.SLICE:
+        return tuple(e * step + start for e, (start, step, _) in zip(idx, node.arg)), ()
+    if node.op is Op.RESHAPE:
+        lin = Expr()
+        for e, st in zip(idx, _cstrides(node.shape)):
+            lin = lin + e * st
+        return tuple(Expr() if s == 1 else (lin // st) % s for s, st in zip(src.shape, _cstrides(src.shape))), ()
+    if node.op is Op.PAD:
+        pads, _ = node.arg
+        out, valid = [], []
+        for e, (before, _after), n in zip(idx, pads, src.shape):
+            lo, hi = e.bounds()
+            if lo < before or hi >= before + n:
+                valid.append((e, before, before + n))
+            out.append((e - before).clamp(0, n - 1))
+        return tuple(out), tuple(valid)
+    raise AssertionError(f"not a movement op: {node.op}")
+
+
+def _cstrides(shape) -> list[int]:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return out[::-1]
+
+
+# ---- layout: merge adjacent loop variables that every access walks contiguously ----
+
+def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[Var]], dict[Var, Expr]]:
+    """Coalesce neighbours in each group (outer to inner) when all offsets allow; return the substitution."""
+    subst: dict[Var, Expr] = {}
+    new_groups = []
+    for group in groups:
+        merged: list[Var] = []
+        for v in group:
+            if merged and _mergeable(merged[-1], v, offsets):
+                a = merged.pop()
+                m = Var(f"{a.name}{v.name}", a.extent * v.extent)
+                step = {a: Expr.of(m) // v.extent, v: Expr.of(m) % v.extent}
+                offsets = [o.substitute(step) for o in offsets]
+                for k in list(subst):
+                    subst[k] = subst[k].substitute(step)
+                subst.setdefault(a, step[a])
+                subst.setdefault(v, step[v])
+                merged.append(m)
+            else:
+                merged.append(v)
+        new_groups.append(merged)
+    return new_groups, subst
+
+
+def _mergeable(a: Var, b: Var, offsets: list[Expr]) -> bool:
+    for o in offsets:
+        ca, cb = o.coefficient(a), o.coefficient(b)
+        if ca is None or cb is None or ca != cb * b.extent:
+            return False
+    return True
+
+
+# ---- emission ----
+
+def emit(name: str, a: Analysis, buffers: dict, out_buffer: Buffer) -> tuple[Kernel, list[Buffer]]:
+    """Kernel IR for an analysed group; returns the kernel and the buffers its params refer to."""
+    rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
+    pvars = [v for v in a.out_vars if v in rows]
+    wvars = [v for v in a.out_vars if v not in rows]
+    groups, subst = merge_vars([pvars, wvars] + [r.vars for r in a.reduces], a.offsets)
+    pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
+
+    params = [out_buffer] + a.loads
+    global_size = math.prod(v.extent for v in pvars)
+    inner = sum(math.prod(v.extent for v in g) for g in rgroups) + math.prod(v.extent for v in wvars)
+    kernel = Kernel(name, [Param(f"out{i}" if i == 0 else f"in{i - 1}", b.dtype, b.size, i == 0)
+                           for i, b in enumerate(params)], global_size=global_size,
+                    work=global_size * max(inner, 1))
+    # the parallel variables come from the global index g, innermost fastest
+    gvar = Var("g", global_size)
+    unravel, rest = {}, Expr.of(gvar)
+    for i, v in enumerate(reversed(pvars)):
+        unravel[v] = rest if i == len(pvars) - 1 else rest % v.extent
+        rest = rest // v.extent
+    subst = {**{k: e.substitute(unravel) for k, e in subst.items()}, **unravel}
+    e = _Emitter(Builder(kernel), subst, buffers, params)
+    e.var_ref[gvar] = e.b.emit("global", INDEX, (), global_size)
+    for red, rvars in zip(a.reduces, rgroups):
+        op = red.node.arg[0]
+        acc = e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype)))
+        opened = e.open_loops(rvars, "reduce")
+        val = e.value(red.node.srcs[0], red.src_idx)
+        e.b.emit("update", None, (acc, val))
+        e.close_loops(opened)
+        e.reduced[red.node] = acc
+    opened = e.open_loops(wvars, "loop")
+    val = e.value(a.out, a.out_idx, top=True)
+    e.b.emit("store", None, (e.params[0], e.index(a.offsets[-1]), val))
+    e.close_loops(opened)
+    return kernel, params
+
+
+class _Emitter:
+    def __init__(self, b: Builder, subst, buffers, params):
+        self.b, self.subst, self.buffers = b, subst, buffers
+        self.params = [b.emit("param", p.dtype, (), i) for i, p in enumerate(params)]
+        self.buffer_param = {id(p): self.params[i] for i, p in enumerate(params)}
+        self.var_ref: dict[Var, int] = {}
+        self.reduced: dict[Node, int] = {}
+        self._memo: list[dict] = [{}]
+
+    def const(self, value, dtype=INDEX) -> int:
+        return self.b.emit("const", dtype, (), np.dtype(dtype).type(value).item())
+
+    def open_loops(self, vars_, kind):
+        opened = []
+        for v in vars_:
+            r = self.b.open_range(v.extent, kind)
+            self.var_ref[v] = r
+            self._memo.append({})
+            opened.append(r)
+        return opened
+
+    def close_loops(self, opened):
+        for r in reversed(opened):
+            self._memo.pop()
+            self.b.close_range(r)
+
+    def index(self, expr: Expr) -> int:
+        expr = expr.substitute(self.subst)
+        return self._index(expr)
+
+    def _index(self, expr: Expr) -> int:
+        terms = []
+        for atom, c in expr.terms:
+            if isinstance(atom, Var):
+                ref = self.var_ref[atom]
+            else:
+                x = self._index(atom.x)
+                if isinstance(atom, (Div, Mod)):
+                    ref = self.b.emit("idiv" if isinstance(atom, Div) else "mod", INDEX, (x, self.const(atom.d)))
+                else:
+                    ref = self.b.emit("max", INDEX, (self.b.emit("min", INDEX, (x, self.const(atom.hi))),
+                                                     self.const(atom.lo)))
+            terms.append(ref if c == 1 else self.b.emit("mul", INDEX, (ref, self.const(c))))
+        if expr.const or not terms:
+            terms.append(self.const(expr.const))
+        out = terms[0]
+        for t in terms[1:]:
+            out = self.b.emit("add", INDEX, (out, t))
+        return out
+
+    def value(self, node: Node, idx: tuple[Expr, ...], top: bool = False) -> int:
+        key = (node, idx)
+        for memo in reversed(self._memo):
+            if key in memo:
+                return memo[key]
+        ref = self._value(node, idx, top)
+        self._memo[-1][key] = ref
+        return ref
+
+    def _value(self, node: Node, idx, top: bool) -> int:
+        if (node in self.buffers and not top) or node.op is Op.INPUT:
+            buf = self.buffers[node]
+            return self.b.emit("load", node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
+        if node.op is Op.CONST:
+            return self.const(node.arg, node.dtype)
+        if node.op is Op.REDUCE:
+            return self.reduced[node]
+        if node.op is Op.CAST:
+            return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))
+        if node.op in ELEMENTWISE:
+            return self.b.emit(node.op.value, node.dtype, tuple(self.value(s, idx) for s in node.srcs))
+        src_idx, valid = source_index(node, idx)
+        val = self.value(node.srcs[0], src_idx)
+        if not valid:
+            return val
+        cond = None
+        for expr, lo, hi in valid:
+            i = self.index(expr)
+            for c in (self.b.emit("le", np.bool_, (self.const(lo), i)), self.b.emit("lt", np.bool_, (i, self.const(hi)))):
+                cond = c if cond is None else self.b.emit("and", np.bool_, (cond, c))
+        return self.b.emit("where", node.dtype, (cond, val, self.const(node.arg[1], node.dtype)))

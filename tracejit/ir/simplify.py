@@ -1,0 +1,52 @@
+"""Graph simplification: constant folding and algebraic identities; dead code never survives a rewrite."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import build
+from .graph import BINARY, ELEMENTWISE, Node, Op, rewrite
+from .kernel_ir import ALU
+from .interpret import NUMPY_OPS
+
+
+def simplify(outputs: list[Node]) -> list[Node]:
+    return rewrite(outputs, _simplify_node)
+
+
+def _simplify_node(n: Node) -> Node:
+    if n.op in ELEMENTWISE and n.srcs and all(s.op is Op.CONST for s in n.srcs):
+        return _fold(n)
+    if n.op in BINARY:
+        a, b = n.srcs
+        if n.dtype != a.dtype:
+            return n  # comparisons: nothing to simplify by identity
+        if n.op in (Op.ADD, Op.OR, Op.XOR) and _is(a, 0):
+            return b
+        if n.op in (Op.ADD, Op.SUB, Op.OR, Op.XOR) and _is(b, 0):
+            return a
+        if n.op is Op.MUL and _is(a, 1):
+            return b
+        if n.op in (Op.MUL, Op.DIV, Op.POW) and _is(b, 1):
+            return a
+        if n.op is Op.MUL and n.dtype.kind in "iu" and (_is(a, 0) or _is(b, 0)):
+            return build.const(0, n.dtype, n.shape)  # x*0 is 0 for integers only (NaN*0 is NaN)
+    if n.op is Op.NEG and n.srcs[0].op is Op.NEG:
+        return n.srcs[0].srcs[0]
+    if n.op is Op.WHERE and n.srcs[0].op is Op.CONST:
+        return n.srcs[1] if n.srcs[0].arg else n.srcs[2]
+    return n
+
+
+def _is(n: Node, value) -> bool:
+    return n.op is Op.CONST and n.arg == value
+
+
+def _fold(n: Node) -> Node:
+    if n.op is Op.CAST:
+        value = np.asarray(n.srcs[0].arg, n.srcs[0].dtype).astype(n.dtype)
+    else:
+        assert n.op.value in ALU
+        args = [np.asarray(s.arg, s.dtype) for s in n.srcs]
+        with np.errstate(all="ignore"):
+            value = np.asarray(NUMPY_OPS[n.op.value](*args)).astype(n.dtype)
+    return build.const(value.item(), n.dtype, n.shape, n.weak)

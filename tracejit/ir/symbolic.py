@@ -1,0 +1,200 @@
+"""Integer index expressions over loop variables: affine sums of atoms (variables, floor div, mod, clamp).
+
+Simplification knows the range of every variable, so reshapes that undo each other cancel:
+(x // c) * c + x % c is x, and x % c is x when 0 <= x < c. That is what turns views into plain
+strided indexing, and lets the layout pass see which dimensions can be merged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    extent: int
+
+    def bounds(self) -> tuple[int, int]:
+        return 0, self.extent - 1
+
+
+@dataclass(frozen=True)
+class Div:
+    x: "Expr"
+    d: int
+
+    def bounds(self):
+        lo, hi = self.x.bounds()
+        return lo // self.d, hi // self.d
+
+
+@dataclass(frozen=True)
+class Mod:
+    x: "Expr"
+    d: int
+
+    def bounds(self):
+        return 0, self.d - 1
+
+
+@dataclass(frozen=True)
+class Clamp:
+    x: "Expr"
+    lo: int
+    hi: int
+
+    def bounds(self):
+        lo, hi = self.x.bounds()
+        return max(min(lo, self.hi), self.lo), min(max(hi, self.lo), self.hi)
+
+
+Atom = Var | Div | Mod | Clamp
+
+
+@dataclass(frozen=True)
+class Expr:
+    """const + sum(coef * atom), terms sorted so that equal expressions compare equal."""
+    terms: tuple[tuple[Atom, int], ...] = ()
+    const: int = 0
+
+    @staticmethod
+    def of(x: "Expr | Atom | int") -> "Expr":
+        if isinstance(x, Expr):
+            return x
+        if isinstance(x, int):
+            return Expr((), x)
+        return Expr(((x, 1),), 0)
+
+    def bounds(self) -> tuple[int, int]:
+        lo = hi = self.const
+        for atom, c in self.terms:
+            a, b = atom.bounds()
+            lo, hi = (lo + c * a, hi + c * b) if c > 0 else (lo + c * b, hi + c * a)
+        return lo, hi
+
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def __add__(self, other) -> "Expr":
+        other = Expr.of(other)
+        coefs = dict(self.terms)
+        for atom, c in other.terms:
+            coefs[atom] = coefs.get(atom, 0) + c
+        return _normalize(coefs, self.const + other.const)
+
+    __radd__ = __add__
+
+    def __mul__(self, k: int) -> "Expr":
+        assert isinstance(k, int)
+        if k == 0:
+            return Expr()
+        return Expr(tuple((a, c * k) for a, c in self.terms), self.const * k)
+
+    __rmul__ = __mul__
+
+    def __sub__(self, other) -> "Expr":
+        return self + Expr.of(other) * -1
+
+    def __floordiv__(self, d: int) -> "Expr":
+        if d == 1:
+            return self
+        q_terms = {a: c // d for a, c in self.terms if c % d == 0}
+        rest = Expr(tuple((a, c) for a, c in self.terms if c % d != 0), self.const % d)
+        q = _normalize(q_terms, self.const // d)
+        lo, hi = rest.bounds()
+        if lo // d == hi // d:
+            return q + lo // d
+        return q + Expr.of(Div(rest, d))
+
+    def __mod__(self, d: int) -> "Expr":
+        if d == 1:
+            return Expr()
+        rest = Expr(tuple((a, c % d) for a, c in self.terms if c % d != 0), self.const % d)
+        lo, hi = rest.bounds()
+        if 0 <= lo and hi < d:
+            return rest
+        if lo // d == hi // d:
+            return rest - (lo // d) * d
+        return Expr.of(Mod(rest, d))
+
+    def clamp(self, lo: int, hi: int) -> "Expr":
+        a, b = self.bounds()
+        if lo <= a and b <= hi:
+            return self
+        return Expr.of(Clamp(self, lo, hi))
+
+    def atoms(self):
+        return [a for a, _ in self.terms]
+
+    def variables(self) -> set[Var]:
+        out = set()
+        for atom, _ in self.terms:
+            if isinstance(atom, Var):
+                out.add(atom)
+            else:
+                out |= atom.x.variables()
+        return out
+
+    def coefficient(self, var: Var) -> int | None:
+        """The coefficient of var if the expression is affine in it, else None."""
+        coef = 0
+        for atom, c in self.terms:
+            if atom == var:
+                coef = c
+            elif not isinstance(atom, Var) and var in atom.x.variables():
+                return None
+        return coef
+
+    def substitute(self, mapping: dict[Var, "Expr"]) -> "Expr":
+        out = Expr((), self.const)
+        for atom, c in self.terms:
+            if isinstance(atom, Var):
+                out = out + Expr.of(mapping.get(atom, atom)) * c
+            else:
+                x = atom.x.substitute(mapping)
+                if isinstance(atom, Div):
+                    out = out + (x // atom.d) * c
+                elif isinstance(atom, Mod):
+                    out = out + (x % atom.d) * c
+                else:
+                    out = out + x.clamp(atom.lo, atom.hi) * c
+        return out
+
+    def __str__(self) -> str:
+        parts = [(_fmt_atom(a) if c == 1 else f"{c}*{_fmt_atom(a)}") for a, c in self.terms]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+def _fmt_atom(a: Atom) -> str:
+    if isinstance(a, Var):
+        return a.name
+    if isinstance(a, Div):
+        return f"({a.x})//{a.d}"
+    if isinstance(a, Mod):
+        return f"({a.x})%{a.d}"
+    return f"clamp({a.x}, {a.lo}, {a.hi})"
+
+
+def _normalize(coefs: dict, const: int) -> Expr:
+    coefs = {a: c for a, c in coefs.items() if c != 0}
+    changed = True
+    while changed:  # k*c*(x//c) + k*(x%c) == k*x
+        changed = False
+        for atom, k in list(coefs.items()):
+            if isinstance(atom, Mod):
+                div = Div(atom.x, atom.d)
+                if coefs.get(div) == k * atom.d:
+                    del coefs[atom], coefs[div]
+                    for a, c in atom.x.terms:
+                        coefs[a] = coefs.get(a, 0) + c * k
+                    const += atom.x.const * k
+                    coefs = {a: c for a, c in coefs.items() if c != 0}
+                    changed = True
+                    break
+    return Expr(tuple(sorted(coefs.items(), key=lambda t: _sort_key(t[0]))), const)
+
+
+def _sort_key(atom) -> str:
+    return f"{type(atom).__name__}:{_fmt_atom(atom)}"

@@ -1,0 +1,1 @@
+"""Devices, buffers, launching, the device registry and discovery."""

@@ -1,0 +1,50 @@
+"""tj.Array: a device-resident array; on the numba device its memory is a NumPy array."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class Array:
+    """An array living on a tracejit device. Results stay on their device between kernel calls."""
+
+    __slots__ = ("_data", "device")
+
+    def __init__(self, data, device):
+        self._data = data
+        self.device = device
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    def numpy(self) -> np.ndarray:
+        """A host NumPy array with the contents (a copy for device memory)."""
+        return self.device.to_numpy(self._data)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.device.dlpack(self._data, *args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.device.dlpack_device(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"tj.Array({self.numpy()!r}, device={self.device.name!r})"

@@ -1,0 +1,173 @@
+"""The numba target: generated modules are real files imported as real modules, compiled by numba.njit."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codegen import numba as numba_codegen
+from ..errors import CompileError
+from ..ir.fuse import Program
+from ..ir.kernel_ir import Kernel
+from .array import Array
+from .cache_dir import cache_dir
+from .debug import log
+
+PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
+FASTMATH = {"reassoc", "contract", "nsz"}  # none of these changes NaN or Inf behaviour
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    source: str
+    ir: Kernel
+    parallel: bool
+
+
+class NumbaDevice:
+    name = "numba"
+
+    def __init__(self, index: int = 0):
+        if index:
+            raise ValueError("the numba device has no index")
+        self.modules: dict[str, object] = {}
+
+    @staticmethod
+    def probe():
+        try:
+            import numba
+        except ImportError as e:
+            return False, f"numba is not importable ({e}); pip install numba", ""
+        return True, None, f"CPU, {os.cpu_count()} threads, numba {numba.__version__}"
+
+    # -- memory --
+    def from_numpy(self, a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a)
+
+    def to_numpy(self, data: np.ndarray) -> np.ndarray:
+        return data
+
+    def dlpack(self, data, *args, **kwargs):
+        return data.__dlpack__(*args, **kwargs)
+
+    def dlpack_device(self, data):
+        return data.__dlpack_device__()
+
+    def synchronize(self) -> None:
+        """Numba kernels finish before the call returns; nothing to wait for."""
+
+    # -- compilation --
+    def compile(self, program: Program) -> "NumbaPlan":
+        compiled = []
+        for k in program.kernels:
+            parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1
+            source = numba_codegen.render_module([(k, parallel)])
+            fn = self._load(source, k)
+            compiled.append((CompiledKernel(k.name, source, k, parallel), fn))
+        return NumbaPlan(program, compiled)
+
+    def _load(self, source: str, kernel: Kernel):
+        digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+        modname = f"_tracejit_numba_{digest}"
+        module = sys.modules.get(modname)
+        if module is None:
+            path = cache_dir() / "numba" / f"{modname}.py"
+            if not path.exists():
+                _write_atomic(path, source)
+            spec = importlib.util.spec_from_file_location(modname, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[modname] = module  # numba's disk cache finds the module through sys.modules
+            try:
+                spec.loader.exec_module(module)
+            except Exception as e:
+                del sys.modules[modname]
+                raise CompileError(f"generated module {path} failed to import: {e}") from None
+        fn = getattr(module, kernel.name)
+        if not hasattr(fn, "compile"):
+            import numba
+            parallel = "numba.prange" in source
+            fn = numba.njit(parallel=parallel, fastmath=FASTMATH, error_model="numpy", cache=True)(fn)
+            setattr(module, kernel.name, fn)
+        t0 = time.perf_counter()
+        try:
+            fn.compile(_signature(kernel))
+        except Exception as e:
+            raise CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}\n"
+                               f"generated source: {module.__file__}") from None
+        log(1, f"compiled {kernel.name} (numba) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        return fn.overloads[fn.signatures[-1]].entry_point
+
+
+def _signature(kernel: Kernel):
+    import numba
+    args = [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
+            for p in kernel.params]
+    return numba.types.void(*args)
+
+
+def _first_lines(text: str, n: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[:n])
+
+
+def _write_atomic(path, text: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class NumbaPlan:
+    """A compiled program: per call, flat views of the arguments, fresh outputs, the kernels in order."""
+
+    def __init__(self, program: Program, compiled):
+        self.program = program
+        self.kernels = [c for c, _ in compiled]
+        slots = {key: i for i, key in enumerate(program.buffers)}
+        self._inputs = [(slots[k], k[1], b) for k, b in program.buffers.items() if k[0] == "in"]
+        self._fresh = [(slots[k], b.size, _storage(b.dtype), b.dtype != np.float16)
+                       for k, b in program.buffers.items() if k[0] != "in"]
+        self._launches = [(fn, tuple(slots[k] for k in keys)) for (_, fn), keys in zip(compiled, program.launches)]
+        self._outputs = [(slots[k], program.buffers[k].dtype, program.buffers[k].shape) for k in program.outputs]
+        self._nslots = len(slots)
+
+    def __call__(self, args) -> list[np.ndarray]:
+        bufs = [None] * self._nslots
+        for slot, pos, buf in self._inputs:
+            bufs[slot] = flat_view(args[pos], buf)
+        for slot, size, storage, _ in self._fresh:
+            bufs[slot] = np.empty(size, storage)
+        for fn, slots in self._launches:
+            fn(*[bufs[s] for s in slots])
+        return [bufs[s].view(dt).reshape(shape) if dt == np.float16 else bufs[s].reshape(shape)
+                for s, dt, shape in self._outputs]
+
+
+def _storage(dt: np.dtype) -> np.dtype:
+    return np.dtype("uint16") if dt == np.float16 else dt
+
+
+def flat_view(a, buf) -> np.ndarray:
+    """The 1-D span of memory holding `a`, starting at its lowest address (strided arrays in place)."""
+    if type(a) is Array:
+        a = a._data
+    elif not isinstance(a, np.ndarray):
+        a = np.asarray(a, dtype=buf.dtype)  # Python scalars arrive as 0-d arrays
+    if a.flags.c_contiguous:
+        flat = a.reshape(-1)
+    else:
+        corner = a[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(a.shape, a.strides))]
+        flat = np.lib.stride_tricks.as_strided(corner, shape=(buf.size,), strides=(a.itemsize,))
+    return flat.view(np.uint16) if flat.dtype == np.float16 else flat

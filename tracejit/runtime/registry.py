@@ -1,0 +1,88 @@
+"""The device registry: every target in one table, discovered at run time, and the default device."""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+
+from ..errors import DeviceError
+
+# name -> "module:Class" of its runtime, in auto-selection order (real GPUs first, then numba, then
+# CPU implementations of GPU APIs). A new target adds one line here.
+TARGETS: dict[str, str] = {
+    "numba": "tracejit.runtime.numba_device:NumbaDevice",
+}
+AUTO_ORDER = ("cuda", "metal", "opencl-gpu", "webgpu-gpu", "numba")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    available: bool
+    reason: str | None = None   # why not available, with an install hint
+    description: str = ""
+
+    def __str__(self) -> str:
+        state = "available" if self.available else f"unavailable: {self.reason}"
+        return f"{self.name:<8} {state}" + (f" ({self.description})" if self.description else "")
+
+
+_instances: dict[str, object] = {}
+_default: str | None = None
+
+
+def _load(target: str):
+    module, cls = TARGETS[target].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def devices() -> list[DeviceInfo]:
+    """Every target tracejit knows, usable here or not (and why not)."""
+    out = []
+    for target in TARGETS:
+        try:
+            cls = _load(target)
+            ok, reason, desc = cls.probe()
+        except Exception as e:  # a broken optional install must not break `import tracejit`
+            ok, reason, desc = False, f"{type(e).__name__}: {e}", ""
+        out.append(DeviceInfo(target, ok, reason, desc))
+    return out
+
+
+def device(name: str | None = None):
+    """The runtime device object for a name such as "numba" (None: the default device)."""
+    name = name or default_device_name()
+    if not isinstance(name, str):
+        name = getattr(name, "name", name)
+    dev = _instances.get(name)
+    if dev is not None:
+        return dev
+    target, _, index = name.partition(":")
+    if target not in TARGETS:
+        raise DeviceError(f"unknown device {name!r}; known devices: {', '.join(TARGETS)}")
+    cls = _load(target)
+    ok, reason, _ = cls.probe()
+    if not ok:
+        raise DeviceError(f"device {name!r} is not available: {reason}")
+    dev = _instances[name] = cls(int(index) if index else 0)
+    return dev
+
+
+def set_default_device(name: str | None) -> None:
+    """Make `name` the device used when a call names none (None: back to automatic choice)."""
+    global _default
+    if name is not None:
+        device(name)  # validate now, not at the first call
+    _default = name
+
+
+def default_device_name() -> str:
+    if _default is not None:
+        return _default
+    env = os.environ.get("TRACEJIT_DEVICE")
+    if env:
+        return env
+    for info in devices():
+        if info.available and info.name in AUTO_ORDER:
+            return info.name
+    return "numba"
