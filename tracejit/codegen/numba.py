@@ -14,7 +14,7 @@ _F = {"exp": "np.exp", "exp2": "np.exp2", "log": "np.log", "log2": "np.log2", "s
       "floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "rint": "np.rint", "sign": "np.sign",
       "isnan": "np.isnan", "isinf": "np.isinf", "abs": "abs"}
 _OPS = {
-    "neg": "(-{0})", "recip": "({t}(1) / {0})",
+    "neg": "(-{0})", "recip": "({t}(1) / {0})", "invert": "(~{0})",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
     "idiv": "({0} // {1})", "mod": "({0} % {1})", "pow": "({0} ** {1})",
     "lt": "({0} < {1})", "le": "({0} <= {1})", "eq": "({0} == {1})", "ne": "({0} != {1})",

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..errors import DtypeError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL, FLOAT64, check, is_float, sum_dtype, weak_dtype
 from ..ir.graph import Node, Op
@@ -201,6 +201,9 @@ def broadcast_to(a, shape) -> Tensor:
 
 
 def _axis(axis: int, ndim: int) -> int:
+    if isinstance(axis, Tensor):
+        raise TraceError("an axis argument is a traced value; axes must be plain Python ints. If it is a "
+                         "parameter of the kernel, name it static: @tj.kernel(static=('axis',))")
     axis = int(axis)
     if not -ndim <= axis < ndim:
         raise ShapeError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
@@ -210,7 +213,7 @@ def _axis(axis: int, ndim: int) -> int:
 def _axes(axis, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    axes = tuple(_axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis))
+    axes = tuple(_axis(a, ndim) for a in ((axis,) if isinstance(axis, (int, Tensor)) else axis))
     if len(set(axes)) != len(axes):
         raise ShapeError(f"duplicate value in axis {axis}")
     return axes
@@ -292,4 +295,4 @@ def astype(a, dtype) -> Tensor:
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
     "annotations", "functools", "math", "np", "build", "Node", "Op", "Tensor", "as_node", "check", "is_float",
-    "sum_dtype", "weak_dtype", "BOOL", "FLOAT64", "DtypeError", "ShapeError", "UnsupportedError")]
+    "sum_dtype", "weak_dtype", "BOOL", "FLOAT64", "DtypeError", "ShapeError", "TraceError", "UnsupportedError")]

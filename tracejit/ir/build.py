@@ -40,6 +40,9 @@ def cast(x: Node, dtype, weak: bool = False) -> Node:
     dtype = np.dtype(dtype)
     if x.dtype == dtype and x.weak == weak:
         return x
+    if x.op is Op.CONST:
+        with np.errstate(all="ignore"):
+            return const(np.asarray(x.arg, x.dtype).astype(dtype).item(), dtype, x.shape, weak)
     return Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak)
 
 

@@ -81,6 +81,8 @@ def analyze(out: Node, buffers: dict) -> Analysis:
     it = iter(out_vars)
     out_idx = tuple(Expr.of(next(it)) if s != 1 else Expr() for s in out.shape)
     a = Analysis(out, out_vars, out_idx)
+    if out.size == 0:
+        return a  # no kernel: the result is empty
     seen: set = set()
     found: dict[Node, _Reduce] = {}
     allowed = set(out_vars)
@@ -149,6 +151,8 @@ def source_index(node: Node, idx: tuple[Expr, ...]):
     if node.op is Op.SLICE:
         return tuple(e * step + start for e, (start, step, _) in zip(idx, node.arg)), ()
     if node.op is Op.RESHAPE:
+        if src.size == 0:  # nothing is ever read: the loops around this have no iterations
+            return tuple(Expr() for _ in src.shape), ()
         lin = Expr()
         for e, st in zip(idx, _cstrides(node.shape)):
             lin = lin + e * st

@@ -69,7 +69,7 @@ class NumbaDevice:
         for k in program.kernels:
             parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1
             source = numba_codegen.render_module([(k, parallel)])
-            fn = self._load(source, k)
+            fn = self._load(source, k)  # (entry point, dispatcher)
             compiled.append((CompiledKernel(k.name, source, k, parallel), fn))
         return NumbaPlan(program, compiled)
 
@@ -102,7 +102,9 @@ class NumbaDevice:
             raise CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}\n"
                                f"generated source: {module.__file__}") from None
         log(1, f"compiled {kernel.name} (numba) in {1e3 * (time.perf_counter() - t0):.0f} ms")
-        return fn.overloads[fn.signatures[-1]].entry_point
+        # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
+        # types (read-only views), which it compiles on demand
+        return fn.overloads[fn.signatures[-1]].entry_point, fn
 
 
 def _signature(kernel: Kernel):
@@ -149,8 +151,11 @@ class NumbaPlan:
             bufs[slot] = flat_view(args[pos], buf)
         for slot, size, storage, _ in self._fresh:
             bufs[slot] = np.empty(size, storage)
-        for fn, slots in self._launches:
-            fn(*[bufs[s] for s in slots])
+        for (entry, dispatcher), slots in self._launches:
+            try:
+                entry(*[bufs[s] for s in slots])
+            except TypeError:
+                dispatcher(*[bufs[s] for s in slots])
         return [bufs[s].view(dt).reshape(shape) if dt == np.float16 else bufs[s].reshape(shape)
                 for s, dt, shape in self._outputs]
 

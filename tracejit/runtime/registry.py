@@ -29,6 +29,7 @@ class DeviceInfo:
 
 _instances: dict[str, object] = {}
 _default: str | None = None
+_auto: str | None = None   # the automatic choice, found once per process
 
 
 def _load(target: str):
@@ -82,7 +83,8 @@ def default_device_name() -> str:
     env = os.environ.get("TRACEJIT_DEVICE")
     if env:
         return env
-    for info in devices():
-        if info.available and info.name in AUTO_ORDER:
-            return info.name
-    return "numba"
+    global _auto
+    if _auto is None:
+        available = {i.name for i in devices() if i.available}
+        _auto = next((name for name in AUTO_ORDER if name in available), "numba")
+    return _auto
