@@ -50,14 +50,21 @@ class Plan:
     def __init__(self, traced: Traced, executable, device):
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
+        if device.name == "numba" and len(traced.outputs) == 1 and not traced.tuple_result:
+            self.run = executable.run  # the common case: no wrapping at all
+        else:
+            self.run = self._run
         self._wrap = device.name != "numba"
         self._tuple = traced.tuple_result
 
-    def __call__(self, args):
+    def _run(self, args):
         outs = self.executable(args)
         if self._wrap:
             outs = [Array(o, self.device) for o in outs]
         return tuple(outs) if self._tuple else outs[0]
+
+    def __call__(self, *args):
+        return self.run(args)
 
     def __repr__(self) -> str:
         return f"<Plan {self.traced.name} on {self.device.name}: {len(self.kernels)} kernel(s)>"
@@ -90,17 +97,27 @@ class Kernel:
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
-        if self._static:
-            key = (dev, *[("static", a) if i in self._static else arg_key(a) for i, a in enumerate(args)])
-        else:
-            key = (dev, *map(arg_key, args))
-        plan = self._plans.get(key)
+        key = self._key(dev, args)
+        try:
+            plan = self._plans.get(key)
+        except TypeError:
+            raise ArgumentError(f"{self.__name__}: static arguments must be hashable (they key the compile "
+                                f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
         if plan is None:
+            # array-likes (lists, DLPack objects) are converted first and keyed by what they became
             args = tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
-            plan = self._build(args, dev, key)
-        else:
-            self._counts["hits"] += 1
-        return plan(args)
+            key = self._key(dev, args)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = self._lower(args, dev)
+                return plan.run(args)
+        self._counts["hits"] += 1
+        return plan.run(args)
+
+    def _key(self, dev, args) -> tuple:
+        if self._static:
+            return (dev, *[("static", a) if i in self._static else arg_key(a) for i, a in enumerate(args)])
+        return (dev, *map(arg_key, args))
 
     def _bind(self, args, kwargs) -> tuple:
         try:
@@ -109,16 +126,6 @@ class Kernel:
             raise ArgumentError(f"{self.__name__}{self._signature}: {e}") from None
         bound.apply_defaults()
         return bound.args
-
-    def _build(self, args, device_name, key) -> Plan:
-        plan = self._lower(args, device_name)
-        try:
-            hash(key)
-            self._plans[key] = plan
-        except TypeError:
-            pass
-        # the key of converted arguments (lists, DLPack objects) may differ from the original's
-        return plan
 
     # -- public staging API --
     def trace(self, *args, **kwargs) -> Traced:

@@ -31,7 +31,7 @@ class Spec:
 def spec(shape, dtype, strides=None) -> Spec:
     """tj.spec(shape, dtype): an argument for trace / lower / warm that carries no data."""
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
-    return Spec(shape, check(dtype, "tj.spec"), None if strides is None else tuple(strides))
+    return Spec(shape, check(dtype, "tj.spec", internal=False), None if strides is None else tuple(strides))
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,12 @@ def describe(a, position: int) -> ArgInfo:
         return ArgInfo("array", a.dtype, a.shape, a.element_strides)
     if isinstance(a, Array):
         a = a._data if isinstance(a._data, np.ndarray) else a.numpy()
-    if isinstance(a, complex) or isinstance(a, np.ndarray) and a.dtype.kind in "cOSUVMm":
-        kind = "complex" if np.asarray(a).dtype.kind == "c" else str(np.asarray(a).dtype)
-        raise DtypeError(f"argument {position} has dtype {kind}, which tracejit does not support; "
-                         "supported: bool, int8-64, uint8-32, float16/32/64")
+    if isinstance(a, complex):
+        raise DtypeError(f"argument {position} is a Python complex; tracejit supports no complex dtypes")
     if not isinstance(a, np.ndarray):
         raise ArgumentError(f"argument {position} of type {type(a).__name__} is not an array; pass a numpy "
                             "array, tj.Array or Python scalar (or name it in static= if it is a setting)")
-    dt = check(a.dtype, f"argument {position}")
+    dt = check(a.dtype, f"argument {position}", internal=False)
     item = a.itemsize
     if any(s % item for s in a.strides):
         raise ArgumentError(f"argument {position} has strides {a.strides} that are not a multiple of its "

@@ -17,13 +17,16 @@ UINT64 = np.dtype("uint64")
 FLOAT64 = np.dtype("float64")
 
 
-def check(dtype, what: str = "argument") -> np.dtype:
-    """Return dtype as np.dtype, or raise DtypeError naming it and what is supported."""
+def check(dtype, what: str = "argument", internal: bool = True) -> np.dtype:
+    """Return dtype as np.dtype, or raise DtypeError naming it and what is supported.
+
+    `internal=False` (kernel arguments) excludes uint64, which tracejit uses only for NumPy's sums.
+    """
     try:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise DtypeError(f"{what}: {dtype!r} is not a dtype") from e
-    if dt not in _SUPPORTED_SET:
+    if dt not in _SUPPORTED_SET or (not internal and dt == UINT64):
         names = ", ".join(d.name for d in SUPPORTED if d != UINT64)
         raise DtypeError(f"{what} has dtype {dt} which tracejit does not support; "
                          f"supported dtypes: {names}. Convert with .astype() before the call.")

@@ -14,6 +14,7 @@ import numpy as np
 from ..codegen import numba as numba_codegen
 from ..errors import CompileError
 from ..ir.fuse import Program
+from ..ir.lower import Buffer
 from ..ir.kernel_ir import Kernel
 from .array import Array
 from .cache_dir import cache_dir
@@ -132,32 +133,50 @@ def _write_atomic(path, text: str) -> None:
 
 
 class NumbaPlan:
-    """A compiled program: per call, flat views of the arguments, fresh outputs, the kernels in order."""
+    """A compiled program. Calls go through `run`, straight-line Python generated for this plan:
+    flat views of the arguments, fresh outputs, each kernel's entry point, the results."""
 
     def __init__(self, program: Program, compiled):
         self.program = program
         self.kernels = [c for c, _ in compiled]
-        slots = {key: i for i, key in enumerate(program.buffers)}
-        self._inputs = [(slots[k], k[1], b) for k, b in program.buffers.items() if k[0] == "in"]
-        self._fresh = [(slots[k], b.size, _storage(b.dtype), b.dtype != np.float16)
-                       for k, b in program.buffers.items() if k[0] != "in"]
-        self._launches = [(fn, tuple(slots[k] for k in keys)) for (_, fn), keys in zip(compiled, program.launches)]
-        self._outputs = [(slots[k], program.buffers[k].dtype, program.buffers[k].shape) for k in program.outputs]
-        self._nslots = len(slots)
+        self.run = self._make_runner([fns for _, fns in compiled])
 
     def __call__(self, args) -> list[np.ndarray]:
-        bufs = [None] * self._nslots
-        for slot, pos, buf in self._inputs:
-            bufs[slot] = flat_view(args[pos], buf)
-        for slot, size, storage, _ in self._fresh:
-            bufs[slot] = np.empty(size, storage)
-        for (entry, dispatcher), slots in self._launches:
-            try:
-                entry(*[bufs[s] for s in slots])
-            except TypeError:
-                dispatcher(*[bufs[s] for s in slots])
-        return [bufs[s].view(dt).reshape(shape) if dt == np.float16 else bufs[s].reshape(shape)
-                for s, dt, shape in self._outputs]
+        out = self.run(args)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    def _make_runner(self, fns):
+        prog = self.program
+        name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
+        env = {"np": np, "flat_view": flat_view, "Array": Array}
+        lines = ["def run(args):"]
+        for key, buf in prog.buffers.items():
+            b = name[key]
+            if key[0] == "in":
+                env[f"{b}_desc"] = buf
+                contiguous = buf.offset == 0 and buf.strides == Buffer.contiguous(None, buf.dtype, buf.shape).strides
+                data = f"args[{key[1]}]"
+                if not buf.shape:  # Python scalar or 0-d array
+                    lines.append(f"    {b} = np.asarray({data}, {b}_desc.dtype).reshape(1)")
+                elif contiguous and buf.dtype != np.float16:
+                    lines.append(f"    {b} = ({data}._data if type({data}) is Array else {data}).reshape(-1)")
+                else:
+                    lines.append(f"    {b} = flat_view({data}, {b}_desc)")
+            else:
+                env[f"{b}_dt"] = buf.dtype
+                lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt)")
+                view = ".view(np.uint16)" if buf.dtype == np.float16 else ""
+                lines.append(f"    {b} = {b}_arr{view}.reshape(-1)")
+        for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
+            env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
+            call_args = ", ".join(name[k] for k in keys)
+            lines += ["    try:", f"        entry{i}({call_args})",
+                      "    except TypeError:  # an argument of another numba type (read-only view)",
+                      f"        dispatch{i}({call_args})"]
+        outs = [f"{name[k]}_arr" for k in prog.outputs]
+        lines.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)},)")
+        exec(compile("\n".join(lines), f"<tracejit plan runner {id(self):x}>", "exec"), env)
+        return env["run"]
 
 
 def _storage(dt: np.dtype) -> np.dtype:

@@ -29,7 +29,7 @@ class DeviceInfo:
 
 _instances: dict[str, object] = {}
 _default: str | None = None
-_auto: str | None = None   # the automatic choice, found once per process
+_auto: str | None = None   # TRACEJIT_DEVICE or the automatic choice, found once per process
 
 
 def _load(target: str):
@@ -70,7 +70,7 @@ def device(name: str | None = None):
 
 
 def set_default_device(name: str | None) -> None:
-    """Make `name` the device used when a call names none (None: back to automatic choice)."""
+    """Make `name` the device used when a call names none (None: back to TRACEJIT_DEVICE / automatic)."""
     global _default
     if name is not None:
         device(name)  # validate now, not at the first call
@@ -78,13 +78,25 @@ def set_default_device(name: str | None) -> None:
 
 
 def default_device_name() -> str:
+    """set_default_device's choice, else TRACEJIT_DEVICE, else the best available device.
+
+    Runs on every kernel call, so the environment is read once (when first needed) and remembered.
+    """
     if _default is not None:
         return _default
-    env = os.environ.get("TRACEJIT_DEVICE")
-    if env:
-        return env
     global _auto
     if _auto is None:
-        available = {i.name for i in devices() if i.available}
-        _auto = next((name for name in AUTO_ORDER if name in available), "numba")
+        env = os.environ.get("TRACEJIT_DEVICE")
+        if env:
+            device(env)  # a wrong name fails here, with the list of known devices
+            _auto = env
+        else:
+            available = {i.name for i in devices() if i.available}
+            _auto = next((name for name in AUTO_ORDER if name in available), "numba")
     return _auto
+
+
+def reset_default_device() -> None:
+    """Forget the remembered choice, so TRACEJIT_DEVICE is read again (for tests and tools)."""
+    global _default, _auto
+    _default = _auto = None

@@ -1,0 +1,43 @@
+"""Shared fixtures: every available device (one test run each), a seeded RNG per test, and a private
+kernel disk cache so the suite neither reads nor fills the user's cache."""
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("tracejit") is None:
+    # `pytest` run from a checkout that is not installed: test the checkout.
+    sys.path.insert(0, str(REPO_ROOT))
+
+if "TRACEJIT_CACHE_DIR" not in os.environ:
+    # Set before tracejit is imported, in case it reads the variable at import time.
+    _cache_dir = tempfile.mkdtemp(prefix="tracejit-test-cache-")
+    atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
+    os.environ["TRACEJIT_CACHE_DIR"] = _cache_dir
+
+import tracejit as tj  # noqa: E402
+
+AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
+
+
+@pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)
+def device(request: pytest.FixtureRequest) -> str:
+    """Name of a device that can run kernels here; tests using it run once per device."""
+    return request.param
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> np.random.Generator:
+    """A random generator seeded from the test's id: different data per test, the same on every run."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+

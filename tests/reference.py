@@ -1,0 +1,174 @@
+"""NumPy as the reference: dtype tables, seeded inputs per dtype, and result comparison with
+dtype-aware tolerances. Tests run a kernel body once through tracejit and once on plain NumPy arrays."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+BOOL = ["bool"]
+SIGNED_INTS = ["int8", "int16", "int32", "int64"]
+UNSIGNED_INTS = ["uint8", "uint16", "uint32"]
+INTS = SIGNED_INTS + UNSIGNED_INTS
+FLOATS = ["float16", "float32", "float64"]
+INTS_AND_BOOL = BOOL + INTS
+NUMERIC = INTS + FLOATS
+ALL_DTYPES = BOOL + INTS + FLOATS
+
+# (rtol, atol) by result dtype. float16 is computed in float32 and rounded, so it only agrees loosely.
+FLOAT_TOLERANCES = {
+    "float16": (1e-2, 1e-3),
+    "float32": (1e-5, 1e-6),
+    "float64": (1e-12, 1e-12),
+}
+
+
+def tolerances(dtype: Any) -> tuple[float, float]:
+    """Default (rtol, atol) for comparing results of this dtype; exact for ints and bools."""
+    return FLOAT_TOLERANCES.get(np.dtype(dtype).name, (0.0, 0.0))
+
+
+def assert_close(result: Any, expected: Any, *, rtol: float | None = None, atol: float | None = None,
+                 what: str = "result") -> None:
+    """Assert a tracejit result equals NumPy's: same tuple structure, dtype, shape, and values
+    (floats within tolerance, NaN where NumPy has NaN, infinities with the same sign; ints and bools exact)."""
+    if isinstance(expected, tuple):
+        assert isinstance(result, tuple), f"{what}: NumPy returns a tuple of {len(expected)}, got {type(result)}"
+        assert len(result) == len(expected), f"{what}: {len(result)} outputs, NumPy has {len(expected)}"
+        for i, (r, e) in enumerate(zip(result, expected)):
+            assert_close(r, e, rtol=rtol, atol=atol, what=f"{what}[{i}]")
+        return
+    assert not isinstance(result, tuple), f"{what}: got a tuple, NumPy returns a single array"
+    expected = np.asarray(expected)
+    actual = np.asarray(result)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, NumPy gives {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, NumPy gives {expected.shape}"
+    if expected.dtype.kind == "f":
+        default_rtol, default_atol = tolerances(expected.dtype)
+        np.testing.assert_allclose(
+            actual.astype(np.float64), expected.astype(np.float64),
+            rtol=default_rtol if rtol is None else rtol,
+            atol=default_atol if atol is None else atol,
+            equal_nan=True, err_msg=f"{what} ({expected.dtype})")
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=f"{what} ({expected.dtype})", strict=True)
+
+
+def pack_flags(*flags: Any) -> Any:
+    """Boolean arrays packed into one int64 array, flag i as bit i. Works on NumPy arrays and traced
+    tensors alike, so one kernel output (one compile) carries several boolean results."""
+    packed = flags[0] * 1
+    for bit, flag in enumerate(flags[1:], start=1):
+        packed = packed + flag * (1 << bit)
+    return packed
+
+
+def assert_flags_match(result: Any, expected: Any, names: list[str]) -> None:
+    """Compare pack_flags outputs bit by bit, naming the flag that differs."""
+    actual, expected = np.asarray(result), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"packed flags: dtype {actual.dtype}, NumPy gives {expected.dtype}"
+    assert actual.shape == expected.shape, f"packed flags: shape {actual.shape}, NumPy gives {expected.shape}"
+    for bit, name in enumerate(names):
+        np.testing.assert_array_equal((actual >> bit) & 1, (expected >> bit) & 1, err_msg=name)
+
+
+def run_kernel(kernel: Callable[..., Any], *args: Any, device: str, **kwargs: Any) -> Any:
+    """Call a kernel on a device. A device other than numba may lack a dtype (WGSL has no float64);
+    its DtypeError then skips the test rather than failing it. numba supports every dtype."""
+    try:
+        return kernel(*args, device=device, **kwargs)
+    except tj.DtypeError as error:
+        if device == "numba":
+            raise
+        pytest.skip(f"{device} cannot represent a dtype of this test: {error}")
+
+
+def assert_kernel_matches_numpy(body: Callable[..., Any], *args: Any, device: str,
+                                static: tuple[str, ...] | None = None,
+                                rtol: float | None = None, atol: float | None = None,
+                                numpy_errors: str = "raise", **kwargs: Any) -> Any:
+    """Compile `body` with tracejit, run it on `device`, run the same body on the NumPy arrays, and
+    compare. NumPy runs under np.errstate(all=numpy_errors): by default an input that makes NumPy warn
+    (a domain error, an overflow) is a mistake in the test, not something to compare."""
+    kernel = tj.kernel(body) if static is None else tj.kernel(static=static)(body)
+    result = run_kernel(kernel, *args, device=device, **kwargs)
+    with np.errstate(all=numpy_errors):
+        expected = body(*args, **kwargs)
+    assert_close(result, expected, rtol=rtol, atol=atol)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeded inputs
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any, *,
+                 low: float | None = None, high: float | None = None,
+                 nonzero: bool = False, full_range: bool = False) -> np.ndarray:
+    """Random values of `dtype`: ints in [low, high] clipped to the dtype (default [-100, 100], so
+    unsigned ints get [0, 100]), floats uniform in [low, high) (default [-10, 10)), bools half True.
+    nonzero keeps values away from zero (safe divisors); full_range spans the whole integer dtype."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        values = rng.random(shape) < 0.5
+        if nonzero:
+            values[...] = True
+        return values
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        lo, hi = (info.min, info.max) if full_range else (-100 if low is None else low, 100 if high is None else high)
+        values = rng.integers(max(lo, info.min), min(hi, info.max), size=shape, endpoint=True).astype(dt)
+        if nonzero:
+            values[values == 0] = 1
+        return values
+    lo, hi = -10.0 if low is None else low, 10.0 if high is None else high
+    values = rng.uniform(lo, hi, size=shape)
+    if nonzero:
+        values[np.abs(values) < 0.25] = 0.5
+    return values.astype(dt)
+
+
+def random_dyadic(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any, *,
+                  nonzero: bool = False) -> np.ndarray:
+    """Multiples of 1/4 in [-10, 10] for float dtypes (exact in float16 too), so floor division and
+    remainder have exact answers and no quotient lies a rounding error away from an integer.
+    Other dtypes fall back to random_array."""
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        return random_array(rng, shape, dt, nonzero=nonzero)
+    quarters = rng.integers(-40, 40, size=shape, endpoint=True)
+    if nonzero:
+        quarters[quarters == 0] = 3
+    return (quarters / 4).astype(dt)
+
+
+def with_edge_values(values: np.ndarray) -> np.ndarray:
+    """Put the extreme values of a signed integer dtype, or signed zeros of a float dtype, into the
+    first elements (in place) and return the array."""
+    flat = values.reshape(-1)
+    if values.dtype.kind == "i":
+        info = np.iinfo(values.dtype)
+        flat[:3] = [info.min, info.max, 0]
+    elif values.dtype.kind == "f":
+        flat[:2] = [0.0, -0.0]
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# References for tracejit functions that NumPy does not have
+
+
+def sigmoid_reference(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) computed in float64 and rounded to the input's float dtype."""
+    with np.errstate(over="ignore"):
+        return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(x.dtype)
+
+
+def erf_reference(x: np.ndarray) -> np.ndarray:
+    """math.erf elementwise in float64, rounded to the input's float dtype."""
+    values = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    return values.astype(x.dtype)

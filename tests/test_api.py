@@ -1,0 +1,205 @@
+"""The public surface around kernels: device discovery and selection, tj.Array, trace/lower/spec,
+what a call returns, and the command line. Global default-device changes run in a child process."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, run_kernel
+
+UNKNOWN_DEVICE = "no-such-device"
+
+
+def run_python(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run a child Python (`python *args`) that imports the same tracejit as this process."""
+    child_env = dict(os.environ)
+    tracejit_root = str(Path(tj.__file__).resolve().parents[1])
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (tracejit_root, child_env.get("PYTHONPATH")) if p)
+    child_env.update(env)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=child_env, timeout=300)
+
+
+# =============================================================================================
+# Devices
+
+
+def test_devices_lists_numba_as_available():
+    infos = tj.devices()
+    by_name = {info.name: info for info in infos}
+    assert "numba" in by_name
+    assert by_name["numba"].available is True
+    for info in infos:
+        assert isinstance(info.name, str) and isinstance(info.available, bool)
+        if not info.available:
+            assert isinstance(info.reason, str) and info.reason, f"{info.name} is unavailable without a reason"
+
+
+def test_device_looks_up_numba_by_name():
+    assert tj.device("numba").name == "numba"
+
+
+def test_unknown_device_name_raises_device_error_naming_it():
+    with pytest.raises(tj.DeviceError, match=UNKNOWN_DEVICE):
+        tj.device(UNKNOWN_DEVICE)
+
+
+def test_call_on_unknown_device_raises_device_error():
+    with pytest.raises(tj.DeviceError, match=UNKNOWN_DEVICE):
+        tj.kernel(lambda x: x + 1.0)(np.ones(3, np.float32), device=UNKNOWN_DEVICE)
+
+
+@pytest.mark.parametrize("name", [info.name for info in tj.devices() if not info.available] or ["(none)"])
+def test_call_on_unavailable_device_raises_device_error(name):
+    if name == "(none)":
+        pytest.skip("every device is available here")
+    with pytest.raises(tj.DeviceError, match=name):
+        tj.kernel(lambda x: x + 1.0)(np.ones(3, np.float32), device=name)
+
+
+def test_kernel_device_option_is_used_when_the_call_names_none():
+    @tj.kernel(device="numba")
+    def double(x):
+        return x * 2.0
+
+    x = np.arange(4, dtype=np.float32)
+    result = double(x)
+    assert isinstance(result, np.ndarray)
+    assert_close(result, x * 2.0)
+
+
+def test_set_default_device_is_used_when_a_call_names_none():
+    child = run_python("-c", textwrap.dedent("""
+        import numpy as np
+        import tracejit as tj
+        tj.set_default_device("numba")
+        double = tj.kernel(lambda x: x * 2.0)
+        result = double(np.arange(4, dtype=np.float32))
+        assert isinstance(result, np.ndarray), type(result)
+        assert result.tolist() == [0.0, 2.0, 4.0, 6.0], result
+        try:
+            tj.set_default_device("no-such-device")
+        except tj.DeviceError as error:
+            print("rejected:", error)
+        assert double(np.ones(2, np.float32)).tolist() == [2.0, 2.0]  # numba is still the default
+        print("ok")
+    """))
+    assert child.returncode == 0, child.stderr
+    assert "rejected: " in child.stdout and UNKNOWN_DEVICE in child.stdout
+    assert "ok" in child.stdout
+
+
+def test_tracejit_device_environment_variable_selects_the_default(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_DEVICE", "numba")
+    x = np.arange(4, dtype=np.float32)
+    result = tj.kernel(lambda x: x + 1.0)(x)
+    assert isinstance(result, np.ndarray)
+    assert_close(result, x + 1.0)
+
+
+def test_tracejit_device_environment_variable_naming_an_unknown_device_raises_device_error():
+    # A child process, so the variable is seen whether tracejit reads it at import or at call time.
+    child = run_python("-c", textwrap.dedent("""
+        import numpy as np
+        try:
+            import tracejit as tj
+            tj.kernel(lambda x: x + 1.0)(np.ones(3, np.float32))
+        except Exception as error:
+            print(type(error).__name__, error)
+    """), TRACEJIT_DEVICE=UNKNOWN_DEVICE)
+    assert "DeviceError" in child.stdout, child.stdout + child.stderr
+    assert UNKNOWN_DEVICE in child.stdout
+
+
+def test_synchronize_returns(device):
+    tj.synchronize()
+    tj.synchronize(device=device)
+
+
+# =============================================================================================
+# tj.Array
+
+
+def test_asarray_holds_the_data_with_shape_and_dtype():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    array = tj.asarray(x)
+    assert tuple(array.shape) == (3, 4)
+    assert array.dtype == np.float32
+    np.testing.assert_array_equal(array.numpy(), x)
+    np.testing.assert_array_equal(np.asarray(array), x)
+
+
+def test_kernel_accepts_tj_array_arguments(device):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+    @tj.kernel
+    def affine(x):
+        return x * 2.0 + 1.0
+
+    assert_close(np.asarray(run_kernel(affine, tj.asarray(x, device=device), device=device)), x * 2.0 + 1.0)
+
+
+# =============================================================================================
+# What a call returns on numba
+
+
+def test_numba_call_returns_numpy_arrays():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    single = tj.kernel(lambda x: x + 1.0)(x, device="numba")
+    assert isinstance(single, np.ndarray)
+    several = tj.kernel(lambda x: (x + 1.0, x.sum()))(x, device="numba")
+    assert isinstance(several, tuple) and len(several) == 2
+    assert all(isinstance(out, np.ndarray) for out in several)
+    assert several[1].shape == ()
+
+
+# =============================================================================================
+# trace, lower, spec
+
+
+def test_trace_prints_the_graph_with_op_names_and_compiles_nothing():
+    @tj.kernel
+    def program(x, y):
+        return np.sqrt(np.exp(x) * y) + np.tanh(x).sum(axis=1, keepdims=True)
+
+    x = np.ones((4, 8), np.float32)
+    text = str(program.trace(x, x))
+    for op in ("exp", "sqrt", "tanh"):
+        assert op in text.lower(), text
+    assert program.cache_info()["compiles"] == 0
+    assert str(program.trace(x, x)) == text  # the printed form is canonical
+
+
+def test_spec_stands_in_for_an_array_in_trace_and_lower(device):
+    @tj.kernel
+    def program(x):
+        return np.exp(x) + 1.0
+
+    spec = tj.spec((4, 8), np.float32)
+    assert "exp" in str(program.trace(spec)).lower()
+    plan = program.lower(spec, device=device)
+    assert len(plan.kernels) >= 1
+    for kernel in plan.kernels:
+        assert isinstance(kernel.name, str) and kernel.name
+        assert isinstance(kernel.source, str) and kernel.source.strip()
+
+
+def test_spec_accepts_a_dtype_name():
+    text = str(tj.kernel(lambda x: np.tanh(x)).trace(tj.spec((3,), "float64")))
+    assert "tanh" in text.lower()
+
+
+# =============================================================================================
+# Command line
+
+
+def test_command_line_info_lists_numba():
+    child = run_python("-m", "tracejit", "info")
+    assert child.returncode == 0, child.stderr
+    assert "numba" in child.stdout

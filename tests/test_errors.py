@@ -1,0 +1,213 @@
+"""Mistakes in kernels and calls raise tracejit's own error classes with messages in the user's terms:
+what went wrong, the shapes or names involved, where in the user's file, and what to do instead.
+Never a Numba traceback."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+THIS_FILE = Path(__file__)
+
+
+def line_of(marker: str) -> int:
+    """Line number in this file of the statement tagged with the comment `marker`."""
+    for number, text in enumerate(THIS_FILE.read_text().splitlines(), start=1):
+        if text.rstrip().endswith(marker):
+            return number
+    raise AssertionError(f"no line ends with {marker!r}")
+
+
+def assert_points_at(error: BaseException, marker: str) -> None:
+    message = str(error)
+    assert THIS_FILE.name in message, f"file name missing from: {message}"
+    line = line_of(marker)
+    assert re.search(rf"(?<!\d){line}(?!\d)", message), f"line {line} missing from: {message}"
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+# =============================================================================================
+# Tracing: control flow on traced values, len()
+
+
+def test_if_on_traced_value_raises_trace_error_suggesting_where(device):
+    @tj.kernel
+    def relu(x):
+        if x.sum() > 0:  # <- if on traced value
+            return x
+        return -x
+
+    with pytest.raises(tj.TraceError, match=r"tj\.where") as caught:
+        relu(f32(3), device=device)
+    assert_points_at(caught.value, "# <- if on traced value")
+
+
+def test_bool_of_traced_value_raises_trace_error_suggesting_where(device):
+    @tj.kernel
+    def truthy(x):
+        return x * bool(x.max() > 1)  # <- bool of traced value
+
+    with pytest.raises(tj.TraceError, match=r"tj\.where") as caught:
+        truthy(f32(3), device=device)
+    assert_points_at(caught.value, "# <- bool of traced value")
+
+
+def test_while_on_traced_value_raises_trace_error(device):
+    @tj.kernel
+    def halve_until_small(x):
+        while x.max() > 1:  # <- while on traced value
+            x = x / 2
+        return x
+
+    with pytest.raises(tj.TraceError) as caught:
+        halve_until_small(f32(3), device=device)
+    assert_points_at(caught.value, "# <- while on traced value")
+
+
+def test_len_of_traced_value_raises_trace_error(device):
+    @tj.kernel
+    def count(x):
+        return x * len(x)  # <- len of traced value
+
+    with pytest.raises(tj.TraceError, match="len") as caught:
+        count(f32(3), device=device)
+    assert_points_at(caught.value, "# <- len of traced value")
+
+
+# =============================================================================================
+# Shapes
+
+
+def test_mismatched_shapes_raise_shape_error_naming_both_shapes(device):
+    @tj.kernel
+    def add(a, b):
+        return a + b  # <- mismatched add
+
+    with pytest.raises(tj.ShapeError) as caught:
+        add(f32(3, 4), f32(5), device=device)
+    message = str(caught.value)
+    assert re.search(r"\(3,\s*4\)", message), message
+    assert re.search(r"\(5,?\)", message), message
+    assert isinstance(caught.value, ValueError)
+    assert_points_at(caught.value, "# <- mismatched add")
+
+
+@pytest.mark.parametrize(("body", "x_shape", "y_shape"), [
+    (lambda x, y: x.reshape(5, -1) + y, (3, 4), (1,)),
+    (lambda x, y: x @ y, (3, 4), (5, 2)),
+    (lambda x, y: np.broadcast_to(x, (5, 4)) + y, (3, 4), (1,)),
+    (lambda x, y: x.sum(axis=2) + y, (3, 4), (1,)),
+    (lambda x, y: x[3] + y, (3, 4), (1,)),
+], ids=["reshape to a wrong size", "matmul inner dims differ", "broadcast_to an incompatible shape",
+        "reduction axis out of range", "index out of range"])
+def test_impossible_shape_raises_shape_error(body, x_shape, y_shape, device):
+    with pytest.raises(tj.ShapeError):
+        tj.kernel(body)(f32(*x_shape), f32(*y_shape), device=device)
+
+
+def test_max_of_zero_size_array_raises_value_error_like_numpy(device):
+    with pytest.raises(ValueError):
+        tj.kernel(lambda x: x.max())(f32(0), device=device)
+
+
+def test_failed_trace_does_not_poison_the_kernel(device):
+    @tj.kernel
+    def add(a, b):
+        return a + b
+
+    with pytest.raises(tj.ShapeError):
+        add(f32(3, 4), f32(5), device=device)
+    np.testing.assert_array_equal(np.asarray(add(f32(3, 4), f32(4), device=device)), np.full((3, 4), 2, np.float32))
+
+
+# =============================================================================================
+# Unsupported functions
+
+
+@pytest.mark.parametrize(("body", "name"), [
+    (lambda x: np.fft.fft(x), "fft"),
+    (lambda x: np.cumsum(x), "cumsum"),
+    (lambda x: np.arctan2(x, x), "arctan2"),
+], ids=["np.fft.fft", "np.cumsum", "np.arctan2"])
+def test_unsupported_numpy_function_raises_unsupported_error_naming_it(body, name, device):
+    with pytest.raises(tj.UnsupportedError, match=name) as caught:
+        tj.kernel(body)(f32(8), device=device)
+    assert isinstance(caught.value, TypeError)
+
+
+def test_unsupported_function_error_points_at_the_call(device):
+    @tj.kernel
+    def spectrum(x):
+        return np.fft.fft(x)  # <- unsupported call
+
+    with pytest.raises(tj.UnsupportedError) as caught:
+        spectrum(f32(8), device=device)
+    assert_points_at(caught.value, "# <- unsupported call")
+
+
+# =============================================================================================
+# Dtypes and arguments
+
+
+@pytest.mark.parametrize("array", [
+    np.ones(3, np.complex64),
+    np.ones(3, np.complex128),
+    np.ones(3, np.uint64),
+    np.array([1, "a"], dtype=object),
+], ids=lambda a: str(a.dtype))
+def test_unsupported_input_dtype_raises_dtype_error_naming_it(array, device):
+    with pytest.raises(tj.DtypeError, match=str(array.dtype)):
+        tj.kernel(lambda x: x + 1)(array, device=device)
+
+
+def test_astype_to_complex_raises_dtype_error(device):
+    with pytest.raises(tj.DtypeError, match="complex64"):
+        tj.kernel(lambda x: x.astype(np.complex64))(f32(3), device=device)
+
+
+@tj.kernel
+def add_two(a, b):
+    return a + b
+
+
+@pytest.mark.parametrize(("args", "kwargs"), [
+    ((f32(3),), {}),
+    ((f32(3), f32(3), f32(3)), {}),
+    ((f32(3), f32(3)), {"c": f32(3)}),
+    (("not an array", f32(3)), {}),
+    ((object(), f32(3)), {}),
+    (({"a": 1}, f32(3)), {}),
+], ids=["too few", "too many", "unknown keyword", "str argument", "object argument", "dict argument"])
+def test_wrong_arguments_raise_argument_error(args, kwargs, device):
+    with pytest.raises(tj.ArgumentError):
+        add_two(*args, device=device, **kwargs)
+
+
+def test_unhashable_static_argument_raises_argument_error(device):
+    @tj.kernel(static=("axis",))
+    def total(x, axis):
+        return x.sum(axis=axis)
+
+    with pytest.raises(tj.ArgumentError):
+        total(f32(3, 4), [0, 1], device=device)
+
+
+# =============================================================================================
+# The hierarchy users catch
+
+
+def test_error_classes_form_the_documented_hierarchy():
+    assert issubclass(tj.TraceError, tj.TracejitError)
+    assert issubclass(tj.ShapeError, tj.TraceError) and issubclass(tj.ShapeError, ValueError)
+    assert issubclass(tj.UnsupportedError, tj.TraceError) and issubclass(tj.UnsupportedError, TypeError)
+    assert issubclass(tj.DtypeError, tj.TracejitError) and issubclass(tj.DtypeError, TypeError)
+    assert issubclass(tj.ArgumentError, tj.TracejitError) and issubclass(tj.ArgumentError, TypeError)
+    assert issubclass(tj.CompileError, tj.TracejitError)
+    assert issubclass(tj.DeviceError, tj.TracejitError)

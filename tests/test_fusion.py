@@ -1,0 +1,133 @@
+"""Fusion: programs the design promises as one kernel lower to exactly one, with rendered source,
+and the fused kernel computes what NumPy computes."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, erf_reference, random_array, run_kernel
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu_tanh(x, *, ns=np):
+    return 0.5 * x * (1.0 + ns.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x**3)))
+
+
+def gelu_erf(x, *, ns=np):
+    erf = tj.erf if ns is tj else erf_reference  # NumPy has no erf
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def multiply_add(a, b, c, *, ns=np):
+    return a * b + c
+
+
+def row_dot(x, y, *, ns=np):
+    return (x * y).sum(axis=1)
+
+
+def softmax(x, *, ns=np, axis=-1):
+    e = ns.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(x, *, ns=np):
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - ns.log(ns.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def layernorm(x, weight, bias, *, ns=np):
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    variance = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered / ns.sqrt(variance + 1e-5) * weight + bias
+
+
+def rmsnorm(x, weight, *, ns=np):
+    return x / ns.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * weight
+
+
+def softmax_middle_axis(x, *, ns=np):
+    return softmax(x, ns=ns, axis=1)
+
+
+def transpose_plus_one(x, *, ns=np):
+    return x.T + 1.0
+
+
+def f32(rng, *shape, low=-3.0, high=3.0):
+    return random_array(rng, shape, "float32", low=low, high=high)
+
+
+# name: (program, inputs from a seeded rng). A program takes the namespace of its functions (np or tj)
+# as keyword `ns`, so the same code is traced by tracejit and run by NumPy as the reference.
+ONE_KERNEL_PROGRAMS = {
+    "gelu tanh": (gelu_tanh, lambda rng: (f32(rng, 64, 128),)),
+    "gelu erf": (gelu_erf, lambda rng: (f32(rng, 64, 128),)),
+    "a*b+c broadcast": (multiply_add, lambda rng: (f32(rng, 64, 1), f32(rng, 1, 32), f32(rng, 32))),
+    "(x*y).sum(axis=1)": (row_dot, lambda rng: (f32(rng, 64, 48), f32(rng, 64, 48))),
+    "softmax": (softmax, lambda rng: (f32(rng, 64, 100),)),
+    "log-softmax": (log_softmax, lambda rng: (f32(rng, 64, 100),)),
+    "layernorm": (layernorm, lambda rng: (f32(rng, 64, 100), f32(rng, 100), f32(rng, 100))),
+    "rmsnorm": (rmsnorm, lambda rng: (f32(rng, 64, 100), f32(rng, 100))),
+    "softmax over middle axis": (softmax_middle_axis, lambda rng: (f32(rng, 8, 16, 12),)),
+    "x.T + 1": (transpose_plus_one, lambda rng: (f32(rng, 48, 40),)),
+}
+
+# Strided inputs are read in place: no copy kernel in front of the computation.
+STRIDED_INPUTS = {
+    "x.T": lambda base: base.T,
+    "x[::2]": lambda base: base[::2],
+    "x[::-1]": lambda base: base[::-1],
+    "x[:, ::-1]": lambda base: base[:, ::-1],
+}
+
+
+def assert_one_kernel(plan) -> None:
+    kernels = list(plan.kernels)
+    assert len(kernels) == 1, f"expected one fused kernel, got {len(kernels)}: {[k.name for k in kernels]}"
+    (kernel,) = kernels
+    assert isinstance(kernel.name, str) and kernel.name
+    assert isinstance(kernel.source, str) and kernel.source.strip()
+
+
+def make_kernel(program):
+    """A tracejit kernel of the program with tj as its namespace, keeping the program's arity."""
+    arity = program.__code__.co_argcount  # positional parameters; ns is keyword-only
+    if arity == 1:
+        return tj.kernel(lambda a: program(a, ns=tj))
+    if arity == 2:
+        return tj.kernel(lambda a, b: program(a, b, ns=tj))
+    return tj.kernel(lambda a, b, c: program(a, b, c, ns=tj))
+
+
+@pytest.mark.parametrize("name", list(ONE_KERNEL_PROGRAMS))
+def test_program_lowers_to_one_kernel(name, device, rng):
+    program, make_inputs = ONE_KERNEL_PROGRAMS[name]
+    assert_one_kernel(make_kernel(program).lower(*make_inputs(rng), device=device))
+
+
+@pytest.mark.parametrize("name", list(ONE_KERNEL_PROGRAMS))
+def test_fused_program_matches_numpy(name, device, rng):
+    program, make_inputs = ONE_KERNEL_PROGRAMS[name]
+    inputs = make_inputs(rng)
+    with np.errstate(all="raise"):
+        expected = program(*inputs, ns=np)
+    assert_close(run_kernel(make_kernel(program), *inputs, device=device), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("view", list(STRIDED_INPUTS))
+def test_strided_input_is_read_in_place_by_one_kernel(view, device, rng):
+    x = STRIDED_INPUTS[view](f32(rng, 32, 24))
+    assert not x.flags.c_contiguous
+
+    @tj.kernel
+    def plus_one(x):
+        return x + 1.0
+
+    assert_one_kernel(plus_one.lower(x, device=device))
+    assert_close(run_kernel(plus_one, x, device=device), x + 1.0)

@@ -1,0 +1,202 @@
+"""Vectorisable float32 exp, tanh, log and erf for numba kernels: built from arithmetic and selects
+only (no libm calls), so LLVM's loop vectoriser can vectorise a loop that calls them.
+NaN, infinities, signed zeros and subnormals behave as in NumPy; results are within 2 ulp of it."""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+f32 = np.float32
+_INLINE = dict(inline="always", fastmath={"contract"})
+
+# ---------------------------------------------------------------------------------------------------
+# Intrinsics. Inlined code is compiled with the *caller's* fast-math flags, and a caller may allow
+# "reassoc" (tracejit's kernels do), which would undo Cody-Waite reductions and two-step scalings.
+# Numba adds its flags only to instructions that carry none, so operations emitted here with
+# "contract" alone keep their order (and may still fuse into FMAs).
+
+_STRICT = ("contract",)
+
+
+def _strict_binop(opname):
+    def typer(typingctx, a, b):
+        if a == types.float32 and b == types.float32:   # also catches accidental float64 promotion
+            return types.float32(a, b), lambda context, builder, sig, args: getattr(builder, opname)(
+                *args, flags=_STRICT)
+        return None
+    typer.__name__ = f"_strict_{opname}"
+    return intrinsic(typer)
+
+
+_add = _strict_binop("fadd")
+_mul = _strict_binop("fmul")
+_div = _strict_binop("fdiv")    # a plain `/` would get a ZeroDivisionError branch under error_model="python"
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c, in that order; contractable to a single FMA instruction."""
+    if a == b == c == types.float32:
+        def codegen(context, builder, sig, args):
+            return builder.fadd(builder.fmul(args[0], args[1], flags=_STRICT), args[2], flags=_STRICT)
+        return types.float32(a, b, c), codegen
+    return None
+
+
+@intrinsic
+def _f32_from_bits(typingctx, bits):
+    """Reinterpret an int32 bit pattern as a float32."""
+    if bits == types.int32:
+        return types.float32(bits), lambda context, builder, sig, args: builder.bitcast(args[0], ir.FloatType())
+    return None
+
+
+@intrinsic
+def _bits_from_f32(typingctx, x):
+    """Reinterpret a float32 as its int32 bit pattern."""
+    if x == types.float32:
+        return types.int32(x), lambda context, builder, sig, args: builder.bitcast(args[0], ir.IntType(32))
+    return None
+
+
+@numba.njit(**_INLINE)
+def _pow2(n):
+    """2**n for an integral float32 n in [-126, 127], built from its exponent bits."""
+    return _f32_from_bits(np.int32(_fma(n, f32(1 << 23), f32(127 << 23))))
+
+
+# ---------------------------------------------------------------------------------------------------
+# exp: Cephes expf. x = n*ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial, times 2**n.
+
+_LOG2E = f32(1.44269504088896341)
+_LN2_HI = f32(0.693359375)           # few significant bits: n * _LN2_HI is exact
+_LN2_LO = f32(-2.12194440e-4)        # ln2 - _LN2_HI
+_EXP_HI = f32(89.0)                  # exp(89) overflows float32
+_EXP_LO = f32(-104.0)                # exp(-104) < 2**-150 rounds to 0
+_EXP_P = (f32(1.9875691500e-4), f32(1.3981999507e-3), f32(8.3334519073e-3), f32(4.1665795894e-2),
+          f32(1.6666665459e-1), f32(5.0000001201e-1))
+_ZERO, _HALF, _ONE, _TWO = f32(0.0), f32(0.5), f32(1.0), f32(2.0)
+_INF, _NAN = f32(np.inf), f32(np.nan)
+
+
+@numba.njit(**_INLINE)
+def exp_f32(x):
+    """np.exp for a float32 scalar, to within 1 ulp."""
+    xc = x if x < _EXP_HI else _EXP_HI      # NaN -> _EXP_HI here (no NaN to int conversion); restored below
+    xc = xc if xc > _EXP_LO else _EXP_LO
+    n = np.floor(_fma(xc, _LOG2E, _HALF))   # nearest integer to x / ln2, in [-150, 128]
+    r = _fma(n, -_LN2_HI, xc)
+    r = _fma(n, -_LN2_LO, r)
+    p = _fma(_EXP_P[0], r, _EXP_P[1])
+    p = _fma(p, r, _EXP_P[2])
+    p = _fma(p, r, _EXP_P[3])
+    p = _fma(p, r, _EXP_P[4])
+    p = _fma(p, r, _EXP_P[5])
+    y = _add(_fma(p, r * r, r), _ONE)       # exp(r) in [0.7, 1.42]
+    # 2**n in two factors, each a normal float32 even when 2**n is not: the result rounds once,
+    # also into the subnormal range, and overflows to inf by itself.
+    n1 = np.floor(n * _HALF)
+    y = _mul(_mul(y, _pow2(n1)), _pow2(n - n1))
+    return y if x == x else x
+
+
+# ---------------------------------------------------------------------------------------------------
+# tanh: Cephes tanhf. An odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above; both are
+# computed for |x| and the sign copied from x (so tanh(-0) = -0).
+
+_TANH_SPLIT = f32(0.625)
+_TANH_P = (f32(-5.70498872745e-3), f32(2.06390887954e-2), f32(-5.37397155531e-2), f32(1.33314422036e-1),
+           f32(-3.33332819422e-1))
+
+
+@numba.njit(**_INLINE)
+def tanh_f32(x):
+    """np.tanh for a float32 scalar, to within 2 ulp."""
+    a = np.abs(x)
+    s = a * a
+    p = _fma(_TANH_P[0], s, _TANH_P[1])
+    p = _fma(p, s, _TANH_P[2])
+    p = _fma(p, s, _TANH_P[3])
+    p = _fma(p, s, _TANH_P[4])
+    small = _fma(_mul(p, s), a, a)
+    large = _ONE - _div(_TWO, _add(exp_f32(a + a), _ONE))   # exp overflow to inf gives exactly 1
+    return np.copysign(small if a < _TANH_SPLIT else large, x)   # NaN takes the large path: NaN
+
+
+# ---------------------------------------------------------------------------------------------------
+# log: Cephes logf. x = m * 2**e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f**2/2 + f**3 * P(f)
+# for f = m - 1, plus e * ln2 in two parts.
+
+_SQRT_HALF = f32(0.707106781186547524)
+_TINY = f32(2.0 ** -126)              # smallest normal float32
+_TWO_23 = f32(2.0 ** 23)
+_LOG_P = (f32(7.0376836292e-2), f32(-1.1514610310e-1), f32(1.1676998740e-1), f32(-1.2420140846e-1),
+          f32(1.4249322787e-1), f32(-1.6668057665e-1), f32(2.0000714765e-1), f32(-2.4999993993e-1),
+          f32(3.3333331174e-1))
+
+
+@numba.njit(**_INLINE)
+def log_f32(x):
+    """np.log for a float32 scalar, to within 2 ulp."""
+    subnormal = x < _TINY
+    xs = x * _TWO_23 if subnormal else x
+    bits = _bits_from_f32(xs)
+    # For positive finite xs: xs = m * 2**e with m in [0.5, 1) (other inputs are replaced below).
+    e = np.float32(np.int32(bits >> np.int32(23))) - (f32(126.0 + 23.0) if subnormal else f32(126.0))
+    m = _f32_from_bits(np.int32((bits & np.int32(0x007FFFFF)) | np.int32(0x3F000000)))
+    below = m < _SQRT_HALF
+    e = e - _ONE if below else e
+    f = (m + m if below else m) - _ONE          # exact
+    z = f * f
+    p = _fma(_LOG_P[0], f, _LOG_P[1])
+    p = _fma(p, f, _LOG_P[2])
+    p = _fma(p, f, _LOG_P[3])
+    p = _fma(p, f, _LOG_P[4])
+    p = _fma(p, f, _LOG_P[5])
+    p = _fma(p, f, _LOG_P[6])
+    p = _fma(p, f, _LOG_P[7])
+    p = _fma(p, f, _LOG_P[8])
+    y = _mul(_mul(p, f), z)
+    y = _fma(e, _LN2_LO, y)
+    y = _fma(-_HALF, z, y)
+    r = _fma(e, _LN2_HI, _add(f, y))
+    r = r if x < _INF else x                    # +inf and NaN
+    r = -_INF if x == _ZERO else r              # +-0
+    return _NAN if x < _ZERO else r
+
+
+# ---------------------------------------------------------------------------------------------------
+# erf: minimax fits (tracejit's own, float32 coefficients). |x| <= 0.9: erf(x) = x + x * P(x**2);
+# above, erf(|x|) = 1 - exp(Q(|x|)) with Q ~ log(erfc) on [0.9, 4]; beyond 4, erf rounds to +-1.
+
+_ERF_SPLIT = f32(0.9)
+_ERF_CLAMP = f32(4.0)
+_ERF_P = (f32(-0.0006034459), f32(0.0050014905), f32(-0.026772095), f32(0.11281961), f32(-0.37612507),
+          f32(0.12837915))
+_ERFC_Q = (f32(0.00019718423), f32(-0.0030556216), f32(0.022277115), f32(-0.10403738), f32(-0.63705975),
+           f32(-1.1277496), f32(-0.00017749402))
+
+
+@numba.njit(**_INLINE)
+def erf_f32(x):
+    """math.erf for a float32 scalar, to within 1e-7 (2 ulp)."""
+    s = x * x
+    p = _fma(_ERF_P[0], s, _ERF_P[1])
+    p = _fma(p, s, _ERF_P[2])
+    p = _fma(p, s, _ERF_P[3])
+    p = _fma(p, s, _ERF_P[4])
+    p = _fma(p, s, _ERF_P[5])
+    small = _fma(p, x, x)                       # keeps the sign of -0
+    a = np.abs(x)
+    t = a if a < _ERF_CLAMP else _ERF_CLAMP     # +-inf -> 4
+    q = _fma(_ERFC_Q[0], t, _ERFC_Q[1])
+    q = _fma(q, t, _ERFC_Q[2])
+    q = _fma(q, t, _ERFC_Q[3])
+    q = _fma(q, t, _ERFC_Q[4])
+    q = _fma(q, t, _ERFC_Q[5])
+    q = _fma(q, t, _ERFC_Q[6])
+    large = np.copysign(_ONE - exp_f32(q), x)
+    return large if a > _ERF_SPLIT else small   # NaN takes the small path: NaN
