@@ -1,0 +1,114 @@
+"""The kernel-IR interpreter is the reference for renderers: every generated kernel must agree with it."""
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ir import interpret
+from tracejit.runtime.numba_device import flat_view
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layernorm(x):
+    m = x.mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+
+
+RNG = np.random.default_rng(0)
+F32 = RNG.standard_normal((48, 80)).astype(np.float32)
+PROGRAMS = {
+    "softmax": (_softmax, (F32,)),
+    "layernorm": (_layernorm, (F32,)),
+    "softmax_middle_axis": (lambda x: _softmax(x.transpose(0, 2, 1)).transpose(0, 2, 1),
+                            (RNG.standard_normal((4, 6, 10)).astype(np.float32),)),
+    "strided_inputs": (lambda x, y: x.T * 2 + y[::-1], (F32[::2, ::-3], RNG.standard_normal((27, 24)).astype(np.float32))),
+    "split_sum": (lambda x: x.sum(), (RNG.random(1 << 17).astype(np.float32),)),
+    "matmul": (lambda a, b: a @ b, (F32[:16, :20], F32[:20, :12])),
+    "int_floor_ops": (lambda a, b: (a // b) + (a % b) * 3, (np.arange(-20, 20, dtype=np.int32),
+                                                               np.array([3, -4, 5, 7] * 10, np.int32))),
+    "nan_max": (lambda a: np.maximum(a, 0.5).max(axis=0), (np.array([[1.0, np.nan], [0.0, 2.0]]),)),
+    "float16_rows": (lambda a: (a * 2).sum(axis=1), (F32[:8].astype(np.float16),)),
+    "bool_logic": (lambda a: ((a > 0) ^ (a < 1)) | ~(a == 0), (F32,)),
+}
+
+
+def run_with_interpreter(plan, args):
+    """Execute a lowered program kernel by kernel with the NumPy interpreter of the kernel IR."""
+    program = plan.executable.program
+    bufs = {}
+    for key, buf in program.buffers.items():
+        if key[0] == "in":
+            view = flat_view(args[key[1]], buf)
+            bufs[key] = view.view(np.float16) if buf.dtype == np.float16 else view
+        else:
+            bufs[key] = np.zeros(buf.size, buf.dtype)
+    for kernel, keys in zip(program.kernels, program.launches):
+        interpret.run(kernel, [bufs[k] for k in keys])
+    return [bufs[k].reshape(program.buffers[k].shape) for k in program.outputs]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_numba_renderer_agrees_with_kernel_ir_interpreter(name):
+    fn, args = PROGRAMS[name]
+    k = tj.kernel(fn)
+    plan = k.lower(*args, device="numba")
+    got = k(*args, device="numba")
+    got = list(got) if isinstance(got, tuple) else [got]
+    reference = run_with_interpreter(plan, args)
+    with np.errstate(all="ignore"):
+        expected = fn(*args)
+    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    for g, r, e in zip(got, reference, expected):
+        assert g.dtype == r.dtype == np.asarray(e).dtype
+        tol = dict(rtol=2e-2, atol=2e-2) if g.dtype == np.float16 else dict(rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g, r, **tol, equal_nan=True)
+        np.testing.assert_allclose(r, e, **tol, equal_nan=True)
+
+
+def test_kernel_ir_prints_loop_structure_of_a_row_kernel():
+    plan = tj.kernel(_softmax).lower(F32)
+    text = str(plan.executable.program.kernels[0])
+    assert text.startswith("kernel k0_row")
+    for word in ("global", "range", "acc", "update", "load", "store", "'reduce'"):
+        assert word in text
+
+
+def test_contiguous_views_lower_to_plain_unit_stride_indexing():
+    # (x // c) * c + x % c must cancel: a reshape of a contiguous array is just the global index
+    plan = tj.kernel(lambda x: x.reshape(48, 10, 8).reshape(-1) + 1).lower(F32)
+    ops = [i.op for i in plan.executable.program.kernels[0].instrs]
+    assert "idiv" not in ops and "mod" not in ops
+
+
+def test_strided_input_is_read_in_place_not_copied():
+    x = F32[::2, ::-1]
+    plan = tj.kernel(lambda a: a + 1).lower(x)
+    program = plan.executable.program
+    assert len(program.kernels) == 1
+    assert program.buffers[("in", 0)].strides == (160, -1)  # element strides of the view itself
+
+
+LAYERS = {"ir": {"codegen", "runtime", "frontend"}, "codegen": {"runtime", "frontend"}, "runtime": {"frontend"}}
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_dependencies_point_one_way(layer):
+    root = pathlib.Path(tj.__file__).parent
+    for path in (root / layer).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = ("." * node.level) + (node.module or "")
+                parts = mod.lstrip(".").split(".")
+                target = parts[1] if parts[0] == "tracejit" else parts[0] if node.level == 2 else layer
+                assert target not in LAYERS[layer], f"{path.name} imports {mod}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    assert not (parts[0] == "tracejit" and len(parts) > 1 and parts[1] in LAYERS[layer]), \
+                        f"{path.name} imports {alias.name}"
