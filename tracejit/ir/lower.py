@@ -202,6 +202,27 @@ def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[
     return new_groups, subst
 
 
+TILE = 32
+
+
+def _tile_transposed(pvars, wvars, subst, offsets):
+    """When the output walks variable b with unit stride but a big input walks a, iterate TILE x TILE
+    tiles of (a, b), so both are read from cache lines already loaded (x.T + y)."""
+    offsets = [o.substitute(subst) for o in offsets]
+    if len(pvars) < 2 or wvars or offsets[-1].coefficient(pvars[-1]) != 1:
+        return pvars, wvars, subst
+    b = pvars[-1]
+    for a in pvars[:-1]:
+        if any(o.coefficient(a) == 1 and o.coefficient(b) not in (0, 1) for o in offsets[:-1]) \
+                and a.extent % TILE == 0 and b.extent % TILE == 0:
+            ao, bo = Var(f"{a.name}t", a.extent // TILE), Var(f"{b.name}t", b.extent // TILE)
+            ai, bi = Var(f"{a.name}i", TILE), Var(f"{b.name}i", TILE)
+            step = {a: Expr.of(ao) * TILE + Expr.of(ai), b: Expr.of(bo) * TILE + Expr.of(bi)}
+            subst = {**{k: e.substitute(step) for k, e in subst.items()}, **step}
+            return [v for v in pvars if v not in (a, b)] + [ao, bo], [ai, bi], subst
+    return pvars, wvars, subst
+
+
 def _mergeable(a: Var, b: Var, offsets: list[Expr]) -> bool:
     for o in offsets:
         ca, cb = o.coefficient(a), o.coefficient(b)
@@ -219,6 +240,8 @@ def emit(name: str, a: Analysis, buffers: dict, out_buffer: Buffer) -> tuple[Ker
     wvars = [v for v in a.out_vars if v not in rows]
     groups, subst = merge_vars([pvars, wvars] + [r.vars for r in a.reduces], a.offsets)
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
+    if not a.reduces:
+        pvars, wvars, subst = _tile_transposed(pvars, wvars, subst, a.offsets)
 
     params = [out_buffer] + a.loads
     global_size = math.prod(v.extent for v in pvars)
