@@ -49,14 +49,38 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer]) -> Program:
             break
         realized.update(fused_twice)
     kernels, launches = [], []
-    for a in analyses:
-        if a.out.size == 0:
-            continue
-        kernel, params = emit(f"k{len(kernels)}_{_describe(a)}", a, reads, writes[a.out])
+    for group in _merge_elementwise(analyses, writes):
+        kernel, params = emit(f"k{len(kernels)}_{_describe(group[0])}", group, reads, [writes[a.out] for a in group])
         kernels.append(kernel)
         launches.append([p.key for p in params])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
     return Program(kernels, launches, used, [writes[o].key for o in outputs])
+
+
+def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]:
+    """Put independent elementwise groups of one shape in one kernel (one pass over the index space).
+
+    A group joins an earlier kernel only if everything it reads is an argument or written by a kernel
+    before that one, so no kernel reads what it writes and the order stays valid."""
+    kernels: list[list[Analysis]] = []
+    position: dict[object, int] = {}
+    for a in analyses:
+        if a.out.size == 0:
+            continue
+        target = None
+        if not a.reduces:
+            for i, group in enumerate(kernels):
+                if not group[0].reduces and group[0].out.shape == a.out.shape and all(
+                        b.key[0] == "in" or position.get(b.key, i) < i for b in a.loads):
+                    target = i
+                    break
+        if target is None:
+            kernels.append([a])
+            target = len(kernels) - 1
+        else:
+            kernels[target].append(a)
+        position[writes[a.out].key] = target
+    return kernels
 
 
 def _assign_buffers(outputs, realized, inputs) -> tuple[dict[Node, Buffer], dict[Node, Buffer]]:

@@ -233,22 +233,27 @@ def _mergeable(a: Var, b: Var, offsets: list[Expr]) -> bool:
 
 # ---- emission ----
 
-def emit(name: str, a: Analysis, buffers: dict, out_buffer: Buffer) -> tuple[Kernel, list[Buffer]]:
-    """Kernel IR for an analysed group; returns the kernel and the buffers its params refer to."""
+def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer]) -> tuple[Kernel, list[Buffer]]:
+    """Kernel IR for analysed groups sharing one iteration space (several only when elementwise and of
+    one shape); returns the kernel and the buffers its params refer to, outputs first."""
+    a = group[0]
+    offsets = [o for g in group for o in g.offsets]
     rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
     pvars = [v for v in a.out_vars if v in rows]
     wvars = [v for v in a.out_vars if v not in rows]
-    groups, subst = merge_vars([pvars, wvars] + [r.vars for r in a.reduces], a.offsets)
+    groups, subst = merge_vars([pvars, wvars] + [r.vars for r in a.reduces], offsets)
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if not a.reduces:
-        pvars, wvars, subst = _tile_transposed(pvars, wvars, subst, a.offsets)
+        pvars, wvars, subst = _tile_transposed(pvars, wvars, subst, offsets)
 
-    params = [out_buffer] + a.loads
+    loads = list(dict.fromkeys(b for g in group for b in g.loads))
+    params = out_buffers + loads
+    n_out = len(out_buffers)
     global_size = math.prod(v.extent for v in pvars)
     inner = sum(math.prod(v.extent for v in g) for g in rgroups) + math.prod(v.extent for v in wvars)
-    kernel = Kernel(name, [Param(f"out{i}" if i == 0 else f"in{i - 1}", b.dtype, b.size, i == 0)
+    kernel = Kernel(name, [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out)
                            for i, b in enumerate(params)], global_size=global_size,
-                    work=global_size * max(inner, 1))
+                    work=global_size * max(inner, 1) * len(group))
     # the parallel variables come from the global index g, innermost fastest
     gvar = Var("g", global_size)
     unravel, rest = {}, Expr.of(gvar)
@@ -267,8 +272,9 @@ def emit(name: str, a: Analysis, buffers: dict, out_buffer: Buffer) -> tuple[Ker
         e.close_loops(opened)
         e.reduced[red.node] = acc
     opened = e.open_loops(wvars, "loop")
-    val = e.value(a.out, a.out_idx, top=True)
-    e.b.emit("store", None, (e.params[0], e.index(a.offsets[-1]), val))
+    for i, g in enumerate(group):
+        val = e.value(g.out, g.out_idx, top=True)
+        e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return kernel, params
 
