@@ -31,6 +31,7 @@ class Program:
     launches: list[list[object]]     # per kernel, the buffer keys of its params
     buffers: dict[object, Buffer]    # key -> buffer; keys: ("in", i), ("out", i), ("tmp", i)
     outputs: list[object]            # buffer key per returned value
+    int_scalars: list[tuple[int, np.dtype]]  # Python-int arguments narrowed to a smaller int dtype
 
 
 def schedule(outputs: list[Node], inputs: dict[Node, Buffer]) -> Program:
@@ -54,7 +55,18 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer]) -> Program:
         kernels.append(kernel)
         launches.append([p.key for p in params])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
-    return Program(kernels, launches, used, [writes[o].key for o in outputs])
+    return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs))
+
+
+def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:
+    """NumPy (NEP 50) raises when a Python int does not fit the array's dtype; the plan checks these."""
+    checks = set()
+    for n in toposort(outputs):
+        src = n.srcs[0] if n.srcs else None
+        if n.op is Op.CAST and src.op is Op.INPUT and src.weak and src.dtype.kind == "i" \
+                and n.dtype.kind in "iu" and (n.dtype.itemsize < 8 or n.dtype.kind == "u"):
+            checks.add((src.arg, n.dtype))
+    return sorted(checks, key=lambda t: (t[0], t[1].str))
 
 
 def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen import numba as numba_codegen
-from ..errors import CompileError
+from ..errors import CompileError, DtypeError
 from ..ir.fuse import Program
 from ..ir.lower import Buffer
 from ..ir.kernel_ir import Kernel
 from .array import Array
 from .cache_dir import cache_dir
-from .debug import log
+from .debug import LEVEL, log
 
 PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
 FASTMATH = {"reassoc", "contract", "nsz"}  # none of these changes NaN or Inf behaviour
@@ -148,8 +148,14 @@ class NumbaPlan:
     def _make_runner(self, fns):
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
-        env = {"np": np, "flat_view": flat_view, "Array": Array}
+        env = {"np": np, "flat_view": flat_view, "Array": Array, "DtypeError": DtypeError,
+               "perf_counter": time.perf_counter, "log": log}
         lines = ["def run(args):"]
+        for pos, dt in prog.int_scalars:
+            info = np.iinfo(dt)
+            lines += [f"    if not {info.min} <= args[{pos}] <= {info.max}:",
+                      f"        raise DtypeError(f'Python integer {{args[{pos}]}} (argument {pos}) is out of bounds "
+                      f"for {dt.name}, the dtype it combines with (NumPy raises OverflowError here too)')"]
         for key, buf in prog.buffers.items():
             b = name[key]
             if key[0] == "in":
@@ -167,12 +173,19 @@ class NumbaPlan:
                 lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt)")
                 view = ".view(np.uint16)" if buf.dtype == np.float16 else ""
                 lines.append(f"    {b} = {b}_arr{view}.reshape(-1)")
+        timed = LEVEL >= 2
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
             call_args = ", ".join(name[k] for k in keys)
+            lines += ["    t0 = perf_counter()"] if timed else []
             lines += ["    try:", f"        entry{i}({call_args})",
                       "    except TypeError:  # an argument of another numba type (read-only view)",
                       f"        dispatch{i}({call_args})"]
+            if timed:
+                kernel = self.kernels[i]
+                nbytes = sum(p.size * p.dtype.itemsize for p in kernel.ir.params)
+                lines += ["    dt = perf_counter() - t0",
+                          f"    log(2, f'{kernel.name}: {{dt * 1e6:.1f}} us, {{{nbytes} / dt / 1e9:.2f}} GB/s')"]
         outs = [f"{name[k]}_arr" for k in prog.outputs]
         lines.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)},)")
         exec(compile("\n".join(lines), f"<tracejit plan runner {id(self):x}>", "exec"), env)

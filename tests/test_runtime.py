@@ -1,0 +1,89 @@
+"""The numba runtime: generated modules, parallel threshold, debug output, argument checks."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp_path):
+    x = np.ones(7, np.float32)
+    plan = tj.kernel(lambda a: a * 3 - 1).lower(x)
+    modules = [m for name, m in sys.modules.items() if name.startswith("_tracejit_numba_")
+               and plan.kernels[0].source == open(m.__file__).read()]
+    assert modules, "the kernel's module is not registered in sys.modules"
+    assert modules[0].__file__.startswith(os.environ["TRACEJIT_CACHE_DIR"])
+
+
+def test_small_kernels_run_serial_and_large_ones_parallel():
+    f = tj.kernel(lambda a: a * 2 + 1)
+    assert "prange" not in f.lower(np.ones(16, np.float32)).kernels[0].source
+    assert "prange" in f.lower(np.ones(1 << 20, np.float32)).kernels[0].source
+
+
+def test_python_int_argument_out_of_range_for_array_dtype_raises_like_numpy():
+    f = tj.kernel(lambda a, s: a + s)
+    a = np.arange(4, dtype=np.int8)
+    np.testing.assert_array_equal(f(a, -128), a + (-128))
+    with pytest.raises(OverflowError):
+        a + 300
+    with pytest.raises(tj.DtypeError, match="300.*int8"):
+        f(a, 300)
+    with pytest.raises(tj.DtypeError, match="-1.*uint8"):
+        f(a.astype(np.uint8), -1)
+
+
+def test_python_scalar_argument_is_a_runtime_value_not_a_recompile():
+    f = tj.kernel(lambda a, s: a * s)
+    a = np.arange(5, dtype=np.float32)
+    for s in (1.5, -2.0, 3.25):
+        np.testing.assert_array_equal(f(a, s), a * s)
+    assert f.cache_info()["traces"] == 1
+
+
+def test_read_only_and_broadcast_inputs_work():
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    a.flags.writeable = False
+    f = tj.kernel(lambda x: x * 2)
+    np.testing.assert_array_equal(f(np.ascontiguousarray(a)), a * 2)
+    np.testing.assert_array_equal(f(a), a * 2)
+    b = np.broadcast_to(np.arange(4.0), (3, 4))
+    np.testing.assert_array_equal(f(b), b * 2)
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PYTHONPATH=REPO, **env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+
+
+@pytest.mark.parametrize("level, expected", [("1", "kernel(s) for numba in"), ("2", "GB/s"),
+                                             ("3", "kernel k0_"), ("4", "def k0_")])
+def test_debug_levels_print_compiles_launches_irs_and_source(level, expected):
+    out = _run("""
+        import numpy as np, tracejit as tj
+        f = tj.kernel(lambda a: a.sum(axis=1))
+        f(np.ones((8, 8), np.float32))
+    """, TRACEJIT_DEBUG=level)
+    assert out.returncode == 0, out.stderr
+    assert expected in out.stderr
+
+
+def test_tracejit_device_environment_variable_picks_the_default_device():
+    out = _run("""
+        import tracejit as tj
+        from tracejit.runtime.registry import default_device_name
+        print(default_device_name())
+    """, TRACEJIT_DEVICE="numba")
+    assert out.stdout.strip() == "numba", out.stderr
+    bad = _run("""
+        import numpy as np, tracejit as tj
+        tj.kernel(lambda a: a + 1)(np.ones(3))
+    """, TRACEJIT_DEVICE="no-such-device")
+    assert "DeviceError" in bad.stderr and "no-such-device" in bad.stderr
