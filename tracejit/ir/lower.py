@@ -15,6 +15,7 @@ import numpy as np
 
 from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
+from .hoist import hoist
 from .kernel_ir import INDEX, Builder, Kernel, Param
 from .symbolic import Div, Expr, Mod, Var
 
@@ -276,7 +277,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         val = e.value(g.out, g.out_idx, top=True)
         e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
-    return kernel, params
+    return hoist(kernel), params
 
 
 class _Emitter:

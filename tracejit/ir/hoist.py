@@ -1,0 +1,56 @@
+"""Loop-invariant code motion on kernel IR: each pure instruction moves out to the outermost loop
+that still defines all of its sources, and duplicates that meet there are merged."""
+from __future__ import annotations
+
+from .kernel_ir import Builder, Kernel
+
+# Loads move too: a kernel never stores to a buffer it loads from, and indices are always in bounds.
+_FIXED = frozenset({"param", "global", "range", "endrange", "acc", "update", "store"})
+
+
+def hoist(kernel: Kernel) -> Kernel:
+    instrs = kernel.instrs
+    level = [0] * len(instrs)          # loop depth an instruction has to stay at
+    root: list = []
+    bodies = [root]                    # body lists of the open loops, outermost first
+    for i, x in enumerate(instrs):
+        if x.op == "range":
+            level[i] = len(bodies)     # its variable lives one level deeper than the range itself
+            body: list = []
+            bodies[-1].append((i, body))
+            bodies.append(body)
+        elif x.op == "endrange":
+            bodies.pop()
+            bodies[-1].append(i)
+        elif x.op in _FIXED:
+            level[i] = len(bodies) - 1
+            bodies[-1].append(i)
+        else:
+            level[i] = max((level[s] for s in x.srcs), default=0)
+            target = bodies[level[i]]
+            if target is bodies[-1]:
+                target.append(i)
+            else:                      # just before the loop at that level that is still open
+                target.insert(len(target) - 1, i)
+    out = Kernel(kernel.name, kernel.params, [], kernel.global_size, kernel.work)
+    b = Builder(out)
+    new: dict[int, int] = {}
+
+    def place(items):
+        for item in items:
+            if isinstance(item, tuple):
+                i, body = item
+                x = instrs[i]
+                new[i] = b.open_range(*x.arg)
+                place(body)
+            elif instrs[item].op == "endrange":
+                b.close_range(new[instrs[item].srcs[0]])
+            else:
+                x = instrs[item]
+                new[item] = b.emit(x.op, x.dtype, tuple(new[s] for s in x.srcs), x.arg)
+
+    place(root)
+    return out
+
+
+
