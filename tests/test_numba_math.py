@@ -1,0 +1,148 @@
+"""tracejit.runtime.numba_math against NumPy (and math.erf) in float64 rounded to float32: a sweep of
+every 1021st float32 bit pattern plus a dense grid over each function's busy range, the IEEE edge
+cases, and a check that a loop calling them is vectorised."""
+from __future__ import annotations
+
+import math
+import re
+
+import numba
+import numpy as np
+import pytest
+
+from tracejit.runtime.numba_device import FASTMATH
+from tracejit.runtime.numba_math import erf_f32, exp_f32, log_f32, tanh_f32
+
+MAX_ULP = 2
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+@numba.njit
+def _erf64(x):
+    out = np.empty(x.size, np.float64)
+    for i in range(x.size):
+        out[i] = math.erf(x[i])
+    return out
+
+
+REFERENCES = {exp_f32: np.exp, tanh_f32: np.tanh, log_f32: np.log, erf_f32: _erf64}
+DENSE = {exp_f32: (-105.0, 90.0), tanh_f32: (-10.0, 10.0), log_f32: (0.0, 4.0), erf_f32: (-4.5, 4.5)}
+FUNCS = list(REFERENCES)
+
+_loops: dict = {}
+
+
+def loop(fn, fastmath=False):
+    """A compiled `out[i] = fn(x[i])` loop, as a kernel would call these functions."""
+    key = (fn, fastmath)
+    if key not in _loops:
+        @numba.njit(fastmath=set(fastmath) if fastmath else False, error_model="numpy")
+        def run(x):
+            out = np.empty_like(x)
+            for i in range(x.size):
+                out[i] = fn(x[i])
+            return out
+        _loops[key] = run
+    return _loops[key]
+
+
+def reference(fn, x):
+    with np.errstate(all="ignore"):
+        return REFERENCES[fn](x.astype(np.float64)).astype(np.float32)
+
+
+def ulp_distance(a, b):
+    """Distance in representable float32 values (0 where both are NaN; -0 and +0 coincide)."""
+    def ordered(v):
+        i = v.view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+    d = np.abs(ordered(a) - ordered(b))
+    return np.where(np.isnan(a) & np.isnan(b), 0, d)
+
+
+def sweep(fn, step=1021, dense=1 << 20):
+    bits = np.arange(0, 1 << 32, step, dtype=np.uint64).astype(np.uint32)
+    lo, hi = DENSE[fn]
+    return np.concatenate([bits.view(np.float32), np.linspace(lo, hi, dense, dtype=np.float32)])
+
+
+def assert_close(fn, x, got):
+    want = reference(fn, x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="NaN where the reference has none")
+    ulp = ulp_distance(got, want)
+    worst = int(np.argmax(ulp))
+    assert ulp[worst] <= MAX_ULP, f"{ulp[worst]} ulp at x={x[worst]!r}: {got[worst]!r} vs {want[worst]!r}"
+
+
+@pytest.mark.parametrize("fn", FUNCS, ids=lambda f: f.__name__)
+def test_sweep(fn):
+    x = sweep(fn)
+    assert_close(fn, x, loop(fn)(x))
+
+
+@pytest.mark.parametrize("fn", FUNCS, ids=lambda f: f.__name__)
+def test_sweep_under_kernel_fastmath(fn):
+    """tracejit's kernels allow reassociation; the inlined functions must not lose accuracy to it."""
+    x = sweep(fn, step=4093, dense=1 << 18)
+    assert_close(fn, x, loop(fn, tuple(sorted(FASTMATH)))(x))
+
+
+SPECIAL = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-40, -1e-40,
+                    1.1754942e-38, 1.1754944e-38, -1.1754944e-38, F32_MAX, -F32_MAX, 88.72283, 88.72284,
+                    88.7229, 89.0, -87.33654, -87.3366, -103.27893, -103.97207, -103.9721, -104.0, -150.0,
+                    0.625, -0.625, 0.9, -0.9, 3.92, 4.0, 9.0, -9.0, 20.0, -20.0, 1e10], dtype=np.float32)
+
+
+@pytest.mark.parametrize("fn", FUNCS, ids=lambda f: f.__name__)
+def test_special_values_match_reference(fn):
+    assert_close(fn, SPECIAL, loop(fn)(SPECIAL))
+
+
+def _scalar(fn, v):
+    return loop(fn)(np.array([v], dtype=np.float32))[0]
+
+
+def test_exp_edges():
+    assert _scalar(exp_f32, np.inf) == np.inf
+    assert _scalar(exp_f32, -np.inf) == 0.0
+    assert np.isnan(_scalar(exp_f32, np.nan))
+    assert _scalar(exp_f32, 0.0) == 1.0 and _scalar(exp_f32, -0.0) == 1.0
+    assert 3.4e38 < _scalar(exp_f32, 88.72283) < np.inf                              # largest finite
+    assert _scalar(exp_f32, 88.7229) == np.inf
+    assert 0 < _scalar(exp_f32, -103.0) < np.finfo(np.float32).tiny                 # subnormal result
+    assert _scalar(exp_f32, -104.0) == 0.0
+
+
+def test_tanh_edges():
+    for v, want in [(np.inf, 1.0), (-np.inf, -1.0), (20.0, 1.0), (-20.0, -1.0), (1e-45, 1e-45), (-1e-45, -1e-45)]:
+        assert _scalar(tanh_f32, v) == np.float32(want)
+    assert np.signbit(_scalar(tanh_f32, -0.0)) and _scalar(tanh_f32, -0.0) == 0.0
+    assert np.isnan(_scalar(tanh_f32, np.nan))
+
+
+def test_log_edges():
+    assert _scalar(log_f32, np.inf) == np.inf
+    assert _scalar(log_f32, 0.0) == -np.inf and _scalar(log_f32, -0.0) == -np.inf
+    for v in [np.nan, -1.0, -1e-45, -np.inf]:
+        assert np.isnan(_scalar(log_f32, v))
+    assert _scalar(log_f32, 1.0) == 0.0
+    assert abs(_scalar(log_f32, 1e-45) - math.log(np.float32(1e-45))) < 1e-5      # smallest subnormal
+
+
+def test_erf_edges():
+    for v, want in [(np.inf, 1.0), (-np.inf, -1.0), (4.0, 1.0), (-4.0, -1.0), (0.0, 0.0)]:
+        assert _scalar(erf_f32, v) == np.float32(want)
+    assert np.signbit(_scalar(erf_f32, -0.0))
+    assert np.isnan(_scalar(erf_f32, np.nan))
+    x = np.linspace(-5, 5, 100_001, dtype=np.float32)
+    assert np.max(np.abs(loop(erf_f32)(x) - _erf64(x.astype(np.float64)))) < 2e-7
+
+
+@pytest.mark.parametrize("fn", FUNCS, ids=lambda f: f.__name__)
+def test_loop_is_vectorised(fn):
+    """The point of these functions: no libm call, so LLVM turns the loop into SIMD code."""
+    run = loop(fn)
+    run(np.ones(1, np.float32))
+    llvm_ir = run.inspect_llvm(run.signatures[0])
+    assert re.search(r"<\d+ x float>", llvm_ir), "the loop was not vectorised"
+    assert not re.search(r"call .*@(exp|expf|tanh|tanhf|log|logf|erf|erff)\(", llvm_ir)
