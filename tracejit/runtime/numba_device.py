@@ -165,14 +165,16 @@ class NumbaPlan:
                 if not buf.shape:  # Python scalar or 0-d array
                     lines.append(f"    {b} = np.asarray({data}, {b}_desc.dtype).reshape(1)")
                 elif contiguous and buf.dtype != np.float16:
-                    lines.append(f"    {b} = ({data}._data if type({data}) is Array else {data}).reshape(-1)")
+                    flat = "" if len(buf.shape) == 1 else ".reshape(-1)"
+                    lines.append(f"    {b} = ({data}._data if type({data}) is Array else {data}){flat}")
                 else:
                     lines.append(f"    {b} = flat_view({data}, {b}_desc)")
             else:
                 env[f"{b}_dt"] = buf.dtype
                 lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt)")
                 view = ".view(np.uint16)" if buf.dtype == np.float16 else ""
-                lines.append(f"    {b} = {b}_arr{view}.reshape(-1)")
+                flat = "" if len(buf.shape) == 1 else ".reshape(-1)"
+                lines.append(f"    {b} = {b}_arr{view}{flat}" if view or flat else f"    {b} = {b}_arr")
         timed = LEVEL >= 2
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
