@@ -146,3 +146,40 @@ def test_loop_is_vectorised(fn):
     llvm_ir = run.inspect_llvm(run.signatures[0])
     assert re.search(r"<\d+ x float>", llvm_ir), "the loop was not vectorised"
     assert not re.search(r"call .*@(exp|expf|tanh|tanhf|log|logf|erf|erff)\(", llvm_ir)
+
+
+def test_float16_bits_to_float32_is_exact_for_all_65536_patterns():
+    from tracejit.runtime.numba_math import f16_to_f32
+
+    @numba.njit
+    def widen(bits, out):
+        for i in range(bits.size):
+            out[i] = f16_to_f32(bits[i])
+
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    out = np.empty(bits.size, np.float32)
+    widen(bits, out)
+    expected = bits.view(np.float16).astype(np.float32)
+    same = (out.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(out) & np.isnan(expected))
+    assert same.all(), bits[~same][:10]
+
+
+def test_float32_to_float16_bits_rounds_like_numpy():
+    from tracejit.runtime.numba_math import f32_to_f16
+
+    @numba.njit
+    def narrow(x, out):
+        for i in range(x.size):
+            out[i] = f32_to_f16(x[i])
+
+    patterns = np.arange(0, 1 << 32, 4099, dtype=np.uint64).astype(np.uint32)
+    edges = np.array([65504, 65519.996, 65520, 6.0e-8, 2.98e-8, 2.9802322e-8, 5.96e-8, 1e-40, 0.0, -0.0,
+                      np.inf, -np.inf, np.nan, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11], np.float32)
+    x = np.concatenate([patterns.view(np.float32), edges, -edges])
+    out = np.empty(x.size, np.uint16)
+    narrow(x, out)
+    with np.errstate(all="ignore"):
+        expected = x.astype(np.float16)
+    got = out.view(np.float16)
+    same = (out == expected.view(np.uint16)) | (np.isnan(got) & np.isnan(expected))
+    assert same.all(), list(zip(x[~same][:5], got[~same][:5], expected[~same][:5]))

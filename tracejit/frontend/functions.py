@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import DtypeError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
-from ..ir.dtypes import BOOL, FLOAT64, check, is_float, sum_dtype, weak_dtype
+from ..ir.dtypes import BOOL, FLOAT64, check, is_float, sum_dtype
 from ..ir.graph import Node, Op
 from .tensor import Tensor, as_node
 
@@ -292,7 +292,3 @@ def matmul(a, b) -> Tensor:
 def astype(a, dtype) -> Tensor:
     return Tensor(build.cast(as_node(a), check(dtype, "astype target")))
 
-
-__all__ = [n for n in dir() if not n.startswith("_") and n not in (
-    "annotations", "functools", "math", "np", "build", "Node", "Op", "Tensor", "as_node", "check", "is_float",
-    "sum_dtype", "weak_dtype", "BOOL", "FLOAT64", "DtypeError", "ShapeError", "TraceError", "UnsupportedError")]

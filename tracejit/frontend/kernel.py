@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 import time
 
 import numpy as np
@@ -17,7 +16,7 @@ from ..ir.simplify import simplify
 from ..runtime import registry
 from ..runtime.array import Array
 from ..runtime.debug import log
-from .signature import ArgInfo, Spec, arg_key, describe, normalize
+from .signature import ArgInfo, arg_key, describe, normalize
 from .tensor import Tensor, as_node
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -201,3 +201,44 @@ def erf_f32(x):
     q = _fma(q, t, _ERFC_Q[6])
     large = np.copysign(_ONE - exp_f32(q), x)
     return large if a > _ERF_SPLIT else small   # NaN takes the small path: NaN
+
+
+# ---------------------------------------------------------------------------------------------------
+# float16 storage. Numba has no CPU float16: kernels keep such arrays as uint16 bit patterns and
+# convert on load and store (round to nearest even, as NumPy's astype), computing in float32.
+
+@numba.njit(**_INLINE)
+def f16_to_f32(h):
+    """binary16 bits (uint16) -> float32; exact for every input."""
+    h = np.int64(h)
+    sign = (h & 0x8000) << 16
+    exp = (h >> 10) & 0x1F
+    man = h & 0x3FF
+    normal = _f32_from_bits(np.int32(sign | ((exp + 112) << 23) | (man << 13)))
+    special = _f32_from_bits(np.int32(sign | 0x7F800000 | (man << 13)))      # inf, NaN (payload kept)
+    tiny = f32(man) * f32(2.0 ** -24)                                         # subnormal, exact
+    tiny = -tiny if sign else tiny
+    return tiny if exp == 0 else (special if exp == 31 else normal)
+
+
+@numba.njit(**_INLINE)
+def f32_to_f16(f):
+    """float32 (or any number, via float32) -> binary16 bits (uint16), rounding to nearest even, with
+    selects only so it vectorises. A float64 goes through float32 first, which can round twice."""
+    x = np.int64(_bits_from_f32(f32(f))) & 0xFFFFFFFF
+    sign = (x >> 16) & 0x8000
+    exp = (x >> 23) & 0xFF
+    man = x & 0x7FFFFF
+    e = exp - 112                                    # the binary16 exponent field, if it were normal
+    base = (e << 10) | (man >> 13)
+    rest = man & 0x1FFF
+    normal = base + ((rest > 0x1000) | ((rest == 0x1000) & (base & 1 == 1)))   # a carry may give inf
+    shift = min(max(14 - e, 1), 31)                  # subnormal result: shift the full mantissa
+    full = man | 0x800000
+    half = np.int64(1) << (shift - 1)
+    sub = full >> shift
+    rest_s = full & ((half << 1) - 1)
+    subnormal = sub + ((rest_s > half) | ((rest_s == half) & (sub & 1 == 1)))
+    nan_or_inf = 0x7C00 | (0x200 if man != 0 else 0)
+    out = nan_or_inf if exp == 255 else (0x7C00 if e >= 31 else (normal if e > 0 else (0 if e < -10 else subnormal)))
+    return np.uint16(sign | out)
