@@ -112,3 +112,24 @@ def test_dependencies_point_one_way(layer):
                     parts = alias.name.split(".")
                     assert not (parts[0] == "tracejit" and len(parts) > 1 and parts[1] in LAYERS[layer]), \
                         f"{path.name} imports {alias.name}"
+
+
+@pytest.mark.parametrize("m, k, n", [(64, 40, 48), (30, 17, 13), (8, 5, 16), (3, 64, 1)])
+def test_matmul_is_register_tiled_when_shapes_allow_and_always_correct(m, k, n):
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    f = tj.kernel(lambda x, y: x @ y)
+    np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-5, atol=1e-5)
+    kernel = f.lower(a, b).executable.program.kernels[0]
+    accs = sum(1 for i in kernel.instrs if i.op == "acc")
+    tiled_rows = 4 if m % 4 == 0 and m >= 8 else 1
+    tiled_cols = 8 if n % 8 == 0 and n >= 16 else 1
+    assert accs == tiled_rows * tiled_cols
+    reference = run_with_interpreter(f.lower(a, b), (a, b))[0]
+    np.testing.assert_allclose(f(a, b), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_row_reduction_without_operand_reuse_is_not_unrolled():
+    x = RNG.standard_normal((64, 32)).astype(np.float32)
+    kernel = tj.kernel(lambda a, b: (a * b).sum(axis=1)).lower(x, x).executable.program.kernels[0]
+    assert sum(1 for i in kernel.instrs if i.op == "acc") == 1

@@ -9,6 +9,7 @@ write it to memory first.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -204,6 +205,31 @@ def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[
 
 
 TILE = 32
+REGISTER_TILE = (4, 8)   # rows x columns of accumulators for contractions
+
+
+def _register_tile(a: Analysis, pvars, wvars, subst, offsets):
+    """Contractions (a @ b): each thread computes a 4x8 block of outputs, so every loaded element of
+    one operand serves 8 (or 4) accumulators instead of one. Applies to a single reduction with no
+    element loop when some operand does not depend on the unrolled output variable."""
+    no_tile = (pvars, subst, [{}])
+    if len(a.reduces) != 1 or wvars or len(pvars) < 1:
+        return no_tile
+    offsets = [o.substitute(subst) for o in offsets[:-1]]  # the loads; the store is the last offset
+    chosen = []
+    for var, factor in zip(reversed(pvars), reversed(REGISTER_TILE)):
+        if var.extent % factor == 0 and var.extent >= 2 * factor and any(o.coefficient(var) == 0 for o in offsets):
+            chosen.append((var, factor))
+    if not chosen:
+        return no_tile
+    steps = [{}]
+    for var, factor in chosen:
+        outer = Var(f"{var.name}u", var.extent // factor)
+        pvars = [outer if v == var else v for v in pvars]
+        steps = [{**st, var: (outer, factor, k)} for st in steps for k in range(factor)]
+    # one substitution per unrolled copy: var -> outer * factor + k
+    tile = [{v: Expr.of(o) * f + k for v, (o, f, k) in st.items()} for st in steps]
+    return pvars, subst, tile
 
 
 def _tile_transposed(pvars, wvars, subst, offsets):
@@ -246,6 +272,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if not a.reduces:
         pvars, wvars, subst = _tile_transposed(pvars, wvars, subst, offsets)
+    pvars, subst, tile = _register_tile(a, pvars, wvars, subst, offsets)
 
     loads = list(dict.fromkeys(b for g in group for b in g.loads))
     params = out_buffers + loads
@@ -254,40 +281,59 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     inner = sum(math.prod(v.extent for v in g) for g in rgroups) + math.prod(v.extent for v in wvars)
     kernel = Kernel(name, [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out)
                            for i, b in enumerate(params)], global_size=global_size,
-                    work=global_size * max(inner, 1) * len(group))
+                    work=global_size * max(inner, 1) * len(group) * len(tile))
     # the parallel variables come from the global index g, innermost fastest
     gvar = Var("g", global_size)
     unravel, rest = {}, Expr.of(gvar)
     for i, v in enumerate(reversed(pvars)):
         unravel[v] = rest if i == len(pvars) - 1 else rest % v.extent
         rest = rest // v.extent
-    subst = {**{k: e.substitute(unravel) for k, e in subst.items()}, **unravel}
-    e = _Emitter(Builder(kernel), subst, buffers, params)
+    e = _Emitter(Builder(kernel), subst, unravel, buffers, params)
     e.var_ref[gvar] = e.b.emit("global", INDEX, (), global_size)
     for red, rvars in zip(a.reduces, rgroups):
         op = red.node.arg[0]
-        acc = e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype)))
+        accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
         opened = e.open_loops(rvars, "reduce")
-        val = e.value(red.node.srcs[0], red.src_idx)
-        e.b.emit("update", None, (acc, val))
+        for acc, step in zip(accs, tile):
+            with e.unrolled(step):
+                e.b.emit("update", None, (acc, e.value(red.node.srcs[0], red.src_idx)))
         e.close_loops(opened)
-        e.reduced[red.node] = acc
+        e.reduced[red.node] = accs
     opened = e.open_loops(wvars, "loop")
-    for i, g in enumerate(group):
-        val = e.value(g.out, g.out_idx, top=True)
-        e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
+    for k, step in enumerate(tile):
+        with e.unrolled(step):
+            e.unroll_index = k
+            for i, g in enumerate(group):
+                val = e.value(g.out, g.out_idx, top=True)
+                e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return hoist(kernel), params
 
 
 class _Emitter:
-    def __init__(self, b: Builder, subst, buffers, params):
-        self.b, self.subst, self.buffers = b, subst, buffers
+    def __init__(self, b: Builder, subst, unravel, buffers, params):
+        # an index in the analysis' variables -> merged/tiled variables -> (unrolled copy) -> global index
+        self.b, self.subst, self.unravel, self.buffers = b, subst, unravel, buffers
         self.params = [b.emit("param", p.dtype, (), i) for i, p in enumerate(params)]
         self.buffer_param = {id(p): self.params[i] for i, p in enumerate(params)}
         self.var_ref: dict[Var, int] = {}
-        self.reduced: dict[Node, int] = {}
+        self.reduced: dict[Node, list[int]] = {}
+        self.unroll_index = 0
+        self._unroll: dict = {}
         self._memo: list[dict] = [{}]
+
+    @contextmanager
+    def unrolled(self, step: dict):
+        """Emit one unrolled copy: the tiled variables take this copy's values. Values are not shared
+        between copies through the memo (their indices differ); identical instructions still are."""
+        self._unroll = step
+        self.unroll_index = 0
+        self._memo.append({})
+        try:
+            yield
+        finally:
+            self._memo.pop()
+            self._unroll = {}
 
     def const(self, value, dtype=INDEX) -> int:
         return self.b.emit("const", dtype, (), np.dtype(dtype).type(value).item())
@@ -308,7 +354,9 @@ class _Emitter:
 
     def index(self, expr: Expr) -> int:
         expr = expr.substitute(self.subst)
-        return self._index(expr)
+        if self._unroll:
+            expr = expr.substitute(self._unroll)
+        return self._index(expr.substitute(self.unravel))
 
     def _index(self, expr: Expr) -> int:
         terms = []
@@ -346,7 +394,7 @@ class _Emitter:
         if node.op is Op.CONST:
             return self.const(node.arg, node.dtype)
         if node.op is Op.REDUCE:
-            return self.reduced[node]
+            return self.reduced[node][self.unroll_index]
         if node.op is Op.CAST:
             return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))
         if node.op in ELEMENTWISE:
