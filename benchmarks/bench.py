@@ -70,6 +70,11 @@ def transpose_add(x, y):
 
 
 @tj.kernel
+def matmul(a, b):
+    return a @ b
+
+
+@tj.kernel
 def scale_shift(x):
     return x * 2 + 1
 
@@ -196,6 +201,17 @@ def transpose_add_numba(x, y):
 
 
 @numba.njit(parallel=True, fastmath=False)
+def matmul_numba(a, b):
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=a.dtype)
+    for i in prange(a.shape[0]):  # i-k-j order: the inner loop is unit-stride and vectorises
+        for k in range(a.shape[1]):
+            aik = a[i, k]
+            for j in range(b.shape[1]):
+                out[i, j] += aik * b[k, j]
+    return out
+
+
+@numba.njit(parallel=True, fastmath=False)
 def scale_shift_numba(x):
     out = np.empty_like(x)
     for i in prange(x.size):
@@ -224,6 +240,7 @@ class Case:
     setup: Callable[[int], tuple]  # size divisor (1, or 16 with --quick) -> input arrays
     impls: dict[str, Callable]     # column -> implementation; "numpy" is the reference
     unit: str = "ms"
+    tolerance: tuple[float, float] = (1e-4, 1e-5)  # rtol, atol against NumPy; reductions may reassociate
 
 
 CASES = [
@@ -253,6 +270,9 @@ CASES = [
         "numpy": lambda x, y: x.T + y,
         "numexpr": lambda x, y: ne.evaluate("xt + y", local_dict={"xt": x.T, "y": y}),
         "numba": transpose_add_numba}),
+    Case("matmul", lambda d: (normal(1024 // math.isqrt(d), 1024), normal(1024, 1024 // math.isqrt(d))), {
+        "tracejit": matmul, "numpy": np.matmul, "numba": matmul_numba},
+        tolerance=(1e-3, 1e-3)),  # 1024-term float32 dot products of magnitude ~30
     Case("dispatch", lambda d: (normal(16),), {
         "tracejit": scale_shift,
         "numpy": lambda x: x * 2 + 1,
@@ -261,7 +281,6 @@ CASES = [
 ]
 COLUMNS = ["tracejit", "numpy", "numexpr", "numba"]
 UNIT_SCALE = {"ms": 1e3, "us": 1e6}
-TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}  # float32 results; reductions may reassociate
 
 
 def seconds_per_call(fn: Callable, args: tuple, batch: int) -> float:
@@ -282,7 +301,7 @@ def run_case(case: Case, divisor: int, budget_s: float) -> dict:
         cells[column] = {"seconds": None, "samples": 0, "ok": False, "error": None}
         try:  # a broken implementation is a cell in the table, not a crash
             result = np.asarray(fn(*inputs))  # first call: compiles where there is a compiler
-            same = result.shape == reference.shape and np.allclose(result, reference, **TOLERANCE)
+            same = result.shape == reference.shape and np.allclose(result, reference, *case.tolerance)
             cells[column]["ok"] = bool(same)
             fn(*inputs)  # the second call takes the cached path; warm it up before timing it
             once = max(seconds_per_call(fn, inputs, 1), 1e-7)
