@@ -11,8 +11,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (ArgumentError, CompileError, DeviceError, DtypeError, ShapeError, TraceError,  # noqa: F401
-                     TracejitError, UnsupportedError)
+from .errors import (ArgumentError, CompileError, DeviceError, DtypeError, InternalError,  # noqa: F401
+                     ShapeError, TraceError, TracejitError, UnsupportedError)
 from .frontend.functions import (abs, broadcast_to, ceil, clip, cos, erf, exp, exp2, floor, isfinite,  # noqa: F401
                                  isinf, isnan, log, log2, matmul, max, maximum, mean, min, minimum, power,
                                  prod, reciprocal, reshape, rint, sigmoid, sign, sin, sqrt, sum, tan, tanh,

@@ -32,3 +32,7 @@ class CompileError(TracejitError):
 
 class DeviceError(TracejitError):
     """A device that is unknown or not usable here."""
+
+
+class InternalError(TracejitError):
+    """tracejit built an invalid IR: a bug in tracejit, never in the caller's code. Please report it."""

@@ -13,6 +13,7 @@ from ..ir import build
 from ..ir.fuse import Program, input_buffer, schedule
 from ..ir.graph import Node, format_graph
 from ..ir.simplify import simplify
+from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import registry
 from ..runtime.array import Array
 from ..runtime.debug import log
@@ -151,6 +152,8 @@ class Kernel:
         traced = self._trace(args)
         t0 = time.perf_counter()
         program = traced.program()
+        for k in program.kernels:
+            verify_kernel(k)
         log(3, str(traced))
         for k in program.kernels:
             log(3, k.format())
@@ -181,7 +184,9 @@ class Kernel:
             outputs = [as_node(r) for r in results]
         except TracejitError as e:
             raise TraceError(f"{self.__name__} must return traced values or scalars: {e}") from None
-        return Traced(self.__name__, simplify(outputs), tuple_result, infos)
+        outputs = simplify(outputs)
+        verify_graph(outputs)
+        return Traced(self.__name__, outputs, tuple_result, infos)
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"

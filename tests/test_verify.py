@@ -1,0 +1,64 @@
+"""The IR verifiers accept what tracejit builds and reject each kind of broken IR, naming the problem."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ir import build
+from tracejit.ir.graph import Node, Op
+from tracejit.ir.kernel_ir import INDEX, Instr, Kernel, Param
+from tracejit.ir.verify import verify_graph, verify_kernel
+
+F32 = np.dtype("float32")
+
+
+def test_graphs_and_kernels_built_by_tracejit_verify():
+    x = np.ones((8, 16), np.float32)
+    f = tj.kernel(lambda a: np.exp(a - a.max(axis=1, keepdims=True)).sum(axis=0) + a.T[::2].sum())
+    verify_graph(f.trace(x).outputs)
+    for k in f.lower(x).executable.program.kernels:
+        verify_kernel(k)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda a, b: Node.make(Op.ADD, F32, (4,), (a, build.input_(1, F32, (3,)))), "source shapes"),
+    (lambda a, b: Node.make(Op.ADD, F32, (4,), (a, build.input_(1, "int32", (4,)))), "operand dtypes differ"),
+    (lambda a, b: Node.make(Op.LT, F32, (4,), (a, b)), "result dtype should be bool"),
+    (lambda a, b: Node.make(Op.REDUCE, F32, (4,), (a,), ("sum", (0,))), r"shape should be \(1,\)"),
+    (lambda a, b: Node.make(Op.REDUCE, F32, (1,), (a,), ("mean", (0,))), "bad reduction"),
+    (lambda a, b: Node.make(Op.RESHAPE, F32, (5,), (a,), (5,)), "element count"),
+    (lambda a, b: Node.make(Op.SLICE, F32, (3,), (a,), ((2, 1, 3),)), "out of bounds"),
+    (lambda a, b: Node.make(Op.EXPAND, F32, (4, 2), (a,), (4, 2)), "cannot expand"),
+    (lambda a, b: Node.make(Op.WHERE, F32, (4,), (a, a, b)), "condition is not bool"),
+])
+def test_graph_verifier_rejects_broken_nodes(make, message):
+    a, b = build.input_(0, F32, (4,)), build.input_(2, F32, (4,))
+    with pytest.raises(tj.InternalError, match=message):
+        verify_graph([make(a, b)])
+
+
+def _kernel(*instrs, params=(Param("out0", F32, 4, True), Param("in0", F32, 4, False))):
+    return Kernel("k", list(params), list(instrs), 4)
+
+
+def test_kernel_verifier_rejects_use_before_definition():
+    k = _kernel(Instr("param", F32, (), 0), Instr("load", F32, (0, 3)), Instr("global", INDEX, (), 4),
+                Instr("const", INDEX, (), 0))
+    with pytest.raises(tj.InternalError, match="before it is defined"):
+        verify_kernel(k)
+
+
+def test_kernel_verifier_rejects_unclosed_and_misnested_ranges():
+    with pytest.raises(tj.InternalError, match="never closed"):
+        verify_kernel(_kernel(Instr("range", INDEX, (), (4, "loop"))))
+    with pytest.raises(tj.InternalError, match="not the innermost"):
+        verify_kernel(_kernel(Instr("range", INDEX, (), (4, "loop")), Instr("range", INDEX, (), (4, "loop")),
+                              Instr("endrange", None, (0,)), Instr("endrange", None, (1,))))
+
+
+def test_kernel_verifier_rejects_stores_to_inputs_and_mixed_dtypes():
+    base = [Instr("param", F32, (), 0), Instr("param", F32, (), 1), Instr("global", INDEX, (), 4),
+            Instr("load", F32, (1, 2))]
+    with pytest.raises(tj.InternalError, match="stores to an input"):
+        verify_kernel(_kernel(*base, Instr("store", None, (1, 2, 3))))
+    with pytest.raises(tj.InternalError, match="operand dtypes differ"):
+        verify_kernel(_kernel(*base, Instr("add", F32, (3, 2))))

@@ -1,0 +1,117 @@
+"""Verifiers for both IRs: every invariant the passes rely on, checked after tracing and lowering.
+
+A failure is a bug in tracejit, not in the user's code; the message names the offending node.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InternalError
+from .dtypes import BOOL
+from .graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op, toposort
+from .kernel_ir import ALU, INDEX, STRUCTURAL, Kernel
+
+
+def verify_graph(outputs: list[Node]) -> None:
+    for i, n in enumerate(toposort(outputs)):
+        problem = _graph_problem(n)
+        if problem:
+            raise InternalError(f"invalid graph IR at node {i} ({n.op.value}, {n.dtype}, {n.shape}): {problem}")
+
+
+def _graph_problem(n: Node) -> str | None:
+    srcs = n.srcs
+    if any(s < 0 for s in n.shape):
+        return "negative dimension"
+    if n.op in (Op.INPUT, Op.CONST):
+        return "takes no sources" if srcs else None
+    if n.op in UNARY or n.op in BINARY or n.op is Op.WHERE:
+        want = 1 if n.op in UNARY else 2 if n.op in BINARY else 3
+        if len(srcs) != want:
+            return f"expects {want} sources, has {len(srcs)}"
+        if any(s.shape != n.shape for s in srcs):
+            return f"source shapes {[s.shape for s in srcs]} differ from the result's (broadcast with expand)"
+        data = srcs[1:] if n.op is Op.WHERE else srcs
+        if n.op is Op.WHERE and srcs[0].dtype != BOOL:
+            return "condition is not bool"
+        if len({s.dtype for s in data}) != 1:
+            return f"operand dtypes differ: {[s.dtype.name for s in data]} (cast first)"
+        expected = BOOL if n.op in PREDICATES else data[0].dtype
+        return None if n.dtype == expected else f"result dtype should be {expected}"
+    if len(srcs) != 1:
+        return f"expects 1 source, has {len(srcs)}"
+    src = srcs[0]
+    if n.op is Op.CAST:
+        return None if n.shape == src.shape and n.arg == n.dtype else "cast changes shape or disagrees with arg"
+    if n.dtype != src.dtype:
+        return "changes dtype"
+    if n.op is Op.REDUCE:
+        op, axes = n.arg
+        if op not in REDUCE_OPS or any(not 0 <= a < len(src.shape) for a in axes):
+            return f"bad reduction {n.arg}"
+        want = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
+        return None if n.shape == want else f"shape should be {want}"
+    assert n.op in MOVEMENT
+    if n.op is Op.RESHAPE:
+        return None if math.prod(n.shape) == src.size else "reshape changes the element count"
+    if n.op is Op.PERMUTE:
+        ok = sorted(n.arg) == list(range(len(src.shape))) and n.shape == tuple(src.shape[p] for p in n.arg)
+        return None if ok else f"bad permutation {n.arg}"
+    if n.op is Op.EXPAND:
+        ok = len(n.shape) == len(src.shape) and all(a in (b, 1) for a, b in zip(src.shape, n.shape))
+        return None if ok else f"cannot expand {src.shape}"
+    if n.op is Op.SLICE:
+        for (start, step, length), size, out in zip(n.arg, src.shape, n.shape):
+            if length != out or (length and not (0 <= start < size and 0 <= start + (length - 1) * step < size)):
+                return f"slice {n.arg} out of bounds of {src.shape}"
+        return None
+    pads, _ = n.arg
+    ok = n.shape == tuple(s + a + b for s, (a, b) in zip(src.shape, pads)) and all(a >= 0 and b >= 0 for a, b in pads)
+    return None if ok else f"bad padding {pads}"
+
+
+def verify_kernel(kernel: Kernel) -> None:
+    defined: set[int] = set()
+    open_ranges: list[int] = []
+    for i, x in enumerate(kernel.instrs):
+        problem = _instr_problem(kernel, i, x, defined, open_ranges)
+        if problem:
+            raise InternalError(f"invalid kernel IR in {kernel.name} at %{i} ({x.op}): {problem}\n{kernel.format()}")
+        defined.add(i)
+    if open_ranges:
+        raise InternalError(f"invalid kernel IR in {kernel.name}: range %{open_ranges[-1]} is never closed")
+
+
+def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
+    instrs = kernel.instrs
+    if x.op not in ALU and x.op not in STRUCTURAL:
+        return "unknown instruction"
+    missing = [s for s in x.srcs if s not in defined]
+    if missing:
+        return f"uses %{missing[0]} before it is defined"
+    src = [instrs[s] for s in x.srcs]
+    if x.op == "param":
+        return None if 0 <= x.arg < len(kernel.params) and kernel.params[x.arg].dtype == x.dtype else "bad param"
+    if x.op in ("load", "store"):
+        if src[0].op != "param" or src[1].dtype != INDEX:
+            return "needs a param and an int64 index"
+        if x.op == "load" and x.dtype != src[0].dtype or x.op == "store" and src[2].dtype != src[0].dtype:
+            return "element dtype differs from the buffer's"
+        if x.op == "store" and not kernel.params[src[0].arg].output:
+            return "stores to an input buffer"
+    elif x.op == "range":
+        open_ranges.append(i)
+    elif x.op == "endrange":
+        if not open_ranges or open_ranges[-1] != x.srcs[0]:
+            return "closes a range that is not the innermost open one"
+        open_ranges.pop()
+    elif x.op == "update":
+        if src[0].op != "acc" or src[1].dtype != src[0].dtype:
+            return "updates something that is not an accumulator of this dtype"
+    elif x.op in ALU and x.op not in ("where",) and len({s.dtype for s in src}) > 1:
+        return f"operand dtypes differ: {[s.dtype.name for s in src]}"
+    elif x.op == "where" and (src[0].dtype != np.bool_ or src[1].dtype != src[2].dtype):
+        return "where needs a bool condition and operands of one dtype"
+    return None
