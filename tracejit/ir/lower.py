@@ -17,6 +17,7 @@ import numpy as np
 from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
+from .layout import merge_vars, register_tile, tile_transposed
 from .kernel_ir import INDEX, Builder, Kernel, Param
 from .symbolic import Div, Expr, Mod, Var
 
@@ -179,85 +180,6 @@ def _cstrides(shape) -> list[int]:
     return out[::-1]
 
 
-# ---- layout: merge adjacent loop variables that every access walks contiguously ----
-
-def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[Var]], dict[Var, Expr]]:
-    """Coalesce neighbours in each group (outer to inner) when all offsets allow; return the substitution."""
-    subst: dict[Var, Expr] = {}
-    new_groups = []
-    for group in groups:
-        merged: list[Var] = []
-        for v in group:
-            if merged and _mergeable(merged[-1], v, offsets):
-                a = merged.pop()
-                m = Var(f"{a.name}{v.name}", a.extent * v.extent)
-                step = {a: Expr.of(m) // v.extent, v: Expr.of(m) % v.extent}
-                offsets = [o.substitute(step) for o in offsets]
-                for k in list(subst):
-                    subst[k] = subst[k].substitute(step)
-                subst.setdefault(a, step[a])
-                subst.setdefault(v, step[v])
-                merged.append(m)
-            else:
-                merged.append(v)
-        new_groups.append(merged)
-    return new_groups, subst
-
-
-TILE = 32
-REGISTER_TILE = (4, 8)   # rows x columns of accumulators for contractions
-
-
-def _register_tile(a: Analysis, pvars, wvars, subst, offsets):
-    """Contractions (a @ b): each thread computes a 4x8 block of outputs, so every loaded element of
-    one operand serves 8 (or 4) accumulators instead of one. Applies to a single reduction with no
-    element loop when some operand does not depend on the unrolled output variable."""
-    no_tile = (pvars, subst, [{}])
-    if len(a.reduces) != 1 or wvars or len(pvars) < 1:
-        return no_tile
-    offsets = [o.substitute(subst) for o in offsets[:-1]]  # the loads; the store is the last offset
-    chosen = []
-    for var, factor in zip(reversed(pvars), reversed(REGISTER_TILE)):
-        if var.extent % factor == 0 and var.extent >= 2 * factor and any(o.coefficient(var) == 0 for o in offsets):
-            chosen.append((var, factor))
-    if not chosen:
-        return no_tile
-    steps = [{}]
-    for var, factor in chosen:
-        outer = Var(f"{var.name}u", var.extent // factor)
-        pvars = [outer if v == var else v for v in pvars]
-        steps = [{**st, var: (outer, factor, k)} for st in steps for k in range(factor)]
-    # one substitution per unrolled copy: var -> outer * factor + k
-    tile = [{v: Expr.of(o) * f + k for v, (o, f, k) in st.items()} for st in steps]
-    return pvars, subst, tile
-
-
-def _tile_transposed(pvars, wvars, subst, offsets):
-    """When the output walks variable b with unit stride but a big input walks a, iterate TILE x TILE
-    tiles of (a, b), so both are read from cache lines already loaded (x.T + y)."""
-    offsets = [o.substitute(subst) for o in offsets]
-    if len(pvars) < 2 or wvars or offsets[-1].coefficient(pvars[-1]) != 1:
-        return pvars, wvars, subst
-    b = pvars[-1]
-    for a in pvars[:-1]:
-        if any(o.coefficient(a) == 1 and o.coefficient(b) not in (0, 1) for o in offsets[:-1]) \
-                and a.extent % TILE == 0 and b.extent % TILE == 0:
-            ao, bo = Var(f"{a.name}t", a.extent // TILE), Var(f"{b.name}t", b.extent // TILE)
-            ai, bi = Var(f"{a.name}i", TILE), Var(f"{b.name}i", TILE)
-            step = {a: Expr.of(ao) * TILE + Expr.of(ai), b: Expr.of(bo) * TILE + Expr.of(bi)}
-            subst = {**{k: e.substitute(step) for k, e in subst.items()}, **step}
-            return [v for v in pvars if v not in (a, b)] + [ao, bo], [ai, bi], subst
-    return pvars, wvars, subst
-
-
-def _mergeable(a: Var, b: Var, offsets: list[Expr]) -> bool:
-    for o in offsets:
-        ca, cb = o.coefficient(a), o.coefficient(b)
-        if ca is None or cb is None or ca != cb * b.extent:
-            return False
-    return True
-
-
 # ---- emission ----
 
 def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer]) -> tuple[Kernel, list[Buffer]]:
@@ -271,8 +193,8 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     groups, subst = merge_vars([pvars, wvars] + [r.vars for r in a.reduces], offsets)
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if not a.reduces:
-        pvars, wvars, subst = _tile_transposed(pvars, wvars, subst, offsets)
-    pvars, subst, tile = _register_tile(a, pvars, wvars, subst, offsets)
+        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
+    pvars, subst, tile = register_tile(len(a.reduces), pvars, wvars, subst, offsets)
 
     loads = list(dict.fromkeys(b for g in group for b in g.loads))
     params = out_buffers + loads
