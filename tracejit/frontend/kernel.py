@@ -50,8 +50,8 @@ class Plan:
     def __init__(self, traced: Traced, executable, device):
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
-        if device.name == "numba" and len(traced.outputs) == 1 and not traced.tuple_result:
-            self.run = executable.run  # the common case: no wrapping at all
+        if device.name == "numba" and (len(traced.outputs) > 1 or not traced.tuple_result):
+            self.run = executable.run  # returns the array, or the tuple of arrays, as it is
         else:
             self.run = self._run
         self._wrap = device.name != "numba"

@@ -118,10 +118,12 @@ def _assign_buffers(outputs, realized, inputs) -> tuple[dict[Node, Buffer], dict
 
 
 def _describe(a: Analysis) -> str:
+    """elementwise / reduce (one value per row) / row (a reduction written back over its rows)."""
     if not a.reduces:
         return "elementwise"
-    ops = "_".join(sorted({r.node.arg[0] for r in a.reduces}))
-    return f"{'row' if len(a.reduces) > 1 or a.out.op is not Op.REDUCE and a.out.size > 1 else 'reduce'}_{ops}"
+    rows = set().union(*(e.variables() for r in a.reduces for e in r.kept))
+    kind = "row" if any(v not in rows for v in a.out_vars) else "reduce"
+    return f"{kind}_{'_'.join(sorted({r.node.arg[0] for r in a.reduces}))}"
 
 
 def _split_reductions(outputs: list[Node]) -> list[Node]:
