@@ -87,3 +87,20 @@ def test_tracejit_device_environment_variable_picks_the_default_device():
         tj.kernel(lambda a: a + 1)(np.ones(3))
     """, TRACEJIT_DEVICE="no-such-device")
     assert "DeviceError" in bad.stderr and "no-such-device" in bad.stderr
+
+
+def test_array_likes_are_converted_before_the_kernel_runs_and_share_one_plan():
+    f = tj.kernel(lambda a: a * 2)
+    for value in ([1.0, 2.0, 3.0], (4.0, 5.0, 6.0), np.float64(7.0)):
+        got = f(value)
+        assert type(got) is np.ndarray
+        np.testing.assert_array_equal(got, np.asarray(value) * 2)
+    assert f.cache_info()["plans"] == 2  # the list and the tuple both became float64[3]
+
+
+def test_lower_keeps_its_plan_so_the_first_call_compiles_nothing():
+    f = tj.kernel(lambda a: a + 1)
+    f.lower(tj.spec((4, 5), "float32"))
+    compiles = f.cache_info()["compiles"]
+    np.testing.assert_array_equal(f(np.zeros((4, 5), np.float32)), np.ones((4, 5), np.float32))
+    assert f.cache_info()["compiles"] == compiles

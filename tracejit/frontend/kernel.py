@@ -107,15 +107,24 @@ class Kernel:
             raise ArgumentError(f"{self.__name__}: static arguments must be hashable (they key the compile "
                                 f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
         if plan is None:
-            # array-likes (lists, DLPack objects) are converted first and keyed by what they became
-            args = tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
-            key = self._key(dev, args)
-            plan = self._plans.get(key)
-            if plan is None:
-                plan = self._plans[key] = self._lower(args, dev)
-                return plan.run(args)
-        self._counts["hits"] += 1
+            args = self._normalize(args)
+            plan = self._plan_for(args, dev)
+        else:
+            self._counts["hits"] += 1
         return plan.run(args)
+
+    def _plan_for(self, args, dev) -> "Plan":
+        """The cached plan for converted arguments (array-likes are keyed by what they became), or a new one."""
+        key = self._key(dev, args)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._lower(args, dev)
+        else:
+            self._counts["hits"] += 1
+        return plan
+
+    def _normalize(self, args) -> tuple:
+        return tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
 
     def _key(self, dev, args) -> tuple:
         if self._static:
@@ -123,6 +132,8 @@ class Kernel:
         return (dev, *map(arg_key, args))
 
     def _bind(self, args, kwargs) -> tuple:
+        if not kwargs and len(args) == self._nparams:
+            return args
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -132,16 +143,13 @@ class Kernel:
 
     # -- public staging API --
     def trace(self, *args, **kwargs) -> Traced:
-        if kwargs or len(args) != self._nparams:
-            args = self._bind(args, kwargs)
-        args = tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
-        return self._trace(args)
+        """The graph IR for these arguments (arrays or tj.spec); compiles nothing."""
+        return self._trace(self._normalize(self._bind(args, kwargs)))
 
     def lower(self, *args, device=None, **kwargs) -> Plan:
-        if kwargs or len(args) != self._nparams:
-            args = self._bind(args, kwargs)
-        args = tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
-        return self._lower(args, device or self._device or registry.default_device_name())
+        """The compiled plan for these arguments (arrays or tj.spec), kept for later calls."""
+        dev = device or self._device or registry.default_device_name()
+        return self._plan_for(self._normalize(self._bind(args, kwargs)), dev)
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled) and hits (calls served from the memory cache)."""
