@@ -114,19 +114,31 @@ def test_dependencies_point_one_way(layer):
                         f"{path.name} imports {alias.name}"
 
 
-@pytest.mark.parametrize("m, k, n", [(64, 40, 48), (30, 17, 13), (8, 5, 16), (3, 64, 1)])
-def test_matmul_is_register_tiled_when_shapes_allow_and_always_correct(m, k, n):
+@pytest.mark.parametrize("m, k, n", [(64, 40, 48), (30, 17, 13), (8, 5, 16), (3, 64, 1), (64, 8, 24)])
+def test_matmul_streams_rows_or_register_tiles_and_is_always_correct(m, k, n):
     a = RNG.standard_normal((m, k)).astype(np.float32)
     b = RNG.standard_normal((k, n)).astype(np.float32)
     f = tj.kernel(lambda x, y: x @ y)
     np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-5, atol=1e-5)
     kernel = f.lower(a, b).executable.program.kernels[0]
-    accs = sum(1 for i in kernel.instrs if i.op == "acc")
-    tiled_rows = 4 if m % 4 == 0 and m >= 8 else 1
-    tiled_cols = 8 if n % 8 == 0 and n >= 16 else 1
-    assert accs == tiled_rows * tiled_cols
+    ops = [i.op for i in kernel.instrs]
+    if n % 16 == 0:  # i-k-j: a block of output columns accumulates in local memory
+        assert ops.count("local") == 1 and "acc" not in ops
+    else:            # otherwise rows x columns of scalar accumulators where the extents divide
+        rows = 4 if m % 4 == 0 and m >= 8 else 1
+        cols = 8 if n % 8 == 0 and n >= 16 else 1
+        assert ops.count("acc") == rows * cols
     reference = run_with_interpreter(f.lower(a, b), (a, b))[0]
     np.testing.assert_allclose(f(a, b), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_column_sums_stream_rows_into_local_accumulators():
+    x = RNG.standard_normal((50, 64)).astype(np.float32)
+    f = tj.kernel(lambda a: np.sqrt(np.abs(a.sum(axis=0))))
+    kernel = f.lower(x).executable.program.kernels[0]
+    assert [i.op for i in kernel.instrs].count("local") == 1
+    np.testing.assert_allclose(f(x), np.sqrt(np.abs(x.sum(axis=0))), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f(x), run_with_interpreter(f.lower(x), (x,))[0], rtol=1e-5, atol=1e-6)
 
 
 def test_row_reduction_without_operand_reuse_is_not_unrolled():

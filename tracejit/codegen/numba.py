@@ -34,6 +34,11 @@ _BOOL_OPS = {"max": "({0} or {1})", "min": "({0} and {1})", "invert": "(not {0})
 
 
 
+def _wide(dt: np.dtype, reduction) -> bool:
+    """Float32/float16 sums and products accumulate in float64 on the CPU."""
+    return dt.kind == "f" and dt.itemsize < 8 and reduction in ("sum", "prod")
+
+
 def _ctype(dt: np.dtype) -> str:
     """The NumPy scalar constructor numba computes this dtype in."""
     return "np.float32" if dt == np.float16 else f"np.{dt.name}"
@@ -81,15 +86,17 @@ def render(kernel: Kernel, parallel: bool) -> str:
             depth -= 1
             continue
         elif op == "acc":
-            wide = dt.kind == "f" and dt.itemsize < 8 and x.arg[0] in ("sum", "prod")
+            wide = _wide(dt, x.arg[0])
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
             names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
             continue
-        elif op == "update":
+        elif op == "update":  # (acc, value) or (local, index, value)
             acc = ins[s[0]]
-            red, adt = acc.arg[0], acc.dtype
-            v, a[0] = a[1], f"v{s[0]}"
+            red = acc.arg[0] if acc.op == "acc" else acc.arg[1]
+            adt = acc.dtype
+            target = f"v{s[0]}" if acc.op == "acc" else f"{a[0]}[{a[1]}]"
+            v, a[0] = a[-1], target
             if acc_wide[s[0]]:
                 v = f"np.float64({v})"
             if red in ("sum", "prod"):
@@ -103,12 +110,24 @@ def render(kernel: Kernel, parallel: bool) -> str:
                 expr = f"{_ctype(adt)}({expr})"
             out(f"{a[0]} = {expr}")
             continue
+        elif op == "local":
+            wide = _wide(dt, x.arg[1])
+            acc_wide[i] = wide
+            out(f"{name} = np.empty({x.arg[0]}, {'np.float64' if wide else _ctype(dt)})")
         elif op == "load":
             val = f"{a[0]}[{a[1]}]"
-            out(f"{name} = {'f16_to_f32(' + val + ')' if dt == np.float16 else val}")
+            if ins[s[0]].op == "local":
+                val = f"{_ctype(dt)}({val})" if acc_wide[s[0]] else val
+            elif dt == np.float16:
+                val = f"f16_to_f32({val})"
+            out(f"{name} = {val}")
         elif op == "store":
             val = a[2]
-            out(f"{a[0]}[{a[1]}] = {'f32_to_f16(' + val + ')' if ins[s[2]].dtype == np.float16 else val}")
+            if ins[s[0]].op == "local":
+                val = f"np.float64({val})" if acc_wide[s[0]] else val
+            elif ins[s[2]].dtype == np.float16:
+                val = f"f32_to_f16({val})"
+            out(f"{a[0]}[{a[1]}] = {val}")
             continue
         elif op == "cast":
             out(f"{name} = {_cast(a[0], ins[s[0]].dtype, dt)}")

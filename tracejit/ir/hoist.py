@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .kernel_ir import Builder, Kernel
 
-# Loads move too: a kernel never stores to a buffer it loads from, and indices are always in bounds.
-_FIXED = frozenset({"param", "global", "range", "endrange", "acc", "update", "store"})
+# Loads from params move too: a kernel never stores to a buffer it loads from, and indices are always
+# in bounds. Loads from local memory stay: stores to it change what they read.
+_FIXED = frozenset({"param", "global", "range", "endrange", "acc", "update", "store", "local"})
 
 
 def hoist(kernel: Kernel) -> Kernel:
@@ -22,7 +23,7 @@ def hoist(kernel: Kernel) -> Kernel:
         elif x.op == "endrange":
             bodies.pop()
             bodies[-1].append(i)
-        elif x.op in _FIXED:
+        elif x.op in _FIXED or x.op == "load" and instrs[x.srcs[0]].op == "local":
             level[i] = len(bodies) - 1
             bodies[-1].append(i)
         else:

@@ -29,6 +29,7 @@ _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.min
 def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
     """Execute kernel on flat buffers (one per param, outputs written in place)."""
     n = kernel.global_size
+    rows = np.arange(n)
     vals: list = [None] * len(kernel.instrs)
     loops: list[list[int]] = []  # [range instr index, current iteration]
     pc = 0
@@ -44,15 +45,27 @@ def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
                 vals[pc] = np.full(n, ins.arg, dtype=ins.dtype)
             elif op == "cast":
                 vals[pc] = vals[s[0]].astype(ins.dtype)
+            elif op == "local":  # one private array per global index: rows of a 2-D array
+                vals[pc] = np.zeros((n, ins.arg[0]), dtype=ins.dtype)
             elif op == "load":
-                vals[pc] = vals[s[0]][vals[s[1]]]
+                buf = vals[s[0]]
+                vals[pc] = buf[rows, vals[s[1]]] if buf.ndim == 2 else buf[vals[s[1]]]
             elif op == "store":
-                vals[s[0]][vals[s[1]]] = vals[s[2]]
+                buf = vals[s[0]]
+                if buf.ndim == 2:
+                    buf[rows, vals[s[1]]] = vals[s[2]]
+                else:
+                    buf[vals[s[1]]] = vals[s[2]]
             elif op == "acc":
                 vals[pc] = np.full(n, ins.arg[1], dtype=ins.dtype)
-            elif op == "update":
+            elif op == "update":  # (acc, value) or (local, index, value)
+                target = kernel.instrs[s[0]]
                 acc = vals[s[0]]
-                acc[...] = _COMBINE[kernel.instrs[s[0]].arg[0]](acc, vals[s[1]]).astype(acc.dtype)
+                if target.op == "acc":
+                    acc[...] = _COMBINE[target.arg[0]](acc, vals[s[1]]).astype(acc.dtype)
+                else:
+                    idx = vals[s[1]]
+                    acc[rows, idx] = _COMBINE[target.arg[1]](acc[rows, idx], vals[s[2]]).astype(acc.dtype)
             elif op == "range":
                 extent = ins.arg[0]
                 if extent == 0:

@@ -1,7 +1,8 @@
 """Kernel IR: one fused kernel as a flat list of SSA instructions.
 
 Shape of every kernel:  GLOBAL g (parallel) -> reduce loops (RANGE kind "reduce", ACC/UPDATE)
--> element loops (RANGE kind "loop") -> STORE. A CPU renderer maps GLOBAL to a parallel loop and
+-> element loops (RANGE kind "loop") -> STORE. LOCAL is memory private to one global index (arg:
+(size, the reduction it accumulates or None)); loads from it are not pure, everything else is. A CPU renderer maps GLOBAL to a parallel loop and
 RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
 the IR states which loops are reductions and with which operator.
@@ -24,7 +25,7 @@ ALU_TERNARY = frozenset({"where"})
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
-                        "update"})
+                        "update", "local"})
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class Builder:
 
     def emit(self, op: str, dtype, srcs=(), arg=None) -> int:
         ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
-        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global")
+        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local") and not (
+            op == "load" and self.kernel.instrs[srcs[0]].op == "local")
         if pure:
             for scope in reversed(self._scopes):
                 if ins in scope:

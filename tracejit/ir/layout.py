@@ -80,3 +80,28 @@ def _mergeable(a: Var, b: Var, offsets: list[Expr]) -> bool:
         if ca is None or cb is None or ca != cb * b.extent:
             return False
     return True
+
+
+ROW_BLOCK = (1024, 512, 256, 128, 64, 32, 16)
+
+
+def accumulate_rows(n_reduces: int, pvars, wvars, reduce_vars, subst, offsets):
+    """A reduction whose operand is contiguous along the output's inner variable j but strided along
+    the reduction (b in a @ b, x.sum(axis=0)) is walked i-k-j: a block of j outputs accumulates in
+    local memory while the reduction loop streams whole rows of the operand. Returns
+    (pvars, block variable, substitution) or None."""
+    if n_reduces != 1 or wvars or not pvars:
+        return None
+    offsets = [o.substitute(subst) for o in offsets[:-1]]
+    j = pvars[-1]
+    reduce_vars = [v for v in reduce_vars]
+    if not any(o.coefficient(j) == 1 and all(o.coefficient(r) not in (1, None) for r in reduce_vars)
+               for o in offsets):
+        return None
+    block = next((b for b in ROW_BLOCK if j.extent % b == 0), None)
+    if block is None:
+        return None
+    outer, inner = Var(f"{j.name}b", j.extent // block), Var(f"{j.name}j", block)
+    step = {j: Expr.of(outer) * block + Expr.of(inner)}
+    subst = {**{k: e.substitute(step) for k, e in subst.items()}, **step}
+    return [outer if v == j else v for v in pvars], inner, subst

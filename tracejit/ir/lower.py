@@ -17,7 +17,7 @@ import numpy as np
 from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
-from .layout import merge_vars, register_tile, tile_transposed
+from .layout import accumulate_rows, merge_vars, register_tile, tile_transposed
 from .kernel_ir import INDEX, Builder, Kernel, Param
 from .symbolic import Div, Expr, Mod, Var
 
@@ -194,13 +194,21 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if not a.reduces:
         pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
-    pvars, subst, tile = register_tile(len(a.reduces), pvars, wvars, subst, offsets)
+    rows = accumulate_rows(len(a.reduces), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets)
+    if rows:
+        pvars, row_var, subst = rows
+        tile = [{}]
+    else:
+        row_var = None
+        pvars, subst, tile = register_tile(len(a.reduces), pvars, wvars, subst, offsets)
 
     loads = list(dict.fromkeys(b for g in group for b in g.loads))
     params = out_buffers + loads
     n_out = len(out_buffers)
     global_size = math.prod(v.extent for v in pvars)
     inner = sum(math.prod(v.extent for v in g) for g in rgroups) + math.prod(v.extent for v in wvars)
+    if row_var is not None:
+        inner = row_var.extent * (inner + 1)
     kernel = Kernel(name, [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out)
                            for i, b in enumerate(params)], global_size=global_size,
                     work=global_size * max(inner, 1) * len(group) * len(tile))
@@ -212,6 +220,9 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         rest = rest // v.extent
     e = _Emitter(Builder(kernel), subst, unravel, buffers, params)
     e.var_ref[gvar] = e.b.emit("global", INDEX, (), global_size)
+    if row_var is not None:
+        _emit_row_accumulation(e, a, rgroups[0], row_var, group)
+        return hoist(kernel), params
     for red, rvars in zip(a.reduces, rgroups):
         op = red.node.arg[0]
         accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
@@ -230,6 +241,26 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
                 e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return hoist(kernel), params
+
+
+def _emit_row_accumulation(e: "_Emitter", a: Analysis, rvars: list[Var], row: Var, group) -> None:
+    """i-k-j order: a local row of accumulators, the reduction loop outside, the row loop inside."""
+    red = a.reduces[0]
+    op, dt = red.node.arg[0], red.node.dtype
+    acc = e.b.emit("local", dt, (), (row.extent, op))
+    opened = e.open_loops([row], "loop")
+    e.b.emit("store", None, (acc, e.var_ref[row], e.const(identity(op, dt), dt)))
+    e.close_loops(opened)
+    opened = e.open_loops(rvars, "reduce")
+    inner = e.open_loops([row], "loop")
+    e.b.emit("update", None, (acc, e.var_ref[row], e.value(red.node.srcs[0], red.src_idx)))
+    e.close_loops(inner)
+    e.close_loops(opened)
+    opened = e.open_loops([row], "loop")
+    e.reduced[red.node] = [e.b.emit("load", dt, (acc, e.var_ref[row]))]
+    for i, g in enumerate(group):
+        e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), e.value(g.out, g.out_idx, top=True)))
+    e.close_loops(opened)
 
 
 class _Emitter:

@@ -95,11 +95,11 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
     if x.op == "param":
         return None if 0 <= x.arg < len(kernel.params) and kernel.params[x.arg].dtype == x.dtype else "bad param"
     if x.op in ("load", "store"):
-        if src[0].op != "param" or src[1].dtype != INDEX:
-            return "needs a param and an int64 index"
+        if src[0].op not in ("param", "local") or src[1].dtype != INDEX:
+            return "needs a param or local and an int64 index"
         if x.op == "load" and x.dtype != src[0].dtype or x.op == "store" and src[2].dtype != src[0].dtype:
             return "element dtype differs from the buffer's"
-        if x.op == "store" and not kernel.params[src[0].arg].output:
+        if x.op == "store" and src[0].op == "param" and not kernel.params[src[0].arg].output:
             return "stores to an input buffer"
     elif x.op == "range":
         open_ranges.append(i)
@@ -108,7 +108,9 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
             return "closes a range that is not the innermost open one"
         open_ranges.pop()
     elif x.op == "update":
-        if src[0].op != "acc" or src[1].dtype != src[0].dtype:
+        if src[0].op == "local" and (len(src) != 3 or src[1].dtype != INDEX or src[0].arg[1] is None):
+            return "a local update needs (local accumulator, int64 index, value)"
+        if src[0].op not in ("acc", "local") or src[-1].dtype != src[0].dtype:
             return "updates something that is not an accumulator of this dtype"
     elif x.op in ALU and x.op not in ("where",) and len({s.dtype for s in src}) > 1:
         return f"operand dtypes differ: {[s.dtype.name for s in src]}"
