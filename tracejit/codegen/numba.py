@@ -1,7 +1,8 @@
 """Numba renderer: kernel IR -> Python source with a `numba.prange` loop over the global index.
 
 Numba has no CPU float16: such buffers are passed as uint16 bit patterns and converted on load and
-store, with arithmetic in float32. Float32/float16 sums accumulate in float64. Float32 exp, tanh, log
+store, with arithmetic in float32. Float32/float16 sums accumulate in float64, except rows of local
+accumulators (contractions, column sums) over at most 4096 terms, which stay float32 like BLAS. Float32 exp, tanh, log
 and erf call tracejit's vectorisable versions (runtime/numba_math.py) instead of per-element libm.
 """
 from __future__ import annotations
@@ -32,6 +33,9 @@ _INT_MINMAX = {"max": "max({0}, {1})", "min": "min({0}, {1})"}
 _BOOL_OPS = {"max": "({0} or {1})", "min": "({0} and {1})", "invert": "(not {0})", "and": "({0} and {1})",
              "or": "({0} or {1})", "xor": "({0} != {1})", "add": "({0} or {1})", "mul": "({0} and {1})"}
 
+
+
+NARROW_LOCAL_MAX = 4096
 
 
 def _wide(dt: np.dtype, reduction) -> bool:
@@ -111,7 +115,8 @@ def render(kernel: Kernel, parallel: bool) -> str:
             out(f"{a[0]} = {expr}")
             continue
         elif op == "local":
-            wide = _wide(dt, x.arg[1])
+            # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
+            wide = _wide(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             acc_wide[i] = wide
             out(f"{name} = np.empty({x.arg[0]}, {'np.float64' if wide else _ctype(dt)})")
         elif op == "load":

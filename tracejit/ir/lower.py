@@ -247,7 +247,8 @@ def _emit_row_accumulation(e: "_Emitter", a: Analysis, rvars: list[Var], row: Va
     """i-k-j order: a local row of accumulators, the reduction loop outside, the row loop inside."""
     red = a.reduces[0]
     op, dt = red.node.arg[0], red.node.dtype
-    acc = e.b.emit("local", dt, (), (row.extent, op))
+    length = math.prod(v.extent for v in rvars)
+    acc = e.b.emit("local", dt, (), (row.extent, op, length))
     opened = e.open_loops([row], "loop")
     e.b.emit("store", None, (acc, e.var_ref[row], e.const(identity(op, dt), dt)))
     e.close_loops(opened)
