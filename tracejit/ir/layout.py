@@ -3,7 +3,37 @@ tile transposed reads, and register-tile contractions. Each decision only rewrit
 (a substitution of index expressions), so lowering stays the same whatever is chosen."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .symbolic import Expr, Var
+
+
+@dataclass
+class LoopPlan:
+    """How one kernel walks its index space."""
+    pvars: list[Var]            # parallel variables, unravelled from the global index (innermost last)
+    wvars: list[Var]            # element loops inside each global index (rows written back)
+    rgroups: list[list[Var]]    # the loop variables of each reduction
+    subst: dict[Var, Expr]      # the analysis' variables in terms of the ones above
+    tile: list[dict]            # register-tile copies: a substitution each ([{}]: not tiled)
+    row: Var | None = None      # i-k-j: the block of outputs accumulated in local memory
+
+
+def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]], offsets: list[Expr]) -> LoopPlan:
+    """`rows`: the output variables the reductions depend on (all of them when there is none);
+    `offsets`: every load's offset and, last, the store's."""
+    pvars = [v for v in out_vars if v in rows]
+    wvars = [v for v in out_vars if v not in rows]
+    groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets)
+    pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
+    if not reduce_vars:
+        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
+    streamed = accumulate_rows(len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets)
+    if streamed:
+        pvars, row, subst = streamed
+        return LoopPlan(pvars, wvars, rgroups, subst, [{}], row)
+    pvars, subst, tile = register_tile(len(reduce_vars), pvars, wvars, subst, offsets)
+    return LoopPlan(pvars, wvars, rgroups, subst, tile)
 
 def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[Var]], dict[Var, Expr]]:
     """Coalesce neighbours in each group (outer to inner) when all offsets allow; return the substitution."""
@@ -94,7 +124,6 @@ def accumulate_rows(n_reduces: int, pvars, wvars, reduce_vars, subst, offsets):
         return None
     offsets = [o.substitute(subst) for o in offsets[:-1]]
     j = pvars[-1]
-    reduce_vars = [v for v in reduce_vars]
     if not any(o.coefficient(j) == 1 and all(o.coefficient(r) not in (1, None) for r in reduce_vars)
                for o in offsets):
         return None

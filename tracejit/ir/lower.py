@@ -17,7 +17,7 @@ import numpy as np
 from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
-from .layout import accumulate_rows, merge_vars, register_tile, tile_transposed
+from .layout import plan_loops
 from .kernel_ir import INDEX, Builder, Kernel, Param
 from .symbolic import Div, Expr, Mod, Var
 
@@ -188,27 +188,16 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     a = group[0]
     offsets = [o for g in group for o in g.offsets]
     rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
-    pvars = [v for v in a.out_vars if v in rows]
-    wvars = [v for v in a.out_vars if v not in rows]
-    groups, subst = merge_vars([pvars, wvars] + [r.vars for r in a.reduces], offsets)
-    pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
-    if not a.reduces:
-        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
-    rows = accumulate_rows(len(a.reduces), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets)
-    if rows:
-        pvars, row_var, subst = rows
-        tile = [{}]
-    else:
-        row_var = None
-        pvars, subst, tile = register_tile(len(a.reduces), pvars, wvars, subst, offsets)
+    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets)
+    pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
 
     loads = list(dict.fromkeys(b for g in group for b in g.loads))
     params = out_buffers + loads
     n_out = len(out_buffers)
     global_size = math.prod(v.extent for v in pvars)
     inner = sum(math.prod(v.extent for v in g) for g in rgroups) + math.prod(v.extent for v in wvars)
-    if row_var is not None:
-        inner = row_var.extent * (inner + 1)
+    if plan.row is not None:
+        inner = plan.row.extent * (inner + 1)
     kernel = Kernel(name, [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out)
                            for i, b in enumerate(params)], global_size=global_size,
                     work=global_size * max(inner, 1) * len(group) * len(tile))
@@ -218,10 +207,10 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     for i, v in enumerate(reversed(pvars)):
         unravel[v] = rest if i == len(pvars) - 1 else rest % v.extent
         rest = rest // v.extent
-    e = _Emitter(Builder(kernel), subst, unravel, buffers, params)
+    e = _Emitter(Builder(kernel), plan.subst, unravel, buffers, params)
     e.var_ref[gvar] = e.b.emit("global", INDEX, (), global_size)
-    if row_var is not None:
-        _emit_row_accumulation(e, a, rgroups[0], row_var, group)
+    if plan.row is not None:
+        _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return hoist(kernel), params
     for red, rvars in zip(a.reduces, rgroups):
         op = red.node.arg[0]
