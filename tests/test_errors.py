@@ -211,3 +211,21 @@ def test_error_classes_form_the_documented_hierarchy():
     assert issubclass(tj.ArgumentError, tj.TracejitError) and issubclass(tj.ArgumentError, TypeError)
     assert issubclass(tj.CompileError, tj.TracejitError)
     assert issubclass(tj.DeviceError, tj.TracejitError)
+
+
+def test_integer_power_with_a_negative_exponent_raises_like_numpy(device):
+    a = np.array([1, 2, 3], np.int32)
+    f = tj.kernel(lambda x, y: x ** y)
+    np.testing.assert_array_equal(f(a, a, device=device), a ** a)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        a ** -a
+    with pytest.raises(ValueError, match="negative integer powers"):
+        f(a, -a, device=device)
+    with pytest.raises(tj.TraceError, match="negative integer powers"):
+        tj.kernel(lambda x: x ** -1)(a, device=device)
+    np.testing.assert_array_equal(tj.kernel(lambda x: x ** 3)(a, device=device), a ** 3)
+
+
+def test_where_with_one_argument_explains_what_is_supported(device):
+    with pytest.raises(tj.UnsupportedError, match="np.where\\(condition, x, y\\)"):
+        tj.kernel(lambda x: np.where(x > 1))(np.arange(3.0), device=device)

@@ -104,3 +104,12 @@ def test_lower_keeps_its_plan_so_the_first_call_compiles_nothing():
     compiles = f.cache_info()["compiles"]
     np.testing.assert_array_equal(f(np.zeros((4, 5), np.float32)), np.ones((4, 5), np.float32))
     assert f.cache_info()["compiles"] == compiles
+
+
+def test_non_native_byte_order_inputs_are_computed_like_numpy():
+    x = np.arange(6, dtype=">f4").reshape(2, 3)
+    f = tj.kernel(lambda a: a * 2 + 1)
+    for _ in range(2):
+        got = f(x)
+        np.testing.assert_array_equal(got, x * 2 + 1)
+        assert got.dtype == np.float32

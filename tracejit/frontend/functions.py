@@ -27,6 +27,8 @@ def _numpy_result(ufunc: np.ufunc, operands: tuple) -> np.dtype:
             return np.asarray(ufunc(*args)).dtype
     except OverflowError as e:
         raise DtypeError(str(e)) from None
+    except ValueError as e:  # e.g. an integer to a negative constant power
+        raise TraceError(f"np.{ufunc.__name__}: {e} (NumPy raises this too)") from None
     except TypeError as e:
         types = ", ".join(("python " + type(v).__name__) if weak else str(dt) for dt, weak, v in operands)
         raise UnsupportedError(f"np.{ufunc.__name__} is not defined for ({types}) in NumPy: {e}") from None
@@ -101,7 +103,10 @@ def _binary(name: str, a, b) -> Tensor:
     return Tensor(build.binary(op, a, b))
 
 
-def where(condition, x, y) -> Tensor:
+def where(condition, x=None, y=None) -> Tensor:
+    if x is None or y is None:
+        raise UnsupportedError("np.where(condition) with one argument returns indices, whose number depends on "
+                               "the data; tracejit supports np.where(condition, x, y)")
     c, x, y = as_node(condition), as_node(x), as_node(y)
     if c.dtype != BOOL:
         c = build.binary(Op.NE, c, build.const(0, c.dtype, c.shape))

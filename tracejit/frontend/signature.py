@@ -82,7 +82,10 @@ def describe(a, position: int) -> ArgInfo:
 def normalize(a):
     """Convert array-likes (lists, DLPack objects, NumPy scalars) to numpy arrays; leave the rest."""
     t = type(a)
-    if t is np.ndarray or t is float or t is int or t is bool or t is Array or t is Spec:
+    if t is np.ndarray:
+        # another byte order is NumPy's business, not the kernel's: compute on a native copy
+        return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+    if t is float or t is int or t is bool or t is Array or t is Spec:
         return a
     if isinstance(a, np.generic):
         return np.asarray(a)

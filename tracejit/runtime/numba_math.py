@@ -204,6 +204,16 @@ def erf_f32(x):
 
 
 # ---------------------------------------------------------------------------------------------------
+# Integer power: NumPy raises for a negative exponent instead of returning a wrong number.
+
+@numba.njit(inline="always")
+def int_power(a, b):
+    if b < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    return a ** b
+
+
+# ---------------------------------------------------------------------------------------------------
 # float16 storage. Numba has no CPU float16: kernels keep such arrays as uint16 bit patterns and
 # convert on load and store (round to nearest even, as NumPy's astype), computing in float32.
 
