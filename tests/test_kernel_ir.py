@@ -145,3 +145,25 @@ def test_row_reduction_without_operand_reuse_is_not_unrolled():
     x = RNG.standard_normal((64, 32)).astype(np.float32)
     kernel = tj.kernel(lambda a, b: (a * b).sum(axis=1)).lower(x, x).executable.program.kernels[0]
     assert sum(1 for i in kernel.instrs if i.op == "acc") == 1
+
+
+def test_softmax_keeps_the_reduced_row_in_local_memory_instead_of_recomputing_exp():
+    kernel = tj.kernel(_softmax).lower(F32).executable.program.kernels[0]
+    ops = [i.op for i in kernel.instrs]
+    assert ops.count("exp") == 1 and ops.count("local") == 1
+    # layernorm's write loop needs x - mean, not the squares it reduced: nothing is kept
+    kernel = tj.kernel(_layernorm).lower(F32).executable.program.kernels[0]
+    assert "local" not in [i.op for i in kernel.instrs]
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_kept_rows_give_numpy_results_for_any_softmax_axis(axis):
+    x = RNG.standard_normal((6, 10, 12)).astype(np.float32)
+
+    def softmax(a):
+        e = np.exp(a - a.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    f = tj.kernel(softmax)
+    np.testing.assert_allclose(f(x), softmax(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(run_with_interpreter(f.lower(x), (x,))[0], softmax(x), rtol=1e-5, atol=1e-7)

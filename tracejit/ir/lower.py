@@ -212,15 +212,22 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return hoist(kernel), params
+    cached = _row_to_keep(a, group) if wvars and len(tile) == 1 else None
     for red, rvars in zip(a.reduces, rgroups):
         op = red.node.arg[0]
         accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
+        if red is cached:
+            e.keep_row(red)
         opened = e.open_loops(rvars, "reduce")
         for acc, step in zip(accs, tile):
             with e.unrolled(step):
-                e.b.emit("update", None, (acc, e.value(red.node.srcs[0], red.src_idx)))
+                val = e.value(red.node.srcs[0], red.src_idx)
+                e.b.emit("update", None, (acc, val))
+                if red is cached:
+                    e.b.emit("store", None, (e.row[1], e.index(e.row_position(red.src_idx)), val))
         e.close_loops(opened)
         e.reduced[red.node] = accs
+    e.row_vars = [v for v in a.out_vars if v not in rows]
     opened = e.open_loops(wvars, "loop")
     for k, step in enumerate(tile):
         with e.unrolled(step):
@@ -230,6 +237,28 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
                 e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return hoist(kernel), params
+
+
+ROW_KEEP_MAX = 16384   # elements of a row kept in local memory between a reduction and the write
+
+
+def _row_to_keep(a: Analysis, group) -> "_Reduce | None":
+    """The last reduction of a row kernel, when the write loop needs the very values it reduced
+    (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
+    red = a.reduces[-1]
+    src = red.node.srcs[0]
+    if src.op in (Op.INPUT, Op.CONST) or math.prod(v.extent for v in red.vars) > ROW_KEEP_MAX:
+        return None
+    stack, seen = [g.out for g in group], set()
+    while stack:
+        n = stack.pop()
+        if n is src:
+            return red
+        if n in seen or n.op is Op.REDUCE:
+            continue
+        seen.add(n)
+        stack.extend(n.srcs)
+    return None
 
 
 def _emit_row_accumulation(e: "_Emitter", a: Analysis, rvars: list[Var], row: Var, group) -> None:
@@ -261,9 +290,35 @@ class _Emitter:
         self.buffer_param = {id(p): self.params[i] for i, p in enumerate(params)}
         self.var_ref: dict[Var, int] = {}
         self.reduced: dict[Node, list[int]] = {}
+        self.row: tuple | None = None   # (reduction, local row) whose input values are kept
+        self.row_vars: list[Var] = []   # set while emitting the write loop: where kept values are read
         self.unroll_index = 0
         self._unroll: dict = {}
         self._memo: list[dict] = [{}]
+
+    def keep_row(self, red: _Reduce) -> None:
+        size = math.prod(v.extent for v in red.vars)
+        self.row = (red, self.b.emit("local", red.node.srcs[0].dtype, (), (size, None, size)))
+
+    def row_position(self, idx) -> Expr:
+        """Where element idx of the kept reduction input lives in the local row."""
+        red = self.row[0]
+        _, axes = red.node.arg
+        src_shape = red.node.srcs[0].shape
+        pos, stride = Expr(), 1
+        for d in reversed(axes):
+            pos = pos + idx[d] * stride
+            stride *= src_shape[d]
+        return pos
+
+    def _kept_value(self, node: Node, idx) -> int | None:
+        red, local = self.row
+        _, axes = red.node.arg
+        same_row = all(e == k for d, (e, k) in enumerate(zip(idx, red.src_idx)) if d not in axes)
+        if node is not red.node.srcs[0] or not same_row or any(
+                not (e.variables() <= set(self.row_vars)) for d, e in enumerate(idx) if d in axes):
+            return None
+        return self.b.emit("load", node.dtype, (local, self.index(self.row_position(idx))))
 
     @contextmanager
     def unrolled(self, step: dict):
@@ -331,6 +386,10 @@ class _Emitter:
         return ref
 
     def _value(self, node: Node, idx, top: bool) -> int:
+        if self.row is not None and self.row_vars:
+            kept = self._kept_value(node, idx)
+            if kept is not None:
+                return kept
         if (node in self.buffers and not top) or node.op is Op.INPUT:
             buf = self.buffers[node]
             return self.b.emit("load", node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
