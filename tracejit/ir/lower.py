@@ -212,7 +212,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return hoist(kernel), params
-    cached = _row_to_keep(a, group) if wvars and len(tile) == 1 else None
+    cached = _row_to_keep(a, group) if a.reduces and wvars and len(tile) == 1 else None
     for red, rvars in zip(a.reduces, rgroups):
         op = red.node.arg[0]
         accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
