@@ -1,0 +1,31 @@
+"""Every benchmark case, at --quick sizes, gives NumPy's answer: the layouts the benchmarks exercise
+(tiles, row streaming, two-stage sums, parallel loops) only appear at such sizes."""
+import importlib.util
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("tracejit_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_bench()
+
+
+@pytest.mark.parametrize("case", bench.CASES, ids=lambda c: c.name)
+def test_benchmark_case_matches_numpy_at_quick_size(case):
+    inputs = case.setup(16)
+    expected = np.asarray(case.impls["numpy"](*inputs))
+    got = np.asarray(case.impls["tracejit"](*inputs))
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    rtol, atol = case.tolerance
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
