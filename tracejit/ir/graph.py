@@ -109,7 +109,8 @@ def format_graph(outputs, title: str = "graph") -> str:
         arg = "" if n.arg is None else f" {_format_arg(n.arg)}"
         weak = " weak" if n.weak else ""
         shape = "x".join(map(str, n.shape)) or "scalar"
-        lines.append(f"  {names[id(n)]} = {n.op.value}{arg}({srcs}) : {n.dtype.name}[{shape}]{weak}")
+        call = f"({srcs})" if n.srcs else ""
+        lines.append(f"  {names[id(n)]} = {n.op.value}{arg}{call} : {n.dtype.name}[{shape}]{weak}")
     lines.append("  return " + ", ".join(names[id(o)] for o in outputs))
     return "\n".join(lines)
 
