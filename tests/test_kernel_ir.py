@@ -7,7 +7,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.ir import interpret
-from tracejit.runtime.numba_device import flat_view
+from tracejit.runtime.views import flat_view
 
 
 def _softmax(x):

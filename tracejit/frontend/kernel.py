@@ -12,6 +12,7 @@ from ..errors import ArgumentError, TraceError, TracejitError
 from ..ir import build
 from ..ir.fuse import Program, input_buffer, schedule
 from ..ir.graph import Node, format_graph
+from ..ir.layout import LayoutOptions
 from ..ir.simplify import simplify
 from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import registry
@@ -32,7 +33,7 @@ class Traced:
     def __str__(self) -> str:
         return format_graph(self.outputs, f"graph {self.name}")
 
-    def program(self) -> Program:
+    def program(self, options: LayoutOptions = LayoutOptions()) -> Program:
         inputs = {}
         for i, info in enumerate(self.infos):
             if info.kind == "array":
@@ -41,7 +42,7 @@ class Traced:
             elif info.kind == "scalar":
                 node = build.input_(i, info.dtype, (), weak=True)
                 inputs[node] = input_buffer(i, node, ())
-        return schedule(self.outputs, inputs)
+        return schedule(self.outputs, inputs, options)
 
 
 class Plan:
@@ -107,7 +108,7 @@ class Kernel:
             raise ArgumentError(f"{self.__name__}: static arguments must be hashable (they key the compile "
                                 f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
         if plan is None:
-            args = self._normalize(args)
+            args = self._normalize(args, dev)
             plan = self._plan_for(args, dev)
         else:
             self._counts["hits"] += 1
@@ -123,8 +124,8 @@ class Kernel:
             self._counts["hits"] += 1
         return plan
 
-    def _normalize(self, args) -> tuple:
-        return tuple(a if i in self._static else normalize(a) for i, a in enumerate(args))
+    def _normalize(self, args, device: str | None = None) -> tuple:
+        return tuple(a if i in self._static else normalize(a, device) for i, a in enumerate(args))
 
     def _key(self, dev, args) -> tuple:
         if self._static:
@@ -149,7 +150,7 @@ class Kernel:
     def lower(self, *args, device=None, **kwargs) -> Plan:
         """The compiled plan for these arguments (arrays or tj.spec), kept for later calls."""
         dev = device or self._device or registry.default_device_name()
-        return self._plan_for(self._normalize(self._bind(args, kwargs)), dev)
+        return self._plan_for(self._normalize(self._bind(args, kwargs), dev), dev)
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled) and hits (calls served from the memory cache)."""
@@ -159,7 +160,7 @@ class Kernel:
         dev = registry.device(device_name)
         traced = self._trace(args)
         t0 = time.perf_counter()
-        program = traced.program()
+        program = traced.program(dev.layout)
         for k in program.kernels:
             verify_kernel(k)
         log(3, str(traced))

@@ -65,7 +65,8 @@ def describe(a, position: int) -> ArgInfo:
     if isinstance(a, Spec):
         return ArgInfo("array", a.dtype, a.shape, a.element_strides)
     if isinstance(a, Array):
-        a = a._data if isinstance(a._data, np.ndarray) else a.numpy()
+        d = a._data
+        return ArgInfo("array", np.dtype(d.dtype), tuple(d.shape), tuple(s // d.dtype.itemsize for s in d.strides))
     if isinstance(a, complex):
         raise DtypeError(f"argument {position} is a Python complex; tracejit supports no complex dtypes")
     if not isinstance(a, np.ndarray):
@@ -79,9 +80,12 @@ def describe(a, position: int) -> ArgInfo:
     return ArgInfo("array", dt, a.shape, tuple(s // item for s in a.strides))
 
 
-def normalize(a):
-    """Convert array-likes (lists, DLPack objects, NumPy scalars) to numpy arrays; leave the rest."""
+def normalize(a, device: str | None = None):
+    """Convert array-likes (lists, DLPack objects, NumPy scalars) to numpy arrays, and tj.Arrays of
+    another device than `device` to host arrays; leave the rest."""
     t = type(a)
+    if t is Array and device is not None and a.device.name != getattr(device, "name", device):
+        return a.numpy()
     if t is np.ndarray:
         # another byte order is NumPy's business, not the kernel's: compute on a native copy
         return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))

@@ -17,6 +17,7 @@ from . import build
 from .dtypes import identity
 from .graph import Node, Op, rewrite, toposort
 from .kernel_ir import Kernel
+from .layout import LayoutOptions
 from .lower import Analysis, Buffer, Realize, analyze, emit
 
 SPLIT_MIN_REDUCE = 1 << 15   # reductions at least this long ...
@@ -34,8 +35,9 @@ class Program:
     int_scalars: list[tuple[int, np.dtype]]  # Python-int arguments narrowed to a smaller int dtype
 
 
-def schedule(outputs: list[Node], inputs: dict[Node, Buffer]) -> Program:
-    """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer."""
+def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions()) -> Program:
+    """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
+    the target's layout preferences."""
     outputs = _split_reductions(outputs)
     realized: set[Node] = set(outputs)
     while True:
@@ -51,7 +53,8 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer]) -> Program:
         realized.update(fused_twice)
     kernels, launches = [], []
     for group in _merge_elementwise(analyses, writes):
-        kernel, params = emit(f"k{len(kernels)}_{_describe(group[0])}", group, reads, [writes[a.out] for a in group])
+        kernel, params = emit(f"k{len(kernels)}_{_describe(group[0])}", group, reads,
+                              [writes[a.out] for a in group], options)
         kernels.append(kernel)
         launches.append([p.key for p in params])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}

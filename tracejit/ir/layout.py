@@ -8,6 +8,13 @@ from dataclasses import dataclass
 from .symbolic import Expr, Var
 
 
+@dataclass(frozen=True)
+class LayoutOptions:
+    """What a target's memory and threads favour; each device passes its own."""
+    accumulate_rows: bool = True   # i-k-j rows of accumulators private to one global index (CPU caches)
+    keep_row_max: int = 16384      # longest reduction input kept in local memory for the write loop
+
+
 @dataclass
 class LoopPlan:
     """How one kernel walks its index space."""
@@ -19,7 +26,8 @@ class LoopPlan:
     row: Var | None = None      # i-k-j: the block of outputs accumulated in local memory
 
 
-def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]], offsets: list[Expr]) -> LoopPlan:
+def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]], offsets: list[Expr],
+               options: LayoutOptions = LayoutOptions()) -> LoopPlan:
     """`rows`: the output variables the reductions depend on (all of them when there is none);
     `offsets`: every load's offset and, last, the store's."""
     pvars = [v for v in out_vars if v in rows]
@@ -28,7 +36,8 @@ def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]]
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if not reduce_vars:
         pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
-    streamed = accumulate_rows(len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets)
+    streamed = options.accumulate_rows and accumulate_rows(
+        len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets)
     if streamed:
         pvars, row, subst = streamed
         return LoopPlan(pvars, wvars, rgroups, subst, [{}], row)

@@ -17,7 +17,7 @@ import numpy as np
 from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
-from .layout import plan_loops
+from .layout import LayoutOptions, plan_loops
 from .kernel_ir import INDEX, Builder, Kernel, Param
 from .symbolic import Div, Expr, Mod, Var
 
@@ -182,13 +182,14 @@ def _cstrides(shape) -> list[int]:
 
 # ---- emission ----
 
-def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer]) -> tuple[Kernel, list[Buffer]]:
+def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer],
+         options: LayoutOptions = LayoutOptions()) -> tuple[Kernel, list[Buffer]]:
     """Kernel IR for analysed groups sharing one iteration space (several only when elementwise and of
     one shape); returns the kernel and the buffers its params refer to, outputs first."""
     a = group[0]
     offsets = [o for g in group for o in g.offsets]
     rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
-    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets)
+    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
 
     loads = list(dict.fromkeys(b for g in group for b in g.loads))
@@ -212,7 +213,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return hoist(kernel), params
-    cached = _row_to_keep(a, group) if a.reduces and wvars and len(tile) == 1 else None
+    cached = _row_to_keep(a, group, options.keep_row_max) if a.reduces and wvars and len(tile) == 1 else None
     for red, rvars in zip(a.reduces, rgroups):
         op = red.node.arg[0]
         accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
@@ -239,15 +240,12 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     return hoist(kernel), params
 
 
-ROW_KEEP_MAX = 16384   # elements of a row kept in local memory between a reduction and the write
-
-
-def _row_to_keep(a: Analysis, group) -> "_Reduce | None":
+def _row_to_keep(a: Analysis, group, keep_max: int) -> "_Reduce | None":
     """The last reduction of a row kernel, when the write loop needs the very values it reduced
     (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
     red = a.reduces[-1]
     src = red.node.srcs[0]
-    if src.op in (Op.INPUT, Op.CONST) or math.prod(v.extent for v in red.vars) > ROW_KEEP_MAX:
+    if src.op in (Op.INPUT, Op.CONST) or math.prod(v.extent for v in red.vars) > keep_max:
         return None
     stack, seen = [g.out for g in group], set()
     while stack:

@@ -12,13 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen import numba as numba_codegen
-from ..errors import CompileError, DtypeError
+from ..errors import CompileError
 from ..ir.fuse import Program
+from ..ir.layout import LayoutOptions
 from ..ir.lower import Buffer
 from ..ir.kernel_ir import Kernel
 from .array import Array
 from .cache_dir import cache_dir
 from .debug import LEVEL, log
+from .scalars import check_int_scalars
+from .views import flat_view
 
 PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
 FASTMATH = {"reassoc", "contract", "nsz"}  # none of these changes NaN or Inf behaviour
@@ -34,8 +37,9 @@ class CompiledKernel:
 
 class NumbaDevice:
     name = "numba"
+    layout = LayoutOptions()
 
-    def __init__(self, index: int = 0):
+    def __init__(self, index: int | None = None):
         if index:
             raise ValueError("the numba device has no index")
         self.modules: dict[str, object] = {}
@@ -148,14 +152,11 @@ class NumbaPlan:
     def _make_runner(self, fns):
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
-        env = {"np": np, "flat_view": flat_view, "Array": Array, "DtypeError": DtypeError,
-               "perf_counter": time.perf_counter, "log": log}
+        env = {"np": np, "flat_view": flat_view, "Array": Array, "check_int_scalars": check_int_scalars,
+               "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log}
         lines = ["def run(args):"]
-        for pos, dt in prog.int_scalars:
-            info = np.iinfo(dt)
-            lines += [f"    if not {info.min} <= args[{pos}] <= {info.max}:",
-                      f"        raise DtypeError(f'Python integer {{args[{pos}]}} (argument {pos}) is out of bounds "
-                      f"for {dt.name}, the dtype it combines with (NumPy raises OverflowError here too)')"]
+        if prog.int_scalars:
+            lines.append("    check_int_scalars(int_scalars, args)")
         for key, buf in prog.buffers.items():
             b = name[key]
             if key[0] == "in":
@@ -192,21 +193,3 @@ class NumbaPlan:
         lines.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)},)")
         exec(compile("\n".join(lines), f"<tracejit plan runner {id(self):x}>", "exec"), env)
         return env["run"]
-
-
-def _storage(dt: np.dtype) -> np.dtype:
-    return np.dtype("uint16") if dt == np.float16 else dt
-
-
-def flat_view(a, buf) -> np.ndarray:
-    """The 1-D span of memory holding `a`, starting at its lowest address (strided arrays in place)."""
-    if type(a) is Array:
-        a = a._data
-    elif not isinstance(a, np.ndarray):
-        a = np.asarray(a, dtype=buf.dtype)  # Python scalars arrive as 0-d arrays
-    if a.flags.c_contiguous:
-        flat = a.reshape(-1)
-    else:
-        corner = a[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(a.shape, a.strides))]
-        flat = np.lib.stride_tricks.as_strided(corner, shape=(buf.size,), strides=(a.itemsize,))
-    return flat.view(np.uint16) if flat.dtype == np.float16 else flat

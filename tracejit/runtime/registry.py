@@ -11,6 +11,7 @@ from ..errors import DeviceError
 # CPU implementations of GPU APIs). A new target adds one line here.
 TARGETS: dict[str, str] = {
     "numba": "tracejit.runtime.numba_device:NumbaDevice",
+    "opencl": "tracejit.runtime.opencl_device:OpenCLDevice",
 }
 AUTO_ORDER = ("cuda", "metal", "opencl-gpu", "webgpu-gpu", "numba")
 
@@ -65,7 +66,9 @@ def device(name: str | None = None):
     ok, reason, _ = cls.probe()
     if not ok:
         raise DeviceError(f"device {name!r} is not available: {reason}")
-    dev = _instances[name] = cls(int(index) if index else 0)
+    if index and not index.isdigit():
+        raise DeviceError(f"device {name!r}: the part after ':' must be a device number, like {target}:1")
+    dev = _instances[name] = cls(int(index) if index else None)
     return dev
 
 
@@ -92,8 +95,16 @@ def default_device_name() -> str:
             _auto = env
         else:
             available = {i.name for i in devices() if i.available}
-            _auto = next((name for name in AUTO_ORDER if name in available), "numba")
+            _auto = next((name.partition("-")[0] for name in AUTO_ORDER if _qualifies(name, available)), "numba")
     return _auto
+
+
+def _qualifies(name: str, available: set[str]) -> bool:
+    """An AUTO_ORDER entry: a target, or "target-gpu" for a target whose default device is a GPU."""
+    target, _, kind = name.partition("-")
+    if target not in available:
+        return False
+    return not kind or _load(target).default_is_gpu()
 
 
 def reset_default_device() -> None:

@@ -1,0 +1,534 @@
+"""C-style renderer base: kernel IR -> one C-family compute kernel. OpenCL C, CUDA C and MSL share it
+and set only their strings (qualifiers, thread ids, barrier, type names) and a few hooks.
+
+A kernel runs in one of two modes, chosen from its IR:
+- thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise);
+- group mode: one work-group per global index (long rows: softmax, layernorm, sums). Loops directly
+  under the global index are spread over the work-items; each reduction ends with a tree in local
+  memory whose result every work-item then holds, so later loops of the row can use it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DtypeError
+from ..ir.kernel_ir import INDEX, Kernel
+
+GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
+GROUP_MAX_LOCAL = 256
+THREAD_LOCAL = 128
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What the device allows; part of the compiled artifact's identity."""
+    device: str = ""               # for error messages
+    fp64: bool = True
+    fp16: bool = False             # half arithmetic; otherwise half is storage only, computed in float
+    max_local_size: int = 256
+
+
+@dataclass(frozen=True)
+class Launch:
+    mode: str                      # "group" | "thread"
+    local_size: int
+    global_items: int              # work-items in all
+    by_value: tuple[int, ...]      # params passed as scalars, not buffers
+    error_flag: bool               # a trailing int buffer the kernel sets (integer power, negative exponent)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    name: str
+    source: str
+    launch: Launch
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+@dataclass
+class _Nest:
+    """Perfectly nested ranges of one kind directly under the global index, walked as one flat range."""
+    ranges: list[int]
+    extents: list[int]
+    kind: str
+    end: int                       # index of the outermost endrange
+    accs: list[int]                # accumulators updated inside
+
+    @property
+    def extent(self) -> int:
+        return math.prod(self.extents)
+
+
+class CStyle:
+    # ---- what a target sets ----
+    kernel_qualifier = "__kernel void"
+    helper_qualifier = "inline"
+    global_qualifier = "__global"
+    local_qualifier = "__local"
+    restrict = "restrict"
+    barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+    group_id = "get_group_id(0)"
+    local_id = "get_local_id(0)"
+    global_id = "get_global_id(0)"
+    types = {np.dtype(k): v for k, v in {
+        "bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
+        "int32": "int", "uint32": "uint", "int64": "long", "float16": "half", "float32": "float",
+        "float64": "double"}.items()}
+    unsigned = {4: "uint", 8: "ulong"}
+    long_suffix = "L"
+    infinity, nan = "INFINITY", "NAN"
+
+    def preamble(self, source: str, options: RenderOptions) -> str:
+        return ""
+
+    def signature(self, name: str, params: list[str], launch: Launch) -> str:
+        return f"{self.kernel_qualifier} {name}({', '.join(params)})"
+
+    def load_half(self, ptr: str, idx: str) -> str:
+        raise NotImplementedError
+
+    def store_half(self, ptr: str, idx: str, value: str) -> str:
+        raise NotImplementedError
+
+    def round_half_helpers(self) -> str:
+        """C functions tj_round_half (float) and tj_round_half_d (double): round to half precision."""
+        raise NotImplementedError
+
+    # ---- the renderer ----
+    def render(self, kernel: Kernel, options: RenderOptions, by_value: frozenset[int] = frozenset()) -> Rendered:
+        return _Render(self, kernel, options, by_value).run()
+
+
+class _Render:
+    def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value):
+        self.t, self.k, self.o = t, kernel, options
+        self.ins = kernel.instrs
+        self.by_value = frozenset(i for i in by_value if not kernel.params[i].output)
+        self.names: list[str] = [""] * len(self.ins)
+        self.lines: list[str] = []
+        self.helpers: dict[str, str] = {}
+        self.depth = 1
+        self._check_dtypes()
+        self.nests = self._nests()
+        self.mode = self._mode()
+        big = max((n.extent for n in self.nests if n.kind == "reduce"), default=1)
+        if self.mode == "group":
+            self.local_size = min(options.max_local_size, GROUP_MAX_LOCAL, _pow2_at_least(big))
+            self.global_items = kernel.global_size * self.local_size
+        else:
+            self.local_size = min(options.max_local_size, THREAD_LOCAL, _pow2_at_least(kernel.global_size))
+            self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
+        self.index = self._index_values()
+        self.idx = self._index_type()
+        self.nonneg = self._nonneg()
+        self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
+
+    # -- analysis --
+    def _check_dtypes(self) -> None:
+        for i, x in enumerate(self.ins):
+            dt = x.dtype
+            if dt == np.float64 and not self.o.fp64 and not self._by_value_load(i):
+                raise DtypeError(f"float64 is not supported on {self.o.device or 'this device'}: it reports no "
+                                 "cl_khr_fp64; compute in float32 (x.astype(np.float32)) or use another device")
+            if dt is not None and dt not in self.t.types:
+                raise DtypeError(f"{dt.name} is not supported on {self.o.device or 'this device'}")
+
+    def _by_value_load(self, i: int) -> bool:
+        x = self.ins[i]
+        return x.op == "load" and self.ins[x.srcs[0]].op == "param" and self.ins[x.srcs[0]].arg in self.by_value
+
+    def _nests(self) -> list[_Nest]:
+        ins, nests, depth, i = self.ins, [], 0, 0
+        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == "endrange"}
+        while i < len(ins):
+            x = ins[i]
+            if x.op == "range" and depth == 0:
+                ranges, cur = [i], i
+                while True:  # extend through perfectly nested ranges of the same kind
+                    j = cur + 1
+                    while j < ends[cur] and ins[j].op not in ("range", "acc", "local", "store", "update") \
+                            and not (ins[j].op == "load" and ins[ins[j].srcs[0]].op == "local"):
+                        j += 1
+                    if ins[j].op == "range" and ins[j].arg[1] == x.arg[1] and ends[j] + 1 == ends[cur]:
+                        ranges.append(j)
+                        cur = j
+                    else:
+                        break
+                end = ends[i]
+                accs = sorted({ins[j].srcs[0] for j in range(i, end) if ins[j].op == "update"
+                               and ins[ins[j].srcs[0]].op == "acc"})
+                nests.append(_Nest(ranges, [ins[r].arg[0] for r in ranges], x.arg[1], end, accs))
+                depth += 1
+            elif x.op == "range":
+                depth += 1
+            elif x.op == "endrange":
+                depth -= 1
+            i += 1
+        return nests
+
+    def _mode(self) -> str:
+        reduces = [n for n in self.nests if n.kind == "reduce"]
+        if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
+            return "thread"   # rows of accumulators belong to one work-item
+        if any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
+            return "group"
+        return "thread"
+
+    def _index_type(self) -> str:
+        biggest = max([self.global_items, *(p.size for p in self.k.params)]
+                      + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == "const"])
+        return self.t.types[np.dtype("int32")] if biggest < 2 ** 30 else self.t.types[np.dtype("int64")]
+
+    def _index_values(self) -> set[int]:
+        """Index arithmetic: int64 values computed from the global index, loop counters and constants
+        only (never from loaded data). They get the narrower index type when every size allows."""
+        out = set()
+        for i, x in enumerate(self.ins):
+            if x.op in ("global", "range") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
+                out.add(i)
+            elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
+                    and all(j in out for j in x.srcs):
+                out.add(i)
+        return out
+
+    def _nonneg(self) -> set[int]:
+        """Index values known to be >= 0, where C's / and % agree with the IR's floor semantics."""
+        out = set()
+        for i, x in enumerate(self.ins):
+            if i not in self.index:
+                continue
+            if x.op in ("global", "range") or x.op == "const" and x.arg >= 0:
+                out.add(i)
+            elif x.op in ("add", "mul", "min") and all(s in out for s in x.srcs):
+                out.add(i)
+            elif x.op in ("idiv", "mod") and x.srcs[0] in out and self._positive_const(x.srcs[1]):
+                out.add(i)
+            elif x.op == "max" and any(s in out for s in x.srcs):
+                out.add(i)
+        return out
+
+    def _positive_const(self, i: int) -> bool:
+        return self.ins[i].op == "const" and self.ins[i].arg > 0
+
+    # -- types and literals --
+    def ctype(self, dt: np.dtype) -> str:
+        """The type a value of dt is computed in."""
+        if dt == np.float16 and not self.o.fp16:
+            return "float"
+        return self.t.types[dt]
+
+    def vtype(self, i: int) -> str:
+        return self.idx if i in self.index else self.ctype(self.ins[i].dtype)
+
+    def storage(self, dt: np.dtype) -> str:
+        """The element type of a buffer (bool as a byte)."""
+        return self.t.types[np.dtype("uint8")] if dt == np.bool_ else self.t.types[dt]
+
+    def local_storage(self, dt: np.dtype) -> str:
+        return self.t.types[np.dtype("uint8")] if dt == np.bool_ else self.ctype(dt)
+
+    def literal(self, value, dt: np.dtype, index: bool = False) -> str:
+        if dt == np.bool_:
+            return "true" if value else "false"
+        if dt.kind == "f":
+            v = float(value)
+            if v != v or v in (math.inf, -math.inf):
+                text = self.t.nan if v != v else self.t.infinity if v > 0 else f"(-{self.t.infinity})"
+                return text if dt != np.float64 else f"(double){text}"
+            text = repr(v) if dt == np.float64 else str(np.float32(v))  # shortest text that reads back exactly
+            text += "" if any(c in text for c in ".e") else ".0"
+            if dt == np.float64:
+                return text
+            text += "f"
+            return text if dt == np.float32 or not self.o.fp16 else f"(half){text}"
+        v = int(value)
+        if index and self.idx == self.t.types[np.dtype("int32")]:
+            dt = np.dtype("int32")
+        if dt == np.int64:
+            return f"{v}{self.t.long_suffix}" if v != -2 ** 63 else f"(-9223372036854775807{self.t.long_suffix} - 1)"
+        if dt == np.int32:
+            return str(v) if v != -2 ** 31 else "(-2147483647 - 1)"
+        if dt == np.uint32:
+            return f"{v}u"
+        return f"(({self.t.types[dt]}){v})"
+
+    # -- expressions --
+    def wrap_int(self, op: str, a: str, b: str, dt: np.dtype) -> str:
+        """Integer + - * that wraps like NumPy: computed unsigned, where overflow is defined."""
+        u = self.t.unsigned[max(4, dt.itemsize)]
+        return f"(({self.t.types[dt]})(({u}){a} {op} ({u}){b}))"
+
+    def combine(self, op: str, dt: np.dtype, a: str, b: str) -> str:
+        """A reduction step: a combined with b by sum/prod/max/min."""
+        if dt == np.bool_:
+            return f"({a} || {b})" if op in ("sum", "max") else f"({a} && {b})"
+        if op in ("sum", "prod"):
+            sym = "+" if op == "sum" else "*"
+            return self.wrap_int(sym, a, b, dt) if dt.kind in "iu" else f"({a} {sym} {b})"
+        return self.minmax(op, dt, a, b)
+
+    def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
+        cmp = ">" if op == "max" else "<"
+        if dt.kind == "f":  # NaN-propagating, like np.maximum
+            return f"((({a}) {cmp} ({b}) || isnan({a})) ? ({a}) : ({b}))"
+        if dt == np.bool_:
+            return f"({a} || {b})" if op == "max" else f"({a} && {b})"
+        return f"((({a}) {cmp} ({b})) ? ({a}) : ({b}))"
+
+    def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
+        src = self.ins[self.ins[i].srcs[0]].dtype
+        t = self.ctype(dt)
+        if src == np.bool_ and op in ("add", "mul", "max", "min", "and", "or", "xor", "invert"):
+            return {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
+                    "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})",
+                    "invert": "(!{0})"}[op].format(*a)
+        if op in ("lt", "le", "eq", "ne"):
+            return f"({a[0]} {dict(lt='<', le='<=', eq='==', ne='!=')[op]} {a[1]})"
+        if op == "where":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if i in self.index and op in ("add", "sub", "mul"):
+            return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
+        if op in ("max", "min"):
+            return self.minmax(op, src, a[0], a[1])
+        if op in ("idiv", "mod"):
+            if i in self.index and self.ins[i].srcs[0] in self.nonneg and self._positive_const(self.ins[i].srcs[1]):
+                return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
+            return f"{self.helper(op, dt)}({a[0]}, {a[1]})"
+        if op == "isnan" or op == "isinf":
+            return "false" if src.kind != "f" else f"({op}({a[0]}) != 0)"
+        if dt.kind in "iu":
+            if op in ("add", "sub", "mul"):
+                return self.wrap_int({"add": "+", "sub": "-", "mul": "*"}[op], a[0], a[1], dt)
+            if op == "neg":
+                return self.wrap_int("-", self.literal(0, dt), a[0], dt)
+            if op in ("and", "or", "xor"):
+                return f"(({t})({a[0]} {dict(zip(('and', 'or', 'xor'), '&|^'))[op]} {a[1]}))"
+            if op == "invert":
+                return f"(({t})(~{a[0]}))"
+            if op == "abs":
+                return f"(({t})({a[0]} < 0 ? {self.wrap_int('-', self.literal(0, dt), a[0], dt)} : {a[0]}))" \
+                    if dt.kind == "i" else a[0]
+            if op == "sign":
+                return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
+            if op == "pow":
+                return f"{self.helper('pow', dt)}({a[0]}, {a[1]}{', tj_error' if dt.kind == 'i' else ''})"
+            if op == "recip":
+                return f"{self.helper('idiv', dt)}({self.literal(1, dt)}, {a[0]})"
+            raise DtypeError(f"{op} is not defined for {dt.name}")
+        # floating point (float16 without half arithmetic is computed in float)
+        one = self.literal(1, dt)
+        table = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+                 "div": "({0} / {1})", "recip": f"({one} / {{0}})", "pow": "pow({0}, {1})", "abs": "fabs({0})",
+                 "sign": f"({{0}} > 0 ? {one} : ({{0}} < 0 ? -{one} : {{0}}))"}
+        if op in table:
+            return table[op].format(*a)
+        return f"{op}({a[0]})"   # exp, exp2, log, log2, sqrt, sin, cos, tan, tanh, erf, floor, ceil, trunc, rint
+
+    def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
+        if dst == np.bool_:
+            return f"({v} != 0)"
+        if dst == np.float16 and not self.o.fp16:
+            if src == np.float16:
+                return v
+            self.helpers["round_half"] = self.t.round_half_helpers()
+            return f"tj_round_half_d((double){v})" if src == np.float64 else f"tj_round_half((float){v})"
+        if src == np.bool_:
+            return f"(({self.ctype(dst)})({v} ? 1 : 0))"
+        return f"(({self.ctype(dst)}){v})"
+
+    # -- helpers (C functions emitted once per kernel) --
+    def helper(self, op: str, dt: np.dtype) -> str:
+        t = self.ctype(dt)
+        name = f"tj_{op}_{t}"
+        if name in self.helpers:
+            return name
+        q, g = self.t.helper_qualifier, self.t.global_qualifier
+        if dt.kind == "f":
+            body = {
+                "mod": f"{t} m = fmod(a, b);\n    if (b == 0) return m;\n"
+                       f"    if (m != 0) {{ if ((b < 0) != (m < 0)) m += b; }} else m = copysign(({t})0, b);\n"
+                       "    return m;",
+                "idiv": f"if (b == 0) return a / b;\n    {t} m = fmod(a, b);\n    {t} d = (a - m) / b;\n"
+                        "    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;\n"
+                        f"    if (d != 0) {{ {t} f = floor(d); if (d - f > ({t})0.5) f += 1; return f; }}\n"
+                        f"    return copysign(({t})0, a / b);"}[op]
+            self.helpers[name] = f"{q} {t} {name}({t} a, {t} b) {{\n    {body}\n}}"
+            return name
+        u = self.t.unsigned[max(4, dt.itemsize)]
+        signed = dt.kind == "i"
+        if op == "pow":
+            err = f", {g} int* err" if signed else ""
+            neg = "if (b < 0) { *err = 1; return 0; }\n    " if signed else ""
+            self.helpers[name] = (f"{q} {t} {name}({t} a, {t} b{err}) {{\n    {neg}{u} r = 1, x = ({u})a;\n"
+                                  "    while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }\n"
+                                  f"    return ({t})r;\n}}")
+            return name
+        minus_one = ("    if (b == -1) return " + ("0;" if op == "mod" else f"({t})(({u})0 - ({u})a);") + "\n") \
+            if signed else ""
+        fix = ("    if (r != 0 && ((r < 0) != (b < 0))) r += b;\n    return r;" if op == "mod" else
+               "    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;\n    return q;") if signed else \
+            ("    return r;" if op == "mod" else "    return q;")
+        first = f"    {t} r = a % b;\n" if op == "mod" else f"    {t} q = a / b;\n"
+        self.helpers[name] = f"{q} {t} {name}({t} a, {t} b) {{\n    if (b == 0) return 0;\n{minus_one}{first}{fix}\n}}"
+        return name
+
+    # -- emission --
+    def out(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def run(self) -> Rendered:
+        ins, t, group = self.ins, self.t, self.mode == "group"
+        params = []
+        for p_i, p in enumerate(self.k.params):
+            if p_i in self.by_value:
+                ty = "float" if p.dtype == np.float64 and not self.o.fp64 else self.storage(p.dtype)
+                params.append(f"const {ty} {p.name}")
+            else:
+                const = "" if p.output else "const "
+                params.append(f"{t.global_qualifier} {const}{self.storage(p.dtype)}* {t.restrict} {p.name}".replace(
+                    "  ", " "))
+        if self.error_flag:
+            params.append(f"{t.global_qualifier} int* tj_error")
+        if group:
+            for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
+                self.out(f"{t.local_qualifier} {self.local_storage(self._acc_dtype(dt))} "
+                         f"tj_red_{self._acc_type_name(dt)}[{self.local_size}];")
+            for i, x in enumerate(ins):
+                if x.op == "local":
+                    self.out(f"{t.local_qualifier} {self.local_storage(x.dtype)} v{i}[{x.arg[0]}];")
+            self.out(f"const int lid = {t.local_id};")
+        nest_at = {n.ranges[0]: n for n in self.nests}
+        inner = {r for n in self.nests if group for r in n.ranges[1:]}
+        closes = {n.end: n for n in self.nests}
+        level = 0
+        for i, x in enumerate(ins):
+            op, s, dt = x.op, x.srcs, x.dtype
+            a = [self.names[j] for j in s]
+            name = self.names[i] = f"v{i}"
+            if op == "param":
+                self.names[i] = self.k.params[x.arg].name
+            elif op == "const":
+                self.names[i] = self.literal(x.arg, dt, i in self.index)
+            elif op == "global":
+                if group:
+                    self.out(f"const {self.idx} {name} = ({self.idx}){t.group_id};")
+                else:
+                    self.out(f"const {self.idx} {name} = ({self.idx}){t.global_id};")
+                    self.out(f"if ({name} >= {self.literal(self.k.global_size, INDEX, True)}) return;")
+            elif op == "range":
+                level += 1
+                n = nest_at.get(i)
+                if group and n is not None:
+                    f = f"f{i}"
+                    self.out(f"for ({self.idx} {f} = lid; {f} < {self.literal(n.extent, INDEX, True)}; {f} += "
+                             f"{self.local_size}) {{")
+                    self.depth += 1
+                    stride = n.extent
+                    for r, e in zip(n.ranges, n.extents):
+                        stride //= e
+                        expr = f
+                        if stride > 1:
+                            expr = f"({expr} / {stride})"
+                        if r != n.ranges[0]:
+                            expr = f"({expr} % {e})"
+                        self.out(f"const {self.idx} v{r} = {expr};")
+                elif i not in inner:
+                    self.out(f"for ({self.idx} {name} = 0; {name} < {self.literal(x.arg[0], INDEX, True)}; {name}++) {{")
+                    self.depth += 1
+            elif op == "endrange":
+                level -= 1
+                if s[0] not in inner:
+                    self.depth -= 1
+                    self.out("}")
+                if group and i in closes:
+                    self._after_nest(closes[i])
+            elif op == "acc":
+                self.out(f"{self._acc_type(dt)} {name} = {self.literal(x.arg[1], self._acc_dtype(dt))};")
+            elif op == "update":
+                target = ins[s[0]]
+                red = target.arg[0] if target.op == "acc" else target.arg[1]
+                ref = a[0] if target.op == "acc" else f"{a[0]}[{a[1]}]"
+                self.out(f"{ref} = {self.combine(red, self._acc_dtype(target.dtype), ref, a[-1])};")
+            elif op == "local":
+                if not group:
+                    self.out(f"{self.local_storage(dt)} {name}[{x.arg[0]}];")
+            elif op == "load":
+                self.out(f"const {self.ctype(dt)} {name} = {self._load(s, dt)};")
+            elif op == "store":
+                guard = "if (lid == 0) " if group and level == 0 else ""
+                self.out(guard + self._store(s, a))
+                if group and level == 0 and ins[s[0]].op == "local":
+                    self.out(t.barrier)
+            elif op == "cast":
+                self.out(f"const {self.ctype(dt)} {name} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
+            else:
+                self.out(f"const {self.vtype(i)} {name} = {self.alu(i, op, a, dt)};")
+        launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag)
+        body = "\n".join(self.lines)
+        head = t.preamble(body + "\n".join(self.helpers.values()), self.o)
+        parts = [p for p in (head, *self.helpers.values()) if p]
+        source = "\n\n".join(parts + [f"{t.signature(self.k.name, params, launch)} {{\n{body}\n}}\n"])
+        return Rendered(self.k.name, source, launch)
+
+    def _acc_dtype(self, dt: np.dtype) -> np.dtype:
+        """float16 accumulates in float32."""
+        return np.dtype("float32") if dt == np.float16 else dt
+
+    def _acc_type(self, dt: np.dtype) -> str:
+        return self.ctype(self._acc_dtype(dt))
+
+    def _acc_type_name(self, dt: np.dtype) -> str:
+        return self._acc_dtype(dt).name
+
+    def _after_nest(self, n: _Nest) -> None:
+        """Group mode: combine the work-items' partial accumulators; every work-item gets the total.
+        A loop that filled local memory is followed by a barrier before anyone reads it."""
+        t = self.t
+        stored_local = any(self.ins[j].op == "store" and self.ins[self.ins[j].srcs[0]].op == "local"
+                           for j in range(n.ranges[0], n.end))
+        if n.kind != "reduce" or not n.accs:
+            if stored_local:
+                self.out(t.barrier)
+            return
+        for acc in n.accs:
+            dt = self._acc_dtype(self.ins[acc].dtype)
+            red = self.ins[acc].arg[0]
+            buf = f"tj_red_{dt.name}"
+            self.out(f"{buf}[lid] = v{acc};")
+            self.out(t.barrier)
+            self.out(f"for (int s = {self.local_size // 2}; s > 0; s >>= 1) {{")
+            self.out(f"    if (lid < s) {buf}[lid] = {self.combine(red, dt, f'{buf}[lid]', f'{buf}[lid + s]')};")
+            self.out(f"    {t.barrier}")
+            self.out("}")
+            self.out(f"v{acc} = {buf}[0];")
+            self.out(t.barrier)
+
+    def _load(self, s, dt: np.dtype) -> str:
+        ptr, idx = self.names[s[0]], self.names[s[1]]
+        src = self.ins[s[0]]
+        if src.op == "local":
+            return f"({ptr}[{idx}] != 0)" if dt == np.bool_ else f"{ptr}[{idx}]"
+        if src.arg in self.by_value:
+            return f"({ptr} != 0)" if dt == np.bool_ else ptr
+        if dt == np.bool_:
+            return f"({ptr}[{idx}] != 0)"
+        if dt == np.float16 and not self.o.fp16:
+            return self.t.load_half(ptr, idx)
+        return f"{ptr}[{idx}]"
+
+    def _store(self, s, a) -> str:
+        ptr, idx, val = a
+        dt = self.ins[s[2]].dtype
+        if self.ins[s[0]].op == "local":
+            return f"{ptr}[{idx}] = {val};"
+        if dt == np.bool_:
+            return f"{ptr}[{idx}] = ({self.storage(dt)}){val};"
+        if dt == np.float16 and not self.o.fp16:
+            return self.t.store_half(ptr, idx, val) + ";"
+        return f"{ptr}[{idx}] = {val};"

@@ -1,0 +1,298 @@
+"""The opencl target through pyopencl: device discovery, one context and in-order queue per device,
+pooled buffers, program builds, launches. Results stay on the device as tj.Array."""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codegen import opencl as opencl_codegen
+from ..codegen.cstyle import Launch, RenderOptions
+from ..errors import CompileError, DeviceError, UnsupportedError
+from ..ir.fuse import Program
+from ..ir.kernel_ir import Kernel
+from ..ir.layout import LayoutOptions
+from .array import Array
+from .debug import LEVEL, log
+from .scalars import check_int_scalars
+from .views import flat_view
+
+ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
+INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU device)"
+REDUCTION_SCRATCH = 4096   # bytes of local memory left for reduction trees when keeping rows
+
+
+def _all_devices() -> list:
+    """Every OpenCL device, in a fixed order: GPUs first, then by platform and device name."""
+    import pyopencl as cl
+    found = []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD loader or no platform: pyopencl reports PLATFORM_NOT_FOUND_KHR
+        return []
+    for p in platforms:
+        try:
+            found += p.get_devices()
+        except cl.Error:
+            continue
+    return sorted(found, key=lambda d: (not d.type & cl.device_type.GPU, d.platform.name, d.name))
+
+
+def _describe(d) -> str:
+    import pyopencl as cl
+    kind = "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "accelerator"
+    return f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, {d.max_compute_units} compute units)"
+
+
+def _choose(devices: list) -> int:
+    """The index `opencl` means: TRACEJIT_OPENCL_DEVICE (a number or part of a name), else the first."""
+    want = os.environ.get(ENV_DEVICE, "").strip()
+    if not want:
+        return 0
+    if want.isdigit():
+        if int(want) >= len(devices):
+            raise DeviceError(f"{ENV_DEVICE}={want}, but there are only {len(devices)} OpenCL device(s)")
+        return int(want)
+    for i, d in enumerate(devices):
+        if want.lower() in _describe(d).lower():
+            return i
+    raise DeviceError(f"{ENV_DEVICE}={want!r} matches no OpenCL device; devices: "
+                      + "; ".join(f"opencl:{i} {_describe(d)}" for i, d in enumerate(devices)))
+
+
+class DeviceBuffer:
+    """A contiguous array in device memory (a pooled cl buffer, None when empty)."""
+
+    __slots__ = ("buf", "shape", "dtype", "strides", "size")
+
+    def __init__(self, buf, shape: tuple[int, ...], dtype: np.dtype):
+        self.buf, self.shape, self.dtype = buf, shape, dtype
+        self.size = int(np.prod(shape))
+        strides, acc = [], dtype.itemsize
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= s
+        self.strides = tuple(reversed(strides))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    source: str
+    ir: Kernel
+    launch: Launch
+
+
+class OpenCLDevice:
+    """One OpenCL device: `opencl` (see TRACEJIT_OPENCL_DEVICE) or `opencl:N` in tj.devices() order."""
+
+    @staticmethod
+    def probe():
+        try:
+            import pyopencl  # noqa: F401
+        except ImportError as e:
+            return False, f"pyopencl is not importable ({e}); {INSTALL_HINT}", ""
+        devices = _all_devices()
+        if not devices:
+            return False, f"no OpenCL platform or device found; {INSTALL_HINT}", ""
+        try:
+            chosen = _choose(devices)
+        except DeviceError as e:
+            return False, str(e), ""
+        listed = "; ".join(f"{'*' if i == chosen else ''}opencl:{i} {_describe(d)}" for i, d in enumerate(devices))
+        return True, None, listed + (" (* = opencl)" if len(devices) > 1 else "")
+
+    @staticmethod
+    def default_is_gpu() -> bool:
+        import pyopencl as cl
+        devices = _all_devices()
+        return bool(devices) and bool(devices[_choose(devices)].type & cl.device_type.GPU)
+
+    def __init__(self, index: int | None = None):
+        import pyopencl as cl
+        import pyopencl.tools as cl_tools
+        devices = _all_devices()
+        chosen = _choose(devices) if index is None else index
+        if chosen >= len(devices):
+            raise DeviceError(f"opencl:{index} does not exist; there are {len(devices)} OpenCL device(s)")
+        self.name = "opencl" if index is None else f"opencl:{index}"
+        self.cl_device = d = devices[chosen]
+        self.description = _describe(d)
+        self.context = cl.Context([d])
+        self.queue = cl.CommandQueue(self.context)
+        self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        extensions = d.extensions.split()
+        self.options = RenderOptions(device=f"{self.name} ({self.description})", fp64="cl_khr_fp64" in extensions,
+                                     fp16="cl_khr_fp16" in extensions, max_local_size=d.max_work_group_size)
+        # rows are kept in __local memory in group mode; rows of accumulators would be per work-item
+        self.layout = LayoutOptions(accumulate_rows=False,
+                                    keep_row_max=min(16384, max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8))
+        self._programs: dict[str, object] = {}
+        self._error = None
+
+    # -- memory --
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        return DeviceBuffer(self.pool.allocate(nbytes) if nbytes else None, shape, dtype)
+
+    def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
+        """Upload a host array. The copy is queued, so the host data is first staged in a private copy
+        the caller cannot change before the transfer happens."""
+        import pyopencl as cl
+        out = self.allocate(a.shape, a.dtype)
+        if out.buf is not None:
+            staged = np.array(a, order="C", copy=True)
+            cl.enqueue_copy(self.queue, out.buf, staged, is_blocking=False)
+        return out
+
+    def upload_span(self, a, desc) -> object:
+        """The cl buffer holding the memory span the kernel reads of a host argument (strided in place)."""
+        import pyopencl as cl
+        flat = flat_view(a, desc)
+        staged = np.array(flat, copy=True)
+        buf = self.pool.allocate(max(staged.nbytes, 1))
+        if staged.nbytes:
+            cl.enqueue_copy(self.queue, buf, staged, is_blocking=False)
+        return buf
+
+    def to_numpy(self, data: DeviceBuffer) -> np.ndarray:
+        import pyopencl as cl
+        host = np.empty(data.shape, data.dtype)
+        if data.buf is not None:
+            cl.enqueue_copy(self.queue, host, data.buf, is_blocking=True)
+        return host
+
+    def dlpack(self, data, *args, **kwargs):
+        raise UnsupportedError(f"a tj.Array on {self.name} cannot be shared through DLPack (OpenCL memory has no "
+                               "DLPack device type that NumPy or torch accept); call .numpy() for a host copy")
+
+    dlpack_device = dlpack
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    def memory_stats(self) -> dict[str, int]:
+        """The caching allocator: blocks in use, blocks held for reuse, bytes managed."""
+        return {"active_blocks": self.pool.active_blocks, "held_blocks": self.pool.held_blocks,
+                "managed_bytes": self.pool.managed_bytes, "active_bytes": self.pool.active_bytes}
+
+    # -- compilation --
+    def compile(self, program: Program) -> "OpenCLPlan":
+        compiled = []
+        for k, keys in zip(program.kernels, program.launches):
+            by_value = frozenset(j for j, key in enumerate(keys)
+                                 if key[0] == "in" and program.buffers[key].shape == ())
+            r = opencl_codegen.render(k, self.options, by_value)
+            compiled.append((CompiledKernel(k.name, r.source, k, r.launch), self._build(r.name, r.source, r.launch)))
+        return OpenCLPlan(self, program, compiled)
+
+    def _build(self, name: str, source: str, launch: Launch):
+        import pyopencl as cl
+        prg = self._programs.get(source)
+        if prg is None:
+            t0 = time.perf_counter()
+            raw = cl._cl._Program(self.context, source)  # pyopencl's own build cache would unpickle files
+            try:
+                raw.build(opencl_codegen.BUILD_OPTIONS.encode(), [self.cl_device])
+            except cl.Error as e:
+                try:
+                    build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
+                except cl.Error:
+                    build_log = str(e)
+                raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
+            prg = self._programs[source] = cl.Program(raw)
+            log(1, f"compiled {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        return cl.Kernel(prg, name)  # a kernel object per plan: each holds its own argument types
+
+    def error_buffer(self):
+        if self._error is None:
+            self._error = self.pool.allocate(4)
+        return self._error
+
+
+def build_error_message(name: str, device: str, source: str, build_log: str) -> str:
+    """The compiler's messages, each followed by the generated line it points at."""
+    lines = source.splitlines()
+    out = [f"the OpenCL compiler rejected generated kernel {name} on {device}:"]
+    for entry in build_log.strip().splitlines()[:40]:
+        out.append("  " + entry)
+        m = re.search(r":(\d+):(\d+): (?:error|warning)", entry)
+        if m and 0 < int(m.group(1)) <= len(lines):
+            out.append(f"    generated line {m.group(1)}: {lines[int(m.group(1)) - 1].strip()}")
+    out.append("This is a tracejit bug; please report it with TRACEJIT_DEBUG=4 output.")
+    return "\n".join(out)
+
+
+class OpenCLPlan:
+    """A compiled program on one OpenCL device: uploads host arguments, allocates results from the
+    pool, enqueues each kernel in order, and returns device arrays without waiting."""
+
+    def __init__(self, device: OpenCLDevice, program: Program, compiled):
+        self.device, self.program = device, program
+        self.kernels = [c for c, _ in compiled]
+        self._launches = []
+        for (c, knl), keys in zip(compiled, program.launches):
+            scalars = [None] * len(keys)
+            for j in c.launch.by_value:
+                dt = program.buffers[keys[j]].dtype
+                scalars[j] = np.dtype("float32") if dt == np.float64 and not device.options.fp64 else \
+                    np.dtype("uint8") if dt == np.bool_ else dt
+            if c.launch.error_flag:
+                scalars.append(None)
+            knl.set_scalar_arg_dtypes(scalars)
+            self._launches.append((c, knl, keys))
+        self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
+        self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+
+    def __call__(self, args) -> list[DeviceBuffer]:
+        import pyopencl as cl
+        dev, prog = self.device, self.program
+        check_int_scalars(prog.int_scalars, args)
+        bufs: dict = {}
+        staged: dict[int, object] = {}
+        for key, desc in self._inputs:
+            a = args[key[1]]
+            if desc.shape == ():  # by value
+                bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
+            elif type(a) is Array and a.device is dev:
+                bufs[key] = a._data.buf
+            else:
+                host = a.numpy() if type(a) is Array else a
+                if id(host) not in staged:
+                    staged[id(host)] = dev.upload_span(host, desc)
+                bufs[key] = staged[id(host)]
+        results = {}
+        for key, shape, dtype in self._allocs:
+            results[key] = out = dev.allocate(shape, dtype)
+            bufs[key] = out.buf
+        for c, knl, keys in self._launches:
+            launch = c.launch
+            call = [bufs[k] for k in keys]
+            if launch.error_flag:
+                err = dev.error_buffer()
+                cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, 4)
+                call.append(err)
+            t0 = time.perf_counter() if LEVEL >= 2 else 0.0
+            knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
+            if LEVEL >= 2:
+                dev.queue.finish()
+                log(2, f"{c.name}: {1e6 * (time.perf_counter() - t0):.1f} us ({launch.mode} mode, "
+                       f"{launch.global_items} work-items in groups of {launch.local_size})")
+            if launch.error_flag:
+                flag = np.zeros(1, np.int32)
+                cl.enqueue_copy(dev.queue, flag, err, is_blocking=True)
+                if flag[0]:
+                    raise ValueError("Integers to negative integer powers are not allowed.")
+        return [results[k] for k in prog.outputs]

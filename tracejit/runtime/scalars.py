@@ -1,0 +1,14 @@
+"""Python-int arguments that narrow to a smaller integer dtype are range-checked like NumPy (NEP 50)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DtypeError
+
+
+def check_int_scalars(checks: list[tuple[int, np.dtype]], args) -> None:
+    for pos, dt in checks:
+        info = np.iinfo(dt)
+        if not info.min <= args[pos] <= info.max:
+            raise DtypeError(f"Python integer {args[pos]} (argument {pos}) is out of bounds for {dt.name}, the dtype "
+                             "it combines with (NumPy raises OverflowError here too)")
