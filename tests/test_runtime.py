@@ -1,4 +1,5 @@
-"""The numba runtime: generated modules, parallel threshold, debug output, argument checks."""
+"""The runtimes: numba's generated modules and parallel threshold; on every device, debug output and
+argument handling (scalars, read-only, broadcast and byte-swapped inputs, array-likes)."""
 import os
 import subprocess
 import sys
@@ -27,8 +28,8 @@ def test_small_kernels_run_serial_and_large_ones_parallel():
     assert "prange" in f.lower(np.ones(1 << 20, np.float32)).kernels[0].source
 
 
-def test_python_int_argument_out_of_range_for_array_dtype_raises_like_numpy():
-    f = tj.kernel(lambda a, s: a + s)
+def test_python_int_argument_out_of_range_for_array_dtype_raises_like_numpy(device):
+    f = tj.kernel(lambda a, s: a + s, device=device)
     a = np.arange(4, dtype=np.int8)
     np.testing.assert_array_equal(f(a, -128), a + (-128))
     with pytest.raises(OverflowError):
@@ -39,18 +40,18 @@ def test_python_int_argument_out_of_range_for_array_dtype_raises_like_numpy():
         f(a.astype(np.uint8), -1)
 
 
-def test_python_scalar_argument_is_a_runtime_value_not_a_recompile():
-    f = tj.kernel(lambda a, s: a * s)
+def test_python_scalar_argument_is_a_runtime_value_not_a_recompile(device):
+    f = tj.kernel(lambda a, s: a * s, device=device)
     a = np.arange(5, dtype=np.float32)
     for s in (1.5, -2.0, 3.25):
         np.testing.assert_array_equal(f(a, s), a * s)
     assert f.cache_info()["traces"] == 1
 
 
-def test_read_only_and_broadcast_inputs_work():
+def test_read_only_and_broadcast_inputs_work(device):
     a = np.arange(12, dtype=np.float64).reshape(3, 4)
     a.flags.writeable = False
-    f = tj.kernel(lambda x: x * 2)
+    f = tj.kernel(lambda x: x * 2, device=device)
     np.testing.assert_array_equal(f(np.ascontiguousarray(a)), a * 2)
     np.testing.assert_array_equal(f(a), a * 2)
     b = np.broadcast_to(np.arange(4.0), (3, 4))
@@ -63,16 +64,16 @@ def _run(code: str, **env) -> subprocess.CompletedProcess:
                           env=full_env, timeout=300)
 
 
-@pytest.mark.parametrize("level, expected", [("1", "kernel(s) for numba in"), ("2", "GB/s"),
-                                             ("3", "kernel k0_"), ("4", "def k0_")])
-def test_debug_levels_print_compiles_launches_irs_and_source(level, expected):
-    out = _run("""
+@pytest.mark.parametrize("level, expected", [("1", "kernel(s) for {device} in"), ("2", "GB/s"),
+                                             ("3", "kernel k0_"), ("4", "k0_reduce_sum(")])
+def test_debug_levels_print_compiles_launches_irs_and_source(level, expected, device):
+    out = _run(f"""
         import numpy as np, tracejit as tj
         f = tj.kernel(lambda a: a.sum(axis=1))
-        f(np.ones((8, 8), np.float32))
+        np.asarray(f(np.ones((8, 8), np.float32), device="{device}"))
     """, TRACEJIT_DEBUG=level)
     assert out.returncode == 0, out.stderr
-    assert expected in out.stderr
+    assert expected.format(device=device) in out.stderr
 
 
 def test_tracejit_device_environment_variable_picks_the_default_device():
@@ -89,26 +90,26 @@ def test_tracejit_device_environment_variable_picks_the_default_device():
     assert "DeviceError" in bad.stderr and "no-such-device" in bad.stderr
 
 
-def test_array_likes_are_converted_before_the_kernel_runs_and_share_one_plan():
-    f = tj.kernel(lambda a: a * 2)
+def test_array_likes_are_converted_before_the_kernel_runs_and_share_one_plan(device):
+    f = tj.kernel(lambda a: a * 2, device=device)
     for value in ([1.0, 2.0, 3.0], (4.0, 5.0, 6.0), np.float64(7.0)):
         got = f(value)
-        assert type(got) is np.ndarray
+        assert type(got) is (np.ndarray if device == "numba" else tj.Array)
         np.testing.assert_array_equal(got, np.asarray(value) * 2)
     assert f.cache_info()["plans"] == 2  # the list and the tuple both became float64[3]
 
 
-def test_lower_keeps_its_plan_so_the_first_call_compiles_nothing():
-    f = tj.kernel(lambda a: a + 1)
+def test_lower_keeps_its_plan_so_the_first_call_compiles_nothing(device):
+    f = tj.kernel(lambda a: a + 1, device=device)
     f.lower(tj.spec((4, 5), "float32"))
     compiles = f.cache_info()["compiles"]
     np.testing.assert_array_equal(f(np.zeros((4, 5), np.float32)), np.ones((4, 5), np.float32))
     assert f.cache_info()["compiles"] == compiles
 
 
-def test_non_native_byte_order_inputs_are_computed_like_numpy():
+def test_non_native_byte_order_inputs_are_computed_like_numpy(device):
     x = np.arange(6, dtype=">f4").reshape(2, 3)
-    f = tj.kernel(lambda a: a * 2 + 1)
+    f = tj.kernel(lambda a: a * 2 + 1, device=device)
     for _ in range(2):
         got = f(x)
         np.testing.assert_array_equal(got, x * 2 + 1)

@@ -133,7 +133,8 @@ class _Render:
     def _check_dtypes(self) -> None:
         for i, x in enumerate(self.ins):
             dt = x.dtype
-            if dt == np.float64 and not self.o.fp64 and not self._by_value_load(i):
+            by_value = self._by_value_load(i) or x.op == "param" and x.arg in self.by_value
+            if dt == np.float64 and not self.o.fp64 and not by_value:
                 raise DtypeError(f"float64 is not supported on {self.o.device or 'this device'}: it reports no "
                                  "cl_khr_fp64; compute in float32 (x.astype(np.float32)) or use another device")
             if dt is not None and dt not in self.t.types:
@@ -458,6 +459,8 @@ class _Render:
             elif op == "local":
                 if not group:
                     self.out(f"{self.local_storage(dt)} {name}[{x.arg[0]}];")
+            elif op == "load" and self._by_value_load(i):
+                self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
             elif op == "load":
                 self.out(f"const {self.ctype(dt)} {name} = {self._load(s, dt)};")
             elif op == "store":

@@ -228,7 +228,7 @@ def build_error_message(name: str, device: str, source: str, build_log: str) -> 
     out = [f"the OpenCL compiler rejected generated kernel {name} on {device}:"]
     for entry in build_log.strip().splitlines()[:40]:
         out.append("  " + entry)
-        m = re.search(r":(\d+):(\d+): (?:error|warning)", entry)
+        m = re.search(r":(\d+):(\d+):", entry)
         if m and 0 < int(m.group(1)) <= len(lines):
             out.append(f"    generated line {m.group(1)}: {lines[int(m.group(1)) - 1].strip()}")
     out.append("This is a tracejit bug; please report it with TRACEJIT_DEBUG=4 output.")
@@ -288,7 +288,9 @@ class OpenCLPlan:
             knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
             if LEVEL >= 2:
                 dev.queue.finish()
-                log(2, f"{c.name}: {1e6 * (time.perf_counter() - t0):.1f} us ({launch.mode} mode, "
+                dt = time.perf_counter() - t0
+                nbytes = sum(p.size * p.dtype.itemsize for p in c.ir.params)
+                log(2, f"{c.name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({launch.mode} mode, "
                        f"{launch.global_items} work-items in groups of {launch.local_size})")
             if launch.error_flag:
                 flag = np.zeros(1, np.int32)

@@ -1,0 +1,236 @@
+"""The opencl target: device discovery and selection, device-resident arrays, the caching allocator,
+dtype rules by capability, build errors, and the two launch modes (thread per row, group per row)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.codegen import cstyle, opencl
+from tracejit.codegen.cstyle import Launch, RenderOptions
+
+from conftest import AVAILABLE_DEVICES
+from reference import assert_close
+from test_fusion import ONE_KERNEL_PROGRAMS, make_kernel
+
+pytestmark = pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES, reason="no OpenCL device here")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=REPO, **env), timeout=300)
+
+
+def _lower_ir(fn, *args):
+    """The kernel IR of a program, lowered for the opencl device's layout."""
+    return tj.kernel(fn).lower(*args, device="opencl").executable.program.kernels
+
+
+# ---- discovery and selection ----
+
+def test_devices_lists_opencl_with_platform_and_device_names():
+    info = next(i for i in tj.devices() if i.name == "opencl")
+    assert info.available and "opencl:0" in info.description
+    assert tj.device("opencl").description in info.description
+
+
+def test_numbered_device_names_address_the_listed_devices():
+    assert tj.device("opencl:0").cl_device == tj.device("opencl").cl_device or \
+        os.environ.get("TRACEJIT_OPENCL_DEVICE")
+    with pytest.raises(tj.DeviceError, match="opencl:99"):
+        tj.device("opencl:99")
+    with pytest.raises(tj.DeviceError, match="device number"):
+        tj.device("opencl:gpu")
+
+
+def test_environment_variable_picks_the_opencl_device_by_number_or_name():
+    code = """
+        import tracejit as tj
+        print(tj.device("opencl").description)
+    """
+    by_number = _run(code, TRACEJIT_OPENCL_DEVICE="0")
+    assert by_number.returncode == 0, by_number.stderr
+    name = by_number.stdout.strip().split(":")[1].split("(")[0].strip()
+    by_name = _run(code, TRACEJIT_OPENCL_DEVICE=name.lower()[:6])
+    assert by_name.stdout.strip() == by_number.stdout.strip(), by_name.stderr
+    missing = _run("""
+        import tracejit as tj
+        print([i.reason for i in tj.devices() if i.name == "opencl"][0])
+    """, TRACEJIT_OPENCL_DEVICE="no-such-opencl-device")
+    assert "no-such-opencl-device" in missing.stdout and "matches no OpenCL device" in missing.stdout
+
+
+# ---- device-resident arrays ----
+
+def test_results_stay_on_the_device_and_chained_calls_upload_nothing(monkeypatch):
+    dev = tj.device("opencl")
+    uploads = []
+    real = dev.upload_span
+    monkeypatch.setattr(dev, "upload_span", lambda a, desc: uploads.append(a.shape) or real(a, desc))
+    f = tj.kernel(lambda x: x * 2.0 + 1.0, device="opencl")
+    g = tj.kernel(lambda x, y: (x * y).sum(axis=1), device="opencl")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    y = f(x)
+    assert isinstance(y, tj.Array) and y.device is dev and y.shape == (3, 4) and y.dtype == np.float32
+    assert uploads == [(3, 4)]
+    z = g(y, y)
+    assert uploads == [(3, 4)]            # y was already there
+    assert_close(z.numpy(), ((x * 2 + 1) ** 2).sum(axis=1))
+    assert_close(np.asarray(z), z.numpy())
+
+
+def test_a_host_array_passed_twice_is_uploaded_once(monkeypatch):
+    dev = tj.device("opencl")
+    uploads = []
+    real = dev.upload_span
+    monkeypatch.setattr(dev, "upload_span", lambda a, desc: uploads.append(1) or real(a, desc))
+    x = np.arange(5, dtype=np.float32)
+    assert_close(tj.kernel(lambda a, b: a * b)(x, x, device="opencl").numpy(), x * x)
+    assert len(uploads) == 1
+
+
+def test_changing_a_host_array_after_the_call_does_not_change_the_result():
+    x = np.ones(1 << 16, np.float32)
+    y = tj.kernel(lambda a: a + 1.0)(x, device="opencl")
+    x[:] = 100.0                          # the upload is queued; the data was staged at the call
+    assert_close(y.numpy(), np.full(1 << 16, 2.0, np.float32))
+
+
+def test_arrays_move_between_devices_when_passed_to_another_device():
+    x = np.arange(6, dtype=np.float32)
+    on_cl = tj.asarray(x, device="opencl")
+    on_numba = tj.kernel(lambda a: a * 3.0)(on_cl, device="numba")
+    assert type(on_numba) is np.ndarray
+    assert_close(on_numba, x * 3.0)
+    back = tj.kernel(lambda a: a - 1.0)(tj.asarray(x, device="numba"), device="opencl")
+    assert_close(back.numpy(), x - 1.0)
+
+
+def test_empty_and_zero_dimensional_arrays_round_trip():
+    f = tj.kernel(lambda a: a * 2.0, device="opencl")
+    assert f(np.zeros((0, 3), np.float32)).numpy().shape == (0, 3)
+    assert_close(f(np.float32(4.0)).numpy(), np.float32(8.0))
+    assert_close(tj.kernel(lambda a: a.sum())(np.zeros((0,), np.float32), device="opencl").numpy(), np.float32(0))
+
+
+def test_dlpack_export_is_refused_with_a_hint_to_copy():
+    with pytest.raises(tj.UnsupportedError, match=r"\.numpy\(\)"):
+        tj.asarray(np.ones(3, np.float32), device="opencl").__dlpack__()
+
+
+def test_the_allocator_reuses_freed_blocks():
+    dev = tj.device("opencl")
+    f = tj.kernel(lambda a: a + 1.0, device="opencl")
+    x = np.ones(3 << 15, np.float32)
+    f(x).numpy()
+    dev.synchronize()
+    before = dev.memory_stats()
+    assert before["held_blocks"] >= 1      # the result and the upload went back to the pool
+    for _ in range(20):
+        f(x).numpy()
+    after = dev.memory_stats()
+    assert after["managed_bytes"] - before["managed_bytes"] <= 2 * x.nbytes   # served from held blocks
+
+
+# ---- dtype rules by capability ----
+
+def test_float64_on_a_device_without_fp64_names_the_dtype_and_the_device():
+    kernel = _lower_ir(lambda a: a * 2.0, np.ones(4, np.float64))[0]
+    options = RenderOptions(device="opencl:0 (test device)", fp64=False)
+    with pytest.raises(tj.DtypeError, match="float64.*opencl:0 \\(test device\\).*float32"):
+        opencl.render(kernel, options)
+
+
+def test_python_float_scalars_need_no_fp64_when_the_array_is_float32():
+    f = tj.kernel(lambda a, s: a * s)
+    plan = f.lower(np.ones(4, np.float32), 0.1, device="opencl")
+    (compiled,) = plan.kernels
+    source = opencl.render(compiled.ir, RenderOptions(fp64=False), frozenset(compiled.launch.by_value)).source
+    assert "double" not in source and "const float in1" in source
+
+
+def test_float16_is_storage_only_without_cl_khr_fp16_and_arithmetic_with_it():
+    kernel = _lower_ir(lambda a, b: a * b + 1, np.ones(4, np.float16), np.ones(4, np.float16))[0]
+    storage = opencl.render(kernel, RenderOptions(fp16=False)).source
+    assert "vload_half" in storage and "vstore_half_rte" in storage and "cl_khr_fp16" not in storage
+    arithmetic = opencl.render(kernel, RenderOptions(fp16=True)).source
+    assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in arithmetic and "const half" in arithmetic
+    assert "vload_half" not in arithmetic
+
+
+def test_device_capabilities_are_queried_not_assumed():
+    dev = tj.device("opencl")
+    extensions = dev.cl_device.extensions.split()
+    assert dev.options.fp64 == ("cl_khr_fp64" in extensions)
+    assert dev.options.fp16 == ("cl_khr_fp16" in extensions)
+    assert dev.options.max_local_size == dev.cl_device.max_work_group_size
+
+
+# ---- build errors ----
+
+def test_a_build_error_shows_the_compiler_message_and_the_generated_line():
+    dev = tj.device("opencl")
+    source = "__kernel void broken(__global float* out) {\n    out[0] = undefined_name;\n}\n"
+    with pytest.raises(tj.CompileError) as caught:
+        dev._build("broken", source, Launch("thread", 1, 1, (), False))
+    message = str(caught.value)
+    assert "undefined_name" in message and "generated line 2: out[0] = undefined_name;" in message
+    assert "broken" in message and "opencl" in message
+
+
+# ---- launch modes ----
+
+def test_long_rows_get_a_work_group_and_short_rows_a_work_item():
+    long_rows = tj.kernel(lambda x: x.sum(axis=1)).lower(np.ones((8, 4096), np.float32), device="opencl")
+    short_rows = tj.kernel(lambda x: x.sum(axis=1)).lower(np.ones((4096, 8), np.float32), device="opencl")
+    (group,), (thread,) = long_rows.kernels, short_rows.kernels
+    assert group.launch.mode == "group" and group.launch.global_items == 8 * group.launch.local_size
+    assert "barrier(CLK_LOCAL_MEM_FENCE)" in group.source and "__local" in group.source
+    assert thread.launch.mode == "thread" and "barrier" not in thread.source
+
+
+def test_softmax_rows_are_kept_in_local_memory_in_group_mode():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    (kernel,) = tj.kernel(softmax).lower(np.ones((4, 1024), np.float32), device="opencl").kernels
+    assert kernel.launch.mode == "group"
+    assert "__local float" in kernel.source and kernel.source.count("exp(") == 1
+
+
+REDUCTIONS = {
+    "sum": (lambda x: x.sum(axis=1), "float32"),
+    "mean_and_var": (lambda x: (x.mean(axis=1), ((x - x.mean(axis=1, keepdims=True)) ** 2).mean(axis=1)), "float64"),
+    "max_with_nan": (lambda x: np.maximum(x, 0.25).max(axis=1), "float32"),
+    "int_sum_prod": (lambda x: ((x * 7).astype(np.int32).sum(axis=1), ((x > 0.5) + 1).prod(axis=0)), "float32"),
+    "bool_any_all": (lambda x: ((x > 0.9).max(axis=1), (x > 0.1).min(axis=0)), "float32"),
+    "float16": (lambda x: x.sum(axis=1) + x.max(axis=1), "float16"),
+}
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS) + list(ONE_KERNEL_PROGRAMS))
+def test_group_mode_matches_numpy_for_every_reduction(name, monkeypatch, rng):
+    """Every row kernel forced into group mode (a work-group and tree reduction even for short rows)."""
+    monkeypatch.setattr(cstyle, "GROUP_MIN_REDUCE", 2)
+    if name in REDUCTIONS:
+        fn, dtype = REDUCTIONS[name]
+        x = rng.random((5, 37)).astype(dtype)
+        if name == "max_with_nan":
+            x[2, 7] = np.nan
+        got = tj.kernel(fn)(x, device="opencl")
+        expected = fn(x)
+        modes = [k.launch.mode for k in tj.kernel(fn).lower(x, device="opencl").kernels]
+    else:
+        program, make_inputs = ONE_KERNEL_PROGRAMS[name]
+        inputs = make_inputs(rng)
+        got = make_kernel(program)(*inputs, device="opencl")
+        expected = program(*inputs, ns=np)
+        modes = [k.launch.mode for k in make_kernel(program).lower(*inputs, device="opencl").kernels]
+    if isinstance(expected, tuple):
+        got = tuple(np.asarray(g) for g in got)
+    assert_close(got if isinstance(got, tuple) else np.asarray(got), expected, atol=1e-5)
+    assert "group" in modes or name in ONE_KERNEL_PROGRAMS
