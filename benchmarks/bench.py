@@ -1,4 +1,5 @@
-"""Times tracejit (numba device) against NumPy, numexpr and hand-written Numba on common array kernels.
+"""Times tracejit (numba device, and opencl where present) against NumPy, numexpr and hand-written Numba
+on common array kernels.
 
 One process, one run, one table of medians. See benchmarks/README.md for what each row and column means.
 """
@@ -279,7 +280,30 @@ CASES = [
         "numexpr": lambda x: ne.evaluate("x * 2 + 1"),
         "numba": scale_shift_numba}, unit="us"),
 ]
-COLUMNS = ["tracejit", "numpy", "numexpr", "numba"]
+OPENCL = any(i.name == "opencl" and i.available for i in tj.devices())
+
+
+def on_opencl(kernel: Callable) -> Callable:
+    """tracejit on the opencl device, inputs already resident there (uploaded once, as a chain of
+    kernels would leave them); each timed call waits for the kernel to finish."""
+    resident: dict[int, tuple] = {}
+
+    def call(*inputs):
+        args = []
+        for x in inputs:
+            if id(x) not in resident:
+                resident[id(x)] = (x, tj.asarray(x, device="opencl"))
+            args.append(resident[id(x)][1])
+        out = kernel(*args, device="opencl")
+        tj.synchronize("opencl")
+        return out
+    return call
+
+
+if OPENCL:
+    for _case in CASES:
+        _case.impls["opencl"] = on_opencl(_case.impls["tracejit"])
+COLUMNS = ["tracejit", "opencl", "numpy", "numexpr", "numba"]
 UNIT_SCALE = {"ms": 1e3, "us": 1e6}
 
 

@@ -19,7 +19,8 @@ from ..ir.kernel_ir import INDEX, Kernel
 
 GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
 GROUP_MAX_LOCAL = 256
-THREAD_LOCAL = 128
+THREAD_LOCAL = 256
+THREAD_LOCAL_MIN_EXACT = 32  # smallest work-group that divides the size exactly, so no bounds check
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class RenderOptions:
     fp64: bool = True
     fp16: bool = False             # half arithmetic; otherwise half is storage only, computed in float
     max_local_size: int = 256
+    group_max_rows: int | None = None  # more rows than this run a row per work-item (CPU devices)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,16 @@ class Rendered:
 
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
+
+
+def _thread_local_size(n: int, limit: int) -> int:
+    """A work-group size for n work-items: one that divides n when there is a reasonable one, since a
+    bounds check in the kernel stops CPU implementations from vectorising across work-items."""
+    limit = 1 << (limit.bit_length() - 1)
+    if n <= limit:
+        return _pow2_at_least(n)
+    exact = min(limit, n & -n)   # the largest power of two dividing n
+    return exact if exact >= THREAD_LOCAL_MIN_EXACT else limit
 
 
 @dataclass
@@ -122,7 +134,7 @@ class _Render:
             self.local_size = min(options.max_local_size, GROUP_MAX_LOCAL, _pow2_at_least(big))
             self.global_items = kernel.global_size * self.local_size
         else:
-            self.local_size = min(options.max_local_size, THREAD_LOCAL, _pow2_at_least(kernel.global_size))
+            self.local_size = _thread_local_size(kernel.global_size, min(options.max_local_size, THREAD_LOCAL))
             self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
         self.index = self._index_values()
         self.idx = self._index_type()
@@ -177,7 +189,8 @@ class _Render:
         reduces = [n for n in self.nests if n.kind == "reduce"]
         if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
             return "thread"   # rows of accumulators belong to one work-item
-        if any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
+        few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows
+        if few_rows and any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
 
@@ -421,7 +434,8 @@ class _Render:
                     self.out(f"const {self.idx} {name} = ({self.idx}){t.group_id};")
                 else:
                     self.out(f"const {self.idx} {name} = ({self.idx}){t.global_id};")
-                    self.out(f"if ({name} >= {self.literal(self.k.global_size, INDEX, True)}) return;")
+                    if self.global_items != self.k.global_size:
+                        self.out(f"if ({name} >= {self.literal(self.k.global_size, INDEX, True)}) return;")
             elif op == "range":
                 level += 1
                 n = nest_at.get(i)

@@ -2,6 +2,7 @@
 pooled buffers, program builds, launches. Results stay on the device as tj.Array."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -23,6 +24,8 @@ from .views import flat_view
 ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
 INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU device)"
 REDUCTION_SCRATCH = 4096   # bytes of local memory left for reduction trees when keeping rows
+CPU_ROWS_PER_UNIT = 16     # CPU devices: group mode only for fewer rows than this per compute unit
+CPU_KEEP_ROW_MAX = 2048    # CPU devices: longest row kept in a work-item's private array
 
 
 def _all_devices() -> list:
@@ -70,7 +73,7 @@ class DeviceBuffer:
 
     def __init__(self, buf, shape: tuple[int, ...], dtype: np.dtype):
         self.buf, self.shape, self.dtype = buf, shape, dtype
-        self.size = int(np.prod(shape))
+        self.size = math.prod(shape)
         strides, acc = [], dtype.itemsize
         for s in reversed(shape):
             strides.append(acc)
@@ -134,17 +137,22 @@ class OpenCLDevice:
         self.queue = cl.CommandQueue(self.context)
         self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         extensions = d.extensions.split()
+        gpu = bool(d.type & cl.device_type.GPU)
+        # A CPU implementation runs a work-item's loops as plain CPU loops: a row per work-item is
+        # fastest while there are rows enough for every core; a GPU wants a work-group per long row.
         self.options = RenderOptions(device=f"{self.name} ({self.description})", fp64="cl_khr_fp64" in extensions,
-                                     fp16="cl_khr_fp16" in extensions, max_local_size=d.max_work_group_size)
-        # rows are kept in __local memory in group mode; rows of accumulators would be per work-item
-        self.layout = LayoutOptions(accumulate_rows=False,
-                                    keep_row_max=min(16384, max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8))
+                                     fp16="cl_khr_fp16" in extensions, max_local_size=d.max_work_group_size,
+                                     group_max_rows=None if gpu else CPU_ROWS_PER_UNIT * d.max_compute_units)
+        # Kept rows live in __local memory in group mode and in private arrays in thread mode; rows of
+        # accumulators private to a global index would be a private array per work-item.
+        keep = max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8 if gpu else CPU_KEEP_ROW_MAX
+        self.layout = LayoutOptions(accumulate_rows=False, keep_row_max=min(16384, keep))
         self._programs: dict[str, object] = {}
         self._error = None
 
     # -- memory --
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
-        nbytes = int(np.prod(shape)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         return DeviceBuffer(self.pool.allocate(nbytes) if nbytes else None, shape, dtype)
 
     def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
