@@ -234,3 +234,10 @@ def test_group_mode_matches_numpy_for_every_reduction(name, monkeypatch, rng):
         got = tuple(np.asarray(g) for g in got)
     assert_close(got if isinstance(got, tuple) else np.asarray(got), expected, atol=1e-5)
     assert "group" in modes or name in ONE_KERNEL_PROGRAMS
+
+
+def test_an_allocation_the_device_cannot_make_is_a_device_error():
+    dev = tj.device("opencl")
+    too_big = dev.cl_device.max_mem_alloc_size * 4
+    with pytest.raises(tj.DeviceError, match="could not allocate"):
+        dev.allocate((too_big,), np.dtype("float32"))

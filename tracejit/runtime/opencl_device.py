@@ -6,7 +6,7 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -153,7 +153,19 @@ class OpenCLDevice:
     # -- memory --
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
         nbytes = math.prod(shape) * dtype.itemsize
-        return DeviceBuffer(self.pool.allocate(nbytes) if nbytes else None, shape, dtype)
+        return DeviceBuffer(self._allocate(nbytes) if nbytes else None, shape, dtype)
+
+    def _allocate(self, nbytes: int):
+        import pyopencl as cl
+        try:
+            return self.pool.allocate(nbytes)
+        except cl.Error as e:
+            self.pool.free_held()   # blocks held for reuse may be what is in the way
+            try:
+                return self.pool.allocate(nbytes)
+            except cl.Error:
+                raise DeviceError(f"{self.name} could not allocate {nbytes} bytes ({e}); "
+                                  "free device arrays you no longer need") from None
 
     def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
         """Upload a host array. The copy is queued, so the host data is first staged in a private copy
@@ -170,7 +182,7 @@ class OpenCLDevice:
         import pyopencl as cl
         flat = flat_view(a, desc)
         staged = np.array(flat, copy=True)
-        buf = self.pool.allocate(max(staged.nbytes, 1))
+        buf = self._allocate(max(staged.nbytes, 1))
         if staged.nbytes:
             cl.enqueue_copy(self.queue, buf, staged, is_blocking=False)
         return buf
@@ -198,12 +210,18 @@ class OpenCLDevice:
 
     # -- compilation --
     def compile(self, program: Program) -> "OpenCLPlan":
+        import pyopencl as cl
         compiled = []
         for k, keys in zip(program.kernels, program.launches):
             by_value = frozenset(j for j, key in enumerate(keys)
                                  if key[0] == "in" and program.buffers[key].shape == ())
             r = opencl_codegen.render(k, self.options, by_value)
-            compiled.append((CompiledKernel(k.name, r.source, k, r.launch), self._build(r.name, r.source, r.launch)))
+            knl = self._build(r.name, r.source, r.launch)
+            fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
+            if fits < r.launch.local_size:  # this kernel's registers allow fewer work-items per group
+                r = opencl_codegen.render(k, replace(self.options, max_local_size=fits), by_value)
+                knl = self._build(r.name, r.source, r.launch)
+            compiled.append((CompiledKernel(k.name, r.source, k, r.launch), knl))
         return OpenCLPlan(self, program, compiled)
 
     def _build(self, name: str, source: str, launch: Launch):
@@ -226,7 +244,7 @@ class OpenCLDevice:
 
     def error_buffer(self):
         if self._error is None:
-            self._error = self.pool.allocate(4)
+            self._error = self._allocate(4)
         return self._error
 
 
@@ -293,7 +311,11 @@ class OpenCLPlan:
                 cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, 4)
                 call.append(err)
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
-            knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
+            try:
+                knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
+            except cl.Error as e:
+                raise DeviceError(f"{dev.name} refused to launch kernel {c.name} ({launch.global_items} work-items "
+                                  f"in groups of {launch.local_size}): {e}") from None
             if LEVEL >= 2:
                 dev.queue.finish()
                 dt = time.perf_counter() - t0
