@@ -678,3 +678,14 @@ def test_same_shape_with_different_strides_is_not_confused(device, rng):
     square = random_array(rng, (6, 6), "float32")
     for x in (square, square.T, square[::-1], np.ascontiguousarray(square.T)):
         assert_close(run_kernel(f, x, device=device), x * 2.0 + x[0])
+
+
+@pytest.mark.parametrize("shape, axis", [((64, 200_000), 1), ((200_000, 8), 0), ((4, 300_000), 1)])
+def test_long_float32_sums_are_as_accurate_as_numpy(shape, axis, device, rng):
+    """Row sums (a row per thread, or a work-group tree) and column sums stay within a few float32
+    roundings of the float64 answer, like NumPy's pairwise sum, whatever launch shape a device picks."""
+    x = rng.random(shape, dtype=np.float32)
+    exact = x.astype(np.float64).sum(axis=axis)
+    got = np.asarray(run_kernel(tj.kernel(lambda a: a.sum(axis=axis)), x, device=device)).astype(np.float64)
+    numpy_error = np.abs(x.sum(axis=axis) / exact - 1).max()
+    assert np.abs(got / exact - 1).max() <= max(4 * numpy_error, 2e-7)

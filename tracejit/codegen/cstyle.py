@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, Kernel
+from . import math_f32
 
 GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
 GROUP_MAX_LOCAL = 256
@@ -31,6 +32,8 @@ class RenderOptions:
     fp16: bool = False             # half arithmetic; otherwise half is storage only, computed in float
     max_local_size: int = 256
     group_max_rows: int | None = None  # more rows than this run a row per work-item (CPU devices)
+    wide_sums: bool = False        # a work-item's own long float32/float16 sums accumulate in double (CPU)
+    own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class CStyle:
     unsigned = {4: "uint", 8: "ulong"}
     long_suffix = "L"
     infinity, nan = "INFINITY", "NAN"
+    as_float, as_int = "as_float({})", "as_int({})"   # reinterpret bits
 
     def preamble(self, source: str, options: RenderOptions) -> str:
         return ""
@@ -139,6 +143,7 @@ class _Render:
         self.index = self._index_values()
         self.idx = self._index_type()
         self.nonneg = self._nonneg()
+        self.wide = self._wide_accumulators()
         self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
 
     # -- analysis --
@@ -193,6 +198,15 @@ class _Render:
         if few_rows and any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
+
+    def _wide_accumulators(self) -> set[int]:
+        """Accumulators summing a long row serially in one work-item: in double where the device is a CPU
+        with fp64, like the numba device (a group's tree keeps its partial sums short anyway)."""
+        if not (self.o.wide_sums and self.o.fp64 and self.mode == "thread"):
+            return set()
+        return {n.accs[0] for n in self.nests if n.kind == "reduce" and len(n.accs) == 1
+                and n.extent >= GROUP_MIN_REDUCE and self.ins[n.accs[0]].arg[0] in ("sum", "prod")
+                and self.ins[n.accs[0]].dtype in (np.float32, np.float16)}
 
     def _index_type(self) -> str:
         biggest = max([self.global_items, *(p.size for p in self.k.params)]
@@ -290,7 +304,7 @@ class _Render:
     def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
         cmp = ">" if op == "max" else "<"
         if dt.kind == "f":  # NaN-propagating, like np.maximum
-            return f"((({a}) {cmp} ({b}) || isnan({a})) ? ({a}) : ({b}))"
+            return f"((({a}) {cmp} ({b}) || ({a}) != ({a})) ? ({a}) : ({b}))"   # no call: PoCL's isnan is one
         if dt == np.bool_:
             return f"({a} || {b})" if op == "max" else f"({a} && {b})"
         return f"((({a}) {cmp} ({b})) ? ({a}) : ({b}))"
@@ -315,7 +329,10 @@ class _Render:
                 return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
             return f"{self.helper(op, dt)}({a[0]}, {a[1]})"
         if op == "isnan" or op == "isinf":
-            return "false" if src.kind != "f" else f"({op}({a[0]}) != 0)"
+            if src.kind != "f":
+                return "false"
+            return f"({a[0]} != {a[0]})" if op == "isnan" else \
+                f"({a[0]} == {self.t.infinity} || {a[0]} == -{self.t.infinity})"
         if dt.kind in "iu":
             if op in ("add", "sub", "mul"):
                 return self.wrap_int({"add": "+", "sub": "-", "mul": "*"}[op], a[0], a[1], dt)
@@ -342,6 +359,10 @@ class _Render:
                  "sign": f"({{0}} > 0 ? {one} : ({{0}} < 0 ? -{one} : {{0}}))"}
         if op in table:
             return table[op].format(*a)
+        if self.o.own_math and op in math_f32.FUNCTIONS and dt in (np.float32, np.float16):
+            for name, text in math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int).items():
+                self.helpers.setdefault(name, text)   # in dependency order; unused ones are harmless
+            return f"tj_{op}_f32({a[0]})"
         return f"{op}({a[0]})"   # exp, exp2, log, log2, sqrt, sin, cos, tan, tanh, erf, floor, ceil, trunc, rint
 
     def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
@@ -464,12 +485,16 @@ class _Render:
                 if group and i in closes:
                     self._after_nest(closes[i])
             elif op == "acc":
-                self.out(f"{self._acc_type(dt)} {name} = {self.literal(x.arg[1], self._acc_dtype(dt))};")
+                adt = np.dtype("float64") if i in self.wide else self._acc_dtype(dt)
+                self.out(f"{self.ctype(adt)} {name} = {self.literal(x.arg[1], adt)};")
+                if i in self.wide:  # read back narrowed after the loop, as the numba device does
+                    self.names[i] = f"(({self.ctype(dt)}){name})"
             elif op == "update":
                 target = ins[s[0]]
                 red = target.arg[0] if target.op == "acc" else target.arg[1]
-                ref = a[0] if target.op == "acc" else f"{a[0]}[{a[1]}]"
-                self.out(f"{ref} = {self.combine(red, self._acc_dtype(target.dtype), ref, a[-1])};")
+                ref = f"v{s[0]}" if target.op == "acc" else f"{a[0]}[{a[1]}]"
+                adt = np.dtype("float64") if s[0] in self.wide else self._acc_dtype(target.dtype)
+                self.out(f"{ref} = {self.combine(red, adt, ref, a[-1])};")
             elif op == "local":
                 if not group:
                     self.out(f"{self.local_storage(dt)} {name}[{x.arg[0]}];")
@@ -496,9 +521,6 @@ class _Render:
     def _acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
         return np.dtype("float32") if dt == np.float16 else dt
-
-    def _acc_type(self, dt: np.dtype) -> str:
-        return self.ctype(self._acc_dtype(dt))
 
     def _acc_type_name(self, dt: np.dtype) -> str:
         return self._acc_dtype(dt).name

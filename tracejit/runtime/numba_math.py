@@ -9,6 +9,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from ..codegen import math_f32 as M   # the coefficients, shared with the C-style renderers
+
 f32 = np.float32
 _INLINE = dict(inline="always", fastmath={"contract"})
 
@@ -71,13 +73,9 @@ def _pow2(n):
 # ---------------------------------------------------------------------------------------------------
 # exp: Cephes expf. x = n*ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial, times 2**n.
 
-_LOG2E = f32(1.44269504088896341)
-_LN2_HI = f32(0.693359375)           # few significant bits: n * _LN2_HI is exact
-_LN2_LO = f32(-2.12194440e-4)        # ln2 - _LN2_HI
-_EXP_HI = f32(89.0)                  # exp(89) overflows float32
-_EXP_LO = f32(-104.0)                # exp(-104) < 2**-150 rounds to 0
-_EXP_P = (f32(1.9875691500e-4), f32(1.3981999507e-3), f32(8.3334519073e-3), f32(4.1665795894e-2),
-          f32(1.6666665459e-1), f32(5.0000001201e-1))
+_LOG2E, _LN2_HI, _LN2_LO = f32(M.LOG2E), f32(M.LN2_HI), f32(M.LN2_LO)   # n * _LN2_HI is exact
+_EXP_HI, _EXP_LO = f32(M.EXP_HI), f32(M.EXP_LO)   # exp overflows above, rounds to 0 below
+_EXP_P = tuple(map(f32, M.EXP_P))
 _ZERO, _HALF, _ONE, _TWO = f32(0.0), f32(0.5), f32(1.0), f32(2.0)
 _INF, _NAN = f32(np.inf), f32(np.nan)
 
@@ -107,9 +105,8 @@ def exp_f32(x):
 # tanh: Cephes tanhf. An odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above; both are
 # computed for |x| and the sign copied from x (so tanh(-0) = -0).
 
-_TANH_SPLIT = f32(0.625)
-_TANH_P = (f32(-5.70498872745e-3), f32(2.06390887954e-2), f32(-5.37397155531e-2), f32(1.33314422036e-1),
-           f32(-3.33332819422e-1))
+_TANH_SPLIT = f32(M.TANH_SPLIT)
+_TANH_P = tuple(map(f32, M.TANH_P))
 
 
 @numba.njit(**_INLINE)
@@ -130,12 +127,10 @@ def tanh_f32(x):
 # log: Cephes logf. x = m * 2**e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f**2/2 + f**3 * P(f)
 # for f = m - 1, plus e * ln2 in two parts.
 
-_SQRT_HALF = f32(0.707106781186547524)
+_SQRT_HALF = f32(M.SQRT_HALF)
 _TINY = f32(2.0 ** -126)              # smallest normal float32
 _TWO_23 = f32(2.0 ** 23)
-_LOG_P = (f32(7.0376836292e-2), f32(-1.1514610310e-1), f32(1.1676998740e-1), f32(-1.2420140846e-1),
-          f32(1.4249322787e-1), f32(-1.6668057665e-1), f32(2.0000714765e-1), f32(-2.4999993993e-1),
-          f32(3.3333331174e-1))
+_LOG_P = tuple(map(f32, M.LOG_P))
 
 
 @numba.njit(**_INLINE)
@@ -173,12 +168,9 @@ def log_f32(x):
 # coefficients rounded to float32 one at a time, refitting the rest). |x| <= 0.9: erf(x) = x + x * P(x**2);
 # above, erf(|x|) = 1 - exp(Q(|x|)) with Q ~ log(erfc) on [0.9, 4]; beyond 4, erf rounds to +-1.
 
-_ERF_SPLIT = f32(0.9)
-_ERF_CLAMP = f32(4.0)
-_ERF_P = (f32(-0.0006034459), f32(0.0050014905), f32(-0.026772095), f32(0.11281961), f32(-0.37612507),
-          f32(0.12837915))
-_ERFC_Q = (f32(0.00019718423), f32(-0.0030556216), f32(0.022277115), f32(-0.10403738), f32(-0.63705975),
-           f32(-1.1277496), f32(-0.00017749402))
+_ERF_SPLIT, _ERF_CLAMP = f32(M.ERF_SPLIT), f32(M.ERF_CLAMP)
+_ERF_P = tuple(map(f32, M.ERF_P))
+_ERFC_Q = tuple(map(f32, M.ERFC_Q))
 
 
 @numba.njit(**_INLINE)
