@@ -180,6 +180,11 @@ def describe(program, inputs):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
 @given(data=st.data())
 def test_random_program_matches_numpy(data, device):
+    check_random_program(data, device)
+
+
+def check_random_program(data, device: str) -> None:
+    """Draw a program and its inputs, run it on NumPy and on `device`, compare."""
     inputs = draw_inputs(data)
     values = list(inputs)
     program = []

@@ -1,12 +1,16 @@
 """The opencl target: device discovery and selection, device-resident arrays, the caching allocator,
 dtype rules by capability, build errors, and the two launch modes (thread per row, group per row)."""
+import dataclasses
 import os
 import subprocess
 import sys
 import textwrap
+from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tracejit as tj
 from tracejit.codegen import cstyle, opencl
@@ -15,6 +19,7 @@ from tracejit.codegen.cstyle import Launch, RenderOptions
 from conftest import AVAILABLE_DEVICES
 from reference import assert_close
 from test_fusion import ONE_KERNEL_PROGRAMS, make_kernel
+from test_fuzz import check_random_program
 
 pytestmark = pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES, reason="no OpenCL device here")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -278,3 +283,29 @@ def test_an_allocation_the_device_cannot_make_is_a_device_error():
     too_big = dev.cl_device.max_mem_alloc_size * 4
     with pytest.raises(tj.DeviceError, match="could not allocate"):
         dev.allocate((too_big,), np.dtype("float32"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+@given(data=st.data())
+def test_random_programs_match_numpy_with_every_reduction_in_group_mode(data):
+    """The fuzzer's programs are small, so they normally run a row per work-item: force work-groups."""
+    with mock.patch.object(cstyle, "GROUP_MIN_REDUCE", 2):
+        check_random_program(data, "opencl")
+
+
+def test_a_work_group_limit_that_is_not_a_power_of_two_still_gives_a_whole_tree(monkeypatch, rng):
+    dev = tj.device("opencl")
+    monkeypatch.setattr(dev, "options", dataclasses.replace(dev.options, max_local_size=200, group_max_rows=None))
+    x = rng.random((3, 1000)).astype(np.float32)
+    f = tj.kernel(lambda a: a.sum(axis=1), device="opencl")
+    (kernel,) = f.lower(x).kernels
+    assert kernel.launch.mode == "group" and kernel.launch.local_size == 128
+    assert_close(f(x).numpy(), x.sum(axis=1), rtol=1e-6)
+
+
+def test_index_arithmetic_is_32_bit_until_a_buffer_needs_more():
+    f = tj.kernel(lambda a: a * 2.0)
+    small = f.lower(tj.spec((1 << 20,), "float32"), device="opencl").kernels[0].source
+    large = f.lower(tj.spec((1 << 31,), "float32"), device="opencl").kernels[0].source
+    assert "const int v" in small and "long" not in small
+    assert "const long v" in large

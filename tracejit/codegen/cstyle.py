@@ -135,7 +135,8 @@ class _Render:
         self.mode = self._mode()
         big = max((n.extent for n in self.nests if n.kind == "reduce"), default=1)
         if self.mode == "group":
-            self.local_size = min(options.max_local_size, GROUP_MAX_LOCAL, _pow2_at_least(big))
+            fit = min(options.max_local_size, GROUP_MAX_LOCAL)
+            self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
             self.global_items = kernel.global_size * self.local_size
         else:
             self.local_size = _thread_local_size(kernel.global_size, min(options.max_local_size, THREAD_LOCAL))
@@ -209,7 +210,8 @@ class _Render:
                 and self.ins[n.accs[0]].dtype in (np.float32, np.float16)}
 
     def _index_type(self) -> str:
-        biggest = max([self.global_items, *(p.size for p in self.k.params)]
+        biggest = max([self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]
+                      + [x.arg[0] for x in self.ins if x.op == "range"]
                       + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == "const"])
         return self.t.types[np.dtype("int32")] if biggest < 2 ** 30 else self.t.types[np.dtype("int64")]
 
