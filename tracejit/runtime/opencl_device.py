@@ -114,8 +114,9 @@ class OpenCLDevice:
             chosen = _choose(devices)
         except DeviceError as e:
             return False, str(e), ""
-        listed = "; ".join(f"{'*' if i == chosen else ''}opencl:{i} {_describe(d)}" for i, d in enumerate(devices))
-        return True, None, listed + (" (* = opencl)" if len(devices) > 1 else "")
+        several = len(devices) > 1
+        return True, None, "; ".join(f"opencl:{i} {_describe(d)}{' [opencl]' if several and i == chosen else ''}"
+                                     for i, d in enumerate(devices))
 
     @staticmethod
     def default_is_gpu() -> bool:
