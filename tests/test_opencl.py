@@ -9,17 +9,16 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from conftest import AVAILABLE_DEVICES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import tracejit as tj
-from tracejit.codegen import cstyle, opencl
-from tracejit.codegen.cstyle import Launch, RenderOptions
-
-from conftest import AVAILABLE_DEVICES
 from reference import assert_close
 from test_fusion import ONE_KERNEL_PROGRAMS, make_kernel
 from test_fuzz import check_random_program
+
+import tracejit as tj
+from tracejit.codegen import opencl, simt
+from tracejit.codegen.simt import Launch, RenderOptions
 
 pytestmark = pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES, reason="no OpenCL device here")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -257,7 +256,7 @@ REDUCTIONS = {
 @pytest.mark.parametrize("name", list(REDUCTIONS) + list(ONE_KERNEL_PROGRAMS))
 def test_group_mode_matches_numpy_for_every_reduction(name, monkeypatch, rng):
     """Every row kernel forced into group mode (a work-group and tree reduction even for short rows)."""
-    monkeypatch.setattr(cstyle, "GROUP_MIN_REDUCE", 2)
+    monkeypatch.setattr(simt, "GROUP_MIN_REDUCE", 2)
     if name in REDUCTIONS:
         fn, dtype = REDUCTIONS[name]
         x = rng.random((5, 37)).astype(dtype)
@@ -289,7 +288,7 @@ def test_an_allocation_the_device_cannot_make_is_a_device_error():
 @given(data=st.data())
 def test_random_programs_match_numpy_with_every_reduction_in_group_mode(data):
     """The fuzzer's programs are small, so they normally run a row per work-item: force work-groups."""
-    with mock.patch.object(cstyle, "GROUP_MIN_REDUCE", 2):
+    with mock.patch.object(simt, "GROUP_MIN_REDUCE", 2):
         check_random_program(data, "opencl")
 
 

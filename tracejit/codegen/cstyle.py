@@ -1,11 +1,6 @@
 """C-style renderer base: kernel IR -> one C-family compute kernel. OpenCL C, CUDA C and MSL share it
-and set only their strings (qualifiers, thread ids, barrier, type names) and a few hooks.
-
-A kernel runs in one of two modes, chosen from its IR:
-- thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise);
-- group mode: one work-group per global index (long rows: softmax, layernorm, sums). Loops directly
-  under the global index are spread over the work-items; each reduction ends with a tree in local
-  memory whose result every work-item then holds, so later loops of the row can use it.
+and set only their strings (qualifiers, thread ids, barrier, type names) and a few hooks; simt.py
+decides how the kernel maps onto work-items (thread or group mode).
 """
 from __future__ import annotations
 
@@ -17,32 +12,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, Kernel
 from . import math_f32
-
-GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
-GROUP_MAX_LOCAL = 256
-THREAD_LOCAL = 256
-THREAD_LOCAL_MIN_EXACT = 32  # smallest work-group that divides the size exactly, so no bounds check
-
-
-@dataclass(frozen=True)
-class RenderOptions:
-    """What the device allows; part of the compiled artifact's identity."""
-    device: str = ""               # for error messages
-    fp64: bool = True
-    fp16: bool = False             # half arithmetic; otherwise half is storage only, computed in float
-    max_local_size: int = 256
-    group_max_rows: int | None = None  # more rows than this run a row per work-item (CPU devices)
-    wide_sums: bool = False        # a work-item's own long float32/float16 sums accumulate in double (CPU)
-    own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
-
-
-@dataclass(frozen=True)
-class Launch:
-    mode: str                      # "group" | "thread"
-    local_size: int
-    global_items: int              # work-items in all
-    by_value: tuple[int, ...]      # params passed as scalars, not buffers
-    error_flag: bool               # a trailing int buffer the kernel sets (integer power, negative exponent)
+from .simt import Launch, Mapping, Nest, RenderOptions, positive_const
 
 
 @dataclass(frozen=True)
@@ -52,35 +22,12 @@ class Rendered:
     launch: Launch
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def _thread_local_size(n: int, limit: int) -> int:
-    """A work-group size for n work-items: one that divides n when there is a reasonable one, since a
-    bounds check in the kernel stops CPU implementations from vectorising across work-items."""
-    limit = 1 << (limit.bit_length() - 1)
-    if n <= limit:
-        return _pow2_at_least(n)
-    exact = min(limit, n & -n)   # the largest power of two dividing n
-    return exact if exact >= THREAD_LOCAL_MIN_EXACT else limit
-
-
-@dataclass
-class _Nest:
-    """Perfectly nested ranges of one kind directly under the global index, walked as one flat range."""
-    ranges: list[int]
-    extents: list[int]
-    kind: str
-    end: int                       # index of the outermost endrange
-    accs: list[int]                # accumulators updated inside
-
-    @property
-    def extent(self) -> int:
-        return math.prod(self.extents)
-
-
 class CStyle:
+    """The strings of a C-family target (OpenCL's here). A target also defines how half values move
+    between memory and float registers where it has no half arithmetic: load_half(ptr, idx),
+    store_half(ptr, idx, value) and round_half_helpers() (C functions tj_round_half(float) and
+    tj_round_half_d(double))."""
+
     # ---- what a target sets ----
     kernel_qualifier = "__kernel void"
     helper_qualifier = "inline"
@@ -106,16 +53,6 @@ class CStyle:
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         return f"{self.kernel_qualifier} {name}({', '.join(params)})"
 
-    def load_half(self, ptr: str, idx: str) -> str:
-        raise NotImplementedError
-
-    def store_half(self, ptr: str, idx: str, value: str) -> str:
-        raise NotImplementedError
-
-    def round_half_helpers(self) -> str:
-        """C functions tj_round_half (float) and tj_round_half_d (double): round to half precision."""
-        raise NotImplementedError
-
     # ---- the renderer ----
     def render(self, kernel: Kernel, options: RenderOptions, by_value: frozenset[int] = frozenset()) -> Rendered:
         return _Render(self, kernel, options, by_value).run()
@@ -131,20 +68,10 @@ class _Render:
         self.helpers: dict[str, str] = {}
         self.depth = 1
         self._check_dtypes()
-        self.nests = self._nests()
-        self.mode = self._mode()
-        big = max((n.extent for n in self.nests if n.kind == "reduce"), default=1)
-        if self.mode == "group":
-            fit = min(options.max_local_size, GROUP_MAX_LOCAL)
-            self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
-            self.global_items = kernel.global_size * self.local_size
-        else:
-            self.local_size = _thread_local_size(kernel.global_size, min(options.max_local_size, THREAD_LOCAL))
-            self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
-        self.index = self._index_values()
-        self.idx = self._index_type()
-        self.nonneg = self._nonneg()
-        self.wide = self._wide_accumulators()
+        m = Mapping(kernel, options)
+        self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
+        self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
+        self.idx = t.types[np.dtype("int32" if m.index_bits == 32 else "int64")]
         self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
 
     # -- analysis --
@@ -161,90 +88,6 @@ class _Render:
     def _by_value_load(self, i: int) -> bool:
         x = self.ins[i]
         return x.op == "load" and self.ins[x.srcs[0]].op == "param" and self.ins[x.srcs[0]].arg in self.by_value
-
-    def _nests(self) -> list[_Nest]:
-        ins, nests, depth, i = self.ins, [], 0, 0
-        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == "endrange"}
-        while i < len(ins):
-            x = ins[i]
-            if x.op == "range" and depth == 0:
-                ranges, cur = [i], i
-                while True:  # extend through perfectly nested ranges of the same kind
-                    j = cur + 1
-                    while j < ends[cur] and ins[j].op not in ("range", "acc", "local", "store", "update") \
-                            and not (ins[j].op == "load" and ins[ins[j].srcs[0]].op == "local"):
-                        j += 1
-                    if ins[j].op == "range" and ins[j].arg[1] == x.arg[1] and ends[j] + 1 == ends[cur]:
-                        ranges.append(j)
-                        cur = j
-                    else:
-                        break
-                end = ends[i]
-                accs = sorted({ins[j].srcs[0] for j in range(i, end) if ins[j].op == "update"
-                               and ins[ins[j].srcs[0]].op == "acc"})
-                nests.append(_Nest(ranges, [ins[r].arg[0] for r in ranges], x.arg[1], end, accs))
-                depth += 1
-            elif x.op == "range":
-                depth += 1
-            elif x.op == "endrange":
-                depth -= 1
-            i += 1
-        return nests
-
-    def _mode(self) -> str:
-        reduces = [n for n in self.nests if n.kind == "reduce"]
-        if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
-            return "thread"   # rows of accumulators belong to one work-item
-        few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows
-        if few_rows and any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
-            return "group"
-        return "thread"
-
-    def _wide_accumulators(self) -> set[int]:
-        """Accumulators summing a long row serially in one work-item: in double where the device is a CPU
-        with fp64, like the numba device (a group's tree keeps its partial sums short anyway)."""
-        if not (self.o.wide_sums and self.o.fp64 and self.mode == "thread"):
-            return set()
-        return {n.accs[0] for n in self.nests if n.kind == "reduce" and len(n.accs) == 1
-                and n.extent >= GROUP_MIN_REDUCE and self.ins[n.accs[0]].arg[0] in ("sum", "prod")
-                and self.ins[n.accs[0]].dtype in (np.float32, np.float16)}
-
-    def _index_type(self) -> str:
-        biggest = max([self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]
-                      + [x.arg[0] for x in self.ins if x.op == "range"]
-                      + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == "const"])
-        return self.t.types[np.dtype("int32")] if biggest < 2 ** 30 else self.t.types[np.dtype("int64")]
-
-    def _index_values(self) -> set[int]:
-        """Index arithmetic: int64 values computed from the global index, loop counters and constants
-        only (never from loaded data). They get the narrower index type when every size allows."""
-        out = set()
-        for i, x in enumerate(self.ins):
-            if x.op in ("global", "range") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
-                out.add(i)
-            elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
-                    and all(j in out for j in x.srcs):
-                out.add(i)
-        return out
-
-    def _nonneg(self) -> set[int]:
-        """Index values known to be >= 0, where C's / and % agree with the IR's floor semantics."""
-        out = set()
-        for i, x in enumerate(self.ins):
-            if i not in self.index:
-                continue
-            if x.op in ("global", "range") or x.op == "const" and x.arg >= 0:
-                out.add(i)
-            elif x.op in ("add", "mul", "min") and all(s in out for s in x.srcs):
-                out.add(i)
-            elif x.op in ("idiv", "mod") and x.srcs[0] in out and self._positive_const(x.srcs[1]):
-                out.add(i)
-            elif x.op == "max" and any(s in out for s in x.srcs):
-                out.add(i)
-        return out
-
-    def _positive_const(self, i: int) -> bool:
-        return self.ins[i].op == "const" and self.ins[i].arg > 0
 
     # -- types and literals --
     def ctype(self, dt: np.dtype) -> str:
@@ -327,7 +170,7 @@ class _Render:
         if op in ("max", "min"):
             return self.minmax(op, src, a[0], a[1])
         if op in ("idiv", "mod"):
-            if i in self.index and self.ins[i].srcs[0] in self.nonneg and self._positive_const(self.ins[i].srcs[1]):
+            if i in self.index and self.ins[i].srcs[0] in self.nonneg and positive_const(self.ins, self.ins[i].srcs[1]):
                 return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
             return f"{self.helper(op, dt)}({a[0]}, {a[1]})"
         if op == "isnan" or op == "isinf":
@@ -527,7 +370,7 @@ class _Render:
     def _acc_type_name(self, dt: np.dtype) -> str:
         return self._acc_dtype(dt).name
 
-    def _after_nest(self, n: _Nest) -> None:
+    def _after_nest(self, n: Nest) -> None:
         """Group mode: combine the work-items' partial accumulators; every work-item gets the total.
         A loop that filled local memory is followed by a barrier before anyone reads it."""
         t = self.t

@@ -6,7 +6,8 @@ stored with vstore_half_rte (round to nearest even, like NumPy).
 from __future__ import annotations
 
 from ..ir.kernel_ir import Kernel
-from .cstyle import CStyle, Launch, Rendered, RenderOptions
+from .cstyle import CStyle, Rendered
+from .simt import Launch, RenderOptions
 
 # IEEE-exact division and square root, as NumPy computes them; no flag that changes NaN/Inf behaviour
 BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..codegen import opencl as opencl_codegen
-from ..codegen.cstyle import Launch, RenderOptions
+from ..codegen.simt import Launch, RenderOptions
 from ..errors import CompileError, DeviceError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel

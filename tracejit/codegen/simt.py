@@ -1,0 +1,193 @@
+"""How a kernel maps onto SIMT work-items, decided once per kernel from its IR and the device:
+
+- thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise);
+- group mode: one work-group per global index (long rows: softmax, layernorm, sums). Loops directly
+  under the global index are spread over the work-items; each reduction ends with a tree in local
+  memory whose result every work-item then holds, so later loops of the row can use it.
+
+Also: the work-group size, which values are index arithmetic and whether 32 bits hold them, which
+index values are non-negative, and which accumulators widen to double.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.kernel_ir import INDEX, Kernel
+
+GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
+GROUP_MAX_LOCAL = 256
+THREAD_LOCAL = 256
+THREAD_LOCAL_MIN_EXACT = 32  # smallest work-group that divides the size exactly, so no bounds check
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What the device allows; part of the compiled artifact's identity."""
+    device: str = ""               # for error messages
+    fp64: bool = True
+    fp16: bool = False             # half arithmetic; otherwise half is storage only, computed in float
+    max_local_size: int = 256
+    group_max_rows: int | None = None  # more rows than this run a row per work-item (CPU devices)
+    wide_sums: bool = False        # a work-item's own long float32/float16 sums accumulate in double (CPU)
+    own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
+
+
+@dataclass(frozen=True)
+class Launch:
+    mode: str                      # "group" | "thread"
+    local_size: int
+    global_items: int              # work-items in all
+    by_value: tuple[int, ...]      # params passed as scalars, not buffers
+    error_flag: bool               # a trailing int buffer the kernel sets (integer power, negative exponent)
+
+
+
+@dataclass
+class Nest:
+    """Perfectly nested ranges of one kind directly under the global index, walked as one flat range."""
+    ranges: list[int]
+    extents: list[int]
+    kind: str
+    end: int                       # index of the outermost endrange
+    accs: list[int]                # accumulators updated inside
+
+    @property
+    def extent(self) -> int:
+        return math.prod(self.extents)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _thread_local_size(n: int, limit: int) -> int:
+    """A work-group size for n work-items: one that divides n when there is a reasonable one, since a
+    bounds check in the kernel stops CPU implementations from vectorising across work-items."""
+    limit = 1 << (limit.bit_length() - 1)
+    if n <= limit:
+        return _pow2_at_least(n)
+    exact = min(limit, n & -n)   # the largest power of two dividing n
+    return exact if exact >= THREAD_LOCAL_MIN_EXACT else limit
+
+
+@dataclass
+class _Nest:
+    """Perfectly nested ranges of one kind directly under the global index, walked as one flat range."""
+    ranges: list[int]
+    extents: list[int]
+    kind: str
+    end: int                       # index of the outermost endrange
+    accs: list[int]                # accumulators updated inside
+
+    @property
+    def extent(self) -> int:
+        return math.prod(self.extents)
+
+
+def positive_const(ins, i: int) -> bool:
+    return ins[i].op == "const" and ins[i].arg > 0
+
+
+class Mapping:
+    """The launch shape of one kernel and the facts about its values that rendering needs."""
+
+    def __init__(self, kernel: Kernel, options: RenderOptions):
+        self.k, self.o, self.ins = kernel, options, kernel.instrs
+        self.nests = self._nests()
+        self.mode = self._mode()
+        big = max((n.extent for n in self.nests if n.kind == "reduce"), default=1)
+        if self.mode == "group":
+            fit = min(options.max_local_size, GROUP_MAX_LOCAL)
+            self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
+            self.global_items = kernel.global_size * self.local_size
+        else:
+            self.local_size = _thread_local_size(kernel.global_size, min(options.max_local_size, THREAD_LOCAL))
+            self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
+        self.index = self._index_values()
+        self.index_bits = self._index_bits()
+        self.nonneg = self._nonneg()
+        self.wide = self._wide_accumulators()
+
+    def _nests(self) -> list[Nest]:
+        ins, nests, depth, i = self.ins, [], 0, 0
+        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == "endrange"}
+        while i < len(ins):
+            x = ins[i]
+            if x.op == "range" and depth == 0:
+                ranges, cur = [i], i
+                while True:  # extend through perfectly nested ranges of the same kind
+                    j = cur + 1
+                    while j < ends[cur] and ins[j].op not in ("range", "acc", "local", "store", "update") \
+                            and not (ins[j].op == "load" and ins[ins[j].srcs[0]].op == "local"):
+                        j += 1
+                    if ins[j].op == "range" and ins[j].arg[1] == x.arg[1] and ends[j] + 1 == ends[cur]:
+                        ranges.append(j)
+                        cur = j
+                    else:
+                        break
+                end = ends[i]
+                accs = sorted({ins[j].srcs[0] for j in range(i, end) if ins[j].op == "update"
+                               and ins[ins[j].srcs[0]].op == "acc"})
+                nests.append(Nest(ranges, [ins[r].arg[0] for r in ranges], x.arg[1], end, accs))
+                depth += 1
+            elif x.op == "range":
+                depth += 1
+            elif x.op == "endrange":
+                depth -= 1
+            i += 1
+        return nests
+
+    def _mode(self) -> str:
+        reduces = [n for n in self.nests if n.kind == "reduce"]
+        if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
+            return "thread"   # rows of accumulators belong to one work-item
+        few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows
+        if few_rows and any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
+            return "group"
+        return "thread"
+
+    def _wide_accumulators(self) -> set[int]:
+        """Accumulators summing a long row serially in one work-item: in double where the device is a CPU
+        with fp64, like the numba device (a group's tree keeps its partial sums short anyway)."""
+        if not (self.o.wide_sums and self.o.fp64 and self.mode == "thread"):
+            return set()
+        return {n.accs[0] for n in self.nests if n.kind == "reduce" and len(n.accs) == 1
+                and n.extent >= GROUP_MIN_REDUCE and self.ins[n.accs[0]].arg[0] in ("sum", "prod")
+                and self.ins[n.accs[0]].dtype in (np.float32, np.float16)}
+
+    def _index_bits(self) -> int:
+        biggest = max([self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]
+                      + [x.arg[0] for x in self.ins if x.op == "range"]
+                      + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == "const"])
+        return 32 if biggest < 2 ** 30 else 64
+
+    def _index_values(self) -> set[int]:
+        """Index arithmetic: int64 values computed from the global index, loop counters and constants
+        only (never from loaded data). They get the narrower index type when every size allows."""
+        out = set()
+        for i, x in enumerate(self.ins):
+            if x.op in ("global", "range") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
+                out.add(i)
+            elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
+                    and all(j in out for j in x.srcs):
+                out.add(i)
+        return out
+
+    def _nonneg(self) -> set[int]:
+        """Index values known to be >= 0, where C's / and % agree with the IR's floor semantics."""
+        out = set()
+        for i, x in enumerate(self.ins):
+            if i not in self.index:
+                continue
+            if x.op in ("global", "range") or x.op == "const" and x.arg >= 0:
+                out.add(i)
+            elif x.op in ("add", "mul", "min") and all(s in out for s in x.srcs):
+                out.add(i)
+            elif x.op in ("idiv", "mod") and x.srcs[0] in out and positive_const(self.ins, x.srcs[1]):
+                out.add(i)
+            elif x.op == "max" and any(s in out for s in x.srcs):
+                out.add(i)
+        return out
