@@ -18,7 +18,7 @@ from test_fuzz import check_random_program
 
 import tracejit as tj
 from tracejit.codegen import opencl, simt
-from tracejit.codegen.simt import Launch, RenderOptions
+from tracejit.codegen.simt import RenderOptions
 
 pytestmark = pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES, reason="no OpenCL device here")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -216,7 +216,7 @@ def test_a_build_error_shows_the_compiler_message_and_the_generated_line():
     dev = tj.device("opencl")
     source = "__kernel void broken(__global float* out) {\n    out[0] = undefined_name;\n}\n"
     with pytest.raises(tj.CompileError) as caught:
-        dev._build("broken", source, Launch("thread", 1, 1, (), False))
+        dev._build("broken", source)
     message = str(caught.value)
     assert "undefined_name" in message and "generated line 2: out[0] = undefined_name;" in message
     assert "broken" in message and "opencl" in message

@@ -91,7 +91,7 @@ class Kernel:
         self._nparams = len(names)
         self._device = device
         self._plans: dict = {}
-        self._counts = {"traces": 0, "compiles": 0, "hits": 0}
+        self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
 
     # -- the hot path --
     def __call__(self, *args, device=None, **kwargs):
@@ -153,7 +153,8 @@ class Kernel:
         return self._plan_for(self._normalize(self._bind(args, kwargs), dev), dev)
 
     def cache_info(self) -> dict[str, int]:
-        """Counters: traces, compiles (kernels compiled) and hits (calls served from the memory cache)."""
+        """Counters: traces, compiles (kernels compiled), disk_hits (kernels loaded from the disk cache,
+        nothing compiled) and hits (calls served from the memory cache)."""
         return dict(self._counts, plans=len(self._plans))
 
     def _lower(self, args, device_name) -> Plan:
@@ -167,7 +168,9 @@ class Kernel:
         for k in program.kernels:
             log(3, k.format())
         executable = dev.compile(program)
-        self._counts["compiles"] += len(program.kernels)
+        loaded = sum(k.cached for k in executable.kernels)
+        self._counts["compiles"] += len(program.kernels) - loaded
+        self._counts["disk_hits"] += loaded
         log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         for k in executable.kernels:

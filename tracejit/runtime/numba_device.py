@@ -1,11 +1,12 @@
 """The numba target: generated modules are real files imported as real modules, compiled by numba.njit."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -18,7 +19,8 @@ from ..ir.layout import LayoutOptions
 from ..ir.lower import Buffer
 from ..ir.kernel_ir import Kernel
 from .array import Array
-from .cache_dir import cache_dir
+from .cache_key import source_part, tracejit_part
+from .disk_cache import CACHE, CacheKey, write_atomic
 from .debug import LEVEL, log
 from .scalars import check_int_scalars
 from .views import flat_view
@@ -33,6 +35,7 @@ class CompiledKernel:
     source: str
     ir: Kernel
     parallel: bool
+    cached: bool = False   # loaded from the disk cache: nothing was compiled
 
 
 class NumbaDevice:
@@ -74,18 +77,32 @@ class NumbaDevice:
         for k in program.kernels:
             parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1
             source = numba_codegen.render_module([(k, parallel)])
-            fn = self._load(source, k)  # (entry point, dispatcher)
-            compiled.append((CompiledKernel(k.name, source, k, parallel), fn))
+            fn, cached = self._load(source, k)  # (entry point, dispatcher), whether nothing was compiled
+            compiled.append((CompiledKernel(k.name, source, k, parallel, cached), fn))
         return NumbaPlan(program, compiled)
 
+    def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
+        return CacheKey("numba", kernel.name, (
+            ("kernel", source_part(source)),
+            ("device", _host_cpu()),
+            ("options", f"fastmath={sorted(FASTMATH)} error_model=numpy"),
+            ("tracejit", tracejit_part()),
+            ("compiler", _compiler_versions()),
+        ))
+
     def _load(self, source: str, kernel: Kernel):
-        digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-        modname = f"_tracejit_numba_{digest}"
+        """Import the kernel's module (a real file, from the disk cache when it is there) and compile
+        it with Numba, whose own cache beside the module makes a second process compile nothing."""
+        key = self.cache_key(source, kernel)
+        modname = f"_tracejit_numba_{key.digest[:24]}"
         module = sys.modules.get(modname)
         if module is None:
-            path = cache_dir() / "numba" / f"{modname}.py"
-            if not path.exists():
-                _write_atomic(path, source)
+            known = CACHE.get(key) == source.encode()
+            path = CACHE.artifacts(key) / f"{modname}.py"
+            if not known or not path.exists() or path.read_text() != source:
+                # a fresh module file: Numba's cache files beside an older one do not describe it
+                shutil.rmtree(path.parent, ignore_errors=True)
+                write_atomic(path, source.encode())
             spec = importlib.util.spec_from_file_location(modname, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[modname] = module  # numba's disk cache finds the module through sys.modules
@@ -101,15 +118,35 @@ class NumbaDevice:
             fn = numba.njit(parallel=parallel, fastmath=FASTMATH, error_model="numpy", cache=True)(fn)
             setattr(module, kernel.name, fn)
         t0 = time.perf_counter()
+        signature = _signature(kernel)
+        misses = sum(fn.stats.cache_misses.values())
         try:
-            fn.compile(_signature(kernel))
+            fn.compile(signature)
         except Exception as e:
             raise CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}\n"
                                f"generated source: {module.__file__}") from None
-        log(1, f"compiled {kernel.name} (numba) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
+        if not cached:
+            CACHE.put(key, source.encode())   # only after a successful build
+        log(1, f"{'loaded' if cached else 'compiled'} {kernel.name} (numba) in "
+               f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
-        return fn.overloads[fn.signatures[-1]].entry_point, fn
+        return (fn.overloads[fn.signatures[-1]].entry_point, fn), cached
+
+
+@functools.cache
+def _host_cpu() -> str:
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features().flatten()
+    return f"{llvm.get_host_cpu_name()} {hashlib.sha256(features.encode()).hexdigest()[:16]}"
+
+
+@functools.cache
+def _compiler_versions() -> str:
+    import llvmlite
+    import numba
+    return f"numba {numba.__version__} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
 
 
 def _signature(kernel: Kernel):
@@ -121,19 +158,6 @@ def _signature(kernel: Kernel):
 
 def _first_lines(text: str, n: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[:n])
-
-
-def _write_atomic(path, text: str) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class NumbaPlan:

@@ -17,7 +17,9 @@ from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from .array import Array
+from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
+from .disk_cache import CACHE, CacheKey
 from .scalars import check_int_scalars
 from .views import flat_view
 
@@ -96,6 +98,7 @@ class CompiledKernel:
     source: str
     ir: Kernel
     launch: Launch
+    cached: bool = False   # the program binary came from the disk cache: nothing was compiled
 
 
 class OpenCLDevice:
@@ -218,36 +221,74 @@ class OpenCLDevice:
             by_value = frozenset(j for j, key in enumerate(keys)
                                  if key[0] == "in" and program.buffers[key].shape == ())
             r = opencl_codegen.render(k, self.options, by_value)
-            knl = self._build(r.name, r.source, r.launch)
+            knl, cached = self._build(r.name, r.source)
             fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
             if fits < r.launch.local_size:  # this kernel's registers allow fewer work-items per group
                 r = opencl_codegen.render(k, replace(self.options, max_local_size=fits), by_value)
-                knl = self._build(r.name, r.source, r.launch)
-            compiled.append((CompiledKernel(k.name, r.source, k, r.launch), knl))
+                knl, cached = self._build(r.name, r.source)
+            compiled.append((CompiledKernel(k.name, r.source, k, r.launch, cached), knl))
         return OpenCLPlan(self, program, compiled)
 
-    def _build(self, name: str, source: str, launch: Launch):
+    def cache_key(self, name: str, source: str) -> CacheKey:
+        d = self.cl_device
+        return CacheKey("opencl", name, (
+            ("kernel", source_part(source)),
+            ("device", f"{d.platform.name.strip()} {d.platform.version.strip()} / {d.name.strip()} / "
+                       f"driver {d.driver_version.strip()}"),
+            ("options", opencl_codegen.BUILD_OPTIONS),
+            ("tracejit", tracejit_part()),
+            ("compiler", f"pyopencl {_pyopencl_version()}"),
+        ))
+
+    def _build(self, name: str, source: str):
+        """The kernel `name` of `source`, built once per process; the program binary comes from the
+        disk cache when it is there. Returns (kernel, whether nothing was compiled)."""
         import pyopencl as cl
-        prg = self._programs.get(source)
+        prg, cached = self._programs.get(source), True
         if prg is None:
             t0 = time.perf_counter()
-            raw = cl._cl._Program(self.context, source)  # pyopencl's own build cache would unpickle files
+            key = self.cache_key(name, source)
+            binary = CACHE.get(key)
+            prg = self._from_binary(binary) if binary is not None else None
+            if prg is None:
+                prg, cached = self._from_source(name, source), False
+                CACHE.put(key, prg.get_info(cl.program_info.BINARIES)[0])   # only after a successful build
+            self._programs[source] = prg
+            log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        return cl.Kernel(prg, name), cached  # a kernel object per plan: each holds its own argument types
+
+    def _from_binary(self, binary: bytes):
+        import pyopencl as cl
+        try:
+            prg = cl.Program(self.context, [self.cl_device], [binary])
+            prg.build(opencl_codegen.BUILD_OPTIONS)
+            return prg
+        except cl.Error as e:   # a driver that no longer accepts it: build from source instead
+            log(1, f"cached OpenCL binary rejected by {self.name} ({e}); building from source")
+            return None
+
+    def _from_source(self, name: str, source: str):
+        import pyopencl as cl
+        raw = cl._cl._Program(self.context, source)  # pyopencl's own build cache would unpickle files
+        try:
+            raw.build(opencl_codegen.BUILD_OPTIONS.encode(), [self.cl_device])
+        except cl.Error as e:
             try:
-                raw.build(opencl_codegen.BUILD_OPTIONS.encode(), [self.cl_device])
-            except cl.Error as e:
-                try:
-                    build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
-                except cl.Error:
-                    build_log = str(e)
-                raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
-            prg = self._programs[source] = cl.Program(raw)
-            log(1, f"compiled {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
-        return cl.Kernel(prg, name)  # a kernel object per plan: each holds its own argument types
+                build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
+            except cl.Error:
+                build_log = str(e)
+            raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
+        return cl.Program(raw)
 
     def error_buffer(self):
         if self._error is None:
             self._error = self._allocate(4)
         return self._error
+
+
+def _pyopencl_version() -> str:
+    import pyopencl
+    return pyopencl.VERSION_TEXT
 
 
 def build_error_message(name: str, device: str, source: str, build_log: str) -> str:

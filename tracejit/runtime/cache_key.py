@@ -1,0 +1,25 @@
+"""The parts of a disk-cache key that every target shares: what tracejit's own code generation is."""
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+# the files whose change can change a compiled artifact for the same kernel IR
+_CODEGEN_SOURCES = ("codegen/*.py", "runtime/numba_math.py")
+
+
+@functools.cache
+def tracejit_part() -> str:
+    """The tracejit version plus a hash of its code-generating sources: an edit to a renderer misses."""
+    from .. import __version__
+    h = hashlib.sha256()
+    for pattern in _CODEGEN_SOURCES:
+        for path in sorted(_PACKAGE.glob(pattern)):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return f"{__version__}+{h.hexdigest()[:16]}"
+
+
+def source_part(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
