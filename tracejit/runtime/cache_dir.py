@@ -16,5 +16,8 @@ def cache_dir() -> Path:
         root = Path(os.environ.get("LOCALAPPDATA", Path.home())) / "tracejit" / "Cache"
     else:
         root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracejit"
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        pass   # unusable (read-only, a file, full): each reader and writer warns and goes on without it
     return root

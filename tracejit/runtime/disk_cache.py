@@ -79,29 +79,31 @@ class DiskCache:
 
     # -- the interface --
     def get(self, key: CacheKey) -> bytes | None:
+        return self.lookup(key)[0]
+
+    def lookup(self, key: CacheKey) -> tuple[bytes | None, str]:
+        """(payload or None, "hit" | "miss" | "corrupt" | "unreadable"). A corrupt entry is reported once,
+        removed with its artifacts, and must be rebuilt."""
         path = self._entry(key)
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
             log(1, f"disk cache miss for {key.name} ({key.target}): {self.explain_miss(key)}")
-            return None
+            return None, "miss"
         except OSError as e:
             _warn_once("read", f"cannot read the kernel cache at {self.root} ({e}); compiling instead")
-            return None
+            return None, "unreadable"
         payload = parse_entry(blob, key)
         if payload is None:
             _warn_once(f"corrupt:{path}", f"cache entry {path} is corrupt (truncated or changed bytes); "
                                           "it is removed and the kernel rebuilt")
-            try:
-                path.unlink()
-            except OSError:
-                pass
-            return None
+            self.remove(path)
+            return None, "corrupt"
         try:
             os.utime(path)            # least recently used = oldest mtime
         except OSError:
             pass
-        return payload
+        return payload, "hit"
 
     def put(self, key: CacheKey, payload: bytes) -> None:
         header = json.dumps({"target": key.target, "name": key.name, "parts": dict(key.parts),

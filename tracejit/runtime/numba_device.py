@@ -1,27 +1,30 @@
 """The numba target: generated modules are real files imported as real modules, compiled by numba.njit."""
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import importlib.util
 import os
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..codegen import numba as numba_codegen
 from ..errors import CompileError
 from ..ir.fuse import Program
+from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from ..ir.lower import Buffer
-from ..ir.kernel_ir import Kernel
 from .array import Array
 from .cache_key import source_part, tracejit_part
-from .disk_cache import CACHE, CacheKey, write_atomic
 from .debug import LEVEL, log
+from .disk_cache import CACHE, CacheKey, write_atomic
 from .scalars import check_int_scalars
 from .views import flat_view
 
@@ -96,13 +99,9 @@ class NumbaDevice:
         key = self.cache_key(source, kernel)
         modname = f"_tracejit_numba_{key.digest[:24]}"
         module = sys.modules.get(modname)
+        stored = True
         if module is None:
-            known = CACHE.get(key) == source.encode()
-            path = CACHE.artifacts(key) / f"{modname}.py"
-            if not known or not path.exists() or path.read_text() != source:
-                # a fresh module file: Numba's cache files beside an older one do not describe it
-                shutil.rmtree(path.parent, ignore_errors=True)
-                write_atomic(path, source.encode())
+            path, stored = _module_file(key, modname, source)
             spec = importlib.util.spec_from_file_location(modname, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[modname] = module  # numba's disk cache finds the module through sys.modules
@@ -126,13 +125,45 @@ class NumbaDevice:
             raise CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}\n"
                                f"generated source: {module.__file__}") from None
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
-        if not cached:
+        if not stored:
             CACHE.put(key, source.encode())   # only after a successful build
         log(1, f"{'loaded' if cached else 'compiled'} {kernel.name} (numba) in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
         return (fn.overloads[fn.signatures[-1]].entry_point, fn), cached
+
+
+def _module_file(key: CacheKey, modname: str, source: str) -> tuple[Path, bool]:
+    """Where the kernel's module lives: beside its cache entry, or, when the cache directory cannot be
+    written, in a directory private to this process (Numba then caches nothing for the next one).
+
+    The module's name carries the key's digest, so a file of that name holds this very source unless it
+    was damaged; Numba's cache files beside it are trusted only while the entry is whole. Also returns
+    whether the entry is stored."""
+    path = CACHE.artifacts(key) / f"{modname}.py"
+    payload, state = CACHE.lookup(key)
+    if state == "hit" and payload != source.encode():
+        CACHE.remove(CACHE._entry(key))       # well-formed but not ours: planted or from a hash collision
+        state = "corrupt"
+    try:
+        if state == "corrupt":
+            shutil.rmtree(path.parent, ignore_errors=True)   # Numba recompiles, nothing stale is loaded
+        if not (path.is_file() and path.read_bytes() == source.encode()):
+            write_atomic(path, source.encode())
+        return path, state == "hit"
+    except OSError:
+        path = _private_dir() / f"{modname}.py"
+        if not path.exists():
+            write_atomic(path, source.encode())
+        return path, state == "hit"
+
+
+@functools.cache
+def _private_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="tracejit-numba-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 @functools.cache

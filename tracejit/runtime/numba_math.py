@@ -9,7 +9,9 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from ..codegen import math_f32 as M   # the coefficients, shared with the C-style renderers
+from ..codegen import (
+    math_f32 as M,  # the coefficients, shared with the C-style renderers
+)
 
 f32 = np.float32
 _INLINE = dict(inline="always", fastmath={"contract"})

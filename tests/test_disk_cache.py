@@ -1,0 +1,240 @@
+"""The disk cache: a second process compiles nothing; concurrent writers, corrupt and half-written
+entries, changed compilers, failed builds, unusable directories, the size cap and planted pickles."""
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.runtime import disk_cache
+from tracejit.runtime.disk_cache import CacheKey, CacheWarning, DiskCache, parse_entry
+
+REPO = Path(__file__).resolve().parents[1]
+
+PROGRAM = """
+import json, sys, numpy as np, tracejit as tj
+
+@tj.kernel
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+@tj.kernel
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+
+x = np.random.default_rng(0).standard_normal((8, 300)).astype(np.float32)
+y = np.asarray(softmax(x, device=DEVICE))
+z = np.asarray(gelu(x, device=DEVICE))
+assert np.allclose(y.sum(axis=1), 1, atol=1e-5) and np.isfinite(z).all()
+counts = {k: softmax.cache_info()[k] + gelu.cache_info()[k] for k in ("compiles", "disk_hits")}
+print(json.dumps(counts))
+"""
+
+
+def run_program(cache: Path, device: str, prelude: str = "", **env) -> dict:
+    code = textwrap.dedent(prelude) + PROGRAM.replace("DEVICE", repr(device))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(cache), **env))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["stderr"] = out.stderr
+    return result
+
+
+def entry_files(cache: Path) -> list[Path]:
+    return [p for p in (cache / "kernels" / "entries").glob("*/*/*") if not p.name.startswith(".tmp-")]
+
+
+def key(**parts) -> CacheKey:
+    base = {"kernel": "k", "device": "d", "options": "o", "tracejit": "t", "compiler": "c"}
+    return CacheKey("numba", "k0_test", tuple({**base, **parts}.items()))
+
+
+# ---- across processes, per device ----
+
+def test_a_second_process_compiles_nothing(tmp_path, device):
+    first = run_program(tmp_path, device)
+    assert first["compiles"] >= 2 and first["disk_hits"] == 0
+    second = run_program(tmp_path, device)
+    assert second == {"compiles": 0, "disk_hits": first["compiles"], "stderr": second["stderr"]}
+
+
+def test_eight_processes_filling_one_cache_at_once_all_succeed_and_leave_no_corrupt_entry(tmp_path, device):
+    code = PROGRAM.replace("DEVICE", repr(device))
+    env = dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for _ in range(8)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err.decode()
+    files = entry_files(tmp_path)
+    assert files and all(parse_entry(f.read_bytes()) is not None for f in files)
+    assert run_program(tmp_path, device)["compiles"] == 0
+
+
+def test_a_truncated_or_altered_entry_is_reported_once_and_rebuilt(tmp_path, device):
+    first = run_program(tmp_path, device)
+    files = entry_files(tmp_path)
+    assert len(files) == first["compiles"]
+    blob = files[0].read_bytes()
+    files[0].write_bytes(blob[: len(blob) // 2])                    # truncated
+    flipped = bytearray(files[1].read_bytes())
+    flipped[-1] ^= 0xFF                                             # one changed byte
+    files[1].write_bytes(bytes(flipped))
+    second = run_program(tmp_path, device)
+    assert second["compiles"] == 2 and second["stderr"].count("is corrupt") == 2
+    third = run_program(tmp_path, device)
+    assert third["compiles"] == 0 and "corrupt" not in third["stderr"]
+
+
+def test_a_changed_compiler_version_misses_and_debug_output_says_why(tmp_path, device):
+    run_program(tmp_path, device)
+    module = {"numba": "numba_device", "opencl": "opencl_device"}[device]
+    function = {"numba": "_compiler_versions", "opencl": "_pyopencl_version"}[device]
+    prelude = f"""
+        import tracejit.runtime.{module} as m
+        m.{function} = lambda: "a newer compiler"
+    """
+    changed = run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")
+    assert changed["compiles"] >= 2
+    assert "compiler was" in changed["stderr"] and "a newer compiler" in changed["stderr"]
+
+
+def test_a_changed_codegen_hash_misses(tmp_path, device):
+    run_program(tmp_path, device)
+    prelude = """
+        import tracejit.runtime.cache_key as k
+        k.tracejit_part = lambda: "0.1.0+edited"
+        import tracejit.runtime.numba_device, tracejit.runtime.opencl_device
+        tracejit.runtime.numba_device.tracejit_part = k.tracejit_part
+        tracejit.runtime.opencl_device.tracejit_part = k.tracejit_part
+    """
+    assert run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")["compiles"] >= 2
+
+
+def test_an_unusable_cache_directory_warns_and_still_computes(tmp_path, device):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run_program(blocker, device)
+    assert result["compiles"] >= 2 and "CacheWarning" in result["stderr"]
+
+
+# ---- the cache itself ----
+
+def test_get_returns_what_put_stored_and_other_keys_miss(tmp_path):
+    cache = DiskCache(tmp_path)
+    cache.put(key(), b"payload")
+    assert cache.get(key()) == b"payload"
+    assert cache.get(key(compiler="other")) is None
+    assert cache.explain_miss(key(compiler="other")) == "compiler was 'c', now 'other'"
+    assert cache.explain_miss(key(kernel="never seen")) == "not compiled before"
+
+
+def test_a_writer_killed_mid_write_leaves_no_visible_entry(tmp_path):
+    code = f"""
+        import os, signal
+        from pathlib import Path
+        from tracejit.runtime import disk_cache
+        from tracejit.runtime.disk_cache import CacheKey, DiskCache
+        real_fdopen = os.fdopen
+        class Dying:
+            def __init__(self, f): self.f = f
+            def __enter__(self): return self
+            def __exit__(self, *a): pass
+            def write(self, data):
+                self.f.write(data[: len(data) // 2]); self.f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+        disk_cache.os.fdopen = lambda fd, mode: Dying(real_fdopen(fd, mode))
+        key = CacheKey("numba", "k", (("kernel", "k"),))
+        DiskCache(Path({str(tmp_path)!r})).put(key, b"x" * 1000000)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=dict(os.environ, PYTHONPATH=str(REPO)),
+                         capture_output=True, timeout=120)
+    assert out.returncode == -signal.SIGKILL
+    cache = DiskCache(tmp_path)
+    k = CacheKey("numba", "k", (("kernel", "k"),))
+    assert cache.get(k) is None and cache.entries() == []
+    assert list(tmp_path.rglob(".tmp-*"))            # the half-written temp file, never an entry
+    assert disk_cache.remove_stale_temp_files(tmp_path, older_than_s=0) == 1
+    cache.put(k, b"whole")
+    assert cache.get(k) == b"whole"
+
+
+def test_a_failed_build_is_never_stored(monkeypatch, device):
+    if device == "opencl":
+        dev = tj.device("opencl")
+        source = "__kernel void k0_broken(__global float* out) { out[0] = nope; }"
+        with pytest.raises(tj.CompileError):
+            dev._build("k0_broken", source)
+        assert disk_cache.CACHE.get(dev.cache_key("k0_broken", source)) is None
+        return
+    from tracejit.codegen import numba as numba_codegen
+    render = numba_codegen.render_module
+    monkeypatch.setattr(numba_codegen, "render_module", lambda kernels: render(kernels) + "\nnot python\n")
+    before = len(disk_cache.CACHE.entries())
+    with pytest.raises(tj.CompileError):
+        tj.kernel(lambda a: a * 3.5 - 11.25)(np.ones(5, np.float32), device="numba")
+    assert len(disk_cache.CACHE.entries()) == before
+
+
+def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
+    monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
+    for module in ("numba_device", "opencl_device"):
+        monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(disk_cache, "write_atomic", full)
+    monkeypatch.setattr(disk_cache, "_warned", set())
+    with pytest.warns(CacheWarning, match="No space left"):
+        got = tj.kernel(lambda a: a * 7.25 + 0.5)(np.arange(4, dtype=np.float32), device=device)
+    np.testing.assert_array_equal(np.asarray(got), np.arange(4, dtype=np.float32) * 7.25 + 0.5)
+
+
+def test_the_size_cap_evicts_least_recently_used_entries(monkeypatch, tmp_path):
+    cache = DiskCache(tmp_path)
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX_BYTES", "10000000")
+    keys = [key(kernel=f"k{i}") for i in range(4)]
+    for i, k in enumerate(keys):
+        cache.put(k, bytes(300_000))
+        entry = cache._entry(k)
+        os.utime(entry, (1000 + i, 1000 + i))      # put in order: k0 oldest
+    cache.get(keys[0])                             # ... but k0 was used last
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX_BYTES", "700000")
+    cache.put(key(kernel="new"), bytes(10))
+    assert cache.get(keys[0]) is not None and cache.get(keys[3]) is not None
+    assert cache.get(keys[1]) is None and cache.get(keys[2]) is None
+    assert sum(size for _, size, _ in cache.entries()) <= 700_000
+
+
+class _Planted:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "pickle ran"))
+
+
+def test_a_planted_pickle_is_never_unpickled(tmp_path, device):
+    marker = tmp_path / "ran"
+    bomb = pickle.dumps(_Planted(marker))
+    cache_root = tmp_path / "cache"
+    run_program(cache_root, device)
+    for entry in entry_files(cache_root):
+        header = json.loads(entry.read_bytes().split(b"\n")[1])
+        # a well-formed entry (right key, right checksum) whose payload is the pickle
+        header.update(sha256=__import__("hashlib").sha256(bomb).hexdigest(), size=len(bomb))
+        entry.write_bytes(disk_cache.MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + bomb)
+    with warnings.catch_warnings():
+        result = run_program(cache_root, device)
+    assert not marker.exists()
+    assert result["compiles"] >= 2                   # the planted payloads were rejected and rebuilt
