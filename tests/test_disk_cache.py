@@ -180,10 +180,10 @@ def test_a_failed_build_is_never_stored(monkeypatch, device):
     from tracejit.codegen import numba as numba_codegen
     render = numba_codegen.render_module
     monkeypatch.setattr(numba_codegen, "render_module", lambda kernels: render(kernels) + "\nnot python\n")
-    before = len(disk_cache.CACHE.entries())
     with pytest.raises(tj.CompileError):
         tj.kernel(lambda a: a * 3.5 - 11.25)(np.ones(5, np.float32), device="numba")
-    assert len(disk_cache.CACHE.entries()) == before
+    stored = [parse_entry(path.read_bytes()) or b"" for path, _, _ in disk_cache.CACHE.entries()]
+    assert not any(b"not python" in payload for payload in stored)
 
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
