@@ -11,18 +11,61 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (ArgumentError, CompileError, DeviceError, DtypeError, InternalError,  # noqa: F401
-                     ShapeError, TraceError, TracejitError, UnsupportedError)
-from .frontend.functions import (abs, broadcast_to, ceil, clip, cos, erf, exp, exp2, floor, isfinite,  # noqa: F401
-                                 isinf, isnan, log, log2, matmul, max, maximum, mean, min, minimum, power,
-                                 prod, reciprocal, reshape, rint, sigmoid, sign, sin, sqrt, sum, tan, tanh,
-                                 transpose, trunc, where)
+from .errors import (  # noqa: F401
+    ArgumentError,
+    CompileError,
+    DeviceError,
+    DtypeError,
+    InternalError,
+    ShapeError,
+    TraceError,
+    TracejitError,
+    UnsupportedError,
+)
+from .frontend.functions import (  # noqa: F401
+    abs,
+    broadcast_to,
+    ceil,
+    clip,
+    cos,
+    erf,
+    exp,
+    exp2,
+    floor,
+    isfinite,
+    isinf,
+    isnan,
+    log,
+    log2,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    power,
+    prod,
+    reciprocal,
+    reshape,
+    rint,
+    sigmoid,
+    sign,
+    sin,
+    sqrt,
+    sum,
+    tan,
+    tanh,
+    transpose,
+    trunc,
+    where,
+)
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401
 from .frontend.tensor import Tensor  # noqa: F401
+from .frontend.warm import warm  # noqa: F401
 from .runtime.array import Array  # noqa: F401
-from .runtime.registry import devices, set_default_device  # noqa: F401
 from .runtime.registry import device as _device
+from .runtime.registry import devices, set_default_device  # noqa: F401
 
 
 def device(name: str | None = None):

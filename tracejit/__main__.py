@@ -1,7 +1,9 @@
-"""python -m tracejit info: the device list, available or not and why."""
+"""python -m tracejit info | warm | cache: devices, ahead-of-time warming, the kernel disk cache."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
 
@@ -9,19 +11,148 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tracejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="list devices and versions")
+    w = sub.add_parser("warm", help="compile kernels into the disk cache without running them",
+                       description="Compile MODULE:FUNC for the given argument specs, or every entry of a "
+                                   "manifest (one JSON object per line, as TRACEJIT_RECORD writes), into the "
+                                   "disk cache, in parallel worker processes.")
+    w.add_argument("function", nargs="?", help="MODULE:FUNC of a @tj.kernel function")
+    w.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                   help="an argument: dtype[shape] such as float32[4096,1024], or int / float / bool")
+    w.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
+                   help="a static argument (VALUE read as JSON, else as a string)")
+    w.add_argument("--device", default=None, help="comma-separated devices (default: the default device)")
+    w.add_argument("--manifest", help="a manifest file: one JSON object per line")
+    w.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="worker processes")
+    c = sub.add_parser("cache", help="inspect or move the kernel disk cache")
+    c.add_argument("action", choices=["info", "clear", "export", "import"])
+    c.add_argument("file", nargs="?", help="the archive for export / import")
     args = parser.parse_args(argv)
     if args.command == "info":
-        import numpy
+        return _info()
+    if args.command == "warm":
+        return _warm(args, parser)
+    return _cache(args, parser)
 
-        import tracejit as tj
-        from tracejit.runtime.cache_dir import cache_dir
-        from tracejit.runtime.registry import default_device_name
-        print(f"tracejit {tj.__version__} (numpy {numpy.__version__}, python {sys.version.split()[0]})")
-        print(f"cache directory: {cache_dir()}")
-        print(f"default device: {default_device_name()}")
-        print("devices:")
-        for info in tj.devices():
-            print(f"  {info}")
+
+def _info() -> int:
+    import numpy
+
+    import tracejit as tj
+    from tracejit.runtime.cache_dir import cache_dir
+    from tracejit.runtime.registry import default_device_name
+    print(f"tracejit {tj.__version__} (numpy {numpy.__version__}, python {sys.version.split()[0]})")
+    print(f"cache directory: {cache_dir()}")
+    print(f"default device: {default_device_name()}")
+    print("devices:")
+    for info in tj.devices():
+        print(f"  {info}")
+    return 0
+
+
+def _warm(args, parser) -> int:
+    from tracejit.frontend.warm import read_manifest, warm_entry
+    if bool(args.manifest) == bool(args.function):
+        parser.error("warm takes either MODULE:FUNC (with --arg) or --manifest FILE")
+    devices = args.device.split(",") if args.device else None
+    if args.manifest:
+        entries = read_manifest(args.manifest)
+        if devices:
+            entries = [dict(e, devices=devices) for e in entries]
+    else:
+        static = {}
+        for item in args.static:
+            name, _, value = item.partition("=")
+            try:
+                static[name] = json.loads(value)
+            except ValueError:
+                static[name] = value
+        entries = [{"function": args.function, "args": args.arg, "static": static, "devices": devices}]
+    if sys.stderr.isatty() and "TRACEJIT_WARM_PROGRESS" not in os.environ:
+        progress = _Bar(len(entries))
+    else:
+        progress = _Lines()
+    failed = 0
+    results = []
+    if args.jobs <= 1 or len(entries) == 1:
+        for entry in entries:
+            results += _report(warm_entry(entry), progress)
+    else:
+        import concurrent.futures as cf
+        import multiprocessing
+        context = multiprocessing.get_context("spawn")   # a clean interpreter per worker, no inherited devices
+        with cf.ProcessPoolExecutor(max_workers=min(args.jobs, len(entries)), mp_context=context) as pool:
+            for done in cf.as_completed([pool.submit(warm_entry, e) for e in entries]):
+                results += _report(done.result(), progress)
+    progress.close()
+    failed = [r for r in results if r["error"]]
+    compiled = sum(r["compiled"] for r in results)
+    cached = sum(r["cached"] for r in results)
+    print(f"warmed {len(results) - len(failed)} of {len(results)}: {compiled} kernel(s) compiled, {cached} "
+          f"already cached" + (f"; {len(failed)} failed" if failed else ""))
+    return 1 if failed else 0
+
+
+def _report(results: list[dict], progress) -> list[dict]:
+    for r in results:
+        progress.step(r)
+    return results
+
+
+def _line(r: dict) -> str:
+    if r["error"]:
+        return f"{r['function']}({r['signature']}) on {r['device']}: FAILED: {r['error']}"
+    return (f"{r['function']}({r['signature']}) on {r['device']}: {len(r['kernels'])} kernel(s), "
+            f"{r['compiled']} compiled, {r['cached']} cached, {r['seconds']:.2f} s")
+
+
+class _Lines:
+    """Not a terminal: one line per warmed signature and device."""
+
+    def step(self, r: dict) -> None:
+        print(_line(r), flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class _Bar:
+    """A terminal: one progress bar on stderr, failures printed above it."""
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+
+    def step(self, r: dict) -> None:
+        if r["error"]:
+            sys.stderr.write("\r\033[K" + _line(r) + "\n")
+        self.done += 1
+        width = 30
+        filled = width * min(self.done, self.total) // max(self.total, 1)
+        sys.stderr.write(f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {min(self.done, self.total)}/"
+                         f"{self.total} {r['function']} on {r['device']}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+
+
+def _cache(args, parser) -> int:
+    from tracejit.runtime import cache_archive
+    from tracejit.runtime.disk_cache import CACHE
+    if args.action in ("export", "import") and not args.file:
+        parser.error(f"cache {args.action} needs a FILE")
+    if args.action == "info":
+        print(cache_archive.describe(CACHE))
+    elif args.action == "clear":
+        CACHE.clear()
+        print(f"cleared {CACHE.root}")
+    elif args.action == "export":
+        n = cache_archive.export(CACHE, args.file)
+        print(f"exported {n} entries to {args.file}")
+    else:
+        imported, rejected = cache_archive.import_(CACHE, args.file)
+        print(f"imported {imported} entries into {CACHE.root}" + (f"; rejected {rejected} that failed their "
+                                                                   "checksum" if rejected else ""))
+        return 1 if rejected else 0
     return 0
 
 

@@ -20,6 +20,7 @@ from ..runtime.array import Array
 from ..runtime.debug import log
 from .signature import ArgInfo, arg_key, describe, normalize
 from .tensor import Tensor, as_node
+from .warm import record
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -175,6 +176,7 @@ class Kernel:
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         for k in executable.kernels:
             log(4, k.source)
+        record(self, traced.infos, dev.name)
         return Plan(traced, executable, dev)
 
     def _trace(self, args) -> Traced:

@@ -17,8 +17,8 @@ import numpy as np
 from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
-from .layout import LayoutOptions, plan_loops
 from .kernel_ir import INDEX, Builder, Kernel, Param
+from .layout import LayoutOptions, plan_loops
 from .symbolic import Div, Expr, Mod, Var
 
 

@@ -5,8 +5,8 @@ import numpy as np
 
 from . import build
 from .graph import BINARY, ELEMENTWISE, Node, Op, rewrite
-from .kernel_ir import ALU
 from .interpret import NUMPY_OPS
+from .kernel_ir import ALU
 
 
 def simplify(outputs: list[Node]) -> list[Node]:

@@ -39,13 +39,17 @@ class CacheKey:
 
     @property
     def digest(self) -> str:
-        text = "\n".join(f"{k}={v}" for k, v in (("target", self.target), *self.parts))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return digest_of(self.target, dict(self.parts))
 
     @property
     def kernel(self) -> str:
         """The part naming what is compiled; a miss is explained against the last entry with it."""
         return dict(self.parts)["kernel"]
+
+
+def digest_of(target: str, parts: dict[str, str]) -> str:
+    text = "\n".join(f"{k}={v}" for k, v in sorted({**parts, "target": target}.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 _warned: set[str] = set()

@@ -1,0 +1,195 @@
+"""Ahead-of-time warming: compile kernels for given signatures and devices into the disk cache without
+running them, and the manifests that say what to warm (written by TRACEJIT_RECORD, read by
+`python -m tracejit warm --manifest`)."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ArgumentError, TracejitError
+from ..ir.dtypes import check
+from ..runtime import registry
+from ..runtime.debug import log
+from .signature import ArgInfo, Spec, spec
+
+ENV_RECORD = "TRACEJIT_RECORD"
+_SCALARS = {"int": 0, "float": 0.0, "bool": False}
+_ARRAY = re.compile(r"^\s*([a-z0-9_]+)\s*\[\s*([0-9,\s]*)\]\s*$")
+
+
+@dataclass
+class WarmResult:
+    function: str
+    device: str
+    signature: str
+    kernels: list[str] = field(default_factory=list)
+    compiled: int = 0          # kernels compiled now
+    cached: int = 0            # kernels already in the disk cache
+    seconds: float = 0.0
+    error: str | None = None
+
+    def __str__(self) -> str:
+        if self.error:
+            return f"{self.function}({self.signature}) on {self.device}: FAILED: {self.error}"
+        what = f"{self.compiled} compiled, {self.cached} already cached"
+        return f"{self.function}({self.signature}) on {self.device}: {len(self.kernels)} kernel(s), {what} " \
+               f"in {self.seconds:.2f} s"
+
+
+class WarmReport(list):
+    """One WarmResult per (signature, device); str() is a readable summary."""
+
+    @property
+    def ok(self) -> bool:
+        return all(r.error is None for r in self)
+
+    def __str__(self) -> str:
+        return "\n".join(map(str, self))
+
+
+def warm(kernel, *args, devices=None, **static) -> WarmReport:
+    """Compile `kernel` for these arguments (tj.spec, arrays, or scalars standing for their type) on each
+    device into the disk cache, running nothing. Returns a report of what was compiled or already cached."""
+    from .kernel import Kernel
+    if not isinstance(kernel, Kernel):
+        raise ArgumentError(f"tj.warm expects a @tj.kernel function, got {type(kernel).__name__}")
+    devices = [devices] if isinstance(devices, str) else list(devices or [registry.default_device_name()])
+    report = WarmReport()
+    for device in devices:
+        before = kernel.cache_info()
+        result = WarmResult(kernel.__name__, device, ", ".join(_describe_arg(a) for a in args))
+        t0 = time.perf_counter()
+        try:
+            plan = kernel.lower(*args, device=device, **static)
+        except TracejitError as e:
+            result.error = f"{type(e).__name__}: {e}"
+        else:
+            after = kernel.cache_info()
+            result.kernels = [k.name for k in plan.kernels]
+            result.compiled = after["compiles"] - before["compiles"]
+            result.cached = after["disk_hits"] - before["disk_hits"]
+        result.seconds = time.perf_counter() - t0
+        report.append(result)
+    return report
+
+
+# ---- argument specs as text: float32[4096,1024], float16[], int, float, bool ----
+
+def parse_arg(text) -> object:
+    """An argument spec from a manifest or the command line: "float32[4096,1024]", "int", or a dict
+    {"dtype", "shape", "strides"} for a strided array."""
+    if isinstance(text, dict):
+        return spec(tuple(text["shape"]), text["dtype"], text.get("strides"))
+    if text in _SCALARS:
+        return _SCALARS[text]
+    m = _ARRAY.match(str(text))
+    if not m:
+        raise ArgumentError(f"cannot read argument spec {text!r}: write dtype[shape] (float32[4096,1024], "
+                            "float32[] for 0-d) or int / float / bool for a Python scalar")
+    shape = tuple(int(s) for s in m.group(2).replace(" ", "").split(",") if s)
+    return spec(shape, check(m.group(1), "argument spec", internal=False))
+
+
+def format_arg(info: ArgInfo) -> object:
+    if info.kind == "scalar":
+        return {"b": "bool", "i": "int", "f": "float"}[info.dtype.kind]
+    text = f"{info.dtype.name}[{','.join(map(str, info.shape))}]"
+    if info.strides != Spec(info.shape, info.dtype).element_strides:
+        return {"dtype": info.dtype.name, "shape": list(info.shape), "strides": list(info.strides)}
+    return text
+
+
+def _describe_arg(a) -> str:
+    if isinstance(a, Spec):
+        return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+    if isinstance(a, np.ndarray):
+        return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+    return type(a).__name__
+
+
+# ---- recording what a running program compiles ----
+
+def record(kernel, infos: list[ArgInfo], device: str) -> None:
+    """Append this compiled signature to the TRACEJIT_RECORD manifest (one JSON line, one write)."""
+    path = os.environ.get(ENV_RECORD)
+    if not path:
+        return
+    fn = kernel.fn
+    where = f"{fn.__module__}:{fn.__qualname__}"
+    if "<" in fn.__qualname__ or fn.__module__ == "__main__":
+        log(1, f"{ENV_RECORD}: {where} cannot be imported by a warming process; not recorded")
+        return
+    names = list(kernel._signature.parameters)
+    static = {names[i]: info.value for i, info in enumerate(infos) if info.kind == "static"}
+    try:
+        json.dumps(static)
+    except TypeError:
+        log(1, f"{ENV_RECORD}: {where} has static arguments that are not JSON values; not recorded")
+        return
+    entry = {"function": where, "args": [format_arg(i) for i in infos if i.kind != "static"],
+             "static": static, "device": device}
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)   # one append: lines from concurrent processes do not interleave
+        finally:
+            os.close(fd)
+    except OSError as e:
+        log(1, f"{ENV_RECORD}: cannot append to {path}: {e}")
+
+
+def read_manifest(path: str) -> list[dict]:
+    """The distinct entries of a manifest (JSON lines), in first-seen order."""
+    seen, out = set(), []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                entry = json.loads(line)
+                entry["function"], entry["args"]
+            except (ValueError, KeyError, TypeError):
+                raise ArgumentError(f"{path}:{n}: not a manifest entry (a JSON object with 'function' and "
+                                    f"'args'): {line[:80]}") from None
+            text = json.dumps(entry, sort_keys=True)
+            if text not in seen:
+                seen.add(text)
+                out.append(entry)
+    return out
+
+
+def load_kernel(where: str):
+    """The @tj.kernel object named "package.module:function" (or "...:Class.attribute")."""
+    from .kernel import Kernel
+    module_name, _, qualname = where.partition(":")
+    if not module_name or not qualname:
+        raise ArgumentError(f"{where!r}: name the kernel as MODULE:FUNCTION, e.g. mypkg.ops:softmax")
+    obj = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, Kernel):
+        raise ArgumentError(f"{where} is a {type(obj).__name__}, not a @tj.kernel function")
+    return obj
+
+
+def warm_entry(entry: dict) -> list[dict]:
+    """Warm one manifest entry (in a worker process); results as plain dicts."""
+    devices = entry.get("devices") or [entry.get("device") or registry.default_device_name()]
+    try:
+        kernel = load_kernel(entry["function"])
+        args = [parse_arg(a) for a in entry["args"]]
+        report = warm(kernel, *args, devices=devices, **entry.get("static", {}))
+    except Exception as e:   # a worker reports; it never takes the whole warm run down
+        return [WarmResult(entry["function"], d, ", ".join(map(str, entry["args"])),
+                           error=f"{type(e).__name__}: {e}").__dict__ for d in devices]
+    for r in report:
+        r.function = entry["function"]
+    return [r.__dict__ for r in report]
