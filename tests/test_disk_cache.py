@@ -238,3 +238,10 @@ def test_a_planted_pickle_is_never_unpickled(tmp_path, device):
         result = run_program(cache_root, device)
     assert not marker.exists()
     assert result["compiles"] >= 2                   # the planted payloads were rejected and rebuilt
+
+
+def test_the_cache_directory_is_created_private(tmp_path):
+    cache = tmp_path / "new" / "cache"
+    run_program(cache, "numba")
+    for path in (cache, cache / "kernels", cache / "kernels" / "entries" / "numba"):
+        assert path.stat().st_mode & 0o777 == 0o700, path

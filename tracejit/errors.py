@@ -36,3 +36,7 @@ class DeviceError(TracejitError):
 
 class InternalError(TracejitError):
     """tracejit built an invalid IR: a bug in tracejit, never in the caller's code. Please report it."""
+
+
+class CacheWarning(UserWarning):
+    """The kernel disk cache could not be read or written; tracejit compiled instead."""

@@ -14,6 +14,7 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from .cache_dir import make_private_dirs
 from .disk_cache import (
     MAGIC,
     DiskCache,
@@ -58,7 +59,7 @@ def _skip_temp(info: tarfile.TarInfo):
 
 def import_(cache: DiskCache, file: str) -> tuple[int, int]:
     """Add an exported cache's entries to this one; returns (imported, rejected)."""
-    cache.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(cache.root)
     staging = Path(tempfile.mkdtemp(dir=cache.root, prefix=".tmp-import-"))
     try:
         with tarfile.open(file, "r:gz") as tar:
@@ -74,15 +75,15 @@ def import_(cache: DiskCache, file: str) -> tuple[int, int]:
             if artifacts.is_dir():
                 dest = cache.root / "artifacts" / target / entry.name
                 shutil.rmtree(dest, ignore_errors=True)
-                dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_private_dirs(dest.parent)
                 os.replace(artifacts, dest)
             dest = cache.root / "entries" / target / entry.name[:2] / entry.name
-            dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(dest.parent)
             os.replace(entry, dest)   # last: an entry is visible only once its artifacts are in place
             imported += 1
         for index in (staging / "index").glob("*/*"):
             dest = cache.root / "index" / index.parent.name / index.name
-            dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(dest.parent)
             os.replace(index, dest)
         return imported, rejected
     finally:

@@ -17,7 +17,17 @@ def cache_dir() -> Path:
     else:
         root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracejit"
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(root)
     except OSError:
         pass   # unusable (read-only, a file, full): each reader and writer warns and goes on without it
     return root
+
+
+def make_private_dirs(path: Path) -> None:
+    """mkdir -p where every directory created is 0700 (mkdir's parents=True would leave them 0755)."""
+    for p in [*reversed(path.parents), path]:
+        if not p.is_dir():
+            try:
+                p.mkdir(mode=0o700)
+            except FileExistsError:
+                pass

@@ -18,16 +18,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache_dir import cache_dir
+from ..errors import CacheWarning
+from .cache_dir import cache_dir, make_private_dirs
 from .debug import log
 
 MAGIC = b"tracejit-cache-entry 1\n"
 DEFAULT_MAX_BYTES = 2 << 30
 ENV_MAX_BYTES = "TRACEJIT_CACHE_MAX_BYTES"
-
-
-class CacheWarning(UserWarning):
-    """The disk cache could not be read or written; tracejit compiled instead."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +216,7 @@ def max_bytes() -> int:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write to a temp file beside `path`, then rename it into place: never a partial file at `path`."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
