@@ -245,3 +245,14 @@ def test_the_cache_directory_is_created_private(tmp_path):
     run_program(cache, "numba")
     for path in (cache, cache / "kernels", cache / "kernels" / "entries" / "numba"):
         assert path.stat().st_mode & 0o777 == 0o700, path
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only directories; the not-a-directory test covers it")
+def test_a_read_only_cache_directory_warns_and_still_computes(tmp_path, device):
+    cache = tmp_path / "ro"
+    cache.mkdir(mode=0o500)
+    try:
+        result = run_program(cache, device)
+    finally:
+        cache.chmod(0o700)
+    assert result["compiles"] >= 2 and "CacheWarning" in result["stderr"]

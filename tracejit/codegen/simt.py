@@ -44,7 +44,6 @@ class Launch:
     error_flag: bool               # a trailing int buffer the kernel sets (integer power, negative exponent)
 
 
-
 @dataclass
 class Nest:
     """Perfectly nested ranges of one kind directly under the global index, walked as one flat range."""
@@ -71,20 +70,6 @@ def _thread_local_size(n: int, limit: int) -> int:
         return _pow2_at_least(n)
     exact = min(limit, n & -n)   # the largest power of two dividing n
     return exact if exact >= THREAD_LOCAL_MIN_EXACT else limit
-
-
-@dataclass
-class _Nest:
-    """Perfectly nested ranges of one kind directly under the global index, walked as one flat range."""
-    ranges: list[int]
-    extents: list[int]
-    kind: str
-    end: int                       # index of the outermost endrange
-    accs: list[int]                # accumulators updated inside
-
-    @property
-    def extent(self) -> int:
-        return math.prod(self.extents)
 
 
 def positive_const(ins, i: int) -> bool:

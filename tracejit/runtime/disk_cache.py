@@ -158,6 +158,7 @@ class DiskCache:
     def evict(self, limit: int) -> int:
         """Remove least recently used entries (and their artifacts) until the cache holds at most
         `limit` bytes; returns how many were removed."""
+        remove_stale_temp_files(self.root)   # left by writers killed mid-write
         entries = self.entries()
         total = sum(size for _, size, _ in entries)
         removed = 0
