@@ -22,6 +22,7 @@ from .errors import (  # noqa: F401
     TracejitError,
     UnsupportedError,
 )
+from .frontend.capture import Graph, capture, jit  # noqa: F401
 from .frontend.functions import (  # noqa: F401
     abs,
     broadcast_to,

@@ -18,6 +18,7 @@ from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import registry
 from ..runtime.array import Array
 from ..runtime.debug import log
+from . import capture
 from .signature import ArgInfo, arg_key, describe, normalize
 from .tensor import Tensor, as_node
 from .warm import record
@@ -96,6 +97,8 @@ class Kernel:
 
     # -- the hot path --
     def __call__(self, *args, device=None, **kwargs):
+        if capture.ACTIVE:
+            return capture.ACTIVE[-1].call(self, args, kwargs, device)
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()

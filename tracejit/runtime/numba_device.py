@@ -74,6 +74,22 @@ class NumbaDevice:
     def synchronize(self) -> None:
         """Numba kernels finish before the call returns; nothing to wait for."""
 
+    # -- graph capture --
+    def own(self, a) -> np.ndarray:
+        """A graph's own copy of an input, in the same memory layout where NumPy can keep it."""
+        src = a._data if type(a) is Array else a
+        out = np.empty_like(src)
+        np.copyto(out, src)
+        return out
+
+    def feed(self, owned: np.ndarray, a) -> None:
+        np.copyto(owned, a._data if type(a) is Array else a)
+
+    def replay(self, launches) -> None:
+        """A pre-bound list of compiled calls, run in one loop."""
+        for fn, args in launches:
+            fn(*args)
+
     # -- compilation --
     def compile(self, program: Program) -> "NumbaPlan":
         compiled = []
@@ -180,6 +196,12 @@ def _compiler_versions() -> str:
     return f"numba {numba.__version__} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
 
 
+def _entry_accepts(entry, call) -> bool:
+    """Whether the compiled entry point (typed for writable C-contiguous arrays) takes these arrays;
+    others, such as read-only views, go through the dispatcher."""
+    return all(a.flags.writeable and a.flags.c_contiguous for a in call)
+
+
 def _signature(kernel: Kernel):
     import numba
     args = [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
@@ -198,7 +220,26 @@ class NumbaPlan:
     def __init__(self, program: Program, compiled):
         self.program = program
         self.kernels = [c for c, _ in compiled]
-        self.run = self._make_runner([fns for _, fns in compiled])
+        self._fns = [fns for _, fns in compiled]
+        self.run = self._make_runner(self._fns)
+
+    def bind(self, args) -> tuple[list[np.ndarray], list[tuple]]:
+        """For graph capture: fresh outputs and temporaries, and each kernel as (function, arguments)
+        bound to these very buffers, to be run again and again; runs nothing."""
+        prog = self.program
+        check_int_scalars(prog.int_scalars, args)
+        bufs, arrays = {}, {}
+        for key, buf in prog.buffers.items():
+            if key[0] == "in":
+                bufs[key] = flat_view(args[key[1]], buf)
+            else:
+                arrays[key] = arr = np.empty(buf.shape, buf.dtype)
+                bufs[key] = (arr.view(np.uint16) if buf.dtype == np.float16 else arr).reshape(-1)
+        launches = []
+        for (entry, dispatcher), keys in zip(self._fns, prog.launches):
+            call = tuple(bufs[k] for k in keys)
+            launches.append((entry if _entry_accepts(entry, call) else dispatcher, call))
+        return [arrays[k] for k in prog.outputs], launches
 
     def __call__(self, args) -> list[np.ndarray]:
         out = self.run(args)

@@ -208,6 +208,37 @@ class OpenCLDevice:
     def synchronize(self) -> None:
         self.queue.finish()
 
+    # -- graph capture --
+    def clone(self, data: DeviceBuffer) -> DeviceBuffer:
+        import pyopencl as cl
+        out = self.allocate(data.shape, data.dtype)
+        if out.buf is not None:
+            cl.enqueue_copy(self.queue, out.buf, data.buf)
+        return out
+
+    def own(self, a) -> Array:
+        """A graph's own copy of an input, on this device."""
+        if type(a) is Array and a.device is self:
+            return Array(self.clone(a._data), self)
+        return Array(self.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), self)
+
+    def feed(self, owned: Array, a) -> None:
+        import pyopencl as cl
+        if owned._data.buf is None:
+            return
+        if type(a) is Array and a.device is self:
+            cl.enqueue_copy(self.queue, owned._data.buf, a._data.buf)
+        else:
+            staged = np.array(a.numpy() if type(a) is Array else a, order="C", copy=True)
+            cl.enqueue_copy(self.queue, owned._data.buf, staged, is_blocking=False)
+
+    def replay(self, launches) -> None:
+        """Kernels with their arguments set once, enqueued back to back."""
+        import pyopencl as cl
+        enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
+        for knl, global_size, local_size in launches:
+            enqueue(queue, knl, global_size, local_size)
+
     def memory_stats(self) -> dict[str, int]:
         """The caching allocator: blocks in use, blocks held for reuse, bytes managed."""
         return {"active_blocks": self.pool.active_blocks, "held_blocks": self.pool.held_blocks,
@@ -321,9 +352,37 @@ class OpenCLPlan:
             if c.launch.error_flag:
                 scalars.append(None)
             knl.set_scalar_arg_dtypes(scalars)
-            self._launches.append((c, knl, keys))
+            self._launches.append((c, knl, keys, scalars))
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+
+    def bind(self, args) -> tuple[list[DeviceBuffer], list[tuple]]:
+        """For graph capture: fresh outputs and temporaries, and for each kernel its own kernel object
+        with every argument set once, as (kernel, global size, local size); enqueues nothing. Array
+        arguments must already be on this device (a capture owns copies of its inputs)."""
+        import pyopencl as cl
+        dev, prog = self.device, self.program
+        check_int_scalars(prog.int_scalars, args)
+        bufs, results = {}, {}
+        for key, desc in self._inputs:
+            a = args[key[1]]
+            if desc.shape == ():
+                bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
+            else:
+                bufs[key] = a._data.buf
+        for key, shape, dtype in self._allocs:
+            results[key] = out = dev.allocate(shape, dtype)
+            bufs[key] = out.buf
+        launches = []
+        for c, knl, keys, scalars in self._launches:
+            if c.launch.error_flag:
+                raise UnsupportedError(f"kernel {c.name} raises for integer ** with a negative exponent, which "
+                                       "a captured graph cannot report on opencl; call it outside tj.capture()")
+            own = cl.Kernel(knl.get_info(cl.kernel_info.PROGRAM), c.name)
+            own.set_scalar_arg_dtypes(scalars)
+            own.set_args(*[bufs[k] for k in keys])
+            launches.append((own, (c.launch.global_items,), (c.launch.local_size,)))
+        return [results[k] for k in prog.outputs], launches
 
     def __call__(self, args) -> list[DeviceBuffer]:
         import pyopencl as cl
@@ -346,7 +405,7 @@ class OpenCLPlan:
         for key, shape, dtype in self._allocs:
             results[key] = out = dev.allocate(shape, dtype)
             bufs[key] = out.buf
-        for c, knl, keys in self._launches:
+        for c, knl, keys, _ in self._launches:
             launch = c.launch
             call = [bufs[k] for k in keys]
             if launch.error_flag:

@@ -1,0 +1,215 @@
+"""Graph capture: record the kernel launches of a block once, replay them for almost nothing.
+
+    with tj.capture() as g:          # calls run as usual and are recorded
+        h = layer(x, w)
+        g.outputs = softmax(h)
+    y = g(x2, w2)                    # new data into the captured inputs, replay, the captured outputs
+
+A graph owns copies of its inputs (the arrays its calls read and did not produce), so feeding new data
+never writes to the caller's arrays. Values produced inside the block, outputs included, live in the
+graph's buffers: each replay overwrites them (CUDA-graph semantics; pass copy=True for fresh arrays).
+Python code in the block runs once, at capture; only kernel launches are replayed.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ArgumentError, TracejitError, UnsupportedError
+from ..runtime import registry
+from ..runtime.array import Array
+
+ACTIVE: list["Graph"] = []     # the graphs being captured, innermost last; Kernel.__call__ checks it
+
+
+@dataclass
+class _Input:
+    where: str                 # "host", or the device name of a tj.Array
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    owned: list = field(default_factory=list)   # (device, the graph's copy) per device that reads it
+
+
+def _where(a) -> str:
+    return a.device.name if type(a) is Array else "host"
+
+
+class Graph:
+    """A captured sequence of kernel launches; see the module docstring."""
+
+    def __init__(self):
+        self.outputs = None
+        self.inputs: list[_Input] = []
+        self._by_id: dict[int, int] = {}          # id(external array) -> index in inputs
+        self._externals: list = []                # keeps those ids unique while capturing
+        self._produced: dict[int, tuple] = {}     # id(value) -> (value, device)
+        self._segments: list[tuple[object, list]] = []
+        self._state = "new"
+
+    # -- capturing --
+    def __enter__(self) -> "Graph":
+        if self._state != "new":
+            raise TracejitError("a graph captures once; use a new tj.capture() block")
+        self._state = "capturing"
+        ACTIVE.append(self)
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        ACTIVE.remove(self)
+        self._state = "failed" if kind is not None else "ready"
+        self._externals.clear()
+
+    def call(self, kernel, args, kwargs, device):
+        """A kernel call inside the block: run it on the graph's buffers and record its launches."""
+        args = kernel._bind(args, kwargs)
+        name = device or kernel._device or registry.default_device_name()
+        dev = registry.device(name)
+        args = kernel._normalize(args)
+        bound = tuple(a if i in kernel._static else self._argument(a, dev) for i, a in enumerate(args))
+        plan = kernel._plan_for(bound, getattr(dev, "name", name))
+        outputs, launches = plan.executable.bind(bound)
+        dev.replay(launches)                       # run now: the block sees real values
+        if self._segments and self._segments[-1][0] is dev:
+            self._segments[-1][1].extend(launches)
+        else:
+            self._segments.append((dev, list(launches)))
+        results = [o if dev.name == "numba" else Array(o, dev) for o in outputs]
+        for r in results:
+            self._produced[id(r)] = (r, dev)
+        return tuple(results) if plan.traced.tuple_result else results[0]
+
+    def _argument(self, a, dev):
+        if isinstance(a, (bool, int, float)):
+            return a                               # a Python scalar is a constant of the graph
+        produced = self._produced.get(id(a))
+        if produced is not None:
+            if produced[1] is not dev:
+                raise UnsupportedError(f"a captured value made on {produced[1].name} is passed to a kernel on "
+                                       f"{dev.name}; inside tj.capture() each value stays on its device")
+            return a
+        if not isinstance(a, (np.ndarray, Array)):
+            raise ArgumentError(f"tj.capture() cannot take a {type(a).__name__} argument; pass numpy arrays, "
+                                "tj.Arrays or Python scalars")
+        index = self._by_id.get(id(a))
+        if index is None:
+            index = self._by_id[id(a)] = len(self.inputs)
+            self.inputs.append(_Input(_where(a), tuple(a.shape), np.dtype(a.dtype)))
+            self._externals.append(a)
+        entry = self.inputs[index]
+        for d, owned in entry.owned:
+            if d is dev:
+                return owned
+        owned = dev.own(a)
+        entry.owned.append((dev, owned))
+        return owned
+
+    # -- replaying --
+    def replay(self) -> None:
+        """Run every recorded launch again, on the same buffers."""
+        self._check_ready()
+        for dev, launches in self._segments:
+            dev.replay(launches)
+
+    def __call__(self, *inputs, copy: bool = False):
+        """Copy `inputs` (in the order the block first read them) into the captured input buffers,
+        replay, and return the captured outputs (fresh copies with copy=True)."""
+        self._check_ready()
+        if len(inputs) != len(self.inputs):
+            raise ArgumentError(f"this graph reads {len(self.inputs)} input array(s) (in the order the block "
+                                f"first read them); got {len(inputs)}")
+        for i, a in enumerate(inputs):
+            self.feed(i, a)
+        self.replay()
+        return self.results(copy)
+
+    def feed(self, index: int, a) -> None:
+        entry = self.inputs[index]
+        if not isinstance(a, (np.ndarray, Array)):
+            a = np.asarray(a)
+        if _where(a) != entry.where or tuple(a.shape) != entry.shape or np.dtype(a.dtype) != entry.dtype:
+            raise ArgumentError(f"input {index} was captured as {entry.dtype.name}{list(entry.shape)} on "
+                                f"{entry.where}; got {np.dtype(a.dtype).name}{list(a.shape)} on {_where(a)}. "
+                                "Capture a new graph for other shapes, dtypes or devices")
+        for dev, owned in entry.owned:
+            dev.feed(owned, a)
+
+    def results(self, copy: bool = False):
+        outputs = self.outputs
+        single = not isinstance(outputs, (tuple, list))
+        values = [outputs] if single else list(outputs)
+        for v in values:
+            if id(v) not in self._produced:
+                raise ArgumentError("g.outputs must be values that kernel calls inside the tj.capture() block "
+                                    f"returned; got {type(v).__name__}")
+        if copy:
+            values = [v.copy() if isinstance(v, np.ndarray) else Array(v.device.clone(v._data), v.device)
+                      for v in values]
+        return values[0] if single else tuple(values)
+
+    def _check_ready(self) -> None:
+        if self._state != "ready":
+            raise TracejitError({"new": "this graph has captured nothing yet",
+                                 "capturing": "a graph cannot replay inside its own tj.capture() block",
+                                 "failed": "the tj.capture() block raised, so the graph is incomplete"}[self._state])
+
+    def __repr__(self) -> str:
+        launches = sum(len(x) for _, x in self._segments)
+        return f"<tj.Graph: {launches} launch(es), {len(self.inputs)} input(s), {self._state}>"
+
+
+def capture() -> Graph:
+    """with tj.capture() as g: ... records the kernel launches of the block; see Graph."""
+    return Graph()
+
+
+class JitFunction:
+    """A whole Python function of kernel calls: the first call per signature captures a graph, later
+    calls with that signature feed their arrays to it and replay. Python scalars are part of the
+    signature (a new value captures anew); arrays it reads other than its arguments are captured once."""
+
+    def __init__(self, fn, copy: bool = False):
+        functools.update_wrapper(self, fn)
+        self.fn, self.copy = fn, copy
+        self._graphs: dict = {}
+
+    def __call__(self, *args):
+        key = tuple(map(_jit_key, args))
+        entry = self._graphs.get(key)
+        if entry is None:
+            with capture() as g:
+                g.outputs = self.fn(*args)
+            feeds = [(i, g._by_id[id(a)]) for i, a in enumerate(args) if id(a) in g._by_id]
+            self._graphs[key] = (g, feeds)
+            return g.results(self.copy)
+        g, feeds = entry
+        for arg, index in feeds:
+            g.feed(index, args[arg])
+        g.replay()
+        return g.results(self.copy)
+
+    def __repr__(self) -> str:
+        return f"<tracejit.jit {self.__name__}: {len(self._graphs)} graph(s)>"
+
+
+def _jit_key(a):
+    if isinstance(a, np.ndarray):
+        return ("array", a.dtype, a.shape, a.strides)
+    if type(a) is Array:
+        return ("array", a.dtype, a.shape, a.device.name)
+    if isinstance(a, (bool, int, float)):
+        return ("scalar", type(a), a)
+    try:
+        hash(a)
+    except TypeError:
+        raise ArgumentError(f"a tj.jit function's arguments must be arrays, scalars or hashable settings; "
+                            f"got {type(a).__name__}") from None
+    return ("static", a)
+
+
+def jit(fn=None, *, copy: bool = False):
+    """@tj.jit or @tj.jit(copy=True): capture on the first call per signature, replay afterwards."""
+    if fn is None:
+        return lambda f: JitFunction(f, copy)
+    return JitFunction(fn, copy)
