@@ -1,0 +1,200 @@
+"""Graph capture and replay on every device: replay equals eager for chains of kernels, with new
+inputs and repeated replays; @tj.jit; the error cases; what replay does and does not repeat."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close
+
+
+@tj.kernel
+def affine(x, w, b):
+    return x @ w + b
+
+
+@tj.kernel
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@tj.kernel
+def scale(x, s):
+    return x * s + 1.0
+
+
+@tj.kernel
+def stats(x):
+    return x.mean(axis=0), x.max(axis=0)
+
+
+def layer_numpy(x, w, b):
+    h = x @ w + b
+    e = np.exp(h - h.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def inputs(rng, n=6):
+    return (rng.standard_normal((n, 5)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32),
+            rng.standard_normal(7).astype(np.float32))
+
+
+def test_replay_with_new_inputs_equals_eager(device, rng):
+    x, w, b = inputs(rng)
+    with tj.capture() as g:
+        y = softmax(affine(x, w, b, device=device), device=device)
+        g.outputs = y
+    assert_close(np.asarray(y), layer_numpy(x, w, b), rtol=1e-5, atol=1e-6)   # the block ran for real
+    for _ in range(3):
+        x2, w2, b2 = inputs(rng)
+        out = g(x2, w2, b2)
+        assert_close(np.asarray(out), layer_numpy(x2, w2, b2), rtol=1e-5, atol=1e-6)
+        eager = softmax(affine(x2, w2, b2, device=device), device=device)
+        assert_close(np.asarray(out), np.asarray(eager), rtol=1e-6, atol=1e-7)
+
+
+def test_a_chain_of_ten_kernels_and_repeated_replays(device, rng):
+    a = rng.standard_normal(32).astype(np.float32)
+    with tj.capture() as g:
+        v = a
+        for i in range(10):
+            v = scale(v, 0.5, device=device)
+        g.outputs = v
+    expected = a
+    for _ in range(10):
+        expected = expected * np.float32(0.5) + np.float32(1.0)
+    for _ in range(4):
+        g.replay()
+        assert_close(np.asarray(g.outputs), expected, rtol=1e-6)
+    assert "10 launch(es)" in repr(g)
+
+
+def test_several_outputs_and_a_value_read_by_two_calls(device, rng):
+    x = rng.standard_normal((9, 4)).astype(np.float32)
+    with tj.capture() as g:
+        s = scale(x, 2.0, device=device)
+        mean, top = stats(s, device=device)
+        g.outputs = (mean, softmax(s, device=device), top)
+    x2 = rng.standard_normal((9, 4)).astype(np.float32)
+    mean, soft, top = g(x2)
+    s2 = x2 * np.float32(2) + np.float32(1)
+    assert_close(np.asarray(mean), s2.mean(axis=0), rtol=1e-5, atol=1e-6)
+    assert_close(np.asarray(top), s2.max(axis=0))
+    assert_close(np.asarray(soft), np.asarray(softmax(s2, device=device)), rtol=1e-6, atol=1e-7)
+
+
+def test_inputs_are_the_arrays_read_and_not_produced_in_first_read_order(device, rng):
+    x, w, b = inputs(rng)
+    with tj.capture() as g:
+        h = affine(x, w, b, device=device)
+        g.outputs = scale(h, 3.0, device=device)
+    assert [(i.shape, i.where) for i in g.inputs] == [((6, 5), "host"), ((5, 7), "host"), ((7,), "host")]
+
+
+def test_feeding_new_inputs_never_writes_to_the_callers_arrays(device, rng):
+    x = rng.standard_normal(8).astype(np.float32)
+    kept = x.copy()
+    with tj.capture() as g:
+        g.outputs = scale(x, 2.0, device=device)
+    g(np.zeros(8, np.float32))
+    np.testing.assert_array_equal(x, kept)
+
+
+def test_outputs_are_overwritten_by_the_next_replay_unless_copied(device, rng):
+    x = rng.standard_normal(8).astype(np.float32)
+    with tj.capture() as g:
+        g.outputs = scale(x, 2.0, device=device)
+    first = g(np.ones(8, np.float32))
+    held = np.asarray(first).copy()
+    copied = g(np.ones(8, np.float32), copy=True)
+    second = g(np.zeros(8, np.float32))
+    assert second is first                                   # the graph's buffer, now holding new values
+    assert_close(np.asarray(first), np.ones(8, np.float32))  # 0 * 2 + 1
+    assert_close(np.asarray(copied), held)                   # a copy keeps its values
+    assert np.asarray(copied) is not np.asarray(first)
+
+
+def test_replay_with_another_shape_dtype_or_device_raises(device, rng):
+    x = rng.standard_normal(8).astype(np.float32)
+    with tj.capture() as g:
+        g.outputs = scale(x, 2.0, device=device)
+    with pytest.raises(tj.ArgumentError, match=r"float32\[8\] on host; got float32\[9\]"):
+        g(np.ones(9, np.float32))
+    with pytest.raises(tj.ArgumentError, match="float64"):
+        g(np.ones(8, np.float64))
+    with pytest.raises(tj.ArgumentError, match="on host; got float32.* on " + device):
+        g(tj.asarray(np.ones(8, np.float32), device=device))
+    with pytest.raises(tj.ArgumentError, match="reads 1 input"):
+        g(x, x)
+
+
+def test_python_side_effects_are_not_replayed_and_kernels_stay_cached(device, rng):
+    f = tj.kernel(lambda a: a - 1.0)
+    seen = []
+    x = rng.standard_normal(4).astype(np.float32)
+    with tj.capture() as g:
+        seen.append("ran")
+        g.outputs = f(x, device=device)
+    g.replay()
+    g.replay()
+    assert seen == ["ran"]
+    compiles = f.cache_info()["compiles"]
+    assert_close(np.asarray(f(x, device=device)), x - 1)     # outside the graph: nothing compiles again
+    assert f.cache_info()["compiles"] == compiles
+
+
+def test_misuse_of_a_graph_is_a_clear_error(device, rng):
+    x = rng.standard_normal(4).astype(np.float32)
+    with pytest.raises(tj.TracejitError, match="captured nothing"):
+        tj.capture().replay()
+    g = tj.capture()
+    with pytest.raises(ZeroDivisionError):
+        with g:
+            scale(x, 2.0, device=device)
+            1 / 0
+    with pytest.raises(tj.TracejitError, match="raised, so the graph is incomplete"):
+        g.replay()
+    with tj.capture() as g:
+        g.outputs = x * 2                                    # NumPy's result, not a kernel's
+    with pytest.raises(tj.ArgumentError, match="g.outputs must be values"):
+        g.replay() or g.results()
+
+
+def test_jit_captures_on_the_first_call_and_replays_afterwards(device, rng):
+    calls = []
+
+    @tj.jit
+    def layer(x, w, b):
+        calls.append(1)
+        return softmax(affine(x, w, b, device=device), device=device)
+
+    for _ in range(3):
+        x, w, b = inputs(rng)
+        assert_close(np.asarray(layer(x, w, b)), layer_numpy(x, w, b), rtol=1e-5, atol=1e-6)
+    assert len(calls) == 1                                   # one capture, then replays
+    x, w, b = inputs(rng, n=3)
+    assert_close(np.asarray(layer(x, w, b)), layer_numpy(x, w, b), rtol=1e-5, atol=1e-6)
+    assert len(calls) == 2 and "2 graph(s)" in repr(layer)   # a new shape captures anew
+
+
+def test_jit_scalars_are_part_of_the_signature_and_copy_gives_fresh_arrays(device, rng):
+    @tj.jit(copy=True)
+    def shifted(x, s):
+        return scale(x, s, device=device)
+
+    x = rng.standard_normal(5).astype(np.float32)
+    first = shifted(x, 2.0)
+    second = shifted(x, 3.0)
+    assert_close(np.asarray(first), x * np.float32(2) + 1)
+    assert_close(np.asarray(second), x * np.float32(3) + 1)
+    assert_close(np.asarray(shifted(x, 2.0)), np.asarray(first))
+    assert np.asarray(shifted(x, 2.0)) is not np.asarray(first)
+
+
+def test_a_value_cannot_cross_devices_inside_a_capture(rng):
+    if len([i for i in tj.devices() if i.available]) < 2:
+        pytest.skip("needs two devices")
+    x = rng.standard_normal(4).astype(np.float32)
+    with pytest.raises(tj.UnsupportedError, match="each value stays on its device"):
+        with tj.capture():
+            scale(scale(x, 2.0, device="numba"), 2.0, device="opencl")
