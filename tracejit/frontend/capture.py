@@ -47,6 +47,9 @@ class Graph:
         self._produced: dict[int, tuple] = {}     # id(value) -> (value, device)
         self._segments: list[tuple[object, list]] = []
         self._state = "new"
+        self._shared = False
+        self._scratch: dict[int, set[int]] = {}   # per device: memory the graph allocated
+        self.scratch_bytes = 0                    # memory the graph's intermediates share, once replayed
 
     # -- capturing --
     def __enter__(self) -> "Graph":
@@ -69,7 +72,8 @@ class Graph:
         args = kernel._normalize(args)
         bound = tuple(a if i in kernel._static else self._argument(a, dev) for i, a in enumerate(args))
         plan = kernel._plan_for(bound, getattr(dev, "name", name))
-        outputs, launches = plan.executable.bind(bound)
+        outputs, launches, allocated = plan.executable.bind(bound)
+        self._scratch.setdefault(id(dev), set()).update(dev.memory_of(a) for a in allocated)
         dev.replay(launches)                       # run now: the block sees real values
         if self._segments and self._segments[-1][0] is dev:
             self._segments[-1][1].extend(launches)
@@ -148,7 +152,26 @@ class Graph:
                       for v in values]
         return values[0] if single else tuple(values)
 
+    def _share_memory(self) -> None:
+        """Before the first replay: what the graph allocated, less its outputs, moves to shared blocks.
+        Values the block produced and the caller still holds keep their capture-time contents."""
+        outputs = self.outputs if isinstance(self.outputs, (tuple, list)) else [self.outputs]
+        by_device: dict[int, list] = {}
+        for dev, launches in self._segments:
+            by_device.setdefault(id(dev), []).extend(launches)
+        shared = {}
+        for dev, _ in self._segments:
+            if id(dev) not in shared:
+                kept = {dev.memory_of(v) for v in outputs if self._produced.get(id(v), (None, None))[1] is dev}
+                launches, nbytes = dev.share_memory(by_device[id(dev)], self._scratch[id(dev)] - kept)
+                shared[id(dev)] = iter(launches)
+                self.scratch_bytes += nbytes
+        self._segments = [(dev, [next(shared[id(dev)]) for _ in launches]) for dev, launches in self._segments]
+
     def _check_ready(self) -> None:
+        if self._state == "ready" and not self._shared:
+            self._shared = True
+            self._share_memory()
         if self._state != "ready":
             raise TracejitError({"new": "this graph has captured nothing yet",
                                  "capturing": "a graph cannot replay inside its own tj.capture() block",

@@ -26,6 +26,7 @@ from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
 from .disk_cache import CACHE, CacheKey, write_atomic
 from .scalars import check_int_scalars
+from .sharing import plan_sharing
 from .views import flat_view
 
 PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
@@ -89,6 +90,20 @@ class NumbaDevice:
         """A pre-bound list of compiled calls, run in one loop."""
         for fn, args in launches:
             fn(*args)
+
+    def memory_of(self, value) -> int:
+        """The array that owns the memory of a value of this device."""
+        return id(_root(value))
+
+    def share_memory(self, launches, scratch: set[int]):
+        """Intermediates whose lifetimes do not overlap share blocks (see plan_sharing)."""
+        uses = [[(pos, _root(a), a.nbytes) for pos, a in enumerate(args)] for _, args in launches]
+        blocks, nbytes = plan_sharing(uses, scratch, lambda n: np.empty(n, np.uint8))
+        out = []
+        for (fn, args), used in zip(launches, uses):
+            out.append((fn, tuple(blocks[id(r)][:a.nbytes].view(a.dtype) if id(r) in blocks else a
+                                  for a, (_, r, _) in zip(args, used))))
+        return out, nbytes
 
     # -- compilation --
     def compile(self, program: Program) -> "NumbaPlan":
@@ -196,6 +211,13 @@ def _compiler_versions() -> str:
     return f"numba {numba.__version__} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
 
 
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array that owns the memory a view looks at."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
 def _entry_accepts(entry, call) -> bool:
     """Whether the compiled entry point (typed for writable C-contiguous arrays) takes these arrays;
     others, such as read-only views, go through the dispatcher."""
@@ -223,9 +245,10 @@ class NumbaPlan:
         self._fns = [fns for _, fns in compiled]
         self.run = self._make_runner(self._fns)
 
-    def bind(self, args) -> tuple[list[np.ndarray], list[tuple]]:
+    def bind(self, args) -> tuple[list[np.ndarray], list[tuple], list[np.ndarray]]:
         """For graph capture: fresh outputs and temporaries, and each kernel as (function, arguments)
-        bound to these very buffers, to be run again and again; runs nothing."""
+        bound to these very buffers, to be run again and again; runs nothing. Also returns every array
+        it allocated."""
         prog = self.program
         check_int_scalars(prog.int_scalars, args)
         bufs, arrays = {}, {}
@@ -233,13 +256,13 @@ class NumbaPlan:
             if key[0] == "in":
                 bufs[key] = flat_view(args[key[1]], buf)
             else:
-                arrays[key] = arr = np.empty(buf.shape, buf.dtype)
+                arrays[key] = arr = np.empty(buf.shape, buf.dtype)   # whole arrays, viewed whole
                 bufs[key] = (arr.view(np.uint16) if buf.dtype == np.float16 else arr).reshape(-1)
         launches = []
         for (entry, dispatcher), keys in zip(self._fns, prog.launches):
             call = tuple(bufs[k] for k in keys)
             launches.append((entry if _entry_accepts(entry, call) else dispatcher, call))
-        return [arrays[k] for k in prog.outputs], launches
+        return [arrays[k] for k in prog.outputs], launches, list(arrays.values())
 
     def __call__(self, args) -> list[np.ndarray]:
         out = self.run(args)

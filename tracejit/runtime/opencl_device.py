@@ -21,6 +21,7 @@ from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
 from .disk_cache import CACHE, CacheKey
 from .scalars import check_int_scalars
+from .sharing import plan_sharing
 from .views import flat_view
 
 ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
@@ -236,8 +237,28 @@ class OpenCLDevice:
         """Kernels with their arguments set once, enqueued back to back."""
         import pyopencl as cl
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
-        for knl, global_size, local_size in launches:
+        for knl, global_size, local_size, _ in launches:
             enqueue(queue, knl, global_size, local_size)
+
+    def memory_of(self, value) -> int:
+        """The memory object behind a tj.Array or a DeviceBuffer of this device."""
+        return id(value._data.buf if type(value) is Array else value.buf)
+
+    def share_memory(self, launches, scratch: set[int]):
+        """Intermediates whose lifetimes do not overlap share pooled blocks (see plan_sharing)."""
+        import pyopencl as cl
+        uses = [[(pos, a, a.size) for pos, a in enumerate(call) if isinstance(a, cl.MemoryObjectHolder)]
+                for _, _, _, call in launches]
+        assignment, nbytes = plan_sharing(uses, scratch, self._allocate)
+        out = []
+        for (knl, g, l, call), used in zip(launches, uses):
+            call = list(call)
+            for pos, a, _ in used:
+                if id(a) in assignment:
+                    call[pos] = assignment[id(a)]
+                    knl.set_arg(pos, call[pos])
+            out.append((knl, g, l, call))
+        return out, nbytes
 
     def memory_stats(self) -> dict[str, int]:
         """The caching allocator: blocks in use, blocks held for reuse, bytes managed."""
@@ -356,7 +377,7 @@ class OpenCLPlan:
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
 
-    def bind(self, args) -> tuple[list[DeviceBuffer], list[tuple]]:
+    def bind(self, args) -> tuple[list[DeviceBuffer], list[tuple], list[DeviceBuffer]]:
         """For graph capture: fresh outputs and temporaries, and for each kernel its own kernel object
         with every argument set once, as (kernel, global size, local size); enqueues nothing. Array
         arguments must already be on this device (a capture owns copies of its inputs)."""
@@ -380,9 +401,10 @@ class OpenCLPlan:
                                        "a captured graph cannot report on opencl; call it outside tj.capture()")
             own = cl.Kernel(knl.get_info(cl.kernel_info.PROGRAM), c.name)
             own.set_scalar_arg_dtypes(scalars)
-            own.set_args(*[bufs[k] for k in keys])
-            launches.append((own, (c.launch.global_items,), (c.launch.local_size,)))
-        return [results[k] for k in prog.outputs], launches
+            call = [bufs[k] for k in keys]
+            own.set_args(*call)
+            launches.append((own, (c.launch.global_items,), (c.launch.local_size,), call))
+        return [results[k] for k in prog.outputs], launches, list(results.values())
 
     def __call__(self, args) -> list[DeviceBuffer]:
         import pyopencl as cl
