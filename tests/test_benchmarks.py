@@ -33,3 +33,12 @@ def test_benchmark_case_matches_numpy_at_quick_size(case, column):
     assert got.shape == expected.shape and got.dtype == expected.dtype
     rtol, atol = case.tolerance
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+def test_the_replay_benchmark_runs_and_checks_its_results(capsys):
+    spec = importlib.util.spec_from_file_location("tracejit_replay_bench", BENCH.parent / "replay.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "eager/replay" in out and "numba" in out
