@@ -6,7 +6,7 @@ PY = $(VENV)/bin/python
 PIP = $(PY) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: venv install install-dev demo test bench clean
+.PHONY: venv install install-dev demo test test-gpu bench bench-gpu clean
 
 venv: $(PY)
 
@@ -32,6 +32,17 @@ demo: install
 
 test: install-dev
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS) tests
+
+# On a machine with an NVIDIA GPU: the whole suite (every device test runs on cuda too), then the GPU
+# benchmarks (against PyTorch when it is installed).
+test-gpu: install-dev
+	$(PY) -c "import sys, tracejit as tj; i = {d.name: d for d in tj.devices()}['cuda']; \
+		sys.exit(0 if i.available else 'no CUDA GPU: ' + str(i.reason))"
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS) tests
+	$(PY) benchmarks/gpu.py
+
+bench-gpu: install-dev
+	$(PY) benchmarks/gpu.py
 
 bench: install-dev
 	$(PY) benchmarks/bench.py

@@ -29,6 +29,43 @@ import tracejit as tj  # noqa: E402
 
 AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
 
+# Every kernel compiled on numba is also compiled for CUDA (NVRTC + ptxas, sm_80 and sm_90); see cuda_check.py
+import cuda_check  # noqa: E402
+
+CUDA_CHECK_SKIPPED = cuda_check.unavailable_reason()
+CUDA_CHECKER = cuda_check.install() if CUDA_CHECK_SKIPPED is None else None
+
+
+def pytest_report_header(config):
+    if CUDA_CHECK_SKIPPED:
+        return f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}"
+    return f"CUDA kernel check (NVRTC + ptxas for {', '.join(cuda_check.ARCHS)}): on"
+
+
+_CUDA_TOTALS = [0, 0]   # kernels checked, PTX modules assembled: this process plus finished xdist workers
+
+
+def pytest_sessionfinish(session):
+    if CUDA_CHECKER is not None:
+        counts = (CUDA_CHECKER.kernels, len(CUDA_CHECKER.assembled))
+        if hasattr(session.config, "workeroutput"):
+            session.config.workeroutput["cuda_check"] = counts
+        else:
+            _CUDA_TOTALS[0] += counts[0]
+            _CUDA_TOTALS[1] += counts[1]
+
+
+def pytest_testnodedown(node, error):
+    counts = getattr(node, "workeroutput", {}).get("cuda_check", (0, 0))
+    _CUDA_TOTALS[0] += counts[0]
+    _CUDA_TOTALS[1] += counts[1]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if CUDA_CHECKER is not None:
+        terminalreporter.write_line(f"CUDA kernel check: {_CUDA_TOTALS[0]} kernels compiled by NVRTC; "
+                                    f"{_CUDA_TOTALS[1]} assemblies by ptxas for {' and '.join(cuda_check.ARCHS)}")
+
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)
 def device(request: pytest.FixtureRequest) -> str:

@@ -177,6 +177,13 @@ def test_a_failed_build_is_never_stored(monkeypatch, device):
             dev._build("k0_broken", source)
         assert disk_cache.CACHE.get(dev.cache_key("k0_broken", source)) is None
         return
+    if device.startswith("cuda"):
+        compiler = tj.device(device).compiler
+        source = 'extern "C" __global__ void k0_broken(float* out) { out[0] = nope; }'
+        with pytest.raises(tj.CompileError):
+            compiler.ptx("k0_broken", source)
+        assert disk_cache.CACHE.get(compiler.cache_key("k0_broken", source)) is None
+        return
     from tracejit.codegen import numba as numba_codegen
     render = numba_codegen.render_module
     monkeypatch.setattr(numba_codegen, "render_module", lambda kernels: render(kernels) + "\nnot python\n")
@@ -188,7 +195,7 @@ def test_a_failed_build_is_never_stored(monkeypatch, device):
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba_device", "opencl_device"):
+    for module in ("numba_device", "opencl_device", "cuda_device"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
 
     def full(path, data):

@@ -79,8 +79,12 @@ def asarray(obj, device: str | None = None) -> Array:
     dev = _device(device)
     if isinstance(obj, Array) and obj.device is dev:
         return obj
+    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, Array) and hasattr(dev, "import_foreign"):
+        return dev.import_foreign(obj)   # another library's GPU array on this GPU: no copy
     import numpy as np
-    host = obj.numpy() if isinstance(obj, Array) else np.asarray(obj)
+    from .frontend.signature import normalize
+    host = obj.numpy() if isinstance(obj, Array) else normalize(obj, "numba")
+    host = host.numpy() if isinstance(host, Array) else np.asarray(host)
     from .frontend.signature import describe
     describe(host, 0)  # rejects unsupported dtypes with a clear error
     return Array(dev.from_numpy(host), dev)

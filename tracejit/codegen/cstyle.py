@@ -5,7 +5,7 @@ decides how the kernel maps onto work-items (thread or group mode).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,14 +53,33 @@ class CStyle:
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         return f"{self.kernel_qualifier} {name}({', '.join(params)})"
 
+    def group_reduce(self, r: "_Render", acc: str, buf: str, op: str, dt: np.dtype, identity) -> list[str]:
+        """Lines that combine every work-item's `acc` of a work-group into the total, which every
+        work-item then holds: a tree in the local array `buf` (one slot per work-item)."""
+        b = self.barrier
+        return [f"{buf}[lid] = {acc};", b,
+                f"for (int s = {r.local_size // 2}; s > 0; s >>= 1) {{",
+                f"    if (lid < s) {buf}[lid] = {r.combine(op, dt, f'{buf}[lid]', f'{buf}[lid + s]')};",
+                f"    {b}", "}", f"{acc} = {buf}[0];", b]
+
     # ---- the renderer ----
-    def render(self, kernel: Kernel, options: RenderOptions, by_value: frozenset[int] = frozenset()) -> Rendered:
-        return _Render(self, kernel, options, by_value).run()
+    def assume_aligned(self, name: str, ctype: str, nbytes: int) -> str:
+        """A statement telling the compiler that buffer `name` is nbytes-aligned."""
+        return ""
+
+    def render(self, kernel: Kernel, options: RenderOptions, by_value: frozenset[int] = frozenset(),
+               lanes: int = 1, aligned: tuple[int, ...] = (), name: str | None = None) -> Rendered:
+        """The kernel as C source. lanes > 1: each work-item computes `lanes` consecutive global indices
+        (the size must be a multiple), in an unrolled loop; `aligned` params are then assumed aligned
+        to lanes elements, so the compiler can merge a work-item's accesses into vector ones."""
+        return _Render(self, kernel, options, by_value, lanes, aligned, name).run()
 
 
 class _Render:
-    def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value):
+    def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes=1, aligned=(),
+                 name=None):
         self.t, self.k, self.o = t, kernel, options
+        self.lanes, self.aligned, self.name = lanes, aligned, name or kernel.name
         self.ins = kernel.instrs
         self.by_value = frozenset(i for i in by_value if not kernel.params[i].output)
         self.names: list[str] = [""] * len(self.ins)
@@ -68,7 +87,8 @@ class _Render:
         self.helpers: dict[str, str] = {}
         self.depth = 1
         self._check_dtypes()
-        m = Mapping(kernel, options)
+        assert kernel.global_size % lanes == 0
+        m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options)
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
         self.idx = t.types[np.dtype("int32" if m.index_bits == 32 else "int64")]
@@ -225,7 +245,7 @@ class _Render:
     # -- helpers (C functions emitted once per kernel) --
     def helper(self, op: str, dt: np.dtype) -> str:
         t = self.ctype(dt)
-        name = f"tj_{op}_{t}"
+        name = f"tj_{op}_{t.replace(' ', '_')}"
         if name in self.helpers:
             return name
         q, g = self.t.helper_qualifier, self.t.global_qualifier
@@ -243,7 +263,7 @@ class _Render:
         u = self.t.unsigned[max(4, dt.itemsize)]
         signed = dt.kind == "i"
         if op == "pow":
-            err = f", {g} int* err" if signed else ""
+            err = f", {g} int* err".replace("  ", " ") if signed else ""
             neg = "if (b < 0) { *err = 1; return 0; }\n    " if signed else ""
             self.helpers[name] = (f"{q} {t} {name}({t} a, {t} b{err}) {{\n    {neg}{u} r = 1, x = ({u})a;\n"
                                   "    while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }\n"
@@ -272,9 +292,9 @@ class _Render:
             else:
                 const = "" if p.output else "const "
                 params.append(f"{t.global_qualifier} {const}{self.storage(p.dtype)}* {t.restrict} {p.name}".replace(
-                    "  ", " "))
+                    "  ", " ").strip())
         if self.error_flag:
-            params.append(f"{t.global_qualifier} int* tj_error")
+            params.append(f"{t.global_qualifier} int* tj_error".strip())
         if group:
             for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
                 self.out(f"{t.local_qualifier} {self.local_storage(self._acc_dtype(dt))} "
@@ -298,6 +318,15 @@ class _Render:
             elif op == "global":
                 if group:
                     self.out(f"const {self.idx} {name} = ({self.idx}){t.group_id};")
+                elif self.lanes > 1:
+                    items = self.k.global_size // self.lanes
+                    self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
+                    if self.global_items != items:
+                        self.out(f"if (tj_item >= {self.literal(items, INDEX, True)}) return;")
+                    self.out("#pragma unroll")
+                    self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
+                    self.depth += 1
+                    self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
                 else:
                     self.out(f"const {self.idx} {name} = ({self.idx}){t.global_id};")
                     if self.global_items != self.k.global_size:
@@ -356,12 +385,20 @@ class _Render:
                 self.out(f"const {self.ctype(dt)} {name} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
             else:
                 self.out(f"const {self.vtype(i)} {name} = {self.alu(i, op, a, dt)};")
+        if self.lanes > 1:
+            self.depth -= 1
+            self.out("}")
+            for p_i in self.aligned:
+                p = self.k.params[p_i]
+                const = "" if p.output else "const "
+                self.lines.insert(0, "    " + t.assume_aligned(p.name, f"{const}{self.storage(p.dtype)}",
+                                                             self.lanes * p.dtype.itemsize))
         launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag)
         body = "\n".join(self.lines)
         head = t.preamble(body + "\n".join(self.helpers.values()), self.o)
         parts = [p for p in (head, *self.helpers.values()) if p]
-        source = "\n\n".join(parts + [f"{t.signature(self.k.name, params, launch)} {{\n{body}\n}}\n"])
-        return Rendered(self.k.name, source, launch)
+        source = "\n\n".join(parts + [f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n"])
+        return Rendered(self.name, source, launch)
 
     def _acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
@@ -382,16 +419,9 @@ class _Render:
             return
         for acc in n.accs:
             dt = self._acc_dtype(self.ins[acc].dtype)
-            red = self.ins[acc].arg[0]
-            buf = f"tj_red_{dt.name}"
-            self.out(f"{buf}[lid] = v{acc};")
-            self.out(t.barrier)
-            self.out(f"for (int s = {self.local_size // 2}; s > 0; s >>= 1) {{")
-            self.out(f"    if (lid < s) {buf}[lid] = {self.combine(red, dt, f'{buf}[lid]', f'{buf}[lid + s]')};")
-            self.out(f"    {t.barrier}")
-            self.out("}")
-            self.out(f"v{acc} = {buf}[0];")
-            self.out(t.barrier)
+            for line in t.group_reduce(self, f"v{acc}", f"tj_red_{dt.name}", self.ins[acc].arg[0], dt,
+                                       self.ins[acc].arg[1]):
+                self.out(line)
 
     def _load(self, s, dt: np.dtype) -> str:
         ptr, idx = self.names[s[0]], self.names[s[1]]

@@ -166,7 +166,8 @@ class Graph:
                 launches, nbytes = dev.share_memory(by_device[id(dev)], self._scratch[id(dev)] - kept)
                 shared[id(dev)] = iter(launches)
                 self.scratch_bytes += nbytes
-        self._segments = [(dev, [next(shared[id(dev)]) for _ in launches]) for dev, launches in self._segments]
+        self._segments = [(dev, _prepared(dev, [next(shared[id(dev)]) for _ in launches]))
+                          for dev, launches in self._segments]
 
     def _check_ready(self) -> None:
         if self._state == "ready" and not self._shared:
@@ -236,3 +237,9 @@ def jit(fn=None, *, copy: bool = False):
     if fn is None:
         return lambda f: JitFunction(f, copy)
     return JitFunction(fn, copy)
+
+
+def _prepared(dev, launches: list):
+    """A device may turn a final launch list into something faster to replay (a CUDA graph)."""
+    prepare = getattr(dev, "prepare_replay", None)
+    return launches if prepare is None else prepare(launches)

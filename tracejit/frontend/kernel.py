@@ -118,12 +118,13 @@ class Kernel:
             self._counts["hits"] += 1
         return plan.run(args)
 
-    def _plan_for(self, args, dev) -> "Plan":
-        """The cached plan for converted arguments (array-likes are keyed by what they became), or a new one."""
+    def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
+        """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
+        one; compile_only: for a target that compiles without its hardware too (lower, warm)."""
         key = self._key(dev, args)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = self._lower(args, dev)
+            plan = self._plans[key] = self._lower(args, dev, compile_only)
         else:
             self._counts["hits"] += 1
         return plan
@@ -152,17 +153,19 @@ class Kernel:
         return self._trace(self._normalize(self._bind(args, kwargs)))
 
     def lower(self, *args, device=None, **kwargs) -> Plan:
-        """The compiled plan for these arguments (arrays or tj.spec), kept for later calls."""
+        """The compiled plan for these arguments (arrays or tj.spec), kept for later calls. Needs no
+        hardware where the target compiles without it: device="cuda" (or "cuda:sm_90") on a machine
+        with no GPU gives the PTX in .kernels[i].ptx."""
         dev = device or self._device or registry.default_device_name()
-        return self._plan_for(self._normalize(self._bind(args, kwargs), dev), dev)
+        return self._plan_for(self._normalize(self._bind(args, kwargs), dev), dev, compile_only=True)
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled), disk_hits (kernels loaded from the disk cache,
         nothing compiled) and hits (calls served from the memory cache)."""
         return dict(self._counts, plans=len(self._plans))
 
-    def _lower(self, args, device_name) -> Plan:
-        dev = registry.device(device_name)
+    def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
+        dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
         traced = self._trace(args)
         t0 = time.perf_counter()
         program = traced.program(dev.layout)

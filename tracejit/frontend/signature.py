@@ -80,6 +80,25 @@ def describe(a, position: int) -> ArgInfo:
     return ArgInfo("array", dt, a.shape, tuple(s // item for s in a.strides))
 
 
+CUDA_DLPACK = 2   # kDLCUDA
+
+
+def _dlpack_device_type(a) -> int | None:
+    try:
+        return int(a.__dlpack_device__()[0])
+    except Exception:
+        return None
+
+
+def cuda_array(a, device=None) -> Array:
+    """A tj.Array over another library's CUDA array, without a copy, on the GPU of `device` when that
+    is a cuda device, else the default GPU."""
+    from ..runtime import registry
+    name = getattr(device, "name", device)
+    dev = registry.device(name if isinstance(name, str) and name.startswith("cuda") else "cuda")
+    return dev.import_foreign(a)
+
+
 def normalize(a, device: str | None = None):
     """Convert array-likes (lists, DLPack objects, NumPy scalars) to numpy arrays, and tj.Arrays of
     another device than `device` to host arrays; leave the rest."""
@@ -93,6 +112,12 @@ def normalize(a, device: str | None = None):
         return a
     if isinstance(a, np.generic):
         return np.asarray(a)
+    if hasattr(a, "__cuda_array_interface__"):   # CuPy, PyTorch, Numba device arrays: read in place
+        arr = cuda_array(a, device)
+        return normalize(arr, device)
+    if hasattr(a, "__dlpack_device__") and _dlpack_device_type(a) == CUDA_DLPACK:
+        raise ArgumentError(f"a {type(a).__name__} on a CUDA device offers DLPack but no __cuda_array_interface__, "
+                            "which tracejit reads GPU arrays through; convert it (e.g. cupy.from_dlpack(x)) first")
     if isinstance(a, (list, tuple)) or hasattr(a, "__array__") or hasattr(a, "__array_interface__"):
         return np.asarray(a)
     if hasattr(a, "__dlpack__"):

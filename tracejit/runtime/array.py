@@ -43,6 +43,16 @@ class Array:
     def __dlpack_device__(self):
         return self.device.dlpack_device(self._data)
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA Array Interface (v3) of an array on a cuda device: CuPy, PyTorch and Numba read it in
+        place. Other devices have none (hasattr is False)."""
+        get = getattr(self.device, "cuda_array_interface", None)
+        if get is None:
+            raise AttributeError(f"a tj.Array on {self.device.name} has no __cuda_array_interface__ (only arrays "
+                                 "on a cuda device do)")
+        return get(self._data)
+
     def __len__(self) -> int:
         return len(self._data)
 

@@ -12,6 +12,7 @@ from ..errors import DeviceError
 TARGETS: dict[str, str] = {
     "numba": "tracejit.runtime.numba_device:NumbaDevice",
     "opencl": "tracejit.runtime.opencl_device:OpenCLDevice",
+    "cuda": "tracejit.runtime.cuda_device:CUDADevice",
 }
 AUTO_ORDER = ("cuda", "metal", "opencl-gpu", "webgpu-gpu", "numba")
 
@@ -67,9 +68,35 @@ def device(name: str | None = None):
     if not ok:
         raise DeviceError(f"device {name!r} is not available: {reason}")
     if index and not index.isdigit():
+        if hasattr(cls, "compile_only"):
+            raise DeviceError(f"device {name!r} names an architecture to compile for: lower() and tj.warm() take it, "
+                              f"but kernels run on a device such as {target!r} or {target}:0")
         raise DeviceError(f"device {name!r}: the part after ':' must be a device number, like {target}:1")
     dev = _instances[name] = cls(int(index) if index else None)
     return dev
+
+
+def compiler(name: str | None = None):
+    """The object that compiles for `name` without running anything (lower, warm): the device itself
+    where it is available, else, for a target that compiles without hardware (cuda: PTX), a compile-only
+    target; `cuda:sm_90` names an architecture. Anything else is `device(name)`, with its errors."""
+    name = name or default_device_name()
+    if not isinstance(name, str):
+        return name
+    target, _, suffix = name.partition(":")
+    if target in TARGETS and (not suffix or not suffix.isdigit()):
+        cls = _load(target)
+        make = getattr(cls, "compile_only", None)
+        if make is not None:
+            key = f"compile-only {name}"
+            found = _instances.get(key)
+            if found is None:
+                found = make(suffix or None)
+                if found is None:        # the hardware is there: compile for it
+                    return device(name)
+                _instances[key] = found
+            return found
+    return device(name)
 
 
 def set_default_device(name: str | None) -> None:

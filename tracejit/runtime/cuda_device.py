@@ -1,0 +1,410 @@
+"""The cuda target: kernels rendered to CUDA C, compiled to PTX by NVRTC (kept in the disk cache), loaded
+and launched through the driver API on one stream per GPU. Results stay on the GPU as tj.Array, which
+exposes __cuda_array_interface__ and __dlpack__; CuPy / PyTorch / Numba device arrays are read in place.
+
+Compiling needs no GPU: where there is none, `cuda` (and `cuda:sm_90`, ...) is a compile-only target
+for lower() and warm(); its PTX lands in the disk cache under the architecture, for a GPU machine later.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..codegen import cuda as cuda_codegen
+from ..codegen import nvrtc
+from ..codegen.simt import Launch, RenderOptions
+from ..errors import DeviceError
+from ..ir.fuse import Program
+from ..ir.kernel_ir import Kernel
+from ..ir.layout import LayoutOptions
+from . import cuda_driver as cu
+from . import dlpack
+from .array import Array
+from .cuda_plan import CudaGraph, CudaPlan
+from .cache_key import source_part, tracejit_part
+from .debug import log
+from .disk_cache import CACHE, CacheKey
+from .sharing import plan_sharing
+from .views import flat_view
+
+REDUCTION_SCRATCH = 4096   # bytes of shared memory left for reduction trees when keeping rows
+MAX_THREADS = 1024
+LOWER_ONLY = ("kernels can still be lowered and warmed for CUDA here (PTX for TRACEJIT_CUDA_ARCH, default "
+              f"{nvrtc.DEFAULT_ARCH}, or device='cuda:sm_90')")
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    source: str                    # CUDA C
+    ptx: str
+    ir: Kernel
+    launch: Launch
+    cached: bool = False           # the PTX came from the disk cache: nothing was compiled
+    vector: tuple | None = None    # (name, source, ptx, launch) of the float4 variant
+    vector_params: tuple[int, ...] = ()
+
+
+class CudaCompiler:
+    """Renders and compiles kernels to PTX for one architecture; needs no GPU."""
+
+    def __init__(self, arch: str, shared_memory: int = cuda_codegen.SHARED_MEMORY, max_threads: int = MAX_THREADS,
+                 description: str = ""):
+        self.arch = arch
+        self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
+                                     max_local_size=max_threads)
+        keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
+        self.layout = LayoutOptions(accumulate_rows=False, keep_row_max=min(16384, keep))
+        self._ptx: dict[str, str] = {}
+
+    def cache_key(self, name: str, source: str) -> CacheKey:
+        return CacheKey("cuda", name, (
+            ("kernel", source_part(source)),
+            ("device", self.arch),
+            ("options", " ".join(nvrtc.OPTIONS)),
+            ("tracejit", tracejit_part()),
+            ("compiler", nvrtc.version()),
+        ))
+
+    def ptx(self, name: str, source: str) -> tuple[str, bool]:
+        """The PTX of `source`, compiled once per process and kept in the disk cache; also whether it
+        came from the cache (nothing compiled)."""
+        ptx = self._ptx.get(source)
+        if ptx is not None:
+            return ptx, True
+        t0 = time.perf_counter()
+        key = self.cache_key(name, source)
+        payload = CACHE.get(key)
+        cached = payload is not None
+        ptx = payload.decode() if cached else nvrtc.compile_ptx(name, source, self.arch)
+        if not cached:
+            CACHE.put(key, ptx.encode())   # only after a successful build
+        self._ptx[source] = ptx
+        log(1, f"{'loaded' if cached else 'compiled'} {name} (cuda {self.arch}, PTX ISA {nvrtc.ptx_isa(ptx)}) in "
+               f"{1e3 * (time.perf_counter() - t0):.0f} ms")
+        return ptx, cached
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], options: RenderOptions | None = None) -> CompiledKernel:
+        r = cuda_codegen.render(kernel, options or self.options, by_value)
+        ptx, cached = self.ptx(r.name, r.source)
+        vector = None
+        if r.vector is not None:
+            vptx, vcached = self.ptx(r.vector.name, r.vector.source)
+            vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
+        return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
+
+
+def by_value_params(program: Program, keys) -> frozenset[int]:
+    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
+
+
+class CudaTarget:
+    """`cuda` where no GPU can run it: lower() and warm() compile PTX for an architecture into the disk
+    cache; running raises DeviceError with the reason."""
+
+    def __init__(self, arch: str, reason: str, name: str):
+        self.name, self.reason = name, reason
+        self.compiler = CudaCompiler(arch)
+        self.layout = self.compiler.layout
+
+    def compile(self, program: Program) -> "CompileOnlyPlan":
+        kernels = [self.compiler.build(k, by_value_params(program, keys))
+                   for k, keys in zip(program.kernels, program.launches)]
+        return CompileOnlyPlan(self, kernels)
+
+
+class CompileOnlyPlan:
+    def __init__(self, target: CudaTarget, kernels):
+        self.target, self.kernels = target, kernels
+
+    def _refuse(self, *_):
+        raise DeviceError(f"{self.target.name} compiled PTX for {self.target.compiler.arch} here, but cannot run it: "
+                          f"{self.target.reason}")
+
+    __call__ = bind = _refuse
+
+
+class _Current(threading.local):
+    context = None
+
+
+_CURRENT = _Current()
+
+
+class CUDADevice:
+    """One GPU through the driver API: `cuda` (the first visible GPU) or `cuda:N`."""
+
+    @staticmethod
+    def probe():
+        ok, reason = cu.initialise()
+        try:
+            nvrtc.version()
+        except DeviceError as e:
+            return False, str(e), ""
+        if not ok:
+            return False, f"{reason.rstrip('.')}; {LOWER_ONLY}", ""
+        d = cu.driver()
+        count = cu.check(d.cuDeviceGetCount(), "cuDeviceGetCount")
+        return True, None, "; ".join(f"cuda:{i} {_describe(i)}" for i in range(count))
+
+    @staticmethod
+    def default_is_gpu() -> bool:
+        return True
+
+    @staticmethod
+    def compile_only(suffix: str | None) -> CudaTarget | None:
+        """The compile-only target for `cuda` with no usable GPU, or for `cuda:sm_XX` anywhere."""
+        ok, reason = cu.initialise()
+        if suffix is None and ok:
+            return None
+        arch = nvrtc.parse_arch(suffix)
+        why = reason if not ok else f"{arch} names an architecture to compile for, not a GPU; run on 'cuda'"
+        return CudaTarget(arch, why, "cuda" if suffix is None else f"cuda:{suffix}")
+
+    def __init__(self, index: int | None = None):
+        ok, reason = cu.initialise()
+        if not ok:
+            raise DeviceError(f"cuda is not available: {reason}")
+        d = cu.driver()
+        self.ordinal = index or 0
+        count = cu.check(d.cuDeviceGetCount(), "cuDeviceGetCount")
+        if self.ordinal >= count:
+            raise DeviceError(f"cuda:{index} does not exist; there are {count} CUDA GPU(s)")
+        self.name = "cuda" if index is None else f"cuda:{index}"
+        self.cu_device = cu.check(d.cuDeviceGet(self.ordinal), "cuDeviceGet")
+        self.description = _describe(self.ordinal)
+        attr = d.CUdevice_attribute
+        major = self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        minor = self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+        self.context = cu.check(d.cuDevicePrimaryCtxRetain(self.cu_device), "cuDevicePrimaryCtxRetain")
+        self._make_current()
+        self.stream = cu.check(d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value), "cuStreamCreate")
+        self.stream_handle = int(self.stream)
+        self.compiler = CudaCompiler(_compile_arch(major * 10 + minor),
+                                     self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+                                     self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                                     f"{self.name} ({self.description})")
+        self.layout, self.options = self.compiler.layout, self.compiler.options
+        self.pool = cu.Pool(self.name)
+        self._functions: dict[str, object] = {}
+        self._modules: list = []
+        self._error = None
+
+    def _attribute(self, attr) -> int:
+        return cu.check(cu.driver().cuDeviceGetAttribute(attr, self.cu_device), f"cuDeviceGetAttribute({attr.name})")
+
+    def _make_current(self) -> None:
+        """The driver's current context is per thread: set it in each thread that uses this GPU."""
+        if _CURRENT.context is not self.context:
+            cu.check(cu.driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+            _CURRENT.context = self.context
+
+    # -- memory --
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> cu.DeviceBuffer:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if not nbytes:
+            return cu.DeviceBuffer(0, shape, dtype, None)
+        self._make_current()
+        block = self.pool.allocate(nbytes)
+        return cu.DeviceBuffer(block.ptr, shape, dtype, block)
+
+    def from_numpy(self, a: np.ndarray) -> cu.DeviceBuffer:
+        """Upload a host array (queued; the driver has staged pageable memory when the call returns)."""
+        host = np.ascontiguousarray(a)
+        out = self.allocate(host.shape, host.dtype)
+        if out.nbytes:
+            cu.check(cu.driver().cuMemcpyHtoDAsync(out.ptr, host.ctypes.data, out.nbytes, self.stream),
+                     "cuMemcpyHtoDAsync")
+        return out
+
+    def upload_span(self, a, desc) -> cu.DeviceBuffer:
+        """The memory span the kernel reads of a host argument (strided arrays in place)."""
+        return self.from_numpy(np.ascontiguousarray(flat_view(a, desc)))
+
+    def to_numpy(self, data: cu.DeviceBuffer) -> np.ndarray:
+        self._make_current()
+        lo, nbytes = data.span()
+        raw = np.empty(nbytes, np.uint8)
+        if nbytes:
+            d = cu.driver()
+            cu.check(d.cuMemcpyDtoHAsync(raw.ctypes.data, lo, nbytes, self.stream), "cuMemcpyDtoHAsync")
+            cu.check(d.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        if data.contiguous:
+            return raw.view(data.dtype).reshape(data.shape)
+        start = data.ptr - lo
+        view = np.lib.stride_tricks.as_strided(raw[start:].view(data.dtype), data.shape, data.strides)
+        return np.array(view)
+
+    def import_foreign(self, obj, what: str = "argument") -> Array:
+        """A CUDA array of another library (__cuda_array_interface__) as a tj.Array, without a copy. Work
+        queued on the stream the producer names is waited for first."""
+        buf = cu.from_interface(obj, what)
+        self._make_current()
+        d = cu.driver()
+        err, ptr_device = d.cuPointerGetAttribute(d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                                  buf.ptr) if buf.ptr else (d.CUresult.CUDA_SUCCESS, self.ordinal)
+        if err == d.CUresult.CUDA_SUCCESS and int(ptr_device) != self.ordinal:
+            raise DeviceError(f"{what} lives on GPU {int(ptr_device)}, and this call runs on {self.name}; "
+                              f"pass device='cuda:{int(ptr_device)}' or move the array")
+        stream = obj.__cuda_array_interface__.get("stream")
+        if stream:   # CAI v3: the producer's stream may still be writing it
+            self._wait_for(int(stream))
+        return Array(buf, self)
+
+    def _wait_for(self, stream: int) -> None:
+        d = cu.driver()
+        event = cu.check(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING.value), "cuEventCreate")
+        cu.check(d.cuEventRecord(event, stream), "cuEventRecord")
+        cu.check(d.cuStreamWaitEvent(self.stream, event, 0), "cuStreamWaitEvent")
+        d.cuEventDestroy(event)
+
+    def cuda_array_interface(self, data: cu.DeviceBuffer) -> dict:
+        return {"shape": data.shape, "typestr": data.dtype.str, "data": (data.ptr, data.readonly),
+                "strides": None if data.contiguous else data.strides, "version": 3, "stream": self.stream_handle}
+
+    def dlpack(self, data: cu.DeviceBuffer, stream=None, **kwargs):
+        """A DLPack capsule; the consumer's `stream` (None: the legacy default stream, -1: none) waits
+        for this device's queued work first."""
+        self._make_current()
+        if stream != -1:
+            consumer = 1 if stream is None else int(stream)
+            event_stream = self.stream
+            d = cu.driver()
+            event = cu.check(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING.value), "cuEventCreate")
+            cu.check(d.cuEventRecord(event, event_stream), "cuEventRecord")
+            cu.check(d.cuStreamWaitEvent(consumer, event, 0), "cuStreamWaitEvent")
+            d.cuEventDestroy(event)
+        return dlpack.export(data.ptr, data.shape, data.strides, data.dtype, dlpack.CUDA, self.ordinal, data)
+
+    def dlpack_device(self, data) -> tuple[int, int]:
+        return (dlpack.CUDA, self.ordinal)
+
+    def synchronize(self) -> None:
+        self._make_current()
+        cu.check(cu.driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    def memory_stats(self) -> dict[str, int]:
+        """The caching allocator: blocks in use, blocks held for reuse, bytes managed."""
+        return self.pool.stats()
+
+    # -- graph capture --
+    def clone(self, data: cu.DeviceBuffer) -> cu.DeviceBuffer:
+        out = self.allocate(data.shape, data.dtype)
+        if out.nbytes:
+            if not data.contiguous:
+                return self.from_numpy(self.to_numpy(data))
+            cu.check(cu.driver().cuMemcpyDtoDAsync(out.ptr, data.ptr, out.nbytes, self.stream), "cuMemcpyDtoDAsync")
+        return out
+
+    def own(self, a) -> Array:
+        """A graph's own copy of an input, on this GPU."""
+        if type(a) is Array and a.device is self:
+            return Array(self.clone(a._data), self)
+        return Array(self.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), self)
+
+    def feed(self, owned: Array, a) -> None:
+        dst = owned._data
+        if not dst.nbytes:
+            return
+        d = cu.driver()
+        self._make_current()
+        if type(a) is Array and a.device is self and a._data.contiguous:
+            cu.check(d.cuMemcpyDtoDAsync(dst.ptr, a._data.ptr, dst.nbytes, self.stream), "cuMemcpyDtoDAsync")
+        else:
+            host = np.ascontiguousarray(a.numpy() if type(a) is Array else a, dtype=dst.dtype)
+            cu.check(d.cuMemcpyHtoDAsync(dst.ptr, host.ctypes.data, dst.nbytes, self.stream), "cuMemcpyHtoDAsync")
+
+    def replay(self, launches) -> None:
+        """Recorded launches, one by one, or a CUDA graph of them with one driver call."""
+        self._make_current()
+        if type(launches) is CudaGraph:
+            launches.launch()
+            return
+        for launch in launches:
+            launch.run(self.stream)
+
+    def prepare_replay(self, launches):
+        """A graph's launches, final before its first replay, become one CUDA graph."""
+        return CudaGraph(self, list(launches)) if launches else launches
+
+    def memory_of(self, value) -> int:
+        """The allocation behind a tj.Array or a DeviceBuffer of this device."""
+        data = value._data if type(value) is Array else value
+        return id(data.owner)
+
+    def share_memory(self, launches, scratch: set[int]):
+        """Intermediates whose lifetimes do not overlap share pooled blocks (see plan_sharing)."""
+        uses = [[(pos, buf.owner, buf.nbytes) for pos, buf in launch.buffers.items()] for launch in launches]
+        assignment, nbytes = plan_sharing(uses, scratch, lambda n: self.pool.allocate(n))
+        for launch, used in zip(launches, uses):
+            for pos, owner, _ in used:
+                block = assignment.get(id(owner))
+                if block is not None:
+                    launch.set_pointer(pos, block.ptr, block)
+        return launches, nbytes
+
+    # -- compilation --
+    def compile(self, program: Program) -> "CudaPlan":
+        compiled = []
+        for k, keys in zip(program.kernels, program.launches):
+            by_value = by_value_params(program, keys)
+            c = self.compiler.build(k, by_value)
+            fn = self._function(c.name, c.ptx)
+            fits = cu.check(cu.driver().cuFuncGetAttribute(
+                cu.driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn), "cuFuncGetAttribute")
+            if fits < c.launch.local_size:   # this kernel's registers allow fewer threads per block
+                c = self.compiler.build(k, by_value, replace(self.options, max_local_size=fits))
+                fn = self._function(c.name, c.ptx)
+            vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
+            compiled.append((c, fn, vfn))
+        return CudaPlan(self, program, compiled)
+
+    def _function(self, name: str, ptx: str):
+        """The kernel `name` of a PTX module, loaded once per process (the driver finishes PTX for this GPU
+        and keeps the result in its own compute cache)."""
+        fn = self._functions.get(ptx)
+        if fn is None:
+            self._make_current()
+            d = cu.driver()
+            err, module = d.cuModuleLoadData(ptx.encode() + b"\0")
+            if err == d.CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+                raise DeviceError(f"the CUDA driver on this machine is older than {nvrtc.version()}: it rejects PTX ISA "
+                                  f"{nvrtc.ptx_isa(ptx)}. Update the driver (CUDA 13.0 needs r580 or newer), or "
+                                  "install an nvidia-cuda-nvrtc that matches the driver's CUDA version")
+            if err != d.CUresult.CUDA_SUCCESS:
+                raise DeviceError(f"the CUDA driver could not load kernel {name} ({cu.error_text(err)})")
+            self._modules.append(module)
+            fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, name.encode()), "cuModuleGetFunction")
+        return fn
+
+    def error_buffer(self) -> cu.DeviceBuffer:
+        if self._error is None:
+            self._error = self.allocate((1,), np.dtype("int32"))
+        return self._error
+
+
+def _describe(ordinal: int) -> str:
+    d = cu.driver()
+    dev = cu.check(d.cuDeviceGet(ordinal), "cuDeviceGet")
+    name = cu.check(d.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    name = (name.decode() if isinstance(name, bytes) else str(name)).split("\0")[0].strip()
+    attr = d.CUdevice_attribute
+    major = cu.check(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute")
+    minor = cu.check(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
+    memory = cu.check(d.cuDeviceTotalMem(dev), "cuDeviceTotalMem")
+    return f"{name} (sm_{major}{minor}, {int(memory) / 2 ** 30:.0f} GiB)"
+
+
+def _compile_arch(cc: int) -> str:
+    """The architecture to compile for: the GPU's own, or, for a GPU newer than this NVRTC knows, the
+    newest it does (the driver compiles that PTX forward)."""
+    known = nvrtc.supported_archs()
+    if not known or cc in known:
+        return f"sm_{cc}"
+    older = [a for a in known if a <= cc]
+    return f"sm_{max(older) if older else min(known)}"
+
