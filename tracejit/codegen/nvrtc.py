@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from ..errors import CompileError, DeviceError
+from .build_log import annotate
 
 ENV_ARCH = "TRACEJIT_CUDA_ARCH"
 DEFAULT_ARCH = "sm_80"
@@ -121,15 +122,8 @@ def _log(nvrtc, prog) -> str:
 
 def build_error_message(name: str, arch: str, source: str, build_log: str, compiler: str) -> str:
     """NVRTC's messages ('name.cu(12): error: ...'), each followed by the generated line it names."""
-    lines = source.splitlines()
-    out = [f"{compiler} rejected generated CUDA kernel {name} for {arch}:"]
-    for entry in build_log.strip().splitlines()[:40]:
-        out.append("  " + entry)
-        m = re.search(r"\.cu\((\d+)\)", entry)
-        if m and 0 < int(m.group(1)) <= len(lines):
-            out.append(f"    generated line {m.group(1)}: {lines[int(m.group(1)) - 1].strip()}")
-    out.append("This is a tracejit bug; please report it with TRACEJIT_DEBUG=4 output.")
-    return "\n".join(out)
+    return annotate(f"{compiler} rejected generated CUDA kernel {name} for {arch}:", source, build_log,
+                    r"\.cu\((\d+)\)")
 
 
 def ptx_isa(ptx: str) -> str:

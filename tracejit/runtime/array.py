@@ -58,3 +58,12 @@ class Array:
 
     def __repr__(self) -> str:
         return f"tj.Array({self.numpy()!r}, device={self.device.name!r})"
+
+
+def own_copy(device, a) -> Array:
+    """A copy of `a` (a host array, or a tj.Array of any device) that `device` owns: what a captured
+    graph keeps of its inputs on a device with its own memory."""
+    if type(a) is Array and a.device is device:
+        return Array(device.clone(a._data), device)
+    return Array(device.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), device)
+

@@ -22,7 +22,7 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import cuda_driver as cu
 from . import dlpack
-from .array import Array
+from .array import Array, own_copy
 from .cuda_plan import CudaGraph, CudaPlan
 from .cache_key import source_part, tracejit_part
 from .debug import log
@@ -302,9 +302,7 @@ class CUDADevice:
 
     def own(self, a) -> Array:
         """A graph's own copy of an input, on this GPU."""
-        if type(a) is Array and a.device is self:
-            return Array(self.clone(a._data), self)
-        return Array(self.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), self)
+        return own_copy(self, a)
 
     def feed(self, owned: Array, a) -> None:
         dst = owned._data

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..codegen import build_log as build_log_text
 from ..codegen import opencl as opencl_codegen
 from ..codegen.simt import Launch, RenderOptions
 from ..errors import CompileError, DeviceError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
-from .array import Array
+from .array import Array, own_copy
 from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
 from .disk_cache import CACHE, CacheKey
@@ -219,9 +219,7 @@ class OpenCLDevice:
 
     def own(self, a) -> Array:
         """A graph's own copy of an input, on this device."""
-        if type(a) is Array and a.device is self:
-            return Array(self.clone(a._data), self)
-        return Array(self.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), self)
+        return own_copy(self, a)
 
     def feed(self, owned: Array, a) -> None:
         import pyopencl as cl
@@ -345,15 +343,8 @@ def _pyopencl_version() -> str:
 
 def build_error_message(name: str, device: str, source: str, build_log: str) -> str:
     """The compiler's messages, each followed by the generated line it points at."""
-    lines = source.splitlines()
-    out = [f"the OpenCL compiler rejected generated kernel {name} on {device}:"]
-    for entry in build_log.strip().splitlines()[:40]:
-        out.append("  " + entry)
-        m = re.search(r":(\d+):(\d+):", entry)
-        if m and 0 < int(m.group(1)) <= len(lines):
-            out.append(f"    generated line {m.group(1)}: {lines[int(m.group(1)) - 1].strip()}")
-    out.append("This is a tracejit bug; please report it with TRACEJIT_DEBUG=4 output.")
-    return "\n".join(out)
+    return build_log_text.annotate(f"the OpenCL compiler rejected generated kernel {name} on {device}:", source,
+                                   build_log, r":(\d+):\d+:")
 
 
 class OpenCLPlan:

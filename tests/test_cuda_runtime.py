@@ -1,0 +1,158 @@
+"""The cuda runtime's host side on a machine without a GPU: tests/fake_cuda.py stands in for the driver
+(host memory, launches run by the kernel-IR interpreter), while NVRTC compiles the real PTX. Checks
+uploads (strided ones too), argument packing (buffers and scalars by value), the float4 variant's
+alignment choice, results on the device, the allocator, foreign arrays, capture into a CUDA graph.
+The same code on a real GPU is covered by the device-parametrised suite and tests/test_cuda.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.codegen import nvrtc
+from tracejit.runtime import cuda_device, cuda_driver, registry
+
+try:
+    nvrtc.version()
+except tj.DeviceError as e:
+    pytest.skip(f"NVRTC is not installed: {e}", allow_module_level=True)
+from fake_cuda import FakeDriver  # noqa: E402  (imports cuda.bindings)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    driver = FakeDriver()
+    monkeypatch.setattr(registry, "_auto", registry.default_device_name())   # never chosen automatically
+    monkeypatch.setattr(cuda_driver, "driver", lambda: driver)
+    cuda_driver.initialise.cache_clear()
+    monkeypatch.setattr(registry, "_instances", {})
+    build = cuda_device.CudaCompiler.build
+
+    def build_and_register(self, kernel, by_value, options=None):
+        c = build(self, kernel, by_value, options)
+        driver.kernels[c.name] = kernel
+        driver.by_value[c.name] = {kernel.params[i].name for i in by_value}
+        return c
+    monkeypatch.setattr(cuda_device.CudaCompiler, "build", build_and_register)
+    yield driver
+    cuda_driver.initialise.cache_clear()
+
+
+@tj.kernel
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@tj.kernel
+def affine(x, a, b):
+    return x * a + b
+
+
+@tj.kernel
+def mixed(x, n, flag):
+    return (x // n + (x % 3), (x > n) & flag, x.astype(np.float16) * 2)
+
+
+def softmax_ref(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_the_fake_gpu_is_a_cuda_device(fake):
+    assert {i.name: i for i in tj.devices()}["cuda"].available
+    dev = tj.device("cuda")
+    assert dev.compiler.arch == "sm_80" and "Fake GPU" in dev.description
+
+
+def test_a_call_uploads_launches_and_keeps_results_on_the_device(fake, rng):
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+    y = softmax(x, device="cuda")
+    assert isinstance(y, tj.Array) and y.device.name == "cuda"
+    np.testing.assert_allclose(y.numpy(), softmax_ref(x), rtol=1e-5)
+    z = softmax(y, device="cuda")                      # the result is an input without leaving the device
+    np.testing.assert_allclose(np.asarray(z), softmax_ref(softmax_ref(x)), rtol=1e-5)
+    cai = z.__cuda_array_interface__
+    assert cai["data"][0] == z._data.ptr and cai["shape"] == (64, 300) and cai["stream"] == 4242
+
+
+def test_scalars_by_value_and_every_dtype_of_the_arguments_are_packed_as_declared(fake, rng):
+    x = rng.integers(-50, 50, (40, 16)).astype(np.int32)
+    q, gt, h = mixed(x, 7, True, device="cuda")
+    np.testing.assert_array_equal(q.numpy(), x // 7 + x % 3)
+    np.testing.assert_array_equal(gt.numpy(), x > 7)
+    np.testing.assert_array_equal(h.numpy(), x.astype(np.float16) * np.float16(2))
+    a = rng.standard_normal(1000).astype(np.float32)
+    np.testing.assert_allclose(affine(a, 2.5, -1.0, device="cuda").numpy(), a * np.float32(2.5) - 1, rtol=1e-6)
+
+
+def test_strided_host_and_foreign_inputs_are_read_through_their_strides(fake, rng):
+    x = rng.standard_normal((48, 64)).astype(np.float32)
+    np.testing.assert_allclose(softmax(x.T, device="cuda").numpy(), softmax_ref(x.T), rtol=1e-5)
+    np.testing.assert_allclose(softmax(x[::-1, ::2], device="cuda").numpy(), softmax_ref(x[::-1, ::2]), rtol=1e-5)
+    on_gpu = tj.asarray(x, device="cuda")
+
+    class TransposedView:                               # another library's view of the same memory
+        def __init__(self, base):
+            self.base = base
+            self.__cuda_array_interface__ = dict(base.__cuda_array_interface__, shape=(64, 48), strides=(4, 256))
+    view = TransposedView(on_gpu)
+    np.testing.assert_allclose(softmax(view, device="cuda").numpy(), softmax_ref(x.T), rtol=1e-5)
+    assert tj.asarray(view, device="cuda").numpy().tolist() == x.T.tolist()   # no copy, strided readback
+
+
+def test_the_float4_variant_runs_only_on_aligned_memory(fake, rng):
+    x = rng.standard_normal(4096).astype(np.float32)
+    on_gpu = tj.asarray(x, device="cuda")
+    launched = []
+    plan = affine.lower(on_gpu, 2.0, 1.0, device="cuda")
+    assert plan.kernels[0].vector is not None
+    original = fake.cuLaunchKernel
+    fake.cuLaunchKernel = lambda fn, *rest: launched.append(fn) or original(fn, *rest)
+    np.testing.assert_allclose(affine(on_gpu, 2.0, 1.0, device="cuda").numpy(), x * 2 + 1, rtol=1e-6)
+
+    class Offset:                                       # 4 bytes past an aligned address
+        def __init__(self, base):
+            self.base = base
+            cai = base.__cuda_array_interface__
+            self.__cuda_array_interface__ = dict(cai, shape=(4092,), data=(cai["data"][0] + 4, False))
+    np.testing.assert_allclose(affine(Offset(on_gpu), 2.0, 1.0, device="cuda").numpy()[:8], x[1:9] * 2 + 1,
+                               rtol=1e-6)
+    assert launched[0].endswith("_v4") and not launched[-1].endswith("_v4")
+
+
+def test_the_allocator_reuses_blocks_and_frees_held_ones_when_memory_runs_out(fake):
+    dev = tj.device("cuda")
+    a = tj.asarray(np.ones(1 << 18, np.float32), device="cuda")
+    first = fake.allocations
+    del a
+    b = tj.asarray(np.ones(1 << 18, np.float32), device="cuda")
+    assert fake.allocations == first and dev.memory_stats()["active_blocks"] >= 1
+    del b
+    assert dev.memory_stats()["held_blocks"] >= 1
+    fake.memory_limit = sum(len(m) for m in fake.memory.values()) + (1 << 20) + 512
+    c = tj.asarray(np.ones(1 << 19, np.float32), device="cuda")       # fits only once held blocks are freed
+    assert dev.memory_stats()["held_blocks"] == 0 and c.numpy()[0] == 1
+    with pytest.raises(tj.DeviceError, match="could not allocate"):
+        tj.asarray(np.ones(1 << 28, np.float32), device="cuda")
+
+
+def test_capture_replays_one_cuda_graph_with_new_inputs(fake, rng):
+    x = rng.standard_normal((32, 256)).astype(np.float32)
+    with tj.capture() as g:
+        g.outputs = softmax(affine(x, 3.0, 0.5, device="cuda"), device="cuda")
+    x2 = rng.standard_normal((32, 256)).astype(np.float32)
+    before = fake.launches
+    out = g(x2)
+    assert fake.graph_launches == 1 and fake.launches == before + 2     # two launches captured, once
+    np.testing.assert_allclose(out.numpy(), softmax_ref(x2 * np.float32(3) + np.float32(0.5)), rtol=1e-5)
+    g(x)
+    assert fake.graph_launches == 2
+    np.testing.assert_allclose(out.numpy(), softmax_ref(x * np.float32(3) + np.float32(0.5)), rtol=1e-5)
+
+
+def test_dlpack_names_the_gpu(fake):
+    y = tj.asarray(np.arange(6, dtype=np.float32), device="cuda")
+    assert y.__dlpack_device__() == (2, 0)
+    capsule = y.__dlpack__(stream=None)
+    assert type(capsule).__name__ == "PyCapsule"
