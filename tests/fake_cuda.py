@@ -27,8 +27,7 @@ class FakeDriver:
 
     def __init__(self, memory_limit: int = 1 << 30):
         self.memory: dict[int, ctypes.Array] = {}
-        self.kernels: dict[str, object] = {}      # kernel name -> kernel IR (registered by the test)
-        self.by_value: dict[str, set[str]] = {}   # kernel name -> params passed by value
+        self.kernels: dict[str, tuple] = {}       # PTX -> (kernel IR, names of params by value)
         self.launches = self.graph_launches = self.allocations = 0
         self.capturing: list | None = None
         self.memory_limit = memory_limit
@@ -116,7 +115,7 @@ class FakeDriver:
 
     def cuModuleGetFunction(self, module, name):
         assert b".entry " + name in module
-        return OK, name.decode()
+        return OK, (name.decode(), module[:-1].decode())   # kernel names repeat; a module's PTX does not
 
     def cuFuncGetAttribute(self, attr, fn):
         return OK, 1024
@@ -130,20 +129,24 @@ class FakeDriver:
             self._run(*call)
         return (OK,)
 
-    def _read_arguments(self, fn: str, params: int):
-        ir = self.kernels[fn.removesuffix("_v4")]
+    def register(self, compiled, by_value) -> None:
+        """Called for each kernel the compiler builds: launches of its PTX run this IR."""
+        names = {compiled.ir.params[i].name for i in by_value}
+        self.kernels[compiled.ptx] = (compiled.ir, names)
+        if compiled.vector:
+            self.kernels[compiled.vector[2]] = (compiled.ir, names)
+
+    def _read_arguments(self, fn, params: int):
+        ir, by_value = self.kernels[fn[1]]
         pointers = (ctypes.c_void_p * len(ir.params)).from_address(params)
         values = []
         for p, address in zip(ir.params, pointers):
-            if p.output or not self._by_value(fn, p):
-                values.append(("buffer", ctypes.c_uint64.from_address(address).value))
-            else:
+            if p.name in by_value:
                 values.append(("value", _CTYPES[p.dtype].from_address(address).value))
+            else:
+                values.append(("buffer", ctypes.c_uint64.from_address(address).value))
         self.launches += 1
         return ir, values
-
-    def _by_value(self, fn, param) -> bool:
-        return param.name in self.by_value.get(fn.removesuffix("_v4"), ())
 
     def _run(self, ir, values) -> None:
         arrays = []
@@ -152,7 +155,8 @@ class FakeDriver:
             if kind == "value":
                 arrays.append(np.array([v], dtype=_CTYPES[p.dtype]._type_).view(storage).astype(p.dtype))
                 continue
-            raw = (ctypes.c_uint8 * (p.size * storage.itemsize)).from_address(v)
+            assert v != 0, f"kernel {ir.name} got a null pointer for {p.name}"
+            raw = (ctypes.c_uint8 * (max(p.size, 1) * storage.itemsize)).from_address(v)
             arrays.append(np.frombuffer(raw, dtype=storage).view(p.dtype) if p.dtype == np.bool_ else
                           np.frombuffer(raw, dtype=storage))
         interpret.run(ir, arrays)

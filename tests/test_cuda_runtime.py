@@ -30,8 +30,7 @@ def fake(monkeypatch):
 
     def build_and_register(self, kernel, by_value, options=None):
         c = build(self, kernel, by_value, options)
-        driver.kernels[c.name] = kernel
-        driver.by_value[c.name] = {kernel.params[i].name for i in by_value}
+        driver.register(c, by_value)
         return c
     monkeypatch.setattr(cuda_device.CudaCompiler, "build", build_and_register)
     yield driver
@@ -108,7 +107,7 @@ def test_the_float4_variant_runs_only_on_aligned_memory(fake, rng):
     plan = affine.lower(on_gpu, 2.0, 1.0, device="cuda")
     assert plan.kernels[0].vector is not None
     original = fake.cuLaunchKernel
-    fake.cuLaunchKernel = lambda fn, *rest: launched.append(fn) or original(fn, *rest)
+    fake.cuLaunchKernel = lambda fn, *rest: launched.append(fn[0]) or original(fn, *rest)
     np.testing.assert_allclose(affine(on_gpu, 2.0, 1.0, device="cuda").numpy(), x * 2 + 1, rtol=1e-6)
 
     class Offset:                                       # 4 bytes past an aligned address
@@ -156,3 +155,10 @@ def test_dlpack_names_the_gpu(fake):
     assert y.__dlpack_device__() == (2, 0)
     capsule = y.__dlpack__(stream=None)
     assert type(capsule).__name__ == "PyCapsule"
+
+
+def test_empty_arrays_get_memory_so_no_kernel_sees_a_null_pointer(fake):
+    x = np.zeros((0, 3), np.float32)
+    got = tj.kernel(lambda x: (x.sum(axis=0), x.max(axis=1)))(x, device="cuda")
+    np.testing.assert_array_equal(got[0].numpy(), np.zeros(3, np.float32))   # the fake refuses null pointers
+    assert got[1].shape == (0,)

@@ -206,10 +206,10 @@ class CUDADevice:
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> cu.DeviceBuffer:
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if not nbytes:
-            return cu.DeviceBuffer(0, shape, dtype, None)
         self._make_current()
-        block = self.pool.allocate(nbytes)
+        # an empty array still gets memory: a kernel may read an element it then ignores (the load of a
+        # loop that runs zero times can be hoisted out of it), and a null pointer would fault
+        block = self.pool.allocate(max(nbytes, 1))
         return cu.DeviceBuffer(block.ptr, shape, dtype, block)
 
     def from_numpy(self, a: np.ndarray) -> cu.DeviceBuffer:

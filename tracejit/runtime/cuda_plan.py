@@ -50,7 +50,7 @@ class BoundLaunch:
         self.pointers = [0] * len(arg_dtypes)
 
     def set_buffer(self, pos: int, buf: cu.DeviceBuffer) -> None:
-        ptr = buf.span()[0] if buf.size else 0   # kernels index a strided array from its lowest address
+        ptr = buf.span()[0] if buf.size else buf.ptr   # kernels index a strided array from its lowest address
         self.holders[pos].value = ptr
         self.pointers[pos] = ptr
         self.buffers[pos] = buf
@@ -106,7 +106,8 @@ class CudaPlan:
             if desc.shape == ():  # by value
                 bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
             elif type(a) is Array and a.device is dev:
-                bufs[key] = a._data
+                # an empty foreign array may have no memory at all: kernels get a valid address anyway
+                bufs[key] = a._data if a._data.size else dev.allocate(desc.shape, desc.dtype)
             else:
                 host = a.numpy() if type(a) is Array else a
                 if id(host) not in staged:
