@@ -78,14 +78,15 @@ def timed(fn, sync, batch: int, repeats: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, 2 repetitions: checks the script, measures nothing")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     if not {i.name: i for i in tj.devices()}["cuda"].available:
         sys.exit(f"no CUDA GPU: {({i.name: i for i in tj.devices()}['cuda']).reason}")
     dev = tj.device("cuda")
-    big = 1 << (24 if args.quick else 28)              # elements of the 1-D cases
-    rows = 1 << (12 if args.quick else 16)             # rows of 1024 for the row cases
-    repeats, batch = (5, 10) if args.quick else (15, 50)
+    big = 1 << (16 if args.smoke else 24 if args.quick else 28)    # elements of the 1-D cases
+    rows = 1 << (6 if args.smoke else 12 if args.quick else 16)    # rows of 1024 for the row cases
+    repeats, batch = (2, 2) if args.smoke else (5, 10) if args.quick else (15, 50)
     rng = np.random.default_rng(0)
     torch_fns = torch_versions()
     import_torch = torch_fns is not None
@@ -115,18 +116,19 @@ def main() -> None:
               f"{(theirs or 0) * 1e3:8.3f}ms {row['torch_gbs'] or 0:8.0f} {ratio:>7}")
     # dispatch: the cost of one launch of a 16-element kernel, eager and per kernel in a replayed graph
     small = tj.asarray(np.ones(16, np.float32), device="cuda")
-    eager = timed(lambda: tiny(small, device="cuda"), dev.synchronize, 1000, repeats)
+    calls = 10 if args.smoke else 1000
+    eager = timed(lambda: tiny(small, device="cuda"), dev.synchronize, calls, repeats)
     chain = 10
     with tj.capture() as g:
         y = small
         for _ in range(chain):
             y = tiny(y, device="cuda")
         g.outputs = y
-    replay = timed(g.replay, dev.synchronize, 200, repeats) / chain
+    replay = timed(g.replay, dev.synchronize, max(2, calls // 5), repeats) / chain
     torch_launch = None
     if import_torch:
         ts = torch.ones(16, device="cuda")
-        torch_launch = timed(lambda: ts * 2 + 1, torch.cuda.synchronize, 1000, repeats) / 2   # two kernels
+        torch_launch = timed(lambda: ts * 2 + 1, torch.cuda.synchronize, calls, repeats) / 2   # two kernels
     print(f"dispatch   16 elements: eager {eager * 1e6:.1f} us/call, replay {replay * 1e6:.2f} us/kernel"
           + (f", torch {torch_launch * 1e6:.1f} us/kernel" if torch_launch else ""))
     results.append({"case": "dispatch", "eager_us": eager * 1e6, "replay_us_per_kernel": replay * 1e6,

@@ -3,6 +3,7 @@ void* array cuLaunchKernel reads, updated in place per call), and captured launc
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 
 import numpy as np
@@ -98,6 +99,7 @@ class CudaPlan:
         self._launches = [BoundLaunch(c, fn, vfn, dtypes) for c, fn, vfn, _, dtypes in self._compiled]
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+        self._lock = threading.Lock()   # the packed arguments are shared: one call at a time sets and launches
 
     def _buffers(self, args, dev) -> tuple[dict, dict]:
         bufs, staged, results = {}, {}, {}
@@ -127,6 +129,10 @@ class CudaPlan:
                 launch.set_scalar(pos, value)
 
     def __call__(self, args) -> list:
+        with self._lock:
+            return self._call(args)
+
+    def _call(self, args) -> list:
         dev, prog = self.device, self.program
         check_int_scalars(prog.int_scalars, args)
         dev._make_current()
