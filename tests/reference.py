@@ -172,3 +172,12 @@ def erf_reference(x: np.ndarray) -> np.ndarray:
     """math.erf elementwise in float64, rounded to the input's float dtype."""
     values = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
     return values.astype(x.dtype)
+
+
+def require_kept_kernels(device: str) -> None:
+    """Skip a test of what a later process finds on disk where the device keeps no compiled kernels
+    (webgpu: wgpu-py exposes no pipeline cache, so each process builds its pipelines)."""
+    if not getattr(tj.device(device), "keeps_compiled_kernels", True):
+        pytest.skip(f"{device} keeps no compiled kernels on disk: wgpu-py exposes no pipeline cache, so each "
+                    "process builds its pipelines")
+

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from reference import require_kept_kernels
 from tracejit.runtime import disk_cache
 from tracejit.runtime.disk_cache import CacheKey, CacheWarning, DiskCache, parse_entry
 
@@ -60,6 +61,14 @@ def key(**parts) -> CacheKey:
 
 
 # ---- across processes, per device ----
+
+@pytest.fixture(autouse=True)
+def _device_keeps_compiled_kernels(request):
+    """A device whose compiled kernels cannot be kept on disk (webgpu: wgpu-py has no pipeline cache) has
+    nothing for these tests to check."""
+    if "device" in request.fixturenames:
+        require_kept_kernels(request.getfixturevalue("device"))
+
 
 def test_a_second_process_compiles_nothing(tmp_path, device):
     first = run_program(tmp_path, device)

@@ -63,11 +63,25 @@ def run_with_interpreter(plan, args):
     return [bufs[k].reshape(program.buffers[k].shape) for k in program.outputs]
 
 
+def narrow_to_32_bits(a):
+    a = np.asarray(a)
+    return a.astype({"f": np.float32, "i": np.int32, "u": np.uint32}[a.dtype.kind]) if a.dtype.itemsize == 8 else a
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_renderer_agrees_with_kernel_ir_interpreter(name, device):
     fn, args = PROGRAMS[name]
     k = tj.kernel(fn)
-    plan = k.lower(*args, device=device)
+    try:
+        plan = k.lower(*args, device=device)
+    except tj.DtypeError as e:
+        if device == "numba":
+            raise
+        args = tuple(narrow_to_32_bits(a) for a in args)   # the same program at 32 bits (WGSL has no 64-bit types)
+        try:
+            plan = k.lower(*args, device=device)
+        except tj.DtypeError:
+            pytest.skip(f"{device} cannot represent a dtype of this program: {e}")
     got = k(*args, device=device)
     got = [np.asarray(g) for g in got] if isinstance(got, tuple) else [np.asarray(got)]
     reference = run_with_interpreter(plan, args)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from reference import require_kept_kernels
 from tracejit.frontend.warm import parse_arg, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,6 +87,7 @@ def test_argument_specs_read_dtype_and_shape_and_reject_the_rest():
 
 
 def test_command_line_warm_of_a_function_leaves_nothing_to_compile(project, tmp_path, device):
+    require_kept_kernels(device)
     cache = tmp_path / "cache"
     out = run(project, cache, "-m", "tracejit", "warm", "warm_kernels:softmax", "--arg", "float32[16,300]",
               "--device", device)
@@ -103,6 +105,7 @@ def test_command_line_warm_of_a_function_leaves_nothing_to_compile(project, tmp_
 
 
 def test_a_recorded_manifest_warms_a_fresh_cache_in_parallel_workers(project, tmp_path, device):
+    require_kept_kernels(device)
     manifest = tmp_path / "manifest.jsonl"
     recorded = run(project, tmp_path / "first", "app.py", device, TRACEJIT_RECORD=str(manifest))
     assert recorded.returncode == 0, recorded.stderr
@@ -131,6 +134,7 @@ def test_manifest_problems_are_reported_clearly(project, tmp_path):
 
 def test_an_exported_cache_imported_elsewhere_compiles_nothing_and_a_tampered_entry_is_rejected(
         project, tmp_path, device):
+    require_kept_kernels(device)
     source, archive = tmp_path / "source", tmp_path / "cache.tgz"
     app_counts(project, source, device)
     out = run(project, source, "-m", "tracejit", "cache", "export", str(archive))

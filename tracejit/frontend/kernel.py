@@ -59,6 +59,7 @@ class Plan:
             self.run = self._run
         self._wrap = device.name != "numba"
         self._tuple = traced.tuple_result
+        self.runnable = getattr(device, "runs", True)
 
     def _run(self, args):
         outs = self.executable(args)
@@ -93,6 +94,7 @@ class Kernel:
         self._nparams = len(names)
         self._device = device
         self._plans: dict = {}
+        self._lowered: dict = {}     # plans of compile-only targets (lower / warm), never run
         self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
 
     # -- the hot path --
@@ -123,8 +125,13 @@ class Kernel:
         one; compile_only: for a target that compiles without its hardware too (lower, warm)."""
         key = self._key(dev, args)
         plan = self._plans.get(key)
+        if plan is None and compile_only:
+            plan = self._lowered.get(key)
         if plan is None:
-            plan = self._plans[key] = self._lower(args, dev, compile_only)
+            plan = self._lower(args, dev, compile_only)
+            # a plan from a target that only compiles (no hardware, or none asked for yet) is kept apart:
+            # a later call lowers for the device itself
+            (self._plans if plan.runnable else self._lowered)[key] = plan
         else:
             self._counts["hits"] += 1
         return plan

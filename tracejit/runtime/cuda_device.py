@@ -105,6 +105,8 @@ class CudaTarget:
     """`cuda` where no GPU can run it: lower() and warm() compile PTX for an architecture into the disk
     cache; running raises DeviceError with the reason."""
 
+    runs = False
+
     def __init__(self, arch: str, reason: str, name: str):
         self.name, self.reason = name, reason
         self.compiler = CudaCompiler(arch)

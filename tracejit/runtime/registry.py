@@ -13,6 +13,7 @@ TARGETS: dict[str, str] = {
     "numba": "tracejit.runtime.numba_device:NumbaDevice",
     "opencl": "tracejit.runtime.opencl_device:OpenCLDevice",
     "cuda": "tracejit.runtime.cuda_device:CUDADevice",
+    "webgpu": "tracejit.runtime.webgpu_device:WebGPUDevice",
 }
 AUTO_ORDER = ("cuda", "metal", "opencl-gpu", "webgpu-gpu", "numba")
 

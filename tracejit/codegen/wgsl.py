@@ -1,0 +1,530 @@
+"""WGSL renderer: kernel IR -> one WebGPU compute shader. simt.py decides the launch shape (a thread per
+row, or a workgroup per long row with a var<workgroup> tree and workgroupBarrier()).
+
+WGSL has 32-bit scalars only (f16 with the shader-f16 feature): int64, uint64 and float64 raise a
+DtypeError naming the device. bool, int8/16 and uint8/16 live in memory as one 32-bit word per
+element (the runtime widens on upload and narrows on download) and are computed in i32/u32, wrapped
+to their width after every operation that can leave it. Scalars passed by value sit in one uniform.
+Inf and NaN come from bit patterns at run time (WGSL rejects them as constants), and NaN tests look at
+the bits, since shader compilers may assume x == x.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DtypeError, UnsupportedError
+from ..ir.kernel_ir import INDEX, Kernel
+from . import math_f32
+from .simt import Launch, Mapping, RenderOptions
+
+TYPES = {np.dtype(k): v for k, v in {
+    "bool": "bool", "int8": "i32", "int16": "i32", "int32": "i32", "uint8": "u32", "uint16": "u32",
+    "uint32": "u32", "float16": "f16", "float32": "f32"}.items()}
+STORAGE = {np.dtype(k): np.dtype(v) for k, v in {   # a buffer's element type on the device
+    "bool": "uint32", "int8": "int32", "int16": "int32", "int32": "int32", "uint8": "uint32",
+    "uint16": "uint32", "uint32": "uint32", "float16": "float16", "float32": "float32"}.items()}
+WIDTH_BITS = {np.dtype("int8"): 8, np.dtype("int16"): 16, np.dtype("uint8"): 8, np.dtype("uint16"): 16}
+
+
+@dataclass(frozen=True)
+class WGSLOptions:
+    device: str = "webgpu"
+    f16: bool = False                 # the adapter has shader-f16
+    max_local_size: int = 256         # maxComputeInvocationsPerWorkgroup
+    max_workgroups: int = 65535       # maxComputeWorkgroupsPerDimension
+    max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
+
+
+@dataclass(frozen=True)
+class WGSLRendered:
+    name: str
+    source: str
+    launch: Launch
+    groups: tuple[int, int]           # dispatch_workgroups(x, y)
+    buffers: tuple[int, ...]          # params bound as storage buffers, binding i = buffers[i]
+    writable: tuple[bool, ...]        # per storage buffer: read_write (an output)
+    scalars: tuple[int, ...]          # params in the uniform, in member order (binding len(buffers))
+
+
+def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
+    """How an array of dt lives in a WebGPU buffer; DtypeError where WGSL has no such type."""
+    dt = np.dtype(dt)
+    if dt == np.float16 and not options.f16:
+        raise DtypeError(f"float16 is not supported on {options.device}: the adapter lacks the shader-f16 feature "
+                         "(Vulkan/lavapipe has it, OpenGL does not); compute in float32 (x.astype(np.float32))")
+    if dt not in STORAGE:
+        raise DtypeError(f"{dt.name} is not supported on {options.device}: WGSL has no 64-bit types; use "
+                         f"{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'} "
+                         f"(x.astype(np.{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'}))")
+    return STORAGE[dt]
+
+
+def render(kernel: Kernel, options: WGSLOptions, by_value=frozenset()) -> WGSLRendered:
+    return _Render(kernel, options, frozenset(i for i in by_value if not kernel.params[i].output)).run()
+
+
+def _f32(v: float) -> str:
+    text = str(np.float32(v))
+    return text + ("" if any(c in text for c in ".e") else ".0") + "f"
+
+
+def _math_helpers() -> dict[str, str]:
+    """tracejit's float32 exp/tanh/log/erf (math_f32's algorithms and coefficients) in WGSL: accurate to
+    1 ulp where WGSL's builtins promise several, and tanh without exp's overflow at large |x|."""
+    def horner(var, cs, acc="p"):
+        return "\n    ".join([f"var {acc} = {_f32(cs[0])};"] + [f"{acc} = {acc} * {var} + {_f32(c)};" for c in cs[1:]])
+    m = math_f32
+    return {
+        "tj_exp_f32": (
+            "fn tj_exp_f32(x: f32) -> f32 {\n"
+            f"    let xc = clamp(x, {_f32(m.EXP_LO)}, {_f32(m.EXP_HI)});\n"
+            f"    let n = floor(xc * {_f32(m.LOG2E)} + 0.5f);\n"
+            f"    var r = n * {_f32(-m.LN2_HI)} + xc;\n    r = n * {_f32(-m.LN2_LO)} + r;\n"
+            f"    {horner('r', m.EXP_P)}\n"
+            "    let y = (p * (r * r) + r) + 1.0f;\n    let n1 = floor(n * 0.5f);\n"
+            "    let v = (y * exp2(n1)) * exp2(n - n1);\n"
+            "    return select(v, x, tj_isnan_f32(x));\n}"),
+        "tj_tanh_f32": (
+            "fn tj_tanh_f32(x: f32) -> f32 {\n    let a = abs(x);\n    let s = a * a;\n"
+            f"    {horner('s', m.TANH_P)}\n"
+            "    let small = (p * s) * a + a;\n    let large = 1.0f - 2.0f / (tj_exp_f32(a + a) + 1.0f);\n"
+            f"    let t = select(large, small, a < {_f32(m.TANH_SPLIT)});\n"
+            "    return select(select(t, -t, x < 0.0f), x, tj_isnan_f32(x));\n}"),
+        "tj_log_f32": (
+            "fn tj_log_f32(x: f32) -> f32 {\n"
+            "    let sub = x < 1.17549435e-38f;\n    let xs = select(x, x * 8388608.0f, sub);\n"
+            "    let bits = bitcast<i32>(xs);\n"
+            "    var e = f32(bits >> 23u) - select(126.0f, 149.0f, sub);\n"
+            "    let m = bitcast<f32>((bits & 0x007FFFFF) | 0x3F000000);\n"
+            f"    let below = m < {_f32(m.SQRT_HALF)};\n    e = select(e, e - 1.0f, below);\n"
+            "    let f = select(m, m + m, below) - 1.0f;\n    let z = f * f;\n"
+            f"    {horner('f', m.LOG_P)}\n"
+            f"    var y = (p * f) * z;\n    y = e * {_f32(m.LN2_LO)} + y;\n    y = -0.5f * z + y;\n"
+            f"    var r = e * {_f32(m.LN2_HI)} + (f + y);\n"
+            "    r = select(r, x, tj_isnan_f32(x) || x == tj_inf_f32());\n"
+            "    r = select(r, -tj_inf_f32(), x == 0.0f);\n"
+            "    return select(r, tj_nan_f32(), x < 0.0f);\n}"),
+        "tj_erf_f32": (
+            "fn tj_erf_f32(x: f32) -> f32 {\n    let s = x * x;\n"
+            f"    {horner('s', m.ERF_P)}\n"
+            "    let small = p * x + x;\n    let a = abs(x);\n"
+            f"    let t = min(a, {_f32(m.ERF_CLAMP)});\n"
+            f"    {horner('t', m.ERFC_Q, 'q')}\n"
+            "    let e = 1.0f - tj_exp_f32(q);\n"
+            f"    return select(small, select(e, -e, x < 0.0f), a > {_f32(m.ERF_SPLIT)});\n}}"),
+    }
+
+
+BASE_HELPERS = {
+    "tj_isnan_f32": "fn tj_isnan_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
+    "tj_isinf_f32": "fn tj_isinf_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }",
+    "tj_inf_f32": "fn tj_inf_f32() -> f32 { var b = 0x7f800000u; return bitcast<f32>(b); }",
+    "tj_nan_f32": "fn tj_nan_f32() -> f32 { var b = 0x7fc00000u; return bitcast<f32>(b); }",
+}
+
+
+class _Render:
+    def __init__(self, kernel: Kernel, options: WGSLOptions, by_value: frozenset[int]):
+        self.k, self.o, self.ins, self.by_value = kernel, options, kernel.instrs, by_value
+        m = Mapping(kernel, RenderOptions(device=options.device, fp64=False, max_local_size=options.max_local_size))
+        self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
+        self.index, self.nonneg = m.index, m.nonneg
+        self._check_dtypes()
+        if m.index_bits != 32:
+            raise UnsupportedError(f"kernel {kernel.name} indexes more than 2**30 elements, beyond WGSL's 32-bit "
+                                   f"integers on {options.device}")
+        self.names = [""] * len(self.ins)
+        self.lines: list[str] = []
+        self.module: list[str] = []           # var<workgroup> arrays
+        self.helpers: dict[str, str] = {}
+        self.depth = 1
+        self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
+
+    # -- dtypes --
+    def _check_dtypes(self) -> None:
+        """Every value and buffer must have a WGSL type (index arithmetic is i32; scalars by value arrive
+        as 32-bit uniform members)."""
+        for i, x in enumerate(self.ins):
+            if x.dtype is not None and i not in self.index and not self._by_value_load(i) and x.op != "param":
+                storage_dtype(x.dtype, self.o)
+        for p_i, p in enumerate(self.k.params):
+            if p_i not in self.by_value:
+                storage_dtype(p.dtype, self.o)
+
+    def _by_value_load(self, i: int) -> bool:
+        x = self.ins[i]
+        return x.op == "load" and self.ins[x.srcs[0]].op == "param" and self.ins[x.srcs[0]].arg in self.by_value
+
+    def ctype(self, dt: np.dtype) -> str:
+        dt = np.dtype(dt)
+        if dt == np.float16:
+            return "f32"          # stored as f16, computed in f32 like the other devices
+        if dt == np.float64:
+            return "f32"          # a by-value Python float next to float32 data
+        if dt == INDEX or dt == np.int64:
+            return "i32"
+        return TYPES[dt]
+
+    def vtype(self, i: int) -> str:
+        return "i32" if i in self.index else self.ctype(self.ins[i].dtype)
+
+    def literal(self, value, dt: np.dtype, index: bool = False) -> str:
+        dt = np.dtype(dt)
+        if dt == np.bool_:
+            return "true" if value else "false"
+        if dt.kind == "f":
+            v = float(value)
+            if v != v:
+                self._helper("tj_nan_f32")
+                return "tj_nan_f32()"
+            if v in (float("inf"), float("-inf")):
+                self._helper("tj_inf_f32")
+                return "tj_inf_f32()" if v > 0 else "(-tj_inf_f32())"
+            return _f32(v)
+        v = int(value)
+        if index or self.ctype(dt) == "i32":
+            return f"{v}i" if v != -2 ** 31 else "(-2147483647i - 1i)"
+        return f"{v}u"
+
+    def wrap(self, expr: str, dt: np.dtype) -> str:
+        """An int8/16 or uint8/16 value computed in 32 bits, brought back to its width."""
+        bits = WIDTH_BITS.get(np.dtype(dt))
+        if bits is None:
+            return expr
+        if dt.kind == "i":
+            return f"(({expr} << {32 - bits}u) >> {32 - bits}u)"
+        return f"({expr} & {hex((1 << bits) - 1)}u)"
+
+    def _helper(self, name: str) -> str:
+        if name not in self.helpers:
+            if name in BASE_HELPERS:
+                self.helpers[name] = BASE_HELPERS[name]
+            else:
+                for dep in ("tj_isnan_f32", "tj_inf_f32", "tj_nan_f32"):
+                    self._helper(dep)
+                if name in ("tj_tanh_f32", "tj_erf_f32"):
+                    self._helper("tj_exp_f32")
+                self.helpers[name] = _math_helpers()[name]
+        return name
+
+    # -- expressions --
+    def combine(self, op: str, dt: np.dtype, a: str, b: str) -> str:
+        if dt == np.bool_:
+            return f"({a} || {b})" if op in ("sum", "max") else f"({a} && {b})"
+        if op in ("sum", "prod"):
+            return self.wrap(f"({a} {'+' if op == 'sum' else '*'} {b})", dt)
+        return self.minmax(op, dt, a, b)
+
+    def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
+        if dt.kind == "f":   # NaN wins; each NaN test on its own, so no compiler can fold this into fmax
+            cmp = ">" if op == "max" else "<"
+            isnan = self._helper("tj_isnan_f32")
+            return f"select(select(select({b}, {a}, {a} {cmp} {b}), {a}, {isnan}(f32({a}))), {b}, {isnan}(f32({b})))"
+        if dt == np.bool_:
+            return f"({a} || {b})" if op == "max" else f"({a} && {b})"
+        return f"{op}({a}, {b})"
+
+    def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
+        src = self.ins[self.ins[i].srcs[0]].dtype
+        t = self.ctype(dt)
+        if src == np.bool_ and op in ("add", "mul", "max", "min", "and", "or", "xor", "invert"):
+            return {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
+                    "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})",
+                    "invert": "(!{0})"}[op].format(*a)
+        if op in ("lt", "le", "eq", "ne"):
+            return f"({a[0]} {dict(lt='<', le='<=', eq='==', ne='!=')[op]} {a[1]})"
+        if op == "where":
+            return f"select({a[2]}, {a[1]}, {a[0]})"
+        if i in self.index and op in ("add", "sub", "mul"):
+            return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
+        if op in ("max", "min"):
+            return self.minmax(op, src, a[0], a[1])
+        if op in ("idiv", "mod"):
+            if i in self.index and self.ins[i].srcs[0] in self.nonneg and self.ins[self.ins[i].srcs[1]].op == "const" \
+                    and self.ins[self.ins[i].srcs[1]].arg > 0:
+                return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
+            return self.wrap(f"{self.helper(op, t)}({a[0]}, {a[1]})", dt)
+        if op in ("isnan", "isinf"):
+            if src.kind != "f":
+                return "false"
+            return f"{self._helper(f'tj_{op}_f32')}(f32({a[0]}))"
+        if dt.kind in "iu":
+            if op in ("add", "sub", "mul"):
+                return self.wrap(f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})", dt)
+            if op == "neg":
+                return self.wrap(f"(0{'i' if t == 'i32' else 'u'} - {a[0]})", dt)
+            if op in ("and", "or", "xor"):
+                return f"({a[0]} {dict(zip(('and', 'or', 'xor'), '&|^'))[op]} {a[1]})"
+            if op == "invert":
+                return self.wrap(f"(~{a[0]})", dt)
+            if op == "abs":
+                return self.wrap(f"abs({a[0]})", dt) if t == "i32" else a[0]
+            if op == "sign":
+                return f"sign({a[0]})" if t == "i32" else f"select(0u, 1u, {a[0]} > 0u)"
+            if op == "pow":
+                return self.wrap(f"{self.helper('pow', t)}({a[0]}, {a[1]})", dt)
+            if op == "recip":
+                return self.wrap(f"{self.helper('idiv', t)}({self.literal(1, dt)}, {a[0]})", dt)
+            raise DtypeError(f"{op} is not defined for {dt.name}")
+        one = "1.0f"
+        table = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+                 "div": "({0} / {1})", "recip": f"({one} / {{0}})", "abs": "abs({0})",
+                 "floor": "floor({0})", "ceil": "ceil({0})", "trunc": "trunc({0})", "rint": "round({0})",
+                 "sqrt": "sqrt({0})", "exp2": "exp2({0})", "log2": "log2({0})", "sin": "sin({0})",
+                 "cos": "cos({0})", "tan": "tan({0})"}
+        if op in table:
+            return table[op].format(*a)
+        if op == "pow":
+            return f"{self.helper('pow', 'f32')}({a[0]}, {a[1]})"
+        if op == "sign":   # sign(NaN) is NaN, as in NumPy
+            return f"select(sign({a[0]}), {a[0]}, {self._helper('tj_isnan_f32')}({a[0]}))"
+        if op in math_f32.FUNCTIONS:
+            return f"{self._helper(f'tj_{op}_f32')}({a[0]})"
+        raise UnsupportedError(f"{op} has no WGSL rendering")
+
+    def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
+        t = self.ctype(dst)
+        if dst == np.bool_:
+            zero = "0.0f" if self.ctype(src) == "f32" else "0i" if self.ctype(src) == "i32" else "0u"
+            return v if src == np.bool_ else f"({v} != {zero})"
+        if src == np.bool_:
+            return f"select({self.literal(0, dst)}, {self.literal(1, dst)}, {v})"
+        if dst == np.float16:   # round to half and back: the value a float16 array would hold
+            return f"f32(f16({v}))" if self.ctype(src) == "f32" else f"f32(f16(f32({v})))"
+        if t == "u32" and self.ctype(src) == "i32" or t == "i32" and self.ctype(src) == "u32":
+            return self.wrap(f"bitcast<{t}>({v})", dst)    # integer conversions wrap, as in C and NumPy
+        if t == "u32" and self.ctype(src) == "f32":        # through i32, so negative values wrap like C
+            return self.wrap(f"bitcast<u32>(i32({v}))", dst)
+        return self.wrap(f"{t}({v})", dst)
+
+    def helper(self, op: str, t: str) -> str:
+        name = f"tj_{op}_{t}"
+        if name in self.helpers:
+            return name
+        if t == "f32":
+            self._helper("tj_isnan_f32")
+            self._helper("tj_inf_f32")
+            self._helper("tj_nan_f32")
+            body = {
+                "mod": "if (b == 0.0f) { return tj_nan_f32(); }\n    var m = a - b * trunc(a / b);\n"
+                       "    if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) { m = m + b; }\n    return m;",
+                "idiv": "if (b == 0.0f) { return a / b; }\n    return floor(a / b);",
+                "pow": "if (b == 0.0f) { return 1.0f; }\n"
+                       "    let ab = abs(a);\n    var r = exp2(b * log2(ab));\n"
+                       "    if (ab == 0.0f) { r = select(tj_inf_f32(), 0.0f, b > 0.0f); }\n"
+                       "    if (a < 0.0f) {\n        if (trunc(b) != b) { return tj_nan_f32(); }\n"
+                       "        if (abs(b) < 16777216.0f && (i32(abs(b)) & 1) == 1) { r = -r; }\n    }\n"
+                       "    return r;"}[op]
+            self.helpers[name] = f"fn {name}(a: f32, b: f32) -> f32 {{\n    {body}\n}}"
+            return name
+        zero, one = ("0i", "1i") if t == "i32" else ("0u", "1u")
+        if op == "pow":
+            neg = "if (b < 0i) { tj_error[0] = 1i; return 0i; }\n    " if t == "i32" else ""
+            self.helpers[name] = (f"fn {name}(a: {t}, b0: {t}) -> {t} {{\n    var b = b0;\n    {neg}"
+                                  f"var r = {one};\n    var x = a;\n"
+                                  f"    loop {{ if (b == {zero}) {{ break; }} if ((b & {one}) == {one}) {{ r = r * x; }}"
+                                  f" x = x * x; b = b >> 1u; }}\n    return r;\n}}")
+            return name
+        if t == "i32":   # on magnitudes: GLSL, which WGSL may run as, leaves / and % of negatives undefined
+            body = ("    let ua = select(bitcast<u32>(a), 0u - bitcast<u32>(a), a < 0i);\n"
+                    "    let ub = select(bitcast<u32>(b), 0u - bitcast<u32>(b), b < 0i);\n"
+                    "    let uq = ua / ub;\n    let ur = ua - uq * ub;\n")
+            if op == "idiv":
+                body += ("    var q = bitcast<i32>(uq);\n"
+                         "    if ((a < 0i) != (b < 0i)) { q = 0i - q; if (ur != 0u) { q = q - 1i; } }\n    return q;")
+            else:
+                body += ("    var r = select(bitcast<i32>(ur), 0i - bitcast<i32>(ur), a < 0i);\n"
+                         "    if (r != 0i && ((r < 0i) != (b < 0i))) { r = r + b; }\n    return r;")
+        else:
+            body = "    return a % b;" if op == "mod" else "    return a / b;"
+        self.helpers[name] = f"fn {name}(a: {t}, b: {t}) -> {t} {{\n    if (b == {zero}) {{ return {zero}; }}\n" \
+                             f"{body}\n}}"
+        return name
+
+    # -- emission --
+    def out(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def run(self) -> WGSLRendered:
+        ins, group = self.ins, self.mode == "group"
+        buffers = tuple(i for i in range(len(self.k.params)) if i not in self.by_value)
+        scalars = tuple(sorted(self.by_value))
+        total_buffers = len(buffers) + self.error_flag
+        if total_buffers > self.o.max_storage_buffers:
+            raise UnsupportedError(
+                f"kernel {self.k.name} reads and writes {total_buffers} arrays, and {self.o.device} allows "
+                f"{self.o.max_storage_buffers} storage buffers per shader stage; split the computation into "
+                "calls with fewer array arguments, or use another device")
+        decl = []
+        for b, p_i in enumerate(buffers):
+            p = self.k.params[p_i]
+            st = TYPES[STORAGE[p.dtype]] if STORAGE[p.dtype] != np.float16 else "f16"
+            access = "read_write" if p.output else "read"
+            decl.append(f"@group(0) @binding({b}) var<storage, {access}> {p.name}: array<{st}>;")
+        if scalars:
+            members = ", ".join(f"{self.k.params[i].name}: {self._uniform_type(self.k.params[i].dtype)}" for i in scalars)
+            decl.append(f"struct TjScalars {{ {members} }};")
+            decl.append(f"@group(0) @binding({len(buffers)}) var<uniform> tj_scalars: TjScalars;")
+        if self.error_flag:
+            decl.append(f"@group(0) @binding({len(buffers) + bool(scalars)}) var<storage, read_write> tj_error: array<i32>;")
+        groups_total = self.k.global_size if group else self.global_items // self.local_size
+        nx = min(groups_total, self.o.max_workgroups)
+        ny = -(-groups_total // nx) if nx else 1
+        if ny > self.o.max_workgroups:
+            raise UnsupportedError(f"kernel {self.k.name} needs {groups_total} workgroups, more than {self.o.device} "
+                                   "can dispatch")
+        if group:
+            for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
+                adt = self._acc_dtype(dt)
+                self.module.append(f"var<workgroup> tj_red_{adt.name}: array<{self.ctype(adt)}, {self.local_size}>;")
+            for i, x in enumerate(ins):
+                if x.op == "local":
+                    self.module.append(f"var<workgroup> v{i}: array<{self._local_type(x.dtype)}, {x.arg[0]}>;")
+            self.out("let lid = i32(lid3.x);")
+        self._body(group, nx)
+        body = "\n".join(self.lines)
+        enable = ["enable f16;"] if "f16" in body or any(self.k.params[i].dtype == np.float16 for i in buffers) else []
+        header = "\n".join(enable + decl + self.module)
+        signature = (f"@compute @workgroup_size({self.local_size})\nfn {self.k.name}(@builtin(global_invocation_id) gid: "
+                     "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {")
+        source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
+        launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag)
+        writable = tuple(self.k.params[p].output for p in buffers)
+        return WGSLRendered(self.k.name, source, launch, (nx, ny), buffers, writable, scalars)
+
+    def _uniform_type(self, dt: np.dtype) -> str:
+        return {"b": "u32", "i": "i32", "u": "u32", "f": "f32"}[np.dtype(dt).kind]
+
+    def _local_type(self, dt: np.dtype) -> str:
+        return "u32" if dt == np.bool_ else self.ctype(dt)
+
+    def _acc_dtype(self, dt: np.dtype) -> np.dtype:
+        return np.dtype("float32") if dt == np.float16 else dt
+
+    def _body(self, group: bool, nx: int) -> None:
+        ins = self.ins
+        nest_at = {n.ranges[0]: n for n in self.nests}
+        inner = {r for n in self.nests if group for r in n.ranges[1:]}
+        closes = {n.end: n for n in self.nests}
+        level = 0
+        for i, x in enumerate(ins):
+            op, s, dt = x.op, x.srcs, x.dtype
+            a = [self.names[j] for j in s]
+            name = self.names[i] = f"v{i}"
+            if op == "param":
+                self.names[i] = self.k.params[x.arg].name
+            elif op == "const":
+                self.names[i] = self.literal(x.arg, dt, i in self.index)
+            elif op == "global":
+                n = self.literal(self.k.global_size, INDEX, True)
+                if group:
+                    self.out(f"let {name}: i32 = i32(wid.x + wid.y * {nx}u);")
+                    if nx * (-(-self.k.global_size // nx)) != self.k.global_size:
+                        self.out(f"if ({name} >= {n}) {{ return; }}")   # uniform: the whole workgroup leaves
+                else:
+                    self.out(f"let {name}: i32 = i32(gid.x + gid.y * {nx * self.local_size}u);")
+                    self.out(f"if ({name} >= {n}) {{ return; }}")
+            elif op == "range":
+                level += 1
+                n = nest_at.get(i)
+                if group and n is not None:
+                    f = f"f{i}"
+                    self.out(f"for (var {f}: i32 = lid; {f} < {self.literal(n.extent, INDEX, True)}; {f} += "
+                             f"{self.local_size}i) {{")
+                    self.depth += 1
+                    stride = n.extent
+                    for r, e in zip(n.ranges, n.extents):
+                        stride //= e
+                        expr = f if stride == 1 else f"({f} / {stride}i)"
+                        if r != n.ranges[0]:
+                            expr = f"({expr} % {e}i)"
+                        self.out(f"let v{r}: i32 = {expr};")
+                elif i not in inner:
+                    self.out(f"for (var {name}: i32 = 0i; {name} < {self.literal(x.arg[0], INDEX, True)}; {name}++) {{")
+                    self.depth += 1
+            elif op == "endrange":
+                level -= 1
+                if s[0] not in inner:
+                    self.depth -= 1
+                    self.out("}")
+                if group and i in closes:
+                    self._after_nest(closes[i])
+            elif op == "acc":
+                adt = self._acc_dtype(dt)
+                self.out(f"var {name}: {self.ctype(adt)} = {self.literal(x.arg[1], adt)};")
+            elif op == "update":
+                target = ins[s[0]]
+                red = target.arg[0] if target.op == "acc" else target.arg[1]
+                if target.op == "acc":
+                    self.out(f"v{s[0]} = {self.combine(red, self._acc_dtype(target.dtype), f'v{s[0]}', a[-1])};")
+                else:
+                    ref = f"{a[0]}[{a[1]}]"
+                    cur = f"({ref} != 0u)" if target.dtype == np.bool_ else ref
+                    val = self.combine(red, self._acc_dtype(target.dtype), cur, a[-1])
+                    self.out(f"{ref} = {self._to_local(val, target.dtype)};")
+            elif op == "local":
+                if not group:
+                    self.out(f"var {name}: array<{self._local_type(dt)}, {x.arg[0]}>;")
+            elif op == "load" and self._by_value_load(i):
+                self.names[i] = self._scalar(s, dt)
+            elif op == "load":
+                self.out(f"let {name}: {self.ctype(dt)} = {self._load(s, dt)};")
+            elif op == "store":
+                guard = group and level == 0
+                line = self._store(s, a)
+                self.out(f"if (lid == 0i) {{ {line} }}" if guard else line)
+                if guard and ins[s[0]].op == "local":
+                    self.out("workgroupBarrier();")
+            elif op == "cast":
+                self.out(f"let {name}: {self.ctype(dt)} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
+            else:
+                self.out(f"let {name}: {self.vtype(i)} = {self.alu(i, op, a, dt)};")
+
+    def _after_nest(self, n) -> None:
+        stored_local = any(self.ins[j].op == "store" and self.ins[self.ins[j].srcs[0]].op == "local"
+                           for j in range(n.ranges[0], n.end))
+        if n.kind != "reduce" or not n.accs:
+            if stored_local:
+                self.out("workgroupBarrier();")
+            return
+        for acc in n.accs:
+            dt = self._acc_dtype(self.ins[acc].dtype)
+            red = self.ins[acc].arg[0]
+            buf = f"tj_red_{dt.name}"
+            self.out(f"{buf}[lid] = v{acc};")
+            self.out("workgroupBarrier();")
+            self.out(f"for (var s: i32 = {self.local_size // 2}i; s > 0i; s = s >> 1u) {{")
+            self.out(f"    if (lid < s) {{ {buf}[lid] = {self.combine(red, dt, f'{buf}[lid]', f'{buf}[lid + s]')}; }}")
+            self.out("    workgroupBarrier();")
+            self.out("}")
+            self.out(f"v{acc} = {buf}[0];")
+            self.out("workgroupBarrier();")
+
+    def _scalar(self, s, dt: np.dtype) -> str:
+        p = self.k.params[self.ins[s[0]].arg]
+        v = f"tj_scalars.{p.name}"
+        if dt == np.bool_:
+            return f"({v} != 0u)"
+        return v
+
+    def _load(self, s, dt: np.dtype) -> str:
+        ptr, idx = self.names[s[0]], self.names[s[1]]
+        if dt == np.bool_:
+            return f"({ptr}[{idx}] != 0u)"
+        if dt == np.float16 and self.ins[s[0]].op != "local":
+            return f"f32({ptr}[{idx}])"
+        return f"{ptr}[{idx}]"
+
+    def _to_local(self, val: str, dt: np.dtype) -> str:
+        return f"select(0u, 1u, {val})" if dt == np.bool_ else val
+
+    def _store(self, s, a) -> str:
+        ptr, idx, val = a
+        dt = self.ins[s[2]].dtype
+        if dt == np.bool_:
+            return f"{ptr}[{idx}] = select(0u, 1u, {val});"
+        if dt == np.float16 and self.ins[s[0]].op != "local":
+            return f"{ptr}[{idx}] = f16({val});"
+        return f"{ptr}[{idx}] = {val};"

@@ -1,0 +1,502 @@
+"""The webgpu target through wgpu-py: one adapter and device per process (created when first needed),
+buffers from a caching allocator, a shader module and pipeline per kernel, one command encoder per
+call. Results stay on the device as tj.Array.
+
+Buffers hold WGSL's 32-bit types: bool and 8/16-bit integers are widened to one 32-bit word per
+element on upload and narrowed on download (codegen/wgsl.py computes them at their own width)."""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codegen import build_log as build_log_text
+from ..codegen import wgsl
+from ..errors import CompileError, DeviceError, UnsupportedError
+from ..ir.fuse import Program
+from ..ir.kernel_ir import Kernel
+from ..ir.layout import LayoutOptions
+from .array import Array, own_copy
+from .debug import LEVEL, log
+from .scalars import check_int_scalars
+from .sharing import plan_sharing
+from .views import flat_view
+
+INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvmpipe as is, on Vulkan/lavapipe "
+                "with Debian's mesa-vulkan-drivers)")
+REDUCTION_SCRATCH = 4096
+ALIGN = 16
+# limits worth more than WebGPU's defaults, asked for up to what the adapter allows
+WANTED_LIMITS = ("max-storage-buffers-per-shader-stage", "max-compute-invocations-per-workgroup",
+                 "max-compute-workgroup-size-x", "max-storage-buffer-binding-size", "max-buffer-size",
+                 "max-compute-workgroup-storage-size")
+
+
+@functools.cache
+def _adapter():
+    """(adapter, None) or (None, why not). Never raises."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", _runtime_dir())   # else the Vulkan loader prints warnings
+    try:
+        import wgpu
+    except ImportError as e:
+        return None, f"wgpu is not importable ({e}); {INSTALL_HINT}"
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    except Exception as e:
+        return None, f"no WebGPU adapter ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e) else ''}); {INSTALL_HINT}"
+    if adapter is None:
+        return None, f"no WebGPU adapter found; {INSTALL_HINT}"
+    return adapter, None
+
+
+def _runtime_dir() -> str:
+    path = f"/tmp/tracejit-runtime-{os.getuid()}" if hasattr(os, "getuid") else "/tmp"
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _describe(adapter) -> str:
+    info = adapter.info
+    kind = info.get("adapter_type", "")
+    return f"{info.get('device', '?')} ({info.get('backend_type', '?')}, {kind})".strip()
+
+
+class DeviceBuffer:
+    """An array in a WebGPU buffer: `dtype` is what the array holds, `storage` its element type in the
+    buffer (wider for bool and 8/16-bit integers). `block` is a pooled buffer (None when empty)."""
+
+    __slots__ = ("block", "shape", "dtype", "storage", "size", "strides")
+
+    def __init__(self, block, shape, dtype, storage):
+        self.block, self.shape, self.dtype, self.storage = block, tuple(shape), np.dtype(dtype), np.dtype(storage)
+        self.size = math.prod(self.shape)
+        strides, acc = [], self.dtype.itemsize
+        for s in reversed(self.shape):
+            strides.append(acc)
+            acc *= s
+        self.strides = tuple(reversed(strides))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+
+class _Block:
+    """A pooled buffer; back to the pool when nothing refers to the block. weakref.finalize keeps the
+    buffer itself alive until then (a __del__ could run after a garbage cycle had released it)."""
+
+    __slots__ = ("buffer", "nbytes", "__weakref__")
+
+    def __init__(self, buffer, nbytes, pool):
+        self.buffer, self.nbytes = buffer, nbytes
+        weakref.finalize(self, pool.release, buffer, nbytes)
+
+
+class _Pool:
+    """Buffers kept by rounded size and handed out again. The queue orders every use of a buffer, so a
+    reused one is written only after the work that read it before."""
+
+    def __init__(self, device, usage):
+        self.device, self.usage = device, usage
+        self.free: dict[int, list] = {}
+        self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
+
+    def allocate(self, nbytes: int) -> _Block:
+        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        held = self.free.get(size)
+        if held:
+            buffer = held.pop()
+            self.held_blocks -= 1
+            self.held_bytes -= size
+        else:
+            try:
+                buffer = self.device.create_buffer(size=size, usage=self.usage)
+            except Exception as e:
+                raise DeviceError(f"webgpu could not allocate {size} bytes ({e}); free device arrays you no longer "
+                                  "need") from None
+        self.active_blocks += 1
+        self.active_bytes += size
+        return _Block(buffer, size, self)
+
+    def release(self, buffer, nbytes: int) -> None:
+        self.active_blocks -= 1
+        self.active_bytes -= nbytes
+        self.free.setdefault(nbytes, []).append(buffer)
+        self.held_blocks += 1
+        self.held_bytes += nbytes
+
+    def stats(self) -> dict[str, int]:
+        return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
+                "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    source: str                       # WGSL
+    ir: Kernel
+    rendered: wgsl.WGSLRendered
+    cached: bool = False
+
+
+class WebGPUTarget:
+    """WGSL for WebGPU's default limits (and shader-f16), rendered without an adapter: lower() works
+    anywhere; a call lowers again for the device itself."""
+
+    runs = False
+    name = "webgpu"
+    layout = LayoutOptions(accumulate_rows=False, keep_row_max=(16384 - REDUCTION_SCRATCH) // 8)
+    options = wgsl.WGSLOptions(device="webgpu (WGSL only, no adapter)", f16=True)
+
+    def compile(self, program: Program) -> "RenderedOnly":
+        kernels = []
+        for k, keys in zip(program.kernels, program.launches):
+            r = wgsl.render(k, self.options, _by_value(program, keys))
+            kernels.append(CompiledKernel(k.name, r.source, k, r))
+        return RenderedOnly(kernels)
+
+
+@dataclass
+class RenderedOnly:
+    kernels: list
+
+    def __call__(self, args):
+        raise DeviceError("this plan holds WGSL only; call the kernel with device='webgpu' to run it")
+
+    bind = __call__
+
+
+def _by_value(program: Program, keys) -> frozenset[int]:
+    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
+
+
+_OPEN: list = []   # the WebGPUDevice of this process, once made
+
+
+class WebGPUDevice:
+    """The process's WebGPU adapter (`webgpu`)."""
+
+    @staticmethod
+    def compile_only(suffix: str | None):
+        """lower() without an adapter: WGSL for WebGPU's default limits, unless the device is open already."""
+        if suffix:
+            raise DeviceError("webgpu has one device per process: use 'webgpu'")
+        return None if _OPEN else WebGPUTarget()
+
+    keeps_compiled_kernels = False   # no pipeline cache in wgpu-py: each process builds its pipelines
+
+    @staticmethod
+    def probe():
+        adapter, reason = _adapter()
+        if adapter is None:
+            return False, reason, ""
+        return True, None, _describe(adapter)
+
+    @staticmethod
+    def default_is_gpu() -> bool:
+        adapter, _ = _adapter()
+        return adapter is not None and adapter.info.get("adapter_type", "") in ("DiscreteGPU", "IntegratedGPU")
+
+    def __init__(self, index: int | None = None):
+        import wgpu
+        if index:
+            raise DeviceError("webgpu has one device per process: use 'webgpu'")
+        adapter, reason = _adapter()
+        if adapter is None:
+            raise DeviceError(f"webgpu is not available: {reason}")
+        self.name = "webgpu"
+        _OPEN.append(self)
+        self.description = _describe(adapter)
+        limits = adapter.limits
+        features = ["shader-f16"] if "shader-f16" in adapter.features else []
+        self.device = adapter.request_device_sync(required_features=features,
+                                                  required_limits={k: limits[k] for k in WANTED_LIMITS if k in limits})
+        dl = self.device.limits
+        self.options = wgsl.WGSLOptions(
+            device=f"webgpu ({self.description})", f16=bool(features),
+            max_local_size=min(dl["max-compute-invocations-per-workgroup"], dl["max-compute-workgroup-size-x"]),
+            max_workgroups=dl["max-compute-workgroups-per-dimension"],
+            max_storage_buffers=dl["max-storage-buffers-per-shader-stage"])
+        keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
+        self.layout = LayoutOptions(accumulate_rows=False, keep_row_max=min(4096, keep))
+        self.max_binding = dl["max-storage-buffer-binding-size"]
+        usage = wgpu.BufferUsage
+        self.pool = _Pool(self.device, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC)
+        self.uniforms = _Pool(self.device, usage.UNIFORM | usage.COPY_DST)
+        self._pipelines: dict[str, tuple] = {}
+        self._error = None
+
+    # -- memory --
+    def allocate(self, shape, dtype) -> DeviceBuffer:
+        storage = wgsl.storage_dtype(dtype, self.options)
+        nbytes = math.prod(shape) * storage.itemsize
+        if nbytes > self.max_binding:
+            raise DeviceError(f"an array of {nbytes} bytes is larger than {self.name} can bind to a kernel "
+                              f"({self.max_binding} bytes)")
+        return DeviceBuffer(self.pool.allocate(max(nbytes, 4)), shape, dtype, storage)
+
+    def _upload(self, host: np.ndarray, shape, dtype) -> DeviceBuffer:
+        out = self.allocate(shape, dtype)
+        data = np.ascontiguousarray(host, dtype=out.storage)
+        if data.nbytes:
+            padded = data.view(np.uint8)
+            if padded.nbytes % 4:
+                padded = np.concatenate([padded.reshape(-1), np.zeros(4 - padded.nbytes % 4, np.uint8)])
+            self.device.queue.write_buffer(out.block.buffer, 0, padded)
+        return out
+
+    def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
+        return self._upload(a, a.shape, a.dtype)
+
+    def upload_span(self, a, desc) -> DeviceBuffer:
+        flat = flat_view(a, desc)
+        if desc.dtype == np.float16:
+            flat = flat.view(np.float16)
+        return self._upload(flat, flat.shape, desc.dtype)
+
+    def to_numpy(self, data: DeviceBuffer) -> np.ndarray:
+        nbytes = data.size * data.storage.itemsize
+        if not nbytes:
+            return np.empty(data.shape, data.dtype)
+        raw = self.device.queue.read_buffer(data.block.buffer, 0, -(-nbytes // 4) * 4)
+        return np.frombuffer(raw, dtype=data.storage, count=data.size).astype(data.dtype).reshape(data.shape)
+
+    def dlpack(self, data, *args, **kwargs):
+        raise UnsupportedError(f"a tj.Array on {self.name} cannot be shared through DLPack (WebGPU memory has no DLPack "
+                               "device type); call .numpy() for a host copy")
+
+    dlpack_device = dlpack
+
+    def synchronize(self) -> None:
+        """Reading a buffer back waits for everything submitted before (wgpu-py's work-done callback does
+        not match every wgpu-native build)."""
+        self.device.queue.read_buffer(self.error_buffer().buffer, 0, 4)
+
+    def memory_stats(self) -> dict[str, int]:
+        return self.pool.stats()
+
+    # -- graph capture --
+    def clone(self, data: DeviceBuffer) -> DeviceBuffer:
+        out = DeviceBuffer(self.pool.allocate(data.block.nbytes), data.shape, data.dtype, data.storage)
+        enc = self.device.create_command_encoder()
+        enc.copy_buffer_to_buffer(data.block.buffer, 0, out.block.buffer, 0, data.block.nbytes)
+        self.device.queue.submit([enc.finish()])
+        return out
+
+    def own(self, a) -> Array:
+        return own_copy(self, a)
+
+    def feed(self, owned: Array, a) -> None:
+        dst = owned._data
+        if type(a) is Array and a.device is self:
+            enc = self.device.create_command_encoder()
+            enc.copy_buffer_to_buffer(a._data.block.buffer, 0, dst.block.buffer, 0, dst.block.nbytes)
+            self.device.queue.submit([enc.finish()])
+            return
+        data = np.ascontiguousarray(a.numpy() if type(a) is Array else a, dtype=dst.storage)
+        padded = data.view(np.uint8).reshape(-1)
+        if padded.nbytes % 4:
+            padded = np.concatenate([padded, np.zeros(4 - padded.nbytes % 4, np.uint8)])
+        if padded.nbytes:
+            self.device.queue.write_buffer(dst.block.buffer, 0, padded)
+
+    def replay(self, launches) -> None:
+        """Every launch in one command encoder, one submit."""
+        self._submit(launches)
+
+    def _submit(self, launches) -> None:
+        enc = self.device.create_command_encoder()
+        for launch in launches:
+            pass_ = enc.begin_compute_pass()
+            pass_.set_pipeline(launch.pipeline)
+            pass_.set_bind_group(0, launch.bind_group)
+            pass_.dispatch_workgroups(*launch.groups, 1)
+            pass_.end()
+        self.device.queue.submit([enc.finish()])
+
+    def memory_of(self, value) -> int:
+        data = value._data if type(value) is Array else value
+        return id(data.block)
+
+    def share_memory(self, launches, scratch: set[int]):
+        uses = [[(pos, buf.block, buf.block.nbytes) for pos, buf in enumerate(launch.buffers)
+                 if isinstance(buf, DeviceBuffer)] for launch in launches]
+        assignment, nbytes = plan_sharing(uses, scratch, self.pool.allocate)
+        for launch, used in zip(launches, uses):
+            changed = False
+            for pos, block, _ in used:
+                shared = assignment.get(id(block))
+                if shared is not None:
+                    old = launch.buffers[pos]
+                    launch.buffers[pos] = DeviceBuffer(shared, old.shape, old.dtype, old.storage)
+                    changed = True
+            if changed:
+                launch.bind(self)
+        return launches, nbytes
+
+    # -- compilation --
+    def compile(self, program: Program) -> "WebGPUPlan":
+        compiled = []
+        for k, keys in zip(program.kernels, program.launches):
+            r = wgsl.render(k, self.options, _by_value(program, keys))
+            cached = self._pipeline(r)
+            compiled.append(CompiledKernel(k.name, r.source, k, r, cached))
+        return WebGPUPlan(self, program, compiled)
+
+    def _pipeline(self, r: wgsl.WGSLRendered) -> bool:
+        """Shader module, bind group layout and pipeline of a rendered kernel, built once per process;
+        whether it was built before. The first time in a process is always a compile: wgpu-py exposes no
+        pipeline cache, so nothing compiled can be kept on disk."""
+        if r.source in self._pipelines:
+            return True     # built before in this process: nothing compiled now
+        import wgpu
+        t0 = time.perf_counter()
+        try:
+            module = self.device.create_shader_module(code=r.source)
+            kinds = [wgpu.BufferBindingType.storage if w else wgpu.BufferBindingType.read_only_storage
+                     for w in r.writable]
+            if r.scalars:
+                kinds.append(wgpu.BufferBindingType.uniform)
+            if r.launch.error_flag:
+                kinds.append(wgpu.BufferBindingType.storage)
+            layout = self.device.create_bind_group_layout(entries=[
+                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
+                for i, kind in enumerate(kinds)])
+            pipeline = self.device.create_compute_pipeline(
+                layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
+                compute={"module": module, "entry_point": r.name})
+        except Exception as e:
+            raise CompileError(build_error_message(r.name, self.name, r.source, str(e))) from None
+        self._pipelines[r.source] = (pipeline, layout)
+        log(1, f"compiled {r.name} (webgpu) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        return False
+
+    def error_buffer(self):
+        if self._error is None:
+            self._error = self.pool.allocate(16)
+        return self._error
+
+
+def _wgpu_version() -> str:
+    import wgpu
+    return wgpu.__version__
+
+
+def build_error_message(name: str, device: str, source: str, error: str) -> str:
+    """wgpu's validation messages (naga names 'wgsl:LINE:COL'), each followed by the generated line."""
+    return build_log_text.annotate(f"WebGPU rejected generated WGSL kernel {name} on {device}:", source,
+                                   re.sub(r"\n\s*\n", "\n", error), r"wgsl:(\d+):\d+")
+
+
+class _Launch:
+    """One dispatch: pipeline, bound buffers (rebound when capture shares memory), workgroup counts."""
+
+    __slots__ = ("pipeline", "layout", "buffers", "bind_group", "groups")
+
+    def __init__(self, pipeline, layout, buffers: list, groups):
+        self.pipeline, self.layout, self.buffers, self.groups = pipeline, layout, buffers, groups
+        self.bind_group = None
+
+    def bind(self, dev: WebGPUDevice) -> None:
+        entries = []
+        for i, b in enumerate(self.buffers):
+            block = b.block if isinstance(b, DeviceBuffer) else b
+            entries.append({"binding": i, "resource": {"buffer": block.buffer, "offset": 0, "size": block.nbytes}})
+        self.bind_group = dev.device.create_bind_group(layout=self.layout, entries=entries)
+
+
+class WebGPUPlan:
+    """A compiled program: uploads host arguments, allocates results from the pool, encodes every
+    kernel into one command encoder and submits it; results stay on the device."""
+
+    def __init__(self, device: WebGPUDevice, program: Program, compiled: list[CompiledKernel]):
+        self.device, self.program, self.kernels = device, program, compiled
+        self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
+        self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+
+    def _buffers(self, args):
+        dev, bufs, staged, results = self.device, {}, {}, {}
+        for key, desc in self._inputs:
+            a = args[key[1]]
+            if desc.shape == ():
+                bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
+            elif type(a) is Array and a.device is dev:
+                bufs[key] = a._data
+            else:
+                host = a.numpy() if type(a) is Array else a
+                if id(host) not in staged:
+                    staged[id(host)] = dev.upload_span(host, desc)
+                bufs[key] = staged[id(host)]
+        for key, shape, dtype in self._allocs:
+            results[key] = bufs[key] = dev.allocate(shape, dtype)
+        return bufs, results
+
+    def _launches(self, bufs, error=None) -> list[_Launch]:
+        dev, out = self.device, []
+        for c, keys in zip(self.kernels, self.program.launches):
+            r = c.rendered
+            pipeline, layout = dev._pipelines[r.source]
+            bound = [bufs[keys[p]] for p in r.buffers]
+            if r.scalars:
+                bound.append(self._uniform(r, keys, bufs))
+            if r.launch.error_flag:
+                bound.append(error)
+            launch = _Launch(pipeline, layout, bound, r.groups)
+            launch.bind(dev)
+            out.append(launch)
+        return out
+
+    def _uniform(self, r, keys, bufs):
+        values = np.zeros(max(4, -(-len(r.scalars) // 4) * 4), np.uint32)
+        for m, p in enumerate(r.scalars):
+            v = bufs[keys[p]]
+            kind = np.dtype(self.program.buffers[keys[p]].dtype).kind
+            values[m] = np.array(v, {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}[kind]).view(np.uint32)
+        block = self.device.uniforms.allocate(values.nbytes)
+        self.device.device.queue.write_buffer(block.buffer, 0, values)
+        return block
+
+    def __call__(self, args):
+        dev = self.device
+        check_int_scalars(self.program.int_scalars, args)
+        bufs, results = self._buffers(args)
+        error = None
+        if any(c.rendered.launch.error_flag for c in self.kernels):
+            error = dev.error_buffer()
+            dev.device.queue.write_buffer(error.buffer, 0, np.zeros(4, np.int32))
+        t0 = time.perf_counter() if LEVEL >= 2 else 0.0
+        try:
+            dev._submit(self._launches(bufs, error))
+        except Exception as e:
+            raise DeviceError(f"{dev.name} refused to run {', '.join(c.name for c in self.kernels)}: {e}") from None
+        if LEVEL >= 2:
+            dev.synchronize()
+            dt = time.perf_counter() - t0
+            nbytes = sum(p.size * p.dtype.itemsize for c in self.kernels for p in c.ir.params)
+            log(2, f"{', '.join(c.name for c in self.kernels)}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s")
+        if error is not None:
+            flag = np.frombuffer(dev.device.queue.read_buffer(error.buffer, 0, 4), np.int32)
+            if flag[0]:
+                raise ValueError("Integers to negative integer powers are not allowed.")
+        return [results[k] for k in self.program.outputs]
+
+    def bind(self, args):
+        """For graph capture: fresh outputs and temporaries, and each kernel's dispatch with its buffers
+        bound once; submits nothing."""
+        check_int_scalars(self.program.int_scalars, args)
+        if any(c.rendered.launch.error_flag for c in self.kernels):
+            raise UnsupportedError(f"kernel {self.kernels[0].name} raises for integer ** with a negative exponent, "
+                                   "which a captured graph cannot report on webgpu; call it outside tj.capture()")
+        bufs, results = self._buffers(args)
+        return [results[k] for k in self.program.outputs], self._launches(bufs), list(results.values())
