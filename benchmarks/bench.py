@@ -1,4 +1,4 @@
-"""Times tracejit (numba device, and opencl where present) against NumPy, numexpr and hand-written Numba
+"""Times tracejit (numba device, and opencl and webgpu where present) against NumPy, numexpr and hand-written Numba
 on common array kernels.
 
 One process, one run, one table of medians. See benchmarks/README.md for what each row and column means.
@@ -280,30 +280,30 @@ CASES = [
         "numexpr": lambda x: ne.evaluate("x * 2 + 1"),
         "numba": scale_shift_numba}, unit="us"),
 ]
-OPENCL = any(i.name == "opencl" and i.available for i in tj.devices())
+DEVICE_COLUMNS = [i.name for i in tj.devices() if i.name in ("opencl", "webgpu") and i.available]
 
 
-def on_opencl(kernel: Callable) -> Callable:
-    """tracejit on the opencl device, inputs already resident there (uploaded once, as a chain of
-    kernels would leave them); each timed call waits for the kernel to finish."""
+def on_device(kernel: Callable, device: str) -> Callable:
+    """tracejit on another device, inputs already resident there (uploaded once, as a chain of kernels
+    would leave them); each timed call waits for the kernel to finish."""
     resident: dict[int, tuple] = {}
 
     def call(*inputs):
         args = []
         for x in inputs:
             if id(x) not in resident:
-                resident[id(x)] = (x, tj.asarray(x, device="opencl"))
+                resident[id(x)] = (x, tj.asarray(x, device=device))
             args.append(resident[id(x)][1])
-        out = kernel(*args, device="opencl")
-        tj.synchronize("opencl")
+        out = kernel(*args, device=device)
+        tj.synchronize(device)
         return out
     return call
 
 
-if OPENCL:
-    for _case in CASES:
-        _case.impls["opencl"] = on_opencl(_case.impls["tracejit"])
-COLUMNS = ["tracejit", "opencl", "numpy", "numexpr", "numba"]
+for _case in CASES:
+    for _device in DEVICE_COLUMNS:
+        _case.impls[_device] = on_device(_case.impls["tracejit"], _device)
+COLUMNS = ["tracejit", "opencl", "webgpu", "numpy", "numexpr", "numba"]
 UNIT_SCALE = {"ms": 1e3, "us": 1e6}
 
 

@@ -19,6 +19,12 @@ if importlib.util.find_spec("tracejit") is None:
     # `pytest` run from a checkout that is not installed: test the checkout.
     sys.path.insert(0, str(REPO_ROOT))
 
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    # the Vulkan loader (webgpu on lavapipe) complains on stderr without one
+    _runtime_dir = tempfile.mkdtemp(prefix="tracejit-test-xdg-")
+    atexit.register(shutil.rmtree, _runtime_dir, ignore_errors=True)
+    os.environ["XDG_RUNTIME_DIR"] = _runtime_dir
+
 if "TRACEJIT_CACHE_DIR" not in os.environ:
     # Set before tracejit is imported, in case it reads the variable at import time.
     _cache_dir = tempfile.mkdtemp(prefix="tracejit-test-cache-")

@@ -21,7 +21,7 @@ def _load_bench():
 bench = _load_bench()
 
 
-COLUMNS = [c for c in ("tracejit", "opencl") if c in bench.CASES[0].impls]
+COLUMNS = [c for c in ("tracejit", "opencl", "webgpu") if c in bench.CASES[0].impls]
 
 
 @pytest.mark.parametrize("column", COLUMNS)

@@ -65,14 +65,14 @@ def device(name: str | None = None):
     if target not in TARGETS:
         raise DeviceError(f"unknown device {name!r}; known devices: {', '.join(TARGETS)}")
     cls = _load(target)
-    ok, reason, _ = cls.probe()
-    if not ok:
-        raise DeviceError(f"device {name!r} is not available: {reason}")
-    if index and not index.isdigit():
+    if index and not index.isdigit():   # a naming mistake is reported before what this machine lacks
         if hasattr(cls, "compile_only"):
             raise DeviceError(f"device {name!r} names an architecture to compile for: lower() and tj.warm() take it, "
                               f"but kernels run on a device such as {target!r} or {target}:0")
         raise DeviceError(f"device {name!r}: the part after ':' must be a device number, like {target}:1")
+    ok, reason, _ = cls.probe()
+    if not ok:
+        raise DeviceError(f"device {name!r} is not available: {reason}")
     dev = _instances[name] = cls(int(index) if index else None)
     return dev
 
@@ -84,6 +84,8 @@ def compiler(name: str | None = None):
     name = name or default_device_name()
     if not isinstance(name, str):
         return name
+    if name in _instances:           # the device is open: compile for it
+        return _instances[name]
     target, _, suffix = name.partition(":")
     if target in TARGETS and (not suffix or not suffix.isdigit()):
         cls = _load(target)
@@ -122,17 +124,26 @@ def default_device_name() -> str:
             device(env)  # a wrong name fails here, with the list of known devices
             _auto = env
         else:
-            available = {i.name for i in devices() if i.available}
-            _auto = next((name.partition("-")[0] for name in AUTO_ORDER if _qualifies(name, available)), "numba")
+            _auto = next((name.partition("-")[0] for name in AUTO_ORDER if _qualifies(name)), "numba")
     return _auto
 
 
-def _qualifies(name: str, available: set[str]) -> bool:
-    """An AUTO_ORDER entry: a target, or "target-gpu" for a target whose default device is a GPU."""
+def _qualifies(name: str) -> bool:
+    """An AUTO_ORDER entry: a target, or "target-gpu" for a target whose default device is a GPU. Probed
+    only as far as needed; a target that can rule out a GPU cheaply (maybe_gpu) is not probed for one,
+    so choosing numba never pays for creating a WebGPU adapter."""
     target, _, kind = name.partition("-")
-    if target not in available:
+    if target not in TARGETS:
         return False
-    return not kind or _load(target).default_is_gpu()
+    try:
+        cls = _load(target)
+        if kind and not getattr(cls, "maybe_gpu", lambda: True)():
+            return False
+        if not cls.probe()[0]:
+            return False
+        return not kind or cls.default_is_gpu()
+    except Exception:   # a broken optional install must not stop the choice
+        return False
 
 
 def reset_default_device() -> None:

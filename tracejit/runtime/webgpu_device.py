@@ -7,9 +7,11 @@ element on upload and narrowed on download (codegen/wgsl.py computes them at the
 from __future__ import annotations
 
 import functools
+import glob
 import math
 import os
 import re
+import sys
 import time
 import weakref
 from dataclasses import dataclass
@@ -202,6 +204,14 @@ class WebGPUDevice:
         if adapter is None:
             return False, reason, ""
         return True, None, _describe(adapter)
+
+    @staticmethod
+    def maybe_gpu() -> bool:
+        """False when this machine certainly has no GPU for WebGPU (Linux without a DRM render node or an
+        NVIDIA device), so automatic device choice need not create an adapter to find out."""
+        if sys.platform != "linux":
+            return True
+        return bool(glob.glob("/dev/dri/renderD*") or glob.glob("/dev/nvidia[0-9]*"))
 
     @staticmethod
     def default_is_gpu() -> bool:

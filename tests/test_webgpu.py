@@ -1,0 +1,127 @@
+"""The webgpu target: WGSL without an adapter, its dtype rules, the adapter's limits (storage buffers per
+stage, workgroups per dimension), validation errors, the buffer pool. The device-parametrised suite runs
+on webgpu too (Vulkan/lavapipe or OpenGL/llvmpipe here)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.codegen import wgsl
+
+REPO = Path(__file__).resolve().parents[1]
+INFO = {i.name: i for i in tj.devices()}["webgpu"]
+needs_webgpu = pytest.mark.skipif(not INFO.available, reason=f"no WebGPU adapter here: {INFO.reason}")
+
+
+@tj.kernel
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_lowering_gives_wgsl_without_creating_an_adapter():
+    script = ("import sys, numpy as np, tracejit as tj\n"
+              "@tj.kernel\ndef f(x):\n    return (x - x.max(axis=-1, keepdims=True)).sum(axis=-1)\n"
+              "plan = f.lower(tj.spec((64, 1024), np.float32), device='webgpu')\n"
+              "src = plan.kernels[0].source\n"
+              "print('wgpu' in sys.modules, '@compute @workgroup_size(' in src, 'workgroupBarrier();' in src, "
+              "'var<workgroup>' in src)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True", "True"]
+
+
+def test_64_bit_dtypes_fail_naming_the_dtype_the_device_and_what_to_use():
+    options = wgsl.WGSLOptions(device="webgpu (test)")
+    with pytest.raises(tj.DtypeError, match=r"float64 is not supported on webgpu \(test\).*float32"):
+        wgsl.storage_dtype(np.dtype("float64"), options)
+    with pytest.raises(tj.DtypeError, match=r"int64 .*int32"):
+        wgsl.storage_dtype(np.dtype("int64"), options)
+    with pytest.raises(tj.DtypeError, match="shader-f16"):
+        wgsl.storage_dtype(np.dtype("float16"), options)
+    assert wgsl.storage_dtype(np.dtype("float16"), replace(options, f16=True)) == np.float16
+    assert wgsl.storage_dtype(np.dtype("bool"), options) == np.uint32      # one 32-bit word per element
+    with pytest.raises(tj.DtypeError, match="float64"):
+        softmax.lower(tj.spec((4, 8), np.float64), device="webgpu")
+
+
+def _program(n_inputs: int, size: int):
+    names = [f"a{i}" for i in range(n_inputs)]
+    src = f"def f({', '.join(names)}):\n    return {' + '.join(names)}\n"
+    namespace = {}
+    exec(src, namespace)
+    kernel = tj.kernel(namespace["f"])
+    return kernel, [tj.spec((size,), np.float32)] * n_inputs
+
+
+def test_more_inputs_than_storage_buffers_per_stage_fail_clearly():
+    kernel, specs = _program(9, 64)
+    traced = kernel.trace(*specs)
+    program = traced.program(tj.device("numba").layout)
+    (k,) = program.kernels
+    with pytest.raises(tj.UnsupportedError, match="10 arrays.*allows 8 storage buffers per shader stage"):
+        wgsl.render(k, wgsl.WGSLOptions(max_storage_buffers=8))
+    assert wgsl.render(k, wgsl.WGSLOptions(max_storage_buffers=10)).buffers == tuple(range(10))
+
+
+def test_more_workgroups_than_one_dimension_allows_dispatch_in_two():
+    kernel, specs = _program(2, 300_000)
+    (k,) = kernel.trace(*specs).program(tj.device("numba").layout).kernels
+    r = wgsl.render(k, wgsl.WGSLOptions(max_workgroups=1000, max_local_size=64))
+    x, y = r.groups
+    local = r.launch.local_size
+    assert x == 1000 and x * y * local >= 300_000 and f"gid.y * {1000 * local}u" in r.source
+
+
+@needs_webgpu
+def test_two_dimensional_dispatch_computes_every_element(monkeypatch, rng):
+    dev = tj.device("webgpu")
+    monkeypatch.setattr(dev, "options", replace(dev.options, max_workgroups=7))
+    x = rng.standard_normal(10_000).astype(np.float32)
+    y = rng.standard_normal(10_000).astype(np.float32)
+    f = tj.kernel(lambda a, b: a * 2 + b)
+    plan = f.lower(x, y, device="webgpu")
+    assert plan.kernels[0].rendered.groups[1] > 1
+    np.testing.assert_allclose(f(x, y, device="webgpu").numpy(), x * 2 + y, rtol=1e-6)
+
+
+@needs_webgpu
+def test_a_wgsl_validation_error_names_the_message_and_the_generated_line():
+    dev = tj.device("webgpu")
+    good = softmax.lower(tj.spec((4, 300), np.float32), device="webgpu").kernels[0].rendered
+    broken = replace(good, source=good.source.replace("workgroupBarrier();", "workgroupBarrier(;", 1))
+    with pytest.raises(tj.CompileError) as e:
+        dev._pipeline(broken)
+    text = str(e.value)
+    assert "WebGPU rejected generated WGSL kernel" in text and "generated line" in text and "workgroupBarrier(;" in text
+
+
+@needs_webgpu
+def test_small_integers_and_bools_round_trip_and_wrap_at_their_width(rng):
+    a = rng.integers(-128, 128, 500).astype(np.int8)
+    b = rng.integers(0, 256, 500).astype(np.uint8)
+    f = tj.kernel(lambda a, b: (a * 3 + 100, b * 7, a > 0, (a // 3) % 5))
+    got = [np.asarray(g) for g in f(a, b, device="webgpu")]
+    with np.errstate(all="ignore"):
+        expected = [a * np.int8(3) + np.int8(100), b * np.uint8(7), a > 0, (a // 3) % 5]
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g, e)
+
+
+@needs_webgpu
+def test_the_buffer_pool_reuses_freed_buffers():
+    dev = tj.device("webgpu")
+    a = tj.asarray(np.ones(4096, np.float32), device="webgpu")
+    before = dev.memory_stats()["managed_bytes"]
+    del a
+    b = tj.asarray(np.ones(4096, np.float32), device="webgpu")
+    assert dev.memory_stats()["managed_bytes"] == before and b.numpy()[0] == 1
