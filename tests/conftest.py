@@ -35,42 +35,63 @@ import tracejit as tj  # noqa: E402
 
 AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
 
-# Every kernel compiled on numba is also compiled for CUDA (NVRTC + ptxas, sm_80 and sm_90); see cuda_check.py
+# Every kernel compiled on numba is also compiled for CUDA (NVRTC + ptxas, sm_80 and sm_90; see
+# cuda_check.py) and rendered as MSL for Metal, checked by clang++ against the Metal shim (metal_check.py)
 import cuda_check  # noqa: E402
+import metal_check  # noqa: E402
 
 CUDA_CHECK_SKIPPED = cuda_check.unavailable_reason()
 CUDA_CHECKER = cuda_check.install() if CUDA_CHECK_SKIPPED is None else None
+METAL_CHECK_SKIPPED = metal_check.unavailable_reason()
+METAL_CHECKER = metal_check.install() if METAL_CHECK_SKIPPED is None else None
 
 
 def pytest_report_header(config):
-    if CUDA_CHECK_SKIPPED:
-        return f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}"
-    return f"CUDA kernel check (NVRTC + ptxas for {', '.join(cuda_check.ARCHS)}): on"
+    lines = [f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
+             f"CUDA kernel check (NVRTC + ptxas for {', '.join(cuda_check.ARCHS)}): on",
+             f"MSL kernel check (clang++ against the Metal shim): off, {METAL_CHECK_SKIPPED}" if METAL_CHECK_SKIPPED
+             else "MSL kernel check (clang++ against the Metal shim): on"]
+    return lines
 
 
-_CUDA_TOTALS = [0, 0]   # kernels checked, PTX modules assembled: this process plus finished xdist workers
+# counts of this process plus finished xdist workers
+_TOTALS = {"cuda_kernels": 0, "cuda_assemblies": 0, "msl_kernels": 0, "msl_refused": 0}
+
+
+def _counts() -> dict[str, int]:
+    out = {}
+    if CUDA_CHECKER is not None:
+        out.update(cuda_kernels=CUDA_CHECKER.kernels, cuda_assemblies=len(CUDA_CHECKER.assembled))
+    if METAL_CHECKER is not None:
+        out.update(msl_kernels=METAL_CHECKER.kernels, msl_refused=METAL_CHECKER.refused)
+    return out
+
+
+def _add(counts: dict[str, int]) -> None:
+    for k, v in counts.items():
+        _TOTALS[k] += v
 
 
 def pytest_sessionfinish(session):
-    if CUDA_CHECKER is not None:
-        counts = (CUDA_CHECKER.kernels, len(CUDA_CHECKER.assembled))
-        if hasattr(session.config, "workeroutput"):
-            session.config.workeroutput["cuda_check"] = counts
-        else:
-            _CUDA_TOTALS[0] += counts[0]
-            _CUDA_TOTALS[1] += counts[1]
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["kernel_checks"] = _counts()
+    else:
+        _add(_counts())
 
 
 def pytest_testnodedown(node, error):
-    counts = getattr(node, "workeroutput", {}).get("cuda_check", (0, 0))
-    _CUDA_TOTALS[0] += counts[0]
-    _CUDA_TOTALS[1] += counts[1]
+    _add(getattr(node, "workeroutput", {}).get("kernel_checks", {}))
 
 
 def pytest_terminal_summary(terminalreporter):
     if CUDA_CHECKER is not None:
-        terminalreporter.write_line(f"CUDA kernel check: {_CUDA_TOTALS[0]} kernels compiled by NVRTC; "
-                                    f"{_CUDA_TOTALS[1]} assemblies by ptxas for {' and '.join(cuda_check.ARCHS)}")
+        terminalreporter.write_line(f"CUDA kernel check: {_TOTALS['cuda_kernels']} kernels compiled by NVRTC; "
+                                    f"{_TOTALS['cuda_assemblies']} assemblies by ptxas for "
+                                    f"{' and '.join(cuda_check.ARCHS)}")
+    if METAL_CHECKER is not None:
+        terminalreporter.write_line(f"MSL kernel check: {_TOTALS['msl_kernels']} kernels checked by clang++ against "
+                                    f"the Metal shim; {_TOTALS['msl_refused']} programs refused with a clear error "
+                                    "(float64, or more than 31 buffers)")
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)

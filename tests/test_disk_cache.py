@@ -64,7 +64,7 @@ def key(**parts) -> CacheKey:
 
 @pytest.fixture(autouse=True)
 def _device_keeps_compiled_kernels(request):
-    """A device whose compiled kernels cannot be kept on disk (webgpu: wgpu-py has no pipeline cache) has
+    """A device whose compiled kernels cannot be kept on disk (webgpu, metal: see no_disk_cache) has
     nothing for these tests to check."""
     if "device" in request.fixturenames:
         require_kept_kernels(request.getfixturevalue("device"))

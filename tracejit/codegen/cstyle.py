@@ -46,6 +46,16 @@ class CStyle:
     long_suffix = "L"
     infinity, nan = "INFINITY", "NAN"
     as_float, as_int = "as_float({})", "as_int({})"   # reinterpret bits
+    no_fp64 = "it reports no cl_khr_fp64"              # why float64 is refused where options.fp64 is off
+    own_functions: frozenset[str] = frozenset()        # math_f32 functions the target's library lacks
+
+    def buffer_param(self, position: int, ctype: str, name: str) -> str:
+        """A kernel parameter pointing at a buffer of `ctype` (const-qualified for inputs)."""
+        return f"{self.global_qualifier} {ctype}* {self.restrict} {name}".replace("  ", " ").strip()
+
+    def value_param(self, position: int, ctype: str, name: str) -> str:
+        """A kernel parameter passed by value."""
+        return f"const {ctype} {name}"
 
     def preamble(self, source: str, options: RenderOptions) -> str:
         return ""
@@ -100,9 +110,9 @@ class _Render:
             dt = x.dtype
             by_value = self._by_value_load(i) or x.op == "param" and x.arg in self.by_value
             if dt == np.float64 and not self.o.fp64 and not by_value:
-                raise DtypeError(f"float64 is not supported on {self.o.device or 'this device'}: it reports no "
-                                 "cl_khr_fp64; compute in float32 (x.astype(np.float32)) or use another device")
-            if dt is not None and dt not in self.t.types:
+                raise DtypeError(f"float64 is not supported on {self.o.device or 'this device'}: {self.t.no_fp64}; "
+                                 "compute in float32 (x.astype(np.float32)) or use another device")
+            if dt is not None and dt not in self.t.types and not by_value:
                 raise DtypeError(f"{dt.name} is not supported on {self.o.device or 'this device'}")
 
     def _by_value_load(self, i: int) -> bool:
@@ -224,7 +234,8 @@ class _Render:
                  "sign": f"({{0}} > 0 ? {one} : ({{0}} < 0 ? -{one} : {{0}}))"}
         if op in table:
             return table[op].format(*a)
-        if self.o.own_math and op in math_f32.FUNCTIONS and dt in (np.float32, np.float16):
+        if (self.o.own_math or op in self.t.own_functions) and op in math_f32.FUNCTIONS and \
+                dt in (np.float32, np.float16):
             for name, text in math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int).items():
                 self.helpers.setdefault(name, text)   # in dependency order; unused ones are harmless
             return f"tj_{op}_f32({a[0]})"
@@ -237,7 +248,9 @@ class _Render:
             if src == np.float16:
                 return v
             self.helpers["round_half"] = self.t.round_half_helpers()
-            return f"tj_round_half_d((double){v})" if src == np.float64 else f"tj_round_half((float){v})"
+            if src == np.float64 and self.o.fp64:
+                return f"tj_round_half_d((double){v})"
+            return f"tj_round_half((float){v})"   # without fp64, a float64 scalar arrives as float
         if src == np.bool_:
             return f"(({self.ctype(dst)})({v} ? 1 : 0))"
         return f"(({self.ctype(dst)}){v})"
@@ -288,13 +301,12 @@ class _Render:
         for p_i, p in enumerate(self.k.params):
             if p_i in self.by_value:
                 ty = "float" if p.dtype == np.float64 and not self.o.fp64 else self.storage(p.dtype)
-                params.append(f"const {ty} {p.name}")
+                params.append(t.value_param(p_i, ty, p.name))
             else:
                 const = "" if p.output else "const "
-                params.append(f"{t.global_qualifier} {const}{self.storage(p.dtype)}* {t.restrict} {p.name}".replace(
-                    "  ", " ").strip())
+                params.append(t.buffer_param(p_i, f"{const}{self.storage(p.dtype)}", p.name))
         if self.error_flag:
-            params.append(f"{t.global_qualifier} int* tj_error".strip())
+            params.append(t.buffer_param(len(params), "int", "tj_error"))
         if group:
             for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
                 self.out(f"{t.local_qualifier} {self.local_storage(self._acc_dtype(dt))} "

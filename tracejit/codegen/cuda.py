@@ -68,8 +68,10 @@ class CUDA(CStyle):
         # shuffles move 32- and 64-bit values: narrower types travel as int
         wire = "int" if dt.itemsize < 4 or dt == np.bool_ else self.types[dt]
         back = (lambda v: f"(({r.ctype(dt)}){v})") if wire == "int" else (lambda v: v)
-        shuffle = [f"for (int o = {WARP // 2}; o > 0; o >>= 1)",
-                   f"    {acc} = {r.combine(op, dt, acc, back(f'__shfl_down_sync(0xffffffffu, ({wire}){acc}, o)'))};"]
+        # every lane of the warp shuffles, unconditionally; only then is the value combined
+        shuffle = [f"for (int o = {WARP // 2}; o > 0; o >>= 1) {{",
+                   f"    const {r.ctype(dt)} tj_moved = {back(f'__shfl_down_sync(0xffffffffu, ({wire}){acc}, o)')};",
+                   f"    {acc} = {r.combine(op, dt, acc, 'tj_moved')};", "}"]
         warps = n // WARP
         lines = list(shuffle)
         if warps > 1:

@@ -14,6 +14,7 @@ TARGETS: dict[str, str] = {
     "opencl": "tracejit.runtime.opencl_device:OpenCLDevice",
     "cuda": "tracejit.runtime.cuda_device:CUDADevice",
     "webgpu": "tracejit.runtime.webgpu_device:WebGPUDevice",
+    "metal": "tracejit.runtime.metal_device:MetalDevice",
 }
 AUTO_ORDER = ("cuda", "metal", "opencl-gpu", "webgpu-gpu", "numba")
 

@@ -196,7 +196,8 @@ class WebGPUDevice:
             raise DeviceError("webgpu has one device per process: use 'webgpu'")
         return None if _OPEN else WebGPUTarget()
 
-    keeps_compiled_kernels = False   # no pipeline cache in wgpu-py: each process builds its pipelines
+    keeps_compiled_kernels = False
+    no_disk_cache = "wgpu-py exposes no pipeline cache, so each process builds its pipelines"
 
     @staticmethod
     def probe():

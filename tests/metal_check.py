@@ -1,0 +1,62 @@
+"""Every kernel the suite compiles on the numba device is also rendered as MSL for Metal and checked
+by tracejit.codegen.msl_check: compiled as C++ by clang++ against the project's shim of the Metal
+standard library, and its [[...]] attributes checked. No Mac is needed, so CI checks every generated MSL
+kernel; a failure fails the test that produced the kernel. Kernels Metal cannot take (float64, more than
+31 buffers) raise a clear error at lowering instead, and are counted apart.
+
+Active when clang++ is present (`.ci/run` installs Debian's clang when it runs as root);
+TRACEJIT_CHECK_METAL=0 turns it off.
+"""
+from __future__ import annotations
+
+import os
+
+import tracejit.frontend.kernel as kernel_module
+from tracejit.codegen import msl_check
+from tracejit.errors import DtypeError, UnsupportedError
+from tracejit.runtime.metal_device import MetalTarget
+
+
+def unavailable_reason() -> str | None:
+    if os.environ.get("TRACEJIT_CHECK_METAL", "1") == "0":
+        return "TRACEJIT_CHECK_METAL=0"
+    if msl_check.find_clang() is None:
+        return "clang++ was not found (Debian: apt-get install clang; .ci/run installs it as root)"
+    return None
+
+
+class Checker:
+    def __init__(self):
+        self.target = MetalTarget()
+        self.clang = msl_check.find_clang()
+        self.checked: set[int] = set()
+        self.kernels = 0
+        self.refused = 0      # float64 or too many buffers: a clear error, which Metal's rules call for
+
+    def check(self, traced) -> None:
+        program = traced.program(self.target.layout)
+        try:
+            kernels = self.target.compile(program).kernels
+        except (DtypeError, UnsupportedError):
+            self.refused += 1
+            return
+        fresh = {k.name: k.source for k in kernels if hash(k.source) not in self.checked}
+        self.kernels += len(kernels)
+        if fresh:
+            msl_check.check_many(fresh, self.clang)
+            self.checked.update(hash(s) for s in fresh.values())
+
+
+def install() -> Checker:
+    """Wrap Kernel._lower: after a kernel is lowered for the numba device, check its MSL too."""
+    checker = Checker()
+    original = kernel_module.Kernel._lower
+
+    def lower_and_check(self, args, device_name, compile_only=False):
+        plan = original(self, args, device_name, compile_only)
+        if plan.device.name == "numba":
+            checker.check(plan.traced)
+        return plan
+
+    kernel_module.Kernel._lower = lower_and_check
+    return checker

@@ -1,0 +1,501 @@
+"""The metal target: MSL (codegen/metal.py) compiled and run through PyObjC's Metal bindings on macOS.
+
+One device per process (the system default GPU), created lazily; buffers in shared storage mode from a
+caching allocator; a library and compute pipeline per kernel source, built once per process; one
+command buffer per call with every kernel of the call in one compute encoder, committed without
+waiting. Host reads wait for the work submitted before them.
+
+On other systems nothing imports PyObjC: tj.devices() reports metal unavailable with the reason, and
+f.lower(..., device="metal") renders the MSL with MetalTarget (tracejit.codegen.msl_check compiles it
+against a shim of the Metal standard library).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import sys
+import time
+import weakref
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..codegen import build_log as build_log_text
+from ..codegen import metal as metal_codegen
+from ..codegen.simt import Launch
+from ..errors import CompileError, DeviceError, UnsupportedError
+from ..ir.fuse import Program
+from ..ir.kernel_ir import Kernel
+from ..ir.layout import LayoutOptions
+from .array import Array, own_copy
+from .debug import LEVEL, log
+from .scalars import check_int_scalars
+from .sharing import plan_sharing
+from .views import flat_view
+
+INSTALL_HINT = "pip install 'tracejit[metal]' (pyobjc-framework-Metal)"
+LOWER_ONLY = "kernels can still be lowered to MSL here: f.lower(..., device='metal')"
+REDUCTION_SCRATCH = 4096   # bytes of threadgroup memory left for reduction trees when keeping rows
+ALIGN = 256
+
+
+@functools.cache
+def _system_device():
+    """(MTLDevice, None) or (None, why not). Never raises; imports PyObjC only on macOS."""
+    if sys.platform != "darwin":
+        return None, f"Metal needs macOS (this is {sys.platform}); {LOWER_ONLY}"
+    try:
+        import Metal
+    except ImportError as e:
+        return None, f"PyObjC's Metal framework is not importable ({e}); {INSTALL_HINT}"
+    try:
+        device = Metal.MTLCreateSystemDefaultDevice()
+    except Exception as e:   # noqa: BLE001  (whatever PyObjC raises, the reason is reported)
+        return None, f"MTLCreateSystemDefaultDevice failed ({type(e).__name__}: {e})"
+    if device is None:
+        return None, "macOS reports no Metal device"
+    return device, None
+
+
+def _layout(threadgroup_memory: int) -> LayoutOptions:
+    return LayoutOptions(accumulate_rows=False, keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8))
+
+
+class DeviceBuffer:
+    """An array in a pooled Metal buffer (`block`)."""
+
+    __slots__ = ("block", "shape", "dtype", "size", "strides")
+
+    def __init__(self, block, shape, dtype):
+        self.block, self.shape, self.dtype = block, tuple(shape), np.dtype(dtype)
+        self.size = math.prod(self.shape)
+        strides, acc = [], self.dtype.itemsize
+        for s in reversed(self.shape):
+            strides.append(acc)
+            acc *= s
+        self.strides = tuple(reversed(strides))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+
+class _Block:
+    """A pooled MTLBuffer; back to the pool when nothing refers to the block. `epoch`: the number of
+    command buffers committed when it was last released, so a host write into it waits only if work
+    committed before then may still be running."""
+
+    __slots__ = ("buffer", "nbytes", "epoch", "__weakref__")
+
+    def __init__(self, buffer, nbytes, epoch, pool):
+        self.buffer, self.nbytes, self.epoch = buffer, nbytes, epoch
+        weakref.finalize(self, pool.release, buffer, nbytes)
+
+
+class _Pool:
+    def __init__(self, device):
+        self.device = device                       # the MetalDevice
+        self.free: dict[int, list] = {}
+        self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
+
+    def allocate(self, nbytes: int) -> _Block:
+        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        held = self.free.get(size)
+        if held:
+            buffer, epoch = held.pop()
+            self.held_blocks -= 1
+            self.held_bytes -= size
+        else:
+            buffer, epoch = self.device._new_buffer(size), 0
+        self.active_blocks += 1
+        self.active_bytes += size
+        return _Block(buffer, size, epoch, self)
+
+    def release(self, buffer, nbytes: int) -> None:
+        self.active_blocks -= 1
+        self.active_bytes -= nbytes
+        self.free.setdefault(nbytes, []).append((buffer, self.device._committed))
+        self.held_blocks += 1
+        self.held_bytes += nbytes
+
+    def stats(self) -> dict[str, int]:
+        return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
+                "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    source: str                # MSL
+    ir: Kernel
+    launch: Launch
+    cached: bool = False
+
+
+class MetalTarget:
+    """MSL for any Metal GPU (no double, threadgroups of up to 256), rendered without a device, on any
+    system: lower() works anywhere; a call lowers again for the device itself."""
+
+    runs = False
+    name = "metal"
+    layout = _layout(metal_codegen.THREADGROUP_MEMORY)
+    options = replace(metal_codegen.DEFAULT_OPTIONS, device="metal (MSL only, no device)")
+
+    def compile(self, program: Program) -> "RenderedOnly":
+        kernels = []
+        for k, keys in zip(program.kernels, program.launches):
+            r = metal_codegen.render(k, self.options, _by_value(program, keys))
+            kernels.append(CompiledKernel(k.name, r.source, k, r.launch))
+        return RenderedOnly(kernels)
+
+
+@dataclass
+class RenderedOnly:
+    kernels: list
+
+    def __call__(self, args):
+        raise DeviceError("this plan holds MSL only; call the kernel with device='metal' (on macOS) to run it")
+
+    bind = __call__
+
+
+def _by_value(program: Program, keys) -> frozenset[int]:
+    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
+
+
+_OPEN: list = []   # the MetalDevice of this process, once made
+
+
+class MetalDevice:
+    """The system default Metal GPU (`metal`)."""
+
+    keeps_compiled_kernels = False
+    no_disk_cache = ("each process builds its libraries and pipelines from MSL (macOS keeps its own cache of "
+                     "compiled shaders); tracejit stores no Metal binaries")
+
+    @staticmethod
+    def compile_only(suffix: str | None):
+        if suffix:
+            raise DeviceError("metal has one device per process: use 'metal'")
+        return None if _OPEN else MetalTarget()
+
+    @staticmethod
+    def probe():
+        device, reason = _system_device()
+        if device is None:
+            return False, reason, ""
+        return True, None, _describe(device)
+
+    @staticmethod
+    def maybe_gpu() -> bool:
+        return sys.platform == "darwin"
+
+    @staticmethod
+    def default_is_gpu() -> bool:
+        return True
+
+    def __init__(self, index: int | None = None):
+        import Metal
+        if index:
+            raise DeviceError("metal has one device per process: use 'metal'")
+        device, reason = _system_device()
+        if device is None:
+            raise DeviceError(f"metal is not available: {reason}")
+        self.Metal, self.mtl, self.name = Metal, device, "metal"
+        self.description = _describe(device)
+        self.queue = device.newCommandQueue()
+        threads = int(device.maxThreadsPerThreadgroup().width)
+        memory = int(device.maxThreadgroupMemoryLength())
+        self.options = replace(metal_codegen.DEFAULT_OPTIONS, device=f"metal ({self.description})",
+                               max_local_size=min(metal_codegen.DEFAULT_OPTIONS.max_local_size, threads))
+        self.layout = _layout(memory)
+        self._committed = 0          # command buffers committed
+        self._completed = 0          # of those, known to have finished
+        self._last = None            # the last command buffer committed
+        self.pool = _Pool(self)
+        self._pipelines: dict[str, object] = {}
+        self._error = None
+        _OPEN.append(self)
+
+    # -- memory --
+    def _new_buffer(self, nbytes: int):
+        buffer = self.mtl.newBufferWithLength_options_(nbytes, self.Metal.MTLResourceStorageModeShared)
+        if buffer is None:
+            self.pool.free.clear()   # buffers held for reuse may be what is in the way
+            buffer = self.mtl.newBufferWithLength_options_(nbytes, self.Metal.MTLResourceStorageModeShared)
+        if buffer is None:
+            raise DeviceError(f"metal could not allocate {nbytes} bytes; free device arrays you no longer need")
+        return buffer
+
+    @staticmethod
+    def _memory(block, nbytes: int) -> np.ndarray:
+        """The block's shared memory as bytes NumPy can read and write."""
+        return np.frombuffer(block.buffer.contents().as_buffer(block.nbytes), np.uint8, count=nbytes)
+
+    def allocate(self, shape, dtype) -> DeviceBuffer:
+        dtype = np.dtype(dtype)
+        return DeviceBuffer(self.pool.allocate(max(math.prod(shape) * dtype.itemsize, 1)), shape, dtype)
+
+    def _write(self, block: _Block, data: np.ndarray) -> None:
+        """Host bytes into a block, once no committed work can still be using it."""
+        if block.epoch > self._completed:
+            self._wait()
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        if raw.nbytes:
+            self._memory(block, raw.nbytes)[:] = raw
+
+    def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
+        out = self.allocate(a.shape, a.dtype)
+        self._write(out.block, np.ascontiguousarray(a))
+        return out
+
+    def upload_span(self, a, desc) -> DeviceBuffer:
+        flat = flat_view(a, desc)
+        out = self.allocate(flat.shape, flat.dtype)
+        self._write(out.block, flat)
+        return out
+
+    def to_numpy(self, data: DeviceBuffer) -> np.ndarray:
+        self._wait()
+        nbytes = data.size * data.dtype.itemsize
+        return self._memory(data.block, nbytes).copy().view(data.dtype).reshape(data.shape)
+
+    def dlpack(self, data, *args, **kwargs):
+        raise UnsupportedError(f"a tj.Array on {self.name} cannot be shared through DLPack (NumPy and torch import no "
+                               "Metal memory); call .numpy() for a host copy")
+
+    dlpack_device = dlpack
+
+    def synchronize(self) -> None:
+        self._wait()
+
+    def _wait(self) -> None:
+        """Wait for every committed command buffer; report one that failed."""
+        last = self._last
+        if last is None:
+            return
+        last.waitUntilCompleted()
+        self._last, self._completed = None, self._committed
+        if last.status() == self.Metal.MTLCommandBufferStatusError:
+            error = last.error()
+            raise DeviceError(f"{self.name}: a command buffer failed: "
+                              f"{error.localizedDescription() if error is not None else 'no error given'}")
+
+    def memory_stats(self) -> dict[str, int]:
+        return self.pool.stats()
+
+    # -- encoding --
+    def _submit(self, launches, wait: bool = False) -> None:
+        """Every launch into one compute encoder of one command buffer, committed."""
+        import objc
+        with objc.autorelease_pool():
+            cb = self.queue.commandBuffer()
+            enc = cb.computeCommandEncoder()
+            size = self.Metal.MTLSize
+            for launch in launches:
+                enc.setComputePipelineState_(launch.pipeline)
+                for i, b in enumerate(launch.buffers):
+                    if isinstance(b, bytes):
+                        enc.setBytes_length_atIndex_(b, len(b), i)
+                    else:
+                        enc.setBuffer_offset_atIndex_((b.block if isinstance(b, DeviceBuffer) else b).buffer, 0, i)
+                enc.dispatchThreadgroups_threadsPerThreadgroup_(size(launch.groups, 1, 1), size(launch.local, 1, 1))
+            enc.endEncoding()
+            cb.commit()
+            self._committed += 1
+            self._last = cb
+        if wait:
+            self._wait()
+
+    # -- graph capture --
+    def clone(self, data: DeviceBuffer) -> DeviceBuffer:
+        out = self.allocate(data.shape, data.dtype)
+        self._wait()
+        nbytes = data.size * data.dtype.itemsize
+        self._memory(out.block, nbytes)[:] = self._memory(data.block, nbytes)
+        return out
+
+    def own(self, a) -> Array:
+        return own_copy(self, a)
+
+    def feed(self, owned: Array, a) -> None:
+        """New data into a captured input: waits for replays that may read it, then copies (shared memory)."""
+        dst = owned._data
+        self._wait()
+        host = a._data if type(a) is Array and a.device is self else None
+        nbytes = dst.size * dst.dtype.itemsize
+        if host is not None:
+            self._memory(dst.block, nbytes)[:] = self._memory(host.block, nbytes)
+        else:
+            self._write(dst.block, np.ascontiguousarray(a.numpy() if type(a) is Array else a, dtype=dst.dtype))
+
+    def replay(self, launches) -> None:
+        self._submit(launches)
+
+    def memory_of(self, value) -> int:
+        data = value._data if type(value) is Array else value
+        return id(data.block)
+
+    def share_memory(self, launches, scratch: set[int]):
+        uses = [[(pos, b.block, b.block.nbytes) for pos, b in enumerate(launch.buffers) if isinstance(b, DeviceBuffer)]
+                for launch in launches]
+        assignment, nbytes = plan_sharing(uses, scratch, self.pool.allocate)
+        for launch, used in zip(launches, uses):
+            for pos, block, _ in used:
+                shared = assignment.get(id(block))
+                if shared is not None:
+                    old = launch.buffers[pos]
+                    launch.buffers[pos] = DeviceBuffer(shared, old.shape, old.dtype)
+        return launches, nbytes
+
+    # -- compilation --
+    def compile(self, program: Program) -> "MetalPlan":
+        compiled = []
+        for k, keys in zip(program.kernels, program.launches):
+            by_value = _by_value(program, keys)
+            r = metal_codegen.render(k, self.options, by_value)
+            pipeline, cached = self._pipeline(r.name, r.source)
+            fits = int(pipeline.maxTotalThreadsPerThreadgroup())
+            if fits < r.launch.local_size:   # this kernel's registers allow fewer threads per threadgroup
+                r = metal_codegen.render(k, replace(self.options, max_local_size=fits), by_value)
+                pipeline, cached = self._pipeline(r.name, r.source)
+            compiled.append((CompiledKernel(k.name, r.source, k, r.launch, cached), pipeline))
+        return MetalPlan(self, program, compiled)
+
+    def _pipeline(self, name: str, source: str):
+        """The compute pipeline of a kernel source, built once per process; (pipeline, built before)."""
+        found = self._pipelines.get(source)
+        if found is not None:
+            return found, True
+        t0 = time.perf_counter()
+        Metal = self.Metal
+        options = Metal.MTLCompileOptions.new()
+        # IEEE results as NumPy gives them: no fast math, precise library functions where settable
+        if hasattr(options, "setMathMode_"):
+            options.setMathMode_(getattr(Metal, "MTLMathModeSafe", 0))
+        else:
+            options.setFastMathEnabled_(False)
+        if hasattr(options, "setMathFloatingPointFunctions_"):
+            options.setMathFloatingPointFunctions_(getattr(Metal, "MTLMathFloatingPointFunctionsPrecise", 1))
+        library, error = self.mtl.newLibraryWithSource_options_error_(source, options, None)
+        if library is None:
+            raise CompileError(build_error_message(name, self.name, source, _describe_error(error)))
+        function = library.newFunctionWithName_(name)
+        if function is None:
+            raise CompileError(f"the Metal library built from generated kernel {name} has no function {name}; "
+                               "this is a tracejit bug")
+        pipeline, error = self.mtl.newComputePipelineStateWithFunction_error_(function, None)
+        if pipeline is None:
+            raise CompileError(build_error_message(name, self.name, source, _describe_error(error)))
+        self._pipelines[source] = pipeline
+        log(1, f"compiled {name} (metal) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        return pipeline, False
+
+    def error_buffer(self) -> _Block:
+        if self._error is None:
+            self._error = self.pool.allocate(4)
+        return self._error
+
+
+def _describe(device) -> str:
+    parts = [str(device.name())]
+    with contextlib.suppress(Exception):
+        parts.append("unified memory" if device.hasUnifiedMemory() else "discrete memory")
+    return ", ".join(parts)
+
+
+def _describe_error(error) -> str:
+    if error is None:
+        return "no message"
+    return str(error.localizedDescription())
+
+
+def build_error_message(name: str, device: str, source: str, error: str) -> str:
+    """Metal's compiler messages ('program_source:LINE:COL: error: ...'), each followed by the generated line."""
+    return build_log_text.annotate(f"the Metal compiler rejected generated kernel {name} on {device}:", source, error,
+                                   r"program_source:(\d+):\d+")
+
+
+class _Launch:
+    """One dispatch: pipeline, what goes at each [[buffer(i)]] (a DeviceBuffer, a _Block, or the bytes of a
+    scalar), threadgroups and their size."""
+
+    __slots__ = ("pipeline", "buffers", "groups", "local")
+
+    def __init__(self, pipeline, buffers: list, groups: int, local: int):
+        self.pipeline, self.buffers, self.groups, self.local = pipeline, buffers, groups, local
+
+
+class MetalPlan:
+    """A compiled program: uploads host arguments, allocates results from the pool, encodes every kernel
+    into one command buffer and commits it; results stay on the device."""
+
+    def __init__(self, device: MetalDevice, program: Program, compiled):
+        self.device, self.program = device, program
+        self.kernels = [c for c, _ in compiled]
+        self._pipelines = [p for _, p in compiled]
+        self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
+        self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+
+    def _buffers(self, args):
+        dev, bufs, staged, results = self.device, {}, {}, {}
+        for key, desc in self._inputs:
+            a = args[key[1]]
+            if desc.shape == ():      # by value, as Metal holds it: no double, bool as a byte
+                value = a.numpy().reshape(()) if type(a) is Array else np.asarray(a)
+                dt = np.dtype(desc.dtype)
+                dt = np.dtype("float32") if dt == np.float64 else np.dtype("uint8") if dt == np.bool_ else dt
+                bufs[key] = np.asarray(value, dt).tobytes()
+            elif type(a) is Array and a.device is dev:
+                bufs[key] = a._data
+            else:
+                host = a.numpy() if type(a) is Array else a
+                if id(host) not in staged:
+                    staged[id(host)] = dev.upload_span(host, desc)
+                bufs[key] = staged[id(host)]
+        for key, shape, dtype in self._allocs:
+            results[key] = bufs[key] = dev.allocate(shape, dtype)
+        return bufs, results
+
+    def _launches(self, bufs, error=None) -> list[_Launch]:
+        out = []
+        for c, pipeline, keys in zip(self.kernels, self._pipelines, self.program.launches):
+            bound = [bufs[k] for k in keys]
+            if c.launch.error_flag:
+                bound.append(error)
+            out.append(_Launch(pipeline, bound, c.launch.global_items // c.launch.local_size, c.launch.local_size))
+        return out
+
+    def __call__(self, args):
+        dev = self.device
+        check_int_scalars(self.program.int_scalars, args)
+        bufs, results = self._buffers(args)
+        error = None
+        if any(c.launch.error_flag for c in self.kernels):
+            error = dev.error_buffer()
+            dev._write(error, np.zeros(1, np.int32))
+        t0 = time.perf_counter() if LEVEL >= 2 else 0.0
+        dev._submit(self._launches(bufs, error), wait=error is not None or LEVEL >= 2)
+        if LEVEL >= 2:
+            dt = time.perf_counter() - t0
+            nbytes = sum(p.size * p.dtype.itemsize for c in self.kernels for p in c.ir.params)
+            log(2, f"{', '.join(c.name for c in self.kernels)}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s")
+        if error is not None and dev._memory(error, 4).view(np.int32)[0]:
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        return [results[k] for k in self.program.outputs]
+
+    def bind(self, args):
+        """For graph capture: fresh outputs and temporaries, and each kernel's dispatch with its buffers
+        chosen once; commits nothing."""
+        check_int_scalars(self.program.int_scalars, args)
+        if any(c.launch.error_flag for c in self.kernels):
+            raise UnsupportedError(f"kernel {self.kernels[0].name} raises for integer ** with a negative exponent, "
+                                   "which a captured graph cannot report on metal; call it outside tj.capture()")
+        bufs, results = self._buffers(args)
+        return [results[k] for k in self.program.outputs], self._launches(bufs), list(results.values())
