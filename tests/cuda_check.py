@@ -53,16 +53,21 @@ class Checker:
                         self.assembled.add(key)
 
 
-def install() -> Checker:
-    """Wrap Kernel._lower: after a kernel is lowered for the numba device, check it for CUDA too."""
-    checker = Checker()
+def after_numba_lowering(check) -> None:
+    """Wrap Kernel._lower: each plan lowered for the numba device also goes through check(traced)."""
     original = kernel_module.Kernel._lower
 
     def lower_and_check(self, args, device_name, compile_only=False):
         plan = original(self, args, device_name, compile_only)
         if plan.device.name == "numba":
-            checker.check(plan.traced)
+            check(plan.traced)
         return plan
 
     kernel_module.Kernel._lower = lower_and_check
+
+
+def install() -> Checker:
+    """After a kernel is lowered for the numba device, check it for CUDA too."""
+    checker = Checker()
+    after_numba_lowering(checker.check)
     return checker

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-import tracejit.frontend.kernel as kernel_module
+from cuda_check import after_numba_lowering
 from tracejit.codegen import msl_check
 from tracejit.errors import DtypeError, UnsupportedError
 from tracejit.runtime.metal_device import MetalTarget
@@ -48,15 +48,7 @@ class Checker:
 
 
 def install() -> Checker:
-    """Wrap Kernel._lower: after a kernel is lowered for the numba device, check its MSL too."""
+    """After a kernel is lowered for the numba device, check its MSL too."""
     checker = Checker()
-    original = kernel_module.Kernel._lower
-
-    def lower_and_check(self, args, device_name, compile_only=False):
-        plan = original(self, args, device_name, compile_only)
-        if plan.device.name == "numba":
-            checker.check(plan.traced)
-        return plan
-
-    kernel_module.Kernel._lower = lower_and_check
+    after_numba_lowering(checker.check)
     return checker

@@ -26,6 +26,7 @@ from .array import Array, own_copy
 from .cuda_plan import CudaGraph, CudaPlan
 from .cache_key import source_part, tracejit_part
 from .debug import log
+from .device_memory import by_value_params
 from .disk_cache import CACHE, CacheKey
 from .sharing import plan_sharing
 from .views import flat_view
@@ -95,10 +96,6 @@ class CudaCompiler:
             vptx, vcached = self.ptx(r.vector.name, r.vector.source)
             vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
         return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
-
-
-def by_value_params(program: Program, keys) -> frozenset[int]:
-    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
 
 
 class CudaTarget:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..errors import DeviceError
+from .device_memory import contiguous_strides
 
 INSTALL_HINT = "pip install 'tracejit[cuda]' (cuda-python, nvidia-cuda-nvrtc 13.0, nvidia-cuda-runtime headers)"
 GRANULE = 512                    # allocations are rounded up to this many bytes, so blocks are reusable
@@ -169,14 +170,6 @@ class DeviceBuffer:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
         return self.shape[0]
-
-
-def contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:
-    out, acc = [], itemsize
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= s
-    return tuple(reversed(out))
 
 
 def from_interface(obj, what: str = "argument") -> DeviceBuffer:

@@ -16,7 +16,6 @@ import functools
 import math
 import sys
 import time
-import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,6 +29,7 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from .array import Array, own_copy
 from .debug import LEVEL, log
+from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs, scalar_of
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
@@ -62,71 +62,14 @@ def _layout(threadgroup_memory: int) -> LayoutOptions:
     return LayoutOptions(accumulate_rows=False, keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8))
 
 
-class DeviceBuffer:
+class DeviceBuffer(Buffer):
     """An array in a pooled Metal buffer (`block`)."""
 
-    __slots__ = ("block", "shape", "dtype", "size", "strides")
+    __slots__ = ("block",)
 
-    def __init__(self, block, shape, dtype):
-        self.block, self.shape, self.dtype = block, tuple(shape), np.dtype(dtype)
-        self.size = math.prod(self.shape)
-        strides, acc = [], self.dtype.itemsize
-        for s in reversed(self.shape):
-            strides.append(acc)
-            acc *= s
-        self.strides = tuple(reversed(strides))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
-
-
-class _Block:
-    """A pooled MTLBuffer; back to the pool when nothing refers to the block. `epoch`: the number of
-    command buffers committed when it was last released, so a host write into it waits only if work
-    committed before then may still be running."""
-
-    __slots__ = ("buffer", "nbytes", "epoch", "__weakref__")
-
-    def __init__(self, buffer, nbytes, epoch, pool):
-        self.buffer, self.nbytes, self.epoch = buffer, nbytes, epoch
-        weakref.finalize(self, pool.release, buffer, nbytes)
-
-
-class _Pool:
-    def __init__(self, device):
-        self.device = device                       # the MetalDevice
-        self.free: dict[int, list] = {}
-        self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
-
-    def allocate(self, nbytes: int) -> _Block:
-        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
-        held = self.free.get(size)
-        if held:
-            buffer, epoch = held.pop()
-            self.held_blocks -= 1
-            self.held_bytes -= size
-        else:
-            buffer, epoch = self.device._new_buffer(size), 0
-        self.active_blocks += 1
-        self.active_bytes += size
-        return _Block(buffer, size, epoch, self)
-
-    def release(self, buffer, nbytes: int) -> None:
-        self.active_blocks -= 1
-        self.active_bytes -= nbytes
-        self.free.setdefault(nbytes, []).append((buffer, self.device._committed))
-        self.held_blocks += 1
-        self.held_bytes += nbytes
-
-    def stats(self) -> dict[str, int]:
-        return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
-                "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+    def __init__(self, block: Block, shape, dtype):
+        super().__init__(shape, dtype)
+        self.block = block
 
 
 @dataclass(frozen=True)
@@ -150,23 +93,10 @@ class MetalTarget:
     def compile(self, program: Program) -> "RenderedOnly":
         kernels = []
         for k, keys in zip(program.kernels, program.launches):
-            r = metal_codegen.render(k, self.options, _by_value(program, keys))
+            r = metal_codegen.render(k, self.options, by_value_params(program, keys))
             kernels.append(CompiledKernel(k.name, r.source, k, r.launch))
-        return RenderedOnly(kernels)
-
-
-@dataclass
-class RenderedOnly:
-    kernels: list
-
-    def __call__(self, args):
-        raise DeviceError("this plan holds MSL only; call the kernel with device='metal' (on macOS) to run it")
-
-    bind = __call__
-
-
-def _by_value(program: Program, keys) -> frozenset[int]:
-    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
+        return RenderedOnly(kernels, "this plan holds MSL only; call the kernel with device='metal' (on macOS) "
+                                     "to run it")
 
 
 _OPEN: list = []   # the MetalDevice of this process, once made
@@ -218,7 +148,7 @@ class MetalDevice:
         self._committed = 0          # command buffers committed
         self._completed = 0          # of those, known to have finished
         self._last = None            # the last command buffer committed
-        self.pool = _Pool(self)
+        self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed)
         self._pipelines: dict[str, object] = {}
         self._error = None
         _OPEN.append(self)
@@ -227,7 +157,7 @@ class MetalDevice:
     def _new_buffer(self, nbytes: int):
         buffer = self.mtl.newBufferWithLength_options_(nbytes, self.Metal.MTLResourceStorageModeShared)
         if buffer is None:
-            self.pool.free.clear()   # buffers held for reuse may be what is in the way
+            self.pool.drop_held()   # buffers held for reuse may be what is in the way
             buffer = self.mtl.newBufferWithLength_options_(nbytes, self.Metal.MTLResourceStorageModeShared)
         if buffer is None:
             raise DeviceError(f"metal could not allocate {nbytes} bytes; free device arrays you no longer need")
@@ -242,9 +172,9 @@ class MetalDevice:
         dtype = np.dtype(dtype)
         return DeviceBuffer(self.pool.allocate(max(math.prod(shape) * dtype.itemsize, 1)), shape, dtype)
 
-    def _write(self, block: _Block, data: np.ndarray) -> None:
+    def _write(self, block: Block, data: np.ndarray) -> None:
         """Host bytes into a block, once no committed work can still be using it."""
-        if block.epoch > self._completed:
+        if block.tag is not None and block.tag > self._completed:
             self._wait()
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         if raw.nbytes:
@@ -358,7 +288,7 @@ class MetalDevice:
     def compile(self, program: Program) -> "MetalPlan":
         compiled = []
         for k, keys in zip(program.kernels, program.launches):
-            by_value = _by_value(program, keys)
+            by_value = by_value_params(program, keys)
             r = metal_codegen.render(k, self.options, by_value)
             pipeline, cached = self._pipeline(r.name, r.source)
             fits = int(pipeline.maxTotalThreadsPerThreadgroup())
@@ -397,7 +327,7 @@ class MetalDevice:
         log(1, f"compiled {name} (metal) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return pipeline, False
 
-    def error_buffer(self) -> _Block:
+    def error_buffer(self) -> Block:
         if self._error is None:
             self._error = self.pool.allocate(4)
         return self._error
@@ -423,13 +353,20 @@ def build_error_message(name: str, device: str, source: str, error: str) -> str:
 
 
 class _Launch:
-    """One dispatch: pipeline, what goes at each [[buffer(i)]] (a DeviceBuffer, a _Block, or the bytes of a
+    """One dispatch: pipeline, what goes at each [[buffer(i)]] (a DeviceBuffer, a Block, or the bytes of a
     scalar), threadgroups and their size."""
 
     __slots__ = ("pipeline", "buffers", "groups", "local")
 
     def __init__(self, pipeline, buffers: list, groups: int, local: int):
         self.pipeline, self.buffers, self.groups, self.local = pipeline, buffers, groups, local
+
+
+def _scalar_bytes(a, desc) -> bytes:
+    """A by-value argument as Metal holds it: no double, bool as a byte."""
+    dt = np.dtype(desc.dtype)
+    dt = np.dtype("float32") if dt == np.float64 else np.dtype("uint8") if dt == np.bool_ else dt
+    return np.asarray(scalar_of(a), dt).tobytes()
 
 
 class MetalPlan:
@@ -444,21 +381,9 @@ class MetalPlan:
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
 
     def _buffers(self, args):
-        dev, bufs, staged, results = self.device, {}, {}, {}
-        for key, desc in self._inputs:
-            a = args[key[1]]
-            if desc.shape == ():      # by value, as Metal holds it: no double, bool as a byte
-                value = a.numpy().reshape(()) if type(a) is Array else np.asarray(a)
-                dt = np.dtype(desc.dtype)
-                dt = np.dtype("float32") if dt == np.float64 else np.dtype("uint8") if dt == np.bool_ else dt
-                bufs[key] = np.asarray(value, dt).tobytes()
-            elif type(a) is Array and a.device is dev:
-                bufs[key] = a._data
-            else:
-                host = a.numpy() if type(a) is Array else a
-                if id(host) not in staged:
-                    staged[id(host)] = dev.upload_span(host, desc)
-                bufs[key] = staged[id(host)]
+        dev = self.device
+        bufs = gather_inputs(dev, self._inputs, args, _scalar_bytes)
+        results = {}
         for key, shape, dtype in self._allocs:
             results[key] = bufs[key] = dev.allocate(shape, dtype)
         return bufs, results

@@ -19,6 +19,7 @@ from ..ir.layout import LayoutOptions
 from .array import Array, own_copy
 from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
+from .device_memory import Buffer
 from .disk_cache import CACHE, CacheKey
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
@@ -69,28 +70,14 @@ def _choose(devices: list) -> int:
                       + "; ".join(f"opencl:{i} {_describe(d)}" for i, d in enumerate(devices)))
 
 
-class DeviceBuffer:
+class DeviceBuffer(Buffer):
     """A contiguous array in device memory (a pooled cl buffer, None when empty)."""
 
-    __slots__ = ("buf", "shape", "dtype", "strides", "size")
+    __slots__ = ("buf",)
 
     def __init__(self, buf, shape: tuple[int, ...], dtype: np.dtype):
-        self.buf, self.shape, self.dtype = buf, shape, dtype
-        self.size = math.prod(shape)
-        strides, acc = [], dtype.itemsize
-        for s in reversed(shape):
-            strides.append(acc)
-            acc *= s
-        self.strides = tuple(reversed(strides))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
+        super().__init__(shape, dtype)
+        self.buf = buf
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import os
 import re
 import sys
 import time
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +25,7 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from .array import Array, own_copy
 from .debug import LEVEL, log
+from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
@@ -69,78 +69,15 @@ def _describe(adapter) -> str:
     return f"{info.get('device', '?')} ({info.get('backend_type', '?')}, {kind})".strip()
 
 
-class DeviceBuffer:
+class DeviceBuffer(Buffer):
     """An array in a WebGPU buffer: `dtype` is what the array holds, `storage` its element type in the
-    buffer (wider for bool and 8/16-bit integers). `block` is a pooled buffer (None when empty)."""
+    buffer (wider for bool and 8/16-bit integers). `block` is a pooled buffer."""
 
-    __slots__ = ("block", "shape", "dtype", "storage", "size", "strides")
+    __slots__ = ("block", "storage")
 
-    def __init__(self, block, shape, dtype, storage):
-        self.block, self.shape, self.dtype, self.storage = block, tuple(shape), np.dtype(dtype), np.dtype(storage)
-        self.size = math.prod(self.shape)
-        strides, acc = [], self.dtype.itemsize
-        for s in reversed(self.shape):
-            strides.append(acc)
-            acc *= s
-        self.strides = tuple(reversed(strides))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
-
-
-class _Block:
-    """A pooled buffer; back to the pool when nothing refers to the block. weakref.finalize keeps the
-    buffer itself alive until then (a __del__ could run after a garbage cycle had released it)."""
-
-    __slots__ = ("buffer", "nbytes", "__weakref__")
-
-    def __init__(self, buffer, nbytes, pool):
-        self.buffer, self.nbytes = buffer, nbytes
-        weakref.finalize(self, pool.release, buffer, nbytes)
-
-
-class _Pool:
-    """Buffers kept by rounded size and handed out again. The queue orders every use of a buffer, so a
-    reused one is written only after the work that read it before."""
-
-    def __init__(self, device, usage):
-        self.device, self.usage = device, usage
-        self.free: dict[int, list] = {}
-        self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
-
-    def allocate(self, nbytes: int) -> _Block:
-        size = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
-        held = self.free.get(size)
-        if held:
-            buffer = held.pop()
-            self.held_blocks -= 1
-            self.held_bytes -= size
-        else:
-            try:
-                buffer = self.device.create_buffer(size=size, usage=self.usage)
-            except Exception as e:
-                raise DeviceError(f"webgpu could not allocate {size} bytes ({e}); free device arrays you no longer "
-                                  "need") from None
-        self.active_blocks += 1
-        self.active_bytes += size
-        return _Block(buffer, size, self)
-
-    def release(self, buffer, nbytes: int) -> None:
-        self.active_blocks -= 1
-        self.active_bytes -= nbytes
-        self.free.setdefault(nbytes, []).append(buffer)
-        self.held_blocks += 1
-        self.held_bytes += nbytes
-
-    def stats(self) -> dict[str, int]:
-        return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
-                "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+    def __init__(self, block: Block, shape, dtype, storage):
+        super().__init__(shape, dtype)
+        self.block, self.storage = block, np.dtype(storage)
 
 
 @dataclass(frozen=True)
@@ -164,23 +101,9 @@ class WebGPUTarget:
     def compile(self, program: Program) -> "RenderedOnly":
         kernels = []
         for k, keys in zip(program.kernels, program.launches):
-            r = wgsl.render(k, self.options, _by_value(program, keys))
+            r = wgsl.render(k, self.options, by_value_params(program, keys))
             kernels.append(CompiledKernel(k.name, r.source, k, r))
-        return RenderedOnly(kernels)
-
-
-@dataclass
-class RenderedOnly:
-    kernels: list
-
-    def __call__(self, args):
-        raise DeviceError("this plan holds WGSL only; call the kernel with device='webgpu' to run it")
-
-    bind = __call__
-
-
-def _by_value(program: Program, keys) -> frozenset[int]:
-    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
+        return RenderedOnly(kernels, "this plan holds WGSL only; call the kernel with device='webgpu' to run it")
 
 
 _OPEN: list = []   # the WebGPUDevice of this process, once made
@@ -243,12 +166,19 @@ class WebGPUDevice:
         self.layout = LayoutOptions(accumulate_rows=False, keep_row_max=min(4096, keep))
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
-        self.pool = _Pool(self.device, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC)
-        self.uniforms = _Pool(self.device, usage.UNIFORM | usage.COPY_DST)
+        self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN)
+        self.uniforms = BlockPool(functools.partial(self._new_buffer, usage.UNIFORM | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple] = {}
         self._error = None
 
     # -- memory --
+    def _new_buffer(self, usage, nbytes: int):
+        try:
+            return self.device.create_buffer(size=nbytes, usage=usage)
+        except Exception as e:
+            raise DeviceError(f"webgpu could not allocate {nbytes} bytes ({e}); free device arrays you no longer "
+                              "need") from None
+
     def allocate(self, shape, dtype) -> DeviceBuffer:
         storage = wgsl.storage_dtype(dtype, self.options)
         nbytes = math.prod(shape) * storage.itemsize
@@ -360,7 +290,7 @@ class WebGPUDevice:
     def compile(self, program: Program) -> "WebGPUPlan":
         compiled = []
         for k, keys in zip(program.kernels, program.launches):
-            r = wgsl.render(k, self.options, _by_value(program, keys))
+            r = wgsl.render(k, self.options, by_value_params(program, keys))
             cached = self._pipeline(r)
             compiled.append(CompiledKernel(k.name, r.source, k, r, cached))
         return WebGPUPlan(self, program, compiled)
@@ -437,18 +367,9 @@ class WebGPUPlan:
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
 
     def _buffers(self, args):
-        dev, bufs, staged, results = self.device, {}, {}, {}
-        for key, desc in self._inputs:
-            a = args[key[1]]
-            if desc.shape == ():
-                bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
-            elif type(a) is Array and a.device is dev:
-                bufs[key] = a._data
-            else:
-                host = a.numpy() if type(a) is Array else a
-                if id(host) not in staged:
-                    staged[id(host)] = dev.upload_span(host, desc)
-                bufs[key] = staged[id(host)]
+        dev = self.device
+        bufs = gather_inputs(dev, self._inputs, args)
+        results = {}
         for key, shape, dtype in self._allocs:
             results[key] = bufs[key] = dev.allocate(shape, dtype)
         return bufs, results

@@ -1,0 +1,135 @@
+"""What the GPU-API runtimes share: contiguous device arrays, a caching pool of API buffers, the by-value
+parameters of a launch, gathering a call's inputs, and the plan of a target that only renders."""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import DeviceError
+from ..ir.fuse import Program
+from .array import Array
+
+
+def contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:
+    out, acc = [], itemsize
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
+
+
+class Buffer:
+    """A C-contiguous array in device memory; a runtime adds where the memory is."""
+
+    __slots__ = ("shape", "dtype", "size", "strides")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.size = math.prod(self.shape)
+        self.strides = contiguous_strides(self.shape, self.dtype.itemsize)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+
+class Block:
+    """A pooled API buffer; back to its pool when nothing refers to the block. weakref.finalize keeps the
+    buffer itself alive until then (a __del__ could run after a garbage cycle had released it). `tag`:
+    what the pool's stamp() said when the buffer was last released (None for a new one)."""
+
+    __slots__ = ("buffer", "nbytes", "tag", "__weakref__")
+
+    def __init__(self, buffer, nbytes: int, tag, pool: "BlockPool"):
+        self.buffer, self.nbytes, self.tag = buffer, nbytes, tag
+        weakref.finalize(self, pool.release, buffer, nbytes)
+
+
+class BlockPool:
+    """API buffers kept by rounded size and handed out again. `create(nbytes)` makes a new one (raising
+    DeviceError when it cannot); `stamp()` labels a buffer as it is released (metal: how much work had
+    been committed, so a host write waits only when that work may still use it)."""
+
+    def __init__(self, create: Callable[[int], object], align: int, stamp: Callable[[], object] = lambda: None):
+        self.create, self.align, self.stamp = create, align, stamp
+        self.free: dict[int, list] = {}
+        self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
+
+    def allocate(self, nbytes: int) -> Block:
+        size = max(self.align, -(-nbytes // self.align) * self.align)
+        held = self.free.get(size)
+        if held:
+            buffer, tag = held.pop()
+            self.held_blocks -= 1
+            self.held_bytes -= size
+        else:
+            buffer, tag = self.create(size), None
+        self.active_blocks += 1
+        self.active_bytes += size
+        return Block(buffer, size, tag, self)
+
+    def release(self, buffer, nbytes: int) -> None:
+        self.active_blocks -= 1
+        self.active_bytes -= nbytes
+        self.free.setdefault(nbytes, []).append((buffer, self.stamp()))
+        self.held_blocks += 1
+        self.held_bytes += nbytes
+
+    def drop_held(self) -> None:
+        """Let go of the buffers kept for reuse (when an allocation fails, they may be what is in the way)."""
+        self.free.clear()
+        self.held_blocks = self.held_bytes = 0
+
+    def stats(self) -> dict[str, int]:
+        return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
+                "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+
+
+def by_value_params(program: Program, keys) -> frozenset[int]:
+    """The params of a launch passed by value: 0-d inputs."""
+    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
+
+
+def scalar_of(a):
+    """The Python value of a 0-d argument (a tj.Array, a NumPy array or scalar, a Python number)."""
+    return a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
+
+
+def gather_inputs(device, inputs, args, scalar: Callable = lambda a, desc: scalar_of(a)) -> dict:
+    """What each input buffer of a call is on `device`: `scalar(arg, desc)` for a 0-d one, the memory of
+    a tj.Array already there, else an upload of the span the kernels read (once per host array, even
+    when it is passed twice)."""
+    bufs, staged = {}, {}
+    for key, desc in inputs:
+        a = args[key[1]]
+        if desc.shape == ():
+            bufs[key] = scalar(a, desc)
+        elif type(a) is Array and a.device is device:
+            bufs[key] = a._data
+        else:
+            host = a.numpy() if type(a) is Array else a
+            if id(host) not in staged:
+                staged[id(host)] = device.upload_span(host, desc)
+            bufs[key] = staged[id(host)]
+    return bufs
+
+
+@dataclass
+class RenderedOnly:
+    """The plan of a target that renders source without its device (lower() anywhere): it cannot run."""
+    kernels: list
+    refusal: str
+
+    def __call__(self, args):
+        raise DeviceError(self.refusal)
+
+    bind = __call__
