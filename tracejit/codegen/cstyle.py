@@ -15,6 +15,12 @@ from . import math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, positive_const
 
 
+# bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
+BOOL_OPS = {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
+            "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})", "invert": "(!{0})"}
+COMPARISONS = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+
+
 @dataclass(frozen=True)
 class Rendered:
     name: str
@@ -187,12 +193,10 @@ class _Render:
     def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
         src = self.ins[self.ins[i].srcs[0]].dtype
         t = self.ctype(dt)
-        if src == np.bool_ and op in ("add", "mul", "max", "min", "and", "or", "xor", "invert"):
-            return {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
-                    "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})",
-                    "invert": "(!{0})"}[op].format(*a)
-        if op in ("lt", "le", "eq", "ne"):
-            return f"({a[0]} {dict(lt='<', le='<=', eq='==', ne='!=')[op]} {a[1]})"
+        if src == np.bool_ and op in BOOL_OPS:
+            return BOOL_OPS[op].format(*a)
+        if op in COMPARISONS:
+            return f"({a[0]} {COMPARISONS[op]} {a[1]})"
         if op == "where":
             return f"({a[0]} ? {a[1]} : {a[2]})"
         if i in self.index and op in ("add", "sub", "mul"):

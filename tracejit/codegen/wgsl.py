@@ -18,7 +18,8 @@ from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
 from . import math_f32, wgsl_functions
 from .wgsl_functions import f32_literal as _f32
-from .simt import Launch, Mapping, RenderOptions
+from .cstyle import BOOL_OPS, COMPARISONS
+from .simt import Launch, Mapping, RenderOptions, positive_const
 
 TYPES = {np.dtype(k): v for k, v in {
     "bool": "bool", "int8": "i32", "int16": "i32", "int32": "i32", "uint8": "u32", "uint16": "u32",
@@ -170,12 +171,10 @@ class _Render:
     def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
         src = self.ins[self.ins[i].srcs[0]].dtype
         t = self.ctype(dt)
-        if src == np.bool_ and op in ("add", "mul", "max", "min", "and", "or", "xor", "invert"):
-            return {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
-                    "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})",
-                    "invert": "(!{0})"}[op].format(*a)
-        if op in ("lt", "le", "eq", "ne"):
-            return f"({a[0]} {dict(lt='<', le='<=', eq='==', ne='!=')[op]} {a[1]})"
+        if src == np.bool_ and op in BOOL_OPS:
+            return BOOL_OPS[op].format(*a)
+        if op in COMPARISONS:
+            return f"({a[0]} {COMPARISONS[op]} {a[1]})"
         if op == "where":
             return f"select({a[2]}, {a[1]}, {a[0]})"
         if i in self.index and op in ("add", "sub", "mul"):
@@ -183,8 +182,7 @@ class _Render:
         if op in ("max", "min"):
             return self.minmax(op, src, a[0], a[1])
         if op in ("idiv", "mod"):
-            if i in self.index and self.ins[i].srcs[0] in self.nonneg and self.ins[self.ins[i].srcs[1]].op == "const" \
-                    and self.ins[self.ins[i].srcs[1]].arg > 0:
+            if i in self.index and self.ins[i].srcs[0] in self.nonneg and positive_const(self.ins, self.ins[i].srcs[1]):
                 return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
             return self.wrap(f"{self.helper(op, t)}({a[0]}, {a[1]})", dt)
         if op in ("isnan", "isinf"):
