@@ -23,43 +23,8 @@ from .errors import (  # noqa: F401
     UnsupportedError,
 )
 from .frontend.capture import Graph, capture, jit  # noqa: F401
-from .frontend.functions import (  # noqa: F401
-    abs,
-    broadcast_to,
-    ceil,
-    clip,
-    cos,
-    erf,
-    exp,
-    exp2,
-    floor,
-    isfinite,
-    isinf,
-    isnan,
-    log,
-    log2,
-    matmul,
-    max,
-    maximum,
-    mean,
-    min,
-    minimum,
-    power,
-    prod,
-    reciprocal,
-    reshape,
-    rint,
-    sigmoid,
-    sign,
-    sin,
-    sqrt,
-    sum,
-    tan,
-    tanh,
-    transpose,
-    trunc,
-    where,
-)
+from .frontend.functions import *  # noqa: F401,F403  (each module's __all__ is its public part)
+from .frontend.reductions import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401
 from .frontend.tensor import Tensor  # noqa: F401

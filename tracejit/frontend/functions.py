@@ -12,9 +12,16 @@ import numpy as np
 
 from ..errors import DtypeError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
-from ..ir.dtypes import BOOL, FLOAT64, check, is_float, sum_dtype
+from ..ir.dtypes import BOOL, check, is_float
 from ..ir.graph import Node, Op
 from .tensor import Tensor, as_node
+
+__all__ = [
+    "abs", "broadcast_to", "ceil", "clip", "cos", "erf", "exp", "exp2", "floor", "isfinite",
+    "isinf", "isnan", "log", "log2", "matmul", "maximum", "minimum", "power", "reciprocal",
+    "reshape", "rint", "sigmoid", "sign", "sin", "sqrt", "tan", "tanh", "transpose", "trunc",
+    "where",
+]
 
 # --- dtype resolution through NumPy ----------------------------------------------------------------
 
@@ -224,49 +231,6 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
     return axes
 
 
-# --- reductions ----------------------------------------------------------------------------------
-
-def _reduce(op: str, a, axis, keepdims: bool, dtype=None) -> Tensor:
-    a = as_node(a)
-    axes = _axes(axis, len(a.shape))
-    if op in ("max", "min") and any(a.shape[d] == 0 for d in axes) and a.size == 0:
-        raise ShapeError(f"zero-size array (shape {a.shape}) to reduction operation {op} which has no identity")
-    if dtype is not None:
-        a = build.cast(a, check(dtype))
-    elif op in ("sum", "prod"):
-        a = build.cast(a, sum_dtype(a.dtype))
-    out = build.reduce(a, op, axes) if axes else a
-    if not keepdims:
-        out = build.reshape(out, tuple(s for d, s in enumerate(out.shape) if d not in axes))
-    return Tensor(out)
-
-
-def sum(a, axis=None, dtype=None, keepdims=False) -> Tensor:  # noqa: A001
-    return _reduce("sum", a, axis, keepdims, dtype)
-
-
-def prod(a, axis=None, dtype=None, keepdims=False) -> Tensor:
-    return _reduce("prod", a, axis, keepdims, dtype)
-
-
-def max(a, axis=None, keepdims=False) -> Tensor:  # noqa: A001
-    return _reduce("max", a, axis, keepdims)
-
-
-def min(a, axis=None, keepdims=False) -> Tensor:  # noqa: A001
-    return _reduce("min", a, axis, keepdims)
-
-
-def mean(a, axis=None, dtype=None, keepdims=False) -> Tensor:
-    a = as_node(a)
-    axes = _axes(axis, len(a.shape))
-    count = math.prod(a.shape[d] for d in axes)
-    out_dt = check(dtype) if dtype is not None else (a.dtype if is_float(a.dtype) else FLOAT64)
-    acc_dt = np.dtype("float32") if out_dt == np.float16 else out_dt
-    total = _reduce("sum", build.cast(a, acc_dt), axis, keepdims)
-    return Tensor(build.cast(true_divide(total, float(count) if count else math.nan)._node, out_dt))
-
-
 # --- contraction ---------------------------------------------------------------------------------
 
 def matmul(a, b) -> Tensor:
@@ -297,3 +261,6 @@ def matmul(a, b) -> Tensor:
 def astype(a, dtype) -> Tensor:
     return Tensor(build.cast(as_node(a), check(dtype, "astype target")))
 
+
+
+from .reductions import max, mean, min, prod, sum  # noqa: E402,F401  (reductions use the functions above)

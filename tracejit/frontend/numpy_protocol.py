@@ -5,6 +5,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from . import functions as F
+from . import reductions
 
 UFUNCS = {
     np.add: F.add, np.subtract: F.subtract, np.multiply: F.multiply, np.true_divide: F.true_divide,
@@ -23,10 +24,11 @@ UFUNCS = {
 }
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
 
+# Each frontend module lists the NumPy functions it implements (NUMPY_FUNCTIONS); this is their union.
 FUNCTIONS = {
-    np.sum: F.sum, np.prod: F.prod, np.max: F.max, np.min: F.min, np.mean: F.mean, np.amax: F.max,
-    np.amin: F.min, np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
+    np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
+    **reductions.NUMPY_FUNCTIONS,
 }
 
 

@@ -16,6 +16,13 @@ def const(value, dtype, shape=(), weak: bool = False) -> Node:
     return Node.make(Op.CONST, dtype, shape, (), value, weak)
 
 
+def iota(shape: tuple[int, ...], axis: int, dtype=np.int64) -> Node:
+    """An array of `shape` whose elements are their own index along `axis` (np.arange, np.eye, tri)."""
+    shape = tuple(int(s) for s in shape)
+    assert 0 <= axis < len(shape), (shape, axis)
+    return Node.make(Op.IOTA, dtype, shape, (), int(axis))
+
+
 def input_(index: int, dtype, shape, weak: bool = False) -> Node:
     return Node.make(Op.INPUT, dtype, shape, (), index, weak)
 

@@ -10,6 +10,7 @@ import numpy as np
 
 class Op(str, Enum):
     INPUT = "input"; CONST = "const"  # noqa: E702
+    IOTA = "iota"   # leaf: element i of the result is its index along axis `arg` (arrays made in a kernel)
     # unary
     NEG = "neg"; EXP = "exp"; EXP2 = "exp2"; LOG = "log"; LOG2 = "log2"; SQRT = "sqrt"  # noqa: E702
     SIN = "sin"; COS = "cos"; TAN = "tan"; TANH = "tanh"; ERF = "erf"; ABS = "abs"  # noqa: E702
@@ -35,6 +36,7 @@ BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.POW, Op.
 PREDICATES = frozenset({Op.LT, Op.LE, Op.EQ, Op.NE, Op.ISNAN, Op.ISINF})
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE, Op.CAST}
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD})
+LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA})
 REDUCE_OPS = ("sum", "prod", "max", "min")
 
 

@@ -100,7 +100,7 @@ def analyze(out: Node, buffers: dict) -> Analysis:
             a.offsets.append(buf.offset_of(idx))
             if buf not in a.loads:
                 a.loads.append(buf)
-        elif node.op is Op.CONST:
+        elif node.op in (Op.CONST, Op.IOTA):
             return
         elif node.op in ELEMENTWISE:
             for s in node.srcs:
@@ -245,7 +245,7 @@ def _row_to_keep(a: Analysis, group, keep_max: int) -> "_Reduce | None":
     (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
     red = a.reduces[-1]
     src = red.node.srcs[0]
-    if src.op in (Op.INPUT, Op.CONST) or math.prod(v.extent for v in red.vars) > keep_max:
+    if src.op in (Op.INPUT, Op.CONST, Op.IOTA) or math.prod(v.extent for v in red.vars) > keep_max:
         return None
     stack, seen = [g.out for g in group], set()
     while stack:
@@ -393,6 +393,8 @@ class _Emitter:
             return self.b.emit("load", node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
         if node.op is Op.CONST:
             return self.const(node.arg, node.dtype)
+        if node.op is Op.IOTA:
+            return self.b.emit("cast", node.dtype, (self.index(idx[node.arg]),))
         if node.op is Op.REDUCE:
             return self.reduced[node][self.unroll_index]
         if node.op is Op.CAST:

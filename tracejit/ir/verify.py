@@ -27,6 +27,9 @@ def _graph_problem(n: Node) -> str | None:
         return "negative dimension"
     if n.op in (Op.INPUT, Op.CONST):
         return "takes no sources" if srcs else None
+    if n.op is Op.IOTA:
+        ok = not srcs and isinstance(n.arg, int) and 0 <= n.arg < len(n.shape) and n.dtype.kind in "iuf"
+        return None if ok else f"bad iota (axis {n.arg!r}, dtype {n.dtype})"
     if n.op in UNARY or n.op in BINARY or n.op is Op.WHERE:
         want = 1 if n.op in UNARY else 2 if n.op in BINARY else 3
         if len(srcs) != want:
