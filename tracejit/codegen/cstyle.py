@@ -52,6 +52,8 @@ class CStyle:
     long_suffix = "L"
     infinity, nan = "INFINITY", "NAN"
     as_float, as_int = "as_float({})", "as_int({})"   # reinterpret bits
+    as_double = "as_double({})"                        # reinterpret 64 bits
+    table_qualifier = "__constant"                     # a constant array at program scope
     no_fp64 = "it reports no cl_khr_fp64"              # why float64 is refused where options.fp64 is off
     own_functions: frozenset[str] = frozenset()        # math_f32 functions the target's library lacks
 
@@ -331,6 +333,9 @@ class _Render:
                 self.names[i] = self.k.params[x.arg].name
             elif op == "const":
                 self.names[i] = self.literal(x.arg, dt, i in self.index)
+            elif op == "table":
+                self.names[i] = x.arg.name
+                self.helpers.setdefault(x.arg.name, self._table(x.arg))
             elif op == "global":
                 if group:
                     self.out(f"const {self.idx} {name} = ({self.idx}){t.group_id};")
@@ -439,9 +444,36 @@ class _Render:
                                        self.ins[acc].arg[1]):
                 self.out(line)
 
+    def _table(self, table) -> str:
+        """A table at program scope. Floats are stored as bit patterns (float16 widened to float32), so
+        NaN payloads, infinities and -0.0 survive and no initializer needs a non-constant expression."""
+        dt, values = table.dtype, table.values
+        if dt.kind == "f":
+            bits = values.astype(np.float64 if dt == np.float64 else np.float32)
+            bits = bits.view(np.uint64 if dt == np.float64 else np.uint32)
+            elem = self.t.unsigned[bits.dtype.itemsize]
+            suffix = "U" + self.t.long_suffix if dt == np.float64 else "u"
+            items = [f"{hex(int(v))}{suffix}" for v in bits]
+        else:
+            elem = self.storage(dt)
+            items = [str(int(v)) if dt == np.bool_ else self.literal(v, dt) for v in values]
+        return f"{self.t.table_qualifier} {elem} {table.name}[{len(items)}] = {{{', '.join(items)}}};"
+
+    def _table_load(self, ptr: str, idx: str, dt: np.dtype) -> str:
+        v = f"{ptr}[{idx}]"
+        if dt == np.bool_:
+            return f"({v} != 0)"
+        if dt == np.float64:
+            return self.t.as_double.format(v)
+        if dt.kind == "f":
+            return self.t.as_float.format(v) if self.ctype(dt) == "float" else f"(({self.ctype(dt)}){self.t.as_float.format(v)})"
+        return v
+
     def _load(self, s, dt: np.dtype) -> str:
         ptr, idx = self.names[s[0]], self.names[s[1]]
         src = self.ins[s[0]]
+        if src.op == "table":
+            return self._table_load(ptr, idx, dt)
         if src.op == "local":
             return f"({ptr}[{idx}] != 0)" if dt == np.bool_ else f"{ptr}[{idx}]"
         if src.arg in self.by_value:

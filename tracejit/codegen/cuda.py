@@ -38,6 +38,8 @@ class CUDA(CStyle):
     long_suffix = "LL"
     infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"
     as_float, as_int = "__int_as_float({})", "__float_as_int({})"
+    as_double = "__longlong_as_double({})"
+    table_qualifier = "__constant__"
 
     def preamble(self, source: str, options: RenderOptions) -> str:
         return "#include <cuda_fp16.h>" if "__half" in source else ""

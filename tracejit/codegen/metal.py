@@ -44,6 +44,7 @@ class Metal(CStyle):
     long_suffix = "L"
     infinity, nan = "as_type<float>(0x7f800000u)", "as_type<float>(0x7fc00000u)"
     as_float, as_int = "as_type<float>({})", "as_type<int>({})"
+    table_qualifier = "constant"
     no_fp64 = "the Metal Shading Language has no 64-bit floating point"
     own_functions = frozenset({"erf"})
 

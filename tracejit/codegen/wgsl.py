@@ -322,6 +322,11 @@ class _Render:
                 self.names[i] = self.k.params[x.arg].name
             elif op == "const":
                 self.names[i] = self.literal(x.arg, dt, i in self.index)
+            elif op == "table":
+                self.names[i] = x.arg.name
+                decl = self._table(x.arg)
+                if decl not in self.module:
+                    self.module.append(decl)
             elif op == "global":
                 n = self.literal(self.k.global_size, INDEX, True)
                 if group:
@@ -414,8 +419,23 @@ class _Render:
             return f"({v} != 0u)"
         return v
 
+    def _table(self, table) -> str:
+        """A table as a module-scope constant array; floats as the bits of their float32 value (WGSL
+        has no NaN or infinity literals; float16 is computed in f32 anyway)."""
+        values = table.values
+        if table.dtype.kind == "f":
+            items = [f"{int(v)}u" for v in values.astype(np.float32).view(np.uint32)]
+            elem = "u32"
+        elif table.dtype == np.bool_:
+            items, elem = [f"{int(v)}u" for v in values], "u32"
+        else:
+            items, elem = [self.literal(v, table.dtype) for v in values], self.ctype(table.dtype)
+        return f"const {table.name} = array<{elem}, {len(items)}>({', '.join(items)});"
+
     def _load(self, s, dt: np.dtype) -> str:
         ptr, idx = self.names[s[0]], self.names[s[1]]
+        if self.ins[s[0]].op == "table" and dt.kind == "f":
+            return f"bitcast<f32>({ptr}[{idx}])"
         if dt == np.bool_:
             return f"({ptr}[{idx}] != 0u)"
         if dt == np.float16 and self.ins[s[0]].op != "local":

@@ -19,9 +19,11 @@ def as_node(x) -> Node:
         return build.const(x, weak_dtype(x), (), weak=True)
     if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
         return build.const(x.item(), check(x.dtype, "constant"), ())
-    if isinstance(x, np.ndarray):
-        raise UnsupportedError(f"a NumPy array of shape {x.shape} was captured as a constant; pass it to the "
-                               "kernel as an argument instead")
+    if isinstance(x, np.ndarray):   # np.arange(n), np.tri(n), a captured table: see captured.py
+        from .captured import array_node
+        return array_node(x)
+    if isinstance(x, (list, tuple)):
+        return as_node(np.asarray(x))
     raise UnsupportedError(f"cannot use a value of type {type(x).__name__} in a traced computation")
 
 

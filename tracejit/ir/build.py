@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import ShapeError
 from .dtypes import BOOL
 from .graph import BINARY, PREDICATES, UNARY, Node, Op
+from .table import Table
 
 
 def const(value, dtype, shape=(), weak: bool = False) -> Node:
@@ -21,6 +22,11 @@ def iota(shape: tuple[int, ...], axis: int, dtype=np.int64) -> Node:
     shape = tuple(int(s) for s in shape)
     assert 0 <= axis < len(shape), (shape, axis)
     return Node.make(Op.IOTA, dtype, shape, (), int(axis))
+
+
+def table(values: np.ndarray) -> Node:
+    """A constant array embedded in the kernel (callers keep it small: see table.MAX_ELEMENTS)."""
+    return Node.make(Op.TABLE, values.dtype, values.shape, (), Table.of(values))
 
 
 def input_(index: int, dtype, shape, weak: bool = False) -> Node:

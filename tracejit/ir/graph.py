@@ -11,6 +11,7 @@ import numpy as np
 class Op(str, Enum):
     INPUT = "input"; CONST = "const"  # noqa: E702
     IOTA = "iota"   # leaf: element i of the result is its index along axis `arg` (arrays made in a kernel)
+    TABLE = "table"  # leaf: a constant array embedded in the kernel (arg: a table.Table, C order)
     # unary
     NEG = "neg"; EXP = "exp"; EXP2 = "exp2"; LOG = "log"; LOG2 = "log2"; SQRT = "sqrt"  # noqa: E702
     SIN = "sin"; COS = "cos"; TAN = "tan"; TANH = "tanh"; ERF = "erf"; ABS = "abs"  # noqa: E702
@@ -36,7 +37,7 @@ BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.POW, Op.
 PREDICATES = frozenset({Op.LT, Op.LE, Op.EQ, Op.NE, Op.ISNAN, Op.ISINF})
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE, Op.CAST}
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD})
-LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA})
+LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})
 REDUCE_OPS = ("sum", "prod", "max", "min")
 
 
@@ -78,9 +79,9 @@ class Node:
 
 
 def _key_of(arg):
-    # NaN constants compare unequal to themselves; key them by their bit pattern instead.
-    if isinstance(arg, float) and arg != arg:
-        return ("nan", np.float64(arg).tobytes())
+    # NaN constants compare unequal to themselves, and -0.0 equals 0.0: key them by their bit pattern.
+    if isinstance(arg, float) and (arg != arg or arg == 0):
+        return ("float bits", np.float64(arg).tobytes())
     return arg
 
 

@@ -45,6 +45,8 @@ def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
                 vals[pc] = np.full(n, ins.arg, dtype=ins.dtype)
             elif op == "cast":
                 vals[pc] = vals[s[0]].astype(ins.dtype)
+            elif op == "table":
+                vals[pc] = ins.arg.values
             elif op == "local":  # one private array per global index: rows of a 2-D array
                 vals[pc] = np.zeros((n, ins.arg[0]), dtype=ins.dtype)
             elif op == "load":

@@ -3,7 +3,8 @@
 Shape of every kernel:  GLOBAL g (parallel) -> reduce loops (RANGE kind "reduce", ACC/UPDATE)
 -> element loops (RANGE kind "loop") -> STORE. LOCAL is memory private to one global index (arg:
 (size, the reduction it accumulates or None, that reduction's length)); loads from it are not pure,
-everything else is. A CPU renderer maps GLOBAL to a parallel loop and
+everything else is. TABLE is a constant array embedded in the kernel (arg: an ir.table.Table), read
+with LOAD like a buffer. A CPU renderer maps GLOBAL to a parallel loop and
 RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
 the IR states which loops are reductions and with which operator.
@@ -26,7 +27,7 @@ ALU_TERNARY = frozenset({"where"})
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
-                        "update", "local"})
+                        "update", "local", "table"})
 
 
 @dataclass(frozen=True)

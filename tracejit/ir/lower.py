@@ -100,7 +100,7 @@ def analyze(out: Node, buffers: dict) -> Analysis:
             a.offsets.append(buf.offset_of(idx))
             if buf not in a.loads:
                 a.loads.append(buf)
-        elif node.op in (Op.CONST, Op.IOTA):
+        elif node.op in (Op.CONST, Op.IOTA, Op.TABLE):
             return
         elif node.op in ELEMENTWISE:
             for s in node.srcs:
@@ -245,7 +245,7 @@ def _row_to_keep(a: Analysis, group, keep_max: int) -> "_Reduce | None":
     (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
     red = a.reduces[-1]
     src = red.node.srcs[0]
-    if src.op in (Op.INPUT, Op.CONST, Op.IOTA) or math.prod(v.extent for v in red.vars) > keep_max:
+    if src.op in (Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE) or math.prod(v.extent for v in red.vars) > keep_max:
         return None
     stack, seen = [g.out for g in group], set()
     while stack:
@@ -395,6 +395,10 @@ class _Emitter:
             return self.const(node.arg, node.dtype)
         if node.op is Op.IOTA:
             return self.b.emit("cast", node.dtype, (self.index(idx[node.arg]),))
+        if node.op is Op.TABLE:
+            table = self.b.emit("table", node.dtype, (), node.arg)
+            position = Buffer.contiguous(None, node.dtype, node.shape).offset_of(idx)
+            return self.b.emit("load", node.dtype, (table, self.index(position)))
         if node.op is Op.REDUCE:
             return self.reduced[node][self.unroll_index]
         if node.op is Op.CAST:

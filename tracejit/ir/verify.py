@@ -12,6 +12,7 @@ from ..errors import InternalError
 from .dtypes import BOOL
 from .graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op, toposort
 from .kernel_ir import ALU, INDEX, STRUCTURAL, Kernel
+from .table import Table
 
 
 def verify_graph(outputs: list[Node]) -> None:
@@ -27,6 +28,9 @@ def _graph_problem(n: Node) -> str | None:
         return "negative dimension"
     if n.op in (Op.INPUT, Op.CONST):
         return "takes no sources" if srcs else None
+    if n.op is Op.TABLE:
+        ok = not srcs and isinstance(n.arg, Table) and n.arg.dtype == n.dtype and n.arg.size == n.size
+        return None if ok else "a table's content does not match its dtype and shape"
     if n.op is Op.IOTA:
         ok = not srcs and isinstance(n.arg, int) and 0 <= n.arg < len(n.shape) and n.dtype.kind in "iuf"
         return None if ok else f"bad iota (axis {n.arg!r}, dtype {n.dtype})"
@@ -97,9 +101,13 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
     src = [instrs[s] for s in x.srcs]
     if x.op == "param":
         return None if 0 <= x.arg < len(kernel.params) and kernel.params[x.arg].dtype == x.dtype else "bad param"
+    if x.op == "table":
+        return None if not x.srcs and isinstance(x.arg, Table) and x.arg.dtype == x.dtype else "bad table"
     if x.op in ("load", "store"):
-        if src[0].op not in ("param", "local") or src[1].dtype != INDEX:
-            return "needs a param or local and an int64 index"
+        if src[0].op not in ("param", "local", "table") or src[1].dtype != INDEX:
+            return "needs a param, local or table and an int64 index"
+        if x.op == "store" and src[0].op == "table":
+            return "stores to a constant table"
         if x.op == "load" and x.dtype != src[0].dtype or x.op == "store" and src[2].dtype != src[0].dtype:
             return "element dtype differs from the buffer's"
         if x.op == "store" and src[0].op == "param" and not kernel.params[src[0].arg].output:

@@ -1,0 +1,88 @@
+"""Arrays made inside a kernel (tj.zeros, np.arange, np.tri, np.zeros_like(t), np.tril(t), ...): NumPy
+builds them from static arguments and captured.array_node turns the result into a constant or an index
+expression fused into its consumers; the `_like` forms and tril/triu of traced values build graph IR."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..ir import build
+from ..ir.dtypes import check
+from .captured import array_node
+from .tensor import Tensor, as_node
+
+__all__ = ["arange", "empty", "empty_like", "eye", "full", "full_like", "identity", "linspace", "ones",
+           "ones_like", "tri", "tril", "triu", "zeros", "zeros_like"]
+
+
+def _static(name: str, make):
+    """tj.<name>: NumPy's own function on static arguments, its result embedded in the kernel."""
+    def f(*args, **kwargs):
+        kwargs.pop("like", None)
+        if any(isinstance(v, Tensor) for v in (*args, *kwargs.values())):
+            raise UnsupportedError(f"np.{name} with a traced argument: its arguments must be plain Python values "
+                                   "(shapes, counts, bounds), which are known while tracing")
+        return Tensor(array_node(make(*args, **kwargs)))
+    f.__name__ = name
+    f.__doc__ = f"numpy.{name}, made inside the kernel: a constant or index expression fused into its consumers."
+    return f
+
+
+zeros = _static("zeros", np.zeros)
+ones = _static("ones", np.ones)
+full = _static("full", np.full)
+arange = _static("arange", np.arange)
+linspace = _static("linspace", np.linspace)
+eye = _static("eye", np.eye)
+identity = _static("identity", np.identity)
+tri = _static("tri", np.tri)
+# np.empty's contents are arbitrary; zeros are a valid choice and make results reproducible
+empty = _static("empty", np.zeros)
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    """numpy.full_like: fill_value cast to the dtype as NumPy casts it (unsafe: full_like(ints, 2.7) is 2)."""
+    node = as_node(a)
+    dt = check(node.dtype if dtype is None else dtype, "full_like dtype", internal=False)
+    shape = node.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+    if isinstance(fill_value, Tensor):
+        return Tensor(build.broadcast_to(build.cast(fill_value._node, dt), shape))
+    value = np.empty((), dt)
+    with np.errstate(all="ignore"):
+        np.copyto(value, fill_value, casting="unsafe")
+    return Tensor(array_node(np.broadcast_to(value, shape)))
+
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    return full_like(a, 0, dtype, shape=shape)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    return full_like(a, 1, dtype, shape=shape)
+
+
+def empty_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    return full_like(a, 0, dtype, shape=shape)   # arbitrary in NumPy; zeros here
+
+
+def tril(m, k=0) -> Tensor:
+    """numpy.tril: elements above the k-th diagonal of the last two axes zeroed (a 1-D m is broadcast)."""
+    from .functions import where
+    node = as_node(m)
+    mask = np.tri(*node.shape[-2:], k=k, dtype=bool)
+    return where(mask, Tensor(node), np.zeros(1, node.dtype))
+
+
+def triu(m, k=0) -> Tensor:
+    """numpy.triu: elements below the k-th diagonal of the last two axes zeroed."""
+    from .functions import where
+    node = as_node(m)
+    mask = np.tri(*node.shape[-2:], k=k - 1, dtype=bool)
+    return where(mask, np.zeros(1, node.dtype), Tensor(node))
+
+
+NUMPY_FUNCTIONS = {
+    np.zeros_like: zeros_like, np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
+    np.tril: tril, np.triu: triu, np.zeros: zeros, np.ones: ones, np.full: full, np.empty: empty,
+    np.arange: arange, np.linspace: linspace, np.eye: eye, np.identity: identity, np.tri: tri,
+}
