@@ -416,7 +416,8 @@ class _Render:
                                                              self.lanes * p.dtype.itemsize))
         launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag)
         body = "\n".join(self.lines)
-        head = t.preamble(body + "\n".join(self.helpers.values()), self.o)
+        # the parameters too: a kernel that only stores float16 still names the half type there
+        head = t.preamble(", ".join(params) + body + "\n".join(self.helpers.values()), self.o)
         parts = [p for p in (head, *self.helpers.values()) if p]
         source = "\n\n".join(parts + [f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n"])
         return Rendered(self.name, source, launch)

@@ -92,6 +92,8 @@ def _affine(a: np.ndarray, steps=None):
         return None
     origin, found = _steps(a)
     steps = steps or [(d, c) for d, c in found if c != 0]
+    if not steps:   # constant along the first row and column but not everywhere
+        return None
     if a.dtype.kind == "f" and (len(steps) != 1 or not _exact_products(a.dtype, steps[0][1], a.shape[steps[0][0]])):
         return None
     node, ref = None, None

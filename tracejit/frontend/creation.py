@@ -22,7 +22,10 @@ def _static(name: str, make):
         if any(isinstance(v, Tensor) for v in (*args, *kwargs.values())):
             raise UnsupportedError(f"np.{name} with a traced argument: its arguments must be plain Python values "
                                    "(shapes, counts, bounds), which are known while tracing")
-        return Tensor(array_node(make(*args, **kwargs)))
+        out = make(*args, **kwargs)
+        if isinstance(out, tuple):   # linspace(..., retstep=True): (samples, step)
+            return (Tensor(array_node(out[0])), *out[1:])
+        return Tensor(array_node(out))
     f.__name__ = name
     f.__doc__ = f"numpy.{name}, made inside the kernel: a constant or index expression fused into its consumers."
     return f

@@ -84,14 +84,16 @@ class Builder:
         ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
         pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local") and not (
             op == "load" and self.kernel.instrs[srcs[0]].op == "local")
+        # -0.0 == 0.0 and NaN != NaN: a float constant is shared by its bits, not by ==
+        key = (ins, np.float64(arg).tobytes()) if op == "const" and isinstance(arg, float) else ins
         if pure:
             for scope in reversed(self._scopes):
-                if ins in scope:
-                    return scope[ins]
+                if key in scope:
+                    return scope[key]
         self.kernel.instrs.append(ins)
         idx = len(self.kernel.instrs) - 1
         if pure:
-            self._scopes[-1][ins] = idx
+            self._scopes[-1][key] = idx
         return idx
 
     def open_range(self, extent: int, kind: str) -> int:

@@ -1,0 +1,257 @@
+"""Arrays made inside a kernel (zeros, arange, linspace, eye, tri, tril, ... and their _like forms) and
+NumPy arrays captured from the function's closure: values and dtypes exactly NumPy's, fused into their
+consumers (kernel counts pinned), embedded as constants up to the documented size, keyed by content."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, run_kernel
+from tracejit.frontend.captured import array_node
+from tracejit.ir import interpret
+from tracejit.ir.graph import Op
+from tracejit.ir.table import MAX_ELEMENTS
+
+
+def assert_exact(result, expected, what="result"):
+    """Same dtype, shape and bits (NaN where NumPy has NaN, -0.0 where it has -0.0): these are constants."""
+    if isinstance(expected, tuple):
+        assert isinstance(result, tuple) and len(result) == len(expected)
+        for i, (r, e) in enumerate(zip(result, expected)):
+            assert_exact(r, e, f"{what}[{i}]")
+        return
+    r, e = np.asarray(result), np.asarray(expected)
+    assert r.dtype == e.dtype, f"{what}: dtype {r.dtype}, NumPy gives {e.dtype}"
+    assert r.shape == e.shape, f"{what}: shape {r.shape}, NumPy gives {e.shape}"
+    if e.dtype.kind == "f":
+        np.testing.assert_array_equal(r, e, err_msg=what)   # NaN == NaN here
+        np.testing.assert_array_equal(np.signbit(r), np.signbit(e), err_msg=f"{what}: sign of zero")
+    else:
+        np.testing.assert_array_equal(r, e, err_msg=what, strict=True)
+
+
+def check_exact(body, *args, device):
+    result = run_kernel(tj.kernel(body), *args, device=device)
+    assert_exact(result, body(*args))
+
+
+# --- every creation function, with NumPy's arguments --------------------------------------------------
+# Grouped so one kernel signature carries many results (each signature is a compile); the 32-bit group
+# also runs on webgpu, which has no 64-bit types.
+
+def made_32_bit(x):
+    n = x.shape[-1]
+    return (np.zeros(x.shape, np.float32), np.ones((2, 3), np.int32), np.full(x.shape, 7, np.int16),
+            np.full_like(x, np.nan), np.zeros_like(x), np.ones_like(x, dtype=np.int8), np.full_like(x, -0.0),
+            np.empty_like(x).shape == x.shape and np.zeros(1, np.uint8),
+            np.arange(n, dtype=np.int32), np.arange(2, 11, 3, dtype=np.int32), np.arange(10, -1, -3, dtype=np.uint16),
+            np.arange(0, 1, 0.125, dtype=np.float32), np.arange(-2.5, 3, 0.75, dtype=np.float32),
+            np.linspace(0, 1, 7, dtype=np.float32), np.linspace(2, -3, 11, endpoint=False, dtype=np.float32),
+            np.eye(4, dtype=np.float32), np.eye(3, 5, k=1, dtype=np.int32), np.eye(4, k=-2, dtype=np.uint8),
+            np.identity(3, dtype=bool), np.tri(4, dtype=np.float32), np.tri(3, 5, k=-1, dtype=np.int32),
+            np.tri(5, 3, k=2, dtype=bool), np.tril(x), np.tril(x, 1), np.tril(x, -2), np.triu(x), np.triu(x, -1),
+            np.triu(x, 2), np.tril(x[0]), np.triu(x[1], 1))
+
+
+def made_64_bit(x):
+    n = x.shape[0]
+    return (np.zeros(x.shape), np.ones(n), np.full((2, n), 3), np.full((n,), 2.5), np.full_like(x, 2.7),
+            np.arange(n), np.arange(1, 2 * n, 2), np.arange(n, 0, -1), np.arange(-7, 8, 5.5), np.arange(0.0, 1.0, 0.1),
+            np.arange(3.0, -1.0, -0.25), np.linspace(0, 1, 7), np.linspace(-1, 1, 5, endpoint=False),
+            np.linspace(0, 10, 1), np.linspace(1.5, 1.5, 4), np.linspace(0, 1, 9, dtype=np.int64),
+            np.eye(n), np.eye(n, 3, k=-1), np.identity(2), np.tri(n), np.tri(n, k=1), np.tril(x * 1.5),
+            np.triu(x, 1))
+
+
+def test_creation_functions_32_bit_match_numpy_exactly(device, rng):
+    x = rng.standard_normal((5, 5)).astype(np.float32)
+    check_exact(made_32_bit, x, device=device)
+
+
+def test_creation_functions_64_bit_match_numpy_exactly(device):
+    x = np.arange(-6, 6, dtype=np.int64).reshape(4, 3)
+    check_exact(made_64_bit, x, device=device)
+
+
+def test_tj_functions_follow_numpy_signatures_and_default_dtypes(device):
+    def body(x):
+        return (tj.zeros(3) + x[:3], tj.ones((2, 2)), tj.full(3, 4), tj.full(2, True), tj.arange(4), tj.arange(1.0, 2.0, 0.25),
+                tj.linspace(0, 1, 5), tj.linspace(0, 1, 4, retstep=True)[0], tj.eye(3), tj.identity(2), tj.tri(3),
+                tj.tril(x.reshape(2, 2), -1), tj.triu(x.reshape(2, 2)), tj.zeros_like(x), tj.full_like(x, 1.5),
+                tj.empty(2).shape == (2,) and tj.ones(1, np.int8))
+    got = run_kernel(tj.kernel(body), np.arange(4, dtype=np.int64), device=device)
+    expected = (np.zeros(3) + np.arange(3), np.ones((2, 2)), np.full(3, 4), np.full(2, True), np.arange(4),
+                np.arange(1.0, 2.0, 0.25), np.linspace(0, 1, 5), np.linspace(0, 1, 4), np.eye(3), np.identity(2),
+                np.tri(3), np.tril(np.arange(4).reshape(2, 2), -1), np.triu(np.arange(4).reshape(2, 2)),
+                np.zeros(4, np.int64), np.full(4, 1, np.int64), np.ones(1, np.int8))
+    assert_exact(got, expected)
+
+
+def test_tril_triu_of_batched_traced_values_and_full_like_fill_cast(device, rng):
+    def body(x, i):
+        return (np.tril(x, 1) + np.triu(x, -1), np.triu(x.transpose(0, 2, 1), 2), np.full_like(i, 2.7),
+                np.full_like(i, -3, dtype=np.float32), np.zeros_like(i, shape=(2, 3)), x + [1.0, 2.0, 3.0, 4.0])
+    x = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    i = np.arange(6, dtype=np.int32)
+    assert_close(run_kernel(tj.kernel(body), x, i, device=device), body(x, i))
+
+
+def test_creation_results_combine_with_numpy_promotion(device, rng):
+    # an int64 arange next to float32 data is float64 in NumPy, and so here (webgpu: DtypeError)
+    x = rng.standard_normal(6).astype(np.float32)
+    assert_close(run_kernel(tj.kernel(lambda x: x + np.arange(6)), x, device=device), x + np.arange(6))
+
+
+# --- captured constants ------------------------------------------------------------------------------
+
+LUT = np.array([0.5, -1.25, np.inf, -0.0, 3.0, np.nan, 7.5, 1e-3], np.float32)
+STENCIL = np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]], np.int32)
+MASK = np.array([True, False, False, True, True, False, True, False])
+
+
+def test_closure_captured_tables_are_embedded_exactly(device, rng):
+    def body(x, img):
+        return x * LUT, np.where(MASK, x, LUT), img + STENCIL, img * STENCIL.T[::-1], (img + 1)[:, :2] * LUT[1:3]
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    img = rng.integers(-50, 50, (3, 3)).astype(np.int32)
+    f = tj.kernel(body)
+    with np.errstate(all="ignore"):
+        assert_exact(run_kernel(f, x, img, device=device), body(x, img))
+
+
+def test_float16_and_64_bit_tables(device, rng):
+    half = np.array([1.5, -2.0, 65504.0, np.inf, 6e-8, -0.0], np.float16)
+    wide = np.array([1e300, -2.5, 2 ** 60 + 1.0, np.nan, 5e-324, 0.1])
+    ints = np.array([2 ** 62, -2 ** 63, 7, -1, 0, 3], np.int64)
+    x = rng.standard_normal(6)
+    check_exact(lambda x: (x * half.astype(np.float64), half + np.float16(0), x + wide, ints + x.astype(np.int64)),
+                x, device=device)
+
+
+def test_table_too_large_raises_an_error_that_says_to_pass_it_as_an_argument(rng):
+    big = rng.standard_normal(MAX_ELEMENTS + 1)
+    with pytest.raises(tj.UnsupportedError, match="argument") as e:
+        tj.kernel(lambda x: x * big)(np.ones(MAX_ELEMENTS + 1))
+    assert isinstance(e.value, TypeError)
+    assert str(MAX_ELEMENTS) in str(e.value)
+    fits = big[:MAX_ELEMENTS]
+    x = np.ones(MAX_ELEMENTS)
+    assert_close(tj.kernel(lambda x: x * fits)(x), x * fits)
+
+
+@pytest.mark.parametrize("value", [np.array([1 + 2j, 3j]), np.array([object(), None]), np.array([1, 2], np.uint64)])
+def test_unsupported_dtypes_of_captured_arrays_raise_dtype_error(value):
+    with pytest.raises(tj.DtypeError, match=str(value.dtype)):
+        tj.kernel(lambda x: x + value).trace(np.ones(2))
+
+
+def test_changed_table_content_is_a_different_kernel_and_misses_the_cache(device):
+    def make(table):
+        return tj.kernel(lambda x: x * table)
+    x = np.ones(4, np.float32)
+    a, b = np.array([1, 2, 3, 4], np.float32), np.array([1, 2, 3, 5], np.float32)
+    fa, fb = make(a), make(b)
+    assert str(fa.trace(x)) != str(fb.trace(x))
+    sa, sb = fa.lower(x, device=device).kernels[0].source, fb.lower(x, device=device).kernels[0].source
+    assert sa != sb
+    assert_exact(run_kernel(fa, x, device=device), x * a)
+    assert_exact(run_kernel(fb, x, device=device), x * b)      # not a's kernel from the disk cache
+    assert_exact(run_kernel(make(a.copy()), x, device=device), x * a)   # equal content: equal kernel
+    assert make(a.copy()).lower(x, device=device).kernels[0].source == sa
+
+
+# --- fused, never a buffer ---------------------------------------------------------------------------
+
+def _kernels(f, *args, device):
+    try:
+        return f.lower(*args, device=device).kernels
+    except tj.DtypeError as e:
+        pytest.skip(f"{device}: {e}")
+
+
+def test_causal_mask_softmax_and_arange_offsets_are_one_kernel_each(device, rng):
+    def masked_softmax(x):
+        n = x.shape[-1]
+        s = np.where(np.tri(n, dtype=bool), x, -np.inf)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def scaled_softmax(x):
+        s = x * np.tri(x.shape[-1], dtype=np.float32)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    x = rng.standard_normal((6, 6)).astype(np.float32)
+    for body in (masked_softmax, scaled_softmax, lambda x: x + np.arange(6, dtype=np.float32),
+                 lambda x: x * LUT[:6] + np.zeros(x.shape, np.float32)):
+        f = tj.kernel(body)
+        kernels = _kernels(f, x, device=device)
+        assert len(kernels) == 1, body
+        assert len(f.lower(x, device=device).executable.program.kernels[0].params) == 2   # x and the result
+        assert_close(run_kernel(f, x, device=device), body(x))
+
+
+def test_x_plus_int_arange_is_one_kernel(device):
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    f = tj.kernel(lambda x: x + np.arange(4, dtype=np.int32) * 3 + np.eye(3, 4, dtype=np.int32))
+    assert len(_kernels(f, x, device=device)) == 1
+    check_exact(lambda x: x + np.arange(4, dtype=np.int32) * 3 + np.eye(3, 4, dtype=np.int32), x, device=device)
+
+
+# --- what NumPy arrays become (no device) --------------------------------------------------------------
+
+@pytest.mark.parametrize("make, op", [
+    (lambda: np.zeros((300, 300)), Op.CONST), (lambda: np.full(10 ** 5, np.nan, np.float32), Op.CONST),
+    (lambda: np.arange(100_000), Op.IOTA), (lambda: np.arange(100_000, dtype=np.int32)[::-1], Op.ADD),
+    (lambda: np.arange(6000).reshape(60, 100), Op.ADD), (lambda: np.arange(0, 2500, 0.5), Op.MUL),
+    (lambda: np.linspace(0, 1, 4097), Op.MUL), (lambda: np.linspace(-3, 7, 4097), Op.ADD),
+    (lambda: np.linspace(0.1, 2, 3), Op.WHERE), (lambda: np.linspace(0, 4096, 4097, dtype=np.float32), Op.IOTA),
+    (lambda: np.eye(500), Op.WHERE), (lambda: np.tri(300, k=-3, dtype=bool), Op.WHERE),
+    (lambda: np.triu(np.ones((100, 200), np.int8), 5), Op.WHERE),
+    (lambda: np.array([3, 1, 4, 1, 5]), Op.TABLE), (lambda: np.linspace(0, 1, 1000), Op.TABLE),
+])
+def test_large_structured_arrays_are_index_expressions_not_tables(make, op):
+    assert array_node(make()).op is op
+
+
+def test_large_unstructured_linspace_asks_for_an_argument():
+    # step 1/9999 is inexact: a fused multiply-add could round differently from NumPy, so no pattern
+    with pytest.raises(tj.UnsupportedError, match="argument"):
+        array_node(np.linspace(0, 1, 10_000))
+
+
+ARANGE_CASES = [(0, 50, 1, "int8"), (100, -5, -7, "int16"), (3, 40, 4, "uint8"), (2 ** 31 - 100, 2 ** 31 - 1, 3, "int64"),
+                (0, 4000, 1, "uint16"), (-1.5, 2.0, 0.125, "float32"), (1e6, 1e6 + 50, 0.5, "float64"),
+                (0.0, 1.0, 0.1, "float64"), (5.0, -5.0, -0.3, "float32"), (0, 30000, 3, "float32")]
+LINSPACE_CASES = [(0, 1, 5000, True), (0.1, 2, 3, True), (0.1, 1, 3, True), (-3, 7, 4097, True), (0, 1, 4096, False), (2.5, -2.5, 21, True), (0, 1e-3, 33, False)]
+
+
+def _evaluate(node_or_array):
+    """Run the graph of one made array through lowering and the kernel-IR interpreter (no compile)."""
+    def body(x):
+        return tj.Tensor(array_node(node_or_array)) if not isinstance(node_or_array, tj.Tensor) else node_or_array
+    traced = tj.kernel(body).trace(np.zeros(1))
+    program = traced.program()
+    bufs = {k: np.zeros(b.size, b.dtype) for k, b in program.buffers.items()}
+    for kernel, keys in zip(program.kernels, program.launches):
+        interpret.run(kernel, [bufs[k] for k in keys])
+    out = program.outputs[0]
+    return bufs[out].reshape(program.buffers[out].shape)
+
+
+@pytest.mark.parametrize("start, stop, step, dtype", ARANGE_CASES)
+def test_arange_patterns_reproduce_numpy_bit_for_bit(start, stop, step, dtype):
+    a = np.arange(start, stop, step, dtype=dtype)
+    assert_exact(_evaluate(a), a)
+
+
+@pytest.mark.parametrize("start, stop, num, endpoint", LINSPACE_CASES)
+def test_linspace_patterns_reproduce_numpy_bit_for_bit(start, stop, num, endpoint):
+    for dtype in ("float64", "float32"):
+        a = np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype)
+        try:
+            got = _evaluate(a)
+        except tj.UnsupportedError:
+            continue   # no exact pattern and too large to embed: refused, never approximated
+        assert_exact(got, a)
