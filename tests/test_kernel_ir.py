@@ -21,6 +21,9 @@ def _layernorm(x):
 
 
 RNG = np.random.default_rng(0)
+_LUT = np.array([0.5, -1.5, 2.0, 1e-3, -0.0, 3.25, 7.0, 0.125], np.float32)
+_ITABLE = np.array([3, -1, 4, 1, -5, 9, 2, 6], np.int32)
+_BTABLE = np.array([True, False, False, True, True, False, True, False])
 F32 = RNG.standard_normal((48, 80)).astype(np.float32)
 PROGRAMS = {
     "softmax": (_softmax, (F32,)),
@@ -45,6 +48,10 @@ PROGRAMS = {
     "wide_float16_sum": (lambda a: a.sum(axis=1) * 0.5, (RNG.random((3, 600)).astype(np.float16),)),
     "column_sums": (lambda a: a.sum(axis=0), (RNG.standard_normal((300, 32)).astype(np.float32),)),
     "int_power": (lambda a, b: a ** b, (np.arange(-5, 5, dtype=np.int64), np.arange(10, dtype=np.int64) % 4)),
+    # constant tables (captured arrays) and index patterns (np.tri, np.arange) read inside a row kernel
+    "tables_and_masks": (lambda x, i: (_softmax(np.where(np.tri(5, 8, dtype=bool), x * _LUT, -np.inf)), i * _ITABLE + 1,
+                                       np.where(_BTABLE, x, np.arange(8, dtype=np.float32))),
+                         (F32[:5, :8], np.arange(-8, 8, dtype=np.int32).reshape(2, 8))),
 }
 
 
