@@ -6,7 +6,8 @@ DtypeError naming the device. bool, int8/16 and uint8/16 live in memory as one 3
 element (the runtime widens on upload and narrows on download) and are computed in i32/u32, wrapped
 to their width after every operation that can leave it. Scalars passed by value sit in one uniform.
 Inf and NaN come from bit patterns at run time (WGSL rejects them as constants), and NaN tests look at
-the bits, since shader compilers may assume x == x.
+the bits, since shader compilers may assume x == x. Constant tables are read-only storage buffers that
+the runtime uploads once: a `const` array indexed at run time is copied into every invocation by naga.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class WGSLRendered:
     buffers: tuple[int, ...]          # params bound as storage buffers, binding i = buffers[i]
     writable: tuple[bool, ...]        # per storage buffer: read_write (an output)
     scalars: tuple[int, ...]          # params in the uniform, in member order (binding len(buffers))
+    tables: tuple = ()                # constant tables bound last, read-only, as table_words() gives them
 
 
 def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
@@ -61,6 +63,15 @@ def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
                          f"{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'} "
                          f"(x.astype(np.{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'}))")
     return STORAGE[dt]
+
+
+def table_words(table) -> np.ndarray:
+    """A constant table as the 32-bit words of its storage buffer: floats as the bits of their float32
+    value (float16 is computed in f32), bools as 0/1, narrow integers widened."""
+    v = table.values
+    if table.dtype.kind == "f":
+        return v.astype(np.float32).view(np.uint32)
+    return v.astype(np.uint32 if table.dtype.kind in "bu" else np.int32)
 
 
 def render(kernel: Kernel, options: WGSLOptions, by_value=frozenset()) -> WGSLRendered:
@@ -83,6 +94,8 @@ class _Render:
         self.helpers: dict[str, str] = {}
         self.depth = 1
         self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
+        # a storage buffer each: naga copies a dynamically indexed `const` array into every invocation
+        self.tables = tuple(dict.fromkeys(x.arg for x in self.ins if x.op == "table"))
 
     # -- dtypes --
     def _check_dtypes(self) -> None:
@@ -256,7 +269,7 @@ class _Render:
         ins, group = self.ins, self.mode == "group"
         buffers = tuple(i for i in range(len(self.k.params)) if i not in self.by_value)
         scalars = tuple(sorted(self.by_value))
-        total_buffers = len(buffers) + self.error_flag
+        total_buffers = len(buffers) + self.error_flag + len(self.tables)
         if total_buffers > self.o.max_storage_buffers:
             raise UnsupportedError(
                 f"kernel {self.k.name} reads and writes {total_buffers} arrays, and {self.o.device} allows "
@@ -274,6 +287,10 @@ class _Render:
             decl.append(f"@group(0) @binding({len(buffers)}) var<uniform> tj_scalars: TjScalars;")
         if self.error_flag:
             decl.append(f"@group(0) @binding({len(buffers) + bool(scalars)}) var<storage, read_write> tj_error: array<i32>;")
+        first = len(buffers) + bool(scalars) + self.error_flag
+        for b, t in enumerate(self.tables):
+            elem = "i32" if table_words(t).dtype == np.int32 else "u32"
+            decl.append(f"@group(0) @binding({first + b}) var<storage, read> {t.name}: array<{elem}>;")
         groups_total = self.k.global_size if group else self.global_items // self.local_size
         nx = min(groups_total, self.o.max_workgroups)
         ny = -(-groups_total // nx) if nx else 1
@@ -297,7 +314,7 @@ class _Render:
         source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
         launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag)
         writable = tuple(self.k.params[p].output for p in buffers)
-        return WGSLRendered(self.k.name, source, launch, (nx, ny), buffers, writable, scalars)
+        return WGSLRendered(self.k.name, source, launch, (nx, ny), buffers, writable, scalars, self.tables)
 
     def _uniform_type(self, dt: np.dtype) -> str:
         return {"b": "u32", "i": "i32", "u": "u32", "f": "f32"}[np.dtype(dt).kind]
@@ -324,9 +341,6 @@ class _Render:
                 self.names[i] = self.literal(x.arg, dt, i in self.index)
             elif op == "table":
                 self.names[i] = x.arg.name
-                decl = self._table(x.arg)
-                if decl not in self.module:
-                    self.module.append(decl)
             elif op == "global":
                 n = self.literal(self.k.global_size, INDEX, True)
                 if group:
@@ -419,23 +433,10 @@ class _Render:
             return f"({v} != 0u)"
         return v
 
-    def _table(self, table) -> str:
-        """A table as a module-scope constant array; floats as the bits of their float32 value (WGSL
-        has no NaN or infinity literals; float16 is computed in f32 anyway)."""
-        values = table.values
-        if table.dtype.kind == "f":
-            items = [f"{int(v)}u" for v in values.astype(np.float32).view(np.uint32)]
-            elem = "u32"
-        elif table.dtype == np.bool_:
-            items, elem = [f"{int(v)}u" for v in values], "u32"
-        else:
-            items, elem = [self.literal(v, table.dtype) for v in values], self.ctype(table.dtype)
-        return f"const {table.name} = array<{elem}, {len(items)}>({', '.join(items)});"
-
     def _load(self, s, dt: np.dtype) -> str:
         ptr, idx = self.names[s[0]], self.names[s[1]]
         if self.ins[s[0]].op == "table" and dt.kind == "f":
-            return f"bitcast<f32>({ptr}[{idx}])"
+            return f"bitcast<f32>({ptr}[{idx}])"   # see table_words
         if dt == np.bool_:
             return f"({ptr}[{idx}] != 0u)"
         if dt == np.float16 and self.ins[s[0]].op != "local":

@@ -170,6 +170,7 @@ class WebGPUDevice:
         self.uniforms = BlockPool(functools.partial(self._new_buffer, usage.UNIFORM | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple] = {}
         self._error = None
+        self._tables: dict = {}
 
     # -- memory --
     def _new_buffer(self, usage, nbytes: int):
@@ -311,6 +312,7 @@ class WebGPUDevice:
                 kinds.append(wgpu.BufferBindingType.uniform)
             if r.launch.error_flag:
                 kinds.append(wgpu.BufferBindingType.storage)
+            kinds += [wgpu.BufferBindingType.read_only_storage] * len(r.tables)
             layout = self.device.create_bind_group_layout(entries=[
                 {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
                 for i, kind in enumerate(kinds)])
@@ -322,6 +324,15 @@ class WebGPUDevice:
         self._pipelines[r.source] = (pipeline, layout)
         log(1, f"compiled {r.name} (webgpu) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return False
+
+    def table_buffer(self, table):
+        """The storage buffer of a constant table, uploaded once per device and kept."""
+        block = self._tables.get(table)
+        if block is None:
+            words = wgsl.table_words(table)
+            block = self._tables[table] = self.pool.allocate(words.nbytes)
+            self.device.queue.write_buffer(block.buffer, 0, words)
+        return block
 
     def error_buffer(self):
         if self._error is None:
@@ -384,6 +395,7 @@ class WebGPUPlan:
                 bound.append(self._uniform(r, keys, bufs))
             if r.launch.error_flag:
                 bound.append(error)
+            bound += [dev.table_buffer(t) for t in r.tables]
             launch = _Launch(pipeline, layout, bound, r.groups)
             launch.bind(dev)
             out.append(launch)
