@@ -1,6 +1,6 @@
 """NumPy arrays met while tracing (np.arange(n), np.tri(n), a captured lookup table) as graph IR: a
-broadcast constant, an index pattern whose NumPy evaluation reproduces the array bit for bit, or a table
-embedded in the kernel (at most ir.table.MAX_ELEMENTS elements)."""
+broadcast constant, an index pattern whose NumPy evaluation reproduces the array bit for bit (arange,
+linspace where exact, eye/tri masks), or a table embedded in the kernel (at most MAX_ELEMENTS elements)."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +23,7 @@ def array_node(a: np.ndarray) -> Node:
     bits = _bits(a)
     if (bits == bits[0]).all():
         return build.const(a.flat[0].item(), dt, a.shape)
-    for pattern in (_diagonal_band, _affine, _affine_last_replaced):
+    for pattern in (_diagonal_band, _affine):
         found = pattern(a)
         if found is not None and _bits(np.ascontiguousarray(found[1], dt)).tobytes() == bits.tobytes():
             return found[0]
@@ -75,9 +75,11 @@ def _diagonal_band(a: np.ndarray):
 
 
 # --- c0 + sum_d i_d * c_d: arange, linspace, arange(...).reshape(...) -------------------------------
-# Float patterns are used only where every product i * c is exact: then a compiler that fuses the
-# multiply-add (CUDA's -fmad, numba's fastmath 'contract') rounds exactly as NumPy did, once. float16 is
-# computed in float32 on some devices, so it is never a pattern.
+# Integers are computed in their own dtype (wrapping as NumPy's did). Floats are used only where every
+# element is an integer times one power of two, k * 2**e with |k| < 2**mantissa bits: the integer k is
+# computed exactly in int32/int64 and converted, so no rounding happens anywhere and nothing a compiler
+# may do with float arithmetic (CUDA's -fmad, numba's fastmath reassoc/contract) can change a bit.
+# float16 is computed in float32 on some devices, so it is never a pattern.
 
 def _steps(a: np.ndarray):
     """Per axis of length > 1 the difference between the first two elements along it."""
@@ -94,51 +96,42 @@ def _affine(a: np.ndarray, steps=None):
     steps = steps or [(d, c) for d, c in found if c != 0]
     if not steps:   # constant along the first row and column but not everywhere
         return None
-    if a.dtype.kind == "f" and (len(steps) != 1 or not _exact_products(a.dtype, steps[0][1], a.shape[steps[0][0]])):
-        return None
+    if a.dtype.kind == "f":
+        return _scaled_integers(a, origin, steps)
+    return _index_sum(a.shape, a.dtype, [(d, c.item()) for d, c in steps], origin.item(), a.dtype)
+
+
+def _index_sum(shape, dt: np.dtype, steps, origin: int, out: np.dtype):
+    """sum_d i_d * c_d + origin computed in dt, then cast to out: the node and NumPy's evaluation of it."""
     node, ref = None, None
     with np.errstate(all="ignore"):
         for d, c in steps:
-            i = build.iota(a.shape, d, a.dtype)
-            term = i if c == 1 else build.binary(Op.MUL, i, _consts(c.item(), a.dtype, a.shape))
-            iv = np.arange(a.shape[d]).astype(a.dtype).reshape([-1 if k == d else 1 for k in range(a.ndim)])
-            tv = iv if c == 1 else iv * c
+            i = build.iota(shape, d, dt)
+            term = i if c == 1 else build.binary(Op.MUL, i, _consts(c, dt, shape))
+            iv = np.arange(shape[d]).astype(dt).reshape([-1 if k == d else 1 for k in range(len(shape))])
+            tv = iv if c == 1 else iv * dt.type(c)
             node = term if node is None else build.binary(Op.ADD, node, term)
             ref = tv if ref is None else ref + tv
         if origin != 0:   # adding a zero is simplified away, so the reference skips it too
-            node = build.binary(Op.ADD, node, _consts(origin.item(), a.dtype, a.shape))
-            ref = ref + origin
-    return node, np.broadcast_to(ref, a.shape).astype(a.dtype)
+            node = build.binary(Op.ADD, node, _consts(origin, dt, shape))
+            ref = ref + dt.type(origin)
+    return build.cast(node, out), np.broadcast_to(ref, shape).astype(out)
 
 
-def _exact_products(dt: np.dtype, step, n: int) -> bool:
-    if not np.isfinite(step):
-        return False
-    num, _ = float(step).as_integer_ratio()
-    num = abs(num)
-    while num and num % 2 == 0:
-        num //= 2
-    return (n - 1) * num < 2 ** (np.finfo(dt).nmant + 1)
-
-
-def _affine_last_replaced(a: np.ndarray):
-    """linspace(..., endpoint=True): NumPy computes i * step + start and then sets the last element to
-    stop. The step is not stored anywhere, so a few candidates are tried (each verified exactly)."""
-    if a.ndim != 1 or a.dtype.kind != "f" or a.dtype == np.float16 or len(a) < 3:
+def _scaled_integers(a: np.ndarray, origin, steps):
+    values = [origin, *(c for _, c in steps)]
+    if not all(np.isfinite(v) for v in values):
         return None
-    n = len(a)
-    with np.errstate(all="ignore"):
-        guesses = {(a[-1] - a[0]) / (n - 1), (a[-2] - a[0]) / (n - 2), a[1] - a[0]}
-    for step in guesses:
-        for s in (step, np.nextafter(step, np.inf), np.nextafter(step, -np.inf)):
-            found = _affine(a, [(0, a.dtype.type(s))])
-            if found is None:
-                continue
-            node, ref = found
-            ref = ref.copy()
-            ref[-1] = a[-1]
-            last = build.binary(Op.EQ, build.iota(a.shape, 0, _INDEX), _consts(n - 1, _INDEX, a.shape))
-            node = build.where(last, _consts(a[-1].item(), a.dtype, a.shape), node)
-            if _bits(ref).tobytes() == _bits(a).tobytes():
-                return node, ref
-    return None
+    ratios = [float(v).as_integer_ratio() for v in values]   # denominators are powers of two
+    den = max(d for _, d in ratios)
+    ints = [num * (den // d) for num, d in ratios]
+    largest = abs(ints[0]) + sum(abs(m) * (a.shape[d] - 1) for (d, _), m in zip(steps, ints[1:]))
+    if largest >= 2 ** (np.finfo(a.dtype).nmant + 1) or den > 2 ** -np.finfo(a.dtype).minexp:
+        return None   # not exact in the dtype, or a scale that would be subnormal
+    scale = a.dtype.type(1.0 / den)
+    it = np.dtype("int32") if largest < 2 ** 31 else np.dtype("int64")
+    node, ref = _index_sum(a.shape, it, [(d, m) for (d, _), m in zip(steps, ints[1:])], ints[0], a.dtype)
+    if den != 1:
+        node = build.binary(Op.MUL, node, _consts(scale.item(), a.dtype, a.shape))
+        ref = ref * scale
+    return node, ref
