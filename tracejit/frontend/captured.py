@@ -25,7 +25,7 @@ def array_node(a: np.ndarray) -> Node:
         return build.const(a.flat[0].item(), dt, a.shape)
     for pattern in (_diagonal_band, _affine):
         found = pattern(a)
-        if found is not None and _bits(np.ascontiguousarray(found[1], dt)).tobytes() == bits.tobytes():
+        if found is not None and np.array_equal(_bits(np.ascontiguousarray(found[1], dt)), bits):
             return found[0]
     if a.size <= MAX_ELEMENTS:
         return build.table(a)
@@ -50,24 +50,25 @@ def _diagonal_band(a: np.ndarray):
     if a.ndim != 2:
         return None
     bits = _bits(a).reshape(a.shape)
-    values = np.unique(bits)
-    if len(values) != 2:
+    v1 = bits[0, 0]
+    other = bits != v1
+    first_other = np.unravel_index(np.argmax(other), a.shape)
+    v0 = bits[first_other]
+    if not ((bits == v0) | ~other).all():
+        return None   # more than two values
+    # the mask as a function of the diagonal d = j - i, read off the first column and the first row
+    by_d = np.concatenate([~other[::-1, 0], ~other[0, 1:]])   # d = -(n-1) .. m-1
+    inside = np.flatnonzero(by_d) - (a.shape[0] - 1)
+    lo, hi = int(inside[0]), int(inside[-1])
+    cond = np.tri(*a.shape, k=hi, dtype=bool) & ~np.tri(*a.shape, k=lo - 1, dtype=bool)   # lo <= j - i <= hi
+    if not (cond == ~other).all():
         return None
-    d = np.arange(a.shape[1])[None, :] - np.arange(a.shape[0])[:, None]
-    for v1 in values:
-        inside = d[bits == v1]
-        lo, hi = int(inside.min()), int(inside.max())
-        cond = (d >= lo) & (d <= hi)
-        if (cond == (bits == v1)).all():
-            break
-    else:
-        return None
-    one, zero = a[bits == v1][0], a[bits != v1][0]
+    one, zero = a[0, 0], a[first_other]
     dn = build.binary(Op.SUB, build.iota(a.shape, 1, _INDEX), build.iota(a.shape, 0, _INDEX))
     conds = []
-    if lo > int(d.min()):
+    if lo > 1 - a.shape[0]:
         conds.append(build.binary(Op.LE, _consts(lo, _INDEX, a.shape), dn))
-    if hi < int(d.max()):
+    if hi < a.shape[1] - 1:
         conds.append(build.binary(Op.LE, dn, _consts(hi, _INDEX, a.shape)))
     c = conds[0] if len(conds) == 1 else build.binary(Op.AND, *conds)
     node = build.where(c, _consts(one.item(), a.dtype, a.shape), _consts(zero.item(), a.dtype, a.shape))
