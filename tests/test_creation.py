@@ -99,8 +99,23 @@ def test_tril_triu_of_batched_traced_values_and_full_like_fill_cast(device, rng)
 
 def test_creation_results_combine_with_numpy_promotion(device, rng):
     # an int64 arange next to float32 data is float64 in NumPy, and so here (webgpu: DtypeError)
-    x = rng.standard_normal(6).astype(np.float32)
-    assert_close(run_kernel(tj.kernel(lambda x: x + np.arange(6)), x, device=device), x + np.arange(6))
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    f = tj.kernel(lambda x: x + np.arange(x.shape[-1]))
+    assert_close(run_kernel(f, x, device=device), x + np.arange(6))
+    assert len(f.lower(x, device=device).kernels) == 1
+
+
+def test_long_rows_read_a_table_inside_a_work_group_row_kernel(device, rng):
+    weights = rng.random(600).astype(np.float32)
+
+    def body(x):
+        s = x * weights
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    x = rng.standard_normal((3, 600)).astype(np.float32)
+    f = tj.kernel(body)
+    assert len(_kernels(f, x, device=device)) == 1
+    assert_close(run_kernel(f, x, device=device), body(x))
 
 
 # --- captured constants ------------------------------------------------------------------------------

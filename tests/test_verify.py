@@ -62,3 +62,17 @@ def test_kernel_verifier_rejects_stores_to_inputs_and_mixed_dtypes():
         verify_kernel(_kernel(*base, Instr("store", None, (1, 2, 3))))
     with pytest.raises(tj.InternalError, match="operand dtypes differ"):
         verify_kernel(_kernel(*base, Instr("add", F32, (3, 2))))
+
+
+def test_verifiers_reject_stores_to_tables_and_tables_that_disagree_with_their_node():
+    from tracejit.ir.table import Table
+    table = Table.of(np.arange(4, dtype=np.float32))
+    base = [Instr("param", F32, (), 0), Instr("table", F32, (), table), Instr("global", INDEX, (), 4),
+            Instr("load", F32, (1, 2))]
+    verify_kernel(_kernel(*base, Instr("store", None, (0, 2, 3))))
+    with pytest.raises(tj.InternalError, match="constant table"):
+        verify_kernel(_kernel(*base, Instr("store", None, (1, 2, 3))))
+    with pytest.raises(tj.InternalError, match="bad table"):
+        verify_kernel(_kernel(Instr("table", np.dtype("int32"), (), table)))
+    with pytest.raises(tj.InternalError, match="table's content"):
+        verify_graph([Node.make(Op.TABLE, F32, (5,), (), table)])
