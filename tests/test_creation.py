@@ -155,6 +155,11 @@ def test_table_too_large_raises_an_error_that_says_to_pass_it_as_an_argument(rng
     assert_close(tj.kernel(lambda x: x * fits)(x), x * fits)
 
 
+def test_creation_from_a_traced_value_says_what_must_be_static():
+    with pytest.raises(tj.UnsupportedError, match=r"np.linspace got a traced value.*plain Python values"):
+        tj.kernel(lambda x: np.linspace(0, x.max(), 5)).trace(np.ones(3))
+
+
 @pytest.mark.parametrize("value", [np.array([1 + 2j, 3j]), np.array([object(), None]), np.array([1, 2], np.uint64)])
 def test_unsupported_dtypes_of_captured_arrays_raise_dtype_error(value):
     with pytest.raises(tj.DtypeError, match=str(value.dtype)):

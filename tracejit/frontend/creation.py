@@ -20,8 +20,8 @@ def _static(name: str, make):
     def f(*args, **kwargs):
         kwargs.pop("like", None)
         if any(isinstance(v, Tensor) for v in (*args, *kwargs.values())):
-            raise UnsupportedError(f"np.{name} with a traced argument: its arguments must be plain Python values "
-                                   "(shapes, counts, bounds), which are known while tracing")
+            raise UnsupportedError(f"np.{name} got a traced value; shapes, counts, bounds and fill values of "
+                                   "arrays made inside a kernel must be plain Python values, known while tracing")
         out = make(*args, **kwargs)
         if isinstance(out, tuple):   # linspace(..., retstep=True): (samples, step)
             return (Tensor(array_node(out[0])), *out[1:])
