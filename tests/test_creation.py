@@ -160,6 +160,14 @@ def test_creation_from_a_traced_value_says_what_must_be_static():
         tj.kernel(lambda x: np.linspace(0, x.max(), 5)).trace(np.ones(3))
 
 
+def test_tables_one_kernel_reads_are_limited_to_gpu_constant_memory(rng):
+    a, b, c = (rng.standard_normal(MAX_ELEMENTS) for _ in range(3))
+    x = np.ones(MAX_ELEMENTS)
+    assert_close(tj.kernel(lambda x: x * a + b)(x), x * a + b)
+    with pytest.raises(tj.UnsupportedError, match="constant memory.*arguments"):
+        tj.kernel(lambda x: x * a + b - c)(x)
+
+
 @pytest.mark.parametrize("value", [np.array([1 + 2j, 3j]), np.array([object(), None]), np.array([1, 2], np.uint64)])
 def test_unsupported_dtypes_of_captured_arrays_raise_dtype_error(value):
     with pytest.raises(tj.DtypeError, match=str(value.dtype)):

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import UnsupportedError
 from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
 from .kernel_ir import INDEX, Builder, Kernel, Param
 from .layout import LayoutOptions, plan_loops
 from .symbolic import Div, Expr, Mod, Var
+from .table import MAX_KERNEL_BYTES
 
 
 class Realize(Exception):
@@ -212,7 +214,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     e.var_ref[gvar] = e.b.emit("global", INDEX, (), global_size)
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
-        return hoist(kernel), params
+        return _check_tables(hoist(kernel)), params
     cached = _row_to_keep(a, group, options.keep_row_max) if a.reduces and wvars and len(tile) == 1 else None
     for red, rvars in zip(a.reduces, rgroups):
         op = red.node.arg[0]
@@ -237,7 +239,17 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
                 val = e.value(g.out, g.out_idx, top=True)
                 e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
-    return hoist(kernel), params
+    return _check_tables(hoist(kernel)), params
+
+
+def _check_tables(kernel: Kernel) -> Kernel:
+    tables = {x.arg for x in kernel.instrs if x.op == "table"}
+    nbytes = sum(len(t.data) for t in tables)
+    if nbytes > MAX_KERNEL_BYTES:
+        raise UnsupportedError(f"kernel {kernel.name} embeds {len(tables)} constant arrays of {nbytes} bytes in all, "
+                               f"more than the {MAX_KERNEL_BYTES} bytes of constant memory a GPU kernel has; pass "
+                               "the larger arrays to the kernel as arguments")
+    return kernel
 
 
 def _row_to_keep(a: Analysis, group, keep_max: int) -> "_Reduce | None":

@@ -10,6 +10,7 @@ import numpy as np
 # The largest array embedded as a table. GPU constant memory is 64 KiB per kernel (CUDA, OpenCL's
 # guaranteed minimum); 4096 elements of float64 are half of that, leaving room for a second table.
 MAX_ELEMENTS = 4096
+MAX_KERNEL_BYTES = 64 * 1024   # all tables one kernel reads
 
 
 @dataclass(frozen=True, eq=False)
