@@ -40,10 +40,6 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1).view(f"u{a.dtype.itemsize}")
 
 
-def _consts(value, dt, shape) -> Node:
-    return build.const(value, dt, shape)
-
-
 # --- where(lo <= j - i <= hi, v1, v0): eye, identity, tri, tril/triu of ones, band masks ------------
 
 def _diagonal_band(a: np.ndarray):
@@ -67,11 +63,11 @@ def _diagonal_band(a: np.ndarray):
     dn = build.binary(Op.SUB, build.iota(a.shape, 1, _INDEX), build.iota(a.shape, 0, _INDEX))
     conds = []
     if lo > 1 - a.shape[0]:
-        conds.append(build.binary(Op.LE, _consts(lo, _INDEX, a.shape), dn))
+        conds.append(build.binary(Op.LE, build.const(lo, _INDEX, a.shape), dn))
     if hi < a.shape[1] - 1:
-        conds.append(build.binary(Op.LE, dn, _consts(hi, _INDEX, a.shape)))
+        conds.append(build.binary(Op.LE, dn, build.const(hi, _INDEX, a.shape)))
     c = conds[0] if len(conds) == 1 else build.binary(Op.AND, *conds)
-    node = build.where(c, _consts(one.item(), a.dtype, a.shape), _consts(zero.item(), a.dtype, a.shape))
+    node = build.where(c, build.const(one.item(), a.dtype, a.shape), build.const(zero.item(), a.dtype, a.shape))
     return node, np.where(cond, one, zero)
 
 
@@ -90,11 +86,11 @@ def _steps(a: np.ndarray):
                         for d in range(a.ndim) if a.shape[d] > 1]
 
 
-def _affine(a: np.ndarray, steps=None):
+def _affine(a: np.ndarray):
     if a.dtype.kind not in "iuf" or a.dtype == np.float16:
         return None
     origin, found = _steps(a)
-    steps = steps or [(d, c) for d, c in found if c != 0]
+    steps = [(d, c) for d, c in found if c != 0]
     if not steps:   # constant along the first row and column but not everywhere
         return None
     if a.dtype.kind == "f":
@@ -108,13 +104,13 @@ def _index_sum(shape, dt: np.dtype, steps, origin: int, out: np.dtype):
     with np.errstate(all="ignore"):
         for d, c in steps:
             i = build.iota(shape, d, dt)
-            term = i if c == 1 else build.binary(Op.MUL, i, _consts(c, dt, shape))
+            term = i if c == 1 else build.binary(Op.MUL, i, build.const(c, dt, shape))
             iv = np.arange(shape[d]).astype(dt).reshape([-1 if k == d else 1 for k in range(len(shape))])
             tv = iv if c == 1 else iv * dt.type(c)
             node = term if node is None else build.binary(Op.ADD, node, term)
             ref = tv if ref is None else ref + tv
         if origin != 0:   # adding a zero is simplified away, so the reference skips it too
-            node = build.binary(Op.ADD, node, _consts(origin, dt, shape))
+            node = build.binary(Op.ADD, node, build.const(origin, dt, shape))
             ref = ref + dt.type(origin)
     return build.cast(node, out), np.broadcast_to(ref, shape).astype(out)
 
@@ -133,6 +129,6 @@ def _scaled_integers(a: np.ndarray, origin, steps):
     it = np.dtype("int32") if largest < 2 ** 31 else np.dtype("int64")
     node, ref = _index_sum(a.shape, it, [(d, m) for (d, _), m in zip(steps, ints[1:])], ints[0], a.dtype)
     if den != 1:
-        node = build.binary(Op.MUL, node, _consts(scale.item(), a.dtype, a.shape))
+        node = build.binary(Op.MUL, node, build.const(scale.item(), a.dtype, a.shape))
         ref = ref * scale
     return node, ref
