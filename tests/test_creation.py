@@ -168,6 +168,12 @@ def test_tables_one_kernel_reads_are_limited_to_gpu_constant_memory(rng):
         tj.kernel(lambda x: x * a + b - c)(x)
 
 
+@pytest.mark.parametrize("value", [np.ma.array([1.0, 2.0], mask=[True, False]), np.matrix([[1.0, 2.0]])])
+def test_array_subclasses_are_not_silently_embedded_as_plain_arrays(value):
+    with pytest.raises(tj.UnsupportedError, match="subclass"):
+        tj.kernel(lambda x: x + value).trace(np.ones((1, 2)))
+
+
 @pytest.mark.parametrize("value", [np.array([1 + 2j, 3j]), np.array([object(), None]), np.array([1, 2], np.uint64)])
 def test_unsupported_dtypes_of_captured_arrays_raise_dtype_error(value):
     with pytest.raises(tj.DtypeError, match=str(value.dtype)):

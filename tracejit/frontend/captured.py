@@ -16,6 +16,10 @@ _INDEX = np.dtype("int32")   # index patterns count in int32: every device has i
 
 def array_node(a: np.ndarray) -> Node:
     """The graph node for a NumPy array used as a value of the traced computation."""
+    if type(a) is not np.ndarray:   # a mask or matrix product would be silently lost
+        raise UnsupportedError(f"a {type(a).__module__}.{type(a).__name__} (a NumPy array subclass) is used inside "
+                               "the kernel; only plain arrays are embedded: pass np.asarray(...) of it, or pass it "
+                               "to the kernel as an argument")
     dt = check(a.dtype, f"a NumPy array of shape {a.shape} used in the kernel", internal=False)
     a = np.ascontiguousarray(a, dt)
     if a.size == 0:
