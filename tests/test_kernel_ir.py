@@ -79,6 +79,7 @@ def narrow_to_32_bits(a):
 def test_renderer_agrees_with_kernel_ir_interpreter(name, device):
     fn, args = PROGRAMS[name]
     k = tj.kernel(fn)
+    tj.device(device)   # opened first: lower() on a webgpu not yet open renders WGSL only, with no program
     try:
         plan = k.lower(*args, device=device)
     except tj.DtypeError as e:
