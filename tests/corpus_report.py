@@ -14,10 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TRACEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="tracejit-corpus-"))  # leave the user's cache alone
 
-import pytest  # noqa: E402  (run_kernel skips a dtype a device lacks with pytest.skip)
+import pytest  # run_kernel skips a dtype a device lacks with pytest.skip
 
-import tracejit as tj  # noqa: E402
-from corpus import all_programs, run_program  # noqa: E402
+import tracejit as tj
+from corpus import all_programs, run_program
 
 
 def first_line(error: BaseException) -> str:

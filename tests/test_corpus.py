@@ -29,8 +29,7 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "transformer.gpt2_greedy_token": (NEEDS, "needs np.argmax"),
     "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, squeeze, np.expand_dims, np.stack (fidelity II)"),
     "transformer.llama_attention": (NEEDS, "needs np.split/np.stack (fidelity II), item assignment into the KV cache"),
-    "transformer.llama_causal_mask_softmax": (NEEDS, "needs np.full/np.triu/np.zeros made inside the kernel, "
-                                                     "np.concatenate (fidelity II)"),
+    "transformer.llama_causal_mask_softmax": (NEEDS, "needs np.full/np.triu/np.zeros made in the kernel, np.concatenate"),
     "transformer.llama_rope_tables": (NEEDS, "needs np.outer, np.arange inside the kernel"),
     "transformer.llama_greedy_token": (AttributeError, "needs Tensor.argmax"),
     # numexpr's expression lists

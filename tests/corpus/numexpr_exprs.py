@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy import (arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, ceil, conj, copy, copysign, cos,
-                   cosh, exp, expm1, floor, fmod, hypot, log, log1p, log2, log10, nextafter, ones_like, sign, sin,
-                   sinh, sqrt, tan, tanh, trunc, where)
+                   cosh, exp, expm1, floor, fmod, hypot, log, log1p, log2, log10, nextafter, ones_like, sign,
+                   sin, sinh, sqrt, tan, tanh, trunc, where)
 
 from . import program
 
@@ -112,7 +112,7 @@ def _variables(dtype):
     c = np.arange(ARRAY_SIZE, dtype=dtype)
     d = np.arange(ARRAY_SIZE, dtype=dtype)
     e = np.arange(ARRAY_SIZE, dtype=dtype)
-    return dict(a=a, a2=a2, b=b, c=c, d=d, e=e)
+    return {"a": a, "a2": a2, "b": b, "c": c, "d": d, "e": e}
 
 
 def _take(*names):
@@ -124,7 +124,7 @@ def _take(*names):
 # x % 0, x / 0) are part of the lists on purpose, so NumPy runs with its warnings off.
 FLOATS = ("float32", "float64")
 ALL = ("int64", "float32", "float64")
-ANY = dict(numpy_errors="ignore")
+ANY = {"numpy_errors": "ignore"}
 PROGRAMS = [
     program(misc_arithmetic, _take("a", "b", "c", "d", "e", "a2"), ALL, **ANY),
     program(misc_where, _take("a", "b"), ALL, **ANY),
