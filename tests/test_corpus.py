@@ -111,8 +111,10 @@ def test_corpus_program_matches_numpy(name: str, dtype: str, device: str, reques
     run_program(PROGRAMS[name], dtype, device)
 
 
-def test_corpus_xfail_table_names_real_programs() -> None:
-    """A renamed program must not leave a stale entry behind (it would silently stop applying)."""
+def test_corpus_names_are_unique_and_xfail_entries_name_programs() -> None:
+    """A renamed program must not leave a stale entry behind (it would silently stop applying), and
+    two programs must not share a name (one would hide the other)."""
+    assert len(PROGRAMS) == len(all_programs()), "two corpus programs share a module.function name"
     for key in XFAIL:
         name = key.split("@")[0].split("[")[0]
         assert name in PROGRAMS, f"XFAIL entry {key!r} names no corpus program"
