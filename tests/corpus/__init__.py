@@ -1,0 +1,56 @@
+"""A corpus of real-world NumPy programs, written as their authors wrote them, used unchanged as
+tracejit kernels: each program is a plain function, its input maker and the dtypes its source uses."""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import tracejit as tj
+from reference import assert_close, run_kernel
+
+
+@dataclass(frozen=True)
+class Program:
+    """One corpus entry. `inputs(rng, dtype)` returns the positional arguments; `static` are keyword
+    arguments that stay Python values (head counts, loop counts). Results are compared with the
+    default tolerance of their dtype: every program that runs today meets it."""
+    name: str
+    function: Callable[..., Any]
+    inputs: Callable[[np.random.Generator, str], tuple]
+    dtypes: tuple[str, ...]
+    static: dict[str, Any] = field(default_factory=dict)
+    numpy_errors: str = "raise"   # np.errstate for the NumPy run: "ignore" where the source computes inf/NaN on purpose
+
+
+def program(function: Callable[..., Any], inputs: Callable[[np.random.Generator, str], tuple],
+            dtypes: tuple[str, ...], **options: Any) -> Program:
+    """A Program named `module.function` (module without the package prefix)."""
+    module = function.__module__.rsplit(".", 1)[-1]
+    return Program(f"{module}.{function.__name__}", function, inputs, dtypes, **options)
+
+
+def all_programs() -> list[Program]:
+    """Every program of every corpus module, in a stable order."""
+    from . import benchmarks, numba_examples, numexpr_exprs, science, transformer
+    return [p for module in (transformer, numexpr_exprs, numba_examples, benchmarks, science)
+            for p in module.PROGRAMS]
+
+
+def run_program(p: Program, dtype: str, device: str) -> None:
+    """Run `p` as a kernel on `device` and as plain NumPy on the same seeded inputs, and compare
+    values and dtypes (reference.assert_close). Each side gets its own copy: some sources update
+    their arguments in place."""
+    args = p.inputs(np.random.default_rng(zlib.crc32(f"{p.name}-{dtype}".encode())), dtype)
+    kernel = tj.kernel(static=tuple(p.static))(p.function) if p.static else tj.kernel(p.function)
+    result = run_kernel(kernel, *_copies(args), device=device, **p.static)
+    with np.errstate(all=p.numpy_errors, under="ignore"):  # float32 exp underflowing to 0 is ordinary
+        expected = p.function(*_copies(args), **p.static)
+    assert_close(result, expected)
+
+
+def _copies(args: tuple) -> tuple:
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)

@@ -1,0 +1,183 @@
+"""Everyday scientific NumPy: distances, image filters written with slices, statistics, small
+models. Each says where it comes from: a library function's NumPy body (scipy.stats, scikit-learn),
+a course or a blog; where a program is the common idiom rather than one project's code, it says so."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import program
+
+
+def pairwise_numpy(X):  # Jake VanderPlas, "Numba vs. Cython: Take 2" (pythonic perambulations)
+    return np.sqrt(((X[:, None, :] - X) ** 2).sum(-1))
+
+
+def cosine_similarity(X, Y):  # scikit-learn's cosine_similarity: normalise the rows, then X @ Y.T
+    X_normalized = X / np.linalg.norm(X, axis=1, keepdims=True)
+    Y_normalized = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    return X_normalized @ Y_normalized.T
+
+
+def rbf_kernel(X, Y, gamma):  # scikit-learn's rbf_kernel: exp(-gamma ||x - y||^2) via the dot-product trick
+    XX = np.einsum("ij,ij->i", X, X)[:, np.newaxis]
+    YY = np.einsum("ij,ij->i", Y, Y)[np.newaxis, :]
+    distances = -2 * X @ Y.T + XX + YY
+    np.maximum(distances, 0, out=distances)
+    return np.exp(-gamma * distances)
+
+
+def box_blur(img):  # 3x3 mean filter with shifted slices (the common idiom)
+    return (img[:-2, :-2] + img[:-2, 1:-1] + img[:-2, 2:] +
+            img[1:-1, :-2] + img[1:-1, 1:-1] + img[1:-1, 2:] +
+            img[2:, :-2] + img[2:, 1:-1] + img[2:, 2:]) / 9.0
+
+
+def sobel(img):  # Sobel gradient magnitude with shifted slices (the common idiom)
+    gx = (img[:-2, 2:] + 2 * img[1:-1, 2:] + img[2:, 2:]) - (img[:-2, :-2] + 2 * img[1:-1, :-2] + img[2:, :-2])
+    gy = (img[2:, :-2] + 2 * img[2:, 1:-1] + img[2:, 2:]) - (img[:-2, :-2] + 2 * img[:-2, 1:-1] + img[:-2, 2:])
+    return np.hypot(gx, gy)
+
+
+def rgb2gray(rgb):  # the matplotlib/Stack Overflow "rgb2gray": ITU-R 601 luma weights
+    return np.dot(rgb[..., :3], [0.2989, 0.5870, 0.1140])
+
+
+def to_uint8(img):  # float image in [0, 1] to 8-bit, as image libraries save it
+    return np.clip(img * 255, 0, 255).astype(np.uint8)
+
+
+def zscore(a, axis=0, ddof=0):  # scipy.stats.zscore (its NumPy body)
+    mn = a.mean(axis=axis, keepdims=True)
+    std = a.std(axis=axis, ddof=ddof, keepdims=True)
+    return (a - mn) / std
+
+
+def covariance(X):  # np.cov(X, rowvar=False) written out, as statistics courses do
+    Xc = X - X.mean(axis=0)
+    return Xc.T @ Xc / (X.shape[0] - 1), np.cov(X, rowvar=False)
+
+
+def pearson(x, y):  # Pearson correlation written out, next to np.corrcoef
+    xm, ym = x - x.mean(), y - y.mean()
+    r = (xm * ym).sum() / np.sqrt((xm ** 2).sum() * (ym ** 2).sum())
+    return r, np.corrcoef(x, y)[0, 1]
+
+
+def moments(a, axis=0):  # scipy.stats.skew and kurtosis (bias=True): central moments over the mean
+    mean = a.mean(axis, keepdims=True)
+    m2 = ((a - mean) ** 2).mean(axis)
+    m3 = ((a - mean) ** 3).mean(axis)
+    m4 = ((a - mean) ** 4).mean(axis)
+    return m3 / m2 ** 1.5, m4 / m2 ** 2 - 3
+
+
+def min_max_scale(X):  # scikit-learn's MinMaxScaler(feature_range=(0, 1)).fit_transform
+    data_min, data_max = X.min(axis=0), X.max(axis=0)
+    return (X - data_min) / (data_max - data_min)
+
+
+def regression_metrics(y_true, y_pred):  # scikit-learn's r2_score, mean_squared_error, mean_absolute_error
+    r2 = 1 - ((y_true - y_pred) ** 2).sum() / ((y_true - y_true.mean()) ** 2).sum()
+    rmse = np.sqrt(np.mean((y_true - y_pred) ** 2))
+    mae = np.mean(np.abs(y_true - y_pred))
+    return r2, rmse, mae
+
+
+def logistic_regression_step(X, y, w, lr):  # batch gradient descent on the log loss (the textbook version)
+    p = 1 / (1 + np.exp(-(X @ w)))
+    loss = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
+    grad = X.T @ (p - y) / len(y)
+    return w - lr * grad, loss
+
+
+def two_layer_net(X, W1, b1, W2, b2):  # CS231n "Putting it together: minimal neural network case study"
+    hidden_layer = np.maximum(0, np.dot(X, W1) + b1)  # ReLU activation
+    scores = np.dot(hidden_layer, W2) + b2
+    exp_scores = np.exp(scores)
+    probs = exp_scores / np.sum(exp_scores, axis=1, keepdims=True)
+    return probs
+
+
+def kmeans_assign(X, centers):  # the assignment step of k-means (Python Data Science Handbook, ch. 5)
+    distances = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(-1)
+    labels = np.argmin(distances, axis=1)
+    return labels, distances.min(axis=1).sum()
+
+
+def trapezoid(y, x):  # the trapezoidal rule written out, next to np.trapezoid
+    return ((y[1:] + y[:-1]) * np.diff(x)).sum() / 2, np.trapezoid(y, x)
+
+
+def moving_average(a, n=3):  # the Stack Overflow "moving average with cumsum" answer
+    ret = np.cumsum(a, dtype=float)
+    ret[n:] = ret[n:] - ret[:-n]
+    return ret[n - 1:] / n
+
+
+def horner(coeffs, x):  # polynomial evaluation by Horner's rule, one coefficient at a time
+    result = np.zeros_like(x)
+    for c in coeffs:
+        result = result * x + c
+    return result
+
+
+def nbody_acc(pos, mass, G, softening):  # Philip Mocz, nbody-python (nbody.py getAcc)
+    # positions r = [x,y,z] for all particles
+    x = pos[:, 0:1]
+    y = pos[:, 1:2]
+    z = pos[:, 2:3]
+
+    # matrix that stores all pairwise particle separations: r_j - r_i
+    dx = x.T - x
+    dy = y.T - y
+    dz = z.T - z
+
+    # matrix that stores 1/r^3 for all particle pairwise particle separations
+    inv_r3 = (dx**2 + dy**2 + dz**2 + softening**2)
+    inv_r3[inv_r3 > 0] = inv_r3[inv_r3 > 0]**(-1.5)
+
+    ax = G * (dx * inv_r3) @ mass
+    ay = G * (dy * inv_r3) @ mass
+    az = G * (dz * inv_r3) @ mass
+
+    # pack together the acceleration components
+    a = np.hstack((ax, ay, az))
+    return a
+
+
+def _n(*shape, scale=1.0, low=None):
+    def make(rng, dt):
+        if low is not None:
+            return tuple(rng.uniform(low, low + scale, s).astype(dt) for s in shape)
+        return tuple((rng.standard_normal(s) * scale).astype(dt) for s in shape)
+    return make
+
+
+BOTH = ("float64", "float32")
+F64 = ("float64",)
+PROGRAMS = [
+    program(pairwise_numpy, _n((30, 3)), BOTH),
+    program(cosine_similarity, _n((10, 8), (12, 8)), BOTH),
+    program(rbf_kernel, lambda rng, dt: _n((10, 4), (12, 4))(rng, dt) + (0.5,), BOTH),
+    program(box_blur, _n((24, 20)), BOTH),
+    program(sobel, _n((24, 20)), BOTH),
+    program(rgb2gray, _n((12, 10, 3), scale=1, low=0), BOTH),
+    program(to_uint8, _n((12, 10, 3), scale=1.2, low=-0.1), BOTH),
+    program(zscore, _n((50, 6), scale=3), BOTH, static={"axis": 0, "ddof": 0}),
+    program(covariance, _n((50, 4)), BOTH),
+    program(pearson, _n(100, 100), BOTH),
+    program(moments, _n((200, 3)), BOTH, static={"axis": 0}),
+    program(min_max_scale, _n((40, 5)), BOTH),
+    program(regression_metrics, _n(200, 200), BOTH),
+    program(logistic_regression_step, lambda rng, dt: (rng.standard_normal((64, 5)).astype(dt),
+                                                       rng.integers(0, 2, 64).astype(dt),
+                                                       (rng.standard_normal(5) * 0.1).astype(dt), 0.1), BOTH),
+    program(two_layer_net, lambda rng, dt: _n((16, 2), (2, 10), 10, (10, 3), 3, scale=0.5)(rng, dt), BOTH),
+    program(kmeans_assign, _n((60, 2), (4, 2), scale=2), BOTH),
+    program(trapezoid, lambda rng, dt: (np.sin(np.linspace(0, 3, 101)).astype(dt), np.linspace(0, 3, 101).astype(dt)),
+            BOTH),
+    program(moving_average, _n(50), BOTH, static={"n": 3}),
+    program(horner, lambda rng, dt: (np.array([1.5, -2.0, 0.5, 3.0], dt), rng.uniform(-2, 2, 100).astype(dt)), BOTH),
+    program(nbody_acc, lambda rng, dt: (rng.standard_normal((20, 3)).astype(dt),
+                                        np.full((20, 1), 20.0 / 20, dt), 1.0, 0.1), BOTH),
+]
