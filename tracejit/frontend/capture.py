@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ArgumentError, TracejitError, UnsupportedError
 from ..runtime import registry
 from ..runtime.array import Array
+from .signature import Default
 
 ACTIVE: list["Graph"] = []     # the graphs being captured, innermost last; Kernel.__call__ checks it
 
@@ -85,8 +86,8 @@ class Graph:
         return tuple(results) if plan.traced.tuple_result else results[0]
 
     def _argument(self, a, dev):
-        if isinstance(a, (bool, int, float)):
-            return a                               # a Python scalar is a constant of the graph
+        if isinstance(a, (bool, int, float, Default)):
+            return a                               # a Python scalar (or left-out default) is a constant of the graph
         produced = self._produced.get(id(a))
         if produced is not None:
             if produced[1] is not dev:

@@ -19,7 +19,7 @@ from ..runtime import registry
 from ..runtime.array import Array
 from ..runtime.debug import log
 from . import capture
-from .signature import ArgInfo, arg_key, describe, normalize
+from .signature import ArgInfo, Default, arg_key, describe, normalize
 from .tensor import Tensor, as_node
 from .warm import record
 
@@ -151,7 +151,9 @@ class Kernel:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentError(f"{self.__name__}{self._signature}: {e}") from None
-        bound.apply_defaults()
+        for name, p in self._signature.parameters.items():
+            if name not in bound.arguments:
+                bound.arguments[name] = _default(p.default)
         return bound.args
 
     # -- public staging API --
@@ -198,6 +200,8 @@ class Kernel:
         for i, (a, info) in enumerate(zip(args, infos)):
             if info.kind == "static":
                 tensors.append(a)
+            elif info.kind == "default":
+                tensors.append(info.value)
             else:
                 tensors.append(Tensor(build.input_(i, info.dtype, info.shape, weak=info.kind == "scalar")))
         self._counts["traces"] += 1
@@ -217,6 +221,18 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"
+
+
+def _default(value):
+    """A left-out parameter's default: a constant of the trace when it is a hashable non-array (an axis,
+    a flag, eps); an array default is an argument like any other."""
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        hash(value)
+    except TypeError:
+        return value
+    return Default(value)
 
 
 def _user_location(tb) -> str:

@@ -35,8 +35,15 @@ def spec(shape, dtype, strides=None) -> Spec:
 
 
 @dataclass(frozen=True)
+class Default:
+    """A parameter the caller left out: its default value, a constant of the function like a static
+    argument (so `def norm(x, axis=-1)` works unchanged), keyed by value."""
+    value: object
+
+
+@dataclass(frozen=True)
 class ArgInfo:
-    kind: str                  # "array" | "scalar" | "static"
+    kind: str                  # "array" | "scalar" | "static" | "default" (a left-out parameter)
     dtype: np.dtype | None = None
     shape: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
@@ -55,11 +62,15 @@ def arg_key(a):
         return (d.dtype, d.shape, getattr(d, "strides", None), a.device.name)
     if t is Spec:
         return (a.dtype, a.shape, tuple(s * a.dtype.itemsize for s in a.element_strides))
+    if t is Default:
+        return a
     return (t, id(t))  # anything else is converted before keying; see describe()
 
 
 def describe(a, position: int) -> ArgInfo:
     """What a kernel argument looks like to the tracer."""
+    if type(a) is Default:
+        return ArgInfo("default", value=a.value)
     if isinstance(a, (bool, int, float)):
         return ArgInfo("scalar", weak_dtype(a))
     if isinstance(a, Spec):
@@ -108,7 +119,7 @@ def normalize(a, device: str | None = None):
     if t is np.ndarray:
         # another byte order is NumPy's business, not the kernel's: compute on a native copy
         return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
-    if t is float or t is int or t is bool or t is Array or t is Spec:
+    if t is float or t is int or t is bool or t is Array or t is Spec or t is Default:
         return a
     if isinstance(a, np.generic):
         return np.asarray(a)

@@ -132,7 +132,7 @@ def record(kernel, infos: list[ArgInfo], device: str) -> None:
     except TypeError:
         log(1, f"{ENV_RECORD}: {where} has static arguments that are not JSON values; not recorded")
         return
-    entry = {"function": where, "args": [format_arg(i) for i in infos if i.kind != "static"],
+    entry = {"function": where, "args": [format_arg(i) for i in infos if i.kind not in ("static", "default")],
              "static": static, "device": device}
     line = (json.dumps(entry, sort_keys=True) + "\n").encode()
     try:
