@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from . import functions as F
-from . import reductions
+from . import methods, reductions
 
 UFUNCS = {
     np.add: F.add, np.subtract: F.subtract, np.multiply: F.multiply, np.true_divide: F.true_divide,
@@ -28,7 +28,7 @@ _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.mini
 FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
-    **reductions.NUMPY_FUNCTIONS,
+    **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS,
 }
 
 
