@@ -77,7 +77,8 @@ def dot(a, b, out=None) -> Tensor:
     axis if 1-D). Integers accumulate in their own dtype and bools with `or`, as NumPy does."""
     if out is not None:
         raise UnsupportedError("np.dot(..., out=...) is not supported while tracing; use the returned value")
-    a, b = as_node(a), as_node(b)
+    # np.dot makes arrays of Python scalars: they take part in promotion as float64 / int64 (not weak)
+    a, b = (build.cast(n, n.dtype) for n in (as_node(a), as_node(b)))
     if not a.shape or not b.shape:
         return F.multiply(a, b)
     k = a.shape[-1]

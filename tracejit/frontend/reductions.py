@@ -238,14 +238,15 @@ def _arg(op: str, a, axis, keepdims: bool, name: str, skip_nan: bool = False) ->
         hit = build.binary(Op.AND, hit, valid)
     elif nan is not None:
         hit = build.binary(Op.OR, hit, nan)
-    index = build.where(hit, build.iota(x.shape, ax, INT64), build.const(n, INT64, x.shape))
+    # the index is int32 where it fits, so `.astype(np.int32)` of the int64 result runs without 64-bit types
+    idx_dt = np.dtype(np.int32) if n < 2**31 else INT64
+    index = build.where(hit, build.iota(x.shape, ax, idx_dt), build.const(n, idx_dt, x.shape))
     out = build.reduce(index, "min", (ax,))
     if valid is not None:  # no valid element: -1
-        out = build.where(build.binary(Op.EQ, out, build.const(n, INT64, out.shape)),
-                          build.const(-1, INT64, out.shape), out)
-    if axis is None:
-        return Tensor(build.reshape(out, (1,) * ndim if keepdims else ()))
-    return Tensor(_squeeze(out, (ax,), keepdims))
+        out = build.where(build.binary(Op.EQ, out, build.const(n, idx_dt, out.shape)),
+                          build.const(-1, idx_dt, out.shape), out)
+    out = build.reshape(out, (1,) * ndim if keepdims else ()) if axis is None else _squeeze(out, (ax,), keepdims)
+    return Tensor(build.cast(out, INT64))
 
 
 def nanargmax(a, axis=None, out=None, *, keepdims=False) -> Tensor:

@@ -112,9 +112,6 @@ class Tensor:
 
     __int__ = __index__
 
-    def __round__(self, ndigits=None):
-        return _frontend("methods").round(self, ndigits or 0)
-
     def __hash__(self):
         return id(self)
 
