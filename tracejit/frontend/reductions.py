@@ -188,10 +188,15 @@ def _var(a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root:
     squares = _fill(build.binary(Op.MUL, d, d), mask, 0)
     total = build.reduce(squares, "sum", axes) if axes else squares
     count = _count(mask, a.shape, axes, acc_dt)
+    if isinstance(count, float) and count - ddof <= 0:
+        # NumPy divides the sum of squares (>= 0) by max(count - ddof, 0) = 0: inf, or NaN for 0 and NaN.
+        # Spelled out, since a division by a constant zero is where shader compilers take liberties.
+        positive = build.binary(Op.LT, build.const(0, acc_dt, total.shape), total)
+        out = build.where(positive, build.const(math.nan if nan_if_no_dof else math.inf, acc_dt, total.shape),
+                          build.const(math.nan, acc_dt, total.shape))
+        return build.cast(_squeeze(out, axes, keepdims), out_dt)
     if isinstance(count, float):
-        dof = count - ddof
-        bad = dof <= 0
-        dof = build.const(math.nan if bad and nan_if_no_dof else builtins.max(dof, 0.0), acc_dt, total.shape)
+        dof = build.const(count - ddof, acc_dt, total.shape)
     else:
         dof = build.binary(Op.SUB, count, build.const(ddof, acc_dt, count.shape))
         if nan_if_no_dof:  # NumPy's nanvar gives NaN where no degree of freedom is left

@@ -10,6 +10,8 @@ from ..ir import build
 from ..ir.dtypes import check, weak_dtype
 from ..ir.graph import Node
 
+MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
+
 
 def as_node(x) -> Node:
     """A graph node for a Tensor, Python scalar or NumPy scalar / 0-d array."""
@@ -90,12 +92,12 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of unsized object")
+            raise UnsupportedError("len() of unsized object (a 0-d traced value), as in NumPy")
         return self.shape[0]
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d array")
+            raise UnsupportedError("iteration over a 0-d array (a traced value), as in NumPy")
         if self.shape[0] > MAX_UNROLL:
             raise TraceError(f"iterating over a traced value unrolls one step per row; its first axis has "
                              f"length {self.shape[0]}, over the limit of {MAX_UNROLL}. Use whole-array "
@@ -238,8 +240,6 @@ def _index(node: Node, key) -> Node:
         dim += 1
     return build.reshape(build.slice_(node, tuple(spec)), tuple(out_shape))
 
-
-MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
 
 from . import functions as F  # noqa: E402  (functions needs Tensor defined)
 
