@@ -11,7 +11,7 @@ from ..errors import ShapeError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL, FLOAT64, INT64, check, identity, is_float, sum_dtype
 from ..ir.graph import Node, Op
-from .functions import _axes, _axis, exp, isfinite, isnan, log, sqrt, subtract, true_divide, where as _where
+from .functions import _axes, _axis, exp, isfinite, log, sqrt, subtract, true_divide, where as _where
 from .tensor import Tensor, as_node
 
 __all__ = [
@@ -190,7 +190,8 @@ def _var(a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root:
     count = _count(mask, a.shape, axes, acc_dt)
     if isinstance(count, float) and count - ddof <= 0:
         # NumPy divides the sum of squares (>= 0) by max(count - ddof, 0) = 0: inf, or NaN for 0 and NaN.
-        # Spelled out, since a division by a constant zero is where shader compilers take liberties.
+        # Spelled out, since a division by a constant zero is where shader compilers take liberties
+        # (std: the square root leaves inf and NaN as they are).
         positive = build.binary(Op.LT, build.const(0, acc_dt, total.shape), total)
         out = build.where(positive, build.const(math.nan if nan_if_no_dof else math.inf, acc_dt, total.shape),
                           build.const(math.nan, acc_dt, total.shape))
