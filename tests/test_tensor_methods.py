@@ -165,3 +165,15 @@ def test_a_name_ndarray_lacks_is_a_plain_attribute_error():
 def test_real_imag_conj_keep_the_dtype(dtype, device, rng):
     x = random_array(rng, (2, 3), dtype)
     assert_matches(lambda x: (x.real + x.imag, x.conj() * 2), x, device=device)
+
+
+# the ndarray methods and attributes of issue 14 that real NumPy code calls
+CALLED_METHODS = ("astype copy reshape ravel flatten squeeze swapaxes transpose clip round any all argmax argmin var "
+                  "std sum prod max min mean ptp dot conj real imag size nbytes itemsize mT T ndim shape dtype").split()
+
+
+def test_every_commonly_called_ndarray_method_exists_on_traced_values():
+    x = tj.Tensor(tj.kernel(lambda x: x).trace(np.ones((2, 3), np.float32)).outputs[0])
+    missing = [name for name in CALLED_METHODS if not hasattr(x, name)]
+    assert not missing
+    assert all(hasattr(np.ones((2, 2)), name) for name in CALLED_METHODS if name != "ptp")  # NumPy 2 dropped ndarray.ptp
