@@ -279,3 +279,13 @@ def test_int_sums_are_exact_beyond_float_precision(device):
     x = np.array([2**53, 1, 1, -(2**53)], np.int64)
     got = run_kernel(tj.kernel(lambda x: (np.sum(x), np.argmax(x), np.ptp(x[:3]))), x, device=device)
     assert_close(got, (np.sum(x), np.argmax(x), np.ptp(x[:3])))
+
+
+def test_ufunc_reduce_honours_dtype_initial_and_where(device, rng):
+    x = random_array(rng, (3, 4), "int16")
+    m = rng.random((3, 4)) < 0.5
+
+    def body(x, m):
+        return (np.add.reduce(x, where=m), np.multiply.reduce(x, axis=1, dtype=np.int32, initial=2),
+                np.maximum.reduce(x, axis=None, initial=-1000, where=m), np.minimum.reduce(x, keepdims=True))
+    assert_matches(body, x, m, device=device)

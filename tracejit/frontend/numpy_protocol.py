@@ -47,7 +47,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__" and ufunc in UFUNCS and not kwargs:
         return UFUNCS[ufunc](*inputs)
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
-        return _REDUCE_UFUNCS[ufunc](inputs[0], axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
+        kwargs.setdefault("axis", 0)  # ufunc.reduce's default, unlike np.sum's None
+        return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
     what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
     raise UnsupportedError(f"{what}{extra} is not supported by tracejit")
