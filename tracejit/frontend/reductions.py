@@ -58,10 +58,11 @@ def _count(mask: Node | None, shape, axes, dt) -> Node | float:
 
 # --- sum, prod, max, min -------------------------------------------------------------------------
 
-def _reduce(op: str, a, axis, keepdims: bool, dtype=None, initial=None, where=True) -> Tensor:
+def _reduce(op: str, a, axis, keepdims: bool, dtype=None, initial=None, where=True, logical=False) -> Tensor:
+    """`logical`: any/all, a max/min of bools whose identity (False/True) NumPy uses for empty slices."""
     a = as_node(a)
     axes = _axes(axis, len(a.shape))
-    if op in ("max", "min") and initial is None:
+    if op in ("max", "min") and initial is None and not logical:
         if builtins.any(a.shape[d] == 0 for d in axes):
             raise ShapeError(f"zero-size array (shape {a.shape}) to reduction operation {op} which has no identity")
         if where is not True:
@@ -103,12 +104,12 @@ amax, amin = max, min
 
 def any(a, axis=None, out=None, keepdims=False, *, where=True) -> Tensor:  # noqa: A001
     _no_out(out, "any")
-    return _reduce("max", _truth(a), axis, keepdims, None, False, where)
+    return _reduce("max", _truth(a), axis, keepdims, where=where, logical=True)
 
 
 def all(a, axis=None, out=None, keepdims=False, *, where=True) -> Tensor:  # noqa: A001
     _no_out(out, "all")
-    return _reduce("min", _truth(a), axis, keepdims, None, True, where)
+    return _reduce("min", _truth(a), axis, keepdims, where=where, logical=True)
 
 
 def _truth(a) -> Node:
@@ -299,7 +300,8 @@ def _nan_extreme(op: str, a, axis, keepdims, initial, where) -> Tensor:
     result = _reduce(op, _fill(a, keep, identity(op, a.dtype)), axis, keepdims, None, initial)._node
     if initial is not None:
         return Tensor(result)
-    none = _reduce("min", build.binary(Op.EQ, keep, build.const(False, BOOL, a.shape)), axis, keepdims)._node
+    none = _reduce("min", build.binary(Op.EQ, keep, build.const(False, BOOL, a.shape)), axis, keepdims,
+                   logical=True)._node
     return Tensor(build.where(none, build.const(math.nan, a.dtype, result.shape), result))
 
 
