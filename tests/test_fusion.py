@@ -51,6 +51,26 @@ def rmsnorm(x, weight, *, ns=np):
     return x / ns.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * weight
 
 
+def layernorm_var(x, weight, bias, *, ns=np):
+    mean = x.mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(np.var(x, axis=-1, keepdims=True) + 1e-5) * weight + bias
+
+
+def std_last_axis(x, *, ns=np):
+    return np.std(x, axis=-1)
+
+
+def logsumexp_last_axis(x, *, ns=np):
+    if ns is tj:
+        return tj.logsumexp(x, axis=-1)
+    m = x.max(axis=-1, keepdims=True)  # NumPy has no logsumexp: the textbook form as the reference
+    return (np.log(np.exp(x - m).sum(axis=-1, keepdims=True)) + m)[:, 0]
+
+
+def argmax_last_axis(x, *, ns=np):
+    return np.argmax(x, axis=-1).astype(np.int32)  # int32 so that webgpu (no int64) runs it too
+
+
 def softmax_middle_axis(x, *, ns=np):
     return softmax(x, ns=ns, axis=1)
 
@@ -74,6 +94,10 @@ ONE_KERNEL_PROGRAMS = {
     "log-softmax": (log_softmax, lambda rng: (f32(rng, 64, 100),)),
     "layernorm": (layernorm, lambda rng: (f32(rng, 64, 100), f32(rng, 100), f32(rng, 100))),
     "rmsnorm": (rmsnorm, lambda rng: (f32(rng, 64, 100), f32(rng, 100))),
+    "layernorm with np.var": (layernorm_var, lambda rng: (f32(rng, 64, 100), f32(rng, 100), f32(rng, 100))),
+    "np.std over the last axis": (std_last_axis, lambda rng: (f32(rng, 64, 100),)),
+    "logsumexp over the last axis": (logsumexp_last_axis, lambda rng: (f32(rng, 64, 100),)),
+    "argmax over the last axis": (argmax_last_axis, lambda rng: (f32(rng, 64, 100),)),
     "softmax over middle axis": (softmax_middle_axis, lambda rng: (f32(rng, 8, 16, 12),)),
     "x.T + 1": (transpose_plus_one, lambda rng: (f32(rng, 48, 40),)),
 }

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from . import functions as F
-from . import creation, reductions
+from . import creation, methods, reductions
 
 UFUNCS = {
     np.add: F.add, np.subtract: F.subtract, np.multiply: F.multiply, np.true_divide: F.true_divide,
@@ -28,8 +28,7 @@ _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.mini
 FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
-    **reductions.NUMPY_FUNCTIONS,
-    **creation.NUMPY_FUNCTIONS,
+    **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS,
 }
 
 
@@ -48,7 +47,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__" and ufunc in UFUNCS and not kwargs:
         return UFUNCS[ufunc](*inputs)
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
-        return _REDUCE_UFUNCS[ufunc](inputs[0], axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
+        kwargs.setdefault("axis", 0)  # ufunc.reduce's default, unlike np.sum's None
+        return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
     what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
     raise UnsupportedError(f"{what}{extra} is not supported by tracejit")

@@ -1,12 +1,16 @@
 """The traced Tensor: a symbolic array that records NumPy-style operations as graph IR nodes."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from ..errors import ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import check, weak_dtype
 from ..ir.graph import Node
+
+MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
 
 
 def as_node(x) -> Node:
@@ -54,8 +58,30 @@ class Tensor:
         return self._node.size
 
     @property
+    def itemsize(self) -> int:
+        return self._node.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._node.size * self._node.dtype.itemsize
+
+    @property
     def T(self) -> "Tensor":
         return F.transpose(self)
+
+    @property
+    def mT(self) -> "Tensor":
+        if self.ndim < 2:
+            raise ShapeError(f"matrix transpose with ndim < 2 is undefined (shape {self.shape})")
+        return _frontend("methods").swapaxes(self, -1, -2)
+
+    @property
+    def real(self) -> "Tensor":
+        return self  # tracejit's dtypes are all real
+
+    @property
+    def imag(self) -> "Tensor":
+        return Tensor(build.const(0, self.dtype, self.shape))
 
     def __repr__(self) -> str:
         return f"Tensor(shape={self.shape}, dtype={self.dtype})"
@@ -66,26 +92,35 @@ class Tensor:
                          "its value is not known while tracing. Use tj.where(cond, a, b) (or np.where) to "
                          "select values instead")
 
-    def __len__(self):
-        raise TraceError("len() of a traced value; use .shape[0], which is a plain Python int while tracing")
+    def __len__(self) -> int:
+        if not self.shape:
+            raise UnsupportedError("len() of unsized object (a 0-d traced value), as in NumPy")
+        return self.shape[0]
 
     def __iter__(self):
-        raise TraceError("iterating over a traced value; index it with a slice or use a reduction instead")
+        if not self.shape:
+            raise UnsupportedError("iteration over a 0-d array (a traced value), as in NumPy")
+        if self.shape[0] > MAX_UNROLL:
+            raise TraceError(f"iterating over a traced value unrolls one step per row; its first axis has "
+                             f"length {self.shape[0]}, over the limit of {MAX_UNROLL}. Use whole-array "
+                             "operations (broadcasting, reductions with axis=0) instead of a Python loop")
+        return (self[i] for i in range(self.shape[0]))
 
     def __index__(self):
         raise TraceError("a traced value was used as a Python integer (e.g. as an index or a range bound); "
                          "its value is not known while tracing")
 
     def __float__(self):
-        raise TraceError("float() of a traced value; its value is not known while tracing")
+        raise TraceError("float() of a traced value; its value is not known while tracing. Keep it an array "
+                         "(x.astype(np.float64)) or pass the number as a static argument")
 
     __int__ = __index__
 
     def __hash__(self):
         return id(self)
 
-    # -- methods --
-    def astype(self, dtype, copy=True) -> "Tensor":
+    # -- methods (ndarray's; each calls the NumPy function of the same name, see _METHODS) --
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True) -> "Tensor":
         return F.astype(self, dtype)
 
     def reshape(self, *shape, order="C") -> "Tensor":
@@ -95,23 +130,25 @@ class Tensor:
         axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
         return F.transpose(self, axes or None)
 
-    def sum(self, axis=None, dtype=None, keepdims=False):
-        return F.sum(self, axis, dtype, keepdims)
+    def clip(self, min=None, max=None, out=None, **kwargs):  # noqa: A002
+        if out is not None:
+            raise UnsupportedError("ndarray.clip(..., out=...) is not supported while tracing")
+        return F.clip(self, kwargs.pop("a_min", min), kwargs.pop("a_max", max), **kwargs)
 
-    def prod(self, axis=None, dtype=None, keepdims=False):
-        return F.prod(self, axis, dtype, keepdims)
+    def flatten(self, order="C") -> "Tensor":
+        return _frontend("methods").ravel(self, order)
 
-    def max(self, axis=None, keepdims=False):
-        return F.max(self, axis, keepdims)
+    def conj(self) -> "Tensor":
+        return self  # tracejit's dtypes are all real
 
-    def min(self, axis=None, keepdims=False):
-        return F.min(self, axis, keepdims)
+    conjugate = conj
 
-    def mean(self, axis=None, dtype=None, keepdims=False):
-        return F.mean(self, axis, dtype, keepdims)
-
-    def clip(self, a_min=None, a_max=None):
-        return F.clip(self, a_min, a_max)
+    def __getattr__(self, name: str):
+        # only reached when normal lookup fails: say whether NumPy has it, so the user knows why
+        if not name.startswith("_") and name in _NDARRAY_NAMES:
+            raise UnsupportedError(f"ndarray.{name} is not supported by tracejit on traced values; supported "
+                                   f"methods and attributes: {', '.join(sorted(_SUPPORTED_NAMES))}")
+        raise AttributeError(f"'Tensor' object (a traced ndarray) has no attribute {name!r}")
 
     # -- operators --
     def __add__(self, o): return F.add(self, o)  # noqa: E704
@@ -207,3 +244,30 @@ def _index(node: Node, key) -> Node:
 
 
 from . import functions as F  # noqa: E402  (functions needs Tensor defined)
+
+# ndarray methods that are the NumPy function of the same name with the array as first argument, by module.
+# Resolved on call: those modules import this one, so they cannot be imported while it loads.
+_METHODS = {
+    "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
+    "methods": ("ravel", "squeeze", "swapaxes", "round", "dot", "copy"),
+}
+
+
+def _frontend(module: str):
+    return importlib.import_module(f"{__package__}.{module}")
+
+
+def _method(module: str, name: str):
+    def method(self, *args, **kwargs):
+        return getattr(_frontend(module), name)(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = f"As ndarray.{name}: calls np.{name} on the traced value."
+    return method
+
+
+for _module, _names in _METHODS.items():
+    for _name in _names:
+        setattr(Tensor, _name, _method(_module, _name))
+
+_NDARRAY_NAMES = frozenset(dir(np.ndarray))
+_SUPPORTED_NAMES = frozenset(n for n in dir(Tensor) if not n.startswith("_")) & _NDARRAY_NAMES

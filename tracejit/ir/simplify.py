@@ -30,6 +30,9 @@ def _simplify_node(n: Node) -> Node:
             return a
         if n.op is Op.MUL and n.dtype.kind in "iu" and (_is(a, 0) or _is(b, 0)):
             return build.const(0, n.dtype, n.shape)  # x*0 is 0 for integers only (NaN*0 is NaN)
+    if n.op is Op.CAST and n.srcs[0].op is Op.CAST and np.can_cast(n.srcs[0].srcs[0].dtype, n.srcs[0].dtype, "safe"):
+        # through an exact widening (argmax's int32 index made int64, then .astype(np.int32)): one cast
+        return build.cast(n.srcs[0].srcs[0], n.dtype, n.weak)
     if n.op is Op.NEG and n.srcs[0].op is Op.NEG:
         return n.srcs[0].srcs[0]
     if n.op is Op.WHERE and n.srcs[0].op is Op.CONST:

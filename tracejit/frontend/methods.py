@@ -1,0 +1,117 @@
+"""NumPy functions that mirror ndarray methods (np.squeeze, np.ravel, np.round, np.dot, np.ndim, ...)
+on traced tensors; Tensor's methods of the same names call these."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedError
+from ..ir import build
+from ..ir.dtypes import BOOL
+from . import functions as F
+from .functions import _axes, _axis
+from .tensor import Tensor, as_node
+
+__all__ = ["around", "dot", "ravel", "round", "squeeze", "swapaxes"]
+
+
+def squeeze(a, axis=None) -> Tensor:
+    a = as_node(a)
+    if axis is None:
+        return Tensor(build.reshape(a, tuple(s for s in a.shape if s != 1)))
+    axes = _axes(axis, len(a.shape))
+    if any(a.shape[d] != 1 for d in axes):
+        raise ShapeError(f"cannot select an axis to squeeze out which has size not equal to one "
+                         f"(shape {a.shape}, axis {axis})")
+    return Tensor(build.reshape(a, tuple(s for d, s in enumerate(a.shape) if d not in axes)))
+
+
+def swapaxes(a, axis1, axis2) -> Tensor:
+    a = as_node(a)
+    perm = list(range(len(a.shape)))
+    i, j = _axis(axis1, len(perm)), _axis(axis2, len(perm))
+    perm[i], perm[j] = perm[j], perm[i]
+    return Tensor(build.permute(a, tuple(perm)))
+
+
+def ravel(a, order="C") -> Tensor:
+    if order != "C":
+        raise UnsupportedError(f"ravel(order={order!r}): only order='C' is supported; transpose first for "
+                               "another order")
+    a = as_node(a)
+    return Tensor(build.reshape(a, (a.size,)))
+
+
+def copy(a, order="K", subok=False) -> Tensor:
+    # Traced values are never modified in place, and returned arguments are copied, so a copy is a no-op.
+    return Tensor(as_node(a))
+
+
+def round(a, decimals=0, out=None) -> Tensor:  # noqa: A001
+    """NumPy's algorithm: rint(x * 10**d) / 10**d for floats (x / 10**-d, rint, * 10**-d when d < 0);
+    integers are unchanged for d >= 0 and rounded through float64 for d < 0."""
+    if out is not None:
+        raise UnsupportedError("np.round(..., out=...) is not supported while tracing; use the returned value")
+    a = as_node(a)
+    decimals = int(decimals)
+    integer = a.dtype.kind in "iu"
+    if integer and decimals >= 0:
+        return Tensor(a)
+    if decimals == 0:
+        return F.rint(a)
+    if a.dtype == BOOL:
+        raise UnsupportedError(f"np.round of a bool array with decimals={decimals}: NumPy cannot cast the "
+                               "float result back to bool either; convert with .astype(float) first")
+    scale = float(10 ** abs(decimals))
+    to, back = (F.multiply, F.true_divide) if decimals > 0 else (F.true_divide, F.multiply)
+    out = back(F.rint(to(Tensor(a), scale)), scale)
+    return F.astype(out, a.dtype) if integer else out
+
+
+around = round
+
+
+def dot(a, b, out=None) -> Tensor:
+    """np.dot: a product for scalars, else a sum over a's last axis and b's second-to-last (its only
+    axis if 1-D). Integers accumulate in their own dtype and bools with `or`, as NumPy does."""
+    if out is not None:
+        raise UnsupportedError("np.dot(..., out=...) is not supported while tracing; use the returned value")
+    # np.dot makes arrays of Python scalars: they take part in promotion as float64 / int64 (not weak)
+    a, b = (build.cast(n, n.dtype) for n in (as_node(a), as_node(b)))
+    if not a.shape or not b.shape:
+        return F.multiply(a, b)
+    k = a.shape[-1]
+    b_k = b.shape[-1] if len(b.shape) == 1 else b.shape[-2]
+    if k != b_k:
+        raise ShapeError(f"shapes {a.shape} and {b.shape} not aligned: {k} (dim {len(a.shape) - 1}) != "
+                         f"{b_k} (dim {max(len(b.shape) - 2, 0)})")
+    if len(b.shape) == 1:
+        products, axis = F.multiply(a, b)._node, len(a.shape) - 1
+    else:
+        lead, batch, n = a.shape[:-1], b.shape[:-2], b.shape[-1]
+        shape = lead + batch + (k, n)
+        a_view = build.broadcast_to(build.reshape(a, lead + (1,) * len(batch) + (k, 1)), shape)
+        b_view = build.broadcast_to(b, shape)
+        products, axis = F.multiply(a_view, b_view)._node, len(shape) - 2
+    reduced = build.reduce(products, "max" if products.dtype == BOOL else "sum", (axis,))
+    return Tensor(build.reshape(reduced, tuple(s for d, s in enumerate(products.shape) if d != axis)))
+
+
+def ndim(a) -> int:
+    return len(as_node(a).shape)
+
+
+def shape(a) -> tuple[int, ...]:
+    return as_node(a).shape
+
+
+def size(a, axis=None) -> int:
+    a = as_node(a)
+    return math.prod(a.shape) if axis is None else a.shape[_axis(axis, len(a.shape))]
+
+
+NUMPY_FUNCTIONS = {
+    np.squeeze: squeeze, np.swapaxes: swapaxes, np.ravel: ravel, np.copy: copy, np.round: round,
+    np.around: round, np.dot: dot, np.ndim: ndim, np.shape: shape, np.size: size,
+}
