@@ -25,6 +25,7 @@ from .errors import (  # noqa: F401
 from .frontend.capture import Graph, capture, jit  # noqa: F401
 from .frontend.functions import *  # noqa: F401,F403  (each module's __all__ is its public part)
 from .frontend.reductions import *  # noqa: F401,F403
+from .frontend.ufuncs import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401
 from .frontend.tensor import Tensor  # noqa: F401

@@ -5,7 +5,7 @@ import numpy as np
 
 from . import build
 from .graph import BINARY, ELEMENTWISE, Node, Op, rewrite
-from .interpret import NUMPY_OPS
+from .ops import NUMPY_OPS
 from .kernel_ir import ALU
 
 
@@ -20,9 +20,10 @@ def _simplify_node(n: Node) -> Node:
         a, b = n.srcs
         if n.dtype != a.dtype:
             return n  # comparisons: nothing to simplify by identity
-        if n.op in (Op.ADD, Op.OR, Op.XOR) and _is(a, 0):
+        # x + 0.0 is not x for x = -0.0; x + (-0.0) and x - 0.0 are x for every x
+        if n.op in (Op.ADD, Op.OR, Op.XOR) and _is_zero(a, negative=True):
             return b
-        if n.op in (Op.ADD, Op.SUB, Op.OR, Op.XOR) and _is(b, 0):
+        if n.op in (Op.ADD, Op.OR, Op.XOR) and _is_zero(b, negative=True) or n.op is Op.SUB and _is_zero(b):
             return a
         if n.op is Op.MUL and _is(a, 1):
             return b
@@ -35,6 +36,13 @@ def _simplify_node(n: Node) -> Node:
     if n.op is Op.WHERE and n.srcs[0].op is Op.CONST:
         return n.srcs[1] if n.srcs[0].arg else n.srcs[2]
     return n
+
+
+def _is_zero(n: Node, negative: bool = False) -> bool:
+    """A zero constant; of a float dtype, one with the sign bit `negative` (or +0.0 for SUB's)."""
+    if not _is(n, 0):
+        return False
+    return n.dtype.kind != "f" or np.signbit(n.arg) == negative
 
 
 def _is(n: Node, value) -> bool:
