@@ -11,10 +11,13 @@ import numpy as np
 
 from ..ir.kernel_ir import Kernel
 
-_F = {"exp": "np.exp", "exp2": "np.exp2", "log": "np.log", "log2": "np.log2", "sqrt": "np.sqrt",
-      "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "tanh": "np.tanh", "erf": "math.erf",
-      "floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "rint": "np.rint", "sign": "np.sign",
-      "isnan": "np.isnan", "isinf": "np.isinf", "abs": "abs"}
+# op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
+_F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint", "sign": "np.sign",
+      **{op: f"np.{op}" for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt",
+                                    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+                                    "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "isnan", "isinf",
+                                    "signbit")}}
+_F2 = {op: f"np.{op}" for op in ("arctan2", "hypot", "copysign", "fmod")}
 _OPS = {
     "neg": "(-{0})", "recip": "({t}(1) / {0})", "invert": "(~{0})",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
@@ -23,7 +26,16 @@ _OPS = {
     "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
     "where": "({1} if {0} else {2})",
     **{k: v + "({0})" for k, v in _F.items()},
+    **{k: v + "({0}, {1})" for k, v in _F2.items()},
 }
+# Integer ops whose Python/LLVM form differs from NumPy's: x // -1 and x % -1 overflow for the minimum
+# (NumPy wraps, giving it back, and 0), sign of an unsigned value, C's truncating fmod, and shifts by
+# the width or more (NumPy: 0, or -1 for >> of a negative value)
+_SIGNED_OPS = {"idiv": "(-{0} if {1} == -1 else {0} // {1})", "mod": "(0 if {1} == -1 else {0} % {1})",
+               "fmod": "int_fmod({0}, {1})"}
+_UNSIGNED_OPS = {"sign": "(1 if {0} > 0 else 0)", "fmod": "(0 if {1} == 0 else {0} % {1})"}
+_SHIFTS = {"shl": "(({0} << {1}) if 0 <= {1} < {bits} else 0)",
+           "shr": "(({0} >> {1}) if 0 <= {1} < {bits} else (-1 if {0} < 0 else 0))"}
 # NaN-propagating like np.maximum: a NaN in either operand wins.
 _FLOAT_MINMAX = {"max": "({0} if ({0} > {1} or {0} != {0}) else {1})",
                  "min": "({0} if ({0} < {1} or {0} != {0}) else {1})"}
@@ -156,6 +168,12 @@ def _alu(op: str, a: list[str], dt: np.dtype, src_dt: np.dtype) -> str:
         return f"{_F32_MATH[op]}({a[0]})"
     elif op == "pow" and dt.kind in "iu":
         expr = f"int_power({a[0]}, {a[1]})"
+    elif op in _SHIFTS:
+        expr = _SHIFTS[op].format(*a, bits=8 * dt.itemsize)
+    elif op in _SIGNED_OPS and dt.kind == "i":
+        expr = _SIGNED_OPS[op].format(*a)
+    elif op in _UNSIGNED_OPS and src_dt.kind == "u":
+        expr = _UNSIGNED_OPS[op].format(*a)
     else:
         expr = _OPS[op].format(*a, t=_ctype(dt))
     if dt == np.bool_ or dt in (np.float64, np.int64):
@@ -182,7 +200,7 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
     used = [f for f in (*_F32_MATH.values(), *(f + "_called" for f in _F32_MATH.values()), "f16_to_f32",
-                        "f32_to_f16", "int_power") if f + "(" in body]
+                        "f32_to_f16", "int_power", "int_fmod") if f + "(" in body]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]
     parts.append(body)

@@ -80,14 +80,15 @@ class Builder:
         ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
         pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local") and not (
             op == "load" and self.kernel.instrs[srcs[0]].op == "local")
+        key = (ins, repr(arg)) if op == "const" else ins   # -0.0 == 0.0, but they are different constants
         if pure:
             for scope in reversed(self._scopes):
-                if ins in scope:
-                    return scope[ins]
+                if key in scope:
+                    return scope[key]
         self.kernel.instrs.append(ins)
         idx = len(self.kernel.instrs) - 1
         if pure:
-            self._scopes[-1][ins] = idx
+            self._scopes[-1][key] = idx
         return idx
 
     def open_range(self, extent: int, kind: str) -> int:

@@ -18,6 +18,9 @@ def _simplify_node(n: Node) -> Node:
         return _fold(n)
     if n.op in BINARY:
         a, b = n.srcs
+        if n.op in _NAN_WINS and (_is_nan(a) or _is_nan(b)):
+            # folded here, not left to the device compiler: PoCL's library folds exp(x * NaN) to garbage
+            return build.const(_NAN_WINS[n.op], n.dtype, n.shape, n.weak)
         if n.dtype != a.dtype:
             return n  # comparisons: nothing to simplify by identity
         # x + 0.0 is not x for x = -0.0; x + (-0.0) and x - 0.0 are x for every x
@@ -36,6 +39,16 @@ def _simplify_node(n: Node) -> Node:
     if n.op is Op.WHERE and n.srcs[0].op is Op.CONST:
         return n.srcs[1] if n.srcs[0].arg else n.srcs[2]
     return n
+
+
+# binary ops whose result is the same for every x once an operand is NaN
+_NAN_WINS = {**{op: float("nan") for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.FMOD, Op.MAX,
+                                            Op.MIN, Op.ARCTAN2)},
+             Op.LT: False, Op.LE: False, Op.EQ: False, Op.NE: True}
+
+
+def _is_nan(n: Node) -> bool:
+    return n.op is Op.CONST and n.dtype.kind == "f" and n.arg != n.arg
 
 
 def _is_zero(n: Node, negative: bool = False) -> bool:

@@ -202,9 +202,25 @@ def erf_f32(x):
 
 @numba.njit(inline="always")
 def int_power(a, b):
+    """a ** b by squaring, wrapping like NumPy (numba's ** goes through float for some integer types)."""
     if b < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
-    return a ** b
+    r = a - a + 1
+    while b:
+        if b & 1:
+            r = r * a
+        a = a * a
+        b = b >> 1
+    return r
+
+
+@numba.njit(inline="always")
+def int_fmod(a, b):
+    """C's % (sign of the dividend), which NumPy's integer fmod is; 0 for b == 0 and b == -1."""
+    if b == 0 or b == -1:
+        return a - a
+    r = a % b
+    return r - b if r != 0 and (r < 0) != (a < 0) else r
 
 
 # ---------------------------------------------------------------------------------------------------
