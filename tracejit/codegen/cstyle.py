@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, Kernel
+from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, positive_const
 
@@ -250,7 +251,7 @@ class _Render:
         if op == "recip":
             return f"({one} / {a[0]})"
         if op == "sign":
-            return f"({a[0]} > 0 ? {one} : ({a[0]} < 0 ? -{one} : {a[0]}))"
+            return f"({a[0]} > 0 ? {one} : ({a[0]} < 0 ? -{one} : ({a[0]} == 0 ? {self.literal(0, dt)} : {a[0]})))"
         own = self.o.own_math and op in math_f32.FUNCTIONS or op in self.t.own_functions
         if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
             for name, text in math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int).items():
@@ -422,6 +423,8 @@ class _Render:
                     self.out(t.barrier)
             elif op == "cast":
                 self.out(f"const {self.ctype(dt)} {name} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
+            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
+                self.out(f"const {self.vtype(i)} {name} = {self.cast(self.alu(i, op, a, dt), np.dtype('float32'), dt)};")
             else:
                 self.out(f"const {self.vtype(i)} {name} = {self.alu(i, op, a, dt)};")
         if self.lanes > 1:
@@ -434,7 +437,7 @@ class _Render:
                                                              self.lanes * p.dtype.itemsize))
         launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag)
         body = "\n".join(self.lines)
-        head = t.preamble(body + "\n".join(self.helpers.values()), self.o)
+        head = t.preamble(body + "\n".join(self.helpers.values()) + ", ".join(params), self.o)   # types used anywhere
         parts = [p for p in (head, *self.helpers.values()) if p]
         source = "\n\n".join(parts + [f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n"])
         return Rendered(self.name, source, launch)

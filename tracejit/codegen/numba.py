@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.kernel_ir import Kernel
+from ..ir.ops import ROUNDS_TO_FLOAT16
 
 # op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
-_F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint", "sign": "np.sign",
+_F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint",
       **{op: f"np.{op}" for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt",
                                     "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
                                     "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "isnan", "isinf",
@@ -20,6 +21,8 @@ _F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint", "sign": "np.sign",
 _F2 = {op: f"np.{op}" for op in ("arctan2", "hypot", "copysign", "fmod")}
 _OPS = {
     "neg": "(-{0})", "recip": "({t}(1) / {0})", "invert": "(~{0})",
+    # NumPy's sign: +0 for -0, NaN for NaN
+    "sign": "({t}(1) if {0} > 0 else ({t}(-1) if {0} < 0 else ({t}(0) if {0} == 0 else {0})))",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
     "idiv": "({0} // {1})", "mod": "({0} % {1})", "pow": "({0} ** {1})",
     "lt": "({0} < {1})", "le": "({0} <= {1})", "eq": "({0} == {1})", "ne": "({0} != {1})",
@@ -151,6 +154,8 @@ def render(kernel: Kernel, parallel: bool) -> str:
             continue
         elif op == "cast":
             out(f"{name} = {_cast(a[0], ins[s[0]].dtype, dt)}")
+        elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
+            out(f"{name} = {_cast(_alu(op, a, dt, ins[s[0]].dtype), np.dtype('float32'), dt)}")
         else:
             out(f"{name} = {_alu(op, a, dt, ins[s[0]].dtype)}")
         names[i] = name

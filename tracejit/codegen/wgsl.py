@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
+from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import wgsl_functions
 from .wgsl_functions import f32_literal as _f32
 from .cstyle import BOOL_OPS, COMPARISONS
@@ -33,9 +34,9 @@ STORAGE = {np.dtype(k): np.dtype(v) for k, v in {   # a buffer's element type on
 # no erf, expm1, log1p, log10, cbrt, hypot or copysign, and x / 0.0 may be 0 where it assumes no inf
 FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
              "div": "tj_div_f32({0}, {1})", "recip": "tj_div_f32(1.0f, {0})", "abs": "abs({0})",
-             "rint": "round({0})", "sign": "select(sign({0}), {0}, tj_isnan_f32({0}))",   # sign(NaN) is NaN
-             **{op: op + "({0})" for op in ("floor", "ceil", "trunc", "sqrt", "exp2", "log2", "sin", "cos", "tan")},
-             **{op: f"tj_{op}_f32({{0}})" for op in ("exp", "expm1", "log", "log1p", "log10", "tanh", "erf", "cbrt",
+             "rint": "round({0})", "sign": "select(select(sign({0}), 0.0f, {0} == 0.0f), {0}, tj_isnan_f32({0}))",   # NaN, +0 as NumPy
+             **{op: op + "({0})" for op in ("floor", "ceil", "trunc", "sqrt", "exp2", "sin", "cos", "tan")},
+             **{op: f"tj_{op}_f32({{0}})" for op in ("exp", "expm1", "log", "log2", "log1p", "log10", "tanh", "erf", "cbrt",
                                                       "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
                                                       "arccosh", "arctanh")},
              **{op: f"tj_{op}_f32({{0}}, {{1}})" for op in ("hypot", "copysign", "arctan2")}}
@@ -418,6 +419,8 @@ class _Render:
                     self.out("workgroupBarrier();")
             elif op == "cast":
                 self.out(f"let {name}: {self.ctype(dt)} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
+            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in f32, rounded like NumPy's loops
+                self.out(f"let {name}: f32 = f32(f16({self.alu(i, op, a, dt)}));")
             else:
                 self.out(f"let {name}: {self.vtype(i)} = {self.alu(i, op, a, dt)};")
 

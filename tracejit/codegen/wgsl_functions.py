@@ -68,19 +68,28 @@ def math_helpers() -> dict[str, str]:
             "fn tj_expm1_f32(x: f32) -> f32 {\n    let u = tj_exp_f32(x);\n    let um = u - 1.0f;\n"
             "    if (u == 1.0f) { return x; }\n    if (um == -1.0f) { return -1.0f; }\n"
             "    if (!tj_isfinite_f32(u)) { return u; }\n    return um * x / tj_log_f32(u);\n}"),
+        # 2 atanh(x / (2 + x)) by its series near 0: Kahan's (u - 1) correction does not survive
+        # shader compilers, which reassociate (1 + x) - 1 to x
         "tj_log1p_f32": (
-            "fn tj_log1p_f32(x: f32) -> f32 {\n    let u = 1.0f + x;\n"
-            "    if (u == 1.0f || tj_isnan_f32(x)) { return x; }\n    if (u == tj_inf_f32()) { return u; }\n"
-            "    return tj_log_f32(u) * (x / (u - 1.0f));\n}"),
+            "fn tj_log1p_f32(x: f32) -> f32 {\n"
+            "    if (x < -0.29289323f || x > 0.41421357f || tj_isnan_f32(x)) { return tj_log_f32(1.0f + x); }\n"
+            "    let s = x / (2.0f + x);\n    let z = s * s;\n"
+            "    let p = ((((z * 0.09090909f + 0.11111111f) * z + 0.14285715f) * z + 0.2f) * z + 0.33333334f) * z;\n"
+            "    return select(2.0f * (s * p + s), x, x == 0.0f);\n}"),
+        "tj_log2_f32": (
+            "fn tj_log2_f32(x: f32) -> f32 {\n"
+            f"    return tj_log_f32(x) * {_f32(np.log2(np.e))};\n}}"),
         "tj_log10_f32": (
             "fn tj_log10_f32(x: f32) -> f32 {\n"
             f"    return tj_log_f32(x) * {_f32(np.log10(np.e))};\n}}"),
         "tj_cbrt_f32": (
             "fn tj_cbrt_f32(x: f32) -> f32 {\n    let a = abs(x);\n"
             "    if (a == 0.0f || !tj_isfinite_f32(a)) { return x + x; }\n"
-            "    var y = exp2(log2(a) / 3.0f);\n    y = y + (a / (y * y) - y) / 3.0f;\n"
-            "    y = y + (a / (y * y) - y) / 3.0f;\n"
-            "    return tj_copysign_f32(y, x);\n}"),
+            "    let tiny = a < 1e-30f;   // scaled by 2**72 (cbrt: 2**24), away from subnormals\n"
+            "    let s = select(a, a * 4722366482869645213696.0f, tiny);\n"
+            "    var y = exp2(tj_log_f32(s) * 0.48089835f);\n    y = y + (s / (y * y) - y) / 3.0f;\n"
+            "    y = y + (s / (y * y) - y) / 3.0f;\n"
+            "    return tj_copysign_f32(select(y, y * 5.9604645e-8f, tiny), x);\n}"),
         # Cephes atanf (2 ulps) and the rest of the inverse and hyperbolic functions built on it, exp,
         # expm1 and log1p, so no result depends on the device's low-accuracy builtins
         "tj_arctan_f32": (
@@ -121,7 +130,7 @@ def math_helpers() -> dict[str, str]:
             "    else { r = tj_log1p_f32(a + a * a / (1.0f + sqrt(1.0f + a * a))); }\n"
             "    return select(tj_copysign_f32(r, x), x, a == 0.0f || tj_isnan_f32(x));\n}"),
         "tj_arccosh_f32": (
-            "fn tj_arccosh_f32(x: f32) -> f32 {\n"
+            "fn tj_arccosh_f32(x: f32) -> f32 {\n    if (x < 1.0f) { return tj_nan_f32(); }\n"
             "    if (x > 4096.0f) { return tj_log_f32(x) + 0.6931472f; }\n    let t = x - 1.0f;\n"
             "    return tj_log1p_f32(t + sqrt(2.0f * t + t * t));\n}"),
         "tj_arctanh_f32": (
@@ -129,7 +138,7 @@ def math_helpers() -> dict[str, str]:
             "    let r = 0.5f * tj_log1p_f32((a + a) / (1.0f - a));\n"
             "    return select(tj_copysign_f32(r, x), x, a == 0.0f || tj_isnan_f32(x));\n}"),
         "tj_div_f32": (
-            "fn tj_div_f32(a: f32, b: f32) -> f32 {\n    if (b != 0.0f) { return a / b; }\n"
+            "fn tj_div_f32(a: f32, b: f32) -> f32 {\n    if ((bitcast<u32>(b) & 0x7fffffffu) != 0u) { return a / b; }\n"
             "    if (a == 0.0f || tj_isnan_f32(a)) { return tj_nan_f32(); }\n"
             "    return bitcast<f32>(((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u) | 0x7f800000u);\n}"),
         "tj_hypot_f32": (
@@ -172,17 +181,23 @@ def arithmetic(op: str, t: str) -> str:
                     "    if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) { d = d - 1.0f; }\n"
                     "    if (d != 0.0f) { var f = floor(d); if (d - f > 0.5f) { f = f + 1.0f; } return f; }\n"
                     "    return tj_copysign_f32(0.0f, a / b);",
-            # C's fmod: the sign of a; exact while a / b has fewer than 24 bits of integer part
+            # C's fmod, exact: long division by |b| scaled to |r|'s exponent, each subtraction exact
+            # (Sterbenz), at most one step per binade between a and b
             "fmod": "if (b == 0.0f || !tj_isfinite_f32(a) || tj_isnan_f32(b)) { return tj_nan_f32(); }\n"
-                    "    if (tj_isinf_f32(b)) { return a; }\n    let m = a - b * trunc(a / b);\n"
-                    "    return tj_copysign_f32(m, a);",
+                    "    let d = abs(b);\n    var r = abs(a);\n    if (tj_isinf_f32(b) || r < d) { return a; }\n"
+                    "    let ed = frexp(d).exp;\n"
+                    "    loop {\n        if (r < d) { break; }\n"
+                    "        var s = ldexp(d, frexp(r).exp - ed);\n        if (s > r) { s = s * 0.5f; }\n"
+                    "        r = r - s;\n    }\n"
+                    "    return tj_copysign_f32(r, a);",
             # C's pow: 1 ** y and x ** 0 are 1 even for NaN; (-1) ** inf is 1; -inf to an odd power is -inf
             "pow": "if (b == 0.0f || a == 1.0f) { return 1.0f; }\n"
                    "    if (tj_isnan_f32(a) || tj_isnan_f32(b)) { return tj_nan_f32(); }\n"
                    "    let ab = abs(a);\n    if (ab == 1.0f && tj_isinf_f32(b)) { return 1.0f; }\n"
-                   "    var r = exp2(b * log2(ab));\n"
+                   "    var r = tj_exp_f32(b * tj_log_f32(ab));\n"
                    "    if (ab == 0.0f) { r = select(tj_inf_f32(), 0.0f, b > 0.0f); }\n"
-                   "    if (a < 0.0f) {\n        if (trunc(b) != b && !tj_isinf_f32(a)) { return tj_nan_f32(); }\n"
+                   "    if (tj_signbit_f32(a)) {\n"
+                   "        if (trunc(b) != b && ab != 0.0f && !tj_isinf_f32(a)) { return tj_nan_f32(); }\n"
                    "        if (abs(b) < 16777216.0f && trunc(b) == b && (i32(abs(b)) & 1) == 1) { r = -r; }\n    }\n"
                    "    return r;"}[op]
         return f"fn {name}(a: f32, b: f32) -> f32 {{\n    {body}\n}}"
