@@ -10,6 +10,7 @@ import numpy as np
 from ..ir import build
 from ..ir.dtypes import BOOL, check, is_float
 from ..ir.graph import Op
+from ..ir.ops import BY_NAME
 from . import functions as F
 from .functions import _BINARY, _UNARY, _result, _unary, _binary
 from .tensor import Tensor, as_node
@@ -248,3 +249,10 @@ __all__ = sorted({*_OWN, "add", "subtract", "multiply", "divide", "true_divide",
 # ulps of that result, where the cancellation of max(x1, x2) against log1p(...) magnifies its steps'
 ULPS = {"logaddexp": (16, 16), "logaddexp2": (64, 128), "degrees": (2, 2), "rad2deg": (2, 2), "radians": (2, 2),
         "deg2rad": (2, 2), "sinc": (2, 2), "isclose": (0, 0)}
+
+
+def stated_ulps(name: str) -> tuple[int, int]:
+    """The stated error of ufunc `name` (numba and opencl, webgpu): its op table row's, or a composite's."""
+    if name in _UNARY or name in _BINARY:
+        return BY_NAME[(_UNARY.get(name) or _BINARY[name])[0].value].ulps
+    return ULPS.get(name, (0, 0))
