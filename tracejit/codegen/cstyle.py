@@ -5,6 +5,7 @@ decides how the kernel maps onto work-items (thread or group mode).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -254,10 +255,21 @@ class _Render:
             return f"({a[0]} > 0 ? {one} : ({a[0]} < 0 ? -{one} : ({a[0]} == 0 ? {self.literal(0, dt)} : {a[0]})))"
         own = self.o.own_math and op in math_f32.FUNCTIONS or op in self.t.own_functions
         if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
-            for name, text in math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int).items():
-                self.helpers.setdefault(name, text)   # in dependency order; unused ones are harmless
+            self._math_helper(f"tj_{op}_f32")
             return f"tj_{op}_f32({', '.join(a)})"
         return FLOAT_OPS[op].format(*a)
+
+    def _math_helper(self, name: str) -> None:
+        """Emit math_f32's C function `name` once, after the tj_ functions it calls."""
+        if name in self.helpers:
+            return
+        sources = math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int)
+        text = sources[name]
+        defines = set(re.findall(r"float (tj_\w+)\(", text))
+        for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f32)\(", text)):
+            if dep not in defines:
+                self._math_helper(next(k for k, t in sources.items() if f"float {dep}(" in t))
+        self.helpers[name] = text
 
     def shift(self, op: str, a: list[str], dt: np.dtype) -> str:
         """NumPy's shifts: by the width or more (or a negative amount, seen unsigned) 0, or -1 for >> of
