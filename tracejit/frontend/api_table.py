@@ -25,7 +25,8 @@ def table() -> str:
         "largest error against NumPy measured on special and random float32/float64 values, in units in the last "
         "place of NumPy's result (exact: the same value), on every device that has the dtype (webgpu: no float64 or int64; "
         "metal: no float64); float16 is computed in float32 and rounded, within 1 ulp. "
-        "CUDA and Metal use their math library (its documented bounds; not measured here). NaN, infinities and "
+        "CUDA and Metal use their math library (its documented bounds; not measured here), except Metal's erf, "
+        "expm1, log1p, cbrt and hypot, which MSL lacks: tracejit's own, within 2 ulps. NaN, infinities and "
         "signed zeros follow NumPy everywhere, except that GPUs (webgpu) flush subnormals to zero and WGSL's "
         "sin/cos/tan are stated for |x| < 1e4.",
         "",
