@@ -5,12 +5,14 @@ decides how the kernel maps onto work-items (thread or group mode).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, Kernel
+from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, positive_const
 
@@ -19,6 +21,15 @@ from .simt import Launch, Mapping, Nest, RenderOptions, positive_const
 BOOL_OPS = {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
             "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})", "invert": "(!{0})"}
 COMPARISONS = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+# float ops -> C (C99, OpenCL C, CUDA and MSL all have these; a target lists what it lacks in own_functions)
+FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+             "div": "({0} / {1})", "pow": "pow({0}, {1})", "abs": "fabs({0})", "signbit": "(signbit({0}) != 0)",
+             "arcsin": "asin({0})", "arccos": "acos({0})", "arctan": "atan({0})", "arcsinh": "asinh({0})",
+             "arccosh": "acosh({0})", "arctanh": "atanh({0})", "arctan2": "atan2({0}, {1})",
+             **{op: op + "({0}, {1})" for op in ("hypot", "copysign", "fmod")},
+             **{op: op + "({0})" for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
+                                             "cbrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "erf",
+                                             "floor", "ceil", "trunc", "rint")}}
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,8 @@ class CStyle:
         "float64": "double"}.items()}
     unsigned = {4: "uint", 8: "ulong"}
     long_suffix = "L"
-    infinity, nan = "INFINITY", "NAN"
+    # NaN from its bits: PoCL's NAN macro converted to double, or stored as half, is not a NaN
+    infinity, nan, nan64 = "INFINITY", "as_float(0x7fc00000)", "as_double(0x7ff8000000000000L)"
     as_float, as_int = "as_float({})", "as_int({})"   # reinterpret bits
     as_double = "as_double({})"                        # reinterpret 64 bits
     table_qualifier = "__constant"                     # a constant array at program scope
@@ -150,6 +162,8 @@ class _Render:
         if dt.kind == "f":
             v = float(value)
             if v != v or v in (math.inf, -math.inf):
+                if v != v and dt == np.float64:
+                    return self.t.nan64
                 text = self.t.nan if v != v else self.t.infinity if v > 0 else f"(-{self.t.infinity})"
                 return text if dt != np.float64 else f"(double){text}"
             text = repr(v) if dt == np.float64 else str(np.float32(v))  # shortest text that reads back exactly
@@ -230,22 +244,44 @@ class _Render:
                 return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
             if op == "pow":
                 return f"{self.helper('pow', dt)}({a[0]}, {a[1]}{', tj_error' if dt.kind == 'i' else ''})"
-            if op == "recip":
-                return f"{self.helper('idiv', dt)}({self.literal(1, dt)}, {a[0]})"
+            if op == "fmod":   # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
+                return f"(({a[1]}) == 0{' || (' + a[1] + ') == -1' if dt.kind == 'i' else ''} ? ({t})0 : ({t})({a[0]} % {a[1]}))"
+            if op in ("shl", "shr"):
+                return self.shift(op, a, dt)
             raise DtypeError(f"{op} is not defined for {dt.name}")
         # floating point (float16 without half arithmetic is computed in float)
         one = self.literal(1, dt)
-        table = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-                 "div": "({0} / {1})", "recip": f"({one} / {{0}})", "pow": "pow({0}, {1})", "abs": "fabs({0})",
-                 "sign": f"({{0}} > 0 ? {one} : ({{0}} < 0 ? -{one} : {{0}}))"}
-        if op in table:
-            return table[op].format(*a)
-        if (self.o.own_math or op in self.t.own_functions) and op in math_f32.FUNCTIONS and \
-                dt in (np.float32, np.float16):
-            for name, text in math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int).items():
-                self.helpers.setdefault(name, text)   # in dependency order; unused ones are harmless
-            return f"tj_{op}_f32({a[0]})"
-        return f"{op}({a[0]})"   # exp, exp2, log, log2, sqrt, sin, cos, tan, tanh, erf, floor, ceil, trunc, rint
+        if op == "recip":
+            return f"({one} / {a[0]})"
+        if op == "sign":
+            return f"({a[0]} > 0 ? {one} : ({a[0]} < 0 ? -{one} : ({a[0]} == 0 ? {self.literal(0, dt)} : {a[0]})))"
+        own = self.o.own_math and op in math_f32.FUNCTIONS or op in self.t.own_functions
+        if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
+            self._math_helper(f"tj_{op}_f32")
+            return f"tj_{op}_f32({', '.join(a)})"
+        return FLOAT_OPS[op].format(*a)
+
+    def _math_helper(self, name: str) -> None:
+        """Emit math_f32's C function `name` once, after the tj_ functions it calls."""
+        if name in self.helpers:
+            return
+        sources = math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int)
+        text = sources[name]
+        defines = set(re.findall(r"float (tj_\w+)\(", text))
+        for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f32)\(", text)):
+            if dep not in defines:
+                self._math_helper(next(k for k, t in sources.items() if f"float {dep}(" in t))
+        self.helpers[name] = text
+
+    def shift(self, op: str, a: list[str], dt: np.dtype) -> str:
+        """NumPy's shifts: by the width or more (or a negative amount, seen unsigned) 0, or -1 for >> of
+        a negative value; << computed unsigned, where shifting into the sign bit is defined."""
+        t, u, bits = self.ctype(dt), self.t.unsigned[max(4, dt.itemsize)], 8 * dt.itemsize
+        inside = f"(({u}){a[1]} < {bits}u)"
+        if op == "shl":
+            return f"({inside} ? ({t})(({u}){a[0]} << {a[1]}) : ({t})0)"
+        over = f"({a[0]} < 0 ? ({t})-1 : ({t})0)" if dt.kind == "i" else f"({t})0"
+        return f"({inside} ? ({t})({a[0]} >> {a[1]}) : {over})"
 
     def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
         if dst == np.bool_:
@@ -404,6 +440,8 @@ class _Render:
                     self.out(t.barrier)
             elif op == "cast":
                 self.out(f"const {self.ctype(dt)} {name} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
+            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
+                self.out(f"const {self.vtype(i)} {name} = {self.cast(self.alu(i, op, a, dt), np.dtype('float32'), dt)};")
             else:
                 self.out(f"const {self.vtype(i)} {name} = {self.alu(i, op, a, dt)};")
         if self.lanes > 1:

@@ -37,6 +37,7 @@ class CUDA(CStyle):
     unsigned = {4: "unsigned int", 8: "unsigned long long"}
     long_suffix = "LL"
     infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"
+    nan64 = "__longlong_as_double(0x7ff8000000000000LL)"
     as_float, as_int = "__int_as_float({})", "__float_as_int({})"
     as_double = "__longlong_as_double({})"
     table_qualifier = "__constant__"

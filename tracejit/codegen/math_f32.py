@@ -30,7 +30,8 @@ ERF_CLAMP = 4.0
 ERF_P = (-0.0006034459, 0.0050014905, -0.026772095, 0.11281961, -0.37612507, 0.12837915)
 ERFC_Q = (0.00019718423, -0.0030556216, 0.022277115, -0.10403738, -0.63705975, -1.1277496, -0.00017749402)
 
-FUNCTIONS = ("exp", "tanh", "log", "erf")
+FUNCTIONS = ("exp", "tanh", "log", "erf")   # vectorisable versions, used where the library's are scalar calls
+OWN = FUNCTIONS + ("expm1", "log1p", "cbrt", "hypot")   # also for targets whose library lacks them (Metal)
 
 
 def _f(v: float) -> str:
@@ -101,4 +102,29 @@ def c_source(qualifier: str, as_float: str, as_int: str) -> dict[str, str]:
            "    float e = 1.0f - tj_exp_f32(q);\n"
            f"    float large = {bits['copysign'].format('e', 'x')};\n"
            f"    return a > {_f(ERF_SPLIT)} ? large : small;\n}}")
-    return {"tj_pow2_f32": pow2, "tj_exp_f32": exp, "tj_tanh_f32": tanh, "tj_log_f32": log, "tj_erf_f32": erf}
+    return {"tj_pow2_f32": pow2, "tj_exp_f32": exp, "tj_tanh_f32": tanh, "tj_log_f32": log, "tj_erf_f32": erf,
+            **from_library(q)}
+
+
+def from_library(q: str) -> dict[str, str]:
+    """expm1, log1p, cbrt and hypot from exp, log, pow and sqrt, for libraries without them (Metal):
+    Kahan's corrections of exp(x) - 1 and log(1 + x) (a few ulps), cbrt by pow and a Newton step,
+    hypot scaled by its larger operand so nothing overflows."""
+    return {
+        "tj_expm1_f32": (f"{q} float tj_expm1_f32(float x) {{\n    float u = exp(x);\n"
+                         "    if (u == 1.0f) return x;\n    float um = u - 1.0f;\n"
+                         "    if (um == -1.0f) return -1.0f;\n    if (!(u < INFINITY)) return u;\n"
+                         "    return um * x / log(u);\n}"),
+        "tj_log1p_f32": (f"{q} float tj_log1p_f32(float x) {{\n    float u = 1.0f + x;\n"
+                         "    if (u == 1.0f) return x;\n    if (u == INFINITY) return u;\n"
+                         "    return log(u) * (x / (u - 1.0f));\n}"),
+        "tj_cbrt_f32": (f"{q} float tj_cbrt_f32(float x) {{\n    float a = fabs(x);\n"
+                        "    if (a == 0.0f || !(a < INFINITY)) return x + x;\n"
+                        "    float y = pow(a, 1.0f / 3.0f);\n    y = y + (a / (y * y) - y) / 3.0f;\n"
+                        "    return copysign(y, x);\n}"),
+        "tj_hypot_f32": (f"{q} float tj_hypot_f32(float x, float y) {{\n    float a = fabs(x), b = fabs(y);\n"
+                         "    if (a == INFINITY || b == INFINITY) return INFINITY;\n"
+                         "    if (a != a || b != b) return a + b;\n"
+                         "    float m = a > b ? a : b, n = a > b ? b : a;\n    if (m == 0.0f) return m;\n"
+                         "    float r = n / m;\n    return m * sqrt(1.0f + r * r);\n}"),
+    }

@@ -5,8 +5,8 @@ Every buffer is a `device` pointer at `[[buffer(i)]]`, i its position among the 
 a by-value scalar is a `constant T&` at its own index (the runtime sets it with setBytes). Metal has no
 double: float64 is refused with the dtype and the device named, and a float64 scalar argument arrives
 as float, as on an OpenCL device without cl_khr_fp64. float16 is stored as `half` and computed in float,
-like NumPy's loops (Metal converts float to half rounding to nearest even). MSL has no erf: the
-float32 one from math_f32 is used.
+like NumPy's loops (Metal converts float to half rounding to nearest even). MSL has no erf, expm1,
+log1p, cbrt or hypot: math_f32's float32 ones are used.
 
 A work-group's reduction runs first inside each SIMD group (simd_sum for sums, simd_max/simd_min for
 integers, simd_shuffle_down trees where NumPy's NaN rules must hold), then across the SIMD groups
@@ -46,7 +46,7 @@ class Metal(CStyle):
     as_float, as_int = "as_type<float>({})", "as_type<int>({})"
     table_qualifier = "constant"
     no_fp64 = "the Metal Shading Language has no 64-bit floating point"
-    own_functions = frozenset({"erf"})
+    own_functions = frozenset({"erf", "expm1", "log1p", "cbrt", "hypot"})   # not in MSL
 
     def preamble(self, source: str, options: RenderOptions) -> str:
         return "#include <metal_stdlib>\nusing namespace metal;"

@@ -11,13 +11,15 @@ the runtime uploads once: a `const` array indexed at run time is copied into eve
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
-from . import math_f32, wgsl_functions
+from ..ir.ops import ROUNDS_TO_FLOAT16
+from . import wgsl_functions
 from .wgsl_functions import f32_literal as _f32
 from .cstyle import BOOL_OPS, COMPARISONS
 from .simt import Launch, Mapping, RenderOptions, positive_const
@@ -28,6 +30,21 @@ TYPES = {np.dtype(k): v for k, v in {
 STORAGE = {np.dtype(k): np.dtype(v) for k, v in {   # a buffer's element type on the device
     "bool": "uint32", "int8": "int32", "int16": "int32", "int32": "int32", "uint8": "uint32",
     "uint16": "uint32", "uint32": "uint32", "float16": "float16", "float32": "float32"}.items()}
+# float ops -> WGSL; tj_ functions come from wgsl_functions: WGSL's exp, log, tanh, the inverse and
+# hyperbolic functions are accurate to thousands of ulps on some devices (or lose tiny values), it has
+# no erf, expm1, log1p, log10, cbrt, hypot or copysign, and x / 0.0 may be 0 where it assumes no inf
+FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+             "div": "tj_div_f32({0}, {1})", "recip": "tj_div_f32(1.0f, {0})", "abs": "abs({0})",
+             "rint": "round({0})", "sign": "select(select(sign({0}), 0.0f, {0} == 0.0f), {0}, tj_isnan_f32({0}))",   # NaN, +0 as NumPy
+             **{op: op + "({0})" for op in ("floor", "ceil", "trunc", "sqrt", "exp2", "sin", "cos", "tan")},
+             **{op: f"tj_{op}_f32({{0}})" for op in ("exp", "expm1", "log", "log2", "log1p", "log10", "tanh", "erf", "cbrt",
+                                                      "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+                                                      "arccosh", "arctanh")},
+             **{op: f"tj_{op}_f32({{0}}, {{1}})" for op in ("hypot", "copysign", "arctan2")}}
+FLOAT_COMPARISONS = {"lt": "({0} < {1})", "le": "({0} <= {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
+                     "eq": "({0} == {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
+                     "ne": "({0} != {1} || tj_isnan_f32({0}) || tj_isnan_f32({1}))"}
+BOOL_ORDER = {"lt": "(!{0} && {1})", "le": "(!{0} || {1})"}
 WIDTH_BITS = {np.dtype("int8"): 8, np.dtype("int16"): 16, np.dtype("uint8"): 8, np.dtype("uint16"): 16}
 
 
@@ -153,16 +170,19 @@ class _Render:
         return f"({expr} & {hex((1 << bits) - 1)}u)"
 
     def _helper(self, name: str) -> str:
+        """Emit WGSL function `name` from wgsl_functions once, after the tj_ functions it calls."""
         if name not in self.helpers:
-            if name in wgsl_functions.BASE_HELPERS:
-                self.helpers[name] = wgsl_functions.BASE_HELPERS[name]
-            else:
-                for dep in ("tj_isnan_f32", "tj_inf_f32", "tj_nan_f32"):
+            text = wgsl_functions.BASE_HELPERS.get(name) or wgsl_functions.math_helpers()[name]
+            for dep in dict.fromkeys(re.findall(r"\b(tj_\w+)\(", text)):
+                if dep != name:
                     self._helper(dep)
-                if name in ("tj_tanh_f32", "tj_erf_f32"):
-                    self._helper("tj_exp_f32")
-                self.helpers[name] = wgsl_functions.math_helpers()[name]
+            self.helpers[name] = text
         return name
+
+    def _call(self, template: str, a: list[str]) -> str:
+        for name in re.findall(r"\b(tj_\w+)\(", template):
+            self._helper(name)
+        return template.format(*a)
 
     # -- expressions --
     def combine(self, op: str, dt: np.dtype, a: str, b: str) -> str:
@@ -186,6 +206,10 @@ class _Render:
         t = self.ctype(dt)
         if src == np.bool_ and op in BOOL_OPS:
             return BOOL_OPS[op].format(*a)
+        if src == np.bool_ and op in BOOL_ORDER:    # WGSL orders no bools
+            return BOOL_ORDER[op].format(*a)
+        if op in COMPARISONS and src.kind == "f":   # shader compilers may assume no NaN: test the bits
+            return self._call(FLOAT_COMPARISONS[op], a)
         if op in COMPARISONS:
             return f"({a[0]} {COMPARISONS[op]} {a[1]})"
         if op == "where":
@@ -198,9 +222,7 @@ class _Render:
             if i in self.index and self.ins[i].srcs[0] in self.nonneg and positive_const(self.ins, self.ins[i].srcs[1]):
                 return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
             return self.wrap(f"{self.helper(op, t)}({a[0]}, {a[1]})", dt)
-        if op in ("isnan", "isinf"):
-            if src.kind != "f":
-                return "false"
+        if op in ("isnan", "isinf", "signbit"):
             return f"{self._helper(f'tj_{op}_f32')}(f32({a[0]}))"
         if dt.kind in "iu":
             if op in ("add", "sub", "mul"):
@@ -215,31 +237,42 @@ class _Render:
                 return self.wrap(f"abs({a[0]})", dt) if t == "i32" else a[0]
             if op == "sign":
                 return f"sign({a[0]})" if t == "i32" else f"select(0u, 1u, {a[0]} > 0u)"
-            if op == "pow":
-                return self.wrap(f"{self.helper('pow', t)}({a[0]}, {a[1]})", dt)
-            if op == "recip":
-                return self.wrap(f"{self.helper('idiv', t)}({self.literal(1, dt)}, {a[0]})", dt)
+            if op in ("pow", "fmod"):
+                return self.wrap(f"{self.helper(op, t)}({a[0]}, {a[1]})", dt)
+            if op in ("shl", "shr"):
+                return self.shift(op, a, dt)
             raise DtypeError(f"{op} is not defined for {dt.name}")
-        one = "1.0f"
-        table = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-                 "div": "({0} / {1})", "recip": f"({one} / {{0}})", "abs": "abs({0})",
-                 "floor": "floor({0})", "ceil": "ceil({0})", "trunc": "trunc({0})", "rint": "round({0})",
-                 "sqrt": "sqrt({0})", "exp2": "exp2({0})", "log2": "log2({0})", "sin": "sin({0})",
-                 "cos": "cos({0})", "tan": "tan({0})"}
-        if op in table:
-            return table[op].format(*a)
-        if op == "pow":
-            return f"{self.helper('pow', 'f32')}({a[0]}, {a[1]})"
-        if op == "sign":   # sign(NaN) is NaN, as in NumPy
-            return f"select(sign({a[0]}), {a[0]}, {self._helper('tj_isnan_f32')}({a[0]}))"
-        if op in math_f32.FUNCTIONS:
-            return f"{self._helper(f'tj_{op}_f32')}({a[0]})"
+        if op in ("pow", "fmod"):
+            return f"{self.helper(op, 'f32')}({a[0]}, {a[1]})"
+        if op == "mul" and any(self._zero_const(j) for j in self.ins[i].srcs):
+            # inf * 0 and NaN * 0 are NaN; shader compilers fold x * 0.0 to 0.0
+            return self._call("select(({0} * {1}), tj_nan_f32(), !tj_isfinite_f32({0}) || !tj_isfinite_f32({1}))", a)
+        if op in FLOAT_OPS:
+            return self._call(FLOAT_OPS[op], a)
         raise UnsupportedError(f"{op} has no WGSL rendering")
+
+    def _zero_const(self, j: int) -> bool:
+        x = self.ins[j]
+        return x.op == "const" and x.arg == 0
+
+    def shift(self, op: str, a: list[str], dt: np.dtype) -> str:
+        """NumPy's shifts: by the type's width or more (or a negative amount) 0, or -1 for >> of a
+        negative value. WGSL shifts by a u32 and masks it, so the range is tested first."""
+        t, bits = self.ctype(dt), 8 * dt.itemsize
+        zero, minus = (("0i", "-1i") if t == "i32" else ("0u", "0u"))
+        inside = f"(bitcast<u32>({a[1]}) < {bits}u)"
+        amount = f"(bitcast<u32>({a[1]}) & 31u)"
+        if op == "shl":
+            return f"select({zero}, {self.wrap(f'({a[0]} << {amount})', dt)}, {inside})"
+        over = f"select({zero}, {minus}, {a[0]} < {zero})" if t == "i32" else zero
+        return f"select({over}, ({a[0]} >> {amount}), {inside})"
 
     def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
         t = self.ctype(dst)
+        if dst == np.bool_ and self.ctype(src) == "f32":   # NaN is true; compilers may assume no NaN
+            return f"({v} != 0.0f || {self._helper('tj_isnan_f32')}({v}))"
         if dst == np.bool_:
-            zero = "0.0f" if self.ctype(src) == "f32" else "0i" if self.ctype(src) == "i32" else "0u"
+            zero = "0i" if self.ctype(src) == "i32" else "0u"
             return v if src == np.bool_ else f"({v} != {zero})"
         if src == np.bool_:
             return f"select({self.literal(0, dst)}, {self.literal(1, dst)}, {v})"
@@ -252,13 +285,15 @@ class _Render:
         return self.wrap(f"{t}({v})", dst)
 
     def helper(self, op: str, t: str) -> str:
-        """The WGSL function for `op` (mod, idiv, pow) on type t, emitted once with what it needs."""
+        """The WGSL function for `op` (mod, idiv, fmod, pow) on type t, emitted once with what it needs."""
         name = f"tj_{op}_{t}"
         if name not in self.helpers:
-            if t == "f32":
-                for dep in ("tj_isnan_f32", "tj_inf_f32", "tj_nan_f32"):
-                    self._helper(dep)
-            self.helpers[name] = wgsl_functions.arithmetic(op, t)
+            text = wgsl_functions.arithmetic(op, t)
+            for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f32)\(", text)):
+                arith = re.fullmatch(r"tj_(mod|idiv|fmod|pow)_f32", dep)
+                if dep != name:
+                    self.helper(arith.group(1), "f32") if arith else self._helper(dep)
+            self.helpers[name] = text
         return name
 
     # -- emission --
@@ -403,6 +438,8 @@ class _Render:
                     self.out("workgroupBarrier();")
             elif op == "cast":
                 self.out(f"let {name}: {self.ctype(dt)} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
+            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in f32, rounded like NumPy's loops
+                self.out(f"let {name}: f32 = f32(f16({self.alu(i, op, a, dt)}));")
             else:
                 self.out(f"let {name}: {self.vtype(i)} = {self.alu(i, op, a, dt)};")
 

@@ -13,7 +13,8 @@ import numpy as np
 from ..errors import DtypeError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL, check, is_float
-from ..ir.graph import Node, Op
+from ..ir.graph import BINARY, PREDICATES, UNARY, Node, Op
+from ..ir.ops import OPS
 from .tensor import Tensor, as_node
 
 __all__ = [
@@ -61,38 +62,45 @@ def _broadcast(nodes: list[Node]) -> list[Node]:
 
 # --- elementwise ---------------------------------------------------------------------------------
 
-# name -> (graph op, NumPy ufunc that defines the result dtype)
-_UNARY = {
-    "negative": (Op.NEG, np.negative), "exp": (Op.EXP, np.exp), "exp2": (Op.EXP2, np.exp2),
-    "log": (Op.LOG, np.log), "log2": (Op.LOG2, np.log2), "sqrt": (Op.SQRT, np.sqrt),
-    "sin": (Op.SIN, np.sin), "cos": (Op.COS, np.cos), "tan": (Op.TAN, np.tan), "tanh": (Op.TANH, np.tanh),
-    "erf": (Op.ERF, np.exp), "abs": (Op.ABS, np.absolute), "sign": (Op.SIGN, np.sign),
-    "floor": (Op.FLOOR, np.floor), "ceil": (Op.CEIL, np.ceil), "trunc": (Op.TRUNC, np.trunc),
-    "rint": (Op.RINT, np.rint), "invert": (Op.INVERT, np.invert), "reciprocal": (Op.RECIP, np.reciprocal),
-    "isnan": (Op.ISNAN, np.isnan), "isinf": (Op.ISINF, np.isinf),
-}
-_BINARY = {
-    "add": (Op.ADD, np.add), "subtract": (Op.SUB, np.subtract), "multiply": (Op.MUL, np.multiply),
-    "true_divide": (Op.DIV, np.true_divide), "floor_divide": (Op.IDIV, np.floor_divide),
-    "remainder": (Op.MOD, np.remainder), "power": (Op.POW, np.power), "maximum": (Op.MAX, np.maximum),
-    "minimum": (Op.MIN, np.minimum), "less": (Op.LT, np.less), "less_equal": (Op.LE, np.less_equal),
-    "equal": (Op.EQ, np.equal), "not_equal": (Op.NE, np.not_equal), "bitwise_and": (Op.AND, np.bitwise_and),
-    "bitwise_or": (Op.OR, np.bitwise_or), "bitwise_xor": (Op.XOR, np.bitwise_xor),
-}
+# name -> (graph op, NumPy ufunc that defines the result dtype): the op table's rows under their ufunc's
+# name, plus the other names NumPy has for them
+_TABLE = {d.ufunc.__name__: (Op(d.name), d.ufunc) for d in OPS if d.ufunc is not None and d.arity < 3}
+_UNARY = {**{n: v for n, v in _TABLE.items() if v[0] in UNARY},
+          "abs": (Op.ABS, np.absolute), "erf": (Op.ERF, np.exp)}
+_BINARY = {**{n: v for n, v in _TABLE.items() if v[0] in BINARY},
+           "true_divide": (Op.DIV, np.true_divide), "float_power": (Op.POW, np.float_power)}
 _INTEGER_IDENTITY = {Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT}
+_FALSE_FOR_INTEGERS = {Op.ISNAN, Op.ISINF}
 
 
 def _unary(name: str, x) -> Tensor:
     op, ufunc = _UNARY[name]
     x = as_node(x)
-    if op in (Op.ISNAN, Op.ISINF) and not is_float(x.dtype):
+    if op in _FALSE_FOR_INTEGERS and not is_float(x.dtype):
         return Tensor(build.const(False, BOOL, x.shape))
+    if op is Op.SIGNBIT and not is_float(x.dtype):
+        return Tensor(build.binary(Op.LT, x, build.const(0, x.dtype, x.shape)))
     dt, weak = _result(ufunc, (x,))
-    if op in (Op.ISNAN, Op.ISINF):
+    if op in PREDICATES:
         return Tensor(build.unary(op, x))
     if op in _INTEGER_IDENTITY and not is_float(dt) or op is Op.ABS and x.dtype.kind in "bu":
         return Tensor(build.cast(x, dt, weak))
+    if op is Op.RECIP and not is_float(dt):
+        return Tensor(_integer_reciprocal(build.cast(x, dt, weak)))
     return Tensor(build.unary(op, build.cast(x, dt, weak)))
+
+
+def _integer_reciprocal(x: Node) -> Node:
+    """NumPy's integer reciprocal is C's (int)(1.0 / x): 1 and -1 are their own, everything else is 0,
+    and 1/0 (inf) converts to what x86 gives for the type: INT_MIN for 32- and 64-bit ints, 0 below."""
+    def c(v):
+        return build.const(v, x.dtype, x.shape)
+    at_zero = np.iinfo(x.dtype).min if x.dtype.kind == "i" and x.dtype.itemsize >= 4 else 0
+    out = build.where(build.binary(Op.EQ, x, c(0)), c(at_zero), c(0))
+    out = build.where(build.binary(Op.EQ, x, c(1)), c(1), out)
+    if x.dtype.kind == "i":
+        out = build.where(build.binary(Op.EQ, x, c(-1)), c(-1), out)
+    return out
 
 
 def _binary(name: str, a, b) -> Tensor:

@@ -4,31 +4,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..ir.dtypes import check
 from . import functions as F
-from . import creation, methods, reductions
+from . import creation, methods, reductions, ufuncs
 
-UFUNCS = {
-    np.add: F.add, np.subtract: F.subtract, np.multiply: F.multiply, np.true_divide: F.true_divide,
-    np.floor_divide: F.floor_divide, np.remainder: F.remainder, np.power: F.power,
-    np.maximum: F.maximum, np.minimum: F.minimum, np.less: F.less, np.less_equal: F.less_equal,
-    np.greater: F.greater, np.greater_equal: F.greater_equal, np.equal: F.equal, np.not_equal: F.not_equal,
-    np.bitwise_and: F.bitwise_and, np.bitwise_or: F.bitwise_or, np.bitwise_xor: F.bitwise_xor,
-    np.logical_and: lambda a, b: F.bitwise_and(F.not_equal(a, 0), F.not_equal(b, 0)),
-    np.logical_or: lambda a, b: F.bitwise_or(F.not_equal(a, 0), F.not_equal(b, 0)),
-    np.logical_not: F.logical_not, np.negative: F.negative, np.positive: lambda x: x,
-    np.exp: F.exp, np.exp2: F.exp2, np.log: F.log, np.log2: F.log2, np.sqrt: F.sqrt, np.sin: F.sin,
-    np.cos: F.cos, np.tan: F.tan, np.tanh: F.tanh, np.absolute: F.abs, np.sign: F.sign, np.floor: F.floor,
-    np.ceil: F.ceil, np.trunc: F.trunc, np.rint: F.rint, np.invert: F.invert, np.reciprocal: F.reciprocal,
-    np.isnan: F.isnan, np.isinf: F.isinf, np.isfinite: F.isfinite, np.matmul: F.matmul,
-    np.square: lambda x: F.multiply(x, x),
-}
+UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
 
 # Each frontend module lists the NumPy functions it implements (NUMPY_FUNCTIONS); this is their union.
 FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
-    **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS,
+    **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
 }
 
 
@@ -44,14 +31,24 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         raise UnsupportedError(f"np.{ufunc.__name__}(..., out=...) is not supported while tracing; "
                                "use the returned value")
     kwargs.pop("out", None)
-    if method == "__call__" and ufunc in UFUNCS and not kwargs:
-        return UFUNCS[ufunc](*inputs)
+    if method == "__call__" and ufunc in UFUNCS and set(kwargs) <= {"dtype"}:
+        return _call(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
         kwargs.setdefault("axis", 0)  # ufunc.reduce's default, unlike np.sum's None
         return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
     what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
     raise UnsupportedError(f"{what}{extra} is not supported by tracejit")
+
+
+def _call(ufunc, inputs, kwargs):
+    """ufunc(*inputs) with NumPy's `dtype=` (the loop's dtype: operands are cast to it first)."""
+    dtype = kwargs.get("dtype")
+    if dtype is None:
+        return UFUNCS[ufunc](*inputs)
+    dtype = check(dtype, f"np.{ufunc.__name__}(dtype=...)")
+    out = UFUNCS[ufunc](*(F.astype(x, dtype) for x in inputs))
+    return out if isinstance(out, tuple) or out.dtype == np.bool_ else F.astype(out, dtype)
 
 
 def array_function(func, args, kwargs):

@@ -179,8 +179,14 @@ class Tensor:
     def __ge__(self, o): return F.less_equal(o, self)  # noqa: E704
     def __eq__(self, o): return F.equal(self, o)  # noqa: E704
     def __ne__(self, o): return F.not_equal(self, o)  # noqa: E704
+    def __lshift__(self, o): return _U().left_shift(self, o)  # noqa: E704
+    def __rlshift__(self, o): return _U().left_shift(o, self)  # noqa: E704
+    def __rshift__(self, o): return _U().right_shift(self, o)  # noqa: E704
+    def __rrshift__(self, o): return _U().right_shift(o, self)  # noqa: E704
+    def __divmod__(self, o): return F.floor_divide(self, o), F.remainder(self, o)  # noqa: E704
+    def __rdivmod__(self, o): return F.floor_divide(o, self), F.remainder(o, self)  # noqa: E704
     def __neg__(self): return F.negative(self)  # noqa: E704
-    def __pos__(self): return self  # noqa: E704
+    def __pos__(self): return _U().positive(self)  # noqa: E704
     def __abs__(self): return F.abs(self)  # noqa: E704
     def __invert__(self): return F.invert(self)  # noqa: E704
 
@@ -241,6 +247,12 @@ def _index(node: Node, key) -> Node:
             raise UnsupportedError(f"index of type {type(k).__name__} is not supported")
         dim += 1
     return build.reshape(build.slice_(node, tuple(spec)), tuple(out_shape))
+
+
+def _U():
+    """The ufunc module, which needs functions (and so this module) loaded first."""
+    from . import ufuncs
+    return ufuncs
 
 
 from . import functions as F  # noqa: E402  (functions needs Tensor defined)

@@ -7,34 +7,25 @@ from enum import Enum
 
 import numpy as np
 
+from .ops import BINARY_NAMES, OPS, PREDICATE_NAMES, UNARY_NAMES
 
-class Op(str, Enum):
-    INPUT = "input"; CONST = "const"  # noqa: E702
-    IOTA = "iota"   # leaf: element i of the result is its index along axis `arg` (arrays made in a kernel)
-    TABLE = "table"  # leaf: a constant array embedded in the kernel (arg: a table.Table, C order)
-    # unary
-    NEG = "neg"; EXP = "exp"; EXP2 = "exp2"; LOG = "log"; LOG2 = "log2"; SQRT = "sqrt"  # noqa: E702
-    SIN = "sin"; COS = "cos"; TAN = "tan"; TANH = "tanh"; ERF = "erf"; ABS = "abs"  # noqa: E702
-    SIGN = "sign"; FLOOR = "floor"; CEIL = "ceil"; TRUNC = "trunc"; RINT = "rint"  # noqa: E702
-    INVERT = "invert"; RECIP = "recip"; ISNAN = "isnan"; ISINF = "isinf"  # noqa: E702
-    # binary
-    ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; IDIV = "idiv"; MOD = "mod"; POW = "pow"  # noqa: E702
-    MAX = "max"; MIN = "min"; LT = "lt"; LE = "le"; EQ = "eq"; NE = "ne"  # noqa: E702
-    AND = "and"; OR = "or"; XOR = "xor"  # noqa: E702
-    WHERE = "where"; CAST = "cast"; REDUCE = "reduce"
-    # movement: never materialised, they become index arithmetic
-    RESHAPE = "reshape"; PERMUTE = "permute"; EXPAND = "expand"; SLICE = "slice"; PAD = "pad"  # noqa: E702
 
+class _OpEnum(str, Enum):
     def __repr__(self) -> str:
         return self.value
 
 
-UNARY = frozenset({Op.NEG, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SQRT, Op.SIN, Op.COS, Op.TAN, Op.TANH,
-                   Op.ERF, Op.ABS, Op.SIGN, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT, Op.INVERT, Op.RECIP,
-                   Op.ISNAN, Op.ISINF})
-BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.POW, Op.MAX, Op.MIN,
-                    Op.LT, Op.LE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR})
-PREDICATES = frozenset({Op.LT, Op.LE, Op.EQ, Op.NE, Op.ISNAN, Op.ISINF})
+# the structural ops here; every elementwise op is a row of ops.OPS (Op.ADD is "add", ...)
+_STRUCTURAL = ("input", "const",
+               "iota",    # element i is its index along axis `arg` (arrays made in a kernel)
+               "table",   # a constant array embedded in the kernel (arg: a table.Table, C order)
+               "cast", "reduce",
+               "reshape", "permute", "expand", "slice", "pad")   # movement: become index arithmetic
+Op = _OpEnum("Op", [(n.upper(), n) for n in (*_STRUCTURAL, *(d.name for d in OPS))], module=__name__)
+
+UNARY = frozenset(Op(n) for n in UNARY_NAMES)
+BINARY = frozenset(Op(n) for n in BINARY_NAMES)
+PREDICATES = frozenset(Op(n) for n in PREDICATE_NAMES)
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE, Op.CAST}
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD})
 LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})

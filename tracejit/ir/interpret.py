@@ -5,24 +5,11 @@ but obvious; tests run renderers' output against it.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .kernel_ir import Kernel
+from .ops import NUMPY_OPS
 
-NUMPY_OPS = {
-    "neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "abs": np.absolute, "sign": np.sign,
-    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint, "isnan": np.isnan,
-    "isinf": np.isinf, "erf": np.vectorize(math.erf, otypes=[np.float64]),
-    "invert": lambda x: np.logical_not(x) if x.dtype == bool else np.invert(x),
-    "recip": lambda x: np.reciprocal(x) if x.dtype.kind == "f" else x.dtype.type(1) / x,
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "idiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "max": np.maximum, "min": np.minimum,
-    "lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
-    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "where": np.where,
-}
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 

@@ -15,15 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .ops import BINARY_NAMES, TERNARY_NAMES, UNARY_NAMES
+
 INDEX = np.dtype("int64")
 
-# op -> number of sources. ALU ops take the graph op names.
-ALU_UNARY = frozenset({"neg", "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tan", "tanh", "erf",
-                       "abs", "sign", "floor", "ceil", "trunc", "rint", "invert", "recip", "isnan",
-                       "isinf"})
-ALU_BINARY = frozenset({"add", "sub", "mul", "div", "idiv", "mod", "pow", "max", "min", "lt", "le", "eq",
-                        "ne", "and", "or", "xor"})
-ALU_TERNARY = frozenset({"where"})
+# ALU ops are the rows of ops.OPS, with the graph op names.
+ALU_UNARY, ALU_BINARY, ALU_TERNARY = UNARY_NAMES, BINARY_NAMES, TERNARY_NAMES
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",

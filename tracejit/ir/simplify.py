@@ -5,7 +5,7 @@ import numpy as np
 
 from . import build
 from .graph import BINARY, ELEMENTWISE, Node, Op, rewrite
-from .interpret import NUMPY_OPS
+from .ops import NUMPY_OPS
 from .kernel_ir import ALU
 
 
@@ -18,11 +18,15 @@ def _simplify_node(n: Node) -> Node:
         return _fold(n)
     if n.op in BINARY:
         a, b = n.srcs
+        if n.op in _NAN_WINS and (_is_nan(a) or _is_nan(b)):
+            # folded here, not left to the device compiler: PoCL's library folds exp(x * NaN) to garbage
+            return build.const(_NAN_WINS[n.op], n.dtype, n.shape, n.weak)
         if n.dtype != a.dtype:
             return n  # comparisons: nothing to simplify by identity
-        if n.op in (Op.ADD, Op.OR, Op.XOR) and _is(a, 0):
+        # x + 0.0 is not x for x = -0.0; x + (-0.0) and x - 0.0 are x for every x
+        if n.op in (Op.ADD, Op.OR, Op.XOR) and _is_zero(a, negative=True):
             return b
-        if n.op in (Op.ADD, Op.SUB, Op.OR, Op.XOR) and _is(b, 0):
+        if n.op in (Op.ADD, Op.OR, Op.XOR) and _is_zero(b, negative=True) or n.op is Op.SUB and _is_zero(b):
             return a
         if n.op is Op.MUL and _is(a, 1):
             return b
@@ -38,6 +42,23 @@ def _simplify_node(n: Node) -> Node:
     if n.op is Op.WHERE and n.srcs[0].op is Op.CONST:
         return n.srcs[1] if n.srcs[0].arg else n.srcs[2]
     return n
+
+
+# binary ops whose result is the same for every x once an operand is NaN
+_NAN_WINS = {**{op: float("nan") for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.FMOD, Op.MAX,
+                                            Op.MIN, Op.ARCTAN2)},
+             Op.LT: False, Op.LE: False, Op.EQ: False, Op.NE: True}
+
+
+def _is_nan(n: Node) -> bool:
+    return n.op is Op.CONST and n.dtype.kind == "f" and n.arg != n.arg
+
+
+def _is_zero(n: Node, negative: bool = False) -> bool:
+    """A zero constant; of a float dtype, one with the sign bit `negative` (or +0.0 for SUB's)."""
+    if not _is(n, 0):
+        return False
+    return n.dtype.kind != "f" or np.signbit(n.arg) == negative
 
 
 def _is(n: Node, value) -> bool:

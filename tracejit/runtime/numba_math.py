@@ -202,9 +202,25 @@ def erf_f32(x):
 
 @numba.njit(inline="always")
 def int_power(a, b):
+    """a ** b by squaring, wrapping like NumPy (numba's ** goes through float for some integer types)."""
     if b < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
-    return a ** b
+    r = a - a + 1
+    while b:
+        if b & 1:
+            r = r * a
+        a = a * a
+        b = b >> 1
+    return r
+
+
+@numba.njit(inline="always")
+def int_fmod(a, b):
+    """C's % (sign of the dividend), which NumPy's integer fmod is; 0 for b == 0 and b == -1."""
+    if b == 0 or b == -1:
+        return a - a
+    r = a % b
+    return r - b if r != 0 and (r < 0) != (a < 0) else r
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -248,6 +264,12 @@ def f32_to_f16(f):
     return np.uint16(sign | out)
 
 
+@numba.njit(**_INLINE)
+def round_f16(f):
+    """float32 -> the nearest float16 value, as float32: the result of a float16 op, rounded as NumPy's loops do."""
+    return f16_to_f32(f32_to_f16(f))
+
+
 # The same functions compiled on their own instead of inlined into Numba's IR. Numba inlines
 # inline="always" functions by re-typing the callee at every call site, which grows with the kernel:
 # a register-tiled kernel applying tanh to 32 accumulators took 230 s to compile that way, 3.6 s
@@ -256,3 +278,4 @@ exp_f32_called = numba.njit(fastmath={"contract"})(exp_f32.py_func)
 tanh_f32_called = numba.njit(fastmath={"contract"})(tanh_f32.py_func)
 log_f32_called = numba.njit(fastmath={"contract"})(log_f32.py_func)
 erf_f32_called = numba.njit(fastmath={"contract"})(erf_f32.py_func)
+round_f16_called = numba.njit(fastmath={"contract"})(round_f16.py_func)

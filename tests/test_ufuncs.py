@@ -1,0 +1,258 @@
+"""Every NumPy ufunc of issue 14 against NumPy on every device: values within the ulps the op table
+states (ir/ops.py ulps, frontend/ufuncs.py ULPS) on special values (+-0, +-inf, NaN, subnormals, domain
+edges) and random ones, for float16/32/64; result dtypes; integer semantics (shifts, fmod, reciprocal);
+and the op-semantics wrong answers of issue 14 item 0, each pinned on every device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import FLOATS, INTS_AND_BOOL, assert_close, run_kernel
+from tracejit.frontend import ufuncs
+UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin", "cos", "tan", "arcsin",
+         "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "reciprocal", "degrees",
+         "radians", "deg2rad", "rad2deg", "sinc", "square", "floor", "ceil", "trunc", "rint", "fix", "fabs",
+         "absolute", "negative", "positive", "sign", "nan_to_num", "conjugate"]
+BINARY = ["arctan2", "hypot", "power", "float_power", "logaddexp", "logaddexp2", "true_divide", "fmod", "copysign",
+          "fmax", "fmin", "maximum", "minimum", "heaviside", "floor_divide", "remainder"]
+TRIG = {"sin", "cos", "tan", "sinc"}     # WGSL's sin/cos/tan are stated for |x| < 1e4 only
+
+
+def stated_ulps(name: str, device: str, dtype) -> int:
+    """float16 is computed in float32 and rounded once: within 1 ulp of NumPy's (which does the same)."""
+    if np.dtype(dtype) == np.float16:
+        return 1
+    cpu, webgpu = ufuncs.stated_ulps(name)
+    return webgpu if device == "webgpu" else cpu
+
+
+# NumPy leaves which zero max(+0, -0) is unspecified: its SIMD and scalar loops (float16) differ
+ZERO_SIGN_UNSPECIFIED = ("np.maximum", "np.minimum", "np.fmax", "np.fmin")
+
+
+def assert_ulps(actual, expected, ulps: int, what: str, flush_subnormals: bool) -> None:
+    """Same dtype; NaN, infinities and the sign of zeros exactly as NumPy; finite values within `ulps`
+    units in the last place of NumPy's. flush_subnormals: a subnormal NumPy result may be a zero (GPUs
+    flush them; the README says so)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, NumPy gives {expected.dtype}"
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    tiny = np.finfo(expected.dtype).tiny
+    loose = (np.abs(e) < tiny) & flush_subnormals
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(e), err_msg=f"{what}: NaN where NumPy has none or not")
+    inf = np.isinf(e)
+    np.testing.assert_array_equal(a[inf], e[inf], err_msg=f"{what}: infinities")
+    zero = (e == 0) & ~loose & (not what.startswith(ZERO_SIGN_UNSPECIFIED))
+    np.testing.assert_array_equal(np.signbit(a[zero]), np.signbit(e[zero]), err_msg=f"{what}: sign of zero")
+    finite = np.isfinite(e)
+    with np.errstate(over="ignore"):
+        spacing = np.spacing(np.abs(expected[finite])).astype(np.float64)
+    err = np.abs(a[finite] - e[finite]) / spacing
+    err[loose[finite] & (np.abs(a[finite]) < tiny)] = 0
+    worst = int(np.argmax(err)) if err.size else 0
+    assert not err.size or err[worst] <= ulps, (
+        f"{what}: {err[worst]:.1f} ulps (stated {ulps}) at input #{np.flatnonzero(finite)[worst]}: "
+        f"got {a[finite][worst]!r}, NumPy {e[finite][worst]!r}")
+
+
+def special_and_random(dtype, rng, n=160) -> np.ndarray:
+    f = np.finfo(dtype)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, f.smallest_subnormal, -f.smallest_subnormal, f.tiny, -f.tiny,
+               1.0, -1.0, 0.5, -0.5, 2.0, f.max, -f.max, 1e-3, -1e-3, 0.99, -0.99]
+    magnitudes = np.exp(rng.uniform(np.log(1e-4), np.log(3e3), n)) * rng.choice([-1.0, 1.0], n)
+    return np.concatenate([np.array(special, dtype), rng.uniform(-3, 3, n).astype(dtype), magnitudes.astype(dtype)])
+
+
+def _unary_body(x):
+    moderate = np.where(np.abs(x) < 1e4, x, 0.5)
+    return tuple(getattr(np, n)(moderate if n in TRIG else x) for n in UNARY)
+
+
+def _binary_body(x, y):
+    return tuple(getattr(np, n)(x, y) for n in BINARY)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_unary_ufuncs_within_stated_ulps_on_special_and_random_values(dtype, device, rng):
+    x = special_and_random(dtype, rng)
+    result = run_kernel(tj.kernel(_unary_body), x, device=device)
+    with np.errstate(all="ignore"):
+        expected = _unary_body(x)
+    for name, r, e in zip(UNARY, result, expected):
+        assert_ulps(r, e, stated_ulps(name, device, dtype), f"np.{name}[{dtype}]", device != "numba")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_binary_ufuncs_within_stated_ulps_on_special_pairs_and_random_values(dtype, device, rng):
+    x = special_and_random(dtype, rng)
+    specials = x[:20]
+    a = np.concatenate([np.repeat(specials, 20), x, x[::-1]])   # every pair of special values, then random
+    b = np.concatenate([np.tile(specials, 20), x[::-1], rng.uniform(-4, 4, x.size).astype(dtype)])
+    if device == "webgpu":   # subnormal operands are flushed to zero there (README); they lead to other results
+        keep = (np.abs(a) >= np.finfo(dtype).tiny) | (a == 0) | ~np.isfinite(a)
+        keep &= (np.abs(b) >= np.finfo(dtype).tiny) | (b == 0) | ~np.isfinite(b)
+        a, b = a[keep], b[keep]
+    result = run_kernel(tj.kernel(_binary_body), a, b, device=device)
+    with np.errstate(all="ignore"):
+        expected = _binary_body(a, b)
+    for name, r, e in zip(BINARY, result, expected):
+        ulps = stated_ulps(name, device, dtype) if name not in ("floor_divide", "remainder") else 0
+        assert_ulps(r, e, ulps, f"np.{name}[{dtype}]", device != "numba")
+
+
+def test_predicates_and_two_output_ufuncs_match_numpy(device):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.5, 3.0, 1e-3, -7.25], np.float32)
+
+    def body(x):
+        frac, whole = np.modf(x)
+        q, r = divmod(x, 0.75)
+        flags = (np.signbit(x), np.isposinf(x), np.isneginf(x), np.isclose(x, 1.5), np.isclose(x, x, equal_nan=True),
+                 np.logical_and(x, x > 0), np.logical_or(x, 0), np.logical_xor(x, x < 0), np.logical_not(x))
+        return (frac, whole, q, r, np.nan_to_num(x, nan=-1.0, posinf=9.0), np.heaviside(x, 0.5), *flags)
+
+    result = run_kernel(tj.kernel(body), x, device=device)
+    with np.errstate(all="ignore"):
+        expected = body(x)
+    for i, (r, e) in enumerate(zip(result, expected)):
+        assert_ulps(r, e, 0, f"output {i}", False) if e.dtype.kind == "f" else assert_close(r, e, what=f"output {i}")
+
+
+@pytest.mark.parametrize("dtype", INTS_AND_BOOL)
+def test_ufuncs_of_integers_and_bools_follow_numpy_types_and_values(dtype, device, rng):
+    """Result dtypes from NumPy's type resolution (int8 -> float16 for arctan2, square of bool is int8, ...)
+    and NumPy's integer semantics: shifts past the width, C's fmod, (int)(1.0 / x) reciprocal, sign of
+    unsigned values."""
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        x = np.array([True, False, True, True, False, False, True, False])
+        y = np.array([True, True, False, False, True, False, True, True])
+    else:
+        info = np.iinfo(dt)
+        x = np.array([info.min, info.max, 0, 1, -1 if dt.kind == "i" else 2, 5, 7, 3], dt)
+        y = np.array([3, 2, 1, 0, 2 * dt.itemsize * 8, -1 if dt.kind == "i" else 9, 3, 8 * dt.itemsize - 1], dt)
+
+    def same_kind(x, y):   # results of x's kind (no 64-bit value for 32-bit ints: they run on webgpu too)
+        out = (np.square(x), np.heaviside(x, 0), np.fmax(x, y), np.fmin(x, y), np.nan_to_num(x), np.fix(x),
+               np.signbit(x), np.logical_xor(x, y), np.isneginf(x))
+        if x.dtype == np.bool_:
+            return out
+        return out + (np.left_shift(x, y), np.right_shift(x, y), x << 3, x >> 1, np.fmod(x, y), np.reciprocal(x),
+                      np.sign(x), np.positive(x), np.remainder(x, y), np.floor_divide(x, y))
+
+    def floats(x, y):      # NumPy's float type for x's: float16 for 8-bit, float32 for 16-bit, float64 above
+        return (np.arctan2(x, 3), np.hypot(x, 2), np.logaddexp(x, 1), np.degrees(x), np.cbrt(x), np.sinc(x),
+                np.log1p(x * 0 + 1), np.expm1(x * 0), np.isclose(x, 3), np.copysign(x, -1), np.float_power(x, 2))
+
+    for body in (same_kind, floats):
+        result = run_kernel(tj.kernel(body), x, y, device=device)
+        with np.errstate(all="ignore"):
+            expected = body(x, y)
+        assert_close(result, expected, rtol=2e-3)
+
+
+# ---------------------------------------------------------------------------------------------------
+# issue 14, item 0: op-semantics wrong answers, each on every device
+
+def test_unsigned_sign_uint32_power_and_integer_minimum_divided_by_minus_one(device):
+    u16 = np.arange(5, dtype=np.uint16)
+    u32 = np.uint32([4294967295, 3])
+    i32 = np.int32([-2**31, -7, 7])
+
+    def body(u16, u32, i32):
+        return np.sign(u16 - 3), u32 ** u32, i32 // -1, i32 % -1, np.fmod(i32, -1)
+
+    assert_close(run_kernel(tj.kernel(body), u16, u32, i32, device=device), body(u16, u32, i32))
+
+
+def test_int64_minimum_divided_by_minus_one_wraps_like_numpy(device):
+    x = np.int64([-2**63, -7, 7])
+    assert_close(run_kernel(tj.kernel(lambda x: (x // -1, x % -1)), x, device=device), (x // -1, x % -1))
+
+
+def test_integer_reciprocal_truncates_like_numpy(device):
+    x = np.int32([-2, 1, -1, 0, 5, 2])
+    with np.errstate(all="ignore"):
+        expected = np.reciprocal(x), np.reciprocal(x.astype(np.int16)), np.exp(np.reciprocal(x.astype(np.int8)))
+    body = lambda x: (np.reciprocal(x), np.reciprocal(x.astype(np.int16)), np.exp(np.reciprocal(x.astype(np.int8))))  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), x, device=device), expected)
+
+
+def test_int64_reciprocal_stays_integer_inside_float_expressions(device):
+    x = np.int64([2, 1])
+
+    def body(x):
+        return np.exp(np.reciprocal(x)), np.reciprocal(x) + 2**62 + 1
+
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+
+
+def test_floor_division_by_signed_zero_and_nan_constants(device):
+    x = np.float32([1.5, -1.5, 0.0, np.nan])
+
+    def body(x):
+        return (x // -0.0, x // 0.0, np.float32(1.5) // x, float("nan") // (x + 1), np.exp(x * float("nan")),
+                np.ceil(x.astype(np.float16) - np.nan), x * 0.0 + np.float32(np.inf) * 0.0)
+
+    with np.errstate(all="ignore"):
+        expected = body(x)
+    for i, (r, e) in enumerate(zip(run_kernel(tj.kernel(body), x, device=device), expected)):
+        assert_ulps(r, e, 0, f"output {i}", False)
+
+
+def test_nan_is_true_unequal_to_itself_and_inf_times_zero_is_nan(device):
+    x = np.float32([np.nan, 0.0, 1.0, np.inf])
+
+    def body(x):
+        h = x.astype(np.float16)
+        return x.astype(bool), h != h, h == h, x <= x, x * 0.0, np.isnan(x * 0.0)
+
+    with np.errstate(all="ignore"):
+        expected = body(x)
+    result = run_kernel(tj.kernel(body), x, device=device)
+    assert_ulps(result[4], expected[4], 0, "x * 0.0", False)
+    assert_close(result[:4] + result[5:], expected[:4] + expected[5:])
+
+
+def test_ordered_comparisons_of_bools(device):
+    x = np.float32([0, 2, 3])
+
+    def body(x):
+        return (x > 1) <= False, (x > 1) < True, (x > 1) >= (x > 2), (x > 1) > (x > 2)
+
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+
+
+def test_float16_intermediates_round_like_numpy(device):
+    """Each float16 op rounds its float32 result to float16, as NumPy's loops do: 300 * 300 overflows."""
+    x = np.float16([300, 2.5, 1e-4])
+    body = lambda x: x * x / x  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+
+
+def test_ufunc_keywords(device):
+    x = np.float32([1.5, -2.0])
+
+    def body(x):
+        return np.add(x, 1, dtype=np.float64), np.negative(x, dtype=np.float64), np.sqrt(x * x, dtype=np.float64)
+
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+    with pytest.raises(tj.UnsupportedError, match="out="):
+        tj.kernel(lambda x: np.exp(x, out=x))(x, device=device)
+    with pytest.raises(tj.UnsupportedError, match="where"):
+        tj.kernel(lambda x: np.exp(x, where=x > 0))(x, device=device)
+    with pytest.raises(tj.UnsupportedError, match="np.spacing"):
+        tj.kernel(lambda x: np.spacing(x))(x, device=device)
+
+
+def test_operators_shift_divmod_and_unary_plus(device):
+    x = np.int32([1, -8, 5])
+
+    def body(x):
+        q, r = divmod(x, 3)
+        q2, r2 = divmod(7, x)
+        return x << 2, 1 << x, x >> 1, 64 >> x, q, r, q2, r2, +x
+
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+    with pytest.raises(tj.UnsupportedError, match="positive"):
+        tj.kernel(lambda x: +(x > 0))(x, device=device)
