@@ -19,3 +19,94 @@ def test_two_kernels_with_one_source_each_run_code_for_their_own_dtypes(device):
     assert_close(run_kernel(f, x, x, device=device), x * x)
     assert_close(run_kernel(g, i, i, device=device), i * i)
     assert_close(run_kernel(g, x, x, device=device), x * x)
+
+
+# ---- NumPy scalars are strong types (NEP 50); Python ints out of range follow NumPy ----
+
+def test_numpy_scalars_in_the_body_are_strong_like_in_numpy(device, rng):
+    x = rng.standard_normal(7).astype(np.float32)
+    h = x.astype(np.float16)
+    i = np.arange(-3, 4, dtype=np.int8)
+
+    def narrow(h, i):   # types every device has
+        return h * np.float32(0.1), i * np.float16(2), i + np.int16(3), np.int8(2) * i, np.uint8(3) + i
+
+    def wide(x, i):     # GPT-2's gelu writes np.sqrt(2 / np.pi): a np.float64, so the result is float64
+        return x * np.float64(0.1), x / np.float64(1.5), np.sqrt(2 / np.pi) * x, i + np.int64(3)
+
+    assert_close(run_kernel(tj.kernel(narrow), h, i, device=device), narrow(h, i))
+    assert_close(run_kernel(tj.kernel(wide), x, i, device=device), wide(x, i))
+
+
+def test_numpy_scalar_arguments_are_strong_like_in_numpy(device, rng):
+    x = rng.standard_normal(5).astype(np.float32)
+    f = tj.kernel(lambda x, s, t: (x * s, x / s, x + t))
+    for s, t in ((np.float64(0.1), np.int64(3)), (np.float32(2.5), np.int8(-2)), (0.1, 3)):
+        assert_close(run_kernel(f, x, s, t, device=device), (x * s, x / s, x + t))
+
+
+def test_python_ints_out_of_the_dtype_range_follow_numpy(device):
+    u32 = np.array([0, 5, 7], np.uint32)
+    u8 = np.array([0, 5, 255], np.uint8)
+    i8 = np.array([-128, 3, 127], np.int8)
+
+    def body(u32, u8, i8):
+        return (np.where(u32 > 0, u32, -1), np.where(u8 > 4, 300, u8), np.clip(u8, -3, 300),
+                np.clip(u8, 3, 300), np.clip(i8, -300, 5), np.clip(u8, -1, 200), np.clip(i8, None, 1000))
+
+    assert_close(run_kernel(tj.kernel(body), u32, u8, i8, device=device), body(u32, u8, i8))
+    for bad in (lambda a: a + 300, lambda a: np.maximum(a, -3), lambda a: np.clip(a, 300, 400)):
+        with pytest.raises(OverflowError):
+            bad(u8)
+        with pytest.raises(OverflowError, match="out of bounds for uint8"):
+            run_kernel(tj.kernel(bad), u8, device=device)
+    with pytest.raises(OverflowError):
+        run_kernel(tj.kernel(lambda a, s: a + s), u8, 256, device=device)
+
+
+# ---- result dtypes are NumPy's own for each ufunc ----
+
+def test_square_and_positive_resolve_dtypes_as_numpy(device):
+    b = np.array([True, False, True])
+    i = np.array([-3, 2, 5], np.int8)
+    body = lambda b, i: (np.square(b), np.square(i), np.positive(i), +i)  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), b, i, device=device), body(b, i))
+    for refused in (lambda a: np.positive(a), lambda a: +a):
+        with pytest.raises(TypeError):
+            refused(b)
+        with pytest.raises(TypeError, match="positive"):
+            run_kernel(tj.kernel(refused), b, device=device)
+
+
+# ---- a constant negative integer exponent raises what NumPy raises, when NumPy raises it ----
+
+def test_a_constant_negative_integer_exponent_raises_value_error_only_on_data(device):
+    f = tj.kernel(lambda a: (a + 1) ** -1)
+    a = np.array([1, 2, 3], np.int32)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        (a + 1) ** -1
+    with pytest.raises(ValueError, match="negative integer powers"):
+        run_kernel(f, a, device=device)
+    empty = np.zeros((0, 3), np.int32)
+    assert_close(run_kernel(f, empty, device=device), (empty + 1) ** -1)
+
+
+# ---- tracejit's errors are the built-in exceptions NumPy raises ----
+
+def test_errors_are_the_builtin_exceptions_numpy_raises(device):
+    a = np.arange(6, dtype=np.int32)
+    cases = [  # (kernel body, argument, built-in exception NumPy raises)
+        (lambda x: x + x[:4], a, ValueError),                     # shapes do not broadcast
+        (lambda x: x.reshape(4, 2), a, ValueError),
+        (lambda x: x[6], a, IndexError),                          # index out of bounds
+        (lambda x: x[1, -7], a.reshape(1, 6), IndexError),
+        (lambda x: x + "s", a, TypeError),                        # bad argument type
+        (lambda x: np.invert(x * np.float32(1.5)), a, TypeError),  # no loop for these dtypes
+    ]
+    for body, arg, builtin in cases:
+        with pytest.raises(builtin):
+            body(arg)
+        with pytest.raises(builtin):
+            run_kernel(tj.kernel(body), arg, device=device)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="index 6 is out of bounds for axis 0 with size 6"):
+        tj.kernel(lambda x: x[6])(a, device=device)

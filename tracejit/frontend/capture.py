@@ -85,8 +85,8 @@ class Graph:
         return tuple(results) if plan.traced.tuple_result else results[0]
 
     def _argument(self, a, dev):
-        if isinstance(a, (bool, int, float)):
-            return a                               # a Python scalar is a constant of the graph
+        if type(a) in (bool, int, float) or isinstance(a, np.generic):
+            return a                               # a scalar is a constant of the graph
         produced = self._produced.get(id(a))
         if produced is not None:
             if produced[1] is not dev:
@@ -222,7 +222,7 @@ def _jit_key(a):
         return ("array", a.dtype, a.shape, a.strides)
     if type(a) is Array:
         return ("array", a.dtype, a.shape, a.device.name)
-    if isinstance(a, (bool, int, float)):
+    if type(a) in (bool, int, float):   # not NumPy scalars: those are strong (NEP 50)
         return ("scalar", type(a), a)
     try:
         hash(a)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..errors import DtypeError, ShapeError, TraceError, UnsupportedError
+from ..errors import ScalarOverflowError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL, check, is_float
 from ..ir.graph import Node, Op
@@ -18,12 +18,15 @@ from .tensor import Tensor, as_node
 
 __all__ = [
     "abs", "broadcast_to", "ceil", "clip", "cos", "erf", "exp", "exp2", "floor", "isfinite",
-    "isinf", "isnan", "log", "log2", "matmul", "maximum", "minimum", "power", "reciprocal",
-    "reshape", "rint", "sigmoid", "sign", "sin", "sqrt", "tan", "tanh", "transpose", "trunc",
+    "isinf", "isnan", "log", "log2", "matmul", "maximum", "minimum", "positive", "power", "reciprocal",
+    "reshape", "rint", "sigmoid", "sign", "sin", "sqrt", "square", "tan", "tanh", "transpose", "trunc",
     "where",
 ]
 
 # --- dtype resolution through NumPy ----------------------------------------------------------------
+
+
+_KIND_PROBE = {"b": True, "i": 1, "u": 1, "f": 1.0}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -32,10 +35,13 @@ def _numpy_result(ufunc: np.ufunc, operands: tuple) -> np.dtype:
     try:
         with np.errstate(all="ignore"):
             return np.asarray(ufunc(*args)).dtype
-    except OverflowError as e:
-        raise DtypeError(str(e)) from None
-    except ValueError as e:  # e.g. an integer to a negative constant power
-        raise TraceError(f"np.{ufunc.__name__}: {e} (NumPy raises this too)") from None
+    except OverflowError as e:   # a Python int the other operand's dtype cannot hold (NEP 50)
+        raise ScalarOverflowError(f"np.{ufunc.__name__}: {e}") from None
+    except ValueError:
+        # NumPy raised computing the probe's value (an integer to a negative power), not resolving its
+        # dtype: the kernel raises the same ValueError at run time if it computes such an element
+        return _numpy_result(ufunc, tuple((dt, weak, _KIND_PROBE[dt.kind] if weak else v)
+                                          for dt, weak, v in operands))
     except TypeError as e:
         types = ", ".join(("python " + type(v).__name__) if weak else str(dt) for dt, weak, v in operands)
         raise UnsupportedError(f"np.{ufunc.__name__} is not defined for ({types}) in NumPy: {e}") from None
@@ -46,7 +52,7 @@ def _probe(n: Node):
         return (n.dtype, False, None)
     if n.op is Op.CONST:
         return (n.dtype, True, n.arg)
-    return (n.dtype, True, {"b": True, "i": 1, "u": 1, "f": 1.0}[n.dtype.kind])
+    return (n.dtype, True, _KIND_PROBE[n.dtype.kind])
 
 
 def _result(ufunc, nodes) -> tuple[np.dtype, bool]:
@@ -117,10 +123,20 @@ def where(condition, x=None, y=None) -> Tensor:
     c, x, y = as_node(condition), as_node(x), as_node(y)
     if c.dtype != BOOL:
         c = build.binary(Op.NE, c, build.const(0, c.dtype, c.shape))
-    dt = _numpy_result(np.add, (_probe(x), _probe(y))) if not (x.dtype == y.dtype == BOOL) else BOOL
-    weak = x.weak and y.weak
+    dt, weak = _where_result(_probe(x), _probe(y)), x.weak and y.weak
     c, x, y = _broadcast([c, build.cast(x, dt, weak), build.cast(y, dt, weak)])
     return Tensor(build.where(c, x, y))
+
+
+@functools.lru_cache(maxsize=1024)
+def _where_result(x: tuple, y: tuple) -> np.dtype:
+    """np.where's own result dtype: a Python int it cannot hold wraps around (np.where(u32 > 0, u32, -1)
+    is uint32), unlike in a ufunc, which raises."""
+    args = [v if weak else np.ones((), dt) for dt, weak, v in (x, y)]
+    try:
+        return check(np.where(True, *args).dtype, "result of np.where")
+    except OverflowError as e:   # beyond every integer dtype
+        raise ScalarOverflowError(f"np.where: {e}") from None
 
 
 def isfinite(x) -> Tensor:
@@ -138,10 +154,26 @@ def sigmoid(x) -> Tensor:
 
 
 def clip(a, a_min=None, a_max=None) -> Tensor:
-    if a_min is None and a_max is None:
-        raise UnsupportedError("clip needs a_min or a_max")
-    out = a if a_min is None else maximum(a, a_min)
+    if as_node(a).dtype.kind in "iu":
+        # as NumPy: a Python int bound beyond the integer dtype bounds nothing (np.clip(u8, -3, 300) is u8)
+        info = np.iinfo(as_node(a).dtype)
+        a_min = None if type(a_min) is int and a_min <= info.min else a_min
+        a_max = None if type(a_max) is int and a_max >= info.max else a_max
+    out = positive(a) if a_min is None else maximum(a, a_min)
     return out if a_max is None else minimum(out, a_max)
+
+
+def positive(x) -> Tensor:
+    """np.positive: the value itself, in NumPy's result dtype (NumPy refuses bool)."""
+    x = as_node(x)
+    return Tensor(build.cast(x, *_result(np.positive, (x,))))
+
+
+def square(x) -> Tensor:
+    """np.square: x * x in NumPy's result dtype for square (int8 for bool)."""
+    x = as_node(x)
+    x = build.cast(x, *_result(np.square, (x,)))
+    return Tensor(build.binary(Op.MUL, x, x))
 
 
 def _make_unary(name):

@@ -15,12 +15,12 @@ UFUNCS = {
     np.bitwise_and: F.bitwise_and, np.bitwise_or: F.bitwise_or, np.bitwise_xor: F.bitwise_xor,
     np.logical_and: lambda a, b: F.bitwise_and(F.not_equal(a, 0), F.not_equal(b, 0)),
     np.logical_or: lambda a, b: F.bitwise_or(F.not_equal(a, 0), F.not_equal(b, 0)),
-    np.logical_not: F.logical_not, np.negative: F.negative, np.positive: lambda x: x,
+    np.logical_not: F.logical_not, np.negative: F.negative, np.positive: F.positive,
     np.exp: F.exp, np.exp2: F.exp2, np.log: F.log, np.log2: F.log2, np.sqrt: F.sqrt, np.sin: F.sin,
     np.cos: F.cos, np.tan: F.tan, np.tanh: F.tanh, np.absolute: F.abs, np.sign: F.sign, np.floor: F.floor,
     np.ceil: F.ceil, np.trunc: F.trunc, np.rint: F.rint, np.invert: F.invert, np.reciprocal: F.reciprocal,
     np.isnan: F.isnan, np.isinf: F.isinf, np.isfinite: F.isfinite, np.matmul: F.matmul,
-    np.square: lambda x: F.multiply(x, x),
+    np.square: F.square,
 }
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
 

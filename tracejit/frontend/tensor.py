@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError, TraceError, UnsupportedError
+from ..errors import IndexOutOfBoundsError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import check, weak_dtype
 from ..ir.graph import Node
@@ -15,10 +15,10 @@ def as_node(x) -> Node:
         return x._node
     if isinstance(x, Node):
         return x
-    if isinstance(x, (bool, int, float)):
-        return build.const(x, weak_dtype(x), (), weak=True)
-    if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
+    if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):  # strong, NEP 50
         return build.const(x.item(), check(x.dtype, "constant"), ())
+    if isinstance(x, (bool, int, float)):   # after np.generic: np.float64 is a float, yet strong
+        return build.const(x, weak_dtype(x), (), weak=True)
     if isinstance(x, np.ndarray):
         raise UnsupportedError(f"a NumPy array of shape {x.shape} was captured as a constant; pass it to the "
                                "kernel as an argument instead")
@@ -141,7 +141,7 @@ class Tensor:
     def __eq__(self, o): return F.equal(self, o)  # noqa: E704
     def __ne__(self, o): return F.not_equal(self, o)  # noqa: E704
     def __neg__(self): return F.negative(self)  # noqa: E704
-    def __pos__(self): return self  # noqa: E704
+    def __pos__(self): return F.positive(self)  # noqa: E704
     def __abs__(self): return F.abs(self)  # noqa: E704
     def __invert__(self): return F.invert(self)  # noqa: E704
 
@@ -196,7 +196,7 @@ def _index(node: Node, key) -> Node:
         elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
             i = int(k)
             if not -size <= i < size:
-                raise ShapeError(f"index {i} is out of bounds for axis {dim} with size {size}")
+                raise IndexOutOfBoundsError(f"index {i} is out of bounds for axis {dim} with size {size}")
             spec.append((i % size, 1, 1))
         else:
             raise UnsupportedError(f"index of type {type(k).__name__} is not supported")
