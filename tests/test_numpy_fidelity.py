@@ -110,3 +110,27 @@ def test_errors_are_the_builtin_exceptions_numpy_raises(device):
             run_kernel(tj.kernel(body), arg, device=device)
     with pytest.raises(tj.IndexOutOfBoundsError, match="index 6 is out of bounds for axis 0 with size 6"):
         tj.kernel(lambda x: x[6])(a, device=device)
+
+
+# ---- valid programs that once failed to compile ----
+
+def test_a_float16_scalar_argument_and_float16_and_float32_row_sums_in_one_kernel(device, rng):
+    i = np.arange(-4, 4, dtype=np.int8)
+    f = tj.kernel(lambda a, s: (a - s, s * a))   # OpenCL C takes no half by value
+    for s in (np.float16(2.5), np.array(-1.5, np.float16)):
+        assert_close(run_kernel(f, i, s, device=device), (i - s, s * i))
+    x = rng.random((1, 4096)).astype(np.float32)
+    body = lambda x: x.astype(np.float16).sum(-1, keepdims=True) / x.sum(-1, keepdims=True)  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x), rtol=2e-3)   # one tree per accumulator
+
+
+def test_wgsl_enables_f16_only_in_kernels_with_float16_values():
+    """The OpenGL backend of wgpu has no shader-f16 and rejects `enable f16;` even in a float32 kernel."""
+    @tj.kernel
+    def layernorm(x):   # enough instructions that a loop variable is named f16
+        m = x.mean(-1, keepdims=True)
+        return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+
+    for dtype, enabled in (("float32", False), ("float16", True)):
+        source = layernorm.lower(tj.spec((8, 1024), dtype), device="webgpu").kernels[0].source
+        assert ("enable f16;" in source) is enabled, source[:300]

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, Kernel
 from . import math_f32
-from .simt import Launch, Mapping, Nest, RenderOptions, positive_const
+from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
 # bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
@@ -304,7 +304,7 @@ class _Render:
         params = []
         for p_i, p in enumerate(self.k.params):
             if p_i in self.by_value:
-                ty = "float" if p.dtype == np.float64 and not self.o.fp64 else self.storage(p.dtype)
+                ty = self.storage(by_value_dtype(p.dtype, self.o))
                 params.append(t.value_param(p_i, ty, p.name))
             else:
                 const = "" if p.output else "const "
@@ -312,9 +312,10 @@ class _Render:
         if self.error_flag:
             params.append(t.buffer_param(len(params), "int", "tj_error"))
         if group:
-            for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
-                self.out(f"{t.local_qualifier} {self.local_storage(self._acc_dtype(dt))} "
-                         f"tj_red_{self._acc_type_name(dt)}[{self.local_size}];")
+            # one tree per accumulator dtype (float16 and float32 sums share float32's)
+            for dt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
+                                    for a in n.accs):
+                self.out(f"{t.local_qualifier} {self.local_storage(dt)} tj_red_{dt.name}[{self.local_size}];")
             for i, x in enumerate(ins):
                 if x.op == "local":
                     self.out(f"{t.local_qualifier} {self.local_storage(x.dtype)} v{i}[{x.arg[0]}];")
@@ -419,9 +420,6 @@ class _Render:
     def _acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
         return np.dtype("float32") if dt == np.float16 else dt
-
-    def _acc_type_name(self, dt: np.dtype) -> str:
-        return self._acc_dtype(dt).name
 
     def _after_nest(self, n: Nest) -> None:
         """Group mode: combine the work-items' partial accumulators; every work-item gets the total.

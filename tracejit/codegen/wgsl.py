@@ -281,8 +281,9 @@ class _Render:
             raise UnsupportedError(f"kernel {self.k.name} needs {groups_total} workgroups, more than {self.o.device} "
                                    "can dispatch")
         if group:
-            for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
-                adt = self._acc_dtype(dt)
+            # one tree per accumulator dtype (float16 and float32 sums share float32's)
+            for adt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
+                                     for a in n.accs):
                 self.module.append(f"var<workgroup> tj_red_{adt.name}: array<{self.ctype(adt)}, {self.local_size}>;")
             for i, x in enumerate(ins):
                 if x.op == "local":
@@ -290,7 +291,9 @@ class _Render:
             self.out("let lid = i32(lid3.x);")
         self._body(group, nx)
         body = "\n".join(self.lines)
-        enable = ["enable f16;"] if "f16" in body or any(self.k.params[i].dtype == np.float16 for i in buffers) else []
+        # only a kernel that has float16 values enables f16: adapters without shader-f16 (OpenGL) reject it
+        uses_f16 = any(x.dtype == np.float16 for x in ins) or any(p.dtype == np.float16 for p in self.k.params)
+        enable = ["enable f16;"] if uses_f16 else []
         header = "\n".join(enable + decl + self.module)
         signature = (f"@compute @workgroup_size({self.local_size})\nfn {self.k.name}(@builtin(global_invocation_id) gid: "
                      "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {")

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from ..codegen.simt import by_value_dtype
 from ..errors import DeviceError, UnsupportedError
 from ..ir.fuse import Program
 from . import cuda_driver as cu
@@ -92,7 +93,7 @@ class CudaPlan:
         for (c, fn, vfn), keys in zip(compiled, program.launches):
             dtypes = [None] * len(keys)
             for j in c.launch.by_value:
-                dtypes[j] = program.buffers[keys[j]].dtype
+                dtypes[j] = by_value_dtype(program.buffers[keys[j]].dtype, device.options)
             if c.launch.error_flag:
                 dtypes.append(None)
             self._compiled.append((c, fn, vfn, keys, dtypes))
