@@ -134,3 +134,30 @@ def test_wgsl_enables_f16_only_in_kernels_with_float16_values():
     for dtype, enabled in (("float32", False), ("float16", True)):
         source = layernorm.lower(tj.spec((8, 1024), dtype), device="webgpu").kernels[0].source
         assert ("enable f16;" in source) is enabled, source[:300]
+
+
+# ---- what NumPy code expects to work ----
+
+def test_matmul_of_bool_arrays_is_the_or_of_ands(device, rng):
+    a, b = rng.random((2, 40, 64)) < 0.05, rng.random((64, 24)) < 0.05
+    v = rng.random(64) < 0.5
+    body = lambda a, b, v: (a @ b, np.matmul(v, b), a[0] @ v, v @ v)  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), a, b, v, device=device), body(a, b, v))
+
+
+def test_sums_and_products_of_unsigned_ints_are_uint64_like_numpy(device):
+    u8 = np.arange(1000, dtype=np.uint8)
+    u32 = (np.arange(64, dtype=np.uint32) * 1000003).reshape(8, 8)
+
+    def body(u8, u32):
+        s, p = u32.sum(1), u32.prod(1)   # products wrap modulo 2**64, as NumPy's
+        return (u8.sum(), u8.prod(), np.sum(u8.reshape(10, 100), axis=1, keepdims=True), s, p, s + 1, s // 7,
+                p % 1000, s > 5000000, s.astype(np.float32), s - u32[0], np.where(s > 5000000, s, 0), s.max())
+
+    if device == "webgpu":   # WGSL has no 64-bit integers: a clear error, and the way out
+        with pytest.raises(tj.DtypeError, match="uint64.*dtype=np.uint32"):
+            tj.kernel(body)(u8, u32, device=device)
+        f = tj.kernel(lambda u8: (u8.sum(dtype=np.uint32), u8.prod(dtype=np.uint32)))
+        assert_close(f(u8, device=device), (u8.sum(dtype=np.uint32), u8.prod(dtype=np.uint32)))
+        return
+    assert_close(run_kernel(tj.kernel(body), u8, u32, device=device), body(u8, u32))

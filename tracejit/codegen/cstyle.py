@@ -46,8 +46,8 @@ class CStyle:
     global_id = "get_global_id(0)"
     types = {np.dtype(k): v for k, v in {
         "bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
-        "int32": "int", "uint32": "uint", "int64": "long", "float16": "half", "float32": "float",
-        "float64": "double"}.items()}
+        "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong", "float16": "half",
+        "float32": "float", "float64": "double"}.items()}
     unsigned = {4: "uint", 8: "ulong"}
     long_suffix = "L"
     infinity, nan = "INFINITY", "NAN"
@@ -165,6 +165,8 @@ class _Render:
             return str(v) if v != -2 ** 31 else "(-2147483647 - 1)"
         if dt == np.uint32:
             return f"{v}u"
+        if dt == np.uint64:   # NumPy's sums of uint8/16/32
+            return f"{v}U{self.t.long_suffix}"
         return f"(({self.t.types[dt]}){v})"
 
     # -- expressions --

@@ -33,6 +33,7 @@ class CUDA(CStyle):
     types = {np.dtype(k): v for k, v in {
         "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
         "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+        "uint64": "unsigned long long",
         "float16": "__half", "float32": "float", "float64": "double"}.items()}
     unsigned = {4: "unsigned int", 8: "unsigned long long"}
     long_suffix = "LL"

@@ -56,6 +56,10 @@ def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
     if dt == np.float16 and not options.f16:
         raise DtypeError(f"float16 is not supported on {options.device}: the adapter lacks the shader-f16 feature "
                          "(Vulkan/lavapipe has it, OpenGL does not); compute in float32 (x.astype(np.float32))")
+    if dt == np.uint64:
+        raise DtypeError(f"uint64 is not supported on {options.device}: WGSL has no 64-bit types. NumPy sums and "
+                         "multiplies uint8/16/32 into uint64; ask for uint32 (x.sum(dtype=np.uint32)), which wraps "
+                         "past 2**32, or use another device")
     if dt not in STORAGE:
         raise DtypeError(f"{dt.name} is not supported on {options.device}: WGSL has no 64-bit types; use "
                          f"{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'} "

@@ -40,8 +40,10 @@ def _numpy_result(ufunc: np.ufunc, operands: tuple) -> np.dtype:
     except ValueError:
         # NumPy raised computing the probe's value (an integer to a negative power), not resolving its
         # dtype: the kernel raises the same ValueError at run time if it computes such an element
-        return _numpy_result(ufunc, tuple((dt, weak, _KIND_PROBE[dt.kind] if weak else v)
-                                          for dt, weak, v in operands))
+        kinds = tuple((dt, weak, _KIND_PROBE[dt.kind] if weak else v) for dt, weak, v in operands)
+        if kinds == operands:
+            raise
+        return _numpy_result(ufunc, kinds)
     except TypeError as e:
         types = ", ".join(("python " + type(v).__name__) if weak else str(dt) for dt, weak, v in operands)
         raise UnsupportedError(f"np.{ufunc.__name__} is not defined for ({types}) in NumPy: {e}") from None
@@ -277,15 +279,15 @@ def matmul(a, b) -> Tensor:
     if a.shape[-1] != b.shape[-2]:
         raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not align: "
                          f"{a.shape[-1]} (dim -1) != {b.shape[-2]} (dim -2)")
-    dt, weak = _result(np.add, (a, b))
-    if dt == BOOL:
-        raise UnsupportedError("matmul of boolean arrays is not supported; cast to an integer dtype first")
+    dt, weak = _result(np.add, (a, b))   # matmul's dtypes are add's (bool: bool)
     a, b = build.cast(a, dt, weak), build.cast(b, dt, weak)
     batch = build.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     a3 = build.broadcast_to(build.reshape(a, a.shape + (1,)), batch + (m, k, n))
     b3 = build.broadcast_to(build.reshape(b, b.shape[:-2] + (1, k, n)), batch + (m, k, n))
-    out = build.reduce(build.binary(Op.MUL, a3, b3), "sum", (len(batch) + 1,))
+    # NumPy's bool matmul is the or of ands
+    terms, total = (Op.AND, "max") if dt == BOOL else (Op.MUL, "sum")
+    out = build.reduce(build.binary(terms, a3, b3), total, (len(batch) + 1,))
     shape = batch + ((m,) if not va else ()) + ((n,) if not vb else ())
     return Tensor(build.reshape(out, shape))
 
