@@ -161,3 +161,10 @@ def test_sums_and_products_of_unsigned_ints_are_uint64_like_numpy(device):
         assert_close(f(u8, device=device), (u8.sum(dtype=np.uint32), u8.prod(dtype=np.uint32)))
         return
     assert_close(run_kernel(tj.kernel(body), u8, u32, device=device), body(u8, u32))
+
+
+def test_a_kernel_that_only_stores_float16_compiles(device):
+    """Found by the dtype fuzzer: CUDA C lacked cuda_fp16.h when no __half appeared outside the signature."""
+    u = np.array(85, np.uint8)
+    body = lambda u: np.where(u, np.float16(2.5), np.float16(-1.5))  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), u, device=device), body(u))

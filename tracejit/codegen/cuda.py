@@ -41,7 +41,9 @@ class CUDA(CStyle):
     as_float, as_int = "__int_as_float({})", "__float_as_int({})"
 
     def preamble(self, source: str, options: RenderOptions) -> str:
-        return "#include <cuda_fp16.h>" if "__half" in source else ""
+        # the source is the body without the signature: a kernel that only stores float16 shows
+        # __float2half_rn, not __half
+        return "#include <cuda_fp16.h>" if "half" in source else ""
 
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         return f'extern "C" __global__ void __launch_bounds__({launch.local_size}) {name}({", ".join(params)})'
