@@ -168,3 +168,14 @@ def test_a_kernel_that_only_stores_float16_compiles(device):
     u = np.array(85, np.uint8)
     body = lambda u: np.where(u, np.float16(2.5), np.float16(-1.5))  # noqa: E731
     assert_close(run_kernel(tj.kernel(body), u, device=device), body(u))
+
+
+def test_comparing_ints_with_a_python_int_beyond_their_dtype_is_exact_like_numpy(device):
+    """Found by the dtype fuzzer: NumPy compares u8 > -1 exactly (no OverflowError, unlike u8 + -1)."""
+    u8 = np.array([0, 85, 255], np.uint8)
+    i8 = np.array([-128, 0, 127], np.int8)
+
+    def body(u8, i8):
+        return (np.less(-1, u8), u8 > -1, u8 <= 256, u8 == 300, u8 != -5, i8 >= -129, -200 > i8, i8 < 2**40)
+
+    assert_close(run_kernel(tj.kernel(body), u8, i8, device=device), body(u8, i8))

@@ -109,6 +109,9 @@ def _binary(name: str, a, b) -> Tensor:
     dt, weak = _result(ufunc, (a, b))
     compute = dt
     if dt == BOOL and op in (Op.LT, Op.LE, Op.EQ, Op.NE):
+        settled = _outside_int_range(ufunc, a, b)
+        if settled is not None:
+            return Tensor(settled)
         compute = _numpy_result(np.add, (_probe(a), _probe(b))) if not (a.dtype == b.dtype == BOOL) else BOOL
         compute = check(compute)
     a, b = _broadcast([build.cast(a, compute, weak), build.cast(b, compute, weak)])
@@ -116,6 +119,20 @@ def _binary(name: str, a, b) -> Tensor:
         out = build.binary(Op.MUL, a, a)  # exact for squares; NumPy special-cases them the same way
         return Tensor(build.binary(Op.MUL, out, a) if b.arg == 3 else out)
     return Tensor(build.binary(op, a, b))
+
+
+def _outside_int_range(ufunc, a: Node, b: Node) -> Node | None:
+    """NumPy compares an integer array with a Python int beyond its dtype exactly (u8 > -1 is True
+    everywhere): such a comparison is the same for every element, so it is a constant."""
+    for const, other in ((a, b), (b, a)):
+        if const.op is Op.CONST and const.weak and const.dtype.kind == "i" and other.dtype.kind in "iu" \
+                and not other.weak:
+            info = np.iinfo(other.dtype)
+            if not info.min <= const.arg <= info.max:
+                edge = int(info.min)   # any value of the dtype compares with the constant as its minimum does
+                value = ufunc(const.arg, edge) if const is a else ufunc(edge, const.arg)
+                return build.const(bool(value), BOOL, build.broadcast_shapes(a.shape, b.shape))
+    return None
 
 
 def where(condition, x=None, y=None) -> Tensor:

@@ -21,6 +21,7 @@ VECTOR_ALIGN = 16
 SCALAR_CTYPES = {np.dtype(k): v for k, v in {
     "bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
     "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64,
+    "uint64": ctypes.c_uint64,
     "float16": ctypes.c_uint16, "float32": ctypes.c_float, "float64": ctypes.c_double}.items()}
 
 
