@@ -2,11 +2,19 @@
 on every device against NumPy computed here: values, result dtypes and the exception classes NumPy raises."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import tracejit as tj
 from reference import assert_close, run_kernel
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 # ---- kernels that render the same source run the overload of their own argument types ----
@@ -124,16 +132,37 @@ def test_a_float16_scalar_argument_and_float16_and_float32_row_sums_in_one_kerne
     assert_close(run_kernel(tj.kernel(body), x, device=device), body(x), rtol=2e-3)   # one tree per accumulator
 
 
+def layernorm(x, w, b):   # enough instructions that WGSL names a loop variable f16
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
+
+
 def test_wgsl_enables_f16_only_in_kernels_with_float16_values():
     """The OpenGL backend of wgpu has no shader-f16 and rejects `enable f16;` even in a float32 kernel."""
-    @tj.kernel
-    def layernorm(x):   # enough instructions that a loop variable is named f16
-        m = x.mean(-1, keepdims=True)
-        return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
-
     for dtype, enabled in (("float32", False), ("float16", True)):
-        source = layernorm.lower(tj.spec((8, 1024), dtype), device="webgpu").kernels[0].source
+        specs = tj.spec((8, 1024), dtype), tj.spec(1024, dtype), tj.spec(1024, dtype)
+        source = tj.kernel(layernorm).lower(*specs, device="webgpu").kernels[0].source
         assert ("enable f16;" in source) is enabled, source[:300]
+
+
+def test_a_float32_layernorm_runs_on_webgpu_over_opengl():
+    """The same, run where it failed: wgpu on OpenGL (the backend without Vulkan), in a process of its own."""
+    if "webgpu" not in [d.name for d in tj.devices() if d.available]:
+        pytest.skip("webgpu is not available here")
+    code = textwrap.dedent("""
+        import numpy as np, tracejit as tj
+        from test_numpy_fidelity import layernorm
+        x = np.random.default_rng(0).standard_normal((8, 1024)).astype(np.float32)
+        w, b = np.full(1024, 0.5, np.float32), np.full(1024, 0.25, np.float32)
+        y = np.asarray(tj.kernel(layernorm)(x, w, b, device="webgpu"))
+        assert np.allclose(y, layernorm(x, w, b), atol=1e-4), np.abs(y - layernorm(x, w, b)).max()
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, WGPU_BACKEND_TYPE="OpenGL", PYTHONPATH=f"{REPO}:{REPO / 'tests'}"))
+    if "ok" not in out.stdout and "no adapter" in out.stderr.lower():
+        pytest.skip(f"wgpu has no OpenGL adapter here: {out.stderr[-300:]}")
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
 
 
 # ---- what NumPy code expects to work ----
