@@ -208,3 +208,14 @@ def test_comparing_ints_with_a_python_int_beyond_their_dtype_is_exact_like_numpy
         return (np.less(-1, u8), u8 > -1, u8 <= 256, u8 == 300, u8 != -5, i8 >= -129, -200 > i8, i8 < 2**40)
 
     assert_close(run_kernel(tj.kernel(body), u8, i8, device=device), body(u8, i8))
+
+
+def test_a_python_int_argument_beyond_int32_is_a_dtype_error_only_where_ints_are_32_bits(device):
+    """Found by the dtype fuzzer: webgpu refused it with a DeviceError that `except TypeError` missed."""
+    f = tj.kernel(lambda s, v: np.where(s, v, ~v))
+    v = np.array([True, False])
+    if device == "webgpu":
+        with pytest.raises(tj.DtypeError, match="1099511627776.*int32"):
+            f(2**40, v, device=device)
+        return
+    assert_close(run_kernel(f, 2**40, v, device=device), np.where(2**40, v, ~v))

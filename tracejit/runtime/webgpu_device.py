@@ -393,12 +393,14 @@ class WebGPUPlan:
         values = np.zeros(max(4, -(-len(r.scalars) // 4) * 4), np.uint32)
         for m, p in enumerate(r.scalars):
             v = bufs[keys[p]]
-            kind = np.dtype(self.program.buffers[keys[p]].dtype).kind
+            kind = self.program.buffers[keys[p]].dtype.kind
             try:
-                values[m] = np.array(v, {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}[kind]).view(np.uint32)
+                values[m] = np.array(v, {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}[kind]
+                                     ).view(np.uint32)
             except OverflowError:
-                raise DtypeError(f"the Python integer {v} (argument {keys[p][1]}) does not fit int32, the widest integer "
-                                 f"on {self.device.name} (WGSL has no 64-bit types); use another device") from None
+                raise DtypeError(f"the Python integer {v} (argument {keys[p][1]}) does not fit int32, the widest "
+                                 f"integer on {self.device.name} (WGSL has no 64-bit types); use another "
+                                 "device") from None
         block = self.device.uniforms.allocate(values.nbytes)
         self.device.device.queue.write_buffer(block.buffer, 0, values)
         return block
