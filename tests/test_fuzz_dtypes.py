@@ -33,6 +33,12 @@ NUMPY_SCALARS = [np.float16(2.5), np.float16(-0.0), np.float32(0.1), np.float32(
                  np.uint16(3), np.uint32(4000000000), np.bool_(True)]
 
 
+def _another(scalar, rng: np.random.Generator):
+    """A scalar of the same type as `scalar` (a Python bool, int or float, or a NumPy scalar type)."""
+    same = [s for s in PYTHON_SCALARS + NUMPY_SCALARS if type(s) is type(scalar)]
+    return same[rng.integers(len(same))]
+
+
 def special_values(dt: np.dtype) -> list:
     if dt.kind == "b":
         return [True, False]
@@ -245,11 +251,13 @@ def test_random_program_over_every_dtype_matches_numpy(data, device):
         assume(not known_bug(device, program, seen, values, scalar_args))
 
     kernel = make_kernel(program, n_inputs, len(scalar_args))
-    second = [make_array(rng, s, d, specials) for s, d in zip(shapes, dtypes)]
+    # the second call: new arrays, and new values of the same types for the scalar arguments
+    second = ([make_array(rng, s, d, specials) for s, d in zip(shapes, dtypes)],
+              [_another(a, rng) for a in scalar_args])
     # where NumPy refuses the program, once is enough: which step raises first may depend on the data
-    for call, args in enumerate((inputs,) if raised else (inputs, second)):
-        expected, numpy_error = outcome(lambda: run_program(program, args, scalar_args))
-        result, error = outcome(lambda: kernel(*args, *scalar_args, device=device))
+    for call, (args, scalars) in enumerate([(inputs, scalar_args)] + ([] if raised else [second])):
+        expected, numpy_error = outcome(lambda: run_program(program, args, scalars))
+        result, error = outcome(lambda: kernel(*args, *scalars, device=device))
         if isinstance(error, tj.DtypeError) and device != "numba":
             assume(False)   # a dtype this device cannot represent (WGSL: no 64-bit types)
         check(call, expected, numpy_error, result, error, values)
