@@ -39,8 +39,10 @@ def test_numpy_scalars_in_the_body_are_strong_like_in_numpy(device, rng):
     def narrow(h, i):   # types every device has
         return h * np.float32(0.1), i * np.float16(2), i + np.int16(3), np.int8(2) * i, np.uint8(3) + i
 
+    captured = np.float64(0.044715)   # from the closure, as module-level constants are
+
     def wide(x, i):     # GPT-2's gelu writes np.sqrt(2 / np.pi): a np.float64, so the result is float64
-        return x * np.float64(0.1), x / np.float64(1.5), np.sqrt(2 / np.pi) * x, i + np.int64(3)
+        return x * np.float64(0.1), x / np.float64(1.5), np.sqrt(2 / np.pi) * x, i + np.int64(3), captured * x
 
     assert_close(run_kernel(tj.kernel(narrow), h, i, device=device), narrow(h, i))
     assert_close(run_kernel(tj.kernel(wide), x, i, device=device), wide(x, i))
