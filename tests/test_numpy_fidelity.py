@@ -221,3 +221,15 @@ def test_a_python_int_argument_beyond_int32_is_a_dtype_error_only_where_ints_are
             f(2**40, v, device=device)
         return
     assert_close(run_kernel(f, 2**40, v, device=device), np.where(2**40, v, ~v))
+
+
+def test_tj_jit_keys_numpy_scalars_by_their_type(device):
+    """np.float32(0.5) == np.float64(0.5), but they give different dtypes: one captured graph each."""
+    k = tj.kernel(lambda x, s: x * s)
+    f = tj.jit(lambda x, s: k(x, s, device=device))
+    x = np.ones(3, np.float32)
+    for s in (np.float32(0.5), np.float64(0.5), 0.5, np.float64(0.5)):
+        try:
+            assert_close(f(x, s), x * s, what=f"x * {type(s).__name__}")
+        except tj.DtypeError:
+            assert device == "webgpu" and type(s) is np.float64   # no float64 in WGSL

@@ -222,7 +222,7 @@ def _jit_key(a):
         return ("array", a.dtype, a.shape, a.strides)
     if type(a) is Array:
         return ("array", a.dtype, a.shape, a.device.name)
-    if type(a) in (bool, int, float):   # not NumPy scalars: those are strong (NEP 50)
+    if type(a) in (bool, int, float) or isinstance(a, np.generic):   # the type too: np.float32(0.5) == 0.5
         return ("scalar", type(a), a)
     try:
         hash(a)
