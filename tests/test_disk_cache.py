@@ -272,3 +272,20 @@ def test_a_read_only_cache_directory_warns_and_still_computes(tmp_path, device):
     finally:
         cache.chmod(0o700)
     assert result["compiles"] >= 2 and "CacheWarning" in result["stderr"]
+
+
+def test_a_later_process_loads_the_overload_for_each_call_s_own_dtypes(tmp_path, device):
+    """Kernels of one source share a cached module with one overload per dtype signature; a process that
+    loads them from disk in another order than they were compiled still runs each call's own."""
+    program = """
+    import numpy as np, tracejit as tj
+    i, x = np.array([1, 2, 3]), np.array([1.5, 2.0, -3.0])
+    f, g = tj.kernel(lambda a, b: a * b), tj.kernel(lambda a, b: a * b)
+    for k, a in ORDER:
+        assert np.array_equal(np.asarray(k(a, a, device=DEVICE)), a * a), (k, a.dtype)
+    """
+    for order in ("(f, i), (f, x)", "(f, x), (g, i), (g, x), (f, i)"):
+        code = textwrap.dedent(program).replace("ORDER", f"[{order}]").replace("DEVICE", repr(device))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path)))
+        assert out.returncode == 0, out.stderr

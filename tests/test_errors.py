@@ -105,9 +105,8 @@ def test_mismatched_shapes_raise_shape_error_naming_both_shapes(device):
     (lambda x, y: x @ y, (3, 4), (5, 2)),
     (lambda x, y: np.broadcast_to(x, (5, 4)) + y, (3, 4), (1,)),
     (lambda x, y: x.sum(axis=2) + y, (3, 4), (1,)),
-    (lambda x, y: x[3] + y, (3, 4), (1,)),
 ], ids=["reshape to a wrong size", "matmul inner dims differ", "broadcast_to an incompatible shape",
-        "reduction axis out of range", "index out of range"])
+        "reduction axis out of range"])
 def test_impossible_shape_raises_shape_error(body, x_shape, y_shape, device):
     with pytest.raises(tj.ShapeError):
         tj.kernel(body)(f32(*x_shape), f32(*y_shape), device=device)
@@ -210,6 +209,8 @@ def test_error_classes_form_the_documented_hierarchy():
     assert issubclass(tj.UnsupportedError, tj.TraceError) and issubclass(tj.UnsupportedError, TypeError)
     assert issubclass(tj.DtypeError, tj.TracejitError) and issubclass(tj.DtypeError, TypeError)
     assert issubclass(tj.ArgumentError, tj.TracejitError) and issubclass(tj.ArgumentError, TypeError)
+    assert issubclass(tj.IndexOutOfBoundsError, tj.TraceError) and issubclass(tj.IndexOutOfBoundsError, IndexError)
+    assert issubclass(tj.ScalarOverflowError, tj.TracejitError) and issubclass(tj.ScalarOverflowError, OverflowError)
     assert issubclass(tj.CompileError, tj.TracejitError)
     assert issubclass(tj.DeviceError, tj.TracejitError)
 
@@ -222,7 +223,7 @@ def test_integer_power_with_a_negative_exponent_raises_like_numpy(device):
         a ** -a
     with pytest.raises(ValueError, match="negative integer powers"):
         f(a, -a, device=device)
-    with pytest.raises(tj.TraceError, match="negative integer powers"):
+    with pytest.raises(ValueError, match="negative integer powers"):   # on data, as NumPy: not while tracing
         tj.kernel(lambda x: x ** -1)(a, device=device)
     np.testing.assert_array_equal(tj.kernel(lambda x: x ** 3)(a, device=device), a ** 3)
 

@@ -14,12 +14,30 @@ class ShapeError(TraceError, ValueError):
     """Operand shapes do not fit together (broadcasting, reshape, indexing, reductions)."""
 
 
+class IndexOutOfBoundsError(TraceError, IndexError):
+    """An integer index outside its axis, where NumPy raises IndexError.
+
+    >>> f = tj.kernel(lambda x: x[5])
+    >>> f(np.arange(3))              # IndexError: index 5 is out of bounds for axis 0 with size 3
+    Index inside the shape (x[-1] is the last element), or slice (x[5:] is empty, as in NumPy).
+    """
+
+
 class UnsupportedError(TraceError, TypeError):
     """A NumPy function, operator or argument that tracejit does not implement."""
 
 
 class DtypeError(TracejitError, TypeError):
     """A dtype that tracejit, or the chosen device, cannot represent."""
+
+
+class ScalarOverflowError(TracejitError, OverflowError):
+    """A Python int that the dtype it combines with cannot hold, where NumPy raises OverflowError (NEP 50).
+
+    >>> f = tj.kernel(lambda a: a + 300)
+    >>> f(np.zeros(3, np.uint8))      # NumPy: OverflowError: Python integer 300 out of bounds for uint8
+    Use a NumPy scalar or array of a wider dtype (np.int16(300)), or cast the array (a.astype(np.int16) + 300).
+    """
 
 
 class ArgumentError(TracejitError, TypeError):

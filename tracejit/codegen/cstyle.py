@@ -14,7 +14,7 @@ from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, Kernel
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import math_f32
-from .simt import Launch, Mapping, Nest, RenderOptions, positive_const
+from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
 # bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
@@ -57,8 +57,8 @@ class CStyle:
     global_id = "get_global_id(0)"
     types = {np.dtype(k): v for k, v in {
         "bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
-        "int32": "int", "uint32": "uint", "int64": "long", "float16": "half", "float32": "float",
-        "float64": "double"}.items()}
+        "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong", "float16": "half",
+        "float32": "float", "float64": "double"}.items()}
     unsigned = {4: "uint", 8: "ulong"}
     long_suffix = "L"
     # NaN from its bits: PoCL's NAN macro converted to double, or stored as half, is not a NaN
@@ -181,6 +181,8 @@ class _Render:
             return str(v) if v != -2 ** 31 else "(-2147483647 - 1)"
         if dt == np.uint32:
             return f"{v}u"
+        if dt == np.uint64:   # NumPy's sums of uint8/16/32
+            return f"{v}U{self.t.long_suffix}"
         return f"(({self.t.types[dt]}){v})"
 
     # -- expressions --
@@ -342,7 +344,7 @@ class _Render:
         params = []
         for p_i, p in enumerate(self.k.params):
             if p_i in self.by_value:
-                ty = "float" if p.dtype == np.float64 and not self.o.fp64 else self.storage(p.dtype)
+                ty = self.storage(by_value_dtype(p.dtype, self.o))
                 params.append(t.value_param(p_i, ty, p.name))
             else:
                 const = "" if p.output else "const "
@@ -350,9 +352,10 @@ class _Render:
         if self.error_flag:
             params.append(t.buffer_param(len(params), "int", "tj_error"))
         if group:
-            for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
-                self.out(f"{t.local_qualifier} {self.local_storage(self._acc_dtype(dt))} "
-                         f"tj_red_{self._acc_type_name(dt)}[{self.local_size}];")
+            # one tree per accumulator dtype (float16 and float32 sums share float32's)
+            for dt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
+                                    for a in n.accs):
+                self.out(f"{t.local_qualifier} {self.local_storage(dt)} tj_red_{dt.name}[{self.local_size}];")
             for i, x in enumerate(ins):
                 if x.op == "local":
                     self.out(f"{t.local_qualifier} {self.local_storage(x.dtype)} v{i}[{x.arg[0]}];")
@@ -463,9 +466,6 @@ class _Render:
     def _acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
         return np.dtype("float32") if dt == np.float16 else dt
-
-    def _acc_type_name(self, dt: np.dtype) -> str:
-        return self._acc_dtype(dt).name
 
     def _after_nest(self, n: Nest) -> None:
         """Group mode: combine the work-items' partial accumulators; every work-item gets the total.

@@ -33,6 +33,7 @@ class CUDA(CStyle):
     types = {np.dtype(k): v for k, v in {
         "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
         "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+        "uint64": "unsigned long long",
         "float16": "__half", "float32": "float", "float64": "double"}.items()}
     unsigned = {4: "unsigned int", 8: "unsigned long long"}
     long_suffix = "LL"
@@ -43,7 +44,9 @@ class CUDA(CStyle):
     table_qualifier = "__constant__"
 
     def preamble(self, source: str, options: RenderOptions) -> str:
-        return "#include <cuda_fp16.h>" if "__half" in source else ""
+        # the source is the body without the signature: a kernel that only stores float16 shows
+        # __float2half_rn, not __half
+        return "#include <cuda_fp16.h>" if "half" in source else ""
 
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         return f'extern "C" __global__ void __launch_bounds__({launch.local_size}) {name}({", ".join(params)})'

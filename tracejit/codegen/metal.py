@@ -39,7 +39,8 @@ class Metal(CStyle):
     global_id = "tj_gid"
     types = {np.dtype(k): v for k, v in {
         "bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
-        "int32": "int", "uint32": "uint", "int64": "long", "float16": "half", "float32": "float"}.items()}
+        "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong", "float16": "half",
+        "float32": "float"}.items()}
     unsigned = {4: "uint", 8: "ulong"}
     long_suffix = "L"
     infinity, nan = "as_type<float>(0x7f800000u)", "as_type<float>(0x7fc00000u)"

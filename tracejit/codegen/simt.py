@@ -35,6 +35,14 @@ class RenderOptions:
     own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
 
 
+def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:
+    """The dtype a 0-d argument passed by value is declared and passed as: float64 without fp64 and
+    float16 without half arithmetic come as float32 (OpenCL C takes no half by value; float holds it)."""
+    if dt == np.float64 and not options.fp64 or dt == np.float16 and not options.fp16:
+        return np.dtype("float32")
+    return dt
+
+
 @dataclass(frozen=True)
 class Launch:
     mode: str                      # "group" | "thread"

@@ -75,6 +75,10 @@ def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
     if dt == np.float16 and not options.f16:
         raise DtypeError(f"float16 is not supported on {options.device}: the adapter lacks the shader-f16 feature "
                          "(Vulkan/lavapipe has it, OpenGL does not); compute in float32 (x.astype(np.float32))")
+    if dt == np.uint64:
+        raise DtypeError(f"uint64 is not supported on {options.device}: WGSL has no 64-bit types. NumPy sums and "
+                         "multiplies uint8/16/32 into uint64; ask for uint32 (x.sum(dtype=np.uint32)), which wraps "
+                         "past 2**32, or use another device")
     if dt not in STORAGE:
         raise DtypeError(f"{dt.name} is not supported on {options.device}: WGSL has no 64-bit types; use "
                          f"{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'} "
@@ -333,8 +337,9 @@ class _Render:
             raise UnsupportedError(f"kernel {self.k.name} needs {groups_total} workgroups, more than {self.o.device} "
                                    "can dispatch")
         if group:
-            for dt in dict.fromkeys(ins[a].dtype for n in self.nests if n.kind == "reduce" for a in n.accs):
-                adt = self._acc_dtype(dt)
+            # one tree per accumulator dtype (float16 and float32 sums share float32's)
+            for adt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
+                                     for a in n.accs):
                 self.module.append(f"var<workgroup> tj_red_{adt.name}: array<{self.ctype(adt)}, {self.local_size}>;")
             for i, x in enumerate(ins):
                 if x.op == "local":
@@ -342,7 +347,9 @@ class _Render:
             self.out("let lid = i32(lid3.x);")
         self._body(group, nx)
         body = "\n".join(self.lines)
-        enable = ["enable f16;"] if "f16" in body or any(self.k.params[i].dtype == np.float16 for i in buffers) else []
+        # only a kernel that has float16 values enables f16: adapters without shader-f16 (OpenGL) reject it
+        uses_f16 = any(x.dtype == np.float16 for x in ins) or any(p.dtype == np.float16 for p in self.k.params)
+        enable = ["enable f16;"] if uses_f16 else []
         header = "\n".join(enable + decl + self.module)
         signature = (f"@compute @workgroup_size({self.local_size})\nfn {self.k.name}(@builtin(global_invocation_id) gid: "
                      "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {")

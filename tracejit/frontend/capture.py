@@ -86,8 +86,8 @@ class Graph:
         return tuple(results) if plan.traced.tuple_result else results[0]
 
     def _argument(self, a, dev):
-        if isinstance(a, (bool, int, float, Default)):
-            return a                               # a Python scalar (or left-out default) is a constant of the graph
+        if type(a) in (bool, int, float) or isinstance(a, (np.generic, Default)):
+            return a                               # a scalar (or a left-out default) is a constant of the graph
         produced = self._produced.get(id(a))
         if produced is not None:
             if produced[1] is not dev:
@@ -223,7 +223,7 @@ def _jit_key(a):
         return ("array", a.dtype, a.shape, a.strides)
     if type(a) is Array:
         return ("array", a.dtype, a.shape, a.device.name)
-    if isinstance(a, (bool, int, float)):
+    if type(a) in (bool, int, float) or isinstance(a, np.generic):   # the type too: np.float32(0.5) == 0.5
         return ("scalar", type(a), a)
     try:
         hash(a)

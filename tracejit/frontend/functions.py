@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..errors import DtypeError, ShapeError, TraceError, UnsupportedError
+from ..errors import ScalarOverflowError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL, check, is_float
 from ..ir.graph import BINARY, PREDICATES, UNARY, Node, Op
@@ -27,16 +27,24 @@ __all__ = [
 # --- dtype resolution through NumPy ----------------------------------------------------------------
 
 
+_KIND_PROBE = {"b": True, "i": 1, "u": 1, "f": 1.0}
+
+
 @functools.lru_cache(maxsize=4096)
 def _numpy_result(ufunc: np.ufunc, operands: tuple) -> np.dtype:
     args = [v if weak else np.ones((), dt) for dt, weak, v in operands]
     try:
         with np.errstate(all="ignore"):
             return np.asarray(ufunc(*args)).dtype
-    except OverflowError as e:
-        raise DtypeError(str(e)) from None
-    except ValueError as e:  # e.g. an integer to a negative constant power
-        raise TraceError(f"np.{ufunc.__name__}: {e} (NumPy raises this too)") from None
+    except OverflowError as e:   # a Python int the other operand's dtype cannot hold (NEP 50)
+        raise ScalarOverflowError(f"np.{ufunc.__name__}: {e}") from None
+    except ValueError:
+        # NumPy raised computing the probe's value (an integer to a negative power), not resolving its
+        # dtype: the kernel raises the same ValueError at run time if it computes such an element
+        kinds = tuple((dt, weak, _KIND_PROBE[dt.kind] if weak else v) for dt, weak, v in operands)
+        if kinds == operands:
+            raise
+        return _numpy_result(ufunc, kinds)
     except TypeError as e:
         types = ", ".join(("python " + type(v).__name__) if weak else str(dt) for dt, weak, v in operands)
         raise UnsupportedError(f"np.{ufunc.__name__} is not defined for ({types}) in NumPy: {e}") from None
@@ -47,7 +55,7 @@ def _probe(n: Node):
         return (n.dtype, False, None)
     if n.op is Op.CONST:
         return (n.dtype, True, n.arg)
-    return (n.dtype, True, {"b": True, "i": 1, "u": 1, "f": 1.0}[n.dtype.kind])
+    return (n.dtype, True, _KIND_PROBE[n.dtype.kind])
 
 
 def _result(ufunc, nodes) -> tuple[np.dtype, bool]:
@@ -109,6 +117,9 @@ def _binary(name: str, a, b) -> Tensor:
     dt, weak = _result(ufunc, (a, b))
     compute = dt
     if dt == BOOL and op in (Op.LT, Op.LE, Op.EQ, Op.NE):
+        settled = _outside_int_range(ufunc, a, b)
+        if settled is not None:
+            return Tensor(settled)
         compute = _numpy_result(np.add, (_probe(a), _probe(b))) if not (a.dtype == b.dtype == BOOL) else BOOL
         compute = check(compute)
     a, b = _broadcast([build.cast(a, compute, weak), build.cast(b, compute, weak)])
@@ -118,6 +129,20 @@ def _binary(name: str, a, b) -> Tensor:
     return Tensor(build.binary(op, a, b))
 
 
+def _outside_int_range(ufunc, a: Node, b: Node) -> Node | None:
+    """NumPy compares an integer array with a Python int beyond its dtype exactly (u8 > -1 is True
+    everywhere): such a comparison is the same for every element, so it is a constant."""
+    for const, other in ((a, b), (b, a)):
+        if const.op is Op.CONST and const.weak and const.dtype.kind == "i" and other.dtype.kind in "iu" \
+                and not other.weak:
+            info = np.iinfo(other.dtype)
+            if not info.min <= const.arg <= info.max:
+                edge = int(info.min)   # any value of the dtype compares with the constant as its minimum does
+                value = ufunc(const.arg, edge) if const is a else ufunc(edge, const.arg)
+                return build.const(bool(value), BOOL, build.broadcast_shapes(a.shape, b.shape))
+    return None
+
+
 def where(condition, x=None, y=None) -> Tensor:
     if x is None or y is None:
         raise UnsupportedError("np.where(condition) with one argument returns indices, whose number depends on "
@@ -125,10 +150,20 @@ def where(condition, x=None, y=None) -> Tensor:
     c, x, y = as_node(condition), as_node(x), as_node(y)
     if c.dtype != BOOL:
         c = build.binary(Op.NE, c, build.const(0, c.dtype, c.shape))
-    dt = _numpy_result(np.add, (_probe(x), _probe(y))) if not (x.dtype == y.dtype == BOOL) else BOOL
-    weak = x.weak and y.weak
+    dt, weak = _where_result(_probe(x), _probe(y)), x.weak and y.weak
     c, x, y = _broadcast([c, build.cast(x, dt, weak), build.cast(y, dt, weak)])
     return Tensor(build.where(c, x, y))
+
+
+@functools.lru_cache(maxsize=1024)
+def _where_result(x: tuple, y: tuple) -> np.dtype:
+    """np.where's own result dtype: a Python int it cannot hold wraps around (np.where(u32 > 0, u32, -1)
+    is uint32), unlike in a ufunc, which raises."""
+    args = [v if weak else np.ones((), dt) for dt, weak, v in (x, y)]
+    try:
+        return check(np.where(True, *args).dtype, "result of np.where")
+    except OverflowError as e:   # beyond every integer dtype
+        raise ScalarOverflowError(f"np.where: {e}") from None
 
 
 def isfinite(x) -> Tensor:
@@ -146,9 +181,12 @@ def sigmoid(x) -> Tensor:
 
 
 def clip(a, a_min=None, a_max=None) -> Tensor:
-    if a_min is None and a_max is None:
-        raise UnsupportedError("clip needs a_min or a_max")
-    out = a if a_min is None else maximum(a, a_min)
+    if as_node(a).dtype.kind in "iu":
+        # as NumPy: a Python int bound beyond the integer dtype bounds nothing (np.clip(u8, -3, 300) is u8)
+        info = np.iinfo(as_node(a).dtype)
+        a_min = None if type(a_min) is int and a_min <= info.min else a_min
+        a_max = None if type(a_max) is int and a_max >= info.max else a_max
+    out = Tensor(as_node(a)) if a_min is None else maximum(a, a_min)
     return out if a_max is None else minimum(out, a_max)
 
 
@@ -253,15 +291,15 @@ def matmul(a, b) -> Tensor:
     if a.shape[-1] != b.shape[-2]:
         raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not align: "
                          f"{a.shape[-1]} (dim -1) != {b.shape[-2]} (dim -2)")
-    dt, weak = _result(np.add, (a, b))
-    if dt == BOOL:
-        raise UnsupportedError("matmul of boolean arrays is not supported; cast to an integer dtype first")
+    dt, weak = _result(np.add, (a, b))   # matmul's dtypes are add's (bool: bool)
     a, b = build.cast(a, dt, weak), build.cast(b, dt, weak)
     batch = build.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     a3 = build.broadcast_to(build.reshape(a, a.shape + (1,)), batch + (m, k, n))
     b3 = build.broadcast_to(build.reshape(b, b.shape[:-2] + (1, k, n)), batch + (m, k, n))
-    out = build.reduce(build.binary(Op.MUL, a3, b3), "sum", (len(batch) + 1,))
+    # NumPy's bool matmul is the or of ands
+    terms, total = (Op.AND, "max") if dt == BOOL else (Op.MUL, "sum")
+    out = build.reduce(build.binary(terms, a3, b3), total, (len(batch) + 1,))
     shape = batch + ((m,) if not va else ()) + ((n,) if not vb else ())
     return Tensor(build.reshape(out, shape))
 

@@ -71,7 +71,7 @@ def describe(a, position: int) -> ArgInfo:
     """What a kernel argument looks like to the tracer."""
     if type(a) is Default:
         return ArgInfo("default", value=a.value)
-    if isinstance(a, (bool, int, float)):
+    if type(a) in (bool, int, float):   # np.float64 is a float too, but a strong one (NEP 50)
         return ArgInfo("scalar", weak_dtype(a))
     if isinstance(a, Spec):
         return ArgInfo("array", a.dtype, a.shape, a.element_strides)

@@ -5,7 +5,7 @@ import importlib
 
 import numpy as np
 
-from ..errors import ShapeError, TraceError, UnsupportedError
+from ..errors import IndexOutOfBoundsError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import check, weak_dtype
 from ..ir.graph import Node
@@ -19,10 +19,10 @@ def as_node(x) -> Node:
         return x._node
     if isinstance(x, Node):
         return x
-    if isinstance(x, (bool, int, float)):
-        return build.const(x, weak_dtype(x), (), weak=True)
-    if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
+    if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):  # strong, NEP 50
         return build.const(x.item(), check(x.dtype, "constant"), ())
+    if isinstance(x, (bool, int, float)):   # after np.generic: np.float64 is a float, yet strong
+        return build.const(x, weak_dtype(x), (), weak=True)
     if isinstance(x, np.ndarray):   # np.arange(n), np.tri(n), a captured table: see captured.py
         from .captured import array_node
         return array_node(x)
@@ -241,7 +241,7 @@ def _index(node: Node, key) -> Node:
         elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
             i = int(k)
             if not -size <= i < size:
-                raise ShapeError(f"index {i} is out of bounds for axis {dim} with size {size}")
+                raise IndexOutOfBoundsError(f"index {i} is out of bounds for axis {dim} with size {size}")
             spec.append((i % size, 1, 1))
         else:
             raise UnsupportedError(f"index of type {type(k).__name__} is not supported")

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from ..codegen.simt import by_value_dtype
 from ..errors import DeviceError, UnsupportedError
 from ..ir.fuse import Program
 from . import cuda_driver as cu
@@ -20,6 +21,7 @@ VECTOR_ALIGN = 16
 SCALAR_CTYPES = {np.dtype(k): v for k, v in {
     "bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
     "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64,
+    "uint64": ctypes.c_uint64,
     "float16": ctypes.c_uint16, "float32": ctypes.c_float, "float64": ctypes.c_double}.items()}
 
 
@@ -92,7 +94,7 @@ class CudaPlan:
         for (c, fn, vfn), keys in zip(compiled, program.launches):
             dtypes = [None] * len(keys)
             for j in c.launch.by_value:
-                dtypes[j] = program.buffers[keys[j]].dtype
+                dtypes[j] = by_value_dtype(program.buffers[keys[j]].dtype, device.options)
             if c.launch.error_flag:
                 dtypes.append(None)
             self._compiled.append((c, fn, vfn, keys, dtypes))

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..codegen import build_log as build_log_text
 from ..codegen import metal as metal_codegen
-from ..codegen.simt import Launch
+from ..codegen.simt import Launch, by_value_dtype
 from ..errors import CompileError, DeviceError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -363,9 +363,9 @@ class _Launch:
 
 
 def _scalar_bytes(a, desc) -> bytes:
-    """A by-value argument as Metal holds it: no double, bool as a byte."""
+    """A by-value argument as Metal holds it: no double, float16 as float (see by_value_dtype), bool as a byte."""
     dt = np.dtype(desc.dtype)
-    dt = np.dtype("float32") if dt == np.float64 else np.dtype("uint8") if dt == np.bool_ else dt
+    dt = np.dtype("uint8") if dt == np.bool_ else by_value_dtype(dt, metal_codegen.DEFAULT_OPTIONS)
     return np.asarray(scalar_of(a), dt).tobytes()
 
 

@@ -151,7 +151,7 @@ class NumbaDevice:
         signature = _signature(kernel)
         misses = sum(fn.stats.cache_misses.values())
         try:
-            fn.compile(signature)
+            entry = fn.compile(signature)   # the overload for these very types (several share one module)
         except Exception as e:
             raise CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}\n"
                                f"generated source: {module.__file__}") from None
@@ -162,7 +162,7 @@ class NumbaDevice:
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
-        return (fn.overloads[fn.signatures[-1]].entry_point, fn), cached
+        return (entry, fn), cached
 
 
 def _module_file(key: CacheKey, modname: str, source: str) -> tuple[Path, bool]:

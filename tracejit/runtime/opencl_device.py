@@ -11,7 +11,7 @@ import numpy as np
 
 from ..codegen import build_log as build_log_text
 from ..codegen import opencl as opencl_codegen
-from ..codegen.simt import Launch, RenderOptions
+from ..codegen.simt import Launch, RenderOptions, by_value_dtype
 from ..errors import CompileError, DeviceError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -346,8 +346,7 @@ class OpenCLPlan:
             scalars = [None] * len(keys)
             for j in c.launch.by_value:
                 dt = program.buffers[keys[j]].dtype
-                scalars[j] = np.dtype("float32") if dt == np.float64 and not device.options.fp64 else \
-                    np.dtype("uint8") if dt == np.bool_ else dt
+                scalars[j] = np.dtype("uint8") if dt == np.bool_ else by_value_dtype(dt, device.options)
             if c.launch.error_flag:
                 scalars.append(None)
             knl.set_scalar_arg_dtypes(scalars)

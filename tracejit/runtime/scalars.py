@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DtypeError
+from ..errors import ScalarOverflowError
 
 
 def check_int_scalars(checks: list[tuple[int, np.dtype]], args) -> None:
     for pos, dt in checks:
         info = np.iinfo(dt)
         if not info.min <= args[pos] <= info.max:
-            raise DtypeError(f"Python integer {args[pos]} (argument {pos}) is out of bounds for {dt.name}, the dtype "
-                             "it combines with (NumPy raises OverflowError here too)")
+            raise ScalarOverflowError(f"Python integer {args[pos]} (argument {pos}) is out of bounds for {dt.name}, "
+                                      "the dtype it combines with (NumPy raises OverflowError here too)")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..codegen import build_log as build_log_text
 from ..codegen import wgsl
-from ..errors import CompileError, DeviceError, UnsupportedError
+from ..errors import CompileError, DeviceError, DtypeError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
@@ -405,8 +405,14 @@ class WebGPUPlan:
         values = np.zeros(max(4, -(-len(r.scalars) // 4) * 4), np.uint32)
         for m, p in enumerate(r.scalars):
             v = bufs[keys[p]]
-            kind = np.dtype(self.program.buffers[keys[p]].dtype).kind
-            values[m] = np.array(v, {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}[kind]).view(np.uint32)
+            kind = self.program.buffers[keys[p]].dtype.kind
+            try:
+                values[m] = np.array(v, {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}[kind]
+                                     ).view(np.uint32)
+            except OverflowError:
+                raise DtypeError(f"the Python integer {v} (argument {keys[p][1]}) does not fit int32, the widest "
+                                 f"integer on {self.device.name} (WGSL has no 64-bit types); use another "
+                                 "device") from None
         block = self.device.uniforms.allocate(values.nbytes)
         self.device.device.queue.write_buffer(block.buffer, 0, values)
         return block
@@ -420,8 +426,9 @@ class WebGPUPlan:
             error = dev.error_buffer()
             dev.device.queue.write_buffer(error.buffer, 0, np.zeros(4, np.int32))
         t0 = time.perf_counter() if LEVEL >= 2 else 0.0
+        launches = self._launches(bufs, error)   # a DtypeError for a scalar argument WGSL cannot hold
         try:
-            dev._submit(self._launches(bufs, error))
+            dev._submit(launches)
         except Exception as e:
             raise DeviceError(f"{dev.name} refused to run {', '.join(c.name for c in self.kernels)}: {e}") from None
         if LEVEL >= 2:

@@ -1,0 +1,235 @@
+"""Wrong answers found by real NumPy programs and a differential fuzzer (issue 14, item 0), each pinned
+on every device against NumPy computed here: values, result dtypes and the exception classes NumPy raises."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, run_kernel
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---- kernels that render the same source run the overload of their own argument types ----
+
+def test_two_kernels_with_one_source_each_run_code_for_their_own_dtypes(device):
+    i, x = np.array([1, 2, 3]), np.array([1.5, 2.0, -3.0])
+    f = tj.kernel(lambda a, b: a * b)
+    g = tj.kernel(lambda a, b: a * b)
+    assert_close(run_kernel(f, i, i, device=device), i * i)
+    assert_close(run_kernel(f, x, x, device=device), x * x)
+    assert_close(run_kernel(g, i, i, device=device), i * i)
+    assert_close(run_kernel(g, x, x, device=device), x * x)
+
+
+# ---- NumPy scalars are strong types (NEP 50); Python ints out of range follow NumPy ----
+
+def test_numpy_scalars_in_the_body_are_strong_like_in_numpy(device, rng):
+    x = rng.standard_normal(7).astype(np.float32)
+    h = x.astype(np.float16)
+    i = np.arange(-3, 4, dtype=np.int8)
+
+    def narrow(h, i):   # types every device has
+        return h * np.float32(0.1), i * np.float16(2), i + np.int16(3), np.int8(2) * i, np.uint8(3) + i
+
+    captured = np.float64(0.044715)   # from the closure, as module-level constants are
+
+    def wide(x, i):     # GPT-2's gelu writes np.sqrt(2 / np.pi): a np.float64, so the result is float64
+        return x * np.float64(0.1), x / np.float64(1.5), np.sqrt(2 / np.pi) * x, i + np.int64(3), captured * x
+
+    assert_close(run_kernel(tj.kernel(narrow), h, i, device=device), narrow(h, i))
+    assert_close(run_kernel(tj.kernel(wide), x, i, device=device), wide(x, i))
+
+
+def test_numpy_scalar_arguments_are_strong_like_in_numpy(device, rng):
+    x = rng.standard_normal(5).astype(np.float32)
+    f = tj.kernel(lambda x, s, t: (x * s, x / s, x + t))
+    for s, t in ((np.float64(0.1), np.int64(3)), (np.float32(2.5), np.int8(-2)), (0.1, 3)):
+        assert_close(run_kernel(f, x, s, t, device=device), (x * s, x / s, x + t))
+
+
+def test_python_ints_out_of_the_dtype_range_follow_numpy(device):
+    u32 = np.array([0, 5, 7], np.uint32)
+    u8 = np.array([0, 5, 255], np.uint8)
+    i8 = np.array([-128, 3, 127], np.int8)
+
+    def body(u32, u8, i8):
+        return (np.where(u32 > 0, u32, -1), np.where(u8 > 4, 300, u8), np.clip(u8, -3, 300),
+                np.clip(u8, 3, 300), np.clip(i8, -300, 5), np.clip(u8, -1, 200), np.clip(i8, None, 1000))
+
+    assert_close(run_kernel(tj.kernel(body), u32, u8, i8, device=device), body(u32, u8, i8))
+    for bad in (lambda a: a + 300, lambda a: np.maximum(a, -3), lambda a: np.clip(a, 300, 400)):
+        with pytest.raises(OverflowError):
+            bad(u8)
+        with pytest.raises(OverflowError, match="out of bounds for uint8"):
+            run_kernel(tj.kernel(bad), u8, device=device)
+    with pytest.raises(OverflowError):
+        run_kernel(tj.kernel(lambda a, s: a + s), u8, 256, device=device)
+
+
+# ---- result dtypes are NumPy's own for each ufunc ----
+
+def test_square_and_positive_resolve_dtypes_as_numpy(device):
+    b = np.array([True, False, True])
+    i = np.array([-3, 2, 5], np.int8)
+    body = lambda b, i: (np.square(b), np.square(i), np.positive(i), +i)  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), b, i, device=device), body(b, i))
+    for refused in (lambda a: np.positive(a), lambda a: +a):
+        with pytest.raises(TypeError):
+            refused(b)
+        with pytest.raises(TypeError, match="positive"):
+            run_kernel(tj.kernel(refused), b, device=device)
+
+
+# ---- a constant negative integer exponent raises what NumPy raises, when NumPy raises it ----
+
+def test_a_constant_negative_integer_exponent_raises_value_error_only_on_data(device):
+    f = tj.kernel(lambda a: (a + 1) ** -1)
+    a = np.array([1, 2, 3], np.int32)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        (a + 1) ** -1
+    with pytest.raises(ValueError, match="negative integer powers"):
+        run_kernel(f, a, device=device)
+    empty = np.zeros((0, 3), np.int32)
+    assert_close(run_kernel(f, empty, device=device), (empty + 1) ** -1)
+
+
+# ---- tracejit's errors are the built-in exceptions NumPy raises ----
+
+def test_errors_are_the_builtin_exceptions_numpy_raises(device):
+    a = np.arange(6, dtype=np.int32)
+    cases = [  # (kernel body, argument, built-in exception NumPy raises)
+        (lambda x: x + x[:4], a, ValueError),                     # shapes do not broadcast
+        (lambda x: x.reshape(4, 2), a, ValueError),
+        (lambda x: x[6], a, IndexError),                          # index out of bounds
+        (lambda x: x[1, -7], a.reshape(1, 6), IndexError),
+        (lambda x: x + "s", a, TypeError),                        # bad argument type
+        (lambda x: np.invert(x * np.float32(1.5)), a, TypeError),  # no loop for these dtypes
+    ]
+    for body, arg, builtin in cases:
+        with pytest.raises(builtin):
+            body(arg)
+        with pytest.raises(builtin):
+            run_kernel(tj.kernel(body), arg, device=device)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="index 6 is out of bounds for axis 0 with size 6"):
+        tj.kernel(lambda x: x[6])(a, device=device)
+
+
+# ---- valid programs that once failed to compile ----
+
+def test_a_float16_scalar_argument_and_float16_and_float32_row_sums_in_one_kernel(device, rng):
+    i = np.arange(-4, 4, dtype=np.int8)
+    f = tj.kernel(lambda a, s: (a - s, s * a))   # OpenCL C takes no half by value
+    for s in (np.float16(2.5), np.array(-1.5, np.float16)):
+        assert_close(run_kernel(f, i, s, device=device), (i - s, s * i))
+    x = rng.random((1, 4096)).astype(np.float32)
+    body = lambda x: x.astype(np.float16).sum(-1, keepdims=True) / x.sum(-1, keepdims=True)  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x), rtol=2e-3)   # one tree per accumulator
+
+
+def layernorm(x, w, b):   # enough instructions that WGSL names a loop variable f16
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
+
+
+def test_wgsl_enables_f16_only_in_kernels_with_float16_values():
+    """The OpenGL backend of wgpu has no shader-f16 and rejects `enable f16;` even in a float32 kernel."""
+    for dtype, enabled in (("float32", False), ("float16", True)):
+        specs = tj.spec((8, 1024), dtype), tj.spec(1024, dtype), tj.spec(1024, dtype)
+        source = tj.kernel(layernorm).lower(*specs, device="webgpu").kernels[0].source
+        assert ("enable f16;" in source) is enabled, source[:300]
+
+
+def test_a_float32_layernorm_runs_on_webgpu_over_opengl():
+    """The same, run where it failed: wgpu on OpenGL (the backend without Vulkan), in a process of its own."""
+    if "webgpu" not in [d.name for d in tj.devices() if d.available]:
+        pytest.skip("webgpu is not available here")
+    code = textwrap.dedent("""
+        import numpy as np, tracejit as tj
+        from test_numpy_fidelity import layernorm
+        x = np.random.default_rng(0).standard_normal((8, 1024)).astype(np.float32)
+        w, b = np.full(1024, 0.5, np.float32), np.full(1024, 0.25, np.float32)
+        y = np.asarray(tj.kernel(layernorm)(x, w, b, device="webgpu"))
+        assert np.allclose(y, layernorm(x, w, b), atol=1e-4), np.abs(y - layernorm(x, w, b)).max()
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, WGPU_BACKEND_TYPE="OpenGL", PYTHONPATH=f"{REPO}:{REPO / 'tests'}"))
+    if "ok" not in out.stdout and "no adapter" in out.stderr.lower():
+        pytest.skip(f"wgpu has no OpenGL adapter here: {out.stderr[-300:]}")
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+
+
+# ---- what NumPy code expects to work ----
+
+def test_matmul_of_bool_arrays_is_the_or_of_ands(device, rng):
+    a, b = rng.random((2, 40, 64)) < 0.05, rng.random((64, 24)) < 0.05
+    v = rng.random(64) < 0.5
+    body = lambda a, b, v: (a @ b, np.matmul(v, b), a[0] @ v, v @ v)  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), a, b, v, device=device), body(a, b, v))
+
+
+def test_sums_and_products_of_unsigned_ints_are_uint64_like_numpy(device):
+    u8 = np.arange(1000, dtype=np.uint8)
+    u32 = (np.arange(64, dtype=np.uint32) * 1000003).reshape(8, 8)
+
+    def body(u8, u32):
+        s, p = u32.sum(1), u32.prod(1)   # products wrap modulo 2**64, as NumPy's
+        return (u8.sum(), u8.prod(), np.sum(u8.reshape(10, 100), axis=1, keepdims=True), s, p, s + 1, s // 7,
+                p % 1000, s > 5000000, s.astype(np.float32), s - u32[0], np.where(s > 5000000, s, 0), s.max())
+
+    if device == "webgpu":   # WGSL has no 64-bit integers: a clear error, and the way out
+        with pytest.raises(tj.DtypeError, match="uint64.*dtype=np.uint32"):
+            tj.kernel(body)(u8, u32, device=device)
+        f = tj.kernel(lambda u8: (u8.sum(dtype=np.uint32), u8.prod(dtype=np.uint32)))
+        assert_close(f(u8, device=device), (u8.sum(dtype=np.uint32), u8.prod(dtype=np.uint32)))
+        return
+    assert_close(tj.kernel(body)(u8, u32, device=device), body(u8, u32))   # every other device has uint64
+
+
+def test_a_kernel_that_only_stores_float16_compiles(device):
+    """Found by the dtype fuzzer: CUDA C lacked cuda_fp16.h when no __half appeared outside the signature."""
+    u = np.array(85, np.uint8)
+    body = lambda u: np.where(u, np.float16(2.5), np.float16(-1.5))  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), u, device=device), body(u))
+
+
+def test_comparing_ints_with_a_python_int_beyond_their_dtype_is_exact_like_numpy(device):
+    """Found by the dtype fuzzer: NumPy compares u8 > -1 exactly (no OverflowError, unlike u8 + -1)."""
+    u8 = np.array([0, 85, 255], np.uint8)
+    i8 = np.array([-128, 0, 127], np.int8)
+
+    def body(u8, i8):
+        return (np.less(-1, u8), u8 > -1, u8 <= 256, u8 == 300, u8 != -5, i8 >= -129, -200 > i8, i8 < 2**40)
+
+    assert_close(run_kernel(tj.kernel(body), u8, i8, device=device), body(u8, i8))
+
+
+def test_a_python_int_argument_beyond_int32_is_a_dtype_error_only_where_ints_are_32_bits(device):
+    """Found by the dtype fuzzer: webgpu refused it with a DeviceError that `except TypeError` missed."""
+    f = tj.kernel(lambda s, v: np.where(s, v, ~v))
+    v = np.array([True, False])
+    if device == "webgpu":
+        with pytest.raises(tj.DtypeError, match="1099511627776.*int32"):
+            f(2**40, v, device=device)
+        return
+    assert_close(run_kernel(f, 2**40, v, device=device), np.where(2**40, v, ~v))
+
+
+def test_tj_jit_keys_numpy_scalars_by_their_type(device):
+    """np.float32(0.5) == np.float64(0.5), but they give different dtypes: one captured graph each."""
+    k = tj.kernel(lambda x, s: x * s)
+    f = tj.jit(lambda x, s: k(x, s, device=device))
+    x = np.ones(3, np.float32)
+    for s in (np.float32(0.5), np.float64(0.5), 0.5, np.float64(0.5)):
+        try:
+            assert_close(f(x, s), x * s, what=f"x * {type(s).__name__}")
+        except tj.DtypeError:
+            assert device == "webgpu" and type(s) is np.float64   # no float64 in WGSL
