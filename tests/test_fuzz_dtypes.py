@@ -197,10 +197,6 @@ KNOWN_BUGS = [
     ("webgpu", lambda ops, dts, special: special and any(d.kind == "f" for d in dts)),
     # webgpu: an ordered comparison of bools does not compile ((x > 1) <= False)
     ("webgpu", lambda ops, dts, special: bool({"less", "less_equal", "greater"} & ops) and np.dtype(bool) in dts),
-    # numba: signed overflow inside a fused expression is assumed not to happen (LLVM nsw), so
-    # np.sign(x + x) of int64 2**62 gives 1, NumPy -1 (the sum wraps)
-    ("numba", lambda ops, dts, special: special and any(d.kind == "i" for d in dts)
-     and bool({"add", "subtract", "multiply", "negative", "absolute", "square", "power"} & ops)),
     # a limit, not a wrong answer: a Python int *argument* beyond the other operand's int dtype raises
     # tj.ScalarOverflowError in a comparison or np.where, where NumPy compares exactly or wraps (as tracejit
     # does for a constant); see README, "Semantics are NumPy's"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from reference import assert_close, run_kernel
+from reference import assert_close, pack_flags, run_kernel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -233,3 +233,16 @@ def test_tj_jit_keys_numpy_scalars_by_their_type(device):
             assert_close(f(x, s), x * s, what=f"x * {type(s).__name__}")
         except tj.DtypeError:
             assert device == "webgpu" and type(s) is np.float64   # no float64 in WGSL
+
+
+def test_int64_overflow_inside_a_fused_expression_wraps_like_numpy(device):
+    """numba's own signed + - * tell LLVM overflow cannot happen, which folded (x + x) > 0 into x > 0:
+    sign(x + x) of 2**62 was 1 where NumPy's wrapped sum gives -1. Data arithmetic now wraps."""
+    x = np.array([2**62, -2**62, 5, -2**63, 2**63 - 1, 0], np.int64)
+
+    def body(x):
+        return np.sign(x + x), pack_flags((x * 3) > 0, (x - 1) > x, -x < 0), x // -1, (x + 1).sum(), (x * x).prod()
+
+    with np.errstate(all="ignore"):
+        expected = body(x)
+    assert_close(run_kernel(tj.kernel(body), x, device=device), expected)

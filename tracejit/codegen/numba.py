@@ -11,6 +11,7 @@ import numpy as np
 
 from ..ir.kernel_ir import Kernel
 from ..ir.ops import ROUNDS_TO_FLOAT16
+from .simt import index_values
 
 # op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
 _F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint",
@@ -45,6 +46,10 @@ _FLOAT_MINMAX = {"max": "({0} if ({0} > {1} or {0} != {0}) else {1})",
 # float32 (and float16, computed in float32) versions that LLVM can vectorise
 _F32_MATH = {"exp": "exp_f32", "tanh": "tanh_f32", "log": "log_f32", "erf": "erf_f32"}
 _INT_MINMAX = {"max": "max({0}, {1})", "min": "min({0}, {1})"}
+# int64 data arithmetic that wraps like NumPy (numba's own signed ops let LLVM assume no overflow);
+# narrower ints are computed in int64 by numba and narrowed, and index arithmetic keeps numba's ops
+_WRAPPING = {"add": "wrap_add({0}, {1})", "sub": "wrap_sub({0}, {1})", "mul": "wrap_mul({0}, {1})",
+             "neg": "wrap_sub(0, {0})", "idiv": "(wrap_sub(0, {0}) if {1} == -1 else {0} // {1})"}
 _BOOL_OPS = {"max": "({0} or {1})", "min": "({0} and {1})", "invert": "(not {0})", "and": "({0} and {1})",
              "or": "({0} or {1})", "xor": "({0} != {1})", "add": "({0} or {1})", "mul": "({0} and {1})"}
 
@@ -81,6 +86,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
     parallel = parallel and not any(x.op == "pow" and x.dtype.kind in "iu" for x in ins)
     names: list[str] = [""] * len(ins)
     acc_wide: dict[int, bool] = {}
+    index = index_values(ins)
     params = [p.name for p in kernel.params]
     lines: list[str] = []
     depth = 1
@@ -127,6 +133,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
             if red in ("sum", "prod"):
                 sym = "+" if red == "sum" else "*"
                 expr = (_BOOL_OPS["add" if red == "sum" else "mul"].format(a[0], v) if adt == np.bool_
+                        else _WRAPPING["add" if red == "sum" else "mul"].format(a[0], v) if adt == np.int64
                         else f"{a[0]} {sym} {v}")
             else:
                 table = _BOOL_OPS if adt == np.bool_ else _FLOAT_MINMAX if adt.kind == "f" else _INT_MINMAX
@@ -159,6 +166,8 @@ def render(kernel: Kernel, parallel: bool) -> str:
             out(f"{name} = {_cast(a[0], ins[s[0]].dtype, dt)}")
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
             out(f"{name} = {_cast(_alu(op, a, dt, ins[s[0]].dtype), np.dtype('float32'), dt)}")
+        elif dt == np.int64 and op in _WRAPPING and i not in index:
+            out(f"{name} = {_WRAPPING[op].format(*a)}")
         else:
             out(f"{name} = {_alu(op, a, dt, ins[s[0]].dtype)}")
         names[i] = name
@@ -215,7 +224,8 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
     for f in own:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
-    used = [f for f in (*own, *(f + "_called" for f in own), "f16_to_f32", "f32_to_f16", "int_power", "int_fmod")
+    used = [f for f in (*own, *(f + "_called" for f in own), "f16_to_f32", "f32_to_f16", "int_power", "int_fmod",
+                                                                          "wrap_add", "wrap_sub", "wrap_mul")
             if f + "(" in body]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]

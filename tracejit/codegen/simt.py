@@ -158,16 +158,7 @@ class Mapping:
         return 32 if biggest < 2 ** 30 else 64
 
     def _index_values(self) -> set[int]:
-        """Index arithmetic: int64 values computed from the global index, loop counters and constants
-        only (never from loaded data). They get the narrower index type when every size allows."""
-        out = set()
-        for i, x in enumerate(self.ins):
-            if x.op in ("global", "range") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
-                out.add(i)
-            elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
-                    and all(j in out for j in x.srcs):
-                out.add(i)
-        return out
+        return index_values(self.ins)
 
     def _nonneg(self) -> set[int]:
         """Index values known to be >= 0, where C's / and % agree with the IR's floor semantics."""
@@ -184,3 +175,17 @@ class Mapping:
             elif x.op == "max" and any(s in out for s in x.srcs):
                 out.add(i)
         return out
+
+
+def index_values(instrs) -> set[int]:
+    """Index arithmetic: int64 values computed from the global index, loop counters and constants
+    only (never from loaded data). C-style targets give them a narrower type when every size allows;
+    numba keeps its own (non-wrapping) arithmetic for them."""
+    out = set()
+    for i, x in enumerate(instrs):
+        if x.op in ("global", "range") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
+            out.add(i)
+        elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
+                and all(j in out for j in x.srcs):
+            out.add(i)
+    return out

@@ -40,6 +40,26 @@ _mul = _strict_binop("fmul")
 _div = _strict_binop("fdiv")    # a plain `/` would get a ZeroDivisionError branch under error_model="python"
 
 
+def _wrapping(opname):
+    """int64 a op b that wraps like NumPy: Numba's own signed + - * carry LLVM's nsw flag (overflow
+    cannot happen), so LLVM may fold (x + x) > 0 into x > 0 and change what a wrapped sum compares as."""
+    def typer(typingctx, a, b):
+        if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            x, y = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
+            return getattr(builder, opname)(x, y)
+        return types.int64(a, b), codegen
+    typer.__name__ = f"wrap_{opname}"
+    return intrinsic(typer)
+
+
+wrap_add = _wrapping("add")
+wrap_sub = _wrapping("sub")
+wrap_mul = _wrapping("mul")
+
+
 @intrinsic
 def _fma(typingctx, a, b, c):
     """a * b + c, in that order; contractable to a single FMA instruction."""
