@@ -246,3 +246,38 @@ def test_int64_overflow_inside_a_fused_expression_wraps_like_numpy(device):
     with np.errstate(all="ignore"):
         expected = body(x)
     assert_close(run_kernel(tj.kernel(body), x, device=device), expected)
+
+
+def test_augmented_assignment_keeps_the_dtype_and_shape_like_numpy(device, rng):
+    """`pdfs /= np.sqrt(2 * np.pi) * sigma` on float32 stays float32 in NumPy (in place); it gave float64."""
+    x = rng.uniform(0.5, 2.0, (4, 3)).astype(np.float32)
+
+    def body(x, s):
+        p = x * 1
+        p /= np.sqrt(2 * np.pi) * s
+        q = (x * 4).astype(np.int32)
+        q += 3
+        q //= 2
+        q <<= 1
+        return p, q
+
+    assert_close(run_kernel(tj.kernel(body), x, 2.0, device=device), body(x, 2.0))
+
+
+def test_augmented_assignment_refuses_what_numpy_refuses():
+    def casts_float_into_int(x):
+        q = x.astype(np.int32)
+        q += 2.5
+        return q
+
+    def grows_the_shape(x):
+        q = x[:1]
+        q += x
+        return q
+
+    x = np.ones((3, 2), np.float32)
+    for body, numpy_error in ((casts_float_into_int, TypeError), (grows_the_shape, ValueError)):
+        with pytest.raises(numpy_error):
+            body(x)
+        with pytest.raises(numpy_error):
+            tj.kernel(body)(x)

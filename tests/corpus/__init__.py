@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 import tracejit as tj
-from reference import assert_close, run_kernel
+from reference import assert_close, run_kernel, tolerances
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,12 @@ def run_program(p: Program, dtype: str, device: str) -> None:
     result = run_kernel(kernel, *_copies(args), device=device, **p.static)
     with np.errstate(all=p.numpy_errors, under="ignore"):  # float32 exp underflowing to 0 is ordinary
         expected = p.function(*_copies(args), **p.static)
-    assert_close(result, expected)
+    # A float64 result computed from float32 data (a NumPy float64 scalar promotes a float32 chain
+    # midway, as in GPT-2's gelu) carries the float32 steps' rounding: compare at the input's precision.
+    outputs = expected if isinstance(expected, tuple) else (expected,)
+    floats = [np.asarray(a).dtype for a in (*args, *outputs) if np.asarray(a).dtype.kind == "f"]
+    rtol, atol = max((tolerances(d) for d in floats), default=(None, None))
+    assert_close(result, expected, rtol=rtol, atol=atol)
 
 
 def _copies(args: tuple) -> tuple:

@@ -186,6 +186,34 @@ class Tensor:
     def __divmod__(self, o): return F.floor_divide(self, o), F.remainder(self, o)  # noqa: E704
     def __rdivmod__(self, o): return F.floor_divide(o, self), F.remainder(o, self)  # noqa: E704
     def __neg__(self): return F.negative(self)  # noqa: E704
+
+    # -- augmented assignment: NumPy computes in place, so the result keeps x's dtype and shape --
+    def __iadd__(self, o): return self._inplace(F.add(self, o), "+=")  # noqa: E704
+    def __isub__(self, o): return self._inplace(F.subtract(self, o), "-=")  # noqa: E704
+    def __imul__(self, o): return self._inplace(F.multiply(self, o), "*=")  # noqa: E704
+    def __itruediv__(self, o): return self._inplace(F.true_divide(self, o), "/=")  # noqa: E704
+    def __ifloordiv__(self, o): return self._inplace(F.floor_divide(self, o), "//=")  # noqa: E704
+    def __imod__(self, o): return self._inplace(F.remainder(self, o), "%=")  # noqa: E704
+    def __ipow__(self, o): return self._inplace(F.power(self, o), "**=")  # noqa: E704
+    def __iand__(self, o): return self._inplace(F.bitwise_and(self, o), "&=")  # noqa: E704
+    def __ior__(self, o): return self._inplace(F.bitwise_or(self, o), "|=")  # noqa: E704
+    def __ixor__(self, o): return self._inplace(F.bitwise_xor(self, o), "^=")  # noqa: E704
+    def __ilshift__(self, o): return self._inplace(_U().left_shift(self, o), "<<=")  # noqa: E704
+    def __irshift__(self, o): return self._inplace(_U().right_shift(self, o), ">>=")  # noqa: E704
+    def __imatmul__(self, o): return self._inplace(F.matmul(self, o), "@=")  # noqa: E704
+
+    def _inplace(self, result: "Tensor", symbol: str) -> "Tensor":
+        """`x op= y` as NumPy does it: the result is cast back to x's dtype (refused where the cast is not
+        'same_kind', as NumPy refuses float into int) and must keep x's shape. The name x is rebound; the
+        caller's array is not written (assignment into arrays is not supported yet)."""
+        if result.shape != self.shape:
+            raise ShapeError(f"non-broadcastable output operand with shape {self.shape} doesn't match the "
+                             f"broadcast shape {result.shape} (x {symbol} y keeps x's shape)")
+        if result.dtype != self.dtype and not np.can_cast(result.dtype, self.dtype, "same_kind"):
+            raise UnsupportedError(f"x {symbol} y: cannot cast the result from {result.dtype} to x's dtype "
+                                   f"{self.dtype} with casting rule 'same_kind' (NumPy refuses this too); "
+                                   f"write x = x {symbol[:-1]} y for a new array")
+        return result if result.dtype == self.dtype else F.astype(result, self.dtype)
     def __pos__(self): return _U().positive(self)  # noqa: E704
     def __abs__(self): return F.abs(self)  # noqa: E704
     def __invert__(self): return F.invert(self)  # noqa: E704
