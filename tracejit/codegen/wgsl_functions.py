@@ -67,7 +67,9 @@ def math_helpers() -> dict[str, str]:
         "tj_expm1_f32": (
             "fn tj_expm1_f32(x: f32) -> f32 {\n    let u = tj_exp_f32(x);\n    let um = u - 1.0f;\n"
             "    if (u == 1.0f) { return x; }\n    if (um == -1.0f) { return -1.0f; }\n"
-            "    if (!tj_isfinite_f32(u)) { return u; }\n    return um * x / tj_log_f32(u);\n}"),
+            "    if (!tj_isfinite_f32(u)) { return u; }\n"
+            # away from 0, u - 1 loses nothing, and Kahan's um * x would overflow before u does
+            "    if (abs(x) > 0.5f) { return um; }\n    return um * x / tj_log_f32(u);\n}"),
         # 2 atanh(x / (2 + x)) by its series near 0: Kahan's (u - 1) correction does not survive
         # shader compilers, which reassociate (1 + x) - 1 to x
         "tj_log1p_f32": (
