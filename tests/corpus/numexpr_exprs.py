@@ -73,7 +73,8 @@ def funcs_exp_log(a, b, c):
 
 
 def funcs_rounding(a, b, c):
-    return a + ceil(b+c), a + floor(b+c), a + round(b+c), a + trunc(b+c), a + sign(b+c)
+    # numexpr's `round` is np.round (Python's round() of an ndarray is a TypeError in NumPy itself)
+    return a + ceil(b+c), a + floor(b+c), a + np.round(b+c), a + trunc(b+c), a + sign(b+c)
 
 
 def funcs_arctan2(a, b, c, d):
