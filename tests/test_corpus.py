@@ -21,7 +21,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "transformer.gpt2_forward": (NEEDS, "needs integer-array indexing wte[inputs] (fidelity II)"),
     "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, np.stack (fidelity II)"),
     "transformer.llama_attention": (NEEDS, "needs np.split/np.stack and item assignment into the KV cache (fidelity II)"),
-    "transformer.llama_rope_tables": (NEEDS, "needs np.outer"),
     # numexpr's expression lists
     "numexpr_exprs.funcs_nextafter": (NEEDS, "needs np.nextafter (not supported yet)"),
     # Numba's examples
@@ -41,10 +40,7 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
-    "science.cosine_similarity": (NEEDS, "needs np.linalg.norm"),
     "science.rbf_kernel": (NEEDS, "needs np.einsum (fidelity II)"),
-    "science.covariance": (NEEDS, "needs np.cov"),
-    "science.pearson": (NEEDS, "needs np.corrcoef"),
     "science.trapezoid": (NEEDS, "needs np.diff (fidelity II)"),
     "science.moving_average": (NEEDS, "needs np.cumsum (fidelity II)"),
     "science.nbody_acc": (NEEDS, "needs boolean-mask indexing and assignment (fidelity II)"),
