@@ -31,6 +31,7 @@ _OPS = {
     "where": "({1} if {0} else {2})",
     **{k: v + "({0})" for k, v in _F.items()},
     **{k: v + "({0}, {1})" for k, v in _F2.items()},
+    "ldexp": "math.ldexp({0}, int({1}))",   # exact: float32 is scaled in float64, then rounded once
 }
 # Integer ops whose Python/LLVM form differs from NumPy's: x // -1 and x % -1 overflow for the minimum
 # (NumPy wraps, giving it back, and 0), sign of an unsigned value, C's truncating fmod, and shifts by
