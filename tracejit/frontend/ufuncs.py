@@ -302,7 +302,7 @@ def spacing(x) -> Tensor:
         out = _step(x, e, (x < 0) & F.equal(m, -0.5), dt)
         out = F.where(F.equal(x, float(info.max)), big, out)
     else:
-        out = PRIMITIVES["copysign"](_step(x, e, F.not_equal(x, x), dt), x)
+        out = PRIMITIVES["copysign"](_step(x, e, Tensor(build.const(False, BOOL, x.shape)), dt), x)
         out = F.where(F.equal(F.abs(x), float(info.max)), PRIMITIVES["copysign"](big, x), out)
     out = F.where(F.equal(x, 0), _const(float(info.smallest_subnormal), x), out)
     return F.astype(F.where(F.isfinite(x), out, _const(math.nan, x)), dt)
