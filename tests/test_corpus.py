@@ -22,7 +22,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, np.stack (fidelity II)"),
     "transformer.llama_attention": (NEEDS, "needs np.split/np.stack and item assignment into the KV cache (fidelity II)"),
     # numexpr's expression lists
-    "numexpr_exprs.funcs_nextafter": (NEEDS, "needs np.nextafter (not supported yet)"),
     # Numba's examples
     "numba_examples.jacobi_relax_core": (NEEDS, "needs item assignment (fidelity II)"),
     "numba_examples.zero_crossings": (NEEDS, "needs np.diff (fidelity II)"),

@@ -183,3 +183,35 @@ def test_float32_to_float16_bits_rounds_like_numpy():
     got = out.view(np.float16)
     same = (out == expected.view(np.uint16)) | (np.isnan(got) & np.isnan(expected))
     assert same.all(), list(zip(x[~same][:5], got[~same][:5], expected[~same][:5]))
+
+
+def _ldexp_loop(fn):
+    @numba.njit(fastmath=set(FASTMATH))
+    def run(x, n):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = fn(x[i], n[i])
+        return out
+    return run
+
+
+@pytest.mark.parametrize(("dtype", "limit", "tiniest"), [(np.float32, 320, -149), (np.float64, 2200, -1074)])
+def test_ldexp_is_exact_and_vectorised_under_kernel_fastmath(dtype, limit, tiniest):
+    """ldexp_f32/ldexp_f64 against np.ldexp on random bit patterns, half of them scaled to just around
+    the subnormal range (where a scaling in two steps could round twice), bit for bit."""
+    from tracejit.runtime.numba_math import ldexp_f32, ldexp_f64
+    rng = np.random.default_rng(14)
+    size = 1 << 18
+    uint = np.uint32 if dtype == np.float32 else np.uint64
+    x = rng.integers(0, np.iinfo(uint).max, size, dtype=uint).view(dtype)
+    n = rng.integers(-limit, limit, size)
+    with np.errstate(all="ignore"):
+        n[: size // 2] = np.clip(tiniest - np.frexp(x[: size // 2])[1] + rng.integers(-60, 60, size // 2), -limit, limit)
+        want = np.ldexp(x, n.astype(np.int32))
+    run = _ldexp_loop(ldexp_f32 if dtype == np.float32 else ldexp_f64)
+    got = run(x, n.astype(dtype))
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
+    assert same.all(), f"x={x[~same][:3]!r}, n={n[~same][:3]!r}: {got[~same][:3]!r}, NumPy {want[~same][:3]!r}"
+    llvm_ir = run.inspect_llvm(run.signatures[0])
+    assert re.search(r"<\d+ x (float|double)>", llvm_ir), "the loop was not vectorised"
+    assert not re.search(r"call .*@ldexp", llvm_ir)

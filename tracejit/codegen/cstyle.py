@@ -26,6 +26,7 @@ FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul":
              "div": "({0} / {1})", "pow": "pow({0}, {1})", "abs": "fabs({0})", "signbit": "(signbit({0}) != 0)",
              "arcsin": "asin({0})", "arccos": "acos({0})", "arctan": "atan({0})", "arcsinh": "asinh({0})",
              "arccosh": "acosh({0})", "arctanh": "atanh({0})", "arctan2": "atan2({0}, {1})",
+             "ldexp": "ldexp({0}, (int)({1}))",
              **{op: op + "({0}, {1})" for op in ("hypot", "copysign", "fmod")},
              **{op: op + "({0})" for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
                                              "cbrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "erf",

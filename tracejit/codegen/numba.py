@@ -31,6 +31,7 @@ _OPS = {
     "where": "({1} if {0} else {2})",
     **{k: v + "({0})" for k, v in _F.items()},
     **{k: v + "({0}, {1})" for k, v in _F2.items()},
+    "ldexp": "ldexp_f64({0}, {1})",
 }
 # Integer ops whose Python/LLVM form differs from NumPy's: x // -1 and x % -1 overflow for the minimum
 # (NumPy wraps, giving it back, and 0), sign of an unsigned value, C's truncating fmod, and shifts by
@@ -44,7 +45,7 @@ _SHIFTS = {"shl": "(({0} << {1}) if 0 <= {1} < {bits} else 0)",
 _FLOAT_MINMAX = {"max": "({0} if ({0} > {1} or {0} != {0}) else {1})",
                  "min": "({0} if ({0} < {1} or {0} != {0}) else {1})"}
 # float32 (and float16, computed in float32) versions that LLVM can vectorise
-_F32_MATH = {"exp": "exp_f32", "tanh": "tanh_f32", "log": "log_f32", "erf": "erf_f32"}
+_F32_MATH = {"exp": "exp_f32", "tanh": "tanh_f32", "log": "log_f32", "erf": "erf_f32", "ldexp": "ldexp_f32"}
 _INT_MINMAX = {"max": "max({0}, {1})", "min": "min({0}, {1})"}
 # int64 data arithmetic that wraps like NumPy (numba's own signed ops let LLVM assume no overflow);
 # narrower ints are computed in int64 by numba and narrowed, and index arithmetic keeps numba's ops
@@ -182,7 +183,7 @@ def _alu(op: str, a: list[str], dt: np.dtype, src_dt: np.dtype) -> str:
     if op in ("max", "min"):
         expr = (_FLOAT_MINMAX if src_dt.kind == "f" else _INT_MINMAX)[op].format(*a)
     elif op in _F32_MATH and dt in (np.float32, np.float16):
-        return f"{_F32_MATH[op]}({a[0]})"
+        return f"{_F32_MATH[op]}({', '.join(a)})"
     elif op == "pow" and dt.kind in "iu":
         expr = f"int_power({a[0]}, {a[1]})"
     elif op in _SHIFTS:
@@ -224,7 +225,7 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
     for f in own:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
-    used = [f for f in (*own, *(f + "_called" for f in own), "f16_to_f32", "f32_to_f16", "int_power", "int_fmod",
+    used = [f for f in (*own, *(f + "_called" for f in own), "f16_to_f32", "f32_to_f16", "int_power", "int_fmod", "ldexp_f64",
                                                                           "wrap_add", "wrap_sub", "wrap_mul")
             if f + "(" in body]
     if used:

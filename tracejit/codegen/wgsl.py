@@ -40,7 +40,7 @@ FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul":
              **{op: f"tj_{op}_f32({{0}})" for op in ("exp", "expm1", "log", "log2", "log1p", "log10", "tanh", "erf", "cbrt",
                                                       "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
                                                       "arccosh", "arctanh")},
-             **{op: f"tj_{op}_f32({{0}}, {{1}})" for op in ("hypot", "copysign", "arctan2")}}
+             **{op: f"tj_{op}_f32({{0}}, {{1}})" for op in ("hypot", "copysign", "arctan2", "ldexp")}}
 FLOAT_COMPARISONS = {"lt": "({0} < {1})", "le": "({0} <= {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
                      "eq": "({0} == {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
                      "ne": "({0} != {1} || tj_isnan_f32({0}) || tj_isnan_f32({1}))"}

@@ -159,6 +159,12 @@ BASE_HELPERS = {
     "tj_nan_f32": "fn tj_nan_f32() -> f32 { var b = 0x7fc00000u; return bitcast<f32>(b); }",
     "tj_isfinite_f32": "fn tj_isfinite_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) < 0x7f800000u; }",
     "tj_signbit_f32": "fn tj_signbit_f32(x: f32) -> bool { return (bitcast<u32>(x) >> 31u) == 1u; }",
+    # WGSL's ldexp is indeterminate for an exponent above 128 and may give 0 below -126: three steps of
+    # at most 107 each (the frontend clamps n to +-320); they move monotonically towards the result, so no
+    # step overflows or underflows unless the result does
+    "tj_ldexp_f32": ("fn tj_ldexp_f32(x: f32, n: f32) -> f32 {\n"
+                     "    let k = i32(n);\n    let a = k / 3;\n    let b = (k - a) / 2;\n"
+                     "    return ldexp(ldexp(ldexp(x, a), b), k - a - b);\n}"),
     "tj_copysign_f32": ("fn tj_copysign_f32(x: f32, s: f32) -> f32 {\n"
                         "    return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(s) & 0x80000000u));\n}"),
 }

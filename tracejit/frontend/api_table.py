@@ -27,8 +27,10 @@ def table() -> str:
         "metal: no float64); float16 is computed in float32 and rounded, within 1 ulp. "
         "CUDA and Metal use their math library (its documented bounds; not measured here), except Metal's erf, "
         "expm1, log1p, cbrt and hypot, which MSL lacks: tracejit's own, within 2 ulps. NaN, infinities and "
-        "signed zeros follow NumPy everywhere, except that GPUs (webgpu) flush subnormals to zero and WGSL's "
-        "sin/cos/tan are stated for |x| < 1e4.",
+        "signed zeros follow NumPy everywhere, except that GPUs (webgpu) flush subnormals to zero (so there a "
+        "float32 `np.nextafter`, `np.spacing` or `np.ldexp` result below 1.2e-38, or `np.frexp` of such an input, "
+        "may be 0 or the input itself; float16 is exact, computed in float32) and WGSL's sin/cos/tan are stated "
+        "for |x| < 1e4.",
         "",
         *rows,
         "",

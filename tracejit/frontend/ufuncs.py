@@ -12,7 +12,7 @@ from ..ir.dtypes import BOOL, check, is_float
 from ..ir.graph import Op
 from ..ir.ops import BY_NAME
 from . import functions as F
-from .functions import _BINARY, _UNARY, _result, _unary, _binary
+from .functions import _BINARY, _UNARY, _broadcast, _result, _unary, _binary
 from .tensor import Tensor, as_node
 
 
@@ -215,12 +215,106 @@ def sinc(x) -> Tensor:
     return F.sin(y) / y
 
 
+# --- the float's own layout: ldexp, frexp, nextafter, spacing -------------------------------------
+# float dtype -> (significand bits, exponent of the smallest subnormal, an |n| at which ldexp(x, n) is
+# already 0 or inf for every x of the dtype: exponents are clamped to it, so the dtype holds them exactly)
+_LAYOUT = {np.dtype(np.float16): (11, -24, 48), np.dtype(np.float32): (24, -149, 320),
+           np.dtype(np.float64): (53, -1074, 2200)}
+
+
+def _scale(x: Tensor, n: Tensor) -> Tensor:
+    """x * 2**n rounded once; n integral, of x's dtype, within _LAYOUT's clamp."""
+    return Tensor(build.binary(Op.LDEXP, *_broadcast([x._node, n._node])))
+
+
+def ldexp(x1, x2) -> Tensor:
+    """x1 * 2**x2 as NumPy: the float dtype of NumPy's loop; an integer exponent beyond the dtype's range
+    gives 0 or inf (with x1's sign)."""
+    x, n = as_node(x1), as_node(x2)
+    dt, _ = _result(np.ldexp, (x, n))
+    if n.dtype == BOOL:
+        n = build.cast(n, np.int8)
+    limit = _LAYOUT[np.dtype(dt)][2]
+    n = Tensor(n)
+    info = np.iinfo(n.dtype)
+    if info.max > limit:
+        n = F.minimum(n, limit)
+    if info.min < -limit:
+        n = F.maximum(n, -limit)
+    return _scale(Tensor(build.cast(x, dt)), Tensor(build.cast(n._node, dt)))
+
+
+def _frexp(x: Tensor) -> tuple[Tensor, Tensor]:
+    """(m, e) with x = m * 2**e, 0.5 <= |m| < 1, e of x's dtype; (x, 0) for 0, inf and NaN. e is log2's
+    floor corrected by the exactly scaled m, so log2's last-bit error cannot move it."""
+    ok = F.isfinite(x) & F.not_equal(x, 0)
+    a = F.where(ok, F.abs(x), _const(1.0, x))
+    e = F.floor(PRIMITIVES["log2"](a)) + _const(1.0, x)
+    m = _scale(a, -e)
+    e = e + F.where(m >= 1, _const(1.0, x), _const(0.0, x)) - F.where(m < 0.5, _const(1.0, x), _const(0.0, x))
+    e = F.where(ok, e, _const(0.0, x))
+    return _scale(x, -e), e
+
+
+def frexp(x) -> tuple[Tensor, Tensor]:
+    """(mantissa, exponent) as NumPy: the mantissa in [0.5, 1) with x's sign (x itself for 0, inf, NaN),
+    the exponent int32 (0 for those)."""
+    node = as_node(x)
+    dt = check(np.frexp(node.arg if node.weak and node.op is Op.CONST else np.ones((), node.dtype))[0].dtype)
+    t = F.astype(Tensor(node), np.float32 if dt == np.float16 else dt)   # float16 is exact in float32
+    m, e = _frexp(t)
+    return F.astype(m, dt), F.astype(e, np.int32)
+
+
+def _step(x: Tensor, e: Tensor, shrink: Tensor, dt: np.dtype) -> Tensor:
+    """The distance from x (exponent e, of float dtype dt) to its neighbour away from zero, or towards
+    zero where `shrink`: half of it below a power of two, never below the smallest subnormal."""
+    bits, tiniest, _ = _LAYOUT[np.dtype(dt)]
+    k = e - _const(float(bits), e) - F.where(shrink, _const(1.0, e), _const(0.0, e))
+    return _scale(_const(1.0, x), F.maximum(k, _const(float(tiniest), e)))
+
+
+def nextafter(x1, x2) -> Tensor:
+    """The next float after x1 towards x2, as NumPy (C's nextafter; its own float16 loop) on every float
+    dtype: x1 plus its step, exactly (float16 steps are float16's, computed in float32)."""
+    (x, y), dt = _in_loop(np.nextafter, x1, x2)
+    info = np.finfo(dt)
+    m, e = _frexp(x)
+    up = y > x
+    shrink = F.not_equal(up, x > 0) & F.equal(F.abs(m), 0.5)
+    step = _step(x, e, shrink, dt)
+    out = PRIMITIVES["copysign"](x + F.where(up, step, -step), x)   # -tiny towards 0 is -0
+    out = F.where(F.equal(x, 0), PRIMITIVES["copysign"](_const(float(info.smallest_subnormal), x), y), out)
+    out = F.where(F.isinf(x), PRIMITIVES["copysign"](_const(float(info.max), x), x), out)
+    out = F.where(F.equal(x, y), x if dt == np.float16 else y, out)   # NumPy's float16 loop keeps x: +-0
+    return F.astype(F.where(F.isnan(x) | F.isnan(y), x + y, out), dt)
+
+
+def spacing(x) -> Tensor:
+    """The distance from x to its neighbour away from zero, signed like x, as NumPy; spacing(+-0) is the
+    smallest subnormal, of +-inf and NaN NaN. float16 follows NumPy's own loop: the positive distance to
+    |x|'s neighbour towards zero for negative x."""
+    (x,), dt = _in_loop(np.spacing, x)
+    info = np.finfo(dt)
+    m, e = _frexp(x)
+    big = _const(math.inf, x)
+    if dt == np.float16:
+        out = _step(x, e, (x < 0) & F.equal(m, -0.5), dt)
+        out = F.where(F.equal(x, float(info.max)), big, out)
+    else:
+        out = PRIMITIVES["copysign"](_step(x, e, Tensor(build.const(False, BOOL, x.shape)), dt), x)
+        out = F.where(F.equal(F.abs(x), float(info.max)), PRIMITIVES["copysign"](big, x), out)
+    out = F.where(F.equal(x, 0), _const(float(info.smallest_subnormal), x), out)
+    return F.astype(F.where(F.isfinite(x), out, _const(math.nan, x)), dt)
+
+
 _COMPOSITE_UFUNCS = {
     np.logaddexp: logaddexp, np.logaddexp2: logaddexp2, np.degrees: degrees, np.rad2deg: rad2deg,
     np.radians: radians, np.deg2rad: deg2rad, np.heaviside: heaviside, np.fmax: fmax, np.fmin: fmin,
     np.square: square, np.positive: positive, np.conjugate: conjugate, np.fabs: fabs,
     np.logical_and: logical_and, np.logical_or: logical_or, np.logical_xor: logical_xor,
-    np.logical_not: logical_not, np.divmod: divmod_, np.modf: modf,
+    np.logical_not: logical_not, np.divmod: divmod_, np.modf: modf, np.ldexp: ldexp, np.frexp: frexp,
+    np.nextafter: nextafter, np.spacing: spacing,
     np.greater: F.greater, np.greater_equal: F.greater_equal, np.isfinite: F.isfinite,
 }
 # every ufunc tracejit implements -> its implementation
@@ -242,6 +336,7 @@ __all__ = sorted({*_OWN, "add", "subtract", "multiply", "divide", "true_divide",
                   "logaddexp", "logaddexp2", "degrees", "rad2deg", "radians", "deg2rad", "heaviside", "fmax",
                   "fmin", "square", "positive", "conjugate", "conj", "real", "imag", "fabs", "fix", "isposinf",
                   "isneginf", "logical_and", "logical_or", "logical_xor", "logical_not", "modf", "nan_to_num",
+                  "ldexp", "frexp", "nextafter", "spacing",
                   "isclose", "sinc"})
 
 # float32/float64 error against NumPy of the composites whose steps round (numba and opencl, webgpu), as

@@ -38,6 +38,11 @@ def _shift(np_fn):
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _ldexp(x, n):
+    """x * 2**n, n an integer held in x's dtype (the frontend clamps it to a range the dtype holds)."""
+    return np.ldexp(x, n.astype(np.int32)).astype(x.dtype)
 _F = "f"           # float operands only: the frontend casts ints as NumPy's type resolution says
 
 OPS: tuple[OpDef, ...] = (
@@ -90,6 +95,7 @@ OPS: tuple[OpDef, ...] = (
     OpDef("arctan2", 2, np.arctan2, np.arctan2, _F, ulps=(2, 2)),
     OpDef("hypot", 2, np.hypot, np.hypot, _F, ulps=(1, 2)),
     OpDef("copysign", 2, np.copysign, np.copysign, _F, rounds=False),
+    OpDef("ldexp", 2, _ldexp, None, _F),   # np.ldexp, frexp, nextafter and spacing are built on it
     OpDef("lt", 2, np.less, np.less, predicate=True),
     OpDef("le", 2, np.less_equal, np.less_equal, predicate=True),
     OpDef("eq", 2, np.equal, np.equal, predicate=True),

@@ -1,4 +1,4 @@
-"""Vectorisable float32 exp, tanh, log and erf for numba kernels: built from arithmetic and selects
+"""Vectorisable float32 exp, tanh, log and erf, and ldexp, for numba kernels: built from arithmetic and selects
 only (no libm calls), so LLVM's loop vectoriser can vectorise a loop that calls them.
 NaN, infinities, signed zeros and subnormals behave as in NumPy; results are within 2 ulp of it."""
 from __future__ import annotations
@@ -27,9 +27,8 @@ _STRICT = ("contract",)
 
 def _strict_binop(opname):
     def typer(typingctx, a, b):
-        if a == types.float32 and b == types.float32:   # also catches accidental float64 promotion
-            return types.float32(a, b), lambda context, builder, sig, args: getattr(builder, opname)(
-                *args, flags=_STRICT)
+        if a == b and a in (types.float32, types.float64):   # also catches accidental float64 promotion
+            return a(a, b), lambda context, builder, sig, args: getattr(builder, opname)(*args, flags=_STRICT)
         return None
     typer.__name__ = f"_strict_{opname}"
     return intrinsic(typer)
@@ -84,6 +83,46 @@ def _bits_from_f32(typingctx, x):
     if x == types.float32:
         return types.int32(x), lambda context, builder, sig, args: builder.bitcast(args[0], ir.IntType(32))
     return None
+
+
+@intrinsic
+def _f64_from_bits(typingctx, bits):
+    """Reinterpret an int64 bit pattern as a float64."""
+    if bits == types.int64:
+        return types.float64(bits), lambda context, builder, sig, args: builder.bitcast(args[0], ir.DoubleType())
+    return None
+
+
+@numba.njit(**_INLINE)
+def _pow2_f64(k):
+    """2**k for an int64 k in [-1022, 1023], built from its exponent bits."""
+    return _f64_from_bits((k + 1023) << 52)
+
+
+# ---------------------------------------------------------------------------------------------------
+# ldexp: x * 2**n rounded once, n an integral float within the frontend's clamp (+-320 for float32,
+# +-2200 for float64). A libm call would keep the loop scalar.
+
+@numba.njit(**_INLINE)
+def ldexp_f32(x, n):
+    """float32 (float16 computed in float32): exact in float64, then rounded once to float32."""
+    return f32(_mul(np.float64(x), _pow2_f64(np.int64(n))))
+
+
+@numba.njit(**_INLINE)
+def ldexp_f64(x, n):
+    """musl's scalbn without branches: an n beyond the normal exponents is applied in steps that stay
+    exact (a step down by 2**-969 leaves the last one at least 53 binades to round a subnormal once)."""
+    k = np.int64(n)
+    y = _mul(x, _pow2_f64(1023) if k > 1023 else 1.0)
+    k = k - 1023 if k > 1023 else k
+    y = _mul(y, _pow2_f64(1023) if k > 1023 else 1.0)
+    k = k - 1023 if k > 1023 else k
+    y = _mul(y, _pow2_f64(-969) if k < -1022 else 1.0)
+    k = k + 969 if k < -1022 else k
+    y = _mul(y, _pow2_f64(-969) if k < -1022 else 1.0)
+    k = k + 969 if k < -1022 else k
+    return _mul(y, _pow2_f64(min(max(k, -1022), 1023)))
 
 
 @numba.njit(**_INLINE)
@@ -298,4 +337,5 @@ exp_f32_called = numba.njit(fastmath={"contract"})(exp_f32.py_func)
 tanh_f32_called = numba.njit(fastmath={"contract"})(tanh_f32.py_func)
 log_f32_called = numba.njit(fastmath={"contract"})(log_f32.py_func)
 erf_f32_called = numba.njit(fastmath={"contract"})(erf_f32.py_func)
+ldexp_f32_called = numba.njit(fastmath={"contract"})(ldexp_f32.py_func)
 round_f16_called = numba.njit(fastmath={"contract"})(round_f16.py_func)
