@@ -1,6 +1,7 @@
 """C-style renderer base: kernel IR -> one C-family compute kernel. OpenCL C, CUDA C and MSL share it
-and set only their strings (qualifiers, thread ids, barrier, type names) and a few hooks; simt.py
-decides how the kernel maps onto work-items (thread or group mode).
+and set only their strings (qualifiers, thread ids, barrier, type names) and a few hooks; WGSL (wgsl.py)
+reuses the same instruction walk with its own statement spellings and ALU. simt.py decides how the
+kernel maps onto work-items (thread or group mode).
 """
 from __future__ import annotations
 
@@ -87,11 +88,36 @@ class CStyle:
     def group_reduce(self, r: "_Render", acc: str, buf: str, op: str, dt: np.dtype, identity) -> list[str]:
         """Lines that combine every work-item's `acc` of a work-group into the total, which every
         work-item then holds: a tree in the local array `buf` (one slot per work-item)."""
-        b = self.barrier
+        b, i32 = self.barrier, np.dtype("int32")
         return [f"{buf}[lid] = {acc};", b,
-                f"for (int s = {r.local_size // 2}; s > 0; s >>= 1) {{",
-                f"    if (lid < s) {buf}[lid] = {r.combine(op, dt, f'{buf}[lid]', f'{buf}[lid + s]')};",
+                self.loop("s", self.types[i32], r.literal(r.local_size // 2, i32), f"s > {r.literal(0, i32)}",
+                          self.halve.format("s")),
+                "    " + self.guard("lid < s", f"{buf}[lid] = {r.combine(op, dt, f'{buf}[lid]', f'{buf}[lid + s]')};"),
                 f"    {b}", "}", f"{acc} = {buf}[0];", b]
+
+    # ---- how statements are spelled ----
+    halve = "{0} >>= 1"                                # halve a positive loop counter
+
+    def let(self, name: str, ctype: str, expr: str) -> str:
+        """An immutable value."""
+        return f"const {ctype} {name} = {expr};"
+
+    def var(self, name: str, ctype: str, expr: str) -> str:
+        """A mutable variable (an accumulator)."""
+        return f"{ctype} {name} = {expr};"
+
+    def loop(self, name: str, ctype: str, start: str, cond: str, step: str) -> str:
+        return f"for ({ctype} {name} = {start}; {cond}; {step}) {{"
+
+    def guard(self, cond: str, statement: str) -> str:
+        return f"if ({cond}) {statement}"
+
+    def array(self, name: str, ctype: str, n: int, shared: bool) -> str:
+        """A work-item's own array, or (shared) one of the work-group's."""
+        return f"{self.local_qualifier + ' ' if shared else ''}{ctype} {name}[{n}];"
+
+    def index_type(self, bits: int) -> str:
+        return self.types[np.dtype(f"int{bits}")]
 
     # ---- the renderer ----
     def assume_aligned(self, name: str, ctype: str, nbytes: int) -> str:
@@ -122,7 +148,7 @@ class _Render:
         m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options)
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
-        self.idx = t.types[np.dtype("int32" if m.index_bits == 32 else "int64")]
+        self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
 
     # -- analysis --
@@ -341,7 +367,7 @@ class _Render:
         self.lines.append("    " * self.depth + text)
 
     def run(self) -> Rendered:
-        ins, t, group = self.ins, self.t, self.mode == "group"
+        t = self.t
         params = []
         for p_i, p in enumerate(self.k.params):
             if p_i in self.by_value:
@@ -352,102 +378,7 @@ class _Render:
                 params.append(t.buffer_param(p_i, f"{const}{self.storage(p.dtype)}", p.name))
         if self.error_flag:
             params.append(t.buffer_param(len(params), "int", "tj_error"))
-        if group:
-            # one tree per accumulator dtype (float16 and float32 sums share float32's)
-            for dt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
-                                    for a in n.accs):
-                self.out(f"{t.local_qualifier} {self.local_storage(dt)} tj_red_{dt.name}[{self.local_size}];")
-            for i, x in enumerate(ins):
-                if x.op == "local":
-                    self.out(f"{t.local_qualifier} {self.local_storage(x.dtype)} v{i}[{x.arg[0]}];")
-            self.out(f"const int lid = {t.local_id};")
-        nest_at = {n.ranges[0]: n for n in self.nests}
-        inner = {r for n in self.nests if group for r in n.ranges[1:]}
-        closes = {n.end: n for n in self.nests}
-        level = 0
-        for i, x in enumerate(ins):
-            op, s, dt = x.op, x.srcs, x.dtype
-            a = [self.names[j] for j in s]
-            name = self.names[i] = f"v{i}"
-            if op == "param":
-                self.names[i] = self.k.params[x.arg].name
-            elif op == "const":
-                self.names[i] = self.literal(x.arg, dt, i in self.index)
-            elif op == "table":
-                self.names[i] = x.arg.name
-                self.helpers.setdefault(x.arg.name, self._table(x.arg))
-            elif op == "global":
-                if group:
-                    self.out(f"const {self.idx} {name} = ({self.idx}){t.group_id};")
-                elif self.lanes > 1:
-                    items = self.k.global_size // self.lanes
-                    self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
-                    if self.global_items != items:
-                        self.out(f"if (tj_item >= {self.literal(items, INDEX, True)}) return;")
-                    self.out("#pragma unroll")
-                    self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
-                    self.depth += 1
-                    self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
-                else:
-                    self.out(f"const {self.idx} {name} = ({self.idx}){t.global_id};")
-                    if self.global_items != self.k.global_size:
-                        self.out(f"if ({name} >= {self.literal(self.k.global_size, INDEX, True)}) return;")
-            elif op == "range":
-                level += 1
-                n = nest_at.get(i)
-                if group and n is not None:
-                    f = f"f{i}"
-                    self.out(f"for ({self.idx} {f} = lid; {f} < {self.literal(n.extent, INDEX, True)}; {f} += "
-                             f"{self.local_size}) {{")
-                    self.depth += 1
-                    stride = n.extent
-                    for r, e in zip(n.ranges, n.extents):
-                        stride //= e
-                        expr = f
-                        if stride > 1:
-                            expr = f"({expr} / {stride})"
-                        if r != n.ranges[0]:
-                            expr = f"({expr} % {e})"
-                        self.out(f"const {self.idx} v{r} = {expr};")
-                elif i not in inner:
-                    self.out(f"for ({self.idx} {name} = 0; {name} < {self.literal(x.arg[0], INDEX, True)}; {name}++) {{")
-                    self.depth += 1
-            elif op == "endrange":
-                level -= 1
-                if s[0] not in inner:
-                    self.depth -= 1
-                    self.out("}")
-                if group and i in closes:
-                    self._after_nest(closes[i])
-            elif op == "acc":
-                adt = np.dtype("float64") if i in self.wide else self._acc_dtype(dt)
-                self.out(f"{self.ctype(adt)} {name} = {self.literal(x.arg[1], adt)};")
-                if i in self.wide:  # read back narrowed after the loop, as the numba device does
-                    self.names[i] = f"(({self.ctype(dt)}){name})"
-            elif op == "update":
-                target = ins[s[0]]
-                red = target.arg[0] if target.op == "acc" else target.arg[1]
-                ref = f"v{s[0]}" if target.op == "acc" else f"{a[0]}[{a[1]}]"
-                adt = np.dtype("float64") if s[0] in self.wide else self._acc_dtype(target.dtype)
-                self.out(f"{ref} = {self.combine(red, adt, ref, a[-1])};")
-            elif op == "local":
-                if not group:
-                    self.out(f"{self.local_storage(dt)} {name}[{x.arg[0]}];")
-            elif op == "load" and self._by_value_load(i):
-                self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
-            elif op == "load":
-                self.out(f"const {self.ctype(dt)} {name} = {self._load(s, dt)};")
-            elif op == "store":
-                guard = "if (lid == 0) " if group and level == 0 else ""
-                self.out(guard + self._store(s, a))
-                if group and level == 0 and ins[s[0]].op == "local":
-                    self.out(t.barrier)
-            elif op == "cast":
-                self.out(f"const {self.ctype(dt)} {name} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
-            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
-                self.out(f"const {self.vtype(i)} {name} = {self.cast(self.alu(i, op, a, dt), np.dtype('float32'), dt)};")
-            else:
-                self.out(f"const {self.vtype(i)} {name} = {self.alu(i, op, a, dt)};")
+        self.walk()
         if self.lanes > 1:
             self.depth -= 1
             self.out("}")
@@ -463,6 +394,133 @@ class _Render:
         parts = [p for p in (head, *self.helpers.values()) if p]
         source = "\n\n".join(parts + [f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n"])
         return Rendered(self.name, source, launch)
+
+    def shared(self, line: str) -> None:
+        """A work-group array's declaration (C: at the top of the kernel body)."""
+        self.out(line)
+
+    def global_index(self) -> tuple[str, int]:
+        """The expression of a work-item's (thread mode) or work-group's (group mode) global index, and
+        how many such indices the launch covers."""
+        if self.mode == "group":
+            return f"({self.idx}){self.t.group_id}", self.k.global_size
+        return f"({self.idx}){self.t.global_id}", self.global_items
+
+    def tree_storage(self, dt: np.dtype) -> str:
+        """The element type of a work-group reduction tree."""
+        return self.local_storage(dt)
+
+    def local_value(self, ref: str, dt: np.dtype) -> str:
+        """A work-item array element as a value (C converts a bool byte implicitly)."""
+        return ref
+
+    def local_stored(self, val: str, dt: np.dtype) -> str:
+        return val
+
+    def walk(self) -> None:
+        """The instruction walk shared by every C-style target, in the target's spelling."""
+        ins, t, group = self.ins, self.t, self.mode == "group"
+        i32 = np.dtype("int32")
+        if group:
+            # one tree per accumulator dtype (float16 and float32 sums share float32's)
+            for dt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
+                                    for a in n.accs):
+                self.shared(t.array(f"tj_red_{dt.name}", self.tree_storage(dt), self.local_size, True))
+            for i, x in enumerate(ins):
+                if x.op == "local":
+                    self.shared(t.array(f"v{i}", self.local_storage(x.dtype), x.arg[0], True))
+            self.out(t.let("lid", t.types[i32], t.local_id))
+        nest_at = {n.ranges[0]: n for n in self.nests}
+        inner = {r for n in self.nests if group for r in n.ranges[1:]}
+        closes = {n.end: n for n in self.nests}
+        level = 0
+        for i, x in enumerate(ins):
+            op, s, dt = x.op, x.srcs, x.dtype
+            a = [self.names[j] for j in s]
+            name = self.names[i] = f"v{i}"
+            if op == "param":
+                self.names[i] = self.k.params[x.arg].name
+            elif op == "const":
+                self.names[i] = self.literal(x.arg, dt, i in self.index)
+            elif op == "table":
+                self.names[i] = x.arg.name
+                self.declare_table(x.arg)
+            elif op == "global":
+                if self.lanes > 1:
+                    items = self.k.global_size // self.lanes
+                    self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
+                    if self.global_items != items:
+                        self.out(f"if (tj_item >= {self.literal(items, INDEX, True)}) return;")
+                    self.out("#pragma unroll")
+                    self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
+                    self.depth += 1
+                    self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
+                else:
+                    expr, launched = self.global_index()
+                    self.out(t.let(name, self.idx, expr))
+                    if launched != self.k.global_size:   # in group mode the whole work-group leaves
+                        self.out(t.guard(f"{name} >= {self.literal(self.k.global_size, INDEX, True)}", "return;"))
+            elif op == "range":
+                level += 1
+                n = nest_at.get(i)
+                if group and n is not None:
+                    f = f"f{i}"
+                    self.out(t.loop(f, self.idx, "lid", f"{f} < {self.literal(n.extent, INDEX, True)}",
+                                    f"{f} += {self.literal(self.local_size, i32)}"))
+                    self.depth += 1
+                    stride = n.extent
+                    for r, e in zip(n.ranges, n.extents):
+                        stride //= e
+                        expr = f
+                        if stride > 1:
+                            expr = f"({expr} / {self.literal(stride, i32)})"
+                        if r != n.ranges[0]:
+                            expr = f"({expr} % {self.literal(e, i32)})"
+                        self.out(t.let(f"v{r}", self.idx, expr))
+                elif i not in inner:
+                    self.out(t.loop(name, self.idx, self.literal(0, i32),
+                                    f"{name} < {self.literal(x.arg[0], INDEX, True)}", f"{name}++"))
+                    self.depth += 1
+            elif op == "endrange":
+                level -= 1
+                if s[0] not in inner:
+                    self.depth -= 1
+                    self.out("}")
+                if group and i in closes:
+                    self._after_nest(closes[i])
+            elif op == "acc":
+                adt = np.dtype("float64") if i in self.wide else self._acc_dtype(dt)
+                self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
+                if i in self.wide:  # read back narrowed after the loop, as the numba device does
+                    self.names[i] = f"(({self.ctype(dt)}){name})"
+            elif op == "update":
+                target = ins[s[0]]
+                red = target.arg[0] if target.op == "acc" else target.arg[1]
+                adt = np.dtype("float64") if s[0] in self.wide else self._acc_dtype(target.dtype)
+                if target.op == "acc":
+                    self.out(f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};")
+                else:
+                    ref = f"{a[0]}[{a[1]}]"
+                    val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
+                    self.out(f"{ref} = {self.local_stored(val, target.dtype)};")
+            elif op == "local":
+                if not group:
+                    self.out(t.array(name, self.local_storage(dt), x.arg[0], False))
+            elif op == "load" and self._by_value_load(i):
+                self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
+            elif op == "load":
+                self.out(t.let(name, self.ctype(dt), self._load(s, dt)))
+            elif op == "store":
+                line = self._store(s, a)
+                self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and level == 0 else line)
+                if group and level == 0 and ins[s[0]].op == "local":
+                    self.out(t.barrier)
+            elif op == "cast":
+                self.out(t.let(name, self.ctype(dt), self.cast(a[0], ins[s[0]].dtype, dt)))
+            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
+                self.out(t.let(name, self.vtype(i), self.cast(self.alu(i, op, a, dt), np.dtype("float32"), dt)))
+            else:
+                self.out(t.let(name, self.vtype(i), self.alu(i, op, a, dt)))
 
     def _acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
@@ -483,6 +541,9 @@ class _Render:
             for line in t.group_reduce(self, f"v{acc}", f"tj_red_{dt.name}", self.ins[acc].arg[0], dt,
                                        self.ins[acc].arg[1]):
                 self.out(line)
+
+    def declare_table(self, table) -> None:
+        self.helpers.setdefault(table.name, self._table(table))
 
     def _table(self, table) -> str:
         """A table at program scope. Floats are stored as bit patterns (float16 widened to float32), so

@@ -1,5 +1,7 @@
-"""WGSL renderer: kernel IR -> one WebGPU compute shader. simt.py decides the launch shape (a thread per
-row, or a workgroup per long row with a var<workgroup> tree and workgroupBarrier()).
+"""WGSL renderer: kernel IR -> one WebGPU compute shader, as a dialect of cstyle.py's instruction walk
+(WGSL sets the statement spellings, its own types, literals and ALU, and the module around the kernel).
+simt.py decides the launch shape (a thread per row, or a workgroup per long row with a var<workgroup>
+tree and workgroupBarrier()).
 
 WGSL has 32-bit scalars only (f16 with the shader-f16 feature): int64, uint64 and float64 raise a
 DtypeError naming the device. bool, int8/16 and uint8/16 live in memory as one 32-bit word per
@@ -18,11 +20,10 @@ import numpy as np
 
 from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
-from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import wgsl_functions
 from .wgsl_functions import f32_literal as _f32
-from .cstyle import BOOL_OPS, COMPARISONS
-from .simt import Launch, Mapping, RenderOptions, positive_const
+from .cstyle import BOOL_OPS, COMPARISONS, CStyle, _Render
+from .simt import Launch, RenderOptions, positive_const
 
 TYPES = {np.dtype(k): v for k, v in {
     "bool": "bool", "int8": "i32", "int16": "i32", "int32": "i32", "uint8": "u32", "uint16": "u32",
@@ -95,43 +96,79 @@ def table_words(table) -> np.ndarray:
     return v.astype(np.uint32 if table.dtype.kind in "bu" else np.int32)
 
 
+class WGSL(CStyle):
+    """WGSL's spelling of the C-style walk: `let`/`var` declarations, braces on every `if`, arrays as
+    array<T, n>, work-group arrays at module scope."""
+    types = TYPES
+    barrier = "workgroupBarrier();"
+    local_id = "i32(lid3.x)"
+    halve = "{0} = {0} >> 1u"
+
+    def let(self, name: str, ctype: str, expr: str) -> str:
+        return f"let {name}: {ctype} = {expr};"
+
+    def var(self, name: str, ctype: str, expr: str) -> str:
+        return f"var {name}: {ctype} = {expr};"
+
+    def loop(self, name: str, ctype: str, start: str, cond: str, step: str) -> str:
+        return f"for (var {name}: {ctype} = {start}; {cond}; {step}) {{"
+
+    def guard(self, cond: str, statement: str) -> str:
+        return f"if ({cond}) {{ {statement} }}"
+
+    def array(self, name: str, ctype: str, n: int, shared: bool) -> str:
+        return f"var{'<workgroup>' if shared else ''} {name}: array<{ctype}, {n}>;"
+
+    def index_type(self, bits: int) -> str:
+        return "i32"   # a kernel with 64-bit indices is refused once its dtypes are checked
+
+
 def render(kernel: Kernel, options: WGSLOptions, by_value=frozenset()) -> WGSLRendered:
-    return _Render(kernel, options, frozenset(i for i in by_value if not kernel.params[i].output)).run()
+    return _WGSLRender(kernel, options, by_value).run()
 
 
-class _Render:
-    def __init__(self, kernel: Kernel, options: WGSLOptions, by_value: frozenset[int]):
-        self.k, self.o, self.ins, self.by_value = kernel, options, kernel.instrs, by_value
-        m = Mapping(kernel, RenderOptions(device=options.device, fp64=False, max_local_size=options.max_local_size))
-        self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
-        self.index, self.nonneg = m.index, m.nonneg
-        self._check_dtypes()
-        if m.index_bits != 32:
+class _WGSLRender(_Render):
+    """The shared walk with WGSL's types, literals and ALU (32-bit values, NaN tested on the bits), and
+    its module: storage buffers with bindings, one uniform struct for the scalars, 2-D dispatch."""
+
+    def __init__(self, kernel: Kernel, options: WGSLOptions, by_value):
+        super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
+                                                       max_local_size=options.max_local_size), by_value)
+        self.wo = options
+        self._check_storage()
+        if self.index_bits != 32:
             raise UnsupportedError(f"kernel {kernel.name} indexes more than 2**30 elements, beyond WGSL's 32-bit "
                                    f"integers on {options.device}")
-        self.names = [""] * len(self.ins)
-        self.lines: list[str] = []
         self.module: list[str] = []           # var<workgroup> arrays
-        self.helpers: dict[str, str] = {}
-        self.depth = 1
-        self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
         # a storage buffer each: naga copies a dynamically indexed `const` array into every invocation
         self.tables = tuple(dict.fromkeys(x.arg for x in self.ins if x.op == "table"))
+        self.buffers = tuple(i for i in range(len(kernel.params)) if i not in self.by_value)
+        total_buffers = len(self.buffers) + self.error_flag + len(self.tables)
+        if total_buffers > options.max_storage_buffers:
+            raise UnsupportedError(
+                f"kernel {kernel.name} reads and writes {total_buffers} arrays, and {options.device} allows "
+                f"{options.max_storage_buffers} storage buffers per shader stage; split the computation into "
+                "calls with fewer array arguments, or use another device")
+        groups_total = kernel.global_size if self.mode == "group" else self.global_items // self.local_size
+        self.nx = min(groups_total, options.max_workgroups)
+        self.ny = -(-groups_total // self.nx) if self.nx else 1
+        if self.ny > options.max_workgroups:
+            raise UnsupportedError(f"kernel {kernel.name} needs {groups_total} workgroups, more than {options.device} "
+                                   "can dispatch")
 
     # -- dtypes --
     def _check_dtypes(self) -> None:
+        """Checked by _check_storage, once the index values are known."""
+
+    def _check_storage(self) -> None:
         """Every value and buffer must have a WGSL type (index arithmetic is i32; scalars by value arrive
         as 32-bit uniform members)."""
         for i, x in enumerate(self.ins):
             if x.dtype is not None and i not in self.index and not self._by_value_load(i) and x.op != "param":
-                storage_dtype(x.dtype, self.o)
+                storage_dtype(x.dtype, self.wo)
         for p_i, p in enumerate(self.k.params):
             if p_i not in self.by_value:
-                storage_dtype(p.dtype, self.o)
-
-    def _by_value_load(self, i: int) -> bool:
-        x = self.ins[i]
-        return x.op == "load" and self.ins[x.srcs[0]].op == "param" and self.ins[x.srcs[0]].arg in self.by_value
+                storage_dtype(p.dtype, self.wo)
 
     def ctype(self, dt: np.dtype) -> str:
         dt = np.dtype(dt)
@@ -142,9 +179,6 @@ class _Render:
         if dt == INDEX or dt == np.int64:
             return "i32"
         return TYPES[dt]
-
-    def vtype(self, i: int) -> str:
-        return "i32" if i in self.index else self.ctype(self.ins[i].dtype)
 
     def literal(self, value, dt: np.dtype, index: bool = False) -> str:
         dt = np.dtype(dt)
@@ -189,12 +223,8 @@ class _Render:
         return template.format(*a)
 
     # -- expressions --
-    def combine(self, op: str, dt: np.dtype, a: str, b: str) -> str:
-        if dt == np.bool_:
-            return f"({a} || {b})" if op in ("sum", "max") else f"({a} && {b})"
-        if op in ("sum", "prod"):
-            return self.wrap(f"({a} {'+' if op == 'sum' else '*'} {b})", dt)
-        return self.minmax(op, dt, a, b)
+    def wrap_int(self, op: str, a: str, b: str, dt: np.dtype) -> str:
+        return self.wrap(f"({a} {op} {b})", dt)   # i32/u32 arithmetic wraps in WGSL
 
     def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
         if dt.kind == "f":   # NaN wins; each NaN test on its own, so no compiler can fold this into fmax
@@ -225,14 +255,14 @@ class _Render:
         if op in ("idiv", "mod"):
             if i in self.index and self.ins[i].srcs[0] in self.nonneg and positive_const(self.ins, self.ins[i].srcs[1]):
                 return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
-            return self.wrap(f"{self.helper(op, t)}({a[0]}, {a[1]})", dt)
+            return self.wrap(f"{self._arith(op, t)}({a[0]}, {a[1]})", dt)
         if op in ("isnan", "isinf", "signbit"):
             return f"{self._helper(f'tj_{op}_f32')}(f32({a[0]}))"
         if dt.kind in "iu":
             if op in ("add", "sub", "mul"):
-                return self.wrap(f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})", dt)
+                return self.wrap_int(dict(add='+', sub='-', mul='*')[op], a[0], a[1], dt)
             if op == "neg":
-                return self.wrap(f"(0{'i' if t == 'i32' else 'u'} - {a[0]})", dt)
+                return self.wrap_int("-", self.literal(0, dt), a[0], dt)
             if op in ("and", "or", "xor"):
                 return f"({a[0]} {dict(zip(('and', 'or', 'xor'), '&|^'))[op]} {a[1]})"
             if op == "invert":
@@ -242,12 +272,12 @@ class _Render:
             if op == "sign":
                 return f"sign({a[0]})" if t == "i32" else f"select(0u, 1u, {a[0]} > 0u)"
             if op in ("pow", "fmod"):
-                return self.wrap(f"{self.helper(op, t)}({a[0]}, {a[1]})", dt)
+                return self.wrap(f"{self._arith(op, t)}({a[0]}, {a[1]})", dt)
             if op in ("shl", "shr"):
                 return self.shift(op, a, dt)
             raise DtypeError(f"{op} is not defined for {dt.name}")
         if op in ("pow", "fmod"):
-            return f"{self.helper(op, 'f32')}({a[0]}, {a[1]})"
+            return f"{self._arith(op, 'f32')}({a[0]}, {a[1]})"
         if op == "mul" and any(self._zero_const(j) for j in self.ins[i].srcs):
             # inf * 0 and NaN * 0 are NaN; shader compilers fold x * 0.0 to 0.0
             return self._call("select(({0} * {1}), tj_nan_f32(), !tj_isfinite_f32({0}) || !tj_isfinite_f32({1}))", a)
@@ -288,7 +318,7 @@ class _Render:
             return self.wrap(f"bitcast<u32>(i32({v}))", dst)
         return self.wrap(f"{t}({v})", dst)
 
-    def helper(self, op: str, t: str) -> str:
+    def _arith(self, op: str, t: str) -> str:
         """The WGSL function for `op` (mod, idiv, fmod, pow) on type t, emitted once with what it needs."""
         name = f"tj_{op}_{t}"
         if name not in self.helpers:
@@ -296,24 +326,36 @@ class _Render:
             for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f32)\(", text)):
                 arith = re.fullmatch(r"tj_(mod|idiv|fmod|pow)_f32", dep)
                 if dep != name:
-                    self.helper(arith.group(1), "f32") if arith else self._helper(dep)
+                    self._arith(arith.group(1), "f32") if arith else self._helper(dep)
             self.helpers[name] = text
         return name
 
-    # -- emission --
-    def out(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
+    # -- the module around the shared walk --
+    def shared(self, line: str) -> None:
+        self.module.append(line)
+
+    def global_index(self) -> tuple[str, int]:
+        if self.mode == "group":
+            return f"i32(wid.x + wid.y * {self.nx}u)", self.nx * self.ny
+        return f"i32(gid.x + gid.y * {self.nx * self.local_size}u)", self.nx * self.ny * self.local_size
+
+    def declare_table(self, table) -> None:
+        """Tables are storage buffers bound after the others (see table_words)."""
+
+    def local_storage(self, dt: np.dtype) -> str:
+        return "u32" if dt == np.bool_ else self.ctype(dt)
+
+    def tree_storage(self, dt: np.dtype) -> str:
+        return self.ctype(dt)
+
+    def local_value(self, ref: str, dt: np.dtype) -> str:
+        return f"({ref} != 0u)" if dt == np.bool_ else ref
+
+    def local_stored(self, val: str, dt: np.dtype) -> str:
+        return f"select(0u, 1u, {val})" if dt == np.bool_ else val
 
     def run(self) -> WGSLRendered:
-        ins, group = self.ins, self.mode == "group"
-        buffers = tuple(i for i in range(len(self.k.params)) if i not in self.by_value)
-        scalars = tuple(sorted(self.by_value))
-        total_buffers = len(buffers) + self.error_flag + len(self.tables)
-        if total_buffers > self.o.max_storage_buffers:
-            raise UnsupportedError(
-                f"kernel {self.k.name} reads and writes {total_buffers} arrays, and {self.o.device} allows "
-                f"{self.o.max_storage_buffers} storage buffers per shader stage; split the computation into "
-                "calls with fewer array arguments, or use another device")
+        buffers, scalars = self.buffers, tuple(sorted(self.by_value))
         decl = []
         for b, p_i in enumerate(buffers):
             p = self.k.params[p_i]
@@ -330,25 +372,10 @@ class _Render:
         for b, t in enumerate(self.tables):
             elem = "i32" if table_words(t).dtype == np.int32 else "u32"
             decl.append(f"@group(0) @binding({first + b}) var<storage, read> {t.name}: array<{elem}>;")
-        groups_total = self.k.global_size if group else self.global_items // self.local_size
-        nx = min(groups_total, self.o.max_workgroups)
-        ny = -(-groups_total // nx) if nx else 1
-        if ny > self.o.max_workgroups:
-            raise UnsupportedError(f"kernel {self.k.name} needs {groups_total} workgroups, more than {self.o.device} "
-                                   "can dispatch")
-        if group:
-            # one tree per accumulator dtype (float16 and float32 sums share float32's)
-            for adt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
-                                     for a in n.accs):
-                self.module.append(f"var<workgroup> tj_red_{adt.name}: array<{self.ctype(adt)}, {self.local_size}>;")
-            for i, x in enumerate(ins):
-                if x.op == "local":
-                    self.module.append(f"var<workgroup> v{i}: array<{self._local_type(x.dtype)}, {x.arg[0]}>;")
-            self.out("let lid = i32(lid3.x);")
-        self._body(group, nx)
+        self.walk()
         body = "\n".join(self.lines)
         # only a kernel that has float16 values enables f16: adapters without shader-f16 (OpenGL) reject it
-        uses_f16 = any(x.dtype == np.float16 for x in ins) or any(p.dtype == np.float16 for p in self.k.params)
+        uses_f16 = any(x.dtype == np.float16 for x in self.ins) or any(p.dtype == np.float16 for p in self.k.params)
         enable = ["enable f16;"] if uses_f16 else []
         header = "\n".join(enable + decl + self.module)
         signature = (f"@compute @workgroup_size({self.local_size})\nfn {self.k.name}(@builtin(global_invocation_id) gid: "
@@ -356,119 +383,10 @@ class _Render:
         source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
         launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag)
         writable = tuple(self.k.params[p].output for p in buffers)
-        return WGSLRendered(self.k.name, source, launch, (nx, ny), buffers, writable, scalars, self.tables)
+        return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables)
 
     def _uniform_type(self, dt: np.dtype) -> str:
         return {"b": "u32", "i": "i32", "u": "u32", "f": "f32"}[np.dtype(dt).kind]
-
-    def _local_type(self, dt: np.dtype) -> str:
-        return "u32" if dt == np.bool_ else self.ctype(dt)
-
-    def _acc_dtype(self, dt: np.dtype) -> np.dtype:
-        return np.dtype("float32") if dt == np.float16 else dt
-
-    def _body(self, group: bool, nx: int) -> None:
-        ins = self.ins
-        nest_at = {n.ranges[0]: n for n in self.nests}
-        inner = {r for n in self.nests if group for r in n.ranges[1:]}
-        closes = {n.end: n for n in self.nests}
-        level = 0
-        for i, x in enumerate(ins):
-            op, s, dt = x.op, x.srcs, x.dtype
-            a = [self.names[j] for j in s]
-            name = self.names[i] = f"v{i}"
-            if op == "param":
-                self.names[i] = self.k.params[x.arg].name
-            elif op == "const":
-                self.names[i] = self.literal(x.arg, dt, i in self.index)
-            elif op == "table":
-                self.names[i] = x.arg.name
-            elif op == "global":
-                n = self.literal(self.k.global_size, INDEX, True)
-                if group:
-                    self.out(f"let {name}: i32 = i32(wid.x + wid.y * {nx}u);")
-                    if nx * (-(-self.k.global_size // nx)) != self.k.global_size:
-                        self.out(f"if ({name} >= {n}) {{ return; }}")   # uniform: the whole workgroup leaves
-                else:
-                    self.out(f"let {name}: i32 = i32(gid.x + gid.y * {nx * self.local_size}u);")
-                    self.out(f"if ({name} >= {n}) {{ return; }}")
-            elif op == "range":
-                level += 1
-                n = nest_at.get(i)
-                if group and n is not None:
-                    f = f"f{i}"
-                    self.out(f"for (var {f}: i32 = lid; {f} < {self.literal(n.extent, INDEX, True)}; {f} += "
-                             f"{self.local_size}i) {{")
-                    self.depth += 1
-                    stride = n.extent
-                    for r, e in zip(n.ranges, n.extents):
-                        stride //= e
-                        expr = f if stride == 1 else f"({f} / {stride}i)"
-                        if r != n.ranges[0]:
-                            expr = f"({expr} % {e}i)"
-                        self.out(f"let v{r}: i32 = {expr};")
-                elif i not in inner:
-                    self.out(f"for (var {name}: i32 = 0i; {name} < {self.literal(x.arg[0], INDEX, True)}; {name}++) {{")
-                    self.depth += 1
-            elif op == "endrange":
-                level -= 1
-                if s[0] not in inner:
-                    self.depth -= 1
-                    self.out("}")
-                if group and i in closes:
-                    self._after_nest(closes[i])
-            elif op == "acc":
-                adt = self._acc_dtype(dt)
-                self.out(f"var {name}: {self.ctype(adt)} = {self.literal(x.arg[1], adt)};")
-            elif op == "update":
-                target = ins[s[0]]
-                red = target.arg[0] if target.op == "acc" else target.arg[1]
-                if target.op == "acc":
-                    self.out(f"v{s[0]} = {self.combine(red, self._acc_dtype(target.dtype), f'v{s[0]}', a[-1])};")
-                else:
-                    ref = f"{a[0]}[{a[1]}]"
-                    cur = f"({ref} != 0u)" if target.dtype == np.bool_ else ref
-                    val = self.combine(red, self._acc_dtype(target.dtype), cur, a[-1])
-                    self.out(f"{ref} = {self._to_local(val, target.dtype)};")
-            elif op == "local":
-                if not group:
-                    self.out(f"var {name}: array<{self._local_type(dt)}, {x.arg[0]}>;")
-            elif op == "load" and self._by_value_load(i):
-                self.names[i] = self._scalar(s, dt)
-            elif op == "load":
-                self.out(f"let {name}: {self.ctype(dt)} = {self._load(s, dt)};")
-            elif op == "store":
-                guard = group and level == 0
-                line = self._store(s, a)
-                self.out(f"if (lid == 0i) {{ {line} }}" if guard else line)
-                if guard and ins[s[0]].op == "local":
-                    self.out("workgroupBarrier();")
-            elif op == "cast":
-                self.out(f"let {name}: {self.ctype(dt)} = {self.cast(a[0], ins[s[0]].dtype, dt)};")
-            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in f32, rounded like NumPy's loops
-                self.out(f"let {name}: f32 = f32(f16({self.alu(i, op, a, dt)}));")
-            else:
-                self.out(f"let {name}: {self.vtype(i)} = {self.alu(i, op, a, dt)};")
-
-    def _after_nest(self, n) -> None:
-        stored_local = any(self.ins[j].op == "store" and self.ins[self.ins[j].srcs[0]].op == "local"
-                           for j in range(n.ranges[0], n.end))
-        if n.kind != "reduce" or not n.accs:
-            if stored_local:
-                self.out("workgroupBarrier();")
-            return
-        for acc in n.accs:
-            dt = self._acc_dtype(self.ins[acc].dtype)
-            red = self.ins[acc].arg[0]
-            buf = f"tj_red_{dt.name}"
-            self.out(f"{buf}[lid] = v{acc};")
-            self.out("workgroupBarrier();")
-            self.out(f"for (var s: i32 = {self.local_size // 2}i; s > 0i; s = s >> 1u) {{")
-            self.out(f"    if (lid < s) {{ {buf}[lid] = {self.combine(red, dt, f'{buf}[lid]', f'{buf}[lid + s]')}; }}")
-            self.out("    workgroupBarrier();")
-            self.out("}")
-            self.out(f"v{acc} = {buf}[0];")
-            self.out("workgroupBarrier();")
 
     def _scalar(self, s, dt: np.dtype) -> str:
         p = self.k.params[self.ins[s[0]].arg]
@@ -478,6 +396,8 @@ class _Render:
         return v
 
     def _load(self, s, dt: np.dtype) -> str:
+        if self.ins[s[0]].op == "param" and self.ins[s[0]].arg in self.by_value:
+            return self._scalar(s, dt)
         ptr, idx = self.names[s[0]], self.names[s[1]]
         if self.ins[s[0]].op == "table" and dt.kind == "f":
             return f"bitcast<f32>({ptr}[{idx}])"   # see table_words
@@ -486,9 +406,6 @@ class _Render:
         if dt == np.float16 and self.ins[s[0]].op != "local":
             return f"f32({ptr}[{idx}])"
         return f"{ptr}[{idx}]"
-
-    def _to_local(self, val: str, dt: np.dtype) -> str:
-        return f"select(0u, 1u, {val})" if dt == np.bool_ else val
 
     def _store(self, s, a) -> str:
         ptr, idx, val = a
