@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
 import time
 
 import numpy as np
@@ -94,6 +95,7 @@ class Kernel:
         self._nparams = len(names)
         self._device = device
         self._plans: dict = {}
+        self._lock = threading.RLock()   # one trace and compile per signature, however many threads call
         self._lowered: dict = {}     # plans of compile-only targets (lower / warm), never run
         self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
 
@@ -124,17 +126,22 @@ class Kernel:
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
         one; compile_only: for a target that compiles without its hardware too (lower, warm)."""
         key = self._key(dev, args)
-        plan = self._plans.get(key)
-        if plan is None and compile_only:
-            plan = self._lowered.get(key)
+        plan = self._cached_plan(key, compile_only)
         if plan is None:
-            plan = self._lower(args, dev, compile_only)
-            # a plan from a target that only compiles (no hardware, or none asked for yet) is kept apart:
-            # a later call lowers for the device itself
-            (self._plans if plan.runnable else self._lowered)[key] = plan
-        else:
-            self._counts["hits"] += 1
+            with self._lock:
+                plan = self._cached_plan(key, compile_only)   # another thread may have made it meanwhile
+                if plan is None:
+                    plan = self._lower(args, dev, compile_only)
+                    # a plan from a target that only compiles (no hardware, or none asked for yet) is kept
+                    # apart: a later call lowers for the device itself
+                    (self._plans if plan.runnable else self._lowered)[key] = plan
+                    return plan
+        self._counts["hits"] += 1
         return plan
+
+    def _cached_plan(self, key, compile_only: bool):
+        plan = self._plans.get(key)
+        return self._lowered.get(key) if plan is None and compile_only else plan
 
     def _normalize(self, args, device: str | None = None) -> tuple:
         return tuple(a if i in self._static else normalize(a, device) for i, a in enumerate(args))

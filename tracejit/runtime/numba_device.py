@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from .disk_cache import CACHE, CacheKey, write_atomic
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
+
+_LOAD_LOCK = threading.RLock()   # kernel modules are imported and compiled one thread at a time
 
 PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
 FASTMATH = {"reassoc", "contract", "nsz"}  # none of these changes NaN or Inf behaviour
@@ -126,7 +129,12 @@ class NumbaDevice:
 
     def _load(self, source: str, kernel: Kernel):
         """Import the kernel's module (a real file, from the disk cache when it is there) and compile
-        it with Numba, whose own cache beside the module makes a second process compile nothing."""
+        it with Numba, whose own cache beside the module makes a second process compile nothing. One
+        thread at a time: a module is in sys.modules before it has finished executing."""
+        with _LOAD_LOCK:
+            return self._load_unlocked(source, kernel)
+
+    def _load_unlocked(self, source: str, kernel: Kernel):
         key = self.cache_key(source, kernel)
         modname = f"_tracejit_numba_{key.digest[:24]}"
         module = sys.modules.get(modname)
