@@ -147,21 +147,28 @@ class NumbaDevice:
             setattr(module, kernel.name, fn)
         t0 = time.perf_counter()
         signature = _signature(kernel)
-        misses = sum(fn.stats.cache_misses.values())
-        try:
-            entry = fn.compile(signature)   # the overload for these very types (several share one module)
-        except Exception as e:
+        # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
+        # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
+        # byte in machine code can load silently or abort the process inside LLVM
+        damage = _numba_files_damage(fn)
+        error = None
+        if damage is None:
+            misses = sum(fn.stats.cache_misses.values())
+            try:
+                entry = fn.compile(signature)   # the overload for these very types (several share one module)
+            except Exception as e:
+                if not _numba_cache_files(fn):
+                    raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
+                                       f"{_first_lines(str(e))}\ngenerated source: {module.__file__}") from None
+                damage = f"{type(e).__name__}: {_first_lines(str(e), 1)}"   # failed to load: not Numba's
+        if damage is not None:
+            # report once, drop them and build afresh (Numba then rewrites them whole)
             damaged = _numba_cache_files(fn)
-            if not damaged:
-                raise CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}"
-                                   f"\ngenerated source: {module.__file__}") from None
-            # Numba's own cache files beside the module (index .nbi, data .nbc) failed to load: damaged
-            # or not Numba's. Report once, drop them and build afresh (Numba then rewrites them whole).
-            _warn_once(f"numba-files:{damaged[0].parent}",
-                       f"Numba's cache files for kernel {kernel.name} in {damaged[0].parent} could not be "
-                       f"loaded ({type(e).__name__}: {_first_lines(str(e), 1)}); they were removed and the "
-                       f"kernel is rebuilt")
-            for f in damaged:
+            folder = damaged[0].parent if damaged else module.__file__
+            _warn_once(f"numba-files:{folder}",
+                       f"Numba's cache files for kernel {kernel.name} in {folder} are damaged ({damage}); "
+                       f"they were removed and the kernel is rebuilt")
+            for f in [*damaged, _numba_manifest(fn)]:
                 if f.is_dir() and not f.is_symlink():
                     shutil.rmtree(f, ignore_errors=True)
                 else:
@@ -175,6 +182,7 @@ class NumbaDevice:
             except Exception as e:
                 raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
                                    f"{_first_lines(str(e))}\ngenerated source: {module.__file__}") from None
+        _record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
         if not stored:
             CACHE.put(key, source.encode())   # only after a successful build
@@ -213,6 +221,43 @@ def _numba_cache_files(fn) -> list[Path]:
                       (p.name.startswith(stem + ".") and p.name.endswith(".nbc")))
     except OSError:
         return []
+
+
+def _numba_manifest(fn) -> Path:
+    cache_file = fn._cache._cache_file
+    return Path(cache_file._cache_path) / f"{cache_file._index_name}.sha256"
+
+
+def _numba_checksums(files: list[Path]) -> str:
+    return "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n" for f in files)
+
+
+def _numba_files_damage(fn) -> str | None:
+    """Why Numba's cache files for this function cannot be trusted, or None (also when there are none)."""
+    files = _numba_cache_files(fn)
+    if not files:
+        return None
+    try:
+        recorded = _numba_manifest(fn).read_text()
+    except (OSError, UnicodeDecodeError):
+        return "no checksums recorded for them"
+    try:
+        return None if _numba_checksums(files) == recorded else "their checksums differ from those recorded"
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _record_numba_files(fn) -> None:
+    """Record the checksums of the files Numba just wrote or loaded (nothing where it keeps none)."""
+    files = _numba_cache_files(fn)
+    if files:
+        try:
+            text = _numba_checksums(files)
+            manifest = _numba_manifest(fn)
+            if not (manifest.is_file() and manifest.read_text() == text):
+                write_atomic(manifest, text.encode())
+        except (OSError, UnicodeDecodeError):
+            pass   # a read-only cache: the next process finds the files unrecorded and rebuilds
 
 
 def _unlink(path: Path) -> None:
