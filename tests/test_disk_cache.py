@@ -3,9 +3,11 @@ entries, changed compilers, failed builds, unusable directories, the size cap an
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import warnings
 from pathlib import Path
@@ -289,3 +291,111 @@ def test_a_later_process_loads_the_overload_for_each_call_s_own_dtypes(tmp_path,
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                              env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path)))
         assert out.returncode == 0, out.stderr
+
+
+# ---- Numba's own cache files (numba only) ----
+
+NUMBA_FILES_PROGRAM = """
+import os, sys, warnings, numpy as np, tracejit as tj
+from pathlib import Path
+from tracejit.errors import CacheWarning
+from tracejit.runtime import disk_cache
+cache, x = Path(os.environ["TRACEJIT_CACHE_DIR"]), np.arange(10, dtype=np.float32)
+
+def fresh():   # as a new process: the module imported again, so Numba reads its cache files again
+    for name in [m for m in sys.modules if m.startswith("_tracejit_numba_")]:
+        del sys.modules[name]
+    disk_cache._warned.clear()
+    f = tj.kernel(lambda x: (x * 2 + 1).sum())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert float(np.asarray(f(x, device="numba"))) == 100.0
+    return [str(w.message) for w in caught if issubclass(w.category, CacheWarning)], f.cache_info()
+
+def flip(at):
+    def damage(p):
+        b = bytearray(p.read_bytes()); b[int(at * (len(b) - 1))] ^= 0xFF; p.write_bytes(bytes(b))
+    return damage
+
+def directory(p):
+    p.unlink(); p.mkdir(); (p / "x").write_bytes(b"x")
+
+WAYS = {"flip-first": flip(0), "flip-5%": flip(0.05), "flip-10%": flip(0.1), "flip-middle": flip(0.5),
+        "flip-last": flip(1),   # in .nbc machine code a flip at 5% loaded silently, at 10% aborted in LLVM
+        "truncate": lambda p: p.write_bytes(p.read_bytes()[:p.stat().st_size // 2]),
+        "empty": lambda p: p.write_bytes(b""), "directory": directory}
+assert fresh()[0] == []                                            # fills the cache
+warned, info = fresh()
+assert warned == [] and info["compiles"] == 0 and info["disk_hits"] == 1   # then loads it whole
+for suffix in (".nbi", ".nbc"):
+    for way, damage in WAYS.items():
+        (target,) = cache.rglob("*" + suffix)
+        damage(target)
+        warned, info = fresh()
+        assert len(warned) == 1 and "Numba's cache files" in warned[0], (suffix, way, warned)
+        assert info["compiles"] == 1, (suffix, way, info)
+        warned, info = fresh()
+        assert warned == [] and info["compiles"] == 0 and info["disk_hits"] == 1, (suffix, way, warned, info)
+print("ok")
+"""
+
+
+def test_damaged_numba_cache_files_are_reported_once_rebuilt_and_the_next_process_is_clean(tmp_path):
+    """Each .nbi/.nbc file flipped (five places), truncated, emptied or replaced with a directory: one
+    CacheWarning, the right result, and the next load takes Numba's rewritten files."""
+    out = subprocess.run([sys.executable, "-c", NUMBA_FILES_PROGRAM], capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path)))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def _unprivileged() -> list[str]:
+    """A command prefix under which a child is bound by file permissions: as is when not root; as nobody
+    (uid 65534) when it can run this interpreter and checkout; else uid 0 with every capability dropped
+    (the interpreter may live under /root, out of nobody's reach), which permissions bind as any user."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): no way to drop privileges for the child")
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*nobody, sys.executable, "-c", "import tracejit"], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(REPO)), cwd="/")
+    if probe.returncode == 0:
+        return nobody
+    capless = [setpriv, "--bounding-set=-all", "--inh-caps=-all"]
+    probe = subprocess.run([*capless, sys.executable, "-c", "pass"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot drop privileges (setpriv as uid 65534 or without capabilities): {probe.stderr}")
+    return capless
+
+
+def test_a_read_only_numba_cache_as_a_non_root_user_warns_and_still_computes():
+    """A cache populated earlier, then made read-only (chmod -R a-w), read by a user who can write neither
+    it nor HOME: Numba finds no cache locator; tracejit warns and compiles in-process. Under root (CI) the
+    child drops privileges, so the test really runs."""
+    prefix = _unprivileged()
+    top = Path(tempfile.mkdtemp(prefix="tracejit-ro-"))   # not tmp_path: its parent is private to root
+    cache, home = top / "cache", top / "home"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(cache), HOME=str(home),
+               XDG_CACHE_HOME=str(home / ".cache"))
+    code = PROGRAM.replace("DEVICE", repr("numba"))
+    run = lambda: subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True,
+                                 timeout=300, cwd="/", env=env)
+    try:
+        home.mkdir()
+        top.chmod(0o755)
+        if "--reuid=65534" in prefix:
+            for p in [top, home]:
+                os.chown(p, 65534, 65534)
+        filled = run()   # populated earlier by the same user and interpreter (the key names the Python)
+        assert filled.returncode == 0 and "CacheWarning" not in filled.stderr, filled.stderr
+        for p in [top, *top.rglob("*")]:
+            p.chmod(0o755 if p == top else (p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & ~0o222)
+        out = run()
+    finally:
+        for p in [top, *top.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o700)
+        shutil.rmtree(top)
+    assert out.returncode == 0, out.stderr
+    assert "CacheWarning" in out.stderr and "no locator available" in out.stderr, out.stderr

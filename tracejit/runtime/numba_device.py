@@ -25,7 +25,7 @@ from ..ir.lower import Buffer
 from .array import Array
 from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
-from .disk_cache import CACHE, CacheKey, write_atomic
+from .disk_cache import CACHE, CacheKey, _warn_once, write_atomic
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
@@ -151,18 +151,46 @@ class NumbaDevice:
                 raise CompileError(f"generated module {path} failed to import: {e}") from None
         fn = getattr(module, kernel.name)
         if not hasattr(fn, "compile"):
-            import numba
-            parallel = "numba.prange" in source
-            fn = numba.njit(parallel=parallel, fastmath=FASTMATH, error_model="numpy", cache=True)(fn)
+            fn = _dispatcher(fn, "numba.prange" in source)
             setattr(module, kernel.name, fn)
         t0 = time.perf_counter()
         signature = _signature(kernel)
-        misses = sum(fn.stats.cache_misses.values())
-        try:
-            entry = fn.compile(signature)   # the overload for these very types (several share one module)
-        except Exception as e:
-            raise CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}\n"
-                               f"generated source: {module.__file__}") from None
+        # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
+        # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
+        # byte in machine code can load silently or abort the process inside LLVM
+        damage = _numba_files_damage(fn)
+        error = None
+        if damage is None:
+            misses = sum(fn.stats.cache_misses.values())
+            try:
+                entry = fn.compile(signature)   # the overload for these very types (several share one module)
+            except Exception as e:
+                if not _numba_cache_files(fn):
+                    raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
+                                       f"{_first_lines(str(e))}\ngenerated source: {module.__file__}") from None
+                damage = f"{type(e).__name__}: {_first_lines(str(e), 1)}"   # failed to load: not Numba's
+        if damage is not None:
+            # report once, drop them and build afresh (Numba then rewrites them whole)
+            damaged = _numba_cache_files(fn)
+            folder = damaged[0].parent if damaged else module.__file__
+            _warn_once(f"numba-files:{folder}",
+                       f"Numba's cache files for kernel {kernel.name} in {folder} are damaged ({damage}); "
+                       f"they were removed and the kernel is rebuilt")
+            for f in [*damaged, _numba_manifest(fn)]:
+                if f.is_dir() and not f.is_symlink():
+                    shutil.rmtree(f, ignore_errors=True)
+                else:
+                    _unlink(f)
+            removed = not any(os.path.lexists(f) for f in damaged)   # else (read-only) build uncached
+            fn = _dispatcher(fn.py_func, fn.targetoptions.get("parallel", False), cache=removed)
+            setattr(module, kernel.name, fn)
+            misses = sum(fn.stats.cache_misses.values())
+            try:
+                entry = fn.compile(signature)
+            except Exception as e:
+                raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
+                                   f"{_first_lines(str(e))}\ngenerated source: {module.__file__}") from None
+        _record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
         if not stored:
             CACHE.put(key, source.encode())   # only after a successful build
@@ -171,6 +199,80 @@ class NumbaDevice:
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
         return (entry, fn), cached
+
+
+def _dispatcher(py_func, parallel: bool, cache: bool = True):
+    """numba.njit with Numba's disk cache beside the module; without it (and a warning, once) where Numba
+    finds no directory it can write (a read-only cache, an unwritable HOME): each process then compiles."""
+    import numba
+    options = dict(parallel=parallel, fastmath=FASTMATH, error_model="numpy")
+    try:
+        return numba.njit(cache=cache, **options)(py_func)
+    except (RuntimeError, OSError) as e:
+        _warn_once(f"numba-locator:{os.path.dirname(py_func.__code__.co_filename)}",
+                   f"Numba cannot keep compiled kernels beside {py_func.__code__.co_filename} "
+                   f"({_first_lines(str(e), 1)}); kernels are compiled in each process. Make the cache "
+                   f"directory writable or set TRACEJIT_CACHE_DIR to one that is")
+        return numba.njit(cache=False, **options)(py_func)
+
+
+def _numba_cache_files(fn) -> list[Path]:
+    """The files of Numba's disk cache for this dispatcher's function (its index and data files)."""
+    cache_file = getattr(getattr(fn, "_cache", None), "_cache_file", None)
+    if cache_file is None:
+        return []
+    folder = Path(cache_file._cache_path)
+    stem = cache_file._index_name[:-len(".nbi")]
+    try:
+        return sorted(p for p in folder.iterdir()
+                      if p.name == cache_file._index_name or
+                      (p.name.startswith(stem + ".") and p.name.endswith(".nbc")))
+    except OSError:
+        return []
+
+
+def _numba_manifest(fn) -> Path:
+    cache_file = fn._cache._cache_file
+    return Path(cache_file._cache_path) / f"{cache_file._index_name}.sha256"
+
+
+def _numba_checksums(files: list[Path]) -> str:
+    return "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n" for f in files)
+
+
+def _numba_files_damage(fn) -> str | None:
+    """Why Numba's cache files for this function cannot be trusted, or None (also when there are none)."""
+    files = _numba_cache_files(fn)
+    if not files:
+        return None
+    try:
+        recorded = _numba_manifest(fn).read_text()
+    except (OSError, UnicodeDecodeError):
+        return "no checksums recorded for them"
+    try:
+        return None if _numba_checksums(files) == recorded else "their checksums differ from those recorded"
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _record_numba_files(fn) -> None:
+    """Record the checksums of the files Numba just wrote or loaded (nothing where it keeps none)."""
+    files = _numba_cache_files(fn)
+    if files:
+        try:
+            text = _numba_checksums(files)
+            manifest = _numba_manifest(fn)
+            if not (manifest.is_file() and manifest.read_text() == text):
+                write_atomic(manifest, text.encode())
+        except (OSError, UnicodeDecodeError):
+            pass   # a read-only cache: the next process finds the files unrecorded and rebuilds
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _module_file(key: CacheKey, modname: str, source: str) -> tuple[Path, bool]:
