@@ -159,7 +159,6 @@ class NumbaDevice:
         # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
         # byte in machine code can load silently or abort the process inside LLVM
         damage = _numba_files_damage(fn)
-        error = None
         if damage is None:
             misses = sum(fn.stats.cache_misses.values())
             try:
