@@ -231,3 +231,31 @@ def test_integer_power_with_a_negative_exponent_raises_like_numpy(device):
 def test_where_with_one_argument_explains_what_is_supported(device):
     with pytest.raises(tj.UnsupportedError, match="np.where\\(condition, x, y\\)"):
         tj.kernel(lambda x: np.where(x > 1))(np.arange(3.0), device=device)
+
+
+# ---- bad input that a dependency used to reject with its own exception (issue 15, item 4) ----
+
+def test_ragged_list_argument_is_an_argument_error_and_a_value_error(device):
+    f = tj.kernel(lambda x: x + 1, device=device)
+    with pytest.raises(tj.ArgumentValueError, match="equal length") as info:
+        f([[1.0, 2.0], [3.0]])
+    assert isinstance(info.value, ValueError) and isinstance(info.value, tj.ArgumentError)
+
+
+@pytest.mark.parametrize("value", [2**63, -2**63 - 1, 2**70])
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_python_int_beyond_int64_is_an_overflow_error_on_every_device(device, dtype, value):
+    f = tj.kernel(lambda x, s: x + s, device=device)
+    f(np.zeros(3, dtype), 7)          # compiled and cached with a small int: the big one hits the plan
+    with pytest.raises(tj.ScalarOverflowError) as info:
+        f(np.zeros(3, dtype), value)
+    assert isinstance(info.value, OverflowError) and str(value) in str(info.value)
+
+
+def test_output_too_big_for_memory_is_a_tracejit_memory_error(device):
+    f = tj.kernel(lambda x: np.broadcast_to(x, (2**40, 2**10)) + 1, device=device)
+    with pytest.raises(tj.TracejitError) as info:
+        f(np.zeros(2**10, np.float32))
+    if device != "webgpu":            # webgpu refuses the index space (32-bit WGSL indices) before allocating
+        assert isinstance(info.value, tj.OutOfMemoryError) and isinstance(info.value, MemoryError)
+        assert "allocate" in str(info.value)

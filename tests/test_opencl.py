@@ -308,3 +308,29 @@ def test_index_arithmetic_is_32_bit_until_a_buffer_needs_more():
     large = f.lower(tj.spec((1 << 31,), "float32"), device="opencl").kernels[0].source
     assert "const int v" in small and "long" not in small
     assert "const long v" in large
+
+
+def test_unwritable_home_names_pocl_cache_dir_not_a_missing_platform(tmp_path):
+    """PoCL lists no device when it cannot create its cache directory (a service user's HOME): the
+    reason says so, and how to fix it, instead of suggesting to install OpenCL."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")            # a path under a regular file cannot be created, even by root
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "POCL_CACHE_DIR")}
+    env.update(HOME=str(blocker / "home"), PYTHONPATH=REPO)
+    code = """
+        import tracejit as tj
+        info = next(i for i in tj.devices() if i.name == "opencl")
+        print("AVAILABLE" if info.available else "REASON " + info.reason)
+        try:
+            tj.kernel(lambda x: x + 1, device="opencl")(1.0)
+        except tj.DeviceError as e:
+            print("ERROR " + str(e))
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                         timeout=300).stdout
+    if "AVAILABLE" in out:
+        pytest.skip("this OpenCL platform needs no writable cache directory")
+    reason = next(line for line in out.splitlines() if line.startswith("REASON "))
+    error = next(line for line in out.splitlines() if line.startswith("ERROR "))
+    for text in (reason, error):
+        assert "POCL_CACHE_DIR" in text and "cache directory" in text and "pip install" not in text, text

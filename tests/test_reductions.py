@@ -289,3 +289,35 @@ def test_ufunc_reduce_honours_dtype_initial_and_where(device, rng):
         return (np.add.reduce(x, where=m), np.multiply.reduce(x, axis=1, dtype=np.int32, initial=2),
                 np.maximum.reduce(x, axis=None, initial=-1000, where=m), np.minimum.reduce(x, keepdims=True))
     assert_matches(body, x, m, device=device)
+
+
+# ---- reductions over nothing: the identity, with NumPy's dtype (issue 15, item 4) ----
+
+ZERO_SIZE_CASES = {
+    "sum of an empty product": (lambda a: (a @ a.T).sum(), ((0, 1), np.float16)),
+    "mean of empty slices, then a sum": (lambda a: a.mean(axis=(2, 1)).sum(0, keepdims=True), ((0, 1, 1024), np.float32)),
+    "mean over an empty axis": (lambda a: a.mean(axis=(2, 1)), ((3, 0, 4), np.float32)),
+    "empty contraction": (lambda a: a @ a.T, ((2, 0), np.float32)),
+    "prod over an empty axis": (lambda a: a.prod(axis=0), ((0, 3), np.int32)),
+    "sum of nothing": (lambda a: a.sum(), ((0,), np.int8)),
+}
+
+
+@pytest.mark.parametrize("case", list(ZERO_SIZE_CASES))
+def test_reductions_over_zero_elements_give_numpys_identity(device, case):
+    body, (shape, dtype) = ZERO_SIZE_CASES[case]
+    a = np.zeros(shape, dtype)
+    result = run_kernel(tj.kernel(body), a, device=device)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # NumPy warns on the mean of an empty slice
+        expected = body(a)
+    assert np.asarray(result).dtype == expected.dtype
+    assert_close(result, expected)
+
+
+def test_zero_size_mean_on_float64_like_the_issue(device):
+    if device == "webgpu":
+        pytest.skip("WGSL has no float64")
+    a = np.zeros((0, 1, 1024))
+    result = tj.kernel(lambda a: a.mean(axis=(2, 1)).sum(0, keepdims=True), device=device)(a)
+    assert np.asarray(result).dtype == np.float64 and np.asarray(result).tolist() == [0.0]

@@ -13,11 +13,13 @@ __version__ = "0.1.0"
 
 from .errors import (  # noqa: F401
     ArgumentError,
+    ArgumentValueError,
     CompileError,
     DeviceError,
     DtypeError,
     IndexOutOfBoundsError,
     InternalError,
+    OutOfMemoryError,
     ScalarOverflowError,
     ShapeError,
     TraceError,

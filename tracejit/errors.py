@@ -44,12 +44,21 @@ class ArgumentError(TracejitError, TypeError):
     """A kernel was called with the wrong number or kind of arguments."""
 
 
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument NumPy cannot turn into an array (a ragged list), where NumPy raises ValueError."""
+
+
 class CompileError(TracejitError):
     """A backend compiler rejected generated code; the message carries its log and the offending line."""
 
 
 class DeviceError(TracejitError):
     """A device that is unknown or not usable here."""
+
+
+class OutOfMemoryError(DeviceError, MemoryError):
+    """A device (host memory on numba) could not allocate an array the kernel needs, where NumPy raises
+    MemoryError. Make the arrays smaller, or free arrays you no longer need."""
 
 
 class InternalError(TracejitError):

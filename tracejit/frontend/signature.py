@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ArgumentError, DtypeError
+from ..errors import ArgumentError, ArgumentValueError, DtypeError
 from ..ir.dtypes import check, weak_dtype
 from ..runtime.array import Array
 
@@ -130,7 +130,11 @@ def normalize(a, device: str | None = None):
         raise ArgumentError(f"a {type(a).__name__} on a CUDA device offers DLPack but no __cuda_array_interface__, "
                             "which tracejit reads GPU arrays through; convert it (e.g. cupy.from_dlpack(x)) first")
     if isinstance(a, (list, tuple)) or hasattr(a, "__array__") or hasattr(a, "__array_interface__"):
-        return np.asarray(a)
+        try:
+            return np.asarray(a)
+        except ValueError as e:   # a ragged list: NumPy's "inhomogeneous shape"
+            raise ArgumentValueError(f"a {type(a).__name__} argument cannot become an array: {e}; pass lists of "
+                                     "equal length at each level (or a numpy array)") from None
     if hasattr(a, "__dlpack__"):
         return np.from_dlpack(a)
     return a

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError
-from .dtypes import BOOL
+from .dtypes import BOOL, identity
 from .graph import BINARY, PREDICATES, UNARY, Node, Op
 from .table import Table
 
@@ -63,6 +63,10 @@ def reduce(x: Node, op: str, axes: tuple[int, ...]) -> Node:
     """Reduce over axes, keeping them as size-1 dimensions (callers reshape for keepdims=False)."""
     axes = tuple(sorted(set(axes)))
     shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    if x.size == 0 and op in ("sum", "prod", "max", "min"):
+        # nothing to reduce (an empty contraction, the sum of an empty slice): the identity, as in NumPy;
+        # no kernel loops over an extent of 0 (its index arithmetic would divide by it)
+        return const(identity(op, x.dtype), x.dtype, shape)
     return Node.make(Op.REDUCE, x.dtype, shape, (x,), (op, axes))
 
 

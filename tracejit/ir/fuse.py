@@ -63,12 +63,19 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
 
 def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:
     """NumPy (NEP 50) raises when a Python int does not fit the array's dtype; the plan checks these."""
-    checks = set()
+    checks, ints, unsigned = set(), set(), set()
     for n in toposort(outputs):
         src = n.srcs[0] if n.srcs else None
+        if n.op is Op.INPUT and n.weak and n.dtype.kind == "i":
+            ints.add(n.arg)
         if n.op is Op.CAST and src.op is Op.INPUT and src.weak and src.dtype.kind == "i" \
                 and n.dtype.kind in "iu" and (n.dtype.itemsize < 8 or n.dtype.kind == "u"):
             checks.add((src.arg, n.dtype))
+            if n.dtype == np.uint64:
+                unsigned.add(src.arg)
+    # every Python int travels as a 64-bit integer: one beyond int64 (and, cast to uint64, beyond uint64)
+    # is an OverflowError of ours, not the device binding's (OverflowError on numba, bad_cast on opencl)
+    checks |= {(pos, np.dtype(np.int64)) for pos in ints - unsigned}
     return sorted(checks, key=lambda t: (t[0], t[1].str))
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..errors import DeviceError
+from ..errors import DeviceError, OutOfMemoryError
 from .device_memory import contiguous_strides
 
 INSTALL_HINT = "pip install 'tracejit[cuda]' (cuda-python, nvidia-cuda-nvrtc 13.0, nvidia-cuda-runtime headers)"
@@ -111,7 +111,7 @@ class Pool:
             self.free_held()   # blocks held for reuse may be what is in the way
             err, ptr = d.cuMemAlloc(size)
         if err != d.CUresult.CUDA_SUCCESS:
-            raise DeviceError(f"{self.name} could not allocate {size} bytes ({error_text(err)}); "
+            raise OutOfMemoryError(f"{self.name} could not allocate {size} bytes ({error_text(err)}); "
                               "free device arrays you no longer need")
         return int(ptr)
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..codegen import build_log as build_log_text
 from ..codegen import metal as metal_codegen
 from ..codegen.simt import Launch, by_value_dtype
-from ..errors import CompileError, DeviceError, UnsupportedError
+from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
@@ -160,7 +160,7 @@ class MetalDevice:
             self.pool.drop_held()   # buffers held for reuse may be what is in the way
             buffer = self.mtl.newBufferWithLength_options_(nbytes, self.Metal.MTLResourceStorageModeShared)
         if buffer is None:
-            raise DeviceError(f"metal could not allocate {nbytes} bytes; free device arrays you no longer need")
+            raise OutOfMemoryError(f"metal could not allocate {nbytes} bytes; free device arrays you no longer need")
         return buffer
 
     @staticmethod

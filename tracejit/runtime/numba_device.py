@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codegen import numba as numba_codegen
-from ..errors import CompileError
+from ..errors import CompileError, OutOfMemoryError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
@@ -419,5 +419,17 @@ class NumbaPlan:
                           f"    log(2, f'{kernel.name}: {{dt * 1e6:.1f}} us, {{{nbytes} / dt / 1e9:.2f}} GB/s')"]
         outs = [f"{name[k]}_arr" for k in prog.outputs]
         lines.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)},)")
+        # NumPy's MemoryError for an output or temporary too big for host memory becomes a tracejit error
+        # (still a MemoryError); the try costs nothing when nothing is raised
+        env["out_of_memory"] = _out_of_memory
+        lines = [lines[0], "  try:", *[" " * 2 + line for line in lines[1:]],
+                 "  except MemoryError as e:", "    raise out_of_memory(e) from None"]
         exec(compile("\n".join(lines), f"<tracejit plan runner {id(self):x}>", "exec"), env)
         return env["run"]
+
+
+def _out_of_memory(e: MemoryError) -> MemoryError:
+    if isinstance(e, OutOfMemoryError):
+        return e
+    return OutOfMemoryError(f"numba could not allocate an array this kernel needs ({e}); make the arrays smaller, "
+                            "or free arrays you no longer need")

@@ -12,7 +12,7 @@ import numpy as np
 from ..codegen import build_log as build_log_text
 from ..codegen import opencl as opencl_codegen
 from ..codegen.simt import Launch, RenderOptions, by_value_dtype
-from ..errors import CompileError, DeviceError, UnsupportedError
+from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
@@ -46,6 +46,30 @@ def _all_devices() -> list:
         except cl.Error:
             continue
     return sorted(found, key=lambda d: (not d.type & cl.device_type.GPU, d.platform.name, d.name))
+
+
+def _pocl_cache_problem() -> str | None:
+    """Why PoCL, though installed, offers no device: it cannot create its kernel cache directory (a HOME
+    that is not writable, as for a service user), and then lists no device at all. None if that is not it."""
+    import pyopencl as cl
+    try:
+        if not any("portable computing language" in p.name.lower() for p in cl.get_platforms()):
+            return None
+    except cl.Error:
+        return None
+    where = os.environ.get("POCL_CACHE_DIR")
+    if not where:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "pocl")
+    try:
+        os.makedirs(where, exist_ok=True)
+        if os.access(where, os.W_OK | os.X_OK):
+            return None
+        problem = "it is not writable"
+    except OSError as e:
+        problem = e.strerror or str(e)
+    return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
+            f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
 
 
 def _describe(d) -> str:
@@ -100,7 +124,7 @@ class OpenCLDevice:
             return False, f"pyopencl is not importable ({e}); {INSTALL_HINT}", ""
         devices = _all_devices()
         if not devices:
-            return False, f"no OpenCL platform or device found; {INSTALL_HINT}", ""
+            return False, _pocl_cache_problem() or f"no OpenCL platform or device found; {INSTALL_HINT}", ""
         try:
             chosen = _choose(devices)
         except DeviceError as e:
@@ -157,7 +181,7 @@ class OpenCLDevice:
             try:
                 return self.pool.allocate(nbytes)
             except cl.Error:
-                raise DeviceError(f"{self.name} could not allocate {nbytes} bytes ({e}); "
+                raise OutOfMemoryError(f"{self.name} could not allocate {nbytes} bytes ({e}); "
                                   "free device arrays you no longer need") from None
 
     def from_numpy(self, a: np.ndarray) -> DeviceBuffer:

@@ -10,5 +10,9 @@ def check_int_scalars(checks: list[tuple[int, np.dtype]], args) -> None:
     for pos, dt in checks:
         info = np.iinfo(dt)
         if not info.min <= args[pos] <= info.max:
+            if dt == np.int64:
+                raise ScalarOverflowError(f"Python integer {args[pos]} (argument {pos}) does not fit int64, which "
+                                          "tracejit passes Python ints as; pass float(x), or an array of the dtype "
+                                          "you mean")
             raise ScalarOverflowError(f"Python integer {args[pos]} (argument {pos}) is out of bounds for {dt.name}, "
                                       "the dtype it combines with (NumPy raises OverflowError here too)")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..codegen import build_log as build_log_text
 from ..codegen import wgsl
-from ..errors import CompileError, DeviceError, DtypeError, UnsupportedError
+from ..errors import CompileError, DeviceError, OutOfMemoryError, DtypeError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
@@ -177,7 +177,7 @@ class WebGPUDevice:
         try:
             return self.device.create_buffer(size=nbytes, usage=usage)
         except Exception as e:
-            raise DeviceError(f"webgpu could not allocate {nbytes} bytes ({e}); free device arrays you no longer "
+            raise OutOfMemoryError(f"webgpu could not allocate {nbytes} bytes ({e}); free device arrays you no longer "
                               "need") from None
 
     def allocate(self, shape, dtype) -> DeviceBuffer:
