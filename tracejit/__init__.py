@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 from .errors import (  # noqa: F401
     ArgumentError,
     CompileError,
+    CompileTimeoutError,
     DeviceError,
     DtypeError,
     IndexOutOfBoundsError,
