@@ -212,6 +212,7 @@ def test_error_classes_form_the_documented_hierarchy():
     assert issubclass(tj.IndexOutOfBoundsError, tj.TraceError) and issubclass(tj.IndexOutOfBoundsError, IndexError)
     assert issubclass(tj.ScalarOverflowError, tj.TracejitError) and issubclass(tj.ScalarOverflowError, OverflowError)
     assert issubclass(tj.CompileError, tj.TracejitError)
+    assert issubclass(tj.CompileTimeoutError, tj.CompileError) and issubclass(tj.CompileTimeoutError, TimeoutError)
     assert issubclass(tj.DeviceError, tj.TracejitError)
 
 

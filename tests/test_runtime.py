@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from reference import run_kernel
+from reference import assert_close, run_kernel
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -115,3 +115,47 @@ def test_non_native_byte_order_inputs_are_computed_like_numpy(device):
         got = f(x)
         np.testing.assert_array_equal(got, x * 2 + 1)
         assert got.dtype == np.float32
+
+
+def _issue15_hang(a0):
+    v1 = np.mean(np.prod(a0, axis=-2), axis=0, keepdims=True)
+    return np.mean((v1 // a0).sum(axis=1, keepdims=True), axis=(1,))
+
+
+@pytest.mark.parametrize("rows", [17, 65])
+def test_float16_prod_mean_floordiv_program_compiles_promptly(rows, device):
+    """Issue 15 item 5: stalled in LLVM for over 100 s on numba (65 rows here; 17 in the issue): a loop
+    repeating float16 round trips of one broadcast value. Such values are now computed before the loop."""
+    import time
+    a0 = np.broadcast_to(np.array([[0.7]], np.float16), (rows, 1))
+    t0 = time.perf_counter()
+    result = run_kernel(tj.kernel(_issue15_hang), a0, device=device)
+    assert time.perf_counter() - t0 < 30
+    assert_close(result, _issue15_hang(a0))
+
+
+def test_a_numba_compile_past_the_time_limit_raises_compile_timeout_error_naming_the_kernel(tmp_path):
+    """TRACEJIT_COMPILE_TIMEOUT: the caller gets a CompileError instead of a hang, the process can go on
+    (a later compile waits for the abandoned one) and exits normally."""
+    script = textwrap.dedent("""
+        import os, numpy as np, tracejit as tj
+        f = tj.kernel(lambda a: np.tanh(a) * 3 - 1)
+        x = np.ones(5, np.float32)
+        try:
+            f(x)
+        except tj.CompileTimeoutError as e:
+            assert isinstance(e, tj.CompileError) and isinstance(e, TimeoutError)
+            print("ERROR", e)
+        else:
+            raise SystemExit("no CompileTimeoutError")
+        os.environ["TRACEJIT_COMPILE_TIMEOUT"] = "0"
+        assert np.allclose(f(x), np.tanh(x) * 3 - 1)
+        print("OK")
+    """)
+    env = dict(os.environ, TRACEJIT_COMPILE_TIMEOUT="0.001", TRACEJIT_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    message = run.stdout.split("ERROR ", 1)[1]
+    assert "k0_" in message and "within 0.001 s" in message and "TRACEJIT_COMPILE_TIMEOUT" in message
+    assert run.stdout.rstrip().endswith("OK")

@@ -15,6 +15,7 @@ from .errors import (  # noqa: F401
     ArgumentError,
     ArgumentValueError,
     CompileError,
+    CompileTimeoutError,
     DeviceError,
     DtypeError,
     IndexOutOfBoundsError,

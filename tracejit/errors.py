@@ -52,6 +52,12 @@ class CompileError(TracejitError):
     """A backend compiler rejected generated code; the message carries its log and the offending line."""
 
 
+class CompileTimeoutError(CompileError, TimeoutError):
+    """A backend compiler ran past TRACEJIT_COMPILE_TIMEOUT seconds (default 120) on one kernel; the
+    message names the kernel and its generated source. Raise the limit (0 turns it off) for a kernel
+    that is merely big; a kernel that never finishes compiling is a tracejit bug: please report it."""
+
+
 class DeviceError(TracejitError):
     """A device that is unknown or not usable here."""
 

@@ -11,13 +11,14 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..codegen import numba as numba_codegen
-from ..errors import CompileError, OutOfMemoryError
+from ..errors import CompileError, CompileTimeoutError, OutOfMemoryError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
@@ -34,6 +35,7 @@ _LOAD_LOCK = threading.RLock()   # kernel modules are imported and compiled one 
 
 PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
 FASTMATH = {"reassoc", "contract", "nsz"}  # none of these changes NaN or Inf behaviour
+COMPILE_TIMEOUT = 120.0   # seconds one numba compile may take (TRACEJIT_COMPILE_TIMEOUT; 0: no limit)
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,10 @@ class NumbaDevice:
         if damage is None:
             misses = sum(fn.stats.cache_misses.values())
             try:
-                entry = fn.compile(signature)   # the overload for these very types (several share one module)
+                # the overload for these very types (several share one module), under the time limit
+                entry = _compile_guarded(fn, signature, kernel.name, module.__file__)
+            except CompileTimeoutError:
+                raise
             except Exception as e:
                 if not _numba_cache_files(fn):
                     raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
@@ -185,7 +190,9 @@ class NumbaDevice:
             setattr(module, kernel.name, fn)
             misses = sum(fn.stats.cache_misses.values())
             try:
-                entry = fn.compile(signature)
+                entry = _compile_guarded(fn, signature, kernel.name, module.__file__)
+            except CompileTimeoutError:
+                raise
             except Exception as e:
                 raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
                                    f"{_first_lines(str(e))}\ngenerated source: {module.__file__}") from None
@@ -272,6 +279,62 @@ def _unlink(path: Path) -> None:
         path.unlink()
     except OSError:
         pass
+
+
+_overdue: set[threading.Thread] = set()   # compiles that ran past the limit and are still going
+
+
+def compile_timeout() -> float | None:
+    """TRACEJIT_COMPILE_TIMEOUT in seconds (default COMPILE_TIMEOUT); None where it is 0: no limit."""
+    raw = os.environ.get("TRACEJIT_COMPILE_TIMEOUT", "").strip()
+    if not raw:
+        return COMPILE_TIMEOUT
+    try:
+        limit = float(raw)
+    except ValueError:
+        warnings.warn(f"TRACEJIT_COMPILE_TIMEOUT={raw!r} is not a number of seconds; using "
+                      f"{COMPILE_TIMEOUT:g}", RuntimeWarning, stacklevel=2)
+        return COMPILE_TIMEOUT
+    return limit if limit > 0 else None
+
+
+def _compile_guarded(fn, signature, name: str, path: str):
+    """fn.compile(signature), or CompileTimeoutError after compile_timeout() seconds.
+
+    LLVM cannot be interrupted, so the compile runs in a daemon thread and the caller stops waiting for
+    it: the caller gets a loud error instead of a hang. The abandoned compile goes on in the background
+    (holding Numba's compiler lock, so other numba compiles in this process wait for it, under the same
+    limit) and does not keep the process from exiting."""
+    limit = compile_timeout()
+    if limit is None:
+        return fn.compile(signature)
+    box = {}
+
+    def work():
+        try:
+            box["entry"] = fn.compile(signature)
+        except BaseException as e:   # handed to the waiting caller
+            box["error"] = e
+        finally:
+            _overdue.discard(threading.current_thread())
+
+    worker = threading.Thread(target=work, name=f"tracejit numba compile {name}", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        others = sorted(t.name.rsplit(" ", 1)[-1] for t in list(_overdue) if t.is_alive())
+        _overdue.add(worker)
+        waiting = (f" It was waiting for earlier compiles that also ran past the limit and still run: "
+                   f"{', '.join(others)}." if others else "")
+        raise CompileTimeoutError(
+            f"numba did not finish compiling kernel {name} within {limit:g} s "
+            f"(TRACEJIT_COMPILE_TIMEOUT); gave up.{waiting} Generated source: {path}. LLVM cannot be "
+            f"interrupted, so that compile goes on in a background thread. If the kernel is just big, "
+            f"raise TRACEJIT_COMPILE_TIMEOUT (seconds; 0 turns the limit off); a kernel that never "
+            f"finishes compiling is a tracejit bug: please report it with this source.") from None
+    if "error" in box:
+        raise box["error"]
+    return box["entry"]
 
 
 def _module_file(key: CacheKey, modname: str, source: str) -> tuple[Path, bool]:
