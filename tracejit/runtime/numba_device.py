@@ -170,8 +170,7 @@ class NumbaDevice:
                 raise
             except Exception as e:
                 if not _numba_cache_files(fn):
-                    raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
-                                       f"{_first_lines(str(e))}\ngenerated source: {module.__file__}") from None
+                    raise _compile_error(e, kernel, module) from None
                 damage = f"{type(e).__name__}: {_first_lines(str(e), 1)}"   # failed to load: not Numba's
         if damage is not None:
             # report once, drop them and build afresh (Numba then rewrites them whole)
@@ -194,8 +193,7 @@ class NumbaDevice:
             except CompileTimeoutError:
                 raise
             except Exception as e:
-                raise CompileError(f"numba failed to compile kernel {kernel.name}:\n"
-                                   f"{_first_lines(str(e))}\ngenerated source: {module.__file__}") from None
+                raise _compile_error(e, kernel, module) from None
         _record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
         if not stored:
@@ -205,6 +203,11 @@ class NumbaDevice:
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
         return (entry, fn), cached
+
+
+def _compile_error(e: Exception, kernel: Kernel, module) -> CompileError:
+    return CompileError(f"numba failed to compile kernel {kernel.name}:\n{_first_lines(str(e))}\n"
+                        f"generated source: {module.__file__}")
 
 
 def _dispatcher(py_func, parallel: bool, cache: bool = True):
