@@ -163,37 +163,19 @@ class NumbaDevice:
         damage = _numba_files_damage(fn)
         if damage is None:
             misses = sum(fn.stats.cache_misses.values())
-            try:
-                # the overload for these very types (several share one module), under the time limit
-                entry = _compile_guarded(fn, signature, kernel.name, module.__file__)
-            except CompileTimeoutError:
-                raise
-            except Exception as e:
+            # the overload for these very types (several share one module), under the time limit
+            entry, error = _try_compile(fn, signature, kernel.name, module.__file__)
+            if error is not None:
                 if not _numba_cache_files(fn):
-                    raise _compile_error(e, kernel, module) from None
-                damage = f"{type(e).__name__}: {_first_lines(str(e), 1)}"   # failed to load: not Numba's
+                    raise _compile_error(error, kernel, module) from None
+                damage = f"{type(error).__name__}: {_first_lines(str(error), 1)}"   # failed to load them
         if damage is not None:
-            # report once, drop them and build afresh (Numba then rewrites them whole)
-            damaged = _numba_cache_files(fn)
-            folder = damaged[0].parent if damaged else module.__file__
-            _warn_once(f"numba-files:{folder}",
-                       f"Numba's cache files for kernel {kernel.name} in {folder} are damaged ({damage}); "
-                       f"they were removed and the kernel is rebuilt")
-            for f in [*damaged, _numba_manifest(fn)]:
-                if f.is_dir() and not f.is_symlink():
-                    shutil.rmtree(f, ignore_errors=True)
-                else:
-                    _unlink(f)
-            removed = not any(os.path.lexists(f) for f in damaged)   # else (read-only) build uncached
-            fn = _dispatcher(fn.py_func, fn.targetoptions.get("parallel", False), cache=removed)
+            fn = _rebuild_without_damaged_files(fn, kernel.name, module.__file__, damage)
             setattr(module, kernel.name, fn)
             misses = sum(fn.stats.cache_misses.values())
-            try:
-                entry = _compile_guarded(fn, signature, kernel.name, module.__file__)
-            except CompileTimeoutError:
-                raise
-            except Exception as e:
-                raise _compile_error(e, kernel, module) from None
+            entry, error = _try_compile(fn, signature, kernel.name, module.__file__)
+            if error is not None:
+                raise _compile_error(error, kernel, module) from None
         _record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
         if not stored:
@@ -203,6 +185,33 @@ class NumbaDevice:
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
         return (entry, fn), cached
+
+
+def _try_compile(fn, signature, name: str, path: str):
+    """(entry point, None), or (None, the exception) where Numba failed; a timeout is raised as it is."""
+    try:
+        return _compile_guarded(fn, signature, name, path), None
+    except CompileTimeoutError:
+        raise
+    except Exception as e:   # noqa: BLE001 - the caller decides: damaged cache files, or a compile error
+        return None, e
+
+
+def _rebuild_without_damaged_files(fn, name: str, path: str, damage: str):
+    """Report damaged Numba cache files once, remove them and return a fresh dispatcher (Numba then rewrites
+    them whole; one without Numba's cache where they cannot be removed)."""
+    damaged = _numba_cache_files(fn)
+    folder = damaged[0].parent if damaged else path
+    _warn_once(f"numba-files:{folder}",
+               f"Numba's cache files for kernel {name} in {folder} are damaged ({damage}); "
+               f"they were removed and the kernel is rebuilt")
+    for f in [*damaged, _numba_manifest(fn)]:
+        if f.is_dir() and not f.is_symlink():
+            shutil.rmtree(f, ignore_errors=True)
+        else:
+            _unlink(f)
+    removed = not any(os.path.lexists(f) for f in damaged)
+    return _dispatcher(fn.py_func, fn.targetoptions.get("parallel", False), cache=removed)
 
 
 def _compile_error(e: Exception, kernel: Kernel, module) -> CompileError:
