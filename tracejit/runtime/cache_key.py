@@ -5,6 +5,8 @@ import functools
 import hashlib
 from pathlib import Path
 
+from ..version import __version__
+
 _PACKAGE = Path(__file__).resolve().parent.parent
 # the files whose change can change a compiled artifact for the same kernel IR
 _CODEGEN_SOURCES = ("codegen/*.py", "runtime/numba_math.py")
@@ -13,7 +15,6 @@ _CODEGEN_SOURCES = ("codegen/*.py", "runtime/numba_math.py")
 @functools.cache
 def tracejit_part() -> str:
     """The tracejit version plus a hash of its code-generating sources: an edit to a renderer misses."""
-    from .. import __version__
     h = hashlib.sha256()
     for pattern in _CODEGEN_SOURCES:
         for path in sorted(_PACKAGE.glob(pattern)):
