@@ -14,6 +14,8 @@ from .version import __version__  # noqa: F401
 from .errors import (  # noqa: F401
     ArgumentError,
     ArgumentValueError,
+    AssignmentError,
+    CastingError,
     CompileError,
     CompileTimeoutError,
     DeviceError,

@@ -6,7 +6,8 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from . import functions as F
-from . import creation, linalg, methods, reductions, statistics, ufuncs
+from . import assign, creation, linalg, methods, reductions, statistics, ufuncs
+from .tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
@@ -16,8 +17,18 @@ FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS,
 }
+
+# NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
+# np.ravel makes a view of contiguous data only
+VIEW_FUNCTIONS = frozenset({
+    np.transpose, np.reshape, np.squeeze, np.swapaxes, np.moveaxis, np.expand_dims, np.broadcast_to, np.atleast_1d,
+    np.atleast_2d, np.atleast_3d, np.flip, np.fliplr, np.flipud, np.rot90, np.split, np.array_split, np.hsplit,
+    np.vsplit, np.dsplit, np.real, np.ravel,
+})
+# casting of the result into out= where it is not the default 'unsafe' of reductions (np.sum(..., out=))
+OUT_CASTING = {np.clip: "same_kind"}
 
 
 def _name(func) -> str:
@@ -28,10 +39,9 @@ def _name(func) -> str:
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):
-    if kwargs.get("out") is not None:
-        raise UnsupportedError(f"np.{ufunc.__name__}(..., out=...) is not supported while tracing; "
-                               "use the returned value")
-    kwargs.pop("out", None)
+    out = kwargs.pop("out", None)
+    if out is not None:
+        return _into(ufunc, method, inputs, kwargs, out if isinstance(out, tuple) else (out,))
     if method == "__call__" and ufunc in UFUNCS and set(kwargs) <= {"dtype"}:
         return _call(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
@@ -40,6 +50,21 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
     raise UnsupportedError(f"{what}{extra} is not supported by tracejit")
+
+
+def _into(ufunc, method, inputs, kwargs, outs: tuple):
+    """ufunc(..., out=outs): computed as without out=, then stored into each given output (cast with
+    `casting`, default 'same_kind'; only where `where=` is true). Returns the outputs, as NumPy does."""
+    casting, where = kwargs.pop("casting", "same_kind"), kwargs.pop("where", True)
+    results = array_ufunc(ufunc, method, inputs, kwargs)
+    results = results if isinstance(results, tuple) else (results,)
+    if len(outs) != len(results):
+        raise UnsupportedError(f"np.{ufunc.__name__} has {len(results)} output(s); out= gave {len(outs)}")
+    if method != "__call__":
+        casting = "unsafe" if "casting" not in kwargs else casting
+    written = tuple(r if o is None else assign.write_out(o, r, casting, where, ufunc.__name__)
+                    for o, r in zip(outs, results))
+    return written if len(written) > 1 else written[0]
 
 
 def _call(ufunc, inputs, kwargs):
@@ -57,9 +82,24 @@ def array_function(func, args, kwargs):
     if impl is None:
         raise UnsupportedError(f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
                                + ", ".join(sorted({f.__name__ for f in FUNCTIONS})))
+    out = kwargs.pop("out", None)
     try:
-        return impl(*args, **kwargs)
+        if func in VIEW_FUNCTIONS and args:
+            result = view_call(impl, *args, contiguous_only=func is np.ravel, **kwargs)
+        else:
+            result = _fresh(impl(*args, **kwargs), args)
     except TypeError as e:
         if "argument" in str(e):
             raise UnsupportedError(f"{_name(func)}: {e}") from None
         raise
+    if out is None:
+        return result
+    return assign.write_out(out, result, OUT_CASTING.get(func, "unsafe"), name=func.__name__)
+
+
+def _fresh(result, args):
+    """A function that is not a view returns a new array, even where its implementation handed back an
+    argument unchanged: writing into the result must not change the argument."""
+    if isinstance(result, Tensor) and any(result is a for a in args):
+        return Tensor(result._node)
+    return result

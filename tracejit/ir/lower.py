@@ -74,10 +74,14 @@ class Analysis:
     reduces: list[_Reduce] = field(default_factory=list)  # in dependency order
     offsets: list[Expr] = field(default_factory=list)
     loads: list[Buffer] = field(default_factory=list)
+    reads: dict = field(default_factory=dict)   # buffer key -> the offsets it is read at
 
 
 MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
 MIN_WRITE_FOR_SPLIT = 4096
+MAX_RECOMPUTE = 4   # a computed value needed at more elements than this per element written is written to memory
+                    # first: a stencil of a stencil (iterated updates) would otherwise recompute it at every
+                    # element of a growing neighbourhood, and the kernel would grow with each iteration
 
 
 def analyze(out: Node, buffers: dict) -> Analysis:
@@ -91,6 +95,8 @@ def analyze(out: Node, buffers: dict) -> Analysis:
     seen: set = set()
     found: dict[Node, _Reduce] = {}
     allowed = set(out_vars)
+    needed_at: dict[Node, int] = {}     # computed values: at how many indices that vary per element
+    memory: dict[Node, bool] = {}
 
     def visit(node: Node, idx: tuple[Expr, ...]) -> None:
         key = (node, idx)
@@ -100,11 +106,16 @@ def analyze(out: Node, buffers: dict) -> Analysis:
         if node in buffers and node is not out or node.op is Op.INPUT:
             buf = buffers[node]
             a.offsets.append(buf.offset_of(idx))
+            a.reads.setdefault(buf.key, []).append(a.offsets[-1])
             if buf not in a.loads:
                 a.loads.append(buf)
         elif node.op in (Op.CONST, Op.IOTA, Op.TABLE):
             return
         elif node.op in ELEMENTWISE:
+            if node is not out and any(e.variables() for e in idx):
+                needed_at[node] = needed_at.get(node, 0) + 1
+                if needed_at[node] > MAX_RECOMPUTE and _reads_memory(node, buffers, memory):
+                    raise Realize(node)
             for s in node.srcs:
                 visit(s, idx)
         elif node.op is Op.REDUCE:
@@ -141,6 +152,24 @@ def analyze(out: Node, buffers: dict) -> Analysis:
         if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT:
             raise Realize(a.reduces[-1].node)
     return a
+
+
+def _reads_memory(node: Node, buffers: dict, memo: dict) -> bool:
+    """Whether computing node loads anything (recomputing constants and index patterns costs no traffic)."""
+    stack = [node]
+    order = []
+    while stack:
+        n = stack.pop()
+        if n in memo:
+            continue
+        if n.op is Op.INPUT or n in buffers:
+            memo[n] = True
+            continue
+        order.append(n)
+        stack.extend(s for s in n.srcs if s not in memo)
+    for n in reversed(order):
+        memo.setdefault(n, any(memo.get(s, False) for s in n.srcs))
+    return memo[node]
 
 
 def source_index(node: Node, idx: tuple[Expr, ...]):
