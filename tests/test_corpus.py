@@ -20,21 +20,14 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "transformer.gpt2_transformer_block": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
     "transformer.gpt2_forward": (NEEDS, "needs integer-array indexing wte[inputs] (fidelity II)"),
     "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, np.stack (fidelity II)"),
-    "transformer.llama_attention": (NEEDS, "needs np.split/np.stack and item assignment into the KV cache (fidelity II)"),
+    "transformer.llama_attention": (NEEDS, "needs np.split/np.stack for the rotary embedding (fidelity II); its KV cache store works"),
     # numexpr's expression lists
     # Numba's examples
-    "numba_examples.jacobi_relax_core": (NEEDS, "needs item assignment (fidelity II)"),
     "numba_examples.zero_crossings": (NEEDS, "needs np.diff (fidelity II)"),
-    "numba_examples.kde": (NEEDS, "needs item assignment into np.zeros_like (fidelity II)"),
     # numpy-benchmarks
-    "benchmarks.multiple_sum": (TRACE, "builds np.array of traced values (needs np.stack, fidelity II)"),
     "benchmarks.laplacien": (TRACE, "Python's max(1., traced) needs the value while tracing (use np.maximum)"),
-    "benchmarks.wdist": (ValueError, "np.array of traced values (needs np.stack, fidelity II)"),
-    "benchmarks.grayscott": (NEEDS, "needs np.add(..., out=) into views (fidelity II: out= and assignment)"),
-    "benchmarks.diffusion_result": (NEEDS, "needs item assignment (fidelity II)"),
     "benchmarks.allpairs_distances": (TRACE, "np.array of traced values (needs np.stack, fidelity II)"),
     "benchmarks.reverse_cumsum": (NEEDS, "needs np.cumsum (fidelity II)"),
-    "benchmarks.smoothing": (NEEDS, "needs item assignment (fidelity II)"),
     "benchmarks.check_mask": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
@@ -42,7 +35,7 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "science.rbf_kernel": (NEEDS, "needs np.einsum (fidelity II)"),
     "science.trapezoid": (NEEDS, "needs np.diff (fidelity II)"),
     "science.moving_average": (NEEDS, "needs np.cumsum (fidelity II)"),
-    "science.nbody_acc": (NEEDS, "needs boolean-mask indexing and assignment (fidelity II)"),
+    "science.nbody_acc": (NEEDS, "needs np.hstack (fidelity II)"),
 }
 
 

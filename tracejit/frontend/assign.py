@@ -14,7 +14,8 @@ from ..ir import build
 from ..ir.dtypes import BOOL
 from ..ir.graph import Node, Op
 from . import views
-from .tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, _index, as_node
+from .selection import MaskedSelection, check_mask, full_mask
+from .tensor import Tensor, _index, as_node
 
 __all__ = ["copyto"]
 
@@ -24,10 +25,7 @@ __all__ = ["copyto"]
 def setitem(t: Tensor, key, value) -> None:
     """`t[key] = value`: value broadcast to the indexed region and cast to t's dtype as NumPy's setitem
     casts (unsafely: a float stored into an int array is truncated)."""
-    if isinstance(value, MaskedSelection) and value.selects(t, key):
-        value.store()
-        return
-    _check_writeable(t, "assignment destination is read-only")
+    check_writeable(t, "assignment destination is read-only")
     mask = boolean_mask(key)
     if mask is not None:
         _store_masked(t, mask, value)
@@ -90,7 +88,7 @@ def _python_scalar_as(value, dtype: np.dtype):
     return slot.item()
 
 
-def _check_writeable(t: Tensor, message: str) -> None:
+def check_writeable(t: Tensor, message: str) -> None:
     if t._read_only:
         why = ("it is a view made by np.broadcast_to (or another broadcast view)" if t._base is not None and
                views.read_only(t._steps) else "the array argument is not writeable (x.flags.writeable is False)")
@@ -116,16 +114,6 @@ def boolean_mask(key) -> Node | None:
     return None
 
 
-def _check_mask(t: Tensor, mask: Node) -> None:
-    if len(mask.shape) > t.ndim:
-        raise ShapeError(f"too many indices: a boolean index of {len(mask.shape)} dimensions into an array of shape "
-                         f"{t.shape}")
-    for axis, (n, m) in enumerate(zip(t.shape, mask.shape)):
-        if n != m:
-            raise IndexError(f"boolean index did not match indexed array along axis {axis}; size of axis is {n} "
-                             f"but size of corresponding boolean axis is {m}")
-
-
 def _masked_values(t: Tensor, mask: Node, value) -> Node:
     """`value` as x[mask] = value spreads it: over the selected elements, broadcast against the axes
     the mask does not cover. One value per selected element depends on how many the mask selects."""
@@ -136,81 +124,19 @@ def _masked_values(t: Tensor, mask: Node, value) -> Node:
     if len(v.shape) > len(trailing):
         raise UnsupportedError(f"x[mask] = values with one value per selected element (shape {as_node(value).shape}) "
                                "depends on how many elements the mask selects, which is not known while tracing; "
-                               "write x = np.where(mask, values_shaped_like_x, x), or assign one value (x[mask] = 0)")
+                               "write x = np.where(mask, values_shaped_like_x, x), x[mask] = y[mask] (the same mask), "
+                               "or assign one value (x[mask] = 0)")
     v = fit(v, trailing, t.dtype)
     return build.broadcast_to(v, t.shape)
 
 
-def _full_mask(mask: Node, shape) -> Node:
-    return build.expand(build.reshape(mask, mask.shape + (1,) * (len(shape) - len(mask.shape))), shape)
-
-
 def _store_masked(t: Tensor, mask: Node, value) -> None:
-    _check_mask(t, mask)
-    new = build.where(_full_mask(mask, t.shape), _masked_values(t, mask, value), t._node)
-    store(t._root(), t._steps, new)
-
-
-class MaskedSelection:
-    """What `x[mask]` is while `x[mask] op= v` runs: the augmented operator computes over the selected
-    elements and the store writes them back. Used in any other way it refuses: its shape would depend
-    on the data."""
-
-    __slots__ = ("array", "mask", "root", "steps", "value")
-    __array_priority__ = 1001
-
-    def __init__(self, array: Tensor, mask: Node):
-        _check_mask(array, mask)
-        self.array, self.mask = array, mask
-        self.root, self.steps, self.value = array._root(), array._steps, None
-
-    def selects(self, t: Tensor, key) -> bool:
-        return boolean_mask(key) is self.mask and t._root() is self.root and t._steps == self.steps
-
-    def store(self) -> None:
-        if self.value is not None:
-            current = views.apply(self.root._value, self.steps)
-            store(self.root, self.steps, build.where(_full_mask(self.mask, current.shape), self.value, current))
-
-    def update(self, symbol: str, compute, operand) -> "MaskedSelection":
-        """x[mask] op= operand: computed over the whole array, kept where the mask selects."""
-        _check_writeable(self.array, "output array is read-only")
-        trailing = self.array.shape[len(self.mask.shape):]
-        v = as_node(operand)
-        if len(v.shape) > len(trailing):
-            while len(v.shape) > len(trailing) and v.shape[0] == 1:
-                v = build.reshape(v, v.shape[1:])
-            if len(v.shape) > len(trailing):
-                raise _data_dependent()
-            operand = Tensor(v)
-        current = Tensor(self.array._node)
-        result = compute(current, operand)
-        _check_inplace(result, current, symbol)
-        self.value = build.cast(result._node, current.dtype)
-        return self
-
-    def __getattr__(self, name):
-        raise _data_dependent()
-
-    def __repr__(self) -> str:
-        return f"<the elements of a traced array of shape {self.array.shape} a boolean mask selects>"
-
-
-def _selection_update(symbol: str, compute):
-    def method(self, other):
-        return self.update(symbol, compute, other)
-    method.__name__ = f"__i{AUGMENTED_NAMES[symbol]}__"
-    return method
-
-
-for _symbol, _compute in AUGMENTED.items():
-    setattr(MaskedSelection, f"__i{AUGMENTED_NAMES[_symbol]}__", _selection_update(_symbol, _compute))
-
-
-def _data_dependent() -> UnsupportedError:
-    return UnsupportedError("x[mask] (boolean-mask indexing) has a shape that depends on the data, which is not "
-                            "known while tracing; use np.where(mask, x, 0), a reduction with where=mask "
-                            "(np.sum(x, where=mask)), or assign through it (x[mask] = v, x[mask] += v)")
+    check_mask(t.shape, mask)
+    if isinstance(value, MaskedSelection):   # x[mask] = f(x[mask], y[mask]): the values sit at their places
+        values = build.cast(value.values_for(mask, t.shape), t.dtype)
+    else:
+        values = _masked_values(t, mask, value)
+    store(t._root(), t._steps, build.where(full_mask(mask, t.shape), values, t._node))
 
 
 # --- augmented operators and out= ----------------------------------------------------------------
@@ -220,7 +146,7 @@ _UFUNC_OF = {"+=": "add", "-=": "subtract", "*=": "multiply", "/=": "divide", "/
              "<<=": "left_shift", ">>=": "right_shift", "@=": "matmul"}
 
 
-def _check_inplace(result: Tensor, dest: Tensor, symbol: str) -> None:
+def check_inplace(result: Tensor, dest: Tensor, symbol: str) -> None:
     if result.shape != dest.shape:
         raise ShapeError(f"non-broadcastable output operand with shape {dest.shape} doesn't match the broadcast "
                          f"shape {result.shape} (x {symbol} y keeps x's shape)")
@@ -234,11 +160,11 @@ def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
     """`t op= y` as NumPy computes it: into t's own memory (so views of it, and the caller's array when t
     is an argument, change), the result cast back to t's dtype ('same_kind'). A 0-d value that is not an
     argument is a NumPy scalar, which `op=` rebinds instead."""
-    _check_inplace(result, t, symbol)
+    check_inplace(result, t, symbol)
     value = build.cast(result._node, t.dtype)
     if t.ndim == 0 and t._base is None and t._argument is None:
         return Tensor(value)
-    _check_writeable(t, "output array is read-only")
+    check_writeable(t, "output array is read-only")
     store(t._root(), t._steps, value)
     return t
 
@@ -250,7 +176,7 @@ def write_out(out, result, casting: str = "same_kind", where=True, name: str = "
         raise UnsupportedError(f"np.{name}(..., out=...) got a {type(out).__module__}.{type(out).__name__}; inside a "
                                "kernel out= must be a traced array (an argument, or an array the kernel made, e.g. "
                                "with np.empty_like): a NumPy array the function closes over cannot be written")
-    _check_writeable(out, "output array is read-only")
+    check_writeable(out, "output array is read-only")
     r = as_node(result)
     if build.broadcast_shapes(r.shape, out.shape) != out.shape:
         raise ShapeError(f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast "

@@ -37,7 +37,7 @@ def check_assigned(name: str, assigned: tuple[int, ...], args, originals) -> Non
 def out_destinations(name: str, out, shapes: list, dtypes: list, device) -> list:
     """The out= argument as one destination (or None) per result; ArgumentError naming both sides when a
     shape, dtype or device does not match."""
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    outs = list(out) if isinstance(out, tuple) else [out]
     if len(outs) != len(shapes):
         raise ArgumentError(f"{name} returns {len(shapes)} value(s); out= gave {len(outs)}")
     for i, (o, shape, dtype) in enumerate(zip(outs, shapes, dtypes)):

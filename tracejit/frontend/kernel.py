@@ -76,6 +76,7 @@ class Plan:
             self.run = self._run
         self._wrap = device.name != "numba"
         self._tuple = traced.tuple_result
+        self._one_buffer_twice = getattr(device, "binds_one_buffer_twice", True)
         self.runnable = getattr(device, "runs", True)
 
     def _run(self, args):
@@ -136,7 +137,7 @@ class Plan:
             if isinstance(a, (np.ndarray, Array)) and destinations.overlap(dest, a):
                 # only an argument read at just the element the kernel writes there, in the same layout
                 same = destinations.writable_memory(a, self.device, node.shape, node.dtype) is memory
-                if not (same and program.writes_in_place(key, j)):
+                if not (same and program.writes_in_place(key, j) and self._one_buffer_twice):
                     return None
         return memory
 

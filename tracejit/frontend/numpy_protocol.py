@@ -5,6 +5,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
+from ..ir.evaluate import constant_value
 from . import functions as F
 from . import assign, creation, linalg, methods, reductions, statistics, ufuncs
 from .tensor import Tensor, view_call
@@ -80,6 +81,10 @@ def _call(ufunc, inputs, kwargs):
 def array_function(func, args, kwargs):
     impl = FUNCTIONS.get(func)
     if impl is None:
+        constants = _constant_arguments((args, kwargs))
+        if constants is not None:   # arrays the kernel made from constants: NumPy computes it, as before a trace
+            args, kwargs = constants
+            return func(*args, **kwargs)
         raise UnsupportedError(f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
                                + ", ".join(sorted({f.__name__ for f in FUNCTIONS})))
     out = kwargs.pop("out", None)
@@ -95,6 +100,22 @@ def array_function(func, args, kwargs):
     if out is None:
         return result
     return assign.write_out(out, result, OUT_CASTING.get(func, "unsafe"), name=func.__name__)
+
+
+def _constant_arguments(value):
+    """`value` (nested tuples, lists and dicts) with every traced array replaced by its NumPy value, or None
+    when one of them depends on a kernel argument."""
+    if isinstance(value, Tensor):
+        return constant_value(value._node)
+    if isinstance(value, (tuple, list)):
+        items = [_constant_arguments(v) for v in value]
+        if any(i is None and isinstance(v, (Tensor, tuple, list, dict)) for i, v in zip(items, value)):
+            return None
+        return type(value)(i if isinstance(v, (Tensor, tuple, list, dict)) else v for i, v in zip(items, value))
+    if isinstance(value, dict):
+        items = _constant_arguments(list(value.items()))
+        return None if items is None else dict(items)
+    return value
 
 
 def _fresh(result, args):

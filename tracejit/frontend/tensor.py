@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import IndexOutOfBoundsError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import check, weak_dtype
+from ..ir.evaluate import constant_value
 from ..ir.graph import Node
 from . import views
 
@@ -29,6 +30,8 @@ def as_node(x) -> Node:
         return array_node(x)
     if isinstance(x, (list, tuple)):
         return as_node(np.asarray(x))
+    if isinstance(x, _frontend("selection").MaskedSelection):
+        raise _frontend("selection").data_dependent()
     raise UnsupportedError(f"cannot use a value of type {type(x).__name__} in a traced computation")
 
 
@@ -239,10 +242,9 @@ class Tensor:
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
     def __getitem__(self, key) -> "Tensor":
-        assign = _frontend("assign")
-        mask = assign.boolean_mask(key)
-        if mask is not None:   # only x[mask] op= v can use it: its shape depends on the data
-            return assign.MaskedSelection(self, mask)
+        mask = _frontend("assign").boolean_mask(key)
+        if mask is not None:   # its shape depends on the data: see selection.py for what works
+            return _frontend("selection").MaskedSelection(mask, self._node, self)
         if _is_element(key, self.ndim):
             return Tensor(_index(self._node, key))
         return view_call(lambda t: Tensor(_index(t._node, key)), self)
@@ -255,8 +257,12 @@ class Tensor:
 
     # -- NumPy protocols: existing NumPy code traces unchanged --
     def __array__(self, dtype=None, copy=None):
-        raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array or a NumPy "
-                         "function tracejit does not implement); keep it symbolic inside the kernel")
+        value = constant_value(self._node)   # an array the kernel made from constants alone has a value
+        if value is None:
+            raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, stored into a "
+                             "NumPy array, or a NumPy function tracejit does not implement); keep it symbolic inside "
+                             "the kernel")
+        return value if dtype is None else value.astype(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from .numpy_protocol import array_ufunc

@@ -120,6 +120,9 @@ class WebGPUDevice:
         return None if _OPEN else WebGPUTarget()
 
     keeps_compiled_kernels = False
+    # WebGPU refuses one buffer bound both read-only and read-write in a dispatch: no kernel writes over memory
+    # it also reads (an argument assigned in place, f(x, out=x)); such values are computed apart and copied in
+    binds_one_buffer_twice = False
     no_disk_cache = "wgpu-py exposes no pipeline cache, so each process builds its pipelines"
 
     @staticmethod
