@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import AssignmentError, CastingError, ScalarOverflowError, ShapeError, UnsupportedError
+from ..errors import (
+    AssignmentError,
+    CastingError,
+    ScalarOverflowError,
+    ShapeError,
+    UnsupportedError,
+)
 from ..ir import build
 from ..ir.dtypes import BOOL
 from ..ir.graph import Node, Op

@@ -6,8 +6,8 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from ..ir.evaluate import constant_value
-from . import functions as F
 from . import assign, creation, linalg, methods, reductions, statistics, ufuncs
+from . import functions as F
 from .tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
