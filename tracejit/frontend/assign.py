@@ -165,11 +165,11 @@ def check_inplace(result: Tensor, dest: Tensor, symbol: str) -> None:
 def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
     """`t op= y` as NumPy computes it: into t's own memory (so views of it, and the caller's array when t
     is an argument, change), the result cast back to t's dtype ('same_kind'). A 0-d value that is not an
-    argument is a NumPy scalar, which `op=` rebinds instead."""
+    argument is a NumPy scalar (or a Python scalar argument), which `op=` rebinds instead."""
+    if t.ndim == 0 and t._base is None and t._argument is None:
+        return result   # a NumPy (or Python) scalar is immutable: x op= y is x = x op y, in its dtype
     check_inplace(result, t, symbol)
     value = build.cast(result._node, t.dtype)
-    if t.ndim == 0 and t._base is None and t._argument is None:
-        return Tensor(value)
     check_writeable(t, "output array is read-only")
     store(t._root(), t._steps, value)
     return t
