@@ -4,6 +4,8 @@ once through tracejit and once as NumPy on copies of the same arguments; the res
 afterwards must agree, values and dtypes."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from reference import assert_close, random_array, run_kernel
@@ -359,3 +361,38 @@ def test_capture_refuses_kernels_that_assign_into_their_arguments(device):
     f = tj.kernel(lambda x: x.__iadd__(1))
     with pytest.raises(tj.UnsupportedError, match="capture"), tj.capture():
         f(np.zeros(3, np.float32), device=device)
+
+
+def test_np_zeros_is_numpys_own_outside_the_tracing_thread():
+    started, checked, seen = threading.Event(), threading.Event(), {}
+    original = np.zeros
+
+    def body(x):
+        started.set()
+        checked.wait(10)
+        u = np.zeros(3)
+        seen["inside"] = type(u)
+        u[0] = x[0]
+        return u
+
+    def elsewhere():
+        started.wait(10)
+        seen["other thread"] = type(np.zeros(3))
+        checked.set()
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    traced = tj.kernel(body).trace(np.ones(3))
+    thread.join()
+    assert seen == {"inside": tj.Tensor, "other thread": np.ndarray}
+    assert np.zeros is original
+    assert "value 1 is written into argument" not in str(traced)
+
+
+def test_the_printed_graph_and_warm_name_the_arguments_written():
+    def body(x, y):
+        y[0] = x.sum()
+        return x * 2
+    f = tj.kernel(body)
+    assert "value 1 is written into argument 1" in str(f.trace(np.ones(3), np.zeros(2)))
+    assert tj.warm(f, tj.spec((3,), "float32"), tj.spec((2,), "float32")).ok

@@ -277,3 +277,24 @@ def test_runtime_compile_errors_name_the_kernel(fake, monkeypatch):
     with pytest.raises(tj.CompileError, match=r"rejected generated kernel [\s\S]*nope[\s\S]*generated line 5"):
         softmax(np.ones((4, 300), np.float32), device="metal")
     monkeypatch.setattr(fake, "newLibraryWithSource_options_error_", original)
+
+
+def test_assigned_arguments_and_out_are_written_on_metal(fake, rng):
+    def shift_scale(x, y):
+        x[1:] = x[:-1] * 2         # reads what it writes: computed apart, copied into x
+        y *= 3                     # elementwise: written in place
+        return x + y
+    f = tj.kernel(shift_scale)
+    hx, hy = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    ex, ey = hx.copy(), hy.copy()
+    expected = shift_scale(ex, ey)
+    x, y = tj.asarray(hx, device="metal"), tj.asarray(hy, device="metal")
+    np.testing.assert_allclose(f(x, y, device="metal").numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(x.numpy(), ex, rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), ey, rtol=1e-6)
+    mx, my = hx.copy(), hy.copy()  # host arrays are written back too
+    f(mx, my, device="metal")
+    np.testing.assert_allclose(mx, ex, rtol=1e-6)
+    np.testing.assert_allclose(my, ey, rtol=1e-6)
+    out = tj.asarray(np.zeros(16, np.float32), device="metal")
+    assert f(hx, hy, out=out, device="metal") is out

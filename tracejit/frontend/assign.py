@@ -175,15 +175,19 @@ def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
     return t
 
 
-def write_out(out, result, casting: str = "same_kind", where=True, name: str = "ufunc") -> Tensor:
-    """A NumPy function's `out=`: the result, broadcast to out's shape and cast under `casting`, stored in
-    out (where `where` is true); returns out, as NumPy does."""
+def write_out(out, result, casting: str = "same_kind", where=True, name: str = "ufunc",
+              exact: bool = False) -> Tensor:
+    """A NumPy function's `out=`: the result, broadcast to out's shape (a ufunc's) or of exactly its shape
+    (`exact`: reductions, np.round), cast under `casting`, stored in out where `where` is true. Returns out,
+    as NumPy does."""
     if not isinstance(out, Tensor):
         raise UnsupportedError(f"np.{name}(..., out=...) got a {type(out).__module__}.{type(out).__name__}; inside a "
                                "kernel out= must be a traced array (an argument, or an array the kernel made, e.g. "
                                "with np.empty_like): a NumPy array the function closes over cannot be written")
     check_writeable(out, "output array is read-only")
     r = as_node(result)
+    if exact and r.shape != out.shape:
+        raise ShapeError(f"np.{name}(..., out=...): out has shape {out.shape}, the result has shape {r.shape}")
     if build.broadcast_shapes(r.shape, out.shape) != out.shape:
         raise ShapeError(f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast "
                          f"shape {build.broadcast_shapes(r.shape, out.shape)}")

@@ -28,7 +28,8 @@ VIEW_FUNCTIONS = frozenset({
     np.atleast_2d, np.atleast_3d, np.flip, np.fliplr, np.flipud, np.rot90, np.split, np.array_split, np.hsplit,
     np.vsplit, np.dsplit, np.real, np.ravel,
 })
-# casting of the result into out= where it is not the default 'unsafe' of reductions (np.sum(..., out=))
+# functions whose out= works as a ufunc's (the result broadcast to out, cast 'same_kind'); the others' out=
+# (reductions, np.round) must have the result's shape and take it cast 'unsafe', as NumPy's
 OUT_CASTING = {np.clip: "same_kind"}
 
 
@@ -99,7 +100,8 @@ def array_function(func, args, kwargs):
         raise
     if out is None:
         return result
-    return assign.write_out(out, result, OUT_CASTING.get(func, "unsafe"), name=func.__name__)
+    return assign.write_out(out, result, OUT_CASTING.get(func, "unsafe"), name=func.__name__,
+                            exact=func not in OUT_CASTING)
 
 
 def _constant_arguments(value):

@@ -364,7 +364,7 @@ def _method(module: str, name: str):
         if name in _VIEW_METHODS:
             return view_call(fn, self, *args, contiguous_only=_VIEW_METHODS[name], **kwargs)
         result = fn(self, *args, **kwargs)
-        return result if out is None else _frontend("assign").write_out(out, result, "unsafe", name=name)
+        return result if out is None else _frontend("assign").write_out(out, result, "unsafe", name=name, exact=True)
     method.__name__ = name
     method.__doc__ = f"As ndarray.{name}: calls np.{name} on the traced value."
     return method

@@ -131,25 +131,26 @@ def is_c_contiguous(shape, strides) -> bool:
 def scatter(value: Node, steps: tuple[Step, ...], root_shape) -> tuple[Node, Node | None]:
     """`value` (shaped as the view) placed where the view's elements live in the root: (values, mask),
     mask None when the view covers every element of the root. Elements outside the view are filler."""
-    before = shapes(root_shape, steps)
-    covers_all = value.size == math.prod(root_shape)
+    covers_all = value.size == math.prod(root_shape)   # the steps of a view never repeat an element
     mask = None if covers_all else build.const(True, BOOL, value.shape)
-    for (op, arg), shape in reversed(list(zip(steps, before))):
-        assert op is not Op.EXPAND, "writes through a broadcast view are refused before"
-        if op is Op.RESHAPE:
-            value, mask = build.reshape(value, shape), mask and build.reshape(mask, shape)
-        elif op is Op.PERMUTE:
-            inverse = tuple(int(i) for i in np.argsort(arg))
-            value, mask = build.permute(value, inverse), mask and _permute_mask(mask, inverse)
-        else:
-            value, mask = _unslice(value, arg, shape, 0), mask and _unslice(mask, arg, shape, False)
+    for (op, arg), shape in reversed(list(zip(steps, shapes(root_shape, steps)))):
+        value = _invert(op, arg, shape, value, 0)
+        if mask is not None:
+            mask = _invert(op, arg, shape, mask, False)
     return value, mask
 
 
-def _permute_mask(mask: Node, perm) -> Node:
-    if mask.op is Op.CONST:   # all true: no need to move it
-        return build.const(mask.arg, BOOL, tuple(mask.shape[p] for p in perm))
-    return build.permute(mask, perm)
+def _invert(op: Op, arg, shape, x: Node, fill) -> Node:
+    """x, shaped as the result of one movement step, brought back to the step's source `shape`."""
+    assert op is not Op.EXPAND, "writes through a broadcast view are refused before"
+    if op is Op.RESHAPE:
+        return build.reshape(x, shape)
+    if op is Op.PERMUTE:
+        inverse = tuple(int(i) for i in np.argsort(arg))
+        if x.op is Op.CONST:   # an all-true mask: nothing to move
+            return build.const(x.arg, x.dtype, shape)
+        return build.permute(x, inverse)
+    return _unslice(x, arg, shape, fill)
 
 
 def _unslice(x: Node, spec, shape, fill) -> Node:
