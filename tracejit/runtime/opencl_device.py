@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import time
 from dataclasses import dataclass, replace
 
@@ -57,10 +58,7 @@ def _pocl_cache_problem() -> str | None:
             return None
     except cl.Error:
         return None
-    where = os.environ.get("POCL_CACHE_DIR")
-    if not where:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        where = os.path.join(base, "pocl")
+    where = _pocl_cache_dir()
     try:
         os.makedirs(where, exist_ok=True)
         if os.access(where, os.W_OK | os.X_OK):
@@ -70,6 +68,30 @@ def _pocl_cache_problem() -> str | None:
         problem = e.strerror or str(e)
     return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
             f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
+
+
+def _pocl_cache_dir() -> str:
+    where = os.environ.get("POCL_CACHE_DIR")
+    if not where:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "pocl")
+    return where
+
+
+def _pocl_cannot_write() -> str | None:
+    """Why PoCL cannot write its work files (it builds every program in its cache directory), or None."""
+    where = _pocl_cache_dir()
+    try:
+        os.makedirs(where, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".tracejit-probe-") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+        return None
+    except OSError as e:
+        return (f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
+                f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
+                f"directory with room")
 
 
 def _describe(d) -> str:
@@ -338,6 +360,10 @@ class OpenCLDevice:
                 build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
             except cl.Error:
                 build_log = str(e)
+            problem = _pocl_cannot_write() if "portable computing language" in \
+                self.cl_device.platform.name.lower() else None
+            if problem:
+                raise CompileError(f"cannot build kernel {name} on {self.name}: {problem}") from None
             raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
         return cl.Program(raw)
 
