@@ -105,10 +105,10 @@ def _sum_out(t: Term, keep: set[Label]) -> Term:
 
 
 def _union(a: Term, b: Term) -> tuple[tuple[Label, ...], tuple[int, ...]]:
-    """Both operands' labels, a's first (a @ b: batch, m, k, n), each with its larger size."""
+    """Both operands' labels, a's first (a @ b: batch, m, k, n), each with its broadcast size (0 beats 1)."""
     sizes = dict(zip(b.labels, b.node.shape))
     for label, n in zip(a.labels, a.node.shape):
-        sizes[label] = max(n, sizes.get(label, 1))
+        sizes[label] = n if sizes.get(label, 1) == 1 else sizes[label]
     labels = a.labels + tuple(label for label in b.labels if label not in a.labels)
     return labels, tuple(sizes[label] for label in labels)
 

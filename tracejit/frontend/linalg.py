@@ -34,7 +34,11 @@ def matmul(a, b) -> Tensor:
     if a.shape[-1] != b.shape[k_b]:
         raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not align: "
                          f"{a.shape[-1]} (dim -1) != {b.shape[k_b]} (dim {k_b})")
-    batch = build.broadcast_shapes(a.shape[:-2], b.shape[:-2])   # raises naming both shapes
+    try:
+        batch = build.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ShapeError:
+        raise ShapeError(f"matmul: the stacks of matrices of shapes {a.shape} and {b.shape} do not broadcast "
+                         f"together: leading (batch) shapes {a.shape[:-2]} and {b.shape[:-2]}") from None
     # batch axes are negative ints counted from the right, so they line up as in broadcasting
     a_labels = tuple(range(2 - len(a.shape), 0)) + ("m", "k")[2 - min(len(a.shape), 2):]
     b_labels = tuple(range(2 - len(b.shape), 0)) + ("k", "n")[:min(len(b.shape), 2)]
