@@ -33,6 +33,7 @@ from .frontend.reductions import *  # noqa: F401,F403
 from .frontend.creation import *  # noqa: F401,F403
 from .frontend.methods import *  # noqa: F401,F403
 from .frontend.linalg import *  # noqa: F401,F403
+from .frontend.einsum import *  # noqa: F401,F403
 from .frontend.ufuncs import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401

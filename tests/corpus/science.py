@@ -145,6 +145,51 @@ def nbody_acc(pos, mass, G, softening):  # Philip Mocz, nbody-python (nbody.py g
     return a
 
 
+def einsum_attention(q, k, v):  # multi-head scaled dot-product attention written with einsum (the common idiom)
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k) * q.shape[-1] ** -0.5
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return np.einsum("bhqk,bhkd->bhqd", weights, v)
+
+
+def gram_matrix(features):  # the style-transfer Gram matrix (Gatys et al.) of each image of a batch
+    b, c, h, w = features.shape
+    F = features.reshape(b, c, h * w)
+    return np.einsum("bij,bkj->bik", F, F) / (c * h * w)
+
+
+def mahalanobis(X, mu, VI):  # Mahalanobis distance of every row to mu, the vectorised einsum answer (Stack Overflow)
+    delta = X - mu
+    return np.sqrt(np.einsum("nj,jk,nk->n", delta, VI, delta))
+
+
+def bilinear_scores(X, W, Y):  # bilinear similarity x_b^T W y_b for a batch of pairs (bilinear attention, RESCAL)
+    return np.einsum("bi,ij,bj->b", X, W, Y)
+
+
+def linear_cka(features_x, features_y):  # google-research representation_similarity: feature_space_linear_cka
+    features_x = features_x - np.mean(features_x, 0, keepdims=True)
+    features_y = features_y - np.mean(features_y, 0, keepdims=True)
+
+    dot_product_similarity = np.linalg.norm(features_x.T.dot(features_y)) ** 2
+    normalization_x = np.linalg.norm(features_x.T.dot(features_x))
+    normalization_y = np.linalg.norm(features_y.T.dot(features_y))
+
+    return dot_product_similarity / (normalization_x * normalization_y)
+
+
+def hsic(K, L):  # the biased HSIC estimate trace(KHLH) / (n-1)^2 (Gretton et al.), the trace of a product by einsum
+    n = K.shape[0]
+    H = np.eye(n) - np.ones((n, n)) / n
+    return np.einsum("ij,ji->", K @ H, L @ H) / (n - 1) ** 2
+
+
+def rgb_to_yiq(img):  # colour space conversion: one 3x3 matrix applied to every pixel with tensordot (the common idiom)
+    yiq_from_rgb = np.array([[0.299, 0.587, 0.114],
+                             [0.59590059, -0.27455667, -0.32134392],
+                             [0.21153661, -0.52273617, 0.31119955]])
+    return np.tensordot(img, yiq_from_rgb, axes=([-1], [1]))
+
 def _n(*shape, scale=1.0, low=None):
     def make(rng, dt):
         if low is not None:
@@ -152,6 +197,12 @@ def _n(*shape, scale=1.0, low=None):
         return tuple((rng.standard_normal(s) * scale).astype(dt) for s in shape)
     return make
 
+
+
+def _spd(rng, n, dt):
+    """A symmetric positive definite matrix (an inverse covariance)."""
+    m = rng.standard_normal((n, n))
+    return (m @ m.T + n * np.eye(n)).astype(dt)
 
 BOTH = ("float64", "float32")
 F64 = ("float64",)
@@ -178,6 +229,13 @@ PROGRAMS = [
             BOTH),
     program(moving_average, _n(50), BOTH, static={"n": 3}),
     program(horner, lambda rng, dt: (np.array([1.5, -2.0, 0.5, 3.0], dt), rng.uniform(-2, 2, 100).astype(dt)), BOTH),
+    program(einsum_attention, _n((2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16)), BOTH),
+    program(gram_matrix, _n((2, 3, 4, 5)), BOTH),
+    program(mahalanobis, lambda rng, dt: _n((20, 3), 3)(rng, dt) + (_spd(rng, 3, dt),), BOTH),
+    program(bilinear_scores, _n((8, 5), (5, 6), (8, 6)), BOTH),
+    program(linear_cka, _n((20, 4), (20, 3)), BOTH),
+    program(hsic, lambda rng, dt: tuple(x @ x.T for x in _n((10, 3), (10, 4))(rng, dt)), BOTH),
+    program(rgb_to_yiq, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(nbody_acc, lambda rng, dt: (rng.standard_normal((20, 3)).astype(dt),
                                         np.full((20, 1), 20.0 / 20, dt), 1.0, 0.1), BOTH),
 ]

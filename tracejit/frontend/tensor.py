@@ -165,8 +165,8 @@ class Tensor:
     def __rmod__(self, o): return F.remainder(o, self)  # noqa: E704
     def __pow__(self, o): return F.power(self, o)  # noqa: E704
     def __rpow__(self, o): return F.power(o, self)  # noqa: E704
-    def __matmul__(self, o): return F.matmul(self, o)  # noqa: E704
-    def __rmatmul__(self, o): return F.matmul(o, self)  # noqa: E704
+    def __matmul__(self, o): return _frontend("linalg").matmul(self, o)  # noqa: E704
+    def __rmatmul__(self, o): return _frontend("linalg").matmul(o, self)  # noqa: E704
     def __and__(self, o): return F.bitwise_and(self, o)  # noqa: E704
     def __rand__(self, o): return F.bitwise_and(o, self)  # noqa: E704
     def __or__(self, o): return F.bitwise_or(self, o)  # noqa: E704
@@ -200,7 +200,7 @@ class Tensor:
     def __ixor__(self, o): return self._inplace(F.bitwise_xor(self, o), "^=")  # noqa: E704
     def __ilshift__(self, o): return self._inplace(_U().left_shift(self, o), "<<=")  # noqa: E704
     def __irshift__(self, o): return self._inplace(_U().right_shift(self, o), ">>=")  # noqa: E704
-    def __imatmul__(self, o): return self._inplace(F.matmul(self, o), "@=")  # noqa: E704
+    def __imatmul__(self, o): return self._inplace(_frontend("linalg").matmul(self, o), "@=")  # noqa: E704
 
     def _inplace(self, result: "Tensor", symbol: str) -> "Tensor":
         """`x op= y` as NumPy does it: the result is cast back to x's dtype (refused where the cast is not
@@ -289,7 +289,8 @@ from . import functions as F  # noqa: E402  (functions needs Tensor defined)
 # Resolved on call: those modules import this one, so they cannot be imported while it loads.
 _METHODS = {
     "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
-    "methods": ("ravel", "squeeze", "swapaxes", "round", "dot", "copy"),
+    "methods": ("ravel", "squeeze", "swapaxes", "round", "copy"),
+    "linalg": ("dot",),
 }
 
 

@@ -98,9 +98,10 @@ class Expr:
     def __floordiv__(self, d: int) -> "Expr":
         if d == 1:
             return self
-        q_terms = {a: c // d for a, c in self.terms if c % d == 0}
-        rest = Expr(tuple((a, c) for a, c in self.terms if c % d != 0), self.const % d)
-        q = _normalize(q_terms, self.const // d)
+        # (q*d + r)*x // d is q*x + (r*x // d): only remainders of the coefficients stay under the division
+        # (the diagonal x.reshape(-1)[::n + 1] reads row (n+1)*i // n, which is i)
+        q = _normalize({a: c // d for a, c in self.terms}, self.const // d)
+        rest = Expr(tuple((a, c % d) for a, c in self.terms if c % d != 0), self.const % d)
         lo, hi = rest.bounds()
         if lo // d == hi // d:
             return q + lo // d
