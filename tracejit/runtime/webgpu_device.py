@@ -184,8 +184,9 @@ class WebGPUDevice:
         storage = wgsl.storage_dtype(dtype, self.options)
         nbytes = math.prod(shape) * storage.itemsize
         if nbytes > self.max_binding:
-            raise DeviceError(f"an array of {nbytes} bytes is larger than {self.name} can bind to a kernel "
-                              f"({self.max_binding} bytes)")
+            raise OutOfMemoryError(f"an array of {nbytes} bytes is larger than {self.name} can bind to a kernel "
+                                   f"({self.max_binding} bytes); split the work, or use a device without "
+                                   f"this limit (numba, opencl)")
         return DeviceBuffer(self.pool.allocate(max(nbytes, 4)), shape, dtype, storage)
 
     def _upload(self, host: np.ndarray, shape, dtype) -> DeviceBuffer:
