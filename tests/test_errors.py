@@ -270,3 +270,14 @@ def test_an_array_beyond_webgpu_s_binding_limit_is_a_memory_error():
     with pytest.raises(tj.OutOfMemoryError) as info:
         f(np.zeros(1, np.float32))
     assert isinstance(info.value, MemoryError) and "bind" in str(info.value)
+
+
+def test_statistics_over_no_elements_warn_like_numpy(device):
+    x = np.zeros((0, 3), np.float32)
+    for fn in (lambda a: a.mean(axis=0), lambda a: a.var(axis=0), lambda a: np.std(a, axis=0, ddof=1)):
+        with pytest.warns(RuntimeWarning):
+            got = np.asarray(tj.kernel(fn)(x, device=device))
+        with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+            expected = fn(x)
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype
