@@ -23,6 +23,16 @@ class IndexOutOfBoundsError(TraceError, IndexError):
     """
 
 
+class InvalidIndexError(TraceError, IndexError):
+    """An index NumPy refuses with IndexError for what it is, whatever the data: an array of floats,
+    index arrays that do not broadcast together, a boolean mask of the wrong shape.
+
+    >>> f = tj.kernel(lambda x, i: x[i])
+    >>> f(np.arange(5.0), np.array([1.0]))   # IndexError: arrays used as indices must be of integer type
+    Index with integers (i.astype(np.int64)), or a boolean mask of the indexed axes' shape.
+    """
+
+
 class UnsupportedError(TraceError, TypeError):
     """A NumPy function, operator or argument that tracejit does not implement."""
 

@@ -28,6 +28,7 @@ from .cache_key import source_part, tracejit_part
 from .debug import log
 from .device_memory import by_value_params
 from .disk_cache import CACHE, CacheKey
+from .faults import RECORD_WORDS
 from .sharing import plan_sharing
 from .views import flat_view
 
@@ -380,7 +381,7 @@ class CUDADevice:
 
     def error_buffer(self) -> cu.DeviceBuffer:
         if self._error is None:
-            self._error = self.allocate((1,), np.dtype("int32"))
+            self._error = self.allocate((RECORD_WORDS,), np.dtype("int32"))
         return self._error
 
 

@@ -21,6 +21,7 @@ from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
 from .device_memory import Buffer
 from .disk_cache import CACHE, CacheKey
+from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
@@ -343,7 +344,7 @@ class OpenCLDevice:
 
     def error_buffer(self):
         if self._error is None:
-            self._error = self._allocate(4)
+            self._error = self._allocate(RECORD_BYTES)
         return self._error
 
 
@@ -398,8 +399,7 @@ class OpenCLPlan:
         launches = []
         for c, knl, keys, scalars in self._launches:
             if c.launch.error_flag:
-                raise UnsupportedError(f"kernel {c.name} raises for integer ** with a negative exponent, which "
-                                       "a captured graph cannot report on opencl; call it outside tj.capture()")
+                raise UnsupportedError(CAPTURE_REFUSED.format(name=c.name, device=dev.name))
             own = cl.Kernel(knl.get_info(cl.kernel_info.PROGRAM), c.name)
             own.set_scalar_arg_dtypes(scalars)
             call = [bufs[k] for k in keys]
@@ -433,7 +433,7 @@ class OpenCLPlan:
             call = [bufs[k] for k in keys]
             if launch.error_flag:
                 err = dev.error_buffer()
-                cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, 4)
+                cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, RECORD_BYTES)
                 call.append(err)
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
             try:
@@ -448,8 +448,7 @@ class OpenCLPlan:
                 log(2, f"{c.name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({launch.mode} mode, "
                        f"{launch.global_items} work-items in groups of {launch.local_size})")
             if launch.error_flag:
-                flag = np.zeros(1, np.int32)
-                cl.enqueue_copy(dev.queue, flag, err, is_blocking=True)
-                if flag[0]:
-                    raise ValueError("Integers to negative integer powers are not allowed.")
+                record = np.zeros(RECORD_WORDS, np.int32)
+                cl.enqueue_copy(dev.queue, record, err, is_blocking=True)
+                raise_recorded([c.ir], record)
         return [results[k] for k in prog.outputs]
