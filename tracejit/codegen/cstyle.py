@@ -335,7 +335,7 @@ class _Render:
         name = f"tj_{op}_{t.replace(' ', '_')}"
         if name in self.helpers:
             return name
-        q, g = self.t.helper_qualifier, self.t.global_qualifier
+        q = self.t.helper_qualifier
         if dt.kind == "f":
             body = {
                 "mod": f"{t} m = fmod(a, b);\n    if (b == 0) return m;\n"

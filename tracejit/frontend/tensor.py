@@ -228,8 +228,9 @@ class Tensor:
     # -- NumPy protocols: existing NumPy code traces unchanged --
     def __array__(self, dtype=None, copy=None):
         raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, a NumPy "
-                         "function tracejit does not implement, or indexing a NumPy array with it); keep it "
-                         "symbolic inside the kernel: np.take(table, idx) indexes a NumPy array")
+                         "function tracejit does not implement, or an index into a NumPy array: table[i]); keep "
+                         "it symbolic inside the kernel. To index a NumPy array, pass it to the kernel as an "
+                         "argument or write tj.take(table, i)")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from .numpy_protocol import array_ufunc

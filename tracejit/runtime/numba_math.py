@@ -274,11 +274,11 @@ def nonnegative_exponent(b, code, error):
 def bound_index(v, size, code, error):
     """An index read from data as an offset along an axis of `size` elements: a negative one counts from
     the end; one outside the axis (NumPy raises IndexError) is recorded and gives 0."""
-    w = np.int64(v)
-    if w < 0:
-        w += size
-    if w >= 0 and w < size:
-        return w
+    if v < 0:
+        if v >= -size:
+            return np.int64(v) + size
+    elif v < size:   # an unsigned index is compared as it is, not as an int64 it may not fit
+        return np.int64(v)
     error[0] = code
     error[1] = v
     return np.int64(0)
