@@ -351,7 +351,8 @@ class _Render:
         signed = dt.kind == "i"
         if op == "pow":
             err = f", int code, {self.error_record} err" if signed else ""
-            neg = f"if (b < 0) {{ {self.fault_helper()}(err, code, ({self.long})b); return 0; }}\n    " if signed else ""
+            fault = f"{self.fault_helper()}(err, code, ({self.long})b)" if signed else ""
+            neg = f"if (b < 0) {{ {fault}; return 0; }}\n    " if signed else ""
             self.helpers[name] = (f"{q} {t} {name}({t} a, {t} b{err}) {{\n    {neg}{u} r = 1, x = ({u})a;\n"
                                   "    while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }\n"
                                   f"    return ({t})r;\n}}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import weakref
 
-from .graph import Node, format_graph
-from .symbolic import DataIndex, Expr
+from .graph import Node, Op, format_graph
+from .symbolic import DataIndex, Expr, Var
 
 _TAGS: "weakref.WeakKeyDictionary[Node, str]" = weakref.WeakKeyDictionary()
 
@@ -22,7 +22,55 @@ def gathered_atoms(node: Node, idx: tuple[Expr, ...]) -> list[DataIndex]:
     (a broadcast or size-1 axis), which the data's offset drops but NumPy checks all the same."""
     data = node.srcs[0]
     axes = [d for d, a in enumerate(node.arg) if a is None]
-    return [DataIndex(s, idx, data.shape[d], d, tag(s)) for s, d in zip(node.srcs[1:], axes)]
+    return [DataIndex(*_unbroadcast(s, idx), data.shape[d], d, tag(_unbroadcast(s, idx)[0]))
+            for s, d in zip(node.srcs[1:], axes)]
+
+
+def _unbroadcast(source: Node, idx: tuple[Expr, ...]) -> tuple[Node, tuple[Expr, ...]]:
+    """The index array before it was broadcast to the result's shape (expanded, given size-1 axes), and
+    where it is read: an index then depends on the variables it varies along, no others."""
+    while True:
+        src = source.srcs[0] if source.srcs else None
+        if source.op is Op.EXPAND:
+            idx = tuple(Expr() if n == 1 else e for n, e in zip(src.shape, idx))
+        elif source.op is Op.RESHAPE and [n for n in src.shape if n != 1] == [n for n in source.shape if n != 1]:
+            kept = iter(e for e, n in zip(idx, source.shape) if n != 1)
+            idx = tuple(Expr() if n == 1 else next(kept) for n in src.shape)
+        else:
+            return source, idx
+        source = src
+
+
+MIN_GATHERED_ROWS = 16   # fewer rows than this: every element is a parallel index, as without a gather
+
+
+def row_loop(out_vars: list[Var], offsets: list[Expr]) -> list[Var]:
+    """The trailing output variables that no index read from data depends on, when they may be walked in
+    an inner loop of each row (x[idx] of rows: each index is then read and checked once per row, and the
+    row copied unit-stride); [] when there is no such suffix or it would leave too few rows."""
+    indexed = set().union(*(_indexed_variables(o) for o in offsets))
+    if not indexed:
+        return []
+    inner = []
+    for v in reversed(out_vars):
+        if v in indexed:
+            break
+        inner.insert(0, v)
+    rows = 1
+    for v in out_vars[:len(out_vars) - len(inner)]:
+        rows *= v.extent
+    return inner if rows >= MIN_GATHERED_ROWS else []
+
+
+def _indexed_variables(expr: Expr) -> set[Var]:
+    """The variables an index read from data in expr depends on (through its position in the index array)."""
+    out = set()
+    for atom, _ in expr.terms:
+        if isinstance(atom, DataIndex):
+            out |= atom.variables()
+        elif not isinstance(atom, Var):
+            out |= _indexed_variables(atom.x)
+    return out
 
 
 def tag(source: Node) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from .dtypes import identity
-from .gather import data_position, gathered_atoms
+from .gather import data_position, gathered_atoms, row_loop
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
 from .kernel_ir import INDEX, Builder, Fault, Kernel, Param
@@ -196,7 +196,10 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     one shape); returns the kernel and the buffers its params refer to, outputs first."""
     a = group[0]
     offsets = [o for g in group for o in g.offsets]
-    rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
+    if a.reduces:
+        rows = set().union(*(e.variables() for r in a.reduces for e in r.kept))
+    else:
+        rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
     plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
 

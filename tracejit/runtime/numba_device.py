@@ -509,7 +509,8 @@ class NumbaPlan:
                       "    except TypeError:  # an argument of another numba type (read-only view)",
                       f"        dispatch{i}({call_args})"]
             if can_fault:
-                lines += [f"    if error{i}[0]:", f"        raise fault_error([kernel{i}], int(error{i}[0]), int(error{i}[1]))"]
+                lines += [f"    if error{i}[0]:",
+                          f"        raise fault_error([kernel{i}], int(error{i}[0]), int(error{i}[1]))"]
             if timed:
                 kernel = self.kernels[i]
                 nbytes = sum(p.size * p.dtype.itemsize for p in kernel.ir.params)
