@@ -22,8 +22,11 @@ def gathered_atoms(node: Node, idx: tuple[Expr, ...]) -> list[DataIndex]:
     (a broadcast or size-1 axis), which the data's offset drops but NumPy checks all the same."""
     data = node.srcs[0]
     axes = [d for d, a in enumerate(node.arg) if a is None]
-    return [DataIndex(*_unbroadcast(s, idx), data.shape[d], d, tag(_unbroadcast(s, idx)[0]))
-            for s, d in zip(node.srcs[1:], axes)]
+    atoms = []
+    for s, d in zip(node.srcs[1:], axes):
+        source, at = _unbroadcast(s, idx)
+        atoms.append(DataIndex(source, at, data.shape[d], d, tag(source)))
+    return atoms
 
 
 def _unbroadcast(source: Node, idx: tuple[Expr, ...]) -> tuple[Node, tuple[Expr, ...]]:
@@ -31,6 +34,8 @@ def _unbroadcast(source: Node, idx: tuple[Expr, ...]) -> tuple[Node, tuple[Expr,
     where it is read: an index then depends on the variables it varies along, no others."""
     while True:
         src = source.srcs[0] if source.srcs else None
+        if source.op is Op.CONST:   # the same everywhere (an int among index arrays: x[0, :, k])
+            return source, tuple(Expr() for _ in source.shape)
         if source.op is Op.EXPAND:
             idx = tuple(Expr() if n == 1 else e for n, e in zip(src.shape, idx))
         elif source.op is Op.RESHAPE and [n for n in src.shape if n != 1] == [n for n in source.shape if n != 1]:

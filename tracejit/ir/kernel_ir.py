@@ -59,7 +59,10 @@ def faults(kernel: "Kernel") -> list[Fault]:
 
 def fault_error(kernels: "list[Kernel]", code: int, value: int) -> Exception:
     """The exception for the fault `code` that one of kernels recorded, with its offending value."""
-    fault = next(f for k in kernels for f in faults(k) if f.code == code)
+    fault = next((f for k in kernels for f in faults(k) if f.code == code), None)
+    if fault is None:   # the record was overwritten by something other than these kernels
+        return errors.InternalError(f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault "
+                                    f"(code {code}, value {value})")
     error = getattr(errors, fault.error, None) or getattr(builtins, fault.error)
     return error(fault.message.format(value=value))
 
