@@ -31,14 +31,35 @@ def advanced_index(x: Node, key: tuple) -> Node:
     """x[key], where key holds at least one integer array or a constant boolean mask. As NumPy: the index
     arrays (ints among them) broadcast together; their dimensions replace the indexed axes where those
     are adjacent in the key, else they come first."""
-    entries = _one_axis_each(x, [_entry(k) for k in key])
-    layout, spec, indexed, positions = [], [], {}, []
-    axis = 0
-    for pos, (kind, value) in enumerate(entries):
+    spec, indexed, layout = _read_index(x, _one_axis_each(x, [_entry(k) for k in key]))
+    shape = _broadcast_indices([indexed[d].shape for d in sorted(indexed)])
+    gathered, source_axes, at = [], [None] * len(x.shape), 0   # the result without its new axes
+    for kind, axis in layout:
+        if kind == "indices":
+            at = len(gathered)
+            gathered += shape
+        elif kind == "slice":
+            source_axes[axis] = len(gathered)
+            gathered.append(spec[axis][2])
+    tail = (1,) * (len(gathered) - at - len(shape))
+    indices = [build.expand(build.reshape(build.broadcast_to(indexed[d], shape), (1,) * at + shape + tail),
+                            tuple(gathered)) for d in sorted(indexed)]
+    out = build.gather(build.slice_(x, tuple(spec)), tuple(indices), tuple(source_axes))
+    final = [n for kind, axis in layout
+             for n in (shape if kind == "indices" else (1,) if kind == "new" else (spec[axis][2],))]
+    return build.reshape(out, tuple(final))
+
+
+def _read_index(x: Node, entries: list) -> tuple[list, dict, list]:
+    """Per axis of x its slice (start, step, length; all of it where an array indexes it), the index
+    arrays' nodes by axis, and the result's axes in order: ("new", None), ("slice", axis), and once
+    ("indices", None) where NumPy puts the broadcast index arrays' axes."""
+    spec, indexed, layout, positions = [], {}, [], []
+    for position, (kind, value) in enumerate(entries):
         if kind == "new":
-            layout.append(("new", 1))
+            layout.append(("new", None))
             continue
-        size = x.shape[axis]
+        axis, size = len(spec), x.shape[len(spec)]
         if kind == "slice":
             start, stop, step = value.indices(size)
             n = len(range(start, stop, step))
@@ -47,30 +68,10 @@ def advanced_index(x: Node, key: tuple) -> Node:
         else:
             spec.append((0, 1, size))
             indexed[axis] = _index_node(value, size, axis)
-            layout.append(("index", None))
-            positions.append(pos)
-        axis += 1
-    shape = _broadcast_indices([indexed[d].shape for d in sorted(indexed)])
+            positions.append(position)
     adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
-    layout = [e for e in layout if e[0] != "index"]
-    layout.insert(positions[0] if adjacent else 0, ("indices", None))
-    gathered, source_axes, final, at = [], [None] * len(x.shape), [], 0
-    for kind, value in layout:
-        if kind == "indices":
-            at = len(gathered)
-            gathered += shape
-            final += shape
-        elif kind == "slice":
-            source_axes[value] = len(gathered)
-            gathered.append(spec[value][2])
-            final.append(spec[value][2])
-        else:
-            final.append(1)
-    tail = (1,) * (len(gathered) - at - len(shape))
-    indices = [build.expand(build.reshape(build.broadcast_to(indexed[d], shape), (1,) * at + shape + tail),
-                            tuple(gathered)) for d in sorted(indexed)]
-    out = build.gather(build.slice_(x, tuple(spec)), tuple(indices), tuple(source_axes))
-    return build.reshape(out, tuple(final))
+    layout.insert(positions[0] if adjacent else 0, ("indices", None))   # no index array comes before the first
+    return spec, indexed, layout
 
 
 def _entry(k) -> tuple[str, object]:
