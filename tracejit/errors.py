@@ -15,10 +15,12 @@ class ShapeError(TraceError, ValueError):
 
 
 class IndexOutOfBoundsError(TraceError, IndexError):
-    """An integer index outside its axis, where NumPy raises IndexError.
+    """An integer index outside its axis, where NumPy raises IndexError: a constant one while tracing,
+    a value of an index array (x[idx], np.take) when the kernel runs, on every device.
 
     >>> f = tj.kernel(lambda x: x[5])
     >>> f(np.arange(3))              # IndexError: index 5 is out of bounds for axis 0 with size 3
+    >>> tj.kernel(lambda x, i: x[i])(np.arange(3), np.array([0, -4]))   # index -4 is out of bounds ...
     Index inside the shape (x[-1] is the last element), or slice (x[5:] is empty, as in NumPy).
     """
 
