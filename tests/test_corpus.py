@@ -18,7 +18,7 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # transformer pieces
     "transformer.gpt2_mha": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
     "transformer.gpt2_transformer_block": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
-    "transformer.gpt2_forward": (NEEDS, "needs integer-array indexing wte[inputs] (fidelity II)"),
+    "transformer.gpt2_forward": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
     "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, np.stack (fidelity II)"),
     "transformer.llama_attention": (NEEDS, "needs np.split/np.stack and item assignment into the KV cache (fidelity II)"),
     # numexpr's expression lists
@@ -43,6 +43,8 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "science.trapezoid": (NEEDS, "needs np.diff (fidelity II)"),
     "science.moving_average": (NEEDS, "needs np.cumsum (fidelity II)"),
     "science.nbody_acc": (NEEDS, "needs boolean-mask indexing and assignment (fidelity II)"),
+    "science.one_hot": (TRACE, "np.eye(n) is a NumPy array, and NumPy's own indexing of it with a traced array "
+                               "cannot be traced (tj.take(np.eye(n), labels, axis=0) can)"),
 }
 
 

@@ -19,6 +19,7 @@ from .errors import (  # noqa: F401
     DeviceError,
     DtypeError,
     IndexOutOfBoundsError,
+    InvalidIndexError,
     InternalError,
     OutOfMemoryError,
     ScalarOverflowError,
@@ -34,6 +35,7 @@ from .frontend.creation import *  # noqa: F401,F403
 from .frontend.methods import *  # noqa: F401,F403
 from .frontend.linalg import *  # noqa: F401,F403
 from .frontend.einsum import *  # noqa: F401,F403
+from .frontend.indexing import *  # noqa: F401,F403
 from .frontend.ufuncs import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401

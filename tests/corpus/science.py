@@ -98,6 +98,34 @@ def two_layer_net(X, W1, b1, W2, b2):  # CS231n "Putting it together: minimal ne
     return probs
 
 
+def softmax_loss(X, y, W1, b1, W2, b2, reg):  # CS231n's case study: the loss of the two-layer net
+    num_examples = X.shape[0]
+    hidden_layer = np.maximum(0, np.dot(X, W1) + b1)
+    scores = np.dot(hidden_layer, W2) + b2
+    exp_scores = np.exp(scores)
+    probs = exp_scores / np.sum(exp_scores, axis=1, keepdims=True)
+    # compute the loss: average cross-entropy loss and regularization
+    correct_logprobs = -np.log(probs[range(num_examples), y])
+    data_loss = np.sum(correct_logprobs) / num_examples
+    reg_loss = 0.5 * reg * np.sum(W1 * W1) + 0.5 * reg * np.sum(W2 * W2)
+    return data_loss + reg_loss
+
+
+def one_hot(labels, num_classes):  # the Stack Overflow "convert array of indices to one-hot" answer
+    return np.eye(num_classes)[labels]
+
+
+def adjust_gamma(image, gamma):  # PyImageSearch's adjust_gamma, with NumPy's table[image] for cv2.LUT
+    invGamma = 1.0 / gamma
+    table = ((np.arange(0, 256) / 255.0) ** invGamma * 255).astype("uint8")
+    return table[image]
+
+
+def color_quantize(pixels, centers):  # PDSH ch. 5 colour compression: new_colors = centers[predict(data)]
+    labels = np.argmin(((pixels[:, None, :] - centers[None, :, :]) ** 2).sum(-1), axis=1)
+    return centers[labels]
+
+
 def kmeans_assign(X, centers):  # the assignment step of k-means (Python Data Science Handbook, ch. 5)
     distances = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(-1)
     labels = np.argmin(distances, axis=1)
@@ -225,6 +253,12 @@ PROGRAMS = [
                                                        (rng.standard_normal(5) * 0.1).astype(dt), 0.1), BOTH),
     program(two_layer_net, lambda rng, dt: _n((16, 2), (2, 10), 10, (10, 3), 3, scale=0.5)(rng, dt), BOTH),
     program(kmeans_assign, _n((60, 2), (4, 2), scale=2), BOTH),
+    program(softmax_loss, lambda rng, dt: (_n((16, 2))(rng, dt)[0], rng.integers(0, 3, 16).astype(np.int32))
+            + _n((2, 10), 10, (10, 3), 3, scale=0.5)(rng, dt) + (1e-3,), BOTH),
+    program(one_hot, lambda rng, dt: (rng.integers(0, 10, 20),), ("int64",), static={"num_classes": 10}),
+    program(adjust_gamma, lambda rng, dt: (rng.integers(0, 256, (12, 10, 3)).astype(np.uint8), 2.2), ("uint8",)),
+    program(color_quantize, lambda rng, dt: (rng.uniform(0, 1, (64, 3)).astype(dt),
+                                             rng.uniform(0, 1, (8, 3)).astype(dt)), BOTH),
     program(trapezoid, lambda rng, dt: (np.sin(np.linspace(0, 3, 101)).astype(dt), np.linspace(0, 3, 101).astype(dt)),
             BOTH),
     program(moving_average, _n(50), BOTH, static={"n": 3}),

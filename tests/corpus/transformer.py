@@ -76,6 +76,10 @@ def gpt2_gelu(x):
     return gelu(x)
 
 
+def gpt2_embeddings(inputs, wte, wpe):  # the first line of gpt2(): token plus positional embeddings
+    return wte[inputs] + wpe[range(len(inputs))]
+
+
 def gpt2_softmax(x):
     return softmax(x)
 
@@ -348,6 +352,8 @@ F32 = ("float32",)
 E = N_EMBD
 PROGRAMS = [
     program(gpt2_gelu, lambda rng, dt: (_f(rng, dt, N_SEQ, 4 * E, scale=2),), F32),
+    program(gpt2_embeddings, lambda rng, dt: (rng.integers(0, N_VOCAB, N_SEQ), _f(rng, dt, N_VOCAB, E),
+                                              _f(rng, dt, 16, E, scale=0.1)), F32),
     program(gpt2_softmax, lambda rng, dt: (_f(rng, dt, N_SEQ, N_VOCAB, scale=3),), F32),
     program(gpt2_layer_norm, lambda rng, dt: (_f(rng, dt, N_SEQ, E, scale=2), 1 + _f(rng, dt, E, scale=0.1),
                                               _f(rng, dt, E, scale=0.1)), F32),

@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from . import functions as F
-from . import creation, einsum, linalg, methods, reductions, statistics, ufuncs
+from . import creation, einsum, indexing, linalg, methods, reductions, statistics, ufuncs
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
@@ -16,7 +16,7 @@ FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **indexing.NUMPY_FUNCTIONS,
 }
 
 

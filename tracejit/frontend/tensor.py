@@ -227,8 +227,10 @@ class Tensor:
 
     # -- NumPy protocols: existing NumPy code traces unchanged --
     def __array__(self, dtype=None, copy=None):
-        raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array or a NumPy "
-                         "function tracejit does not implement); keep it symbolic inside the kernel")
+        raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, a NumPy "
+                         "function tracejit does not implement, or an index into a NumPy array: table[i]); keep "
+                         "it symbolic inside the kernel. To index a NumPy array, pass it to the kernel as an "
+                         "argument or write tj.take(table, i)")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from .numpy_protocol import array_ufunc
@@ -241,9 +243,9 @@ class Tensor:
 
 def _index(node: Node, key) -> Node:
     key = key if isinstance(key, tuple) else (key,)
-    if any(isinstance(k, (Tensor, np.ndarray, list)) for k in key):
-        raise UnsupportedError("advanced (array or boolean) indexing is not supported; use basic indexing "
-                               "(ints, slices, None, ...) or tj.where")
+    indexing = _frontend("indexing")
+    if any(indexing.is_array_index(k) for k in key):
+        return indexing.advanced_index(node, key)
     if sum(k is Ellipsis for k in key) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     used = sum(1 for k in key if k is not None and k is not Ellipsis)
@@ -291,6 +293,7 @@ _METHODS = {
     "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
     "methods": ("ravel", "squeeze", "swapaxes", "round", "copy"),
     "linalg": ("dot",),
+    "indexing": ("take", "searchsorted"),
 }
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from ..codegen import numba as numba_codegen
 from ..errors import CompileError, CompileTimeoutError, OutOfMemoryError
 from ..ir.fuse import Program
-from ..ir.kernel_ir import Kernel
+from ..ir.kernel_ir import Kernel, fault_error, faults
 from ..ir.layout import LayoutOptions
 from ..ir.lower import Buffer
 from .array import Array
@@ -463,7 +463,21 @@ def _signature(kernel: Kernel):
     import numba
     args = [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
             for p in kernel.params]
+    if faults(kernel):
+        args.append(numba.types.Array(numba.int64, 1, "C"))   # the error record, see codegen.numba
     return numba.types.void(*args)
+
+
+def _reporting(fn, kernel: Kernel):
+    """For graph replay: a kernel that can fault, given its own error record, raising what it records."""
+    error = np.zeros(2, np.int64)
+
+    def run(*args):
+        error[:] = 0
+        fn(*args, error)
+        if error[0]:
+            raise fault_error([kernel], int(error[0]), int(error[1]))
+    return run
 
 
 def _first_lines(text: str, n: int = 12) -> str:
@@ -494,9 +508,10 @@ class NumbaPlan:
                 arrays[key] = arr = np.empty(buf.shape, buf.dtype)   # whole arrays, viewed whole
                 bufs[key] = (arr.view(np.uint16) if buf.dtype == np.float16 else arr).reshape(-1)
         launches = []
-        for (entry, dispatcher), keys in zip(self._fns, prog.launches):
+        for (entry, dispatcher), keys, c in zip(self._fns, prog.launches, self.kernels):
             call = tuple(bufs[k] for k in keys)
-            launches.append((entry if _entry_accepts(entry, call) else dispatcher, call))
+            fn = entry if _entry_accepts(entry, call) else dispatcher
+            launches.append((_reporting(fn, c.ir) if faults(c.ir) else fn, call))
         return [arrays[k] for k in prog.outputs], launches, list(arrays.values())
 
     def __call__(self, args) -> list[np.ndarray]:
@@ -507,7 +522,8 @@ class NumbaPlan:
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
         env = {"np": np, "flat_view": flat_view, "Array": Array, "check_int_scalars": check_int_scalars,
-               "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log}
+               "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
+               "fault_error": fault_error}
         lines = ["def run(args):"]
         if prog.int_scalars:
             lines.append("    check_int_scalars(int_scalars, args)")
@@ -534,10 +550,18 @@ class NumbaPlan:
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
             call_args = ", ".join(name[k] for k in keys)
+            can_fault = bool(faults(self.kernels[i].ir))
+            if can_fault:   # a fresh error record per call: calls from several threads do not share one
+                env[f"kernel{i}"] = self.kernels[i].ir
+                lines.append(f"    error{i} = np.zeros(2, np.int64)")
+                call_args += f", error{i}"
             lines += ["    t0 = perf_counter()"] if timed else []
             lines += ["    try:", f"        entry{i}({call_args})",
                       "    except TypeError:  # an argument of another numba type (read-only view)",
                       f"        dispatch{i}({call_args})"]
+            if can_fault:
+                lines += [f"    if error{i}[0]:",
+                          f"        raise fault_error([kernel{i}], int(error{i}[0]), int(error{i}[1]))"]
             if timed:
                 kernel = self.kernels[i]
                 nbytes = sum(p.size * p.dtype.itemsize for p in kernel.ir.params)
