@@ -16,15 +16,11 @@ NEEDS = tj.UnsupportedError
 TRACE = tj.TraceError
 XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # transformer pieces
-    "transformer.gpt2_mha": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
-    "transformer.gpt2_transformer_block": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
     "transformer.gpt2_forward": (NEEDS, "needs integer-array indexing wte[inputs] (fidelity II)"),
-    "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, np.stack (fidelity II)"),
-    "transformer.llama_attention": (NEEDS, "needs np.split/np.stack and item assignment into the KV cache (fidelity II)"),
+    "transformer.llama_attention": (NEEDS, "needs item assignment into the KV cache (fidelity II)"),
     # numexpr's expression lists
     # Numba's examples
     "numba_examples.jacobi_relax_core": (NEEDS, "needs item assignment (fidelity II)"),
-    "numba_examples.zero_crossings": (NEEDS, "needs np.diff (fidelity II)"),
     "numba_examples.kde": (NEEDS, "needs item assignment into np.zeros_like (fidelity II)"),
     # numpy-benchmarks
     "benchmarks.multiple_sum": (TRACE, "builds np.array of traced values (needs np.stack, fidelity II)"),
@@ -40,7 +36,7 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
     "science.rbf_kernel": (NEEDS, "needs np.einsum (fidelity II)"),
-    "science.trapezoid": (NEEDS, "needs np.diff (fidelity II)"),
+    "science.trapezoid": (NEEDS, "needs np.trapezoid"),
     "science.moving_average": (NEEDS, "needs np.cumsum (fidelity II)"),
     "science.nbody_acc": (NEEDS, "needs boolean-mask indexing and assignment (fidelity II)"),
 }

@@ -34,6 +34,9 @@ from .frontend.creation import *  # noqa: F401,F403
 from .frontend.methods import *  # noqa: F401,F403
 from .frontend.linalg import *  # noqa: F401,F403
 from .frontend.ufuncs import *  # noqa: F401,F403
+from .frontend.joining import *  # noqa: F401,F403
+from .frontend.movement import *  # noqa: F401,F403
+from .frontend.padding import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401
 from .frontend.tensor import Tensor  # noqa: F401

@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from . import functions as F
-from . import creation, linalg, methods, reductions, statistics, ufuncs
+from . import creation, joining, linalg, methods, movement, padding, reductions, statistics, ufuncs
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
@@ -16,7 +16,8 @@ FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS,
+    **padding.NUMPY_FUNCTIONS,
 }
 
 
