@@ -17,7 +17,7 @@ TRACE = tj.TraceError
 XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # transformer pieces
     "transformer.gpt2_forward": (NEEDS, "needs integer-array indexing wte[inputs] (fidelity II)"),
-    "transformer.llama_attention": (NEEDS, "needs item assignment into the KV cache (fidelity II)"),
+    "transformer.llama_attention": (TRACE, "stores traced values into the NumPy KV cache (needs assignment, fidelity II)"),
     # numexpr's expression lists
     # Numba's examples
     "numba_examples.jacobi_relax_core": (NEEDS, "needs item assignment (fidelity II)"),
