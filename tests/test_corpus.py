@@ -36,7 +36,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
     "science.rbf_kernel": (NEEDS, "needs np.einsum (fidelity II)"),
-    "science.trapezoid": (NEEDS, "needs np.trapezoid"),
     "science.moving_average": (NEEDS, "needs np.cumsum (fidelity II)"),
     "science.nbody_acc": (NEEDS, "needs boolean-mask indexing and assignment (fidelity II)"),
 }

@@ -58,7 +58,8 @@ def joins(x, v):
             np.concatenate([x, t.T], axis=None), np.concatenate([x[:, :0], x[:, :1]], axis=1),
             np.stack([x, x[::-1]]), np.stack([x, x, x], axis=-1), np.stack((v, v), axis=1), np.stack([x[0, 0], v[1]]),
             np.hstack([x, x[:, :1]]), np.hstack([v, v[:2], v[:0]]), np.vstack([x, v, x[:1]]), np.vstack([v, v]),
-            np.dstack([x, x]), np.dstack([v, v]), np.column_stack([v, x.T, v]), np.concatenate(list(x)))
+            np.dstack([x, x]), np.dstack([v, v]), np.column_stack([v, x.T, v]), np.concatenate(list(x)),
+            np.append(x, v), np.append(x, x[:1], axis=0), np.append(t, t[:, :1], axis=-1), *np.unstack(x, axis=-1))
 
 
 def splits(x, y):
@@ -189,6 +190,16 @@ def differences(x, v):
 @pytest.mark.parametrize("dtypes", [("float32", "int32", "uint8", "bool"), ("float64", "int64")], ids=list(DTYPES))
 def test_diff_matches_numpy(dtypes, device, rng):
     assert_matches(on_each(differences, len(dtypes)), *arrays(rng, dtypes, (3, 5), (4,)), device=device)
+
+
+def integrals(y, x):
+    return (np.trapezoid(y), np.trapezoid(y, dx=0.5, axis=0), np.trapezoid(y, x), np.trapezoid(y.T, x, axis=0),
+            np.trapezoid(y, np.tile(x, (3, 1)), axis=-1))
+
+
+@pytest.mark.parametrize("dtypes", [("float32",), ("float64", "int32")], ids=["float32", "float64-int32"])
+def test_trapezoid_matches_numpy(dtypes, device, rng):
+    assert_matches(on_each(integrals, len(dtypes)), *arrays(rng, dtypes, (3, 5), (5,)), device=device)
 
 
 def test_diff_prepend_of_a_python_scalar_promotes_as_numpy():
@@ -352,7 +363,7 @@ def test_tj_namespace_has_the_functions():
     for name in ("concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "split", "array_split",
                  "hsplit", "vsplit", "dsplit", "pad", "roll", "flip", "fliplr", "flipud", "rot90", "tile", "repeat",
                  "moveaxis", "swapaxes", "expand_dims", "squeeze", "ravel", "atleast_1d", "atleast_2d", "atleast_3d",
-                 "broadcast_arrays", "diff"):
+                 "broadcast_arrays", "diff", "append", "unstack", "trapezoid"):
         assert callable(getattr(tj, name)), name
     traced = tj.kernel(lambda x: tj.concatenate([x, tj.flip(x)])).trace(np.ones(3, np.float32))
     assert traced.outputs[0].shape == (6,)

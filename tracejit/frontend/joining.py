@@ -15,8 +15,8 @@ from ..ir.graph import Node, Op
 from .functions import _axis
 from .tensor import Tensor, as_node
 
-__all__ = ["array_split", "column_stack", "concatenate", "dsplit", "dstack", "hsplit", "hstack", "split",
-           "stack", "vsplit", "vstack"]
+__all__ = ["append", "array_split", "column_stack", "concatenate", "dsplit", "dstack", "hsplit", "hstack",
+           "split", "stack", "unstack", "vsplit", "vstack"]
 
 
 # --- views and the join ----------------------------------------------------------------------------
@@ -176,6 +176,14 @@ def column_stack(tup) -> Tensor:
     return concatenate(nodes, axis=1)
 
 
+def append(arr, values, axis=None) -> Tensor:
+    """As np.append: both flattened when axis is None, else a concatenate along axis."""
+    arr, values = as_array(arr), as_array(values)
+    if axis is None:
+        arr, values, axis = build.reshape(arr, (arr.size,)), build.reshape(values, (values.size,)), 0
+    return concatenate([arr, values], axis=axis)
+
+
 # --- splitting -----------------------------------------------------------------------------------
 
 def _pieces(node: Node, bounds: list[int], axis: int) -> list[Tensor]:
@@ -244,8 +252,18 @@ def dsplit(ary, indices_or_sections) -> list[Tensor]:
     return split(node, indices_or_sections, 2)
 
 
+def unstack(x, /, *, axis=0) -> tuple[Tensor, ...]:
+    """As np.unstack: the slices along axis, each without that axis."""
+    node = as_array(x)
+    if not node.shape:
+        raise ShapeError("Input array must be at least 1-d.")
+    axis = _axis(axis, len(node.shape))
+    shape = node.shape[:axis] + node.shape[axis + 1:]
+    return tuple(Tensor(build.reshape(slice_axis(node, axis, i, 1, 1), shape)) for i in range(node.shape[axis]))
+
+
 NUMPY_FUNCTIONS = {
     np.concatenate: concatenate, np.stack: stack, np.hstack: hstack, np.vstack: vstack, np.dstack: dstack,
     np.column_stack: column_stack, np.split: split, np.array_split: array_split, np.hsplit: hsplit,
-    np.vsplit: vsplit, np.dsplit: dsplit,
+    np.vsplit: vsplit, np.dsplit: dsplit, np.append: append, np.unstack: unstack,
 }

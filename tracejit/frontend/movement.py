@@ -1,5 +1,5 @@
 """Rearranging and tiling (np.flip, fliplr, flipud, rot90, roll, tile, repeat), axes (moveaxis, expand_dims,
-atleast_1d/2d/3d, broadcast_arrays) and np.diff on traced tensors: views made of reshape, permute,
+atleast_1d/2d/3d, broadcast_arrays), np.diff and np.trapezoid on traced tensors: views made of reshape, permute,
 expand and slice, so they are index arithmetic inside the kernels that read them."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .joining import as_array, at_least, concatenate, join, periodic, slice_axis
 from .tensor import MAX_UNROLL, Tensor
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "diff", "expand_dims", "flip", "fliplr",
-           "flipud", "moveaxis", "repeat", "roll", "rot90", "tile"]
+           "flipud", "moveaxis", "repeat", "roll", "rot90", "tile", "trapezoid"]
 
 
 # --- building blocks -----------------------------------------------------------------------------
@@ -248,8 +248,28 @@ def _edge_slice(value, shape: tuple[int, ...], axis: int) -> Node:
     return build.broadcast_to(node, shape[:axis] + (1,) + shape[axis + 1:])
 
 
+def trapezoid(y, x=None, dx=1.0, axis=-1) -> Tensor:
+    """As np.trapezoid, computed as NumPy writes it: (d * (y[1:] + y[:-1]) / 2.0).sum(axis)."""
+    y = Tensor(as_array(y))
+    if x is None:
+        d = dx
+    else:
+        x = Tensor(as_array(x))
+        if x.ndim == 1:
+            d = diff(x)
+            shape = [1] * y.ndim
+            shape[axis] = d.shape[0]
+            d = d.reshape(shape)
+        else:
+            d = diff(x, axis=axis)
+    later, earlier = [slice(None)] * y.ndim, [slice(None)] * y.ndim
+    later[axis], earlier[axis] = slice(1, None), slice(None, -1)
+    return (d * (y[tuple(later)] + y[tuple(earlier)]) / 2.0).sum(axis)
+
+
 NUMPY_FUNCTIONS = {
     np.flip: flip, np.fliplr: fliplr, np.flipud: flipud, np.rot90: rot90, np.roll: roll, np.tile: tile,
     np.repeat: repeat, np.moveaxis: moveaxis, np.expand_dims: expand_dims, np.atleast_1d: atleast_1d,
     np.atleast_2d: atleast_2d, np.atleast_3d: atleast_3d, np.broadcast_arrays: broadcast_arrays, np.diff: diff,
+    np.trapezoid: trapezoid,
 }
