@@ -36,7 +36,11 @@ def on_each(forms, groups: int):
 
 
 def arrays(rng, dtypes, *shapes):
-    return [random_array(rng, shape, dt) for dt in dtypes for shape in shapes]
+    """Random arguments per dtype and shape, each a non-contiguous view (a transpose of every other
+    column), which the kernel reads in place."""
+    def strided(shape, dt):
+        return random_array(rng, tuple(reversed(shape[1:])) + (2 * shape[0],), dt)[..., ::2].T
+    return [strided(shape, dt) for dt in dtypes for shape in shapes]
 
 
 def flat(*results):
@@ -81,12 +85,12 @@ def test_joins_and_splits_match_numpy(dtypes, device, rng):
 def mixed_joins_32(i8, u8, b, i32, f16, f32):
     return (np.concatenate([i8, u8]), np.stack([b, i32]), np.hstack([f16, i8]), np.vstack([u8, f32]),
             np.concatenate([b, b]), np.column_stack([f16, f32]), np.concatenate([i8, u8], dtype=np.float32),
-            np.stack([f32, i8], dtype=np.int16, casting="unsafe"), np.concatenate([f16, [1.5, 2.5, 3.5]]))
+            np.stack([f32, i8], dtype=np.int16, casting="unsafe"), np.append(u8, [True, False]))
 
 
 def mixed_joins_64(i32, u32, f32):
     return (np.concatenate([i32, u32]), np.stack([f32, i32]), np.stack([f32, 1.0 * np.ones(3)]),
-            np.hstack([u32, np.arange(3)]))
+            np.hstack([u32, np.arange(3)]), np.concatenate([f32, [1.5, 2.5, 3.5]]))
 
 
 def test_mixed_dtype_joins_promote_as_numpy(device, rng):

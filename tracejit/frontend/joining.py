@@ -49,7 +49,7 @@ def slice_axis(x: Node, axis: int, start: int, step: int, length: int) -> Node:
 def join(nodes: list[Node], axis: int) -> Node:
     """Nodes of one dtype, equal in shape but along `axis`, end to end along it. Each piece is read
     through its periodic extension shifted to its offset (in bounds everywhere, no mask) and selected
-    where the index along `axis` reaches that offset: one load per piece, no piece materialised."""
+    where the index along `axis` lies in its range: one load per piece, no piece materialised."""
     first = nodes[0]
     total = sum(n.shape[axis] for n in nodes)
     shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
@@ -58,18 +58,19 @@ def join(nodes: list[Node], axis: int) -> Node:
         return pieces[0]
     if not pieces or 0 in shape:
         return build.const(0, first.dtype, shape)
-    index_dtype = np.int32 if total < 2**31 else np.int64
-    position = build.iota(shape, axis, index_dtype)
-    out, start = None, 0
-    for piece in pieces:
-        placed = periodic(piece, axis, -start, total)
-        if out is None:
-            out = placed
-        else:
-            before = build.binary(Op.LT, position, build.const(start, index_dtype, shape))
-            out = build.where(before, out, placed)
-        start += piece.shape[axis]
-    return out
+    offsets = [sum(p.shape[axis] for p in pieces[:i]) for i in range(len(pieces))]
+    placed = [periodic(p, axis, -start, total) for p, start in zip(pieces, offsets)]
+    return _select(placed, offsets, build.iota(shape, axis, np.int32 if total < 2**31 else np.int64))
+
+
+def _select(placed: list[Node], offsets: list[int], position: Node) -> Node:
+    """The piece whose range holds `position`, by halving: a tree of `where`s, log2(pieces) deep."""
+    if len(placed) == 1:
+        return placed[0]
+    mid = len(placed) // 2
+    before = build.binary(Op.LT, position, build.const(offsets[mid], position.dtype, position.shape))
+    return build.where(before, _select(placed[:mid], offsets[:mid], position),
+                       _select(placed[mid:], offsets[mid:], position))
 
 
 def as_array(x) -> Node:
