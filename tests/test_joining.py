@@ -79,7 +79,8 @@ def joins_and_splits(x, v):
 
 @pytest.mark.parametrize("dtypes", list(DTYPES))
 def test_joins_and_splits_match_numpy(dtypes, device, rng):
-    assert_matches(on_each(joins_and_splits, len(DTYPES[dtypes])), *arrays(rng, DTYPES[dtypes], (3, 4), (4,)), device=device)
+    args = arrays(rng, DTYPES[dtypes], (3, 4), (4,))
+    assert_matches(on_each(joins_and_splits, len(DTYPES[dtypes])), *args, device=device)
 
 
 def mixed_joins_32(i8, u8, b, i32, f16, f32):
@@ -268,7 +269,8 @@ def test_mistakes_raise_numpys_exception_class(name):
 
 # what NumPy does and tracejit cannot: a clear tj.UnsupportedError (or TraceError) naming the alternative
 REFUSALS = {
-    "concatenate out": (lambda x: np.concatenate([x, x], out=np.empty((6, 4), x.dtype)), tj.UnsupportedError, "out="),
+    "concatenate out": (lambda x: np.concatenate([x, x], out=np.empty((6, 4), x.dtype)), tj.UnsupportedError,
+                        "out="),
     "pad statistic": (lambda x: np.pad(x, 1, mode="mean"), tj.UnsupportedError, "supported modes"),
     "pad function": (lambda x: np.pad(x, 1, mode=lambda *a: None), tj.UnsupportedError, "supports the modes"),
     "pad traced fill": (lambda x: np.pad(x, 1, constant_values=x[0, 0]), tj.UnsupportedError, "np.where"),

@@ -1,6 +1,6 @@
-"""Rearranging and tiling (np.flip, fliplr, flipud, rot90, roll, tile, repeat), axes (moveaxis, expand_dims,
-atleast_1d/2d/3d, broadcast_arrays), np.diff and np.trapezoid on traced tensors: views made of reshape, permute,
-expand and slice, so they are index arithmetic inside the kernels that read them."""
+"""Rearranging and tiling (np.flip, fliplr, flipud, rot90, roll, tile, repeat), axes (moveaxis,
+expand_dims, atleast_1d/2d/3d, broadcast_arrays), np.diff and np.trapezoid on traced tensors: views made
+of reshape, permute, expand and slice, so they are index arithmetic inside the kernels that read them."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +17,6 @@ from .tensor import MAX_UNROLL, Tensor
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "diff", "expand_dims", "flip", "fliplr",
            "flipud", "moveaxis", "repeat", "roll", "rot90", "tile", "trapezoid"]
 
-
-# --- building blocks -----------------------------------------------------------------------------
 
 def _static(value, what: str):
     if isinstance(value, Tensor) or isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
@@ -183,7 +181,8 @@ def expand_dims(a, axis) -> Tensor:
     node = as_array(a)
     axes = _axis_tuple(axis, len(node.shape) + (1 if np.ndim(axis) == 0 else len(axis)), "")
     rest = iter(node.shape)
-    return Tensor(build.reshape(node, tuple(1 if d in axes else next(rest) for d in range(len(node.shape) + len(axes)))))
+    shape = tuple(1 if d in axes else next(rest) for d in range(len(node.shape) + len(axes)))
+    return Tensor(build.reshape(node, shape))
 
 
 def _atleast(ndim: int, arys):
