@@ -16,14 +16,8 @@ NEEDS = tj.UnsupportedError
 TRACE = tj.TraceError
 XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # transformer pieces
-    "transformer.gpt2_mha": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
-    "transformer.gpt2_transformer_block": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
-    "transformer.gpt2_forward": (NEEDS, "needs integer-array indexing wte[inputs] (fidelity II)"),
-    "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, np.stack (fidelity II)"),
-    "transformer.llama_attention": (NEEDS, "needs np.split/np.stack for the rotary embedding (fidelity II); its KV cache store works"),
     # numexpr's expression lists
     # Numba's examples
-    "numba_examples.zero_crossings": (NEEDS, "needs np.diff (fidelity II)"),
     # numpy-benchmarks
     "benchmarks.laplacien": (TRACE, "Python's max(1., traced) needs the value while tracing (use np.maximum)"),
     "benchmarks.allpairs_distances": (TRACE, "np.array of traced values (needs np.stack, fidelity II)"),
@@ -32,10 +26,9 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
-    "science.rbf_kernel": (NEEDS, "needs np.einsum (fidelity II)"),
-    "science.trapezoid": (NEEDS, "needs np.diff (fidelity II)"),
     "science.moving_average": (NEEDS, "needs np.cumsum (fidelity II)"),
-    "science.nbody_acc": (NEEDS, "needs np.hstack (fidelity II)"),
+    "science.one_hot": (TRACE, "np.eye(n) is a NumPy array, and NumPy's own indexing of it with a traced array "
+                               "cannot be traced (tj.take(np.eye(n), labels, axis=0) can)"),
 }
 
 

@@ -48,6 +48,9 @@ PROGRAMS = {
     "wide_float16_sum": (lambda a: a.sum(axis=1) * 0.5, (RNG.random((3, 600)).astype(np.float16),)),
     "column_sums": (lambda a: a.sum(axis=0), (RNG.standard_normal((300, 32)).astype(np.float32),)),
     "int_power": (lambda a, b: a ** b, (np.arange(-5, 5, dtype=np.int64), np.arange(10, dtype=np.int64) % 4)),
+    # indices read from data (BOUND), wrapped from the end, feeding a row reduction and a table lookup
+    "gather": (lambda x, i: (_softmax(x[i]), x[i.reshape(-1, 1), i % 80] * np.take_along_axis(_LUT, i % 8, axis=0)),
+               (F32, np.array([3, -1, 47, 0, -48, 12, 5, 40], np.int32))),
     # constant tables (captured arrays) and index patterns (np.tri, np.arange) read inside a row kernel
     "tables_and_masks": (lambda x, i: (_softmax(np.where(np.tri(5, 8, dtype=bool), x * _LUT, -np.inf)), i * _ITABLE + 1,
                                        np.where(_BTABLE, x, np.arange(8, dtype=np.float32))),

@@ -19,7 +19,7 @@ from ..errors import (
 from ..ir import build
 from ..ir.dtypes import BOOL
 from ..ir.graph import Node, Op
-from . import views
+from . import indexing, views
 from .selection import MaskedSelection, check_mask, full_mask
 from .tensor import Tensor, _index, as_node
 
@@ -32,9 +32,13 @@ def setitem(t: Tensor, key, value) -> None:
     """`t[key] = value`: value broadcast to the indexed region and cast to t's dtype as NumPy's setitem
     casts (unsafely: a float stored into an int array is truncated)."""
     check_writeable(t, "assignment destination is read-only")
-    mask = boolean_mask(key)
+    mask = traced_mask(key)
     if mask is not None:
         _store_masked(t, mask, value)
+        return
+    constant = constant_mask(key)
+    if constant is not None:
+        _store_constant_mask(t, constant, value)
         return
     if _has_array(key):
         raise UnsupportedError("assignment with integer-array indices (x[idx] = v, x[i, j] = v with index arrays) "
@@ -107,17 +111,25 @@ def _has_array(key) -> bool:
 
 # --- boolean masks -------------------------------------------------------------------------------
 
-def boolean_mask(key) -> Node | None:
-    """The mask of `x[mask]` (a bool array, traced or not, or a list of bools), else None."""
-    k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+def _only(key):
+    return key[0] if isinstance(key, tuple) and len(key) == 1 else key
+
+
+def traced_mask(key) -> Node | None:
+    """The mask of `x[mask]` where it is a traced bool array (how many it selects is not known), else None."""
+    k = _only(key)
+    return k._node if isinstance(k, Tensor) and k.dtype == BOOL and k.ndim > 0 else None
+
+
+def constant_mask(key) -> np.ndarray | None:
+    """The mask of `x[mask]` where it is a NumPy bool array or a list of bools (known while tracing)."""
+    k = _only(key)
     if isinstance(k, list):
         try:
             k = np.asarray(k)
         except Exception:   # noqa: BLE001 - a list of traced values: not a mask of constants
             return None
-    if isinstance(k, (Tensor, np.ndarray)) and k.dtype == BOOL and k.ndim > 0:
-        return as_node(k)
-    return None
+    return k if isinstance(k, np.ndarray) and k.dtype == BOOL and k.ndim > 0 else None
 
 
 def _masked_values(t: Tensor, mask: Node, value) -> Node:
@@ -134,6 +146,25 @@ def _masked_values(t: Tensor, mask: Node, value) -> Node:
                                "or assign one value (x[mask] = 0)")
     v = fit(v, trailing, t.dtype)
     return build.broadcast_to(v, t.shape)
+
+
+def _store_constant_mask(t: Tensor, mask: np.ndarray, value) -> None:
+    """x[mask] = value with a mask known while tracing: the count is known, so a value with one element
+    per selected element (x[m] = x[m] * 2, where x[m] was a gather) is placed by the rank of each
+    selected element, a gather of the values."""
+    node = as_node(mask)
+    check_mask(t.shape, node)
+    trailing = t.shape[mask.ndim:]
+    if isinstance(value, MaskedSelection) or len(as_node(value).shape) <= len(trailing):
+        _store_masked(t, node, value)
+        return
+    count = int(mask.sum())
+    values = fit(value, (count,) + trailing, t.dtype)
+    if count == 0:
+        return
+    rank = np.maximum(np.cumsum(mask.reshape(-1)) - 1, 0).reshape(mask.shape)
+    placed = indexing.advanced_index(values, (rank,))
+    store(t._root(), t._steps, build.where(full_mask(node, t.shape), placed, t._node))
 
 
 def _store_masked(t: Tensor, mask: Node, value) -> None:

@@ -6,19 +6,21 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from ..ir.evaluate import constant_value
-from . import assign, creation, linalg, methods, reductions, statistics, ufuncs
 from . import functions as F
+from . import (assign, creation, einsum, indexing, joining, linalg, methods, movement, padding, reductions,
+               statistics, ufuncs)
 from .tensor import Tensor, view_call
 
-UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
+UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
 
 # Each frontend module lists the NumPy functions it implements (NUMPY_FUNCTIONS); this is their union.
 FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
-    np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
+    np.broadcast_to: F.broadcast_to,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **indexing.NUMPY_FUNCTIONS,
+    **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS, **padding.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS,
 }
 
 # NumPy functions whose results are views of their first argument: writes through them reach it (views.py);

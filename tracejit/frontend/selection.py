@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import InvalidIndexError, ShapeError, UnsupportedError
 from ..ir import build
 from ..ir.graph import Node
 from .tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node
@@ -19,7 +19,7 @@ def check_mask(shape, mask: Node) -> None:
                          f"{shape}")
     for axis, (n, m) in enumerate(zip(shape, mask.shape)):
         if n != m:
-            raise IndexError(f"boolean index did not match indexed array along axis {axis}; size of axis is {n} "
+            raise InvalidIndexError(f"boolean index did not match indexed array along axis {axis}; size of axis is {n} "
                              f"but size of corresponding boolean axis is {m}")
 
 

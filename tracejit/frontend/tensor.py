@@ -212,8 +212,8 @@ class Tensor:
     def __rmod__(self, o): return F.remainder(o, self)  # noqa: E704
     def __pow__(self, o): return F.power(self, o)  # noqa: E704
     def __rpow__(self, o): return F.power(o, self)  # noqa: E704
-    def __matmul__(self, o): return F.matmul(self, o)  # noqa: E704
-    def __rmatmul__(self, o): return F.matmul(o, self)  # noqa: E704
+    def __matmul__(self, o): return _frontend("linalg").matmul(self, o)  # noqa: E704
+    def __rmatmul__(self, o): return _frontend("linalg").matmul(o, self)  # noqa: E704
     def __and__(self, o): return F.bitwise_and(self, o)  # noqa: E704
     def __rand__(self, o): return F.bitwise_and(o, self)  # noqa: E704
     def __or__(self, o): return F.bitwise_or(self, o)  # noqa: E704
@@ -242,7 +242,7 @@ class Tensor:
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
     def __getitem__(self, key) -> "Tensor":
-        mask = _frontend("assign").boolean_mask(key)
+        mask = _frontend("assign").traced_mask(key)
         if mask is not None:   # its shape depends on the data: see selection.py for what works
             return _frontend("selection").MaskedSelection(mask, self._node, self)
         if _is_element(key, self.ndim):
@@ -260,8 +260,9 @@ class Tensor:
         value = constant_value(self._node)   # an array the kernel made from constants alone has a value
         if value is None:
             raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, stored into a "
-                             "NumPy array, or a NumPy function tracejit does not implement); keep it symbolic inside "
-                             "the kernel")
+                             "NumPy array, a NumPy function tracejit does not implement, or an index into a NumPy "
+                             "array: table[i]); keep it symbolic inside the kernel. To index a NumPy array, pass it "
+                             "to the kernel as an argument or write tj.take(table, i)")
         return value if dtype is None else value.astype(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -298,9 +299,9 @@ def _is_element(key, ndim: int) -> bool:
 
 def _index(node: Node, key) -> Node:
     key = key if isinstance(key, tuple) else (key,)
-    if any(isinstance(k, (Tensor, np.ndarray, list)) for k in key):
-        raise UnsupportedError("advanced (array or boolean) indexing is not supported; use basic indexing "
-                               "(ints, slices, None, ...) or tj.where")
+    indexing = _frontend("indexing")
+    if any(indexing.is_array_index(k) for k in key):
+        return indexing.advanced_index(node, key)
     if sum(k is Ellipsis for k in key) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     used = sum(1 for k in key if k is not None and k is not Ellipsis)
@@ -346,7 +347,10 @@ from . import functions as F  # noqa: E402  (functions needs Tensor defined)
 # Resolved on call: those modules import this one, so they cannot be imported while it loads.
 _METHODS = {
     "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
-    "methods": ("ravel", "squeeze", "swapaxes", "round", "dot", "copy"),
+    "methods": ("ravel", "squeeze", "swapaxes", "round", "copy"),
+    "linalg": ("dot",),
+    "indexing": ("take", "searchsorted"),
+    "movement": ("repeat",),
 }
 
 
@@ -390,7 +394,7 @@ AUGMENTED = {
     "%=": lambda a, b: F.remainder(a, b), "**=": lambda a, b: F.power(a, b), "&=": lambda a, b: F.bitwise_and(a, b),
     "|=": lambda a, b: F.bitwise_or(a, b), "^=": lambda a, b: F.bitwise_xor(a, b),
     "<<=": lambda a, b: _U().left_shift(a, b), ">>=": lambda a, b: _U().right_shift(a, b),
-    "@=": lambda a, b: F.matmul(a, b),
+    "@=": lambda a, b: _frontend("linalg").matmul(a, b),
 }
 AUGMENTED_NAMES = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "truediv", "//=": "floordiv", "%=": "mod",
                    "**=": "pow", "&=": "and", "|=": "or", "^=": "xor", "<<=": "lshift", ">>=": "rshift",

@@ -20,7 +20,8 @@ _STRUCTURAL = ("input", "const",
                "iota",    # element i is its index along axis `arg` (arrays made in a kernel)
                "table",   # a constant array embedded in the kernel (arg: a table.Table, C order)
                "cast", "reduce",
-               "reshape", "permute", "expand", "slice", "pad")   # movement: become index arithmetic
+               "reshape", "permute", "expand", "slice", "pad",   # movement: become index arithmetic
+               "gather")  # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
 Op = _OpEnum("Op", [(n.upper(), n) for n in (*_STRUCTURAL, *(d.name for d in OPS))], module=__name__)
 
 UNARY = frozenset(Op(n) for n in UNARY_NAMES)

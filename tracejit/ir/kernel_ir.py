@@ -4,17 +4,22 @@ Shape of every kernel:  GLOBAL g (parallel) -> reduce loops (RANGE kind "reduce"
 -> element loops (RANGE kind "loop") -> STORE. LOCAL is memory private to one global index (arg:
 (size, the reduction it accumulates or None, that reduction's length)); loads from it are not pure,
 everything else is. TABLE is a constant array embedded in the kernel (arg: an ir.table.Table), read
-with LOAD like a buffer. A CPU renderer maps GLOBAL to a parallel loop and
+with LOAD like a buffer. BOUND turns an index read from data into an offset (arg: (axis size, Fault)):
+a negative value counts from the end, one outside the axis records the Fault for the runtime to raise
+and reads element 0 instead. A CPU renderer maps GLOBAL to a parallel loop and
 RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
 the IR states which loops are reductions and with which operator.
 """
 from __future__ import annotations
 
+import builtins
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import errors
 from .ops import BINARY_NAMES, TERNARY_NAMES, UNARY_NAMES
 
 INDEX = np.dtype("int64")
@@ -24,7 +29,42 @@ ALU_UNARY, ALU_BINARY, ALU_TERNARY = UNARY_NAMES, BINARY_NAMES, TERNARY_NAMES
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
-                        "update", "local", "table"})
+                        "update", "local", "table", "bound"})
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An error NumPy raises that a kernel can only find while it runs (an index out of bounds). The
+    kernel records the first fault it meets (its code and the offending value) in an error record that
+    the runtime reads after the launch and raises as `error` (a name in tracejit.errors or builtins)
+    with `message`, whose {value} is that value."""
+    error: str
+    message: str
+
+    @property
+    def code(self) -> int:
+        """The fault's number in error records: the same in every kernel, so kernels can share a record."""
+        return zlib.crc32(f"{self.error}: {self.message}".encode()) & 0x7FFFFFFF or 1
+
+
+NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are not allowed.")
+
+
+def faults(kernel: "Kernel") -> list[Fault]:
+    """The faults a kernel can record."""
+    found = [x.arg[1] if x.op == "bound" else NEGATIVE_POWER for x in kernel.instrs
+             if x.op == "bound" or x.op == "pow" and x.dtype.kind == "i"]
+    return list(dict.fromkeys(found))
+
+
+def fault_error(kernels: "list[Kernel]", code: int, value: int) -> Exception:
+    """The exception for the fault `code` that one of kernels recorded, with its offending value."""
+    fault = next((f for k in kernels for f in faults(k) if f.code == code), None)
+    if fault is None:   # the record was overwritten by something other than these kernels
+        return errors.InternalError(f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault "
+                                    f"(code {code}, value {value})")
+    error = getattr(errors, fault.error, None) or getattr(builtins, fault.error)
+    return error(fault.message.format(value=value))
 
 
 @dataclass(frozen=True)
