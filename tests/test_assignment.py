@@ -323,6 +323,17 @@ def test_ufunc_out_writes_into_arrays_and_views(device, rng):
     check_writes(body, rng.random(6, np.float32), rng.random(6, np.float32), np.zeros(6, np.float32), device=device)
 
 
+def test_out_of_numpy_functions(device, rng):
+    def body(a, s, c, j):
+        np.sum(a, axis=0, out=s)                   # reductions: out of the result's shape
+        np.clip(a[0], 0.25, 0.75, out=c)
+        np.concatenate([a[0], a[1]], out=j)
+        a.max(axis=1, out=c[:2])
+        return a
+    check_writes(body, rng.random((2, 3), np.float32), np.zeros(3, np.float32), np.zeros(3, np.float32),
+                 np.zeros(6, np.float32), device=device)
+
+
 def test_ufunc_out_follows_numpys_casting_rule():
     with pytest.raises(tj.CastingError, match="same_kind"):
         tj.kernel(lambda a, c: np.add(a, 1.5, out=c)).trace(np.zeros(3), np.zeros(3, np.int32))

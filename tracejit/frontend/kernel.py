@@ -20,6 +20,7 @@ from ..runtime import registry
 from ..runtime.array import Array
 from ..runtime.debug import log
 from . import allocation, capture, destinations
+from .selection import MaskedSelection, data_dependent
 from .signature import ArgInfo, Default, arg_key, describe, normalize
 from .tensor import Tensor, as_node
 from .warm import record
@@ -293,6 +294,8 @@ class Kernel:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         tuple_result = isinstance(result, (tuple, list))
         results = list(result) if tuple_result else [result]
+        if any(isinstance(r, MaskedSelection) for r in results):
+            raise data_dependent()   # returning x[mask]: its shape is the data's
         try:
             outputs = [as_node(r) for r in results]
         except TracejitError as e:

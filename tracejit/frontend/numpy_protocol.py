@@ -30,9 +30,9 @@ VIEW_FUNCTIONS = frozenset({
     np.atleast_2d, np.atleast_3d, np.flip, np.fliplr, np.flipud, np.rot90, np.split, np.array_split, np.hsplit,
     np.vsplit, np.dsplit, np.real, np.ravel,
 })
-# functions whose out= works as a ufunc's (the result broadcast to out, cast 'same_kind'); the others' out=
-# (reductions, np.round) must have the result's shape and take it cast 'unsafe', as NumPy's
-OUT_CASTING = {np.clip: "same_kind"}
+# out= of NumPy functions: (casting, whether out must have the result's shape rather than one it broadcasts
+# to); the reductions, np.round, np.take & co. take the result's shape cast 'unsafe', as NumPy's
+OUT_RULES = {np.clip: ("same_kind", False), np.concatenate: ("same_kind", True), np.einsum: ("safe", True)}
 
 
 def _name(func) -> str:
@@ -102,8 +102,8 @@ def array_function(func, args, kwargs):
         raise
     if out is None:
         return result
-    return assign.write_out(out, result, OUT_CASTING.get(func, "unsafe"), name=func.__name__,
-                            exact=func not in OUT_CASTING)
+    casting, exact = OUT_RULES.get(func, ("unsafe", True))
+    return assign.write_out(out, result, casting, name=func.__name__, exact=exact)
 
 
 def _constant_arguments(value):

@@ -80,9 +80,12 @@ class Analysis:
 
 MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
 MIN_WRITE_FOR_SPLIT = 4096
-MAX_RECOMPUTE = 4   # a computed value needed at more elements than this per element written is written to memory
-                    # first: a stencil of a stencil (iterated updates) would otherwise recompute it at every
-                    # element of a growing neighbourhood, and the kernel would grow with each iteration
+# A computed value needed at more elements than MAX_RECOMPUTE per element written, and costing at least
+# MIN_RECOMPUTE_COST operations on loaded values, is written to memory first: a stencil of a stencil (iterated
+# updates) would otherwise recompute it at every element of a growing neighbourhood, and the kernel would grow
+# with each iteration. Cheaper values (a select between two reads: reflect padding, a roll) stay fused.
+MAX_RECOMPUTE = 4
+MIN_RECOMPUTE_COST = 4
 
 
 def analyze(out: Node, buffers: dict) -> Analysis:
@@ -97,7 +100,7 @@ def analyze(out: Node, buffers: dict) -> Analysis:
     found: dict[Node, _Reduce] = {}
     allowed = set(out_vars)
     needed_at: dict[Node, int] = {}     # computed values: at how many indices that vary per element
-    memory: dict[Node, bool] = {}
+    memory: dict[Node, bool] = {}      # whether a value loads anything
 
     def visit(node: Node, idx: tuple[Expr, ...]) -> None:
         key = (node, idx)
@@ -115,7 +118,7 @@ def analyze(out: Node, buffers: dict) -> Analysis:
         elif node.op in ELEMENTWISE:
             if node is not out and any(e.variables() for e in idx):
                 needed_at[node] = needed_at.get(node, 0) + 1
-                if needed_at[node] > MAX_RECOMPUTE and _reads_memory(node, buffers, memory):
+                if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
                     raise Realize(node)
             for s in node.srcs:
                 visit(s, idx)
@@ -160,10 +163,24 @@ def analyze(out: Node, buffers: dict) -> Analysis:
     return a
 
 
+def _cost(node: Node, buffers: dict, memo: dict) -> int:
+    """How many elementwise operations on loaded values computing node once takes (shared ones once;
+    index arithmetic and constants are free, loads and reductions end the count)."""
+    seen, stack, count = set(), [node], 0
+    while stack:
+        n = stack.pop()
+        if n in seen or n.op is Op.INPUT or n in buffers and n is not node or n.op is Op.REDUCE:
+            continue
+        seen.add(n)
+        if n.op in ELEMENTWISE and _reads_memory(n, buffers, memo):
+            count += 1
+        stack.extend(n.srcs)
+    return count
+
+
 def _reads_memory(node: Node, buffers: dict, memo: dict) -> bool:
-    """Whether computing node loads anything (recomputing constants and index patterns costs no traffic)."""
-    stack = [node]
-    order = []
+    """Whether computing node loads anything."""
+    stack, order = [node], []
     while stack:
         n = stack.pop()
         if n in memo:
