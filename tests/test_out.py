@@ -135,3 +135,12 @@ def test_staging_apis_and_capture_with_out():
     jf = tj.jit(lambda a: f(a, out=np.zeros(4, np.float32)))
     with pytest.raises(tj.UnsupportedError, match="out="):
         jf(x)
+
+
+def test_an_out_that_the_function_also_assigns_into_ends_with_the_result(device):
+    def body(x):
+        x[0] = 5
+        return x * 2
+    x = np.arange(4, dtype=np.float32)
+    run_kernel(tj.kernel(body), x, out=x, device=device)   # x is written, then the result goes into out = x
+    assert_close(x, np.array([10, 2, 4, 6], np.float32))

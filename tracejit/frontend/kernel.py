@@ -116,7 +116,7 @@ class Plan:
                 else:
                     into[self.executable.program.outputs[pos]] = memory
         values = self.executable(args, into)
-        for pos in staged:
+        for pos in sorted(staged, key=lambda p: p < n):   # the arguments first, out= last: it has the final word
             destinations.copy_into(dests[pos], values[pos], self.device)
         results = [dests[i] if dests[i] is not None else Array(values[i], self.device) if self._wrap else values[i]
                    for i in range(n)]
