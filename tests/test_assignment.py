@@ -407,3 +407,18 @@ def test_the_printed_graph_and_warm_name_the_arguments_written():
     f = tj.kernel(body)
     assert "value 1 is written into argument 1" in str(f.trace(np.ones(3), np.zeros(2)))
     assert tj.warm(f, tj.spec((3,), "float32"), tj.spec((2,), "float32")).ok
+
+
+def test_an_argument_of_another_device_is_written_back_to_it():
+    others = [d.name for d in tj.devices() if d.available and d.name != "numba"]
+    if not others:
+        pytest.skip("needs a second device")
+
+    def body(x):
+        x[::2] = 7
+        return x * 1
+    host = np.arange(6, dtype=np.float32)
+    arr = tj.asarray(host, device=others[0])
+    tj.kernel(body)(arr, device="numba")             # computed on numba from a host copy, written back
+    body(host)
+    assert_close(arr.numpy(), host)

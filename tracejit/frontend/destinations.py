@@ -98,17 +98,12 @@ def writable_memory(dest, device, shape, dtype):
 
 
 def copy_into(dest, value, device) -> None:
-    """A computed value (memory of `device`) copied into dest (a numpy array or a tj.Array)."""
-    if device.name == "numba":
-        np.copyto(_host(dest), value)
-        return
-    if isinstance(dest, np.ndarray):
-        np.copyto(dest, device.to_numpy(value))
-        return
-    if dest.device.name == "numba":
-        np.copyto(dest._data, device.to_numpy(value))
+    """A computed value (memory of `device`) copied into dest: a NumPy array, or a tj.Array of any device."""
+    host = _host(dest)
+    if host is not None:
+        np.copyto(host, value if device.name == "numba" else device.to_numpy(value))
         return
     if not getattr(dest._data, "contiguous", True):
         raise UnsupportedError(f"writing into a non-contiguous tj.Array on {dest.device.name} (a view of another "
                                "library's memory) is not supported; pass a contiguous array")
-    dest.device.feed(dest, Array(value, device))
+    dest.device.feed(dest, Array(value, device))   # on the device, or through the host from another one
