@@ -36,6 +36,8 @@ from .frontend.methods import *  # noqa: F401,F403
 from .frontend.linalg import *  # noqa: F401,F403
 from .frontend.einsum import *  # noqa: F401,F403
 from .frontend.indexing import *  # noqa: F401,F403
+from .frontend.scatter import *  # noqa: F401,F403
+from .frontend.histogram import *  # noqa: F401,F403
 from .frontend.ufuncs import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401
