@@ -15,7 +15,7 @@ from .tensor import Tensor, as_node
 __all__ = ["digitize", "histogram"]
 
 
-def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tensor, Tensor]:  # noqa: A002
+def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tensor, Tensor]:
     """np.histogram: (hist, bin_edges). bins is an int or a sequence of edges (not a traced array, not a
     string); range=(lo, hi) static, else the data's min and max as NumPy does (the edges are then traced)."""
     a = Tensor(build.reshape(as_node(a), (as_node(a).size,)))
@@ -42,7 +42,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tenso
     return hist, edges
 
 
-def _edges(a: Tensor, bins, range) -> Tensor:  # noqa: A002
+def _edges(a: Tensor, bins, range) -> Tensor:
     if isinstance(bins, str):
         raise UnsupportedError(f"np.histogram(bins={bins!r}): estimated bin counts are not supported; pass an int")
     if isinstance(bins, Tensor):

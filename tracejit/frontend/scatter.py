@@ -259,7 +259,7 @@ def bincount(x, weights=None, minlength=0) -> Tensor:
     if x.dtype.kind not in "iub":
         raise DtypeError(f"np.bincount: Cannot cast array data from {x.dtype!r} to dtype('int64') according to "
                          "the rule 'safe'")
-    index = Tensor(x)
+    index = Tensor(x) if x.dtype.kind != "b" else F.astype(Tensor(x), np.int32)   # False, True: bins 0 and 1
     if x.dtype.kind == "i":   # a negative value is out of bounds, not counted from the end
         index = F.where(F.less(index, 0), F.subtract(index, minlength), index)
     if weights is None:
