@@ -218,6 +218,17 @@ def rgb_to_yiq(img):  # colour space conversion: one 3x3 matrix applied to every
                              [0.21153661, -0.52273617, 0.31119955]])
     return np.tensordot(img, yiq_from_rgb, axes=([-1], [1]))
 
+def image_histogram(img):  # OpenCV-Python tutorial "Histograms - 1": the grey-level histogram with NumPy
+    hist, bins = np.histogram(img.ravel(), 256, [0, 256])
+    return hist, bins
+
+
+def word_embedding_backward(dout, x, W):  # CS231n assignment 3 (RNN captioning): the embedding's gradient
+    dW = np.zeros_like(W)
+    np.add.at(dW, x, dout)
+    return dW
+
+
 def _n(*shape, scale=1.0, low=None):
     def make(rng, dt):
         if low is not None:
@@ -272,4 +283,8 @@ PROGRAMS = [
     program(rgb_to_yiq, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(nbody_acc, lambda rng, dt: (rng.standard_normal((20, 3)).astype(dt),
                                         np.full((20, 1), 20.0 / 20, dt), 1.0, 0.1), BOTH),
+    program(image_histogram, lambda rng, dt: (rng.integers(0, 256, (32, 24)).astype(np.uint8),), ("uint8",)),
+    program(word_embedding_backward, lambda rng, dt: (rng.standard_normal((4, 6, 8)).astype(dt),
+                                                      rng.integers(0, 10, (4, 6)), rng.standard_normal((10, 8)).astype(dt)),
+            BOTH),
 ]
