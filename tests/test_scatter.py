@@ -167,3 +167,35 @@ def test_a_scatter_above_the_dense_cost_limit_is_refused_with_what_to_do():
         return x
     with pytest.raises(tj.UnsupportedError, match="Split the updates into chunks"):
         tj.kernel(body).trace(tj.spec((2**14,), "float32"), tj.spec((2**13,), "int32"))
+
+
+def test_set_at_gives_numpys_augmented_assignment_without_accumulating_duplicates(device, rng):
+    x = random_array(rng, (6, 4), "float32")[::2, ::-1]   # non-contiguous
+    v = random_array(rng, (5, 4), "float32")
+    index = np.array([0, 2, 0, -1, 1], np.int32)
+    expected = x.copy()
+    expected[index] += v   # x[index] = x[index] + v: the last duplicate's sum wins
+    out = run_kernel(tj.kernel(lambda x, i, v: tj.set_at(x, i, x[i] + v)), x, index, v, device=device)
+    assert_close(out, expected)
+
+
+def test_ufunc_at_into_a_numpy_array_made_in_the_body_is_refused_with_the_alternative():
+    def body(i):
+        counts = np.zeros(5)
+        np.add.at(counts, i, 1)
+        return counts
+    with pytest.raises(tj.UnsupportedError, match="np.add.at into a NumPy array that is not traced"):
+        tj.kernel(body).trace(tj.spec((3,), "int32"))
+
+
+def test_scatters_fuse_into_one_kernel():
+    def embedding_backward(dout, x, W):
+        dW = np.zeros_like(W)
+        np.add.at(dW, x, dout)
+        return dW
+    plan = tj.kernel(embedding_backward).lower(tj.spec((4, 6, 8), "float32"), tj.spec((4, 6), "int32"),
+                                               tj.spec((10, 8), "float32"), device="numba")
+    assert len(plan.kernels) == 1
+    plan = tj.kernel(lambda x, i, v: tj.set_at(x, (slice(1, None, 2), i), v) * 2).lower(
+        tj.spec((6, 5), "float32"), tj.spec((3,), "int32"), tj.spec((3, 3), "float32"), device="numba")
+    assert len(plan.kernels) == 1

@@ -18,6 +18,7 @@ __all__ = ["digitize", "histogram"]
 def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tensor, Tensor]:
     """np.histogram: (hist, bin_edges). bins is an int or a sequence of edges (not a traced array, not a
     string); range=(lo, hi) static, else the data's min and max as NumPy does (the edges are then traced)."""
+    shape = as_node(a).shape
     a = Tensor(build.reshape(as_node(a), (as_node(a).size,)))
     edges = _edges(a, bins, range)
     if (a.size + 1) * (edges.shape[0] - 1) > MAX_COMPARISONS:
@@ -32,7 +33,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tenso
         hist = F.sum(F.astype(inside, np.int64), axis=0)
     else:
         w = as_node(weights)
-        if w.shape != tuple(as_node(a).shape) and w.size != a.size:
+        if w.shape != shape:
             raise ValueError("weights should have the same shape as a.")
         w = F.reshape(Tensor(w), (a.size, 1))
         hist = F.sum(F.where(inside, w, np.zeros((), w.dtype)), axis=0, dtype=w.dtype)

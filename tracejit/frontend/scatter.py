@@ -69,8 +69,8 @@ class _Scatter:
                                                               build.const(int(stride), dt, self.shape_d)))
         full = tuple(x.shape[a] if a in self.axes else 1 for a in range(len(x.shape)))
         flat = build.reshape(flat, full)
-        for axis, _ in self.indexed:
-            if x.shape[axis] == 0 and math.prod(np.shape(self._raw(axis))):
+        for axis, index in self.indexed:
+            if x.shape[axis] == 0 and math.prod(_shape(index)):
                 raise IndexOutOfBoundsError(f"index 0 is out of bounds for axis {axis} with size 0")
         if math.prod(self.shape_d) == 0:
             return build.const(0, dt, (0,))
@@ -78,13 +78,10 @@ class _Scatter:
         gathered = advanced_index(flat, key)
         return build.reshape(gathered, (gathered.size,))
 
-    def _raw(self, axis: int):
-        return dict(self.indexed)[axis]
-
     def _key(self, axis: int):
         if axis not in self.axes:
             return slice(0, 1)
-        value = self._raw(axis)
+        value = dict(self.indexed)[axis]
         return Tensor(value) if isinstance(value, Node) else value
 
     def _result_layout(self, layout: list) -> list:
@@ -93,7 +90,7 @@ class _Scatter:
         at = [i for i, (kind, _) in enumerate(layout) if kind == "index"]
         adjacent = at == list(range(at[0], at[0] + len(at)))
         rest = [e for e in layout if e[0] != "index"]
-        position = at[0] - sum(1 for e in layout[:at[0]] if e[0] == "index") if adjacent else 0
+        position = at[0] if adjacent else 0   # no index array comes before the first
         return rest[:position] + [("indices", None)] + rest[position:]
 
     @property
@@ -113,10 +110,8 @@ class _Scatter:
 
     def values(self, v: Node, dtype) -> Node:
         """v broadcast to x[key]'s shape, cast to dtype, arranged as (m, L...)."""
-        block = self.positions.size
-        b_shape = self._index_shape()
         shape = [n for kind, a in self.result_layout for n in (
-            b_shape if kind == "indices" else (1,) if kind == "new" else (self.specs[a][2],))]
+            self._index_shape() if kind == "indices" else (1,) if kind == "new" else (self.specs[a][2],))]
         try:
             v = build.broadcast_to(v, tuple(shape))
         except ShapeError:
@@ -125,13 +120,13 @@ class _Scatter:
         v = build.cast(v, dtype)
         squeezed = [("indices", None) if kind == "indices" else (kind, a) for kind, a in self.result_layout
                     if kind != "new"]
-        v = build.reshape(v, tuple(block if kind == "indices" else self.specs[a][2] for kind, a in squeezed))
+        v = build.reshape(v, tuple(self.m if kind == "indices" else self.specs[a][2] for kind, a in squeezed))
         first = [i for i, (kind, _) in enumerate(squeezed) if kind == "indices"]
         return build.permute(v, tuple(first + [i for i in range(len(squeezed)) if i not in first]))
 
     def _index_shape(self) -> tuple[int, ...]:
-        return build.broadcast_shapes(*(np.shape(self._raw(a)) if not isinstance(self._raw(a), Node)
-                                        else self._raw(a).shape for a in self.axes))
+        """The index arrays' broadcast shape (advanced_index checked that they broadcast)."""
+        return build.broadcast_shapes(*(_shape(value) for _, value in self.indexed))
 
     def region(self) -> Node:
         """The target's positions that updates can reach, as (n, L...)."""
@@ -165,6 +160,11 @@ class _Scatter:
             indices.append(_along(build.table(np.where(ok, r, 0).astype(np.int32)), a, x.shape))
             inside = build.binary(Op.AND, inside, _along(build.table(ok), a, x.shape))
         return build.where(inside, build.gather(region, tuple(indices), tuple(source_axes)), x)
+
+
+def _shape(index) -> tuple[int, ...]:
+    """The shape of an index array: a graph node, or a NumPy array while it is a constant."""
+    return index.shape if isinstance(index, Node) else np.shape(index)
 
 
 def _along(values: Node, axis: int, shape: tuple[int, ...]) -> Node:
