@@ -199,3 +199,16 @@ def test_scatters_fuse_into_one_kernel():
     plan = tj.kernel(lambda x, i, v: tj.set_at(x, (slice(1, None, 2), i), v) * 2).lower(
         tj.spec((6, 5), "float32"), tj.spec((3,), "int32"), tj.spec((3, 3), "float32"), device="numba")
     assert len(plan.kernels) == 1
+
+
+def test_ufunc_at_and_set_at_take_basic_indices_too(device, rng):
+    x = random_array(rng, (5, 4), "float32")
+
+    def body(x):
+        y, z = x.copy(), x.copy()
+        np.add.at(y, slice(1, None, 2), 1.5)
+        np.maximum.at(z, (Ellipsis, -1), 0.0)
+        return y, z
+    assert_kernel_matches_numpy(body, x, device=device)
+    out = run_kernel(tj.kernel(lambda x: tj.set_at(x, (slice(None, None, -2), 1), 3.0)), x, device=device)
+    assert_close(out, _assigned(x, (slice(None, None, -2), 1), 3.0))

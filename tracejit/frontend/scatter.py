@@ -32,7 +32,7 @@ class _Scatter:
 
     def __init__(self, x: Node, key, what: str):
         key = key if isinstance(key, tuple) else (key,)
-        entries = _one_axis_each(x, [_entry(k) for k in key])
+        entries = _slice_as_indices(x, _one_axis_each(x, [_entry(k) for k in key]))
         self.x, self.what = x, what
         self.indexed, self.specs, layout, axis = [], {}, [], 0
         for kind, value in entries:
@@ -49,8 +49,7 @@ class _Scatter:
                 layout.append(("index", axis))
             axis += 1
         if not self.indexed:
-            raise UnsupportedError(f"{what} needs an integer-array index; for basic indices (ints, slices) assign "
-                                   "with x[...] = v")
+            raise UnsupportedError(f"{what} needs an index into at least one axis of an array of shape {x.shape}")
         self.axes = [a for a, _ in self.indexed]
         self.others = [a for a in range(len(x.shape)) if a not in self.axes]
         self.shape_d = tuple(x.shape[a] for a in self.axes)
@@ -160,6 +159,18 @@ class _Scatter:
             indices.append(_along(build.table(np.where(ok, r, 0).astype(np.int32)), a, x.shape))
             inside = build.binary(Op.AND, inside, _along(build.table(ok), a, x.shape))
         return build.where(inside, build.gather(region, tuple(indices), tuple(source_axes)), x)
+
+
+def _slice_as_indices(x: Node, entries: list) -> list:
+    """A basic index (slices only: ints are index arrays already) with its first slice written as the
+    index array of the positions it selects: the same elements in the same layout, so one scatter serves."""
+    kinds = [kind for kind, _ in entries]
+    if "index" in kinds or "slice" not in kinds:
+        return entries
+    at = kinds.index("slice")
+    axis = sum(kind != "new" for kind in kinds[:at])
+    positions = np.arange(*entries[at][1].indices(x.shape[axis]), dtype=np.int64)
+    return entries[:at] + [("index", positions)] + entries[at + 1:]
 
 
 def _shape(index) -> tuple[int, ...]:
