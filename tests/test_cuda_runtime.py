@@ -173,3 +173,18 @@ def test_empty_arrays_get_memory_so_no_kernel_sees_a_null_pointer(fake):
     got = tj.kernel(lambda x: (x.sum(axis=0), x.max(axis=1)))(x, device="cuda")
     np.testing.assert_array_equal(got[0].numpy(), np.zeros(3, np.float32))   # the fake refuses null pointers
     assert got[1].shape == (0,)
+
+
+def _scatter_add(table, i, d):
+    grad = np.zeros_like(table)
+    np.add.at(grad, i, d)
+    return grad
+
+
+def test_scatter_add_accumulates_duplicates_and_an_index_out_of_bounds_raises(fake):
+    table, d = np.zeros((4, 3), np.float32), np.arange(9.0, dtype=np.float32).reshape(3, 3)
+    scatter_add = tj.kernel(_scatter_add)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 0 with size 4$"):
+        scatter_add(table, np.array([1, 4, 1], np.int32), d, device="cuda")
+    np.testing.assert_array_equal(scatter_add(table, np.array([1, -1, 1], np.int32), d, device="cuda").numpy(),
+                                  _scatter_add(table, np.array([1, -1, 1], np.int32), d))
