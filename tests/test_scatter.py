@@ -212,3 +212,14 @@ def test_ufunc_at_and_set_at_take_basic_indices_too(device, rng):
     assert_kernel_matches_numpy(body, x, device=device)
     out = run_kernel(tj.kernel(lambda x: tj.set_at(x, (slice(None, None, -2), 1), 3.0)), x, device=device)
     assert_close(out, _assigned(x, (slice(None, None, -2), 1), 3.0))
+
+
+def test_a_long_axis_sliced_with_a_negative_step_beside_the_indexed_one(device, rng):
+    x = random_array(rng, (5000, 3), "float32")
+    index = np.array([2, 0, 2], np.int32)
+
+    def body(x, i):
+        y = x.copy()
+        np.add.at(y, (slice(4000, 10, -7), i), 1.0)
+        return y
+    assert_kernel_matches_numpy(body, x, index, device=device)

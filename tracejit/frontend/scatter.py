@@ -152,12 +152,9 @@ class _Scatter:
             if a in self.axes:
                 source_axes[i] = a
                 continue
-            start, step, n = self.specs[a]
-            j = np.arange(x.shape[a]) - start
-            r = j // step
-            ok = (j % step == 0) & (r >= 0) & (r < n)
-            indices.append(_along(build.table(np.where(ok, r, 0).astype(np.int32)), a, x.shape))
-            inside = build.binary(Op.AND, inside, _along(build.table(ok), a, x.shape))
+            row, ok = _slice_rows(x.shape[a], *self.specs[a])
+            indices.append(_along(row._node, a, x.shape))
+            inside = build.binary(Op.AND, inside, _along(ok._node, a, x.shape))
         return build.where(inside, build.gather(region, tuple(indices), tuple(source_axes)), x)
 
 
@@ -171,6 +168,17 @@ def _slice_as_indices(x: Node, entries: list) -> list:
     axis = sum(kind != "new" for kind in kinds[:at])
     positions = np.arange(*entries[at][1].indices(x.shape[axis]), dtype=np.int64)
     return entries[:at] + [("index", positions)] + entries[at + 1:]
+
+
+def _slice_rows(size: int, start: int, step: int, n: int) -> tuple[Tensor, Tensor]:
+    """For each position j along an axis of `size`: which element of the slice (start, step, n) it is
+    (0 where none) and whether it is one. Index arithmetic on non-negative distances only."""
+    dt = np.int32 if size < 2**31 else np.int64
+    distance = F.multiply(F.subtract(Tensor(build.iota((size,), 0, dt)), start), 1 if step > 0 else -1)
+    stride = abs(step)
+    ok = F.less_equal(0, distance) & F.equal(F.remainder(distance, stride), 0) & F.less(distance, stride * n)
+    row = F.minimum(F.floor_divide(F.maximum(distance, 0), stride), max(n - 1, 0))
+    return row, ok
 
 
 def _shape(index) -> tuple[int, ...]:
