@@ -38,6 +38,33 @@ def sobel(img):  # Sobel gradient magnitude with shifted slices (the common idio
     return np.hypot(gx, gy)
 
 
+def filter2d_same(image, kernel):  # 'same'-size 2-D filtering: zero padding with np.pad, then shifted slices
+    kh, kw = kernel.shape  # (the common idiom of image-processing courses)
+    padded = np.pad(image, ((kh // 2, kh // 2), (kw // 2, kw // 2)), mode="constant")
+    out = np.zeros_like(image)
+    for i in range(kh):
+        for j in range(kw):
+            out += kernel[i, j] * padded[i:i + image.shape[0], j:j + image.shape[1]]
+    return out
+
+
+def heat_step(u, alpha, dt, dx):  # explicit heat-equation step on a periodic grid: the np.roll Laplacian
+    lap = (np.roll(u, 1, axis=0) + np.roll(u, -1, axis=0) +  # (the common idiom of PDE tutorials)
+           np.roll(u, 1, axis=1) + np.roll(u, -1, axis=1) - 4 * u) / dx**2
+    return u + alpha * dt * lap
+
+
+def total_variation(img):  # anisotropic total variation, forward differences with the edge repeated
+    dx = np.diff(img, axis=1, append=img[:, -1:])  # (as total-variation denoising tutorials write it)
+    dy = np.diff(img, axis=0, append=img[-1:, :])
+    return np.sum(np.abs(dx)) + np.sum(np.abs(dy))
+
+
+def slope_and_arc_length(x, y):  # forward-difference derivative and a sampled curve's length with np.diff
+    dydx = np.diff(y) / np.diff(x)
+    return dydx, np.sum(np.sqrt(np.diff(x) ** 2 + np.diff(y) ** 2))
+
+
 def rgb2gray(rgb):  # the matplotlib/Stack Overflow "rgb2gray": ITU-R 601 luma weights
     return np.dot(rgb[..., :3], [0.2989, 0.5870, 0.1140])
 
@@ -251,6 +278,12 @@ PROGRAMS = [
     program(rbf_kernel, lambda rng, dt: _n((10, 4), (12, 4))(rng, dt) + (0.5,), BOTH),
     program(box_blur, _n((24, 20)), BOTH),
     program(sobel, _n((24, 20)), BOTH),
+    program(filter2d_same, lambda rng, dt: _n((24, 20), scale=1, low=0)(rng, dt)
+            + (np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]], dt) / 16,), BOTH),
+    program(heat_step, lambda rng, dt: _n((24, 20), scale=1, low=0)(rng, dt) + (0.1, 0.1, 1.0), BOTH),
+    program(total_variation, _n((24, 20), scale=1, low=0), BOTH),
+    program(slope_and_arc_length, lambda rng, dt: (np.sort(rng.uniform(0, 3, 50)).astype(dt),
+                                                   rng.standard_normal(50).astype(dt)), BOTH),
     program(rgb2gray, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(to_uint8, _n((12, 10, 3), scale=1.2, low=-0.1), BOTH),
     program(zscore, _n((50, 6), scale=3), BOTH, static={"axis": 0, "ddof": 0}),

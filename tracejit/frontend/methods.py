@@ -36,10 +36,14 @@ def swapaxes(a, axis1, axis2) -> Tensor:
 
 
 def ravel(a, order="C") -> Tensor:
-    if order != "C":
-        raise UnsupportedError(f"ravel(order={order!r}): only order='C' is supported; transpose first for "
-                               "another order")
+    """order 'C' (row-major) or 'F' (column-major). 'A' and 'K' follow the memory layout, which a traced
+    value does not have: they are refused."""
+    if order not in ("C", "F"):
+        raise UnsupportedError(f"ravel(order={order!r}): order follows the memory layout, which a traced value "
+                               "does not have; use order='C' or 'F'")
     a = as_node(a)
+    if order == "F":
+        a = build.permute(a, tuple(reversed(range(len(a.shape)))))
     return Tensor(build.reshape(a, (a.size,)))
 
 

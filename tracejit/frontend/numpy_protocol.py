@@ -6,7 +6,8 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from . import functions as F
-from . import creation, einsum, histogram, indexing, linalg, methods, reductions, scatter, statistics, ufuncs
+from . import (creation, einsum, histogram, indexing, joining, linalg, methods, movement, padding, reductions,
+               scatter, statistics, ufuncs)
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
@@ -17,6 +18,7 @@ FUNCTIONS = {
     np.broadcast_to: F.broadcast_to,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
     **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **indexing.NUMPY_FUNCTIONS,
+    **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS, **padding.NUMPY_FUNCTIONS,
     **scatter.NUMPY_FUNCTIONS, **histogram.NUMPY_FUNCTIONS,
 }
 

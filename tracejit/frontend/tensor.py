@@ -294,6 +294,7 @@ _METHODS = {
     "methods": ("ravel", "squeeze", "swapaxes", "round", "copy"),
     "linalg": ("dot",),
     "indexing": ("take", "searchsorted"),
+    "movement": ("repeat",),
 }
 
 
