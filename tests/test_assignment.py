@@ -281,9 +281,16 @@ def test_what_a_mask_cannot_do_is_refused_clearly():
         tj.kernel(lambda x: x.__setitem__(np.ones(5, bool), 0) or x).trace(x)
 
 
-def test_integer_array_indices_in_an_assignment_are_refused_clearly():
-    with pytest.raises(tj.UnsupportedError, match="integer-array"):
-        tj.kernel(lambda x, i: x.__setitem__(i, 0) or x).trace(np.zeros(4), np.array([0, 2]))
+def test_integer_array_indices_in_assignments_and_ufunc_at_write_through(device, rng):
+    def body(x, y, i):
+        x[i] = 7                    # a repeated index: its last write
+        x[i[:2]] += 1               # buffered, as NumPy: a repeated index adds once
+        row = y[1]
+        row[i] = -1                 # through a view
+        np.add.at(y[0], i, 10)      # every duplicate, into a view of an argument
+        return x.sum()
+    i = np.array([0, 3, 3, 1], np.int32)
+    check_writes(body, rng.random(5, np.float32), rng.random((2, 5), np.float32), i, device=device)
 
 
 def test_values_numpy_refuses_to_store_are_refused_the_same_way():

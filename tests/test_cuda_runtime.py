@@ -175,6 +175,21 @@ def test_empty_arrays_get_memory_so_no_kernel_sees_a_null_pointer(fake):
     assert got[1].shape == (0,)
 
 
+def _scatter_add(table, i, d):
+    grad = np.zeros_like(table)
+    np.add.at(grad, i, d)
+    return grad
+
+
+def test_scatter_add_accumulates_duplicates_and_an_index_out_of_bounds_raises(fake):
+    table, d = np.zeros((4, 3), np.float32), np.arange(9.0, dtype=np.float32).reshape(3, 3)
+    scatter_add = tj.kernel(_scatter_add)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 0 with size 4$"):
+        scatter_add(table, np.array([1, 4, 1], np.int32), d, device="cuda")
+    np.testing.assert_array_equal(scatter_add(table, np.array([1, -1, 1], np.int32), d, device="cuda").numpy(),
+                                  _scatter_add(table, np.array([1, -1, 1], np.int32), d))
+
+
 def test_assigned_arguments_and_out_are_written_on_the_gpu(fake, rng):
     def shift_scale(x, y):
         x[1:] = x[:-1] * 2         # reads what it writes: computed apart, copied into x

@@ -295,6 +295,21 @@ def test_runtime_compile_errors_name_the_kernel(fake, monkeypatch):
     monkeypatch.setattr(fake, "newLibraryWithSource_options_error_", original)
 
 
+def _scatter_add(table, i, d):
+    grad = np.zeros_like(table)
+    np.add.at(grad, i, d)
+    return grad
+
+
+def test_runtime_scatter_add_accumulates_duplicates_and_an_index_out_of_bounds_raises(fake):
+    table, d = np.zeros((4, 3), np.float32), np.arange(9.0, dtype=np.float32).reshape(3, 3)
+    scatter_add = tj.kernel(_scatter_add)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 0 with size 4$"):
+        scatter_add(table, np.array([1, 4, 1], np.int32), d, device="metal")
+    np.testing.assert_array_equal(scatter_add(table, np.array([1, -1, 1], np.int32), d, device="metal").numpy(),
+                                  _scatter_add(table, np.array([1, -1, 1], np.int32), d))
+
+
 def test_assigned_arguments_and_out_are_written_on_metal(fake, rng):
     def shift_scale(x, y):
         x[1:] = x[:-1] * 2         # reads what it writes: computed apart, copied into x

@@ -38,6 +38,8 @@ from .frontend.methods import *  # noqa: F401,F403
 from .frontend.linalg import *  # noqa: F401,F403
 from .frontend.einsum import *  # noqa: F401,F403
 from .frontend.indexing import *  # noqa: F401,F403
+from .frontend.scatter import *  # noqa: F401,F403
+from .frontend.histogram import *  # noqa: F401,F403
 from .frontend.ufuncs import *  # noqa: F401,F403
 from .frontend.joining import *  # noqa: F401,F403
 from .frontend.movement import *  # noqa: F401,F403

@@ -245,6 +245,16 @@ def rgb_to_yiq(img):  # colour space conversion: one 3x3 matrix applied to every
                              [0.21153661, -0.52273617, 0.31119955]])
     return np.tensordot(img, yiq_from_rgb, axes=([-1], [1]))
 
+def image_histogram(img):  # OpenCV-Python tutorial "Histograms - 1": the grey-level histogram with NumPy
+    hist, bins = np.histogram(img.ravel(), 256, [0, 256])
+    return hist, bins
+
+
+def word_embedding_backward(dout, x, W):  # CS231n assignment 3 (RNN captioning): the embedding's gradient
+    dW = np.zeros_like(W)
+    np.add.at(dW, x, dout)
+    return dW
+
 
 def heat_diffusion(u, alpha, steps):  # explicit 2-D heat equation, the grid's interior updated in place (the common idiom)
     for _ in range(steps):
@@ -351,6 +361,10 @@ PROGRAMS = [
     program(rgb_to_yiq, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(nbody_acc, lambda rng, dt: (rng.standard_normal((20, 3)).astype(dt),
                                         np.full((20, 1), 20.0 / 20, dt), 1.0, 0.1), BOTH),
+    program(image_histogram, lambda rng, dt: (rng.integers(0, 256, (32, 24)).astype(np.uint8),), ("uint8",)),
+    program(word_embedding_backward, lambda rng, dt: (rng.standard_normal((4, 6, 8)).astype(dt),
+                                                      rng.integers(0, 10, (4, 6)), rng.standard_normal((10, 8)).astype(dt)),
+            BOTH),
     program(heat_diffusion, lambda rng, dt: _n((24, 20), low=0)(rng, dt) + (0.1,), BOTH, static={"steps": 4}),
     program(gray_scott_step, lambda rng, dt: (np.ones((18, 18), dt), (rng.random((18, 18)) * 0.25).astype(dt),
                                               0.16, 0.08, 0.035, 0.065, 1.0), BOTH),

@@ -19,7 +19,7 @@ from ..errors import (
 from ..ir import build
 from ..ir.dtypes import BOOL
 from ..ir.graph import Node, Op
-from . import indexing, views
+from . import indexing, scatter, views
 from .selection import MaskedSelection, check_mask, full_mask
 from .tensor import Tensor, _index, as_node
 
@@ -40,10 +40,9 @@ def setitem(t: Tensor, key, value) -> None:
     if constant is not None:
         _store_constant_mask(t, constant, value)
         return
-    if _has_array(key):
-        raise UnsupportedError("assignment with integer-array indices (x[idx] = v, x[i, j] = v with index arrays) "
-                               "is not supported yet; use basic indices (ints, slices, None, ...), a boolean mask "
-                               "(x[mask] = v) or np.where")
+    if _has_array(key):   # integer-array indices: the scatter's new value of the whole array
+        store(t._root(), t._steps, scatter.set_at(t, key, value)._node)
+        return
     steps = t._steps + index_steps(t.shape, t.dtype, key)
     root = t._root()
     if isinstance(value, Tensor) and value._root() is root and value._steps == steps:

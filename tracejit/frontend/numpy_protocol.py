@@ -7,8 +7,8 @@ from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from ..ir.evaluate import constant_value
 from . import functions as F
-from . import (assign, creation, einsum, indexing, joining, linalg, methods, movement, padding, reductions,
-               statistics, ufuncs)
+from . import (assign, creation, einsum, histogram, indexing, joining, linalg, methods, movement, padding,
+               reductions, scatter, statistics, ufuncs)
 from .tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
@@ -20,7 +20,8 @@ FUNCTIONS = {
     np.broadcast_to: F.broadcast_to,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
     **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **indexing.NUMPY_FUNCTIONS,
-    **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS, **padding.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS,
+    **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS, **padding.NUMPY_FUNCTIONS,
+    **scatter.NUMPY_FUNCTIONS, **histogram.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS,
 }
 
 # NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
@@ -51,6 +52,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
         kwargs.setdefault("axis", 0)  # ufunc.reduce's default, unlike np.sum's None
         return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
+    if method == "at" and not kwargs:
+        return scatter.ufunc_at(ufunc, *inputs)
     what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
     raise UnsupportedError(f"{what}{extra} is not supported by tracejit")
