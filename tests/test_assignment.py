@@ -158,6 +158,19 @@ def test_views_of_arrays_made_in_the_kernel_and_views_of_views(device):
     check_writes(body, np.arange(8, dtype=np.float32).reshape(2, 4), device=device)
 
 
+def test_numpy_functions_that_return_views_write_through(device):
+    def body(x):
+        a, b = np.unstack(x)
+        a[0] = 5
+        c, d = np.split(x, 2, axis=1)
+        d[...] = -1
+        np.moveaxis(x, 0, 1)[0, 1] = 9
+        np.flip(x, axis=1)[0, 0] = 3
+        np.expand_dims(x, 0)[0, 1, 1] = 4
+        return x * 1, c + 0
+    check_writes(body, np.arange(8, dtype=np.float32).reshape(2, 4), device=device)
+
+
 def test_an_element_read_by_index_is_a_copy_and_a_zero_d_view_is_not(device):
     def body(x):
         e = x[0, 1]                # a NumPy scalar: a copy

@@ -29,7 +29,7 @@ FUNCTIONS = {
 VIEW_FUNCTIONS = frozenset({
     np.transpose, np.reshape, np.squeeze, np.swapaxes, np.moveaxis, np.expand_dims, np.broadcast_to, np.atleast_1d,
     np.atleast_2d, np.atleast_3d, np.flip, np.fliplr, np.flipud, np.rot90, np.split, np.array_split, np.hsplit,
-    np.vsplit, np.dsplit, np.real, np.ravel,
+    np.vsplit, np.dsplit, np.unstack, np.real, np.ravel,
 })
 # out= of NumPy functions: (casting, whether out must have the result's shape rather than one it broadcasts
 # to); the reductions, np.round, np.take & co. take the result's shape cast 'unsafe', as NumPy's
