@@ -48,6 +48,12 @@ PROGRAMS = {
     "wide_float16_sum": (lambda a: a.sum(axis=1) * 0.5, (RNG.random((3, 600)).astype(np.float16),)),
     "column_sums": (lambda a: a.sum(axis=0), (RNG.standard_normal((300, 32)).astype(np.float32),)),
     "int_power": (lambda a, b: a ** b, (np.arange(-5, 5, dtype=np.int64), np.arange(10, dtype=np.int64) % 4)),
+    # scans: per row with producers and consumers fused (forwards, backwards, after a row reduction), blocked
+    "scans": (lambda x: (np.cumsum(x * 2, axis=-1) / 3, np.maximum.accumulate(x[::-1], axis=0)[::-1],
+                         np.cumsum(x, axis=1) / x.sum(axis=1, keepdims=True)), (F32,)),
+    "int_scans": (lambda a: (np.cumprod(a % 5 + 1, axis=1, dtype=np.int32), np.minimum.accumulate(a, axis=0)),
+                  (RNG.integers(-50, 50, (6, 9)).astype(np.int32),)),
+    "blocked_scan": (lambda x: np.cumsum(x) * 0.5, (RNG.random(1 << 15).astype(np.float32),)),
     # constant tables (captured arrays) and index patterns (np.tri, np.arange) read inside a row kernel
     "tables_and_masks": (lambda x, i: (_softmax(np.where(np.tri(5, 8, dtype=bool), x * _LUT, -np.inf)), i * _ITABLE + 1,
                                        np.where(_BTABLE, x, np.arange(8, dtype=np.float32))),

@@ -499,6 +499,7 @@ class _Render:
                 adt = np.dtype("float64") if s[0] in self.wide else self._acc_dtype(target.dtype)
                 if target.op == "acc":
                     self.out(f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};")
+                    self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
                 else:
                     ref = f"{a[0]}[{a[1]}]"
                     val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])

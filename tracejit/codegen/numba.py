@@ -2,7 +2,8 @@
 
 Numba has no CPU float16: such buffers are passed as uint16 bit patterns and converted on load and
 store, with arithmetic in float32. Float32/float16 sums accumulate in float64, except rows of local
-accumulators (contractions, column sums) over at most 4096 terms, which stay float32 like BLAS. Float32 exp, tanh, log
+accumulators (contractions, column sums) over at most 4096 terms, which stay float32 like BLAS, and
+scans, which add in their own dtype in order, as NumPy's cumsum does (long ones run in blocks). Float32 exp, tanh, log
 and erf call tracejit's vectorisable versions (runtime/numba_math.py) instead of per-element libm.
 """
 from __future__ import annotations
@@ -92,6 +93,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
     lines: list[str] = []
     depth = 1
     before = _before_global_loop(ins)
+    scanned = {x.srcs[0] for x in ins if x.op == "update" and x.dtype is not None}   # adds in order, as NumPy's
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
 
     def out(text: str) -> None:
@@ -124,7 +126,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
             depth -= 1
             continue
         elif op == "acc":
-            wide = _wide(dt, x.arg[0])
+            wide = _wide(dt, x.arg[0]) and i not in scanned
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
             names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
@@ -148,6 +150,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
             if adt.kind in "iu" and adt.itemsize < 8:
                 expr = f"{_ctype(adt)}({expr})"
             out(f"{a[0]} = {expr}")
+            names[i] = names[s[0]]   # a scan's running value: the accumulator as read back
             continue
         elif op == "local":
             # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does

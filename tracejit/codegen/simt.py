@@ -1,6 +1,7 @@
 """How a kernel maps onto SIMT work-items, decided once per kernel from its IR and the device:
 
-- thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise);
+- thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise,
+  scans);
 - group mode: one work-group per global index (long rows: softmax, layernorm, sums). Loops directly
   under the global index are spread over the work-items; each reduction ends with a tree in local
   memory whose result every work-item then holds, so later loops of the row can use it.
@@ -137,6 +138,8 @@ class Mapping:
         reduces = [n for n in self.nests if n.kind == "reduce"]
         if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
             return "thread"   # rows of accumulators belong to one work-item
+        if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
+            return "thread"   # a scan's steps run in order, in one work-item
         few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows
         if few_rows and any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
             return "group"

@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from . import functions as F
-from . import creation, linalg, methods, reductions, statistics, ufuncs
+from . import creation, linalg, methods, reductions, scans, statistics, ufuncs
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
@@ -16,7 +16,7 @@ FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **scans.NUMPY_FUNCTIONS,
 }
 
 
@@ -37,6 +37,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
         kwargs.setdefault("axis", 0)  # ufunc.reduce's default, unlike np.sum's None
         return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
+    if method == "accumulate" and ufunc in scans.ACCUMULATE and set(kwargs) <= {"axis", "dtype"}:
+        return scans.accumulate(ufunc, *inputs, **kwargs)
     what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
     raise UnsupportedError(f"{what}{extra} is not supported by tracejit")

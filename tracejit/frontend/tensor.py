@@ -290,6 +290,7 @@ from . import functions as F  # noqa: E402  (functions needs Tensor defined)
 _METHODS = {
     "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
     "methods": ("ravel", "squeeze", "swapaxes", "round", "dot", "copy"),
+    "scans": ("cumsum", "cumprod"),
 }
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .dtypes import BOOL, identity
-from .graph import BINARY, PREDICATES, UNARY, Node, Op
+from .graph import BINARY, PREDICATES, REDUCE_OPS, UNARY, Node, Op
 from .table import Table
 
 
@@ -68,6 +68,15 @@ def reduce(x: Node, op: str, axes: tuple[int, ...]) -> Node:
         # no kernel loops over an extent of 0 (its index arithmetic would divide by it)
         return const(identity(op, x.dtype), x.dtype, shape)
     return Node.make(Op.REDUCE, x.dtype, shape, (x,), (op, axes))
+
+
+def scan(x: Node, op: str, axis: int) -> Node:
+    """Running reduction along axis: element i combines elements 0..i (NumPy's cumsum, cumprod and
+    ufunc.accumulate, whose callers cast to the result dtype first). Same shape and dtype as x."""
+    assert op in REDUCE_OPS and 0 <= axis < len(x.shape), (op, axis, x.shape)
+    if x.shape[axis] <= 1 or x.size == 0:
+        return x   # each element is its own running total
+    return Node.make(Op.SCAN, x.dtype, x.shape, (x,), (op, int(axis)))
 
 
 def reshape(x: Node, shape: tuple[int, ...]) -> Node:

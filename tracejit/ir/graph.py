@@ -20,6 +20,7 @@ _STRUCTURAL = ("input", "const",
                "iota",    # element i is its index along axis `arg` (arrays made in a kernel)
                "table",   # a constant array embedded in the kernel (arg: a table.Table, C order)
                "cast", "reduce",
+               "scan",    # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
                "reshape", "permute", "expand", "slice", "pad")   # movement: become index arithmetic
 Op = _OpEnum("Op", [(n.upper(), n) for n in (*_STRUCTURAL, *(d.name for d in OPS))], module=__name__)
 

@@ -52,6 +52,7 @@ def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
                 acc = vals[s[0]]
                 if target.op == "acc":
                     acc[...] = _COMBINE[target.arg[0]](acc, vals[s[1]]).astype(acc.dtype)
+                    vals[pc] = acc.copy()   # the running value (scans read it); later updates change acc
                 else:
                     idx = vals[s[1]]
                     acc[rows, idx] = _COMBINE[target.arg[1]](acc[rows, idx], vals[s[2]]).astype(acc.dtype)

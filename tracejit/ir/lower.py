@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from .dtypes import identity
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
 from .kernel_ir import INDEX, Builder, Kernel, Param
-from .layout import LayoutOptions, plan_loops
+from .layout import LayoutOptions, LoopPlan, plan_loops
 from .symbolic import Div, Expr, Mod, Var
 from .table import MAX_KERNEL_BYTES
 
@@ -67,6 +67,12 @@ class _Reduce:
 
 
 @dataclass
+class _Scan:
+    node: Node
+    idx: tuple[Expr, ...]    # where the group reads it: the scan variable along its axis
+
+
+@dataclass
 class Analysis:
     out: Node
     out_vars: list[Var]
@@ -74,6 +80,9 @@ class Analysis:
     reduces: list[_Reduce] = field(default_factory=list)  # in dependency order
     offsets: list[Expr] = field(default_factory=list)
     loads: list[Buffer] = field(default_factory=list)
+    scans: list[_Scan] = field(default_factory=list)      # in dependency order
+    scan_var: Var | None = None      # the output variable every scan steps along (a loop, in order)
+    scan_reversed: bool = False      # the output walks it backwards: x[::-1].cumsum()[::-1]
 
 
 MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
@@ -92,8 +101,10 @@ def analyze(out: Node, buffers: dict) -> Analysis:
     found: dict[Node, _Reduce] = {}
     allowed = set(out_vars)
 
-    def visit(node: Node, idx: tuple[Expr, ...]) -> None:
-        key = (node, idx)
+    scans: dict[Node, tuple[Expr, ...]] = {}
+
+    def visit(node: Node, idx: tuple[Expr, ...], in_reduce: bool = False) -> None:
+        key = (node, idx, in_reduce)
         if key in seen:
             return
         seen.add(key)
@@ -106,7 +117,19 @@ def analyze(out: Node, buffers: dict) -> Analysis:
             return
         elif node.op in ELEMENTWISE:
             for s in node.srcs:
-                visit(s, idx)
+                visit(s, idx, in_reduce)
+        elif node.op is Op.SCAN:
+            step = _scan_step(node, idx, allowed)
+            if in_reduce or step is None or a.scan_var is not None and step != (a.scan_var, a.scan_reversed):
+                raise Realize(node)  # not read in step with one loop of the output: computed once, stored
+            if node in scans:
+                if scans[node] != idx:
+                    raise Realize(node)  # read at two positions: would scan twice
+                return
+            scans[node] = idx
+            a.scan_var, a.scan_reversed = step
+            visit(node.srcs[0], idx)
+            a.scans.append(_Scan(node, idx))  # post-order: a scan of a scan after the inner one
         elif node.op is Op.REDUCE:
             _, axes = node.arg
             kept = tuple(Expr() if d in axes else e for d, e in enumerate(idx))
@@ -122,14 +145,19 @@ def analyze(out: Node, buffers: dict) -> Analysis:
             src_idx = tuple((Expr.of(next(it_r)) if node.srcs[0].shape[d] != 1 else Expr()) if d in axes
                             else e for d, e in enumerate(idx))
             found[node] = red = _Reduce(node, kept, rvars, src_idx)
-            visit(node.srcs[0], src_idx)
+            visit(node.srcs[0], src_idx, True)
             a.reduces.append(red)  # post-order: inner reductions first
         else:
             src_idx, _ = source_index(node, idx)
-            visit(node.srcs[0], src_idx)
+            visit(node.srcs[0], src_idx, in_reduce)
 
     visit(out, out_idx)
     a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(out_idx))
+    if a.scans:
+        rows = set(out_vars) - {a.scan_var}
+        for r in a.reduces:
+            if set().union(*(e.variables() for e in r.kept)) != rows:
+                raise Realize(r.node)  # a reduction per step of the scan, or recomputed per row
     if a.reduces:
         deps = [set().union(*(e.variables() for e in r.kept)) for r in a.reduces]
         rows = set().union(*deps)
@@ -141,6 +169,20 @@ def analyze(out: Node, buffers: dict) -> Analysis:
         if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT:
             raise Realize(a.reduces[-1].node)
     return a
+
+
+def _scan_step(node: Node, idx: tuple[Expr, ...], allowed: set[Var]) -> tuple[Var, bool] | None:
+    """(output variable, reversed) when the scan is read at that variable along its axis, forwards or
+    backwards over its whole extent, and at row variables elsewhere; None when it is read otherwise."""
+    _, axis = node.arg
+    e = idx[axis]
+    var = next((atom for atom, _ in e.terms if isinstance(atom, Var)), None)
+    if var is None or var not in allowed or e not in (Expr.of(var), Expr.of(var.extent - 1) - Expr.of(var)):
+        return None
+    others = set().union(*(f.variables() for d, f in enumerate(idx) if d != axis))
+    if var in others or not others <= allowed:
+        return None
+    return var, e != Expr.of(var)
 
 
 def source_index(node: Node, idx: tuple[Expr, ...]):
@@ -191,7 +233,11 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     a = group[0]
     offsets = [o for g in group for o in g.offsets]
     rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
+    if a.scans:
+        rows = set(a.out_vars) - {a.scan_var}   # the scan variable is the write loop, walked in order
     plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options)
+    if a.scan_reversed:
+        plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
 
     loads = list(dict.fromkeys(b for g in group for b in g.loads))
@@ -231,15 +277,28 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         e.close_loops(opened)
         e.reduced[red.node] = accs
     e.row_vars = [v for v in a.out_vars if v not in rows]
-    opened = e.open_loops(wvars, "loop")
+    scan_accs = [e.b.emit("acc", sc.node.dtype, (), (sc.node.arg[0], identity(sc.node.arg[0], sc.node.dtype)))
+                 for sc in a.scans]
+    opened = e.open_loops(wvars, "scan" if a.scans else "loop")
     for k, step in enumerate(tile):
         with e.unrolled(step):
             e.unroll_index = k
+            for sc, acc in zip(a.scans, scan_accs):   # one step of each scan, inner ones first
+                e.reduced[sc.node] = [e.b.emit("update", sc.node.dtype, (acc, e.value(sc.node.srcs[0], sc.idx)))]
             for i, g in enumerate(group):
                 val = e.value(g.out, g.out_idx, top=True)
                 e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return _check_tables(hoist(kernel)), params
+
+
+def _walk_backwards(plan: LoopPlan, var: Var) -> LoopPlan:
+    """The output reads the scans at var's last position first (x[::-1].cumsum()[::-1]): the write loop
+    counts the scan's steps instead, and var runs backwards over them."""
+    step = Var(f"{var.name}s", var.extent)
+    backwards = {var: Expr.of(var.extent - 1) - Expr.of(step)}
+    subst = {**{k: e.substitute(backwards) for k, e in plan.subst.items()}, **backwards}
+    return replace(plan, wvars=[step if v == var else v for v in plan.wvars], subst=subst)
 
 
 def _check_tables(kernel: Kernel) -> Kernel:
@@ -411,7 +470,7 @@ class _Emitter:
             table = self.b.emit("table", node.dtype, (), node.arg)
             position = Buffer.contiguous(None, node.dtype, node.shape).offset_of(idx)
             return self.b.emit("load", node.dtype, (table, self.index(position)))
-        if node.op is Op.REDUCE:
+        if node.op in (Op.REDUCE, Op.SCAN):
             return self.reduced[node][self.unroll_index]
         if node.op is Op.CAST:
             return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))

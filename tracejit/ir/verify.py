@@ -60,6 +60,10 @@ def _graph_problem(n: Node) -> str | None:
             return f"bad reduction {n.arg}"
         want = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
         return None if n.shape == want else f"shape should be {want}"
+    if n.op is Op.SCAN:
+        op, axis = n.arg
+        ok = op in REDUCE_OPS and 0 <= axis < len(src.shape) and n.shape == src.shape
+        return None if ok else f"bad scan {n.arg} of shape {src.shape}"
     assert n.op in MOVEMENT
     if n.op is Op.RESHAPE:
         return None if math.prod(n.shape) == src.size else "reshape changes the element count"
@@ -123,6 +127,8 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
             return "a local update needs (local accumulator, int64 index, value)"
         if src[0].op not in ("acc", "local") or src[-1].dtype != src[0].dtype:
             return "updates something that is not an accumulator of this dtype"
+        if x.dtype is not None and (src[0].op != "acc" or x.dtype != src[0].dtype):
+            return "only an accumulator's update has a value, of the accumulator's dtype"
     elif x.op in ALU and x.op not in ("where",) and len({s.dtype for s in src}) > 1:
         return f"operand dtypes differ: {[s.dtype.name for s in src]}"
     elif x.op == "where" and (src[0].dtype != np.bool_ or src[1].dtype != src[2].dtype):
