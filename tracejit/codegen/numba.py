@@ -164,6 +164,9 @@ def render(kernel: Kernel, parallel: bool) -> str:
             elif dt == np.float16:
                 val = f"f16_to_f32({val})"
             out(f"{name} = {val}")
+        elif op == "sort":
+            out(f"sort_row({a[0]}, {a[1]}, {x.arg})" if len(s) == 2 else f"{a[0]}[:{x.arg}].sort()")
+            continue
         elif op == "store":
             val = a[2]
             if ins[s[0]].op == "local":
@@ -188,7 +191,8 @@ def render(kernel: Kernel, parallel: bool) -> str:
     return header + "\n" + src + "\n"
 
 
-_STAYS = frozenset({"param", "const", "table", "global", "range", "endrange", "acc", "update", "local", "store"})
+_STAYS = frozenset({"param", "const", "table", "global", "range", "endrange", "acc", "update", "local", "store",
+                    "sort"})
 
 
 def _before_global_loop(ins) -> set[int]:
@@ -263,7 +267,7 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
     for f in own:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
-    used = [f for f in (*own, *(f + "_called" for f in own), "f16_to_f32", "f32_to_f16", "int_power", "int_fmod", "ldexp_f64",
+    used = [f for f in (*own, *(f + "_called" for f in own), "f16_to_f32", "f32_to_f16", "int_power", "int_fmod", "ldexp_f64", "sort_row",
                                                                           "wrap_add", "wrap_sub", "wrap_mul")
             if f + "(" in body]
     if used:

@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from . import functions as F
-from . import creation, linalg, methods, reductions, scans, statistics, ufuncs
+from . import creation, linalg, methods, reductions, scans, sorting, statistics, ufuncs
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
@@ -16,7 +16,7 @@ FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **scans.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **scans.NUMPY_FUNCTIONS, **sorting.NUMPY_FUNCTIONS,
 }
 
 
@@ -55,7 +55,7 @@ def _call(ufunc, inputs, kwargs):
 
 
 def array_function(func, args, kwargs):
-    impl = FUNCTIONS.get(func)
+    impl = FUNCTIONS.get(func) or sorting.REFUSED.get(func)
     if impl is None:
         raise UnsupportedError(f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
                                + ", ".join(sorted({f.__name__ for f in FUNCTIONS})))

@@ -135,6 +135,10 @@ class Tensor:
             raise UnsupportedError("ndarray.clip(..., out=...) is not supported while tracing")
         return F.clip(self, kwargs.pop("a_min", min), kwargs.pop("a_max", max), **kwargs)
 
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
+        raise UnsupportedError("ndarray.sort sorts the array in place, and a traced value cannot be changed in "
+                               "place; write x = np.sort(x, axis) (a sorted copy) instead")
+
     def flatten(self, order="C") -> "Tensor":
         return _frontend("methods").ravel(self, order)
 
@@ -291,6 +295,7 @@ _METHODS = {
     "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
     "methods": ("ravel", "squeeze", "swapaxes", "round", "dot", "copy"),
     "scans": ("cumsum", "cumprod"),
+    "sorting": ("argsort",),
 }
 
 

@@ -79,6 +79,19 @@ def scan(x: Node, op: str, axis: int) -> Node:
     return Node.make(Op.SCAN, x.dtype, x.shape, (x,), (op, int(axis)))
 
 
+def sort(x: Node, axis: int, indices: bool = False) -> Node:
+    """x sorted ascending along axis, NaN last, equal values in their order (np.sort), or with indices the
+    int32 positions the sorted elements come from (np.argsort, kind="stable")."""
+    assert 0 <= axis < len(x.shape) and x.shape[axis] < 2**31, (axis, x.shape)
+    if x.shape[axis] <= 1 or x.size == 0:   # already in order
+        return iota(x.shape, axis, np.int32) if indices else x
+    if x.dtype == BOOL:   # sorted as bytes: False before True
+        as_bytes = sort(cast(x, np.uint8), axis, indices)
+        return as_bytes if indices else cast(as_bytes, BOOL)
+    return Node.make(Op.SORT, np.int32 if indices else x.dtype, x.shape, (x,),
+                     (int(axis), "indices" if indices else "values"))
+
+
 def reshape(x: Node, shape: tuple[int, ...]) -> Node:
     shape = tuple(int(s) for s in shape)
     if math.prod(shape) != x.size:

@@ -133,6 +133,8 @@ def _describe(a: Analysis) -> str:
     """elementwise / reduce (one value per row) / row (a reduction written back over its rows) / scan."""
     if a.scans:
         return f"scan_{'_'.join(sorted({s.node.arg[0] for s in a.scans}))}"
+    if any(r.node.op is Op.SORT for r in a.reduces):
+        return "sort"
     if not a.reduces:
         return "elementwise"
     rows = set().union(*(e.variables() for r in a.reduces for e in r.kept))

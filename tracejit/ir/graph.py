@@ -21,6 +21,7 @@ _STRUCTURAL = ("input", "const",
                "table",   # a constant array embedded in the kernel (arg: a table.Table, C order)
                "cast", "reduce",
                "scan",    # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
+               "sort",    # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
                "reshape", "permute", "expand", "slice", "pad")   # movement: become index arithmetic
 Op = _OpEnum("Op", [(n.upper(), n) for n in (*_STRUCTURAL, *(d.name for d in OPS))], module=__name__)
 

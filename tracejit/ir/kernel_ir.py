@@ -6,7 +6,10 @@ accumulators whose running value it reads (an UPDATE of an ACC with a dtype is a
 accumulator after the update), so it is never spread over work-items. LOCAL is memory private to one global index (arg:
 (size, the reduction it accumulates or None, that reduction's length)); loads from it are not pure,
 everything else is. TABLE is a constant array embedded in the kernel (arg: an ir.table.Table), read
-with LOAD like a buffer. A CPU renderer maps GLOBAL to a parallel loop and
+with LOAD like a buffer. SORT (srcs: a LOCAL of keys, optionally a LOCAL of int32 positions; arg: n)
+sorts their first n entries in place by key, NaN after every number, equal keys by position (and in any
+order without positions); the rest of the arrays (padding to a power of two, keys that sort last) keeps
+its place. A CPU renderer maps GLOBAL to a parallel loop and
 RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
 the IR states which loops are reductions and with which operator.
@@ -26,7 +29,7 @@ ALU_UNARY, ALU_BINARY, ALU_TERNARY = UNARY_NAMES, BINARY_NAMES, TERNARY_NAMES
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
-                        "update", "local", "table"})
+                        "update", "local", "table", "sort"})
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class Builder:
 
     def emit(self, op: str, dtype, srcs=(), arg=None) -> int:
         ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
-        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local") and not (
+        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local", "sort") and not (
             op == "load" and self.kernel.instrs[srcs[0]].op == "local")
         # -0.0 == 0.0 and NaN != NaN: a float constant is shared by its bits, not by ==
         key = (ins, np.float64(arg).tobytes()) if op == "const" and isinstance(arg, float) else ins

@@ -60,6 +60,7 @@ class Buffer:
 
 @dataclass
 class _Reduce:
+    """A reduction, or a sort: a row walked whole before anything reads the result."""
     node: Node
     kept: tuple[Expr, ...]
     vars: list[Var]
@@ -130,8 +131,8 @@ def analyze(out: Node, buffers: dict) -> Analysis:
             a.scan_var, a.scan_reversed = step
             visit(node.srcs[0], idx)
             a.scans.append(_Scan(node, idx))  # post-order: a scan of a scan after the inner one
-        elif node.op is Op.REDUCE:
-            _, axes = node.arg
+        elif node.op in (Op.REDUCE, Op.SORT):   # a sort, like a reduction, walks whole rows first
+            axes = node.arg[1] if node.op is Op.REDUCE else (node.arg[0],)
             kept = tuple(Expr() if d in axes else e for d, e in enumerate(idx))
             if any(not e.variables() <= allowed for e in kept):
                 raise Realize(node)  # depends on another reduction's loop variable: recomputed per step
@@ -166,8 +167,9 @@ def analyze(out: Node, buffers: dict) -> Analysis:
                 raise Realize(r.node)  # would be recomputed for every value of the other variables
         n_rows = math.prod(v.extent for v in rows)
         n_write = math.prod(v.extent for v in out_vars if v not in rows)
-        if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT:
-            raise Realize(a.reduces[-1].node)
+        last = a.reduces[-1].node
+        if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT and last.op is Op.REDUCE:
+            raise Realize(last)
     return a
 
 
@@ -235,7 +237,8 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
     if a.scans:
         rows = set(a.out_vars) - {a.scan_var}   # the scan variable is the write loop, walked in order
-    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options)
+    sorts = any(r.node.op is Op.SORT for r in a.reduces)
+    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, plain=bool(a.scans) or sorts)
     if a.scan_reversed:
         plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
@@ -263,6 +266,9 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         return _check_tables(hoist(kernel)), params
     cached = _row_to_keep(a, group, options.keep_row_max) if a.reduces and wvars and len(tile) == 1 else None
     for red, rvars in zip(a.reduces, rgroups):
+        if red.node.op is Op.SORT:
+            e.sorted[red.node] = _emit_sort(e, red, rvars, options.sort_bytes)
+            continue
         op = red.node.arg[0]
         accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
         if red is cached:
@@ -311,12 +317,60 @@ def _check_tables(kernel: Kernel) -> Kernel:
     return kernel
 
 
+POSITION = np.dtype(np.int32)
+
+
+def _emit_sort(e: "_Emitter", red: _Reduce, fill: list[Var], sort_bytes: int | None) -> tuple[int, int | None]:
+    """The row of a SORT copied into local memory (for argsort with each element's position), padded to a
+    power of two with keys that sort last, then sorted in place by one `sort` instruction (numba: NumPy's
+    algorithms as numba compiles them; SIMT targets: a bitonic network). Returns the local arrays (keys,
+    positions or None)."""
+    node = red.node
+    src, axis = node.srcs[0], node.arg[0]
+    n = src.shape[axis]
+    size = 1 << (n - 1).bit_length()
+    with_positions = node.arg[1] == "indices"
+    e.sort_bytes += size * (np.dtype(src.dtype).itemsize + with_positions * POSITION.itemsize)
+    if sort_bytes is not None and e.sort_bytes > sort_bytes:
+        raise UnsupportedError(
+            f"sorting rows of {n} {src.dtype} elements{' with their positions' * with_positions}: this device "
+            f"sorts a row in one work-group's memory, {sort_bytes} bytes for all the rows a kernel sorts (padded "
+            "to a power of two); sort shorter rows (or fewer in one kernel), or use the numba device")
+    keys = e.b.emit("local", src.dtype, (), (size, None, size))
+    # positions only for argsort: equal keys are indistinguishable in sorted values
+    positions = e.b.emit("local", POSITION, (), (size, None, size)) if with_positions else None
+
+    def put(at: int, key: int) -> None:
+        e.b.emit("store", None, (keys, at, key))
+        if positions is not None:
+            e.b.emit("store", None, (positions, at, e.b.emit("cast", POSITION, (at,))))
+
+    opened = e.open_loops(fill, "loop")
+    put(e.index(red.src_idx[axis]), e.value(src, red.src_idx))
+    e.close_loops(opened)
+    if size > n:
+        pad = Var(f"pad{keys}", size - n)
+        opened = e.open_loops([pad], "loop")
+        put(e.index(Expr.of(pad) + n), e.const(_sorts_last(src.dtype), src.dtype))
+        e.close_loops(opened)
+    e.b.emit("sort", None, (keys,) if positions is None else (keys, positions), n)
+    return keys, positions
+
+
+def _sorts_last(dt: np.dtype):
+    """A key no element of the row sorts after (after a NaN of the row too: ties go by position)."""
+    if dt.kind == "f":
+        return math.nan
+    return True if dt.kind == "b" else int(np.iinfo(dt).max)
+
+
 def _row_to_keep(a: Analysis, group, keep_max: int) -> "_Reduce | None":
     """The last reduction of a row kernel, when the write loop needs the very values it reduced
     (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
     red = a.reduces[-1]
     src = red.node.srcs[0]
-    if src.op in (Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE) or math.prod(v.extent for v in red.vars) > keep_max:
+    if red.node.op is Op.SORT or src.op in (Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE) \
+            or math.prod(v.extent for v in red.vars) > keep_max:
         return None
     stack, seen = [g.out for g in group], set()
     while stack:
@@ -359,6 +413,8 @@ class _Emitter:
         self.buffer_param = {id(p): self.params[i] for i, p in enumerate(params)}
         self.var_ref: dict[Var, int] = {}
         self.reduced: dict[Node, list[int]] = {}
+        self.sorted: dict[Node, tuple[int, int | None]] = {}   # a sort's local arrays: (keys, positions)
+        self.sort_bytes = 0                                     # their size in all
         self.row: tuple | None = None   # (reduction, local row) whose input values are kept
         self.row_vars: list[Var] = []   # set while emitting the write loop: where kept values are read
         self.unroll_index = 0
@@ -472,6 +528,10 @@ class _Emitter:
             return self.b.emit("load", node.dtype, (table, self.index(position)))
         if node.op in (Op.REDUCE, Op.SCAN):
             return self.reduced[node][self.unroll_index]
+        if node.op is Op.SORT:
+            keys, positions = self.sorted[node]
+            local = positions if node.arg[1] == "indices" else keys
+            return self.b.emit("load", node.dtype, (local, self.index(idx[node.arg[0]])))
         if node.op is Op.CAST:
             return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))
         if node.op in ELEMENTWISE:

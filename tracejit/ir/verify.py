@@ -52,6 +52,11 @@ def _graph_problem(n: Node) -> str | None:
     src = srcs[0]
     if n.op is Op.CAST:
         return None if n.shape == src.shape and n.arg == n.dtype else "cast changes shape or disagrees with arg"
+    if n.op is Op.SORT:
+        axis, what = n.arg
+        ok = 0 <= axis < len(src.shape) and n.shape == src.shape and (
+            what == "values" and n.dtype == src.dtype or what == "indices" and n.dtype == np.int32)
+        return None if ok else f"bad sort {n.arg} of {src.dtype}{list(src.shape)}"
     if n.dtype != src.dtype:
         return "changes dtype"
     if n.op is Op.REDUCE:
@@ -116,6 +121,10 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
             return "element dtype differs from the buffer's"
         if x.op == "store" and src[0].op == "param" and not kernel.params[src[0].arg].output:
             return "stores to an input buffer"
+    elif x.op == "sort":
+        if len(src) not in (1, 2) or any(s.op != "local" for s in src) or len(src) == 2 and (
+                src[1].dtype != np.int32 or src[0].arg[0] != src[1].arg[0]) or not 0 < x.arg <= src[0].arg[0]:
+            return "sorts a local array of keys (and one of int32 positions, as long) over at most its length"
     elif x.op == "range":
         open_ranges.append(i)
     elif x.op == "endrange":

@@ -1,6 +1,7 @@
 """Vectorisable float32 exp, tanh, log and erf, and ldexp, for numba kernels: built from arithmetic and selects
 only (no libm calls), so LLVM's loop vectoriser can vectorise a loop that calls them.
-NaN, infinities, signed zeros and subnormals behave as in NumPy; results are within 2 ulp of it."""
+NaN, infinities, signed zeros and subnormals behave as in NumPy; results are within 2 ulp of it.
+Also the other helpers generated kernels call: integer power and fmod, float16 conversions, a row sort."""
 from __future__ import annotations
 
 import numba
@@ -339,3 +340,12 @@ log_f32_called = numba.njit(fastmath={"contract"})(log_f32.py_func)
 erf_f32_called = numba.njit(fastmath={"contract"})(erf_f32.py_func)
 ldexp_f32_called = numba.njit(fastmath={"contract"})(ldexp_f32.py_func)
 round_f16_called = numba.njit(fastmath={"contract"})(round_f16.py_func)
+
+
+@numba.njit(inline="always")
+def sort_row(keys, positions, n):
+    """The kernel IR's sort with positions: the first n keys in order, NaN last, equal keys by position
+    (numba's merge sort is stable and NaN-aware, as NumPy's), their positions carried along."""
+    order = np.argsort(keys[:n], kind="mergesort")
+    keys[:n] = keys[:n][order]
+    positions[:n] = positions[:n][order]
