@@ -54,6 +54,11 @@ PROGRAMS = {
     "int_scans": (lambda a: (np.cumprod(a % 5 + 1, axis=1, dtype=np.int32), np.minimum.accumulate(a, axis=0)),
                   (RNG.integers(-50, 50, (6, 9)).astype(np.int32),)),
     "blocked_scan": (lambda x: np.cumsum(x) * 0.5, (RNG.random(1 << 15).astype(np.float32),)),
+    # sorts: a row per work-item (short rows) and a bitonic network over a work-group (rows of 128 or more)
+    "sorts": (lambda x: (np.sort(x, axis=1), np.argsort(x, axis=0, kind="stable").astype(np.int32),
+                         np.median(x, axis=1), np.percentile(x, 30, axis=0)), (F32[:12, :10],)),
+    "wide_sorts": (lambda x: (np.sort(x * 2, axis=-1), np.argsort(x, kind="stable")[:, :-4:-1].astype(np.int32)),
+                   (np.where(RNG.random((3, 300)) < 0.05, np.nan, np.round(RNG.standard_normal((3, 300)), 1)),)),
     # constant tables (captured arrays) and index patterns (np.tri, np.arange) read inside a row kernel
     "tables_and_masks": (lambda x, i: (_softmax(np.where(np.tri(5, 8, dtype=bool), x * _LUT, -np.inf)), i * _ITABLE + 1,
                                        np.where(_BTABLE, x, np.arange(8, dtype=np.float32))),

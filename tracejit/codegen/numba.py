@@ -165,7 +165,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
                 val = f"f16_to_f32({val})"
             out(f"{name} = {val}")
         elif op == "sort":
-            out(f"sort_row({a[0]}, {a[1]}, {x.arg})" if len(s) == 2 else f"{a[0]}[:{x.arg}].sort()")
+            out(f"sort_row({a[0]}, {a[1] if len(s) == 2 else None}, {x.arg})")
             continue
         elif op == "store":
             val = a[2]

@@ -211,12 +211,13 @@ def _interpolate(s: Node, ax: int, virtual, n: int, dt: np.dtype, shape) -> Node
         return build.slice_(s, _along(ax, len(s.shape), (i, 1, 1), s.shape))
     if isinstance(virtual, int):   # an integer quantile index: the value itself, as NumPy takes it
         return build.reshape(_nan_if_any(s, ax, build.cast(at(virtual), dt)), shape)
-    below = math.floor(virtual)
-    if virtual >= n - 1:   # NumPy's indices for the end: both neighbours the last, t against index -1
-        lo = hi = n - 1
-        t = virtual + 1
-    else:
-        lo, hi, t = below, below + 1, virtual - below
+    if virtual >= n - 1:   # both neighbours are the last value: NumPy's b - (b - b) * (1 - t) is b, or NaN for inf
+        last = build.cast(at(n - 1), dt)
+        if is_float(dt):
+            last = build.where(build.unary(Op.ISINF, last), build.const(math.nan, dt, last.shape), last)
+        return build.reshape(_nan_if_any(s, ax, last), shape)
+    lo = math.floor(virtual)
+    hi, t = lo + 1, virtual - lo
     diff = build.cast(build.binary(Op.SUB, at(hi), at(lo)), dt)   # NumPy subtracts in the input's dtype
     a, b = build.cast(at(lo), dt), build.cast(at(hi), dt)
     if t >= 0.5:

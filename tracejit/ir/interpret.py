@@ -57,11 +57,11 @@ def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
                     idx = vals[s[1]]
                     acc[rows, idx] = _COMBINE[target.arg[1]](acc[rows, idx], vals[s[2]]).astype(acc.dtype)
             elif op == "sort":   # by key (NaN last, as NumPy sorts), then by position
-                n = ins.arg
-                arrays = [vals[j][:, :n] for j in s]
+                length = ins.arg
+                arrays = [vals[j][:, :length] for j in s]
                 order = np.lexsort(arrays[::-1], axis=-1)
                 for j, a in zip(s, arrays):
-                    vals[j][:, :n] = np.take_along_axis(a, order, axis=-1)
+                    vals[j][:, :length] = np.take_along_axis(a, order, axis=-1)
             elif op == "range":
                 extent = ins.arg[0]
                 if extent == 0:
