@@ -12,6 +12,7 @@ import numpy as np
 from cuda.bindings import driver as real
 
 from tracejit.ir import interpret
+from tracejit.ir.kernel_ir import faults
 
 OK = real.CUresult.CUDA_SUCCESS
 _CTYPES = {np.dtype(k): v for k, v in {
@@ -138,18 +139,22 @@ class FakeDriver:
 
     def _read_arguments(self, fn, params: int):
         ir, by_value = self.kernels[fn[1]]
-        pointers = (ctypes.c_void_p * len(ir.params)).from_address(params)
+        pointers = (ctypes.c_void_p * (len(ir.params) + bool(faults(ir)))).from_address(params)
         values = []
         for p, address in zip(ir.params, pointers):
             if p.name in by_value:
                 values.append(("value", _CTYPES[p.dtype].from_address(address).value))
             else:
                 values.append(("buffer", ctypes.c_uint64.from_address(address).value))
+        if faults(ir):   # the error record follows the parameters
+            values.append(("error", ctypes.c_uint64.from_address(pointers[-1]).value))
         self.launches += 1
         return ir, values
 
     def _run(self, ir, values) -> None:
-        arrays = []
+        arrays, error = [], None
+        if values and values[-1][0] == "error":
+            error = np.frombuffer((ctypes.c_int32 * 4).from_address(values[-1][1]), np.int32)
         for p, (kind, v) in zip(ir.params, values):
             storage = np.dtype("uint8") if p.dtype == np.bool_ else p.dtype
             if kind == "value":
@@ -159,7 +164,7 @@ class FakeDriver:
             raw = (ctypes.c_uint8 * (max(p.size, 1) * storage.itemsize)).from_address(v)
             arrays.append(np.frombuffer(raw, dtype=storage).view(p.dtype) if p.dtype == np.bool_ else
                           np.frombuffer(raw, dtype=storage))
-        interpret.run(ir, arrays)
+        interpret.run(ir, arrays, error)
 
     # -- graphs --
     def cuStreamBeginCapture(self, stream, mode):

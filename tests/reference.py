@@ -3,6 +3,11 @@ dtype-aware tolerances. Tests run a kernel body once through tracejit and once o
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -181,3 +186,23 @@ def require_kept_kernels(device: str) -> None:
     if not getattr(dev, "keeps_compiled_kernels", True):
         pytest.skip(f"{device} keeps no compiled kernels on disk: {dev.no_disk_cache}")
 
+
+def unprivileged() -> list[str]:
+    """A command prefix under which a child is bound by file permissions: as is when not root; as nobody
+    (uid 65534) when it can run this interpreter and checkout; else uid 0 with every capability dropped
+    (the interpreter may live under /root, out of nobody's reach), which permissions bind as any user."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): no way to drop privileges for the child")
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*nobody, sys.executable, "-c", "import tracejit"], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])), cwd="/")
+    if probe.returncode == 0:
+        return nobody
+    capless = [setpriv, "--bounding-set=-all", "--inh-caps=-all"]
+    probe = subprocess.run([*capless, sys.executable, "-c", "pass"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot drop privileges (setpriv as uid 65534 or without capabilities): {probe.stderr}")
+    return capless

@@ -16,15 +16,10 @@ NEEDS = tj.UnsupportedError
 TRACE = tj.TraceError
 XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # transformer pieces
-    "transformer.gpt2_mha": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
-    "transformer.gpt2_transformer_block": (NEEDS, "needs np.split, np.hstack (fidelity II: joining and splitting)"),
-    "transformer.gpt2_forward": (NEEDS, "needs integer-array indexing wte[inputs] (fidelity II)"),
-    "transformer.llama_rotary_embedding": (NEEDS, "needs np.split, np.stack (fidelity II)"),
-    "transformer.llama_attention": (NEEDS, "needs np.split/np.stack and item assignment into the KV cache (fidelity II)"),
+    "transformer.llama_attention": (TRACE, "stores traced values into the NumPy KV cache (needs assignment, fidelity II)"),
     # numexpr's expression lists
     # Numba's examples
     "numba_examples.jacobi_relax_core": (NEEDS, "needs item assignment (fidelity II)"),
-    "numba_examples.zero_crossings": (NEEDS, "needs np.diff (fidelity II)"),
     "numba_examples.kde": (NEEDS, "needs item assignment into np.zeros_like (fidelity II)"),
     # numpy-benchmarks
     "benchmarks.multiple_sum": (TRACE, "builds np.array of traced values (needs np.stack, fidelity II)"),
@@ -38,10 +33,11 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
-    "science.rbf_kernel": (NEEDS, "needs np.einsum (fidelity II)"),
-    "science.trapezoid": (NEEDS, "needs np.diff (fidelity II)"),
+    "science.rbf_kernel": (NEEDS, "needs np.maximum(..., out=) (fidelity II: out=); its einsum works"),
     "science.moving_average": (NEEDS, "needs item assignment ret[n:] = ... (fidelity II)"),
     "science.nbody_acc": (NEEDS, "needs boolean-mask indexing and assignment (fidelity II)"),
+    "science.one_hot": (TRACE, "np.eye(n) is a NumPy array, and NumPy's own indexing of it with a traced array "
+                               "cannot be traced (tj.take(np.eye(n), labels, axis=0) can)"),
 }
 
 

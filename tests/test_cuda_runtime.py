@@ -150,6 +150,17 @@ def test_capture_replays_one_cuda_graph_with_new_inputs(fake, rng):
     np.testing.assert_allclose(out.numpy(), softmax_ref(x * np.float32(3) + np.float32(0.5)), rtol=1e-5)
 
 
+def test_an_index_out_of_bounds_raises_numpys_index_error_and_the_next_call_works(fake):
+    lookup = tj.kernel(lambda table, i: table[:, i] + 1)
+    table = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 1 with size 4$"):
+        lookup(table, np.array([0, 4, -9], np.int64), device="cuda")
+    np.testing.assert_array_equal(lookup(table, np.array([0, -4], np.int64), device="cuda").numpy(),
+                                  table[:, [0, -4]] + 1)
+    with pytest.raises(tj.UnsupportedError, match="captured graph cannot report"), tj.capture():
+        lookup(table, np.array([0, 1], np.int64), device="cuda")
+
+
 def test_dlpack_names_the_gpu(fake):
     y = tj.asarray(np.arange(6, dtype=np.float32), device="cuda")
     assert y.__dlpack_device__() == (2, 0)

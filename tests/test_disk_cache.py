@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from reference import require_kept_kernels
+from reference import require_kept_kernels, unprivileged
 from tracejit.runtime import disk_cache
 from tracejit.runtime.disk_cache import CacheKey, CacheWarning, DiskCache, parse_entry
 
@@ -348,40 +348,20 @@ def test_damaged_numba_cache_files_are_reported_once_rebuilt_and_the_next_proces
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
-def _unprivileged() -> list[str]:
-    """A command prefix under which a child is bound by file permissions: as is when not root; as nobody
-    (uid 65534) when it can run this interpreter and checkout; else uid 0 with every capability dropped
-    (the interpreter may live under /root, out of nobody's reach), which permissions bind as any user."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv (util-linux): no way to drop privileges for the child")
-    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-    probe = subprocess.run([*nobody, sys.executable, "-c", "import tracejit"], capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(REPO)), cwd="/")
-    if probe.returncode == 0:
-        return nobody
-    capless = [setpriv, "--bounding-set=-all", "--inh-caps=-all"]
-    probe = subprocess.run([*capless, sys.executable, "-c", "pass"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot drop privileges (setpriv as uid 65534 or without capabilities): {probe.stderr}")
-    return capless
-
-
-def test_a_read_only_numba_cache_as_a_non_root_user_warns_and_still_computes():
-    """A cache populated earlier, then made read-only (chmod -R a-w), read by a user who can write neither
-    it nor HOME: Numba finds no cache locator; tracejit warns and compiles in-process. Under root (CI) the
-    child drops privileges, so the test really runs."""
-    prefix = _unprivileged()
+def test_a_read_only_numba_cache_as_a_non_root_user_loads_and_a_new_kernel_warns_and_computes():
+    """A cache populated earlier, then made read-only (chmod -R a-w), used by a user who can write neither
+    it nor HOME: what is there loads (Numba's files too) without a compile or a warning; a new kernel is
+    compiled in-process with a CacheWarning. Under root (CI) the child drops privileges, so the test
+    really runs."""
+    prefix = unprivileged()
     top = Path(tempfile.mkdtemp(prefix="tracejit-ro-"))   # not tmp_path: its parent is private to root
     cache, home = top / "cache", top / "home"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env.update(PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(cache), HOME=str(home),
                XDG_CACHE_HOME=str(home / ".cache"))
     code = PROGRAM.replace("DEVICE", repr("numba"))
-    run = lambda: subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True,
-                                 timeout=300, cwd="/", env=env)
+    run = lambda code=code: subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True,
+                                           text=True, timeout=300, cwd="/", env=env)
     try:
         home.mkdir()
         top.chmod(0o755)
@@ -392,10 +372,13 @@ def test_a_read_only_numba_cache_as_a_non_root_user_warns_and_still_computes():
         assert filled.returncode == 0 and "CacheWarning" not in filled.stderr, filled.stderr
         for p in [top, *top.rglob("*")]:
             p.chmod(0o755 if p == top else (p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & ~0o222)
-        out = run()
+        loaded = run()
+        new = run(code.replace("(8, 300)", "(8, 301)"))
     finally:
         for p in [top, *top.rglob("*")]:
             p.chmod(p.stat().st_mode | 0o700)
         shutil.rmtree(top)
-    assert out.returncode == 0, out.stderr
-    assert "CacheWarning" in out.stderr and "no locator available" in out.stderr, out.stderr
+    assert loaded.returncode == 0 and "Warning" not in loaded.stderr, loaded.stderr
+    assert json.loads(loaded.stdout) == {"compiles": 0, "disk_hits": 2}
+    assert new.returncode == 0 and "CacheWarning" in new.stderr, new.stderr
+    assert json.loads(new.stdout) == {"compiles": 2, "disk_hits": 0}

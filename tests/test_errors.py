@@ -260,3 +260,24 @@ def test_output_too_big_for_memory_is_a_tracejit_memory_error(device):
     if device != "webgpu":            # webgpu refuses the index space (32-bit WGSL indices) before allocating
         assert isinstance(info.value, tj.OutOfMemoryError) and isinstance(info.value, MemoryError)
         assert "allocate" in str(info.value)
+
+
+def test_an_array_beyond_webgpu_s_binding_limit_is_a_memory_error():
+    if "webgpu" not in [d.name for d in tj.devices() if d.available]:
+        pytest.skip("webgpu is not available here")
+    dev = tj.device("webgpu")
+    f = tj.kernel(lambda x: np.broadcast_to(x, (dev.max_binding // 4 + 1, 1)) + 1, device="webgpu")
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        f(np.zeros(1, np.float32))
+    assert isinstance(info.value, MemoryError) and "bind" in str(info.value)
+
+
+def test_statistics_over_no_elements_warn_like_numpy(device):
+    x = np.zeros((0, 3), np.float32)
+    for fn in (lambda a: a.mean(axis=0), lambda a: a.var(axis=0), lambda a: np.std(a, axis=0, ddof=1)):
+        with pytest.warns(RuntimeWarning):
+            got = np.asarray(tj.kernel(fn)(x, device=device))
+        with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+            expected = fn(x)
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype

@@ -48,6 +48,11 @@ def ipow(a, b):
     return a ** b
 
 
+@tj.kernel
+def lookup(table, i, a, b):
+    return table[i] * 2, a ** b          # two kernels of one command buffer share the error record
+
+
 # ---- lowering anywhere ----
 
 def test_lower_gives_msl_without_a_mac_and_without_pyobjc():
@@ -176,7 +181,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(metal_device, "_system_device", lambda: (device, None))
     monkeypatch.setattr(metal_device, "_OPEN", [])
     monkeypatch.setattr(registry, "_instances", {})
-    for k in (softmax, layernorm, mixed, int_ops, ipow):   # plans of an earlier test hold its device
+    for k in (softmax, layernorm, mixed, int_ops, ipow, lookup):   # plans of an earlier test hold its device
         monkeypatch.setattr(k, "_plans", {})
     render = metal_codegen.render
 
@@ -245,6 +250,17 @@ def test_runtime_integer_power_to_a_negative_exponent_raises(fake):
     np.testing.assert_array_equal(ipow(a, np.full(10, 3, np.int32), device="metal").numpy(), a ** 3)
     with pytest.raises(ValueError, match="negative integer powers"):
         ipow(a, np.full(10, -1, np.int32), device="metal")
+
+
+def test_runtime_an_index_out_of_bounds_raises_numpys_index_error_and_the_next_call_works(fake):
+    table, a = np.arange(12.0, dtype=np.float32).reshape(4, 3), np.arange(1, 3, dtype=np.int32)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="^index -5 is out of bounds for axis 0 with size 4$"):
+        lookup(table, np.array([3, -5], np.int32), a, a, device="metal")
+    with pytest.raises(ValueError, match="negative integer powers"):
+        lookup(table, np.array([3, 0], np.int32), a, -a, device="metal")
+    got, power = lookup(table, np.array([3, -4], np.int32), a, a, device="metal")
+    np.testing.assert_array_equal(got.numpy(), table[[3, -4]] * 2)
+    np.testing.assert_array_equal(power.numpy(), a ** a)
 
 
 def test_runtime_fewer_threads_per_pipeline_renders_smaller_threadgroups(fake, rng):

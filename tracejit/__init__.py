@@ -19,6 +19,7 @@ from .errors import (  # noqa: F401
     DeviceError,
     DtypeError,
     IndexOutOfBoundsError,
+    InvalidIndexError,
     InternalError,
     OutOfMemoryError,
     ScalarOverflowError,
@@ -33,7 +34,12 @@ from .frontend.reductions import *  # noqa: F401,F403
 from .frontend.creation import *  # noqa: F401,F403
 from .frontend.methods import *  # noqa: F401,F403
 from .frontend.linalg import *  # noqa: F401,F403
+from .frontend.einsum import *  # noqa: F401,F403
+from .frontend.indexing import *  # noqa: F401,F403
 from .frontend.ufuncs import *  # noqa: F401,F403
+from .frontend.joining import *  # noqa: F401,F403
+from .frontend.movement import *  # noqa: F401,F403
+from .frontend.padding import *  # noqa: F401,F403
 from .frontend.scans import *  # noqa: F401,F403
 from .frontend.sorting import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401

@@ -15,11 +15,23 @@ class ShapeError(TraceError, ValueError):
 
 
 class IndexOutOfBoundsError(TraceError, IndexError):
-    """An integer index outside its axis, where NumPy raises IndexError.
+    """An integer index outside its axis, where NumPy raises IndexError: a constant one while tracing,
+    a value of an index array (x[idx], np.take) when the kernel runs, on every device.
 
     >>> f = tj.kernel(lambda x: x[5])
     >>> f(np.arange(3))              # IndexError: index 5 is out of bounds for axis 0 with size 3
+    >>> tj.kernel(lambda x, i: x[i])(np.arange(3), np.array([0, -4]))   # index -4 is out of bounds ...
     Index inside the shape (x[-1] is the last element), or slice (x[5:] is empty, as in NumPy).
+    """
+
+
+class InvalidIndexError(TraceError, IndexError):
+    """An index NumPy refuses with IndexError for what it is, whatever the data: an array of floats,
+    index arrays that do not broadcast together, a boolean mask of the wrong shape.
+
+    >>> f = tj.kernel(lambda x, i: x[i])
+    >>> f(np.arange(5.0), np.array([1.0]))   # IndexError: arrays used as indices must be of integer type
+    Index with integers (i.astype(np.int64)), or a boolean mask of the indexed axes' shape.
     """
 
 

@@ -38,6 +38,33 @@ def sobel(img):  # Sobel gradient magnitude with shifted slices (the common idio
     return np.hypot(gx, gy)
 
 
+def filter2d_same(image, kernel):  # 'same'-size 2-D filtering: zero padding with np.pad, then shifted slices
+    kh, kw = kernel.shape  # (the common idiom of image-processing courses)
+    padded = np.pad(image, ((kh // 2, kh // 2), (kw // 2, kw // 2)), mode="constant")
+    out = np.zeros_like(image)
+    for i in range(kh):
+        for j in range(kw):
+            out += kernel[i, j] * padded[i:i + image.shape[0], j:j + image.shape[1]]
+    return out
+
+
+def heat_step(u, alpha, dt, dx):  # explicit heat-equation step on a periodic grid: the np.roll Laplacian
+    lap = (np.roll(u, 1, axis=0) + np.roll(u, -1, axis=0) +  # (the common idiom of PDE tutorials)
+           np.roll(u, 1, axis=1) + np.roll(u, -1, axis=1) - 4 * u) / dx**2
+    return u + alpha * dt * lap
+
+
+def total_variation(img):  # anisotropic total variation, forward differences with the edge repeated
+    dx = np.diff(img, axis=1, append=img[:, -1:])  # (as total-variation denoising tutorials write it)
+    dy = np.diff(img, axis=0, append=img[-1:, :])
+    return np.sum(np.abs(dx)) + np.sum(np.abs(dy))
+
+
+def slope_and_arc_length(x, y):  # forward-difference derivative and a sampled curve's length with np.diff
+    dydx = np.diff(y) / np.diff(x)
+    return dydx, np.sum(np.sqrt(np.diff(x) ** 2 + np.diff(y) ** 2))
+
+
 def rgb2gray(rgb):  # the matplotlib/Stack Overflow "rgb2gray": ITU-R 601 luma weights
     return np.dot(rgb[..., :3], [0.2989, 0.5870, 0.1140])
 
@@ -98,6 +125,34 @@ def two_layer_net(X, W1, b1, W2, b2):  # CS231n "Putting it together: minimal ne
     return probs
 
 
+def softmax_loss(X, y, W1, b1, W2, b2, reg):  # CS231n's case study: the loss of the two-layer net
+    num_examples = X.shape[0]
+    hidden_layer = np.maximum(0, np.dot(X, W1) + b1)
+    scores = np.dot(hidden_layer, W2) + b2
+    exp_scores = np.exp(scores)
+    probs = exp_scores / np.sum(exp_scores, axis=1, keepdims=True)
+    # compute the loss: average cross-entropy loss and regularization
+    correct_logprobs = -np.log(probs[range(num_examples), y])
+    data_loss = np.sum(correct_logprobs) / num_examples
+    reg_loss = 0.5 * reg * np.sum(W1 * W1) + 0.5 * reg * np.sum(W2 * W2)
+    return data_loss + reg_loss
+
+
+def one_hot(labels, num_classes):  # the Stack Overflow "convert array of indices to one-hot" answer
+    return np.eye(num_classes)[labels]
+
+
+def adjust_gamma(image, gamma):  # PyImageSearch's adjust_gamma, with NumPy's table[image] for cv2.LUT
+    invGamma = 1.0 / gamma
+    table = ((np.arange(0, 256) / 255.0) ** invGamma * 255).astype("uint8")
+    return table[image]
+
+
+def color_quantize(pixels, centers):  # PDSH ch. 5 colour compression: new_colors = centers[predict(data)]
+    labels = np.argmin(((pixels[:, None, :] - centers[None, :, :]) ** 2).sum(-1), axis=1)
+    return centers[labels]
+
+
 def kmeans_assign(X, centers):  # the assignment step of k-means (Python Data Science Handbook, ch. 5)
     distances = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(-1)
     labels = np.argmin(distances, axis=1)
@@ -145,6 +200,51 @@ def nbody_acc(pos, mass, G, softening):  # Philip Mocz, nbody-python (nbody.py g
     return a
 
 
+def einsum_attention(q, k, v):  # multi-head scaled dot-product attention written with einsum (the common idiom)
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k) * q.shape[-1] ** -0.5
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return np.einsum("bhqk,bhkd->bhqd", weights, v)
+
+
+def gram_matrix(features):  # the style-transfer Gram matrix (Gatys et al.) of each image of a batch
+    b, c, h, w = features.shape
+    F = features.reshape(b, c, h * w)
+    return np.einsum("bij,bkj->bik", F, F) / (c * h * w)
+
+
+def mahalanobis(X, mu, VI):  # Mahalanobis distance of every row to mu, the vectorised einsum answer (Stack Overflow)
+    delta = X - mu
+    return np.sqrt(np.einsum("nj,jk,nk->n", delta, VI, delta))
+
+
+def bilinear_scores(X, W, Y):  # bilinear similarity x_b^T W y_b for a batch of pairs (bilinear attention, RESCAL)
+    return np.einsum("bi,ij,bj->b", X, W, Y)
+
+
+def linear_cka(features_x, features_y):  # google-research representation_similarity: feature_space_linear_cka
+    features_x = features_x - np.mean(features_x, 0, keepdims=True)
+    features_y = features_y - np.mean(features_y, 0, keepdims=True)
+
+    dot_product_similarity = np.linalg.norm(features_x.T.dot(features_y)) ** 2
+    normalization_x = np.linalg.norm(features_x.T.dot(features_x))
+    normalization_y = np.linalg.norm(features_y.T.dot(features_y))
+
+    return dot_product_similarity / (normalization_x * normalization_y)
+
+
+def hsic(K, L):  # the biased HSIC estimate trace(KHLH) / (n-1)^2 (Gretton et al.), the trace of a product by einsum
+    n = K.shape[0]
+    H = np.eye(n) - np.ones((n, n)) / n
+    return np.einsum("ij,ji->", K @ H, L @ H) / (n - 1) ** 2
+
+
+def rgb_to_yiq(img):  # colour space conversion: one 3x3 matrix applied to every pixel with tensordot (the common idiom)
+    yiq_from_rgb = np.array([[0.299, 0.587, 0.114],
+                             [0.59590059, -0.27455667, -0.32134392],
+                             [0.21153661, -0.52273617, 0.31119955]])
+    return np.tensordot(img, yiq_from_rgb, axes=([-1], [1]))
+
 def _n(*shape, scale=1.0, low=None):
     def make(rng, dt):
         if low is not None:
@@ -152,6 +252,12 @@ def _n(*shape, scale=1.0, low=None):
         return tuple((rng.standard_normal(s) * scale).astype(dt) for s in shape)
     return make
 
+
+
+def _spd(rng, n, dt):
+    """A symmetric positive definite matrix (an inverse covariance)."""
+    m = rng.standard_normal((n, n))
+    return (m @ m.T + n * np.eye(n)).astype(dt)
 
 BOTH = ("float64", "float32")
 F64 = ("float64",)
@@ -161,6 +267,12 @@ PROGRAMS = [
     program(rbf_kernel, lambda rng, dt: _n((10, 4), (12, 4))(rng, dt) + (0.5,), BOTH),
     program(box_blur, _n((24, 20)), BOTH),
     program(sobel, _n((24, 20)), BOTH),
+    program(filter2d_same, lambda rng, dt: _n((24, 20), scale=1, low=0)(rng, dt)
+            + (np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]], dt) / 16,), BOTH),
+    program(heat_step, lambda rng, dt: _n((24, 20), scale=1, low=0)(rng, dt) + (0.1, 0.1, 1.0), BOTH),
+    program(total_variation, _n((24, 20), scale=1, low=0), BOTH),
+    program(slope_and_arc_length, lambda rng, dt: (np.sort(rng.uniform(0, 3, 50)).astype(dt),
+                                                   rng.standard_normal(50).astype(dt)), BOTH),
     program(rgb2gray, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(to_uint8, _n((12, 10, 3), scale=1.2, low=-0.1), BOTH),
     program(zscore, _n((50, 6), scale=3), BOTH, static={"axis": 0, "ddof": 0}),
@@ -174,10 +286,23 @@ PROGRAMS = [
                                                        (rng.standard_normal(5) * 0.1).astype(dt), 0.1), BOTH),
     program(two_layer_net, lambda rng, dt: _n((16, 2), (2, 10), 10, (10, 3), 3, scale=0.5)(rng, dt), BOTH),
     program(kmeans_assign, _n((60, 2), (4, 2), scale=2), BOTH),
+    program(softmax_loss, lambda rng, dt: (_n((16, 2))(rng, dt)[0], rng.integers(0, 3, 16).astype(np.int32))
+            + _n((2, 10), 10, (10, 3), 3, scale=0.5)(rng, dt) + (1e-3,), BOTH),
+    program(one_hot, lambda rng, dt: (rng.integers(0, 10, 20),), ("int64",), static={"num_classes": 10}),
+    program(adjust_gamma, lambda rng, dt: (rng.integers(0, 256, (12, 10, 3)).astype(np.uint8), 2.2), ("uint8",)),
+    program(color_quantize, lambda rng, dt: (rng.uniform(0, 1, (64, 3)).astype(dt),
+                                             rng.uniform(0, 1, (8, 3)).astype(dt)), BOTH),
     program(trapezoid, lambda rng, dt: (np.sin(np.linspace(0, 3, 101)).astype(dt), np.linspace(0, 3, 101).astype(dt)),
             BOTH),
     program(moving_average, _n(50), BOTH, static={"n": 3}),
     program(horner, lambda rng, dt: (np.array([1.5, -2.0, 0.5, 3.0], dt), rng.uniform(-2, 2, 100).astype(dt)), BOTH),
+    program(einsum_attention, _n((2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16)), BOTH),
+    program(gram_matrix, _n((2, 3, 4, 5)), BOTH),
+    program(mahalanobis, lambda rng, dt: _n((20, 3), 3)(rng, dt) + (_spd(rng, 3, dt),), BOTH),
+    program(bilinear_scores, _n((8, 5), (5, 6), (8, 6)), BOTH),
+    program(linear_cka, _n((20, 4), (20, 3)), BOTH),
+    program(hsic, lambda rng, dt: tuple(x @ x.T for x in _n((10, 3), (10, 4))(rng, dt)), BOTH),
+    program(rgb_to_yiq, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(nbody_acc, lambda rng, dt: (rng.standard_normal((20, 3)).astype(dt),
                                         np.full((20, 1), 20.0 / 20, dt), 1.0, 0.1), BOTH),
 ]

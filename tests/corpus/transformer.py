@@ -76,6 +76,10 @@ def gpt2_gelu(x):
     return gelu(x)
 
 
+def gpt2_embeddings(inputs, wte, wpe):  # the first line of gpt2(): token plus positional embeddings
+    return wte[inputs] + wpe[range(len(inputs))]
+
+
 def gpt2_softmax(x):
     return softmax(x)
 
@@ -307,8 +311,28 @@ def llama_rope_tables(positions, head_dim):
     return np.cos(freqs), np.sin(freqs)
 
 
+def llama_repeat_kv(x):  # grouped-query attention's key/value heads, each repeated for 2 query heads
+    return repeat_kv(x, 2)
+
+
 def llama_greedy_token(logits):
     return logits[:, -1, :].argmax(-1, keepdims=True)  # from Llama.generate()
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor2tensor (tensorflow/tensor2tensor, layers/common_attention.py get_timing_signal_1d): the
+# Transformer's sinusoidal position signal, its TensorFlow ops written with their NumPy names
+
+
+def timing_signal(positions, channels, min_timescale=1.0, max_timescale=1.0e4):
+    num_timescales = channels // 2
+    log_timescale_increment = (math.log(float(max_timescale) / float(min_timescale)) /
+                               max(float(num_timescales) - 1, 1))
+    inv_timescales = min_timescale * np.exp(np.arange(num_timescales).astype(np.float32) * -log_timescale_increment)
+    scaled_time = np.expand_dims(positions, 1) * np.expand_dims(inv_timescales, 0)
+    signal = np.concatenate([np.sin(scaled_time), np.cos(scaled_time)], axis=1)
+    signal = np.pad(signal, [[0, 0], [0, np.mod(channels, 2)]])
+    return signal
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,6 +372,8 @@ F32 = ("float32",)
 E = N_EMBD
 PROGRAMS = [
     program(gpt2_gelu, lambda rng, dt: (_f(rng, dt, N_SEQ, 4 * E, scale=2),), F32),
+    program(gpt2_embeddings, lambda rng, dt: (rng.integers(0, N_VOCAB, N_SEQ), _f(rng, dt, N_VOCAB, E),
+                                              _f(rng, dt, 16, E, scale=0.1)), F32),
     program(gpt2_softmax, lambda rng, dt: (_f(rng, dt, N_SEQ, N_VOCAB, scale=3),), F32),
     program(gpt2_layer_norm, lambda rng, dt: (_f(rng, dt, N_SEQ, E, scale=2), 1 + _f(rng, dt, E, scale=0.1),
                                               _f(rng, dt, E, scale=0.1)), F32),
@@ -381,5 +407,7 @@ PROGRAMS = [
     program(llama_causal_mask_softmax, lambda rng, dt: (_f(rng, dt, 1, 4, N_SEQ, N_SEQ, scale=2),), F32,
             static={"start_pos": 0}),
     program(llama_rope_tables, lambda rng, dt: (np.arange(N_SEQ),), ("int64",), static={"head_dim": 8}),
+    program(llama_repeat_kv, lambda rng, dt: (_f(rng, dt, 1, N_SEQ, 2, 4),), F32),
+    program(timing_signal, lambda rng, dt: (np.arange(N_SEQ, dtype=dt),), F32, static={"channels": 15}),
     program(llama_greedy_token, lambda rng, dt: (_f(rng, dt, 1, N_SEQ, N_VOCAB),), F32),
 ]

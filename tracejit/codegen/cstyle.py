@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import DtypeError
-from ..ir.kernel_ir import INDEX, Kernel
+from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import bitonic, math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
@@ -70,6 +70,8 @@ class CStyle:
     table_qualifier = "__constant"                     # a constant array at program scope
     no_fp64 = "it reports no cl_khr_fp64"              # why float64 is refused where options.fp64 is off
     own_functions: frozenset[str] = frozenset()        # math_f32 functions the target's library lacks
+    # the error record's count of faults (int word 3 of `err`) incremented atomically: the old count
+    fault_count = "atomic_inc(&{0}[3])"
 
     def buffer_param(self, position: int, ctype: str, name: str) -> str:
         """A kernel parameter pointing at a buffer of `ctype` (const-qualified for inputs)."""
@@ -149,7 +151,7 @@ class _Render:
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
-        self.error_flag = any(x.op == "pow" and x.dtype.kind == "i" for x in self.ins)
+        self.error_flag = bool(faults(kernel))
 
     # -- analysis --
     def _check_dtypes(self) -> None:
@@ -272,7 +274,8 @@ class _Render:
             if op == "sign":
                 return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
             if op == "pow":
-                return f"{self.helper('pow', dt)}({a[0]}, {a[1]}{', tj_error' if dt.kind == 'i' else ''})"
+                fault = f", {NEGATIVE_POWER.code}, tj_error" if dt.kind == "i" else ""
+                return f"{self.helper('pow', dt)}({a[0]}, {a[1]}{fault})"
             if op == "fmod":   # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
                 return f"(({a[1]}) == 0{' || (' + a[1] + ') == -1' if dt.kind == 'i' else ''} ? ({t})0 : ({t})({a[0]} % {a[1]}))"
             if op in ("shl", "shr"):
@@ -339,7 +342,7 @@ class _Render:
         name = f"tj_{op}_{t.replace(' ', '_')}"
         if name in self.helpers:
             return name
-        q, g = self.t.helper_qualifier, self.t.global_qualifier
+        q = self.t.helper_qualifier
         if dt.kind == "f":
             body = {
                 "mod": f"{t} m = fmod(a, b);\n    if (b == 0) return m;\n"
@@ -354,8 +357,9 @@ class _Render:
         u = self.t.unsigned[max(4, dt.itemsize)]
         signed = dt.kind == "i"
         if op == "pow":
-            err = f", {g} int* err".replace("  ", " ") if signed else ""
-            neg = "if (b < 0) { *err = 1; return 0; }\n    " if signed else ""
+            err = f", int code, {self.error_record} err" if signed else ""
+            fault = f"{self.fault_helper()}(err, code, ({self.long})b)" if signed else ""
+            neg = f"if (b < 0) {{ {fault}; return 0; }}\n    " if signed else ""
             self.helpers[name] = (f"{q} {t} {name}({t} a, {t} b{err}) {{\n    {neg}{u} r = 1, x = ({u})a;\n"
                                   "    while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }\n"
                                   f"    return ({t})r;\n}}")
@@ -368,6 +372,42 @@ class _Render:
         first = f"    {t} r = a % b;\n" if op == "mod" else f"    {t} q = a / b;\n"
         self.helpers[name] = f"{q} {t} {name}({t} a, {t} b) {{\n    if (b == 0) return 0;\n{minus_one}{first}{fix}\n}}"
         return name
+
+    @property
+    def long(self) -> str:
+        return self.t.types[INDEX]
+
+    @property
+    def error_record(self) -> str:
+        """The type of the error record's parameter."""
+        return f"{self.t.global_qualifier} int*".strip()
+
+    def fault_helper(self) -> str:
+        """tj_fault(err, code, value): the first fault of a launch (by the atomic count) keeps its code and
+        value in the error record (int words: code, value's low and high halves, count)."""
+        name, long = "tj_fault", self.long
+        self.helpers.setdefault(name, (
+            f"{self.t.helper_qualifier} void {name}({self.error_record} err, int code, {long} value) {{\n"
+            f"    if ({self.t.fault_count.format('err')} == 0) {{ err[0] = code; err[1] = (int)value; "
+            "err[2] = (int)(value >> 32); }\n}"))
+        return name
+
+    def bound(self, i: int, v: str) -> str:
+        """BOUND: an index read from data (of its own integer type) as an offset along its axis."""
+        x = self.ins[i]
+        dt, (size, fault) = self.ins[x.srcs[0]].dtype, x.arg
+        t, long = self.ctype(dt), self.long
+        name = f"tj_bound_{t.replace(' ', '_')}"
+        if name not in self.helpers:
+            outside = f"{{ {self.fault_helper()}(err, code, ({long})v); return 0; }}"
+            if dt.kind == "i":   # negative: from the end
+                body = f"{long} w = (v < 0) ? ({long})v + n : ({long})v;\n    if (w < 0 || w >= n) {outside}"
+            else:
+                ulong = self.t.unsigned[8]
+                body = f"{long} w = ({long})v;\n    if (({ulong})v >= ({ulong})n) {outside}"
+            self.helpers[name] = (f"{self.t.helper_qualifier} {long} {name}({t} v, {long} n, int code, "
+                                  f"{self.error_record} err) {{\n    {body}\n    return w;\n}}")
+        return f"(({self.idx}){name}({v}, {self.literal(size, INDEX)}, {fault.code}, tj_error))"
 
     # -- emission --
     def out(self, text: str) -> None:
@@ -527,6 +567,8 @@ class _Render:
                 self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and level == 0 else line)
                 if group and level == 0 and ins[s[0]].op == "local":
                     self.out(t.barrier)
+            elif op == "bound":
+                self.out(t.let(name, self.idx, self.bound(i, a[0])))
             elif op == "cast":
                 self.out(t.let(name, self.ctype(dt), self.cast(a[0], ins[s[0]].dtype, dt)))
             elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops

@@ -1,7 +1,9 @@
 """Numba renderer: kernel IR -> Python source with a `numba.prange` loop over the global index.
 
 Numba has no CPU float16: such buffers are passed as uint16 bit patterns and converted on load and
-store, with arithmetic in float32. Float32/float16 sums accumulate in float64, except rows of local
+store, with arithmetic in float32. A kernel that can fault (kernel_ir.Fault: an index out of bounds, an
+integer to a negative power) takes one more argument, `tj_error` (int64: code, value), where it records
+the fault for the runtime to raise: prange loops cannot raise. Float32/float16 sums accumulate in float64, except rows of local
 accumulators (contractions, column sums) over at most 4096 terms, which stay float32 like BLAS, and
 scans, which add in their own dtype in order, as NumPy's cumsum does (long ones run in blocks). Float32 exp, tanh, log
 and erf call tracejit's vectorisable versions (runtime/numba_math.py) instead of per-element libm.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.kernel_ir import Kernel
+from ..ir.kernel_ir import NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from .simt import index_values
 
@@ -82,14 +84,12 @@ def _literal(value, dt: np.dtype) -> str:
 
 
 def render(kernel: Kernel, parallel: bool) -> str:
-    """The Python source of one kernel function named kernel.name. A kernel that can raise (integer
-    power, like NumPy, for a negative exponent) runs serially: numba cannot raise from prange."""
+    """The Python source of one kernel function named kernel.name."""
     ins = kernel.instrs
-    parallel = parallel and not any(x.op == "pow" and x.dtype.kind in "iu" for x in ins)
     names: list[str] = [""] * len(ins)
     acc_wide: dict[int, bool] = {}
     index = index_values(ins)
-    params = [p.name for p in kernel.params]
+    params = [p.name for p in kernel.params] + (["tj_error"] if faults(kernel) else [])
     lines: list[str] = []
     depth = 1
     before = _before_global_loop(ins)
@@ -175,6 +175,11 @@ def render(kernel: Kernel, parallel: bool) -> str:
                 val = f"f32_to_f16({val})"
             out(f"{a[0]}[{a[1]}] = {val}")
             continue
+        elif op == "bound":
+            out(f"{name} = bound_index({a[0]}, {x.arg[0]}, {x.arg[1].code}, tj_error)")
+        elif op == "pow" and dt.kind == "i":   # NumPy raises for a negative exponent
+            exponent = f"nonnegative_exponent({a[1]}, {NEGATIVE_POWER.code}, tj_error)"
+            out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].dtype)}")
         elif op == "cast":
             out(f"{name} = {_cast(a[0], ins[s[0]].dtype, dt)}")
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
@@ -267,9 +272,9 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
     for f in own:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
-    used = [f for f in (*own, *(f + "_called" for f in own), "f16_to_f32", "f32_to_f16", "int_power", "int_fmod", "ldexp_f64", "sort_row",
-                                                                          "wrap_add", "wrap_sub", "wrap_mul")
-            if f + "(" in body]
+    helpers = ("f16_to_f32", "f32_to_f16", "int_power", "nonnegative_exponent", "bound_index", "int_fmod",
+               "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul")
+    used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if f + "(" in body]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]
     if tables:

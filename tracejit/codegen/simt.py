@@ -177,7 +177,7 @@ class Mapping:
         for i, x in enumerate(self.ins):
             if i not in self.index:
                 continue
-            if x.op in ("global", "range") or x.op == "const" and x.arg >= 0:
+            if x.op in ("global", "range", "bound") or x.op == "const" and x.arg >= 0:
                 out.add(i)
             elif x.op in ("add", "mul", "min") and all(s in out for s in x.srcs):
                 out.add(i)
@@ -189,12 +189,12 @@ class Mapping:
 
 
 def index_values(instrs) -> set[int]:
-    """Index arithmetic: int64 values computed from the global index, loop counters and constants
-    only (never from loaded data). C-style targets give them a narrower type when every size allows;
-    numba keeps its own (non-wrapping) arithmetic for them."""
+    """Index arithmetic: int64 values computed from the global index, loop counters, constants and
+    bounded indices read from data (BOUND: within an axis) only. C-style targets give them a narrower
+    type when every size allows; numba keeps its own (non-wrapping) arithmetic for them."""
     out = set()
     for i, x in enumerate(instrs):
-        if x.op in ("global", "range") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
+        if x.op in ("global", "range", "bound") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
             out.add(i)
         elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
                 and all(j in out for j in x.srcs):

@@ -329,12 +329,16 @@ class _WGSLRender(_Render):
         name = f"tj_{op}_{t}"
         if name not in self.helpers:
             text = wgsl_functions.arithmetic(op, t)
-            for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f32)\(", text)):
+            for dep in dict.fromkeys(re.findall(r"\b(tj_\w+)\(", text)):
                 arith = re.fullmatch(r"tj_(mod|idiv|fmod|pow)_f32", dep)
                 if dep != name:
                     self._arith(arith.group(1), "f32") if arith else self._helper(dep)
             self.helpers[name] = text
         return name
+
+    def bound(self, i: int, v: str) -> str:
+        dt, (size, fault) = self.ins[self.ins[i].srcs[0]].dtype, self.ins[i].arg
+        return f"{self._helper('tj_bound_' + self.ctype(dt))}({v}, {self.literal(size, INDEX, True)}, {fault.code}i)"
 
     # -- the module around the shared walk --
     def shared(self, line: str) -> None:
@@ -372,8 +376,9 @@ class _WGSLRender(_Render):
             members = ", ".join(f"{self.k.params[i].name}: {self._uniform_type(self.k.params[i].dtype)}" for i in scalars)
             decl.append(f"struct TjScalars {{ {members} }};")
             decl.append(f"@group(0) @binding({len(buffers)}) var<uniform> tj_scalars: TjScalars;")
-        if self.error_flag:
-            decl.append(f"@group(0) @binding({len(buffers) + bool(scalars)}) var<storage, read_write> tj_error: array<i32>;")
+        if self.error_flag:   # the error record (see tj_fault)
+            decl.append(f"@group(0) @binding({len(buffers) + bool(scalars)}) var<storage, read_write> tj_error: "
+                        "array<atomic<i32>>;")
         first = len(buffers) + bool(scalars) + self.error_flag
         for b, t in enumerate(self.tables):
             elem = "i32" if table_words(t).dtype == np.int32 else "u32"

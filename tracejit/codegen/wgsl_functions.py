@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from ..ir.kernel_ir import NEGATIVE_POWER
 from . import math_f32
 
 
@@ -153,6 +154,19 @@ def math_helpers() -> dict[str, str]:
 
 
 BASE_HELPERS = {
+    # the first fault of a launch (by the count in word 3) keeps its code and value in the error record
+    "tj_fault": ("fn tj_fault(code: i32, low: i32, high: i32) {\n"
+                 "    if (atomicAdd(&tj_error[3], 1i) == 0i) {\n"
+                 "        atomicStore(&tj_error[0], code);\n        atomicStore(&tj_error[1], low);\n"
+                 "        atomicStore(&tj_error[2], high);\n    }\n}"),
+    # an index read from data as an offset along an axis of n elements (kernel_ir's BOUND)
+    "tj_bound_i32": ("fn tj_bound_i32(v: i32, n: i32, code: i32) -> i32 {\n"
+                     "    let w = select(v, v + n, v < 0i);\n"
+                     "    if (w < 0i || w >= n) { tj_fault(code, v, select(0i, -1i, v < 0i)); return 0i; }\n"
+                     "    return w;\n}"),
+    "tj_bound_u32": ("fn tj_bound_u32(v: u32, n: i32, code: i32) -> i32 {\n"
+                     "    if (v >= u32(n)) { tj_fault(code, bitcast<i32>(v), 0i); return 0i; }\n"
+                     "    return i32(v);\n}"),
     "tj_isnan_f32": "fn tj_isnan_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
     "tj_isinf_f32": "fn tj_isinf_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }",
     "tj_inf_f32": "fn tj_inf_f32() -> f32 { var b = 0x7f800000u; return bitcast<f32>(b); }",
@@ -173,7 +187,7 @@ BASE_HELPERS = {
 
 def arithmetic(op: str, t: str) -> str:
     """`fn tj_{op}_{t}(a, b)`: floor division, modulo or power of f32, i32 or u32 as NumPy defines them
-    (i32 power sets tj_error for a negative exponent)."""
+    (i32 power records a fault for a negative exponent)."""
     name = f"tj_{op}_{t}"
     if t == "f32":
         body = {
@@ -211,7 +225,7 @@ def arithmetic(op: str, t: str) -> str:
         return f"fn {name}(a: f32, b: f32) -> f32 {{\n    {body}\n}}"
     zero, one = ("0i", "1i") if t == "i32" else ("0u", "1u")
     if op == "pow":
-        neg = "if (b < 0i) { tj_error[0] = 1i; return 0i; }\n    " if t == "i32" else ""
+        neg = f"if (b < 0i) {{ tj_fault({NEGATIVE_POWER.code}i, b, -1i); return 0i; }}\n    " if t == "i32" else ""
         return (f"fn {name}(a: {t}, b0: {t}) -> {t} {{\n    var b = b0;\n    {neg}"
                 f"var r = {one};\n    var x = a;\n"
                 f"    loop {{ if (b == {zero}) {{ break; }} if ((b & {one}) == {one}) {{ r = r * x; }}"

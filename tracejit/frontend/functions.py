@@ -19,7 +19,7 @@ from .tensor import Tensor, as_node
 
 __all__ = [
     "abs", "broadcast_to", "ceil", "clip", "cos", "erf", "exp", "exp2", "floor", "isfinite",
-    "isinf", "isnan", "log", "log2", "matmul", "maximum", "minimum", "power", "reciprocal",
+    "isinf", "isnan", "log", "log2", "maximum", "minimum", "power", "reciprocal",
     "reshape", "rint", "sigmoid", "sign", "sin", "sqrt", "tan", "tanh", "transpose", "trunc",
     "where",
 ]
@@ -275,33 +275,6 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
     if len(set(axes)) != len(axes):
         raise ShapeError(f"duplicate value in axis {axis}")
     return axes
-
-
-# --- contraction ---------------------------------------------------------------------------------
-
-def matmul(a, b) -> Tensor:
-    a, b = as_node(a), as_node(b)
-    if not a.shape or not b.shape:
-        raise ShapeError("matmul: input operand does not have enough dimensions (0-d); use * instead")
-    va, vb = len(a.shape) == 1, len(b.shape) == 1
-    if va:
-        a = build.reshape(a, (1, a.shape[0]))
-    if vb:
-        b = build.reshape(b, (b.shape[0], 1))
-    if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not align: "
-                         f"{a.shape[-1]} (dim -1) != {b.shape[-2]} (dim -2)")
-    dt, weak = _result(np.add, (a, b))   # matmul's dtypes are add's (bool: bool)
-    a, b = build.cast(a, dt, weak), build.cast(b, dt, weak)
-    batch = build.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    a3 = build.broadcast_to(build.reshape(a, a.shape + (1,)), batch + (m, k, n))
-    b3 = build.broadcast_to(build.reshape(b, b.shape[:-2] + (1, k, n)), batch + (m, k, n))
-    # NumPy's bool matmul is the or of ands
-    terms, total = (Op.AND, "max") if dt == BOOL else (Op.MUL, "sum")
-    out = build.reduce(build.binary(terms, a3, b3), total, (len(batch) + 1,))
-    shape = batch + ((m,) if not va else ()) + ((n,) if not vb else ())
-    return Tensor(build.reshape(out, shape))
 
 
 def astype(a, dtype) -> Tensor:

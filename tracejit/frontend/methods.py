@@ -1,4 +1,4 @@
-"""NumPy functions that mirror ndarray methods (np.squeeze, np.ravel, np.round, np.dot, np.ndim, ...)
+"""NumPy functions that mirror ndarray methods (np.squeeze, np.ravel, np.round, np.ndim, ...)
 on traced tensors; Tensor's methods of the same names call these."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from . import functions as F
 from .functions import _axes, _axis
 from .tensor import Tensor, as_node
 
-__all__ = ["around", "dot", "ravel", "round", "squeeze", "swapaxes"]
+__all__ = ["around", "ravel", "round", "squeeze", "swapaxes"]
 
 
 def squeeze(a, axis=None) -> Tensor:
@@ -36,10 +36,14 @@ def swapaxes(a, axis1, axis2) -> Tensor:
 
 
 def ravel(a, order="C") -> Tensor:
-    if order != "C":
-        raise UnsupportedError(f"ravel(order={order!r}): only order='C' is supported; transpose first for "
-                               "another order")
+    """order 'C' (row-major) or 'F' (column-major). 'A' and 'K' follow the memory layout, which a traced
+    value does not have: they are refused."""
+    if order not in ("C", "F"):
+        raise UnsupportedError(f"ravel(order={order!r}): order follows the memory layout, which a traced value "
+                               "does not have; use order='C' or 'F'")
     a = as_node(a)
+    if order == "F":
+        a = build.permute(a, tuple(reversed(range(len(a.shape)))))
     return Tensor(build.reshape(a, (a.size,)))
 
 
@@ -72,32 +76,6 @@ def round(a, decimals=0, out=None) -> Tensor:  # noqa: A001
 around = round
 
 
-def dot(a, b, out=None) -> Tensor:
-    """np.dot: a product for scalars, else a sum over a's last axis and b's second-to-last (its only
-    axis if 1-D). Integers accumulate in their own dtype and bools with `or`, as NumPy does."""
-    if out is not None:
-        raise UnsupportedError("np.dot(..., out=...) is not supported while tracing; use the returned value")
-    # np.dot makes arrays of Python scalars: they take part in promotion as float64 / int64 (not weak)
-    a, b = (build.cast(n, n.dtype) for n in (as_node(a), as_node(b)))
-    if not a.shape or not b.shape:
-        return F.multiply(a, b)
-    k = a.shape[-1]
-    b_k = b.shape[-1] if len(b.shape) == 1 else b.shape[-2]
-    if k != b_k:
-        raise ShapeError(f"shapes {a.shape} and {b.shape} not aligned: {k} (dim {len(a.shape) - 1}) != "
-                         f"{b_k} (dim {max(len(b.shape) - 2, 0)})")
-    if len(b.shape) == 1:
-        products, axis = F.multiply(a, b)._node, len(a.shape) - 1
-    else:
-        lead, batch, n = a.shape[:-1], b.shape[:-2], b.shape[-1]
-        shape = lead + batch + (k, n)
-        a_view = build.broadcast_to(build.reshape(a, lead + (1,) * len(batch) + (k, 1)), shape)
-        b_view = build.broadcast_to(b, shape)
-        products, axis = F.multiply(a_view, b_view)._node, len(shape) - 2
-    reduced = build.reduce(products, "max" if products.dtype == BOOL else "sum", (axis,))
-    return Tensor(build.reshape(reduced, tuple(s for d, s in enumerate(products.shape) if d != axis)))
-
-
 def ndim(a) -> int:
     return len(as_node(a).shape)
 
@@ -113,5 +91,5 @@ def size(a, axis=None) -> int:
 
 NUMPY_FUNCTIONS = {
     np.squeeze: squeeze, np.swapaxes: swapaxes, np.ravel: ravel, np.copy: copy, np.round: round,
-    np.around: round, np.dot: dot, np.ndim: ndim, np.shape: shape, np.size: size,
+    np.around: round, np.ndim: ndim, np.shape: shape, np.size: size,
 }

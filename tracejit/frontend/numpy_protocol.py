@@ -6,17 +6,20 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from . import functions as F
-from . import creation, linalg, methods, reductions, scans, sorting, statistics, ufuncs
+from . import (creation, einsum, indexing, joining, linalg, methods, movement, padding, reductions, scans,
+               sorting, statistics, ufuncs)
 
-UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: F.matmul}
+UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
 _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
 
 # Each frontend module lists the NumPy functions it implements (NUMPY_FUNCTIONS); this is their union.
 FUNCTIONS = {
     np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
-    np.broadcast_to: F.broadcast_to, np.matmul: F.matmul,
+    np.broadcast_to: F.broadcast_to,
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **scans.NUMPY_FUNCTIONS, **sorting.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **indexing.NUMPY_FUNCTIONS,
+    **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS, **padding.NUMPY_FUNCTIONS, **scans.NUMPY_FUNCTIONS,
+    **sorting.NUMPY_FUNCTIONS,
 }
 
 

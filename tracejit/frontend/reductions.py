@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import builtins
 import math
+import os
+import sys
+import warnings
 
 import numpy as np
 
@@ -142,10 +145,27 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True) -> T
                                    _mask(where, a.shape)), out_dt))
 
 
+def _warn_at_trace(message: str) -> None:
+    """NumPy's RuntimeWarning for a statistic over no elements. Shapes are static, so it is known while
+    tracing: it is given once, when the kernel is traced for that shape, not at every call."""
+    warnings.warn(message, RuntimeWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    """The stack level of the first frame outside tracejit and NumPy (the user's line)."""
+    inside = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(np.__file__))
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _mean(x: Node, axes, keepdims: bool, mask: Node | None) -> Node:
     count = _count(mask, x.shape, axes, x.dtype)
     total = _reduce("sum", _fill(x, mask, 0), axes, True)._node
     if isinstance(count, float):  # a static count divides as a constant (the layernorm mean is this node)
+        if not count:
+            _warn_at_trace("Mean of empty slice.")
         out = true_divide(Tensor(total), count if count else math.nan)._node
     else:
         out = build.binary(Op.DIV, total, count)
@@ -190,6 +210,7 @@ def _var(a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root:
     total = build.reduce(squares, "sum", axes) if axes else squares
     count = _count(mask, a.shape, axes, acc_dt)
     if isinstance(count, float) and count - ddof <= 0:
+        _warn_at_trace("Degrees of freedom <= 0 for slice")
         # NumPy divides the sum of squares (>= 0) by max(count - ddof, 0) = 0: inf, or NaN for 0 and NaN.
         # Spelled out, since a division by a constant zero is where shader compilers take liberties
         # (std: the square root leaves inf and NaN as they are).

@@ -123,13 +123,23 @@ def normalize(a, device: str | None = None):
         return a
     if isinstance(a, np.generic):
         return np.asarray(a)
+    for builtin in (bool, int, float):   # subclasses (IntEnum members, ...) are their base's numbers
+        if isinstance(a, builtin):
+            return builtin(a)
+    if isinstance(a, np.ma.MaskedArray):
+        raise ArgumentError("a masked array argument: tracejit computes on plain arrays and would drop the "
+                            "mask; pass a.filled(value), or a.data and the mask np.ma.getmaskarray(a) as two "
+                            "arguments and use np.where inside the kernel")
+    if isinstance(a, np.matrix):
+        raise ArgumentError("an np.matrix argument: its * and ** are matrix operations, which a kernel's "
+                            "arrays do not follow; pass np.asarray(m) (and write @ for a matrix product)")
     if hasattr(a, "__cuda_array_interface__"):   # CuPy, PyTorch, Numba device arrays: read in place
         arr = cuda_array(a, device)
         return normalize(arr, device)
     if hasattr(a, "__dlpack_device__") and _dlpack_device_type(a) == CUDA_DLPACK:
         raise ArgumentError(f"a {type(a).__name__} on a CUDA device offers DLPack but no __cuda_array_interface__, "
                             "which tracejit reads GPU arrays through; convert it (e.g. cupy.from_dlpack(x)) first")
-    if isinstance(a, (list, tuple)) or hasattr(a, "__array__") or hasattr(a, "__array_interface__"):
+    if isinstance(a, (list, tuple, memoryview)) or hasattr(a, "__array__") or hasattr(a, "__array_interface__"):
         try:
             return np.asarray(a)
         except ValueError as e:   # a ragged list: NumPy's "inhomogeneous shape"

@@ -6,6 +6,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedError
 from ..ir import build
 from . import functions as F
+from . import linalg
 from . import reductions as R
 from .tensor import Tensor, as_node
 
@@ -27,7 +28,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     n = x.shape[1]
     fact = n - ddof   # NumPy warns and divides by 0 when fact <= 0; so does this (inf/nan)
     centred = x - R.mean(x, axis=1, keepdims=True)
-    c = F.matmul(centred, centred.T) / (float(fact) if fact > 0 else 0.0)
+    c = linalg.matmul(centred, centred.T) / (float(fact) if fact > 0 else 0.0)
     return c.reshape(tuple(s for s in c.shape if s != 1))
 
 

@@ -169,8 +169,8 @@ class Tensor:
     def __rmod__(self, o): return F.remainder(o, self)  # noqa: E704
     def __pow__(self, o): return F.power(self, o)  # noqa: E704
     def __rpow__(self, o): return F.power(o, self)  # noqa: E704
-    def __matmul__(self, o): return F.matmul(self, o)  # noqa: E704
-    def __rmatmul__(self, o): return F.matmul(o, self)  # noqa: E704
+    def __matmul__(self, o): return _frontend("linalg").matmul(self, o)  # noqa: E704
+    def __rmatmul__(self, o): return _frontend("linalg").matmul(o, self)  # noqa: E704
     def __and__(self, o): return F.bitwise_and(self, o)  # noqa: E704
     def __rand__(self, o): return F.bitwise_and(o, self)  # noqa: E704
     def __or__(self, o): return F.bitwise_or(self, o)  # noqa: E704
@@ -204,7 +204,7 @@ class Tensor:
     def __ixor__(self, o): return self._inplace(F.bitwise_xor(self, o), "^=")  # noqa: E704
     def __ilshift__(self, o): return self._inplace(_U().left_shift(self, o), "<<=")  # noqa: E704
     def __irshift__(self, o): return self._inplace(_U().right_shift(self, o), ">>=")  # noqa: E704
-    def __imatmul__(self, o): return self._inplace(F.matmul(self, o), "@=")  # noqa: E704
+    def __imatmul__(self, o): return self._inplace(_frontend("linalg").matmul(self, o), "@=")  # noqa: E704
 
     def _inplace(self, result: "Tensor", symbol: str) -> "Tensor":
         """`x op= y` as NumPy does it: the result is cast back to x's dtype (refused where the cast is not
@@ -231,8 +231,10 @@ class Tensor:
 
     # -- NumPy protocols: existing NumPy code traces unchanged --
     def __array__(self, dtype=None, copy=None):
-        raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array or a NumPy "
-                         "function tracejit does not implement); keep it symbolic inside the kernel")
+        raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, a NumPy "
+                         "function tracejit does not implement, or an index into a NumPy array: table[i]); keep "
+                         "it symbolic inside the kernel. To index a NumPy array, pass it to the kernel as an "
+                         "argument or write tj.take(table, i)")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from .numpy_protocol import array_ufunc
@@ -245,9 +247,9 @@ class Tensor:
 
 def _index(node: Node, key) -> Node:
     key = key if isinstance(key, tuple) else (key,)
-    if any(isinstance(k, (Tensor, np.ndarray, list)) for k in key):
-        raise UnsupportedError("advanced (array or boolean) indexing is not supported; use basic indexing "
-                               "(ints, slices, None, ...) or tj.where")
+    indexing = _frontend("indexing")
+    if any(indexing.is_array_index(k) for k in key):
+        return indexing.advanced_index(node, key)
     if sum(k is Ellipsis for k in key) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     used = sum(1 for k in key if k is not None and k is not Ellipsis)
@@ -293,7 +295,10 @@ from . import functions as F  # noqa: E402  (functions needs Tensor defined)
 # Resolved on call: those modules import this one, so they cannot be imported while it loads.
 _METHODS = {
     "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
-    "methods": ("ravel", "squeeze", "swapaxes", "round", "dot", "copy"),
+    "methods": ("ravel", "squeeze", "swapaxes", "round", "copy"),
+    "linalg": ("dot",),
+    "indexing": ("take", "searchsorted"),
+    "movement": ("repeat",),
     "scans": ("cumsum", "cumprod"),
     "sorting": ("argsort",),
 }

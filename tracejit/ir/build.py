@@ -149,6 +149,20 @@ def pad(x: Node, pads: tuple[tuple[int, int], ...], fill) -> Node:
     return Node.make(Op.PAD, x.dtype, shape, (x,), (pads, x.dtype.type(fill).item()), x.weak)
 
 
+def gather(x: Node, indices: tuple[Node, ...], source_axes: tuple[int | None, ...]) -> Node:
+    """Integer-array indexing. Element o of the result reads x at position p, where for each axis d of x
+    p[d] = o[source_axes[d]], or, where source_axes[d] is None (a gathered axis), p[d] is the value at o
+    of the next index array. Index arrays have an integer dtype and the result's shape (broadcast them
+    first); a negative index counts from the end, and one outside its axis raises IndexError when the
+    kernel runs."""
+    indices, source_axes = tuple(indices), tuple(None if a is None else int(a) for a in source_axes)
+    shape = indices[0].shape
+    assert len(source_axes) == len(x.shape) and sum(a is None for a in source_axes) == len(indices) > 0
+    assert all(i.shape == shape and i.dtype.kind in "iu" for i in indices), indices
+    assert all(a is None or shape[a] == n for a, n in zip(source_axes, x.shape)), (shape, source_axes, x.shape)
+    return Node.make(Op.GATHER, x.dtype, shape, (x, *indices), source_axes, x.weak)
+
+
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     ndim = max((len(s) for s in shapes), default=0)
     out = []

@@ -1,21 +1,35 @@
 """A NumPy interpreter of the kernel IR: the executable definition of what each instruction means.
 
 It runs every global index at once (values are arrays over g) and loops in Python, so it is slow
-but obvious; tests run renderers' output against it.
+but obvious; tests run renderers' output against it. Faults (kernel_ir.Fault) are raised, or written
+to an error record as the SIMT targets keep it.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .kernel_ir import Kernel
+from .kernel_ir import NEGATIVE_POWER, Fault, Kernel, fault_error
 from .ops import NUMPY_OPS
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
-    """Execute kernel on flat buffers (one per param, outputs written in place)."""
+def run(kernel: Kernel, buffers: list[np.ndarray], error: np.ndarray | None = None) -> None:
+    """Execute kernel on flat buffers (one per param, outputs written in place). A fault is raised, or
+    with `error` (int32 words: code, the value's low and high halves, count of faults) recorded there:
+    the first one met, unless one is recorded already."""
     n = kernel.global_size
+
+    def fault(which: Fault, failed: np.ndarray, value: np.ndarray) -> None:
+        if not failed.any():
+            return
+        v = value[np.argmax(failed)]
+        if error is None:
+            raise fault_error([kernel], which.code, int(v))
+        if error[3] == 0:
+            error[:3] = [which.code, *np.array([v]).astype(np.int64).view(np.int32)]   # little-endian halves
+        error[3] += int(failed.sum())
+
     rows = np.arange(n)
     vals: list = [None] * len(kernel.instrs)
     loops: list[list[int]] = []  # [range instr index, current iteration]
@@ -34,6 +48,17 @@ def run(kernel: Kernel, buffers: list[np.ndarray]) -> None:
                 vals[pc] = vals[s[0]].astype(ins.dtype)
             elif op == "table":
                 vals[pc] = ins.arg.values
+            elif op == "bound":
+                size, f = ins.arg
+                v = vals[s[0]]
+                w = v.astype(np.int64) + np.where(v < 0, size, 0) if v.dtype.kind == "i" else v.astype(np.uint64)
+                inside = (w >= 0) & (w < size)
+                fault(f, ~inside, v)
+                vals[pc] = np.where(inside, w, 0).astype(np.int64)
+            elif op == "pow" and ins.dtype.kind == "i":
+                b = vals[s[1]]
+                fault(NEGATIVE_POWER, b < 0, b)
+                vals[pc] = np.power(vals[s[0]], np.maximum(b, 0)).astype(ins.dtype)
             elif op == "local":  # one private array per global index: rows of a 2-D array
                 vals[pc] = np.zeros((n, ins.arg[0]), dtype=ins.dtype)
             elif op == "load":

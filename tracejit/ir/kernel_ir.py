@@ -6,7 +6,9 @@ accumulators whose running value it reads (an UPDATE of an ACC with a dtype is a
 accumulator after the update), so it is never spread over work-items. LOCAL is memory private to one global index (arg:
 (size, the reduction it accumulates or None, that reduction's length)); loads from it are not pure,
 everything else is. TABLE is a constant array embedded in the kernel (arg: an ir.table.Table), read
-with LOAD like a buffer. SORT (srcs: a LOCAL of keys, optionally a LOCAL of int32 positions; arg: n)
+with LOAD like a buffer. BOUND turns an index read from data into an offset (arg: (axis size, Fault)):
+a negative value counts from the end, one outside the axis records the Fault for the runtime to raise
+and reads element 0 instead. SORT (srcs: a LOCAL of keys, optionally a LOCAL of int32 positions; arg: n)
 sorts their first n entries in place by key, NaN after every number, equal keys by position (and in any
 order without positions); the rest of the arrays (padding to a power of two, keys that sort last) keeps
 its place. A CPU renderer maps GLOBAL to a parallel loop and
@@ -16,10 +18,13 @@ the IR states which loops are reductions and with which operator.
 """
 from __future__ import annotations
 
+import builtins
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import errors
 from .ops import BINARY_NAMES, TERNARY_NAMES, UNARY_NAMES
 
 INDEX = np.dtype("int64")
@@ -29,7 +34,42 @@ ALU_UNARY, ALU_BINARY, ALU_TERNARY = UNARY_NAMES, BINARY_NAMES, TERNARY_NAMES
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
-                        "update", "local", "table", "sort"})
+                        "update", "local", "table", "bound", "sort"})
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An error NumPy raises that a kernel can only find while it runs (an index out of bounds). The
+    kernel records the first fault it meets (its code and the offending value) in an error record that
+    the runtime reads after the launch and raises as `error` (a name in tracejit.errors or builtins)
+    with `message`, whose {value} is that value."""
+    error: str
+    message: str
+
+    @property
+    def code(self) -> int:
+        """The fault's number in error records: the same in every kernel, so kernels can share a record."""
+        return zlib.crc32(f"{self.error}: {self.message}".encode()) & 0x7FFFFFFF or 1
+
+
+NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are not allowed.")
+
+
+def faults(kernel: "Kernel") -> list[Fault]:
+    """The faults a kernel can record."""
+    found = [x.arg[1] if x.op == "bound" else NEGATIVE_POWER for x in kernel.instrs
+             if x.op == "bound" or x.op == "pow" and x.dtype.kind == "i"]
+    return list(dict.fromkeys(found))
+
+
+def fault_error(kernels: "list[Kernel]", code: int, value: int) -> Exception:
+    """The exception for the fault `code` that one of kernels recorded, with its offending value."""
+    fault = next((f for k in kernels for f in faults(k) if f.code == code), None)
+    if fault is None:   # the record was overwritten by something other than these kernels
+        return errors.InternalError(f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault "
+                                    f"(code {code}, value {value})")
+    error = getattr(errors, fault.error, None) or getattr(builtins, fault.error)
+    return error(fault.message.format(value=value))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ class LayoutOptions:
     """What a target's memory and threads favour; each device passes its own."""
     accumulate_rows: bool = True   # i-k-j rows of accumulators private to one global index (CPU caches)
     keep_row_max: int = 16384      # longest reduction input kept in local memory for the write loop
+    gather_rows: bool = True       # a gather's trailing axes that no index depends on are an inner loop (CPU)
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
 
 

@@ -16,11 +16,12 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from .dtypes import identity
+from .gather import data_position, gathered_atoms, row_loop
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
-from .kernel_ir import INDEX, Builder, Kernel, Param
+from .kernel_ir import INDEX, Builder, Fault, Kernel, Param
 from .layout import LayoutOptions, LoopPlan, plan_loops
-from .symbolic import Div, Expr, Mod, Var
+from .symbolic import DataIndex, Div, Expr, Mod, Var
 from .table import MAX_KERNEL_BYTES
 
 
@@ -148,6 +149,11 @@ def analyze(out: Node, buffers: dict) -> Analysis:
             found[node] = red = _Reduce(node, kept, rvars, src_idx)
             visit(node.srcs[0], src_idx, True)
             a.reduces.append(red)  # post-order: inner reductions first
+        elif node.op is Op.GATHER:
+            for s in node.srcs[1:]:
+                visit(s, idx, in_reduce)
+            if node.srcs[0].size:   # an empty axis is never read: every index into it is an error
+                visit(node.srcs[0], data_position(node, idx), in_reduce)
         else:
             src_idx, _ = source_index(node, idx)
             visit(node.srcs[0], src_idx, in_reduce)
@@ -234,9 +240,12 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     one shape); returns the kernel and the buffers its params refer to, outputs first."""
     a = group[0]
     offsets = [o for g in group for o in g.offsets]
-    rows = set().union(*(e.variables() for r in a.reduces for e in r.kept)) if a.reduces else set(a.out_vars)
     if a.scans:
         rows = set(a.out_vars) - {a.scan_var}   # the scan variable is the write loop, walked in order
+    elif a.reduces:
+        rows = set().union(*(e.variables() for r in a.reduces for e in r.kept))
+    else:
+        rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
     sorts = any(r.node.op is Op.SORT for r in a.reduces)
     plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, plain=bool(a.scans) or sorts)
     if a.scan_reversed:
@@ -486,6 +495,8 @@ class _Emitter:
         for atom, c in expr.terms:
             if isinstance(atom, Var):
                 ref = self.var_ref[atom]
+            elif isinstance(atom, DataIndex):
+                ref = self._bound(atom)
             else:
                 x = self._index(atom.x)
                 if isinstance(atom, (Div, Mod)):
@@ -500,6 +511,12 @@ class _Emitter:
         for t in terms[1:]:
             out = self.b.emit("add", INDEX, (out, t))
         return out
+
+    def _bound(self, atom: DataIndex) -> int:
+        """An index read from data, as an offset along its axis (see BOUND in kernel_ir)."""
+        fault = Fault("IndexOutOfBoundsError",
+                      f"index {{value}} is out of bounds for axis {atom.axis} with size {atom.size}")
+        return self.b.emit("bound", INDEX, (self.value(atom.source, atom.at),), (atom.size, fault))
 
     def value(self, node: Node, idx: tuple[Expr, ...], top: bool = False) -> int:
         key = (node, idx)
@@ -536,6 +553,12 @@ class _Emitter:
             return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))
         if node.op in ELEMENTWISE:
             return self.b.emit(node.op.value, node.dtype, tuple(self.value(s, idx) for s in node.srcs))
+        if node.op is Op.GATHER:
+            for atom in gathered_atoms(node, idx):   # every index is checked, used by the data's offset or not
+                self.index(Expr.of(atom))
+            if node.srcs[0].size == 0:
+                return self.const(0, node.dtype)
+            return self.value(node.srcs[0], data_position(node, idx))
         src_idx, valid = source_index(node, idx)
         val = self.value(node.srcs[0], src_idx)
         if not valid:

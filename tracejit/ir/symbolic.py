@@ -1,4 +1,5 @@
-"""Integer index expressions over loop variables: affine sums of atoms (variables, floor div, mod, clamp).
+"""Integer index expressions over loop variables: affine sums of atoms (variables, floor div, mod, clamp,
+and indices read from data).
 
 Simplification knows the range of every variable, so reshapes that undo each other cancel:
 (x // c) * c + x % c is x, and x % c is x when 0 <= x < c. That is what turns views into plain
@@ -48,7 +49,26 @@ class Clamp:
         return max(min(lo, self.hi), self.lo), min(max(hi, self.lo), self.hi)
 
 
-Atom = Var | Div | Mod | Clamp
+@dataclass(frozen=True)
+class DataIndex:
+    """An index read from data (x[idx]): the value of the index array `source` at `at`, with a negative
+    value counted from the end of an axis of `size` elements. The value is checked against the axis when
+    the kernel runs (an IndexError otherwise) and clamped, so it always lies in [0, size - 1]. `axis`
+    names the axis in that error; `tag` identifies `source` in printed expressions, stable across runs."""
+    source: object
+    at: tuple["Expr", ...]
+    size: int
+    axis: int
+    tag: str
+
+    def bounds(self):
+        return 0, max(self.size - 1, 0)
+
+    def variables(self) -> set[Var]:
+        return set().union(*(e.variables() for e in self.at))
+
+
+Atom = Var | Div | Mod | Clamp | DataIndex
 
 
 @dataclass(frozen=True)
@@ -98,9 +118,10 @@ class Expr:
     def __floordiv__(self, d: int) -> "Expr":
         if d == 1:
             return self
-        q_terms = {a: c // d for a, c in self.terms if c % d == 0}
-        rest = Expr(tuple((a, c) for a, c in self.terms if c % d != 0), self.const % d)
-        q = _normalize(q_terms, self.const // d)
+        # (q*d + r)*x // d is q*x + (r*x // d): only remainders of the coefficients stay under the division
+        # (the diagonal x.reshape(-1)[::n + 1] reads row (n+1)*i // n, which is i)
+        q = _normalize({a: c // d for a, c in self.terms}, self.const // d)
+        rest = Expr(tuple((a, c % d) for a, c in self.terms if c % d != 0), self.const % d)
         lo, hi = rest.bounds()
         if lo // d == hi // d:
             return q + lo // d
@@ -129,10 +150,7 @@ class Expr:
     def variables(self) -> set[Var]:
         out = set()
         for atom, _ in self.terms:
-            if isinstance(atom, Var):
-                out.add(atom)
-            else:
-                out |= atom.x.variables()
+            out |= _atom_variables(atom)
         return out
 
     def coefficient(self, var: Var) -> int | None:
@@ -141,7 +159,7 @@ class Expr:
         for atom, c in self.terms:
             if atom == var:
                 coef = c
-            elif not isinstance(atom, Var) and var in atom.x.variables():
+            elif not isinstance(atom, Var) and var in _atom_variables(atom):
                 return None
         return coef
 
@@ -150,6 +168,9 @@ class Expr:
         for atom, c in self.terms:
             if isinstance(atom, Var):
                 out = out + Expr.of(mapping.get(atom, atom)) * c
+            elif isinstance(atom, DataIndex):
+                at = tuple(e.substitute(mapping) for e in atom.at)
+                out = out + Expr.of(DataIndex(atom.source, at, atom.size, atom.axis, atom.tag)) * c
             else:
                 x = atom.x.substitute(mapping)
                 if isinstance(atom, Div):
@@ -167,9 +188,19 @@ class Expr:
         return " + ".join(parts)
 
 
+def _atom_variables(atom: Atom) -> set[Var]:
+    if isinstance(atom, Var):
+        return {atom}
+    if isinstance(atom, DataIndex):
+        return atom.variables()
+    return atom.x.variables()
+
+
 def _fmt_atom(a: Atom) -> str:
     if isinstance(a, Var):
         return a.name
+    if isinstance(a, DataIndex):
+        return f"{a.tag}[{', '.join(map(str, a.at))}]"
     if isinstance(a, Div):
         return f"({a.x})//{a.d}"
     if isinstance(a, Mod):

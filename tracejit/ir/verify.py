@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import InternalError
 from .dtypes import BOOL
 from .graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op, toposort
-from .kernel_ir import ALU, INDEX, STRUCTURAL, Kernel
+from .kernel_ir import ALU, INDEX, STRUCTURAL, Fault, Kernel
 from .table import Table
 
 
@@ -47,6 +47,8 @@ def _graph_problem(n: Node) -> str | None:
             return f"operand dtypes differ: {[s.dtype.name for s in data]} (cast first)"
         expected = BOOL if n.op in PREDICATES else data[0].dtype
         return None if n.dtype == expected else f"result dtype should be {expected}"
+    if n.op is Op.GATHER:
+        return _gather_problem(n)
     if len(srcs) != 1:
         return f"expects 1 source, has {len(srcs)}"
     src = srcs[0]
@@ -88,6 +90,19 @@ def _graph_problem(n: Node) -> str | None:
     return None if ok else f"bad padding {pads}"
 
 
+def _gather_problem(n: Node) -> str | None:
+    data, indices, axes = n.srcs[0], n.srcs[1:], n.arg
+    if n.dtype != data.dtype:
+        return "changes dtype"
+    if not isinstance(axes, tuple) or len(axes) != len(data.shape) or sum(a is None for a in axes) != len(indices):
+        return f"bad gathered axes {axes!r} for {len(indices)} index arrays and data of shape {data.shape}"
+    if not indices or any(i.shape != n.shape or i.dtype.kind not in "iu" for i in indices):
+        return "index arrays must be integers of the result's shape"
+    if any(a is not None and not (0 <= a < len(n.shape) and n.shape[a] == s) for a, s in zip(axes, data.shape)):
+        return f"axes {axes!r} do not match the data's shape {data.shape}"
+    return None
+
+
 def verify_kernel(kernel: Kernel) -> None:
     defined: set[int] = set()
     open_ranges: list[int] = []
@@ -112,6 +127,10 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
         return None if 0 <= x.arg < len(kernel.params) and kernel.params[x.arg].dtype == x.dtype else "bad param"
     if x.op == "table":
         return None if not x.srcs and isinstance(x.arg, Table) and x.arg.dtype == x.dtype else "bad table"
+    if x.op == "bound":
+        ok = (len(src) == 1 and src[0].dtype.kind in "iu" and x.dtype == INDEX and isinstance(x.arg, tuple)
+              and isinstance(x.arg[0], int) and x.arg[0] >= 0 and isinstance(x.arg[1], Fault))
+        return None if ok else "needs one integer value, an int64 result and (axis size, Fault)"
     if x.op in ("load", "store"):
         if src[0].op not in ("param", "local", "table") or src[1].dtype != INDEX:
             return "needs a param, local or table and an int64 index"

@@ -28,6 +28,7 @@ from .cache_key import source_part, tracejit_part
 from .debug import log
 from .device_memory import by_value_params
 from .disk_cache import CACHE, CacheKey
+from .faults import RECORD_WORDS
 from .sharing import plan_sharing
 from .views import flat_view
 
@@ -58,7 +59,8 @@ class CudaCompiler:
         self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
                                      max_local_size=max_threads)
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, keep_row_max=min(16384, keep), sort_bytes=keep * 8)
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(16384, keep),
+                                    sort_bytes=keep * 8)
         self._ptx: dict[str, str] = {}
 
     def cache_key(self, name: str, source: str) -> CacheKey:
@@ -380,7 +382,7 @@ class CUDADevice:
 
     def error_buffer(self) -> cu.DeviceBuffer:
         if self._error is None:
-            self._error = self.allocate((1,), np.dtype("int32"))
+            self._error = self.allocate((RECORD_WORDS,), np.dtype("int32"))
         return self._error
 
 

@@ -14,6 +14,7 @@ from ..ir.fuse import Program
 from . import cuda_driver as cu
 from .array import Array
 from .debug import LEVEL, log
+from .faults import CAPTURE_REFUSED, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 
 VECTOR_ALIGN = 16
@@ -144,7 +145,7 @@ class CudaPlan:
             self._set(launch, keys, bufs)
             if c.launch.error_flag:
                 err = dev.error_buffer()
-                cu.check(d.cuMemsetD32Async(err.ptr, 0, 1, dev.stream), "cuMemsetD32Async")
+                cu.check(d.cuMemsetD32Async(err.ptr, 0, RECORD_WORDS, dev.stream), "cuMemsetD32Async")
                 launch.set_buffer(len(keys), err)
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
             launch.run(dev.stream)
@@ -154,8 +155,8 @@ class CudaPlan:
                 nbytes = sum(p.size * p.dtype.itemsize for p in c.ir.params)
                 log(2, f"{c.name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({c.launch.mode} mode, "
                        f"{c.launch.global_items} threads in blocks of {c.launch.local_size})")
-            if c.launch.error_flag and dev.to_numpy(dev.error_buffer())[0]:
-                raise ValueError("Integers to negative integer powers are not allowed.")
+            if c.launch.error_flag:
+                raise_recorded([c.ir], dev.to_numpy(dev.error_buffer()))
         return [results[k] for k in prog.outputs]
 
     def bind(self, args):
@@ -168,8 +169,7 @@ class CudaPlan:
         launches = []
         for c, fn, vfn, keys, dtypes in self._compiled:
             if c.launch.error_flag:
-                raise UnsupportedError(f"kernel {c.name} raises for integer ** with a negative exponent, which "
-                                       "a captured graph cannot report on cuda; call it outside tj.capture()")
+                raise UnsupportedError(CAPTURE_REFUSED.format(name=c.name, device=dev.name))
             launch = BoundLaunch(c, fn, vfn, dtypes)
             self._set(launch, keys, bufs)
             launches.append(launch)

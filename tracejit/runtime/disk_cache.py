@@ -92,6 +92,11 @@ class DiskCache:
             log(1, f"disk cache miss for {key.name} ({key.target}): {self.explain_miss(key)}")
             return None, "miss"
         except OSError as e:
+            if self.repair(path):
+                _warn_once(f"corrupt:{path}", f"cache entry {path} was damaged (a directory where a file "
+                                              "belongs, or a file where a directory belongs); it is removed "
+                                              "and the kernel rebuilt")
+                return None, "corrupt"
             _warn_once("read", f"cannot read the kernel cache at {self.root} ({e}); compiling instead")
             return None, "unreadable"
         payload = parse_entry(blob, key)
@@ -112,8 +117,14 @@ class DiskCache:
                             sort_keys=True).encode()
         blob = MAGIC + header + b"\n" + payload
         try:
-            write_atomic(self._entry(key), blob)
-            write_atomic(self._index(key), json.dumps(dict(key.parts), sort_keys=True).encode())
+            for path, data in ((self._entry(key), blob),
+                               (self._index(key), json.dumps(dict(key.parts), sort_keys=True).encode())):
+                try:
+                    write_atomic(path, data)
+                except OSError:
+                    if not self.repair(path):
+                        raise
+                    write_atomic(path, data)
         except OSError as e:
             _warn_once("write", f"cannot write the kernel cache at {self.root} ({e}); kernels are compiled "
                                 "but not kept for the next process")
@@ -170,6 +181,25 @@ class DiskCache:
             removed += 1
         self._total = total
         return removed
+
+    def repair(self, path: Path) -> bool:
+        """Make `path` (a file inside the cache) writable again where the cache's own tree is damaged: a
+        file where one of its directories belongs, or a directory where it belongs, is removed. Returns
+        whether anything was removed; permission problems are left alone (they are the user's to fix)."""
+        try:
+            inside = path.relative_to(self.root)
+        except ValueError:
+            return False
+        repaired = False
+        try:
+            for d in [self.root.joinpath(*inside.parts[:i]) for i in range(1, len(inside.parts))]:
+                if d.is_symlink() or (d.exists() and not d.is_dir()):
+                    repaired |= _remove_path(d)
+            if path.is_dir() and not path.is_symlink():
+                repaired |= _remove_path(path)
+        except OSError:   # a directory on the way cannot be read: not damage tracejit can mend
+            pass
+        return repaired
 
     def remove(self, entry: Path) -> None:
         target = entry.parent.parent.name
@@ -229,6 +259,17 @@ def write_atomic(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _remove_path(p: Path) -> bool:
+    try:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+        return True
+    except OSError:
+        return False
 
 
 def _tree_size(path: Path) -> int:

@@ -30,6 +30,7 @@ from ..ir.layout import LayoutOptions
 from .array import Array, own_copy
 from .debug import LEVEL, log
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs, scalar_of
+from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
@@ -59,7 +60,8 @@ def _system_device():
 
 
 def _layout(threadgroup_memory: int) -> LayoutOptions:
-    return LayoutOptions(accumulate_rows=False, keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8),
+    return LayoutOptions(accumulate_rows=False, gather_rows=False,
+                         keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8),
                          sort_bytes=threadgroup_memory - REDUCTION_SCRATCH)
 
 
@@ -330,7 +332,7 @@ class MetalDevice:
 
     def error_buffer(self) -> Block:
         if self._error is None:
-            self._error = self.pool.allocate(4)
+            self._error = self.pool.allocate(RECORD_BYTES)
         return self._error
 
 
@@ -405,15 +407,15 @@ class MetalPlan:
         error = None
         if any(c.launch.error_flag for c in self.kernels):
             error = dev.error_buffer()
-            dev._write(error, np.zeros(1, np.int32))
+            dev._write(error, np.zeros(RECORD_WORDS, np.int32))
         t0 = time.perf_counter() if LEVEL >= 2 else 0.0
         dev._submit(self._launches(bufs, error), wait=error is not None or LEVEL >= 2)
         if LEVEL >= 2:
             dt = time.perf_counter() - t0
             nbytes = sum(p.size * p.dtype.itemsize for c in self.kernels for p in c.ir.params)
             log(2, f"{', '.join(c.name for c in self.kernels)}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s")
-        if error is not None and dev._memory(error, 4).view(np.int32)[0]:
-            raise ValueError("Integers to negative integer powers are not allowed.")
+        if error is not None:
+            raise_recorded([c.ir for c in self.kernels], dev._memory(error, RECORD_BYTES))   # one record for all
         return [results[k] for k in self.program.outputs]
 
     def bind(self, args):
@@ -421,7 +423,6 @@ class MetalPlan:
         chosen once; commits nothing."""
         check_int_scalars(self.program.int_scalars, args)
         if any(c.launch.error_flag for c in self.kernels):
-            raise UnsupportedError(f"kernel {self.kernels[0].name} raises for integer ** with a negative exponent, "
-                                   "which a captured graph cannot report on metal; call it outside tj.capture()")
+            raise UnsupportedError(CAPTURE_REFUSED.format(name=self.kernels[0].name, device=self.device.name))
         bufs, results = self._buffers(args)
         return [results[k] for k in self.program.outputs], self._launches(bufs), list(results.values())

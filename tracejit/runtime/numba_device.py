@@ -20,7 +20,7 @@ import numpy as np
 from ..codegen import numba as numba_codegen
 from ..errors import CompileError, CompileTimeoutError, OutOfMemoryError
 from ..ir.fuse import Program
-from ..ir.kernel_ir import Kernel
+from ..ir.kernel_ir import Kernel, fault_error, faults
 from ..ir.layout import LayoutOptions
 from ..ir.lower import Buffer
 from .array import Array
@@ -197,14 +197,23 @@ def _try_compile(fn, signature, name: str, path: str):
         return None, e
 
 
+# Numba's files without the checksums tracejit records after them: a process killed between the two
+# writes, or a cache filled by hand. Nothing says they are whole, so they are rebuilt, without a warning:
+# nothing was damaged that the user should hear about.
+UNRECORDED = "no checksums recorded for them"
+
+
 def _rebuild_without_damaged_files(fn, name: str, path: str, damage: str):
     """Report damaged Numba cache files once, remove them and return a fresh dispatcher (Numba then rewrites
     them whole; one without Numba's cache where they cannot be removed)."""
     damaged = _numba_cache_files(fn)
     folder = damaged[0].parent if damaged else path
-    _warn_once(f"numba-files:{folder}",
-               f"Numba's cache files for kernel {name} in {folder} are damaged ({damage}); "
+    message = (f"Numba's cache files for kernel {name} in {folder} are damaged ({damage}); "
                f"they were removed and the kernel is rebuilt")
+    if damage == UNRECORDED:
+        log(1, message)
+    else:
+        _warn_once(f"numba-files:{folder}", message)
     for f in [*damaged, _numba_manifest(fn)]:
         if f.is_dir() and not f.is_symlink():
             shutil.rmtree(f, ignore_errors=True)
@@ -220,18 +229,52 @@ def _compile_error(e: Exception, kernel: Kernel, module) -> CompileError:
 
 
 def _dispatcher(py_func, parallel: bool, cache: bool = True):
-    """numba.njit with Numba's disk cache beside the module; without it (and a warning, once) where Numba
-    finds no directory it can write (a read-only cache, an unwritable HOME): each process then compiles."""
+    """numba.njit with Numba's disk cache in the __pycache__ beside the module, inside tracejit's cache;
+    without it (and a warning, once) where that directory neither exists nor can be made: each process
+    then compiles."""
     import numba
-    options = dict(parallel=parallel, fastmath=FASTMATH, error_model="numpy")
-    try:
-        return numba.njit(cache=cache, **options)(py_func)
-    except (RuntimeError, OSError) as e:
-        _warn_once(f"numba-locator:{os.path.dirname(py_func.__code__.co_filename)}",
-                   f"Numba cannot keep compiled kernels beside {py_func.__code__.co_filename} "
-                   f"({_first_lines(str(e), 1)}); kernels are compiled in each process. Make the cache "
-                   f"directory writable or set TRACEJIT_CACHE_DIR to one that is")
-        return numba.njit(cache=False, **options)(py_func)
+    fn = numba.njit(cache=False, parallel=parallel, fastmath=FASTMATH, error_model="numpy")(py_func)
+    if cache:
+        try:
+            fn._cache = _function_cache_class()(py_func)   # what njit(cache=True) does, with our locator
+        except (RuntimeError, OSError) as e:
+            _warn_once(f"numba-locator:{os.path.dirname(py_func.__code__.co_filename)}",
+                       f"Numba cannot keep compiled kernels beside {py_func.__code__.co_filename} "
+                       f"({_first_lines(str(e), 1)}); kernels are compiled in each process. Make the cache "
+                       f"directory writable or set TRACEJIT_CACHE_DIR to one that is")
+    return fn
+
+
+@functools.cache
+def _function_cache_class():
+    """Numba's FunctionCache with one locator: the __pycache__ beside the module. Numba's own locators
+    would send the files to NUMBA_CACHE_DIR or a user-wide directory (outside tracejit's cache, its
+    checksums and its `cache clear`), and would skip a directory they cannot write, so a cache made
+    read-only would compile every time; this one reads a read-only directory, and saves into it fail
+    with a warning (GuardedSaves below)."""
+    from numba.core import caching
+
+    class Locator(caching.InTreeCacheLocator):
+        def ensure_cache_path(self):
+            os.makedirs(self.get_cache_path(), exist_ok=True)   # an existing one is used as it is
+
+    class Impl(caching.CompileResultCacheImpl):
+        _locator_classes = [Locator]
+
+    class GuardedSaves(caching.FunctionCache):
+        """A full disk, a read-only or vanished directory while Numba saves a compiled kernel costs the
+        next process a compile, never this one its result."""
+        _impl_class = Impl
+
+        def save_overload(self, sig, data):
+            try:
+                super().save_overload(sig, data)
+            except OSError as e:
+                _warn_once(f"numba-save:{self._cache_path}",
+                           f"Numba could not write its cache files in {self._cache_path} ({e}); kernels are "
+                           f"compiled but not kept for the next process")
+
+    return GuardedSaves
 
 
 def _numba_cache_files(fn) -> list[Path]:
@@ -266,7 +309,7 @@ def _numba_files_damage(fn) -> str | None:
     try:
         recorded = _numba_manifest(fn).read_text()
     except (OSError, UnicodeDecodeError):
-        return "no checksums recorded for them"
+        return UNRECORDED
     try:
         return None if _numba_checksums(files) == recorded else "their checksums differ from those recorded"
     except OSError as e:
@@ -362,8 +405,16 @@ def _module_file(key: CacheKey, modname: str, source: str) -> tuple[Path, bool]:
         CACHE.remove(CACHE._entry(key))       # well-formed but not ours: planted or from a hash collision
         state = "corrupt"
     try:
-        if state == "corrupt":
+        # the module's directory or Numba's __pycache__ beside it replaced by a file (or the module by a
+        # directory): removed, else Numba would keep its files elsewhere or nowhere, silently
+        repaired = CACHE.repair(path) | CACHE.repair(path.parent / "__pycache__" / "index")
+        if state == "corrupt" or repaired:
             shutil.rmtree(path.parent, ignore_errors=True)   # Numba recompiles, nothing stale is loaded
+            if state != "corrupt":
+                _warn_once(f"corrupt:{path}", f"cache files of kernel {key.name} under {path.parent} were "
+                                              "damaged (a directory where a file belongs, or the reverse); "
+                                              "they are removed and the kernel rebuilt")
+            state = "corrupt"
         if not (path.is_file() and path.read_bytes() == source.encode()):
             write_atomic(path, source.encode())
         return path, state == "hit"
@@ -412,7 +463,21 @@ def _signature(kernel: Kernel):
     import numba
     args = [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
             for p in kernel.params]
+    if faults(kernel):
+        args.append(numba.types.Array(numba.int64, 1, "C"))   # the error record, see codegen.numba
     return numba.types.void(*args)
+
+
+def _reporting(fn, kernel: Kernel):
+    """For graph replay: a kernel that can fault, given its own error record, raising what it records."""
+    error = np.zeros(2, np.int64)
+
+    def run(*args):
+        error[:] = 0
+        fn(*args, error)
+        if error[0]:
+            raise fault_error([kernel], int(error[0]), int(error[1]))
+    return run
 
 
 def _first_lines(text: str, n: int = 12) -> str:
@@ -443,9 +508,10 @@ class NumbaPlan:
                 arrays[key] = arr = np.empty(buf.shape, buf.dtype)   # whole arrays, viewed whole
                 bufs[key] = (arr.view(np.uint16) if buf.dtype == np.float16 else arr).reshape(-1)
         launches = []
-        for (entry, dispatcher), keys in zip(self._fns, prog.launches):
+        for (entry, dispatcher), keys, c in zip(self._fns, prog.launches, self.kernels):
             call = tuple(bufs[k] for k in keys)
-            launches.append((entry if _entry_accepts(entry, call) else dispatcher, call))
+            fn = entry if _entry_accepts(entry, call) else dispatcher
+            launches.append((_reporting(fn, c.ir) if faults(c.ir) else fn, call))
         return [arrays[k] for k in prog.outputs], launches, list(arrays.values())
 
     def __call__(self, args) -> list[np.ndarray]:
@@ -456,7 +522,8 @@ class NumbaPlan:
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
         env = {"np": np, "flat_view": flat_view, "Array": Array, "check_int_scalars": check_int_scalars,
-               "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log}
+               "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
+               "fault_error": fault_error}
         lines = ["def run(args):"]
         if prog.int_scalars:
             lines.append("    check_int_scalars(int_scalars, args)")
@@ -483,10 +550,18 @@ class NumbaPlan:
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
             call_args = ", ".join(name[k] for k in keys)
+            can_fault = bool(faults(self.kernels[i].ir))
+            if can_fault:   # a fresh error record per call: calls from several threads do not share one
+                env[f"kernel{i}"] = self.kernels[i].ir
+                lines.append(f"    error{i} = np.zeros(2, np.int64)")
+                call_args += f", error{i}"
             lines += ["    t0 = perf_counter()"] if timed else []
             lines += ["    try:", f"        entry{i}({call_args})",
                       "    except TypeError:  # an argument of another numba type (read-only view)",
                       f"        dispatch{i}({call_args})"]
+            if can_fault:
+                lines += [f"    if error{i}[0]:",
+                          f"        raise fault_error([kernel{i}], int(error{i}[0]), int(error{i}[1]))"]
             if timed:
                 kernel = self.kernels[i]
                 nbytes = sum(p.size * p.dtype.itemsize for p in kernel.ir.params)

@@ -258,13 +258,36 @@ def erf_f32(x):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Integer power: NumPy raises for a negative exponent instead of returning a wrong number.
+# Faults NumPy raises for, recorded in the kernel's error record (int64: code, value) for the runtime to
+# raise after the call: a prange loop cannot raise. The result is then any valid value.
+
+@numba.njit(inline="always")
+def nonnegative_exponent(b, code, error):
+    """An integer exponent; a negative one (NumPy raises) is recorded and taken as 0."""
+    if b < 0:
+        error[0] = code
+        error[1] = b
+        return b - b
+    return b
+
+
+@numba.njit(inline="always")
+def bound_index(v, size, code, error):
+    """An index read from data as an offset along an axis of `size` elements: a negative one counts from
+    the end; one outside the axis (NumPy raises IndexError) is recorded and gives 0."""
+    if v < 0:
+        if v >= -size:
+            return np.int64(v) + size
+    elif v < size:   # an unsigned index is compared as it is, not as an int64 it may not fit
+        return np.int64(v)
+    error[0] = code
+    error[1] = v
+    return np.int64(0)
+
 
 @numba.njit(inline="always")
 def int_power(a, b):
-    """a ** b by squaring, wrapping like NumPy (numba's ** goes through float for some integer types)."""
-    if b < 0:
-        raise ValueError("Integers to negative integer powers are not allowed.")
+    """a ** b for b >= 0 by squaring, wrapping like NumPy (numba's ** goes through float for some integer types)."""
     r = a - a + 1
     while b:
         if b & 1:

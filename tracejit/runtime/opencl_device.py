@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import time
 from dataclasses import dataclass, replace
 
@@ -21,6 +22,7 @@ from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
 from .device_memory import Buffer
 from .disk_cache import CACHE, CacheKey
+from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
@@ -58,10 +60,7 @@ def _pocl_cache_problem() -> str | None:
             return None
     except cl.Error:
         return None
-    where = os.environ.get("POCL_CACHE_DIR")
-    if not where:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        where = os.path.join(base, "pocl")
+    where = _pocl_cache_dir()
     try:
         os.makedirs(where, exist_ok=True)
         if os.access(where, os.W_OK | os.X_OK):
@@ -71,6 +70,30 @@ def _pocl_cache_problem() -> str | None:
         problem = e.strerror or str(e)
     return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
             f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
+
+
+def _pocl_cache_dir() -> str:
+    where = os.environ.get("POCL_CACHE_DIR")
+    if not where:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "pocl")
+    return where
+
+
+def _pocl_cannot_write() -> str | None:
+    """Why PoCL cannot write its work files (it builds every program in its cache directory), or None."""
+    where = _pocl_cache_dir()
+    try:
+        os.makedirs(where, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".tracejit-probe-") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+        return None
+    except OSError as e:
+        return (f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
+                f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
+                f"directory with room")
 
 
 def _describe(d) -> str:
@@ -164,7 +187,7 @@ class OpenCLDevice:
         # Kept rows live in __local memory in group mode and in private arrays in thread mode; rows of
         # accumulators private to a global index would be a private array per work-item.
         keep = max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8 if gpu else CPU_KEEP_ROW_MAX
-        self.layout = LayoutOptions(accumulate_rows=False, keep_row_max=min(16384, keep),
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
         self._error = None
@@ -340,12 +363,16 @@ class OpenCLDevice:
                 build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
             except cl.Error:
                 build_log = str(e)
+            problem = _pocl_cannot_write() if "portable computing language" in \
+                self.cl_device.platform.name.lower() else None
+            if problem:
+                raise CompileError(f"cannot build kernel {name} on {self.name}: {problem}") from None
             raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
         return cl.Program(raw)
 
     def error_buffer(self):
         if self._error is None:
-            self._error = self._allocate(4)
+            self._error = self._allocate(RECORD_BYTES)
         return self._error
 
 
@@ -400,8 +427,7 @@ class OpenCLPlan:
         launches = []
         for c, knl, keys, scalars in self._launches:
             if c.launch.error_flag:
-                raise UnsupportedError(f"kernel {c.name} raises for integer ** with a negative exponent, which "
-                                       "a captured graph cannot report on opencl; call it outside tj.capture()")
+                raise UnsupportedError(CAPTURE_REFUSED.format(name=c.name, device=dev.name))
             own = cl.Kernel(knl.get_info(cl.kernel_info.PROGRAM), c.name)
             own.set_scalar_arg_dtypes(scalars)
             call = [bufs[k] for k in keys]
@@ -435,7 +461,7 @@ class OpenCLPlan:
             call = [bufs[k] for k in keys]
             if launch.error_flag:
                 err = dev.error_buffer()
-                cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, 4)
+                cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, RECORD_BYTES)
                 call.append(err)
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
             try:
@@ -450,8 +476,7 @@ class OpenCLPlan:
                 log(2, f"{c.name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({launch.mode} mode, "
                        f"{launch.global_items} work-items in groups of {launch.local_size})")
             if launch.error_flag:
-                flag = np.zeros(1, np.int32)
-                cl.enqueue_copy(dev.queue, flag, err, is_blocking=True)
-                if flag[0]:
-                    raise ValueError("Integers to negative integer powers are not allowed.")
+                record = np.zeros(RECORD_WORDS, np.int32)
+                cl.enqueue_copy(dev.queue, record, err, is_blocking=True)
+                raise_recorded([c.ir], record)
         return [results[k] for k in prog.outputs]

@@ -5,7 +5,7 @@ import importlib
 import os
 from dataclasses import dataclass
 
-from ..errors import DeviceError
+from ..errors import ArgumentError, DeviceError
 
 # name -> "module:Class" of its runtime, in auto-selection order (real GPUs first, then numba, then
 # CPU implementations of GPU APIs). A new target adds one line here.
@@ -59,6 +59,9 @@ def device(name: str | None = None):
     name = name or default_device_name()
     if not isinstance(name, str):
         name = getattr(name, "name", name)
+    if not isinstance(name, str):
+        raise ArgumentError(f"device must be a device name such as 'numba' or 'opencl:1', or a device "
+                            f"object; got {name!r} of type {type(name).__name__}")
     dev = _instances.get(name)
     if dev is not None:
         return dev

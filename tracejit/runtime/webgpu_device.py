@@ -26,6 +26,7 @@ from ..ir.layout import LayoutOptions
 from .array import Array, own_copy
 from .debug import LEVEL, log
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs
+from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
 from .views import flat_view
@@ -95,7 +96,7 @@ class WebGPUTarget:
 
     runs = False
     name = "webgpu"
-    layout = LayoutOptions(accumulate_rows=False, keep_row_max=(16384 - REDUCTION_SCRATCH) // 8,
+    layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=(16384 - REDUCTION_SCRATCH) // 8,
                            sort_bytes=16384 - REDUCTION_SCRATCH)
     options = wgsl.WGSLOptions(device="webgpu (WGSL only, no adapter)", f16=True)
 
@@ -164,7 +165,8 @@ class WebGPUDevice:
             max_workgroups=dl["max-compute-workgroups-per-dimension"],
             max_storage_buffers=dl["max-storage-buffers-per-shader-stage"])
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, keep_row_max=min(4096, keep), sort_bytes=keep * 8)
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(4096, keep),
+                                    sort_bytes=keep * 8)
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
         self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN)
@@ -185,8 +187,9 @@ class WebGPUDevice:
         storage = wgsl.storage_dtype(dtype, self.options)
         nbytes = math.prod(shape) * storage.itemsize
         if nbytes > self.max_binding:
-            raise DeviceError(f"an array of {nbytes} bytes is larger than {self.name} can bind to a kernel "
-                              f"({self.max_binding} bytes)")
+            raise OutOfMemoryError(f"an array of {nbytes} bytes is larger than {self.name} can bind to a kernel "
+                                   f"({self.max_binding} bytes); split the work, or use a device without "
+                                   f"this limit (numba, opencl)")
         return DeviceBuffer(self.pool.allocate(max(nbytes, 4)), shape, dtype, storage)
 
     def _upload(self, host: np.ndarray, shape, dtype) -> DeviceBuffer:
@@ -337,7 +340,7 @@ class WebGPUDevice:
 
     def error_buffer(self):
         if self._error is None:
-            self._error = self.pool.allocate(16)
+            self._error = self.pool.allocate(RECORD_BYTES)
         return self._error
 
 
@@ -425,7 +428,7 @@ class WebGPUPlan:
         error = None
         if any(c.rendered.launch.error_flag for c in self.kernels):
             error = dev.error_buffer()
-            dev.device.queue.write_buffer(error.buffer, 0, np.zeros(4, np.int32))
+            dev.device.queue.write_buffer(error.buffer, 0, np.zeros(RECORD_WORDS, np.int32))
         t0 = time.perf_counter() if LEVEL >= 2 else 0.0
         launches = self._launches(bufs, error)   # a DtypeError for a scalar argument WGSL cannot hold
         try:
@@ -437,10 +440,8 @@ class WebGPUPlan:
             dt = time.perf_counter() - t0
             nbytes = sum(p.size * p.dtype.itemsize for c in self.kernels for p in c.ir.params)
             log(2, f"{', '.join(c.name for c in self.kernels)}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s")
-        if error is not None:
-            flag = np.frombuffer(dev.device.queue.read_buffer(error.buffer, 0, 4), np.int32)
-            if flag[0]:
-                raise ValueError("Integers to negative integer powers are not allowed.")
+        if error is not None:   # one record for all the kernels of the call
+            raise_recorded([c.ir for c in self.kernels], dev.device.queue.read_buffer(error.buffer, 0, RECORD_BYTES))
         return [results[k] for k in self.program.outputs]
 
     def bind(self, args):
@@ -448,7 +449,6 @@ class WebGPUPlan:
         bound once; submits nothing."""
         check_int_scalars(self.program.int_scalars, args)
         if any(c.rendered.launch.error_flag for c in self.kernels):
-            raise UnsupportedError(f"kernel {self.kernels[0].name} raises for integer ** with a negative exponent, "
-                                   "which a captured graph cannot report on webgpu; call it outside tj.capture()")
+            raise UnsupportedError(CAPTURE_REFUSED.format(name=self.kernels[0].name, device=self.device.name))
         bufs, results = self._buffers(args)
         return [results[k] for k in self.program.outputs], self._launches(bufs), list(results.values())
