@@ -329,7 +329,7 @@ def _check_tables(kernel: Kernel) -> Kernel:
 POSITION = np.dtype(np.int32)
 
 
-def _emit_sort(e: "_Emitter", red: _Reduce, fill: list[Var], sort_bytes: int | None) -> tuple[int, int | None]:
+def _emit_sort(e: _Emitter, red: _Reduce, fill: list[Var], sort_bytes: int | None) -> tuple[int, int | None]:
     """The row of a SORT copied into local memory (for argsort with each element's position), padded to a
     power of two with keys that sort last, then sorted in place by one `sort` instruction (numba: NumPy's
     algorithms as numba compiles them; SIMT targets: a bitonic network). Returns the local arrays (keys,

@@ -373,7 +373,7 @@ SORT_RUN = 16   # runs this long are sorted by insertion first
 @numba.njit(inline="always")
 def _sorts_before(a, b):
     """a goes strictly before b: the smaller number; every number before NaN (NumPy's order)."""
-    return a < b or (b != b and a == a)
+    return a < b or (np.isnan(b) and not np.isnan(a))
 
 
 @numba.njit
