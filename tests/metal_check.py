@@ -31,11 +31,12 @@ class Checker:
         self.clang = msl_check.find_clang()
         self.checked: set[int] = set()
         self.kernels = 0
-        self.refused = 0      # float64, too many buffers, a row too long to sort: a clear error, as Metal's rules call for
+        self.refused = 0      # float64 or too many buffers: a clear error, which Metal's rules call for
 
     def check(self, traced) -> None:
+        program = traced.program(self.target.layout)
         try:
-            kernels = self.target.compile(traced.program(self.target.layout)).kernels
+            kernels = self.target.compile(program).kernels
         except (DtypeError, UnsupportedError):
             self.refused += 1
             return

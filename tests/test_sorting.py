@@ -197,14 +197,22 @@ def test_sorts_fuse_with_producers_and_consumers(name, device, rng):
 # limits and errors
 
 
-def test_rows_longer_than_a_work_group_holds_are_refused_on_simt_devices(device, rng):
-    x = random_array(rng, (2, 40_000), "float32")
-    k = tj.kernel(lambda x: np.argsort(x, axis=1, kind="stable").astype(np.int32))
-    if device == "numba":
-        assert_close(k(x, device=device), np.argsort(x, axis=1, kind="stable").astype(np.int32))
-    else:
-        with pytest.raises(tj.UnsupportedError, match="work-group's memory"):
-            k(x, device=device)
+def test_rows_longer_than_a_work_group_holds_are_sorted_in_blocks_then_merged(device, rng):
+    """Beyond one work-group's memory (SIMT targets) a row is sorted in blocks, then merged pass by pass,
+    stably; numba sorts any row in one go."""
+    x = with_ties(rng, (2, 20_000), "float32")
+
+    def body(x):
+        return np.argsort(x, axis=1, kind="stable").astype(np.int32), np.median(x[:, 1:], axis=1)
+
+    passes = len(tj.kernel(body).lower(x, device=device).kernels)
+    assert passes == 2 if device == "numba" else passes > 3
+    assert_matches(body, x, device=device)
+
+
+def test_two_sorts_that_together_overflow_a_work_group_store_one(device, rng):
+    x = random_array(rng, (3, 1500), "float32")
+    assert_matches(robust_zscore, x, device=device)
 
 
 @pytest.mark.parametrize(("body", "error", "match"), [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import build
+from . import build, merge_sort
 from .dtypes import identity
 from .graph import Node, Op, rewrite, toposort
 from .kernel_ir import Kernel
@@ -39,12 +39,13 @@ class Program:
 def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions()) -> Program:
     """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
     the target's layout preferences."""
-    outputs = _split_scans(_split_reductions(outputs))
-    realized: set[Node] = set(outputs)
+    stored: set[Node] = set()
+    outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
+    realized: set[Node] = set(outputs) | stored
     while True:
         reads, writes = _assign_buffers(outputs, realized, inputs)
         try:
-            analyses = [analyze(n, reads) for n in writes]
+            analyses = [analyze(n, reads, options.sort_bytes) for n in writes]
         except Realize as r:
             realized.add(r.node)
             continue
@@ -165,6 +166,15 @@ def _split(node: Node) -> Node:
     partial = build.reduce(v, op, (len(kept) + 1,))
     total = build.reduce(partial, op, (len(kept),))
     return build.reshape(total, node.shape)
+
+
+def _merge_long_sorts(outputs: list[Node], sort_bytes: int | None, stored: set[Node]) -> list[Node]:
+    """Rows too long for one work-group's memory are sorted in blocks, then merged (merge_sort.py); the
+    runs between passes go to `stored`."""
+    def merge_if_long(n: Node) -> Node:
+        block = merge_sort.block_length(n, sort_bytes) if n.op is Op.SORT else None
+        return n if block is None else merge_sort.merge_sorted(n, block, stored)
+    return rewrite(outputs, merge_if_long)
 
 
 def _split_scans(outputs: list[Node]) -> list[Node]:

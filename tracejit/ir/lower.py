@@ -14,11 +14,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import InternalError, UnsupportedError
 from .dtypes import identity
 from .gather import data_position, gathered_atoms, row_loop
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
+from .merge_sort import POSITION, local_bytes
 from .kernel_ir import INDEX, Builder, Fault, Kernel, Param
 from .layout import LayoutOptions, LoopPlan, plan_loops
 from .symbolic import DataIndex, Div, Expr, Mod, Var
@@ -91,8 +92,9 @@ MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the 
 MIN_WRITE_FOR_SPLIT = 4096
 
 
-def analyze(out: Node, buffers: dict) -> Analysis:
-    """Walk the group of `out`; `buffers` maps realized nodes to their Buffer."""
+def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis:
+    """Walk the group of `out`; `buffers` maps realized nodes to their Buffer, `sort_bytes` is the local
+    memory for the rows a kernel sorts (None: no limit)."""
     out_vars = [Var(f"o{d}", s) for d, s in enumerate(out.shape) if s != 1]
     it = iter(out_vars)
     out_idx = tuple(Expr.of(next(it)) if s != 1 else Expr() for s in out.shape)
@@ -176,6 +178,9 @@ def analyze(out: Node, buffers: dict) -> Analysis:
         last = a.reduces[-1].node
         if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT and last.op is Op.REDUCE:
             raise Realize(last)
+        sorts = [r.node for r in a.reduces if r.node.op is Op.SORT]
+        if sort_bytes is not None and len(sorts) > 1 and sum(map(local_bytes, sorts)) > sort_bytes:
+            raise Realize(sorts[0])   # each fits the work-group's memory, not all at once: one is stored
     return a
 
 
@@ -326,25 +331,20 @@ def _check_tables(kernel: Kernel) -> Kernel:
     return kernel
 
 
-POSITION = np.dtype(np.int32)
-
-
 def _emit_sort(e: _Emitter, red: _Reduce, fill: list[Var], sort_bytes: int | None) -> tuple[int, int | None]:
     """The row of a SORT copied into local memory (for argsort with each element's position), padded to a
-    power of two with keys that sort last, then sorted in place by one `sort` instruction (numba: NumPy's
-    algorithms as numba compiles them; SIMT targets: a bitonic network). Returns the local arrays (keys,
-    positions or None)."""
+    power of two with keys that sort last, then sorted in place by one `sort` instruction (numba: a merge
+    sort, runtime/numba_math.py; SIMT targets: a bitonic network, codegen/bitonic.py). Returns the local
+    arrays (keys, positions or None)."""
     node = red.node
     src, axis = node.srcs[0], node.arg[0]
     n = src.shape[axis]
     size = 1 << (n - 1).bit_length()
     with_positions = node.arg[1] == "indices"
-    e.sort_bytes += size * (np.dtype(src.dtype).itemsize + with_positions * POSITION.itemsize)
-    if sort_bytes is not None and e.sort_bytes > sort_bytes:
-        raise UnsupportedError(
-            f"sorting rows of {n} {src.dtype} elements{' with their positions' * with_positions}: this device "
-            f"sorts a row in one work-group's memory, {sort_bytes} bytes for all the rows a kernel sorts (padded "
-            "to a power of two); sort shorter rows (or fewer in one kernel), or use the numba device")
+    e.sort_bytes += local_bytes(node)
+    if sort_bytes is not None and e.sort_bytes > sort_bytes:   # fuse.py merges longer rows, analyze splits
+        raise InternalError(f"kernel sorts rows of {e.sort_bytes} bytes in all, beyond the {sort_bytes} of "
+                            "a work-group's memory")
     keys = e.b.emit("local", src.dtype, (), (size, None, size))
     # positions only for argsort: equal keys are indistinguishable in sorted values
     positions = e.b.emit("local", POSITION, (), (size, None, size)) if with_positions else None
