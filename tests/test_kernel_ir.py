@@ -59,6 +59,9 @@ PROGRAMS = {
                          np.median(x, axis=1), np.percentile(x, 30, axis=0)), (F32[:12, :10],)),
     "wide_sorts": (lambda x: (np.sort(x * 2, axis=-1), np.argsort(x, kind="stable")[:, :-4:-1].astype(np.int32)),
                    (np.where(RNG.random((3, 300)) < 0.05, np.nan, np.round(RNG.standard_normal((3, 300)), 1)),)),
+    # rows beyond a work-group's memory on SIMT targets: sorted blocks, then merge passes of gathers
+    "merged_sort": (lambda x: np.argsort(x, axis=1, kind="stable").astype(np.int32),
+                    (np.round(RNG.standard_normal((2, 20000)), 2).astype(np.float32),)),
     # indices read from data (BOUND), wrapped from the end, feeding a row reduction and a table lookup
     "gather": (lambda x, i: (_softmax(x[i]), x[i.reshape(-1, 1), i % 80] * np.take_along_axis(_LUT, i % 8, axis=0)),
                (F32, np.array([3, -1, 47, 0, -48, 12, 5, 40], np.int32))),
