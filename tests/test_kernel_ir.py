@@ -48,6 +48,20 @@ PROGRAMS = {
     "wide_float16_sum": (lambda a: a.sum(axis=1) * 0.5, (RNG.random((3, 600)).astype(np.float16),)),
     "column_sums": (lambda a: a.sum(axis=0), (RNG.standard_normal((300, 32)).astype(np.float32),)),
     "int_power": (lambda a, b: a ** b, (np.arange(-5, 5, dtype=np.int64), np.arange(10, dtype=np.int64) % 4)),
+    # scans: per row with producers and consumers fused (forwards, backwards, after a row reduction), blocked
+    "scans": (lambda x: (np.cumsum(x * 2, axis=-1) / 3, np.maximum.accumulate(x[::-1], axis=0)[::-1],
+                         np.cumsum(x, axis=1) / x.sum(axis=1, keepdims=True)), (F32,)),
+    "int_scans": (lambda a: (np.cumprod(a % 5 + 1, axis=1, dtype=np.int32), np.minimum.accumulate(a, axis=0)),
+                  (RNG.integers(-50, 50, (6, 9)).astype(np.int32),)),
+    "blocked_scan": (lambda x: np.cumsum(x) * 0.5, (RNG.random(1 << 15).astype(np.float32),)),
+    # sorts: a row per work-item (short rows) and a bitonic network over a work-group (rows of 128 or more)
+    "sorts": (lambda x: (np.sort(x, axis=1), np.argsort(x, axis=0, kind="stable").astype(np.int32),
+                         np.median(x, axis=1), np.percentile(x, 30, axis=0)), (F32[:12, :10],)),
+    "wide_sorts": (lambda x: (np.sort(x * 2, axis=-1), np.argsort(x, kind="stable")[:, :-4:-1].astype(np.int32)),
+                   (np.where(RNG.random((3, 300)) < 0.05, np.nan, np.round(RNG.standard_normal((3, 300)), 1)),)),
+    # rows beyond a work-group's memory on SIMT targets: sorted blocks, then merge passes of gathers
+    "merged_sort": (lambda x: np.argsort(x, axis=1, kind="stable").astype(np.int32),
+                    (np.round(RNG.standard_normal((2, 20000)), 2).astype(np.float32),)),
     # indices read from data (BOUND), wrapped from the end, feeding a row reduction and a table lookup
     "gather": (lambda x, i: (_softmax(x[i]), x[i.reshape(-1, 1), i % 80] * np.take_along_axis(_LUT, i % 8, axis=0)),
                (F32, np.array([3, -1, 47, 0, -48, 12, 5, 40], np.int32))),

@@ -44,6 +44,8 @@ from .frontend.ufuncs import *  # noqa: F401,F403
 from .frontend.joining import *  # noqa: F401,F403
 from .frontend.movement import *  # noqa: F401,F403
 from .frontend.padding import *  # noqa: F401,F403
+from .frontend.scans import *  # noqa: F401,F403
+from .frontend.sorting import *  # noqa: F401,F403
 from .frontend.kernel import kernel  # noqa: F401
 from .frontend.signature import spec  # noqa: F401
 from .frontend.tensor import Tensor  # noqa: F401

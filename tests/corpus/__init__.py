@@ -35,8 +35,8 @@ def program(function: Callable[..., Any], inputs: Callable[[np.random.Generator,
 
 def all_programs() -> list[Program]:
     """Every program of every corpus module, in a stable order."""
-    from . import benchmarks, numba_examples, numexpr_exprs, science, transformer
-    return [p for module in (transformer, numexpr_exprs, numba_examples, benchmarks, science)
+    from . import benchmarks, cumulative_and_order, numba_examples, numexpr_exprs, science, transformer
+    return [p for module in (transformer, numexpr_exprs, numba_examples, benchmarks, science, cumulative_and_order)
             for p in module.PROGRAMS]
 
 

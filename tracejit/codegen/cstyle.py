@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from . import math_f32
+from . import bitonic, math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
@@ -315,6 +315,13 @@ class _Render:
         over = f"({a[0]} < 0 ? ({t})-1 : ({t})0)" if dt.kind == "i" else f"({t})0"
         return f"({inside} ? ({t})({a[0]} >> {a[1]}) : {over})"
 
+    def select(self, cond: str, a: str, b: str) -> str:
+        """a where cond, else b."""
+        return f"({cond} ? {a} : {b})"
+
+    def is_nan(self, v: str) -> str:
+        return f"({v} != {v})"
+
     def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
         if dst == np.bool_:
             return f"({v} != 0)"
@@ -539,6 +546,7 @@ class _Render:
                 adt = np.dtype("float64") if s[0] in self.wide else self._acc_dtype(target.dtype)
                 if target.op == "acc":
                     self.out(f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};")
+                    self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
                 else:
                     ref = f"{a[0]}[{a[1]}]"
                     val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
@@ -546,6 +554,10 @@ class _Render:
             elif op == "local":
                 if not group:
                     self.out(t.array(name, self.local_storage(dt), x.arg[0], False))
+            elif op == "sort":
+                for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, ins[s[0]].arg[0],
+                                            ins[s[0]].dtype):
+                    self.out(line)
             elif op == "load" and self._by_value_load(i):
                 self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
             elif op == "load":

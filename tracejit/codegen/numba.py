@@ -4,7 +4,8 @@ Numba has no CPU float16: such buffers are passed as uint16 bit patterns and con
 store, with arithmetic in float32. A kernel that can fault (kernel_ir.Fault: an index out of bounds, an
 integer to a negative power) takes one more argument, `tj_error` (int64: code, value), where it records
 the fault for the runtime to raise: prange loops cannot raise. Float32/float16 sums accumulate in float64, except rows of local
-accumulators (contractions, column sums) over at most 4096 terms, which stay float32 like BLAS. Float32 exp, tanh, log
+accumulators (contractions, column sums) over at most 4096 terms, which stay float32 like BLAS, and
+scans, which add in their own dtype in order, as NumPy's cumsum does (long ones run in blocks). Float32 exp, tanh, log
 and erf call tracejit's vectorisable versions (runtime/numba_math.py) instead of per-element libm.
 """
 from __future__ import annotations
@@ -92,6 +93,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
     lines: list[str] = []
     depth = 1
     before = _before_global_loop(ins)
+    scanned = {x.srcs[0] for x in ins if x.op == "update" and x.dtype is not None}   # adds in order, as NumPy's
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
 
     def out(text: str) -> None:
@@ -124,7 +126,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
             depth -= 1
             continue
         elif op == "acc":
-            wide = _wide(dt, x.arg[0])
+            wide = _wide(dt, x.arg[0]) and i not in scanned
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
             names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
@@ -148,6 +150,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
             if adt.kind in "iu" and adt.itemsize < 8:
                 expr = f"{_ctype(adt)}({expr})"
             out(f"{a[0]} = {expr}")
+            names[i] = names[s[0]]   # a scan's running value: the accumulator as read back
             continue
         elif op == "local":
             # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
@@ -161,6 +164,9 @@ def render(kernel: Kernel, parallel: bool) -> str:
             elif dt == np.float16:
                 val = f"f16_to_f32({val})"
             out(f"{name} = {val}")
+        elif op == "sort":
+            out(f"sort_row({a[0]}, {a[1] if len(s) == 2 else None}, {x.arg})")
+            continue
         elif op == "store":
             val = a[2]
             if ins[s[0]].op == "local":
@@ -190,7 +196,8 @@ def render(kernel: Kernel, parallel: bool) -> str:
     return header + "\n" + src + "\n"
 
 
-_STAYS = frozenset({"param", "const", "table", "global", "range", "endrange", "acc", "update", "local", "store"})
+_STAYS = frozenset({"param", "const", "table", "global", "range", "endrange", "acc", "update", "local", "store",
+                    "sort"})
 
 
 def _before_global_loop(ins) -> set[int]:
@@ -266,7 +273,7 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
     helpers = ("f16_to_f32", "f32_to_f16", "int_power", "nonnegative_exponent", "bound_index", "int_fmod",
-               "ldexp_f64", "wrap_add", "wrap_sub", "wrap_mul")
+               "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul")
     used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if f + "(" in body]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]

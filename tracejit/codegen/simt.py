@@ -1,9 +1,11 @@
 """How a kernel maps onto SIMT work-items, decided once per kernel from its IR and the device:
 
-- thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise);
-- group mode: one work-group per global index (long rows: softmax, layernorm, sums). Loops directly
-  under the global index are spread over the work-items; each reduction ends with a tree in local
-  memory whose result every work-item then holds, so later loops of the row can use it.
+- thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise,
+  scans);
+- group mode: one work-group per global index (long rows: softmax, layernorm, sums, sorts). Loops
+  directly under the global index are spread over the work-items, and so are a sort's pairs, step by
+  step (bitonic.py); each reduction ends with a tree in local memory whose result every work-item then
+  holds, so later loops of the row can use it.
 
 Also: the work-group size, which values are index arithmetic and whether 32 bits hold them, which
 index values are non-negative, and which accumulators widen to double.
@@ -91,7 +93,8 @@ class Mapping:
         self.k, self.o, self.ins = kernel, options, kernel.instrs
         self.nests = self._nests()
         self.mode = self._mode()
-        big = max((n.extent for n in self.nests if n.kind == "reduce"), default=1)
+        big = max([n.extent for n in self.nests if n.kind == "reduce"] + [size // 2 for size in self._sorts()],
+                  default=1)
         if self.mode == "group":
             fit = min(options.max_local_size, GROUP_MAX_LOCAL)
             self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
@@ -137,10 +140,18 @@ class Mapping:
         reduces = [n for n in self.nests if n.kind == "reduce"]
         if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
             return "thread"   # rows of accumulators belong to one work-item
+        if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
+            return "thread"   # a scan's steps run in order, in one work-item
         few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows
-        if few_rows and any(n.extent >= GROUP_MIN_REDUCE for n in reduces) and all(len(n.accs) <= 1 for n in reduces):
+        long_sort = any(size >= GROUP_MIN_REDUCE for size in self._sorts())
+        if few_rows and (long_sort or any(n.extent >= GROUP_MIN_REDUCE for n in reduces)) \
+                and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
+
+    def _sorts(self) -> list[int]:
+        """The length of every row the kernel sorts (a power of two)."""
+        return [self.ins[x.srcs[0]].arg[0] for x in self.ins if x.op == "sort"]
 
     def _wide_accumulators(self) -> set[int]:
         """Accumulators summing a long row serially in one work-item: in double where the device is a CPU

@@ -285,6 +285,12 @@ class _WGSLRender(_Render):
             return self._call(FLOAT_OPS[op], a)
         raise UnsupportedError(f"{op} has no WGSL rendering")
 
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"select({b}, {a}, {cond})"
+
+    def is_nan(self, v: str) -> str:
+        return f"{self._helper('tj_isnan_f32')}(f32({v}))"
+
     def _zero_const(self, j: int) -> bool:
         x = self.ins[j]
         return x.op == "const" and x.arg == 0

@@ -8,7 +8,7 @@ from ..ir.dtypes import check
 from ..ir.evaluate import constant_value
 from . import functions as F
 from . import (assign, creation, einsum, histogram, indexing, joining, linalg, methods, movement, padding,
-               reductions, scatter, statistics, ufuncs)
+               reductions, scans, scatter, sorting, statistics, ufuncs)
 from .tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
@@ -21,7 +21,8 @@ FUNCTIONS = {
     **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
     **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **indexing.NUMPY_FUNCTIONS,
     **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS, **padding.NUMPY_FUNCTIONS,
-    **scatter.NUMPY_FUNCTIONS, **histogram.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS,
+    **scatter.NUMPY_FUNCTIONS, **histogram.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS, **scans.NUMPY_FUNCTIONS,
+    **sorting.NUMPY_FUNCTIONS,
 }
 
 # NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
@@ -54,6 +55,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
     if method == "at" and not kwargs:
         return scatter.ufunc_at(ufunc, *inputs)
+    if method == "accumulate" and ufunc in scans.ACCUMULATE and set(kwargs) <= {"axis", "dtype"}:
+        return scans.accumulate(ufunc, *inputs, **kwargs)
     what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
     raise UnsupportedError(f"{what}{extra} is not supported by tracejit")
@@ -85,7 +88,7 @@ def _call(ufunc, inputs, kwargs):
 
 
 def array_function(func, args, kwargs):
-    impl = FUNCTIONS.get(func)
+    impl = FUNCTIONS.get(func) or sorting.REFUSED.get(func)
     if impl is None:
         constants = _constant_arguments((args, kwargs))
         if constants is not None:   # arrays the kernel made from constants: NumPy computes it, as before a trace

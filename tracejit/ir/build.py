@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .dtypes import BOOL, identity
-from .graph import BINARY, PREDICATES, UNARY, Node, Op
+from .graph import BINARY, PREDICATES, REDUCE_OPS, UNARY, Node, Op
 from .table import Table
 
 
@@ -68,6 +68,28 @@ def reduce(x: Node, op: str, axes: tuple[int, ...]) -> Node:
         # no kernel loops over an extent of 0 (its index arithmetic would divide by it)
         return const(identity(op, x.dtype), x.dtype, shape)
     return Node.make(Op.REDUCE, x.dtype, shape, (x,), (op, axes))
+
+
+def scan(x: Node, op: str, axis: int) -> Node:
+    """Running reduction along axis: element i combines elements 0..i (NumPy's cumsum, cumprod and
+    ufunc.accumulate, whose callers cast to the result dtype first). Same shape and dtype as x."""
+    assert op in REDUCE_OPS and 0 <= axis < len(x.shape), (op, axis, x.shape)
+    if x.shape[axis] <= 1 or x.size == 0:
+        return x   # each element is its own running total
+    return Node.make(Op.SCAN, x.dtype, x.shape, (x,), (op, int(axis)))
+
+
+def sort(x: Node, axis: int, indices: bool = False) -> Node:
+    """x sorted ascending along axis, NaN last, equal values in their order (np.sort), or with indices the
+    int32 positions the sorted elements come from (np.argsort, kind="stable")."""
+    assert 0 <= axis < len(x.shape) and x.shape[axis] < 2**31, (axis, x.shape)
+    if x.shape[axis] <= 1 or x.size == 0:   # already in order
+        return iota(x.shape, axis, np.int32) if indices else x
+    if x.dtype == BOOL:   # sorted as bytes: False before True
+        as_bytes = sort(cast(x, np.uint8), axis, indices)
+        return as_bytes if indices else cast(as_bytes, BOOL)
+    return Node.make(Op.SORT, np.int32 if indices else x.dtype, x.shape, (x,),
+                     (int(axis), "indices" if indices else "values"))
 
 
 def reshape(x: Node, shape: tuple[int, ...]) -> Node:

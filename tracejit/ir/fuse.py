@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import build
+from . import build, merge_sort
 from .dtypes import identity
 from .graph import Node, Op, rewrite, toposort
 from .kernel_ir import Kernel
@@ -23,6 +23,7 @@ from .lower import Analysis, Buffer, Realize, analyze, emit
 SPLIT_MIN_REDUCE = 1 << 15   # reductions at least this long ...
 SPLIT_MAX_OUTPUT = 64        # ... into fewer values than this run in two stages
 SPLIT_CHUNK = 4096
+SPLIT_MIN_SCAN = 1 << 14     # scans at least this long over fewer rows than SPLIT_MAX_OUTPUT run blocked
 
 
 @dataclass
@@ -57,16 +58,18 @@ class Program:
 def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions()) -> Program:
     """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
     the target's layout preferences."""
-    outputs = _split_reductions(outputs)
-    realized: set[Node] = set(outputs)
+    stored: set[Node] = set()
+    outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
+    realized: set[Node] = set(outputs) | stored
     while True:
         reads, writes = _assign_buffers(outputs, realized, inputs)
         try:
-            analyses = [analyze(n, reads) for n in writes]
+            analyses = [analyze(n, reads, options.sort_bytes) for n in writes]
         except Realize as r:
             realized.add(r.node)
             continue
-        fused_twice = [n for n, c in Counter(r.node for a in analyses for r in a.reduces).items() if c > 1]
+        fused_twice = [n for n, c in Counter(r.node for a in analyses for r in (*a.reduces, *a.scans)).items()
+                       if c > 1]
         if not fused_twice:
             break
         realized.update(fused_twice)
@@ -111,9 +114,9 @@ def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]
         if a.out.size == 0:
             continue
         target = None
-        if not a.reduces:
+        if not a.reduces and not a.scans:
             for i, group in enumerate(kernels):
-                if not group[0].reduces and group[0].out.shape == a.out.shape and all(
+                if not group[0].reduces and not group[0].scans and group[0].out.shape == a.out.shape and all(
                         b.key[0] == "in" or position.get(b.key, i) < i for b in a.loads):
                     target = i
                     break
@@ -149,7 +152,11 @@ def _assign_buffers(outputs, realized, inputs) -> tuple[dict[Node, Buffer], dict
 
 
 def _describe(a: Analysis) -> str:
-    """elementwise / reduce (one value per row) / row (a reduction written back over its rows)."""
+    """elementwise / reduce (one value per row) / row (a reduction written back over its rows) / scan."""
+    if a.scans:
+        return f"scan_{'_'.join(sorted({s.node.arg[0] for s in a.scans}))}"
+    if any(r.node.op is Op.SORT for r in a.reduces):
+        return "sort"
     if not a.reduces:
         return "elementwise"
     rows = set().union(*(e.variables() for r in a.reduces for e in r.kept))
@@ -180,6 +187,55 @@ def _split(node: Node) -> Node:
     partial = build.reduce(v, op, (len(kept) + 1,))
     total = build.reduce(partial, op, (len(kept),))
     return build.reshape(total, node.shape)
+
+
+def _merge_long_sorts(outputs: list[Node], sort_bytes: int | None, stored: set[Node]) -> list[Node]:
+    """Rows too long for one work-group's memory are sorted in blocks, then merged (merge_sort.py); the
+    runs between passes go to `stored`."""
+    def merge_if_long(n: Node) -> Node:
+        block = merge_sort.block_length(n, sort_bytes) if n.op is Op.SORT else None
+        return n if block is None else merge_sort.merge_sorted(n, block, stored)
+    return rewrite(outputs, merge_if_long)
+
+
+def _split_scans(outputs: list[Node]) -> list[Node]:
+    """Rewrite long scans over few rows into blocks scanned in parallel (see _blocked_scan)."""
+    def split_if_long(n: Node) -> Node:
+        if n.op is Op.SCAN and n.shape[n.arg[1]] >= SPLIT_MIN_SCAN and n.size // n.shape[n.arg[1]] < SPLIT_MAX_OUTPUT:
+            return _blocked_scan(n)
+        return n
+    return rewrite(outputs, split_if_long)
+
+
+_COMBINE = {"sum": Op.ADD, "prod": Op.MUL, "max": Op.MAX, "min": Op.MIN}
+
+
+def _blocked_scan(node: Node) -> Node:
+    """A scan of length n as about sqrt(n) blocks of about sqrt(n): every block scanned on its own, in
+    parallel; the blocks' totals (their last elements) scanned; each block's elements combined with the
+    running total of the blocks before it, elementwise, fused with the scan's consumers. Three kernels,
+    none walking more than about sqrt(n) elements in order; float sums add in short runs, as NumPy's
+    pairwise sum does."""
+    x = node.srcs[0]
+    op, axis = node.arg
+    n = x.shape[axis]
+    kept = tuple(d for d in range(len(x.shape)) if d != axis)
+    rows = tuple(x.shape[d] for d in kept)
+    chunk = 1 << math.isqrt(n - 1).bit_length()   # a power of two, at least sqrt(n)
+    chunks = -(-n // chunk)
+    ident = identity(op, x.dtype)
+    whole = [(0, 1, s) for s in rows]
+    v = build.reshape(build.permute(x, kept + (axis,)), (*rows, n))
+    v = build.reshape(build.pad(v, [(0, 0)] * len(rows) + [(0, chunks * chunk - n)], ident), (*rows, chunks, chunk))
+    blocks = build.scan(v, op, len(rows) + 1)
+    totals = build.reshape(build.slice_(blocks, [*whole, (0, 1, chunks), (chunk - 1, 1, 1)]), (*rows, chunks))
+    running = build.scan(totals, op, len(rows))
+    before = build.pad(build.slice_(running, [*whole, (0, 1, chunks - 1)]), [(0, 0)] * len(rows) + [(1, 0)], ident)
+    before = build.expand(build.reshape(before, (*rows, chunks, 1)), (*rows, chunks, chunk))
+    out = build.reshape(build.binary(_COMBINE[op], before, blocks), (*rows, chunks * chunk))
+    out = build.slice_(out, [*whole, (0, 1, n)])
+    inverse = tuple(sorted(range(len(x.shape)), key=lambda d: (kept + (axis,))[d]))
+    return build.permute(out, inverse)
 
 
 def input_buffer(index: int, node: Node, strides: tuple[int, ...]) -> Buffer:

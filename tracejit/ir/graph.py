@@ -20,6 +20,8 @@ _STRUCTURAL = ("input", "const",
                "iota",    # element i is its index along axis `arg` (arrays made in a kernel)
                "table",   # a constant array embedded in the kernel (arg: a table.Table, C order)
                "cast", "reduce",
+               "scan",    # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
+               "sort",    # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
                "reshape", "permute", "expand", "slice", "pad",   # movement: become index arithmetic
                "gather")  # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
 Op = _OpEnum("Op", [(n.upper(), n) for n in (*_STRUCTURAL, *(d.name for d in OPS))], module=__name__)

@@ -77,9 +77,16 @@ def run(kernel: Kernel, buffers: list[np.ndarray], error: np.ndarray | None = No
                 acc = vals[s[0]]
                 if target.op == "acc":
                     acc[...] = _COMBINE[target.arg[0]](acc, vals[s[1]]).astype(acc.dtype)
+                    vals[pc] = acc.copy()   # the running value (scans read it); later updates change acc
                 else:
                     idx = vals[s[1]]
                     acc[rows, idx] = _COMBINE[target.arg[1]](acc[rows, idx], vals[s[2]]).astype(acc.dtype)
+            elif op == "sort":   # by key (NaN last, as NumPy sorts), then by position
+                length = ins.arg
+                arrays = [vals[j][:, :length] for j in s]
+                order = np.lexsort(arrays[::-1], axis=-1)
+                for j, a in zip(s, arrays):
+                    vals[j][:, :length] = np.take_along_axis(a, order, axis=-1)
             elif op == "range":
                 extent = ins.arg[0]
                 if extent == 0:

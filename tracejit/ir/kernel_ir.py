@@ -1,12 +1,17 @@
 """Kernel IR: one fused kernel as a flat list of SSA instructions.
 
 Shape of every kernel:  GLOBAL g (parallel) -> reduce loops (RANGE kind "reduce", ACC/UPDATE)
--> element loops (RANGE kind "loop") -> STORE. LOCAL is memory private to one global index (arg:
+-> element loops (RANGE kind "loop", or "scan") -> STORE. A "scan" loop runs in order: its body UPDATEs
+accumulators whose running value it reads (an UPDATE of an ACC with a dtype is also a value, the
+accumulator after the update), so it is never spread over work-items. LOCAL is memory private to one global index (arg:
 (size, the reduction it accumulates or None, that reduction's length)); loads from it are not pure,
 everything else is. TABLE is a constant array embedded in the kernel (arg: an ir.table.Table), read
 with LOAD like a buffer. BOUND turns an index read from data into an offset (arg: (axis size, Fault)):
 a negative value counts from the end, one outside the axis records the Fault for the runtime to raise
-and reads element 0 instead. A CPU renderer maps GLOBAL to a parallel loop and
+and reads element 0 instead. SORT (srcs: a LOCAL of keys, optionally a LOCAL of int32 positions; arg: n)
+sorts their first n entries in place by key, NaN after every number, equal keys by position (and in any
+order without positions); the rest of the arrays (padding to a power of two, keys that sort last) keeps
+its place. A CPU renderer maps GLOBAL to a parallel loop and
 RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
 the IR states which loops are reductions and with which operator.
@@ -29,7 +34,7 @@ ALU_UNARY, ALU_BINARY, ALU_TERNARY = UNARY_NAMES, BINARY_NAMES, TERNARY_NAMES
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
-                        "update", "local", "table", "bound"})
+                        "update", "local", "table", "bound", "sort"})
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,7 @@ class Builder:
 
     def emit(self, op: str, dtype, srcs=(), arg=None) -> int:
         ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
-        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local") and not (
+        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local", "sort") and not (
             op == "load" and self.kernel.instrs[srcs[0]].op == "local")
         # -0.0 == 0.0 and NaN != NaN: a float constant is shared by its bits, not by ==
         key = (ins, np.float64(arg).tobytes()) if op == "const" and isinstance(arg, float) else ins

@@ -14,6 +14,7 @@ class LayoutOptions:
     accumulate_rows: bool = True   # i-k-j rows of accumulators private to one global index (CPU caches)
     keep_row_max: int = 16384      # longest reduction input kept in local memory for the write loop
     gather_rows: bool = True       # a gather's trailing axes that no index depends on are an inner loop (CPU)
+    sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
 
 
 @dataclass
@@ -28,13 +29,16 @@ class LoopPlan:
 
 
 def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]], offsets: list[Expr],
-               options: LayoutOptions = LayoutOptions()) -> LoopPlan:
+               options: LayoutOptions = LayoutOptions(), plain: bool = False) -> LoopPlan:
     """`rows`: the output variables the reductions depend on (all of them when there is none);
-    `offsets`: every load's offset and, last, the store's."""
+    `offsets`: every load's offset and, last, the store's. `plain`: dimensions are merged, nothing
+    else (scans and sorts walk their rows themselves: no tiles, no streamed rows)."""
     pvars = [v for v in out_vars if v in rows]
     wvars = [v for v in out_vars if v not in rows]
     groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets)
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
+    if plain:
+        return LoopPlan(pvars, wvars, rgroups, subst, [{}])
     if not reduce_vars:
         pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
     streamed = options.accumulate_rows and accumulate_rows(

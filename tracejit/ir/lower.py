@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import InternalError, UnsupportedError
 from .dtypes import identity
 from .gather import data_position, gathered_atoms, row_loop
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
+from .merge_sort import POSITION, local_bytes
 from .kernel_ir import INDEX, Builder, Fault, Kernel, Param
-from .layout import LayoutOptions, plan_loops
+from .layout import LayoutOptions, LoopPlan, plan_loops
 from .symbolic import DataIndex, Div, Expr, Mod, Var
 from .table import MAX_KERNEL_BYTES
 
@@ -61,10 +62,17 @@ class Buffer:
 
 @dataclass
 class _Reduce:
+    """A reduction, or a sort: a row walked whole before anything reads the result."""
     node: Node
     kept: tuple[Expr, ...]
     vars: list[Var]
     src_idx: tuple[Expr, ...]
+
+
+@dataclass
+class _Scan:
+    node: Node
+    idx: tuple[Expr, ...]    # where the group reads it: the scan variable along its axis
 
 
 @dataclass
@@ -76,6 +84,9 @@ class Analysis:
     offsets: list[Expr] = field(default_factory=list)
     loads: list[Buffer] = field(default_factory=list)
     reads: dict = field(default_factory=dict)   # buffer key -> the offsets it is read at
+    scans: list[_Scan] = field(default_factory=list)      # in dependency order
+    scan_var: Var | None = None      # the output variable every scan steps along (a loop, in order)
+    scan_reversed: bool = False      # the output walks it backwards: x[::-1].cumsum()[::-1]
 
 
 MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
@@ -88,8 +99,9 @@ MAX_RECOMPUTE = 4
 MIN_RECOMPUTE_COST = 4
 
 
-def analyze(out: Node, buffers: dict) -> Analysis:
-    """Walk the group of `out`; `buffers` maps realized nodes to their Buffer."""
+def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis:
+    """Walk the group of `out`; `buffers` maps realized nodes to their Buffer, `sort_bytes` is the local
+    memory for the rows a kernel sorts (None: no limit)."""
     out_vars = [Var(f"o{d}", s) for d, s in enumerate(out.shape) if s != 1]
     it = iter(out_vars)
     out_idx = tuple(Expr.of(next(it)) if s != 1 else Expr() for s in out.shape)
@@ -102,8 +114,10 @@ def analyze(out: Node, buffers: dict) -> Analysis:
     needed_at: dict[Node, int] = {}     # computed values: at how many indices that vary per element
     memory: dict[Node, bool] = {}      # whether a value loads anything
 
-    def visit(node: Node, idx: tuple[Expr, ...]) -> None:
-        key = (node, idx)
+    scans: dict[Node, tuple[Expr, ...]] = {}
+
+    def visit(node: Node, idx: tuple[Expr, ...], in_reduce: bool = False) -> None:
+        key = (node, idx, in_reduce)
         if key in seen:
             return
         seen.add(key)
@@ -121,9 +135,21 @@ def analyze(out: Node, buffers: dict) -> Analysis:
                 if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
                     raise Realize(node)
             for s in node.srcs:
-                visit(s, idx)
-        elif node.op is Op.REDUCE:
-            _, axes = node.arg
+                visit(s, idx, in_reduce)
+        elif node.op is Op.SCAN:
+            step = _scan_step(node, idx, allowed)
+            if in_reduce or step is None or a.scan_var is not None and step != (a.scan_var, a.scan_reversed):
+                raise Realize(node)  # not read in step with one loop of the output: computed once, stored
+            if node in scans:
+                if scans[node] != idx:
+                    raise Realize(node)  # read at two positions: would scan twice
+                return
+            scans[node] = idx
+            a.scan_var, a.scan_reversed = step
+            visit(node.srcs[0], idx)
+            a.scans.append(_Scan(node, idx))  # post-order: a scan of a scan after the inner one
+        elif node.op in (Op.REDUCE, Op.SORT):   # a sort, like a reduction, walks whole rows first
+            axes = node.arg[1] if node.op is Op.REDUCE else (node.arg[0],)
             kept = tuple(Expr() if d in axes else e for d, e in enumerate(idx))
             if any(not e.variables() <= allowed for e in kept):
                 raise Realize(node)  # depends on another reduction's loop variable: recomputed per step
@@ -137,19 +163,24 @@ def analyze(out: Node, buffers: dict) -> Analysis:
             src_idx = tuple((Expr.of(next(it_r)) if node.srcs[0].shape[d] != 1 else Expr()) if d in axes
                             else e for d, e in enumerate(idx))
             found[node] = red = _Reduce(node, kept, rvars, src_idx)
-            visit(node.srcs[0], src_idx)
+            visit(node.srcs[0], src_idx, True)
             a.reduces.append(red)  # post-order: inner reductions first
         elif node.op is Op.GATHER:
             for s in node.srcs[1:]:
-                visit(s, idx)
+                visit(s, idx, in_reduce)
             if node.srcs[0].size:   # an empty axis is never read: every index into it is an error
-                visit(node.srcs[0], data_position(node, idx))
+                visit(node.srcs[0], data_position(node, idx), in_reduce)
         else:
             src_idx, _ = source_index(node, idx)
-            visit(node.srcs[0], src_idx)
+            visit(node.srcs[0], src_idx, in_reduce)
 
     visit(out, out_idx)
     a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(out_idx))
+    if a.scans:
+        rows = set(out_vars) - {a.scan_var}
+        for r in a.reduces:
+            if set().union(*(e.variables() for e in r.kept)) != rows:
+                raise Realize(r.node)  # a reduction per step of the scan, or recomputed per row
     if a.reduces:
         deps = [set().union(*(e.variables() for e in r.kept)) for r in a.reduces]
         rows = set().union(*deps)
@@ -158,8 +189,12 @@ def analyze(out: Node, buffers: dict) -> Analysis:
                 raise Realize(r.node)  # would be recomputed for every value of the other variables
         n_rows = math.prod(v.extent for v in rows)
         n_write = math.prod(v.extent for v in out_vars if v not in rows)
-        if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT:
-            raise Realize(a.reduces[-1].node)
+        last = a.reduces[-1].node
+        if n_rows < MIN_ROWS_FOR_ROW_KERNEL and n_write >= MIN_WRITE_FOR_SPLIT and last.op is Op.REDUCE:
+            raise Realize(last)
+        sorts = [r.node for r in a.reduces if r.node.op is Op.SORT]
+        if sort_bytes is not None and len(sorts) > 1 and sum(map(local_bytes, sorts)) > sort_bytes:
+            raise Realize(sorts[0])   # each fits the work-group's memory, not all at once: one is stored
     return a
 
 
@@ -193,6 +228,20 @@ def _reads_memory(node: Node, buffers: dict, memo: dict) -> bool:
     for n in reversed(order):
         memo.setdefault(n, any(memo.get(s, False) for s in n.srcs))
     return memo[node]
+
+
+def _scan_step(node: Node, idx: tuple[Expr, ...], allowed: set[Var]) -> tuple[Var, bool] | None:
+    """(output variable, reversed) when the scan is read at that variable along its axis, forwards or
+    backwards over its whole extent, and at row variables elsewhere; None when it is read otherwise."""
+    _, axis = node.arg
+    e = idx[axis]
+    var = next((atom for atom, _ in e.terms if isinstance(atom, Var)), None)
+    if var is None or var not in allowed or e not in (Expr.of(var), Expr.of(var.extent - 1) - Expr.of(var)):
+        return None
+    others = set().union(*(f.variables() for d, f in enumerate(idx) if d != axis))
+    if var in others or not others <= allowed:
+        return None
+    return var, e != Expr.of(var)
 
 
 def source_index(node: Node, idx: tuple[Expr, ...]):
@@ -242,11 +291,16 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     one shape); returns the kernel and the buffers its params refer to, outputs first."""
     a = group[0]
     offsets = [o for g in group for o in g.offsets]
-    if a.reduces:
+    if a.scans:
+        rows = set(a.out_vars) - {a.scan_var}   # the scan variable is the write loop, walked in order
+    elif a.reduces:
         rows = set().union(*(e.variables() for r in a.reduces for e in r.kept))
     else:
         rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
-    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options)
+    sorts = any(r.node.op is Op.SORT for r in a.reduces)
+    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, plain=bool(a.scans) or sorts)
+    if a.scan_reversed:
+        plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
 
     loads = list(dict.fromkeys(b for g in group for b in g.loads))
@@ -272,6 +326,9 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         return _check_tables(hoist(kernel)), params
     cached = _row_to_keep(a, group, options.keep_row_max) if a.reduces and wvars and len(tile) == 1 else None
     for red, rvars in zip(a.reduces, rgroups):
+        if red.node.op is Op.SORT:
+            e.sorted[red.node] = _emit_sort(e, red, rvars, options.sort_bytes)
+            continue
         op = red.node.arg[0]
         accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
         if red is cached:
@@ -286,15 +343,28 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         e.close_loops(opened)
         e.reduced[red.node] = accs
     e.row_vars = [v for v in a.out_vars if v not in rows]
-    opened = e.open_loops(wvars, "loop")
+    scan_accs = [e.b.emit("acc", sc.node.dtype, (), (sc.node.arg[0], identity(sc.node.arg[0], sc.node.dtype)))
+                 for sc in a.scans]
+    opened = e.open_loops(wvars, "scan" if a.scans else "loop")
     for k, step in enumerate(tile):
         with e.unrolled(step):
             e.unroll_index = k
+            for sc, acc in zip(a.scans, scan_accs):   # one step of each scan, inner ones first
+                e.reduced[sc.node] = [e.b.emit("update", sc.node.dtype, (acc, e.value(sc.node.srcs[0], sc.idx)))]
             for i, g in enumerate(group):
                 val = e.value(g.out, g.out_idx, top=True)
                 e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return _check_tables(hoist(kernel)), params
+
+
+def _walk_backwards(plan: LoopPlan, var: Var) -> LoopPlan:
+    """The output reads the scans at var's last position first (x[::-1].cumsum()[::-1]): the write loop
+    counts the scan's steps instead, and var runs backwards over them."""
+    step = Var(f"{var.name}s", var.extent)
+    backwards = {var: Expr.of(var.extent - 1) - Expr.of(step)}
+    subst = {**{k: e.substitute(backwards) for k, e in plan.subst.items()}, **backwards}
+    return replace(plan, wvars=[step if v == var else v for v in plan.wvars], subst=subst)
 
 
 def _check_tables(kernel: Kernel) -> Kernel:
@@ -307,12 +377,55 @@ def _check_tables(kernel: Kernel) -> Kernel:
     return kernel
 
 
+def _emit_sort(e: _Emitter, red: _Reduce, fill: list[Var], sort_bytes: int | None) -> tuple[int, int | None]:
+    """The row of a SORT copied into local memory (for argsort with each element's position), padded to a
+    power of two with keys that sort last, then sorted in place by one `sort` instruction (numba: a merge
+    sort, runtime/numba_math.py; SIMT targets: a bitonic network, codegen/bitonic.py). Returns the local
+    arrays (keys, positions or None)."""
+    node = red.node
+    src, axis = node.srcs[0], node.arg[0]
+    n = src.shape[axis]
+    size = 1 << (n - 1).bit_length()
+    with_positions = node.arg[1] == "indices"
+    e.sort_bytes += local_bytes(node)
+    if sort_bytes is not None and e.sort_bytes > sort_bytes:   # fuse.py merges longer rows, analyze splits
+        raise InternalError(f"kernel sorts rows of {e.sort_bytes} bytes in all, beyond the {sort_bytes} of "
+                            "a work-group's memory")
+    keys = e.b.emit("local", src.dtype, (), (size, None, size))
+    # positions only for argsort: equal keys are indistinguishable in sorted values
+    positions = e.b.emit("local", POSITION, (), (size, None, size)) if with_positions else None
+
+    def put(at: int, key: int) -> None:
+        e.b.emit("store", None, (keys, at, key))
+        if positions is not None:
+            e.b.emit("store", None, (positions, at, e.b.emit("cast", POSITION, (at,))))
+
+    opened = e.open_loops(fill, "loop")
+    put(e.index(red.src_idx[axis]), e.value(src, red.src_idx))
+    e.close_loops(opened)
+    if size > n:
+        pad = Var(f"pad{keys}", size - n)
+        opened = e.open_loops([pad], "loop")
+        put(e.index(Expr.of(pad) + n), e.const(_sorts_last(src.dtype), src.dtype))
+        e.close_loops(opened)
+    e.b.emit("sort", None, (keys,) if positions is None else (keys, positions), n)
+    return keys, positions
+
+
+def _sorts_last(dt: np.dtype):
+    """A key no element of the row sorts after (after a NaN of the row too: ties go by position)."""
+    if dt.kind == "f":
+        return math.nan
+    return True if dt.kind == "b" else int(np.iinfo(dt).max)
+
+
 def _row_to_keep(a: Analysis, group, keep_max: int) -> "_Reduce | None":
     """The last reduction of a row kernel, when the write loop needs the very values it reduced
     (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
     red = a.reduces[-1]
     src = red.node.srcs[0]
-    if src.op in (Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE) or math.prod(v.extent for v in red.vars) > keep_max:
+    if red.node.op is Op.SORT or src.op in (Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE) \
+            or math.prod(v.extent for v in red.vars) > keep_max:
         return None
     stack, seen = [g.out for g in group], set()
     while stack:
@@ -355,6 +468,8 @@ class _Emitter:
         self.buffer_param = {id(p): self.params[i] for i, p in enumerate(params)}
         self.var_ref: dict[Var, int] = {}
         self.reduced: dict[Node, list[int]] = {}
+        self.sorted: dict[Node, tuple[int, int | None]] = {}   # a sort's local arrays: (keys, positions)
+        self.sort_bytes = 0                                     # their size in all
         self.row: tuple | None = None   # (reduction, local row) whose input values are kept
         self.row_vars: list[Var] = []   # set while emitting the write loop: where kept values are read
         self.unroll_index = 0
@@ -474,8 +589,12 @@ class _Emitter:
             table = self.b.emit("table", node.dtype, (), node.arg)
             position = Buffer.contiguous(None, node.dtype, node.shape).offset_of(idx)
             return self.b.emit("load", node.dtype, (table, self.index(position)))
-        if node.op is Op.REDUCE:
+        if node.op in (Op.REDUCE, Op.SCAN):
             return self.reduced[node][self.unroll_index]
+        if node.op is Op.SORT:
+            keys, positions = self.sorted[node]
+            local = positions if node.arg[1] == "indices" else keys
+            return self.b.emit("load", node.dtype, (local, self.index(idx[node.arg[0]])))
         if node.op is Op.CAST:
             return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))
         if node.op in ELEMENTWISE:

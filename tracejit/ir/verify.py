@@ -54,6 +54,11 @@ def _graph_problem(n: Node) -> str | None:
     src = srcs[0]
     if n.op is Op.CAST:
         return None if n.shape == src.shape and n.arg == n.dtype else "cast changes shape or disagrees with arg"
+    if n.op is Op.SORT:
+        axis, what = n.arg
+        ok = 0 <= axis < len(src.shape) and n.shape == src.shape and (
+            what == "values" and n.dtype == src.dtype or what == "indices" and n.dtype == np.int32)
+        return None if ok else f"bad sort {n.arg} of {src.dtype}{list(src.shape)}"
     if n.dtype != src.dtype:
         return "changes dtype"
     if n.op is Op.REDUCE:
@@ -62,6 +67,10 @@ def _graph_problem(n: Node) -> str | None:
             return f"bad reduction {n.arg}"
         want = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
         return None if n.shape == want else f"shape should be {want}"
+    if n.op is Op.SCAN:
+        op, axis = n.arg
+        ok = op in REDUCE_OPS and 0 <= axis < len(src.shape) and n.shape == src.shape
+        return None if ok else f"bad scan {n.arg} of shape {src.shape}"
     assert n.op in MOVEMENT
     if n.op is Op.RESHAPE:
         return None if math.prod(n.shape) == src.size else "reshape changes the element count"
@@ -131,6 +140,10 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
             return "element dtype differs from the buffer's"
         if x.op == "store" and src[0].op == "param" and not kernel.params[src[0].arg].output:
             return "stores to an input buffer"
+    elif x.op == "sort":
+        if len(src) not in (1, 2) or any(s.op != "local" for s in src) or len(src) == 2 and (
+                src[1].dtype != np.int32 or src[0].arg[0] != src[1].arg[0]) or not 0 < x.arg <= src[0].arg[0]:
+            return "sorts a local array of keys (and one of int32 positions, as long) over at most its length"
     elif x.op == "range":
         open_ranges.append(i)
     elif x.op == "endrange":
@@ -142,6 +155,8 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
             return "a local update needs (local accumulator, int64 index, value)"
         if src[0].op not in ("acc", "local") or src[-1].dtype != src[0].dtype:
             return "updates something that is not an accumulator of this dtype"
+        if x.dtype is not None and (src[0].op != "acc" or x.dtype != src[0].dtype):
+            return "only an accumulator's update has a value, of the accumulator's dtype"
     elif x.op in ALU and x.op not in ("where",) and len({s.dtype for s in src}) > 1:
         return f"operand dtypes differ: {[s.dtype.name for s in src]}"
     elif x.op == "where" and (src[0].dtype != np.bool_ or src[1].dtype != src[2].dtype):

@@ -1,6 +1,7 @@
 """Vectorisable float32 exp, tanh, log and erf, and ldexp, for numba kernels: built from arithmetic and selects
 only (no libm calls), so LLVM's loop vectoriser can vectorise a loop that calls them.
-NaN, infinities, signed zeros and subnormals behave as in NumPy; results are within 2 ulp of it."""
+NaN, infinities, signed zeros and subnormals behave as in NumPy; results are within 2 ulp of it.
+Also the other helpers generated kernels call: integer power and fmod, float16 conversions, a row sort."""
 from __future__ import annotations
 
 import numba
@@ -362,3 +363,61 @@ log_f32_called = numba.njit(fastmath={"contract"})(log_f32.py_func)
 erf_f32_called = numba.njit(fastmath={"contract"})(erf_f32.py_func)
 ldexp_f32_called = numba.njit(fastmath={"contract"})(ldexp_f32.py_func)
 round_f16_called = numba.njit(fastmath={"contract"})(round_f16.py_func)
+
+
+# The kernel IR's sort: a stable merge sort written for kernels. Not inlined (it is called once per row)
+# and plain loops only, so numba compiles it in a fraction of the time its generic np.sort/np.argsort take.
+SORT_RUN = 16   # runs this long are sorted by insertion first
+
+
+@numba.njit(inline="always")
+def _sorts_before(a, b):
+    """a goes strictly before b: the smaller number; every number before NaN (NumPy's order)."""
+    return a < b or (np.isnan(b) and not np.isnan(a))
+
+
+@numba.njit
+def sort_row(keys, positions, n):
+    """The first n keys in order, NaN last, equal keys keeping their order (stable); positions (None: not
+    kept) move with their keys."""
+    for start in range(0, n, SORT_RUN):
+        for i in range(start + 1, min(start + SORT_RUN, n)):
+            key = keys[i]
+            j = i - 1
+            if positions is not None:
+                position = positions[i]
+            while j >= start and _sorts_before(key, keys[j]):
+                keys[j + 1] = keys[j]
+                if positions is not None:
+                    positions[j + 1] = positions[j]
+                j -= 1
+            keys[j + 1] = key
+            if positions is not None:
+                positions[j + 1] = position
+    if n <= SORT_RUN:
+        return
+    src_keys, dst_keys = keys, np.empty_like(keys)
+    src_pos, dst_pos = positions, (None if positions is None else np.empty_like(positions))
+    width = SORT_RUN
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for out in range(lo, hi):
+                take_right = i >= mid or (j < hi and _sorts_before(src_keys[j], src_keys[i]))
+                at = j if take_right else i
+                dst_keys[out] = src_keys[at]
+                if positions is not None:
+                    dst_pos[out] = src_pos[at]
+                if take_right:
+                    j += 1
+                else:
+                    i += 1
+        src_keys, dst_keys = dst_keys, src_keys
+        if positions is not None:
+            src_pos, dst_pos = dst_pos, src_pos
+        width *= 2
+    if src_keys is not keys:
+        keys[:n] = src_keys[:n]
+        if positions is not None:
+            positions[:n] = src_pos[:n]

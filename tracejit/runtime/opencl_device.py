@@ -32,6 +32,7 @@ INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU dev
 REDUCTION_SCRATCH = 4096   # bytes of local memory left for reduction trees when keeping rows
 CPU_ROWS_PER_UNIT = 16     # CPU devices: group mode only for fewer rows than this per compute unit
 CPU_KEEP_ROW_MAX = 2048    # CPU devices: longest row kept in a work-item's private array
+CPU_SORT_BYTES = 1 << 16   # CPU devices: a sorted row's private arrays (PoCL crashed at 128 KiB)
 
 
 def _all_devices() -> list:
@@ -186,7 +187,8 @@ class OpenCLDevice:
         # Kept rows live in __local memory in group mode and in private arrays in thread mode; rows of
         # accumulators private to a global index would be a private array per work-item.
         keep = max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8 if gpu else CPU_KEEP_ROW_MAX
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(16384, keep))
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(16384, keep),
+                                    sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
         self._error = None
 

@@ -96,7 +96,8 @@ class WebGPUTarget:
 
     runs = False
     name = "webgpu"
-    layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=(16384 - REDUCTION_SCRATCH) // 8)
+    layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=(16384 - REDUCTION_SCRATCH) // 8,
+                           sort_bytes=16384 - REDUCTION_SCRATCH)
     options = wgsl.WGSLOptions(device="webgpu (WGSL only, no adapter)", f16=True)
 
     def compile(self, program: Program) -> "RenderedOnly":
@@ -167,7 +168,8 @@ class WebGPUDevice:
             max_workgroups=dl["max-compute-workgroups-per-dimension"],
             max_storage_buffers=dl["max-storage-buffers-per-shader-stage"])
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(4096, keep))
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(4096, keep),
+                                    sort_bytes=keep * 8)
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
         self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN)

@@ -1,0 +1,176 @@
+"""Scans (np.cumsum, np.cumprod, np.nancumsum, np.nancumprod, ufunc.accumulate) against NumPy: values and
+result dtypes per dtype, every axis form, NaNs, zero-size and length-1 axes, fusion with producers and
+consumers (kernel counts), and the blocked form of long scans with its float32 accuracy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, random_array, run_kernel
+
+
+def sample(rng, shape, dtype):
+    """Floats in [-2, 2) (products of a few stay in range), ints in [-100, 100] (products wrap, as in NumPy)."""
+    if np.dtype(dtype).kind == "f":
+        return random_array(rng, shape, dtype, low=-2.0, high=2.0)
+    return random_array(rng, shape, dtype)
+
+
+def assert_scans_match(body, *args, device, **kwargs):
+    """tracejit against NumPy; float results within a few roundings of the largest running total (NumPy
+    adds in order; tracejit may accumulate wider or in blocks)."""
+    result = run_kernel(tj.kernel(body), *args, device=device, **kwargs)
+    with np.errstate(all="ignore"):
+        expected = body(*args, **kwargs)
+    outputs = expected if isinstance(expected, tuple) else (expected,)
+    atol = max((8 * np.finfo(e.dtype).eps * max(np.abs(e).max(initial=1), 1) * max(e.shape, default=1)
+                for e in map(np.asarray, outputs) if e.dtype.kind == "f" and np.isfinite(e).all()), default=None)
+    assert_close(result, expected, rtol=0 if atol else None, atol=atol)
+
+
+# =============================================================================================
+# dtypes: scans that keep the dtype (every device), then NumPy's widening ones (int64: not on webgpu)
+
+
+def kept_dtype_scans(x):
+    return (np.maximum.accumulate(x, axis=1), np.minimum.accumulate(x), np.cumsum(x, axis=-1, dtype=x.dtype))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "float16", "float32", "float64"])
+def test_scans_keeping_the_dtype_match_numpy(dtype, device, rng):
+    assert_scans_match(kept_dtype_scans, sample(rng, (3, 6), dtype), device=device)
+
+
+def widening_scans(x):
+    """cumsum/cumprod of bools and ints are int64 (uint64 for unsigned), as np.sum; add.accumulate too."""
+    return (np.cumsum(x), x.cumprod(axis=0), np.add.accumulate(x, axis=-1), np.multiply.accumulate(x))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int32", "int64", "uint8", "float16", "float32", "float64"])
+def test_widening_scans_match_numpy_values_and_dtypes(dtype, device, rng):
+    assert_scans_match(widening_scans, sample(rng, (4, 5), dtype), device=device)
+
+
+# =============================================================================================
+# axis forms and edge shapes
+
+
+def axis_forms(x):
+    return (np.cumsum(x, axis=0), x.cumsum(axis=1), np.cumsum(x, axis=-1), np.cumprod(x, axis=-2),
+            x.cumsum(), np.maximum.accumulate(x, axis=2), np.cumsum(x[:, ::-2, 1:], axis=1))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_every_axis_and_axis_none_match_numpy(dtype, device, rng):
+    assert_scans_match(axis_forms, sample(rng, (3, 5, 4), dtype).astype(dtype), device=device)
+
+
+def test_scans_of_non_contiguous_inputs_read_them_in_place(device, rng):
+    base = sample(rng, (8, 12), "float32")
+    assert_scans_match(lambda x: (np.cumsum(x, axis=1), np.cumprod(x, axis=0)), base.T[::2], device=device)
+    assert_scans_match(lambda x: np.cumsum(x, axis=-1), base[::-1, ::3], device=device)
+
+
+def edge_shapes(scalar, row, column, empty):
+    return (np.cumsum(scalar), np.cumsum(scalar, axis=0), np.cumprod(row, axis=0), np.cumsum(column, axis=1),
+            np.cumsum(empty, axis=1), np.cumsum(empty), np.maximum.accumulate(row, axis=1))
+
+
+def test_zero_size_zero_d_and_length_one_axes_match_numpy(device, rng):
+    assert_scans_match(edge_shapes, np.float32(1.5), sample(rng, (1, 5), "float32"),
+                       sample(rng, (4, 1), "float32"), np.zeros((2, 0, 3), np.float32), device=device)
+
+
+def test_dtype_argument_casts_before_scanning_as_numpy(device, rng):
+    x = sample(rng, (3, 7), "float32") * 3
+    assert_scans_match(lambda x: (np.cumsum(x, axis=1, dtype=np.int32), np.cumprod(x > 0, axis=0, dtype=np.int32),
+                                  np.maximum.accumulate(x, axis=1, dtype=np.float64)), x, device=device)
+
+
+def test_nan_scans_count_nan_as_zero_or_one_and_max_propagates_it(device):
+    x = np.array([[np.nan, 1.5, np.nan, 2.0, -np.inf], [3.0, np.nan, np.inf, np.nan, -1.0]], np.float32)
+    assert_scans_match(lambda x: (np.nancumsum(x, axis=1), np.nancumprod(x, axis=1), np.nancumsum(x),
+                                  np.maximum.accumulate(x, axis=1), np.minimum.accumulate(x, axis=0),
+                                  np.cumsum(x, axis=1)), x, device=device)
+    ints = np.arange(-3, 9, dtype=np.int32).reshape(3, 4)
+    assert_scans_match(lambda x: (np.nancumsum(x, axis=0), np.nancumprod(x, axis=1)), ints, device=device)
+
+
+# =============================================================================================
+# fusion: per-row scans absorb producers and consumers
+
+
+FUSED = {
+    "cumsum(x * 2, axis=-1) / n": lambda x: np.cumsum(x * 2, axis=-1) / x.shape[-1],
+    "empirical CDF of rows": lambda x: np.cumsum(x, axis=1) / x.sum(axis=1, keepdims=True),
+    "cumulative softmax": lambda x: np.cumsum(np.exp(x - x.max(axis=-1, keepdims=True)), axis=-1),
+    "reverse cumsum x[:, ::-1].cumsum(1)[:, ::-1]": lambda x: np.cumsum(x[:, ::-1], axis=1)[:, ::-1],
+    "cumsum of cumsum": lambda x: np.cumsum(np.cumsum(x, axis=0), axis=0) - x,
+    "columns: cumsum(x, axis=0) * x": lambda x: np.cumsum(x, axis=0) * x,
+}
+
+
+@pytest.mark.parametrize("name", list(FUSED))
+def test_a_scan_fuses_with_its_producers_and_consumers_into_one_kernel(name, device, rng):
+    body = FUSED[name]
+    x = sample(rng, (24, 40), "float32")
+    assert len(tj.kernel(body).lower(x, device=device).kernels) == 1
+    assert_scans_match(body, x, device=device)
+
+
+def test_a_scan_read_at_shifted_positions_is_stored_once_then_read(device, rng):
+    def moving_sum(x):
+        c = np.cumsum(x, axis=-1)
+        return c[:, 3:] - c[:, :-3]
+    x = sample(rng, (6, 50), "float32")
+    assert len(tj.kernel(moving_sum).lower(x, device=device).kernels) == 2
+    assert_scans_match(moving_sum, x, device=device)
+
+
+def test_scans_along_different_axes_each_get_their_own_kernel(device, rng):
+    def body(x):
+        return np.cumsum(np.cumsum(x, axis=0), axis=1)
+    x = sample(rng, (9, 11), "float32")
+    assert len(tj.kernel(body).lower(x, device=device).kernels) == 2
+    assert_scans_match(body, x, device=device)
+
+
+# =============================================================================================
+# long scans: blocks scanned in parallel, then their totals, then one elementwise pass
+
+
+def test_a_long_scan_runs_blocked_in_parallel_and_is_as_accurate_as_numpy(device, rng):
+    x = rng.random(1_000_000, dtype=np.float32)
+    k = tj.kernel(lambda x: np.cumsum(x) / x.size)
+    assert [kk.name.split("_", 1)[1] for kk in k.lower(x, device=device).kernels] == \
+        ["scan_sum", "scan_sum", "elementwise"]
+    got = np.asarray(run_kernel(k, x, device=device)).astype(np.float64)
+    exact = np.cumsum(x.astype(np.float64)) / x.size
+    numpy_error = np.abs(np.cumsum(x) / np.float32(x.size) - exact).max()
+    assert np.abs(got - exact).max() <= numpy_error
+
+
+def test_long_integer_and_max_scans_in_blocks_are_exact(device, rng):
+    x = random_array(rng, (3, 40_000), "int32", full_range=True)
+    assert_scans_match(lambda x: (np.cumsum(x, axis=1, dtype=np.int32), np.maximum.accumulate(x[:, ::-1], axis=1)),
+                       x, device=device)
+    assert_scans_match(lambda x: np.cumsum(x, axis=0), x.T.astype(np.float32), device=device)
+
+
+# =============================================================================================
+# errors
+
+
+def test_unsupported_scan_arguments_raise_clear_errors(device):
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(tj.UnsupportedError, match="out="):
+        tj.kernel(lambda x: np.cumsum(x, out=x))(x, device=device)
+    with pytest.raises(tj.ShapeError, match="multiple axes"):
+        tj.kernel(lambda x: np.add.accumulate(x, axis=None))(x, device=device)
+    with pytest.raises(tj.ShapeError, match="scalar"):
+        tj.kernel(lambda x: np.maximum.accumulate(x.sum()))(x, device=device)
+    with pytest.raises(tj.UnsupportedError, match="np.subtract.accumulate"):
+        tj.kernel(lambda x: np.subtract.accumulate(x))(x, device=device)
+    with pytest.raises(tj.ShapeError, match="out of bounds"):
+        tj.kernel(lambda x: np.cumsum(x, axis=2))(x, device=device)
