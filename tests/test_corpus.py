@@ -16,26 +16,15 @@ NEEDS = tj.UnsupportedError
 TRACE = tj.TraceError
 XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # transformer pieces
-    "transformer.llama_attention": (TRACE, "stores traced values into the NumPy KV cache (needs assignment, fidelity II)"),
     # numexpr's expression lists
     # Numba's examples
-    "numba_examples.jacobi_relax_core": (NEEDS, "needs item assignment (fidelity II)"),
-    "numba_examples.kde": (NEEDS, "needs item assignment into np.zeros_like (fidelity II)"),
     # numpy-benchmarks
-    "benchmarks.multiple_sum": (TRACE, "builds np.array of traced values (needs np.stack, fidelity II)"),
     "benchmarks.laplacien": (TRACE, "Python's max(1., traced) needs the value while tracing (use np.maximum)"),
-    "benchmarks.wdist": (ValueError, "np.array of traced values (needs np.stack, fidelity II)"),
-    "benchmarks.grayscott": (NEEDS, "needs np.add(..., out=) into views (fidelity II: out= and assignment)"),
-    "benchmarks.diffusion_result": (NEEDS, "needs item assignment (fidelity II)"),
     "benchmarks.allpairs_distances": (TRACE, "np.array of traced values (needs np.stack, fidelity II)"),
-    "benchmarks.smoothing": (NEEDS, "needs item assignment (fidelity II)"),
     "benchmarks.check_mask": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
-    "science.rbf_kernel": (NEEDS, "needs np.maximum(..., out=) (fidelity II: out=); its einsum works"),
-    "science.moving_average": (NEEDS, "needs item assignment ret[n:] = ... (fidelity II)"),
-    "science.nbody_acc": (NEEDS, "needs boolean-mask indexing and assignment (fidelity II)"),
     "science.one_hot": (TRACE, "np.eye(n) is a NumPy array, and NumPy's own indexing of it with a traced array "
                                "cannot be traced (tj.take(np.eye(n), labels, axis=0) can)"),
 }

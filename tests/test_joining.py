@@ -269,8 +269,6 @@ def test_mistakes_raise_numpys_exception_class(name):
 
 # what NumPy does and tracejit cannot: a clear tj.UnsupportedError (or TraceError) naming the alternative
 REFUSALS = {
-    "concatenate out": (lambda x: np.concatenate([x, x], out=np.empty((6, 4), x.dtype)), tj.UnsupportedError,
-                        "out="),
     "pad statistic": (lambda x: np.pad(x, 1, mode="mean"), tj.UnsupportedError, "supported modes"),
     "pad function": (lambda x: np.pad(x, 1, mode=lambda *a: None), tj.UnsupportedError, "supports the modes"),
     "pad traced fill": (lambda x: np.pad(x, 1, constant_values=x[0, 0]), tj.UnsupportedError, "np.where"),

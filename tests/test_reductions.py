@@ -256,9 +256,14 @@ def test_logsumexp_of_integers_is_float64(rng):
 # Errors
 
 
-def test_reduction_out_argument_is_refused_with_the_function_name():
-    with pytest.raises(tj.UnsupportedError, match=r"np\.var\(\.\.\., out=\.\.\.\)"):
+def test_reduction_out_must_have_the_result_shape_as_in_numpy():
+    with pytest.raises(ValueError):
+        np.var(np.ones(3, np.float32), out=np.ones(3, np.float32))
+    with pytest.raises(tj.ShapeError, match=r"np\.var\(\.\.\., out=\.\.\.\): out has shape \(3,\)"):
         tj.kernel(lambda x: np.var(x, out=x)).trace(np.ones(3, np.float32))
+    x, s = np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros(3, np.float32)
+    tj.kernel(lambda x, s: np.var(x, axis=0, out=s))(x, s)
+    np.testing.assert_allclose(s, np.var(x, axis=0))
 
 
 def test_bad_axis_raises_shape_error_naming_it():

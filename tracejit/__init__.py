@@ -14,6 +14,8 @@ from .version import __version__  # noqa: F401
 from .errors import (  # noqa: F401
     ArgumentError,
     ArgumentValueError,
+    AssignmentError,
+    CastingError,
     CompileError,
     CompileTimeoutError,
     DeviceError,
@@ -36,6 +38,8 @@ from .frontend.methods import *  # noqa: F401,F403
 from .frontend.linalg import *  # noqa: F401,F403
 from .frontend.einsum import *  # noqa: F401,F403
 from .frontend.indexing import *  # noqa: F401,F403
+from .frontend.scatter import *  # noqa: F401,F403
+from .frontend.histogram import *  # noqa: F401,F403
 from .frontend.ufuncs import *  # noqa: F401,F403
 from .frontend.joining import *  # noqa: F401,F403
 from .frontend.movement import *  # noqa: F401,F403

@@ -39,6 +39,26 @@ class UnsupportedError(TraceError, TypeError):
     """A NumPy function, operator or argument that tracejit does not implement."""
 
 
+class AssignmentError(TraceError, ValueError):
+    """An assignment NumPy refuses with ValueError: the destination is read-only (a non-writeable array
+    argument, a view made by np.broadcast_to), or a Python float NaN stored into an integer array.
+
+    >>> x = np.ones(3); x.flags.writeable = False
+    >>> tj.kernel(lambda a: a.__setitem__(0, 2.0))(x)   # ValueError: assignment destination is read-only
+    Pass a writeable array (x.copy()), or build the new values in a fresh array (y = x.copy(); y[0] = 2.0).
+    """
+
+
+class CastingError(TraceError, TypeError):
+    """An in-place operation whose result NumPy will not cast back to the destination's dtype under its
+    casting rule ('same_kind'), where NumPy raises UFuncTypeError (a TypeError).
+
+    >>> f = tj.kernel(lambda a: a.__iadd__(1.5))
+    >>> f(np.zeros(3, np.int64))       # NumPy: Cannot cast ufunc 'add' output from float64 to int64
+    Write a = a + 1.5 for a new float array, or cast the operand first (a += np.int64(1)).
+    """
+
+
 class DtypeError(TracejitError, TypeError):
     """A dtype that tracejit, or the chosen device, cannot represent."""
 

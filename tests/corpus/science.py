@@ -245,6 +245,62 @@ def rgb_to_yiq(img):  # colour space conversion: one 3x3 matrix applied to every
                              [0.21153661, -0.52273617, 0.31119955]])
     return np.tensordot(img, yiq_from_rgb, axes=([-1], [1]))
 
+def image_histogram(img):  # OpenCV-Python tutorial "Histograms - 1": the grey-level histogram with NumPy
+    hist, bins = np.histogram(img.ravel(), 256, [0, 256])
+    return hist, bins
+
+
+def word_embedding_backward(dout, x, W):  # CS231n assignment 3 (RNN captioning): the embedding's gradient
+    dW = np.zeros_like(W)
+    np.add.at(dW, x, dout)
+    return dW
+
+
+def heat_diffusion(u, alpha, steps):  # explicit 2-D heat equation, the grid's interior updated in place (the common idiom)
+    for _ in range(steps):
+        u[1:-1, 1:-1] += alpha * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+    return u
+
+
+def gray_scott_step(U, V, Du, Dv, F, k, dt):  # one Euler step of Gray-Scott, as N. Rougier's "From Python to NumPy"
+    u, v = U[1:-1, 1:-1], V[1:-1, 1:-1]
+    Lu = (U[0:-2, 1:-1] + U[1:-1, 0:-2] - 4 * U[1:-1, 1:-1] + U[1:-1, 2:] + U[2:, 1:-1])
+    Lv = (V[0:-2, 1:-1] + V[1:-1, 0:-2] - 4 * V[1:-1, 1:-1] + V[1:-1, 2:] + V[2:, 1:-1])
+    uvv = u * v * v
+    u += dt * (Du * Lu - uvv + F * (1 - u))
+    v += dt * (Dv * Lv + uvv - (F + k) * v)
+    return U, V
+
+
+def dirichlet_boundary(u, top, bottom):  # fixed boundary values set in place before a solver step (the common idiom)
+    u[0, :] = top
+    u[-1, :] = bottom
+    u[:, 0] = 0.0
+    u[:, -1] = 0.0
+    return u
+
+
+def relu(x):  # ReLU with a boolean mask, in place (the common idiom)
+    x[x < 0] = 0
+    return x
+
+
+def relu_backward(dout, x):  # CS231n assignment 2, layers.py relu_backward
+    dx = dout.copy()
+    dx[x <= 0] = 0
+    return dx
+
+
+def softmax_inplace(X):  # scikit-learn's utils.extmath.softmax (copy=True): in place on a copy
+    X = np.copy(X)
+    max_prob = np.max(X, axis=1).reshape((-1, 1))
+    X -= max_prob
+    np.exp(X, X)
+    sum_prob = np.sum(X, axis=1).reshape((-1, 1))
+    X /= sum_prob
+    return X
+
+
 def _n(*shape, scale=1.0, low=None):
     def make(rng, dt):
         if low is not None:
@@ -305,4 +361,15 @@ PROGRAMS = [
     program(rgb_to_yiq, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(nbody_acc, lambda rng, dt: (rng.standard_normal((20, 3)).astype(dt),
                                         np.full((20, 1), 20.0 / 20, dt), 1.0, 0.1), BOTH),
+    program(image_histogram, lambda rng, dt: (rng.integers(0, 256, (32, 24)).astype(np.uint8),), ("uint8",)),
+    program(word_embedding_backward, lambda rng, dt: (rng.standard_normal((4, 6, 8)).astype(dt),
+                                                      rng.integers(0, 10, (4, 6)), rng.standard_normal((10, 8)).astype(dt)),
+            BOTH),
+    program(heat_diffusion, lambda rng, dt: _n((24, 20), low=0)(rng, dt) + (0.1,), BOTH, static={"steps": 4}),
+    program(gray_scott_step, lambda rng, dt: (np.ones((18, 18), dt), (rng.random((18, 18)) * 0.25).astype(dt),
+                                              0.16, 0.08, 0.035, 0.065, 1.0), BOTH),
+    program(dirichlet_boundary, lambda rng, dt: _n((12, 9))(rng, dt) + (1.0, -0.5), BOTH),
+    program(relu, _n((30, 7)), BOTH),
+    program(relu_backward, _n((30, 7), (30, 7)), BOTH),
+    program(softmax_inplace, _n((16, 10), scale=3), BOTH),
 ]

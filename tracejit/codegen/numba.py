@@ -156,7 +156,7 @@ def render(kernel: Kernel, parallel: bool) -> str:
             # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
             wide = _wide(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             acc_wide[i] = wide
-            out(f"{name} = np.empty({x.arg[0]}, {'np.float64' if wide else _ctype(dt)})")
+            out(f"{name} = empty({x.arg[0]}, {'np.float64' if wide else _ctype(dt)})")
         elif op == "load":
             val = f"{a[0]}[{a[1]}]"
             if ins[s[0]].op == "local":
@@ -277,6 +277,10 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
     used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if f + "(" in body]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]
+    if "empty(" in body:
+        # NumPy's own function, not the np.empty name, which is a wrapper while another thread traces a kernel
+        # (frontend/allocation.py) and would not type in Numba
+        parts += ["from numpy._core.multiarray import empty", ""]
     if tables:
         parts += [*tables.values(), ""]
     parts.append(body)

@@ -67,12 +67,21 @@ class Graph:
 
     def call(self, kernel, args, kwargs, device):
         """A kernel call inside the block: run it on the graph's buffers and record its launches."""
+        if kernel._out_keyword and kwargs.get("out") is not None:
+            raise UnsupportedError(f"{kernel.__name__}(..., out=...) inside tj.capture() (or a tj.jit function) is not "
+                                   "supported: a captured graph keeps its results in its own buffers; use the returned "
+                                   "values (g.outputs)")
+        kwargs = {k: v for k, v in kwargs.items() if k != "out" or not kernel._out_keyword}
         args = kernel._bind(args, kwargs)
         name = device or kernel._device or registry.default_device_name()
         dev = registry.device(name)
         args = kernel._normalize(args)
         bound = tuple(a if i in kernel._static else self._argument(a, dev) for i, a in enumerate(args))
         plan = kernel._plan_for(bound, getattr(dev, "name", name))
+        if plan.traced.assigned:
+            raise UnsupportedError(f"{kernel.__name__} assigns into its argument(s) {list(plan.traced.assigned)}, which "
+                                   "a captured graph cannot write back to the caller's arrays; call it outside "
+                                   "tj.capture() (or tj.jit), or return the new values instead")
         outputs, launches, allocated = plan.executable.bind(bound)
         self._scratch.setdefault(id(dev), set()).update(dev.memory_of(a) for a in allocated)
         dev.replay(launches)                       # run now: the block sees real values

@@ -33,7 +33,17 @@ def _static(name: str, make):
 
 zeros = _static("zeros", np.zeros)
 ones = _static("ones", np.ones)
-full = _static("full", np.full)
+_full = _static("full", np.full)
+
+
+def full(shape, fill_value, dtype=None, order="C", **kwargs) -> Tensor:
+    """numpy.full; a traced fill value is broadcast (cast to dtype, else its own dtype, as NumPy)."""
+    if not isinstance(fill_value, Tensor):
+        return _full(shape, fill_value, dtype, order, **kwargs)
+    node = as_node(fill_value)
+    dt = check(node.dtype if dtype is None else dtype, "full dtype", internal=False)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return Tensor(build.broadcast_to(build.cast(node, dt), shape))
 arange = _static("arange", np.arange)
 linspace = _static("linspace", np.linspace)
 eye = _static("eye", np.eye)

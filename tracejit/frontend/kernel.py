@@ -19,7 +19,8 @@ from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import registry
 from ..runtime.array import Array
 from ..runtime.debug import log
-from . import capture
+from . import allocation, capture, destinations
+from .selection import MaskedSelection, data_dependent
 from .signature import ArgInfo, Default, arg_key, describe, normalize
 from .tensor import Tensor, as_node
 from .warm import record
@@ -28,13 +29,27 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Traced:
-    """The graph of one signature: str() prints the graph IR."""
+    """The graph of one signature: str() prints the graph IR.
 
-    def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo]):
+    `outputs` are the returned values, then the new value of each argument in `assigned` (the positions
+    of the array arguments the function assigned into), which a call writes back into the caller's arrays."""
+
+    def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo],
+                 assigned: tuple[int, ...] = ()):
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
+        self.assigned = assigned
+
+    @property
+    def results(self) -> list[Node]:
+        """The returned values (without the new values of assigned arguments)."""
+        return self.outputs[:len(self.outputs) - len(self.assigned)]
 
     def __str__(self) -> str:
-        return format_graph(self.outputs, f"graph {self.name}")
+        text = format_graph(self.outputs, f"graph {self.name}")
+        if self.assigned:
+            n = len(self.results)
+            text += "\n  " + ", ".join(f"value {n + k} is written into argument {j}" for k, j in enumerate(self.assigned))
+        return text
 
     def program(self, options: LayoutOptions = LayoutOptions()) -> Program:
         inputs = {}
@@ -54,12 +69,15 @@ class Plan:
     def __init__(self, traced: Traced, executable, device):
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
-        if device.name == "numba" and (len(traced.outputs) > 1 or not traced.tuple_result):
+        if traced.assigned:
+            self.run = lambda args: self.call(args, args)
+        elif device.name == "numba" and (len(traced.outputs) > 1 or not traced.tuple_result):
             self.run = executable.run  # returns the array, or the tuple of arrays, as it is
         else:
             self.run = self._run
         self._wrap = device.name != "numba"
         self._tuple = traced.tuple_result
+        self._one_buffer_twice = getattr(device, "binds_one_buffer_twice", True)
         self.runnable = getattr(device, "runs", True)
 
     def _run(self, args):
@@ -68,8 +86,61 @@ class Plan:
             outs = [Array(o, self.device) for o in outs]
         return tuple(outs) if self._tuple else outs[0]
 
-    def __call__(self, *args):
-        return self.run(args)
+    def __call__(self, *args, out=None):
+        return self.call(args, args, out)
+
+    def call(self, args, originals, out=None):
+        """Run with `args` (as normalized for the plan), writing the new values of assigned arguments into
+        the caller's `originals`, and the results into `out` where given (returned in their place)."""
+        traced = self.traced
+        if not traced.assigned and out is None:
+            return self.run(args)
+        n = len(traced.results)
+        dests = [None] * len(traced.outputs)
+        if traced.assigned:
+            destinations.check_assigned(traced.name, traced.assigned, args, originals)
+            for k, j in enumerate(traced.assigned):
+                dests[n + k] = originals[j]
+        if out is not None:
+            if not self._tuple and isinstance(out, tuple) and len(out) == 1:
+                out = out[0]
+            outs = destinations.out_destinations(traced.name, out, [r.shape for r in traced.results],
+                                                 [r.dtype for r in traced.results], self.device)
+            dests[:n] = outs
+        into, staged = {}, []
+        for pos, dest in enumerate(dests):
+            if dest is not None:
+                memory = self._direct(pos, dest, dests, originals)
+                if memory is None:
+                    staged.append(pos)
+                else:
+                    into[self.executable.program.outputs[pos]] = memory
+        values = self.executable(args, into)
+        for pos in sorted(staged, key=lambda p: p < n):   # the arguments first, out= last: it has the final word
+            destinations.copy_into(dests[pos], values[pos], self.device)
+        results = [dests[i] if dests[i] is not None else Array(values[i], self.device) if self._wrap else values[i]
+                   for i in range(n)]
+        return tuple(results) if self._tuple else results[0]
+
+    def _direct(self, pos: int, dest, dests, originals):
+        """The memory of dest when the kernel can write output `pos` straight into it, else None (the
+        value is then computed apart and copied in)."""
+        program, traced = self.executable.program, self.traced
+        key = program.outputs[pos]
+        node = traced.outputs[pos]
+        if program.outputs.count(key) > 1:
+            return None
+        memory = destinations.writable_memory(dest, self.device, node.shape, node.dtype)
+        if memory is None or any(d is not None and i != pos and destinations.overlap(dest, d)
+                                 for i, d in enumerate(dests)):
+            return None
+        for j, a in enumerate(originals):
+            if isinstance(a, (np.ndarray, Array)) and destinations.overlap(dest, a):
+                # only an argument read at just the element the kernel writes there, in the same layout
+                same = destinations.writable_memory(a, self.device, node.shape, node.dtype) is memory
+                if not (same and program.writes_in_place(key, j) and self._one_buffer_twice):
+                    return None
+        return memory
 
     def __repr__(self) -> str:
         return f"<Plan {self.traced.name} on {self.device.name}: {len(self.kernels)} kernel(s)>"
@@ -93,6 +164,7 @@ class Kernel:
                                 f"(its parameters: {names})")
         self._static = frozenset(names.index(s) for s in static)
         self._nparams = len(names)
+        self._out_keyword = "out" not in names   # f(..., out=arr) writes the results into arr
         self._device = device
         self._plans: dict = {}
         self._lock = threading.RLock()   # one trace and compile per signature, however many threads call
@@ -103,6 +175,7 @@ class Kernel:
     def __call__(self, *args, device=None, **kwargs):
         if capture.ACTIVE:
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
+        out = kwargs.pop("out", None) if self._out_keyword else None
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
@@ -116,11 +189,10 @@ class Kernel:
             raise ArgumentError(f"{self.__name__}: static arguments must be hashable (they key the compile "
                                 f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
         if plan is None:
-            args = self._normalize(args, dev)
-            plan = self._plan_for(args, dev)
-        else:
-            self._counts["hits"] += 1
-        return plan.run(args)
+            normalized = self._normalize(args, dev)
+            return self._plan_for(normalized, dev).call(normalized, args, out)
+        self._counts["hits"] += 1
+        return plan.run(args) if out is None else plan.call(args, args, out)
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
@@ -209,22 +281,34 @@ class Kernel:
                 tensors.append(a)
             elif info.kind == "default":
                 tensors.append(info.value)
+            elif info.kind == "scalar":
+                tensors.append(Tensor(build.input_(i, info.dtype, info.shape, weak=True)))
             else:
-                tensors.append(Tensor(build.input_(i, info.dtype, info.shape, weak=info.kind == "scalar")))
+                node = build.input_(i, info.dtype, info.shape)
+                tensors.append(Tensor.argument(node, i, info.strides, info.writeable))
         self._counts["traces"] += 1
         try:
-            result = self.fn(*tensors)
+            with allocation.traced_arrays():
+                result = self.fn(*tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         tuple_result = isinstance(result, (tuple, list))
         results = list(result) if tuple_result else [result]
+        if any(isinstance(r, MaskedSelection) for r in results):
+            raise data_dependent()   # returning x[mask]: its shape is the data's
         try:
             outputs = [as_node(r) for r in results]
         except TracejitError as e:
             raise TraceError(f"{self.__name__} must return traced values or scalars: {e}") from None
-        outputs = simplify(outputs)
+        # arguments assigned into: their new values are outputs too, written back by the call
+        assigned = [i for i, t in enumerate(tensors) if isinstance(t, Tensor) and t._argument is not None
+                    and t._value is not build.input_(i, infos[i].dtype, infos[i].shape)]
+        simplified = simplify(outputs + [tensors[j]._value for j in assigned])
+        outputs, new_values = simplified[:len(outputs)], simplified[len(outputs):]
+        changed = [(j, v) for j, v in zip(assigned, new_values) if v is not build.input_(j, v.dtype, v.shape)]
+        outputs += [v for _, v in changed]
         verify_graph(outputs)
-        return Traced(self.__name__, outputs, tuple_result, infos)
+        return Traced(self.__name__, outputs, tuple_result, infos, tuple(j for j, _ in changed))
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"

@@ -48,6 +48,7 @@ class ArgInfo:
     shape: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
     value: object = None       # static arguments only
+    writeable: bool = True     # arrays: whether the kernel may assign into it
 
 
 def arg_key(a):
@@ -77,7 +78,9 @@ def describe(a, position: int) -> ArgInfo:
         return ArgInfo("array", a.dtype, a.shape, a.element_strides)
     if isinstance(a, Array):
         d = a._data
-        return ArgInfo("array", np.dtype(d.dtype), tuple(d.shape), tuple(s // d.dtype.itemsize for s in d.strides))
+        writeable = d.flags.writeable if isinstance(d, np.ndarray) else not getattr(d, "readonly", False)
+        return ArgInfo("array", np.dtype(d.dtype), tuple(d.shape), tuple(s // d.dtype.itemsize for s in d.strides),
+                       writeable=writeable)
     if isinstance(a, complex):
         raise DtypeError(f"argument {position} is a Python complex; tracejit supports no complex dtypes")
     if not isinstance(a, np.ndarray):
@@ -88,7 +91,7 @@ def describe(a, position: int) -> ArgInfo:
     if any(s % item for s in a.strides):
         raise ArgumentError(f"argument {position} has strides {a.strides} that are not a multiple of its "
                             f"item size {item}; pass np.ascontiguousarray(x)")
-    return ArgInfo("array", dt, a.shape, tuple(s // item for s in a.strides))
+    return ArgInfo("array", dt, a.shape, tuple(s // item for s in a.strides), writeable=a.flags.writeable)
 
 
 CUDA_DLPACK = 2   # kDLCUDA

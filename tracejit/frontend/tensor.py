@@ -8,7 +8,9 @@ import numpy as np
 from ..errors import IndexOutOfBoundsError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import check, weak_dtype
+from ..ir.evaluate import constant_value
 from ..ir.graph import Node
+from . import views
 
 MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
 
@@ -28,17 +30,62 @@ def as_node(x) -> Node:
         return array_node(x)
     if isinstance(x, (list, tuple)):
         return as_node(np.asarray(x))
+    if isinstance(x, _frontend("selection").MaskedSelection):
+        raise _frontend("selection").data_dependent()
     raise UnsupportedError(f"cannot use a value of type {type(x).__name__} in a traced computation")
 
 
 class Tensor:
-    """A traced array. Shape, ndim and dtype are ordinary Python values; the data is symbolic."""
+    """A traced array. Shape, ndim and dtype are ordinary Python values; the data is symbolic.
 
-    __slots__ = ("_node",)
+    As in NumPy, a Tensor either owns its memory (a root: a kernel argument, or an array the kernel made)
+    or is a view of a root (basic indexing, transpose, reshape, ...: see views.py). Assigning into either
+    gives the root a new value (assign.py); a view's value is recomputed from its root's when read."""
+
+    __slots__ = ("_value", "_base", "_steps", "_seen", "_strides", "_read_only", "_argument")
     __array_priority__ = 1000
 
     def __init__(self, node: Node):
-        self._node = node
+        self._value = node          # roots: the current value
+        self._base = None           # views: the root whose memory they show ...
+        self._steps = ()            # ... through these movement steps
+        self._seen = None           # views: (the root value last read, the view's value then)
+        self._strides = None        # roots: element strides of the memory (None: C order)
+        self._read_only = False
+        self._argument = None       # roots that are array arguments of the kernel: their position
+
+    @classmethod
+    def argument(cls, node: Node, position: int, strides: tuple[int, ...], writeable: bool) -> "Tensor":
+        """The array passed as argument `position`: the kernel's writes into it reach the caller's array."""
+        t = cls(node)
+        t._strides, t._read_only, t._argument = tuple(strides), not writeable, position
+        return t
+
+    @property
+    def _node(self) -> Node:
+        base = self._base
+        if base is None:
+            return self._value
+        seen = self._seen
+        if seen is None or seen[0] is not base._value:
+            seen = self._seen = (base._value, views.apply(base._value, self._steps))
+        return seen[1]
+
+    def _root(self) -> "Tensor":
+        return self if self._base is None else self._base
+
+    def _view(self, steps: tuple, contiguous_only: bool = False) -> "Tensor":
+        """This array seen through more movement steps: a view of its root where NumPy makes one (a reshape
+        NumPy can only do by copying, and a ravel of a non-contiguous array, give a new array instead)."""
+        root, steps = self._root(), self._steps + steps
+        strides = views.strides_after(root.shape, root._strides or views.c_strides(root.shape), steps)
+        shape = views.shapes(root.shape, steps)[-1]
+        if strides is None or contiguous_only and not views.is_c_contiguous(shape, strides):
+            return Tensor(views.apply(root._value, steps))
+        view = Tensor(root._value)
+        view._base, view._steps = root, steps
+        view._read_only = root._read_only or views.read_only(steps)
+        return view
 
     # -- static facts --
     @property
@@ -67,13 +114,13 @@ class Tensor:
 
     @property
     def T(self) -> "Tensor":
-        return F.transpose(self)
+        return view_call(F.transpose, self)
 
     @property
     def mT(self) -> "Tensor":
         if self.ndim < 2:
             raise ShapeError(f"matrix transpose with ndim < 2 is undefined (shape {self.shape})")
-        return _frontend("methods").swapaxes(self, -1, -2)
+        return view_call(_frontend("methods").swapaxes, self, -1, -2)
 
     @property
     def real(self) -> "Tensor":
@@ -124,16 +171,16 @@ class Tensor:
         return F.astype(self, dtype)
 
     def reshape(self, *shape, order="C") -> "Tensor":
-        return F.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape, order)
+        return view_call(F.reshape, self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
+                         order)
 
     def transpose(self, *axes) -> "Tensor":
         axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
-        return F.transpose(self, axes or None)
+        return view_call(F.transpose, self, axes or None)
 
     def clip(self, min=None, max=None, out=None, **kwargs):  # noqa: A002
-        if out is not None:
-            raise UnsupportedError("ndarray.clip(..., out=...) is not supported while tracing")
-        return F.clip(self, kwargs.pop("a_min", min), kwargs.pop("a_max", max), **kwargs)
+        result = F.clip(self, kwargs.pop("a_min", min), kwargs.pop("a_max", max), **kwargs)
+        return result if out is None else _frontend("assign").write_out(out, result, name="clip")
 
     def sort(self, axis=-1, kind=None, order=None, *, stable=None):
         raise UnsupportedError("ndarray.sort sorts the array in place, and a traced value cannot be changed in "
@@ -191,50 +238,36 @@ class Tensor:
     def __rdivmod__(self, o): return F.floor_divide(o, self), F.remainder(o, self)  # noqa: E704
     def __neg__(self): return F.negative(self)  # noqa: E704
 
-    # -- augmented assignment: NumPy computes in place, so the result keeps x's dtype and shape --
-    def __iadd__(self, o): return self._inplace(F.add(self, o), "+=")  # noqa: E704
-    def __isub__(self, o): return self._inplace(F.subtract(self, o), "-=")  # noqa: E704
-    def __imul__(self, o): return self._inplace(F.multiply(self, o), "*=")  # noqa: E704
-    def __itruediv__(self, o): return self._inplace(F.true_divide(self, o), "/=")  # noqa: E704
-    def __ifloordiv__(self, o): return self._inplace(F.floor_divide(self, o), "//=")  # noqa: E704
-    def __imod__(self, o): return self._inplace(F.remainder(self, o), "%=")  # noqa: E704
-    def __ipow__(self, o): return self._inplace(F.power(self, o), "**=")  # noqa: E704
-    def __iand__(self, o): return self._inplace(F.bitwise_and(self, o), "&=")  # noqa: E704
-    def __ior__(self, o): return self._inplace(F.bitwise_or(self, o), "|=")  # noqa: E704
-    def __ixor__(self, o): return self._inplace(F.bitwise_xor(self, o), "^=")  # noqa: E704
-    def __ilshift__(self, o): return self._inplace(_U().left_shift(self, o), "<<=")  # noqa: E704
-    def __irshift__(self, o): return self._inplace(_U().right_shift(self, o), ">>=")  # noqa: E704
-    def __imatmul__(self, o): return self._inplace(_frontend("linalg").matmul(self, o), "@=")  # noqa: E704
+    # augmented assignment (x += y, ...): see AUGMENTED below the class
 
-    def _inplace(self, result: "Tensor", symbol: str) -> "Tensor":
-        """`x op= y` as NumPy does it: the result is cast back to x's dtype (refused where the cast is not
-        'same_kind', as NumPy refuses float into int) and must keep x's shape. The name x is rebound; the
-        caller's array is not written (assignment into arrays is not supported yet)."""
-        if result.shape != self.shape:
-            raise ShapeError(f"non-broadcastable output operand with shape {self.shape} doesn't match the "
-                             f"broadcast shape {result.shape} (x {symbol} y keeps x's shape)")
-        if result.dtype != self.dtype and not np.can_cast(result.dtype, self.dtype, "same_kind"):
-            raise UnsupportedError(f"x {symbol} y: cannot cast the result from {result.dtype} to x's dtype "
-                                   f"{self.dtype} with casting rule 'same_kind' (NumPy refuses this too); "
-                                   f"write x = x {symbol[:-1]} y for a new array")
-        return result if result.dtype == self.dtype else F.astype(result, self.dtype)
     def __pos__(self): return _U().positive(self)  # noqa: E704
     def __abs__(self): return F.abs(self)  # noqa: E704
     def __invert__(self): return F.invert(self)  # noqa: E704
 
-    # -- indexing --
+    # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
     def __getitem__(self, key) -> "Tensor":
-        return Tensor(_index(self._node, key))
+        mask = _frontend("assign").traced_mask(key)
+        if mask is not None:   # its shape depends on the data: see selection.py for what works
+            return _frontend("selection").MaskedSelection(mask, self._node, self)
+        if _is_element(key, self.ndim):
+            return Tensor(_index(self._node, key))
+        return view_call(lambda t: Tensor(_index(t._node, key)), self)
 
     def __setitem__(self, key, value):
-        raise UnsupportedError("item assignment on a traced value; build the result with tj.where instead")
+        _frontend("assign").setitem(self, key, value)
+
+    def fill(self, value) -> None:
+        _frontend("assign").fill(self, value)
 
     # -- NumPy protocols: existing NumPy code traces unchanged --
     def __array__(self, dtype=None, copy=None):
-        raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, a NumPy "
-                         "function tracejit does not implement, or an index into a NumPy array: table[i]); keep "
-                         "it symbolic inside the kernel. To index a NumPy array, pass it to the kernel as an "
-                         "argument or write tj.take(table, i)")
+        value = constant_value(self._node)   # an array the kernel made from constants alone has a value
+        if value is None:
+            raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, stored into a "
+                             "NumPy array, a NumPy function tracejit does not implement, or an index into a NumPy "
+                             "array: table[i]); keep it symbolic inside the kernel. To index a NumPy array, pass it "
+                             "to the kernel as an argument or write tj.take(table, i)")
+        return value if dtype is None else value.astype(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from .numpy_protocol import array_ufunc
@@ -243,6 +276,29 @@ class Tensor:
     def __array_function__(self, func, types, args, kwargs):
         from .numpy_protocol import array_function
         return array_function(func, args, kwargs)
+
+
+def view_call(fn, a, *args, contiguous_only: bool = False, **kwargs):
+    """fn(a, ...) for a NumPy function that returns views of its first argument: each result that is a
+    moved (a chain of movement ops, found by running fn on a stand-in input) is a view of a's root, so
+    writes through it reach a; any other result is a new array, computed from a's value."""
+    if not isinstance(a, Tensor) or a._node.weak:
+        return fn(a, *args, **kwargs)
+    stand_in = views.probe(a.shape, a.dtype)
+    probed = fn(Tensor(stand_in), *args, **kwargs)
+    single = isinstance(probed, Tensor)
+    found = [views.steps_from(r._node, stand_in) if isinstance(r, Tensor) else None
+             for r in ([probed] if single else probed)]
+    if any(steps is None for steps in found):
+        return fn(a, *args, **kwargs)
+    results = [a._view(steps, contiguous_only) for steps in found]
+    return results[0] if single else type(probed)(results)
+
+
+def _is_element(key, ndim: int) -> bool:
+    """An index of ints only, one per axis: NumPy returns a scalar (a copy), not a view."""
+    key = key if isinstance(key, tuple) else (key,)
+    return len(key) == ndim and all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in key)
 
 
 def _index(node: Node, key) -> Node:
@@ -308,9 +364,17 @@ def _frontend(module: str):
     return importlib.import_module(f"{__package__}.{module}")
 
 
+_VIEW_METHODS = {"squeeze": False, "swapaxes": False, "ravel": True}   # name -> a view only of contiguous data
+
+
 def _method(module: str, name: str):
     def method(self, *args, **kwargs):
-        return getattr(_frontend(module), name)(self, *args, **kwargs)
+        fn = getattr(_frontend(module), name)
+        out = kwargs.pop("out", None)
+        if name in _VIEW_METHODS:
+            return view_call(fn, self, *args, contiguous_only=_VIEW_METHODS[name], **kwargs)
+        result = fn(self, *args, **kwargs)
+        return result if out is None else _frontend("assign").write_out(out, result, "unsafe", name=name, exact=True)
     method.__name__ = name
     method.__doc__ = f"As ndarray.{name}: calls np.{name} on the traced value."
     return method
@@ -319,6 +383,30 @@ def _method(module: str, name: str):
 for _module, _names in _METHODS.items():
     for _name in _names:
         setattr(Tensor, _name, _method(_module, _name))
+
+
+def _augmented(symbol: str, compute):
+    def method(self, other):
+        return _frontend("assign").inplace(self, compute(self, other), symbol)
+    method.__name__ = f"__i{AUGMENTED_NAMES[symbol]}__"
+    method.__doc__ = f"x {symbol} y, computed into x's memory as NumPy does (see assign.inplace)."
+    return method
+
+
+# x op= y: the operator's function, by symbol; MaskedSelection (x[mask] op= y) uses the same table
+AUGMENTED = {
+    "+=": lambda a, b: F.add(a, b), "-=": lambda a, b: F.subtract(a, b), "*=": lambda a, b: F.multiply(a, b),
+    "/=": lambda a, b: F.true_divide(a, b), "//=": lambda a, b: F.floor_divide(a, b),
+    "%=": lambda a, b: F.remainder(a, b), "**=": lambda a, b: F.power(a, b), "&=": lambda a, b: F.bitwise_and(a, b),
+    "|=": lambda a, b: F.bitwise_or(a, b), "^=": lambda a, b: F.bitwise_xor(a, b),
+    "<<=": lambda a, b: _U().left_shift(a, b), ">>=": lambda a, b: _U().right_shift(a, b),
+    "@=": lambda a, b: _frontend("linalg").matmul(a, b),
+}
+AUGMENTED_NAMES = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "truediv", "//=": "floordiv", "%=": "mod",
+                   "**=": "pow", "&=": "and", "|=": "or", "^=": "xor", "<<=": "lshift", ">>=": "rshift",
+                   "@=": "matmul"}
+for _symbol, _compute in AUGMENTED.items():
+    setattr(Tensor, f"__i{AUGMENTED_NAMES[_symbol]}__", _augmented(_symbol, _compute))
 
 _NDARRAY_NAMES = frozenset(dir(np.ndarray))
 _SUPPORTED_NAMES = frozenset(n for n in dir(Tensor) if not n.startswith("_")) & _NDARRAY_NAMES

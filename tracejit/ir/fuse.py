@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +34,25 @@ class Program:
     buffers: dict[object, Buffer]    # key -> buffer; keys: ("in", i), ("out", i), ("tmp", i)
     outputs: list[object]            # buffer key per returned value
     int_scalars: list[tuple[int, np.dtype]]  # Python-int arguments narrowed to a smaller int dtype
+    # per kernel, per value it writes: (its buffer key, the offset it is stored at, offsets read per buffer key)
+    accesses: list[list[tuple[object, object, dict]]] = field(default_factory=list)
+
+    def writes_in_place(self, out_key, in_index: int) -> bool:
+        """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of
+        the output): the kernel that writes it reads that argument only at the very element it writes, no
+        other value of that kernel and no later kernel reads the argument, so every read sees the old value."""
+        in_key = ("in", in_index)
+        writer = next((k for k, values in enumerate(self.accesses) if any(key == out_key for key, _, _ in values)),
+                      None)
+        if writer is None:
+            return False
+        read = self.buffers.get(in_key)
+        if read is not None and (read.offset or read.strides != Buffer.contiguous(None, read.dtype, read.shape).strides):
+            return False
+        if any(in_key in launch for launch in self.launches[writer + 1:]):
+            return False
+        return all(not reads.get(in_key) if key != out_key else all(o == store for o in reads.get(in_key, ()))
+                   for key, store, reads in self.accesses[writer])
 
 
 def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions()) -> Program:
@@ -54,14 +73,16 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         if not fused_twice:
             break
         realized.update(fused_twice)
-    kernels, launches = [], []
+    kernels, launches, accesses = [], [], []
     for group in _merge_elementwise(analyses, writes):
         kernel, params = emit(f"k{len(kernels)}_{_describe(group[0])}", group, reads,
                               [writes[a.out] for a in group], options)
         kernels.append(kernel)
         launches.append([p.key for p in params])
+        accesses.append([(writes[a.out].key, a.offsets[-1], a.reads) for a in group])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
-    return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs))
+    return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs),
+                   accesses)
 
 
 def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:

@@ -83,6 +83,7 @@ class Analysis:
     reduces: list[_Reduce] = field(default_factory=list)  # in dependency order
     offsets: list[Expr] = field(default_factory=list)
     loads: list[Buffer] = field(default_factory=list)
+    reads: dict = field(default_factory=dict)   # buffer key -> the offsets it is read at
     scans: list[_Scan] = field(default_factory=list)      # in dependency order
     scan_var: Var | None = None      # the output variable every scan steps along (a loop, in order)
     scan_reversed: bool = False      # the output walks it backwards: x[::-1].cumsum()[::-1]
@@ -90,6 +91,12 @@ class Analysis:
 
 MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
 MIN_WRITE_FOR_SPLIT = 4096
+# A computed value needed at more elements than MAX_RECOMPUTE per element written, and costing at least
+# MIN_RECOMPUTE_COST operations on loaded values, is written to memory first: a stencil of a stencil (iterated
+# updates) would otherwise recompute it at every element of a growing neighbourhood, and the kernel would grow
+# with each iteration. Cheaper values (a select between two reads: reflect padding, a roll) stay fused.
+MAX_RECOMPUTE = 4
+MIN_RECOMPUTE_COST = 4
 
 
 def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis:
@@ -104,6 +111,8 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis
     seen: set = set()
     found: dict[Node, _Reduce] = {}
     allowed = set(out_vars)
+    needed_at: dict[Node, int] = {}     # computed values: at how many indices that vary per element
+    memory: dict[Node, bool] = {}      # whether a value loads anything
 
     scans: dict[Node, tuple[Expr, ...]] = {}
 
@@ -115,11 +124,16 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis
         if node in buffers and node is not out or node.op is Op.INPUT:
             buf = buffers[node]
             a.offsets.append(buf.offset_of(idx))
+            a.reads.setdefault(buf.key, []).append(a.offsets[-1])
             if buf not in a.loads:
                 a.loads.append(buf)
         elif node.op in (Op.CONST, Op.IOTA, Op.TABLE):
             return
         elif node.op in ELEMENTWISE:
+            if node is not out and any(e.variables() for e in idx):
+                needed_at[node] = needed_at.get(node, 0) + 1
+                if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
+                    raise Realize(node)
             for s in node.srcs:
                 visit(s, idx, in_reduce)
         elif node.op is Op.SCAN:
@@ -182,6 +196,38 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis
         if sort_bytes is not None and len(sorts) > 1 and sum(map(local_bytes, sorts)) > sort_bytes:
             raise Realize(sorts[0])   # each fits the work-group's memory, not all at once: one is stored
     return a
+
+
+def _cost(node: Node, buffers: dict, memo: dict) -> int:
+    """How many elementwise operations on loaded values computing node once takes (shared ones once;
+    index arithmetic and constants are free, loads and reductions end the count)."""
+    seen, stack, count = set(), [node], 0
+    while stack:
+        n = stack.pop()
+        if n in seen or n.op is Op.INPUT or n in buffers and n is not node or n.op is Op.REDUCE:
+            continue
+        seen.add(n)
+        if n.op in ELEMENTWISE and _reads_memory(n, buffers, memo):
+            count += 1
+        stack.extend(n.srcs)
+    return count
+
+
+def _reads_memory(node: Node, buffers: dict, memo: dict) -> bool:
+    """Whether computing node loads anything."""
+    stack, order = [node], []
+    while stack:
+        n = stack.pop()
+        if n in memo:
+            continue
+        if n.op is Op.INPUT or n in buffers:
+            memo[n] = True
+            continue
+        order.append(n)
+        stack.extend(s for s in n.srcs if s not in memo)
+    for n in reversed(order):
+        memo.setdefault(n, any(memo.get(s, False) for s in n.srcs))
+    return memo[node]
 
 
 def _scan_step(node: Node, idx: tuple[Expr, ...], allowed: set[Var]) -> tuple[Var, bool] | None:

@@ -104,7 +104,7 @@ class CudaPlan:
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
         self._lock = threading.Lock()   # the packed arguments are shared: one call at a time sets and launches
 
-    def _buffers(self, args, dev) -> tuple[dict, dict]:
+    def _buffers(self, args, dev, into=None) -> tuple[dict, dict]:
         bufs, staged, results = {}, {}, {}
         for key, desc in self._inputs:
             a = args[key[1]]
@@ -119,7 +119,7 @@ class CudaPlan:
                     staged[id(host)] = dev.upload_span(host, desc)
                 bufs[key] = staged[id(host)]
         for key, shape, dtype in self._allocs:
-            results[key] = bufs[key] = dev.allocate(shape, dtype)
+            results[key] = bufs[key] = into[key] if into and key in into else dev.allocate(shape, dtype)
         return bufs, results
 
     @staticmethod
@@ -131,15 +131,16 @@ class CudaPlan:
             else:
                 launch.set_scalar(pos, value)
 
-    def __call__(self, args) -> list:
+    def __call__(self, args, into=None) -> list:
+        """Run; `into` maps output buffer keys to device arrays to write those results into."""
         with self._lock:
-            return self._call(args)
+            return self._call(args, into)
 
-    def _call(self, args) -> list:
+    def _call(self, args, into) -> list:
         dev, prog = self.device, self.program
         check_int_scalars(prog.int_scalars, args)
         dev._make_current()
-        bufs, results = self._buffers(args, dev)
+        bufs, results = self._buffers(args, dev, into)
         d = cu.driver()
         for launch, (c, _, _, keys, _) in zip(self._launches, self._compiled):
             self._set(launch, keys, bufs)

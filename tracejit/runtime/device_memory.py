@@ -129,7 +129,7 @@ class RenderedOnly:
     kernels: list
     refusal: str
 
-    def __call__(self, args):
+    def __call__(self, args, into=None):
         raise DeviceError(self.refusal)
 
     bind = __call__

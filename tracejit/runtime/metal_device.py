@@ -383,12 +383,12 @@ class MetalPlan:
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
 
-    def _buffers(self, args):
+    def _buffers(self, args, into=None):
         dev = self.device
         bufs = gather_inputs(dev, self._inputs, args, _scalar_bytes)
         results = {}
         for key, shape, dtype in self._allocs:
-            results[key] = bufs[key] = dev.allocate(shape, dtype)
+            results[key] = bufs[key] = into[key] if into and key in into else dev.allocate(shape, dtype)
         return bufs, results
 
     def _launches(self, bufs, error=None) -> list[_Launch]:
@@ -400,10 +400,11 @@ class MetalPlan:
             out.append(_Launch(pipeline, bound, c.launch.global_items // c.launch.local_size, c.launch.local_size))
         return out
 
-    def __call__(self, args):
+    def __call__(self, args, into=None):
+        """Run; `into` maps output buffer keys to device arrays to write those results into."""
         dev = self.device
         check_int_scalars(self.program.int_scalars, args)
-        bufs, results = self._buffers(args)
+        bufs, results = self._buffers(args, into)
         error = None
         if any(c.launch.error_flag for c in self.kernels):
             error = dev.error_buffer()

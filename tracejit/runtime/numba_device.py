@@ -514,8 +514,9 @@ class NumbaPlan:
             launches.append((_reporting(fn, c.ir) if faults(c.ir) else fn, call))
         return [arrays[k] for k in prog.outputs], launches, list(arrays.values())
 
-    def __call__(self, args) -> list[np.ndarray]:
-        out = self.run(args)
+    def __call__(self, args, into=None) -> list[np.ndarray]:
+        """Run; `into` maps output buffer keys to C-contiguous arrays to write those results into."""
+        out = self.run(args, into)
         return list(out) if isinstance(out, tuple) else [out]
 
     def _make_runner(self, fns):
@@ -524,7 +525,7 @@ class NumbaPlan:
         env = {"np": np, "flat_view": flat_view, "Array": Array, "check_int_scalars": check_int_scalars,
                "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
                "fault_error": fault_error}
-        lines = ["def run(args):"]
+        lines = ["def run(args, into=None):"]
         if prog.int_scalars:
             lines.append("    check_int_scalars(int_scalars, args)")
         for key, buf in prog.buffers.items():
@@ -541,8 +542,12 @@ class NumbaPlan:
                 else:
                     lines.append(f"    {b} = flat_view({data}, {b}_desc)")
             else:
-                env[f"{b}_dt"] = buf.dtype
-                lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt)")
+                env[f"{b}_dt"], env[f"{b}_key"] = buf.dtype, key
+                if key in prog.outputs:   # a destination given by the caller, or a fresh array
+                    lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt) if into is None or {b}_key not in "
+                                 f"into else into[{b}_key]")
+                else:
+                    lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt)")
                 view = ".view(np.uint16)" if buf.dtype == np.float16 else ""
                 flat = "" if len(buf.shape) == 1 else ".reshape(-1)"
                 lines.append(f"    {b} = {b}_arr{view}{flat}" if view or flat else f"    {b} = {b}_arr")

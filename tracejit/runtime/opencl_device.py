@@ -435,7 +435,8 @@ class OpenCLPlan:
             launches.append((own, (c.launch.global_items,), (c.launch.local_size,), call))
         return [results[k] for k in prog.outputs], launches, list(results.values())
 
-    def __call__(self, args) -> list[DeviceBuffer]:
+    def __call__(self, args, into=None) -> list[DeviceBuffer]:
+        """Run; `into` maps output buffer keys to device arrays to write those results into."""
         import pyopencl as cl
         dev, prog = self.device, self.program
         check_int_scalars(prog.int_scalars, args)
@@ -454,7 +455,7 @@ class OpenCLPlan:
                 bufs[key] = staged[id(host)]
         results = {}
         for key, shape, dtype in self._allocs:
-            results[key] = out = dev.allocate(shape, dtype)
+            results[key] = out = into[key] if into and key in into else dev.allocate(shape, dtype)
             bufs[key] = out.buf
         for c, knl, keys, _ in self._launches:
             launch = c.launch

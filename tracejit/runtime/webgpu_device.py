@@ -122,6 +122,9 @@ class WebGPUDevice:
         return None if _OPEN else WebGPUTarget()
 
     keeps_compiled_kernels = False
+    # WebGPU refuses one buffer bound both read-only and read-write in a dispatch: no kernel writes over memory
+    # it also reads (an argument assigned in place, f(x, out=x)); such values are computed apart and copied in
+    binds_one_buffer_twice = False
     no_disk_cache = "wgpu-py exposes no pipeline cache, so each process builds its pipelines"
 
     @staticmethod
@@ -381,12 +384,12 @@ class WebGPUPlan:
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
 
-    def _buffers(self, args):
+    def _buffers(self, args, into=None):
         dev = self.device
         bufs = gather_inputs(dev, self._inputs, args)
         results = {}
         for key, shape, dtype in self._allocs:
-            results[key] = bufs[key] = dev.allocate(shape, dtype)
+            results[key] = bufs[key] = into[key] if into and key in into else dev.allocate(shape, dtype)
         return bufs, results
 
     def _launches(self, bufs, error=None) -> list[_Launch]:
@@ -421,10 +424,11 @@ class WebGPUPlan:
         self.device.device.queue.write_buffer(block.buffer, 0, values)
         return block
 
-    def __call__(self, args):
+    def __call__(self, args, into=None):
+        """Run; `into` maps output buffer keys to device arrays to write those results into."""
         dev = self.device
         check_int_scalars(self.program.int_scalars, args)
-        bufs, results = self._buffers(args)
+        bufs, results = self._buffers(args, into)
         error = None
         if any(c.rendered.launch.error_flag for c in self.kernels):
             error = dev.error_buffer()

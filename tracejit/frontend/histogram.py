@@ -1,0 +1,105 @@
+"""np.histogram and np.digitize with a static number of bins: each bin counts the values between its
+edges (a comparison of every value with every edge, reduced), with NumPy's rules: bins half-open but the
+last one closed, values outside the range ignored; edges may be traced (bins=int without range=)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..ir import build
+from . import functions as F
+from .indexing import searchsorted
+from .scatter import MAX_COMPARISONS
+from .tensor import Tensor, as_node
+
+__all__ = ["digitize", "histogram"]
+
+
+def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tensor, Tensor]:
+    """np.histogram: (hist, bin_edges). bins is an int or a sequence of edges (not a traced array, not a
+    string); range=(lo, hi) static, else the data's min and max as NumPy does (the edges are then traced)."""
+    shape = as_node(a).shape
+    a = Tensor(build.reshape(as_node(a), (as_node(a).size,)))
+    edges = _edges(a, bins, range)
+    if (a.size + 1) * (edges.shape[0] - 1) > MAX_COMPARISONS:
+        raise UnsupportedError(f"np.histogram: {a.size} values into {edges.shape[0] - 1} bins is above tracejit's "
+                               f"limit of {MAX_COMPARISONS} comparisons (a dense compare-and-reduce); use fewer bins "
+                               "or histogram the data in chunks and add the counts")
+    values = F.reshape(a, (a.size, 1))
+    lo, hi = edges[None, :-1], edges[None, 1:]
+    last = F.reshape(F.equal(np.arange(edges.shape[0] - 1), edges.shape[0] - 2), (1, -1))
+    inside = F.less_equal(lo, values) & (F.less(values, hi) | (last & F.equal(values, hi)))
+    if weights is None:
+        hist = F.sum(F.astype(inside, np.int64), axis=0)
+    else:
+        w = as_node(weights)
+        if w.shape != shape:
+            raise ValueError("weights should have the same shape as a.")
+        w = F.reshape(Tensor(w), (a.size, 1))
+        hist = F.sum(F.where(inside, w, np.zeros((), w.dtype)), axis=0, dtype=w.dtype)
+    if density:
+        widths = F.astype(edges[1:] - edges[:-1], np.float64)
+        hist = hist / widths / F.sum(hist)
+    return hist, edges
+
+
+def _edges(a: Tensor, bins, range) -> Tensor:
+    if isinstance(bins, str):
+        raise UnsupportedError(f"np.histogram(bins={bins!r}): estimated bin counts are not supported; pass an int")
+    if isinstance(bins, Tensor):
+        raise UnsupportedError("np.histogram: traced bin edges are not supported; pass an int or static edges")
+    if np.ndim(bins) == 1:
+        edges = np.asarray(bins)
+        if np.any(edges[:-1] > edges[1:]):
+            raise ValueError("`bins` must increase monotonically, when an array")
+        return Tensor(as_node(edges))
+    if np.ndim(bins) != 0 or int(bins) < 1:
+        raise ValueError("`bins` must be positive, when an integer")
+    n = int(bins)
+    if range is not None:
+        lo, hi = range
+        if lo > hi:
+            raise ValueError("max must be larger than min in range parameter.")
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise ValueError(f"supplied range of [{lo}, {hi}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        dtype = np.result_type(lo, hi, np.empty(0, a.dtype))
+        dtype = np.float64 if dtype.kind in "iub" else dtype
+        return Tensor(as_node(np.linspace(lo, hi, n + 1, endpoint=True, dtype=dtype)))
+    if a.size == 0:
+        return Tensor(as_node(np.linspace(0, 1, n + 1)))
+    return _traced_edges(a, n)
+
+
+def _traced_edges(a: Tensor, n: int) -> Tensor:
+    """NumPy's default range (a.min(), a.max()), widened by 0.5 each side when they are equal, as
+    np.linspace(lo, hi, n + 1) computes it: start + i * step, the last edge exactly hi."""
+    dtype = np.float64 if a.dtype.kind in "iub" else a.dtype
+    lo, hi = F.astype(F.min(a), dtype), F.astype(F.max(a), dtype)
+    same = F.equal(lo, hi)
+    lo, hi = F.where(same, lo - 0.5, lo), F.where(same, hi + 0.5, hi)
+    steps = np.arange(n + 1, dtype=dtype)
+    edges = steps * ((hi - lo) / n) + lo
+    return F.where(F.equal(steps, n), hi, edges)
+
+
+def digitize(x, bins, right=False) -> Tensor:
+    """np.digitize with static, monotonic bins: the index of the bin each value falls in."""
+    if isinstance(bins, Tensor):
+        raise UnsupportedError("np.digitize: traced bins are not supported (their direction must be known); "
+                               "pass static bins, or use np.searchsorted(bins, x, side=...) for increasing bins")
+    bins = np.asarray(bins)
+    if bins.ndim != 1:
+        raise ValueError("object too deep for desired array" if bins.ndim else "object of too small depth for "
+                         "desired array")
+    increasing = bool(np.all(bins[1:] >= bins[:-1]))
+    if not increasing and not np.all(bins[1:] <= bins[:-1]):
+        raise ValueError("bins must be monotonically increasing or decreasing")
+    side = "left" if right else "right"
+    if increasing:
+        return searchsorted(bins, x, side=side)
+    return bins.size - searchsorted(bins[::-1].copy(), x, side=side)
+
+
+NUMPY_FUNCTIONS = {np.histogram: histogram, np.digitize: digitize}

@@ -1,0 +1,52 @@
+"""Graphs that read no input evaluated with NumPy: what a constant traced array (np.zeros(...) made in a
+kernel, then written with constants) is, where the frontend needs the value itself."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import ELEMENTWISE, Node, Op, toposort
+from .ops import NUMPY_OPS
+
+_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+
+
+def constant_value(node: Node) -> np.ndarray | None:
+    """The value of `node` as a NumPy array, or None when it depends on a kernel argument."""
+    order = toposort([node])
+    if any(n.op is Op.INPUT for n in order):
+        return None
+    values: dict[Node, np.ndarray] = {}
+    with np.errstate(all="ignore"):
+        for n in order:
+            values[n] = np.asarray(_evaluate(n, [values[s] for s in n.srcs]), n.dtype).reshape(n.shape)
+    return values[node]
+
+
+def _evaluate(n: Node, srcs: list[np.ndarray]):
+    if n.op is Op.CONST:
+        return np.full(n.shape, n.arg, n.dtype)
+    if n.op is Op.IOTA:
+        index = np.arange(n.shape[n.arg]).reshape([-1 if d == n.arg else 1 for d in range(len(n.shape))])
+        return np.broadcast_to(index, n.shape).astype(n.dtype)
+    if n.op is Op.TABLE:
+        return n.arg.values
+    if n.op is Op.CAST:
+        return srcs[0].astype(n.dtype)
+    if n.op in ELEMENTWISE:
+        return NUMPY_OPS[n.op.value](*srcs)
+    if n.op is Op.REDUCE:
+        op, axes = n.arg
+        return _REDUCE[op](srcs[0], axis=axes, keepdims=True)
+    x = srcs[0]
+    if n.op is Op.RESHAPE:
+        return x.reshape(n.shape)
+    if n.op is Op.PERMUTE:
+        return x.transpose(n.arg)
+    if n.op is Op.EXPAND:
+        return np.broadcast_to(x, n.shape)
+    if n.op is Op.SLICE:
+        return x[np.ix_(*[start + step * np.arange(count) for start, step, count in n.arg])]
+    if n.op is Op.PAD:
+        pads, fill = n.arg
+        return np.pad(x, pads, constant_values=fill)
+    raise AssertionError(f"no NumPy evaluation for {n.op}")
