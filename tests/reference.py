@@ -206,3 +206,46 @@ def unprivileged() -> list[str]:
     if probe.returncode != 0:
         pytest.skip(f"cannot drop privileges (setpriv as uid 65534 or without capabilities): {probe.stderr}")
     return capless
+
+
+# ---- scenarios every GPU runtime's stand-in runs (tests/test_cuda_runtime.py, tests/test_metal.py) ----
+
+def _scatter_add(table, i, d):
+    grad = np.zeros_like(table)
+    np.add.at(grad, i, d)
+    return grad
+
+
+def check_scatter_add(device: str) -> None:
+    """np.add.at accumulates duplicate indices; an index out of bounds raises NumPy's IndexError."""
+    table, d = np.zeros((4, 3), np.float32), np.arange(9.0, dtype=np.float32).reshape(3, 3)
+    scatter_add = tj.kernel(_scatter_add)
+    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 0 with size 4$"):
+        scatter_add(table, np.array([1, 4, 1], np.int32), d, device=device)
+    np.testing.assert_array_equal(scatter_add(table, np.array([1, -1, 1], np.int32), d, device=device).numpy(),
+                                  _scatter_add(table, np.array([1, -1, 1], np.int32), d))
+
+
+def _shift_scale(x, y):
+    x[1:] = x[:-1] * 2         # reads what it writes: computed apart, copied into x
+    y *= 3                     # elementwise: written in place
+    return x + y
+
+
+def check_assigned_arguments(device: str, rng: np.random.Generator):
+    """Arguments assigned into change for the caller (device arrays and host arrays); returns the kernel
+    and the host inputs for out= checks."""
+    f = tj.kernel(_shift_scale)
+    hx, hy = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    ex, ey = hx.copy(), hy.copy()
+    expected = _shift_scale(ex, ey)
+    x, y = tj.asarray(hx, device=device), tj.asarray(hy, device=device)
+    np.testing.assert_allclose(f(x, y, device=device).numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(x.numpy(), ex, rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), ey, rtol=1e-6)
+    mx, my = hx.copy(), hy.copy()  # host arrays are written back too
+    f(mx, my, device=device)
+    np.testing.assert_allclose(mx, ex, rtol=1e-6)
+    np.testing.assert_allclose(my, ey, rtol=1e-6)
+    return f, hx, hy
+

@@ -17,6 +17,7 @@ try:
 except tj.DeviceError as e:
     pytest.skip(f"NVRTC is not installed: {e}", allow_module_level=True)
 from fake_cuda import FakeDriver  # noqa: E402  (imports cuda.bindings)
+from reference import check_assigned_arguments, check_scatter_add  # noqa: E402
 
 
 @pytest.fixture
@@ -175,38 +176,12 @@ def test_empty_arrays_get_memory_so_no_kernel_sees_a_null_pointer(fake):
     assert got[1].shape == (0,)
 
 
-def _scatter_add(table, i, d):
-    grad = np.zeros_like(table)
-    np.add.at(grad, i, d)
-    return grad
-
-
 def test_scatter_add_accumulates_duplicates_and_an_index_out_of_bounds_raises(fake):
-    table, d = np.zeros((4, 3), np.float32), np.arange(9.0, dtype=np.float32).reshape(3, 3)
-    scatter_add = tj.kernel(_scatter_add)
-    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 0 with size 4$"):
-        scatter_add(table, np.array([1, 4, 1], np.int32), d, device="cuda")
-    np.testing.assert_array_equal(scatter_add(table, np.array([1, -1, 1], np.int32), d, device="cuda").numpy(),
-                                  _scatter_add(table, np.array([1, -1, 1], np.int32), d))
+    check_scatter_add("cuda")
 
 
 def test_assigned_arguments_and_out_are_written_on_the_gpu(fake, rng):
-    def shift_scale(x, y):
-        x[1:] = x[:-1] * 2         # reads what it writes: computed apart, copied into x
-        y *= 3                     # elementwise: written in place
-        return x + y
-    f = tj.kernel(shift_scale)
-    hx, hy = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)
-    ex, ey = hx.copy(), hy.copy()
-    expected = shift_scale(ex, ey)
-    x, y = tj.asarray(hx, device="cuda"), tj.asarray(hy, device="cuda")
-    np.testing.assert_allclose(f(x, y, device="cuda").numpy(), expected, rtol=1e-6)
-    np.testing.assert_allclose(x.numpy(), ex, rtol=1e-6)
-    np.testing.assert_allclose(y.numpy(), ey, rtol=1e-6)
-    mx, my = hx.copy(), hy.copy()  # host arrays are written back too
-    f(mx, my, device="cuda")
-    np.testing.assert_allclose(mx, ex, rtol=1e-6)
-    np.testing.assert_allclose(my, ey, rtol=1e-6)
+    _, hx, _ = check_assigned_arguments("cuda", rng)
     out = tj.asarray(np.zeros(16, np.float32), device="cuda")
     assert affine(hx, 2.0, 1.0, out=out, device="cuda") is out
     np.testing.assert_allclose(out.numpy(), hx * 2 + 1, rtol=1e-6)

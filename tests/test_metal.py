@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import fake_metal
+from reference import check_assigned_arguments, check_scatter_add
 import tracejit as tj
 from tracejit.codegen import metal as metal_codegen
 from tracejit.codegen import msl_check
@@ -295,37 +296,11 @@ def test_runtime_compile_errors_name_the_kernel(fake, monkeypatch):
     monkeypatch.setattr(fake, "newLibraryWithSource_options_error_", original)
 
 
-def _scatter_add(table, i, d):
-    grad = np.zeros_like(table)
-    np.add.at(grad, i, d)
-    return grad
-
-
 def test_runtime_scatter_add_accumulates_duplicates_and_an_index_out_of_bounds_raises(fake):
-    table, d = np.zeros((4, 3), np.float32), np.arange(9.0, dtype=np.float32).reshape(3, 3)
-    scatter_add = tj.kernel(_scatter_add)
-    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 0 with size 4$"):
-        scatter_add(table, np.array([1, 4, 1], np.int32), d, device="metal")
-    np.testing.assert_array_equal(scatter_add(table, np.array([1, -1, 1], np.int32), d, device="metal").numpy(),
-                                  _scatter_add(table, np.array([1, -1, 1], np.int32), d))
+    check_scatter_add("metal")
 
 
 def test_assigned_arguments_and_out_are_written_on_metal(fake, rng):
-    def shift_scale(x, y):
-        x[1:] = x[:-1] * 2         # reads what it writes: computed apart, copied into x
-        y *= 3                     # elementwise: written in place
-        return x + y
-    f = tj.kernel(shift_scale)
-    hx, hy = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)
-    ex, ey = hx.copy(), hy.copy()
-    expected = shift_scale(ex, ey)
-    x, y = tj.asarray(hx, device="metal"), tj.asarray(hy, device="metal")
-    np.testing.assert_allclose(f(x, y, device="metal").numpy(), expected, rtol=1e-6)
-    np.testing.assert_allclose(x.numpy(), ex, rtol=1e-6)
-    np.testing.assert_allclose(y.numpy(), ey, rtol=1e-6)
-    mx, my = hx.copy(), hy.copy()  # host arrays are written back too
-    f(mx, my, device="metal")
-    np.testing.assert_allclose(mx, ex, rtol=1e-6)
-    np.testing.assert_allclose(my, ey, rtol=1e-6)
+    f, hx, hy = check_assigned_arguments("metal", rng)
     out = tj.asarray(np.zeros(16, np.float32), device="metal")
     assert f(hx, hy, out=out, device="metal") is out
