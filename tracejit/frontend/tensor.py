@@ -182,9 +182,9 @@ class Tensor:
         result = F.clip(self, kwargs.pop("a_min", min), kwargs.pop("a_max", max), **kwargs)
         return result if out is None else _frontend("assign").write_out(out, result, name="clip")
 
-    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
-        raise UnsupportedError("ndarray.sort sorts the array in place, and a traced value cannot be changed in "
-                               "place; write x = np.sort(x, axis) (a sorted copy) instead")
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None) -> None:
+        """In place, as NumPy's: an input array sorted inside the kernel is sorted for the caller too."""
+        _frontend("assign").setitem(self, Ellipsis, _frontend("sorting").sort(self, axis, kind, order))
 
     def flatten(self, order="C") -> "Tensor":
         return _frontend("methods").ravel(self, order)
