@@ -19,15 +19,17 @@ the IR states which loops are reductions and with which operator.
 from __future__ import annotations
 
 import builtins
+import importlib
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import errors
+from ..errors import InternalError
 from .ops import BINARY_NAMES, TERNARY_NAMES, UNARY_NAMES
 
 INDEX = np.dtype("int64")
+_ERRORS = importlib.import_module("tracejit.errors")   # the module a fault names its error class in
 
 # ALU ops are the rows of ops.OPS, with the graph op names.
 ALU_UNARY, ALU_BINARY, ALU_TERNARY = UNARY_NAMES, BINARY_NAMES, TERNARY_NAMES
@@ -66,9 +68,9 @@ def fault_error(kernels: "list[Kernel]", code: int, value: int) -> Exception:
     """The exception for the fault `code` that one of kernels recorded, with its offending value."""
     fault = next((f for k in kernels for f in faults(k) if f.code == code), None)
     if fault is None:   # the record was overwritten by something other than these kernels
-        return errors.InternalError(f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault "
+        return InternalError(f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault "
                                     f"(code {code}, value {value})")
-    error = getattr(errors, fault.error, None) or getattr(builtins, fault.error)
+    error = getattr(_ERRORS, fault.error, None) or getattr(builtins, fault.error)
     return error(fault.message.format(value=value))
 
 
