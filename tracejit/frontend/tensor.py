@@ -134,7 +134,15 @@ class Tensor:
         return f"Tensor(shape={self.shape}, dtype={self.dtype})"
 
     # -- what tracing cannot do --
+    def _known(self):
+        """The value while tracing where the kernel made it from constants alone (np.arange(n)[2]), else None;
+        large arrays are not evaluated (a Python number comes from at most one element)."""
+        return constant_value(self._node) if self.size == 1 else None
+
     def __bool__(self):
+        value = self._known()
+        if value is not None:
+            return bool(value)
         raise TraceError("a traced value was used as a Python bool (in `if`, `while`, `and`/`or`, or bool()); "
                          "its value is not known while tracing. Use tj.where(cond, a, b) (or np.where) to "
                          "select values instead")
@@ -154,14 +162,24 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def __index__(self):
+        value = self._known()
+        if value is not None and not self.shape and value.dtype.kind in "iub":
+            return int(value)
         raise TraceError("a traced value was used as a Python integer (e.g. as an index or a range bound); "
                          "its value is not known while tracing")
 
     def __float__(self):
+        value = self._known()
+        if value is not None:
+            return float(value.reshape(()))
         raise TraceError("float() of a traced value; its value is not known while tracing. Keep it an array "
                          "(x.astype(np.float64)) or pass the number as a static argument")
 
-    __int__ = __index__
+    def __int__(self):
+        value = self._known()
+        if value is not None:
+            return int(value.reshape(()))
+        return self.__index__()
 
     def __hash__(self):
         return id(self)
