@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference import assert_close, run_kernel
 
 import tracejit as tj
-from reference import assert_close, run_kernel
 from tracejit.frontend.captured import array_node
 from tracejit.ir import interpret
 from tracejit.ir.graph import Op
@@ -389,4 +389,22 @@ def test_made_arrays_used_as_python_numbers_keep_their_values(device):
         return x * n + np.arange(1 << 20)[:4]   # too large to embed: stays NumPy's array
 
     x = np.ones(4, np.float32)
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+
+
+MADE_ARRAY_IDIOMS = {   # data-dependent shapes and NumPy-only methods on arrays made from constants
+    "mask-of-made": lambda x: x[:5] + np.arange(10)[np.arange(10) % 2 == 0],
+    "made-mask-of-x": lambda x: x[np.arange(10) != 3],
+    "nonzero": lambda x: x[np.nonzero(np.arange(10) > 4)],
+    "where-1-arg": lambda x: x[np.where(np.arange(10) > 4)[0]],
+    "tolist": lambda x: x * len(np.arange(5).tolist()),
+    "iterate": lambda x: sum(x[i] for i in np.arange(3)),
+    "assign-into-made": lambda x: np.where(np.arange(10.0) > 4, x, np.arange(10.0)),
+}
+
+
+@pytest.mark.parametrize("idiom", MADE_ARRAY_IDIOMS, ids=str)
+def test_made_arrays_keep_numpys_behaviour_where_a_trace_would_refuse(idiom, device):
+    body = MADE_ARRAY_IDIOMS[idiom]
+    x = np.linspace(-1, 1, 10, dtype=np.float32)
     assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))

@@ -6,9 +6,25 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from ..ir.evaluate import constant_value
+from . import (
+    assign,
+    creation,
+    einsum,
+    histogram,
+    indexing,
+    joining,
+    linalg,
+    methods,
+    movement,
+    padding,
+    reductions,
+    scans,
+    scatter,
+    sorting,
+    statistics,
+    ufuncs,
+)
 from . import functions as F
-from . import (assign, creation, einsum, histogram, indexing, joining, linalg, methods, movement, padding,
-               reductions, scans, scatter, sorting, statistics, ufuncs)
 from .tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
@@ -27,6 +43,9 @@ FUNCTIONS = {
 
 # NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
 # np.ravel makes a view of contiguous data only
+# Functions whose result shape depends on the data: of arrays the kernel made from constants alone
+# (np.where(np.arange(n) > k)) NumPy computes them while tracing, as it did before a trace.
+DATA_DEPENDENT = frozenset({*sorting.REFUSED, np.where})
 VIEW_FUNCTIONS = frozenset({
     np.transpose, np.reshape, np.squeeze, np.swapaxes, np.moveaxis, np.expand_dims, np.broadcast_to, np.atleast_1d,
     np.atleast_2d, np.atleast_3d, np.flip, np.fliplr, np.flipud, np.rot90, np.split, np.array_split, np.hsplit,
@@ -96,6 +115,9 @@ def array_function(func, args, kwargs):
             return func(*args, **kwargs)
         raise UnsupportedError(f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
                                + ", ".join(sorted({f.__name__ for f in FUNCTIONS})))
+    constants = _constant_arguments((args, kwargs)) if func in DATA_DEPENDENT else None
+    if constants is not None:   # np.nonzero(np.arange(n) > k): known while tracing, so NumPy computes it
+        return func(*constants[0], **constants[1])
     out = kwargs.pop("out", None)
     try:
         if func in VIEW_FUNCTIONS and args:

@@ -212,8 +212,22 @@ class Tensor:
 
     conjugate = conj
 
+    def _known_selection(self, key):
+        """x[mask] with a mask made from constants alone (x[np.arange(n) != k]): its count is known while
+        tracing, so it is the NumPy mask it was before a trace; NumPy's value when x is constant too."""
+        parts = key if isinstance(key, tuple) else (key,)
+        known = [constant_value(k._node) if isinstance(k, Tensor) else k for k in parts]
+        if any(k is None for k in known):
+            return None
+        known = tuple(known) if isinstance(key, tuple) else known[0]
+        value = constant_value(self._node)
+        return value[known] if value is not None else self[known]
+
     def __getattr__(self, name: str):
         # only reached when normal lookup fails: say whether NumPy has it, so the user knows why
+        value = constant_value(self._node) if not name.startswith("_") and name in _NDARRAY_NAMES else None
+        if value is not None:   # made from constants alone (np.arange(5).tolist()): NumPy's, as before a trace
+            return getattr(value, name)
         if not name.startswith("_") and name in _NDARRAY_NAMES:
             raise UnsupportedError(f"ndarray.{name} is not supported by tracejit on traced values; supported "
                                    f"methods and attributes: {', '.join(sorted(_SUPPORTED_NAMES))}")
@@ -266,6 +280,9 @@ class Tensor:
     def __getitem__(self, key) -> "Tensor":
         mask = _frontend("assign").traced_mask(key)
         if mask is not None:   # its shape depends on the data: see selection.py for what works
+            known = self._known_selection(key)
+            if known is not None:
+                return known
             return _frontend("selection").MaskedSelection(mask, self._node, self)
         if _is_element(key, self.ndim):
             return Tensor(_index(self._node, key))
