@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference import assert_close, run_kernel
 
 import tracejit as tj
+from reference import assert_close, run_kernel
 from tracejit.frontend.captured import array_node
 from tracejit.ir import interpret
 from tracejit.ir.graph import Op

@@ -6,25 +6,9 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.dtypes import check
 from ..ir.evaluate import constant_value
-from . import (
-    assign,
-    creation,
-    einsum,
-    histogram,
-    indexing,
-    joining,
-    linalg,
-    methods,
-    movement,
-    padding,
-    reductions,
-    scans,
-    scatter,
-    sorting,
-    statistics,
-    ufuncs,
-)
 from . import functions as F
+from . import (assign, creation, einsum, histogram, indexing, joining, linalg, methods, movement, padding,
+               reductions, scans, scatter, sorting, statistics, ufuncs)
 from .tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
@@ -41,11 +25,11 @@ FUNCTIONS = {
     **sorting.NUMPY_FUNCTIONS,
 }
 
-# NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
-# np.ravel makes a view of contiguous data only
 # Functions whose result shape depends on the data: of arrays the kernel made from constants alone
 # (np.where(np.arange(n) > k)) NumPy computes them while tracing, as it did before a trace.
 DATA_DEPENDENT = frozenset({*sorting.REFUSED, np.where})
+# NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
+# np.ravel makes a view of contiguous data only
 VIEW_FUNCTIONS = frozenset({
     np.transpose, np.reshape, np.squeeze, np.swapaxes, np.moveaxis, np.expand_dims, np.broadcast_to, np.atleast_1d,
     np.atleast_2d, np.atleast_3d, np.flip, np.fliplr, np.flipud, np.rot90, np.split, np.array_split, np.hsplit,
