@@ -241,3 +241,33 @@ def test_two_sorts_that_together_overflow_a_work_group_store_one(device, rng):
 def test_unsupported_sorting_uses_raise_clear_errors(body, error, match, device):
     with pytest.raises(error, match=match):
         tj.kernel(body)(np.ones((2, 8), np.float32), device=device)
+
+
+# =============================================================================================
+# numba: large sorts are NumPy's own (ir/library.py)
+
+LARGE = {   # name -> (body, kernels on numba, of which NumPy sorts)
+    "np.sort": (lambda x: np.sort(x, axis=-1), 1, 1),
+    "np.sort along axis 0": (lambda x: np.sort(x, axis=0), 1, 1),
+    "stable argsort": (lambda x: np.argsort(x, axis=-1, kind="stable"), 2, 1),
+    "median of a product": (lambda x: np.median(x * 2 - 1, axis=-1), 3, 1),
+    "percentiles": (lambda x: np.percentile(x, [5, 50, 95], axis=1), 2, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(LARGE))
+@pytest.mark.parametrize("dtype", ["float32", "int16", "float16"])
+def test_large_sorts_on_numba_are_numpys_sort_with_its_ties_nan_and_zeros(name, dtype, rng):
+    body, kernels, calls = LARGE[name]
+    x = with_ties(rng, (64, 1200), dtype)
+    if dtype != "int16":
+        x[3, 5], x[7, :4] = np.nan, [0.0, -0.0, 0.0, -0.0]
+    plan = tj.kernel(body).lower(x, device="numba")
+    assert (len(plan.kernels), sum("numpy." in k.source for k in plan.kernels)) == (kernels, calls)
+    got, want = tj.kernel(body)(x), body(x)
+    assert got.dtype == want.dtype
+    if "sort" in name:   # the very values and positions NumPy gives, the sign of each zero included
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    else:
+        assert_close(got, want)

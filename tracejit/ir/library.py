@@ -1,14 +1,19 @@
-"""Matrix products that a BLAS computes better than generated loops.
+"""Matrix products and sorts that a library on the host computes better than generated loops.
 
-A float32 or float64 sum over some axes of the product of two broadcast views (what `a @ b`, np.dot,
-np.einsum and a hand-written `(a[:, :, None] * b[None]).sum(1)` all trace to) is a batched matrix product
-when every axis of the product is one of: a batch axis (both operands have it, kept), an m axis (only the
-left operand has it), an n axis (only the right one), a k axis (both have it, summed). On a device whose
-launch plan can call a BLAS (numba: NumPy's matmul, OpenBLAS, on all cores), such a reduction above
-MIN_WORK multiply-adds is a kernel of its own: its operands are read through their views straight from
-the buffers they live in (a transposed weight is not copied), anything computed is written first, and the
-consumers (a bias, an activation) read the product from memory in the next kernel. The kernel IR lowered
-for it as usual stays the reference (the interpreter, and any device without a BLAS, runs that).
+On a device whose launch plan runs on the host's memory (numba), two kinds of node are kernels of their
+own that the plan runs as NumPy calls on views of the buffers (LayoutOptions.library):
+- a float32 or float64 sum over some axes of the product of two broadcast views (what `a @ b`, np.dot,
+  np.einsum and a hand-written `(a[:, :, None] * b[None]).sum(1)` all trace to) is a batched matrix
+  product when every axis of the product is one of: a batch axis (both operands have it, kept), an m
+  axis (only the left operand has it), an n axis (only the right one), a k axis (both have it, summed).
+  Above MIN_WORK multiply-adds it is np.matmul: NumPy's BLAS (OpenBLAS, on all cores);
+- a sort along an axis (np.sort, np.argsort, and what median, percentile and topk sort) is NumPy's own
+  sort: np.sort's default (a SIMD introsort; NaN last) for values, np.argsort(kind="stable") for
+  positions (ties in their order, as tracejit's sort promises).
+The operands are read through their views straight from the buffers they live in (a transposed weight
+is not copied); anything computed is written first, and the consumers (a bias, an activation, a median's
+pick) read the result from memory in the next kernel. The kernel IR lowered for these nodes as usual
+stays the reference: the interpreter, and every device without such a library, runs that.
 """
 from __future__ import annotations
 
@@ -21,14 +26,39 @@ from .graph import MOVEMENT, Node, Op, toposort
 
 MIN_WORK = 1 << 16     # multiply-adds; below it the fused loops win (no pass over memory between kernels)
 MIN_OUTPUT = 64        # fewer results than this: the two-stage split reduction spreads the work better
+MIN_SORT = 1 << 16     # elements; NumPy's SIMD sort beats the generated merge sort by ~4x from here
 DTYPES = frozenset({np.dtype("float32"), np.dtype("float64")})
 # movement ops the plan applies as NumPy views (a pad would need a copy: its source is written first)
 VIEWS = MOVEMENT - {Op.PAD}
 LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})   # read where they are, never computed
 
 
+class _Library:
+    """What a library call needs: `node`, the value it computes; `operands`, the views it reads;
+    `sources`, where those views start (see plan)."""
+    node: Node
+    sources: tuple[Node, ...]
+
+    @property
+    def operands(self) -> tuple[Node, ...]:
+        raise NotImplementedError
+
+    def leaves(self, written: set[Node]) -> tuple[Node, ...]:
+        """The nodes the operands' views start from: arguments, constants, values written first (among
+        them `written`: another call's result)."""
+        out: list[Node] = []
+        stack = list(reversed(self.operands))
+        while stack:
+            n = stack.pop()
+            if n.op in VIEWS and n not in written:
+                stack.extend(reversed(n.srcs))
+            elif n not in out:
+                out.append(n)
+        return tuple(out)
+
+
 @dataclass(frozen=True)
-class Gemm:
+class Gemm(_Library):
     """One product: `node` (the REDUCE) is x * y summed over k; x and y are the views before broadcasting
     (the product's rank, size 1 along the other operand's own axes); the axes of the product by role."""
     node: Node
@@ -39,28 +69,63 @@ class Gemm:
     n: tuple[int, ...]
     k: tuple[int, ...]
     unit: tuple[int, ...]   # size 1 in the product: in no role
-    sources: tuple[Node, ...] = ()   # where the operands' views start (see plan)
+    sources: tuple[Node, ...] = ()
+
+    @property
+    def operands(self) -> tuple[Node, ...]:
+        return self.x, self.y
 
     def sizes(self) -> tuple[int, int, int, int]:
         shape = self.node.srcs[0].shape
         return tuple(math.prod(shape[d] for d in axes) for axes in (self.batch, self.m, self.n, self.k))
 
-    def leaves(self, written: set[Node]) -> tuple[Node, ...]:
-        """The nodes the operands' views start from: arguments, constants, values written first (among
-        them `written`: another product's result)."""
-        out: list[Node] = []
-        stack = [self.y, self.x]
-        while stack:
-            n = stack.pop()
-            if n.op in VIEWS and n not in written:
-                stack.extend(reversed(n.srcs))
-            elif n not in out:
-                out.append(n)
-        return tuple(out)
+    def describe(self) -> str:
+        b, m, n, k = self.sizes()
+        return f"numpy.matmul (BLAS): {b} x ({m} x {k}) @ ({k} x {n}), {self.node.dtype}"
+
+    def run(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        """out (the reduction's shape) = x * y summed over k, through np.matmul on (B, M, K) @ (B, K, N)."""
+        b, m, n, k = self.sizes()
+        a = x.transpose(self.batch + self.m + self.k + self.n + self.unit).reshape(b, m, k)
+        c = y.transpose(self.batch + self.k + self.n + self.m + self.unit).reshape(b, k, n)
+        target = out.transpose(self.batch + self.m + self.n + self.k + self.unit)
+        try:
+            into = target.reshape((b, m, n), copy=False)
+        except ValueError:   # the result's axes interleave: no (B, M, N) view of it
+            target[...] = np.matmul(a, c).reshape(target.shape)
+            return
+        np.matmul(a, c, out=into)
 
 
-def find(node: Node) -> Gemm | None:
-    """The matrix product `node` is, if it is one worth a BLAS call."""
+@dataclass(frozen=True)
+class Sort(_Library):
+    """np.sort / np.argsort (kind="stable") of x along axis: the SORT node's values or int32 positions. Values
+    are NumPy's default sort (SIMD introsort: NaN last, -0.0 and 0.0 in the order np.sort(x) gives them),
+    positions its stable sort."""
+    node: Node
+    sources: tuple[Node, ...] = ()
+
+    @property
+    def operands(self) -> tuple[Node, ...]:
+        return self.node.srcs
+
+    def describe(self) -> str:
+        axis, what = self.node.arg
+        name = "argsort" if what == "indices" else "sort"
+        return f"numpy.{name}(kind='stable', axis={axis}) of {self.node.srcs[0].shape} {self.node.srcs[0].dtype}"
+
+    def run(self, x: np.ndarray, out: np.ndarray) -> None:
+        axis, what = self.node.arg
+        if what == "indices":
+            out[...] = np.argsort(x, axis=axis, kind="stable")
+        else:   # equal values are indistinguishable but for -0.0 and 0.0, which NumPy's np.sort orders its way
+            out[...] = np.sort(x, axis=axis)
+
+
+def find(node: Node) -> Gemm | Sort | None:
+    """The library call `node` is, if it is one worth making."""
+    if node.op is Op.SORT:   # small sorts stay fused with their producers and consumers
+        return Sort(node) if node.size >= MIN_SORT else None
     if node.op is not Op.REDUCE or node.arg[0] != "sum" or node.dtype not in DTYPES or node.size < MIN_OUTPUT:
         return None
     product = node.srcs[0]
@@ -90,61 +155,60 @@ def find(node: Node) -> Gemm | None:
 
 @dataclass(frozen=True)
 class Call:
-    """A kernel the launch plan may run as a BLAS call: the product, where each leaf of its operands is
+    """A kernel the launch plan may run as a library call: the call, where each leaf of its operands is
     (its kernel parameter, how its elements lie there), the parameter written, and the views (reshapes and
-    permutes) between the product and the node written there, in order."""
-    gemm: Gemm
+    permutes) between the call's result and the node written there, in order."""
+    what: Gemm | Sort
     leaves: tuple[tuple[Node, int, object], ...]
     out: int
     views: tuple[Node, ...]
 
-    def write(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-        """The product of the operands' views x and y into `out`, the written node's contiguous array."""
-        product = out
-        for node in reversed(self.views):   # back from the written node to the product, as views
-            inverse = np.argsort(node.arg) if node.op is Op.PERMUTE else None
+    def write(self, operands: list[np.ndarray], out: np.ndarray) -> None:
+        """The call on its operands' views, into `out`: the written node's contiguous array."""
+        result = out
+        for node in reversed(self.views):   # back from the written node to the call's result, as views
             try:
-                product = product.transpose(inverse) if inverse is not None else \
-                    product.reshape(node.srcs[0].shape, copy=False)
-            except ValueError:   # no view of the product's shape: compute it apart, then store it
-                product = np.empty(self.gemm.node.shape, out.dtype)
-                multiply(self.gemm, x, y, product)
-                out[...] = view(self.views[-1], {self.gemm.node: product})
+                result = result.transpose(np.argsort(node.arg)) if node.op is Op.PERMUTE else \
+                    result.reshape(node.srcs[0].shape, copy=False)
+            except ValueError:   # no view of the result's shape: compute it apart, then store it
+                result = np.empty(self.what.node.shape, out.dtype)
+                self.what.run(*operands, result)
+                out[...] = view(self.views[-1], {self.what.node: result})
                 return
-        multiply(self.gemm, x, y, product)
+        self.what.run(*operands, result)
 
 
-def plan(outputs: list[Node], stored: set[Node]) -> dict[Node, Gemm]:
-    """Every product worth a BLAS call among `outputs`' graph, by the node written for it: the product
-    itself, or the reshapes and permutes that are all its consumers see (einsum's result in its output
-    order). That node, and every computed value the operands' views start from, go to `stored`."""
+def plan(outputs: list[Node], stored: set[Node]) -> dict[Node, Gemm | Sort]:
+    """Every library call worth making among `outputs`' graph, by the node written for it: the call's
+    result itself, or the reshapes and permutes that are all its consumers see (einsum's result in its
+    output order). That node, and every computed value the operands' views start from, go to `stored`."""
     order = toposort(outputs)
     consumers: dict[Node, list[Node]] = {}
     for n in order:
         for s in n.srcs:
             consumers.setdefault(s, []).append(n)
-    found: dict[Node, Gemm] = {}
+    found: dict[Node, Gemm | Sort] = {}
     for n in order:
-        gemm = find(n)
-        if gemm is None:
+        what = find(n)
+        if what is None:
             continue
         written = n
         while written not in outputs and len(consumers.get(written, ())) == 1 and \
                 consumers[written][0].op in (Op.RESHAPE, Op.PERMUTE):
             written = consumers[written][0]
-        gemm = replace(gemm, sources=gemm.leaves(set(found)))
-        found[written] = gemm
+        what = replace(what, sources=what.leaves(set(found)))
+        found[written] = what
         stored.add(written)
-        stored.update(leaf for leaf in gemm.sources if leaf.op not in LEAVES)
+        stored.update(leaf for leaf in what.sources if leaf.op not in LEAVES)
     return found
 
 
-def call(gemm: Gemm, written: Node, params: list, reads: dict, out_key) -> Call | None:
+def call(what: Gemm | Sort, written: Node, params: list, reads: dict, out_key) -> Call | None:
     """The Call for a kernel whose parameters are `params` (buffers, by key), or None when a leaf is not
     among them (the kernel then runs as generated)."""
     position = {p.key: i for i, p in enumerate(params)}
     leaves = []
-    for leaf in gemm.sources:
+    for leaf in what.sources:
         if leaf.op in LEAVES - {Op.INPUT}:
             continue
         buffer = reads.get(leaf)
@@ -152,10 +216,10 @@ def call(gemm: Gemm, written: Node, params: list, reads: dict, out_key) -> Call 
             return None
         leaves.append((leaf, position[buffer.key], buffer))
     views = []
-    while written is not gemm.node:
+    while written is not what.node:
         views.append(written)
         written = written.srcs[0]
-    return Call(gemm, tuple(leaves), position[out_key], tuple(reversed(views))) if out_key in position else None
+    return Call(what, tuple(leaves), position[out_key], tuple(reversed(views))) if out_key in position else None
 
 
 # ---- evaluation on the host, with NumPy (the runtime calls this; no device code involved) ----
@@ -185,17 +249,3 @@ def view(node: Node, leaves: dict) -> np.ndarray:
 def _slice(start: int, step: int, count: int) -> slice:
     stop = start + step * count
     return slice(start, stop if stop >= 0 else None, step)
-
-
-def multiply(gemm: Gemm, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    """out (the reduction's shape) = x * y summed over k, through np.matmul on (B, M, K) @ (B, K, N)."""
-    b, m, n, k = gemm.sizes()
-    a = x.transpose(gemm.batch + gemm.m + gemm.k + gemm.n + gemm.unit).reshape(b, m, k)
-    c = y.transpose(gemm.batch + gemm.k + gemm.n + gemm.m + gemm.unit).reshape(b, k, n)
-    target = out.transpose(gemm.batch + gemm.m + gemm.n + gemm.k + gemm.unit)
-    try:
-        into = target.reshape((b, m, n), copy=False)
-    except ValueError:   # the result's axes interleave: no (B, M, N) view of it
-        target[...] = np.matmul(a, c).reshape(target.shape)
-        return
-    np.matmul(a, c, out=into)

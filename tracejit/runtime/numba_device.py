@@ -47,7 +47,7 @@ class CompiledKernel:
 
 class NumbaDevice:
     name = "numba"
-    layout = LayoutOptions(blas=True)   # NumPy's matmul (OpenBLAS) for matrix products: ir/library.py
+    layout = LayoutOptions(library=True)   # NumPy's matmul (OpenBLAS) and sort: ir/library.py
 
     def __init__(self, index: int | None = None):
         if index:
@@ -112,9 +112,10 @@ class NumbaDevice:
     def compile(self, program: Program) -> "NumbaPlan":
         compiled = []
         for i, k in enumerate(program.kernels):
-            if i in program.blas_calls:   # NumPy's matmul on views of the buffers: nothing to compile
-                fn = _blas_kernel(program.blas_calls[i])
-                compiled.append((CompiledKernel(k.name, _blas_source(program.blas_calls[i]), k, True, True), (fn, fn)))
+            call = program.library_calls.get(i)
+            if call is not None:   # NumPy's matmul or sort on views of the buffers: nothing to compile
+                fn = _library_kernel(call)
+                compiled.append((CompiledKernel(k.name, _library_source(call), k, True, True), (fn, fn)))
                 continue
             parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1
             source = numba_codegen.render_module([(k, parallel)])
@@ -274,23 +275,24 @@ def _compiler_versions() -> str:
     return f"numba {numba.__version__} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
 
 
-def _blas_kernel(call: library.Call):
-    """A kernel's work done by np.matmul (NumPy's BLAS), given the same flat arrays as its entry point."""
-    gemm, shape = call.gemm, (call.views[-1] if call.views else call.gemm.node).shape
+def _library_kernel(call: library.Call):
+    """A kernel's work done by a NumPy call (BLAS matmul, stable sort), given the same flat arrays as its
+    entry point (float16 as uint16 bit patterns)."""
+    what, shape = call.what, (call.views[-1] if call.views else call.what.node).shape
 
     def run(*arrays):
-        values = {leaf: np.lib.stride_tricks.as_strided(arrays[i][buf.offset:], buf.shape,
-                                                        [s * arrays[i].itemsize for s in buf.strides])
-                  for leaf, i, buf in call.leaves}
-        x, y = library.view(gemm.x, values), library.view(gemm.y, values)
-        call.write(x, y, arrays[call.out].reshape(shape))
+        values = {}
+        for leaf, i, buf in call.leaves:
+            flat = arrays[i].view(buf.dtype)
+            values[leaf] = np.lib.stride_tricks.as_strided(flat[buf.offset:], buf.shape,
+                                                           [s * flat.itemsize for s in buf.strides])
+        call.write([library.view(x, values) for x in what.operands], arrays[call.out].view(what.node.dtype).reshape(shape))
     return run
 
 
-def _blas_source(call: library.Call) -> str:
-    b, m, n, k = call.gemm.sizes()
-    return (f"# run as numpy.matmul (BLAS): {b} x ({m} x {k}) @ ({k} x {n}), {call.gemm.node.dtype}, on views of "
-            "the buffers (tracejit.ir.library); the kernel IR is the reference it replaces\n")
+def _library_source(call: library.Call) -> str:
+    return (f"# run as {call.what.describe()}, on views of the buffers (tracejit.ir.library); the kernel IR is the "
+            "reference it replaces\n")
 
 
 def _root(a: np.ndarray) -> np.ndarray:
