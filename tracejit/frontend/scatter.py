@@ -1,7 +1,11 @@
 """Scatter: integer-array assignment (set_at, the value of x[idx] = v), np.add.at and the other ufunc.at
-methods, np.bincount. Dense formulation, no new IR: every target position along the indexed axes is
-compared with every update's position (an (n, m) broadcast) and the matches are reduced, so it fuses and
-runs on every device; an index outside its axis raises IndexError through a gather of the update positions."""
+methods, np.bincount. Two formulations; an index outside its axis raises IndexError in both, through a
+gather of the update positions:
+- dense, for few positions times updates (at most DENSE_MAX): every target position along the indexed axes
+  is compared with every update's position (an (n, m) broadcast) and the matches are reduced, so it fuses
+  with its producers and consumers;
+- the SCATTER op beyond: the target written once, then each update combined into its position (atomics on
+  SIMT targets, a serial loop on the CPU): O(n + m) work, two kernels."""
 from __future__ import annotations
 
 import math
@@ -19,7 +23,7 @@ from .tensor import Tensor, as_node
 
 __all__ = ["bincount", "set_at"]
 
-MAX_COMPARISONS = 2**26   # target positions x updates per output slice; beyond it a scatter runs for too long
+DENSE_MAX = 2**16   # target positions x updates up to which the dense compare-and-reduce is used
 # ufunc -> (reduction of the updates, the combining function); bool add/multiply are logical or/and
 _AT = {np.add: ("sum", F.add), np.subtract: ("sum", F.subtract), np.multiply: ("prod", F.multiply),
        np.maximum: ("max", F.maximum), np.minimum: ("min", F.minimum)}
@@ -100,12 +104,10 @@ class _Scatter:
     def n(self) -> int:
         return math.prod(self.shape_d)
 
-    def check_cost(self) -> None:
-        if self.n * self.m > MAX_COMPARISONS:
-            raise UnsupportedError(
-                f"{self.what}: {self.m} updates into {self.n} positions make {self.n * self.m} comparisons, above "
-                f"tracejit's limit of {MAX_COMPARISONS} (scatter is a dense compare-and-reduce; atomics-based "
-                "scatter is not there yet). Split the updates into chunks, or scatter into fewer bins/rows")
+    @property
+    def dense(self) -> bool:
+        """Whether the dense compare-and-reduce is cheap enough (it fuses; the SCATTER op does not)."""
+        return self.n * self.m <= DENSE_MAX
 
     def values(self, v: Node, dtype) -> Node:
         """v broadcast to x[key]'s shape, cast to dtype, arranged as (m, L...)."""
@@ -204,11 +206,8 @@ def set_at(target, indices, values) -> Tensor:
     v = s.values(as_node(values), x.dtype)
     if _empty(s):
         return Tensor(x)
-    s.check_cost()
-    dt = s.positions.dtype
-    order = build.iota((s.n, s.m), 1, dt)
-    last = build.reduce(build.where(s.matches(), order, build.const(-1, dt, (s.n, s.m))), "max", (1,))
-    last = build.reshape(last, (s.n,))
+    last = _last_update(s)
+    dt = last.dtype
     written = build.binary(Op.LT, build.const(-1, dt, (s.n,)), last)
     rows = build.binary(Op.MAX, last, build.const(0, dt, (s.n,)))
     out_shape = (s.n,) + s.lengths
@@ -216,6 +215,17 @@ def set_at(target, indices, values) -> Tensor:
     picked = build.gather(v, (rows,), (None,) + tuple(range(1, len(out_shape))))
     written = build.expand(build.reshape(written, (s.n,) + (1,) * len(s.lengths)), out_shape)
     return Tensor(s.put_back(build.where(written, picked, s.region())))
+
+
+def _last_update(s: _Scatter) -> Node:
+    """For each target position (n,), the number of the last update written there, -1 where none is."""
+    if s.dense:
+        dt = s.positions.dtype
+        order = build.iota((s.n, s.m), 1, dt)
+        last = build.reduce(build.where(s.matches(), order, build.const(-1, dt, (s.n, s.m))), "max", (1,))
+        return build.reshape(last, (s.n,))
+    dt = np.dtype(np.int32 if max(s.m, s.n) < 2**31 else np.int64)
+    return build.scatter(build.const(-1, dt, (s.n,)), s.positions, build.iota((s.m,), 0, dt), "max")
 
 
 def ufunc_at(ufunc: np.ufunc, a, indices, b=None) -> None:
@@ -243,10 +253,14 @@ def _accumulate(ufunc: np.ufunc, x: Node, indices, v: Node, loop: np.dtype, what
     values = s.values(v, loop)
     if _empty(s):
         return x
-    s.check_cost()
     reduction, combine = _AT[ufunc]
     if loop.kind == "b":
         reduction = {"sum": "max", "prod": "min"}.get(reduction, reduction)
+    if not s.dense:
+        if ufunc is np.subtract:   # x - v1 - v2 == x + -v1 + -v2, exactly (integers wrap alike)
+            values = build.unary(Op.NEG, values)
+        updated = build.scatter(build.cast(s.region(), loop), s.positions, values, reduction)
+        return s.put_back(build.cast(updated, x.dtype))
     shape = (s.n,) + s.lengths + (s.m,)
     k = len(s.lengths)
     hits = build.expand(build.reshape(s.matches(), (s.n,) + (1,) * k + (s.m,)), shape)
