@@ -56,7 +56,8 @@ def _scattered_counts(a: Tensor, edges: Tensor, w: Tensor | None, uniform: bool)
     """Each value's bin, then a scatter-add of ones (or the weights) into the bins; values outside the
     edges (NaN too) go to one more bin, dropped."""
     n = edges.shape[0] - 1
-    values = F.astype(a, edges.dtype)
+    common = np.result_type(a.dtype, edges.dtype)   # data and edges compared as NumPy compares them
+    values, edges = F.astype(a, common), F.astype(edges, common)
     keep = F.less_equal(edges[0], values) & F.less_equal(values, edges[n])
     if uniform:
         index = _uniform_bins(values, edges, keep)
