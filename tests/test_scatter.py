@@ -268,7 +268,8 @@ def test_a_scatter_of_a_dtype_without_atomics_is_refused_on_simt_and_runs_on_num
 
 
 @pytest.mark.parametrize(("device_name", "dtype", "spelling"), [
-    ("opencl", "int32", "atomic_add("), ("opencl", "float32", "atomic_cmpxchg("), ("opencl", "float64", "atom_cmpxchg("),
+    ("opencl", "int32", "atomic_add("), ("opencl", "float32", "atomic_cmpxchg("),
+    ("opencl", "float64", "atom_cmpxchg("),
     ("webgpu", "int32", "atomicAdd("), ("webgpu", "float32", "atomicCompareExchangeWeak(")])
 def test_kernel_sources_show_atomics(device_name, dtype, spelling, rng):
     if device_name not in AVAILABLE:

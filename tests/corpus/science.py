@@ -256,7 +256,7 @@ def word_embedding_backward(dout, x, W):  # CS231n assignment 3 (RNN captioning)
     return dW
 
 
-def coo_matvec(row, col, data, x):  # y = A @ x for a sparse A given as COO triplets (scipy.sparse's coo_matvec in NumPy)
+def coo_matvec(row, col, data, x):  # y = A @ x, A sparse in COO triplets (scipy.sparse's coo_matvec in NumPy)
     y = np.zeros(x.shape[0], dtype=data.dtype)
     np.add.at(y, row, data * x[col])
     return y

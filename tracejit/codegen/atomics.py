@@ -89,6 +89,9 @@ def _cas_loop(r, word, pointer, ptr, first, cas, to_value, to_bits, v, dt, op) -
             "    } while (tj_old != tj_seen);", "}"]
 
 
+_RELAXED = "memory_order_relaxed"
+
+
 def _metal_cas(r, buf, idx, v, dt, op) -> list[str]:
     kind, word = ("atomic_int", "int") if dt == _I32 else ("atomic_uint", "uint")
     to_value = "as_type<float>({})" if dt.kind == "f" else "{}"
@@ -96,8 +99,8 @@ def _metal_cas(r, buf, idx, v, dt, op) -> list[str]:
     new = to_bits.format(r.combine(op, dt, to_value.format("tj_seen"), v))
     return ["{", f"    device {kind}* tj_p = (device {kind}*)&{buf}[{idx}];",
             f"    {word} tj_seen = atomic_load_explicit(tj_p, memory_order_relaxed);",
-            f"    while (!atomic_compare_exchange_weak_explicit(tj_p, &tj_seen, {new}, memory_order_relaxed, "
-            "memory_order_relaxed)) {}", "}"]
+            f"    while (!atomic_compare_exchange_weak_explicit(tj_p, &tj_seen, {new}, {_RELAXED}, {_RELAXED})) {{}}",
+            "}"]
 
 
 def _wgsl_cas(r, buf, idx, v, dt, op) -> list[str]:
@@ -120,5 +123,3 @@ def wgsl_element(dt: np.dtype) -> str:
 def updated_params(kernel) -> set[int]:
     """The params an ATOMIC updates (WGSL declares their elements atomic)."""
     return {kernel.instrs[x.srcs[0]].arg for x in kernel.instrs if x.op == "atomic"}
-
-

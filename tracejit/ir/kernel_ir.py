@@ -67,7 +67,7 @@ def faults(kernel: "Kernel") -> list[Fault]:
     return list(dict.fromkeys(found))
 
 
-def has_atomics(kernel: "Kernel") -> bool:
+def has_atomics(kernel: Kernel) -> bool:
     """Whether the kernel combines updates into memory (ATOMIC): a CPU renderer runs its global loop in
     order, so the updates apply in NumPy's order, without atomics."""
     return any(x.op == "atomic" for x in kernel.instrs)

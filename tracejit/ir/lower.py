@@ -315,7 +315,8 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     else:
         rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
     sorts = any(r.node.op is Op.SORT for r in a.reduces)
-    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, plain=bool(a.scans) or sorts or a.update)
+    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options,
+                      plain=bool(a.scans) or sorts or a.update)
     if a.scan_reversed:
         plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
