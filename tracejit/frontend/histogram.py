@@ -64,9 +64,10 @@ def _scattered_counts(a: Tensor, edges: Tensor, w: Tensor | None, uniform: bool)
     else:   # the last edge closes the last bin
         index = F.minimum(F.subtract(searchsorted(edges, values, side="right"), 1), n - 1)
     index = F.where(keep, index, n)
-    counts = zeros(n + 1, np.int64 if w is None else w.dtype)
+    # counted in int32 (exact: at most a.size), returned as NumPy's int64: 32-bit atomics on every SIMT target
+    counts = zeros(n + 1, (np.int32 if a.size < 2**31 else np.int64) if w is None else w.dtype)
     np.add.at(counts, index, 1 if w is None else w)
-    return counts[:n]
+    return counts[:n] if w is not None else F.astype(counts[:n], np.int64)
 
 
 def _uniform_bins(values: Tensor, edges: Tensor, keep: Tensor) -> Tensor:

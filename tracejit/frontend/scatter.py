@@ -298,14 +298,16 @@ def bincount(x, weights=None, minlength=0) -> Tensor:
     index = Tensor(x) if x.dtype.kind != "b" else F.astype(Tensor(x), np.int32)   # False, True: bins 0 and 1
     if x.dtype.kind == "i":   # a negative value is out of bounds, not counted from the end
         index = F.where(F.less(index, 0), F.subtract(index, minlength), index)
-    if weights is None:
-        counts, v = build.const(0, np.int64, (minlength,)), build.const(1, np.int64, x.shape)
+    if weights is None:   # counted in int32 (exact: at most x.size), returned as NumPy's int64: 32-bit atomics
+        count = np.int32 if x.size < 2**31 else np.int64
+        counts, v = build.const(0, count, (minlength,)), build.const(1, count, x.shape)
     else:
         v = build.cast(as_node(weights), np.float64)
         counts = build.const(0, np.float64, (minlength,))
     if v.shape != x.shape:
         raise ShapeError(f"np.bincount: The weights and list don't have the same length ({v.shape} vs {x.shape})")
-    return Tensor(_accumulate(np.add, counts, index, v, counts.dtype, "np.bincount"))
+    return Tensor(build.cast(_accumulate(np.add, counts, index, v, counts.dtype, "np.bincount"), counts.dtype
+                             if weights is not None else np.int64))
 
 
 NUMPY_FUNCTIONS = {np.bincount: bincount}
