@@ -225,8 +225,12 @@ def test_large_set_at_lets_the_last_duplicate_win_exactly(device, rng):
     x = random_array(rng, (BINS, 3), "float32")
     index, _ = _large_updates(rng, "float32")
     values = random_array(rng, (UPDATES, 3), "float32")
-    out = run_kernel(tj.kernel(lambda x, i, v: tj.set_at(x, i, v)), x, index, values, device=device)
-    assert_close(out, _assigned(x, index, values), rtol=0, atol=0)
+    def body(x, i, v):
+        y = x.copy()
+        y[i] += v   # x[i] + v, the last duplicate's written
+        return tj.set_at(x, i, v), y
+    out = run_kernel(tj.kernel(body), x, index, values, device=device)
+    assert_close(out, (_assigned(x, index, values), _assigned(x, index, x[index] + values)), rtol=0, atol=0)
 
 
 def test_large_bincount_and_histogram_count_through_the_scatter_op(device, rng):
