@@ -28,9 +28,9 @@ _NATIVE = {
 _WIDE_DIALECTS = frozenset({"opencl", "cuda"})   # 64-bit compare-and-swap
 
 
-def check(dialect: str, dt: np.dtype, device: str) -> None:
-    """DtypeError unless the dialect can update dt atomically."""
-    if dt in (_I32, _U32, _F32) or dt in _WIDE and dialect in _WIDE_DIALECTS:
+def check(dialect: str, dt: np.dtype, device: str, atomics64: bool = True) -> None:
+    """DtypeError unless the dialect (on a device with 64-bit atomics or not) can update dt atomically."""
+    if dt in (_I32, _U32, _F32) or dt in _WIDE and dialect in _WIDE_DIALECTS and atomics64:
         return
     cast = "float32" if dt.kind == "f" else "int32" if dt.kind in "ib" else "uint32"
     what = "64-bit atomics" if dt in _WIDE else "atomics on elements narrower than 32 bits"
@@ -43,7 +43,7 @@ def render(r, i: int, a: list[str]) -> list[str]:
     """The statements of ATOMIC instruction i (sources named a: buffer, index, value) for renderer r."""
     x = r.ins[i]
     dialect, dt, op = r.t.atomic_dialect, r.ins[x.srcs[0]].dtype, x.arg
-    check(dialect, dt, r.o.device)
+    check(dialect, dt, r.o.device, r.o.atomics64)
     buf, idx, v = a
     native = _NATIVE[dialect].get((op, dt))
     if native:

@@ -23,7 +23,11 @@ from .tensor import Tensor, as_node
 
 __all__ = ["bincount", "set_at"]
 
-DENSE_MAX = 2**16   # target positions x updates up to which the dense compare-and-reduce is used
+# Target positions x updates up to which the dense compare-and-reduce is used. Measured for np.add.at between
+# elementwise ops (numba, 2 cores; PoCL): at 2**16 dense 7 us against 4 us for the scatter's two kernels on numba,
+# 0.3 against 0.17 ms on PoCL; at 2**22 dense 0.8 ms against 5 us. Both are small up to here, where dense keeps
+# one fused kernel and every dtype on every device (no atomics); beyond, its n * m work dominates.
+DENSE_MAX = 2**16
 # ufunc -> (reduction of the updates, the combining function); bool add/multiply are logical or/and
 _AT = {np.add: ("sum", F.add), np.subtract: ("sum", F.subtract), np.multiply: ("prod", F.multiply),
        np.maximum: ("max", F.maximum), np.minimum: ("min", F.minimum)}
