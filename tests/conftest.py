@@ -91,7 +91,7 @@ def pytest_terminal_summary(terminalreporter):
     if METAL_CHECKER is not None:
         terminalreporter.write_line(f"MSL kernel check: {_TOTALS['msl_kernels']} kernels checked by clang++ against "
                                     f"the Metal shim; {_TOTALS['msl_refused']} programs refused with a clear error "
-                                    "(float64, or more than 31 buffers)")
+                                    "(float64, more than 31 buffers, or a scatter of a dtype without atomics)")
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)

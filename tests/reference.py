@@ -224,6 +224,20 @@ def check_scatter_add(device: str) -> None:
         scatter_add(table, np.array([1, 4, 1], np.int32), d, device=device)
     np.testing.assert_array_equal(scatter_add(table, np.array([1, -1, 1], np.int32), d, device=device).numpy(),
                                   _scatter_add(table, np.array([1, -1, 1], np.int32), d))
+    # large: the SCATTER op's atomics (float32 add natively or by compare-and-swap, int32 max natively)
+    rng = np.random.default_rng(16)
+    table, i = np.zeros((2000, 3), np.float32), rng.integers(-2000, 2000, 30_000).astype(np.int32)
+    d = rng.standard_normal((30_000, 3)).astype(np.float32)
+    np.testing.assert_allclose(scatter_add(table, i, d, device=device).numpy(), _scatter_add(table, i, d),
+                               rtol=1e-5, atol=1e-4)
+    counts = tj.kernel(_scatter_max)(i, d.astype(np.int32), device=device).numpy()
+    np.testing.assert_array_equal(counts, _scatter_max(i, d.astype(np.int32)))
+
+
+def _scatter_max(i, d):
+    top = np.full((2000, 3), -5, np.int32)
+    np.maximum.at(top, i, d)
+    return top
 
 
 def _shift_scale(x, y):

@@ -69,7 +69,25 @@ PROGRAMS = {
     "tables_and_masks": (lambda x, i: (_softmax(np.where(np.tri(5, 8, dtype=bool), x * _LUT, -np.inf)), i * _ITABLE + 1,
                                        np.where(_BTABLE, x, np.arange(8, dtype=np.float32))),
                          (F32[:5, :8], np.arange(-8, 8, dtype=np.int32).reshape(2, 8))),
+    # beyond the dense size: a SCATTER (the target copied, then ATOMIC updates); integral float32 values, so
+    # sums are exact in any order
+    "scatter": (lambda x, i, v: (_at(np.add, x, i, v), _at(np.maximum, x, i, v), _at(np.multiply, x, i % 7, v % 3),
+                                 _at(np.subtract, x.astype(np.int32), i, v.astype(np.int32)), _set(x, i, v)),
+                (np.round(F32[:, :2] * 10), RNG.integers(-48, 48, 20000).astype(np.int32),
+                 np.round(RNG.standard_normal((20000, 2)) * 10).astype(np.float32))),
 }
+
+
+def _at(ufunc, x, i, v):
+    y = x.copy()
+    ufunc.at(y, i, v)
+    return y
+
+
+def _set(x, i, v):
+    y = x.copy()
+    y[i] = v
+    return y
 
 
 def run_with_interpreter(plan, args):

@@ -149,6 +149,17 @@ def test_float64_on_a_device_without_fp64_names_the_dtype_and_the_device():
         opencl.render(kernel, options)
 
 
+def test_a_64_bit_scatter_on_a_device_without_int64_atomics_names_the_dtype_and_the_device():
+    def body(x, i):
+        np.add.at(x, i, 1)
+        return x
+    kernels = _lower_ir(body, np.zeros(1000, np.int64), np.arange(100, dtype=np.int32) % 7)
+    update = next(k for k in kernels if any(x.op == "atomic" for x in k.instrs))
+    assert "atom_cmpxchg(" in opencl.render(update, RenderOptions()).source
+    with pytest.raises(tj.DtypeError, match="int64 cannot run on opencl:0 \\(test device\\).*64-bit atomics.*int32"):
+        opencl.render(update, RenderOptions(device="opencl:0 (test device)", atomics64=False))
+
+
 def test_python_float_scalars_need_no_fp64_when_the_array_is_float32():
     f = tj.kernel(lambda a, s: a * s)
     plan = f.lower(np.ones(4, np.float32), 0.1, device="opencl")

@@ -1,6 +1,8 @@
 """Scatter against NumPy on every device: tj.set_at (the value of x[idx] = v, last write wins), np.add.at
 and the other ufunc.at methods (every duplicate accumulated), np.bincount(minlength=), np.histogram and
-np.digitize; out-of-bounds indices raise NumPy's IndexError; the dense formulation's cost limit."""
+np.digitize; out-of-bounds indices raise NumPy's IndexError. Small cases take the dense formulation, large
+ones (more than scatter.DENSE_MAX positions x updates) the SCATTER op: atomics on SIMT targets, whose
+order of float additions differs from NumPy's (a tolerance there; integers, max and min exact)."""
 from __future__ import annotations
 
 import numpy as np
@@ -161,12 +163,124 @@ def test_digitize_with_increasing_and_decreasing_bins(device, rng):
                    np.digitize(x, [4, 2.5, 1, 0]), np.digitize(x, [4, 2.5, 1, 0], right=True)), x, device=device)
 
 
-def test_a_scatter_above_the_dense_cost_limit_is_refused_with_what_to_do():
-    def body(x, i):
-        np.add.at(x, i, 1.0)
+BINS, UPDATES = 10_000, 100_000   # far above the dense limit: the scatter op
+AVAILABLE = [info.name for info in tj.devices() if info.available]
+
+
+def _large_updates(rng, dtype):
+    index = rng.integers(-BINS, BINS, UPDATES).astype(np.int32)   # duplicates, negatives
+    values = random_array(rng, (UPDATES,), dtype, low=-50, high=50)
+    return index, values
+
+
+def _ufuncs_at(x, i, v):
+    outs = []
+    for ufunc in (np.add, np.subtract, np.maximum, np.minimum):
+        y = x.copy()
+        ufunc.at(y, i, v)
+        outs.append(y)
+    return tuple(outs)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float64"])
+def test_large_ufunc_at_accumulates_every_update_through_the_scatter_op(device, dtype, rng):
+    x = random_array(rng, (BINS,), dtype, low=-50, high=50)
+    index, values = _large_updates(rng, dtype)
+    f = tj.kernel(_ufuncs_at)
+    out = run_kernel(f, x, index, values, device=device)
+    expected = _ufuncs_at(x, index, values)
+    for got, want in zip(out, expected):   # float sums in another order: a tolerance; max/min exact
+        assert_close(got, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-3 if dtype == "float32" else 1e-9)
+    assert_close(out[2:], expected[2:], rtol=0, atol=0)
+    assert any("scatter" in k.name for k in f.lower(x, index, values, device=device).kernels)
+
+
+def test_large_maximum_at_propagates_nan_and_multiply_at_multiplies_every_duplicate(device, rng):
+    x = random_array(rng, (BINS,), "float32")
+    index, values = _large_updates(rng, "float32")
+    values[::997] = np.nan
+    ints = rng.integers(-3, 4, UPDATES).astype(np.int32)
+
+    def body(x, i, v, k):
+        y, n = x.copy(), np.ones(BINS, np.int32)
+        with np.errstate(invalid="ignore"):   # NumPy's reference warns of the NaN
+            np.maximum.at(y, i, v)
+        np.multiply.at(n, i % 97, k)   # int32 products wrap as in NumPy
+        return y, n
+    assert_kernel_matches_numpy(body, x, index, values, ints, device=device)
+
+
+def test_large_scatter_raises_index_error_for_an_index_out_of_bounds(device, rng):
+    index, values = _large_updates(rng, "float32")
+    index[UPDATES // 2] = BINS
+
+    def body(x, i, v):
+        np.add.at(x, i, v)
         return x
-    with pytest.raises(tj.UnsupportedError, match="Split the updates into chunks"):
-        tj.kernel(body).trace(tj.spec((2**14,), "float32"), tj.spec((2**13,), "int32"))
+    with pytest.raises(IndexError, match=f"index {BINS} is out of bounds for axis 0 with size {BINS}"):
+        np.asarray(tj.kernel(body)(np.zeros(BINS, np.float32), index, values, device=device))
+
+
+def test_large_set_at_lets_the_last_duplicate_win_exactly(device, rng):
+    x = random_array(rng, (BINS, 3), "float32")
+    index, _ = _large_updates(rng, "float32")
+    values = random_array(rng, (UPDATES, 3), "float32")
+    def body(x, i, v):
+        y = x.copy()
+        y[i] += v   # x[i] + v, the last duplicate's written
+        return tj.set_at(x, i, v), y
+    out = run_kernel(tj.kernel(body), x, index, values, device=device)
+    assert_close(out, (_assigned(x, index, values), _assigned(x, index, x[index] + values)), rtol=0, atol=0)
+
+
+def test_large_bincount_and_histogram_count_through_the_scatter_op(device, rng):
+    data = random_array(rng, (300, 400), "float32", low=-1, high=257)
+    data[0, :5] = [0, 256, 255.5, np.nan, -0.5]   # edges, NaN and outside the range: NumPy's rules
+    weights = random_array(rng, (300, 400), "float32")
+    labels = rng.integers(0, 1000, UPDATES).astype(np.int32)
+
+    def body(a, w, k):
+        return (np.histogram(a, bins=256, range=(0, 256))[0], np.histogram(a, bins=[0, 1, 10, 100, 200, 255])[0],
+                np.histogram(a, bins=256, range=(0, 256), weights=w)[0], np.bincount(k, minlength=1000))
+    out = run_kernel(tj.kernel(body), data, weights, labels, device=device)
+    expected = body(data, weights, labels)
+    assert_close(out[:2] + out[3:], expected[:2] + expected[3:], rtol=0, atol=0)
+    assert_close(out[2], expected[2], rtol=1e-4, atol=1e-3)
+
+
+def test_large_histogram_with_the_range_from_the_data(device, rng):
+    data = random_array(rng, (200_000,), "float32", low=-3, high=7)
+    assert_kernel_matches_numpy(lambda a: np.histogram(a, bins=100), data, device=device)
+
+
+def _add_at(x, i, v):
+    np.add.at(x, i, v)
+    return x
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16"])
+def test_a_scatter_of_a_dtype_without_atomics_is_refused_on_simt_and_runs_on_numba(dtype, rng):
+    x = np.zeros(BINS, dtype)
+    index, values = _large_updates(rng, dtype)
+    values = (values % 3).astype(dtype)
+    expected = _add_at(x.copy(), index, values)
+    np.testing.assert_array_equal(tj.kernel(_add_at)(x.copy(), index, values, device="numba"), expected)
+    for device in ("opencl", "webgpu"):
+        if device in AVAILABLE:
+            with pytest.raises(tj.DtypeError, match=f"scatter .* of {dtype} cannot run on .*Cast to"):
+                tj.kernel(_add_at)(x.copy(), index, values, device=device)
+
+
+@pytest.mark.parametrize(("device_name", "dtype", "spelling"), [
+    ("opencl", "int32", "atomic_add("), ("opencl", "float32", "atomic_cmpxchg("),
+    ("opencl", "float64", "atom_cmpxchg("),
+    ("webgpu", "int32", "atomicAdd("), ("webgpu", "float32", "atomicCompareExchangeWeak(")])
+def test_kernel_sources_show_atomics(device_name, dtype, spelling, rng):
+    if device_name not in AVAILABLE:
+        pytest.skip(f"{device_name} is not available here")
+    index, values = _large_updates(rng, dtype)
+    plan = tj.kernel(_add_at).lower(np.zeros(BINS, dtype), index, values, device=device_name)
+    assert spelling in plan.kernels[-1].source
 
 
 def test_set_at_gives_numpys_augmented_assignment_without_accumulating_duplicates(device, rng):

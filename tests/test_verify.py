@@ -64,6 +64,21 @@ def test_kernel_verifier_rejects_stores_to_inputs_and_mixed_dtypes():
         verify_kernel(_kernel(*base, Instr("add", F32, (3, 2))))
 
 
+def test_verifiers_reject_a_scatter_or_atomic_update_that_does_not_fit():
+    target, positions = build.input_(0, F32, (4, 2)), build.input_(1, "int32", (6,))
+    with pytest.raises(tj.InternalError, match="do not fit the target"):
+        verify_graph([Node.make(Op.SCATTER, F32, (4, 2), (target, positions, build.input_(2, F32, (6, 3))), "sum")])
+    with pytest.raises(tj.InternalError, match="combine op"):
+        verify_graph([Node.make(Op.SCATTER, F32, (4, 2), (target, positions, build.input_(2, F32, (6, 2))), "mean")])
+    base = [Instr("param", F32, (), 0), Instr("param", F32, (), 1), Instr("global", INDEX, (), 4),
+            Instr("load", F32, (1, 2))]
+    verify_kernel(_kernel(*base, Instr("atomic", None, (0, 2, 3), "max")))
+    with pytest.raises(tj.InternalError, match="needs an output param"):
+        verify_kernel(_kernel(*base, Instr("atomic", None, (1, 2, 3), "sum")))
+    with pytest.raises(tj.InternalError, match="combines"):
+        verify_kernel(_kernel(*base, Instr("atomic", None, (0, 2, 3), "mean")))
+
+
 def test_verifiers_reject_stores_to_tables_and_tables_that_disagree_with_their_node():
     from tracejit.ir.table import Table
     table = Table.of(np.arange(4, dtype=np.float32))

@@ -256,6 +256,12 @@ def word_embedding_backward(dout, x, W):  # CS231n assignment 3 (RNN captioning)
     return dW
 
 
+def coo_matvec(row, col, data, x):  # y = A @ x, A sparse in COO triplets (scipy.sparse's coo_matvec in NumPy)
+    y = np.zeros(x.shape[0], dtype=data.dtype)
+    np.add.at(y, row, data * x[col])
+    return y
+
+
 def heat_diffusion(u, alpha, steps):  # explicit 2-D heat equation, the grid's interior updated in place (the common idiom)
     for _ in range(steps):
         u[1:-1, 1:-1] += alpha * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
@@ -364,6 +370,10 @@ PROGRAMS = [
     program(image_histogram, lambda rng, dt: (rng.integers(0, 256, (32, 24)).astype(np.uint8),), ("uint8",)),
     program(word_embedding_backward, lambda rng, dt: (rng.standard_normal((4, 6, 8)).astype(dt),
                                                       rng.integers(0, 10, (4, 6)), rng.standard_normal((10, 8)).astype(dt)),
+            BOTH),
+    program(coo_matvec, lambda rng, dt: (rng.integers(0, 4000, 100_000).astype(np.int32),   # 10^5 nonzeros:
+                                         rng.integers(0, 4000, 100_000).astype(np.int32),   # the atomic scatter
+                                         rng.standard_normal(100_000).astype(dt), rng.standard_normal(4000).astype(dt)),
             BOTH),
     program(heat_diffusion, lambda rng, dt: _n((24, 20), low=0)(rng, dt) + (0.1,), BOTH, static={"steps": 4}),
     program(gray_scott_step, lambda rng, dt: (np.ones((18, 18), dt), (rng.random((18, 18)) * 0.25).astype(dt),

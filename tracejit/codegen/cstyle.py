@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from . import bitonic, math_f32
+from . import atomics, bitonic, math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
@@ -72,6 +72,7 @@ class CStyle:
     own_functions: frozenset[str] = frozenset()        # math_f32 functions the target's library lacks
     # the error record's count of faults (int word 3 of `err`) incremented atomically: the old count
     fault_count = "atomic_inc(&{0}[3])"
+    atomic_dialect = "opencl"                          # how ATOMIC is spelled (atomics.py)
 
     def buffer_param(self, position: int, ctype: str, name: str) -> str:
         """A kernel parameter pointing at a buffer of `ctype` (const-qualified for inputs)."""
@@ -567,6 +568,12 @@ class _Render:
                 self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and level == 0 else line)
                 if group and level == 0 and ins[s[0]].op == "local":
                     self.out(t.barrier)
+            elif op == "atomic":   # in group mode one work-item of the group updates, as it stores
+                lines = atomics.render(self, i, a)
+                if group and level == 0:
+                    lines = [f"if (lid == {self.literal(0, i32)}) {{", *("    " + line for line in lines), "}"]
+                for line in lines:
+                    self.out(line)
             elif op == "bound":
                 self.out(t.let(name, self.idx, self.bound(i, a[0])))
             elif op == "cast":

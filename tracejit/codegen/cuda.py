@@ -43,6 +43,7 @@ class CUDA(CStyle):
     as_double = "__longlong_as_double({})"
     table_qualifier = "__constant__"
     fault_count = "atomicAdd(&{0}[3], 1)"
+    atomic_dialect = "cuda"
 
     def preamble(self, source: str, options: RenderOptions) -> str:
         # the source is the body without the signature: a kernel that only stores float16 shows

@@ -47,6 +47,7 @@ class Metal(CStyle):
     as_float, as_int = "as_type<float>({})", "as_type<int>({})"
     table_qualifier = "constant"
     fault_count = "atomic_fetch_add_explicit((device atomic_int*)&{0}[3], 1, memory_order_relaxed)"
+    atomic_dialect = "metal"
     no_fp64 = "the Metal Shading Language has no 64-bit floating point"
     own_functions = frozenset({"erf", "expm1", "log1p", "cbrt", "hypot"})   # not in MSL
 

@@ -139,18 +139,15 @@ def render(kernel: Kernel, parallel: bool) -> str:
             v, a[0] = a[-1], target
             if acc_wide[s[0]]:
                 v = f"np.float64({v})"
-            if red in ("sum", "prod"):
-                sym = "+" if red == "sum" else "*"
-                expr = (_BOOL_OPS["add" if red == "sum" else "mul"].format(a[0], v) if adt == np.bool_
-                        else _WRAPPING["add" if red == "sum" else "mul"].format(a[0], v) if adt == np.int64
-                        else f"{a[0]} {sym} {v}")
-            else:
-                table = _BOOL_OPS if adt == np.bool_ else _FLOAT_MINMAX if adt.kind == "f" else _INT_MINMAX
-                expr = table[red].format(v, a[0])
-            if adt.kind in "iu" and adt.itemsize < 8:
-                expr = f"{_ctype(adt)}({expr})"
-            out(f"{a[0]} = {expr}")
+            out(f"{a[0]} = {_combine(red, adt, a[0], v)}")
             names[i] = names[s[0]]   # a scan's running value: the accumulator as read back
+            continue
+        elif op == "atomic":   # the global loop is serial (render_module's caller): updates in NumPy's order
+            ref, bdt = f"{a[0]}[{a[1]}]", ins[s[0]].dtype
+            if bdt == np.float16:
+                out(f"{ref} = f32_to_f16({_combine(x.arg, bdt, f'f16_to_f32({ref})', a[2])})")
+            else:
+                out(f"{ref} = {_combine(x.arg, bdt, ref, a[2])}")
             continue
         elif op == "local":
             # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
@@ -222,6 +219,22 @@ def _before_global_loop(ins) -> set[int]:
               and all(s in free or s in before for s in x.srcs)):
             before.add(i)
     return before
+
+
+def _combine(red: str, adt: np.dtype, cur: str, v: str) -> str:
+    """An accumulator's new value: cur combined with v by sum/prod/max/min, as NumPy computes it in adt
+    (a NaN propagates through max and min, integers wrap)."""
+    if red in ("sum", "prod"):
+        sym = "+" if red == "sum" else "*"
+        expr = (_BOOL_OPS["add" if red == "sum" else "mul"].format(cur, v) if adt == np.bool_
+                else _WRAPPING["add" if red == "sum" else "mul"].format(cur, v) if adt == np.int64
+                else f"{cur} {sym} {v}")
+    else:
+        table = _BOOL_OPS if adt == np.bool_ else _FLOAT_MINMAX if adt.kind == "f" else _INT_MINMAX
+        expr = table[red].format(v, cur)
+    if adt.kind in "iu" and adt.itemsize < 8:
+        expr = f"{_ctype(adt)}({expr})"
+    return expr
 
 
 def _alu(op: str, a: list[str], dt: np.dtype, src_dt: np.dtype) -> str:

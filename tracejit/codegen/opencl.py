@@ -18,6 +18,8 @@ class OpenCL(CStyle):
         lines = []
         if "double" in source:
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        if "atom_cmpxchg(" in source:   # 64-bit atomics (atomics.py)
+            lines.append("#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable")
         if options.fp16 and "half" in source:
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
         return "\n".join(lines)

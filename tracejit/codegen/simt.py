@@ -35,6 +35,7 @@ class RenderOptions:
     group_max_rows: int | None = None  # more rows than this run a row per work-item (CPU devices)
     wide_sums: bool = False        # a work-item's own long float32/float16 sums accumulate in double (CPU)
     own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
+    atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
 
 
 def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
-from . import wgsl_functions
+from . import atomics, wgsl_functions
 from .wgsl_functions import f32_literal as _f32
 from .cstyle import BOOL_OPS, COMPARISONS, CStyle, _Render
 from .simt import Launch, RenderOptions, positive_const
@@ -103,6 +103,7 @@ class WGSL(CStyle):
     barrier = "workgroupBarrier();"
     local_id = "i32(lid3.x)"
     halve = "{0} = {0} >> 1u"
+    atomic_dialect = "wgsl"
 
     def let(self, name: str, ctype: str, expr: str) -> str:
         return f"let {name}: {ctype} = {expr};"
@@ -367,9 +368,13 @@ class _WGSLRender(_Render):
     def run(self) -> WGSLRendered:
         buffers, scalars = self.buffers, tuple(sorted(self.by_value))
         decl = []
+        updated = atomics.updated_params(self.k)
         for b, p_i in enumerate(buffers):
             p = self.k.params[p_i]
             st = TYPES[STORAGE[p.dtype]] if STORAGE[p.dtype] != np.float16 else "f16"
+            if p_i in updated:
+                atomics.check("wgsl", p.dtype, self.wo.device)
+                st = atomics.wgsl_element(p.dtype)
             access = "read_write" if p.output else "read"
             decl.append(f"@group(0) @binding({b}) var<storage, {access}> {p.name}: array<{st}>;")
         if scalars:

@@ -1,6 +1,8 @@
-"""np.histogram and np.digitize with a static number of bins: each bin counts the values between its
-edges (a comparison of every value with every edge, reduced), with NumPy's rules: bins half-open but the
-last one closed, values outside the range ignored; edges may be traced (bins=int without range=)."""
+"""np.histogram and np.digitize with a static number of bins, with NumPy's rules: bins half-open but the
+last one closed, values outside the range ignored; edges may be traced (bins=int without range=). Few
+values times bins: each bin counts the values between its edges (every value compared with every edge,
+reduced, fused). Beyond: each value's bin is computed (NumPy's arithmetic for equal bins, a search of the
+edges otherwise) and the counts are a scatter-add (scatter.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +10,9 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir import build
 from . import functions as F
+from .creation import zeros
 from .indexing import searchsorted
-from .scatter import MAX_COMPARISONS
+from .scatter import DENSE_MAX
 from .tensor import Tensor, as_node
 
 __all__ = ["digitize", "histogram"]
@@ -21,26 +24,62 @@ def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tenso
     shape = as_node(a).shape
     a = Tensor(build.reshape(as_node(a), (as_node(a).size,)))
     edges = _edges(a, bins, range)
-    if (a.size + 1) * (edges.shape[0] - 1) > MAX_COMPARISONS:
-        raise UnsupportedError(f"np.histogram: {a.size} values into {edges.shape[0] - 1} bins is above tracejit's "
-                               f"limit of {MAX_COMPARISONS} comparisons (a dense compare-and-reduce); use fewer bins "
-                               "or histogram the data in chunks and add the counts")
-    values = F.reshape(a, (a.size, 1))
-    lo, hi = edges[None, :-1], edges[None, 1:]
-    last = F.reshape(F.equal(np.arange(edges.shape[0] - 1), edges.shape[0] - 2), (1, -1))
-    inside = F.less_equal(lo, values) & (F.less(values, hi) | (last & F.equal(values, hi)))
-    if weights is None:
-        hist = F.sum(F.astype(inside, np.int64), axis=0)
-    else:
+    w = None
+    if weights is not None:
         w = as_node(weights)
         if w.shape != shape:
             raise ValueError("weights should have the same shape as a.")
-        w = F.reshape(Tensor(w), (a.size, 1))
-        hist = F.sum(F.where(inside, w, np.zeros((), w.dtype)), axis=0, dtype=w.dtype)
+        w = F.reshape(Tensor(w), (a.size,))
+    n = edges.shape[0] - 1
+    if (a.size + 1) * n <= DENSE_MAX:
+        hist = _dense_counts(a, edges, w)
+    else:
+        hist = _scattered_counts(a, edges, w, uniform=np.ndim(bins) == 0)
     if density:
         widths = F.astype(edges[1:] - edges[:-1], np.float64)
         hist = hist / widths / F.sum(hist)
     return hist, edges
+
+
+def _dense_counts(a: Tensor, edges: Tensor, w: Tensor | None) -> Tensor:
+    """Every value compared with every bin's edges, the matches summed: fuses into one kernel."""
+    values = F.reshape(a, (a.size, 1))
+    lo, hi = edges[None, :-1], edges[None, 1:]
+    last = F.reshape(F.equal(np.arange(edges.shape[0] - 1), edges.shape[0] - 2), (1, -1))
+    inside = F.less_equal(lo, values) & (F.less(values, hi) | (last & F.equal(values, hi)))
+    if w is None:
+        return F.sum(F.astype(inside, np.int64), axis=0)
+    return F.sum(F.where(inside, F.reshape(w, (a.size, 1)), np.zeros((), w.dtype)), axis=0, dtype=w.dtype)
+
+
+def _scattered_counts(a: Tensor, edges: Tensor, w: Tensor | None, uniform: bool) -> Tensor:
+    """Each value's bin, then a scatter-add of ones (or the weights) into the bins; values outside the
+    edges (NaN too) go to one more bin, dropped."""
+    n = edges.shape[0] - 1
+    common = np.result_type(a.dtype, edges.dtype)   # data and edges compared as NumPy compares them
+    values, edges = F.astype(a, common), F.astype(edges, common)
+    keep = F.less_equal(edges[0], values) & F.less_equal(values, edges[n])
+    if uniform:
+        index = _uniform_bins(values, edges, keep)
+    else:   # the last edge closes the last bin
+        index = F.minimum(F.subtract(searchsorted(edges, values, side="right"), 1), n - 1)
+    index = F.where(keep, index, n)
+    # counted in int32 (exact: at most a.size), returned as NumPy's int64: 32-bit atomics on every SIMT target
+    counts = zeros(n + 1, (np.int32 if a.size < 2**31 else np.int64) if w is None else w.dtype)
+    np.add.at(counts, index, 1 if w is None else w)
+    return counts[:n] if w is not None else F.astype(counts[:n], np.int64)
+
+
+def _uniform_bins(values: Tensor, edges: Tensor, keep: Tensor) -> Tensor:
+    """NumPy's bin of each value for equal bins (np.histogram's fast path, the same arithmetic): scaled into
+    [0, n], then corrected by comparing with the edges it falls between."""
+    n = edges.shape[0] - 1
+    lo, hi = edges[0], edges[n]
+    scaled = F.where(keep, F.multiply(F.true_divide(F.subtract(values, lo), F.subtract(hi, lo)), n), 0)
+    index = F.astype(scaled, np.int64)
+    index = F.where(F.equal(index, n), index - 1, index)
+    index = F.where(F.less(values, edges[index]), index - 1, index)
+    return F.where(F.less_equal(edges[index + 1], values) & F.not_equal(index, n - 1), index + 1, index)
 
 
 def _edges(a: Tensor, bins, range) -> Tensor:

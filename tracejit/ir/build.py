@@ -163,6 +163,16 @@ def gather(x: Node, indices: tuple[Node, ...], source_axes: tuple[int | None, ..
     return Node.make(Op.GATHER, x.dtype, shape, (x, *indices), source_axes, x.weak)
 
 
+def scatter(target: Node, positions: Node, values: Node, op: str) -> Node:
+    """The target (n, L...) with every update combined in: row positions[k] of the result is combined (op:
+    sum, prod, max, min) with values[k] (m, L...), duplicates all applied. Positions are in [0, n) (the
+    caller checks them, a gather does); the order of the updates is NumPy's on the CPU and any on SIMT
+    targets (atomics), so only float sums and products may differ in rounding there."""
+    assert op in REDUCE_OPS and positions.dtype.kind in "iu" and len(positions.shape) == 1, (op, positions)
+    assert values.shape == positions.shape + target.shape[1:] and values.dtype == target.dtype, (values, target)
+    return Node.make(Op.SCATTER, target.dtype, target.shape, (target, positions, values), op)
+
+
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     ndim = max((len(s) for s in shapes), default=0)
     out = []

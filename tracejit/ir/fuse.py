@@ -63,11 +63,12 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
     calls_for = library.plan(outputs, stored) if options.library else {}
-    realized: set[Node] = set(outputs) | stored
+    # a scatter is written to memory (its target copied in, then the updates combined)
+    realized: set[Node] = set(outputs) | stored | {n for n in toposort(outputs) if n.op is Op.SCATTER}
     while True:
         reads, writes = _assign_buffers(outputs, realized, inputs)
         try:
-            analyses = [analyze(n, reads, options.sort_bytes) for n in writes]
+            analyses = [a for n in writes for a in _analyses(n, reads, options.sort_bytes)]
         except Realize as r:
             realized.add(r.node)
             continue
@@ -90,6 +91,13 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
     return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs),
                    accesses, calls)
+
+
+def _analyses(node: Node, reads: dict, sort_bytes: int | None) -> list[Analysis]:
+    """The kernels that write a realized node: one, or for a SCATTER the copy of its target, then its
+    updates (lower.analyze)."""
+    first = analyze(node, reads, sort_bytes)
+    return [first, analyze(node, reads, sort_bytes, update=True)] if node.op is Op.SCATTER else [first]
 
 
 def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:
@@ -118,12 +126,13 @@ def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]
     kernels: list[list[Analysis]] = []
     position: dict[object, int] = {}
     for a in analyses:
-        if a.out.size == 0:
+        if a.out.size == 0 or a.update and a.out.srcs[1].size == 0:
             continue
         target = None
-        if not a.reduces and not a.scans:
+        if not a.reduces and not a.scans and not a.update:
             for i, group in enumerate(kernels):
-                if not group[0].reduces and not group[0].scans and group[0].out.shape == a.out.shape and all(
+                if not group[0].reduces and not group[0].scans and not group[0].update \
+                        and group[0].out.shape == a.out.shape and all(
                         b.key[0] == "in" or position.get(b.key, i) < i for b in a.loads):
                     target = i
                     break
@@ -159,7 +168,10 @@ def _assign_buffers(outputs, realized, inputs) -> tuple[dict[Node, Buffer], dict
 
 
 def _describe(a: Analysis) -> str:
-    """elementwise / reduce (one value per row) / row (a reduction written back over its rows) / scan."""
+    """elementwise / reduce (one value per row) / row (a reduction written back over its rows) / scan /
+    scatter (updates combined in)."""
+    if a.update:
+        return f"scatter_{a.out.arg}"
     if a.scans:
         return f"scan_{'_'.join(sorted({s.node.arg[0] for s in a.scans}))}"
     if any(r.node.op is Op.SORT for r in a.reduces):

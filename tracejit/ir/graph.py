@@ -23,7 +23,8 @@ _STRUCTURAL = ("input", "const",
                "scan",    # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
                "sort",    # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
                "reshape", "permute", "expand", "slice", "pad",   # movement: become index arithmetic
-               "gather")  # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
+               "gather",  # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
+               "scatter")  # srcs (target, positions, values), arg: combine op; see build.scatter
 Op = _OpEnum("Op", [(n.upper(), n) for n in (*_STRUCTURAL, *(d.name for d in OPS))], module=__name__)
 
 UNARY = frozenset(Op(n) for n in UNARY_NAMES)

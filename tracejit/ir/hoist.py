@@ -6,7 +6,7 @@ from .kernel_ir import Builder, Kernel
 
 # Loads from params move too: a kernel never stores to a buffer it loads from, and indices are always
 # in bounds. Loads from local memory stay: stores to it change what they read.
-_FIXED = frozenset({"param", "global", "range", "endrange", "acc", "update", "store", "local", "sort"})
+_FIXED = frozenset({"param", "global", "range", "endrange", "acc", "update", "store", "local", "sort", "atomic"})
 
 
 def hoist(kernel: Kernel) -> Kernel:

@@ -70,6 +70,9 @@ def run(kernel: Kernel, buffers: list[np.ndarray], error: np.ndarray | None = No
                     buf[rows, vals[s[1]]] = vals[s[2]]
                 else:
                     buf[vals[s[1]]] = vals[s[2]]
+            elif op == "atomic":   # every update applied, in the global index's order (np.ufunc.at)
+                buf = vals[s[0]]
+                _COMBINE[ins.arg].at(buf, vals[s[1]], vals[s[2]].astype(buf.dtype))
             elif op == "acc":
                 vals[pc] = np.full(n, ins.arg[1], dtype=ins.dtype)
             elif op == "update":  # (acc, value) or (local, index, value)

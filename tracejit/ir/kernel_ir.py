@@ -11,7 +11,10 @@ a negative value counts from the end, one outside the axis records the Fault for
 and reads element 0 instead. SORT (srcs: a LOCAL of keys, optionally a LOCAL of int32 positions; arg: n)
 sorts their first n entries in place by key, NaN after every number, equal keys by position (and in any
 order without positions); the rest of the arrays (padding to a power of two, keys that sort last) keeps
-its place. A CPU renderer maps GLOBAL to a parallel loop and
+its place. ATOMIC (srcs: an output param, an int64 index, a value; arg: sum, prod, max or min) combines
+the value into that element, every global index's update applied even where they hit one element:
+atomics on SIMT targets (codegen/atomics.py), a serial global loop on the CPU, in the global index's
+order (see has_atomics). A CPU renderer maps GLOBAL to a parallel loop and
 RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
 the IR states which loops are reductions and with which operator.
@@ -36,7 +39,7 @@ ALU_UNARY, ALU_BINARY, ALU_TERNARY = UNARY_NAMES, BINARY_NAMES, TERNARY_NAMES
 ALU = ALU_UNARY | ALU_BINARY | ALU_TERNARY
 # structural ops
 STRUCTURAL = frozenset({"param", "global", "const", "cast", "load", "store", "range", "endrange", "acc",
-                        "update", "local", "table", "bound", "sort"})
+                        "update", "local", "table", "bound", "sort", "atomic"})
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,12 @@ def faults(kernel: "Kernel") -> list[Fault]:
     found = [x.arg[1] if x.op == "bound" else NEGATIVE_POWER for x in kernel.instrs
              if x.op == "bound" or x.op == "pow" and x.dtype.kind == "i"]
     return list(dict.fromkeys(found))
+
+
+def has_atomics(kernel: Kernel) -> bool:
+    """Whether the kernel combines updates into memory (ATOMIC): a CPU renderer runs its global loop in
+    order, so the updates apply in NumPy's order, without atomics."""
+    return any(x.op == "atomic" for x in kernel.instrs)
 
 
 def fault_error(kernels: "list[Kernel]", code: int, value: int) -> Exception:
@@ -126,7 +135,8 @@ class Builder:
 
     def emit(self, op: str, dtype, srcs=(), arg=None) -> int:
         ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
-        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local", "sort") and not (
+        pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local", "sort",
+                          "atomic") and not (
             op == "load" and self.kernel.instrs[srcs[0]].op == "local")
         # -0.0 == 0.0 and NaN != NaN: a float constant is shared by its bits, not by ==
         key = (ins, np.float64(arg).tobytes()) if op == "const" and isinstance(arg, float) else ins

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InternalError, UnsupportedError
 from .dtypes import identity
-from .gather import data_position, gathered_atoms, row_loop
+from .gather import data_position, gathered_atoms, row_loop, tag
 from .graph import ELEMENTWISE, Node, Op
 from .hoist import hoist
 from .merge_sort import POSITION, local_bytes
@@ -87,6 +87,7 @@ class Analysis:
     scans: list[_Scan] = field(default_factory=list)      # in dependency order
     scan_var: Var | None = None      # the output variable every scan steps along (a loop, in order)
     scan_reversed: bool = False      # the output walks it backwards: x[::-1].cumsum()[::-1]
+    update: bool = False             # a SCATTER's second kernel: over its updates, combined in atomically
 
 
 MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
@@ -99,15 +100,18 @@ MAX_RECOMPUTE = 4
 MIN_RECOMPUTE_COST = 4
 
 
-def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis:
+def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: bool = False) -> Analysis:
     """Walk the group of `out`; `buffers` maps realized nodes to their Buffer, `sort_bytes` is the local
-    memory for the rows a kernel sorts (None: no limit)."""
-    out_vars = [Var(f"o{d}", s) for d, s in enumerate(out.shape) if s != 1]
+    memory for the rows a kernel sorts (None: no limit). A SCATTER is two kernels: the first writes its
+    target into the result; the second (update=True) walks the updates, each combined into the result
+    at its position."""
+    space = out.srcs[2].shape if update else out.shape
+    out_vars = [Var(f"o{d}", s) for d, s in enumerate(space) if s != 1]
     it = iter(out_vars)
-    out_idx = tuple(Expr.of(next(it)) if s != 1 else Expr() for s in out.shape)
-    a = Analysis(out, out_vars, out_idx)
-    if out.size == 0:
-        return a  # no kernel: the result is empty
+    out_idx = tuple(Expr.of(next(it)) if s != 1 else Expr() for s in space)
+    a = Analysis(out, out_vars, out_idx, update=update)
+    if math.prod(space) == 0:
+        return a  # no kernel: the result is empty, or there are no updates
     seen: set = set()
     found: dict[Node, _Reduce] = {}
     allowed = set(out_vars)
@@ -170,12 +174,19 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis
                 visit(s, idx, in_reduce)
             if node.srcs[0].size:   # an empty axis is never read: every index into it is an error
                 visit(node.srcs[0], data_position(node, idx), in_reduce)
+        elif node.op is Op.SCATTER:   # only as `out`: elsewhere it is read from its buffer
+            if update:
+                visit(node.srcs[1], idx[:1])
+                visit(node.srcs[2], idx)
+            else:
+                visit(node.srcs[0], idx)
         else:
             src_idx, _ = source_index(node, idx)
             visit(node.srcs[0], src_idx, in_reduce)
 
     visit(out, out_idx)
-    a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(out_idx))
+    a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(
+        (_scatter_position(out, out_idx),) + out_idx[1:] if update else out_idx))
     if a.scans:
         rows = set(out_vars) - {a.scan_var}
         for r in a.reduces:
@@ -196,6 +207,12 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None) -> Analysis
         if sort_bytes is not None and len(sorts) > 1 and sum(map(local_bytes, sorts)) > sort_bytes:
             raise Realize(sorts[0])   # each fits the work-group's memory, not all at once: one is stored
     return a
+
+
+def _scatter_position(node: Node, idx: tuple[Expr, ...]) -> Expr:
+    """The row of a SCATTER's result that update idx[0] combines into, read from its positions."""
+    positions = node.srcs[1]
+    return Expr.of(DataIndex(positions, idx[:1], node.shape[0], 0, tag(positions)))
 
 
 def _cost(node: Node, buffers: dict, memo: dict) -> int:
@@ -298,7 +315,8 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     else:
         rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
     sorts = any(r.node.op is Op.SORT for r in a.reduces)
-    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, plain=bool(a.scans) or sorts)
+    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options,
+                      plain=bool(a.scans) or sorts or a.update)
     if a.scan_reversed:
         plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
@@ -320,6 +338,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         unravel[v] = rest if i == len(pvars) - 1 else rest % v.extent
         rest = rest // v.extent
     e = _Emitter(Builder(kernel), plan.subst, unravel, buffers, params)
+    e.update = a.update
     e.var_ref[gvar] = e.b.emit("global", INDEX, (), global_size)
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
@@ -353,7 +372,10 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
                 e.reduced[sc.node] = [e.b.emit("update", sc.node.dtype, (acc, e.value(sc.node.srcs[0], sc.idx)))]
             for i, g in enumerate(group):
                 val = e.value(g.out, g.out_idx, top=True)
-                e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
+                if g.update:
+                    e.b.emit("atomic", None, (e.params[i], e.index(g.offsets[-1]), val), g.out.arg)
+                else:
+                    e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return _check_tables(hoist(kernel)), params
 
@@ -473,6 +495,7 @@ class _Emitter:
         self.row: tuple | None = None   # (reduction, local row) whose input values are kept
         self.row_vars: list[Var] = []   # set while emitting the write loop: where kept values are read
         self.unroll_index = 0
+        self.update = False             # emitting a SCATTER's update kernel
         self._unroll: dict = {}
         self._memo: list[dict] = [{}]
 
@@ -599,6 +622,8 @@ class _Emitter:
             return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))
         if node.op in ELEMENTWISE:
             return self.b.emit(node.op.value, node.dtype, tuple(self.value(s, idx) for s in node.srcs))
+        if node.op is Op.SCATTER:   # the value written at idx: the target's, or (update kernel) an update's
+            return self.value(node.srcs[2] if self.update else node.srcs[0], idx)
         if node.op is Op.GATHER:
             for atom in gathered_atoms(node, idx):   # every index is checked, used by the data's offset or not
                 self.index(Expr.of(atom))

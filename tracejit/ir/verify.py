@@ -49,6 +49,8 @@ def _graph_problem(n: Node) -> str | None:
         return None if n.dtype == expected else f"result dtype should be {expected}"
     if n.op is Op.GATHER:
         return _gather_problem(n)
+    if n.op is Op.SCATTER:
+        return _scatter_problem(n)
     if len(srcs) != 1:
         return f"expects 1 source, has {len(srcs)}"
     src = srcs[0]
@@ -103,6 +105,17 @@ def _gather_problem(n: Node) -> str | None:
     return None
 
 
+def _scatter_problem(n: Node) -> str | None:
+    target, positions, values = n.srcs if len(n.srcs) == 3 else (None, None, None)
+    if target is None or n.arg not in REDUCE_OPS:
+        return f"a scatter takes (target, positions, values) and a combine op, not {len(n.srcs)} sources and {n.arg!r}"
+    if n.shape != target.shape or n.dtype != target.dtype or values.dtype != n.dtype or not n.shape:
+        return "a scatter's result, target and values have one dtype; the result has the target's shape"
+    if positions.dtype.kind not in "iu" or len(positions.shape) != 1 or values.shape != positions.shape + n.shape[1:]:
+        return f"positions {positions.shape} and values {values.shape} do not fit the target {n.shape}"
+    return None
+
+
 def verify_kernel(kernel: Kernel) -> None:
     defined: set[int] = set()
     open_ranges: list[int] = []
@@ -140,6 +153,11 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
             return "element dtype differs from the buffer's"
         if x.op == "store" and src[0].op == "param" and not kernel.params[src[0].arg].output:
             return "stores to an input buffer"
+    elif x.op == "atomic":
+        if len(src) != 3 or src[0].op != "param" or not kernel.params[src[0].arg].output or src[1].dtype != INDEX:
+            return "an atomic update needs an output param, an int64 index and a value"
+        if src[2].dtype != src[0].dtype or x.arg not in REDUCE_OPS or x.dtype is not None:
+            return "an atomic update combines (sum, prod, max, min) a value of the buffer's dtype, and has no value"
     elif x.op == "sort":
         if len(src) not in (1, 2) or any(s.op != "local" for s in src) or len(src) == 2 and (
                 src[1].dtype != np.int32 or src[0].arg[0] != src[1].arg[0]) or not 0 < x.arg <= src[0].arg[0]:

@@ -17,7 +17,7 @@ from ..codegen import numba as numba_codegen
 from ..errors import CompileError, CompileTimeoutError, OutOfMemoryError
 from ..ir import library
 from ..ir.fuse import Program
-from ..ir.kernel_ir import Kernel, fault_error, faults
+from ..ir.kernel_ir import Kernel, fault_error, faults, has_atomics
 from ..ir.layout import LayoutOptions
 from ..ir.lower import Buffer
 from . import numba_cache
@@ -117,7 +117,8 @@ class NumbaDevice:
                 fn = _library_kernel(call)
                 compiled.append((CompiledKernel(k.name, _library_source(call), k, True, True), (fn, fn)))
                 continue
-            parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1
+            # Numba's CPU code has no atomics: a kernel combining updates into memory runs in order
+            parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1 and not has_atomics(k)
             source = numba_codegen.render_module([(k, parallel)])
             fn, cached = self._load(source, k)  # (entry point, dispatcher), whether nothing was compiled
             compiled.append((CompiledKernel(k.name, source, k, parallel, cached), fn))
