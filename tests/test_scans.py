@@ -159,6 +159,104 @@ def test_long_integer_and_max_scans_in_blocks_are_exact(device, rng):
 
 
 # =============================================================================================
+# work-group scans (SIMT targets): each work-item scans a chunk, the chunks' totals are scanned across the
+# group, a tile at a time. numba runs the same rows serially; cuda and metal are compiled (conftest checks).
+
+
+def launch_mode(kernel) -> str | None:
+    """How a lowered kernel runs on a SIMT device ("group" or "thread"); None on numba."""
+    launch = getattr(kernel, "launch", None) or getattr(getattr(kernel, "rendered", None), "launch", None)
+    return None if launch is None else launch.mode
+
+
+def assert_group_scan(body, x, device, kernels: int = 1):
+    """The kernel count is pinned and, on a SIMT device, the scan takes the group path (a dtype the device
+    lacks skips the test, as run_kernel does)."""
+    plan = run_kernel(tj.kernel(body).lower, x, device=device)
+    assert len(plan.kernels) == kernels
+    assert all(launch_mode(k) in (None, "group") for k in plan.kernels)
+
+
+def four_scans(x):
+    """add, multiply, maximum, minimum, each in the input's dtype (products of values near 1 stay finite)."""
+    return (np.cumsum(x, axis=1, dtype=x.dtype), np.cumprod(x, axis=-1, dtype=x.dtype),
+            np.maximum.accumulate(x, axis=1), np.minimum.accumulate(x, axis=1))
+
+
+def near_one(rng, shape, dtype):
+    """Floats in [0.99, 1.01) with a few NaNs, ints in [-3, 3] (products wrap, as in NumPy)."""
+    if np.dtype(dtype).kind != "f":
+        return random_array(rng, shape, dtype, low=-3, high=3)
+    x = random_array(rng, shape, dtype, low=0.99, high=1.01)
+    x[0, shape[1] // 3] = x[-1, shape[1] - 2] = np.nan
+    return x
+
+
+# one tile is 1024 steps (256 work-items of 4): lengths below, at and just above it, and several tiles
+@pytest.mark.parametrize("dtype, length", [(dt, n) for dt in ("int32", "float32") for n in (300, 1024, 1025, 4099)]
+                         + [(dt, 1025) for dt in ("float64", "int64", "uint8")])
+def test_long_rows_scan_in_a_work_group_for_every_op_and_dtype(dtype, length, device, rng):
+    x = near_one(rng, (3, length), dtype)
+    assert_group_scan(four_scans, x, device, kernels=4)
+    assert_scans_match(four_scans, x, device=device)
+
+
+def test_scans_shorter_than_the_group_threshold_stay_one_per_work_item(device, rng):
+    x = sample(rng, (3, 40), "float32")
+    plan = tj.kernel(lambda x: np.cumsum(x, axis=1)).lower(x, device=device)
+    assert launch_mode(plan.kernels[0]) in (None, "thread")
+
+
+GROUP_FUSED = {
+    "cumsum(x * 2) / row sum": (lambda x: np.cumsum(x * 2, axis=-1) / x.sum(axis=1, keepdims=True), 1),
+    "cumulative softmax": (lambda x: np.cumsum(np.exp(x - x.max(axis=-1, keepdims=True)), axis=-1), 1),
+    "reverse cumsum x[:, ::-1].cumsum(1)[:, ::-1]": (lambda x: np.cumsum(x[:, ::-1], axis=1)[:, ::-1], 1),
+    "reverse running max": (lambda x: np.maximum.accumulate(x[:, ::-1], axis=1)[:, ::-1] - x, 1),
+    "columns: cumsum(x.T, axis=0)": (lambda x: np.cumsum(x.T, axis=0) * 2, 1),
+    "cumsum of cumsum": (lambda x: np.cumsum(np.cumsum(x, axis=1), axis=1) - x, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(GROUP_FUSED))
+def test_a_group_scan_fuses_with_its_producers_and_consumers(name, device, rng):
+    body, kernels = GROUP_FUSED[name]
+    x = sample(rng, (5, 2001), "float32")
+    plan = tj.kernel(body).lower(x, device=device)
+    assert len(plan.kernels) == kernels
+    # a scan of a scan needs the inner one's prefix across the group first: it stays one per work-item
+    assert launch_mode(plan.kernels[0]) in (None, "thread" if name == "cumsum of cumsum" else "group")
+    assert_scans_match(body, x, device=device)
+
+
+def test_many_long_rows_and_an_axis_other_than_the_last_match_numpy(device, rng):
+    x = sample(rng, (300, 3, 257), "float32")
+    assert_scans_match(lambda x: (np.cumsum(x, axis=-1), np.cumsum(x, axis=0), np.maximum.accumulate(x, axis=2)),
+                       x, device=device)
+    ints = sample(rng, (1500, 2), "int32")
+    assert_group_scan(lambda x: np.cumsum(x, axis=0, dtype=np.int32), ints, device)
+    assert_scans_match(lambda x: (np.cumsum(x, axis=0, dtype=np.int32), np.minimum.accumulate(x[::-1], axis=0)),
+                       ints, device=device)
+
+
+def test_bool_and_float16_rows_scan_in_a_work_group(device, rng):
+    flags = sample(rng, (2, 700), "bool")
+    assert_scans_match(lambda b: (np.maximum.accumulate(b, axis=1), np.minimum.accumulate(b, axis=1),
+                                  np.cumsum(b, axis=1, dtype=np.int32)), flags, device=device)
+    halves = random_array(rng, (2, 700), "float16", low=0.0, high=1.0)
+    assert_scans_match(lambda h: (np.cumsum(h, axis=1, dtype=np.float32), np.maximum.accumulate(h, axis=1)),
+                       halves, device=device)
+
+
+@pytest.mark.parametrize("target", ["cuda", "metal"])
+def test_cuda_and_metal_lower_long_rows_to_a_work_group_scan(target):
+    plan = tj.kernel(lambda x: np.cumsum(x * x, axis=1)).lower(tj.spec((8, 5000), np.float32), device=target)
+    (k,) = plan.kernels
+    assert k.launch.mode == "group" and k.launch.local_size == 256
+    barrier = "__syncthreads();" if target == "cuda" else "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    assert k.source.count(barrier) == 4     # Hillis-Steele: after each read and write, before and after
+
+
+# =============================================================================================
 # errors
 
 
