@@ -23,7 +23,7 @@ from ..ir.kernel_ir import INDEX, Kernel
 GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
 GROUP_MAX_LOCAL = 256
 GROUP_MIN_SCAN = 256       # a scan this long gets a work-group instead of one work-item
-SCAN_CHUNK = 4             # the steps of a scan each work-item of a group walks in order, per tile
+SCAN_CHUNK = 16            # the steps of a scan each work-item of a group walks in order, per tile
 THREAD_LOCAL = 256
 THREAD_LOCAL_MIN_EXACT = 32  # smallest work-group that divides the size exactly, so no bounds check
 
