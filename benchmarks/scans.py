@@ -40,7 +40,7 @@ def time_device(x: np.ndarray, device: str, repeats: int) -> tuple[float, str]:
         tj.synchronize(device)
     kernels = cumsum.lower(x, device=device).kernels
     launches = [getattr(k, "launch", None) or k.rendered.launch for k in kernels]
-    return median_ms(call, repeats), "+".join(f"{l.mode}/{l.local_size}" for l in launches)
+    return median_ms(call, repeats), "+".join(f"{launch.mode}/{launch.local_size}" for launch in launches)
 
 
 def main() -> None:
@@ -54,7 +54,7 @@ def main() -> None:
     print(f"{'shape':>12} {'device':>8} {'ms':>9} {'numpy ms':>9}  launches")
     for shape in args.shapes.split(","):
         x = rng.random(tuple(int(s) for s in shape.split("x")), dtype=np.float32)
-        numpy_ms = median_ms(lambda: np.cumsum(x, axis=-1), args.repeats)
+        numpy_ms = median_ms(lambda x=x: np.cumsum(x, axis=-1), args.repeats)
         for device in args.devices.split(","):
             if device not in available:
                 print(f"{shape:>12} {device:>8}  not available")
