@@ -471,7 +471,7 @@ class _Render:
         i32 = np.dtype("int32")
         if group:
             # one tree per accumulator dtype (float16 and float32 sums share float32's); scans use it too
-            for dt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind in ("reduce", "scan")
+            for dt in dict.fromkeys(self.acc_dtype(ins[a].dtype) for n in self.nests if n.kind in ("reduce", "scan")
                                     for a in n.accs):
                 self.shared(t.array(f"tj_red_{dt.name}", self.tree_storage(dt), self.local_size, True))
             for i, x in enumerate(ins):
@@ -551,14 +551,14 @@ class _Render:
             if group and i in self.closes:
                 self._after_nest(self.closes[i])
         elif op == "acc":
-            adt = np.dtype("float64") if i in self.wide else self._acc_dtype(dt)
+            adt = np.dtype("float64") if i in self.wide else self.acc_dtype(dt)
             self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
             if i in self.wide:  # read back narrowed after the loop, as the numba device does
                 self.names[i] = f"(({self.ctype(dt)}){name})"
         elif op == "update":
             target = ins[s[0]]
             red = target.arg[0] if target.op == "acc" else target.arg[1]
-            adt = np.dtype("float64") if s[0] in self.wide else self._acc_dtype(target.dtype)
+            adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
             if target.op == "acc":
                 self.out(f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};")
                 self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
@@ -591,7 +591,7 @@ class _Render:
         else:
             self.out(t.let(name, self.vtype(i), self.alu(i, op, a, dt)))
 
-    def _acc_dtype(self, dt: np.dtype) -> np.dtype:
+    def acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
         return np.dtype("float32") if dt == np.float16 else dt
 
@@ -606,7 +606,7 @@ class _Render:
                 self.out(t.barrier)
             return
         for acc in n.accs:
-            dt = self._acc_dtype(self.ins[acc].dtype)
+            dt = self.acc_dtype(self.ins[acc].dtype)
             for line in t.group_reduce(self, f"v{acc}", f"tj_red_{dt.name}", self.ins[acc].arg[0], dt,
                                        self.ins[acc].arg[1]):
                 self.out(line)

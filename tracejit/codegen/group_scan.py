@@ -25,7 +25,7 @@ def render(r, nest: Nest) -> None:
     t, ins, at = r.t, r.ins, nest.ranges[0]
     update = next(j for j in range(at + 1, nest.end) if ins[j].op == "update")
     acc, value = ins[update].srcs
-    op, dt = ins[acc].arg[0], r._acc_dtype(ins[acc].dtype)
+    op, dt = ins[acc].arg[0], r.acc_dtype(ins[acc].dtype)
     ct, identity = r.ctype(dt), r.literal(ins[acc].arg[1], dt)
     r.names[at] = f"v{at}"   # the step, declared in each walk of the chunk
     running, tile, part = f"v{acc}", f"tj_tile{at}", f"tj_part{at}"
