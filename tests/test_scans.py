@@ -273,6 +273,7 @@ def test_cuda_and_metal_lower_long_rows_to_a_work_group_scan(target):
     assert k.launch.mode == "group" and k.launch.local_size == 256
     barrier = "__syncthreads();" if target == "cuda" else "threadgroup_barrier(mem_flags::mem_threadgroup);"
     assert k.source.count(barrier) == 4     # Hillis-Steele: after each read and write, before and after
+    assert k.source.count("in0[") == 1      # read once: the second walk of a chunk takes the kept values
 
 
 # =============================================================================================
