@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.ir import fuse
 from reference import assert_close, random_array, run_kernel
 
 
@@ -156,6 +157,123 @@ def test_long_integer_and_max_scans_in_blocks_are_exact(device, rng):
     assert_scans_match(lambda x: (np.cumsum(x, axis=1, dtype=np.int32), np.maximum.accumulate(x[:, ::-1], axis=1)),
                        x, device=device)
     assert_scans_match(lambda x: np.cumsum(x, axis=0), x.T.astype(np.float32), device=device)
+
+
+# =============================================================================================
+# work-group scans (SIMT targets): each work-item scans a chunk, the chunks' totals are scanned across the
+# group, a tile at a time. numba runs the same rows serially; cuda and metal are compiled (conftest checks).
+
+
+def launch_mode(kernel) -> str | None:
+    """How a lowered kernel runs on a SIMT device ("group" or "thread"); None on numba."""
+    launch = getattr(kernel, "launch", None) or getattr(getattr(kernel, "rendered", None), "launch", None)
+    return None if launch is None else launch.mode
+
+
+def assert_group_scan(body, x, device, kernels: int = 1):
+    """The kernel count is pinned and, on a SIMT device, the scan takes the group path (a dtype the device
+    lacks skips the test, as run_kernel does)."""
+    plan = run_kernel(tj.kernel(body).lower, x, device=device)
+    assert len(plan.kernels) == kernels
+    assert all(launch_mode(k) in (None, "group") for k in plan.kernels)
+
+
+def four_scans(x):
+    """add, multiply, maximum, minimum, each in the input's dtype (products of values near 1 stay finite)."""
+    return (np.cumsum(x, axis=1, dtype=x.dtype), np.cumprod(x, axis=-1, dtype=x.dtype),
+            np.maximum.accumulate(x, axis=1), np.minimum.accumulate(x, axis=1))
+
+
+def near_one(rng, shape, dtype):
+    """Floats in [0.99, 1.01) with a few NaNs, ints in [-3, 3] (products wrap, as in NumPy)."""
+    if np.dtype(dtype).kind != "f":
+        return random_array(rng, shape, dtype, low=-3, high=3)
+    x = random_array(rng, shape, dtype, low=0.99, high=1.01)
+    x[0, shape[1] // 3] = x[-1, shape[1] - 2] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float64", "int64"])
+def test_long_rows_scan_in_a_work_group_for_every_op_and_dtype(dtype, device, rng):
+    x = near_one(rng, (3, 4099), dtype)    # two tiles of 256 work-items, the second ragged
+    assert_group_scan(four_scans, x, device, kernels=4)
+    assert_scans_match(four_scans, x, device=device)
+
+
+# a tile is 16 steps per work-item, up to 256 work-items: one ragged tile (300), one whole tile (1024), three
+# tiles of the largest group (9000; two, the second ragged, above)
+@pytest.mark.parametrize("length", [300, 1024, 9000])
+def test_group_scans_match_numpy_below_at_and_above_one_tile(length, device, rng):
+    x = near_one(rng, (2, length), "float32")
+    body = lambda x: (np.cumsum(x, axis=1), np.maximum.accumulate(x, axis=1))  # noqa: E731
+    assert_group_scan(body, x, device, kernels=2)
+    assert_scans_match(body, x, device=device)
+
+
+def test_scans_shorter_than_the_group_threshold_stay_one_per_work_item(device, rng):
+    x = sample(rng, (3, 40), "float32")
+    plan = tj.kernel(lambda x: np.cumsum(x, axis=1)).lower(x, device=device)
+    assert launch_mode(plan.kernels[0]) in (None, "thread")
+
+
+GROUP_FUSED = {
+    "cumsum(x * 2) / row sum": lambda x: np.cumsum(x * 2, axis=-1) / x.sum(axis=1, keepdims=True),
+    "cumulative softmax": lambda x: np.cumsum(np.exp(x - x.max(axis=-1, keepdims=True)), axis=-1),
+    "reverse cumsum x[:, ::-1].cumsum(1)[:, ::-1]": lambda x: np.cumsum(x[:, ::-1], axis=1)[:, ::-1],
+    "reverse running max": lambda x: np.maximum.accumulate(x[:, ::-1], axis=1)[:, ::-1] - x,
+    "columns: cumsum(x.T, axis=0)": lambda x: np.cumsum(x.T, axis=0) * 2,
+    "cumsum of cumsum": lambda x: np.cumsum(np.cumsum(x, axis=1), axis=1) - x,
+}
+
+
+@pytest.mark.parametrize("name", list(GROUP_FUSED))
+def test_a_group_scan_fuses_with_its_producers_and_consumers_into_one_kernel(name, device, rng):
+    body = GROUP_FUSED[name]
+    x = sample(rng, (5, 2001), "float32")
+    plan = tj.kernel(body).lower(x, device=device)
+    assert len(plan.kernels) == 1
+    # a scan of a scan needs the inner one's prefix across the group first: it stays one per work-item
+    assert launch_mode(plan.kernels[0]) in (None, "thread" if name == "cumsum of cumsum" else "group")
+    assert_scans_match(body, x, device=device)
+
+
+def test_many_long_rows_and_an_axis_other_than_the_last_match_numpy(device, rng):
+    x = sample(rng, (300, 3, 257), "float32")
+    assert_scans_match(lambda x: (np.cumsum(x, axis=-1), np.cumsum(x, axis=0)), x, device=device)
+    ints = sample(rng, (1500, 2), "int32")
+    assert_group_scan(lambda x: np.cumsum(x, axis=0, dtype=np.int32), ints, device)
+    assert_scans_match(lambda x: (np.cumsum(x, axis=0, dtype=np.int32), np.minimum.accumulate(x[::-1], axis=0)),
+                       ints, device=device)
+
+
+def test_bool_and_float16_rows_scan_in_a_work_group(device, rng):
+    flags = sample(rng, (2, 700), "bool")
+    assert_scans_match(lambda b: (np.minimum.accumulate(b, axis=1), np.cumsum(b, axis=1, dtype=np.int32)), flags,
+                       device=device)
+    halves = random_array(rng, (2, 700), "float16", low=0.0, high=1.0)
+    assert_scans_match(lambda h: np.cumsum(h, axis=1, dtype=np.float32), halves, device=device)
+
+
+def test_a_million_long_row_in_one_work_group_is_more_accurate_than_numpy(device, rng, monkeypatch):
+    if device == "numba":
+        pytest.skip("numba walks a row in order, as NumPy does")
+    monkeypatch.setattr(fuse, "SPLIT_MIN_SCAN", 1 << 30)   # not blocked: one work-group walks the whole row
+    x = rng.random(1_000_000, dtype=np.float32)
+    assert_group_scan(lambda x: np.cumsum(x), x, device)
+    exact = np.cumsum(x.astype(np.float64))
+    got = np.asarray(run_kernel(tj.kernel(lambda x: np.cumsum(x)), x, device=device)).astype(np.float64)
+    # chunks of 16 joined by a tree: max error 0.24 where NumPy's serial float32 sum is off by 9.5
+    assert np.abs(got - exact).max() <= np.abs(np.cumsum(x) - exact).max() / 10
+
+
+@pytest.mark.parametrize("target", ["cuda", "metal"])
+def test_cuda_and_metal_lower_long_rows_to_a_work_group_scan(target):
+    plan = tj.kernel(lambda x: np.cumsum(x * x, axis=1)).lower(tj.spec((8, 5000), np.float32), device=target)
+    (k,) = plan.kernels
+    assert k.launch.mode == "group" and k.launch.local_size == 256
+    barrier = "__syncthreads();" if target == "cuda" else "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    assert k.source.count(barrier) == 4     # Hillis-Steele: after each read and write, before and after
+    assert k.source.count("in0[") == 1      # read once: the second walk of a chunk takes the kept values
 
 
 # =============================================================================================

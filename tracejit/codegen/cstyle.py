@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from . import atomics, bitonic, math_f32
+from . import atomics, bitonic, group_scan, math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
@@ -466,124 +466,139 @@ class _Render:
         return val
 
     def walk(self) -> None:
-        """The instruction walk shared by every C-style target, in the target's spelling."""
+        """The instruction walk shared by every C-style target, in the target's spelling. In group mode
+        a scan's nest is walked by the whole work-group (group_scan.py)."""
         ins, t, group = self.ins, self.t, self.mode == "group"
         i32 = np.dtype("int32")
         if group:
-            # one tree per accumulator dtype (float16 and float32 sums share float32's)
-            for dt in dict.fromkeys(self._acc_dtype(ins[a].dtype) for n in self.nests if n.kind == "reduce"
+            # one tree per accumulator dtype (float16 and float32 sums share float32's); scans use it too
+            for dt in dict.fromkeys(self.acc_dtype(ins[a].dtype) for n in self.nests if n.kind in ("reduce", "scan")
                                     for a in n.accs):
                 self.shared(t.array(f"tj_red_{dt.name}", self.tree_storage(dt), self.local_size, True))
             for i, x in enumerate(ins):
                 if x.op == "local":
                     self.shared(t.array(f"v{i}", self.local_storage(x.dtype), x.arg[0], True))
             self.out(t.let("lid", t.types[i32], t.local_id))
-        nest_at = {n.ranges[0]: n for n in self.nests}
-        inner = {r for n in self.nests if group for r in n.ranges[1:]}
-        closes = {n.end: n for n in self.nests}
-        level = 0
-        for i, x in enumerate(ins):
-            op, s, dt = x.op, x.srcs, x.dtype
-            a = [self.names[j] for j in s]
-            name = self.names[i] = f"v{i}"
-            if op == "param":
-                self.names[i] = self.k.params[x.arg].name
-            elif op == "const":
-                self.names[i] = self.literal(x.arg, dt, i in self.index)
-            elif op == "table":
-                self.names[i] = x.arg.name
-                self.declare_table(x.arg)
-            elif op == "global":
-                if self.lanes > 1:
-                    items = self.k.global_size // self.lanes
-                    self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
-                    if self.global_items != items:
-                        self.out(f"if (tj_item >= {self.literal(items, INDEX, True)}) return;")
-                    self.out("#pragma unroll")
-                    self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
-                    self.depth += 1
-                    self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
-                else:
-                    expr, launched = self.global_index()
-                    self.out(t.let(name, self.idx, expr))
-                    if launched != self.k.global_size:   # in group mode the whole work-group leaves
-                        self.out(t.guard(f"{name} >= {self.literal(self.k.global_size, INDEX, True)}", "return;"))
-            elif op == "range":
-                level += 1
-                n = nest_at.get(i)
-                if group and n is not None:
-                    f = f"f{i}"
-                    self.out(t.loop(f, self.idx, "lid", f"{f} < {self.literal(n.extent, INDEX, True)}",
-                                    f"{f} += {self.literal(self.local_size, i32)}"))
-                    self.depth += 1
-                    stride = n.extent
-                    for r, e in zip(n.ranges, n.extents):
-                        stride //= e
-                        expr = f
-                        if stride > 1:
-                            expr = f"({expr} / {self.literal(stride, i32)})"
-                        if r != n.ranges[0]:
-                            expr = f"({expr} % {self.literal(e, i32)})"
-                        self.out(t.let(f"v{r}", self.idx, expr))
-                elif i not in inner:
-                    self.out(t.loop(name, self.idx, self.literal(0, i32),
-                                    f"{name} < {self.literal(x.arg[0], INDEX, True)}", f"{name}++"))
-                    self.depth += 1
-            elif op == "endrange":
-                level -= 1
-                if s[0] not in inner:
-                    self.depth -= 1
-                    self.out("}")
-                if group and i in closes:
-                    self._after_nest(closes[i])
-            elif op == "acc":
-                adt = np.dtype("float64") if i in self.wide else self._acc_dtype(dt)
-                self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
-                if i in self.wide:  # read back narrowed after the loop, as the numba device does
-                    self.names[i] = f"(({self.ctype(dt)}){name})"
-            elif op == "update":
-                target = ins[s[0]]
-                red = target.arg[0] if target.op == "acc" else target.arg[1]
-                adt = np.dtype("float64") if s[0] in self.wide else self._acc_dtype(target.dtype)
-                if target.op == "acc":
-                    self.out(f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};")
-                    self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
-                else:
-                    ref = f"{a[0]}[{a[1]}]"
-                    val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
-                    self.out(f"{ref} = {self.local_stored(val, target.dtype)};")
-            elif op == "local":
-                if not group:
-                    self.out(t.array(name, self.local_storage(dt), x.arg[0], False))
-            elif op == "sort":
-                for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, ins[s[0]].arg[0],
-                                            ins[s[0]].dtype):
-                    self.out(line)
-            elif op == "load" and self._by_value_load(i):
-                self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
-            elif op == "load":
-                self.out(t.let(name, self.ctype(dt), self._load(s, dt)))
-            elif op == "store":
-                line = self._store(s, a)
-                self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and level == 0 else line)
-                if group and level == 0 and ins[s[0]].op == "local":
-                    self.out(t.barrier)
-            elif op == "atomic":   # in group mode one work-item of the group updates, as it stores
-                lines = atomics.render(self, i, a)
-                if group and level == 0:
-                    lines = [f"if (lid == {self.literal(0, i32)}) {{", *("    " + line for line in lines), "}"]
-                for line in lines:
-                    self.out(line)
-            elif op == "bound":
-                self.out(t.let(name, self.idx, self.bound(i, a[0])))
-            elif op == "cast":
-                self.out(t.let(name, self.ctype(dt), self.cast(a[0], ins[s[0]].dtype, dt)))
-            elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
-                self.out(t.let(name, self.vtype(i), self.cast(self.alu(i, op, a, dt), np.dtype("float32"), dt)))
+        self.nest_at = {n.ranges[0]: n for n in self.nests}
+        self.inner = {r for n in self.nests if group for r in n.ranges[1:]}
+        self.closes = {n.end: n for n in self.nests}
+        self.level = 0
+        i = 0
+        while i < len(ins):
+            nest = self.nest_at.get(i)
+            if group and nest is not None and nest.kind == "scan":
+                group_scan.render(self, nest)
+                i = nest.end + 1
             else:
-                self.out(t.let(name, self.vtype(i), self.alu(i, op, a, dt)))
+                self.instr(i)
+                i += 1
 
-    def _acc_dtype(self, dt: np.dtype) -> np.dtype:
+    def instr(self, i: int) -> None:
+        """Instruction i in the target's spelling."""
+        ins, t, group = self.ins, self.t, self.mode == "group"
+        i32 = np.dtype("int32")
+        x = ins[i]
+        op, s, dt = x.op, x.srcs, x.dtype
+        a = [self.names[j] for j in s]
+        name = self.names[i] = f"v{i}"
+        if op == "param":
+            self.names[i] = self.k.params[x.arg].name
+        elif op == "const":
+            self.names[i] = self.literal(x.arg, dt, i in self.index)
+        elif op == "table":
+            self.names[i] = x.arg.name
+            self.declare_table(x.arg)
+        elif op == "global":
+            if self.lanes > 1:
+                items = self.k.global_size // self.lanes
+                self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
+                if self.global_items != items:
+                    self.out(f"if (tj_item >= {self.literal(items, INDEX, True)}) return;")
+                self.out("#pragma unroll")
+                self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
+                self.depth += 1
+                self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
+            else:
+                expr, launched = self.global_index()
+                self.out(t.let(name, self.idx, expr))
+                if launched != self.k.global_size:   # in group mode the whole work-group leaves
+                    self.out(t.guard(f"{name} >= {self.literal(self.k.global_size, INDEX, True)}", "return;"))
+        elif op == "range":
+            self.level += 1
+            n = self.nest_at.get(i)
+            if group and n is not None:
+                f = f"f{i}"
+                self.out(t.loop(f, self.idx, "lid", f"{f} < {self.literal(n.extent, INDEX, True)}",
+                                f"{f} += {self.literal(self.local_size, i32)}"))
+                self.depth += 1
+                stride = n.extent
+                for r, e in zip(n.ranges, n.extents):
+                    stride //= e
+                    expr = f
+                    if stride > 1:
+                        expr = f"({expr} / {self.literal(stride, i32)})"
+                    if r != n.ranges[0]:
+                        expr = f"({expr} % {self.literal(e, i32)})"
+                    self.out(t.let(f"v{r}", self.idx, expr))
+            elif i not in self.inner:
+                self.out(t.loop(name, self.idx, self.literal(0, i32),
+                                f"{name} < {self.literal(x.arg[0], INDEX, True)}", f"{name}++"))
+                self.depth += 1
+        elif op == "endrange":
+            self.level -= 1
+            if s[0] not in self.inner:
+                self.depth -= 1
+                self.out("}")
+            if group and i in self.closes:
+                self._after_nest(self.closes[i])
+        elif op == "acc":
+            adt = np.dtype("float64") if i in self.wide else self.acc_dtype(dt)
+            self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
+            if i in self.wide:  # read back narrowed after the loop, as the numba device does
+                self.names[i] = f"(({self.ctype(dt)}){name})"
+        elif op == "update":
+            target = ins[s[0]]
+            red = target.arg[0] if target.op == "acc" else target.arg[1]
+            adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
+            if target.op == "acc":
+                self.out(f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};")
+                self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
+            else:
+                ref = f"{a[0]}[{a[1]}]"
+                val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
+                self.out(f"{ref} = {self.local_stored(val, target.dtype)};")
+        elif op == "local":
+            if not group:
+                self.out(t.array(name, self.local_storage(dt), x.arg[0], False))
+        elif op == "sort":
+            for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, ins[s[0]].arg[0],
+                                        ins[s[0]].dtype):
+                self.out(line)
+        elif op == "load" and self._by_value_load(i):
+            self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
+        elif op == "load":
+            self.out(t.let(name, self.ctype(dt), self._load(s, dt)))
+        elif op == "store":
+            line = self._store(s, a)
+            self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and self.level == 0 else line)
+            if group and self.level == 0 and ins[s[0]].op == "local":
+                self.out(t.barrier)
+        elif op == "atomic":   # in group mode one work-item of the group updates, as it stores
+            lines = atomics.render(self, i, a)
+            if group and self.level == 0:
+                lines = [f"if (lid == {self.literal(0, i32)}) {{", *("    " + line for line in lines), "}"]
+            for line in lines:
+                self.out(line)
+        elif op == "bound":
+            self.out(t.let(name, self.idx, self.bound(i, a[0])))
+        elif op == "cast":
+            self.out(t.let(name, self.ctype(dt), self.cast(a[0], ins[s[0]].dtype, dt)))
+        elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
+            self.out(t.let(name, self.vtype(i), self.cast(self.alu(i, op, a, dt), np.dtype("float32"), dt)))
+        else:
+            self.out(t.let(name, self.vtype(i), self.alu(i, op, a, dt)))
+
+    def acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
         return np.dtype("float32") if dt == np.float16 else dt
 
@@ -598,7 +613,7 @@ class _Render:
                 self.out(t.barrier)
             return
         for acc in n.accs:
-            dt = self._acc_dtype(self.ins[acc].dtype)
+            dt = self.acc_dtype(self.ins[acc].dtype)
             for line in t.group_reduce(self, f"v{acc}", f"tj_red_{dt.name}", self.ins[acc].arg[0], dt,
                                        self.ins[acc].arg[1]):
                 self.out(line)

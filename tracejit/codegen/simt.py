@@ -2,10 +2,11 @@
 
 - thread mode: one work-item per global index, every loop serial inside it (short rows, elementwise,
   scans);
-- group mode: one work-group per global index (long rows: softmax, layernorm, sums, sorts). Loops
+- group mode: one work-group per global index (long rows: softmax, layernorm, sums, sorts, scans). Loops
   directly under the global index are spread over the work-items, and so are a sort's pairs, step by
   step (bitonic.py); each reduction ends with a tree in local memory whose result every work-item then
-  holds, so later loops of the row can use it.
+  holds, so later loops of the row can use it; a scan's steps are split into chunks, one per work-item,
+  joined by a scan across the group (group_scan.py).
 
 Also: the work-group size, which values are index arithmetic and whether 32 bits hold them, which
 index values are non-negative, and which accumulators widen to double.
@@ -21,6 +22,8 @@ from ..ir.kernel_ir import INDEX, Kernel
 
 GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
 GROUP_MAX_LOCAL = 256
+GROUP_MIN_SCAN = 256       # a scan this long gets a work-group instead of one work-item
+SCAN_CHUNK = 16            # the steps of a scan each work-item of a group walks in order, per tile
 THREAD_LOCAL = 256
 THREAD_LOCAL_MIN_EXACT = 32  # smallest work-group that divides the size exactly, so no bounds check
 
@@ -94,8 +97,8 @@ class Mapping:
         self.k, self.o, self.ins = kernel, options, kernel.instrs
         self.nests = self._nests()
         self.mode = self._mode()
-        big = max([n.extent for n in self.nests if n.kind == "reduce"] + [size // 2 for size in self._sorts()],
-                  default=1)
+        big = max([n.extent for n in self.nests if n.kind == "reduce"] + [size // 2 for size in self._sorts()]
+                  + [-(-n.extent // SCAN_CHUNK) for n in self.nests if n.kind == "scan"], default=1)
         if self.mode == "group":
             fit = min(options.max_local_size, GROUP_MAX_LOCAL)
             self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
@@ -141,14 +144,24 @@ class Mapping:
         reduces = [n for n in self.nests if n.kind == "reduce"]
         if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
             return "thread"   # rows of accumulators belong to one work-item
-        if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
-            return "thread"   # a scan's steps run in order, in one work-item
         few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows
+        if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
+            scans = [n for n in self.nests if n.kind == "scan"]
+            fits = len(scans) == 1 and self._one_step_scan(scans[0]) and all(len(n.accs) <= 1 for n in reduces)
+            # a scan's steps run in order, in one work-item, unless a group can share the row
+            return "group" if few_rows and fits and scans[0].extent >= GROUP_MIN_SCAN else "thread"
         long_sort = any(size >= GROUP_MIN_REDUCE for size in self._sorts())
         if few_rows and (long_sort or any(n.extent >= GROUP_MIN_REDUCE for n in reduces)) \
                 and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
+
+    def _one_step_scan(self, nest: Nest) -> bool:
+        """Whether a scan nest is one loop updating one accumulator: what group_scan.py splits over a
+        work-group (a scan of a scan needs the inner one's prefix across the group first: in order)."""
+        body = self.ins[nest.ranges[0] + 1:nest.end]
+        return len(nest.ranges) == 1 and not any(x.op == "range" for x in body) \
+            and sum(x.op == "update" for x in body) == 1 and len(nest.accs) == 1
 
     def _sorts(self) -> list[int]:
         """The length of every row the kernel sorts (a power of two)."""

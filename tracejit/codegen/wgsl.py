@@ -56,6 +56,7 @@ class WGSLOptions:
     max_local_size: int = 256         # maxComputeInvocationsPerWorkgroup
     max_workgroups: int = 65535       # maxComputeWorkgroupsPerDimension
     max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
+    group_max_rows: int | None = None  # more rows than this run a row per invocation (CPU adapters)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ class _WGSLRender(_Render):
 
     def __init__(self, kernel: Kernel, options: WGSLOptions, by_value):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
-                                                       max_local_size=options.max_local_size), by_value)
+                                                       max_local_size=options.max_local_size,
+                                                       group_max_rows=options.group_max_rows), by_value)
         self.wo = options
         self._check_storage()
         if self.index_bits != 32:

@@ -3,7 +3,8 @@
 Shape of every kernel:  GLOBAL g (parallel) -> reduce loops (RANGE kind "reduce", ACC/UPDATE)
 -> element loops (RANGE kind "loop", or "scan") -> STORE. A "scan" loop runs in order: its body UPDATEs
 accumulators whose running value it reads (an UPDATE of an ACC with a dtype is also a value, the
-accumulator after the update), so it is never spread over work-items. LOCAL is memory private to one global index (arg:
+accumulator after the update); since the operator is associative, a GPU renderer may still split it
+over a work-group's items in chunks joined by a scan of their totals. LOCAL is memory private to one global index (arg:
 (size, the reduction it accumulates or None, that reduction's length)); loads from it are not pure,
 everything else is. TABLE is a constant array embedded in the kernel (arg: an ir.table.Table), read
 with LOAD like a buffer. BOUND turns an index read from data into an offset (arg: (axis size, Fault)):

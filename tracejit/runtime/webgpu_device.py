@@ -34,6 +34,7 @@ from .views import flat_view
 INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvmpipe as is, on Vulkan/lavapipe "
                 "with Debian's mesa-vulkan-drivers)")
 REDUCTION_SCRATCH = 4096
+CPU_ROWS_PER_CORE = 16     # CPU adapters (llvmpipe): group mode only for fewer rows than this per core
 ALIGN = 16
 # limits worth more than WebGPU's defaults, asked for up to what the adapter allows
 WANTED_LIMITS = ("max-storage-buffers-per-shader-stage", "max-compute-invocations-per-workgroup",
@@ -162,11 +163,16 @@ class WebGPUDevice:
         self.device = adapter.request_device_sync(required_features=features,
                                                   required_limits={k: limits[k] for k in WANTED_LIMITS if k in limits})
         dl = self.device.limits
+        # As on an OpenCL CPU device, a row per invocation is fastest while rows fill the cores; measured on
+        # llvmpipe at 4096x1024: sum 70 -> 12 ms, softmax 155 -> 52 ms, cumsum 48 -> 14 ms
+        cpu = adapter.info.get("adapter_type", "") == "CPU"
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.options = wgsl.WGSLOptions(
             device=f"webgpu ({self.description})", f16=bool(features),
             max_local_size=min(dl["max-compute-invocations-per-workgroup"], dl["max-compute-workgroup-size-x"]),
             max_workgroups=dl["max-compute-workgroups-per-dimension"],
-            max_storage_buffers=dl["max-storage-buffers-per-shader-stage"])
+            max_storage_buffers=dl["max-storage-buffers-per-shader-stage"],
+            group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None)
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(4096, keep),
                                     sort_bytes=keep * 8)
