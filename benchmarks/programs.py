@@ -38,16 +38,15 @@ def gpt2_case(n_seq: int, n_embd: int, n_vocab: int, n_head: int):
     return transformer.gpt2_forward, args, {"n_head": n_head}
 
 
-def stencil_cases(n: int) -> list:
-    """The numpy-benchmarks stencils that update their arrays in place (where the corpus has them)."""
+def stencil_cases(quick: bool) -> list:
+    """The numpy-benchmarks stencils that update their arrays in place, at the sizes of numpy-benchmarks'
+    own runs: diffusion on 1024x1024 (float32) for 10 steps, Gray-Scott on 280x280 (float64) for 40."""
     rng = np.random.default_rng(0)
-    cases = []
-    for name in ("diffusion_result", "grayscott"):
-        fn = getattr(corpus_benchmarks, name, None)
-        program = next((p for p in corpus_benchmarks.PROGRAMS if p.function is fn), None)
-        if program is not None:
-            cases.append((name, fn, program.inputs(rng, program.dtypes[0]), dict(program.static)))
-    return cases
+    n, m = (256, 96) if quick else (1024, 280)
+    u = rng.random((n, n)).astype(np.float32)
+    ru, rv = rng.random((m, m)), rng.random((m, m))
+    return [("diffusion_result", corpus_benchmarks.diffusion_result, (u, np.zeros_like(u)), {"iterNum": 10}),
+            ("grayscott", corpus_benchmarks.grayscott, (0.16, 0.08, 0.04, 0.06, ru, rv), {"counts": 40})]
 
 
 def median_seconds(fn: Callable, args: tuple, budget_s: float) -> float:
@@ -71,7 +70,7 @@ def main() -> None:
     devices = [d for d in opts.devices.split(",") if any(i.name == d and i.available for i in tj.devices())]
     budget = 0.5 if opts.quick else 3.0
     gpt = gpt2_case(64, 256, 4096, 4) if opts.quick else gpt2_case(64, 768, 50257, 12)
-    cases = [("gpt2_forward", *gpt)] + stencil_cases(0)
+    cases = [("gpt2_forward", *gpt)] + stencil_cases(opts.quick)
     rows = []
     for name, fn, args, static in cases:
         kernel = tj.kernel(static=tuple(static))(fn) if static else tj.kernel(fn)

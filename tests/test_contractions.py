@@ -338,3 +338,14 @@ def test_blas_products_replay_in_a_capture_and_write_into_out(rng):
     out = np.empty((64, 96), np.float32)
     f(x, w, b, out=out)
     assert_close(out, _gelu(x @ w + b), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cast_weight_is_cast_in_its_own_layout_before_a_blas_product(rng):
+    """float64 activations times float32 weights transposed (GPT-2's tied projection `h @ wte.T`, where
+    NumPy scalars made h float64): the weight is cast whole, in its layout, then read transposed."""
+    h, wte = random_array(rng, (16, 64), "float64"), random_array(rng, (300, 64), "float32")
+    body = lambda h, wte: h @ wte.T   # noqa: E731
+    plan = tj.kernel(body).lower(h, wte, device="numba")
+    cast = next(k for k in plan.kernels if "numpy.matmul" not in k.source)
+    assert "//" not in cast.source and "%" not in cast.source   # a plain streaming loop, no transposed index
+    assert_kernel_matches_numpy(body, h, wte, device="numba")

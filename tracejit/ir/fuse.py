@@ -62,7 +62,7 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
     the target's layout preferences."""
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
-    calls_for = library.plan(outputs, stored) if options.library else {}
+    outputs, calls_for = library.plan(outputs, stored) if options.library else (outputs, {})
     # a scatter is written to memory (its target copied in, then the updates combined)
     realized: set[Node] = set(outputs) | stored | {n for n in toposort(outputs) if n.op is Op.SCATTER}
     while True:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .graph import MOVEMENT, Node, Op, toposort
+from . import build
+from .graph import MOVEMENT, Node, Op, rewrite, toposort
 
 MIN_WORK = 1 << 16     # multiply-adds; below it the fused loops win (no pass over memory between kernels)
 MIN_OUTPUT = 64        # fewer results than this: the two-stage split reduction spreads the work better
@@ -178,10 +179,39 @@ class Call:
         self.what.run(*operands, result)
 
 
-def plan(outputs: list[Node], stored: set[Node]) -> dict[Node, Gemm | Sort]:
+def _casts_first(outputs: list[Node]) -> list[Node]:
+    """A cast of a view as an operand (float32 weights transposed and cast for a float64 product:
+    `h @ wte.T`) becomes the view of the cast: the value written first is then the whole array cast in
+    its own layout, a streaming pass, not a transposing one."""
+    targets = set()
+    for n in toposort(outputs):
+        what = find(n)
+        for leaf in what.leaves(set()) if what else ():
+            below = leaf.srcs[0] if leaf.op is Op.CAST else None
+            while below is not None and below.op in VIEWS:
+                below = below.srcs[0]
+            if below is not None and below is not leaf.srcs[0] and below.size <= leaf.size:
+                targets.add(leaf)
+    return rewrite(outputs, lambda n: _cast_first(n) if n in targets else n) if targets else outputs
+
+
+def _cast_first(cast: Node) -> Node:
+    views, x = [], cast.srcs[0]
+    while x.op in VIEWS:
+        views.append(x)
+        x = x.srcs[0]
+    out = build.cast(x, cast.dtype)
+    for v in reversed(views):
+        out = Node.make(v.op, cast.dtype, v.shape, (out,), v.arg, v.weak)
+    return out
+
+
+def plan(outputs: list[Node], stored: set[Node]) -> tuple[list[Node], dict[Node, Gemm | Sort]]:
     """Every library call worth making among `outputs`' graph, by the node written for it: the call's
     result itself, or the reshapes and permutes that are all its consumers see (einsum's result in its
-    output order). That node, and every computed value the operands' views start from, go to `stored`."""
+    output order). That node, and every computed value the operands' views start from, go to `stored`.
+    Returns the outputs (rewritten by _casts_first) with the calls."""
+    outputs = _casts_first(outputs)
     order = toposort(outputs)
     consumers: dict[Node, list[Node]] = {}
     for n in order:
@@ -200,7 +230,7 @@ def plan(outputs: list[Node], stored: set[Node]) -> dict[Node, Gemm | Sort]:
         found[written] = what
         stored.add(written)
         stored.update(leaf for leaf in what.sources if leaf.op not in LEAVES)
-    return found
+    return outputs, found
 
 
 def call(what: Gemm | Sort, written: Node, params: list, reads: dict, out_key) -> Call | None:
