@@ -7,8 +7,6 @@ class); TRACEJIT_FAULTS_FULL=1 runs every combination. Each run is a fresh proce
 run would be: in-process state (loaded modules, plans) cannot hide a damaged file."""
 from __future__ import annotations
 
-import errno
-import itertools
 import json
 import os
 import random

@@ -6,7 +6,6 @@ kernel maps onto work-items (thread or group mode).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -14,7 +13,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from . import atomics, bitonic, group_scan, math_f32
+from . import atomics, bitonic, c_helpers, group_scan, math_f32
 from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
@@ -254,7 +253,7 @@ class _Render:
         if op in ("idiv", "mod"):
             if i in self.index and self.ins[i].srcs[0] in self.nonneg and positive_const(self.ins, self.ins[i].srcs[1]):
                 return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
-            return f"{self.helper(op, dt)}({a[0]}, {a[1]})"
+            return f"{c_helpers.arithmetic(self, op, dt)}({a[0]}, {a[1]})"
         if op == "isnan" or op == "isinf":
             if src.kind != "f":
                 return "false"
@@ -276,7 +275,7 @@ class _Render:
                 return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
             if op == "pow":
                 fault = f", {NEGATIVE_POWER.code}, tj_error" if dt.kind == "i" else ""
-                return f"{self.helper('pow', dt)}({a[0]}, {a[1]}{fault})"
+                return f"{c_helpers.arithmetic(self, 'pow', dt)}({a[0]}, {a[1]}{fault})"
             if op == "fmod":   # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
                 return f"(({a[1]}) == 0{' || (' + a[1] + ') == -1' if dt.kind == 'i' else ''} ? ({t})0 : ({t})({a[0]} % {a[1]}))"
             if op in ("shl", "shr"):
@@ -290,21 +289,9 @@ class _Render:
             return f"({a[0]} > 0 ? {one} : ({a[0]} < 0 ? -{one} : ({a[0]} == 0 ? {self.literal(0, dt)} : {a[0]})))"
         own = self.o.own_math and op in math_f32.FUNCTIONS or op in self.t.own_functions
         if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
-            self._math_helper(f"tj_{op}_f32")
+            c_helpers.math_helper(self, f"tj_{op}_f32")
             return f"tj_{op}_f32({', '.join(a)})"
         return FLOAT_OPS[op].format(*a)
-
-    def _math_helper(self, name: str) -> None:
-        """Emit math_f32's C function `name` once, after the tj_ functions it calls."""
-        if name in self.helpers:
-            return
-        sources = math_f32.c_source(self.t.helper_qualifier, self.t.as_float, self.t.as_int)
-        text = sources[name]
-        defines = set(re.findall(r"float (tj_\w+)\(", text))
-        for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f32)\(", text)):
-            if dep not in defines:
-                self._math_helper(next(k for k, t in sources.items() if f"float {dep}(" in t))
-        self.helpers[name] = text
 
     def shift(self, op: str, a: list[str], dt: np.dtype) -> str:
         """NumPy's shifts: by the width or more (or a negative amount, seen unsigned) 0, or -1 for >> of
@@ -337,42 +324,9 @@ class _Render:
             return f"(({self.ctype(dst)})({v} ? 1 : 0))"
         return f"(({self.ctype(dst)}){v})"
 
-    # -- helpers (C functions emitted once per kernel) --
-    def helper(self, op: str, dt: np.dtype) -> str:
-        t = self.ctype(dt)
-        name = f"tj_{op}_{t.replace(' ', '_')}"
-        if name in self.helpers:
-            return name
-        q = self.t.helper_qualifier
-        if dt.kind == "f":
-            body = {
-                "mod": f"{t} m = fmod(a, b);\n    if (b == 0) return m;\n"
-                       f"    if (m != 0) {{ if ((b < 0) != (m < 0)) m += b; }} else m = copysign(({t})0, b);\n"
-                       "    return m;",
-                "idiv": f"if (b == 0) return a / b;\n    {t} m = fmod(a, b);\n    {t} d = (a - m) / b;\n"
-                        "    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;\n"
-                        f"    if (d != 0) {{ {t} f = floor(d); if (d - f > ({t})0.5) f += 1; return f; }}\n"
-                        f"    return copysign(({t})0, a / b);"}[op]
-            self.helpers[name] = f"{q} {t} {name}({t} a, {t} b) {{\n    {body}\n}}"
-            return name
-        u = self.t.unsigned[max(4, dt.itemsize)]
-        signed = dt.kind == "i"
-        if op == "pow":
-            err = f", int code, {self.error_record} err" if signed else ""
-            fault = f"{self.fault_helper()}(err, code, ({self.long})b)" if signed else ""
-            neg = f"if (b < 0) {{ {fault}; return 0; }}\n    " if signed else ""
-            self.helpers[name] = (f"{q} {t} {name}({t} a, {t} b{err}) {{\n    {neg}{u} r = 1, x = ({u})a;\n"
-                                  "    while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }\n"
-                                  f"    return ({t})r;\n}}")
-            return name
-        minus_one = ("    if (b == -1) return " + ("0;" if op == "mod" else f"({t})(({u})0 - ({u})a);") + "\n") \
-            if signed else ""
-        fix = ("    if (r != 0 && ((r < 0) != (b < 0))) r += b;\n    return r;" if op == "mod" else
-               "    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;\n    return q;") if signed else \
-            ("    return r;" if op == "mod" else "    return q;")
-        first = f"    {t} r = a % b;\n" if op == "mod" else f"    {t} q = a / b;\n"
-        self.helpers[name] = f"{q} {t} {name}({t} a, {t} b) {{\n    if (b == 0) return 0;\n{minus_one}{first}{fix}\n}}"
-        return name
+    def bound(self, i: int, v: str) -> str:
+        """BOUND: an index read from data as an offset along its axis (WGSL has its own)."""
+        return c_helpers.bound(self, i, v)
 
     @property
     def long(self) -> str:
@@ -382,33 +336,6 @@ class _Render:
     def error_record(self) -> str:
         """The type of the error record's parameter."""
         return f"{self.t.global_qualifier} int*".strip()
-
-    def fault_helper(self) -> str:
-        """tj_fault(err, code, value): the first fault of a launch (by the atomic count) keeps its code and
-        value in the error record (int words: code, value's low and high halves, count)."""
-        name, long = "tj_fault", self.long
-        self.helpers.setdefault(name, (
-            f"{self.t.helper_qualifier} void {name}({self.error_record} err, int code, {long} value) {{\n"
-            f"    if ({self.t.fault_count.format('err')} == 0) {{ err[0] = code; err[1] = (int)value; "
-            "err[2] = (int)(value >> 32); }\n}"))
-        return name
-
-    def bound(self, i: int, v: str) -> str:
-        """BOUND: an index read from data (of its own integer type) as an offset along its axis."""
-        x = self.ins[i]
-        dt, (size, fault) = self.ins[x.srcs[0]].dtype, x.arg
-        t, long = self.ctype(dt), self.long
-        name = f"tj_bound_{t.replace(' ', '_')}"
-        if name not in self.helpers:
-            outside = f"{{ {self.fault_helper()}(err, code, ({long})v); return 0; }}"
-            if dt.kind == "i":   # negative: from the end
-                body = f"{long} w = (v < 0) ? ({long})v + n : ({long})v;\n    if (w < 0 || w >= n) {outside}"
-            else:
-                ulong = self.t.unsigned[8]
-                body = f"{long} w = ({long})v;\n    if (({ulong})v >= ({ulong})n) {outside}"
-            self.helpers[name] = (f"{self.t.helper_qualifier} {long} {name}({t} v, {long} n, int code, "
-                                  f"{self.error_record} err) {{\n    {body}\n    return w;\n}}")
-        return f"(({self.idx}){name}({v}, {self.literal(size, INDEX)}, {fault.code}, tj_error))"
 
     # -- emission --
     def out(self, text: str) -> None:
