@@ -3,7 +3,8 @@
 #define TJ_CORE
 #include "tj_simt.h"
 
-#include <stdlib.h>
+extern "C" void abort() noexcept;
+extern "C" char* strncpy(char*, const char*, size_t) noexcept;
 #include <sys/mman.h>
 #if !defined(__x86_64__)
 #include <ucontext.h>
