@@ -44,9 +44,13 @@ class _Contents:
 
 
 class Buffer:
-    def __init__(self, n: int):
+    def __init__(self, n: int, device):
         self.memory = (ctypes.c_uint8 * n)()
         self.address = ctypes.c_void_p(ctypes.addressof(self.memory))   # what a kernel's pointer holds
+        self.device = device
+
+    def __del__(self):
+        self.device.in_use -= len(self.memory)
 
     def contents(self):
         return _Contents(self.memory)
@@ -140,7 +144,8 @@ class Device:
     """The emulated Metal device: SIMD groups of 32, threadgroups of up to 1024 threads, 32 KiB of
     threadgroup memory (what every Apple GPU allows)."""
 
-    def __init__(self, threads: int = 1024, pipeline_threads: int = 1024):
+    def __init__(self, threads: int = 1024, pipeline_threads: int = 1024, memory_limit: int = 1 << 32):
+        self.memory_limit, self.in_use = memory_limit, 0
         self.pending: list[CommandBuffer] = []
         self.buffers = self.dispatches = self.command_buffers = 0
         self.threads, self.pipeline_threads = threads, pipeline_threads
@@ -162,8 +167,11 @@ class Device:
 
     def newBufferWithLength_options_(self, n, options):
         assert options == STORAGE_SHARED and n > 0
+        if self.in_use + n > self.memory_limit:
+            return None                      # as Metal does when it cannot allocate
         self.buffers += 1
-        return Buffer(n)
+        self.in_use += n
+        return Buffer(n, self)
 
     def newLibraryWithSource_options_error_(self, source, options, error):
         assert error is None
