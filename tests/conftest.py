@@ -32,6 +32,7 @@ if "TRACEJIT_CACHE_DIR" not in os.environ:
     os.environ["TRACEJIT_CACHE_DIR"] = _cache_dir
 
 import tracejit as tj  # noqa: E402
+from tracejit.runtime import emulator  # noqa: E402
 
 AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
 
@@ -47,7 +48,8 @@ METAL_CHECKER = metal_check.install() if METAL_CHECK_SKIPPED is None else None
 
 
 def pytest_report_header(config):
-    lines = [f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
+    emulated = [t for t in ("cuda", "metal") if emulator.emulates(t) and t in AVAILABLE_DEVICES]
+    lines = [f"emulated on the CPU (TRACEJIT_EMULATE): {', '.join(emulated) or 'none'}",f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
              f"CUDA kernel check (NVRTC + ptxas for {', '.join(cuda_check.ARCHS)}): on",
              f"MSL kernel check (clang++ against the Metal shim): off, {METAL_CHECK_SKIPPED}" if METAL_CHECK_SKIPPED
              else "MSL kernel check (clang++ against the Metal shim): on"]

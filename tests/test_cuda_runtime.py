@@ -22,6 +22,7 @@ from reference import check_assigned_arguments, check_scatter_add  # noqa: E402
 
 @pytest.fixture
 def fake(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_EMULATE", raising=False)   # the real NVRTC's PTX, on the stand-in driver
     driver = FakeDriver()
     monkeypatch.setattr(registry, "_auto", registry.default_device_name())   # never chosen automatically
     monkeypatch.setattr(cuda_driver, "driver", lambda: driver)

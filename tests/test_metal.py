@@ -15,7 +15,7 @@ from reference import check_assigned_arguments, check_scatter_add
 import tracejit as tj
 from tracejit.codegen import metal as metal_codegen
 from tracejit.codegen import msl_check
-from tracejit.runtime import metal_device, registry
+from tracejit.runtime import emulator, metal_device, registry
 
 needs_clang = pytest.mark.skipif(msl_check.find_clang() is None,
                                  reason="clang++ is not installed (Debian: apt-get install clang)")
@@ -67,6 +67,7 @@ def test_lower_gives_msl_without_a_mac_and_without_pyobjc():
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS has Metal")
+@pytest.mark.skipif(emulator.emulates("metal"), reason="TRACEJIT_EMULATE=metal: metal runs on the CPU emulator")
 def test_devices_reports_metal_unavailable_with_the_reason():
     info = next(i for i in tj.devices() if i.name == "metal")
     assert not info.available and "macOS" in info.reason and "lower" in info.reason
@@ -175,6 +176,7 @@ def test_the_checker_runs_on_files(tmp_path):
 
 @pytest.fixture
 def fake(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_EMULATE", raising=False)   # the stand-in's own dispatches, not the emulator's
     device = fake_metal.FakeDevice()
     for name, module in fake_metal.modules(device).items():
         monkeypatch.setitem(sys.modules, name, module)

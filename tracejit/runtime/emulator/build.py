@@ -43,6 +43,7 @@ SEED_ENV = "TRACEJIT_EMULATE_SEED"
 SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|__ballot|__any_sync|__all_sync|__activemask|"
                   r"threadgroup_barrier|simdgroup_barrier|simd_")
 PRELUDE = {"cuda": "tj_cuda.h", "metal": "metal_stdlib"}
+ELF = b"\x7fELF"
 
 
 @functools.cache
@@ -145,7 +146,7 @@ def build(dialect: str, name: str, source: str) -> tuple[bytes, bool]:
     also whether it came from the cache."""
     key = cache_key(dialect, name, source)
     image = CACHE.get(key)
-    if image is not None:
+    if image is not None and image.startswith(ELF):   # anything else in the entry is not ours: rebuilt
         return image, True
     t0 = time.perf_counter()
     image = _compile(dialect, name, source)
@@ -193,22 +194,14 @@ def _work_dir() -> Path:
 
 @functools.cache
 def core() -> ctypes.CDLL:
-    """The scheduler library (tj_core.cpp), built once into the disk cache and loaded so that every kernel
-    module resolves its symbols against it."""
-    source = CORE.read_text()
-    key = cache_key("core", "tj_core", source)
-    image = CACHE.get(key)
-    if image is None:
-        out = _work_dir() / "tj_core_build.so"
-        done = _run(["-shared", "-I", str(INCLUDE), str(CORE), "-o", str(out), "-lm"])
-        if done.returncode != 0:
-            raise DeviceError(f"the emulator's scheduler (tj_core.cpp) does not compile with {compiler()}:\n"
-                              f"{done.stderr[:2000]}")
-        image = out.read_bytes()
-        CACHE.put(key, image)
-    path = _work_dir() / f"tj_core_{hashlib.sha256(image).hexdigest()[:16]}.so"
-    path.write_bytes(image)
-    library = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    """The scheduler library (tj_core.cpp), built once per process (about a second) and loaded so that every
+    kernel module resolves its symbols against it."""
+    out = _work_dir() / "tj_core.so"
+    done = _run(["-shared", "-I", str(INCLUDE), str(CORE), "-o", str(out), "-lm"])
+    if done.returncode != 0:
+        raise DeviceError(f"the emulator's scheduler (tj_core.cpp) does not compile with {compiler()}:\n"
+                          f"{done.stderr[:2000]}")
+    library = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
     library.tj_launch.restype = ctypes.c_int
     library.tj_launch.argtypes = ([ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 6
                                   + [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_ulong])
@@ -262,11 +255,8 @@ def load(image: bytes, name: str) -> Module:
     if found is not None:
         return found
     core()   # first: the module's calls into the scheduler resolve against it
-    path = _work_dir() / f"{key[0][:24]}.so"
+    path = _work_dir() / f"{name}-{key[0][:16]}.so"   # kept until exit, so a debugger finds its symbols
     path.write_bytes(image)
-    try:
-        library = ctypes.CDLL(str(path))
-    finally:
-        path.unlink()   # mapped now; nothing else needs the file
+    library = ctypes.CDLL(str(path))
     module = _modules[key] = Module(library, name)
     return module
