@@ -33,6 +33,7 @@ if "TRACEJIT_CACHE_DIR" not in os.environ:
 
 import tracejit as tj  # noqa: E402
 from tracejit.runtime import emulator  # noqa: E402
+from tracejit.runtime.emulator import build as emulator_build  # noqa: E402
 
 AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
 
@@ -57,11 +58,12 @@ def pytest_report_header(config):
 
 
 # counts of this process plus finished xdist workers
-_TOTALS = {"cuda_kernels": 0, "cuda_assemblies": 0, "msl_kernels": 0, "msl_refused": 0}
+_TOTALS = {"cuda_kernels": 0, "cuda_assemblies": 0, "msl_kernels": 0, "msl_refused": 0, "emulated_cuda": 0,
+           "emulated_metal": 0}
 
 
 def _counts() -> dict[str, int]:
-    out = {}
+    out = {f"emulated_{dialect}": n for dialect, n in emulator_build.BUILT.items()}
     if CUDA_CHECKER is not None:
         out.update(cuda_kernels=CUDA_CHECKER.kernels, cuda_assemblies=len(CUDA_CHECKER.assembled))
     if METAL_CHECKER is not None:
@@ -86,6 +88,9 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _TOTALS["emulated_cuda"] or _TOTALS["emulated_metal"]:
+        terminalreporter.write_line(f"Emulated on the CPU: {_TOTALS['emulated_cuda']} CUDA C and {_TOTALS['emulated_metal']} "
+                                    "MSL kernel sources compiled as C++ and run (each once per process)")
     if CUDA_CHECKER is not None:
         terminalreporter.write_line(f"CUDA kernel check: {_TOTALS['cuda_kernels']} kernels compiled by NVRTC; "
                                     f"{_TOTALS['cuda_assemblies']} assemblies by ptxas for "

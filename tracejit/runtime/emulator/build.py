@@ -141,9 +141,13 @@ def cache_key(dialect: str, name: str, source: str) -> CacheKey:
     ))
 
 
+BUILT: dict[str, int] = {}   # kernel sources built (compiled or found in the disk cache), per dialect
+
+
 def build(dialect: str, name: str, source: str) -> tuple[bytes, bool]:
     """The shared object of kernel `name` (its source in `dialect`), from the disk cache or compiled now;
     also whether it came from the cache."""
+    BUILT[dialect] = BUILT.get(dialect, 0) + 1
     key = cache_key(dialect, name, source)
     image = CACHE.get(key)
     if image is not None and image.startswith(ELF):   # anything else in the entry is not ours: rebuilt
