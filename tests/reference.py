@@ -208,7 +208,7 @@ def unprivileged() -> list[str]:
     return capless
 
 
-# ---- scenarios every GPU runtime's stand-in runs (tests/test_cuda_runtime.py, tests/test_metal.py) ----
+# ---- scenarios every GPU runtime runs without a GPU (tests/test_cuda_runtime.py, tests/test_metal.py) ----
 
 def _scatter_add(table, i, d):
     grad = np.zeros_like(table)

@@ -130,12 +130,12 @@ class Driver:
         block = (ctypes.c_uint8 * (size + 256))()
         ptr = -(-ctypes.addressof(block) // 256) * 256        # 256-byte aligned, as cuMemAlloc's are
         self.memory[ptr] = block
-        self.in_use += size
+        self.in_use += len(block)
         self.allocations += 1
         return OK, ptr
 
     def cuMemFree(self, ptr):
-        self.in_use -= len(self.memory.pop(int(ptr))) - 256
+        self.in_use -= len(self.memory.pop(int(ptr)))
         return (OK,)
 
     def cuMemcpyHtoDAsync(self, dst, src, n, stream):
