@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference import check_assigned_arguments, check_scatter_add
 
 import tracejit as tj
 from tracejit.codegen import nvrtc
 from tracejit.runtime import cuda_device, cuda_driver, registry
 from tracejit.runtime.emulator import build as emulator_build
 from tracejit.runtime.emulator import cuda_driver as emulated_cuda
-from reference import check_assigned_arguments, check_scatter_add
 
 try:
     nvrtc.version()
@@ -27,7 +27,7 @@ def _stand_in(monkeypatch):
     """The stand-in driver, told about each kernel the compiler builds (its PTX is not executed)."""
     if NO_NVRTC:
         pytest.skip(NO_NVRTC)
-    from fake_cuda import FakeDriver   # imports cuda.bindings
+    from fake_cuda import FakeDriver  # imports cuda.bindings
     monkeypatch.delenv("TRACEJIT_EMULATE", raising=False)
     driver = FakeDriver()
     build = cuda_device.CudaCompiler.build

@@ -94,7 +94,9 @@ extern "C" __global__ void lanes(float* out, unsigned* votes, const float* x) {
 def test_cuda_warp_shuffles_and_votes_are_lane_exact(rng):
     x = rng.standard_normal(128).astype(np.float32)
     lane, base = np.arange(128) % 32, np.arange(128) // 32 * 32
-    within = lambda src, ok: np.where(ok, x[base + np.clip(src, 0, 31)], x)   # noqa: E731
+
+    def within(src, ok):   # lane src's value where it is in range, else the lane's own
+        return np.where(ok, x[base + np.clip(src, 0, 31)], x)
     want = np.stack([within(lane + 3, lane + 3 < 32), within(lane - 5, lane >= 5), within(lane ^ 9, True),
                      x[base + 7], within(lane + 2, lane % 8 + 2 < 8), within(lane ^ 16, (lane ^ 16) // 16 == lane // 16)],
                     axis=1)

@@ -9,10 +9,9 @@ import sys
 
 import numpy as np
 import pytest
-
 from reference import check_assigned_arguments, check_scatter_add
+
 import tracejit as tj
-from tracejit.codegen import metal as metal_codegen
 from tracejit.codegen import msl_check
 from tracejit.runtime import emulator, metal_device, registry
 from tracejit.runtime.emulator import build

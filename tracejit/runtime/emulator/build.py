@@ -60,7 +60,7 @@ def compiler_version() -> str:
     cxx = compiler()
     if cxx is None:
         return "none"
-    done = subprocess.run([cxx, "--version"], capture_output=True, text=True)
+    done = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
     return (done.stdout.splitlines() or ["unknown"])[0].strip()
 
 
@@ -175,7 +175,7 @@ def _compile(dialect: str, name: str, source: str) -> bytes:
         linker = shutil.which("ld")
         link = [linker, "-shared", str(obj), "-o", str(out)] if linker else \
             [compiler(), "-shared", "-nostdlib", str(obj), "-o", str(out)]
-        done = subprocess.run(link, capture_output=True, text=True)
+        done = subprocess.run(link, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise DeviceError(f"the emulator could not link kernel {name}: {done.stderr[:2000]}")
         return out.read_bytes()
@@ -185,7 +185,7 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     cxx = compiler()
     if cxx is None:
         raise DeviceError(unavailable_reason())
-    return subprocess.run([cxx, *FLAGS, *args], capture_output=True, text=True)
+    return subprocess.run([cxx, *FLAGS, *args], capture_output=True, text=True, check=False)
 
 
 @functools.cache
