@@ -36,6 +36,7 @@ from tracejit.runtime import emulator  # noqa: E402
 from tracejit.runtime.emulator import build as emulator_build  # noqa: E402
 
 AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
+EMULATED = [t for t in ("cuda", "metal") if emulator.emulates(t) and t in AVAILABLE_DEVICES]   # TRACEJIT_EMULATE
 
 # Every kernel compiled on numba is also compiled for CUDA (NVRTC + ptxas, sm_80 and sm_90; see
 # cuda_check.py) and rendered as MSL for Metal, checked by clang++ against the Metal shim (metal_check.py)
@@ -49,8 +50,7 @@ METAL_CHECKER = metal_check.install() if METAL_CHECK_SKIPPED is None else None
 
 
 def pytest_report_header(config):
-    emulated = [t for t in ("cuda", "metal") if emulator.emulates(t) and t in AVAILABLE_DEVICES]
-    lines = [f"emulated on the CPU (TRACEJIT_EMULATE): {', '.join(emulated) or 'none'}",f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
+    lines = [f"emulated on the CPU (TRACEJIT_EMULATE): {', '.join(EMULATED) or 'none'}",f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
              f"CUDA kernel check (NVRTC + ptxas for {', '.join(cuda_check.ARCHS)}): on",
              f"MSL kernel check (clang++ against the Metal shim): off, {METAL_CHECK_SKIPPED}" if METAL_CHECK_SKIPPED
              else "MSL kernel check (clang++ against the Metal shim): on"]
@@ -99,6 +99,24 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"MSL kernel check: {_TOTALS['msl_kernels']} kernels checked by clang++ against "
                                     f"the Metal shim; {_TOTALS['msl_refused']} programs refused with a clear error "
                                     "(float64, or more than 31 buffers)")
+
+
+SLOW_EMULATED = ("slow on the CPU emulator, where what it checks is not target-specific; "
+                 "TRACEJIT_EMULATE_ALL=1 runs it there too")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"slow_emulated: skipped on emulated cuda/metal ({SLOW_EMULATED})")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow_emulated skip on emulated devices (make test's budget), unless TRACEJIT_EMULATE_ALL=1."""
+    if not EMULATED or os.environ.get("TRACEJIT_EMULATE_ALL") == "1":
+        return
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if item.get_closest_marker("slow_emulated") and params and params.params.get("device") in EMULATED:
+            item.add_marker(pytest.mark.skip(reason=SLOW_EMULATED))
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)
