@@ -213,3 +213,29 @@ def test_a_reduction_missing_a_barrier_goes_wrong_under_adversarial_orders(emula
     broken = tj.kernel(lambda a: a.sum(axis=-1))
     results = [np.asarray(broken(x, device=target)) for _ in range(3)]
     assert any(not np.allclose(r, want, rtol=1e-5) for r in results)
+
+
+CUDA_FAULTS = r"""
+extern "C" __global__ void wild(float* out, const long long* where, int deep) {
+    if (deep) {                           // with fibers: a frame larger than a fiber's stack
+        volatile float big[32768];
+        big[threadIdx.x] = 1.0f;
+        __syncthreads();
+        out[threadIdx.x] = big[threadIdx.x];
+    } else {
+        out[threadIdx.x] = *(const float*)where[0];
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("deep", [0, 1], ids=["wild pointer", "stack overflow"])
+def test_a_memory_fault_in_a_kernel_is_an_error_not_a_crash(deep):
+    out, where, flag = np.zeros(32, np.float32), np.array([16], np.int64), np.array([deep], np.int32)
+    image, _ = build.build("cuda", "wild", CUDA_FAULTS)
+    module = build.load(image, "wild")
+    values = [ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(where.ctypes.data), ctypes.c_int(deep)]
+    args = (ctypes.c_void_p * 3)(*[ctypes.addressof(v) for v in values])
+    error = module.launch(ctypes.addressof(args), (1, 1, 1), (32, 1, 1))
+    assert error is not None and "touched memory outside" in error
+    assert run_source("cuda", "garbage", CUDA_GARBAGE, [out.view(np.uint32)], 1, 32) is None   # and it goes on

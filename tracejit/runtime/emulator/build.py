@@ -8,6 +8,9 @@ loaded with ctypes (each module has its own copy of the scheduler and its own sh
 
 -O1: measured on the suite's kernels, -O1 compiles in about the time of -O0 and runs several times faster.
 Kernels without a barrier or warp function are launched without fibers: their threads are plain calls.
+-fstack-clash-protection makes a frame too large for a fiber's stack touch the guard page below it, so the
+overflow is reported (tj_core.cpp turns memory faults inside a launch into errors) instead of silently
+writing over the next fiber's stack.
 
 Launch orders: each launch runs its blocks and the threads between waits forward, reversed or shuffled,
 in turn (launch number modulo 3), shuffles seeded by TRACEJIT_EMULATE_SEED (default 0) and the launch number,
@@ -38,7 +41,7 @@ from . import DESCRIPTION
 
 INCLUDE = Path(__file__).with_name("include")
 CORE = Path(__file__).with_name("tj_core.cpp")
-FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-fno-rtti", "-w")
+FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-fno-rtti", "-fstack-clash-protection", "-w")
 SEED_ENV = "TRACEJIT_EMULATE_SEED"
 SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|__ballot|__any_sync|__all_sync|__activemask|"
                   r"threadgroup_barrier|simdgroup_barrier|simd_")

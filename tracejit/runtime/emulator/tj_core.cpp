@@ -5,6 +5,9 @@
 
 extern "C" void abort() noexcept;
 extern "C" char* strncpy(char*, const char*, size_t) noexcept;
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #if !defined(__x86_64__)
 #include <ucontext.h>
@@ -20,7 +23,7 @@ using namespace tj;
 
 constexpr size_t STACK = 64 * 1024;
 constexpr uint64_t GARBAGE = ~(uint64_t)0;
-enum { ERR_DEADLOCK = 1, ERR_BLOCK_SIZE = 2, ERR_SYNC_WITHOUT_FIBERS = 3, ERR_NO_MEMORY = 4 };
+enum { ERR_DEADLOCK = 1, ERR_BLOCK_SIZE = 2, ERR_SYNC_WITHOUT_FIBERS = 3, ERR_NO_MEMORY = 4, ERR_FAULT = 5 };
 enum State : unsigned char { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
 enum { FORWARD = 0, REVERSE = 1, SHUFFLED = 2 };
 
@@ -43,6 +46,9 @@ void** thread_args;
 int error_code;
 char error_text[256];
 uint64_t rng_state;
+sigjmp_buf fault_jump;          // where a memory fault inside a launch returns to
+char fault_stack[64 * 1024];    // the fault handler's own stack: a fiber's may be what overflowed
+
 
 #if defined(__x86_64__)
 // save the callee-saved registers on this stack, switch stacks, restore the other's and return there
@@ -197,6 +203,51 @@ unsigned long long gcd(unsigned long long a, unsigned long long b) {
     return a;
 }
 
+// a memory fault (SIGSEGV, SIGBUS) in a kernel: back to the launch, which reports it
+void on_fault(int, siginfo_t* info, void*) {
+    snprintf(error_text, sizeof error_text, "a thread touched memory outside every buffer (address %p, block %u, "
+             "thread %u): an index out of bounds in the kernel, or a fiber's 60 KiB stack overflowed",
+             info->si_addr, tj_now.block_idx.x, tj_now.linear_tid);
+    error_code = ERR_FAULT;
+    siglongjmp(fault_jump, 1);
+}
+
+bool map_stacks() {
+    if (stacks) return true;
+    void* p = mmap(nullptr, STACK * MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return false;
+    stacks = (char*)p;
+    for (unsigned i = 0; i < MAX_THREADS; i++)   // a guard page below each stack: an overflow faults
+        mprotect(stacks + (size_t)i * STACK, 4096, PROT_NONE);
+    return true;
+}
+
+int run_grid(unsigned n, unsigned mode, unsigned long long seed, char* shared, unsigned long shared_size) {
+    const uint3v g = tj_now.grid_dim;
+    unsigned long long blocks = (unsigned long long)g.x * g.y * g.z;
+    // shuffled blocks: k -> (k * stride + offset) mod blocks, a permutation for a stride prime to blocks
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+    unsigned long long stride = blocks > 1 ? next_random() % blocks : 1, offset = blocks ? next_random() % blocks : 0;
+    while (gcd(stride, blocks) != 1) stride++;
+    unsigned order[MAX_THREADS];
+    for (unsigned long long k = 0; k < blocks; k++) {
+        unsigned long long b = mode == REVERSE ? blocks - 1 - k : mode == SHUFFLED ? (k * stride + offset) % blocks : k;
+        tj_now.block_idx = {(unsigned)(b % g.x), (unsigned)(b / g.x % g.y), (unsigned)(b / ((unsigned long long)g.x * g.y))};
+        if (shared_size) memset(shared, 0xFF, shared_size);
+        if (direct) {
+            make_order(order, n, mode);
+            for (unsigned t = 0; t < n; t++) {
+                enter(order[t]);
+                thread_fn(thread_args);
+            }
+        } else if (int rc = run_block(n, mode)) {
+            return rc;
+        }
+    }
+    return error_code;
+}
+
 }  // namespace
 
 extern "C" {
@@ -220,8 +271,8 @@ void tj_exchange(uint64_t value) {
     yield();
 }
 
-// Run fn (a module's tj_thread_NAME) over a grid; `direct`: without fibers (the kernel never waits).
-// 0, or an error whose text tj_error_text() gives.
+// Run fn (a module's tj_thread_NAME) over a grid; no_fibers: the kernel never waits, its threads are calls.
+// 0, or an error whose text tj_error_text() gives. A memory fault inside is such an error, not a crash.
 __attribute__((visibility("default"))) int tj_launch(void (*fn)(void**), void** args, unsigned gx, unsigned gy,
                                                      unsigned gz, unsigned bx, unsigned by, unsigned bz, int no_fibers,
                                                      unsigned mode, unsigned long long seed, char* shared,
@@ -234,40 +285,29 @@ __attribute__((visibility("default"))) int tj_launch(void (*fn)(void**), void** 
         return ERR_BLOCK_SIZE;
     }
     direct = no_fibers != 0;
-    if (!direct && !stacks) {
-        void* p = mmap(nullptr, STACK * MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
-        if (p == MAP_FAILED) {
-            fail(ERR_NO_MEMORY, "could not map the fibers' stacks");
-            return ERR_NO_MEMORY;
-        }
-        stacks = (char*)p;
+    if (!direct && !map_stacks()) {
+        fail(ERR_NO_MEMORY, "could not map the fibers' stacks");
+        return ERR_NO_MEMORY;
     }
     thread_fn = fn;
     thread_args = args;
-    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
     tj_now.block_dim = {bx, by, bz};
     tj_now.grid_dim = {gx, gy, gz};
-    unsigned long long blocks = (unsigned long long)gx * gy * gz;
-    // shuffled blocks: k -> (k * stride + offset) mod blocks, a permutation for a stride prime to blocks
-    unsigned long long stride = blocks > 1 ? next_random() % blocks : 1, offset = blocks ? next_random() % blocks : 0;
-    while (gcd(stride, blocks) != 1) stride++;
-    unsigned order[MAX_THREADS];
-    for (unsigned long long k = 0; k < blocks; k++) {
-        unsigned long long b = mode == REVERSE ? blocks - 1 - k : mode == SHUFFLED ? (k * stride + offset) % blocks : k;
-        tj_now.block_idx = {(unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / ((unsigned long long)gx * gy))};
-        if (shared_size) memset(shared, 0xFF, shared_size);
-        if (direct) {
-            make_order(order, n, mode);
-            for (unsigned t = 0; t < n; t++) {
-                enter(order[t]);
-                fn(args);
-            }
-        } else if (int rc = run_block(n, mode)) {
-            return rc;
-        }
-    }
-    return error_code;
+    struct sigaction on{}, old_segv{}, old_bus{};
+    on.sa_sigaction = on_fault;
+    on.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&on.sa_mask);
+    stack_t alt{}, old_alt{};
+    alt.ss_sp = fault_stack;
+    alt.ss_size = sizeof fault_stack;
+    sigaltstack(&alt, &old_alt);
+    sigaction(SIGSEGV, &on, &old_segv);
+    sigaction(SIGBUS, &on, &old_bus);
+    int rc = sigsetjmp(fault_jump, 1) ? ERR_FAULT : run_grid(n, mode, seed, shared, shared_size);
+    sigaction(SIGSEGV, &old_segv, nullptr);
+    sigaction(SIGBUS, &old_bus, nullptr);
+    sigaltstack(&old_alt, nullptr);
+    return rc;
 }
 
 __attribute__((visibility("default"))) const char* tj_error_text() { return error_text; }
