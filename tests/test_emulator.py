@@ -50,6 +50,13 @@ def test_the_devices_say_they_are_emulated_and_are_never_chosen_automatically(em
         assert not registry._qualifies(f"{target}-gpu")
 
 
+def test_a_wrong_TRACEJIT_EMULATE_is_the_reason_the_devices_give(emulated, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_EMULATE", "cuda,vulkan")
+    infos = {i.name: i for i in tj.devices()}
+    for target in TARGETS:
+        assert not infos[target].available and "vulkan" in infos[target].reason and "cuda,metal" in infos[target].reason
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_float_to_half_rounds_to_nearest_even_bit_for_bit(emulated, target):
     halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)

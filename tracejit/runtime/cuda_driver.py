@@ -30,6 +30,8 @@ def driver():
 def initialise() -> tuple[bool, str | None]:
     """(True, None) when the driver works and sees a GPU, else (False, why). Never raises: a machine
     without a driver must still import tracejit and list its devices."""
+    if emulator.problem():
+        return False, emulator.problem()
     if emulator.emulates("cuda"):
         from .emulator import build
         reason = build.unavailable_reason()

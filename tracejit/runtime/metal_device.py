@@ -56,6 +56,8 @@ def _bindings():
 @functools.cache
 def _system_device():
     """(MTLDevice, None) or (None, why not). Never raises; imports PyObjC only on macOS."""
+    if emulator.problem():
+        return None, emulator.problem()
     if emulator.emulates("metal"):
         from .emulator import build
         reason = build.unavailable_reason()

@@ -28,6 +28,15 @@ def requested() -> frozenset[str]:
     return names
 
 
+def problem() -> str | None:
+    """What is wrong with TRACEJIT_EMULATE, if anything (the devices report it as why they are unavailable)."""
+    try:
+        requested()
+    except DeviceError as e:
+        return str(e)
+    return None
+
+
 def emulates(target: str) -> bool:
     """Whether `target` runs on the emulator in this process (an invalid TRACEJIT_EMULATE reads as no)."""
     try:
