@@ -238,7 +238,7 @@ extern "C" __global__ void wild(float* out, const long long* where, int deep) {
 
 @pytest.mark.parametrize("deep", [0, 1], ids=["wild pointer", "stack overflow"])
 def test_a_memory_fault_in_a_kernel_is_an_error_not_a_crash(deep):
-    out, where, flag = np.zeros(32, np.float32), np.array([16], np.int64), np.array([deep], np.int32)
+    out, where = np.zeros(32, np.float32), np.array([16], np.int64)
     image, _ = build.build("cuda", "wild", CUDA_FAULTS)
     module = build.load(image, "wild")
     values = [ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(where.ctypes.data), ctypes.c_int(deep)]
