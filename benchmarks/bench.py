@@ -76,6 +76,17 @@ def matmul(a, b):
 
 
 @tj.kernel
+def linear_gelu(x, w, b):   # a transformer's FFN up-projection: x @ w + b, then GELU (tanh form)
+    h = x @ w + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
+
+
+def linear_gelu_numpy(x, w, b):
+    h = x @ w + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
+
+
+@tj.kernel
 def scale_shift(x):
     return x * 2 + 1
 
@@ -274,6 +285,10 @@ CASES = [
     Case("matmul", lambda d: (normal(1024 // math.isqrt(d), 1024), normal(1024, 1024 // math.isqrt(d))), {
         "tracejit": matmul, "numpy": np.matmul, "numba": matmul_numba},
         tolerance=(1e-3, 1e-3)),  # 1024-term float32 dot products of magnitude ~30
+    Case("linear_gelu", lambda d: (normal(64, 256), normal(256, 768), normal(768)), {
+        "tracejit": linear_gelu, "numpy": linear_gelu_numpy,
+        "numba": lambda x, w, b: gelu_numba((np.matmul(x, w) + b).reshape(-1)).reshape(len(x), -1)},  # BLAS + GELU
+        tolerance=(1e-3, 1e-3)),
     Case("dispatch", lambda d: (normal(16),), {
         "tracejit": scale_shift,
         "numpy": lambda x: x * 2 + 1,

@@ -273,3 +273,68 @@ def test_einsum_unsafe_dtype_is_refused_and_out_writes_into_its_array():
 def test_diagonal_of_unequal_axes_is_refused():
     with pytest.raises(tj.ShapeError, match="collapsing index 'i'"):
         tj.kernel(lambda a: np.einsum("ii->i", a)).trace(np.ones((2, 3)))
+
+
+# --- matrix products as BLAS calls on the numba device (ir/library.py) --------------------------------
+BLAS_PROGRAMS = {   # name -> (body, operand shapes, kernels on numba, of which BLAS calls)
+    "linear": (lambda x, w, b: x @ w + b, [(64, 256), (256, 96), (96,)], 2, 1),
+    "linear, weight transposed": (lambda x, w, b: x @ w.T + b, [(64, 256), (96, 256), (96,)], 2, 1),
+    "FFN with GELU": (lambda x, w, b: _gelu(x @ w + b), [(64, 128), (128, 96), (96,)], 2, 1),
+    "attention scores": (lambda q, k: q @ k.transpose(0, 2, 1) / 8.0, [(4, 48, 32), (4, 48, 32)], 2, 1),
+    "broadcast stack": (lambda a, b: a @ b, [(2, 3, 32, 40), (40, 24)], 1, 1),
+    "einsum, permuted output": (lambda a, b: np.einsum("ij,kj->ki", a, b), [(128, 64), (96, 64)], 1, 1),
+    "written by hand": (lambda a, b: (a[:, :, None] * b[None, :, :]).sum(1), [(64, 48), (48, 40)], 1, 1),
+    "computed operand": (lambda a, b: (a * 2 - 1) @ b, [(64, 48), (48, 40)], 2, 1),
+    "padded operand": (lambda a, b: np.pad(a, ((0, 0), (1, 1))) @ b, [(64, 46), (48, 40)], 2, 1),
+    "chain": (lambda a, b, c: a @ b @ c, [(64, 48), (48, 40), (40, 32)], 2, 2),
+    "vector @ matrix": (lambda v, m: v @ m, [(256,), (256, 512)], 1, 1),
+}
+
+
+def _gelu(h):
+    return 0.5 * h * (1 + np.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
+
+
+@pytest.mark.parametrize("name", BLAS_PROGRAMS, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_matrix_products_match_numpy_with_blas_on_numba_and_loops_elsewhere(name, dtype, device, rng):
+    body, shapes, _, _ = BLAS_PROGRAMS[name]
+    args = [random_array(rng, s, dtype, low=-1, high=1) for s in shapes]
+    assert_kernel_matches_numpy(body, *args, device=device, rtol=1e-4 if dtype == "float32" else 1e-10,
+                                atol=1e-4 if dtype == "float32" else 1e-10)
+
+
+@pytest.mark.parametrize("name", BLAS_PROGRAMS, ids=str)
+def test_numba_runs_matrix_products_as_blas_calls_with_one_kernel_for_the_epilogue(name, rng):
+    body, shapes, kernels, calls = BLAS_PROGRAMS[name]
+    plan = tj.kernel(body).lower(*[random_array(rng, s, "float32") for s in shapes], device="numba")
+    assert len(plan.kernels) == kernels
+    assert sum("numpy.matmul (BLAS)" in k.source for k in plan.kernels) == calls
+
+
+@pytest.mark.parametrize("dtype, shapes", [("int32", [(64, 64), (64, 64)]), ("float16", [(64, 64), (64, 64)]),
+                                           ("float32", [(8, 8), (8, 8)])], ids=["int32", "float16", "small"])
+def test_products_without_a_blas_dtype_or_too_small_stay_generated_loops(dtype, shapes, rng):
+    args = [random_array(rng, s, dtype, low=-2, high=2) for s in shapes]
+    plan = tj.kernel(lambda a, b: a @ b).lower(*args, device="numba")
+    assert not any("numpy.matmul" in k.source for k in plan.kernels)
+    # NumPy's float16 product rounds to float16 after every step; tracejit accumulates in float32
+    assert_kernel_matches_numpy(lambda a, b: a @ b, *args, device="numba", rtol=1e-2 if dtype == "float16" else None,
+                                atol=0.1 if dtype == "float16" else None)
+
+
+def test_blas_products_read_strided_and_reversed_arguments_in_place(rng):
+    a, b = random_array(rng, (128, 256), "float64"), random_array(rng, (128, 64), "float64")
+    assert_kernel_matches_numpy(lambda a, b: a @ b, a[:, ::2], b[::-1], device="numba")
+
+
+def test_blas_products_replay_in_a_capture_and_write_into_out(rng):
+    x, w, b = (random_array(rng, s, "float32", low=-1, high=1) for s in [(64, 128), (128, 96), (96,)])
+    f = tj.kernel(lambda x, w, b: _gelu(x @ w + b))
+    with tj.capture() as graph:
+        graph.outputs = f(x, w, b)
+    x2 = random_array(rng, x.shape, "float32", low=-1, high=1)
+    assert_close(graph(x2, w, b), _gelu(x2 @ w + b), rtol=1e-4, atol=1e-4)
+    out = np.empty((64, 96), np.float32)
+    f(x, w, b, out=out)
+    assert_close(out, _gelu(x @ w + b), rtol=1e-4, atol=1e-4)

@@ -20,13 +20,10 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # Numba's examples
     # numpy-benchmarks
     "benchmarks.laplacien": (TRACE, "Python's max(1., traced) needs the value while tracing (use np.maximum)"),
-    "benchmarks.allpairs_distances": (TRACE, "np.array of traced values (needs np.stack, fidelity II)"),
     "benchmarks.check_mask": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
-    "science.one_hot": (TRACE, "np.eye(n) is a NumPy array, and NumPy's own indexing of it with a traced array "
-                               "cannot be traced (tj.take(np.eye(n), labels, axis=0) can)"),
 }
 
 

@@ -331,3 +331,80 @@ def test_any_made_array_is_reproduced_bit_for_bit(rng):
         a = _random_made_array(rng)
         with np.errstate(all="ignore"):
             assert_exact(_evaluate(a), a, what=f"{a.dtype}{a.shape} {a.ravel()[:6]}")
+
+
+# --- np.array / np.asarray of traced values, and made arrays indexed by traced ones ----------------------
+def _pairwise(X, Y):   # numpy-benchmarks' allpairs_distances, as written there
+    return np.array([[np.sum((x - y) ** 2) for x in X] for y in Y])
+
+
+def _mixed(x):
+    return (np.array([x.sum(), 1.5, 2]), np.array([x[0], x[1]], dtype=np.int32), np.array(x, ndmin=3),
+            np.array([[x[0]], [True]]), np.asarray(x[1:]) * 2)
+
+
+@pytest.mark.parametrize("body, dtype", [(_pairwise, "float32"), (_mixed, "float32"), (_mixed, "int32")],
+                         ids=["pairwise", "mixed-float32", "mixed-int32"])
+def test_np_array_of_traced_values_stacks_them_with_numpys_dtype(body, dtype, device, rng):
+    x = rng.standard_normal(6).astype(dtype) * 4
+    args = (rng.standard_normal((5, 3)).astype(dtype), x[:4].reshape(4, 1).repeat(3, 1)) if body is _pairwise else (x,)
+    assert_close(run_kernel(tj.kernel(body), *args, device=device), body(*args))
+
+
+def test_np_asarray_of_a_traced_array_is_that_array_and_np_array_a_copy(device, rng):
+    def body(x):
+        same, copy = np.asarray(x), np.array(x)
+        same[0] = 7
+        copy[1] = 9
+        return copy
+
+    x = rng.standard_normal(4).astype(np.float32)
+    expected_x, expected = x.copy(), body(x.copy())
+    arg = tj.asarray(x, device=device) if device != "numba" else x
+    result = tj.kernel(body)(arg, device=device)
+    expected_x[0] = 7
+    assert_close(result, expected)
+    assert_close(np.asarray(arg), expected_x)
+
+
+def test_np_array_of_differently_shaped_traced_values_raises_numpys_error():
+    with pytest.raises(ValueError, match="inhomogeneous shape"):
+        tj.kernel(lambda x: np.array([x, x[:2]]))(np.ones(3, np.float32))
+
+
+def test_one_hot_through_numpys_indexing_of_a_made_eye_is_a_gather(device, rng):
+    labels = rng.integers(0, 10, 20).astype(np.int32)
+    one_hot = tj.kernel(lambda labels: np.eye(10, dtype=np.float32)[labels])
+    assert_exact(run_kernel(one_hot, labels, device=device), np.eye(10, dtype=np.float32)[labels])
+    with pytest.raises(IndexError):
+        run_kernel(one_hot, np.array([3, 10], np.int32), device=device)
+
+
+def test_made_arrays_used_as_python_numbers_keep_their_values(device):
+    def body(x):
+        steps = np.arange(10)
+        n = int(steps[3]) + len(steps) + float(np.linspace(0, 1, 5)[2])
+        if steps[2] > 1:
+            n += 1
+        return x * n + np.arange(1 << 20)[:4]   # too large to embed: stays NumPy's array
+
+    x = np.ones(4, np.float32)
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+
+
+MADE_ARRAY_IDIOMS = {   # data-dependent shapes and NumPy-only methods on arrays made from constants
+    "mask-of-made": lambda x: x[:5] + np.arange(10)[np.arange(10) % 2 == 0],
+    "made-mask-of-x": lambda x: x[np.arange(10) != 3],
+    "nonzero": lambda x: x[np.nonzero(np.arange(10) > 4)],
+    "where-1-arg": lambda x: x[np.where(np.arange(10) > 4)[0]],
+    "tolist": lambda x: x * len(np.arange(5).tolist()),
+    "iterate": lambda x: sum(x[i] for i in np.arange(3)),
+    "assign-into-made": lambda x: np.where(np.arange(10.0) > 4, x, np.arange(10.0)),
+}
+
+
+@pytest.mark.parametrize("idiom", MADE_ARRAY_IDIOMS, ids=str)
+def test_made_arrays_keep_numpys_behaviour_where_a_trace_would_refuse(idiom, device):
+    body = MADE_ARRAY_IDIOMS[idiom]
+    x = np.linspace(-1, 1, 10, dtype=np.float32)
+    assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))

@@ -21,7 +21,7 @@ def array_node(a: np.ndarray) -> Node:
                                "the kernel; only plain arrays are embedded: pass np.asarray(...) of it, or pass it "
                                "to the kernel as an argument")
     dt = check(a.dtype, f"a NumPy array of shape {a.shape} used in the kernel", internal=False)
-    a = np.ascontiguousarray(a, dt)
+    a = np.asarray(a, dt, order="C")   # ascontiguousarray would make a 0-d array 1-d
     if a.size == 0:
         return build.const(0, dt, a.shape)
     bits = _bits(a)

@@ -8,7 +8,9 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir import build
 from ..ir.dtypes import check
+from ..ir.graph import Node
 from .captured import array_node
+from .joining import join
 from .tensor import Tensor, as_node
 
 __all__ = ["arange", "empty", "empty_like", "eye", "full", "full_like", "identity", "linspace", "ones",
@@ -99,3 +101,63 @@ NUMPY_FUNCTIONS = {
     np.tril: tril, np.triu: triu, np.zeros: zeros, np.ones: ones, np.full: full, np.empty: empty,
     np.arange: arange, np.linspace: linspace, np.eye: eye, np.identity: identity, np.tri: tri,
 }
+
+
+_KNOWN_VALUES = frozenset({"arange", "linspace", "eye", "identity", "tri"})
+
+
+def while_tracing(name: str, original, args: tuple, kwargs: dict):
+    """np.<name> called by the kernel function while it is traced (see allocation.py for why)."""
+    if name in ("array", "asarray"):
+        return _array(name, original, args, kwargs)
+    make = globals()[name]
+    if name in _KNOWN_VALUES:
+        try:
+            return make(*args, **kwargs)
+        except UnsupportedError:
+            if _holds_traced((args, kwargs)):
+                raise
+            return original(*args, **kwargs)   # too large to embed in a kernel: NumPy's array, as it was
+    return make(*args, **kwargs)
+
+
+def _array(name: str, original, args: tuple, kwargs: dict):
+    """np.array / np.asarray of traced values: a traced array (copied for np.array, as NumPy copies), or a
+    nested sequence of them stacked, the dtype NumPy gives the mix (Python numbers count as float64/int64)."""
+    obj = args[0] if args else kwargs.get("object", kwargs.get("a"))
+    if not _holds_traced(obj):
+        return original(*args, **kwargs)
+    dtype = args[1] if len(args) > 1 else kwargs.get("dtype")
+    ndmin = kwargs.get("ndmin", 0)
+    if isinstance(obj, Tensor) and name == "asarray" and dtype is None:
+        return obj   # the same array: writes through it reach the caller's, as in NumPy
+    node = _stacked(obj)
+    if dtype is not None:
+        node = build.cast(node, check(dtype, f"np.{name} dtype", internal=False))
+    if len(node.shape) < ndmin:
+        node = build.reshape(node, (1,) * (ndmin - len(node.shape)) + node.shape)
+    return Tensor(node)
+
+
+def _holds_traced(obj) -> bool:
+    if isinstance(obj, Tensor):
+        return True
+    if isinstance(obj, dict):
+        return any(_holds_traced(v) for v in obj.values())
+    return isinstance(obj, (list, tuple)) and any(_holds_traced(v) for v in obj)
+
+
+def _stacked(obj) -> Node:
+    if isinstance(obj, Tensor):
+        return as_node(obj)
+    if not isinstance(obj, (list, tuple)):
+        return array_node(np.asarray(obj))
+    if not obj:
+        return build.const(0, np.dtype("float64"), (0,))
+    parts = [_stacked(v) for v in obj]
+    if any(p.shape != parts[0].shape for p in parts):
+        raise ValueError("setting an array element with a sequence. The requested array has an inhomogeneous "
+                         f"shape after 1 dimensions: its elements have shapes {[p.shape for p in parts]}")
+    dt = np.result_type(*(p.dtype for p in parts))
+    rows = [build.reshape(build.cast(p, dt), (1,) + p.shape) for p in parts]
+    return join(rows, 0)

@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import IndexOutOfBoundsError, InvalidIndexError, ShapeError, UnsupportedError
+from ..errors import (
+    IndexOutOfBoundsError,
+    InvalidIndexError,
+    ShapeError,
+    UnsupportedError,
+)
 from ..ir import build
 from ..ir.dtypes import BOOL
+from ..ir.evaluate import constant_value
 from ..ir.graph import Node, Op
 from . import functions as F
 from .functions import _axis
@@ -89,6 +95,9 @@ def _entry(k) -> tuple[str, object]:
         return "index", np.asarray(int(k))
     if isinstance(k, Tensor):
         if k.dtype == BOOL:
+            known = constant_value(k._node)
+            if known is not None:   # made from constants alone (np.arange(n) % 3 == 0): its count is known
+                return _entry(known)
             raise UnsupportedError(
                 "indexing with a traced boolean mask (x[mask], x[x > 0]): the result's shape depends on the data. "
                 "Keep the shape with np.where(mask, x, 0), or reduce only the selected elements with a where= "

@@ -25,6 +25,9 @@ FUNCTIONS = {
     **sorting.NUMPY_FUNCTIONS,
 }
 
+# Functions whose result shape depends on the data: of arrays the kernel made from constants alone
+# (np.where(np.arange(n) > k)) NumPy computes them while tracing, as it did before a trace.
+DATA_DEPENDENT = frozenset({*sorting.REFUSED, np.where})
 # NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
 # np.ravel makes a view of contiguous data only
 VIEW_FUNCTIONS = frozenset({
@@ -96,6 +99,9 @@ def array_function(func, args, kwargs):
             return func(*args, **kwargs)
         raise UnsupportedError(f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
                                + ", ".join(sorted({f.__name__ for f in FUNCTIONS})))
+    constants = _constant_arguments((args, kwargs)) if func in DATA_DEPENDENT else None
+    if constants is not None:   # np.nonzero(np.arange(n) > k): known while tracing, so NumPy computes it
+        return func(*constants[0], **constants[1])
     out = kwargs.pop("out", None)
     try:
         if func in VIEW_FUNCTIONS and args:

@@ -134,7 +134,15 @@ class Tensor:
         return f"Tensor(shape={self.shape}, dtype={self.dtype})"
 
     # -- what tracing cannot do --
+    def _known(self):
+        """The value while tracing where the kernel made it from constants alone (np.arange(n)[2]), else None;
+        large arrays are not evaluated (a Python number comes from at most one element)."""
+        return constant_value(self._node) if self.size == 1 else None
+
     def __bool__(self):
+        value = self._known()
+        if value is not None:
+            return bool(value)
         raise TraceError("a traced value was used as a Python bool (in `if`, `while`, `and`/`or`, or bool()); "
                          "its value is not known while tracing. Use tj.where(cond, a, b) (or np.where) to "
                          "select values instead")
@@ -154,14 +162,24 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def __index__(self):
+        value = self._known()
+        if value is not None and not self.shape and value.dtype.kind in "iub":
+            return int(value)
         raise TraceError("a traced value was used as a Python integer (e.g. as an index or a range bound); "
                          "its value is not known while tracing")
 
     def __float__(self):
+        value = self._known()
+        if value is not None:
+            return float(value.reshape(()))
         raise TraceError("float() of a traced value; its value is not known while tracing. Keep it an array "
                          "(x.astype(np.float64)) or pass the number as a static argument")
 
-    __int__ = __index__
+    def __int__(self):
+        value = self._known()
+        if value is not None:
+            return int(value.reshape(()))
+        return self.__index__()
 
     def __hash__(self):
         return id(self)
@@ -194,8 +212,22 @@ class Tensor:
 
     conjugate = conj
 
+    def _known_selection(self, key):
+        """x[mask] with a mask made from constants alone (x[np.arange(n) != k]): its count is known while
+        tracing, so it is the NumPy mask it was before a trace; NumPy's value when x is constant too."""
+        parts = key if isinstance(key, tuple) else (key,)
+        known = [constant_value(k._node) if isinstance(k, Tensor) else k for k in parts]
+        if any(k is None for k in known):
+            return None
+        known = tuple(known) if isinstance(key, tuple) else known[0]
+        value = constant_value(self._node)
+        return value[known] if value is not None else self[known]
+
     def __getattr__(self, name: str):
         # only reached when normal lookup fails: say whether NumPy has it, so the user knows why
+        value = constant_value(self._node) if not name.startswith("_") and name in _NDARRAY_NAMES else None
+        if value is not None:   # made from constants alone (np.arange(5).tolist()): NumPy's, as before a trace
+            return getattr(value, name)
         if not name.startswith("_") and name in _NDARRAY_NAMES:
             raise UnsupportedError(f"ndarray.{name} is not supported by tracejit on traced values; supported "
                                    f"methods and attributes: {', '.join(sorted(_SUPPORTED_NAMES))}")
@@ -248,6 +280,9 @@ class Tensor:
     def __getitem__(self, key) -> "Tensor":
         mask = _frontend("assign").traced_mask(key)
         if mask is not None:   # its shape depends on the data: see selection.py for what works
+            known = self._known_selection(key)
+            if known is not None:
+                return known
             return _frontend("selection").MaskedSelection(mask, self._node, self)
         if _is_element(key, self.ndim):
             return Tensor(_index(self._node, key))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import build, merge_sort
+from . import build, library, merge_sort
 from .dtypes import identity
 from .graph import Node, Op, rewrite, toposort
 from .kernel_ir import Kernel
@@ -36,6 +36,8 @@ class Program:
     int_scalars: list[tuple[int, np.dtype]]  # Python-int arguments narrowed to a smaller int dtype
     # per kernel, per value it writes: (its buffer key, the offset it is stored at, offsets read per buffer key)
     accesses: list[list[tuple[object, object, dict]]] = field(default_factory=list)
+    # kernel index -> a matrix product the plan may run as a BLAS call (LayoutOptions.blas; library.py)
+    blas_calls: dict[int, library.Call] = field(default_factory=dict)
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of
@@ -60,6 +62,7 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
     the target's layout preferences."""
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
+    gemms = library.plan(outputs, stored) if options.blas else {}
     realized: set[Node] = set(outputs) | stored
     while True:
         reads, writes = _assign_buffers(outputs, realized, inputs)
@@ -73,16 +76,20 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         if not fused_twice:
             break
         realized.update(fused_twice)
-    kernels, launches, accesses = [], [], []
+    kernels, launches, accesses, calls = [], [], [], {}
     for group in _merge_elementwise(analyses, writes):
-        kernel, params = emit(f"k{len(kernels)}_{_describe(group[0])}", group, reads,
+        gemm = gemms.get(group[0].out)
+        kernel, params = emit(f"k{len(kernels)}_{'matmul' if gemm else _describe(group[0])}", group, reads,
                               [writes[a.out] for a in group], options)
+        found = gemm and library.call(gemm, group[0].out, params, reads, writes[group[0].out].key)
+        if found:
+            calls[len(kernels)] = found
         kernels.append(kernel)
         launches.append([p.key for p in params])
         accesses.append([(writes[a.out].key, a.offsets[-1], a.reads) for a in group])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
     return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs),
-                   accesses)
+                   accesses, calls)
 
 
 def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:

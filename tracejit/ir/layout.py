@@ -15,6 +15,7 @@ class LayoutOptions:
     keep_row_max: int = 16384      # longest reduction input kept in local memory for the write loop
     gather_rows: bool = True       # a gather's trailing axes that no index depends on are an inner loop (CPU)
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
+    blas: bool = False             # the launch plan runs float matrix products as BLAS calls (ir/library.py)
 
 
 @dataclass

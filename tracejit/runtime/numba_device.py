@@ -15,6 +15,7 @@ import numpy as np
 
 from ..codegen import numba as numba_codegen
 from ..errors import CompileError, CompileTimeoutError, OutOfMemoryError
+from ..ir import library
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, fault_error, faults
 from ..ir.layout import LayoutOptions
@@ -46,7 +47,7 @@ class CompiledKernel:
 
 class NumbaDevice:
     name = "numba"
-    layout = LayoutOptions()
+    layout = LayoutOptions(blas=True)   # NumPy's matmul (OpenBLAS) for matrix products: ir/library.py
 
     def __init__(self, index: int | None = None):
         if index:
@@ -110,7 +111,11 @@ class NumbaDevice:
     # -- compilation --
     def compile(self, program: Program) -> "NumbaPlan":
         compiled = []
-        for k in program.kernels:
+        for i, k in enumerate(program.kernels):
+            if i in program.blas_calls:   # NumPy's matmul on views of the buffers: nothing to compile
+                fn = _blas_kernel(program.blas_calls[i])
+                compiled.append((CompiledKernel(k.name, _blas_source(program.blas_calls[i]), k, True, True), (fn, fn)))
+                continue
             parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1
             source = numba_codegen.render_module([(k, parallel)])
             fn, cached = self._load(source, k)  # (entry point, dispatcher), whether nothing was compiled
@@ -267,6 +272,25 @@ def _compiler_versions() -> str:
     import llvmlite
     import numba
     return f"numba {numba.__version__} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
+
+
+def _blas_kernel(call: library.Call):
+    """A kernel's work done by np.matmul (NumPy's BLAS), given the same flat arrays as its entry point."""
+    gemm, shape = call.gemm, (call.views[-1] if call.views else call.gemm.node).shape
+
+    def run(*arrays):
+        values = {leaf: np.lib.stride_tricks.as_strided(arrays[i][buf.offset:], buf.shape,
+                                                        [s * arrays[i].itemsize for s in buf.strides])
+                  for leaf, i, buf in call.leaves}
+        x, y = library.view(gemm.x, values), library.view(gemm.y, values)
+        call.write(x, y, arrays[call.out].reshape(shape))
+    return run
+
+
+def _blas_source(call: library.Call) -> str:
+    b, m, n, k = call.gemm.sizes()
+    return (f"# run as numpy.matmul (BLAS): {b} x ({m} x {k}) @ ({k} x {n}), {call.gemm.node.dtype}, on views of "
+            "the buffers (tracejit.ir.library); the kernel IR is the reference it replaces\n")
 
 
 def _root(a: np.ndarray) -> np.ndarray:
