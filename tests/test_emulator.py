@@ -246,3 +246,11 @@ def test_a_memory_fault_in_a_kernel_is_an_error_not_a_crash(deep):
     error = module.launch(ctypes.addressof(args), (1, 1, 1), (32, 1, 1))
     assert error is not None and "touched memory outside" in error
     assert run_source("cuda", "garbage", CUDA_GARBAGE, [out.view(np.uint32)], 1, 32) is None   # and it goes on
+
+
+def test_debug_builds_keep_their_source_for_the_debugger(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_EMULATE_DEBUG", "1")
+    out = np.zeros(64, np.uint32)
+    assert run_source("cuda", "garbage", CUDA_GARBAGE, [out], 1, 64) is None
+    kept = [p for p in build._work_dir().glob("garbage-*.cpp") if "__shared__ unsigned fresh" in p.read_text()]
+    assert kept and "TJ_CUDA_ENTRY(garbage)" in kept[0].read_text()

@@ -45,6 +45,8 @@ INCLUDE = Path(__file__).with_name("include")
 CORE = Path(__file__).with_name("tj_core.cpp")
 FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-fno-rtti", "-fstack-clash-protection", "-w")
 SEED_ENV = "TRACEJIT_EMULATE_SEED"
+DEBUG_ENV = "TRACEJIT_EMULATE_DEBUG"
+DEBUG_FLAGS = ("-g", "-O0")
 SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|__ballot|__any_sync|__all_sync|__activemask|"
                   r"threadgroup_barrier|simdgroup_barrier|simd_")
 PRELUDE = {"cuda": "tj_cuda.h", "metal": "metal_stdlib"}
@@ -148,10 +150,18 @@ def cache_key(dialect: str, name: str, source: str) -> CacheKey:
 BUILT: dict[str, int] = {}   # kernel sources built (compiled or found in the disk cache), per dialect
 
 
+def debugging() -> bool:
+    """TRACEJIT_EMULATE_DEBUG=1: kernels built for a debugger (-g -O0, their source kept in this process's
+    directory, which the debug information names), never from or into the disk cache."""
+    return os.environ.get(DEBUG_ENV) == "1"
+
+
 def build(dialect: str, name: str, source: str) -> tuple[bytes, bool]:
     """The shared object of kernel `name` (its source in `dialect`), from the disk cache or compiled now;
     also whether it came from the cache."""
     BUILT[dialect] = BUILT.get(dialect, 0) + 1
+    if debugging():
+        return _compile(dialect, name, source, _work_dir()), False
     key = cache_key(dialect, name, source)
     image = CACHE.get(key)
     if image is not None and image.startswith(ELF):   # anything else in the entry is not ours: rebuilt
@@ -164,14 +174,18 @@ def build(dialect: str, name: str, source: str) -> tuple[bytes, bool]:
 
 
 
-def _compile(dialect: str, name: str, source: str) -> bytes:
+def _compile(dialect: str, name: str, source: str, keep: Path | None = None) -> bytes:
     """Compile to an object, then link it alone into a shared object: its undefined symbols (the scheduler's,
     libm's) resolve when it is loaded, against the core and the process. `ld -shared` takes milliseconds where
-    the compiler driver's link takes tens of them."""
+    the compiler driver's link takes tens of them. `keep`: a directory where the source stays."""
     with tempfile.TemporaryDirectory(prefix="tracejit-emulate-") as tmp:
-        src, obj, out = Path(tmp, f"{name}.cpp"), Path(tmp, f"{name}.o"), Path(tmp, f"{name}.so")
+        where = Path(keep or tmp)
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        src, obj, out = where / f"{name}-{digest}.cpp", Path(tmp, f"{name}.o"), Path(tmp, f"{name}.so")
         src.write_text(f"{source}\n{entry(dialect, source, name)}\n")
-        done = _run(["-I", str(INCLUDE), "-include", PRELUDE[dialect], "-x", "c++", "-c", str(src), "-o", str(obj)])
+        options = DEBUG_FLAGS if debugging() else ()
+        done = _run([*options, "-I", str(INCLUDE), "-include", PRELUDE[dialect], "-x", "c++", "-c", str(src), "-o",
+                     str(obj)])
         if done.returncode != 0:
             raise CompileError(build_log.annotate(
                 f"the emulator's C++ compiler ({Path(compiler()).name}) rejected generated kernel {name}:", source,
