@@ -254,3 +254,21 @@ def test_debug_builds_keep_their_source_for_the_debugger(monkeypatch):
     assert run_source("cuda", "garbage", CUDA_GARBAGE, [out], 1, 64) is None
     kept = [p for p in build._work_dir().glob("garbage-*.cpp") if "__shared__ unsigned fresh" in p.read_text()]
     assert kept and "TJ_CUDA_ENTRY(garbage)" in kept[0].read_text()
+
+
+CUDA_VECTORS = r"""
+extern "C" __global__ void vectors(float4* out, const float4* x, const int2* k) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const float4 v = x[i];
+    out[i] = make_float4(v.w, v.z + (float)k[i].x, v.y * (float)k[i].y, v.x);
+}
+"""
+
+
+def test_cuda_vector_types_are_laid_out_as_on_the_gpu(rng):
+    x, k = rng.standard_normal((64, 4)).astype(np.float32), rng.integers(-5, 5, (64, 2)).astype(np.int32)
+    out = np.zeros((64, 4), np.float32)
+    assert run_source("cuda", "vectors", CUDA_VECTORS, [out, x, k], 2, 32) is None
+    kf = k.astype(np.float32)
+    want = np.stack([x[:, 3], x[:, 2] + kf[:, 0], x[:, 1] * kf[:, 1], x[:, 0]], axis=1)
+    np.testing.assert_array_equal(out, want)
