@@ -32,8 +32,11 @@ if "TRACEJIT_CACHE_DIR" not in os.environ:
     os.environ["TRACEJIT_CACHE_DIR"] = _cache_dir
 
 import tracejit as tj  # noqa: E402
+from tracejit.runtime import emulator  # noqa: E402
+from tracejit.runtime.emulator import build as emulator_build  # noqa: E402
 
 AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
+EMULATED = [t for t in ("cuda", "metal") if emulator.emulates(t) and t in AVAILABLE_DEVICES]   # TRACEJIT_EMULATE
 
 # Every kernel compiled on numba is also compiled for CUDA (NVRTC + ptxas, sm_80 and sm_90; see
 # cuda_check.py) and rendered as MSL for Metal, checked by clang++ against the Metal shim (metal_check.py)
@@ -47,7 +50,7 @@ METAL_CHECKER = metal_check.install() if METAL_CHECK_SKIPPED is None else None
 
 
 def pytest_report_header(config):
-    lines = [f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
+    lines = [f"emulated on the CPU (TRACEJIT_EMULATE): {', '.join(EMULATED) or 'none'}",f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
              f"CUDA kernel check (NVRTC + ptxas for {', '.join(cuda_check.ARCHS)}): on",
              f"MSL kernel check (clang++ against the Metal shim): off, {METAL_CHECK_SKIPPED}" if METAL_CHECK_SKIPPED
              else "MSL kernel check (clang++ against the Metal shim): on"]
@@ -55,11 +58,12 @@ def pytest_report_header(config):
 
 
 # counts of this process plus finished xdist workers
-_TOTALS = {"cuda_kernels": 0, "cuda_assemblies": 0, "msl_kernels": 0, "msl_refused": 0}
+_TOTALS = {"cuda_kernels": 0, "cuda_assemblies": 0, "msl_kernels": 0, "msl_refused": 0, "emulated_cuda": 0,
+           "emulated_metal": 0}
 
 
 def _counts() -> dict[str, int]:
-    out = {}
+    out = {f"emulated_{dialect}": n for dialect, n in emulator_build.BUILT.items()}
     if CUDA_CHECKER is not None:
         out.update(cuda_kernels=CUDA_CHECKER.kernels, cuda_assemblies=len(CUDA_CHECKER.assembled))
     if METAL_CHECKER is not None:
@@ -84,6 +88,9 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _TOTALS["emulated_cuda"] or _TOTALS["emulated_metal"]:
+        terminalreporter.write_line(f"Emulated on the CPU: {_TOTALS['emulated_cuda']} CUDA C and {_TOTALS['emulated_metal']} "
+                                    "MSL kernel sources compiled as C++ and run (each once per process)")
     if CUDA_CHECKER is not None:
         terminalreporter.write_line(f"CUDA kernel check: {_TOTALS['cuda_kernels']} kernels compiled by NVRTC; "
                                     f"{_TOTALS['cuda_assemblies']} assemblies by ptxas for "
@@ -92,6 +99,24 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"MSL kernel check: {_TOTALS['msl_kernels']} kernels checked by clang++ against "
                                     f"the Metal shim; {_TOTALS['msl_refused']} programs refused with a clear error "
                                     "(float64, more than 31 buffers, or a scatter of a dtype without atomics)")
+
+
+SLOW_EMULATED = ("slow on the CPU emulator, where what it checks is not target-specific; "
+                 "TRACEJIT_EMULATE_ALL=1 runs it there too")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"slow_emulated: skipped on emulated cuda/metal ({SLOW_EMULATED})")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow_emulated skip on emulated devices (make test's budget), unless TRACEJIT_EMULATE_ALL=1."""
+    if not EMULATED or os.environ.get("TRACEJIT_EMULATE_ALL") == "1":
+        return
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if item.get_closest_marker("slow_emulated") and params and params.params.get("device") in EMULATED:
+            item.add_marker(pytest.mark.skip(reason=SLOW_EMULATED))
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)

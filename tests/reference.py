@@ -81,6 +81,10 @@ def assert_flags_match(result: Any, expected: Any, names: list[str]) -> None:
         np.testing.assert_array_equal((actual >> bit) & 1, (expected >> bit) & 1, err_msg=name)
 
 
+# devices that cannot represent float64 (a stated property of the target), and why
+NO_FLOAT64 = {"webgpu": "WGSL has no float64", "metal": "the Metal Shading Language has no float64"}
+
+
 def run_kernel(kernel: Callable[..., Any], *args: Any, device: str, **kwargs: Any) -> Any:
     """Call a kernel on a device. A device other than numba may lack a dtype (WGSL has no float64);
     its DtypeError then skips the test rather than failing it. numba supports every dtype."""
@@ -208,7 +212,7 @@ def unprivileged() -> list[str]:
     return capless
 
 
-# ---- scenarios every GPU runtime's stand-in runs (tests/test_cuda_runtime.py, tests/test_metal.py) ----
+# ---- scenarios every GPU runtime runs without a GPU (tests/test_cuda_runtime.py, tests/test_metal.py) ----
 
 def _scatter_add(table, i, d):
     grad = np.zeros_like(table)

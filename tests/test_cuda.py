@@ -18,7 +18,7 @@ import pytest
 import tracejit as tj
 from tracejit.codegen import cuda as cuda_codegen
 from tracejit.codegen import nvrtc
-from tracejit.runtime import cuda_driver, dlpack
+from tracejit.runtime import cuda_driver, dlpack, emulator
 from tracejit.runtime import registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +66,7 @@ def test_devices_reports_cuda_unavailable_with_the_reason_and_that_lowering_stil
 
 
 @needs_nvrtc
+@pytest.mark.skipif(emulator.emulates("cuda"), reason="TRACEJIT_EMULATE=cuda: `cuda` builds for the CPU emulator")
 def test_lower_for_cuda_gives_cuda_c_and_ptx_for_sm_80_by_default(monkeypatch):
     monkeypatch.delenv("TRACEJIT_CUDA_ARCH", raising=False)
     plan = softmax.lower(tj.spec((64, 1024), np.float32), device="cuda")

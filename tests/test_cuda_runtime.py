@@ -1,32 +1,35 @@
-"""The cuda runtime's host side on a machine without a GPU: tests/fake_cuda.py stands in for the driver
-(host memory, launches run by the kernel-IR interpreter), while NVRTC compiles the real PTX. Checks
-uploads (strided ones too), argument packing (buffers and scalars by value), the float4 variant's
-alignment choice, results on the device, the allocator, foreign arrays, capture into a CUDA graph.
-The same code on a real GPU is covered by the device-parametrised suite and tests/test_cuda.py."""
+"""The cuda runtime's host side on a machine without a GPU, twice: on tests/fake_cuda.py, a stand-in for the
+driver that takes the real PTX from NVRTC (launches run by the kernel-IR interpreter), and on the CPU
+emulator's driver (tracejit/runtime/emulator/cuda_driver.py), where the generated CUDA C itself runs.
+Checks uploads (strided ones too), argument packing (buffers and scalars by value), the float4 variant's
+alignment choice and launch shape, results on the device, the allocator, foreign arrays, capture into a
+CUDA graph. The same code on a real GPU is covered by the device-parametrised suite and tests/test_cuda.py."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference import check_assigned_arguments, check_scatter_add
 
 import tracejit as tj
 from tracejit.codegen import nvrtc
 from tracejit.runtime import cuda_device, cuda_driver, registry
+from tracejit.runtime.emulator import build as emulator_build
+from tracejit.runtime.emulator import cuda_driver as emulated_cuda
 
 try:
     nvrtc.version()
+    NO_NVRTC = None
 except tj.DeviceError as e:
-    pytest.skip(f"NVRTC is not installed: {e}", allow_module_level=True)
-from fake_cuda import FakeDriver  # noqa: E402  (imports cuda.bindings)
-from reference import check_assigned_arguments, check_scatter_add  # noqa: E402
+    NO_NVRTC = f"NVRTC is not installed: {e}"
 
 
-@pytest.fixture
-def fake(monkeypatch):
+def _stand_in(monkeypatch):
+    """The stand-in driver, told about each kernel the compiler builds (its PTX is not executed)."""
+    if NO_NVRTC:
+        pytest.skip(NO_NVRTC)
+    from fake_cuda import FakeDriver  # imports cuda.bindings
+    monkeypatch.delenv("TRACEJIT_EMULATE", raising=False)
     driver = FakeDriver()
-    monkeypatch.setattr(registry, "_auto", registry.default_device_name())   # never chosen automatically
-    monkeypatch.setattr(cuda_driver, "driver", lambda: driver)
-    cuda_driver.initialise.cache_clear()
-    monkeypatch.setattr(registry, "_instances", {})
     build = cuda_device.CudaCompiler.build
 
     def build_and_register(self, kernel, by_value, options=None):
@@ -34,8 +37,31 @@ def fake(monkeypatch):
         driver.register(c, by_value)
         return c
     monkeypatch.setattr(cuda_device.CudaCompiler, "build", build_and_register)
+    return driver
+
+
+def _emulator(monkeypatch):
+    if emulator_build.unavailable_reason():
+        pytest.skip(emulator_build.unavailable_reason())
+    monkeypatch.setenv("TRACEJIT_EMULATE", "cuda")
+    return emulated_cuda.Driver(memory_limit=1 << 30)
+
+
+@pytest.fixture(params=[_stand_in, _emulator], ids=["stand-in", "emulator"])
+def fake(request, monkeypatch):
+    monkeypatch.setattr(registry, "_auto", registry.default_device_name())   # never chosen automatically
+    driver = request.param(monkeypatch)
+    monkeypatch.setattr(cuda_driver, "driver", lambda: driver)
+    cuda_driver.initialise.cache_clear()
+    monkeypatch.setattr(registry, "_instances", {})
+    for k in [v for v in globals().values() if hasattr(v, "_plans")]:   # plans of an earlier test hold its device
+        monkeypatch.setattr(k, "_plans", {})
     yield driver
     cuda_driver.initialise.cache_clear()
+
+
+def kernel_name(fn) -> str:
+    return fn[0] if isinstance(fn, tuple) else fn.module.name
 
 
 @tj.kernel
@@ -59,10 +85,10 @@ def softmax_ref(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def test_the_fake_gpu_is_a_cuda_device(fake):
+def test_the_stand_in_and_the_emulator_are_cuda_devices(fake):
     assert {i.name: i for i in tj.devices()}["cuda"].available
     dev = tj.device("cuda")
-    assert dev.compiler.arch == "sm_80" and "Fake GPU" in dev.description
+    assert dev.compiler.arch == "sm_80" and ("Fake GPU" in dev.description or "emulated on the CPU" in dev.description)
 
 
 def test_a_call_uploads_launches_and_keeps_results_on_the_device(fake, rng):
@@ -108,7 +134,7 @@ def test_the_float4_variant_runs_only_on_aligned_memory(fake, rng):
     plan = affine.lower(on_gpu, 2.0, 1.0, device="cuda")
     assert plan.kernels[0].vector is not None
     original = fake.cuLaunchKernel
-    fake.cuLaunchKernel = lambda fn, *rest: launched.append(fn[0]) or original(fn, *rest)
+    fake.cuLaunchKernel = lambda fn, *rest: launched.append(kernel_name(fn)) or original(fn, *rest)
     np.testing.assert_allclose(affine(on_gpu, 2.0, 1.0, device="cuda").numpy(), x * 2 + 1, rtol=1e-6)
 
     class Offset:                                       # 4 bytes past an aligned address
@@ -154,7 +180,9 @@ def test_capture_replays_one_cuda_graph_with_new_inputs(fake, rng):
 def test_an_index_out_of_bounds_raises_numpys_index_error_and_the_next_call_works(fake):
     lookup = tj.kernel(lambda table, i: table[:, i] + 1)
     table = np.arange(12.0, dtype=np.float32).reshape(3, 4)
-    with pytest.raises(tj.IndexOutOfBoundsError, match="^index 4 is out of bounds for axis 1 with size 4$"):
+    # two bad indices: GPU threads run in no promised order, so the first fault recorded may be either (NumPy
+    # names 4); the emulator's launches run the threads forward, reversed and shuffled
+    with pytest.raises(tj.IndexOutOfBoundsError, match="^index (4|-9) is out of bounds for axis 1 with size 4$"):
         lookup(table, np.array([0, 4, -9], np.int64), device="cuda")
     np.testing.assert_array_equal(lookup(table, np.array([0, -4], np.int64), device="cuda").numpy(),
                                   table[:, [0, -4]] + 1)

@@ -17,7 +17,7 @@ import pytest
 
 import tracejit as tj
 from reference import require_kept_kernels, unprivileged
-from tracejit.runtime import disk_cache
+from tracejit.runtime import disk_cache, emulator
 from tracejit.runtime.disk_cache import CacheKey, CacheWarning, DiskCache, parse_entry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +34,8 @@ def softmax(x):
 def gelu(x):
     return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
 
-x = np.random.default_rng(0).standard_normal((8, 300)).astype(np.float32)
+# 7 x 299, not a multiple of 4: no float4 variant (a second artifact of one kernel) on cuda
+x = np.random.default_rng(0).standard_normal((7, 299)).astype(np.float32)
 y = np.asarray(softmax(x, device=DEVICE))
 z = np.asarray(gelu(x, device=DEVICE))
 assert np.allclose(y.sum(axis=1), 1, atol=1e-5) and np.isfinite(z).all()
@@ -109,10 +110,12 @@ def test_a_truncated_or_altered_entry_is_reported_once_and_rebuilt(tmp_path, dev
 
 def test_a_changed_compiler_version_misses_and_debug_output_says_why(tmp_path, device):
     run_program(tmp_path, device)
-    module = {"numba": "numba_device", "opencl": "opencl_device"}[device]
-    function = {"numba": "_compiler_versions", "opencl": "_pyopencl_version"}[device]
+    cuda = ("emulator.build", "compiler_version") if emulator.emulates("cuda") else ("nvrtc", "version")
+    module, function = {"numba": ("numba_device", "_compiler_versions"), "opencl": ("opencl_device", "_pyopencl_version"),
+                        "cuda": cuda}[device]
+    module = "codegen.nvrtc" if module == "nvrtc" else f"runtime.{module}"
     prelude = f"""
-        import tracejit.runtime.{module} as m
+        import tracejit.{module} as m
         m.{function} = lambda: "a newer compiler"
     """
     changed = run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")
@@ -154,7 +157,7 @@ def test_a_writer_killed_mid_write_leaves_no_visible_entry(tmp_path):
     code = f"""
         import os, signal
         from pathlib import Path
-        from tracejit.runtime import disk_cache
+        from tracejit.runtime import disk_cache, emulator
         from tracejit.runtime.disk_cache import CacheKey, DiskCache
         real_fdopen = os.fdopen
         class Dying:
@@ -299,7 +302,7 @@ NUMBA_FILES_PROGRAM = """
 import os, sys, warnings, numpy as np, tracejit as tj
 from pathlib import Path
 from tracejit.errors import CacheWarning
-from tracejit.runtime import disk_cache
+from tracejit.runtime import disk_cache, emulator
 cache, x = Path(os.environ["TRACEJIT_CACHE_DIR"]), np.arange(10, dtype=np.float32)
 
 def fresh():   # as a new process: the module imported again, so Numba reads its cache files again
@@ -373,7 +376,7 @@ def test_a_read_only_numba_cache_as_a_non_root_user_loads_and_a_new_kernel_warns
         for p in [top, *top.rglob("*")]:
             p.chmod(0o755 if p == top else (p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & ~0o222)
         loaded = run()
-        new = run(code.replace("(8, 300)", "(8, 301)"))
+        new = run(code.replace("(7, 299)", "(7, 301)"))
     finally:
         for p in [top, *top.rglob("*")]:
             p.chmod(p.stat().st_mode | 0o700)

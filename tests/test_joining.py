@@ -77,6 +77,7 @@ def joins_and_splits(x, v):
     return joins(x, v) + splits(np.tile(x, (2, 1)), np.tile(x, (2, 1, 2)).reshape(2, 4, 6))
 
 
+@pytest.mark.slow_emulated
 @pytest.mark.parametrize("dtypes", list(DTYPES))
 def test_joins_and_splits_match_numpy(dtypes, device, rng):
     args = arrays(rng, DTYPES[dtypes], (3, 4), (4,))

@@ -1,7 +1,7 @@
 """The metal target where there is no Mac: MSL lowering anywhere, its errors, the MSL checker (generated
-kernels pass it, broken ones fail it), and the runtime's host side on tests/fake_metal.py, a stand-in for
-PyObjC's Metal whose dispatches run the kernel IR. On macOS the device-parametrised suite runs on the
-real `metal` device as well."""
+kernels pass it, broken ones fail it), and the runtime with its generated MSL running on the CPU emulator
+(tracejit/runtime/emulator/metal.py, in PyObjC's Metal's shape). On macOS the device-parametrised suite
+runs on the real `metal` device as well."""
 from __future__ import annotations
 
 import subprocess
@@ -9,13 +9,13 @@ import sys
 
 import numpy as np
 import pytest
-
-import fake_metal
 from reference import check_assigned_arguments, check_scatter_add
+
 import tracejit as tj
-from tracejit.codegen import metal as metal_codegen
 from tracejit.codegen import msl_check
-from tracejit.runtime import metal_device, registry
+from tracejit.runtime import emulator, metal_device, registry
+from tracejit.runtime.emulator import build
+from tracejit.runtime.emulator import metal as emulated_metal
 
 needs_clang = pytest.mark.skipif(msl_check.find_clang() is None,
                                  reason="clang++ is not installed (Debian: apt-get install clang)")
@@ -67,6 +67,7 @@ def test_lower_gives_msl_without_a_mac_and_without_pyobjc():
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS has Metal")
+@pytest.mark.skipif(emulator.emulates("metal"), reason="TRACEJIT_EMULATE=metal: metal runs on the CPU emulator")
 def test_devices_reports_metal_unavailable_with_the_reason():
     info = next(i for i in tj.devices() if i.name == "metal")
     assert not info.available and "macOS" in info.reason and "lower" in info.reason
@@ -171,12 +172,16 @@ def test_the_checker_runs_on_files(tmp_path):
     assert f"{good}: ok" in done.stdout and "erf" in done.stderr
 
 
-# ---- the runtime's host side, on a stand-in for PyObjC's Metal ----
+# ---- the runtime, on the CPU emulator in PyObjC's shape (the generated MSL runs) ----
 
 @pytest.fixture
-def fake(monkeypatch):
-    device = fake_metal.FakeDevice()
-    for name, module in fake_metal.modules(device).items():
+def emulated(monkeypatch):
+    """The emulator's Metal device behind PyObjC's module names, as the metal runtime imports them on macOS."""
+    if build.unavailable_reason() is not None:
+        pytest.skip(build.unavailable_reason())
+    monkeypatch.delenv("TRACEJIT_EMULATE", raising=False)   # through the modules below, as on macOS
+    device = emulated_metal.Device()
+    for name, module in emulated_metal.modules(device).items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(registry, "_auto", registry.default_device_name())   # never chosen automatically
     monkeypatch.setattr(metal_device, "_system_device", lambda: (device, None))
@@ -184,17 +189,10 @@ def fake(monkeypatch):
     monkeypatch.setattr(registry, "_instances", {})
     for k in (softmax, layernorm, mixed, int_ops, ipow, lookup):   # plans of an earlier test hold its device
         monkeypatch.setattr(k, "_plans", {})
-    render = metal_codegen.render
-
-    def render_and_register(kernel, options=metal_codegen.DEFAULT_OPTIONS, by_value=frozenset()):
-        r = render(kernel, options, by_value)
-        device.register(kernel, r.source, set(r.launch.by_value), r.launch.error_flag)
-        return r
-    monkeypatch.setattr(metal_codegen, "render", render_and_register)
     return device
 
 
-def test_runtime_runs_kernels_and_keeps_results_on_the_device(fake, rng):
+def test_runtime_runs_kernels_and_keeps_results_on_the_device(emulated, rng):
     x = rng.standard_normal((64, 1024)).astype(np.float32)
     y = softmax(x, device="metal")
     assert isinstance(y, tj.Array) and y.device.name == "metal"
@@ -205,12 +203,12 @@ def test_runtime_runs_kernels_and_keeps_results_on_the_device(fake, rng):
     got = layernorm(z, w, 1e-5, device="metal").numpy()
     d = z - z.mean(-1, keepdims=True)
     np.testing.assert_allclose(got, d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5) * w, rtol=1e-4, atol=1e-5)
-    assert "Fake Apple GPU" in tj.device("metal").description
+    assert "emulated on the CPU" in tj.device("metal").description
     with pytest.raises(tj.DeviceError, match="one device"):
         tj.device("metal:1")
 
 
-def test_runtime_scalars_small_ints_bools_and_float16(fake, rng):
+def test_runtime_scalars_small_ints_bools_and_float16(emulated, rng):
     a = rng.standard_normal((32, 500)).astype(np.float16)
     b = rng.standard_normal((32, 500)).astype(np.float16)
     y, count, h = mixed(a, b, 3, device="metal")
@@ -224,20 +222,20 @@ def test_runtime_scalars_small_ints_bools_and_float16(fake, rng):
         np.testing.assert_array_equal(got.numpy(), want)
 
 
-def test_runtime_one_command_buffer_per_call_and_pooled_buffers(fake, rng):
+def test_runtime_one_command_buffer_per_call_and_pooled_buffers(emulated, rng):
     x = rng.standard_normal((64, 1024)).astype(np.float32)
     softmax(x, device="metal").numpy()
-    before_cbs, before_buffers = fake.command_buffers, fake.buffers
+    before_cbs, before_buffers = emulated.command_buffers, emulated.buffers
     for _ in range(5):
         softmax(x, device="metal")
     tj.synchronize("metal")
-    assert fake.command_buffers == before_cbs + 5
-    assert fake.buffers <= before_buffers + 2          # freed results and uploads go back to the pool
+    assert emulated.command_buffers == before_cbs + 5
+    assert emulated.buffers <= before_buffers + 2          # freed results and uploads go back to the pool
     stats = tj.device("metal").memory_stats()
     assert stats["held_blocks"] >= 1 and stats["managed_bytes"] > 0
 
 
-def test_runtime_device_arrays_feed_later_calls_without_a_copy(fake, rng):
+def test_runtime_device_arrays_feed_later_calls_without_a_copy(emulated, rng):
     x = tj.asarray(rng.standard_normal((16, 256)).astype(np.float32), device="metal")
     y = softmax(softmax(x, device="metal"), device="metal")
     e = np.exp(x.numpy() - x.numpy().max(-1, keepdims=True))
@@ -246,14 +244,14 @@ def test_runtime_device_arrays_feed_later_calls_without_a_copy(fake, rng):
     np.testing.assert_allclose(y.numpy(), e2 / e2.sum(-1, keepdims=True), rtol=1e-5)
 
 
-def test_runtime_integer_power_to_a_negative_exponent_raises(fake):
+def test_runtime_integer_power_to_a_negative_exponent_raises(emulated):
     a = np.arange(1, 11, dtype=np.int32)
     np.testing.assert_array_equal(ipow(a, np.full(10, 3, np.int32), device="metal").numpy(), a ** 3)
     with pytest.raises(ValueError, match="negative integer powers"):
         ipow(a, np.full(10, -1, np.int32), device="metal")
 
 
-def test_runtime_an_index_out_of_bounds_raises_numpys_index_error_and_the_next_call_works(fake):
+def test_runtime_an_index_out_of_bounds_raises_numpys_index_error_and_the_next_call_works(emulated):
     table, a = np.arange(12.0, dtype=np.float32).reshape(4, 3), np.arange(1, 3, dtype=np.int32)
     with pytest.raises(tj.IndexOutOfBoundsError, match="^index -5 is out of bounds for axis 0 with size 4$"):
         lookup(table, np.array([3, -5], np.int32), a, a, device="metal")
@@ -264,43 +262,43 @@ def test_runtime_an_index_out_of_bounds_raises_numpys_index_error_and_the_next_c
     np.testing.assert_array_equal(power.numpy(), a ** a)
 
 
-def test_runtime_fewer_threads_per_pipeline_renders_smaller_threadgroups(fake, rng):
-    fake.pipeline_threads = 64
+def test_runtime_fewer_threads_per_pipeline_renders_smaller_threadgroups(emulated, rng):
+    emulated.pipeline_threads = 64
     x = rng.standard_normal((8, 4096)).astype(np.float32)
     y = softmax(x, device="metal")
     e = np.exp(x - x.max(-1, keepdims=True))
     np.testing.assert_allclose(y.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5)
 
 
-def test_runtime_capture_replays_one_command_buffer(fake, rng):
+def test_runtime_capture_replays_one_command_buffer(emulated, rng):
     x = rng.standard_normal((16, 512)).astype(np.float32)
     w = np.ones(512, np.float32)
     with tj.capture() as g:
         g.outputs = layernorm(softmax(x, device="metal"), w, 1e-5, device="metal")
     x2 = rng.standard_normal((16, 512)).astype(np.float32)
-    before = fake.command_buffers
+    before = emulated.command_buffers
     y = g(x2, w)
-    assert fake.command_buffers == before + 1
+    assert emulated.command_buffers == before + 1
     s = np.exp(x2 - x2.max(-1, keepdims=True))
     s /= s.sum(-1, keepdims=True)
     d = s - s.mean(-1, keepdims=True)
     np.testing.assert_allclose(y.numpy(), d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
 
 
-def test_runtime_compile_errors_name_the_kernel(fake, monkeypatch):
-    original = fake.newLibraryWithSource_options_error_
-    monkeypatch.setattr(fake, "newLibraryWithSource_options_error_",
-                        lambda src, opts, err: (None, fake_metal._Error("program_source:5:9: error: nope")))
+def test_runtime_compile_errors_name_the_kernel(emulated, monkeypatch):
+    original = emulated.newLibraryWithSource_options_error_
+    monkeypatch.setattr(emulated, "newLibraryWithSource_options_error_",
+                        lambda src, opts, err: (None, emulated_metal.Error("program_source:5:9: error: nope")))
     with pytest.raises(tj.CompileError, match=r"rejected generated kernel [\s\S]*nope[\s\S]*generated line 5"):
         softmax(np.ones((4, 300), np.float32), device="metal")
-    monkeypatch.setattr(fake, "newLibraryWithSource_options_error_", original)
+    monkeypatch.setattr(emulated, "newLibraryWithSource_options_error_", original)
 
 
-def test_runtime_scatter_add_accumulates_duplicates_and_an_index_out_of_bounds_raises(fake):
+def test_runtime_scatter_add_accumulates_duplicates_and_an_index_out_of_bounds_raises(emulated):
     check_scatter_add("metal")
 
 
-def test_assigned_arguments_and_out_are_written_on_metal(fake, rng):
+def test_assigned_arguments_and_out_are_written_on_metal(emulated, rng):
     f, hx, hy = check_assigned_arguments("metal", rng)
     out = tj.asarray(np.zeros(16, np.float32), device="metal")
     assert f(hx, hy, out=out, device="metal") is out

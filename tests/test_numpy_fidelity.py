@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from reference import assert_close, pack_flags, run_kernel
+from reference import NO_FLOAT64, assert_close, pack_flags, run_kernel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -232,7 +232,7 @@ def test_tj_jit_keys_numpy_scalars_by_their_type(device):
         try:
             assert_close(f(x, s), x * s, what=f"x * {type(s).__name__}")
         except tj.DtypeError:
-            assert device == "webgpu" and type(s) is np.float64   # no float64 in WGSL
+            assert device in NO_FLOAT64 and type(s) is np.float64
 
 
 def test_int64_overflow_inside_a_fused_expression_wraps_like_numpy(device):

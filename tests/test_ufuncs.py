@@ -10,6 +10,8 @@ import pytest
 import tracejit as tj
 from reference import FLOATS, INTS_AND_BOOL, assert_close, run_kernel
 from tracejit.frontend import ufuncs
+from tracejit.runtime import emulator
+
 UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin", "cos", "tan", "arcsin",
          "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "reciprocal", "degrees",
          "radians", "deg2rad", "rad2deg", "sinc", "square", "floor", "ceil", "trunc", "rint", "fix", "fabs",
@@ -24,6 +26,10 @@ def stated_ulps(name: str, device: str, dtype) -> int:
     if np.dtype(dtype) == np.float16:
         return 1
     cpu, webgpu = ufuncs.stated_ulps(name)
+    if device in ("cuda", "metal") and emulator.emulates(device):
+        # the CPU emulator calls the C library's float functions, NumPy its own: each within its bound,
+        # so the two may differ by one ulp more (glibc's log2f is the nearer one where seen)
+        return cpu + 1
     return webgpu if device == "webgpu" else cpu
 
 
@@ -64,9 +70,9 @@ def special_and_random(dtype, rng, n=160) -> np.ndarray:
     return np.concatenate([np.array(special, dtype), rng.uniform(-3, 3, n).astype(dtype), magnitudes.astype(dtype)])
 
 
-def _unary_body(x):
+def _unary_body(x, names=tuple(UNARY)):
     moderate = np.where(np.abs(x) < 1e4, x, 0.5)
-    return tuple(getattr(np, n)(moderate if n in TRIG else x) for n in UNARY)
+    return tuple(getattr(np, n)(moderate if n in TRIG else x) for n in names)
 
 
 def _binary_body(x, y):
@@ -76,7 +82,10 @@ def _binary_body(x, y):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_unary_ufuncs_within_stated_ulps_on_special_and_random_values(dtype, device, rng):
     x = special_and_random(dtype, rng)
-    result = run_kernel(tj.kernel(_unary_body), x, device=device)
+    # Metal binds at most 31 buffers per kernel: there the outputs come from two kernels
+    halves = [tuple(UNARY)] if device != "metal" else [tuple(UNARY[:20]), tuple(UNARY[20:])]
+    kernel = tj.kernel(static=("names",))(_unary_body)
+    result = [r for names in halves for r in run_kernel(kernel, x, names, device=device)]
     with np.errstate(all="ignore"):
         expected = _unary_body(x)
     for name, r, e in zip(UNARY, result, expected):

@@ -104,6 +104,7 @@ def test_command_line_warm_of_a_function_leaves_nothing_to_compile(project, tmp_
     assert counts["compiles"] == 1
 
 
+@pytest.mark.slow_emulated
 def test_a_recorded_manifest_warms_a_fresh_cache_in_parallel_workers(project, tmp_path, device):
     require_kept_kernels(device)
     manifest = tmp_path / "manifest.jsonl"
@@ -132,6 +133,7 @@ def test_manifest_problems_are_reported_clearly(project, tmp_path):
     assert out.returncode == 1 and "FAILED" in out.stdout and "nope" in out.stdout
 
 
+@pytest.mark.slow_emulated
 def test_an_exported_cache_imported_elsewhere_compiles_nothing_and_a_tampered_entry_is_rejected(
         project, tmp_path, device):
     require_kept_kernels(device)

@@ -114,7 +114,7 @@ def from_library(q: str) -> dict[str, str]:
         "tj_expm1_f32": (f"{q} float tj_expm1_f32(float x) {{\n    float u = exp(x);\n"
                          "    if (u == 1.0f) return x;\n    float um = u - 1.0f;\n"
                          "    if (um == -1.0f) return -1.0f;\n    if (!(u < INFINITY)) return u;\n"
-                         "    return um * x / log(u);\n}"),
+                         "    return um * (x / log(u));\n}"),   # x / log(u) first: um * x overflows near the top
         "tj_log1p_f32": (f"{q} float tj_log1p_f32(float x) {{\n    float u = 1.0f + x;\n"
                          "    if (u == 1.0f) return x;\n    if (u == INFINITY) return u;\n"
                          "    return log(u) * (x / (u - 1.0f));\n}"),

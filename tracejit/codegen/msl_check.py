@@ -41,8 +41,8 @@ BUILTINS: dict[str, set[str]] = {
                            "thread_execution_width", "quadgroup_index_in_threadgroup",
                            "quadgroups_per_threadgroup")},
 }
-_KERNEL = re.compile(r"\bkernel\s+void\s+(\w+)\s*\(")
-_PARAM = re.compile(r"^(?P<type>.*?)(?P<name>\w+)\s*\[\[\s*(?P<attr>[^\]]*?)\s*\]\]$", re.S)
+KERNEL = re.compile(r"\bkernel\s+void\s+(\w+)\s*\(")
+PARAM = re.compile(r"^(?P<type>.*?)(?P<name>\w+)\s*\[\[\s*(?P<attr>[^\]]*?)\s*\]\]$", re.S)
 _BUFFER = re.compile(r"^buffer\s*\(\s*(\d+)\s*\)$")
 
 
@@ -62,7 +62,7 @@ def _line_of(source: str, pos: int) -> int:
     return source.count("\n", 0, pos) + 1
 
 
-def _split_params(text: str) -> list[tuple[str, int]]:
+def split_params(text: str) -> list[tuple[str, int]]:
     """Top-level comma-separated parts of a parameter list, with their offsets."""
     parts, depth, start = [], 0, 0
     for i, c in enumerate(text):
@@ -81,7 +81,7 @@ def _split_params(text: str) -> list[tuple[str, int]]:
 def attribute_problems(source: str) -> list[str]:
     """What is wrong with the `[[...]]` attributes of the kernels in `source`, as 'LINE: message'."""
     problems, in_signatures = [], []
-    kernels = list(_KERNEL.finditer(source))
+    kernels = list(KERNEL.finditer(source))
     if not kernels:
         return ["1: no `kernel void NAME(...)` function found"]
     for m in kernels:
@@ -98,9 +98,9 @@ def attribute_problems(source: str) -> list[str]:
         in_signatures.append((open_at, end))
         buffers: dict[int, str] = {}
         builtins: dict[str, str] = {}
-        for text, offset in _split_params(source[open_at + 1:end]):
+        for text, offset in split_params(source[open_at + 1:end]):
             line = _line_of(source, open_at + 1 + offset + len(text) - len(text.lstrip()))
-            p = _PARAM.match(" ".join(text.split()))
+            p = PARAM.match(" ".join(text.split()))
             if p is None:
                 problems.append(f"{line}: kernel {m.group(1)}: parameter `{' '.join(text.split())}` has no "
                                 "[[buffer(i)]] or builtin attribute")

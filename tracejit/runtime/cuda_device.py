@@ -21,13 +21,14 @@ from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import cuda_driver as cu
-from . import dlpack
+from . import dlpack, emulator
 from .array import Array, own_copy
 from .cuda_plan import CudaGraph, CudaPlan
 from .cache_key import source_part, tracejit_part
 from .debug import log
 from .device_memory import by_value_params
 from .disk_cache import CACHE, CacheKey
+from .emulator.cuda_driver import EmulatedCompiler
 from .faults import RECORD_WORDS
 from .sharing import plan_sharing
 from .views import flat_view
@@ -141,6 +142,8 @@ class CUDADevice:
     @staticmethod
     def probe():
         ok, reason = cu.initialise()
+        if emulator.emulates("cuda"):
+            return ok, reason, "cuda:0 " + _describe(0) if ok else ""
         try:
             nvrtc.version()
         except DeviceError as e:
@@ -153,7 +156,8 @@ class CUDADevice:
 
     @staticmethod
     def default_is_gpu() -> bool:
-        return True
+        """Automatic selection takes a GPU, never the emulator (which is for debugging, and slow)."""
+        return not emulator.emulates("cuda")
 
     @staticmethod
     def compile_only(suffix: str | None) -> CudaTarget | None:
@@ -184,7 +188,9 @@ class CUDADevice:
         self._make_current()
         self.stream = cu.check(d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value), "cuStreamCreate")
         self.stream_handle = int(self.stream)
-        self.compiler = CudaCompiler(_compile_arch(major * 10 + minor),
+        make = EmulatedCudaCompiler if emulator.emulates("cuda") else CudaCompiler
+        arch = f"sm_{major}{minor}" if make is EmulatedCudaCompiler else _compile_arch(major * 10 + minor)
+        self.compiler = make(arch,
                                      self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
                                      self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
                                      f"{self.name} ({self.description})")
@@ -362,14 +368,14 @@ class CUDADevice:
             compiled.append((c, fn, vfn))
         return CudaPlan(self, program, compiled)
 
-    def _function(self, name: str, ptx: str):
-        """The kernel `name` of a PTX module, loaded once per process (the driver finishes PTX for this GPU
-        and keeps the result in its own compute cache)."""
+    def _function(self, name: str, ptx: str | bytes):
+        """The kernel `name` of a PTX module (or, emulated, of a shared object), loaded once per process
+        (the driver finishes PTX for this GPU and keeps the result in its own compute cache)."""
         fn = self._functions.get(ptx)
         if fn is None:
             self._make_current()
             d = cu.driver()
-            err, module = d.cuModuleLoadData(ptx.encode() + b"\0")
+            err, module = d.cuModuleLoadData(ptx if isinstance(ptx, bytes) else ptx.encode() + b"\0")
             if err == d.CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
                 raise DeviceError(f"the CUDA driver on this machine is older than {nvrtc.version()}: it rejects PTX ISA "
                                   f"{nvrtc.ptx_isa(ptx)}. Update the driver (CUDA 13.0 needs r580 or newer), or "
@@ -384,6 +390,10 @@ class CUDADevice:
         if self._error is None:
             self._error = self.allocate((RECORD_WORDS,), np.dtype("int32"))
         return self._error
+
+
+class EmulatedCudaCompiler(EmulatedCompiler, CudaCompiler):
+    """Under TRACEJIT_EMULATE=cuda: the same CUDA C, built for the CPU emulator instead of into PTX."""
 
 
 def _describe(ordinal: int) -> str:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..errors import DeviceError, OutOfMemoryError
+from . import emulator
 from .device_memory import contiguous_strides
 
 INSTALL_HINT = "pip install 'tracejit[cuda]' (cuda-python, nvidia-cuda-nvrtc 13.0, nvidia-cuda-runtime headers)"
@@ -17,6 +18,10 @@ LARGE_GRANULE = 1 << 20
 
 
 def driver():
+    """cuda.bindings.driver, or the CPU emulator's driver under TRACEJIT_EMULATE=cuda."""
+    if emulator.emulates("cuda"):
+        from .emulator import cuda_driver as emulated
+        return emulated.driver()
     from cuda.bindings import driver as d
     return d
 
@@ -25,6 +30,12 @@ def driver():
 def initialise() -> tuple[bool, str | None]:
     """(True, None) when the driver works and sees a GPU, else (False, why). Never raises: a machine
     without a driver must still import tracejit and list its devices."""
+    if emulator.problem():
+        return False, emulator.problem()
+    if emulator.emulates("cuda"):
+        from .emulator import build
+        reason = build.unavailable_reason()
+        return reason is None, reason
     try:
         d = driver()
     except ImportError as e:

@@ -33,8 +33,8 @@ def _holder_type(dtype: np.dtype | None):
 class BoundLaunch:
     """One kernel launch with its argument array built once; calls only change the held values."""
 
-    __slots__ = ("kernel", "fn", "grid", "block", "vector_fn", "vector_grid", "vector_params", "holders", "params",
-                 "address", "buffers", "scalars", "pointers")
+    __slots__ = ("kernel", "fn", "grid", "block", "vector_fn", "vector_grid", "vector_block", "vector_params",
+                 "holders", "params", "address", "buffers", "scalars", "pointers")
 
     def __init__(self, compiled, fn, vector_fn, arg_dtypes: list):
         self.kernel, self.fn = compiled, fn
@@ -42,10 +42,10 @@ class BoundLaunch:
         self.block = launch.local_size
         self.grid = launch.global_items // launch.local_size
         self.vector_fn, self.vector_params = vector_fn, compiled.vector_params
-        self.vector_grid = 0
-        if vector_fn is not None:
+        self.vector_grid = self.vector_block = 0
+        if vector_fn is not None:   # its own launch shape: a quarter of the threads, in blocks of their own size
             v = compiled.vector[3]
-            self.vector_grid = v.global_items // v.local_size
+            self.vector_grid, self.vector_block = v.global_items // v.local_size, v.local_size
         self.scalars = arg_dtypes                                # None for a pointer, else the scalar's dtype
         self.holders = [_holder_type(dt)() for dt in arg_dtypes]
         self.params = (ctypes.c_void_p * max(1, len(self.holders)))(*[ctypes.addressof(h) for h in self.holders])
@@ -75,12 +75,12 @@ class BoundLaunch:
     def run(self, stream) -> None:
         d = cu.driver()
         if self.vector_fn is not None and all(self.pointers[p] % VECTOR_ALIGN == 0 for p in self.vector_params):
-            fn, grid = self.vector_fn, self.vector_grid
+            fn, grid, block = self.vector_fn, self.vector_grid, self.vector_block
         else:
-            fn, grid = self.fn, self.grid
-        (err,) = d.cuLaunchKernel(fn, grid, 1, 1, self.block, 1, 1, 0, stream, self.address, 0)
+            fn, grid, block = self.fn, self.grid, self.block
+        (err,) = d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, stream, self.address, 0)
         if err != d.CUresult.CUDA_SUCCESS:
-            raise DeviceError(f"CUDA refused to launch kernel {self.kernel.name} ({grid} blocks of {self.block} "
+            raise DeviceError(f"CUDA refused to launch kernel {self.kernel.name} ({grid} blocks of {block} "
                                  f"threads): {cu.error_text(err)}")
 
 

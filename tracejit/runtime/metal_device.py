@@ -27,6 +27,7 @@ from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedErr
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
+from . import emulator
 from .array import Array, own_copy
 from .debug import LEVEL, log
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs, scalar_of
@@ -41,9 +42,26 @@ REDUCTION_SCRATCH = 4096   # bytes of threadgroup memory left for reduction tree
 ALIGN = 256
 
 
+def _bindings():
+    """(Metal, objc): PyObjC's, or the CPU emulator's under TRACEJIT_EMULATE=metal."""
+    if emulator.emulates("metal"):
+        from .emulator import metal as emulated
+        found = emulated.bindings()
+        return found["Metal"], found["objc"]
+    import Metal
+    import objc
+    return Metal, objc
+
+
 @functools.cache
 def _system_device():
     """(MTLDevice, None) or (None, why not). Never raises; imports PyObjC only on macOS."""
+    if emulator.problem():
+        return None, emulator.problem()
+    if emulator.emulates("metal"):
+        from .emulator import build
+        reason = build.unavailable_reason()
+        return (None, reason) if reason else (_bindings()[0].MTLCreateSystemDefaultDevice(), None)
     if sys.platform != "darwin":
         return None, f"Metal needs macOS (this is {sys.platform}); {LOWER_ONLY}"
     try:
@@ -127,20 +145,21 @@ class MetalDevice:
 
     @staticmethod
     def maybe_gpu() -> bool:
-        return sys.platform == "darwin"
+        """Automatic selection takes a GPU, never the emulator (which is for debugging, and slow)."""
+        return sys.platform == "darwin" and not emulator.emulates("metal")
 
     @staticmethod
     def default_is_gpu() -> bool:
-        return True
+        return not emulator.emulates("metal")
 
     def __init__(self, index: int | None = None):
-        import Metal
         if index:
             raise DeviceError("metal has one device per process: use 'metal'")
         device, reason = _system_device()
         if device is None:
             raise DeviceError(f"metal is not available: {reason}")
-        self.Metal, self.mtl, self.name = Metal, device, "metal"
+        self.Metal, self.objc = _bindings()
+        self.mtl, self.name = device, "metal"
         self.description = _describe(device)
         self.queue = device.newCommandQueue()
         threads = int(device.maxThreadsPerThreadgroup().width)
@@ -226,8 +245,7 @@ class MetalDevice:
     # -- encoding --
     def _submit(self, launches, wait: bool = False) -> None:
         """Every launch into one compute encoder of one command buffer, committed."""
-        import objc
-        with objc.autorelease_pool():
+        with self.objc.autorelease_pool():
             cb = self.queue.commandBuffer()
             enc = cb.computeCommandEncoder()
             size = self.Metal.MTLSize

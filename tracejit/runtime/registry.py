@@ -16,7 +16,7 @@ TARGETS: dict[str, str] = {
     "webgpu": "tracejit.runtime.webgpu_device:WebGPUDevice",
     "metal": "tracejit.runtime.metal_device:MetalDevice",
 }
-AUTO_ORDER = ("cuda", "metal", "opencl-gpu", "webgpu-gpu", "numba")
+AUTO_ORDER = ("cuda-gpu", "metal-gpu", "opencl-gpu", "webgpu-gpu", "numba")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,2 @@
+// tracejit CPU emulator: the half type and its conversions come from tj_cuda.h (force-included)
+#pragma once
