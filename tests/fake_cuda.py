@@ -12,6 +12,7 @@ import numpy as np
 from cuda.bindings import driver as real
 
 from tracejit.ir import interpret
+from tracejit.runtime.emulator import cuda_driver as emulated
 from tracejit.ir.kernel_ir import faults
 
 OK = real.CUresult.CUDA_SUCCESS
@@ -21,27 +22,17 @@ _CTYPES = {np.dtype(k): v for k, v in {
     "float16": ctypes.c_uint16, "float32": ctypes.c_float, "float64": ctypes.c_double}.items()}
 
 
-class FakeDriver:
+class FakeDriver(emulated.Driver):
+    """The emulator's driver (host memory, streams that run at once, graphs) with cuda-python's own enums,
+    PTX modules and launches that run the kernel IR."""
+
     CUresult, CUdevice_attribute, CUstream_flags = real.CUresult, real.CUdevice_attribute, real.CUstream_flags
     CUevent_flags, CUpointer_attribute = real.CUevent_flags, real.CUpointer_attribute
     CUfunction_attribute, CUstreamCaptureMode = real.CUfunction_attribute, real.CUstreamCaptureMode
 
     def __init__(self, memory_limit: int = 1 << 30):
-        self.memory: dict[int, ctypes.Array] = {}
+        super().__init__(memory_limit)
         self.kernels: dict[str, tuple] = {}       # PTX -> (kernel IR, names of params by value)
-        self.launches = self.graph_launches = self.allocations = 0
-        self.capturing: list | None = None
-        self.memory_limit = memory_limit
-
-    # -- device and context --
-    def cuInit(self, flags):
-        return (OK,)
-
-    def cuDeviceGetCount(self):
-        return OK, 1
-
-    def cuDeviceGet(self, ordinal):
-        return OK, ordinal
 
     def cuDeviceGetName(self, length, dev):
         return OK, b"Fake GPU (host memory)\0"
@@ -52,63 +43,8 @@ class FakeDriver:
                     a.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: 49152,
                     a.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024}[attr]
 
-    def cuDeviceTotalMem(self, dev):
-        return OK, self.memory_limit
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return OK, "context"
-
-    def cuCtxSetCurrent(self, ctx):
-        return (OK,)
-
     def cuGetErrorString(self, err):
         return OK, b"fake driver error"
-
-    # -- memory --
-    def cuMemAlloc(self, size):
-        if sum(len(b) for b in self.memory.values()) + size > self.memory_limit:
-            return real.CUresult.CUDA_ERROR_OUT_OF_MEMORY, 0
-        block = (ctypes.c_uint8 * (size + 256))()
-        ptr = -(-ctypes.addressof(block) // 256) * 256        # 256-byte aligned, as cuMemAlloc's are
-        self.memory[ptr] = block
-        self.allocations += 1
-        return OK, ptr
-
-    def cuMemFree(self, ptr):
-        del self.memory[int(ptr)]
-        return (OK,)
-
-    def cuMemcpyHtoDAsync(self, dst, src, n, stream):
-        ctypes.memmove(int(dst), int(src), n)
-        return (OK,)
-
-    cuMemcpyDtoHAsync = cuMemcpyDtoDAsync = cuMemcpyHtoDAsync
-
-    def cuMemsetD32Async(self, ptr, value, n, stream):
-        (ctypes.c_uint32 * n).from_address(int(ptr))[:] = [value] * n
-        return (OK,)
-
-    def cuPointerGetAttribute(self, attr, ptr):
-        return OK, 0
-
-    # -- streams, events, modules --
-    def cuStreamCreate(self, flags):
-        return OK, 4242
-
-    def cuStreamSynchronize(self, stream):
-        return (OK,)
-
-    def cuEventCreate(self, flags):
-        return OK, object()
-
-    def cuEventRecord(self, event, stream):
-        return (OK,)
-
-    def cuStreamWaitEvent(self, stream, event, flags):
-        return (OK,)
-
-    def cuEventDestroy(self, event):
-        return (OK,)
 
     def cuModuleLoadData(self, image):
         assert image.endswith(b"\0") and b".version" in image
@@ -117,9 +53,6 @@ class FakeDriver:
     def cuModuleGetFunction(self, module, name):
         assert b".entry " + name in module
         return OK, (name.decode(), module[:-1].decode())   # kernel names repeat; a module's PTX does not
-
-    def cuFuncGetAttribute(self, attr, fn):
-        return OK, 1024
 
     # -- launches --
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
@@ -167,24 +100,8 @@ class FakeDriver:
         interpret.run(ir, arrays, error)
 
     # -- graphs --
-    def cuStreamBeginCapture(self, stream, mode):
-        self.capturing = []
-        return (OK,)
-
-    def cuStreamEndCapture(self, stream):
-        graph, self.capturing = self.capturing, None
-        return OK, graph
-
-    def cuGraphInstantiate(self, graph, flags):
-        return OK, list(graph)
-
     def cuGraphLaunch(self, graph_exec, stream):
         self.graph_launches += 1
         for call in graph_exec:
             self._run(*call)
         return (OK,)
-
-    def cuGraphExecDestroy(self, graph_exec):
-        return (OK,)
-
-    cuGraphDestroy = cuGraphExecDestroy

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import build
+from .evaluate import constant_value
 from .graph import MOVEMENT, Node, Op, rewrite, toposort
 
 MIN_WORK = 1 << 16     # multiply-adds; below it the fused loops win (no pass over memory between kernels)
@@ -267,13 +268,8 @@ def view(node: Node, leaves: dict) -> np.ndarray:
         if node.op is Op.EXPAND:
             return np.broadcast_to(x, node.shape)
         return x[tuple(_slice(start, step, count) for start, step, count in node.arg)]
-    if node.op is Op.CONST:
-        return np.full(node.shape, node.arg, node.dtype)
-    if node.op is Op.IOTA:
-        index = np.arange(node.shape[node.arg]).reshape([-1 if d == node.arg else 1 for d in range(len(node.shape))])
-        return np.broadcast_to(index, node.shape).astype(node.dtype)
-    assert node.op is Op.TABLE, f"{node.op} is not a leaf of this product"
-    return node.arg.values.reshape(node.shape)
+    assert node.op in LEAVES - {Op.INPUT}, f"{node.op} is not a leaf of this call"
+    return constant_value(node)
 
 
 def _slice(start: int, step: int, count: int) -> slice:
