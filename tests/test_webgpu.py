@@ -81,6 +81,28 @@ def test_more_workgroups_than_one_dimension_allows_dispatch_in_two():
     assert x == 1000 and x * y * local >= 300_000 and f"gid.y * {1000 * local}u" in r.source
 
 
+def test_loops_beyond_llvmpipes_limit_share_a_work_group_or_are_refused():
+    """Mesa's llvmpipe stops a loop nest after 65535 iterations and goes on: a row of 200000 summed by one
+    invocation would silently sum 65535 of them. With the limit set (webgpu_device does on llvmpipe),
+    such a row gets a work-group however many rows there are; a nest no group can share is refused."""
+    long_rows = tj.kernel(lambda x: x.sum(axis=1)).trace(tj.spec((64, 200_000), "float32"))
+    (k,) = long_rows.program(tj.device("numba").layout).kernels
+    limited = wgsl.WGSLOptions(max_local_size=256, group_max_rows=32, max_loop=65535)
+    assert "workgroupBarrier" in wgsl.render(k, limited).source
+    assert "workgroupBarrier" not in wgsl.render(k, replace(limited, max_loop=None)).source
+    scan_of_scan = tj.kernel(lambda x: np.cumsum(np.cumsum(x, axis=1), axis=1)).trace(tj.spec((64, 70_000), "float32"))
+    (k,) = scan_of_scan.program(tj.device("numba").layout).kernels
+    with pytest.raises(tj.UnsupportedError, match="65535"):
+        wgsl.render(k, limited)
+
+
+@needs_webgpu
+def test_long_rows_on_this_adapter_are_summed_whole(rng):
+    x = rng.random((64, 200_000), dtype=np.float32)
+    got = tj.kernel(lambda a: a.sum(axis=1))(x, device="webgpu").numpy()
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=1), rtol=1e-5)
+
+
 @needs_webgpu
 def test_two_dimensional_dispatch_computes_every_element(monkeypatch, rng):
     dev = tj.device("webgpu")

@@ -148,6 +148,7 @@ class _Render:
         self._check_dtypes()
         assert kernel.global_size % lanes == 0
         m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options)
+        self.mapping = m
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)

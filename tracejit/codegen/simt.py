@@ -39,6 +39,7 @@ class RenderOptions:
     wide_sums: bool = False        # a work-item's own long float32/float16 sums accumulate in double (CPU)
     own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
     atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
+    max_loop: int | None = None    # loop iterations one work-item may run per loop nest (Mesa's llvmpipe: 65535)
 
 
 def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:
@@ -144,7 +145,8 @@ class Mapping:
         reduces = [n for n in self.nests if n.kind == "reduce"]
         if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
             return "thread"   # rows of accumulators belong to one work-item
-        few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows
+        few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows \
+            or self.o.max_loop is not None and self.loop_iterations("thread") > self.o.max_loop
         if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
             scans = [n for n in self.nests if n.kind == "scan"]
             fits = len(scans) == 1 and self._one_step_scan(scans[0]) and all(len(n.accs) <= 1 for n in reduces)
@@ -155,6 +157,24 @@ class Mapping:
                 and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
+
+    def loop_iterations(self, mode: str | None = None) -> int:
+        """The most loop iterations one work-item runs in one top-level loop nest (inner loops multiply; a
+        group shares its nest's outer loop, a scan walking each step twice)."""
+        group = (mode or self.mode) == "group"
+        shared = {n.ranges[0]: n for n in self.nests} if group else {}
+        merged = {r for n in shared.values() for r in n.ranges[1:]}
+        worst, stack = 0, []
+        for i, x in enumerate(self.ins):
+            if x.op == "range":
+                n = shared.get(i)
+                count = 1 if i in merged else x.arg[0] if n is None else \
+                    -(-n.extent // self.local_size) * (2 if n.kind == "scan" else 1)
+                stack.append(count * (stack[-1] if stack else 1))
+                worst = max(worst, stack[-1])
+            elif x.op == "endrange":
+                stack.pop()
+        return worst
 
     def _one_step_scan(self, nest: Nest) -> bool:
         """Whether a scan nest is one loop updating one accumulator: what group_scan.py splits over a

@@ -57,6 +57,7 @@ class WGSLOptions:
     max_workgroups: int = 65535       # maxComputeWorkgroupsPerDimension
     max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
     group_max_rows: int | None = None  # more rows than this run a row per invocation (CPU adapters)
+    max_loop: int | None = None       # loop iterations per loop nest an invocation may run (llvmpipe: 65535)
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,16 @@ class _WGSLRender(_Render):
     def __init__(self, kernel: Kernel, options: WGSLOptions, by_value):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
                                                        max_local_size=options.max_local_size,
-                                                       group_max_rows=options.group_max_rows), by_value)
+                                                       group_max_rows=options.group_max_rows,
+                                                       max_loop=options.max_loop), by_value)
         self.wo = options
         self._check_storage()
+        if options.max_loop is not None and self.mapping.loop_iterations() > options.max_loop:
+            raise UnsupportedError(
+                f"kernel {kernel.name} would run {self.mapping.loop_iterations()} loop iterations in one invocation; "
+                f"{options.device} stops a loop after {options.max_loop} (Mesa's llvmpipe limit), which would "
+                "give a wrong answer. Split the work (smaller arrays, or a reduction over fewer elements per "
+                "row), or run it on another device")
         if self.index_bits != 32:
             raise UnsupportedError(f"kernel {kernel.name} indexes more than 2**30 elements, beyond WGSL's 32-bit "
                                    f"integers on {options.device}")

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import ScalarOverflowError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL, check, is_float
+from ..ir.evaluate import constant_value
 from ..ir.graph import BINARY, PREDICATES, UNARY, Node, Op
 from ..ir.ops import OPS
 from .tensor import Tensor, as_node
@@ -259,7 +260,7 @@ def broadcast_to(a, shape) -> Tensor:
 
 
 def _axis(axis: int, ndim: int) -> int:
-    if isinstance(axis, Tensor):
+    if isinstance(axis, Tensor) and (axis.ndim or constant_value(axis._node) is None):
         raise TraceError("an axis argument is a traced value; axes must be plain Python ints. If it is a "
                          "parameter of the kernel, name it static: @tj.kernel(static=('axis',))")
     axis = int(axis)

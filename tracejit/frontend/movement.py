@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL
+from ..ir.evaluate import constant_value
 from ..ir.graph import Node
 from . import functions as F
 from .functions import _axes, _axis
@@ -19,10 +20,17 @@ __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "diff",
 
 
 def _static(value, what: str):
-    if isinstance(value, Tensor) or isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
+    """A value that sets the result's shape: plain, or traced but made from constants alone (np.arange(n)
+    % 2 + 1 in the kernel's code), whose value is known while tracing."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_static(v, what) for v in value)
+    if not isinstance(value, Tensor):
+        return value
+    known = constant_value(value._node)
+    if known is None:
         raise TraceError(f"{what} is a traced value; it sets the result's shape, so it must be a plain Python "
                          "value (name a kernel parameter static to pass it)")
-    return value
+    return known.item() if known.ndim == 0 else known
 
 
 # --- flips and rotations -------------------------------------------------------------------------

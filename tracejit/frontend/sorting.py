@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import ArgumentValueError, ShapeError, TraceError, UnsupportedError
 from ..ir import build
 from ..ir.dtypes import BOOL, INT64, is_float
+from ..ir.evaluate import constant_value
 from ..ir.graph import Node, Op
 from . import reductions as R
 from .functions import _axes, _axis
@@ -170,6 +171,8 @@ def _at_position(s: Node, ax: int, position: Node, dt) -> Node:
 
 
 def _static_q(q, name: str) -> np.ndarray:
+    if isinstance(q, Tensor) and constant_value(q._node) is not None:   # np.linspace(0, 100, 5) in the code
+        q = constant_value(q._node)
     if isinstance(q, Tensor):
         raise TraceError(f"np.{name}: q is a traced value; tracejit needs the quantiles while tracing (a "
                          "number, a list or a NumPy array in the kernel's code, or a static argument)")

@@ -35,6 +35,9 @@ INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvm
                 "with Debian's mesa-vulkan-drivers)")
 REDUCTION_SCRATCH = 4096
 CPU_ROWS_PER_CORE = 16     # CPU adapters (llvmpipe): group mode only for fewer rows than this per core
+# Mesa's llvmpipe (and lavapipe, its Vulkan driver) stops a loop nest after this many iterations and goes
+# on as if it had ended: a row of 200000 summed by one invocation silently sums 65535 of them
+LLVMPIPE_MAX_LOOP = 65535
 ALIGN = 16
 # limits worth more than WebGPU's defaults, asked for up to what the adapter allows
 WANTED_LIMITS = ("max-storage-buffers-per-shader-stage", "max-compute-invocations-per-workgroup",
@@ -172,7 +175,8 @@ class WebGPUDevice:
             max_local_size=min(dl["max-compute-invocations-per-workgroup"], dl["max-compute-workgroup-size-x"]),
             max_workgroups=dl["max-compute-workgroups-per-dimension"],
             max_storage_buffers=dl["max-storage-buffers-per-shader-stage"],
-            group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None)
+            group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None,
+            max_loop=LLVMPIPE_MAX_LOOP if "llvmpipe" in adapter.info.get("device", "").lower() else None)
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(4096, keep),
                                     sort_bytes=keep * 8)
