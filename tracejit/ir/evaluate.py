@@ -37,16 +37,20 @@ def _evaluate(n: Node, srcs: list[np.ndarray]):
     if n.op is Op.REDUCE:
         op, axes = n.arg
         return _REDUCE[op](srcs[0], axis=axes, keepdims=True)
-    x = srcs[0]
+    if n.op is Op.PAD:
+        pads, fill = n.arg
+        return np.pad(srcs[0], pads, constant_values=fill)
+    return view(n, srcs[0])
+
+
+def view(n: Node, x: np.ndarray) -> np.ndarray:
+    """A reshape, permute, expand or slice `n` of x's value, as a NumPy view where NumPy can make one."""
     if n.op is Op.RESHAPE:
         return x.reshape(n.shape)
     if n.op is Op.PERMUTE:
         return x.transpose(n.arg)
     if n.op is Op.EXPAND:
         return np.broadcast_to(x, n.shape)
-    if n.op is Op.SLICE:
-        return x[np.ix_(*[start + step * np.arange(count) for start, step, count in n.arg])]
-    if n.op is Op.PAD:
-        pads, fill = n.arg
-        return np.pad(x, pads, constant_values=fill)
-    raise AssertionError(f"no NumPy evaluation for {n.op}")
+    assert n.op is Op.SLICE, f"no NumPy evaluation for {n.op}"
+    return x[tuple(slice(start, start + step * count if start + step * count >= 0 else None, step)
+                   for start, step, count in n.arg)]

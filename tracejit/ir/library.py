@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import build
+from . import build, evaluate
 from .evaluate import constant_value
 from .graph import MOVEMENT, Node, Op, rewrite, toposort
 
@@ -36,14 +36,11 @@ LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})   # read where they 
 
 
 class _Library:
-    """What a library call needs: `node`, the value it computes; `operands`, the views it reads;
-    `sources`, where those views start (see plan)."""
+    """What a library call has: `node`, the value it computes; `operands` (each kind's own), the views it
+    reads; `sources`, where those views start (see plan)."""
     node: Node
     sources: tuple[Node, ...]
-
-    @property
-    def operands(self) -> tuple[Node, ...]:
-        raise NotImplementedError
+    operands: tuple[Node, ...]
 
     def leaves(self, written: set[Node]) -> tuple[Node, ...]:
         """The nodes the operands' views start from: arguments, constants, values written first (among
@@ -260,18 +257,7 @@ def view(node: Node, leaves: dict) -> np.ndarray:
     if node in leaves:
         return leaves[node]
     if node.op in VIEWS:
-        x = view(node.srcs[0], leaves)
-        if node.op is Op.RESHAPE:
-            return x.reshape(node.shape)
-        if node.op is Op.PERMUTE:
-            return x.transpose(node.arg)
-        if node.op is Op.EXPAND:
-            return np.broadcast_to(x, node.shape)
-        return x[tuple(_slice(start, step, count) for start, step, count in node.arg)]
+        return evaluate.view(node, view(node.srcs[0], leaves))
     assert node.op in LEAVES - {Op.INPUT}, f"{node.op} is not a leaf of this call"
     return constant_value(node)
 
-
-def _slice(start: int, step: int, count: int) -> slice:
-    stop = start + step * count
-    return slice(start, stop if stop >= 0 else None, step)
