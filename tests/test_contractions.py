@@ -287,7 +287,8 @@ BLAS_PROGRAMS = {   # name -> (body, operand shapes, kernels on numba, of which 
     "computed operand": (lambda a, b: (a * 2 - 1) @ b, [(64, 48), (48, 40)], 2, 1),
     "padded operand": (lambda a, b: np.pad(a, ((0, 0), (1, 1))) @ b, [(64, 46), (48, 40)], 2, 1),
     "chain": (lambda a, b, c: a @ b @ c, [(64, 48), (48, 40), (40, 32)], 2, 2),
-    "vector @ matrix": (lambda v, m: v @ m, [(256,), (256, 512)], 1, 1),
+    "vector @ matrix": (lambda v, m: v @ m, [(256,), (256, 512)], 1, 0),   # memory-bound: fused loops
+    "row sums of squares": (lambda x: ((x - x.mean(1, keepdims=True)) ** 2).sum(1), [(256, 512)], 1, 0),
 }
 
 

@@ -27,6 +27,8 @@ from .evaluate import constant_value
 from .graph import MOVEMENT, Node, Op, rewrite, toposort
 
 MIN_WORK = 1 << 16     # multiply-adds; below it the fused loops win (no pass over memory between kernels)
+MIN_SIDE = 8          # rows and columns of the product at least: a matrix-vector product or a row's sum of
+                      # squares (layernorm's variance) is memory-bound, and fused with its neighbours it wins
 MIN_OUTPUT = 64        # fewer results than this: the two-stage split reduction spreads the work better
 MIN_SORT = 1 << 16     # elements; NumPy's SIMD sort beats the generated merge sort by ~4x from here
 DTYPES = frozenset({np.dtype("float32"), np.dtype("float64")})
@@ -147,7 +149,7 @@ def find(node: Node) -> Gemm | Sort | None:
         roles[role].append(d)
     gemm = Gemm(node, x, y, *(tuple(roles[r]) for r in ("batch", "m", "n", "k", "unit")))
     b, m, n, k = gemm.sizes()
-    if not gemm.k or b * m * n * k < MIN_WORK:
+    if not gemm.k or b * m * n * k < MIN_WORK or min(m, n) < MIN_SIDE:
         return None
     return gemm
 
