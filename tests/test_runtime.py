@@ -23,10 +23,36 @@ def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp
     assert modules[0].__file__.startswith(os.environ["TRACEJIT_CACHE_DIR"])
 
 
-def test_small_kernels_run_serial_and_large_ones_parallel():
+def test_small_kernels_run_serial_and_large_ones_in_chunks_on_threads():
     f = tj.kernel(lambda a: a * 2 + 1)
-    assert "prange" not in f.lower(np.ones(16, np.float32)).kernels[0].source
-    assert "prange" in f.lower(np.ones(1 << 20, np.float32)).kernels[0].source
+    small, large = f.lower(np.ones(16, np.float32)).kernels[0], f.lower(np.ones(1 << 20, np.float32)).kernels[0]
+    assert not small.parallel and "tj_start" not in small.source
+    assert large.parallel and "range(tj_start, tj_stop)" in large.source and "prange" not in large.source
+    x = np.arange(1 << 20, dtype=np.float32)
+    np.testing.assert_array_equal(f(x), x * 2 + 1)   # every chunk, its first and last element included
+
+
+def test_a_parallel_kernel_gives_its_arguments_type_error_after_every_chunk_is_done():
+    f = tj.kernel(lambda a: a * 2 + 1)
+    x = np.arange(1 << 20, dtype=np.float32)
+    x.flags.writeable = False   # the compiled entry point takes writable arrays; the dispatcher the rest
+    np.testing.assert_array_equal(f(x), x * 2 + 1)
+
+
+def test_debug_level_1_prints_each_stage_of_a_compile():
+    out = _run("""
+        import numpy as np, tracejit as tj
+        f = tj.kernel(lambda a: np.exp(a - a.max(axis=-1, keepdims=True)))
+        f(np.ones((512, 256), np.float32))
+    """, TRACEJIT_DEBUG="1")
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stderr.splitlines() if "kernel(s) for numba in" in line)
+    total = float(line.split(" in ")[1].split(" ms")[0])
+    stages = dict(part.rsplit(" ", 1) for part in line.split(" ms (", 1)[1].removesuffix(" ms)").split(", "))
+    for name in ("device setup", "trace", "simplify", "schedule", "render", "numba frontend", "numba typing",
+                 "numba lowering", "LLVM", "disk cache", "runner", "other"):
+        assert name in stages, (name, line)
+    assert abs(sum(map(float, stages.values())) - total) <= 0.05 * total + 2, line   # they add up to the whole
 
 
 def test_python_int_argument_out_of_range_for_array_dtype_raises_like_numpy(device):

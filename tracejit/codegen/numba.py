@@ -1,4 +1,5 @@
-"""Numba renderer: kernel IR -> Python source with a `numba.prange` loop over the global index.
+"""Numba renderer: kernel IR -> Python source with a loop over the global index (for a parallel kernel:
+over one chunk [tj_start, tj_stop) of it, the runtime running the chunks on threads).
 
 Numba has no CPU float16: such buffers are passed as uint16 bit patterns and converted on load and
 store, with arithmetic in float32. A kernel that can fault (kernel_ir.Fault: an index out of bounds, an
@@ -117,7 +118,11 @@ def render(kernel: Kernel, parallel: bool) -> str:
         name = f"v{i}"
         if op == "global":
             at_global = len(lines)
-            out(f"for {name} in {'numba.prange' if parallel else 'range'}({x.arg}):")
+            if parallel:   # one chunk of the range per call, the chunks on threads (runtime/numba_threads.py)
+                out(f"for {name}_ in range(tj_start, tj_stop):")
+                out(f"    {name} = nonnegative_index({name}_)")
+            else:
+                out(f"for {name} in range({x.arg}):")
             depth += 1
         elif op == "range":
             out(f"for {name} in range({x.arg[0]}):")
@@ -189,7 +194,8 @@ def render(kernel: Kernel, parallel: bool) -> str:
     if pre:
         lines[at_global:at_global] = pre
     src = "\n".join(lines)
-    header = f"def {kernel.name}({', '.join(params)}):"
+    chunk = ["tj_start", "tj_stop"] if parallel else []   # see the global loop
+    header = f"def {kernel.name}({', '.join(chunk + params)}):"
     return header + "\n" + src + "\n"
 
 
@@ -286,7 +292,7 @@ def render_module(kernels: list[tuple[Kernel, bool]]) -> str:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
     helpers = ("f16_to_f32", "f32_to_f16", "int_power", "nonnegative_exponent", "bound_index", "int_fmod",
-               "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul")
+               "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul", "nonnegative_index")
     used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if f + "(" in body]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]

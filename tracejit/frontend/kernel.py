@@ -18,7 +18,7 @@ from ..ir.simplify import simplify
 from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import registry
 from ..runtime.array import Array
-from ..runtime.debug import log
+from ..runtime.debug import compile_times, log, stage
 from . import allocation, capture, destinations
 from .selection import MaskedSelection, data_dependent
 from .signature import ArgInfo, Default, arg_key, describe, normalize
@@ -253,21 +253,25 @@ class Kernel:
         return dict(self._counts, plans=len(self._plans))
 
     def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
-        dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
-        traced = self._trace(args)
         t0 = time.perf_counter()
-        program = traced.program(dev.layout)
-        for k in program.kernels:
-            verify_kernel(k)
-        log(3, str(traced))
-        for k in program.kernels:
-            log(3, k.format())
-        executable = dev.compile(program)
+        with compile_times() as times:   # TRACEJIT_DEBUG=1: where the compile's time went, stage by stage
+            with stage("device setup"):   # the first time: imports the device's compiler
+                dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
+            traced = self._trace(args)
+            with stage("schedule"):   # fusion, layout and lowering to kernel IR
+                program = traced.program(dev.layout)
+            with stage("verify"):
+                for k in program.kernels:
+                    verify_kernel(k)
+            log(3, str(traced))
+            for k in program.kernels:
+                log(3, k.format())
+            executable = dev.compile(program)
         loaded = sum(k.cached for k in executable.kernels)
         self._counts["compiles"] += len(program.kernels) - loaded
         self._counts["disk_hits"] += loaded
         log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
-               f"{1e3 * (time.perf_counter() - t0):.0f} ms")
+               f"{1e3 * (time.perf_counter() - t0):.0f} ms" + (f" ({times.summary()})" if times else ""))
         for k in executable.kernels:
             log(4, k.source)
         record(self, traced.infos, dev.name)
@@ -288,7 +292,7 @@ class Kernel:
                 tensors.append(Tensor.argument(node, i, info.strides, info.writeable))
         self._counts["traces"] += 1
         try:
-            with allocation.traced_arrays():
+            with stage("trace"), allocation.traced_arrays():
                 result = self.fn(*tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
@@ -303,11 +307,13 @@ class Kernel:
         # arguments assigned into: their new values are outputs too, written back by the call
         assigned = [i for i, t in enumerate(tensors) if isinstance(t, Tensor) and t._argument is not None
                     and t._value is not build.input_(i, infos[i].dtype, infos[i].shape)]
-        simplified = simplify(outputs + [tensors[j]._value for j in assigned])
+        with stage("simplify"):
+            simplified = simplify(outputs + [tensors[j]._value for j in assigned])
         outputs, new_values = simplified[:len(outputs)], simplified[len(outputs):]
         changed = [(j, v) for j, v in zip(assigned, new_values) if v is not build.input_(j, v.dtype, v.shape)]
         outputs += [v for _, v in changed]
-        verify_graph(outputs)
+        with stage("verify"):
+            verify_graph(outputs)
         return Traced(self.__name__, outputs, tuple_result, infos, tuple(j for j, _ in changed))
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .debug import log
+from .debug import log, stage
 from .disk_cache import CACHE, CacheKey, _warn_once, write_atomic
 
 FASTMATH = {"reassoc", "contract", "nsz"}  # none of these changes NaN or Inf behaviour
@@ -44,15 +44,16 @@ def rebuild_without_damaged_files(fn, name: str, path: str, damage: str):
         else:
             _unlink(f)
     removed = not any(os.path.lexists(f) for f in damaged)
-    return dispatcher(fn.py_func, fn.targetoptions.get("parallel", False), cache=removed)
+    return dispatcher(fn.py_func, cache=removed)
 
 
-def dispatcher(py_func, parallel: bool, cache: bool = True):
+def dispatcher(py_func, cache: bool = True):
     """numba.njit with Numba's disk cache in the __pycache__ beside the module, inside tracejit's cache;
     without it (and a warning, once) where that directory neither exists nor can be made: each process
     then compiles."""
     import numba
-    fn = numba.njit(cache=False, parallel=parallel, fastmath=FASTMATH, error_model="numpy")(py_func)
+    # nogil: a parallel kernel's chunks run at once on several threads (numba_threads.py)
+    fn = numba.njit(cache=False, nogil=True, fastmath=FASTMATH, error_model="numpy")(py_func)
     if cache:
         try:
             fn._cache = _function_cache_class()(py_func)   # what njit(cache=True) does, with our locator
@@ -87,7 +88,8 @@ def _function_cache_class():
 
         def save_overload(self, sig, data):
             try:
-                super().save_overload(sig, data)
+                with stage("disk cache"):
+                    super().save_overload(sig, data)
             except OSError as e:
                 _warn_once(f"numba-save:{self._cache_path}",
                            f"Numba could not write its cache files in {self._cache_path} ({e}); kernels are "

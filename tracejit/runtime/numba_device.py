@@ -1,7 +1,10 @@
 """The numba target: generated modules are real files imported as real modules, compiled by numba.njit."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import gc
 import hashlib
 import importlib.util
 import os
@@ -20,10 +23,10 @@ from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, fault_error, faults, has_atomics
 from ..ir.layout import LayoutOptions
 from ..ir.lower import Buffer
-from . import numba_cache
+from . import numba_cache, numba_threads
 from .array import Array
 from .cache_key import source_part, tracejit_part
-from .debug import LEVEL, log
+from .debug import LEVEL, current_times, log, stage
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
 from .scalars import check_int_scalars
@@ -53,6 +56,7 @@ class NumbaDevice:
         if index:
             raise ValueError("the numba device has no index")
         self.modules: dict[str, object] = {}
+        _load_numba_registries()
 
     @staticmethod
     def probe():
@@ -119,9 +123,13 @@ class NumbaDevice:
                 continue
             # Numba's CPU code has no atomics: a kernel combining updates into memory runs in order
             parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1 and not has_atomics(k)
-            source = numba_codegen.render_module([(k, parallel)])
-            fn, cached = self._load(source, k)  # (entry point, dispatcher), whether nothing was compiled
-            compiled.append((CompiledKernel(k.name, source, k, parallel, cached), fn))
+            with stage("render"):
+                source = numba_codegen.render_module([(k, parallel)])
+            fns, cached = self._load(source, k, parallel)  # (entry point, dispatcher), whether nothing was compiled
+            if parallel:
+                chunks = min(numba_threads.thread_count(), k.global_size)
+                fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
+            compiled.append((CompiledKernel(k.name, source, k, parallel, cached), fns))
         return NumbaPlan(program, compiled)
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
@@ -133,34 +141,36 @@ class NumbaDevice:
             ("compiler", _compiler_versions()),
         ))
 
-    def _load(self, source: str, kernel: Kernel):
+    def _load(self, source: str, kernel: Kernel, parallel: bool):
         """Import the kernel's module (a real file, from the disk cache when it is there) and compile
         it with Numba, whose own cache beside the module makes a second process compile nothing. One
         thread at a time: a module is in sys.modules before it has finished executing."""
         with _LOAD_LOCK:
-            return self._load_unlocked(source, kernel)
+            return self._load_unlocked(source, kernel, parallel)
 
-    def _load_unlocked(self, source: str, kernel: Kernel):
+    def _load_unlocked(self, source: str, kernel: Kernel, parallel: bool):
         key = self.cache_key(source, kernel)
         modname = f"_tracejit_numba_{key.digest[:24]}"
         module = sys.modules.get(modname)
         stored = True
         if module is None:
-            path, stored = numba_cache.module_file(key, modname, source)
+            with stage("disk cache"):
+                path, stored = numba_cache.module_file(key, modname, source)
             spec = importlib.util.spec_from_file_location(modname, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[modname] = module  # numba's disk cache finds the module through sys.modules
             try:
-                spec.loader.exec_module(module)
+                with stage("import module"):
+                    spec.loader.exec_module(module)
             except Exception as e:
                 del sys.modules[modname]
                 raise CompileError(f"generated module {path} failed to import: {e}") from None
         fn = getattr(module, kernel.name)
         if not hasattr(fn, "compile"):
-            fn = numba_cache.dispatcher(fn, "numba.prange" in source)
+            fn = numba_cache.dispatcher(fn)
             setattr(module, kernel.name, fn)
         t0 = time.perf_counter()
-        signature = _signature(kernel)
+        signature = _signature(kernel, parallel)
         # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
         # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
         # byte in machine code can load silently or abort the process inside LLVM
@@ -180,10 +190,12 @@ class NumbaDevice:
             entry, error = _try_compile(fn, signature, kernel.name, module.__file__)
             if error is not None:
                 raise _compile_error(error, kernel, module) from None
-        numba_cache.record_numba_files(fn)
+        with stage("disk cache"):
+            numba_cache.record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
         if not stored:
-            CACHE.put(key, source.encode())   # only after a successful build
+            with stage("disk cache"):
+                CACHE.put(key, source.encode())   # only after a successful build
         log(1, f"{'loaded' if cached else 'compiled'} {kernel.name} (numba) in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
@@ -191,14 +203,38 @@ class NumbaDevice:
         return (entry, fn), cached
 
 
+def _load_numba_registries() -> None:
+    """What Numba does on its first compile or cache load in a process: import the implementations of
+    everything it can compile (about 100 modules, cffi's C parser among them; 0.1-0.2 s). Done when the
+    device opens, so that a kernel's compile time is its own."""
+    from numba.core.registry import cpu_target
+    cpu_target.typing_context.refresh()
+    cpu_target.target_context.refresh()
+
+
 def _try_compile(fn, signature, name: str, path: str):
     """(entry point, None), or (None, the exception) where Numba failed; a timeout is raised as it is."""
     try:
-        return _compile_guarded(fn, signature, name, path), None
+        with _collector_paused():
+            return _compile_guarded(fn, signature, name, path), None
     except CompileTimeoutError:
         raise
     except Exception as e:   # noqa: BLE001 - the caller decides: damaged cache files, or a compile error
         return None, e
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cycle collector off while Numba compiles: Numba makes objects by the hundred thousand, and
+    the full collections they set off (each walking every object of the process, Numba's own included)
+    were a quarter of a kernel's compile time. The garbage is collected after."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _compile_error(e: Exception, kernel: Kernel, module) -> CompileError:
@@ -232,18 +268,19 @@ def _compile_guarded(fn, signature, name: str, path: str):
     limit) and does not keep the process from exiting."""
     limit = compile_timeout()
     if limit is None:
-        return fn.compile(signature)
+        return _compile_in_stages(fn, signature)
     box = {}
 
     def work():
         try:
-            box["entry"] = fn.compile(signature)
+            box["entry"] = _compile_in_stages(fn, signature)
         except BaseException as e:   # handed to the waiting caller
             box["error"] = e
         finally:
             _overdue.discard(threading.current_thread())
 
-    worker = threading.Thread(target=work, name=f"tracejit numba compile {name}", daemon=True)
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),   # the caller's stage times
+                              name=f"tracejit numba compile {name}", daemon=True)
     worker.start()
     worker.join(limit)
     if worker.is_alive():
@@ -260,6 +297,40 @@ def _compile_guarded(fn, signature, name: str, path: str):
     if "error" in box:
         raise box["error"]
     return box["entry"]
+
+
+def _compile_in_stages(fn, signature):
+    """fn.compile(signature); under TRACEJIT_DEBUG=1 its time split into stages by Numba's own events: its
+    compiler passes (frontend, typing, lowering to LLVM IR) and the time inside LLVM (optimisation, machine
+    code), this thread's only."""
+    times = current_times()
+    if times is None:
+        return fn.compile(signature)
+    from numba.core import event
+    thread = threading.get_ident()
+
+    class Stages(event.Listener):
+        def on_start(self, ev):
+            if threading.get_ident() == thread:
+                times.enter(_numba_stage(ev))
+
+        def on_end(self, ev):
+            if threading.get_ident() == thread:
+                times.exit()
+
+    stages = Stages()
+    with event.install_listener("numba:run_pass", stages), event.install_listener("numba:llvm_lock", stages):
+        return fn.compile(signature)
+
+
+_NUMBA_STAGES = {"nopython_type_inference": "numba typing", "native_lowering": "numba lowering",
+                 "nopython_backend": "numba lowering"}
+
+
+def _numba_stage(ev) -> str:
+    if ev.kind == "numba:llvm_lock":
+        return "LLVM"
+    return _NUMBA_STAGES.get(ev.data["name"].split(" [")[0], "numba frontend")
 
 
 @functools.cache
@@ -309,9 +380,10 @@ def _entry_accepts(entry, call) -> bool:
     return all(a.flags.writeable and a.flags.c_contiguous for a in call)
 
 
-def _signature(kernel: Kernel):
+def _signature(kernel: Kernel, parallel: bool):
     import numba
-    args = [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
+    chunk = [numba.int64, numba.int64] if parallel else []   # [start, stop) of the global range
+    args = chunk + [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
             for p in kernel.params]
     if faults(kernel):
         args.append(numba.types.Array(numba.int64, 1, "C"))   # the error record, see codegen.numba
@@ -339,7 +411,8 @@ class NumbaPlan:
         self.program = program
         self.kernels = [c for c, _ in compiled]
         self._fns = [fns for _, fns in compiled]
-        self.run = self._make_runner(self._fns)
+        with stage("runner"):
+            self.run = self._make_runner(self._fns)
 
     def bind(self, args) -> tuple[list[np.ndarray], list[tuple], list[np.ndarray]]:
         """For graph capture: fresh outputs and temporaries, and each kernel as (function, arguments)
