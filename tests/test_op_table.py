@@ -41,7 +41,7 @@ def _no_64_bits(target: str, dt: np.dtype) -> bool:
 
 
 RENDERERS = {
-    "numba": lambda k: numba_codegen.render(k, parallel=True),
+    "numba": lambda k: numba_codegen.render(k, "prange"),
     "opencl": lambda k: opencl.render(k, RenderOptions(device="opencl")),
     "opencl_cpu": lambda k: opencl.render(k, RenderOptions(device="opencl", own_math=True, wide_sums=True)),
     "cuda": lambda k: cuda.render(k, RenderOptions(device="cuda")),

@@ -23,20 +23,33 @@ def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp
     assert modules[0].__file__.startswith(os.environ["TRACEJIT_CACHE_DIR"])
 
 
-def test_small_kernels_run_serial_and_large_ones_in_chunks_on_threads():
+def test_small_kernels_run_serial_middling_ones_prange_and_big_ones_in_chunks_on_threads():
     f = tj.kernel(lambda a: a * 2 + 1)
-    small, large = f.lower(np.ones(16, np.float32)).kernels[0], f.lower(np.ones(1 << 20, np.float32)).kernels[0]
-    assert not small.parallel and "tj_start" not in small.source
-    assert large.parallel and "range(tj_start, tj_stop)" in large.source and "prange" not in large.source
-    x = np.arange(1 << 20, dtype=np.float32)
+    small, middling, big = (f.lower(np.ones(n, np.float32)).kernels[0] for n in (16, 1 << 20, 1 << 22))
+    assert not small.parallel and "prange" not in small.source and "tj_start" not in small.source
+    assert middling.parallel and "prange" in middling.source
+    assert big.parallel and "range(tj_start, tj_stop)" in big.source and "prange" not in big.source
+    x = np.arange(1 << 22, dtype=np.float32)
     np.testing.assert_array_equal(f(x), x * 2 + 1)   # every chunk, its first and last element included
 
 
-def test_a_parallel_kernel_gives_its_arguments_type_error_after_every_chunk_is_done():
+def test_a_kernel_run_in_chunks_takes_read_only_arrays_through_the_dispatcher():
     f = tj.kernel(lambda a: a * 2 + 1)
-    x = np.arange(1 << 20, dtype=np.float32)
-    x.flags.writeable = False   # the compiled entry point takes writable arrays; the dispatcher the rest
+    x = np.arange(1 << 22, dtype=np.float32)
+    x.flags.writeable = False   # the compiled entry point takes writable arrays: each chunk raises TypeError
     np.testing.assert_array_equal(f(x), x * 2 + 1)
+
+
+def test_a_kernel_run_in_chunks_reports_a_fault_in_any_chunk_and_works_after():
+    table = np.arange(10, dtype=np.float32)
+    f = tj.kernel(lambda t, i: t[i] * 2)
+    index = np.zeros(1 << 22, np.int64)
+    assert "tj_start" in f.lower(table, index).kernels[0].source
+    index[-1] = 10   # in the last chunk, which a pool thread runs
+    with pytest.raises(tj.IndexOutOfBoundsError, match="index 10 is out of bounds for axis 0 with size 10"):
+        f(table, index)
+    index[-1] = 9
+    np.testing.assert_array_equal(f(table, index), table[index] * 2)
 
 
 def test_debug_level_1_prints_each_stage_of_a_compile():

@@ -44,16 +44,16 @@ def rebuild_without_damaged_files(fn, name: str, path: str, damage: str):
         else:
             _unlink(f)
     removed = not any(os.path.lexists(f) for f in damaged)
-    return dispatcher(fn.py_func, cache=removed)
+    options = fn.targetoptions
+    return dispatcher(fn.py_func, options.get("parallel", False), options.get("nogil", False), cache=removed)
 
 
-def dispatcher(py_func, cache: bool = True):
+def dispatcher(py_func, parallel: bool, nogil: bool, cache: bool = True):
     """numba.njit with Numba's disk cache in the __pycache__ beside the module, inside tracejit's cache;
     without it (and a warning, once) where that directory neither exists nor can be made: each process
     then compiles."""
     import numba
-    # nogil: a parallel kernel's chunks run at once on several threads (numba_threads.py)
-    fn = numba.njit(cache=False, nogil=True, fastmath=FASTMATH, error_model="numpy")(py_func)
+    fn = numba.njit(cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy")(py_func)
     if cache:
         try:
             fn._cache = _function_cache_class()(py_func)   # what njit(cache=True) does, with our locator

@@ -36,6 +36,10 @@ from .views import flat_view
 _LOAD_LOCK = threading.RLock()   # kernel modules are imported and compiled one thread at a time
 
 PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
+# from this much work on, a parallel kernel runs in chunks on tracejit's threads (numba_threads.py): it
+# compiles in half the time of a prange loop, and the threads' wake-up (10-50 us, where OpenMP's spinning
+# threads take a few) is at most a few percent of the run
+CHUNKS_MIN_WORK = 1 << 22
 COMPILE_TIMEOUT = 120.0   # seconds one numba compile may take (TRACEJIT_COMPILE_TIMEOUT; 0: no limit)
 
 
@@ -121,15 +125,14 @@ class NumbaDevice:
                 fn = _library_kernel(call)
                 compiled.append((CompiledKernel(k.name, _library_source(call), k, True, True), (fn, fn)))
                 continue
-            # Numba's CPU code has no atomics: a kernel combining updates into memory runs in order
-            parallel = k.work >= PARALLEL_MIN_WORK and k.global_size > 1 and not has_atomics(k)
+            loop = _loop(k)
             with stage("render"):
-                source = numba_codegen.render_module([(k, parallel)])
-            fns, cached = self._load(source, k, parallel)  # (entry point, dispatcher), whether nothing was compiled
-            if parallel:
+                source = numba_codegen.render_module([(k, loop)])
+            fns, cached = self._load(source, k, loop)  # (entry point, dispatcher), whether nothing was compiled
+            if loop == "chunks":
                 chunks = min(numba_threads.thread_count(), k.global_size)
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
-            compiled.append((CompiledKernel(k.name, source, k, parallel, cached), fns))
+            compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached), fns))
         return NumbaPlan(program, compiled)
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
@@ -141,14 +144,14 @@ class NumbaDevice:
             ("compiler", _compiler_versions()),
         ))
 
-    def _load(self, source: str, kernel: Kernel, parallel: bool):
+    def _load(self, source: str, kernel: Kernel, loop: str):
         """Import the kernel's module (a real file, from the disk cache when it is there) and compile
         it with Numba, whose own cache beside the module makes a second process compile nothing. One
         thread at a time: a module is in sys.modules before it has finished executing."""
         with _LOAD_LOCK:
-            return self._load_unlocked(source, kernel, parallel)
+            return self._load_unlocked(source, kernel, loop)
 
-    def _load_unlocked(self, source: str, kernel: Kernel, parallel: bool):
+    def _load_unlocked(self, source: str, kernel: Kernel, loop: str):
         key = self.cache_key(source, kernel)
         modname = f"_tracejit_numba_{key.digest[:24]}"
         module = sys.modules.get(modname)
@@ -167,10 +170,11 @@ class NumbaDevice:
                 raise CompileError(f"generated module {path} failed to import: {e}") from None
         fn = getattr(module, kernel.name)
         if not hasattr(fn, "compile"):
-            fn = numba_cache.dispatcher(fn)
+            # nogil: the chunks of a kernel run at once on several threads
+            fn = numba_cache.dispatcher(fn, parallel=loop == "prange", nogil=loop == "chunks")
             setattr(module, kernel.name, fn)
         t0 = time.perf_counter()
-        signature = _signature(kernel, parallel)
+        signature = _signature(kernel, loop == "chunks")
         # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
         # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
         # byte in machine code can load silently or abort the process inside LLVM
@@ -380,9 +384,17 @@ def _entry_accepts(entry, call) -> bool:
     return all(a.flags.writeable and a.flags.c_contiguous for a in call)
 
 
-def _signature(kernel: Kernel, parallel: bool):
+def _loop(kernel: Kernel) -> str:
+    """How the kernel loops over its global index (codegen.numba.LOOPS). Numba's CPU code has no atomics:
+    a kernel combining updates into memory runs in order."""
+    if kernel.work < PARALLEL_MIN_WORK or kernel.global_size < 2 or has_atomics(kernel):
+        return "serial"
+    return "chunks" if kernel.work >= CHUNKS_MIN_WORK else "prange"
+
+
+def _signature(kernel: Kernel, chunks: bool):
     import numba
-    chunk = [numba.int64, numba.int64] if parallel else []   # [start, stop) of the global range
+    chunk = [numba.int64, numba.int64] if chunks else []   # [start, stop) of the global range
     args = chunk + [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
             for p in kernel.params]
     if faults(kernel):

@@ -1,7 +1,8 @@
-"""Parallel numba kernels: a serial `nogil` kernel over one chunk [start, stop) of its global range, the
-chunks run at once on a small pool of threads. Numba's own parallel loops (parallel=True, prange) cost
-several tenths of a second more to compile per kernel (parfor passes and a second compiled function),
-which is most of a new kernel's first call."""
+"""Big parallel numba kernels: a serial `nogil` kernel over one chunk [start, stop) of its global range,
+the chunks run at once on a small pool of threads. Numba's own parallel loops (parallel=True, prange)
+cost several tenths of a second more to compile per kernel (parfor passes and a second compiled
+function), most of a new kernel's first call; its OpenMP threads start faster, which matters only
+for small kernels (numba_device.CHUNKS_MIN_WORK)."""
 from __future__ import annotations
 
 import os
