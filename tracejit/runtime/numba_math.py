@@ -16,6 +16,7 @@ from ..codegen import (
 
 f32 = np.float32
 _INLINE = dict(forceinline=True, no_cpython_wrapper=True, fastmath={"contract"})
+_LEAF = dict(inline="always", fastmath={"contract"})
 
 # ---------------------------------------------------------------------------------------------------
 # Intrinsics. Inlined code is compiled with the *caller's* fast-math flags, and a caller may allow
@@ -109,7 +110,7 @@ def _f64_from_bits(typingctx, bits):
     return None
 
 
-@numba.njit(**_INLINE)
+@numba.njit(**_LEAF)
 def _pow2_f64(k):
     """2**k for an int64 k in [-1022, 1023], built from its exponent bits."""
     return _f64_from_bits((k + 1023) << 52)
@@ -141,7 +142,7 @@ def ldexp_f64(x, n):
     return _mul(y, _pow2_f64(min(max(k, -1022), 1023)))
 
 
-@numba.njit(**_INLINE)
+@numba.njit(**_LEAF)
 def _pow2(n):
     """2**n for an integral float32 n in [-126, 127], built from its exponent bits."""
     return _f32_from_bits(np.int32(_fma(n, f32(1 << 23), f32(127 << 23))))
