@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -50,6 +51,25 @@ def test_a_kernel_run_in_chunks_reports_a_fault_in_any_chunk_and_works_after():
         f(table, index)
     index[-1] = 9
     np.testing.assert_array_equal(f(table, index), table[index] * 2)
+
+
+def test_compile_times_count_each_moment_in_the_innermost_stage_only():
+    from tracejit.runtime.debug import OTHER, CompileTimes
+    clock = iter([0.0, 1.0, 3.0, 6.0, 10.0, 15.0])   # enter other, enter a, enter b, exit b, exit a, exit other
+    times = CompileTimes()
+    real = time.perf_counter
+    time.perf_counter = lambda: next(clock)
+    try:
+        times.enter(OTHER)
+        times.enter("a")
+        times.enter("b")
+        times.exit()
+        times.exit()
+        times.exit()
+    finally:
+        time.perf_counter = real
+    assert times.seconds == {OTHER: 1.0 + 5.0, "a": 2.0 + 4.0, "b": 3.0}
+    assert times.summary() == "a 6000, b 3000, other 6000 ms"
 
 
 def test_debug_level_1_prints_each_stage_of_a_compile():
