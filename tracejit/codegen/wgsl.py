@@ -58,6 +58,7 @@ class WGSLOptions:
     max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
     group_max_rows: int | None = None  # more rows than this run a row per invocation (CPU adapters)
     max_loop: int | None = None       # loop iterations per loop nest an invocation may run (llvmpipe: 65535)
+    cpu: bool = False                 # a CPU adapter (llvmpipe): matrix products take its tile shape (tiled.py)
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class _WGSLRender(_Render):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
                                                        max_local_size=options.max_local_size,
                                                        group_max_rows=options.group_max_rows,
-                                                       max_loop=options.max_loop), by_value)
+                                                       max_loop=options.max_loop, cpu=options.cpu), by_value)
         self.wo = options
         self._check_storage()
         if options.max_loop is not None and self.mapping.loop_iterations() > options.max_loop:
@@ -160,7 +161,7 @@ class _WGSLRender(_Render):
                 f"kernel {kernel.name} reads and writes {total_buffers} arrays, and {options.device} allows "
                 f"{options.max_storage_buffers} storage buffers per shader stage; split the computation into "
                 "calls with fewer array arguments, or use another device")
-        groups_total = kernel.global_size if self.mode == "group" else self.global_items // self.local_size
+        groups_total = self.global_items // self.local_size
         self.nx = min(groups_total, options.max_workgroups)
         self.ny = -(-groups_total // self.nx) if self.nx else 1
         if self.ny > options.max_workgroups:
@@ -427,17 +428,27 @@ class _WGSLRender(_Render):
         ptr, idx = self.names[s[0]], self.names[s[1]]
         if self.ins[s[0]].op == "table" and dt.kind == "f":
             return f"bitcast<f32>({ptr}[{idx}])"   # see table_words
+        if dt == np.float16 and self.ins[s[0]].op == "local":
+            return f"{ptr}[{idx}]"
+        return self.read(ptr, idx, dt)
+
+    def read(self, ptr: str, idx: str, dt: np.dtype) -> str:
         if dt == np.bool_:
             return f"({ptr}[{idx}] != 0u)"
-        if dt == np.float16 and self.ins[s[0]].op != "local":
+        if dt == np.float16:
             return f"f32({ptr}[{idx}])"
         return f"{ptr}[{idx}]"
 
     def _store(self, s, a) -> str:
         ptr, idx, val = a
         dt = self.ins[s[2]].dtype
+        if dt == np.float16 and self.ins[s[0]].op == "local":
+            return f"{ptr}[{idx}] = {val};"
+        return self.write(ptr, idx, val, dt)
+
+    def write(self, ptr: str, idx: str, val: str, dt: np.dtype) -> str:
         if dt == np.bool_:
             return f"{ptr}[{idx}] = select(0u, 1u, {val});"
-        if dt == np.float16 and self.ins[s[0]].op != "local":
+        if dt == np.float16:
             return f"{ptr}[{idx}] = f16({val});"
         return f"{ptr}[{idx}] = {val};"

@@ -60,7 +60,7 @@ class CudaCompiler:
         self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
                                      max_local_size=max_threads)
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(16384, keep),
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8)
         self._ptx: dict[str, str] = {}
 
