@@ -1,16 +1,31 @@
 """Matrix products on SIMT targets (OpenCL, CUDA, Metal, WebGPU) as tiled kernels (codegen/tiled.py):
 values and dtypes against NumPy for shapes that do and do not divide the tile, batched, transposed and
 strided operands, integers and float16; that the tiled kernel is the one chosen; that an epilogue
-(bias + GELU) costs one more kernel at most. On numba the same products are BLAS calls (ir/library.py)."""
+(bias + GELU) costs one more kernel at most; that CUDA's float16 tensor-core kernel (codegen/mma.py)
+compiles and assembles for sm_80 and sm_90. On numba the same products are BLAS calls (ir/library.py).
+
+The CPU implementations here (PoCL, llvmpipe) keep the generated loops, which run faster there; these
+tests switch their tiling on, so that the tiled kernel's OpenCL C and WGSL run too."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import tracejit as tj
 from reference import assert_close, random_array, random_dyadic, run_kernel
+from tracejit.codegen import nvrtc
+from tracejit.errors import DeviceError
 
-SIMT = ("opencl", "cuda", "metal", "webgpu")
+
+@pytest.fixture(autouse=True)
+def tiled_everywhere(request, monkeypatch):
+    """The device under test tiles its products, CPU implementations of OpenCL and WebGPU included."""
+    name = request.getfixturevalue("device") if "device" in request.fixturenames else None
+    if name in ("opencl", "webgpu"):
+        dev = tj.device(name)
+        monkeypatch.setattr(dev, "layout", replace(dev.layout, tiled=True))
 
 
 def matmul(a, b):
@@ -77,12 +92,33 @@ def test_bias_and_gelu_epilogue_is_one_more_kernel(device, rng):
     assert len(f.lower(x, w, bias, device=device).kernels) <= 2
 
 
-@pytest.mark.parametrize("target", SIMT)
-def test_the_tiled_kernel_is_chosen(target):
-    a, b = tj.spec((70, 45), "float32"), tj.spec((45, 33), "float32")
-    try:
-        kernels = tj.kernel(matmul).lower(a, b, device=target).kernels
-    except tj.DeviceError as e:
-        pytest.skip(f"{target} cannot compile here: {e}")
+def test_the_tiled_kernel_is_chosen(device):
+    if device == "numba":
+        pytest.skip("numba calls BLAS (ir/library.py)")
+    kernels = tj.kernel(matmul).lower(tj.spec((70, 45), "float32"), tj.spec((45, 33), "float32"), device=device).kernels
     assert len(kernels) == 1
     assert "tj_as[" in kernels[0].source and "tj_bs[" in kernels[0].source   # the tiles in local memory
+
+
+def test_float16_products_use_tensor_cores_from_sm_80():
+    a, b = tj.spec((70, 45), "float16"), tj.spec((45, 33), "float16")
+    sources = {arch: tj.kernel(matmul).lower(a, b, device=f"cuda:{arch}").kernels[0].source
+               for arch in ("sm_75", "sm_80")}
+    assert "mma.sync" not in sources["sm_75"] and "tj_as[" in sources["sm_75"]
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in sources["sm_80"]
+    try:
+        ptx = nvrtc.compile_ptx("k0_matmul", sources["sm_80"], "sm_80")
+    except DeviceError as e:
+        pytest.skip(f"NVRTC is not available: {e}")
+    if nvrtc.ptxas() is None:
+        pytest.skip("ptxas was not found")
+    for arch in ("sm_80", "sm_90"):
+        assert "0 bytes spill" in nvrtc.assemble(ptx, arch)
+
+
+def test_the_emulator_keeps_tensor_cores_off(device):
+    if device != "cuda" or tj.device("cuda").compiler.tensor_cores("sm_80"):
+        pytest.skip("for CUDA on the CPU SIMT emulator, which cannot run inline PTX")
+    source = tj.kernel(matmul).lower(tj.spec((70, 45), "float16"), tj.spec((45, 33), "float16"),
+                                     device=device).kernels[0].source
+    assert "mma.sync" not in source and "tj_as[" in source

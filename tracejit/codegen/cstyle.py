@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from . import atomics, bitonic, c_helpers, group_scan, math_f32, tiled
+from . import atomics, bitonic, c_helpers, group_scan, math_f32, mma, tiled
 from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
@@ -404,7 +404,7 @@ class _Render:
         ins, t, group = self.ins, self.t, self.mode == "group"
         i32 = np.dtype("int32")
         if self.tile is not None:
-            tiled.render(self, self.tile)
+            (mma.render if self.tile.mma else tiled.render)(self, self.tile)
             return
         if group:
             # one tree per accumulator dtype (float16 and float32 sums share float32's); scans use it too

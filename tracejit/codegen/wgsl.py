@@ -58,7 +58,6 @@ class WGSLOptions:
     max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
     group_max_rows: int | None = None  # more rows than this run a row per invocation (CPU adapters)
     max_loop: int | None = None       # loop iterations per loop nest an invocation may run (llvmpipe: 65535)
-    cpu: bool = False                 # a CPU adapter (llvmpipe): matrix products take its tile shape (tiled.py)
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ class _WGSLRender(_Render):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
                                                        max_local_size=options.max_local_size,
                                                        group_max_rows=options.group_max_rows,
-                                                       max_loop=options.max_loop, cpu=options.cpu), by_value)
+                                                       max_loop=options.max_loop), by_value)
         self.wo = options
         self._check_storage()
         if options.max_loop is not None and self.mapping.loop_iterations() > options.max_loop:

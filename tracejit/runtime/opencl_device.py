@@ -184,11 +184,11 @@ class OpenCLDevice:
                                      fp16="cl_khr_fp16" in extensions, max_local_size=d.max_work_group_size,
                                      group_max_rows=None if gpu else CPU_ROWS_PER_UNIT * d.max_compute_units,
                                      wide_sums=not gpu, own_math=not gpu,
-                                     atomics64="cl_khr_int64_base_atomics" in extensions, cpu=not gpu)
+                                     atomics64="cl_khr_int64_base_atomics" in extensions)
         # Kept rows live in __local memory in group mode and in private arrays in thread mode; rows of
         # accumulators private to a global index would be a private array per work-item.
         keep = max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8 if gpu else CPU_KEEP_ROW_MAX
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=gpu, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
         self._error = None

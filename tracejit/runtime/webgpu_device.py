@@ -175,10 +175,10 @@ class WebGPUDevice:
             max_local_size=min(dl["max-compute-invocations-per-workgroup"], dl["max-compute-workgroup-size-x"]),
             max_workgroups=dl["max-compute-workgroups-per-dimension"],
             max_storage_buffers=dl["max-storage-buffers-per-shader-stage"],
-            group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None, cpu=cpu,
+            group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None,
             max_loop=LLVMPIPE_MAX_LOOP if "llvmpipe" in adapter.info.get("device", "").lower() else None)
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True,
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=not cpu,
                                     keep_row_max=min(4096, keep), sort_bytes=keep * 8)
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
