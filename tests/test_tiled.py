@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from reference import assert_close, random_array, random_dyadic, run_kernel
 
 import tracejit as tj
-from reference import assert_close, random_array, random_dyadic, run_kernel
 from tracejit.codegen import nvrtc
 from tracejit.errors import DeviceError
 

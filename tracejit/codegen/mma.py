@@ -25,14 +25,14 @@ MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 def render(r, tile: tiled.Tile) -> None:
     """The body of CUDA renderer `r` for its kernel's float16 contraction."""
     c, t = r.k.contraction, r.t
-    nb, nm, nn, nk = c.sizes()
+    _, nm, nn, nk = c.sizes()
     tiles_m, tiles_n = -(-nm // tile.m), -(-nn // tile.n)
     a, b, out = (r.k.params[o.param].name for o in (c.a, c.b, c.out))
     r.shared(t.array("tj_as", "__half", tile.k * tile.m, True))
     r.shared(t.array("tj_bs", "__half", tile.k * tile.n, True))
     tiled.prologue(r, tile, tiles_m, tiles_n)
     r.out(f"const int tj_warp = lid / {WARP}, tj_group = (lid % {WARP}) / 4, tj_pair = lid % 4;")
-    r.out(f"const int tj_r0 = tj_warp * 16 + tj_group;")
+    r.out("const int tj_r0 = tj_warp * 16 + tj_group;")
     columns = tile.n // 8
     r.out(f"float tj_c[{columns}][4] = {{}};")
     r.out(f"for ({r.idx} tj_k0 = 0; tj_k0 < {nk}; tj_k0 += {tile.k}) {{")

@@ -10,11 +10,12 @@ serves tile.n (or tile.m) multiply-adds instead of one. A work-item's outputs ar
 local-memory words (no bank conflicts on a GPU; on a CPU OpenCL, vectors across work-items) and write
 neighbouring outputs. Edges where the sizes do not divide the tile load zeros and skip the stores.
 
-Tile shapes per kind of device (TILES): a GPU wants 256 work-items of 4x4 outputs over 64x64 tiles
-(8 KB of local memory for float32 at tile.k = 16, two tiles per multiprocessor at least); a CPU OpenCL
-(PoCL) runs a work-group as loops over its work-items, vectorised across them, so it favours ... (see
-TILES, measured on PoCL: README "SIMT matrix products").
-float16 is computed in float32 and rounded once at the end; integers wrap like NumPy's.
+The tile (TILE) is shaped for GPUs: 256 work-items of 4x4 outputs over 64x64 (8 KB of local memory for
+float32 at tile.k = 16, so several work-groups fit a multiprocessor). CPU implementations (PoCL,
+llvmpipe) run a work-group as loops over its work-items, split at every barrier: there the tiled kernel
+measured 3-7x slower than the generated loops, so those devices do not tile (LayoutOptions.tiled).
+CUDA float16 on sm_80+ takes MMA_TILE (mma.py). float16 is computed in float32 and rounded once at the
+end; integers wrap like NumPy's.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.kernel_ir import INDEX, Kernel
+from ..ir.kernel_ir import Kernel
 from .simt import RenderOptions
 
 I32 = np.dtype("int32")
@@ -62,7 +63,7 @@ def groups(kernel: Kernel, tile: Tile) -> int:
 def render(r, tile: Tile) -> None:
     """The kernel body of renderer `r` (cstyle._Render or WGSL's) for its kernel's contraction."""
     c, t = r.k.contraction, r.t
-    nb, nm, nn, nk = c.sizes()
+    _, nm, nn, nk = c.sizes()
     acc = r.acc_dtype(c.dtype)
     ct, it = r.ctype(acc), r.idx
     tiles_m, tiles_n = -(-nm // tile.m), -(-nn // tile.n)
