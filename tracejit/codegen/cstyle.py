@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from . import atomics, bitonic, c_helpers, group_scan, math_f32
+from . import atomics, bitonic, c_helpers, group_scan, math_f32, mma, tiled
 from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
 
 
@@ -153,6 +153,11 @@ class _Render:
         self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
+        self.tile = tiled.plan(kernel, options, self.by_value) if lanes == 1 else None
+        if self.tile is not None:   # a matrix product: a work-group per tile of the result
+            self.k = replace(kernel, global_size=tiled.groups(kernel, self.tile))
+            self.mode, self.local_size = "group", self.tile.threads
+            self.global_items = self.k.global_size * self.local_size
 
     # -- analysis --
     def _check_dtypes(self) -> None:
@@ -398,6 +403,9 @@ class _Render:
         a scan's nest is walked by the whole work-group (group_scan.py)."""
         ins, t, group = self.ins, self.t, self.mode == "group"
         i32 = np.dtype("int32")
+        if self.tile is not None:
+            (mma.render if self.tile.mma else tiled.render)(self, self.tile)
+            return
         if group:
             # one tree per accumulator dtype (float16 and float32 sums share float32's); scans use it too
             for dt in dict.fromkeys(self.acc_dtype(ins[a].dtype) for n in self.nests if n.kind in ("reduce", "scan")
@@ -583,6 +591,10 @@ class _Render:
             return f"({ptr}[{idx}] != 0)" if dt == np.bool_ else f"{ptr}[{idx}]"
         if src.arg in self.by_value:
             return f"({ptr} != 0)" if dt == np.bool_ else ptr
+        return self.read(ptr, idx, dt)
+
+    def read(self, ptr: str, idx: str, dt: np.dtype) -> str:
+        """Element idx of buffer ptr (of dt) as a value."""
         if dt == np.bool_:
             return f"({ptr}[{idx}] != 0)"
         if dt == np.float16 and not self.o.fp16:
@@ -591,9 +603,12 @@ class _Render:
 
     def _store(self, s, a) -> str:
         ptr, idx, val = a
-        dt = self.ins[s[2]].dtype
         if self.ins[s[0]].op == "local":
             return f"{ptr}[{idx}] = {val};"
+        return self.write(ptr, idx, val, self.ins[s[2]].dtype)
+
+    def write(self, ptr: str, idx: str, val: str, dt: np.dtype) -> str:
+        """The statement storing value val of dt at element idx of buffer ptr."""
         if dt == np.bool_:
             return f"{ptr}[{idx}] = ({self.storage(dt)}){val};"
         if dt == np.float16 and not self.o.fp16:

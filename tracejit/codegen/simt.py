@@ -40,6 +40,7 @@ class RenderOptions:
     own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
     atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
     max_loop: int | None = None    # loop iterations one work-item may run per loop nest (Mesa's llvmpipe: 65535)
+    tensor_cores: bool = False     # CUDA sm_80+ on the GPU itself: float16 products through mma.sync (mma.py)
 
 
 def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:

@@ -160,7 +160,7 @@ class _WGSLRender(_Render):
                 f"kernel {kernel.name} reads and writes {total_buffers} arrays, and {options.device} allows "
                 f"{options.max_storage_buffers} storage buffers per shader stage; split the computation into "
                 "calls with fewer array arguments, or use another device")
-        groups_total = kernel.global_size if self.mode == "group" else self.global_items // self.local_size
+        groups_total = self.global_items // self.local_size
         self.nx = min(groups_total, options.max_workgroups)
         self.ny = -(-groups_total // self.nx) if self.nx else 1
         if self.ny > options.max_workgroups:
@@ -427,17 +427,27 @@ class _WGSLRender(_Render):
         ptr, idx = self.names[s[0]], self.names[s[1]]
         if self.ins[s[0]].op == "table" and dt.kind == "f":
             return f"bitcast<f32>({ptr}[{idx}])"   # see table_words
+        if dt == np.float16 and self.ins[s[0]].op == "local":
+            return f"{ptr}[{idx}]"
+        return self.read(ptr, idx, dt)
+
+    def read(self, ptr: str, idx: str, dt: np.dtype) -> str:
         if dt == np.bool_:
             return f"({ptr}[{idx}] != 0u)"
-        if dt == np.float16 and self.ins[s[0]].op != "local":
+        if dt == np.float16:
             return f"f32({ptr}[{idx}])"
         return f"{ptr}[{idx}]"
 
     def _store(self, s, a) -> str:
         ptr, idx, val = a
         dt = self.ins[s[2]].dtype
+        if dt == np.float16 and self.ins[s[0]].op == "local":
+            return f"{ptr}[{idx}] = {val};"
+        return self.write(ptr, idx, val, dt)
+
+    def write(self, ptr: str, idx: str, val: str, dt: np.dtype) -> str:
         if dt == np.bool_:
             return f"{ptr}[{idx}] = select(0u, 1u, {val});"
-        if dt == np.float16 and self.ins[s[0]].op != "local":
+        if dt == np.float16:
             return f"{ptr}[{idx}] = f16({val});"
         return f"{ptr}[{idx}] = {val};"

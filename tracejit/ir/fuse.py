@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import build, library, merge_sort
+from . import build, contraction, library, merge_sort
 from .dtypes import identity
 from .graph import Node, Op, rewrite, toposort
 from .kernel_ir import Kernel
@@ -62,7 +62,8 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
     the target's layout preferences."""
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
-    outputs, calls_for = library.plan(outputs, stored) if options.library else (outputs, {})
+    outputs, calls_for = library.plan(outputs, stored) if options.library else \
+        contraction.plan(outputs, stored) if options.tiled else (outputs, {})
     # a scatter is written to memory (its target copied in, then the updates combined)
     realized: set[Node] = set(outputs) | stored | {n for n in toposort(outputs) if n.op is Op.SCATTER}
     while True:
@@ -82,7 +83,9 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         what = calls_for.get(group[0].out)
         kernel, params = emit(f"k{len(kernels)}_{'matmul' if isinstance(what, library.Gemm) else _describe(group[0])}",
                               group, reads, [writes[a.out] for a in group], options)
-        found = what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)
+        if options.tiled and what:
+            kernel.contraction = contraction.describe(what, group[0].out, reads, writes[group[0].out], params)
+        found = options.library and what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)
         if found:
             calls[len(kernels)] = found
         kernels.append(kernel)

@@ -108,10 +108,14 @@ class Kernel:
     instrs: list[Instr] = field(default_factory=list)
     global_size: int = 1
     work: int = 1      # element-operations per launch, a size hint for parallelisation
+    # a matrix product SIMT targets may render as a tiled kernel instead of these instructions
+    contraction: object = None   # ir.contraction.Contraction
 
     def format(self) -> str:
         lines = [f"kernel {self.name}(" + ", ".join(
             f"{'out ' if p.output else ''}{p.name}: {p.dtype.name}[{p.size}]" for p in self.params) + ")"]
+        if self.contraction is not None:
+            lines.append(f"  # {self.contraction}")
         depth = 1
         for i, ins in enumerate(self.instrs):
             if ins.op == "endrange":

@@ -16,6 +16,7 @@ class LayoutOptions:
     gather_rows: bool = True       # a gather's trailing axes that no index depends on are an inner loop (CPU)
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
     library: bool = False          # the launch plan runs matrix products and sorts as NumPy calls (ir/library.py)
+    tiled: bool = False            # matrix products are kernels of their own, rendered tiled (ir/contraction.py)
 
 
 @dataclass

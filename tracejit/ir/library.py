@@ -127,7 +127,15 @@ def find(node: Node) -> Gemm | Sort | None:
     """The library call `node` is, if it is one worth making."""
     if node.op is Op.SORT:   # small sorts stay fused with their producers and consumers
         return Sort(node) if node.size >= MIN_SORT else None
-    if node.op is not Op.REDUCE or node.arg[0] != "sum" or node.dtype not in DTYPES or node.size < MIN_OUTPUT:
+    if node.dtype not in DTYPES or node.size < MIN_OUTPUT:
+        return None
+    return find_gemm(node, MIN_WORK)
+
+
+def find_gemm(node: Node, min_work: int) -> Gemm | None:
+    """`node` as a product of matrices (see Gemm) of at least `min_work` multiply-adds and MIN_SIDE rows
+    and columns, or None. Also what SIMT targets tile (ir/contraction.py)."""
+    if node.op is not Op.REDUCE or node.arg[0] != "sum":
         return None
     product = node.srcs[0]
     if product.op is not Op.MUL:
@@ -149,7 +157,7 @@ def find(node: Node) -> Gemm | Sort | None:
         roles[role].append(d)
     gemm = Gemm(node, x, y, *(tuple(roles[r]) for r in ("batch", "m", "n", "k", "unit")))
     b, m, n, k = gemm.sizes()
-    if not gemm.k or b * m * n * k < MIN_WORK or min(m, n) < MIN_SIDE:
+    if not gemm.k or b * m * n * k < min_work or min(m, n) < MIN_SIDE:
         return None
     return gemm
 
@@ -179,7 +187,7 @@ class Call:
         self.what.run(*operands, result)
 
 
-def _casts_first(outputs: list[Node]) -> list[Node]:
+def _casts_first(outputs: list[Node], find=find) -> list[Node]:
     """A cast of a view as an operand (float32 weights transposed and cast for a float64 product:
     `h @ wte.T`) becomes the view of the cast: the value written first is then the whole array cast in
     its own layout, a streaming pass, not a transposing one."""
@@ -206,12 +214,13 @@ def _cast_first(cast: Node) -> Node:
     return out
 
 
-def plan(outputs: list[Node], stored: set[Node]) -> tuple[list[Node], dict[Node, Gemm | Sort]]:
+def plan(outputs: list[Node], stored: set[Node], find=find) -> tuple[list[Node], dict[Node, Gemm | Sort]]:
     """Every library call worth making among `outputs`' graph, by the node written for it: the call's
     result itself, or the reshapes and permutes that are all its consumers see (einsum's result in its
     output order). That node, and every computed value the operands' views start from, go to `stored`.
-    Returns the outputs (rewritten by _casts_first) with the calls."""
-    outputs = _casts_first(outputs)
+    Returns the outputs (rewritten by _casts_first) with the calls. `find` says which nodes are calls
+    (ir/contraction.py passes its own: the products SIMT targets tile)."""
+    outputs = _casts_first(outputs, find)
     order = toposort(outputs)
     consumers: dict[Node, list[Node]] = {}
     for n in order:

@@ -7,6 +7,7 @@ for lower() and warm(); its PTX lands in the disk cache under the architecture, 
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -58,11 +59,16 @@ class CudaCompiler:
                  description: str = ""):
         self.arch = arch
         self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
-                                     max_local_size=max_threads)
+                                     max_local_size=max_threads, tensor_cores=self.tensor_cores(arch))
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, keep_row_max=min(16384, keep),
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8)
         self._ptx: dict[str, str] = {}
+
+    @staticmethod
+    def tensor_cores(arch: str) -> bool:
+        """Whether float16 products use mma.sync: on sm_80 and later."""
+        return int(re.match(r"sm_(\d+)", arch).group(1)) >= 80
 
     def cache_key(self, name: str, source: str) -> CacheKey:
         return CacheKey("cuda", name, (
@@ -394,6 +400,10 @@ class CUDADevice:
 
 class EmulatedCudaCompiler(EmulatedCompiler, CudaCompiler):
     """Under TRACEJIT_EMULATE=cuda: the same CUDA C, built for the CPU emulator instead of into PTX."""
+
+    @staticmethod
+    def tensor_cores(arch: str) -> bool:
+        return False   # the emulator compiles CUDA C as C++: it cannot run inline PTX (mma.sync)
 
 
 def _describe(ordinal: int) -> str:

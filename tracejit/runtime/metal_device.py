@@ -78,7 +78,7 @@ def _system_device():
 
 
 def _layout(threadgroup_memory: int) -> LayoutOptions:
-    return LayoutOptions(accumulate_rows=False, gather_rows=False,
+    return LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True,
                          keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8),
                          sort_bytes=threadgroup_memory - REDUCTION_SCRATCH)
 

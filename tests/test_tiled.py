@@ -1,0 +1,124 @@
+"""Matrix products on SIMT targets (OpenCL, CUDA, Metal, WebGPU) as tiled kernels (codegen/tiled.py):
+values and dtypes against NumPy for shapes that do and do not divide the tile, batched, transposed and
+strided operands, integers and float16; that the tiled kernel is the one chosen; that an epilogue
+(bias + GELU) costs one more kernel at most; that CUDA's float16 tensor-core kernel (codegen/mma.py)
+compiles and assembles for sm_80 and sm_90. On numba the same products are BLAS calls (ir/library.py).
+
+The CPU implementations here (PoCL, llvmpipe) keep the generated loops, which run faster there; these
+tests switch their tiling on, so that the tiled kernel's OpenCL C and WGSL run too."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from reference import assert_close, random_array, random_dyadic, run_kernel
+
+import tracejit as tj
+from tracejit.codegen import nvrtc
+from tracejit.errors import DeviceError
+
+
+@pytest.fixture(autouse=True)
+def tiled_everywhere(request, monkeypatch):
+    """The device under test tiles its products, CPU implementations of OpenCL and WebGPU included."""
+    name = request.getfixturevalue("device") if "device" in request.fixturenames else None
+    if name in ("opencl", "webgpu"):
+        dev = tj.device(name)
+        monkeypatch.setattr(dev, "layout", replace(dev.layout, tiled=True))
+
+
+def matmul(a, b):
+    return a @ b
+
+
+def tolerance(dtype, k: int) -> dict:
+    """float16 results are rounded once from a float32 sum, NumPy's from its own order of half additions
+    (other float sums of these inputs are exact)."""
+    return {"rtol": 1e-2, "atol": 0.05 * k} if np.dtype(dtype) == np.float16 else {}
+
+
+def check(device, rng, a_shape, b_shape, dtype="float32", prepare=None):
+    a, b = random_dyadic(rng, a_shape, dtype), random_dyadic(rng, b_shape, dtype)   # float sums are exact
+    body = prepare or matmul
+    result = run_kernel(tj.kernel(body), a, b, device=device)
+    assert_close(result, body(a, b), **tolerance(dtype, a_shape[-1]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8", "uint16", "float16"])
+def test_tiled_product_matches_numpy_across_dtypes(device, rng, dtype):
+    check(device, rng, (70, 45), (45, 33), dtype)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((1, 1), (1, 1)),                 # too small to tile: generated loops
+    ((7, 13), (13, 5)),
+    ((1000, 3), (3, 17)),             # k of 3
+    ((17, 1000), (1000, 3)),          # 3 columns: a matrix-vector product, not tiled
+    ((9, 130), (130, 65)),            # one row of tiles, edges in m and n, k past several steps
+    ((0, 5), (5, 9)),                 # empty
+])
+def test_odd_shapes_match_numpy(device, rng, a_shape, b_shape):
+    check(device, rng, a_shape, b_shape)
+
+
+@pytest.mark.parametrize("case", ["batched", "broadcast batch", "a.T @ b", "a @ b.T", "strided", "einsum ki,kj"])
+def test_batched_transposed_and_strided_operands(device, rng, case):
+    bodies = {
+        "batched": ((3, 20, 17), (3, 17, 40), matmul),
+        "broadcast batch": ((2, 3, 24, 16), (16, 40), matmul),
+        "a.T @ b": ((45, 70), (45, 33), lambda a, b: a.T @ b),
+        "a @ b.T": ((70, 45), (33, 45), lambda a, b: a @ b.T),
+        "strided": ((80, 100), (50, 70), lambda a, b: a[::2, 1:51] @ b[:, ::-2]),
+        "einsum ki,kj": ((45, 70), (45, 33), lambda a, b: np.einsum("ki,kj->ji", a, b)),
+    }
+    a_shape, b_shape, body = bodies[case]
+    check(device, rng, a_shape, b_shape, prepare=body)
+
+
+def test_non_contiguous_arguments(device, rng):
+    a = random_dyadic(rng, (90, 64), "float32")[::3]     # a strided view passed in
+    b = np.asfortranarray(random_dyadic(rng, (64, 40), "float32"))
+    assert_close(run_kernel(tj.kernel(matmul), a, b, device=device), a @ b)
+
+
+def test_bias_and_gelu_epilogue_is_one_more_kernel(device, rng):
+    def linear_gelu(x, w, bias):
+        h = x @ w + bias
+        return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h ** 3)))
+    x, w, bias = (random_array(rng, s, "float32", low=-1, high=1) for s in ((24, 64), (64, 48), (48,)))
+    f = tj.kernel(linear_gelu)
+    assert_close(run_kernel(f, x, w, bias, device=device), linear_gelu(x, w, bias), rtol=1e-4, atol=1e-5)
+    assert len(f.lower(x, w, bias, device=device).kernels) <= 2
+
+
+def test_the_tiled_kernel_is_chosen(device):
+    if device == "numba":
+        pytest.skip("numba calls BLAS (ir/library.py)")
+    kernels = tj.kernel(matmul).lower(tj.spec((70, 45), "float32"), tj.spec((45, 33), "float32"), device=device).kernels
+    assert len(kernels) == 1
+    assert "tj_as[" in kernels[0].source and "tj_bs[" in kernels[0].source   # the tiles in local memory
+
+
+def test_float16_products_use_tensor_cores_from_sm_80():
+    a, b = tj.spec((70, 45), "float16"), tj.spec((45, 33), "float16")
+    sources = {arch: tj.kernel(matmul).lower(a, b, device=f"cuda:{arch}").kernels[0].source
+               for arch in ("sm_75", "sm_80")}
+    assert "mma.sync" not in sources["sm_75"] and "tj_as[" in sources["sm_75"]
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in sources["sm_80"]
+    try:
+        ptx = nvrtc.compile_ptx("k0_matmul", sources["sm_80"], "sm_80")
+    except DeviceError as e:
+        pytest.skip(f"NVRTC is not available: {e}")
+    if nvrtc.ptxas() is None:
+        pytest.skip("ptxas was not found")
+    for arch in ("sm_80", "sm_90"):
+        assert "0 bytes spill" in nvrtc.assemble(ptx, arch)
+
+
+def test_the_emulator_keeps_tensor_cores_off(device):
+    if device != "cuda" or tj.device("cuda").compiler.tensor_cores("sm_80"):
+        pytest.skip("for CUDA on the CPU SIMT emulator, which cannot run inline PTX")
+    source = tj.kernel(matmul).lower(tj.spec((70, 45), "float16"), tj.spec((45, 33), "float16"),
+                                     device=device).kernels[0].source
+    assert "mma.sync" not in source and "tj_as[" in source

@@ -1,0 +1,158 @@
+"""Matrix products that SIMT targets (OpenCL, CUDA, Metal, WebGPU) run as a tiled kernel (codegen/tiled.py).
+
+The products are the ones ir/library.py recognises (a sum over k of the product of two broadcast views:
+`a @ b`, np.dot, np.einsum, tensordot), in every numeric dtype. Each is written to memory by a kernel of its
+own, like a BLAS call on numba, and its consumers (a bias, an activation) fuse into the next kernel. The
+kernel's IR is lowered as usual and stays the reference (the interpreter runs it); the Contraction attached
+to it says where the renderer finds each element of A, B and the result: per role (batch, m, n, k), the
+sizes of its axes and each operand's stride along them. Operands whose views are not affine in the
+product's axes (a reshape of a transpose) keep the generated loops.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import library
+from .graph import Node, Op
+from .lower import Buffer, source_index
+from .symbolic import Expr, Var
+
+MIN_WORK = 1 << 12   # multiply-adds; below it one work-group's worth of loops fused with the neighbours wins
+NUMERIC = frozenset(np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                          "uint64", "float16", "float32", "float64"))
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Where an operand's elements are in kernel parameter `param`: offset + sum of index * stride, per
+    axis of each of its two roles (A: batch, m, k; B: batch, k, n; the result: batch, m, n)."""
+    param: int
+    offset: int
+    strides: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """out[b, m, n] = sum over k of a[b, m, k] * b[b, k, n]; each role a tuple of axis sizes (outer first)."""
+    dtype: np.dtype
+    batch: tuple[int, ...]
+    m: tuple[int, ...]
+    n: tuple[int, ...]
+    k: tuple[int, ...]
+    a: Operand
+    b: Operand
+    out: Operand
+
+    def sizes(self) -> tuple[int, int, int, int]:
+        return tuple(math.prod(r) for r in (self.batch, self.m, self.n, self.k))
+
+    def __str__(self) -> str:
+        b, m, n, k = self.sizes()
+        return f"contraction {b} x ({m} x {k}) @ ({k} x {n}) {self.dtype.name}: a {self.a}, b {self.b}, out {self.out}"
+
+
+def find(node: Node):
+    """What library.plan makes a kernel of its own on a SIMT target: a product of matrices of any
+    numeric dtype (sorts stay generated)."""
+    if node.op is not Op.REDUCE or node.dtype not in NUMERIC or node.size < library.MIN_OUTPUT \
+            or node.srcs[0].dtype != node.dtype:
+        return None
+    return library.find_gemm(node, MIN_WORK)
+
+
+def plan(outputs: list[Node], stored: set[Node]) -> tuple[list[Node], dict]:
+    """Every product SIMT targets tile, by the node written for it (see library.plan)."""
+    return library.plan(outputs, stored, find)
+
+
+def describe(gemm: library.Gemm, written: Node, reads: dict, out: Buffer, params: list[Buffer]) -> Contraction | None:
+    """The Contraction of the kernel that writes `written` (the product, or views of it) into `out` and
+    has `params`, or None when an operand is not an affine view of one of them."""
+    product = gemm.node.srcs[0]
+    axes = [Var(f"p{d}", s) for d, s in enumerate(product.shape)]
+    position = {p.key: i for i, p in enumerate(params)}
+    found = []
+    for x, roles in ((gemm.x, (gemm.batch, gemm.m, gemm.k)), (gemm.y, (gemm.batch, gemm.k, gemm.n))):
+        where = _operand_offset(x, axes, reads)
+        if where is None or where[0].key not in position:
+            return None
+        found.append(_operand(position[where[0].key], where[1], axes, roles))
+    offset = out.offset_of(_forward(gemm.node, written, axes, gemm.k))
+    if out.key not in position or found[0] is None or found[1] is None:
+        return None
+    result = _operand(position[out.key], offset, axes, (gemm.batch, gemm.m, gemm.n))
+    if result is None:
+        return None
+    shape = product.shape
+    return _merged(Contraction(gemm.node.dtype, *(tuple(shape[d] for d in r) for r in (gemm.batch, gemm.m, gemm.n, gemm.k)),
+                               *found, result))
+
+
+def _operand_offset(x: Node, axes: list[Var], reads: dict) -> tuple[Buffer, Expr] | None:
+    """The buffer x's views start from, and x's element at the product's index there."""
+    idx = tuple(Expr.of(v) if s != 1 else Expr() for v, s in zip(axes, x.shape))
+    while x not in reads:
+        if x.op not in library.VIEWS:
+            return None   # a constant or a computed value the plan did not write first
+        idx, _ = source_index(x, idx)
+        x = x.srcs[0]
+    buf = reads[x]
+    return buf, buf.offset_of(idx)
+
+
+def _forward(node: Node, written: Node, axes: list[Var], k: tuple[int, ...]) -> tuple[Expr, ...]:
+    """The index of `written` (reshapes and permutes of the product's sum `node`) at the product's index."""
+    idx = tuple(Expr() if d in k or s == 1 else Expr.of(v) for d, (v, s) in enumerate(zip(axes, node.shape)))
+    chain = []
+    while written is not node:
+        chain.append(written)
+        written = written.srcs[0]
+    for view in reversed(chain):
+        if view.op is Op.PERMUTE:
+            idx = tuple(idx[p] for p in view.arg)
+        else:   # a reshape: through the flat position
+            flat = Expr()
+            for e, st in zip(idx, _strides(view.srcs[0].shape)):
+                flat = flat + e * st
+            idx = tuple(Expr() if s == 1 else (flat // st) % s for s, st in zip(view.shape, _strides(view.shape)))
+    return idx
+
+
+def _strides(shape) -> list[int]:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return out[::-1]
+
+
+def _operand(param: int, offset: Expr, axes: list[Var], roles) -> Operand | None:
+    """The Operand at `offset` (in the product's axes), or None when it is not affine in them."""
+    if any(not isinstance(atom, Var) for atom in offset.atoms()):
+        return None
+    return Operand(param, offset.const, tuple(tuple(offset.coefficient(axes[d]) for d in r) for r in roles))
+
+
+def _merged(c: Contraction) -> Contraction:
+    """Neighbouring axes of a role that every operand walks as one (contiguous batches, a (B, T) of rows)
+    become one axis, so the kernel unravels fewer indices."""
+    roles = {"batch": list(c.batch), "m": list(c.m), "n": list(c.n), "k": list(c.k)}
+    # per role, the operands that have it and where in their strides it is
+    users = {"batch": [(c.a, 0), (c.b, 0), (c.out, 0)], "m": [(c.a, 1), (c.out, 1)],
+             "k": [(c.a, 2), (c.b, 1)], "n": [(c.b, 2), (c.out, 2)]}
+    strides = {id(o): [list(s) for s in o.strides] for o in (c.a, c.b, c.out)}
+    for role, sizes in roles.items():
+        d = len(sizes) - 1
+        while d > 0:
+            if all(strides[id(o)][r][d - 1] == strides[id(o)][r][d] * sizes[d] for o, r in users[role]):
+                sizes[d - 1:d + 1] = [sizes[d - 1] * sizes[d]]
+                for o, r in users[role]:
+                    del strides[id(o)][r][d - 1]
+            d -= 1
+
+    def op(o: Operand) -> Operand:
+        return Operand(o.param, o.offset, tuple(tuple(s) for s in strides[id(o)]))
+    return Contraction(c.dtype, *(tuple(roles[r]) for r in ("batch", "m", "n", "k")), op(c.a), op(c.b), op(c.out))
