@@ -130,11 +130,25 @@ def resident(fn: Callable, convert: Callable) -> Callable:
     return call
 
 
+@functools.cache
+def compiled(fn: Callable) -> Callable:
+    return torch.compile(fn, dynamic=False)
+
+
+def lazily_compiled(fn: Callable) -> Callable:
+    """torch.compile(fn), made at the first call: importing Dynamo takes seconds, which a process that only
+    loads the rows (the tests, a --first-call child of another column) need not pay. Dynamo and Inductor
+    compile at the first call in any case."""
+    def call(*args, **kwargs):
+        return compiled(fn)(*args, **kwargs)
+    return call
+
+
 def columns(row: str, static: dict) -> dict[str, Callable]:
-    """The "torch" and "compile" columns of a row: eager, and torch.compile'd (compiled by its first call)."""
+    """The "torch" and "compile" columns of a row: eager, and torch.compile'd."""
     fn, convert = PEERS[row]
     return {"torch": resident(functools.partial(fn, **static), convert),
-            "compile": resident(functools.partial(torch.compile(fn, dynamic=False), **static), convert)}
+            "compile": resident(functools.partial(lazily_compiled(fn), **static), convert)}
 
 
 def setup(threads: int) -> dict:
