@@ -349,7 +349,7 @@ def first_call_table(cases: list[Case], divisor: int) -> dict:
                     row[column] = None
                     print(f"  {case.name} / {column}: {str(exc).strip().splitlines()[-1]}")
         table[case.name] = row
-        print(f"{case.name:<14}" + "".join(f"{row[c]:>10.2f}" if row.get(c) is not None else f"{'-':>10}"
+        print(f"{case.name:<14}" + "".join(f"{row[c]:>10.3g}" if row.get(c) is not None else f"{'-':>10}"
                                              for c in FIRST_CALL_COLUMNS), flush=True)
     return table
 
