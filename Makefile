@@ -5,6 +5,7 @@ VENV = .venv
 PY = $(VENV)/bin/python
 PIP = $(PY) -m pip
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: venv install install-dev demo test test-gpu bench bench-gpu clean
 
@@ -46,8 +47,10 @@ test-gpu: install-dev
 bench-gpu: install-dev
 	$(PY) benchmarks/gpu.py
 
+# torch and torch.compile columns when torch is importable (pip install -e ".[bench]", benchmarks/README.md);
+# e.g. make bench BENCH_ARGS="--quick" or BENCH_ARGS="--first-call --json benchmarks/results/today.json"
 bench: install-dev
-	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .tracejit-cache benchmarks/results

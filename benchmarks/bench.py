@@ -1,11 +1,13 @@
-"""Times tracejit (numba device, and opencl and webgpu where present) against NumPy, numexpr and hand-written Numba
-on common array kernels.
+"""Times tracejit (numba device, and opencl and webgpu where present) against NumPy, numexpr, hand-written Numba
+and, when PyTorch is installed, torch eager and torch.compile: common array kernels and transformer layers.
 
-One process, one run, one table of medians. See benchmarks/README.md for what each row and column means.
+One process, one run, one table of medians and ratios; with --first-call, a second table of the first call
+of each kernel in a fresh process with cold caches. See benchmarks/README.md for the rows and columns.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -13,20 +15,28 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+import first_call
+import hand_numba
 import numba
 import numexpr as ne
 import numpy as np
-from numba import prange
+from models import MODELS
 
 import tracejit as tj
 
+try:
+    import torch_peers
+    TORCH_INFO = torch_peers.setup(threads=numba.get_num_threads())   # as many threads as tracejit's numba
+except ImportError as missing:   # the torch columns are optional: pip install -e ".[bench]"
+    torch_peers, TORCH_INFO = None, {"torch": f"not installed ({missing}): no torch columns"}
+
 F32 = np.float32
-# Float32 constants: numexpr and Numba treat float literals as float64 and would compute in float64,
-# while NumPy (NEP 50) and tracejit compute in float32.
+# Float32 constants: numexpr treats float literals as float64 and would compute in float64, while NumPy
+# (NEP 50) and tracejit compute in float32.
 HALF, GELU_C, GELU_K = F32(0.5), F32(0.7978845608028654), F32(0.044715)
 TWO, THREE = F32(2.0), F32(3.0)
 
@@ -127,110 +137,6 @@ def rmsnorm_numexpr(x):
     return ne.evaluate("x / sqrt(ms + eps)")
 
 
-# ---- hand-written Numba: the obvious parallel loops, one row per prange iteration ----
-
-@numba.njit(parallel=True, fastmath=False)
-def gelu_numba(x):
-    out = np.empty_like(x)
-    for i in prange(x.size):
-        v = x[i]
-        out[i] = HALF * v * (1 + np.tanh(GELU_C * (v + GELU_K * v * v * v)))
-    return out
-
-
-@numba.njit(parallel=True, fastmath=False)
-def axpbz_numba(x, z):
-    out = np.empty_like(x)
-    for i in prange(x.size):
-        out[i] = TWO * x[i] + THREE * z[i] + 1
-    return out
-
-
-@numba.njit(parallel=True, fastmath=False)
-def softmax_numba(x):
-    out = np.empty_like(x)
-    for i in prange(x.shape[0]):
-        m = x[i, 0]
-        for j in range(1, x.shape[1]):
-            m = max(m, x[i, j])
-        s = 0.0
-        for j in range(x.shape[1]):
-            e = np.exp(x[i, j] - m)
-            out[i, j] = e
-            s += e
-        for j in range(x.shape[1]):
-            out[i, j] /= s
-    return out
-
-
-@numba.njit(parallel=True, fastmath=False)
-def layernorm_numba(x):
-    out = np.empty_like(x)
-    n = x.shape[1]
-    for i in prange(x.shape[0]):
-        mean = 0.0
-        for j in range(n):
-            mean += x[i, j]
-        mean /= n
-        var = 0.0
-        for j in range(n):
-            var += (x[i, j] - mean) ** 2
-        inv = 1.0 / np.sqrt(var / n + 1e-5)
-        for j in range(n):
-            out[i, j] = (x[i, j] - mean) * inv
-    return out
-
-
-@numba.njit(parallel=True, fastmath=False)
-def rmsnorm_numba(x):
-    out = np.empty_like(x)
-    n = x.shape[1]
-    for i in prange(x.shape[0]):
-        ss = 0.0
-        for j in range(n):
-            ss += x[i, j] * x[i, j]
-        inv = 1.0 / np.sqrt(ss / n + 1e-6)
-        for j in range(n):
-            out[i, j] = x[i, j] * inv
-    return out
-
-
-@numba.njit(parallel=True, fastmath=False)
-def total_numba(x):
-    s = 0.0
-    for i in prange(x.size):
-        s += x[i]
-    return s
-
-
-@numba.njit(parallel=True, fastmath=False)
-def transpose_add_numba(x, y):
-    out = np.empty((x.shape[1], x.shape[0]), dtype=x.dtype)
-    for i in prange(out.shape[0]):
-        for j in range(out.shape[1]):
-            out[i, j] = x[j, i] + y[i, j]
-    return out
-
-
-@numba.njit(parallel=True, fastmath=False)
-def matmul_numba(a, b):
-    out = np.zeros((a.shape[0], b.shape[1]), dtype=a.dtype)
-    for i in prange(a.shape[0]):  # i-k-j order: the inner loop is unit-stride and vectorises
-        for k in range(a.shape[1]):
-            aik = a[i, k]
-            for j in range(b.shape[1]):
-                out[i, j] += aik * b[k, j]
-    return out
-
-
-@numba.njit(parallel=True, fastmath=False)
-def scale_shift_numba(x):
-    out = np.empty_like(x)
-    for i in prange(x.size):
-        out[i] = x[i] * 2 + 1
-    return out
-
-
 # ---- the benchmark table ----
 
 RNG = np.random.default_rng(0)
@@ -253,48 +159,55 @@ class Case:
     impls: dict[str, Callable]     # column -> implementation; "numpy" is the reference
     unit: str = "ms"
     tolerance: tuple[float, float] = (1e-4, 1e-5)  # rtol, atol against NumPy; reductions may reassociate
+    static: dict = field(default_factory=dict)     # keyword arguments every column's function takes
 
 
-CASES = [
+KERNEL_CASES = [
     Case("gelu", lambda d: (normal(M16 // d),), {
         "tracejit": gelu,
         "numpy": lambda x: 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))),
-        "numexpr": lambda x: ne.evaluate("HALF * x * (1 + tanh(GELU_C * (x + GELU_K * x**3)))"),
-        "numba": gelu_numba}),
+        "numexpr": lambda x: ne.evaluate("HALF * x * (1 + tanh(GELU_C * (x + GELU_K * x**3)))")}),
     Case("axpbz", lambda d: (normal(M16 // d), normal(M16 // d)), {
         "tracejit": axpbz,
         "numpy": lambda x, z: 2.0 * x + 3.0 * z + 1,
-        "numexpr": lambda x, z: ne.evaluate("TWO * x + THREE * z + 1"),
-        "numba": axpbz_numba}),
+        "numexpr": lambda x, z: ne.evaluate("TWO * x + THREE * z + 1")}),
     Case("softmax", lambda d: (normal(4096 // d, 1024),), {
-        "tracejit": softmax, "numpy": softmax_numpy, "numexpr": softmax_numexpr, "numba": softmax_numba}),
+        "tracejit": softmax, "numpy": softmax_numpy, "numexpr": softmax_numexpr}),
     Case("layernorm", lambda d: (normal(4096 // d, 1024),), {
-        "tracejit": layernorm, "numpy": layernorm_numpy, "numexpr": layernorm_numexpr, "numba": layernorm_numba}),
+        "tracejit": layernorm, "numpy": layernorm_numpy, "numexpr": layernorm_numexpr}),
     Case("rmsnorm", lambda d: (normal(4096 // d, 1024),), {
         "tracejit": rmsnorm,
         "numpy": lambda x: x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6),
-        "numexpr": rmsnorm_numexpr,
-        "numba": rmsnorm_numba}),
+        "numexpr": rmsnorm_numexpr}),
     Case("sum", lambda d: (RNG.random(M16 // d, dtype=np.float32),), {
-        "tracejit": total, "numpy": np.sum, "numexpr": lambda x: ne.evaluate("sum(x)"), "numba": total_numba}),
+        "tracejit": total, "numpy": np.sum, "numexpr": lambda x: ne.evaluate("sum(x)")}),
     Case("transpose_add", two_squares, {
         "tracejit": transpose_add,
         "numpy": lambda x, y: x.T + y,
-        "numexpr": lambda x, y: ne.evaluate("xt + y", local_dict={"xt": x.T, "y": y}),
-        "numba": transpose_add_numba}),
+        "numexpr": lambda x, y: ne.evaluate("xt + y", local_dict={"xt": x.T, "y": y})}),
     Case("matmul", lambda d: (normal(1024 // math.isqrt(d), 1024), normal(1024, 1024 // math.isqrt(d))), {
-        "tracejit": matmul, "numpy": np.matmul, "numba": matmul_numba},
+        "tracejit": matmul, "numpy": np.matmul},
         tolerance=(1e-3, 1e-3)),  # 1024-term float32 dot products of magnitude ~30
     Case("linear_gelu", lambda d: (normal(64, 256), normal(256, 768), normal(768)), {
-        "tracejit": linear_gelu, "numpy": linear_gelu_numpy,
-        "numba": lambda x, w, b: gelu_numba((np.matmul(x, w) + b).reshape(-1)).reshape(len(x), -1)},  # BLAS + GELU
+        "tracejit": linear_gelu, "numpy": linear_gelu_numpy},
         tolerance=(1e-3, 1e-3)),
     Case("dispatch", lambda d: (normal(16),), {
         "tracejit": scale_shift,
         "numpy": lambda x: x * 2 + 1,
-        "numexpr": lambda x: ne.evaluate("x * 2 + 1"),
-        "numba": scale_shift_numba}, unit="us"),
+        "numexpr": lambda x: ne.evaluate("x * 2 + 1")}, unit="us"),
 ]
+for _case in KERNEL_CASES:
+    _case.impls["numba"] = hand_numba.PEERS[_case.name]
+
+# The model rows run the NumPy code unchanged under tj.kernel; the size divisor does not apply.
+MODEL_CASES = [
+    Case(m.name, lambda d, m=m: m.inputs(np.random.default_rng(0)), {
+        "tracejit": functools.partial(tj.kernel(static=tuple(m.static))(m.function), **m.static),
+        "numpy": functools.partial(m.function, **m.static)},
+        tolerance=(1e-3, 1e-4), static=m.static)
+    for m in MODELS
+]
+CASES = KERNEL_CASES + MODEL_CASES
 DEVICE_COLUMNS = [i.name for i in tj.devices() if i.name in ("opencl", "webgpu") and i.available]
 
 
@@ -318,7 +231,11 @@ def on_device(kernel: Callable, device: str) -> Callable:
 for _case in CASES:
     for _device in DEVICE_COLUMNS:
         _case.impls[_device] = on_device(_case.impls["tracejit"], _device)
-COLUMNS = ["tracejit", "opencl", "webgpu", "numpy", "numexpr", "numba"]
+    if torch_peers:
+        _case.impls.update(torch_peers.columns(_case.name, _case.static))
+COLUMNS = ["tracejit", "opencl", "webgpu", "numpy", "numexpr", "numba", "torch", "compile"]
+RATIOS = ("numpy", "numba", "torch", "compile")   # each: its time over tracejit's
+FIRST_CALL_COLUMNS = ("tracejit", "numba", "compile")
 UNIT_SCALE = {"ms": 1e3, "us": 1e6}
 
 
@@ -329,19 +246,32 @@ def seconds_per_call(fn: Callable, args: tuple, batch: int) -> float:
     return (time.perf_counter() - start) / batch
 
 
+def check(case: Case, result, reference: np.ndarray) -> str | None:
+    """None when `result` matches NumPy's within the row's tolerance, else what differs."""
+    result = np.asarray(result)
+    if result.shape != reference.shape:
+        return f"shape {result.shape}, NumPy's is {reference.shape}"
+    if not np.allclose(result, reference, *case.tolerance):
+        return f"differs from NumPy: max abs error {np.max(np.abs(result - reference)):.3g}"
+    return None
+
+
 def run_case(case: Case, divisor: int, budget_s: float) -> dict:
-    """Checks every column against NumPy once, then times them round-robin, so load that drifts on a busy
-    machine falls on all columns alike. Each sample follows an untimed call of the same function: the first
-    call after another column's is slower (allocator and cache state). Calls under ~1 ms are batched."""
+    """Checks every column against NumPy once (a wrong answer is reported, never timed), then times them
+    round-robin, so load that drifts on a busy machine falls on all columns alike. Each sample follows an
+    untimed call of the same function: the first call after another column's is slower (allocator and cache
+    state). Calls under ~1 ms are batched."""
     inputs = case.setup(divisor)
     reference = np.asarray(case.impls["numpy"](*inputs))
     cells, batch, times, round_s = {}, {}, {}, 0.0
     for column, fn in case.impls.items():
         cells[column] = {"seconds": None, "samples": 0, "ok": False, "error": None}
         try:  # a broken implementation is a cell in the table, not a crash
-            result = np.asarray(fn(*inputs))  # first call: compiles where there is a compiler
-            same = result.shape == reference.shape and np.allclose(result, reference, *case.tolerance)
-            cells[column]["ok"] = bool(same)
+            wrong = check(case, fn(*inputs), reference)  # first call: compiles where there is a compiler
+            if wrong:
+                cells[column]["error"] = f"wrong result: {wrong}"
+                continue
+            cells[column]["ok"] = True
             fn(*inputs)  # the second call takes the cached path; warm it up before timing it
             once = max(seconds_per_call(fn, inputs, 1), 1e-7)
             batch[column] = max(1, int(1e-3 / once))
@@ -355,12 +285,13 @@ def run_case(case: Case, divisor: int, budget_s: float) -> dict:
                 case.impls[column](*inputs)
                 times[column].append(seconds_per_call(case.impls[column], inputs, batch[column]))
             except Exception as exc:
-                cells[column]["error"] = f"{type(exc).__name__}: {exc}"
+                cells[column].update(ok=False, error=f"{type(exc).__name__}: {exc}")
                 del times[column]
     for column, samples in times.items():
         cells[column].update(seconds=statistics.median(samples), samples=len(samples))
     return {"case": case.name, "shape": "x".join(map(shape_label, inputs[0].shape)), "unit": case.unit,
-            "cells": cells, "ratios": {f"{other}/tracejit": ratio(cells, other) for other in ("numpy", "numba")}}
+            "dtype": str(reference.dtype), "cells": cells,
+            "ratios": {f"{other}/tracejit": ratio(cells, other) for other in RATIOS}}
 
 
 def shape_label(n: int) -> str:
@@ -379,32 +310,56 @@ def machine() -> dict:
     if cpuinfo.exists():
         names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
         cpu = names[0] if names else cpu
-    return {
+    info = {
         "cpu": cpu, "uname": " ".join(platform.uname()), "cpu_count": os.cpu_count(),
         "python": platform.python_version(), "numpy": np.__version__, "numexpr": ne.__version__,
         "numba": numba.__version__, "numba_threads": numba.get_num_threads(), "numexpr_threads": ne.nthreads,
         "tracejit": getattr(tj, "__version__", "unknown"),
     }
+    return info | TORCH_INFO
 
 
 def format_cell(cell: dict, unit: str) -> str:
     if cell["error"]:
-        return "error"
+        return "wrong" if cell["error"].startswith("wrong") else "error"
     value = cell["seconds"] * UNIT_SCALE[unit]
-    return (f"{value:.0f}" if value >= 100 else f"{value:.3g}") + ("" if cell["ok"] else "!")
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def print_row(result: dict) -> None:
     cells = [format_cell(result["cells"][c], result["unit"]) if c in result["cells"] else "-" for c in COLUMNS]
     ratios = [f"{r:.2f}x" if r is not None else "-" for r in result["ratios"].values()]
     print(f"{result['case']:<14}{result['shape']:>11}{result['unit']:>5}"
-          + "".join(f"{c:>10}" for c in cells) + "".join(f"{r:>16}" for r in ratios), flush=True)
+          + "".join(f"{c:>10}" for c in cells) + "".join(f"{r:>17}" for r in ratios), flush=True)
+
+
+def first_call_table(cases: list[Case], divisor: int) -> dict:
+    """The first call of each row's kernel in a fresh process with cold caches (benchmarks/first_call.py):
+    tracejit's trace and compile, Numba's njit compile, torch.compile's Dynamo and Inductor compile."""
+    print(f"\nfirst call in a fresh process, cold caches, seconds\n{'case':<14}"
+          + "".join(f"{c:>10}" for c in FIRST_CALL_COLUMNS))
+    table = {}
+    for case in cases:
+        row = {}
+        for column in FIRST_CALL_COLUMNS:
+            if column in case.impls:
+                try:
+                    row[column] = first_call.cold_first_call(case.name, column, divisor)
+                except RuntimeError as exc:
+                    row[column] = None
+                    print(f"  {case.name} / {column}: {str(exc).strip().splitlines()[-1]}")
+        table[case.name] = row
+        print(f"{case.name:<14}" + "".join(f"{row[c]:>10.3g}" if row.get(c) is not None else f"{'-':>10}"
+                                             for c in FIRST_CALL_COLUMNS), flush=True)
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="sizes / 16 and fewer repetitions")
     parser.add_argument("--rows", help="comma-separated case names: " + ",".join(c.name for c in CASES))
+    parser.add_argument("--first-call", action="store_true",
+                        help="also time each row's first call in a fresh process with cold caches (slow)")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
 
@@ -422,20 +377,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:>16}: {value}")
     print()
     print(f"{'case':<14}{'shape':>11}{'unit':>5}" + "".join(f"{c:>10}" for c in COLUMNS)
-          + f"{'numpy/tracejit':>16}{'numba/tracejit':>16}")
+          + "".join(f"{other + '/tracejit':>17}" for other in RATIOS))
     results = []
     for case in cases:
         results.append(run_case(case, divisor, budget_s))
         print_row(results[-1])
 
-    print("\nmedian time per call; ratios > 1 mean tracejit is faster; '!' = result differs from NumPy")
+    print("\nmedian time per call; ratios: the other column's time over tracejit's (> 1: tracejit is faster)")
     for result in results:
+        if result["dtype"] != "float32":
+            print(f"  {result['case']}: NumPy's result is {result['dtype']}")
         for column, cell in result["cells"].items():
             if cell["error"]:
                 print(f"  {result['case']} / {column}: {cell['error']}")
+    first_calls = first_call_table(cases, divisor) if args.first_call else None
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": info, "quick": args.quick, "results": results}, indent=2))
+        args.json.write_text(json.dumps({"machine": info, "quick": args.quick, "results": results,
+                                         "first_call_seconds": first_calls}, indent=2))
         print(f"results written to {args.json}")
     return 0
 

@@ -1,6 +1,8 @@
 """First-call latency of a fresh process, per device: `import tracejit` plus the first call of softmax
 (4096x1024) and GELU (16M), with an empty kernel cache (cold) and after `python -m tracejit warm`
-filled it (warm). Each figure is the median of --runs fresh processes; see benchmarks/README.md."""
+filled it (warm). Each figure is the median of --runs fresh processes; see benchmarks/README.md.
+
+`cold_first_call` times one column of one bench.py row the same way, for `bench.py --first-call`."""
 from __future__ import annotations
 
 import argparse
@@ -43,20 +45,50 @@ print(json.dumps({"import": t1 - t0, "softmax": t3 - t2, "gelu": t4 - t3, **info
 '''
 
 
-def child(project: Path, cache: Path, pocl: Path, device: str) -> dict:
+ROW_CHILD = '''
+import json, sys, time
+import numpy as np
+import bench
+case = {c.name: c for c in bench.CASES}[sys.argv[1]]
+fn, inputs = case.impls[sys.argv[2]], case.setup(int(sys.argv[3]))
+start = time.perf_counter()
+np.asarray(fn(*inputs))
+print(json.dumps({"seconds": time.perf_counter() - start}))
+'''
+
+
+def fresh_env(project: Path, cache: Path, pocl: Path, inductor: Path | None = None) -> dict:
+    """The environment of a child process whose caches are the given (empty or warmed) folders."""
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{project}", TRACEJIT_CACHE_DIR=str(cache),
                POCL_CACHE_DIR=str(pocl))
+    if inductor:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(inductor)
     env.pop("TRACEJIT_RECORD", None)
-    out = subprocess.run([sys.executable, str(project / "child.py"), device], capture_output=True, text=True,
-                         env=env, timeout=600)
+    return env
+
+
+def run_child(args: list[str], env: dict) -> dict:
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=600)
     if out.returncode:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cold_first_call(row: str, column: str, divisor: int) -> float:
+    """Seconds of the first call of `column` (tracejit, numba, compile, ...) on bench.py's `row` in a fresh
+    process with empty tracejit, PoCL and TorchInductor caches; imports and input set-up are not counted."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        env = fresh_env(Path(__file__).resolve().parent, folder / "tracejit", folder / "pocl", folder / "inductor")
+        return run_child(["-c", ROW_CHILD, row, column, str(divisor)], env)["seconds"]
+
+
+def child(project: Path, cache: Path, pocl: Path, device: str) -> dict:
+    return run_child([str(project / "child.py"), device], fresh_env(project, cache, pocl))
+
+
 def warm(project: Path, cache: Path, pocl: Path, device: str) -> None:
-    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{project}", TRACEJIT_CACHE_DIR=str(cache),
-               POCL_CACHE_DIR=str(pocl))
+    env = fresh_env(project, cache, pocl)
     for fn, arg in (("softmax", "float32[4096,1024]"), ("gelu", "float32[16777216]")):
         subprocess.run([sys.executable, "-m", "tracejit", "warm", f"first_call_kernels:{fn}", "--arg", arg,
                         "--device", device], check=True, capture_output=True, env=env, timeout=600)
