@@ -155,3 +155,19 @@ def test_strided_input_is_read_in_place_by_one_kernel(view, device, rng):
 
     assert_one_kernel(plus_one.lower(x, device=device))
     assert_close(run_kernel(plus_one, x, device=device), x + 1.0)
+
+
+def test_numba_row_loops_take_the_shapes_llvm_vectorises():
+    """Performance pins (benchmarks/bench.py measures the speed): every computed index is unsigned (a signed
+    one made the row loops gathers and scatters), a float sum's step is the one reassociable operation, and
+    max keeps NaN in a flag of its own, out of the select."""
+    x = np.zeros((64, 1024), np.float32)
+
+    @tj.kernel
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    (k,) = softmax.lower(x, device="numba").kernels
+    assert "numba.uint64(" in k.source and "reassoc_add(" in k.source and "_nan |=" in k.source
+    assert " or " not in k.source

@@ -287,3 +287,24 @@ def test_expm1_is_finite_up_to_where_exp_overflows(device):
     """webgpu's expm1 (u - 1) * x / log(u) overflowed at x = 84, where NumPy's expm1 is 3e36."""
     x = np.array([84.0, 88.0, 60.0, 1e-5, -1e-5, 0.3, -0.7, -20.0, 0.6], np.float32)
     assert_close(run_kernel(tj.kernel(np.expm1), x, device=device), np.expm1(x))
+
+
+def test_rounding_idioms_keep_numpys_order_of_operations(device):
+    """(x + 1) - 1 rounds x away where NumPy does, and x + 0.0 of -0.0 is +0.0: the numba device let LLVM
+    reassociate every float operation and ignore signed zeros, and returned x and -0.0. Only a reduction's
+    own accumulating step may be reordered now; the row sums below go through one such step each."""
+    if device == "webgpu":
+        pytest.skip("WGSL lets the shader compiler reassociate float arithmetic (llvmpipe folds (x + 1) - 1 "
+                    "to x); the README says so under the webgpu device")
+    x = np.array([[1e-9, -0.0, 3e-8, 0.5], [2.0**-30, 1.0, -1e-9, 7.0]], np.float32)
+
+    def idioms(x):
+        shifted = (x + 1) - 1
+        return shifted, x + 0.0, shifted.sum(axis=-1), ((x + 4096.0) - 4096.0).max(axis=-1)
+
+    got = run_kernel(tj.kernel(idioms), x, device=device)
+    expected = idioms(x)
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(np.asarray(g), e)
+        assert np.asarray(g).dtype == e.dtype
+    assert np.signbit(np.asarray(got[1])[0, 1]) == np.signbit(expected[1][0, 1])

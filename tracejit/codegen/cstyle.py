@@ -87,6 +87,10 @@ class CStyle:
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         return f"{self.kernel_qualifier} {name}({', '.join(params)})"
 
+    def reassociable(self, statement: str) -> list[str]:
+        """Lines for a float reduction's accumulating step that the compiler may reorder (opencl.py)."""
+        return [statement]
+
     def group_reduce(self, r: "_Render", acc: str, buf: str, op: str, dt: np.dtype, identity) -> list[str]:
         """Lines that combine every work-item's `acc` of a work-group into the total, which every
         work-item then holds: a tree in the local array `buf` (one slot per work-item)."""
@@ -238,7 +242,8 @@ class _Render:
     def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
         cmp = ">" if op == "max" else "<"
         if dt.kind == "f":  # NaN-propagating, like np.maximum
-            return f"((({a}) {cmp} ({b}) || ({a}) != ({a})) ? ({a}) : ({b}))"   # no call: PoCL's isnan is one
+            # no call: PoCL's isnan is one; `|`, not `||`: no branch, so a select the compiler can vectorise
+            return f"((({a}) {cmp} ({b}) | ({a}) != ({a})) ? ({a}) : ({b}))"
         if dt == np.bool_:
             return f"({a} || {b})" if op == "max" else f"({a} && {b})"
         return f"((({a}) {cmp} ({b})) ? ({a}) : ({b}))"
@@ -497,7 +502,10 @@ class _Render:
             red = target.arg[0] if target.op == "acc" else target.arg[1]
             adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
             if target.op == "acc":
-                self.out(f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};")
+                step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
+                reorderable = x.dtype is None and red in ("sum", "prod") and adt.kind == "f"   # not a scan
+                for line in t.reassociable(step) if reorderable else [step]:
+                    self.out(line)
                 self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
             else:
                 ref = f"{a[0]}[{a[1]}]"

@@ -154,6 +154,8 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             if acc.op == "acc" and _nan_apart(acc, s[0] in scanned):
                 out(f"{a[0]} = ({v} if {v} {'>' if red == 'max' else '<'} {a[0]} else {a[0]})")
                 out(f"{a[0]}_nan |= {v} != {v}")
+            elif acc.op == "acc" and red in ("sum", "prod") and adt.kind == "f" and s[0] not in scanned:
+                out(f"{a[0]} = reassoc_{'add' if red == 'sum' else 'mul'}({a[0]}, {v})")
             else:
                 out(f"{a[0]} = {_combine(red, adt, a[0], v)}")
             names[i] = names[s[0]]   # a scan's running value: the accumulator as read back
@@ -321,7 +323,8 @@ def render_module(kernels: list[tuple[Kernel, str]]) -> str:
         if body.count(f + "(") > MATH_INLINE_MAX:   # unrolled copies: see numba_math's *_called
             body = body.replace(f + "(", f + "_called(")
     helpers = ("f16_to_f32", "f32_to_f16", "int_power", "nonnegative_exponent", "bound_index", "int_fmod",
-               "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul", "nonnegative_index")
+               "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul", "reassoc_add", "reassoc_mul",
+               "nonnegative_index")
     used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if f + "(" in body]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]

@@ -24,6 +24,12 @@ class OpenCL(CStyle):
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
         return "\n".join(lines)
 
+    def reassociable(self, statement: str) -> list[str]:
+        """A float reduction's step in a block of its own that lets clang (PoCL) reorder it, as the numba
+        device does (numba_math.reassoc_add): a sum over one work-item's row then vectorises (PoCL: sum 16M
+        3.7 -> 0.5 ms). Only this step: every other operation keeps NumPy's order."""
+        return ["{", "#ifdef __clang__", "#pragma clang fp reassociate(on)", "#endif", "    " + statement, "}"]
+
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         attr = f"__attribute__((reqd_work_group_size({launch.local_size}, 1, 1))) " if launch.mode == "group" else ""
         return f"{attr}{self.kernel_qualifier} {name}({', '.join(params)})"
