@@ -308,3 +308,19 @@ def test_rounding_idioms_keep_numpys_order_of_operations(device):
         np.testing.assert_array_equal(np.asarray(g), e)
         assert np.asarray(g).dtype == e.dtype
     assert np.signbit(np.asarray(got[1])[0, 1]) == np.signbit(expected[1][0, 1])
+
+
+def test_float_sums_of_fewer_than_eight_elements_add_in_numpys_order(device):
+    """NumPy adds fewer than 8 elements one after another; a float32 sum that short, widened to float64 by
+    np.array([x.sum(), 1.5]) (numpy-benchmarks' idiom), showed a last-bit difference when PoCL reordered
+    it or numba summed it in float64. Such short sums now keep NumPy's order and precision exactly."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((64, 7)) * 4).astype(np.float32)
+
+    def short_sums(x):
+        return x.sum(axis=1), x[:, :6].prod(axis=1), x[:, 1:].sum(axis=1) * 2
+
+    got = run_kernel(tj.kernel(short_sums), x, device=device)
+    for g, e in zip(got, short_sums(x)):
+        assert np.asarray(g).dtype == e.dtype
+        np.testing.assert_array_equal(np.asarray(g), e)

@@ -14,7 +14,7 @@ from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import atomics, bitonic, c_helpers, group_scan, math_f32, mma, tiled
-from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const
+from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const, reorderable_updates
 
 
 # bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
@@ -155,6 +155,7 @@ class _Render:
         self.mapping = m
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
+        self.reorderable = reorderable_updates(self.ins)
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
         self.tile = tiled.plan(kernel, options, self.by_value) if lanes == 1 else None
@@ -503,8 +504,7 @@ class _Render:
             adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
             if target.op == "acc":
                 step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
-                reorderable = x.dtype is None and red in ("sum", "prod") and adt.kind == "f"   # not a scan
-                for line in t.reassociable(step) if reorderable else [step]:
+                for line in t.reassociable(step) if i in self.reorderable else [step]:
                     self.out(line)
                 self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
             else:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir.kernel_ir import NEGATIVE_POWER, Instr, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from .simt import index_values
+from .simt import index_values, reorderable_updates
 
 # op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
 _F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint",
@@ -66,7 +66,8 @@ MATH_INLINE_MAX = 4   # more calls than this of one math function: not inlined i
 
 
 def _wide(dt: np.dtype, reduction) -> bool:
-    """Float32/float16 sums and products accumulate in float64 on the CPU."""
+    """Float32/float16 sums and products accumulate in float64 on the CPU (render: float32 ones of fewer
+    than 8 elements do not, and so give NumPy's bits)."""
     return dt.kind == "f" and dt.itemsize < 8 and reduction in ("sum", "prod")
 
 
@@ -99,6 +100,8 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
     depth = 1
     before = _before_global_loop(ins)
     scanned = {x.srcs[0] for x in ins if x.op == "update" and x.dtype is not None}   # adds in order, as NumPy's
+    reorderable = reorderable_updates(ins)
+    long_sums = {ins[u].srcs[0] for u in reorderable}   # a float32 sum shorter than 8 adds as NumPy's does
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
 
     def out(text: str) -> None:
@@ -135,7 +138,7 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             depth -= 1
             continue
         elif op == "acc":
-            wide = _wide(dt, x.arg[0]) and i not in scanned
+            wide = _wide(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
             names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
@@ -154,7 +157,7 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             if acc.op == "acc" and _nan_apart(acc, s[0] in scanned):
                 out(f"{a[0]} = ({v} if {v} {'>' if red == 'max' else '<'} {a[0]} else {a[0]})")
                 out(f"{a[0]}_nan |= {v} != {v}")
-            elif acc.op == "acc" and red in ("sum", "prod") and adt.kind == "f" and s[0] not in scanned:
+            elif i in reorderable:
                 out(f"{a[0]} = reassoc_{'add' if red == 'sum' else 'mul'}({a[0]}, {v})")
             else:
                 out(f"{a[0]} = {_combine(red, adt, a[0], v)}")

@@ -235,3 +235,29 @@ def index_values(instrs) -> set[int]:
                 and all(j in out for j in x.srcs):
             out.add(i)
     return out
+
+
+# NumPy adds fewer than 8 elements one after another (its pairwise sum unrolls by 8 from there on), so a
+# float reduction that short keeps that order exactly; a longer one may be reordered (vectorised lanes).
+ORDERED_BELOW = 8
+
+
+def reorderable_updates(instrs) -> set[int]:
+    """The float sum and prod accumulator updates (not scans) whose loops, counted from the accumulator
+    inward, run at least ORDERED_BELOW times: the only steps a target may reassociate."""
+    out: set[int] = set()
+    open_ranges: list[int] = []   # extents of the loops open at each instruction
+    depth_at_acc: dict[int, int] = {}
+    for i, x in enumerate(instrs):
+        if x.op == "range":
+            open_ranges.append(x.arg[0])
+        elif x.op == "endrange":
+            open_ranges.pop()
+        elif x.op == "acc":
+            depth_at_acc[i] = len(open_ranges)
+        elif x.op == "update" and x.dtype is None:
+            acc = instrs[x.srcs[0]]
+            if acc.op == "acc" and acc.arg[0] in ("sum", "prod") and acc.dtype.kind == "f":
+                if math.prod(open_ranges[depth_at_acc[x.srcs[0]]:]) >= ORDERED_BELOW:
+                    out.add(i)
+    return out
