@@ -237,6 +237,27 @@ def test_the_size_cap_evicts_least_recently_used_entries(monkeypatch, tmp_path):
     assert sum(size for _, size, _ in cache.entries()) <= 700_000
 
 
+def test_puts_keep_a_size_ledger_and_scan_the_cache_only_without_one(monkeypatch, tmp_path):
+    """A process's first put scanned every entry to learn the cache's size: a second per compile with a
+    large cache. The size now lives in a ledger; a scan happens where there is none, or at the cap."""
+    cache = DiskCache(tmp_path)
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX_BYTES", "10000000")
+    cache.put(key(kernel="a"), bytes(1000))      # no ledger yet: one scan
+    scanned = sum(size for _, size, _ in cache.entries())
+    assert cache.ledger_total() == scanned
+
+    def no_scan():
+        raise AssertionError("a put with a ledger scanned the cache")
+    monkeypatch.setattr(cache, "entries", no_scan)
+    for i in range(3):
+        DiskCache(tmp_path).put(key(kernel=f"b{i}"), bytes(1000))   # other processes, same ledger
+        cache.put(key(kernel=f"c{i}"), bytes(1000))
+    monkeypatch.undo()
+    assert cache.ledger_total() == sum(size for _, size, _ in cache.entries())
+    cache.forget_size()                          # what importing an archive does
+    assert cache.ledger_total() is None
+
+
 class _Planted:
     def __init__(self, marker: Path):
         self.marker = marker

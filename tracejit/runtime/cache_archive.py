@@ -85,6 +85,7 @@ def import_(cache: DiskCache, file: str) -> tuple[int, int]:
             dest = cache.root / "index" / index.parent.name / index.name
             make_private_dirs(dest.parent)
             os.replace(index, dest)
+        cache.forget_size()
         return imported, rejected
     finally:
         shutil.rmtree(staging, ignore_errors=True)

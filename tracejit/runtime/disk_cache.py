@@ -61,7 +61,6 @@ def _warn_once(what: str, message: str) -> None:
 class DiskCache:
     def __init__(self, root: Path | None = None):
         self._root = root
-        self._total: int | None = None   # bytes held, as of this process's last scan plus its own puts
 
     @property
     def root(self) -> Path:
@@ -129,15 +128,19 @@ class DiskCache:
             _warn_once("write", f"cannot write the kernel cache at {self.root} ({e}); kernels are compiled "
                                 "but not kept for the next process")
             return
-        # The size is scanned once per process and then kept up to date with this process's writes;
-        # other processes' writes are seen at the next scan, which runs whenever the cap is reached.
-        if self._total is None:
-            self._total = sum(size for _, size, _ in self.entries())
+        # The bytes held are kept in a ledger that every put adds to, and set right by a full scan where
+        # there is none (a new, cleared or imported cache) and whenever the cap is reached: scanning a
+        # cache of 20,000 files on each process's first compile cost it a second.
+        total = self.ledger_total()
+        if total is None:
+            total = sum(size for _, size, _ in self.entries())
         else:
-            self._total += len(blob) + _tree_size(self.artifacts(key))
+            total += len(blob) + _tree_size(self.artifacts(key))
         limit = max_bytes()
-        if self._total > limit:
+        if total > limit:
             self.evict(limit)
+        else:
+            self._write_ledger(total)
 
     # -- explaining, sizing, evicting --
     def explain_miss(self, key: CacheKey) -> str:
@@ -179,8 +182,32 @@ class DiskCache:
             self.remove(path)
             total -= size
             removed += 1
-        self._total = total
+        self._write_ledger(total)
         return removed
+
+    def _ledger(self) -> Path:
+        return self.root / "size"
+
+    def ledger_total(self) -> int | None:
+        """The bytes held as the ledger has them (approximate: writers racing may each miss the other's
+        addition until the next scan), or None where there is no ledger to trust."""
+        try:
+            return int(self._ledger().read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _write_ledger(self, total: int) -> None:
+        try:
+            write_atomic(self._ledger(), str(total).encode())
+        except OSError:
+            pass
+
+    def forget_size(self) -> None:
+        """Entries arrived by another way than put (an imported archive): the next put scans."""
+        try:
+            self._ledger().unlink()
+        except OSError:
+            pass
 
     def repair(self, path: Path) -> bool:
         """Make `path` (a file inside the cache) writable again where the cache's own tree is damaged: a
@@ -211,7 +238,6 @@ class DiskCache:
 
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-        self._total = None
 
 
 def parse_entry(blob: bytes, key: CacheKey | None = None) -> bytes | None:
