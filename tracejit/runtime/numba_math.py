@@ -64,6 +64,27 @@ reassoc_add = _reassociable_binop("fadd")
 reassoc_mul = _reassociable_binop("fmul")
 
 
+def _select_step(cmpop):
+    """A float max/min reduction's step, `v if v > acc else acc`, for accumulators whose NaN is kept in
+    a flag of their own (codegen.numba._nan_apart): the compare and select carry nnan and nsz, without
+    which LLVM keeps the loop scalar (softmax's row max). Where v is NaN the step is poison, never read:
+    every use of the accumulator selects NaN by the flag instead."""
+    def typer(typingctx, acc, v):
+        if acc == v and acc in (types.float32, types.float64):
+            def codegen(context, builder, sig, args):
+                a, x = args
+                take = builder.fcmp_ordered(cmpop, x, a, flags=("nnan", "nsz"))
+                return builder.select(take, x, a, flags=("nnan", "nsz"))
+            return acc(acc, v), codegen
+        return None
+    typer.__name__ = f"select_step_{'max' if cmpop == '>' else 'min'}"
+    return intrinsic(typer)
+
+
+max_step = _select_step(">")
+min_step = _select_step("<")
+
+
 def _wrapping(opname):
     """int64 a op b that wraps like NumPy: Numba's own signed + - * carry LLVM's nsw flag (overflow
     cannot happen), so LLVM may fold (x + x) > 0 into x > 0 and change what a wrapped sum compares as."""
