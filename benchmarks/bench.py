@@ -256,11 +256,18 @@ def check(case: Case, result, reference: np.ndarray) -> str | None:
     return None
 
 
+# Columns take turns in passes, each column timing a run of samples at a time: a column's threads that
+# spin-wait after their work (torch's libgomp spins ~15 ms, OpenBLAS longer) halved the speed of the
+# next column's threads on 2 cores when the columns alternated call by call (softmax: 1.9 -> 3.6 ms).
+PASSES = 5
+SETTLE_S = 0.1
+
+
 def run_case(case: Case, divisor: int, budget_s: float) -> dict:
     """Checks every column against NumPy once (a wrong answer is reported, never timed), then times them
-    round-robin, so load that drifts on a busy machine falls on all columns alike. Each sample follows an
-    untimed call of the same function: the first call after another column's is slower (allocator and cache
-    state). Calls under ~1 ms are batched."""
+    in PASSES turns, so load that drifts on a busy machine falls on all columns alike. Each turn begins
+    after SETTLE_S of quiet and an untimed call of the same function: the first call after another
+    column's is slower (allocator and cache state). Calls under ~1 ms are batched."""
     inputs = case.setup(divisor)
     reference = np.asarray(case.impls["numpy"](*inputs))
     cells, batch, times, round_s = {}, {}, {}, 0.0
@@ -279,11 +286,14 @@ def run_case(case: Case, divisor: int, budget_s: float) -> dict:
             times[column] = []
         except Exception as exc:
             cells[column]["error"] = f"{type(exc).__name__}: {exc}"
-    for _ in range(int(min(max(budget_s * len(batch) / max(round_s, 1e-9), 5), 200))):
+    rounds = int(min(max(budget_s * len(batch) / max(round_s, 1e-9), 5), 200))
+    for p in range(PASSES):
         for column in list(times):
+            time.sleep(SETTLE_S)   # the last column's worker threads stop spinning (libgomp's, OpenBLAS's)
             try:
                 case.impls[column](*inputs)
-                times[column].append(seconds_per_call(case.impls[column], inputs, batch[column]))
+                for _ in range(rounds * (p + 1) // PASSES - rounds * p // PASSES):
+                    times[column].append(seconds_per_call(case.impls[column], inputs, batch[column]))
             except Exception as exc:
                 cells[column].update(ok=False, error=f"{type(exc).__name__}: {exc}")
                 del times[column]
