@@ -232,3 +232,55 @@ def test_record_lists_only_the_arguments_the_call_passed(tmp_path, monkeypatch):
     entries = [json.loads(line) for line in path.read_text().splitlines()]
     assert {(tuple(e["args"]), tuple(e["static"])) for e in entries} >= {(("float32[2,3]",), ()),
                                                                          (("float32[2,3]", "float"), ())}
+
+
+def test_the_plan_cache_keeps_the_most_recently_used_signatures(monkeypatch):
+    """A server seeing ever new shapes kept every plan for ever; now at most TRACEJIT_PLAN_CACHE_SIZE
+    per function, the least recently used going first."""
+    monkeypatch.setenv("TRACEJIT_PLAN_CACHE_SIZE", "3")
+    f = tj.kernel(lambda x: x * 2 + 1)
+    xs = [np.arange(n, dtype=np.float32) for n in (3, 4, 5, 6)]
+    for x in xs[:3]:
+        f(x)
+    f(xs[0])                                          # used again: now the most recent
+    f(xs[3])                                          # evicts xs[1]'s plan, the least recently used
+    assert f.cache_info()["plans"] == 3
+    traces = f.cache_info()["traces"]
+    for x in (xs[0], xs[2], xs[3]):
+        np.testing.assert_array_equal(f(x), x * 2 + 1)
+    assert f.cache_info()["traces"] == traces         # all three still there
+    np.testing.assert_array_equal(f(xs[1]), xs[1] * 2 + 1)
+    assert f.cache_info()["traces"] == traces + 1     # traced again
+    monkeypatch.setenv("TRACEJIT_PLAN_CACHE_SIZE", "many")
+    with pytest.raises(tj.ArgumentError, match="TRACEJIT_PLAN_CACHE_SIZE"):
+        f(np.arange(9, dtype=np.float32))
+
+
+def test_debug_output_explains_each_recompile_argument_by_argument(monkeypatch, capsys):
+    from tracejit.runtime import debug
+    monkeypatch.setattr(debug, "LEVEL", 1)
+
+    @tj.kernel(static=("axis",))
+    def f(x, w, axis):
+        return (x * w).sum(axis=axis)
+
+    x, w = np.ones((64, 8), np.float32), np.ones(8, np.float32)
+    calls = [((x, w, 1), None),
+             ((np.ones((65, 8), np.float32), w, 1), "x: shape[0] 64 -> 65"),
+             ((x.astype(np.float64), w, 1), "x: dtype float32 -> float64"),
+             ((x, w, 0), "axis (static): 1 -> 0"),
+             ((np.ones((8, 64), np.float32).T, w, 1), "x: strides (8, 1) -> (1, 64) (in elements)"),
+             ((x, 2.0, 1), "w: a float32 array -> a Python float")]
+    for args, why in calls:
+        capsys.readouterr()
+        f(*args)
+        line = next(l for l in capsys.readouterr().err.splitlines() if "kernel(s) for numba" in l)
+        assert (why is None and "recompiled" not in line) or line.endswith(f"recompiled: {why}"), line
+
+
+def test_dynamic_false_specialises_and_symbolic_dimensions_say_they_are_not_there_yet():
+    f = tj.kernel(lambda x: x + 1, dynamic=False)
+    np.testing.assert_array_equal(f(np.arange(3.0)), np.arange(3.0) + 1)
+    for dynamic in (True, {"x": (0,)}):
+        with pytest.raises(tj.UnsupportedError, match="symbolic .* not implemented yet"):
+            tj.kernel(lambda x: x + 1, dynamic=dynamic)

@@ -6,10 +6,11 @@ import inspect
 import os
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 
-from ..errors import ArgumentError, TraceError, TracejitError
+from ..errors import ArgumentError, TraceError, TracejitError, UnsupportedError
 from ..ir import build
 from ..ir.fuse import Program, input_buffer, schedule
 from ..ir.graph import Node, format_graph
@@ -18,6 +19,7 @@ from ..ir.simplify import simplify
 from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import registry
 from ..runtime.array import Array
+from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
 from . import allocation, capture, destinations
 from .selection import MaskedSelection, data_dependent
@@ -166,9 +168,11 @@ class Kernel:
         self._nparams = len(names)
         self._out_keyword = "out" not in names   # f(..., out=arr) writes the results into arr
         self._device = device
-        self._plans: dict = {}
+        # least recently used last out: a server seeing ever new shapes keeps at most plan_cache_size()
+        # plans per function (an evicted signature costs a trace and a disk-cache load when it returns)
+        self._plans: OrderedDict = OrderedDict()
         self._lock = threading.RLock()   # one trace and compile per signature, however many threads call
-        self._lowered: dict = {}     # plans of compile-only targets (lower / warm), never run
+        self._lowered: OrderedDict = OrderedDict()   # plans of compile-only targets (lower / warm), never run
         self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
 
     # -- the hot path --
@@ -192,6 +196,7 @@ class Kernel:
             normalized = self._normalize(args, dev)
             return self._plan_for(normalized, dev).call(normalized, args, out)
         self._counts["hits"] += 1
+        self._plans.move_to_end(key)
         return plan.run(args) if out is None else plan.call(args, args, out)
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
@@ -206,14 +211,21 @@ class Kernel:
                     plan = self._lower(args, dev, compile_only)
                     # a plan from a target that only compiles (no hardware, or none asked for yet) is kept
                     # apart: a later call lowers for the device itself
-                    (self._plans if plan.runnable else self._lowered)[key] = plan
+                    plans = self._plans if plan.runnable else self._lowered
+                    plans[key] = plan
+                    limit = plan_cache_size()
+                    while len(plans) > limit:
+                        plans.popitem(last=False)
                     return plan
         self._counts["hits"] += 1
         return plan
 
     def _cached_plan(self, key, compile_only: bool):
-        plan = self._plans.get(key)
-        return self._lowered.get(key) if plan is None and compile_only else plan
+        plans = self._plans if key in self._plans or not compile_only else self._lowered
+        plan = plans.get(key)
+        if plan is not None:
+            plans.move_to_end(key)
+        return plan
 
     def _normalize(self, args, device: str | None = None) -> tuple:
         return tuple(a if i in self._static else normalize(a, device) for i, a in enumerate(args))
@@ -257,6 +269,7 @@ class Kernel:
         with compile_times() as times:   # TRACEJIT_DEBUG=1: where the compile's time went, stage by stage
             with stage("device setup"):   # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
+            why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
             traced = self._trace(args)
             with stage("schedule"):   # fusion, layout and lowering to kernel IR
                 program = traced.program(dev.layout)
@@ -271,11 +284,24 @@ class Kernel:
         self._counts["compiles"] += len(program.kernels) - loaded
         self._counts["disk_hits"] += loaded
         log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
-               f"{1e3 * (time.perf_counter() - t0):.0f} ms" + (f" ({times.summary()})" if times else ""))
+               f"{1e3 * (time.perf_counter() - t0):.0f} ms" + (f" ({times.summary()})" if times else "")
+               + (f"; recompiled: {why}" if why else ""))
         for k in executable.kernels:
             log(4, k.source)
         record(self, traced.infos, dev.name)
         return Plan(traced, executable, dev)
+
+    def _new_signature(self, args, device: str) -> str | None:
+        """TRACEJIT_DEBUG=1: what differs between these arguments and the nearest signature this function
+        already has a plan for on the device, per argument (as JAX's explain_cache_misses), or None for
+        the function's first signature there."""
+        new = [ArgInfo("static", value=a) if i in self._static else describe(a, i) for i, a in enumerate(args)]
+        known = [p.traced.infos for k, p in (*self._plans.items(), *self._lowered.items()) if k[0] == device]
+        if not known:
+            return None
+        names = list(self._signature.parameters)
+        changes = min((signature_changes(names, old, new) for old in known), key=len)
+        return "; ".join(changes) or "a signature evicted from the plan cache came back"
 
     def _trace(self, args) -> Traced:
         infos = [ArgInfo("static", value=a) if i in self._static else describe(a, i) for i, a in enumerate(args)]
@@ -320,6 +346,56 @@ class Kernel:
         return f"<tracejit.kernel {self.__name__}>"
 
 
+PLAN_CACHE_SIZE = 128
+ENV_PLAN_CACHE_SIZE = "TRACEJIT_PLAN_CACHE_SIZE"
+
+
+def plan_cache_size() -> int:
+    """Plans kept in memory per function and device kind (TRACEJIT_PLAN_CACHE_SIZE, default 128)."""
+    value = os.environ.get(ENV_PLAN_CACHE_SIZE)
+    try:
+        return max(1, int(value)) if value else PLAN_CACHE_SIZE
+    except ValueError:
+        raise ArgumentError(f"{ENV_PLAN_CACHE_SIZE}={value!r} is not a whole number of plans") from None
+
+
+def signature_changes(names: list[str], old: list[ArgInfo], new: list[ArgInfo]) -> list[str]:
+    """What changed from one argument signature to another, one phrase per difference:
+    'x: shape[0] 64 -> 65', 'x: dtype float32 -> float64', 'axis (static): 1 -> 2'."""
+    out = []
+    for name, a, b in zip(names, old, new):
+        if a.kind != b.kind:
+            out.append(f"{name}: {_kind(a)} -> {_kind(b)}")
+        elif a.kind in ("static", "default"):
+            if not _same_value(a.value, b.value):
+                out.append(f"{name} ({'static' if a.kind == 'static' else 'default'}): {a.value!r} -> {b.value!r}")
+        elif a.dtype != b.dtype:
+            out.append(f"{name}: dtype {a.dtype} -> {b.dtype}")
+        elif len(a.shape) != len(b.shape):
+            out.append(f"{name}: shape {a.shape} -> {b.shape}")
+        elif a.shape != b.shape:
+            out += [f"{name}: shape[{d}] {x} -> {y}" for d, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
+        elif a.strides != b.strides:
+            out.append(f"{name}: strides {a.strides} -> {b.strides} (in elements)")
+        elif a.writeable != b.writeable:
+            out.append(f"{name}: {'writeable' if a.writeable else 'read-only'} -> "
+                       f"{'writeable' if b.writeable else 'read-only'}")
+    return out
+
+
+def _kind(info: ArgInfo) -> str:
+    if info.kind == "scalar":
+        return f"a Python {dict(b='bool', i='int', u='int', f='float').get(info.dtype.kind, info.dtype)}"
+    return f"a {info.dtype} array" if info.kind == "array" else info.kind
+
+
+def _same_value(a, b) -> bool:
+    try:
+        return bool(type(a) is type(b) and a == b)
+    except Exception:   # an array-valued static: compared by identity
+        return a is b
+
+
 def _default(value):
     """A left-out parameter's default: a constant of the trace when it is a hashable non-array (an axis,
     a flag, eps); an array default is an argument like any other."""
@@ -343,8 +419,17 @@ def _user_location(tb) -> str:
     return where
 
 
-def kernel(fn=None, *, static=(), device=None):
-    """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba")."""
+def kernel(fn=None, *, static=(), device=None, dynamic=None):
+    """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
+
+    dynamic: False or None specialise every plan on its shapes (None will turn a dimension seen with a
+    second value symbolic once symbolic dimensions exist); True or {"x": (0,)} ask for symbolic
+    dimensions now, which tracejit cannot compile yet, and raise UnsupportedError."""
+    if dynamic not in (None, False):
+        raise UnsupportedError(
+            f"@tj.kernel(dynamic={dynamic!r}): symbolic (shape-polymorphic) dimensions are not implemented yet; "
+            "every new shape is traced and compiled anew (TRACEJIT_DEBUG=1 says what changed). Use "
+            "dynamic=False or leave it out")
     if fn is None:
         return lambda f: Kernel(f, static, device)
     return Kernel(fn, static, device)
