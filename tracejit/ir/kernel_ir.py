@@ -139,6 +139,10 @@ class Builder:
         self._scopes: list[dict] = [{}]
 
     def emit(self, op: str, dtype, srcs=(), arg=None) -> int:
+        if op in ("where", "and", "or") and srcs:
+            folded = self._fold(op, np.dtype(dtype), srcs)
+            if folded is not None:
+                return folded
         ins = Instr(op, None if dtype is None else np.dtype(dtype), tuple(srcs), arg)
         pure = op not in ("store", "range", "endrange", "acc", "update", "param", "global", "local", "sort",
                           "atomic") and not (
@@ -154,6 +158,26 @@ class Builder:
         if pure:
             self._scopes[-1][key] = idx
         return idx
+
+    def _fold(self, op: str, dtype: np.dtype, srcs) -> int | None:
+        """A select or logical operation that a constant operand decides: the operand it gives (an element
+        read at fixed positions in a Python loop made chains of where(True, a, b) otherwise)."""
+        ins = self.kernel.instrs
+        known = [bool(ins[s].arg) if ins[s].op == "const" and ins[s].dtype == np.bool_ else None for s in srcs]
+        if op == "where":
+            if known[0] is None:   # where(c, True, False) is c
+                return srcs[0] if dtype == np.bool_ and known[1:] == [True, False] else None
+            pick = srcs[1] if known[0] else srcs[2]
+            return pick if ins[pick].dtype == dtype else None
+        if dtype != np.bool_ or any(ins[s].dtype != np.bool_ for s in srcs):
+            return None
+        decisive = op == "or"   # x or True is True, x and False is False; the other constant gives x
+        for k, value in enumerate(known):
+            if value is decisive:
+                return srcs[k]
+            if value is not None:
+                return srcs[1 - k]
+        return None
 
     def open_range(self, extent: int, kind: str) -> int:
         r = self.emit("range", INDEX, (), (extent, kind))

@@ -631,11 +631,20 @@ class _Emitter:
                 return self.const(0, node.dtype)
             return self.value(node.srcs[0], data_position(node, idx))
         src_idx, valid = source_index(node, idx)
+        # a padded position's test, decided here where the index's bounds decide it: an element read at a
+        # fixed position (x[i] in a Python loop) tested every pad of the loop at run time, O(n^2) code
+        tests = []
+        for expr, lo, hi in valid:
+            least, most = expr.bounds()
+            if most < lo or least >= hi:   # always in the padding
+                return self.const(node.arg[1], node.dtype)
+            if least < lo or most >= hi:
+                tests.append((expr, lo, hi))
         val = self.value(node.srcs[0], src_idx)
-        if not valid:
+        if not tests:
             return val
         cond = None
-        for expr, lo, hi in valid:
+        for expr, lo, hi in tests:
             i = self.index(expr)
             for c in (self.b.emit("le", np.bool_, (self.const(lo), i)), self.b.emit("lt", np.bool_, (i, self.const(hi)))):
                 cond = c if cond is None else self.b.emit("and", np.bool_, (cond, c))
