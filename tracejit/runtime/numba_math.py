@@ -33,13 +33,19 @@ _LEAF = dict(inline="always", fastmath={"contract"})
 _STRICT = ("contract",)
 
 
-def _strict_binop(opname):
+def _float_binary(name: str, emit):
+    """An intrinsic of two operands of one float type (which also catches accidental float64 promotion),
+    whose code is emit(builder, a, b)."""
     def typer(typingctx, a, b):
-        if a == b and a in (types.float32, types.float64):   # also catches accidental float64 promotion
-            return a(a, b), lambda context, builder, sig, args: getattr(builder, opname)(*args, flags=_STRICT)
+        if a == b and a in (types.float32, types.float64):
+            return a(a, b), lambda context, builder, sig, args: emit(builder, *args)
         return None
-    typer.__name__ = f"_strict_{opname}"
+    typer.__name__ = name
     return intrinsic(typer)
+
+
+def _strict_binop(opname):
+    return _float_binary(f"_strict_{opname}", lambda b, x, y: getattr(b, opname)(x, y, flags=_STRICT))
 
 
 _add = _strict_binop("fadd")
@@ -47,21 +53,11 @@ _mul = _strict_binop("fmul")
 _div = _strict_binop("fdiv")    # a plain `/` would get a ZeroDivisionError branch under error_model="python"
 
 
-def _reassociable_binop(opname):
-    def typer(typingctx, a, b):
-        if a == b and a in (types.float32, types.float64):
-            return a(a, b), lambda context, builder, sig, args: getattr(builder, opname)(
-                *args, flags=("reassoc", "contract"))
-        return None
-    typer.__name__ = f"reassoc_{opname}"
-    return intrinsic(typer)
-
-
 # A float sum's or product's accumulating step, the one operation of a kernel LLVM may reorder: the loop
 # over a row then runs in vector lanes (layernorm 4096x1024 4x faster) while every other operation keeps
 # NumPy's order ((x + 1) - 1 is not folded to x).
-reassoc_add = _reassociable_binop("fadd")
-reassoc_mul = _reassociable_binop("fmul")
+reassoc_add = _float_binary("reassoc_add", lambda b, x, y: b.fadd(x, y, flags=("reassoc", "contract")))
+reassoc_mul = _float_binary("reassoc_mul", lambda b, x, y: b.fmul(x, y, flags=("reassoc", "contract")))
 
 
 def _select_step(cmpop):
@@ -69,16 +65,10 @@ def _select_step(cmpop):
     a flag of their own (codegen.numba._nan_apart): the compare and select carry nnan and nsz, without
     which LLVM keeps the loop scalar (softmax's row max). Where v is NaN the step is poison, never read:
     every use of the accumulator selects NaN by the flag instead."""
-    def typer(typingctx, acc, v):
-        if acc == v and acc in (types.float32, types.float64):
-            def codegen(context, builder, sig, args):
-                a, x = args
-                take = builder.fcmp_ordered(cmpop, x, a, flags=("nnan", "nsz"))
-                return builder.select(take, x, a, flags=("nnan", "nsz"))
-            return acc(acc, v), codegen
-        return None
-    typer.__name__ = f"select_step_{'max' if cmpop == '>' else 'min'}"
-    return intrinsic(typer)
+    def emit(builder, acc, v):
+        take = builder.fcmp_ordered(cmpop, v, acc, flags=("nnan", "nsz"))
+        return builder.select(take, v, acc, flags=("nnan", "nsz"))
+    return _float_binary(f"select_step_{'max' if cmpop == '>' else 'min'}", emit)
 
 
 max_step = _select_step(">")
