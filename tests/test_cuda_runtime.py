@@ -6,6 +6,8 @@ alignment choice and launch shape, results on the device, the allocator, foreign
 CUDA graph. The same code on a real GPU is covered by the device-parametrised suite and tests/test_cuda.py."""
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 from reference import check_assigned_arguments, check_scatter_add
@@ -55,7 +57,7 @@ def fake(request, monkeypatch):
     cuda_driver.initialise.cache_clear()
     monkeypatch.setattr(registry, "_instances", {})
     for k in [v for v in globals().values() if hasattr(v, "_plans")]:   # plans of an earlier test hold its device
-        monkeypatch.setattr(k, "_plans", {})
+        monkeypatch.setattr(k, "_plans", OrderedDict())
     yield driver
     cuda_driver.initialise.cache_clear()
 

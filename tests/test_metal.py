@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -188,7 +189,7 @@ def emulated(monkeypatch):
     monkeypatch.setattr(metal_device, "_OPEN", [])
     monkeypatch.setattr(registry, "_instances", {})
     for k in (softmax, layernorm, mixed, int_ops, ipow, lookup):   # plans of an earlier test hold its device
-        monkeypatch.setattr(k, "_plans", {})
+        monkeypatch.setattr(k, "_plans", OrderedDict())
     return device
 
 
