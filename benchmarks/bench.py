@@ -256,18 +256,21 @@ def check(case: Case, result, reference: np.ndarray) -> str | None:
     return None
 
 
-# Columns take turns in passes, each column timing a run of samples at a time: a column's threads that
-# spin-wait after their work (torch's libgomp spins ~15 ms, OpenBLAS longer) halved the speed of the
-# next column's threads on 2 cores when the columns alternated call by call (softmax: 1.9 -> 3.6 ms).
+# Columns take turns in passes, each column timing a run of samples at a time, after SETTLE_S of its own
+# untimed calls: a column's threads that spin-wait after their work (torch's libgomp spins ~15 ms,
+# OpenBLAS longer) halved the speed of the next column's threads on 2 cores when the columns alternated
+# call by call (softmax: 1.9 -> 3.6 ms). Sleeping instead was no better: on this VM the cores come back
+# from an idle sleep slow (softmax 2.0 ms after no pause, 2.6 after 0.5 s asleep).
 PASSES = 5
-SETTLE_S = 0.1
+SETTLE_S = 0.05
 
 
 def run_case(case: Case, divisor: int, budget_s: float) -> dict:
     """Checks every column against NumPy once (a wrong answer is reported, never timed), then times them
     in PASSES turns, so load that drifts on a busy machine falls on all columns alike. Each turn begins
-    after SETTLE_S of quiet and an untimed call of the same function: the first call after another
-    column's is slower (allocator and cache state). Calls under ~1 ms are batched."""
+    with SETTLE_S (at least one call) of untimed calls of the same function: the first calls after
+    another column's are slower (spinning threads, allocator and cache state). Calls under ~1 ms are
+    batched."""
     inputs = case.setup(divisor)
     reference = np.asarray(case.impls["numpy"](*inputs))
     cells, batch, times, round_s = {}, {}, {}, 0.0
@@ -289,9 +292,11 @@ def run_case(case: Case, divisor: int, budget_s: float) -> dict:
     rounds = int(min(max(budget_s * len(batch) / max(round_s, 1e-9), 5), 200))
     for p in range(PASSES):
         for column in list(times):
-            time.sleep(SETTLE_S)   # the last column's worker threads stop spinning (libgomp's, OpenBLAS's)
             try:
-                case.impls[column](*inputs)
+                settled = time.perf_counter() + SETTLE_S   # untimed calls while the last column's threads
+                case.impls[column](*inputs)                 # stop spinning (libgomp's, OpenBLAS's)
+                while time.perf_counter() < settled:
+                    case.impls[column](*inputs)
                 for _ in range(rounds * (p + 1) // PASSES - rounds * p // PASSES):
                     times[column].append(seconds_per_call(case.impls[column], inputs, batch[column]))
             except Exception as exc:
