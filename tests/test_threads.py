@@ -39,3 +39,27 @@ def test_threads_calling_a_new_kernel_at_once_trace_it_once_and_agree_with_numpy
             assert not isinstance(r, Exception), f"trial {trial}: a thread raised {r!r}"
             assert_close(r, expected)
         assert kernel.cache_info()["traces"] == 1, kernel.cache_info()
+
+
+def test_threads_cycling_through_more_shapes_than_the_plan_cache_holds_all_get_numpys_answer(monkeypatch):
+    """Plans are evicted least recently used first while other threads are running them."""
+    monkeypatch.setenv("TRACEJIT_PLAN_CACHE_SIZE", "2")
+    f = tj.kernel(lambda x: x * 3 - 1)
+    inputs = [np.arange(n, dtype=np.float32) for n in range(1, 6)]
+    errors: list[BaseException] = []
+
+    def work(k):
+        try:
+            for j in range(40):
+                x = inputs[(k + j) % len(inputs)]
+                np.testing.assert_array_equal(f(x), x * 3 - 1)
+        except BaseException as e:   # reported below, in the test's own thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert f.cache_info()["plans"] <= 2

@@ -196,7 +196,10 @@ class Kernel:
             normalized = self._normalize(args, dev)
             return self._plan_for(normalized, dev).call(normalized, args, out)
         self._counts["hits"] += 1
-        self._plans.move_to_end(key)
+        try:
+            self._plans.move_to_end(key)
+        except KeyError:   # another thread evicted it just now: the plan still runs
+            pass
         return plan.run(args) if out is None else plan.call(args, args, out)
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
@@ -224,7 +227,10 @@ class Kernel:
         plans = self._plans if key in self._plans or not compile_only else self._lowered
         plan = plans.get(key)
         if plan is not None:
-            plans.move_to_end(key)
+            try:
+                plans.move_to_end(key)
+            except KeyError:   # evicted by another thread meanwhile
+                pass
         return plan
 
     def _normalize(self, args, device: str | None = None) -> tuple:
