@@ -17,7 +17,7 @@ import numpy as np
 
 from . import library
 from .graph import Node, Op
-from .lower import Buffer, source_index
+from .lower import Buffer, c_strides, source_index
 from .symbolic import Expr, Var
 
 MIN_WORK = 1 << 12   # multiply-adds; below it one work-group's worth of loops fused with the neighbours wins
@@ -115,18 +115,10 @@ def _forward(node: Node, written: Node, axes: list[Var], k: tuple[int, ...]) -> 
             idx = tuple(idx[p] for p in view.arg)
         else:   # a reshape: through the flat position
             flat = Expr()
-            for e, st in zip(idx, _strides(view.srcs[0].shape)):
+            for e, st in zip(idx, c_strides(view.srcs[0].shape)):
                 flat = flat + e * st
-            idx = tuple(Expr() if s == 1 else (flat // st) % s for s, st in zip(view.shape, _strides(view.shape)))
+            idx = tuple(Expr() if s == 1 else (flat // st) % s for s, st in zip(view.shape, c_strides(view.shape)))
     return idx
-
-
-def _strides(shape) -> list[int]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= s
-    return out[::-1]
 
 
 def _operand(param: int, offset: Expr, axes: list[Var], roles) -> Operand | None:

@@ -277,9 +277,9 @@ def source_index(node: Node, idx: tuple[Expr, ...]):
         if src.size == 0:  # nothing is ever read: the loops around this have no iterations
             return tuple(Expr() for _ in src.shape), ()
         lin = Expr()
-        for e, st in zip(idx, _cstrides(node.shape)):
+        for e, st in zip(idx, c_strides(node.shape)):
             lin = lin + e * st
-        return tuple(Expr() if s == 1 else (lin // st) % s for s, st in zip(src.shape, _cstrides(src.shape))), ()
+        return tuple(Expr() if s == 1 else (lin // st) % s for s, st in zip(src.shape, c_strides(src.shape))), ()
     if node.op is Op.PAD:
         pads, _ = node.arg
         out, valid = [], []
@@ -292,7 +292,8 @@ def source_index(node: Node, idx: tuple[Expr, ...]):
     raise AssertionError(f"not a movement op: {node.op}")
 
 
-def _cstrides(shape) -> list[int]:
+def c_strides(shape) -> list[int]:
+    """The element strides of a C-contiguous array of this shape."""
     out, acc = [], 1
     for s in reversed(shape):
         out.append(acc)
