@@ -43,6 +43,8 @@ def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]]
         return LoopPlan(pvars, wvars, rgroups, subst, [{}])
     if not reduce_vars:
         pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
+        if options.gather_rows and not wvars:
+            pvars, wvars, subst = inner_row(pvars, subst)
     streamed = options.accumulate_rows and accumulate_rows(
         len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets)
     if streamed:
@@ -118,6 +120,30 @@ def tile_transposed(pvars, wvars, subst, offsets):
             subst = {**{k: e.substitute(step) for k, e in subst.items()}, **step}
             return [v for v in pvars if v not in (a, b)] + [ao, bo], [ai, bi], subst
     return pvars, wvars, subst
+
+
+MIN_ROWS = 16          # parallel rows an elementwise kernel keeps when its inner dimension becomes a loop
+INNER_BLOCK = (1024, 512, 256, 128, 64)
+
+
+def inner_row(pvars, subst):
+    """CPU: dimensions that could not merge (x + bias, a broadcast row) are walked as a loop over the
+    inner one inside each parallel index, so no element pays an integer division to find its column
+    and the loop vectorises. With fewer than MIN_ROWS rows the inner dimension is cut into blocks."""
+    if len(pvars) < 2:
+        return pvars, [], subst
+    j, rows = pvars[-1], 1
+    for v in pvars[:-1]:
+        rows *= v.extent
+    if rows >= MIN_ROWS:
+        return pvars[:-1], [j], subst
+    block = next((b for b in INNER_BLOCK if j.extent % b == 0 and rows * (j.extent // b) >= MIN_ROWS), None)
+    if block is None:
+        return pvars, [], subst
+    outer, inner = Var(f"{j.name}b", j.extent // block), Var(f"{j.name}j", block)
+    step = {j: Expr.of(outer) * block + Expr.of(inner)}
+    subst = {**{k: e.substitute(step) for k, e in subst.items()}, **step}
+    return pvars[:-1] + [outer], [inner], subst
 
 
 def _mergeable(a: Var, b: Var, offsets: list[Expr]) -> bool:
