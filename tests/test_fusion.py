@@ -187,6 +187,19 @@ def test_numba_broadcast_rows_loop_over_columns_without_a_division_per_element(s
         assert "%" not in innermost and "//" not in innermost
 
 
+def test_numba_float64_exp_and_tanh_are_tracejits_vectorisable_ones_beside_ldexp(rng):
+    """Float64 exp/tanh call numba_math's exp_f64/tanh_f64 (libm keeps a loop scalar); with more calls
+    than MATH_INLINE_MAX they become the *_called versions, which must not rename ldexp_f64."""
+    def f(x):
+        return np.ldexp(x, 3) + sum(np.exp(x * k) for k in range(1, 6)) + np.tanh(x)
+
+    x = random_array(rng, (300,), np.float64, low=-3, high=3)
+    assert_close(tj.kernel(f)(x), f(x))
+    (k,) = tj.kernel(f).lower(x, device="numba").kernels
+    assert "exp_f64_called(" in k.source and "tanh_f64(" in k.source and "ldexp_f64(" in k.source
+    assert "np.exp(" not in k.source and "np.tanh(" not in k.source
+
+
 def test_numba_kernels_beside_a_blas_product_run_on_tracejits_threads_not_openmps():
     """OpenMP's threads (prange) spin after their loop as OpenBLAS's do after a product: on 2 cores each
     kept the other from running (a Llama block 8.0 -> 1.75 ms once its kernels used tracejit's threads)."""

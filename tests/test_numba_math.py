@@ -216,3 +216,54 @@ def test_ldexp_is_exact_and_vectorised_under_kernel_fastmath(dtype, limit, tinie
     llvm_ir = run.inspect_llvm(run.signatures[0])
     assert re.search(r"<\d+ x (float|double)>", llvm_ir), "the loop was not vectorised"
     assert not re.search(r"call .*@ldexp", llvm_ir)
+
+
+# ---- float64 exp and tanh, against libm (math.exp, math.tanh: correctly rounded in nearly every case) ----
+
+@numba.njit
+def _libm64(x, which):
+    out = np.empty(x.size, np.float64)
+    for i in range(x.size):
+        out[i] = math.exp(x[i]) if which == 0 else math.tanh(x[i])
+    return out
+
+
+def _loop64(fn):
+    @numba.njit(fastmath=set(FASTMATH) | {"reassoc", "nsz"}, error_model="numpy")
+    def run(x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = fn(x[i])
+        return out
+    return run
+
+
+def _ulp64(a, b):
+    def ordered(v):   # the int64 order of float64 bit patterns, as Python ints (no overflow)
+        i = v.view(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFFFFFFFFFF), i).astype(object)
+    return np.where(np.isnan(a) & np.isnan(b), 0, np.abs(ordered(a) - ordered(b))).astype(np.float64)
+
+
+SPECIAL64 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 5e-324, -5e-324, 2.2250738585072014e-308,
+                      709.782712893384, 709.7827128933841, 709.79, 710.0, -708.39, -708.4, -745.1332191019411,
+                      -745.14, -746.0, -1e300, 1e300, 0.625, -0.625, 0.6249999999999999, 19.0, 20.0, -20.0, 1e-8])
+
+
+@pytest.mark.parametrize(("which", "max_ulp", "dense"), [(0, 1, (-750.0, 712.0)), (1, 2, (-20.0, 20.0))],
+                         ids=["exp_f64", "tanh_f64"])
+def test_float64_exp_and_tanh_within_ulps_of_libm_and_vectorised(which, max_ulp, dense):
+    """Numba's float64 np.exp/np.tanh are libm calls, which keep a loop scalar; these are not."""
+    from tracejit.runtime.numba_math import exp_f64, tanh_f64
+    rng = np.random.default_rng(64)
+    run = _loop64(exp_f64 if which == 0 else tanh_f64)
+    x = np.concatenate([rng.integers(0, 1 << 64, 1 << 18, dtype=np.uint64).view(np.float64),
+                        rng.uniform(*dense, 1 << 18), rng.uniform(-1.0, 1.0, 1 << 16), SPECIAL64, -SPECIAL64])
+    got, want = run(x), _libm64(x, which)
+    ulp = _ulp64(got, want)
+    worst = int(np.argmax(ulp))
+    assert ulp[worst] <= max_ulp, f"{ulp[worst]} ulp at x={x[worst]!r}: {got[worst]!r} vs libm {want[worst]!r}"
+    assert np.array_equal(np.signbit(got[x == 0]), np.signbit(want[x == 0]))   # exp(-0) = 1, tanh(-0) = -0
+    llvm_ir = run.inspect_llvm(run.signatures[0])
+    assert re.search(r"<\d+ x double>", llvm_ir), "the loop was not vectorised"
+    assert not re.search(r"call .*@(exp|tanh)\(", llvm_ir)

@@ -1,8 +1,10 @@
-"""Vectorisable float32 exp, tanh, log and erf, and ldexp, for numba kernels: built from arithmetic and selects
+"""Vectorisable float32 exp, tanh, log and erf, float64 exp and tanh, and ldexp, for numba kernels: built from arithmetic and selects
 only (no libm calls), so LLVM's loop vectoriser can vectorise a loop that calls them.
 NaN, infinities, signed zeros and subnormals behave as in NumPy; results are within 2 ulp of it.
 Also the other helpers generated kernels call: integer power and fmod, float16 conversions, a row sort."""
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -113,10 +115,10 @@ def nonnegative_index(typingctx, i):
 @intrinsic
 def _fma(typingctx, a, b, c):
     """a * b + c, in that order; contractable to a single FMA instruction."""
-    if a == b == c == types.float32:
+    if a == b == c and a in (types.float32, types.float64):
         def codegen(context, builder, sig, args):
             return builder.fadd(builder.fmul(args[0], args[1], flags=_STRICT), args[2], flags=_STRICT)
-        return types.float32(a, b, c), codegen
+        return a(a, b, c), codegen
     return None
 
 
@@ -233,6 +235,60 @@ def tanh_f32(x):
     small = _fma(_mul(p, s), a, a)
     large = _ONE - _div(_TWO, _add(exp_f32(a + a), _ONE))   # exp overflow to inf gives exactly 1
     return np.copysign(small if a < _TANH_SPLIT else large, x)   # NaN takes the large path: NaN
+
+
+# ---------------------------------------------------------------------------------------------------
+# float64 exp and tanh: NumPy's default dtype. Numba's np.exp/np.tanh on float64 are libm calls, one
+# element at a time (a float64 GELU of 64x3072 took 4.3 ms, 22 ns an element).
+# exp: x = n*ln2 + r with |r| <= ln2/2 (fdlibm's two-part ln2: n * _LN2_HI_F64 is exact), exp(r) by its
+# Taylor polynomial to degree 13 (the remainder is below 0.04 ulp), times 2**n in two normal factors.
+
+_LOG2E_F64, _LN2_HI_F64, _LN2_LO_F64 = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_EXP_HI_F64, _EXP_LO_F64 = 710.0, -746.0   # exp overflows above, rounds to 0 below
+_EXP_TAYLOR_F64 = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))    # 1/13!, ..., 1/2!
+
+
+@numba.njit(**_INLINE)
+def exp_f64(x):
+    """np.exp for a float64 scalar, within 1 ulp of the correctly rounded result."""
+    xc = x if x < _EXP_HI_F64 else _EXP_HI_F64    # NaN -> _EXP_HI_F64 here; restored below
+    xc = xc if xc > _EXP_LO_F64 else _EXP_LO_F64
+    n = np.floor(_fma(xc, _LOG2E_F64, 0.5))       # nearest integer to x / ln2, in [-1076, 1025]
+    r = _fma(n, -_LN2_HI_F64, xc)
+    r = _fma(n, -_LN2_LO_F64, r)
+    c = _EXP_TAYLOR_F64
+    p = _fma(c[0], r, c[1])
+    p = _fma(p, r, c[2])
+    p = _fma(p, r, c[3])
+    p = _fma(p, r, c[4])
+    p = _fma(p, r, c[5])
+    p = _fma(p, r, c[6])
+    p = _fma(p, r, c[7])
+    p = _fma(p, r, c[8])
+    p = _fma(p, r, c[9])
+    p = _fma(p, r, c[10])
+    p = _fma(p, r, c[11])
+    y = _add(_fma(p, _mul(r, r), r), 1.0)         # exp(r) in [0.7, 1.42]
+    n1 = np.floor(n * 0.5)                        # 2**n as two normal factors: rounds once, also to subnormals
+    y = _mul(_mul(y, _pow2_f64(np.int64(n1))), _pow2_f64(np.int64(n - n1)))
+    return y if x == x else x
+
+
+_TANH_P_F64 = (-9.64399179425052238628e-1, -9.92877231001918586564e1, -1.61468768441708447952e3)
+_TANH_Q_F64 = (1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3)   # after 1 * s**3
+
+
+@numba.njit(**_INLINE)
+def tanh_f64(x):
+    """np.tanh for a float64 scalar (Cephes tanh: a rational function below 0.625, else
+    1 - 2 / (exp(2|x|) + 1)); within 2 ulp of the correctly rounded result."""
+    a = np.abs(x)
+    s = _mul(a, a)
+    p = _fma(_fma(_TANH_P_F64[0], s, _TANH_P_F64[1]), s, _TANH_P_F64[2])
+    q = _fma(_fma(_add(s, _TANH_Q_F64[0]), s, _TANH_Q_F64[1]), s, _TANH_Q_F64[2])
+    small = _fma(a, _div(_mul(s, p), q), a)
+    large = 1.0 - _div(2.0, _add(exp_f64(a + a), 1.0))   # exp overflow to inf gives exactly 1
+    return np.copysign(small if a < 0.625 else large, x)  # NaN takes the large path: NaN
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -409,6 +465,8 @@ def round_f16(f):
 # 230 s to compile, 3.6 s with these).
 exp_f32_called = numba.njit(fastmath={"contract"})(exp_f32.py_func)
 tanh_f32_called = numba.njit(fastmath={"contract"})(tanh_f32.py_func)
+exp_f64_called = numba.njit(fastmath={"contract"})(exp_f64.py_func)
+tanh_f64_called = numba.njit(fastmath={"contract"})(tanh_f64.py_func)
 log_f32_called = numba.njit(fastmath={"contract"})(log_f32.py_func)
 erf_f32_called = numba.njit(fastmath={"contract"})(erf_f32.py_func)
 ldexp_f32_called = numba.njit(fastmath={"contract"})(ldexp_f32.py_func)
