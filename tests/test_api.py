@@ -284,3 +284,13 @@ def test_dynamic_false_specialises_and_symbolic_dimensions_say_they_are_not_ther
     for dynamic in (True, {"x": (0,)}):
         with pytest.raises(tj.UnsupportedError, match="symbolic .* not implemented yet"):
             tj.kernel(lambda x: x + 1, dynamic=dynamic)
+    with pytest.raises(tj.UnsupportedError, match=r"dimension 0 is symbolic \('n'\).* not implemented yet"):
+        tj.spec(("n", 1024), "float32")
+
+
+@pytest.mark.parametrize("shape", [(2.5, 3), (-1, 4), (True, 2), (4, None)])
+def test_spec_dimensions_are_whole_numbers(shape):
+    """int() would have turned 2.5 into 2 and made a spec of another shape than the one asked for."""
+    with pytest.raises(tj.ArgumentError, match="whole number of elements"):
+        tj.spec(shape, "float32")
+    assert tj.spec((4, np.int64(3)), "float32").shape == (4, 3)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ArgumentError, ArgumentValueError, DtypeError
+from ..errors import ArgumentError, ArgumentValueError, DtypeError, UnsupportedError
 from ..ir.dtypes import check, weak_dtype
 from ..runtime.array import Array
 
@@ -30,7 +30,16 @@ class Spec:
 
 def spec(shape, dtype, strides=None) -> Spec:
     """tj.spec(shape, dtype): an argument for trace / lower / warm that carries no data."""
-    shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    for d, s in enumerate(shape):
+        if isinstance(s, (str, tuple)):   # ("n", 1024) or "n": a named symbolic dimension
+            raise UnsupportedError(
+                f"tj.spec({shape!r}, ...): dimension {d} is symbolic ({s!r}); symbolic (shape-polymorphic) "
+                "dimensions are not implemented yet: give every dimension as a whole number of elements")
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise ArgumentError(f"tj.spec({shape!r}, ...): dimension {d} is {s!r}; a dimension is a whole "
+                                "number of elements, 0 or more")
+    shape = tuple(int(s) for s in shape)
     return Spec(shape, check(dtype, "tj.spec", internal=False), None if strides is None else tuple(strides))
 
 
