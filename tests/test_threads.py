@@ -63,3 +63,35 @@ def test_threads_cycling_through_more_shapes_than_the_plan_cache_holds_all_get_n
         t.join()
     assert not errors, errors[0]
     assert f.cache_info()["plans"] <= 2
+
+
+def test_numba_plans_reuse_their_temporaries_and_threads_running_one_plan_never_share_them(rng):
+    """A plan keeps its temporaries (here x * 2, 512 KB, made before the BLAS product) for its next call
+    instead of page-faulting fresh ones in; a second thread inside the same plan meanwhile gets its own."""
+    def f(x, w):
+        return np.tanh((x * 2) @ w)
+
+    k = tj.kernel(f)
+    w = rng.standard_normal((512, 64)).astype(np.float32) / 16
+    inputs = [rng.standard_normal((256, 512)).astype(np.float32) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def work(i):
+        try:
+            for j in range(25):
+                x = inputs[(i + j) % len(inputs)]
+                np.testing.assert_allclose(k(x, w, device="numba"), f(x, w), rtol=1e-4, atol=1e-5)
+        except BaseException as e:   # reported below, in the test's own thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    pool = k.lower(inputs[0], w, device="numba").executable.run.__globals__["scratch_pool"]
+    assert 1 <= len(pool) <= 4   # one set per thread that ran at once, at most
+    kept = pool[-1]
+    k(inputs[0], w, device="numba")
+    assert any(a is b for a in pool[-1] for b in kept)   # the last call ran on a kept set
