@@ -294,3 +294,13 @@ def test_spec_dimensions_are_whole_numbers(shape):
     with pytest.raises(tj.ArgumentError, match="whole number of elements"):
         tj.spec(shape, "float32")
     assert tj.spec((4, np.int64(3)), "float32").shape == (4, 3)
+
+
+def test_the_hot_paths_generated_key_equals_the_general_one():
+    """Kernel.__call__ keys plans with a key function generated per number of parameters; a plan found
+    by one key and stored by the other would be compiled twice or, worse, confused."""
+    f = tj.kernel(lambda x, s, y: x * s + y)
+    x, y = np.arange(6.0).reshape(2, 3), tj.asarray(np.ones(3))
+    for args in [(x, 2.0, y), (x.T, 2, np.float32(1)), (np.float64(3.0), True, x[:, 1])]:
+        assert f._fast_key("numba", *args) == f._key("numba", args)
+    assert tj.kernel(lambda: np.arange(3) * 2)()[2] == 4   # no parameters at all
