@@ -184,7 +184,8 @@ class Kernel:
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
-        key = self._key(dev, args) if self._static else self._fast_key(dev, *args)
+        # (bound arguments can be fewer than the parameters: keyword-only ones stay out, as in np.expm1's)
+        key = self._fast_key(dev, *args) if not self._static and len(args) == self._nparams else self._key(dev, args)
         plans = self._plans
         try:
             plan = plans.get(key)
