@@ -69,12 +69,12 @@ NARROW_LOCAL_MAX = 4096
 MATH_INLINE_MAX = 4   # more calls than this of one math function: not inlined in Numba's IR
 
 
-# A float32/float16 sum over a row of up to BLOCKED_ROW_MAX elements adds blocks of SUM_BLOCK in float32
-# (LLVM's vector lanes, each summing a few) and the blocks' sums in float64: as accurate as NumPy's
+# A float32/float16 sum over a row of up to BLOCKED_ROW_MAX elements adds in float32 (LLVM's vector lanes,
+# each summing a few of the row's elements) and the row's total in float64: as accurate as NumPy's
 # pairwise sum and better, without a float64 conversion per element (softmax 4096x1024 on one core
-# 4.3 -> 3.6 ms, row means 30% faster). Longer rows keep a float64 accumulator: LLVM unrolled every
-# block of a 16M sum's 4096-element chunks, 2x slower (measured at blocks of 256 and 1024).
-SUM_BLOCK = 256
+# 4.3 -> 3.6 ms, row means 30% faster). Longer rows keep a float64 accumulator: LLVM unrolled a 16M
+# sum's 4096-element chunks cut into float32 blocks, 2x slower (measured at blocks of 256 and 1024);
+# rows of 1024 cut into blocks of 256 compiled 50-130 ms slower (softmax: 0.50 -> 0.42 s) and ran no faster.
 BLOCKED_ROW_MAX = 1024
 
 
@@ -173,24 +173,14 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
                 out(f"for {name} in {'numba.prange' if loop == 'prange' else 'range'}({x.arg}):")
             depth += 1
         elif op == "range":
-            n = x.arg[0]
-            if i in blocks and n > SUM_BLOCK:   # the same iterations in the same order, in blocks
-                out(f"for {name}_block in range(0, {n}, {SUM_BLOCK}):")
-                depth += 1
             for acc in blocks.get(i, ()):
                 out(f"v{acc}_block = np.float32(0.0)")
-            if i in blocks and n > SUM_BLOCK:
-                stop = f"{name}_block + {SUM_BLOCK}"
-                out(f"for {name} in range({name}_block, {stop if n % SUM_BLOCK == 0 else f'min({stop}, {n})'}):")
-            else:
-                out(f"for {name} in range({n}):")
+            out(f"for {name} in range({x.arg[0]}):")
             depth += 1
         elif op == "endrange":
             depth -= 1
             for acc in blocks.get(s[0], ()):
                 out(f"v{acc} += np.float64(v{acc}_block)")
-            if s[0] in blocks and ins[s[0]].arg[0] > SUM_BLOCK:
-                depth -= 1
             continue
         elif op == "acc":
             wide = _wide(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
