@@ -14,7 +14,7 @@ from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import atomics, bitonic, c_helpers, group_scan, math_f32, mma, tiled
-from .simt import Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const, reorderable_updates
+from .simt import WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const, reorderable_updates
 
 
 # bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
@@ -154,7 +154,7 @@ class _Render:
         m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options)
         self.mapping = m
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
-        self.index, self.nonneg, self.wide = m.index, m.nonneg, m.wide
+        self.index, self.nonneg, self.wide, self.blocked = m.index, m.nonneg, m.wide, m.blocked
         self.reorderable = reorderable_updates(self.ins)
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
@@ -482,6 +482,14 @@ class _Render:
                     if r != n.ranges[0]:
                         expr = f"({expr} % {self.literal(e, i32)})"
                     self.out(t.let(f"v{r}", self.idx, expr))
+            elif i in self.blocked:   # runs of WIDE_BLOCK added in float, each run's total in double
+                acc, block = self.blocked[i], self.literal(WIDE_BLOCK, i32)
+                self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32),
+                                f"{name}_b < {self.literal(x.arg[0], INDEX, True)}", f"{name}_b += {block}"))
+                self.depth += 1
+                self.out(t.var(f"v{acc}_run", self.ctype(np.dtype("float32")), self.literal(0.0, np.dtype("float32"))))
+                self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {name}_b + {block}", f"{name}++"))
+                self.depth += 1
             elif i not in self.inner:
                 self.out(t.loop(name, self.idx, self.literal(0, i32),
                                 f"{name} < {self.literal(x.arg[0], INDEX, True)}", f"{name}++"))
@@ -489,6 +497,11 @@ class _Render:
         elif op == "endrange":
             self.level -= 1
             if s[0] not in self.inner:
+                self.depth -= 1
+                self.out("}")
+            if s[0] in self.blocked:
+                acc = self.blocked[s[0]]
+                self.out(f"v{acc} = v{acc} + ({self.ctype(np.dtype('float64'))})v{acc}_run;")
                 self.depth -= 1
                 self.out("}")
             if group and i in self.closes:
@@ -502,7 +515,13 @@ class _Render:
             target = ins[s[0]]
             red = target.arg[0] if target.op == "acc" else target.arg[1]
             adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
-            if target.op == "acc":
+            if target.op == "acc" and s[0] in self.blocked.values():
+                run = f"v{s[0]}_run"
+                step = f"{run} = {self.combine(red, np.dtype('float32'), run, a[-1])};"
+                for line in t.reassociable(step) if i in self.reorderable else [step]:
+                    self.out(line)
+                self.names[i] = self.names[s[0]]
+            elif target.op == "acc":
                 step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
                 for line in t.reassociable(step) if i in self.reorderable else [step]:
                     self.out(line)
