@@ -41,27 +41,32 @@ def test_threads_calling_a_new_kernel_at_once_trace_it_once_and_agree_with_numpy
         assert kernel.cache_info()["traces"] == 1, kernel.cache_info()
 
 
+def run_in_threads(check, inputs, calls: int, threads: int = 4) -> None:
+    """check(x) in `threads` threads at once, each cycling through `inputs` from its own start for `calls`
+    calls; the first failure of any thread is raised here, in the test's own thread."""
+    errors: list[BaseException] = []
+
+    def work(k):
+        try:
+            for j in range(calls):
+                check(inputs[(k + j) % len(inputs)])
+        except BaseException as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+
+    started = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in started:
+        t.start()
+    for t in started:
+        t.join()
+    assert not errors, errors[0]
+
+
 def test_threads_cycling_through_more_shapes_than_the_plan_cache_holds_all_get_numpys_answer(monkeypatch):
     """Plans are evicted least recently used first while other threads are running them."""
     monkeypatch.setenv("TRACEJIT_PLAN_CACHE_SIZE", "2")
     f = tj.kernel(lambda x: x * 3 - 1)
     inputs = [np.arange(n, dtype=np.float32) for n in range(1, 6)]
-    errors: list[BaseException] = []
-
-    def work(k):
-        try:
-            for j in range(40):
-                x = inputs[(k + j) % len(inputs)]
-                np.testing.assert_array_equal(f(x), x * 3 - 1)
-        except BaseException as e:   # reported below, in the test's own thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_in_threads(lambda x: np.testing.assert_array_equal(f(x), x * 3 - 1), inputs, calls=40)
     assert f.cache_info()["plans"] <= 2
 
 
@@ -74,22 +79,8 @@ def test_numba_plans_reuse_their_temporaries_and_threads_running_one_plan_never_
     k = tj.kernel(f)
     w = rng.standard_normal((512, 64)).astype(np.float32) / 16
     inputs = [rng.standard_normal((256, 512)).astype(np.float32) for _ in range(4)]
-    errors: list[BaseException] = []
-
-    def work(i):
-        try:
-            for j in range(25):
-                x = inputs[(i + j) % len(inputs)]
-                np.testing.assert_allclose(k(x, w, device="numba"), f(x, w), rtol=1e-4, atol=1e-5)
-        except BaseException as e:   # reported below, in the test's own thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_in_threads(lambda x: np.testing.assert_allclose(k(x, w, device="numba"), f(x, w), rtol=1e-4, atol=1e-5),
+                   inputs, calls=25)
     pool = k.lower(inputs[0], w, device="numba").executable.run.__globals__["scratch_pool"]
     assert 1 <= len(pool) <= 4   # one set per thread that ran at once, at most
     kept = pool[-1]
