@@ -2,7 +2,13 @@
 and the fused kernel computes what NumPy computes."""
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,3 +226,65 @@ def test_numba_kernels_beside_a_blas_product_run_on_tracejits_threads_not_openmp
     # without a product the same softmax still takes Numba's prange
     soft = tj.kernel(lambda s: np.exp(s - s.max(axis=-1, keepdims=True)))
     assert "prange" in soft.lower(q, device="numba").kernels[0].source
+
+
+@pytest.mark.parametrize("dtype, cols", [(np.float32, 1024), (np.float64, 12000)])
+def test_numba_scratch_rows_are_on_the_stack_up_to_64kb_and_on_the_heap_beyond(rng, dtype, cols):
+    """A softmax keeps its row of exps in scratch: a stack array (numba_math.stack_empty, no Numba compile
+    of np.empty's overload) while it fits in STACK_SCRATCH_MAX bytes, np.empty beyond; both match NumPy,
+    also when the rows run on several threads."""
+    from tracejit.codegen.numba import STACK_SCRATCH_MAX
+
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    x = random_array(rng, (64, cols), dtype, low=-5, high=5)
+    f = tj.kernel(softmax)
+    got = f(x, device="numba")
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, softmax(x), rtol=2e-6, atol=1e-12)
+    (k,) = f.lower(x, device="numba").kernels
+    on_stack = cols * x.itemsize <= STACK_SCRATCH_MAX
+    assert ("stack_empty(" in k.source) == on_stack
+    assert (" empty(" in k.source) != on_stack
+
+
+def test_numba_kernel_compile_is_one_numba_compile_without_helpers_compiled_apart(tmp_path):
+    """exp, tanh, log and scratch rows are emitted into the kernel's own module (numba_ir intrinsics):
+    a new process's first softmax once spent half its compile on Numba compiles of exp_f32 and of
+    np.empty's overload. Counted in a fresh process, where nothing was compiled before."""
+    code = textwrap.dedent("""
+        import json
+        import numpy as np
+        from numba.core import event
+        import tracejit as tj
+
+        compiles = []
+
+        class Count(event.Listener):
+            def on_start(self, ev):
+                compiles.append(ev.data["dispatcher"].py_func.__name__)
+
+            def on_end(self, ev):
+                pass
+
+        def f(x, w):
+            e = np.exp(x - x.max(axis=-1, keepdims=True))
+            return np.tanh(e * w) + np.log(x * x + 1) + np.exp(x.astype(np.float64))
+
+        x = np.random.default_rng(0).uniform(-3, 3, (64, 1024)).astype(np.float32)
+        w = np.linspace(-1, 1, 1024, dtype=np.float32)
+        with event.install_listener("numba:compile", Count()):
+            got = tj.kernel(f)(x, w, device="numba")
+        want = f(x, w)
+        print(json.dumps({"compiles": compiles, "dtype": [str(got.dtype), str(want.dtype)],
+                          "error": float(np.max(np.abs(got - want) / np.abs(want)))}))
+    """)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), TRACEJIT_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["dtype"][0] == report["dtype"][1] == "float64"
+    assert report["error"] < 1e-6
+    assert report["compiles"] and all(name.startswith("k") for name in report["compiles"]), report["compiles"]

@@ -66,6 +66,9 @@ _BOOL_OPS = {"max": "({0} or {1})", "min": "({0} and {1})", "invert": "(not {0})
 
 
 NARROW_LOCAL_MAX = 4096
+# Scratch rows up to this many bytes live on the stack (numba_math.stack_empty), well inside any thread's
+# stack (8 MB for Python's threads, 2 MB or more for OpenMP's); bigger ones are np.empty.
+STACK_SCRATCH_MAX = 64 * 1024
 MATH_INLINE_MAX = 4   # more calls than this of one math function: not inlined in Numba's IR
 
 
@@ -221,7 +224,9 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
             wide = _wide(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             acc_wide[i] = wide
-            scratch = f"{name} = empty({x.arg[0]}, {'np.float64' if wide else _ctype(dt)})"
+            ctype = 'np.float64' if wide else _ctype(dt)
+            small = x.arg[0] * np.dtype(ctype[3:]).itemsize <= STACK_SCRATCH_MAX
+            scratch = f"{name} = {'stack_empty' if small else 'empty'}({x.arg[0]}, {ctype})"
             if loop != "prange" and at_global is not None:   # written before read: one per call, not per row
                 pre.append("    " + scratch)
             else:   # prange's iterations run on several threads at once: one each
@@ -381,7 +386,7 @@ def render_module(kernels: list[tuple[Kernel, str]]) -> str:
             body = call.sub(f + "_called(", body)
     helpers = ("f16_to_f32", "f32_to_f16", "int_power", "nonnegative_exponent", "bound_index", "int_fmod",
                "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul", "reassoc_add", "reassoc_mul",
-               "max_step", "min_step", "nonnegative_index")
+               "max_step", "min_step", "nonnegative_index", "stack_empty")
     used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if re.search(rf"\b{f}\(", body)]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]
