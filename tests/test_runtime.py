@@ -150,6 +150,32 @@ def test_tracejit_device_environment_variable_picks_the_default_device():
     assert "DeviceError" in bad.stderr and "no-such-device" in bad.stderr
 
 
+def test_automatic_choice_on_a_linux_machine_without_gpu_device_files_loads_no_gpu_library():
+    """No /dev/nvidia*, /dev/dri/renderD* or other GPU driver file: the automatic choice rules the GPU
+    targets out without loading CUDA, importing pyopencl or creating a WebGPU adapter (0.1-0.2 s of a
+    CPU-only process's first call), and still picks numba."""
+    from tracejit.runtime import gpu_nodes
+    if gpu_nodes.may_have_gpu():
+        pytest.skip("this machine has a GPU driver's device file")
+    out = _run("""
+        import sys
+        import tracejit as tj
+        from tracejit.runtime.registry import default_device_name
+        print(default_device_name(), any(m in sys.modules for m in ("pyopencl", "wgpu", "cuda.bindings.driver")))
+    """, TRACEJIT_DEVICE="")
+    assert out.stdout.split() == ["numba", "False"], out.stderr
+
+
+def test_gpu_device_files_are_looked_for_by_pattern(tmp_path, monkeypatch):
+    from tracejit.runtime import gpu_nodes
+    monkeypatch.setattr(gpu_nodes.sys, "platform", "linux")
+    assert not gpu_nodes.may_have_gpu((str(tmp_path / "renderD*"),))
+    (tmp_path / "renderD128").touch()
+    assert gpu_nodes.may_have_gpu((str(tmp_path / "renderD*"),))
+    monkeypatch.setattr(gpu_nodes.sys, "platform", "win32")   # nothing to look at: maybe
+    assert gpu_nodes.may_have_gpu((str(tmp_path / "nothing*"),))
+
+
 def test_array_likes_are_converted_before_the_kernel_runs_and_share_one_plan(device):
     f = tj.kernel(lambda a: a * 2, device=device)
     for value in ([1.0, 2.0, 3.0], (4.0, 5.0, 6.0), np.float64(7.0)):

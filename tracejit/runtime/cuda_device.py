@@ -22,7 +22,7 @@ from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import cuda_driver as cu
-from . import dlpack, emulator
+from . import dlpack, emulator, gpu_nodes
 from .array import Array, own_copy
 from .cuda_plan import CudaGraph, CudaPlan
 from .cache_key import source_part, tracejit_part
@@ -144,6 +144,12 @@ _CURRENT = _Current()
 
 class CUDADevice:
     """One GPU through the driver API: `cuda` (the first visible GPU) or `cuda:N`."""
+
+    @staticmethod
+    def maybe_gpu() -> bool:
+        """False when this Linux machine has no NVIDIA device file (gpu_nodes): automatic device choice
+        then loads neither the driver nor NVRTC to find out."""
+        return gpu_nodes.may_have_gpu(gpu_nodes.NVIDIA)
 
     @staticmethod
     def probe():

@@ -17,6 +17,7 @@ from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedErr
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
+from . import gpu_nodes
 from .array import Array, own_copy
 from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
@@ -139,6 +140,12 @@ class CompiledKernel:
 
 class OpenCLDevice:
     """One OpenCL device: `opencl` (see TRACEJIT_OPENCL_DEVICE) or `opencl:N` in tj.devices() order."""
+
+    @staticmethod
+    def maybe_gpu() -> bool:
+        """False when this Linux machine has no GPU driver's device file (gpu_nodes): automatic device
+        choice then neither imports pyopencl nor lists the platforms to find out."""
+        return gpu_nodes.may_have_gpu()
 
     @staticmethod
     def probe():

@@ -7,7 +7,6 @@ element on upload and narrowed on download (codegen/wgsl.py computes them at the
 from __future__ import annotations
 
 import functools
-import glob
 import math
 import os
 import re
@@ -23,6 +22,7 @@ from ..errors import CompileError, DeviceError, OutOfMemoryError, DtypeError, Un
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
+from . import gpu_nodes
 from .array import Array, own_copy
 from .debug import LEVEL, log
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs
@@ -141,10 +141,8 @@ class WebGPUDevice:
     @staticmethod
     def maybe_gpu() -> bool:
         """False when this machine certainly has no GPU for WebGPU (Linux without a DRM render node or an
-        NVIDIA device), so automatic device choice need not create an adapter to find out."""
-        if sys.platform != "linux":
-            return True
-        return bool(glob.glob("/dev/dri/renderD*") or glob.glob("/dev/nvidia[0-9]*"))
+        NVIDIA device: gpu_nodes), so automatic device choice need not create an adapter to find out."""
+        return gpu_nodes.may_have_gpu()
 
     @staticmethod
     def default_is_gpu() -> bool:
