@@ -55,7 +55,8 @@ def dispatcher(py_func, parallel: bool, nogil: bool, cache: bool = True):
     without it (and a warning, once) where that directory neither exists nor can be made: each process
     then compiles."""
     import numba
-    fn = numba.njit(cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy")(py_func)
+    fn = numba.njit(cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
+                    no_cfunc_wrapper=True)(py_func)   # nothing calls a kernel through a C function pointer
     if cache:
         try:
             fn._cache = _function_cache_class()(py_func)   # what njit(cache=True) does, with our locator
