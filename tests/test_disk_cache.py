@@ -397,7 +397,8 @@ def test_a_read_only_numba_cache_as_a_non_root_user_loads_and_a_new_kernel_warns
         for p in [top, *top.rglob("*")]:
             p.chmod(0o755 if p == top else (p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & ~0o222)
         loaded = run()
-        new = run(code.replace("(7, 299)", "(7, 301)"))
+        # new kernels (not new sizes: numba kernels differing only in their global size are one compile)
+        new = run(code.replace("x.max(", "x.min(").replace("0.044715", "0.044716"))
     finally:
         for p in [top, *top.rglob("*")]:
             p.chmod(p.stat().st_mode | 0o700)

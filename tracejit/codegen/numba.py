@@ -1,5 +1,7 @@
-"""Numba renderer: kernel IR -> Python source with a loop over the global index: serial, a `numba.prange`
-loop, or a serial loop over one chunk [tj_start, tj_stop) of it (the runtime runs the chunks on threads).
+"""Numba renderer: kernel IR -> Python source with a loop over the global index: serial or a `numba.prange`
+loop over [0, tj_size), or a serial loop over one chunk [tj_start, tj_stop) of it (the runtime runs the
+chunks on threads). The global size is always an argument, so kernels that differ only in it (a new batch
+size of an elementwise or row-wise program) are one source and one compile.
 
 Numba has no CPU float16: such buffers are passed as uint16 bit patterns and converted on load and
 store, with arithmetic in float32. A kernel that can fault (kernel_ir.Fault: an index out of bounds, an
@@ -172,8 +174,8 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             if loop == "chunks":   # one chunk of the range per call, the chunks on threads (runtime/numba_threads.py)
                 out(f"for {name}_ in range(tj_start, tj_stop):")
                 out(f"    {name} = nonnegative_index({name}_)")
-            else:
-                out(f"for {name} in {'numba.prange' if loop == 'prange' else 'range'}({x.arg}):")
+            else:   # the size is an argument: one compile serves every size whose kernel body is the same
+                out(f"for {name} in {'numba.prange' if loop == 'prange' else 'range'}(tj_size):")
             depth += 1
         elif op == "range":
             for acc in blocks.get(i, ()):
@@ -266,8 +268,8 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
     if pre and at_global is not None:
         lines[at_global:at_global] = pre
     src = "\n".join(lines)
-    chunk = ["tj_start", "tj_stop"] if loop == "chunks" else []   # see the global loop
-    header = f"def {kernel.name}({', '.join(chunk + params)}):"
+    lead = ["tj_start", "tj_stop"] if loop == "chunks" else ["tj_size"]   # see the global loop
+    header = f"def {kernel.name}({', '.join(lead + params)}):"
     return header + "\n" + src + "\n"
 
 

@@ -267,8 +267,9 @@ class Kernel:
         return self._plan_for(self._normalize(self._bind(args, kwargs), dev), dev, compile_only=True)
 
     def cache_info(self) -> dict[str, int]:
-        """Counters: traces, compiles (kernels compiled), disk_hits (kernels loaded from the disk cache,
-        nothing compiled) and hits (calls served from the memory cache)."""
+        """Counters: traces, compiles (kernels compiled), disk_hits (kernels that needed no compile: loaded
+        from the disk cache, or compiled in this process already for another size) and hits (calls served
+        from the memory cache)."""
         return dict(self._counts, plans=len(self._plans))
 
     def _lower(self, args, device_name, compile_only: bool = False) -> Plan:

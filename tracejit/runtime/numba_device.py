@@ -51,6 +51,7 @@ class CompiledKernel:
     ir: Kernel
     parallel: bool
     cached: bool = False   # loaded from the disk cache: nothing was compiled
+    lead: tuple = ()   # the arguments before the buffers: the global size, for a kernel not run in chunks
 
 
 class NumbaDevice:
@@ -109,12 +110,14 @@ class NumbaDevice:
 
     def share_memory(self, launches, scratch: set[int]):
         """Intermediates whose lifetimes do not overlap share blocks (see plan_sharing)."""
-        uses = [[(pos, _root(a), a.nbytes) for pos, a in enumerate(args)] for _, args in launches]
+        uses = [[(pos, _root(a), a.nbytes) for pos, a in enumerate(args) if isinstance(a, np.ndarray)]
+                for _, args in launches]
         blocks, nbytes = plan_sharing(uses, scratch, lambda n: np.empty(n, np.uint8))
         out = []
         for (fn, args), used in zip(launches, uses):
-            out.append((fn, tuple(blocks[id(r)][:a.nbytes].view(a.dtype) if id(r) in blocks else a
-                                  for a, (_, r, _) in zip(args, used))))
+            roots = {pos: r for pos, r, _ in used}   # the arrays among the arguments (a global size is not)
+            out.append((fn, tuple(blocks[id(roots[pos])][:a.nbytes].view(a.dtype)
+                                  if pos in roots and id(roots[pos]) in blocks else a for pos, a in enumerate(args))))
         return out, nbytes
 
     # -- compilation --
@@ -131,10 +134,12 @@ class NumbaDevice:
             with stage("render"):
                 source = numba_codegen.render_module([(k, loop)])
             fns, cached = self._load(source, k, loop)  # (entry point, dispatcher), whether nothing was compiled
+            lead = (k.global_size,)
             if loop == "chunks":
                 chunks = min(numba_threads.thread_count(), k.global_size)
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
-            compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached), fns))
+                lead = ()
+            compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached, lead), fns))
         return NumbaPlan(program, compiled)
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
@@ -401,7 +406,7 @@ def _loop(kernel: Kernel, beside_blas: bool = False) -> str:
 
 def _signature(kernel: Kernel, chunks: bool):
     import numba
-    chunk = [numba.int64, numba.int64] if chunks else []   # [start, stop) of the global range
+    chunk = [numba.int64, numba.int64] if chunks else [numba.int64]   # [start, stop) of the global range, or its size
     args = chunk + [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
             for p in kernel.params]
     if faults(kernel):
@@ -450,7 +455,7 @@ class NumbaPlan:
         for (entry, dispatcher), keys, c in zip(self._fns, prog.launches, self.kernels):
             call = tuple(bufs[k] for k in keys)
             fn = entry if _entry_accepts(entry, call) else dispatcher
-            launches.append((_reporting(fn, c.ir) if faults(c.ir) else fn, call))
+            launches.append((_reporting(fn, c.ir) if faults(c.ir) else fn, c.lead + call))
         return [arrays[k] for k in prog.outputs], launches, list(arrays.values())
 
     def __call__(self, args, into=None) -> list[np.ndarray]:
@@ -498,7 +503,7 @@ class NumbaPlan:
         timed = LEVEL >= 2
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
-            call_args = ", ".join(name[k] for k in keys)
+            call_args = ", ".join([*map(str, self.kernels[i].lead), *(name[k] for k in keys)])
             can_fault = bool(faults(self.kernels[i].ir))
             if can_fault:   # a fresh error record per call: calls from several threads do not share one
                 env[f"kernel{i}"] = self.kernels[i].ir
