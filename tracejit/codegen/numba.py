@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from ..ir.kernel_ir import NEGATIVE_POWER, Instr, Kernel, faults
+from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from .simt import index_values, reorderable_updates
 
@@ -132,8 +132,59 @@ def _literal(value, dt: np.dtype) -> str:
 LOOPS = ("serial", "prange", "chunks")   # how the global index is looped over (runtime/numba_device.py)
 
 
-def render(kernel: Kernel, loop: str = "serial") -> str:
-    """The Python source of one kernel function named kernel.name; `loop` one of LOOPS."""
+# -- sizes as arguments ----------------------------------------------------------------------------
+# The values in a kernel that a new shape changes: constants (a row length in index arithmetic, 1/n in a
+# mean), loop extents, local array sizes, sort lengths and axis sizes of bounded indices, each a "slot"
+# (instruction index, position in its arg; -1: the arg itself). The global size is an argument always.
+
+def size_slots(kernel: Kernel) -> dict[tuple[int, int], object]:
+    """{slot: value} for every value a new shape may change."""
+    out: dict[tuple[int, int], object] = {}
+    for i, x in enumerate(kernel.instrs):
+        if x.op == "const" and x.dtype != np.bool_:
+            out[(i, -1)] = x.arg
+        elif x.op in ("range", "bound"):
+            out[(i, 0)] = x.arg[0]
+        elif x.op == "local":
+            out[(i, 0)], out[(i, 2)] = x.arg[0], x.arg[2]
+        elif x.op in ("sort", "global"):
+            out[(i, -1)] = x.arg
+    return out
+
+
+def template(kernel: Kernel) -> tuple:
+    """The kernel with its size slots blanked: kernels with one template differ only in those values."""
+    slots = size_slots(kernel)
+    instrs = []
+    for i, x in enumerate(kernel.instrs):
+        arg = x.arg
+        if (i, -1) in slots:
+            arg = None
+        elif isinstance(arg, tuple) and any((i, j) in slots for j in range(len(arg))):
+            arg = tuple(None if (i, j) in slots else a for j, a in enumerate(arg))
+        instrs.append((x.op, None if x.dtype is None else x.dtype.str, x.srcs, repr(arg)))
+    params = tuple((p.name, p.dtype.str, p.output) for p in kernel.params)
+    return kernel.name, params, tuple(instrs)
+
+
+def slot_argument(kernel: Kernel, slot: tuple[int, int]) -> np.dtype | None:
+    """The dtype of the argument a symbolic slot becomes; None for one that is only decided on (a local
+    reduction's length: which accumulator width, which the source shows)."""
+    i, j = slot
+    x = kernel.instrs[i]
+    if x.op == "local" and j == 2 or x.op == "global":   # the global size is an argument always (tj_size)
+        return None
+    if x.op == "const":
+        return np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+    return INDEX
+
+
+def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int], str] | None = None) -> str:
+    """The Python source of one kernel function named kernel.name; `loop` one of LOOPS. `symbolic`: the
+    size slots that are arguments instead of constants, by argument name (the source then serves every
+    kernel of this template whose other slots are equal and whose sizes make the same choices here:
+    accumulator widths, sum blocks, stack or heap scratch all show in the source)."""
+    symbolic = symbolic or {}
     ins = kernel.instrs
     names: list[str] = [""] * len(ins)
     acc_wide: dict[int, bool] = {}
@@ -163,7 +214,7 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             names[i] = params[x.arg]
             continue
         if op == "const":
-            names[i] = _literal(x.arg, dt)
+            names[i] = symbolic.get((i, -1)) or _literal(x.arg, dt)
             continue
         if op == "table":   # a module-level array (render_module), which numba freezes into the code
             names[i] = x.arg.name
@@ -180,7 +231,7 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
         elif op == "range":
             for acc in blocks.get(i, ()):
                 out(f"v{acc}_block = np.float32(0.0)")
-            out(f"for {name} in range({x.arg[0]}):")
+            out(f"for {name} in range({symbolic.get((i, 0)) or x.arg[0]}):")
             depth += 1
         elif op == "endrange":
             depth -= 1
@@ -227,8 +278,12 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             wide = _wide(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             acc_wide[i] = wide
             ctype = 'np.float64' if wide else _ctype(dt)
-            small = x.arg[0] * np.dtype(ctype[3:]).itemsize <= STACK_SCRATCH_MAX
-            scratch = f"{name} = {'stack_empty' if small else 'empty'}({x.arg[0]}, {ctype})"
+            itemsize = np.dtype(ctype[3:]).itemsize
+            size = symbolic.get((i, 0))
+            if x.arg[0] * itemsize <= STACK_SCRATCH_MAX:   # a symbolic size: room for the largest on the stack
+                scratch = f"{name} = stack_empty({x.arg[0] if size is None else STACK_SCRATCH_MAX // itemsize}, {ctype})"
+            else:
+                scratch = f"{name} = empty({size or x.arg[0]}, {ctype})"
             if loop != "prange" and at_global is not None:   # written before read: one per call, not per row
                 pre.append("    " + scratch)
             else:   # prange's iterations run on several threads at once: one each
@@ -241,7 +296,7 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
                 val = f"f16_to_f32({val})"
             out(f"{name} = {val}")
         elif op == "sort":
-            out(f"sort_row({a[0]}, {a[1] if len(s) == 2 else None}, {x.arg})")
+            out(f"sort_row({a[0]}, {a[1] if len(s) == 2 else None}, {symbolic.get((i, -1)) or x.arg})")
             continue
         elif op == "store":
             val = a[2]
@@ -252,7 +307,7 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
             out(f"{_element(a[0], ins[s[1]], a[1])} = {val}")
             continue
         elif op == "bound":
-            out(f"{name} = bound_index({a[0]}, {x.arg[0]}, {x.arg[1].code}, tj_error)")
+            out(f"{name} = bound_index({a[0]}, {symbolic.get((i, 0)) or x.arg[0]}, {x.arg[1].code}, tj_error)")
         elif op == "pow" and dt.kind == "i":   # NumPy raises for a negative exponent
             exponent = f"nonnegative_exponent({a[1]}, {NEGATIVE_POWER.code}, tj_error)"
             out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].dtype)}")
@@ -269,7 +324,8 @@ def render(kernel: Kernel, loop: str = "serial") -> str:
         lines[at_global:at_global] = pre
     src = "\n".join(lines)
     lead = ["tj_start", "tj_stop"] if loop == "chunks" else ["tj_size"]   # see the global loop
-    header = f"def {kernel.name}({', '.join(lead + params)}):"
+    sizes = [name for slot, name in sorted(symbolic.items()) if slot_argument(kernel, slot) is not None]
+    header = f"def {kernel.name}({', '.join(lead + sizes + params)}):"
     return header + "\n" + src + "\n"
 
 
@@ -375,9 +431,10 @@ def _table(t) -> str:
     return f"{t.name} = np.frombuffer(bytes.fromhex('{t.data.hex()}'), np.dtype('{dt.str}'))"
 
 
-def render_module(kernels: list[tuple[Kernel, str]]) -> str:
-    """A whole importable module: imports, float16 helpers when needed, constant tables, then each kernel."""
-    body = "\n\n".join(render(k, loop) for k, loop in kernels)
+def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = None) -> str:
+    """A whole importable module: imports, float16 helpers when needed, constant tables, then each kernel
+    (`symbolic`: see render; for a module of one kernel)."""
+    body = "\n\n".join(render(k, loop, symbolic) for k, loop in kernels)
     tables = {x.arg.name: _table(x.arg) for k, _ in kernels for x in k.instrs if x.op == "table"}
     parts = ['"""Generated by tracejit from kernel IR; do not edit."""', "import math", "",
              "import numba", "import numpy as np", ""]

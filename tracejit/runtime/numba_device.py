@@ -51,7 +51,9 @@ class CompiledKernel:
     ir: Kernel
     parallel: bool
     cached: bool = False   # loaded from the disk cache: nothing was compiled
-    lead: tuple = ()   # the arguments before the buffers: the global size, for a kernel not run in chunks
+    # the arguments before the buffers: the global size (for a kernel not run in chunks), then the sizes that
+    # are arguments of this kernel's code (codegen.numba.render's `symbolic`)
+    lead: tuple = ()
 
 
 class NumbaDevice:
@@ -62,6 +64,9 @@ class NumbaDevice:
         if index:
             raise ValueError("the numba device has no index")
         self.modules: dict[str, object] = {}
+        # a kernel template's first size-slot values, and the slots seen to change since (codegen.numba.template)
+        self._templates: dict[tuple, tuple[dict, set]] = {}
+        self._templates_lock = threading.Lock()
         _load_numba_registries()
 
     @staticmethod
@@ -132,15 +137,35 @@ class NumbaDevice:
                 continue
             loop = _loop(k, blas)
             with stage("render"):
-                source = numba_codegen.render_module([(k, loop)])
-            fns, cached = self._load(source, k, loop)  # (entry point, dispatcher), whether nothing was compiled
-            lead = (k.global_size,)
+                symbolic = self._symbolic_slots(k, loop)
+                source = numba_codegen.render_module([(k, loop)], symbolic)
+            sizes = numba_codegen.size_slots(k)
+            values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(k, slot))
+                           for slot in sorted(symbolic) if numba_codegen.slot_argument(k, slot) is not None)
+            fns, cached = self._load(source, k, loop, values)  # (entry point, dispatcher), whether nothing was compiled
+            lead = (k.global_size, *values)
             if loop == "chunks":
                 chunks = min(numba_threads.thread_count(), k.global_size)
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
-                lead = ()
+                lead = values
             compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached, lead), fns))
         return NumbaPlan(program, compiled)
+
+    def _symbolic_slots(self, kernel: Kernel, loop: str) -> dict[tuple[int, int], str]:
+        """The size slots of this kernel to render as arguments: those that changed since the first kernel
+        of its template (a second row length of a softmax makes the row length an argument, and every
+        later one reuses that compile). The first of a template is specialised (no slots)."""
+        key = (numba_codegen.template(kernel), loop)
+        values = numba_codegen.size_slots(kernel)
+        with self._templates_lock:
+            seen = self._templates.get(key)
+            if seen is None:
+                self._templates[key] = (values, set())
+                return {}
+            first, changed = seen
+            changed |= {slot for slot, v in values.items() if not _same(first[slot], v)
+                        and numba_codegen.slot_argument(kernel, slot) is not None}
+            return {slot: f"tj_s{n}" for n, slot in enumerate(sorted(changed))}
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
         return CacheKey("numba", kernel.name, (
@@ -151,14 +176,14 @@ class NumbaDevice:
             ("compiler", _compiler_versions()),
         ))
 
-    def _load(self, source: str, kernel: Kernel, loop: str):
+    def _load(self, source: str, kernel: Kernel, loop: str, values: tuple = ()):
         """Import the kernel's module (a real file, from the disk cache when it is there) and compile
         it with Numba, whose own cache beside the module makes a second process compile nothing. One
         thread at a time: a module is in sys.modules before it has finished executing."""
         with _LOAD_LOCK:
-            return self._load_unlocked(source, kernel, loop)
+            return self._load_unlocked(source, kernel, loop, values)
 
-    def _load_unlocked(self, source: str, kernel: Kernel, loop: str):
+    def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
         key = self.cache_key(source, kernel)
         modname = f"_tracejit_numba_{key.digest[:24]}"
         module = sys.modules.get(modname)
@@ -181,7 +206,7 @@ class NumbaDevice:
             fn = numba_cache.dispatcher(fn, parallel=loop == "prange", nogil=loop == "chunks")
             setattr(module, kernel.name, fn)
         t0 = time.perf_counter()
-        signature = _signature(kernel, loop == "chunks")
+        signature = _signature(kernel, loop == "chunks", values)
         # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
         # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
         # byte in machine code can load silently or abort the process inside LLVM
@@ -404,9 +429,22 @@ def _loop(kernel: Kernel, beside_blas: bool = False) -> str:
     return "chunks" if kernel.work >= CHUNKS_MIN_WORK or beside_blas else "prange"
 
 
-def _signature(kernel: Kernel, chunks: bool):
+def _same(a, b) -> bool:
+    """Two slot values alike: equal, and equal as bits where floats (so NaN is NaN, and 0.0 is not -0.0)."""
+    if isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating)):
+        return np.float64(a).tobytes() == np.float64(b).tobytes()
+    return a == b
+
+
+def _argument(value, dtype: np.dtype):
+    """A size slot's value as the argument its kernel takes."""
+    return int(value) if dtype == np.int64 else dtype.type(value)
+
+
+def _signature(kernel: Kernel, chunks: bool, values: tuple = ()):
     import numba
     chunk = [numba.int64, numba.int64] if chunks else [numba.int64]   # [start, stop) of the global range, or its size
+    chunk += [numba.int64 if isinstance(v, int) else numba.from_dtype(np.asarray(v).dtype) for v in values]
     args = chunk + [numba.types.Array(numba.from_dtype(np.dtype("uint16") if p.dtype == np.float16 else p.dtype), 1, "C")
             for p in kernel.params]
     if faults(kernel):
@@ -503,7 +541,14 @@ class NumbaPlan:
         timed = LEVEL >= 2
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
-            call_args = ", ".join([*map(str, self.kernels[i].lead), *(name[k] for k in keys)])
+            lead = []
+            for j, v in enumerate(self.kernels[i].lead):   # sizes: ints in the source, other values by name
+                if type(v) is int:
+                    lead.append(str(v))
+                else:
+                    env[f"lead{i}_{j}"] = v
+                    lead.append(f"lead{i}_{j}")
+            call_args = ", ".join([*lead, *(name[k] for k in keys)])
             can_fault = bool(faults(self.kernels[i].ir))
             if can_fault:   # a fresh error record per call: calls from several threads do not share one
                 env[f"kernel{i}"] = self.kernels[i].ir

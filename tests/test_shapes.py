@@ -1,0 +1,98 @@
+"""New shapes on the numba device: a kernel's sizes become arguments once they are seen to change, so a
+new batch size or row length reuses a compiled kernel instead of compiling again (issue 19). Every
+result is compared with NumPy, dtype included; compile counts come from cache_info()."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from cuda_check import checks_paused
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x, w, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * w + b
+
+
+def _check(got, want, what):
+    assert got.dtype == want.dtype, what
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_growing_row_length_compiles_a_few_kernels_not_one_per_length(rng, dtype):
+    """A decoder's softmax over 1, 2, ..., 96 keys: the first length is specialised, the second makes the
+    row length an argument, and later ones compile only where the source must change (sums of fewer than
+    8 elements keep NumPy's order; rows that outgrow a float32 block). 96 lengths, at most 5 compiles."""
+    f = tj.kernel(softmax)
+    for n in range(1, 97):
+        x = (rng.standard_normal((6, n)) * 4).astype(dtype)
+        with checks_paused() if n > 1 else contextlib.nullcontext():
+            _check(f(x, device="numba"), softmax(x), f"length {n}")
+    info = f.cache_info()
+    assert info["traces"] == 96
+    assert info["compiles"] <= 5, info
+    source = f.lower(x, device="numba").kernels[0].source
+    assert "tj_s0" in source and "1024" not in source
+
+
+def test_a_row_length_and_its_reciprocal_in_a_mean_are_both_arguments(rng):
+    """layernorm's mean divides by the row length: a float constant of the kernel that changes with it."""
+    f = tj.kernel(layernorm)
+    for n in (5, 17, 33, 64, 100, 257):
+        x = rng.standard_normal((9, n), dtype=np.float32)
+        w, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+        with checks_paused():
+            _check(f(x, w, b, device="numba"), layernorm(x, w, b), f"length {n}")
+    assert f.cache_info()["compiles"] <= 3, f.cache_info()
+
+
+def test_the_first_size_is_specialised_and_a_second_one_makes_what_changed_an_argument(rng):
+    def scaled_softmax(x):   # a kernel no other test compiles: templates are shared by identical kernels
+        return softmax(x * np.float32(1.375))
+
+    f = tj.kernel(scaled_softmax)
+    softmax_ = scaled_softmax
+    x1, x2 = rng.standard_normal((4, 48), dtype=np.float32), rng.standard_normal((4, 80), dtype=np.float32)
+    assert "tj_s0" not in f.lower(x1, device="numba").kernels[0].source
+    with checks_paused():
+        _check(f(x1, device="numba"), softmax_(x1), "first")
+        _check(f(x2, device="numba"), softmax_(x2), "second")
+    second = f.lower(x2, device="numba").kernels[0].source
+    assert "tj_s0" in second and "80" not in second.split("def ", 1)[1]
+
+
+def test_indices_read_from_data_are_checked_against_each_sizes_own_axis(rng):
+    """x[idx] checks each index against the length of x's axis, which NumPy's IndexError message names:
+    such a kernel is compiled per axis length (the message is part of it), and raises for the size at hand."""
+    f = tj.kernel(lambda x, idx: x[idx] * 2)
+    idx = np.array([0, 3, -1, 5], np.int64)
+    with checks_paused():
+        for n in (8, 9, 12):
+            x = rng.standard_normal(n).astype(np.float32)
+            _check(f(x, idx, device="numba"), x[idx] * 2, f"length {n}")
+        with pytest.raises(IndexError, match="size 5"):
+            f(rng.standard_normal(5).astype(np.float32), idx, device="numba")
+
+
+def test_graph_capture_replays_a_kernel_whose_sizes_are_arguments(rng):
+    f = tj.kernel(softmax)
+    with checks_paused():
+        f(rng.standard_normal((3, 40), dtype=np.float32), device="numba")   # the first: specialised
+        x = rng.standard_normal((3, 72), dtype=np.float32)
+        with tj.capture() as g:
+            y = f(x, device="numba")
+            g.outputs = y
+        assert "tj_s0" in f.lower(x, device="numba").kernels[0].source
+    _check(np.asarray(y), softmax(x), "captured call")
+    for _ in range(2):
+        x2 = rng.standard_normal((3, 72), dtype=np.float32)
+        _check(np.asarray(g(x2)), softmax(x2), "replay")
