@@ -96,3 +96,16 @@ def test_graph_capture_replays_a_kernel_whose_sizes_are_arguments(rng):
     for _ in range(2):
         x2 = rng.standard_normal((3, 72), dtype=np.float32)
         _check(np.asarray(g(x2)), softmax(x2), "replay")
+
+
+def test_dynamic_false_compiles_every_size_with_its_sizes_as_constants(rng):
+    def shifted_softmax(x):   # a kernel of its own: templates are shared by identical kernels
+        return softmax(x - np.float32(0.625))
+
+    f = tj.kernel(shifted_softmax, dynamic=False)
+    with checks_paused():
+        for n in (24, 40, 56):
+            x = rng.standard_normal((5, n), dtype=np.float32)
+            _check(f(x, device="numba"), shifted_softmax(x), f"length {n}")
+            assert "tj_s0" not in f.lower(x, device="numba").kernels[0].source
+    assert f.cache_info()["compiles"] == 3

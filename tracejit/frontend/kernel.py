@@ -151,8 +151,9 @@ class Plan:
 class Kernel:
     """A traced, compiled function. Call it like the original; see DESIGN.md for the contract."""
 
-    def __init__(self, fn, static=(), device=None):
+    def __init__(self, fn, static=(), device=None, dynamic=None):
         self.fn = fn
+        self._specialise = dynamic is False   # every size its own kernel: no sizes as arguments
         functools.update_wrapper(self, fn)
         self._signature = inspect.signature(fn)
         params = list(self._signature.parameters.values())
@@ -287,6 +288,7 @@ class Kernel:
             log(3, str(traced))
             for k in program.kernels:
                 log(3, k.format())
+            program.specialise = self._specialise
             executable = dev.compile(program)
         loaded = sum(k.cached for k in executable.kernels)
         self._counts["compiles"] += len(program.kernels) - loaded
@@ -440,14 +442,17 @@ def _user_location(tb) -> str:
 def kernel(fn=None, *, static=(), device=None, dynamic=None):
     """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
 
-    dynamic: False or None specialise every plan on its shapes (None will turn a dimension seen with a
-    second value symbolic once symbolic dimensions exist); True or {"x": (0,)} ask for symbolic
-    dimensions now, which tracejit cannot compile yet, and raise UnsupportedError."""
+    dynamic: None (the default): every new shape is traced again, and on the numba device a kernel whose
+    sizes changed since its first compile is compiled once more with those sizes as arguments, which
+    later sizes reuse. False: the sizes inside a kernel stay constants of its code, so each new one
+    compiles (only the global size, a numba kernel's loop bound, is an argument either way).
+    True or {"x": (0,)} (symbolic from the first call, or per named axis) are not implemented and raise
+    UnsupportedError."""
     if dynamic not in (None, False):
         raise UnsupportedError(
-            f"@tj.kernel(dynamic={dynamic!r}): symbolic (shape-polymorphic) dimensions are not implemented yet; "
-            "every new shape is traced and compiled anew (TRACEJIT_DEBUG=1 says what changed). Use "
-            "dynamic=False or leave it out")
+            f"@tj.kernel(dynamic={dynamic!r}): symbolic dimensions from the first call or per named axis are not "
+            "implemented; leave `dynamic` out (a kernel's sizes become arguments once a second size is seen, "
+            "on the numba device) or pass dynamic=False to compile every size on its own")
     if fn is None:
-        return lambda f: Kernel(f, static, device)
-    return Kernel(fn, static, device)
+        return lambda f: Kernel(f, static, device, dynamic)
+    return Kernel(fn, static, device, dynamic)

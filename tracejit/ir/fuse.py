@@ -38,6 +38,7 @@ class Program:
     accesses: list[list[tuple[object, object, dict]]] = field(default_factory=list)
     # kernel index -> a matrix product or sort the plan may run as a NumPy call (LayoutOptions.library)
     library_calls: dict[int, library.Call] = field(default_factory=dict)
+    specialise: bool = False   # every size its own compile, sizes as constants (@tj.kernel(dynamic=False))
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of

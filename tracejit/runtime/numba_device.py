@@ -137,7 +137,7 @@ class NumbaDevice:
                 continue
             loop = _loop(k, blas)
             with stage("render"):
-                symbolic = self._symbolic_slots(k, loop)
+                symbolic = {} if program.specialise else self._symbolic_slots(k, loop)
                 source = numba_codegen.render_module([(k, loop)], symbolic)
             sizes = numba_codegen.size_slots(k)
             values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(k, slot))
