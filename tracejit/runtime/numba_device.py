@@ -163,8 +163,13 @@ class NumbaDevice:
                 self._templates[key] = (values, set())
                 return {}
             first, changed = seen
-            changed |= {slot for slot, v in values.items() if not _same(first[slot], v)
-                        and numba_codegen.slot_argument(kernel, slot) is not None}
+            new = {slot for slot, v in values.items() if not _same(first[slot], v)
+                   and numba_codegen.slot_argument(kernel, slot) is not None} - changed
+            if new:
+                changes = ", ".join(dict.fromkeys(f"{first[slot]} -> {values[slot]}" for slot in sorted(new)))
+                log(1, f"{kernel.name}: sizes changed since its first compile ({changes}): now arguments of its "
+                       f"code, compiled once more and reused by later sizes")
+            changed |= new
             return {slot: f"tj_s{n}" for n, slot in enumerate(sorted(changed))}
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
