@@ -74,12 +74,12 @@ def test_compile_times_count_each_moment_in_the_innermost_stage_only():
     assert times.summary() == "a 6000, b 3000, other 6000 ms"
 
 
-def test_debug_level_1_prints_each_stage_of_a_compile():
+def test_debug_level_1_prints_each_stage_of_a_compile(tmp_path):
     out = _run("""
         import numpy as np, tracejit as tj
         f = tj.kernel(lambda a: np.exp(a - a.max(axis=-1, keepdims=True)))
         f(np.ones((512, 256), np.float32))
-    """, TRACEJIT_DEBUG="1")
+    """, TRACEJIT_DEBUG="1", TRACEJIT_CACHE_DIR=str(tmp_path))   # an empty cache: the kernel is compiled
     assert out.returncode == 0, out.stderr
     line = next(line for line in out.stderr.splitlines() if "kernel(s) for numba in" in line)
     total = float(line.split(" in ")[1].split(" ms")[0])
