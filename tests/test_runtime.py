@@ -1,6 +1,5 @@
 """The runtimes: numba's generated modules and parallel threshold; on every device, debug output and
 argument handling (scalars, read-only, broadcast and byte-swapped inputs, array-likes)."""
-import contextlib
 import os
 import subprocess
 import sys
@@ -11,7 +10,6 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from cuda_check import checks_paused
 from reference import assert_close, run_kernel
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -176,36 +174,6 @@ def test_gpu_device_files_are_looked_for_by_pattern(tmp_path, monkeypatch):
     assert gpu_nodes.may_have_gpu((str(tmp_path / "renderD*"),))
     monkeypatch.setattr(gpu_nodes.sys, "platform", "win32")   # nothing to look at: maybe
     assert gpu_nodes.may_have_gpu((str(tmp_path / "nothing*"),))
-
-
-def test_fifty_batch_sizes_compile_each_numba_kernel_once_per_loop_kind(rng):
-    """A numba kernel's global size is its argument: a new batch size of an elementwise or row-wise
-    program traces and lowers again (a few ms) but compiles only where the kernel's body changes, which
-    here is the loop kind (serial below 65536 elements of work, prange above)."""
-    def softmax(x):
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
-
-    def layernorm(x, w, b):
-        mu = x.mean(axis=-1, keepdims=True)
-        return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * w + b
-
-    def gelu(x):
-        return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
-
-    w, b = rng.standard_normal(96, dtype=np.float32), rng.standard_normal(96, dtype=np.float32)
-    for fn, extra in ((softmax, ()), (layernorm, (w, b)), (gelu, ())):
-        kernel = tj.kernel(fn)
-        for batch in range(1, 51):
-            x = rng.standard_normal((batch * 15, 96), dtype=np.float32)
-            with checks_paused() if batch > 1 else contextlib.nullcontext():   # one size's CUDA/MSL check is enough
-                got = kernel(x, *extra, device="numba")
-            want = fn(x, *extra)
-            assert got.dtype == want.dtype
-            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=f"{fn.__name__} batch {batch}")
-        info = kernel.cache_info()
-        assert info["traces"] == 50 and info["plans"] <= 50
-        assert info["compiles"] <= 2, (fn.__name__, info)
 
 
 def test_array_likes_are_converted_before_the_kernel_runs_and_share_one_plan(device):

@@ -22,6 +22,10 @@ def layernorm(x, w, b):
     return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * w + b
 
 
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
 def _check(got, want, what):
     assert got.dtype == want.dtype, what
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=what)
@@ -109,3 +113,22 @@ def test_dynamic_false_compiles_every_size_with_its_sizes_as_constants(rng):
             _check(f(x, device="numba"), shifted_softmax(x), f"length {n}")
             assert "tj_s0" not in f.lower(x, device="numba").kernels[0].source
     assert f.cache_info()["compiles"] == 3
+
+
+def test_fifty_batch_sizes_compile_each_numba_kernel_once_per_loop_kind(rng):
+    """A numba kernel's global size is its argument: a new batch size of an elementwise or row-wise
+    program traces and lowers again (a few ms) but compiles only where the kernel's body changes, which
+    here is the loop kind (serial below 65536 elements of work, prange above)."""
+    w, b = rng.standard_normal(96, dtype=np.float32), rng.standard_normal(96, dtype=np.float32)
+    for fn, extra in ((softmax, ()), (layernorm, (w, b)), (gelu, ())):
+        kernel = tj.kernel(fn)
+        for batch in range(1, 51):
+            x = rng.standard_normal((batch * 15, 96), dtype=np.float32)
+            with checks_paused() if batch > 1 else contextlib.nullcontext():   # one size's CUDA/MSL check is enough
+                got = kernel(x, *extra, device="numba")
+            want = fn(x, *extra)
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=f"{fn.__name__} batch {batch}")
+        info = kernel.cache_info()
+        assert info["traces"] == 50 and info["plans"] <= 50
+        assert info["compiles"] <= 2, (fn.__name__, info)
