@@ -200,7 +200,7 @@ def test_a_failed_build_is_never_stored(monkeypatch, device):
         return
     from tracejit.codegen import numba as numba_codegen
     render = numba_codegen.render_module
-    monkeypatch.setattr(numba_codegen, "render_module", lambda kernels: render(kernels) + "\nnot python\n")
+    monkeypatch.setattr(numba_codegen, "render_module", lambda *a: render(*a) + "\nnot python\n")
     with pytest.raises(tj.CompileError):
         tj.kernel(lambda a: a * 3.5 - 11.25)(np.ones(5, np.float32), device="numba")
     stored = [parse_entry(path.read_bytes()) or b"" for path, _, _ in disk_cache.CACHE.entries()]
