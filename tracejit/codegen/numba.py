@@ -152,9 +152,10 @@ def size_slots(kernel: Kernel) -> dict[tuple[int, int], object]:
     return out
 
 
-def template(kernel: Kernel) -> tuple:
-    """The kernel with its size slots blanked: kernels with one template differ only in those values."""
-    slots = size_slots(kernel)
+def template(kernel: Kernel, slots: dict | None = None) -> tuple:
+    """The kernel with its size slots (size_slots, given or found) blanked: kernels with one template
+    differ only in those values. A constant table stands for itself by its digest."""
+    slots = size_slots(kernel) if slots is None else slots
     instrs = []
     for i, x in enumerate(kernel.instrs):
         arg = x.arg
@@ -162,7 +163,8 @@ def template(kernel: Kernel) -> tuple:
             arg = None
         elif isinstance(arg, tuple) and any((i, j) in slots for j in range(len(arg))):
             arg = tuple(None if (i, j) in slots else a for j, a in enumerate(arg))
-        instrs.append((x.op, None if x.dtype is None else x.dtype.str, x.srcs, repr(arg)))
+        instrs.append((x.op, None if x.dtype is None else x.dtype.str, x.srcs,
+                       arg.digest if x.op == "table" else repr(arg)))
     params = tuple((p.name, p.dtype.str, p.output) for p in kernel.params)
     return kernel.name, params, tuple(instrs)
 
@@ -181,7 +183,7 @@ def slot_argument(kernel: Kernel, slot: tuple[int, int]) -> np.dtype | None:
 
 def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int], str] | None = None) -> str:
     """The Python source of one kernel function named kernel.name; `loop` one of LOOPS. `symbolic`: the
-    size slots that are arguments instead of constants, by argument name (the source then serves every
+    size slots (ones slot_argument gives a dtype for) that are arguments instead of constants, by name (the source then serves every
     kernel of this template whose other slots are equal and whose sizes make the same choices here:
     accumulator widths, sum blocks, stack or heap scratch all show in the source)."""
     symbolic = symbolic or {}
@@ -324,7 +326,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
         lines[at_global:at_global] = pre
     src = "\n".join(lines)
     lead = ["tj_start", "tj_stop"] if loop == "chunks" else ["tj_size"]   # see the global loop
-    sizes = [name for slot, name in sorted(symbolic.items()) if slot_argument(kernel, slot) is not None]
+    sizes = [name for _, name in sorted(symbolic.items())]
     header = f"def {kernel.name}({', '.join(lead + sizes + params)}):"
     return header + "\n" + src + "\n"
 

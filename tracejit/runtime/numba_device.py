@@ -38,6 +38,7 @@ PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster tha
 # compiles in half the time of a prange loop, and the threads' wake-up (10-50 us, where OpenMP's spinning
 # threads take a few) is at most a few percent of the run
 CHUNKS_MIN_WORK = 1 << 22
+TEMPLATES_MAX = 4096   # kernel templates whose sizes are tracked (see NumbaDevice._symbolic_slots)
 COMPILE_TIMEOUT = 120.0   # seconds one numba compile may take (TRACEJIT_COMPILE_TIMEOUT; 0: no limit)
 
 
@@ -134,11 +135,10 @@ class NumbaDevice:
                 continue
             loop = _loop(k, blas)
             with stage("render"):
-                symbolic = {} if program.specialise else self._symbolic_slots(k, loop)
+                sizes = numba_codegen.size_slots(k)
+                symbolic = {} if program.specialise else self._symbolic_slots(k, loop, sizes)
                 source = numba_codegen.render_module([(k, loop)], symbolic)
-            sizes = numba_codegen.size_slots(k)
-            values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(k, slot))
-                           for slot in sorted(symbolic) if numba_codegen.slot_argument(k, slot) is not None)
+            values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(k, slot)) for slot in sorted(symbolic))
             fns, cached = self._load(source, k, loop, values)  # (entry point, dispatcher), whether nothing was compiled
             lead = (k.global_size, *values)
             if loop == "chunks":
@@ -148,15 +148,17 @@ class NumbaDevice:
             compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached, lead), fns))
         return NumbaPlan(program, compiled)
 
-    def _symbolic_slots(self, kernel: Kernel, loop: str) -> dict[tuple[int, int], str]:
+    def _symbolic_slots(self, kernel: Kernel, loop: str, values: dict) -> dict[tuple[int, int], str]:
         """The size slots of this kernel to render as arguments: those that changed since the first kernel
         of its template (a second row length of a softmax makes the row length an argument, and every
-        later one reuses that compile). The first of a template is specialised (no slots)."""
-        key = (numba_codegen.template(kernel), loop)
-        values = numba_codegen.size_slots(kernel)
+        later one reuses that compile). The first of a template is specialised (no slots). `values`: the
+        kernel's size_slots. Only slots that become arguments are returned (slot_argument)."""
+        key = (numba_codegen.template(kernel, values), loop)
         with self._templates_lock:
             seen = self._templates.get(key)
             if seen is None:
+                if len(self._templates) >= TEMPLATES_MAX:   # forgetting only re-specialises a kernel's next size
+                    self._templates.clear()
                 self._templates[key] = (values, set())
                 return {}
             first, changed = seen
