@@ -78,7 +78,8 @@ def test_more_workgroups_than_one_dimension_allows_dispatch_in_two():
     r = wgsl.render(k, wgsl.WGSLOptions(max_workgroups=1000, max_local_size=64))
     x, y = r.groups
     local = r.launch.local_size
-    assert x == 1000 and x * y * local >= 300_000 and f"gid.y * {1000 * local}u" in r.source
+    assert x == 1000 and x * y * local >= 300_000 and f"gid.y * nwg.x * {local}u" in r.source
+    assert r.launch.size == 300_000 and "tj_scalars.tj_items" in r.source   # the size is the uniform's
 
 
 def test_loops_beyond_llvmpipes_limit_share_a_work_group_or_are_refused():

@@ -18,6 +18,8 @@ from .simt import WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dty
 
 
 # bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
+SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
+
 BOOL_OPS = {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
             "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})", "invert": "(!{0})"}
 COMPARISONS = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
@@ -158,6 +160,7 @@ class _Render:
         self.reorderable = reorderable_updates(self.ins)
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
+        self.size_checked = False   # set by the walk where it checks the global index against the size
         self.tile = tiled.plan(kernel, options, self.by_value) if lanes == 1 else None
         if self.tile is not None:   # a matrix product: a work-group per tile of the result
             self.k = replace(kernel, global_size=tiled.groups(kernel, self.tile))
@@ -366,6 +369,8 @@ class _Render:
         if self.error_flag:
             params.append(t.buffer_param(len(params), "int", "tj_error"))
         self.walk()
+        if self.size_checked:   # the bounds check's limit: an argument, so the size stays out of the source
+            params.append(t.value_param(len(params), self.idx, SIZE_PARAM))
         if self.lanes > 1:
             self.depth -= 1
             self.out("}")
@@ -374,7 +379,8 @@ class _Render:
                 const = "" if p.output else "const "
                 self.lines.insert(0, "    " + t.assume_aligned(p.name, f"{const}{self.storage(p.dtype)}",
                                                              self.lanes * p.dtype.itemsize))
-        launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag)
+        launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag,
+                        self.k.global_size if self.size_checked else None, self.index_bits)
         body = "\n".join(self.lines)
         # the parameters too: a kernel that only stores float16 still names the half type there
         head = t.preamble(", ".join(params) + body + "\n".join(self.helpers.values()), self.o)
@@ -385,6 +391,10 @@ class _Render:
     def shared(self, line: str) -> None:
         """A work-group array's declaration (C: at the top of the kernel body)."""
         self.out(line)
+
+    def size_value(self) -> str:
+        """The bounds check's limit, the kernel's global size, read from its argument."""
+        return SIZE_PARAM
 
     def global_index(self) -> tuple[str, int]:
         """The expression of a work-item's (thread mode) or work-group's (group mode) global index, and
@@ -454,8 +464,9 @@ class _Render:
             if self.lanes > 1:
                 items = self.k.global_size // self.lanes
                 self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
-                if self.global_items != items:
-                    self.out(f"if (tj_item >= {self.literal(items, INDEX, True)}) return;")
+                if self.global_items != items or self.o.fixed_local:
+                    self.size_checked = True
+                    self.out(f"if (tj_item >= {SIZE_PARAM} / {self.lanes}) return;")
                 self.out("#pragma unroll")
                 self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
                 self.depth += 1
@@ -463,8 +474,11 @@ class _Render:
             else:
                 expr, launched = self.global_index()
                 self.out(t.let(name, self.idx, expr))
-                if launched != self.k.global_size:   # in group mode the whole work-group leaves
-                    self.out(t.guard(f"{name} >= {self.literal(self.k.global_size, INDEX, True)}", "return;"))
+                # in group mode the whole work-group leaves; with a fixed work-group size every kernel has the
+                # check, so that sizes its groups divide share the source of those they do not
+                if launched != self.k.global_size or self.o.fixed_local and self.mode == "thread":
+                    self.size_checked = True
+                    self.out(t.guard(f"{name} >= {self.size_value()}", "return;"))
         elif op == "range":
             self.level += 1
             n = self.nest_at.get(i)

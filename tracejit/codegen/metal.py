@@ -24,7 +24,7 @@ from .simt import Launch, RenderOptions
 
 MAX_BUFFERS = 31                 # buffer argument table entries per kernel
 THREADGROUP_MEMORY = 32 * 1024   # every Metal GPU allows this much threadgroup memory
-DEFAULT_OPTIONS = RenderOptions(device="metal", fp64=False, fp16=False, max_local_size=256)
+DEFAULT_OPTIONS = RenderOptions(device="metal", fp64=False, fp16=False, max_local_size=256, fixed_local=True)
 
 
 class Metal(CStyle):

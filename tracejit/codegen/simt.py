@@ -42,6 +42,11 @@ class RenderOptions:
     atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
     max_loop: int | None = None    # loop iterations one work-item may run per loop nest (Mesa's llvmpipe: 65535)
     tensor_cores: bool = False     # CUDA sm_80+ on the GPU itself: float16 products through mma.sync (mma.py)
+    # a work-item per index gets work-groups of the largest size allowed and a bounds check whatever the
+    # global size, which then leaves the source (WGSL's @workgroup_size, CUDA's __launch_bounds__): one
+    # compile serves every size. Off where exact divisors of the size pay (CPU OpenCL vectorises across
+    # work-items only without a bounds check)
+    fixed_local: bool = False
 
 
 def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:
@@ -59,6 +64,15 @@ class Launch:
     global_items: int              # work-items in all
     by_value: tuple[int, ...]      # params passed as scalars, not buffers
     error_flag: bool               # a trailing int buffer the kernel sets (integer power, negative exponent)
+    # the bounds check's limit, passed as a last by-value argument (of the kernel's index type, `size_bits`
+    # wide) after the error flag, so that kernels differing only in their global size share one source
+    # and one compile; None where the kernel has no bounds check
+    size: int | None = None
+    size_bits: int = 32
+
+    @property
+    def size_dtype(self) -> np.dtype:
+        return np.dtype(f"int{self.size_bits}")
 
 
 @dataclass
@@ -79,10 +93,13 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _thread_local_size(n: int, limit: int) -> int:
+def _thread_local_size(n: int, limit: int, fixed: bool = False) -> int:
     """A work-group size for n work-items: one that divides n when there is a reasonable one, since a
-    bounds check in the kernel stops CPU implementations from vectorising across work-items."""
+    bounds check in the kernel stops CPU implementations from vectorising across work-items; `fixed`:
+    the largest allowed, whatever n (see RenderOptions.fixed_local)."""
     limit = 1 << (limit.bit_length() - 1)
+    if fixed:
+        return limit
     if n <= limit:
         return _pow2_at_least(n)
     exact = min(limit, n & -n)   # the largest power of two dividing n
@@ -107,7 +124,8 @@ class Mapping:
             self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
             self.global_items = kernel.global_size * self.local_size
         else:
-            self.local_size = _thread_local_size(kernel.global_size, min(options.max_local_size, THREAD_LOCAL))
+            self.local_size = _thread_local_size(kernel.global_size, min(options.max_local_size, THREAD_LOCAL),
+                                                 options.fixed_local)
             self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
         self.index = self._index_values()
         self.index_bits = self._index_bits()

@@ -22,7 +22,7 @@ from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
 from . import atomics, wgsl_functions
 from .wgsl_functions import f32_literal as _f32
-from .cstyle import BOOL_OPS, COMPARISONS, CStyle, _Render
+from .cstyle import BOOL_OPS, COMPARISONS, SIZE_PARAM, CStyle, _Render
 from .simt import Launch, RenderOptions, positive_const
 
 TYPES = {np.dtype(k): v for k, v in {
@@ -70,6 +70,11 @@ class WGSLRendered:
     writable: tuple[bool, ...]        # per storage buffer: read_write (an output)
     scalars: tuple[int, ...]          # params in the uniform, in member order (binding len(buffers))
     tables: tuple = ()                # constant tables bound last, read-only, as table_words() gives them
+
+    @property
+    def uniform(self) -> bool:
+        """Whether the kernel reads a uniform: its scalars, then the bounds check's limit (launch.size)."""
+        return bool(self.scalars) or self.launch.size is not None
 
 
 def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
@@ -138,7 +143,7 @@ class _WGSLRender(_Render):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
                                                        max_local_size=options.max_local_size,
                                                        group_max_rows=options.group_max_rows,
-                                                       max_loop=options.max_loop), by_value)
+                                                       max_loop=options.max_loop, fixed_local=True), by_value)
         self.wo = options
         self._check_storage()
         if options.max_loop is not None and self.mapping.loop_iterations() > options.max_loop:
@@ -357,8 +362,12 @@ class _WGSLRender(_Render):
 
     def global_index(self) -> tuple[str, int]:
         if self.mode == "group":
-            return f"i32(wid.x + wid.y * {self.nx}u)", self.nx * self.ny
-        return f"i32(gid.x + gid.y * {self.nx * self.local_size}u)", self.nx * self.ny * self.local_size
+            return "i32(wid.x + wid.y * nwg.x)", self.nx * self.ny
+        # the dispatch's width comes from num_workgroups, the size from the uniform: neither is in the source
+        return f"i32(gid.x + gid.y * nwg.x * {self.local_size}u)", self.nx * self.ny * self.local_size
+
+    def size_value(self) -> str:
+        return f"tj_scalars.{SIZE_PARAM}"
 
     def declare_table(self, table) -> None:
         """Tables are storage buffers bound after the others (see table_words)."""
@@ -377,6 +386,7 @@ class _WGSLRender(_Render):
 
     def run(self) -> WGSLRendered:
         buffers, scalars = self.buffers, tuple(sorted(self.by_value))
+        self.walk()
         decl = []
         updated = atomics.updated_params(self.k)
         for b, p_i in enumerate(buffers):
@@ -387,27 +397,30 @@ class _WGSLRender(_Render):
                 st = atomics.wgsl_element(p.dtype)
             access = "read_write" if p.output else "read"
             decl.append(f"@group(0) @binding({b}) var<storage, {access}> {p.name}: array<{st}>;")
-        if scalars:
-            members = ", ".join(f"{self.k.params[i].name}: {self._uniform_type(self.k.params[i].dtype)}" for i in scalars)
-            decl.append(f"struct TjScalars {{ {members} }};")
+        uniform = bool(scalars) or self.size_checked
+        if uniform:
+            members = [f"{self.k.params[i].name}: {self._uniform_type(self.k.params[i].dtype)}" for i in scalars]
+            members += [f"{SIZE_PARAM}: i32"] if self.size_checked else []
+            decl.append(f"struct TjScalars {{ {', '.join(members)} }};")
             decl.append(f"@group(0) @binding({len(buffers)}) var<uniform> tj_scalars: TjScalars;")
         if self.error_flag:   # the error record (see tj_fault)
-            decl.append(f"@group(0) @binding({len(buffers) + bool(scalars)}) var<storage, read_write> tj_error: "
+            decl.append(f"@group(0) @binding({len(buffers) + uniform}) var<storage, read_write> tj_error: "
                         "array<atomic<i32>>;")
-        first = len(buffers) + bool(scalars) + self.error_flag
+        first = len(buffers) + uniform + self.error_flag
         for b, t in enumerate(self.tables):
             elem = "i32" if table_words(t).dtype == np.int32 else "u32"
             decl.append(f"@group(0) @binding({first + b}) var<storage, read> {t.name}: array<{elem}>;")
-        self.walk()
         body = "\n".join(self.lines)
         # only a kernel that has float16 values enables f16: adapters without shader-f16 (OpenGL) reject it
         uses_f16 = any(x.dtype == np.float16 for x in self.ins) or any(p.dtype == np.float16 for p in self.k.params)
         enable = ["enable f16;"] if uses_f16 else []
         header = "\n".join(enable + decl + self.module)
         signature = (f"@compute @workgroup_size({self.local_size})\nfn {self.k.name}(@builtin(global_invocation_id) gid: "
-                     "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {")
+                     "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, "
+                     "@builtin(num_workgroups) nwg: vec3<u32>) {")
         source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
-        launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag)
+        launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag,
+                        self.k.global_size if self.size_checked else None)
         writable = tuple(self.k.params[p].output for p in buffers)
         return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables)
 

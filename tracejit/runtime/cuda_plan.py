@@ -30,6 +30,13 @@ def _holder_type(dtype: np.dtype | None):
     return ctypes.c_uint64 if dtype is None else SCALAR_CTYPES[np.dtype(dtype)]
 
 
+def size_argument(compiled) -> np.integer | None:
+    """The bounds check's limit a kernel (or its float4 variant) takes as its last argument, or None."""
+    launches = [compiled.launch] + ([compiled.vector[3]] if compiled.vector else [])
+    sized = [launch for launch in launches if launch.size is not None]
+    return sized[0].size_dtype.type(sized[0].size) if sized else None
+
+
 class BoundLaunch:
     """One kernel launch with its argument array built once; calls only change the held values."""
 
@@ -52,6 +59,9 @@ class BoundLaunch:
         self.address = ctypes.addressof(self.params)
         self.buffers: dict[int, cu.DeviceBuffer] = {}            # position -> device buffer (capture, sharing)
         self.pointers = [0] * len(arg_dtypes)
+        size = size_argument(compiled)
+        if size is not None:
+            self.holders[-1].value = int(size)
 
     def set_buffer(self, pos: int, buf: cu.DeviceBuffer) -> None:
         ptr = buf.span()[0] if buf.size else buf.ptr   # kernels index a strided array from its lowest address
@@ -98,6 +108,9 @@ class CudaPlan:
                 dtypes[j] = by_value_dtype(program.buffers[keys[j]].dtype, device.options)
             if c.launch.error_flag:
                 dtypes.append(None)
+            size = size_argument(c)
+            if size is not None:   # the bounds check's limit, last (one value for both variants)
+                dtypes.append(size.dtype)
             self._compiled.append((c, fn, vfn, keys, dtypes))
         self._launches = [BoundLaunch(c, fn, vfn, dtypes) for c, fn, vfn, _, dtypes in self._compiled]
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]

@@ -415,6 +415,8 @@ class MetalPlan:
             bound = [bufs[k] for k in keys]
             if c.launch.error_flag:
                 bound.append(error)
+            if c.launch.size is not None:   # the bounds check's limit, last
+                bound.append(np.asarray(c.launch.size, c.launch.size_dtype).tobytes())
             out.append(_Launch(pipeline, bound, c.launch.global_items // c.launch.local_size, c.launch.local_size))
         return out
 

@@ -410,6 +410,8 @@ class OpenCLPlan:
                 scalars[j] = np.dtype("uint8") if dt == np.bool_ else by_value_dtype(dt, device.options)
             if c.launch.error_flag:
                 scalars.append(None)
+            if c.launch.size is not None:   # the bounds check's limit, last
+                scalars.append(c.launch.size_dtype)
             knl.set_scalar_arg_dtypes(scalars)
             self._launches.append((c, knl, keys, scalars))
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
@@ -439,6 +441,8 @@ class OpenCLPlan:
             own = cl.Kernel(knl.get_info(cl.kernel_info.PROGRAM), c.name)
             own.set_scalar_arg_dtypes(scalars)
             call = [bufs[k] for k in keys]
+            if c.launch.size is not None:
+                call.append(c.launch.size)
             own.set_args(*call)
             launches.append((own, (c.launch.global_items,), (c.launch.local_size,), call))
         return [results[k] for k in prog.outputs], launches, list(results.values())
@@ -472,6 +476,8 @@ class OpenCLPlan:
                 err = dev.error_buffer()
                 cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, RECORD_BYTES)
                 call.append(err)
+            if launch.size is not None:
+                call.append(launch.size)
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
             try:
                 knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)

@@ -323,7 +323,7 @@ class WebGPUDevice:
             module = self.device.create_shader_module(code=r.source)
             kinds = [wgpu.BufferBindingType.storage if w else wgpu.BufferBindingType.read_only_storage
                      for w in r.writable]
-            if r.scalars:
+            if r.uniform:
                 kinds.append(wgpu.BufferBindingType.uniform)
             if r.launch.error_flag:
                 kinds.append(wgpu.BufferBindingType.storage)
@@ -406,7 +406,7 @@ class WebGPUPlan:
             r = c.rendered
             pipeline, layout = dev._pipelines[r.source]
             bound = [bufs[keys[p]] for p in r.buffers]
-            if r.scalars:
+            if r.uniform:
                 bound.append(self._uniform(r, keys, bufs))
             if r.launch.error_flag:
                 bound.append(error)
@@ -417,7 +417,10 @@ class WebGPUPlan:
         return out
 
     def _uniform(self, r, keys, bufs):
-        values = np.zeros(max(4, -(-len(r.scalars) // 4) * 4), np.uint32)
+        members = len(r.scalars) + (r.launch.size is not None)
+        values = np.zeros(max(4, -(-members // 4) * 4), np.uint32)
+        if r.launch.size is not None:   # the bounds check's limit, after the scalars
+            values[len(r.scalars)] = r.launch.size
         for m, p in enumerate(r.scalars):
             v = bufs[keys[p]]
             kind = self.program.buffers[keys[p]].dtype.kind
