@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.frontend.signature import SYMBOLIC_TRACE_SIZE
 from reference import assert_close, run_kernel
 
 UNKNOWN_DEVICE = "no-such-device"
@@ -281,11 +282,31 @@ def test_debug_output_explains_each_recompile_argument_by_argument(monkeypatch, 
 def test_dynamic_false_specialises_and_symbolic_dimensions_say_they_are_not_there_yet():
     f = tj.kernel(lambda x: x + 1, dynamic=False)
     np.testing.assert_array_equal(f(np.arange(3.0)), np.arange(3.0) + 1)
-    for dynamic in (True, {"x": (0,)}):
-        with pytest.raises(tj.UnsupportedError, match="symbolic dimensions from the first call or per named axis are not implemented"):
-            tj.kernel(lambda x: x + 1, dynamic=dynamic)
-    with pytest.raises(tj.UnsupportedError, match=r"dimension 0 is symbolic \('n'\).* not implemented yet"):
-        tj.spec(("n", 1024), "float32")
+    with pytest.raises(tj.UnsupportedError, match="symbolic dimensions per named axis are not implemented"):
+        tj.kernel(lambda x: x + 1, dynamic={"x": (0,)})
+    with pytest.raises(tj.UnsupportedError, match="dynamic='yes'"):
+        tj.kernel(lambda x: x + 1, dynamic="yes")
+
+
+
+def test_a_string_in_a_spec_shape_names_a_symbolic_dimension_and_a_name_is_one_size():
+    s = tj.spec(("n", 1024), "float32")          # n rows of 1024, traced at a typical n
+    assert s.shape == (SYMBOLIC_TRACE_SIZE, 1024) and s.names == ("n", None)
+    s = tj.spec((("n", 4096), 64), "float32")    # the size to trace at given
+    assert s.shape == (4096, 64) and s.names == ("n", None)
+    assert tj.spec("n", "float32").shape == (SYMBOLIC_TRACE_SIZE,)
+    with pytest.raises(tj.ArgumentError, match="a symbolic dimension is a name"):
+        tj.spec((("n", 4, 5),), "float32")
+    with pytest.raises(tj.ArgumentError, match="leave strides out"):
+        tj.spec(("n", 2), "float32", strides=(1, 4))
+    f = tj.kernel(lambda x, y: x + y)
+    with pytest.raises(tj.ArgumentError, match="'n' is 8 in one tj.spec and 9 in another"):
+        f.lower(tj.spec((("n", 8),), "float32"), tj.spec((("n", 9),), "float32"), device="numba")
+    from tracejit.frontend.warm import parse_arg
+    assert parse_arg("float32[n=4096, 1024]") == tj.spec((("n", 4096), 1024), "float32")
+    assert parse_arg("float32[n,1024]") == tj.spec(("n", 1024), "float32")
+    with pytest.raises(tj.ArgumentError, match="float32\\[n,1024\\] for a symbolic dimension"):
+        parse_arg("float32[n=, 1024]")
 
 
 @pytest.mark.parametrize("shape", [(2.5, 3), (-1, 4), (True, 2), (4, None)])

@@ -4,6 +4,7 @@ result is compared with NumPy, dtype included; compile counts come from cache_in
 from __future__ import annotations
 
 import contextlib
+import json
 
 import numpy as np
 import pytest
@@ -100,6 +101,55 @@ def test_graph_capture_replays_a_kernel_whose_sizes_are_arguments(rng):
     for _ in range(2):
         x2 = rng.standard_normal((3, 72), dtype=np.float32)
         _check(np.asarray(g(x2)), softmax(x2), "replay")
+
+
+def test_dynamic_true_makes_sizes_arguments_from_the_first_compile(rng):
+    def softmax_times_two(x):   # a kernel of its own: templates are shared by identical kernels
+        return softmax(x) * np.float32(2)
+
+    f = tj.kernel(softmax_times_two, dynamic=True)
+    x = rng.standard_normal((5, 40), dtype=np.float32)
+    source = f.lower(x, device="numba").kernels[0].source
+    assert "tj_s0" in source and "40" not in source.split("def ", 1)[1]
+    with checks_paused():
+        for n in (40, 24, 56, 72, 100):
+            x = rng.standard_normal((5, n), dtype=np.float32)
+            _check(f(x, device="numba"), softmax_times_two(x), f"length {n}")
+    assert f.cache_info()["compiles"] == 1, f.cache_info()
+
+
+SECOND_PROCESS = """
+import json, sys
+import numpy as np
+import tracejit as tj
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+f = tj.kernel(softmax)
+out = []
+for n in map(int, sys.argv[1:]):
+    x = np.random.default_rng(n).standard_normal((3, n)).astype(np.float32)
+    np.testing.assert_allclose(f(x, device="numba"), softmax(x), rtol=2e-5, atol=2e-6)
+    out.append(f.cache_info()["compiles"])
+print(json.dumps(out))
+"""
+
+
+def test_a_second_process_reuses_the_kernel_whose_sizes_became_arguments_in_the_first(tmp_path):
+    """Which sizes of a kernel became arguments is kept in the disk cache: a later process seeing a new
+    size goes straight to that kernel, which is in the disk cache too, and compiles nothing."""
+    from test_api import run_python
+    script = tmp_path / "second.py"
+    script.write_text(SECOND_PROCESS)
+    env = {"TRACEJIT_CACHE_DIR": str(tmp_path / "cache")}
+    first = run_python(str(script), "40", "72", **env)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == [1, 2]      # specialised, then the row length an argument
+    second = run_python(str(script), "56", "100", **env)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout) == [0, 0]
 
 
 def test_dynamic_false_compiles_every_size_with_its_sizes_as_constants(rng):

@@ -380,6 +380,7 @@ class _Render:
                 self.lines.insert(0, "    " + t.assume_aligned(p.name, f"{const}{self.storage(p.dtype)}",
                                                              self.lanes * p.dtype.itemsize))
         launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag,
+                        self.mapping.group_limit if self.mode == "thread" and self.tile is None else self.local_size,
                         self.k.global_size if self.size_checked else None, self.index_bits)
         body = "\n".join(self.lines)
         # the parameters too: a kernel that only stores float16 still names the half type there
@@ -464,7 +465,7 @@ class _Render:
             if self.lanes > 1:
                 items = self.k.global_size // self.lanes
                 self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
-                if self.global_items != items or self.o.fixed_local:
+                if self.global_items != items or self.o.always_check:
                     self.size_checked = True
                     self.out(f"if (tj_item >= {SIZE_PARAM} / {self.lanes}) return;")
                 self.out("#pragma unroll")
@@ -476,7 +477,7 @@ class _Render:
                 self.out(t.let(name, self.idx, expr))
                 # in group mode the whole work-group leaves; with a fixed work-group size every kernel has the
                 # check, so that sizes its groups divide share the source of those they do not
-                if launched != self.k.global_size or self.o.fixed_local and self.mode == "thread":
+                if launched != self.k.global_size or self.o.always_check and self.mode == "thread":
                     self.size_checked = True
                     self.out(t.guard(f"{name} >= {self.size_value()}", "return;"))
         elif op == "range":

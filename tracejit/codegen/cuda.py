@@ -51,7 +51,7 @@ class CUDA(CStyle):
         return "#include <cuda_fp16.h>" if "half" in source else ""
 
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
-        return f'extern "C" __global__ void __launch_bounds__({launch.local_size}) {name}({", ".join(params)})'
+        return f'extern "C" __global__ void __launch_bounds__({launch.group_limit}) {name}({", ".join(params)})'
 
     def load_half(self, ptr: str, idx: str) -> str:
         return f"__half2float({ptr}[{idx}])"

@@ -24,7 +24,8 @@ from .simt import Launch, RenderOptions
 
 MAX_BUFFERS = 31                 # buffer argument table entries per kernel
 THREADGROUP_MEMORY = 32 * 1024   # every Metal GPU allows this much threadgroup memory
-DEFAULT_OPTIONS = RenderOptions(device="metal", fp64=False, fp16=False, max_local_size=256, fixed_local=True)
+DEFAULT_OPTIONS = RenderOptions(device="metal", fp64=False, fp16=False, max_local_size=256,
+                                always_check=True)   # one source for every global size
 
 
 class Metal(CStyle):

@@ -42,10 +42,13 @@ class RenderOptions:
     atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
     max_loop: int | None = None    # loop iterations one work-item may run per loop nest (Mesa's llvmpipe: 65535)
     tensor_cores: bool = False     # CUDA sm_80+ on the GPU itself: float16 products through mma.sync (mma.py)
-    # a work-item per index gets work-groups of the largest size allowed and a bounds check whatever the
-    # global size, which then leaves the source (WGSL's @workgroup_size, CUDA's __launch_bounds__): one
-    # compile serves every size. Off where exact divisors of the size pay (CPU OpenCL vectorises across
-    # work-items only without a bounds check)
+    # a work-item per index: a bounds check whatever the global size, so that one source serves every
+    # size (off where exact divisors of the size pay: CPU OpenCL vectorises across work-items only
+    # without a bounds check). The work-group size still follows the size at launch; where it is in
+    # the source as a limit (CUDA's __launch_bounds__), the source names the largest allowed
+    always_check: bool = False
+    # ... and work-groups of the largest size allowed whatever the global size, for a target whose
+    # source names the size itself (WGSL's @workgroup_size)
     fixed_local: bool = False
 
 
@@ -64,6 +67,7 @@ class Launch:
     global_items: int              # work-items in all
     by_value: tuple[int, ...]      # params passed as scalars, not buffers
     error_flag: bool               # a trailing int buffer the kernel sets (integer power, negative exponent)
+    group_limit: int               # the largest work-group the source allows (thread mode: any size up to it)
     # the bounds check's limit, passed as a last by-value argument (of the kernel's index type, `size_bits`
     # wide) after the error flag, so that kernels differing only in their global size share one source
     # and one compile; None where the kernel has no bounds check
@@ -123,10 +127,12 @@ class Mapping:
             fit = min(options.max_local_size, GROUP_MAX_LOCAL)
             self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
             self.global_items = kernel.global_size * self.local_size
+            self.group_limit = self.local_size
         else:
-            self.local_size = _thread_local_size(kernel.global_size, min(options.max_local_size, THREAD_LOCAL),
-                                                 options.fixed_local)
+            limit = min(options.max_local_size, THREAD_LOCAL)
+            self.local_size = _thread_local_size(kernel.global_size, limit, options.fixed_local)
             self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
+            self.group_limit = 1 << (limit.bit_length() - 1)   # any size up to this: see Launch.group_limit
         self.index = self._index_values()
         self.index_bits = self._index_bits()
         self.nonneg = self._nonneg()

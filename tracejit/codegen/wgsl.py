@@ -143,7 +143,8 @@ class _WGSLRender(_Render):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
                                                        max_local_size=options.max_local_size,
                                                        group_max_rows=options.group_max_rows,
-                                                       max_loop=options.max_loop, fixed_local=True), by_value)
+                                                       max_loop=options.max_loop, always_check=True,
+                                                       fixed_local=True), by_value)
         self.wo = options
         self._check_storage()
         if options.max_loop is not None and self.mapping.loop_iterations() > options.max_loop:
@@ -419,7 +420,7 @@ class _WGSLRender(_Render):
                      "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, "
                      "@builtin(num_workgroups) nwg: vec3<u32>) {")
         source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
-        launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag,
+        launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag, self.local_size,
                         self.k.global_size if self.size_checked else None)
         writable = tuple(self.k.params[p].output for p in buffers)
         return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables)

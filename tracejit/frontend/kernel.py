@@ -23,7 +23,7 @@ from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
 from . import allocation, capture, destinations
 from .selection import MaskedSelection, data_dependent
-from .signature import ArgInfo, Default, arg_key, describe, normalize
+from .signature import ArgInfo, Default, arg_key, describe, normalize, twin_sizes, with_sizes
 from .tensor import Tensor, as_node
 from .warm import record
 
@@ -153,7 +153,7 @@ class Kernel:
 
     def __init__(self, fn, static=(), device=None, dynamic=None):
         self.fn = fn
-        self._specialise = dynamic is False   # every size its own kernel: no sizes as arguments
+        self._dynamic = dynamic   # None, True or False: see kernel()
         functools.update_wrapper(self, fn)
         self._signature = inspect.signature(fn)
         params = list(self._signature.parameters.values())
@@ -279,6 +279,7 @@ class Kernel:
             with stage("device setup"):   # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
             why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
+            named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
             with stage("schedule"):   # fusion, layout and lowering to kernel IR
                 program = traced.program(dev.layout)
@@ -288,7 +289,13 @@ class Kernel:
             log(3, str(traced))
             for k in program.kernels:
                 log(3, k.format())
-            program.specialise = self._specialise
+            program.dynamic = self._dynamic
+            if named:   # tj.spec(("n", 1024), ...): the program at another n tells which sizes follow n
+                with stage("trace"):
+                    twin = self._trace([with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args],
+                                       count=False)
+                with stage("schedule"):
+                    program.twin = twin.program(dev.layout)
             executable = dev.compile(program)
         loaded = sum(k.cached for k in executable.kernels)
         self._counts["compiles"] += len(program.kernels) - loaded
@@ -313,7 +320,7 @@ class Kernel:
         changes = min((signature_changes(names, old, new) for old in known), key=len)
         return "; ".join(changes) or "a signature evicted from the plan cache came back"
 
-    def _trace(self, args) -> Traced:
+    def _trace(self, args, count: bool = True) -> Traced:
         infos = [ArgInfo("static", value=a) if i in self._static else describe(a, i) for i, a in enumerate(args)]
         tensors = []
         for i, (a, info) in enumerate(zip(args, infos)):
@@ -326,7 +333,7 @@ class Kernel:
             else:
                 node = build.input_(i, info.dtype, info.shape)
                 tensors.append(Tensor.argument(node, i, info.strides, info.writeable))
-        self._counts["traces"] += 1
+        self._counts["traces"] += count
         try:
             with stage("trace"), allocation.traced_arrays():
                 result = self.fn(*tensors)
@@ -444,15 +451,15 @@ def kernel(fn=None, *, static=(), device=None, dynamic=None):
 
     dynamic: None (the default): every new shape is traced again, and on the numba device a kernel whose
     sizes changed since its first compile is compiled once more with those sizes as arguments, which
-    later sizes reuse. False: the sizes inside a kernel stay constants of its code, so each new one
-    compiles (only the global size, a numba kernel's loop bound, is an argument either way).
-    True or {"x": (0,)} (symbolic from the first call, or per named axis) are not implemented and raise
-    UnsupportedError."""
-    if dynamic not in (None, False):
+    later sizes reuse. True: on numba, the sizes are arguments from the first compile. False: the sizes
+    inside a kernel stay constants of its code, so each new one compiles. On every device the global
+    size (a numba kernel's loop bound, a SIMT kernel's bounds check) is an argument either way.
+    {"x": (0,)} (symbolic per named axis) is not implemented and raises UnsupportedError."""
+    if dynamic not in (None, False, True):
         raise UnsupportedError(
-            f"@tj.kernel(dynamic={dynamic!r}): symbolic dimensions from the first call or per named axis are not "
-            "implemented; leave `dynamic` out (a kernel's sizes become arguments once a second size is seen, "
-            "on the numba device) or pass dynamic=False to compile every size on its own")
+            f"@tj.kernel(dynamic={dynamic!r}): symbolic dimensions per named axis are not implemented; pass "
+            "dynamic=True (every size of a kernel an argument from the first call), leave `dynamic` out (sizes "
+            "become arguments once a second value is seen) or pass dynamic=False to compile every size on its own")
     if fn is None:
         return lambda f: Kernel(f, static, device, dynamic)
     return Kernel(fn, static, device, dynamic)

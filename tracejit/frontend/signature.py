@@ -16,6 +16,7 @@ class Spec:
     shape: tuple[int, ...]
     dtype: np.dtype
     strides: tuple[int, ...] | None = None
+    names: tuple[str | None, ...] | None = None   # per dimension: the name of a symbolic one, else None
 
     @property
     def element_strides(self) -> tuple[int, ...]:
@@ -28,19 +29,58 @@ class Spec:
         return tuple(reversed(out))
 
 
+SYMBOLIC_TRACE_SIZE = 256   # the size a symbolic dimension given by its name alone is traced at
+
+
 def spec(shape, dtype, strides=None) -> Spec:
-    """tj.spec(shape, dtype): an argument for trace / lower / warm that carries no data."""
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    """tj.spec(shape, dtype): an argument for trace / lower / warm that carries no data. A string in the
+    shape names a symbolic dimension: tj.spec(("n", 1024), "float32") is n rows of 1024, traced at
+    SYMBOLIC_TRACE_SIZE rows; (("n", 4096), 1024) gives the size to trace at. Kernels compiled for it
+    take its size as an argument where their code allows (on numba), so a call with any n reuses them."""
+    shape = (shape,) if isinstance(shape, (int, str)) else tuple(shape)
+    names, sizes = [], []
     for d, s in enumerate(shape):
-        if isinstance(s, (str, tuple)):   # ("n", 1024) or "n": a named symbolic dimension
-            raise UnsupportedError(
-                f"tj.spec({shape!r}, ...): dimension {d} is symbolic ({s!r}); symbolic (shape-polymorphic) "
-                "dimensions are not implemented yet: give every dimension as a whole number of elements")
+        name = None
+        if isinstance(s, str):   # "n": a symbolic dimension traced at a typical size
+            s = (s, SYMBOLIC_TRACE_SIZE)
+        if isinstance(s, tuple):   # ("n", 1024) inside the shape: a named dimension and the size to trace at
+            if len(s) != 2 or not isinstance(s[0], str) or not s[0].isidentifier():
+                raise ArgumentError(f"tj.spec({shape!r}, ...): dimension {d} is {s!r}; a symbolic dimension is a "
+                                    "name (\"n\") or a name and the size to trace at ((\"n\", 4096))")
+            name, s = s
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
             raise ArgumentError(f"tj.spec({shape!r}, ...): dimension {d} is {s!r}; a dimension is a whole "
                                 "number of elements, 0 or more")
-    shape = tuple(int(s) for s in shape)
-    return Spec(shape, check(dtype, "tj.spec", internal=False), None if strides is None else tuple(strides))
+        names.append(name)
+        sizes.append(int(s))
+    if strides is not None and any(names):
+        raise ArgumentError(f"tj.spec({shape!r}, ..., strides=...): a spec with symbolic dimensions is C-contiguous; "
+                            "leave strides out")
+    return Spec(tuple(sizes), check(dtype, "tj.spec", internal=False), None if strides is None else tuple(strides),
+                tuple(names) if any(names) else None)
+
+
+def twin_sizes(args) -> dict[str, tuple[int, int]] | None:
+    """The named dimensions of the tj.spec arguments: name -> (size traced, other size for the twin
+    trace that tells which of a kernel's sizes follow it), or None when there are none. A name means one
+    size everywhere."""
+    sizes: dict[str, int] = {}
+    for i, a in enumerate(args):
+        if type(a) is Spec and a.names:
+            for d, name in enumerate(a.names):
+                if name is not None and sizes.setdefault(name, a.shape[d]) != a.shape[d]:
+                    raise ArgumentError(f"symbolic dimension {name!r} is {sizes[name]} in one tj.spec and "
+                                        f"{a.shape[d]} in another (argument {i}); a name stands for one size")
+    # one less (one more for the smallest): close enough that the code takes the same shape
+    return {name: (n, n - 1 if n > 2 else n + 1) for name, n in sizes.items()} or None
+
+
+def with_sizes(a, sizes: dict[str, int]):
+    """A tj.spec with its named dimensions at the given sizes (anything else as it is)."""
+    if type(a) is not Spec or not a.names:
+        return a
+    shape = tuple(sizes[name] if name is not None else s for s, name in zip(a.shape, a.names))
+    return Spec(shape, a.dtype, None, a.names)
 
 
 @dataclass(frozen=True)
@@ -71,7 +111,7 @@ def arg_key(a):
         d = a._data
         return (d.dtype, d.shape, getattr(d, "strides", None), a.device.name)
     if t is Spec:
-        return (a.dtype, a.shape, tuple(s * a.dtype.itemsize for s in a.element_strides))
+        return (a.dtype, a.shape, tuple(s * a.dtype.itemsize for s in a.element_strides), a.names)
     if t is Default:
         return a
     return (t, id(t))  # anything else is converted before keying; see describe()

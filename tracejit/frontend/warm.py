@@ -20,7 +20,8 @@ from .signature import ArgInfo, Spec, spec
 
 ENV_RECORD = "TRACEJIT_RECORD"
 _SCALARS = {"int": 0, "float": 0.0, "bool": False}
-_ARRAY = re.compile(r"^\s*([a-z0-9_]+)\s*\[\s*([0-9,\s]*)\]\s*$")
+_ARRAY = re.compile(r"^\s*([a-z0-9_]+)\s*\[\s*([A-Za-z0-9_=,\s]*)\]\s*$")
+_DIMENSION = re.compile(r"^(?:([A-Za-z_]\w*)(?:=([0-9]+))?|([0-9]+))$")   # 1024; n or n=4096: symbolic
 
 
 @dataclass
@@ -89,10 +90,14 @@ def parse_arg(text) -> object:
     if text in _SCALARS:
         return _SCALARS[text]
     m = _ARRAY.match(str(text))
-    if not m:
+    dims = [_DIMENSION.match(s) for s in m.group(2).replace(" ", "").split(",") if s] if m else [None]
+    if not all(dims):
         raise ArgumentError(f"cannot read argument spec {text!r}: write dtype[shape] (float32[4096,1024], "
-                            "float32[] for 0-d) or int / float / bool for a Python scalar")
-    shape = tuple(int(s) for s in m.group(2).replace(" ", "").split(",") if s)
+                            "float32[n,1024] for a symbolic dimension n, float32[n=4096,1024] to trace it at "
+                            "4096, float32[] for 0-d) "
+                            "or int / float / bool for a Python scalar")
+    shape = tuple(int(d.group(3)) if d.group(3) else (d.group(1), int(d.group(2))) if d.group(2) else d.group(1)
+                  for d in dims)
     return spec(shape, check(m.group(1), "argument spec", internal=False))
 
 
@@ -107,7 +112,8 @@ def format_arg(info: ArgInfo) -> object:
 
 def _describe_arg(a) -> str:
     if isinstance(a, Spec):
-        return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+        names = a.names or (None,) * len(a.shape)
+        return f"{a.dtype.name}[{','.join(f'{n}={s}' if n else str(s) for s, n in zip(a.shape, names))}]"
     if isinstance(a, np.ndarray):
         return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
     return type(a).__name__

@@ -38,7 +38,12 @@ class Program:
     accesses: list[list[tuple[object, object, dict]]] = field(default_factory=list)
     # kernel index -> a matrix product or sort the plan may run as a NumPy call (LayoutOptions.library)
     library_calls: dict[int, library.Call] = field(default_factory=dict)
-    specialise: bool = False   # every size its own compile, sizes as constants (@tj.kernel(dynamic=False))
+    # @tj.kernel(dynamic=...): None: sizes become arguments of a kernel once a second value is seen;
+    # True: from the first compile; False: every size its own compile, sizes as constants
+    dynamic: bool | None = None
+    # the same program traced with other sizes of the dimensions tj.spec named ("n", 1024): sizes that
+    # differ between a kernel and its twin are arguments of its code from the first compile
+    twin: "Program | None" = None
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of

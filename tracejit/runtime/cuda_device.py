@@ -60,7 +60,7 @@ class CudaCompiler:
         self.arch = arch
         self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
                                      max_local_size=max_threads, tensor_cores=self.tensor_cores(arch),
-                                     fixed_local=True)   # its block size is in the source (__launch_bounds__)
+                                     always_check=True)   # one source for every global size
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8)

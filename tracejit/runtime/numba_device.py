@@ -7,6 +7,7 @@ import functools
 import gc
 import hashlib
 import importlib.util
+import json
 import os
 import sys
 import threading
@@ -136,7 +137,9 @@ class NumbaDevice:
             loop = _loop(k, blas)
             with stage("render"):
                 sizes = numba_codegen.size_slots(k)
-                symbolic = {} if program.specialise else self._symbolic_slots(k, loop, sizes)
+                named = _named_slots(k, sizes, program.twin, i) if program.twin is not None else set()
+                symbolic = {} if program.dynamic is False else \
+                    self._symbolic_slots(k, loop, sizes, program.dynamic, named)
                 source = numba_codegen.render_module([(k, loop)], symbolic)
             values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(k, slot)) for slot in sorted(symbolic))
             fns, cached = self._load(source, k, loop, values)  # (entry point, dispatcher), whether nothing was compiled
@@ -146,29 +149,62 @@ class NumbaDevice:
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
                 lead = values
             compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached, lead), fns))
+            if program.twin is not None and program.dynamic is not False and (
+                    named or i < len(program.twin.kernels) and program.twin.kernels[i].work != k.work):
+                self._other_loops(k, loop, sizes, named)
         return NumbaPlan(program, compiled)
 
-    def _symbolic_slots(self, kernel: Kernel, loop: str, values: dict) -> dict[tuple[int, int], str]:
+    def _other_loops(self, kernel: Kernel, loop: str, sizes: dict, named: set) -> None:
+        """A kernel whose work follows a dimension tj.spec named loops serially or in parallel by the size
+        of each call: its other loop kinds are compiled too (into the disk cache), so that no size of
+        the named dimension compiles at run time."""
+        for other in numba_codegen.LOOPS:
+            if other == loop or other != "serial" and has_atomics(kernel):
+                continue
+            with stage("render"):
+                symbolic = self._symbolic_slots(kernel, other, sizes, None, named)
+                source = numba_codegen.render_module([(kernel, other)], symbolic)
+            values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(kernel, slot))
+                           for slot in sorted(symbolic))
+            _, cached = self._load(source, kernel, other, values)
+            log(1, f"{kernel.name}: its {other} loop {'was cached' if cached else 'compiled'} too, for other "
+                   "sizes of the named dimensions")
+
+    def _symbolic_slots(self, kernel: Kernel, loop: str, values: dict, every: bool | None = None,
+                        named: set = frozenset()) -> dict[tuple[int, int], str]:
         """The size slots of this kernel to render as arguments: those that changed since the first kernel
         of its template (a second row length of a softmax makes the row length an argument, and every
-        later one reuses that compile). The first of a template is specialised (no slots). `values`: the
-        kernel's size_slots. Only slots that become arguments are returned (slot_argument)."""
+        later one reuses that compile). The first of a template is specialised (no slots); every=True
+        (@tj.kernel(dynamic=True)): all of them from the first. `values`: the kernel's size_slots. Only
+        slots that become arguments are returned (slot_argument). `named`: slots that follow a dimension
+        tj.spec named, arguments from the first compile too, and remembered for later processes."""
+        if every:
+            slots = sorted(slot for slot in values if numba_codegen.slot_argument(kernel, slot) is not None)
+            return {slot: f"tj_s{n}" for n, slot in enumerate(slots)}
         key = (numba_codegen.template(kernel, values), loop)
         with self._templates_lock:
             seen = self._templates.get(key)
             if seen is None:
                 if len(self._templates) >= TEMPLATES_MAX:   # forgetting only re-specialises a kernel's next size
                     self._templates.clear()
-                self._templates[key] = (values, set())
-                return {}
+                # sizes seen to change in an earlier process (or named by a warm) are arguments at once:
+                # that compile is in the disk cache, and this size reuses it
+                known = {slot for slot in _remembered_slots(kernel, key) if slot in values
+                         and numba_codegen.slot_argument(kernel, slot) is not None}
+                self._templates[key] = seen = (values, known)
             first, changed = seen
             new = {slot for slot, v in values.items() if not _same(first[slot], v)
                    and numba_codegen.slot_argument(kernel, slot) is not None} - changed
+            if named - changed:
+                log(1, f"{kernel.name}: {len(named - changed)} size(s) follow a named dimension: arguments of its code")
+                changed |= named
+                _remember_slots(kernel, key, changed)
             if new:
                 changes = ", ".join(dict.fromkeys(f"{first[slot]} -> {values[slot]}" for slot in sorted(new)))
                 log(1, f"{kernel.name}: sizes changed since its first compile ({changes}): now arguments of its "
                        f"code, compiled once more and reused by later sizes")
-            changed |= new
+                changed |= new
+                _remember_slots(kernel, key, changed)
             return {slot: f"tj_s{n}" for n, slot in enumerate(sorted(changed))}
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
@@ -426,6 +462,47 @@ def _loop(kernel: Kernel, beside_blas: bool = False) -> str:
     if kernel.work < PARALLEL_MIN_WORK or kernel.global_size < 2 or has_atomics(kernel):
         return "serial"
     return "chunks" if kernel.work >= CHUNKS_MIN_WORK or beside_blas else "prange"
+
+
+def _named_slots(kernel: Kernel, values: dict, twin: Program, index: int) -> set[tuple[int, int]]:
+    """The size slots of kernel `index` that differ in the program's twin (traced at other sizes of the
+    dimensions tj.spec named): those follow the named dimensions. None where the twin's kernel has
+    another shape of code (it would need a compile of its own: a threshold lies between the sizes)."""
+    if index >= len(twin.kernels) or index in twin.library_calls:
+        return set()
+    other = twin.kernels[index]
+    other_values = numba_codegen.size_slots(other)
+    if numba_codegen.template(kernel, values) != numba_codegen.template(other, other_values):
+        log(1, f"{kernel.name}: its code takes another shape at the other size of a named dimension; its sizes "
+               "stay constants")
+        return set()
+    return {slot for slot, v in values.items() if not _same(other_values[slot], v)
+            and numba_codegen.slot_argument(kernel, slot) is not None}
+
+
+def _template_key(kernel: Kernel, key: tuple) -> CacheKey:
+    """The disk cache entry recording which size slots of a kernel template are arguments."""
+    return CacheKey("numba-sizes", kernel.name, (
+        ("kernel", hashlib.sha256(repr(key).encode()).hexdigest()),
+        ("tracejit", tracejit_part()),
+    ))
+
+
+def _remembered_slots(kernel: Kernel, key: tuple) -> set[tuple[int, int]]:
+    """The slots of a template an earlier process made arguments, from the disk cache (none if unknown)."""
+    with stage("disk cache"):
+        payload, _ = CACHE.lookup(_template_key(kernel, key))
+    if payload is None:
+        return set()
+    try:
+        return {(int(i), int(j)) for i, j in json.loads(payload)}
+    except (ValueError, TypeError):   # not ours: the sizes are found again
+        return set()
+
+
+def _remember_slots(kernel: Kernel, key: tuple, slots: set[tuple[int, int]]) -> None:
+    with stage("disk cache"):
+        CACHE.put(_template_key(kernel, key), json.dumps(sorted(slots)).encode())
 
 
 def _same(a, b) -> bool:
