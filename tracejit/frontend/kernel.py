@@ -23,7 +23,7 @@ from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
 from . import allocation, capture, destinations
 from .selection import MaskedSelection, data_dependent
-from .signature import ArgInfo, Default, arg_key, describe, normalize, twin_sizes, with_sizes
+from .signature import ArgInfo, Default, arg_key, describe, every_size_other, normalize, twin_sizes, with_sizes
 from .tensor import Tensor, as_node
 from .warm import record
 
@@ -291,11 +291,10 @@ class Kernel:
                 log(3, k.format())
             program.dynamic = self._dynamic
             if named:   # tj.spec(("n", 1024), ...): the program at another n tells which sizes follow n
-                with stage("trace"):
-                    twin = self._trace([with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args],
-                                       count=False)
-                with stage("schedule"):
-                    program.twin = twin.program(dev.layout)
+                program.twin = self._twin([with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args], dev)
+                program.every_loop = True   # warming: no size of n may compile later
+            elif self._dynamic is True:   # every size symbolic: the program at other sizes tells which
+                program.twin = self._twin(every_size_other(args, traced.infos), dev)
             executable = dev.compile(program)
         loaded = sum(k.cached for k in executable.kernels)
         self._counts["compiles"] += len(program.kernels) - loaded
@@ -307,6 +306,17 @@ class Kernel:
             log(4, k.source)
         record(self, traced.infos, dev.name)
         return Plan(traced, executable, dev)
+
+    def _twin(self, args, dev):
+        """The program of these arguments (other sizes), or None where it does not trace."""
+        try:
+            with stage("trace"):
+                twin = self._trace(args, count=False)
+            with stage("schedule"):
+                return twin.program(dev.layout)
+        except TracejitError as e:
+            log(1, f"{self.__name__}: not traced at other sizes ({e}); its sizes become arguments once they change")
+            return None
 
     def _new_signature(self, args, device: str) -> str | None:
         """TRACEJIT_DEBUG=1: what differs between these arguments and the nearest signature this function
@@ -451,7 +461,8 @@ def kernel(fn=None, *, static=(), device=None, dynamic=None):
 
     dynamic: None (the default): every new shape is traced again, and on the numba device a kernel whose
     sizes changed since its first compile is compiled once more with those sizes as arguments, which
-    later sizes reuse. True: on numba, the sizes are arguments from the first compile. False: the sizes
+    later sizes reuse. True: on numba, the sizes that follow the argument shapes (found by tracing once
+    more with every dimension one off) are arguments from the first compile. False: the sizes
     inside a kernel stay constants of its code, so each new one compiles. On every device the global
     size (a numba kernel's loop bound, a SIMT kernel's bounds check) is an argument either way.
     {"x": (0,)} (symbolic per named axis) is not implemented and raises UnsupportedError."""

@@ -71,8 +71,23 @@ def twin_sizes(args) -> dict[str, tuple[int, int]] | None:
                 if name is not None and sizes.setdefault(name, a.shape[d]) != a.shape[d]:
                     raise ArgumentError(f"symbolic dimension {name!r} is {sizes[name]} in one tj.spec and "
                                         f"{a.shape[d]} in another (argument {i}); a name stands for one size")
-    # one less (one more for the smallest): close enough that the code takes the same shape
-    return {name: (n, n - 1 if n > 2 else n + 1) for name, n in sizes.items()} or None
+    other = other_sizes(sizes.values())
+    return {name: (n, other[n]) for name, n in sizes.items()} or None
+
+
+def other_sizes(values) -> dict[int, int]:
+    """For each size, another close to it (one less, else one more: close enough that the code usually
+    takes the same shape), distinct sizes staying distinct and none becoming another of them; 0 and 1
+    (empty, broadcast) stay as they are."""
+    taken, out = set(values), {}
+    for v in sorted(set(values)):
+        out[v] = v
+        for w in (v - 1, v + 1):
+            if v >= 2 and w >= 2 and w not in taken:
+                out[v] = w
+                taken.add(w)
+                break
+    return out
 
 
 def with_sizes(a, sizes: dict[str, int]):
@@ -81,6 +96,19 @@ def with_sizes(a, sizes: dict[str, int]):
         return a
     shape = tuple(sizes[name] if name is not None else s for s, name in zip(a.shape, a.names))
     return Spec(shape, a.dtype, None, a.names)
+
+
+def every_size_other(args, infos: list[ArgInfo]) -> list:
+    """The arguments with every dimension of every C-contiguous array at another size (other_sizes), as
+    tj.specs: @tj.kernel(dynamic=True) traces them to find which of a kernel's sizes follow the shapes."""
+    arrays = [info for info in infos if info.kind == "array"]
+    other = other_sizes([s for info in arrays for s in info.shape])
+    out = []
+    for a, info in zip(args, infos):
+        if info.kind == "array" and info.strides == Spec(info.shape, info.dtype).element_strides:
+            a = Spec(tuple(other[s] for s in info.shape), info.dtype)
+        out.append(a)
+    return out
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ class Program:
     # the same program traced with other sizes of the dimensions tj.spec named ("n", 1024): sizes that
     # differ between a kernel and its twin are arguments of its code from the first compile
     twin: "Program | None" = None
+    every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of

@@ -139,7 +139,7 @@ class NumbaDevice:
                 sizes = numba_codegen.size_slots(k)
                 named = _named_slots(k, sizes, program.twin, i) if program.twin is not None else set()
                 symbolic = {} if program.dynamic is False else \
-                    self._symbolic_slots(k, loop, sizes, program.dynamic, named)
+                    self._symbolic_slots(k, loop, sizes, named)
                 source = numba_codegen.render_module([(k, loop)], symbolic)
             values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(k, slot)) for slot in sorted(symbolic))
             fns, cached = self._load(source, k, loop, values)  # (entry point, dispatcher), whether nothing was compiled
@@ -149,7 +149,7 @@ class NumbaDevice:
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
                 lead = values
             compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached, lead), fns))
-            if program.twin is not None and program.dynamic is not False and (
+            if program.every_loop and program.dynamic is not False and (
                     named or i < len(program.twin.kernels) and program.twin.kernels[i].work != k.work):
                 self._other_loops(k, loop, sizes, named)
         return NumbaPlan(program, compiled)
@@ -162,7 +162,7 @@ class NumbaDevice:
             if other == loop or other != "serial" and has_atomics(kernel):
                 continue
             with stage("render"):
-                symbolic = self._symbolic_slots(kernel, other, sizes, None, named)
+                symbolic = self._symbolic_slots(kernel, other, sizes, named)
                 source = numba_codegen.render_module([(kernel, other)], symbolic)
             values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(kernel, slot))
                            for slot in sorted(symbolic))
@@ -170,17 +170,14 @@ class NumbaDevice:
             log(1, f"{kernel.name}: its {other} loop {'was cached' if cached else 'compiled'} too, for other "
                    "sizes of the named dimensions")
 
-    def _symbolic_slots(self, kernel: Kernel, loop: str, values: dict, every: bool | None = None,
-                        named: set = frozenset()) -> dict[tuple[int, int], str]:
+    def _symbolic_slots(self, kernel: Kernel, loop: str, values: dict, named: set = frozenset()
+                        ) -> dict[tuple[int, int], str]:
         """The size slots of this kernel to render as arguments: those that changed since the first kernel
         of its template (a second row length of a softmax makes the row length an argument, and every
-        later one reuses that compile). The first of a template is specialised (no slots); every=True
-        (@tj.kernel(dynamic=True)): all of them from the first. `values`: the kernel's size_slots. Only
-        slots that become arguments are returned (slot_argument). `named`: slots that follow a dimension
-        tj.spec named, arguments from the first compile too, and remembered for later processes."""
-        if every:
-            slots = sorted(slot for slot in values if numba_codegen.slot_argument(kernel, slot) is not None)
-            return {slot: f"tj_s{n}" for n, slot in enumerate(slots)}
+        later one reuses that compile). The first of a template is specialised (no slots). `values`: the
+        kernel's size_slots. Only slots that become arguments are returned (slot_argument). `named`: slots
+        that follow a dimension tj.spec named, or any dimension under @tj.kernel(dynamic=True) (found from
+        Program.twin): arguments from the first compile, and remembered for later processes."""
         key = (numba_codegen.template(kernel, values), loop)
         with self._templates_lock:
             seen = self._templates.get(key)
@@ -196,7 +193,7 @@ class NumbaDevice:
             new = {slot for slot, v in values.items() if not _same(first[slot], v)
                    and numba_codegen.slot_argument(kernel, slot) is not None} - changed
             if named - changed:
-                log(1, f"{kernel.name}: {len(named - changed)} size(s) follow a named dimension: arguments of its code")
+                log(1, f"{kernel.name}: {len(named - changed)} size(s) follow the shapes: arguments of its code")
                 changed |= named
                 _remember_slots(kernel, key, changed)
             if new:
@@ -473,7 +470,7 @@ def _named_slots(kernel: Kernel, values: dict, twin: Program, index: int) -> set
     other = twin.kernels[index]
     other_values = numba_codegen.size_slots(other)
     if numba_codegen.template(kernel, values) != numba_codegen.template(other, other_values):
-        log(1, f"{kernel.name}: its code takes another shape at the other size of a named dimension; its sizes "
+        log(1, f"{kernel.name}: its code takes another shape at other sizes; its sizes "
                "stay constants")
         return set()
     return {slot for slot, v in values.items() if not _same(other_values[slot], v)
