@@ -138,11 +138,9 @@ class NumbaDevice:
             with stage("render"):
                 sizes = numba_codegen.size_slots(k)
                 named = _named_slots(k, sizes, program.twin, i) if program.twin is not None else set()
-                symbolic = {} if program.dynamic is False else \
-                    self._symbolic_slots(k, loop, sizes, named)
-                source = numba_codegen.render_module([(k, loop)], symbolic)
-            values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(k, slot)) for slot in sorted(symbolic))
-            fns, cached = self._load(source, k, loop, values)  # (entry point, dispatcher), whether nothing was compiled
+                symbolic = {} if program.dynamic is False else self._symbolic_slots(k, loop, sizes, named)
+            # (entry point, dispatcher), whether nothing was compiled
+            source, values, fns, cached = self._build(k, loop, sizes, symbolic)
             lead = (k.global_size, *values)
             if loop == "chunks":
                 chunks = min(numba_threads.thread_count(), k.global_size)
@@ -154,6 +152,15 @@ class NumbaDevice:
                 self._other_loops(k, loop, sizes, named)
         return NumbaPlan(program, compiled)
 
+    def _build(self, kernel: Kernel, loop: str, sizes: dict, symbolic: dict):
+        """Render the kernel with these slots as arguments and load it: (source, the arguments' values,
+        its functions, whether nothing was compiled)."""
+        with stage("render"):
+            source = numba_codegen.render_module([(kernel, loop)], symbolic)
+        values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(kernel, slot)) for slot in sorted(symbolic))
+        fns, cached = self._load(source, kernel, loop, values)
+        return source, values, fns, cached
+
     def _other_loops(self, kernel: Kernel, loop: str, sizes: dict, named: set) -> None:
         """A kernel whose work follows a dimension tj.spec named loops serially or in parallel by the size
         of each call: its other loop kinds are compiled too (into the disk cache), so that no size of
@@ -163,10 +170,7 @@ class NumbaDevice:
                 continue
             with stage("render"):
                 symbolic = self._symbolic_slots(kernel, other, sizes, named)
-                source = numba_codegen.render_module([(kernel, other)], symbolic)
-            values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(kernel, slot))
-                           for slot in sorted(symbolic))
-            _, cached = self._load(source, kernel, other, values)
+            cached = self._build(kernel, other, sizes, symbolic)[3]
             log(1, f"{kernel.name}: its {other} loop {'was cached' if cached else 'compiled'} too, for other "
                    "sizes of the named dimensions")
 
