@@ -7,7 +7,6 @@ import functools
 import gc
 import hashlib
 import importlib.util
-import json
 import os
 import sys
 import threading
@@ -30,6 +29,7 @@ from .debug import current_times, log, stage
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
 from .numba_plan import NumbaPlan
+from .numba_sizes import SizeTemplates, named_slots
 from .sharing import plan_sharing
 
 _LOAD_LOCK = threading.RLock()   # kernel modules are imported and compiled one thread at a time
@@ -39,7 +39,6 @@ PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster tha
 # compiles in half the time of a prange loop, and the threads' wake-up (10-50 us, where OpenMP's spinning
 # threads take a few) is at most a few percent of the run
 CHUNKS_MIN_WORK = 1 << 22
-TEMPLATES_MAX = 4096   # kernel templates whose sizes are tracked (see NumbaDevice._symbolic_slots)
 COMPILE_TIMEOUT = 120.0   # seconds one numba compile may take (TRACEJIT_COMPILE_TIMEOUT; 0: no limit)
 
 
@@ -64,8 +63,7 @@ class NumbaDevice:
             raise ValueError("the numba device has no index")
         self.modules: dict[str, object] = {}
         # a kernel template's first size-slot values, and the slots seen to change since (codegen.numba.template)
-        self._templates: dict[tuple, tuple[dict, set]] = {}
-        self._templates_lock = threading.Lock()
+        self.sizes = SizeTemplates()   # which sizes of each kernel are arguments of its code
         _load_numba_registries()
 
     @staticmethod
@@ -137,8 +135,8 @@ class NumbaDevice:
             loop = _loop(k, blas)
             with stage("render"):
                 sizes = numba_codegen.size_slots(k)
-                named = _named_slots(k, sizes, program.twin, i) if program.twin is not None else set()
-                symbolic = {} if program.dynamic is False else self._symbolic_slots(k, loop, sizes, named)
+                named = named_slots(k, sizes, program.twin, i) if program.twin is not None else set()
+                symbolic = {} if program.dynamic is False else self.sizes.symbolic(k, loop, sizes, named)
             # (entry point, dispatcher), whether nothing was compiled
             source, values, fns, cached = self._build(k, loop, sizes, symbolic)
             lead = (k.global_size, *values)
@@ -169,44 +167,10 @@ class NumbaDevice:
             if other == loop or other != "serial" and has_atomics(kernel):
                 continue
             with stage("render"):
-                symbolic = self._symbolic_slots(kernel, other, sizes, named)
+                symbolic = self.sizes.symbolic(kernel, other, sizes, named)
             cached = self._build(kernel, other, sizes, symbolic)[3]
             log(1, f"{kernel.name}: its {other} loop {'was cached' if cached else 'compiled'} too, for other "
                    "sizes of the named dimensions")
-
-    def _symbolic_slots(self, kernel: Kernel, loop: str, values: dict, named: set = frozenset()
-                        ) -> dict[tuple[int, int], str]:
-        """The size slots of this kernel to render as arguments: those that changed since the first kernel
-        of its template (a second row length of a softmax makes the row length an argument, and every
-        later one reuses that compile). The first of a template is specialised (no slots). `values`: the
-        kernel's size_slots. Only slots that become arguments are returned (slot_argument). `named`: slots
-        that follow a dimension tj.spec named, or any dimension under @tj.kernel(dynamic=True) (found from
-        Program.twin): arguments from the first compile, and remembered for later processes."""
-        key = (numba_codegen.template(kernel, values), loop)
-        with self._templates_lock:
-            seen = self._templates.get(key)
-            if seen is None:
-                if len(self._templates) >= TEMPLATES_MAX:   # forgetting only re-specialises a kernel's next size
-                    self._templates.clear()
-                # sizes seen to change in an earlier process (or named by a warm) are arguments at once:
-                # that compile is in the disk cache, and this size reuses it
-                known = {slot for slot in _remembered_slots(kernel, key) if slot in values
-                         and numba_codegen.slot_argument(kernel, slot) is not None}
-                self._templates[key] = seen = (values, known)
-            first, changed = seen
-            new = {slot for slot, v in values.items() if not _same(first[slot], v)
-                   and numba_codegen.slot_argument(kernel, slot) is not None} - changed
-            if named - changed:
-                log(1, f"{kernel.name}: {len(named - changed)} size(s) follow the shapes: arguments of its code")
-                changed |= named
-                _remember_slots(kernel, key, changed)
-            if new:
-                changes = ", ".join(dict.fromkeys(f"{first[slot]} -> {values[slot]}" for slot in sorted(new)))
-                log(1, f"{kernel.name}: sizes changed since its first compile ({changes}): now arguments of its "
-                       f"code, compiled once more and reused by later sizes")
-                changed |= new
-                _remember_slots(kernel, key, changed)
-            return {slot: f"tj_s{n}" for n, slot in enumerate(sorted(changed))}
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
         return CacheKey("numba", kernel.name, (
@@ -463,54 +427,6 @@ def _loop(kernel: Kernel, beside_blas: bool = False) -> str:
     if kernel.work < PARALLEL_MIN_WORK or kernel.global_size < 2 or has_atomics(kernel):
         return "serial"
     return "chunks" if kernel.work >= CHUNKS_MIN_WORK or beside_blas else "prange"
-
-
-def _named_slots(kernel: Kernel, values: dict, twin: Program, index: int) -> set[tuple[int, int]]:
-    """The size slots of kernel `index` that differ in the program's twin (traced at other sizes of the
-    dimensions tj.spec named): those follow the named dimensions. None where the twin's kernel has
-    another shape of code (it would need a compile of its own: a threshold lies between the sizes)."""
-    if index >= len(twin.kernels) or index in twin.library_calls:
-        return set()
-    other = twin.kernels[index]
-    other_values = numba_codegen.size_slots(other)
-    if numba_codegen.template(kernel, values) != numba_codegen.template(other, other_values):
-        log(1, f"{kernel.name}: its code takes another shape at other sizes; its sizes "
-               "stay constants")
-        return set()
-    return {slot for slot, v in values.items() if not _same(other_values[slot], v)
-            and numba_codegen.slot_argument(kernel, slot) is not None}
-
-
-def _template_key(kernel: Kernel, key: tuple) -> CacheKey:
-    """The disk cache entry recording which size slots of a kernel template are arguments."""
-    return CacheKey("numba-sizes", kernel.name, (
-        ("kernel", hashlib.sha256(repr(key).encode()).hexdigest()),
-        ("tracejit", tracejit_part()),
-    ))
-
-
-def _remembered_slots(kernel: Kernel, key: tuple) -> set[tuple[int, int]]:
-    """The slots of a template an earlier process made arguments, from the disk cache (none if unknown)."""
-    with stage("disk cache"):
-        payload, _ = CACHE.lookup(_template_key(kernel, key))
-    if payload is None:
-        return set()
-    try:
-        return {(int(i), int(j)) for i, j in json.loads(payload)}
-    except (ValueError, TypeError):   # not ours: the sizes are found again
-        return set()
-
-
-def _remember_slots(kernel: Kernel, key: tuple, slots: set[tuple[int, int]]) -> None:
-    with stage("disk cache"):
-        CACHE.put(_template_key(kernel, key), json.dumps(sorted(slots)).encode())
-
-
-def _same(a, b) -> bool:
-    """Two slot values alike: equal, and equal as bits where floats (so NaN is NaN, and 0.0 is not -0.0)."""
-    if isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating)):
-        return np.float64(a).tobytes() == np.float64(b).tobytes()
-    return a == b
 
 
 def _argument(value, dtype: np.dtype):
