@@ -17,7 +17,8 @@ def main(argv=None) -> int:
                                    "disk cache, in parallel worker processes.")
     w.add_argument("function", nargs="?", help="MODULE:FUNC of a @tj.kernel function")
     w.add_argument("--arg", action="append", default=[], metavar="SPEC",
-                   help="an argument: dtype[shape] such as float32[4096,1024], or int / float / bool")
+                   help="an argument: dtype[shape] such as float32[4096,1024] (float32[n,1024] or "
+                        "float32[n=4096,1024]: a symbolic dimension n), or int / float / bool")
     w.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
                    help="a static argument (VALUE read as JSON, else as a string)")
     w.add_argument("--device", default=None, help="comma-separated devices (default: the default device)")
