@@ -17,9 +17,9 @@ from . import atomics, bitonic, c_helpers, group_scan, math_f32, mma, tiled
 from .simt import WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const, reorderable_updates
 
 
-# bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
 SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
 
+# bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
 BOOL_OPS = {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
             "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})", "invert": "(!{0})"}
 COMPARISONS = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
@@ -467,7 +467,7 @@ class _Render:
                 self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
                 if self.global_items != items or self.o.always_check:
                     self.size_checked = True
-                    self.out(f"if (tj_item >= {SIZE_PARAM} / {self.lanes}) return;")
+                    self.out(f"if (tj_item >= {self.size_value()} / {self.lanes}) return;")
                 self.out("#pragma unroll")
                 self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
                 self.depth += 1

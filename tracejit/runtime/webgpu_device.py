@@ -391,6 +391,7 @@ class WebGPUPlan:
         self.device, self.program, self.kernels = device, program, compiled
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+        self._size_uniforms: dict[str, object] = {}   # kernel name -> its uniform when that holds only its size
 
     def _buffers(self, args, into=None):
         dev = self.device
@@ -417,6 +418,14 @@ class WebGPUPlan:
         return out
 
     def _uniform(self, r, keys, bufs):
+        """The uniform of one dispatch: its scalar arguments, then the bounds check's limit. One holding only
+        the limit is the same for every call of the plan: written once and kept."""
+        if not r.scalars:
+            block = self._size_uniforms.get(r.name)
+            if block is None:
+                block = self._size_uniforms[r.name] = self.device.uniforms.allocate(16)
+                self.device.device.queue.write_buffer(block.buffer, 0, np.array([r.launch.size, 0, 0, 0], np.uint32))
+            return block
         members = len(r.scalars) + (r.launch.size is not None)
         values = np.zeros(max(4, -(-members // 4) * 4), np.uint32)
         if r.launch.size is not None:   # the bounds check's limit, after the scalars
