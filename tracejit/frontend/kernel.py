@@ -290,10 +290,13 @@ class Kernel:
             for k in program.kernels:
                 log(3, k.format())
             program.dynamic = self._dynamic
-            if named:   # tj.spec(("n", 1024), ...): the program at another n tells which sizes follow n
+            # the program at other sizes tells which of a kernel's sizes follow the shapes (only a device
+            # that makes inner sizes arguments asks)
+            inner = getattr(dev, "inner_sizes_as_arguments", False)
+            if named and inner:   # tj.spec(("n", 1024), ...)
                 program.twin = self._twin([with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args], dev)
                 program.every_loop = True   # warming: no size of n may compile later
-            elif self._dynamic is True:   # every size symbolic: the program at other sizes tells which
+            elif self._dynamic is True and inner:
                 program.twin = self._twin(every_size_other(args, traced.infos), dev)
             executable = dev.compile(program)
         loaded = sum(k.cached for k in executable.kernels)
@@ -310,8 +313,7 @@ class Kernel:
     def _twin(self, args, dev):
         """The program of these arguments (other sizes), or None where it does not trace."""
         try:
-            with stage("trace"):
-                twin = self._trace(args, count=False)
+            twin = self._trace(args, count=False)   # (a stage of its own)
             with stage("schedule"):
                 return twin.program(dev.layout)
         except TracejitError as e:

@@ -57,12 +57,12 @@ class CompiledKernel:
 class NumbaDevice:
     name = "numba"
     layout = LayoutOptions(library=True)   # NumPy's matmul (OpenBLAS) and sort: ir/library.py
+    inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (numba_sizes)
 
     def __init__(self, index: int | None = None):
         if index:
             raise ValueError("the numba device has no index")
         self.modules: dict[str, object] = {}
-        # a kernel template's first size-slot values, and the slots seen to change since (codegen.numba.template)
         self.sizes = SizeTemplates()   # which sizes of each kernel are arguments of its code
         _load_numba_registries()
 
