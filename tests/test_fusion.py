@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -177,6 +178,50 @@ def test_numba_row_loops_take_the_shapes_llvm_vectorises():
     (k,) = softmax.lower(x, device="numba").kernels
     assert "numba.uint64(" in k.source and "reassoc_add(" in k.source and "_nan |=" in k.source
     assert " or " not in k.source
+
+
+@pytest.mark.parametrize("width", [8, 32, 64, 1024, 4096])
+def test_numba_row_sums_stay_vector_loops_at_every_row_length(width, rng):
+    """Performance pins (benchmarks/rows.py measures the speed): a row loop of 16-2048 elements whose body
+    calls no math function hides its constant length from LLVM (opaque_extent), which otherwise unrolled it
+    whole first and left the sum a chain of scalar adds (layernorm on rows of 32: 4.5x slower); a longer
+    row is summed in float32 blocks of 1024 (no float64 conversion per element); the exp loop of a softmax
+    keeps its known length. Checked in the LLVM IR of the kernel compiled as the device compiles it."""
+    import numba
+
+    from tracejit.codegen.numba import BLOCKED_ROW_MAX
+    from tracejit.runtime.numba_cache import FASTMATH
+
+    x = random_array(rng, (64, width), np.float32)
+
+    @tj.kernel(dynamic=False)
+    def layernorm(x):
+        mean = x.mean(axis=-1, keepdims=True)
+        return (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+
+    assert_close(layernorm(x), (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5))
+    (k,) = layernorm.lower(x, device="numba").kernels
+    # both sums' loops, and below 64 the elementwise loop too
+    assert k.source.count("opaque_extent(") == (0 if width < 16 else 3 if width < 64 else 2), k.source
+    if width > BLOCKED_ROW_MAX:
+        assert "_block = np.float32(0.0)" in k.source and "np.float64(v" not in k.source.split("_block")[0]
+    module: dict = {}
+    exec(compile(k.source, "<kernel>", "exec"), module)
+    fn = numba.njit(nogil=True, fastmath=FASTMATH, error_model="numpy")(module[k.name])
+    flat = x.reshape(-1)
+    fn(*((0, 64) if "tj_start" in k.source else (64,)), np.empty_like(flat), flat)
+    llvm_ir = fn.inspect_llvm(fn.signatures[0])
+    if width >= 16:
+        assert re.search(r"fadd reassoc contract <\d+ x float>", llvm_ir), "the row sum was not vectorised"
+
+    @tj.kernel(dynamic=False)
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    (k,) = softmax.lower(x, device="numba").kernels
+    exp_loop = k.source.split("exp_f32(")[0].rsplit("for ", 1)[1]
+    assert "opaque_extent" not in exp_loop or width > BLOCKED_ROW_MAX
 
 
 @pytest.mark.parametrize("shape", [(64, 768), (3, 1024), (2, 3, 512), (5, 7), (1, 4096), (16, 3, 5)])

@@ -191,9 +191,9 @@ def test_variance_of_a_long_float32_row_is_as_accurate_as_numpy(device, rng):
 
 
 def test_long_float32_sums_are_at_least_as_accurate_as_numpys(device, rng):
-    """The numba device adds a row of up to 1024 float32 values in blocks of 256 in vector lanes and the
-    blocks' sums in float64 (no conversion per element), a longer row in float64; checked against
-    float64, as NumPy's pairwise sum is.
+    """The numba device adds a float32 row in blocks of up to 1024 elements in vector lanes and the
+    blocks' sums in float64 (no conversion per element); checked against float64, as NumPy's pairwise
+    sum is.
     Metal and WGSL have no double and add in float32 (webgpu a 1024-element row serially in one
     work-item: about 11 ulp where NumPy is 1; the README says so)."""
     eps = np.finfo(np.float32).eps

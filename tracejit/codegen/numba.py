@@ -74,12 +74,11 @@ STACK_SCRATCH_MAX = 64 * 1024
 MATH_INLINE_MAX = 4   # more calls than this of one math function: not inlined in Numba's IR
 
 
-# A float32/float16 sum over a row of up to BLOCKED_ROW_MAX elements adds in float32 (LLVM's vector lanes,
-# each summing a few of the row's elements) and the row's total in float64: as accurate as NumPy's
-# pairwise sum and better, without a float64 conversion per element (softmax 4096x1024 on one core
-# 4.3 -> 3.6 ms, row means 30% faster). Longer rows keep a float64 accumulator: LLVM unrolled a 16M
-# sum's 4096-element chunks cut into float32 blocks, 2x slower (measured at blocks of 256 and 1024);
-# rows of 1024 cut into blocks of 256 compiled 50-130 ms slower (softmax: 0.50 -> 0.42 s) and ran no faster.
+# A float32/float16 sum over a row adds in float32 (LLVM's vector lanes, each summing a few of the row's
+# elements) over blocks of up to BLOCKED_ROW_MAX elements, and the block totals in float64: as accurate as
+# NumPy's pairwise sum and better, without a float64 conversion per element (softmax 4096x1024 on one core
+# 4.3 -> 3.6 ms, row means 30% faster). A longer row is a loop over its blocks, each block's length hidden
+# from LLVM (opaque_extent), which once unrolled a 16M sum's 4096-element chunks cut into blocks 2x slower.
 BLOCKED_ROW_MAX = 1024
 
 
@@ -96,8 +95,7 @@ def _blocked_sums(ins, reorderable: set[int], scanned: set[int]) -> dict[int, li
             open_ranges.pop()
         elif x.op == "acc":
             depth_at[i] = len(open_ranges)
-        elif x.op == "update" and i in reorderable and open_ranges \
-                and ins[open_ranges[-1]].arg[0] <= BLOCKED_ROW_MAX:
+        elif x.op == "update" and i in reorderable and open_ranges:
             acc = ins[x.srcs[0]]
             a = x.srcs[0]
             if acc.op == "acc" and acc.arg[0] == "sum" and _wide(acc.dtype, "sum") and a not in scanned \
@@ -127,6 +125,36 @@ def _literal(value, dt: np.dtype) -> str:
         text = "np.nan" if v != v else "np.inf" if v == np.inf else "-np.inf" if v == -np.inf else repr(v)
         return f"{_ctype(dt)}({text})"
     return str(int(value)) if dt == np.int64 else f"{_ctype(dt)}({int(value)})"
+
+
+# A row loop of a constant length in these ranges (by range kind) whose body calls no math function runs
+# over range(opaque_extent(n)), a length LLVM cannot see, so that it is vectorised as a loop instead of
+# being unrolled whole first. Unrolled first, a sum over 16-64 elements became a chain of scalar adds, an
+# elementwise loop over 16-32 elements stayed scalar, and at 768-1024 one loop's loads were kept in
+# registers for the next and spilled. Measured with sizes as constants (dynamic=False), float32 on 2 cores:
+# layernorm and rmsnorm on rows of 1024 1.3x faster, on rows of 16-64 2-3x; softmax on rows of 16-32 2x.
+# Rows of 8 were slower with an unknown length, and so were loops with an exp in them (their bodies are too
+# big to be unrolled whole) and elementwise loops of 64 and more, which are vectorised as they are.
+OPAQUE_EXTENTS = {"reduce": (16, 2048), "loop": (16, 63)}
+_MATH_CALLS = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "cbrt", "sin", "cos", "tan",
+                         "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+                         "erf", "pow", "arctan2", "hypot"))
+
+
+def _opaque_loops(ins) -> set[int]:
+    """The ranges whose constant length render hides from LLVM (OPAQUE_EXTENTS)."""
+    out, open_ranges, calling = set(), [], set()
+    for i, x in enumerate(ins):
+        if x.op == "range":
+            open_ranges.append(i)
+        elif x.op == "endrange":
+            r = open_ranges.pop()
+            low, high = OPAQUE_EXTENTS.get(ins[r].arg[1], (1, 0))
+            if r not in calling and low <= ins[r].arg[0] <= high:
+                out.add(r)
+        elif x.op in _MATH_CALLS:
+            calling.update(open_ranges)
+    return out
 
 
 LOOPS = ("serial", "prange", "chunks")   # how the global index is looped over (runtime/numba_device.py)
@@ -199,6 +227,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     reorderable = reorderable_updates(ins)
     long_sums = {ins[u].srcs[0] for u in reorderable}   # a float32 sum shorter than 8 adds as NumPy's does
     blocks = _blocked_sums(ins, reorderable, scanned)
+    opaque = _opaque_loops(ins)
     blocked = {a for accs in blocks.values() for a in accs}
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
     at_global = None
@@ -231,14 +260,23 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 out(f"for {name} in {'numba.prange' if loop == 'prange' else 'range'}(tj_size):")
             depth += 1
         elif op == "range":
+            extent = symbolic.get((i, 0)) or x.arg[0]
+            if i in blocks and x.arg[0] > BLOCKED_ROW_MAX:   # blocks of the row, each summed in float32
+                out(f"for {name}_at in range(0, {extent}, {BLOCKED_ROW_MAX}):")
+                depth += 1
+                extent = f"{name}_at, min({name}_at + opaque_extent({BLOCKED_ROW_MAX}), {extent})"
+            elif i in opaque and type(extent) is int:
+                extent = f"opaque_extent({extent})"
             for acc in blocks.get(i, ()):
                 out(f"v{acc}_block = np.float32(0.0)")
-            out(f"for {name} in range({symbolic.get((i, 0)) or x.arg[0]}):")
+            out(f"for {name} in range({extent}):")
             depth += 1
         elif op == "endrange":
             depth -= 1
             for acc in blocks.get(s[0], ()):
                 out(f"v{acc} += np.float64(v{acc}_block)")
+            if s[0] in blocks and ins[s[0]].arg[0] > BLOCKED_ROW_MAX:
+                depth -= 1
             continue
         elif op == "acc":
             wide = _wide(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
@@ -447,7 +485,7 @@ def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = Non
             body = call.sub(f + "_called(", body)
     helpers = ("f16_to_f32", "f32_to_f16", "int_power", "nonnegative_exponent", "bound_index", "int_fmod",
                "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul", "reassoc_add", "reassoc_mul",
-               "max_step", "min_step", "nonnegative_index", "stack_empty")
+               "max_step", "min_step", "nonnegative_index", "stack_empty", "opaque_extent")
     used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if re.search(rf"\b{f}\(", body)]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]

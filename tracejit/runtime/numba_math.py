@@ -122,6 +122,18 @@ def nonnegative_index(typingctx, i):
         return types.int64(i), codegen
     return None
 
+@intrinsic
+def opaque_extent(typingctx, n):
+    """n, which LLVM cannot see through (an empty inline asm): a loop over range(opaque_extent(1024)) is
+    vectorised as a loop of unknown length instead of being unrolled whole first (see codegen.numba's
+    OPAQUE_EXTENTS)."""
+    if n == types.int64:
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)])
+            return builder.asm(fnty, "", "=r,0", [args[0]], False, "opaque_extent")
+        return types.int64(n), codegen
+    return None
+
 @intrinsic(prefer_literal=True)
 def stack_empty(typingctx, n, dtype):
     """np.empty(n, dtype) for a literal n, on the calling function's stack (allocated in its entry block:
