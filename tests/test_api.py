@@ -325,3 +325,22 @@ def test_the_hot_paths_generated_key_equals_the_general_one():
     for args in [(x, 2.0, y), (x.T, 2, np.float32(1)), (np.float64(3.0), True, x[:, 1])]:
         assert f._fast_key("numba", *args) == f._key("numba", args)
     assert tj.kernel(lambda: np.arange(3) * 2)()[2] == 4   # no parameters at all
+
+
+def test_the_generated_call_and_the_general_one_share_plans():
+    """A kernel's __call__ is generated for its number of parameters (frontend.kernel._fast_class); a
+    call with keywords, or a miss, takes Kernel._call. Both must find one plan per signature."""
+    def f(x, y):
+        return x * 2 + y
+    k = tj.kernel(f)
+    x, y = np.arange(6.0).reshape(2, 3), np.ones(3)
+    want = f(x, y)
+    for call in (lambda: k(x, y), lambda: k(x, y, device="numba"), lambda: k(x, y=y), lambda: k(y=y, x=x),
+                 lambda: k(x, y)):
+        got = call()
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    info = k.cache_info()
+    assert info["compiles"] == 1 and info["plans"] == 1 and info["hits"] == 4, info
+    assert repr(k) == "<tracejit.kernel f>" and k.__name__ == "f"
+    s = tj.kernel(f, static="y")   # static arguments key by value: the general path
+    assert s(x, 2.0)[0, 1] == 4.0 and s(x, 2.0)[0, 1] == 4.0 and s.cache_info()["compiles"] == 1

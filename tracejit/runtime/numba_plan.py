@@ -76,7 +76,7 @@ class NumbaPlan:
     def _make_runner(self, fns):
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
-        env = {"np": np, "flat_view": flat_view, "Array": Array, "check_int_scalars": check_int_scalars,
+        env = {"np": np, "empty": np.empty, "flat_view": flat_view, "Array": Array, "check_int_scalars": check_int_scalars,
                "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
                "fault_error": fault_error}
         lines = ["def run(args, into=None):"]
@@ -103,10 +103,10 @@ class NumbaPlan:
             else:
                 env[f"{b}_dt"], env[f"{b}_key"] = buf.dtype, key
                 if key in prog.outputs:   # a destination given by the caller, or a fresh array
-                    lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt) if into is None or {b}_key not in "
+                    lines.append(f"    {b}_arr = empty({buf.shape!r}, {b}_dt) if into is None or {b}_key not in "
                                  f"into else into[{b}_key]")
                 elif key not in kept:
-                    lines.append(f"    {b}_arr = np.empty({buf.shape!r}, {b}_dt)")
+                    lines.append(f"    {b}_arr = empty({buf.shape!r}, {b}_dt)")
                 view = ".view(np.uint16)" if buf.dtype == np.float16 else ""
                 flat = "" if len(buf.shape) == 1 else ".reshape(-1)"
                 lines.append(f"    {b} = {b}_arr{view}{flat}" if view or flat else f"    {b} = {b}_arr")
