@@ -22,43 +22,23 @@ import statistics
 import tempfile
 import time
 
-import hand_numba
-import numba
 import numpy as np
 
 os.environ.setdefault("TRACEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="tracejit-rows-"))   # compiles of its own
 
+import bench  # noqa: E402  (after the cache directory is chosen: it imports tracejit)
+import hand_numba  # noqa: E402
+
 import tracejit as tj  # noqa: E402
 
-try:
-    import torch
-    import torch_peers
-    torch_peers.setup(threads=numba.get_num_threads())
-except ImportError:   # the torch column is optional: pip install -e ".[bench]"
-    torch = None
-
+torch_peers = bench.torch_peers   # None without PyTorch (pip install -e ".[bench]")
 ELEMENTS = 4 << 20
 
 
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x):
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-5)
-
-
-def rmsnorm(x):
-    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6)
-
-
-PROGRAMS = {   # name: (NumPy code, hand-written Numba(x, out), torch function name in torch_peers)
-    "softmax": (softmax, hand_numba.softmax, "softmax"),
-    "layernorm": (layernorm, hand_numba.layernorm, "layernorm"),
-    "rmsnorm": (rmsnorm, hand_numba.rmsnorm, "rms_norm"),
+PROGRAMS = {   # name: (the NumPy code of bench.py's row, hand-written Numba(x, out), torch_peers' function)
+    "softmax": (bench.softmax.fn, hand_numba.softmax, "softmax"),
+    "layernorm": (bench.layernorm.fn, hand_numba.layernorm, "layernorm"),
+    "rmsnorm": (bench.rmsnorm.fn, hand_numba.rmsnorm, "rms_norm"),
 }
 
 
@@ -77,8 +57,8 @@ def columns(name: str, x: np.ndarray) -> dict:
     fixed, symbolic = tj.kernel(numpy_fn, dynamic=False), tj.kernel(numpy_fn, dynamic=True)
     calls = {"specialised": lambda: fixed(x, device="numba"), "symbolic": lambda: symbolic(x, device="numba"),
              "numba": lambda: hand(x, out) or out}
-    if torch is not None:
-        t, fn = torch.from_numpy(x), getattr(torch_peers, torch_name)
+    if torch_peers is not None:
+        t, fn = torch_peers.torch.from_numpy(x), getattr(torch_peers, torch_name)
         calls["torch"] = lambda: fn(t).numpy()
     calls["numpy"] = lambda: numpy_fn(x)
     for column, call in calls.items():
