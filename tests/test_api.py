@@ -328,7 +328,7 @@ def test_the_hot_paths_generated_key_equals_the_general_one():
 
 
 def test_the_generated_call_and_the_general_one_share_plans():
-    """A kernel's __call__ is generated for its number of parameters (frontend.kernel._fast_class); a
+    """A kernel's __call__ is generated for its number of parameters (frontend.hot_path.fast_class); a
     call with keywords, or a miss, takes Kernel._call. Both must find one plan per signature."""
     def f(x, y):
         return x * 2 + y

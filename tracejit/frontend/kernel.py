@@ -22,6 +22,7 @@ from ..runtime.array import Array
 from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
 from . import allocation, capture, destinations
+from .hot_path import fast_class, key_function
 from .selection import MaskedSelection, data_dependent
 from .signature import ArgInfo, Default, arg_key, describe, every_size_other, normalize, twin_sizes, with_sizes
 from .tensor import Tensor, as_node
@@ -175,14 +176,14 @@ class Kernel:
         self._lock = threading.RLock()   # one trace and compile per signature, however many threads call
         self._lowered: OrderedDict = OrderedDict()   # plans of compile-only targets (lower / warm), never run
         self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
-        self._fast_key = _key_function(self._nparams)
+        self._fast_key = key_function(self._nparams)
         if not self._static:   # static arguments are keyed by value (_key)
             self._fast = (self._plans, self._counts)
-            self.__class__ = _fast_class(self._nparams)
+            self.__class__ = fast_class(Kernel, self._nparams)
 
     # -- the hot path --
     def __call__(self, *args, device=None, **kwargs):
-        # a kernel without static arguments is an instance of _fast_class(its parameter count), whose
+        # a kernel without static arguments is an instance of hot_path.fast_class(its parameter count), whose
         # generated __call__ looks its plan up first
         return self._call(args, device, kwargs)
 
@@ -381,55 +382,6 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"
-
-
-def _key_parts(n: int) -> str:
-    """The plan cache key of arguments a0..a{n-1} as an expression (a tuple's items), arg_key inlined for
-    NumPy arrays."""
-    return "".join(f"(a{i}.dtype, a{i}.shape, a{i}.strides) if type(a{i}) is ndarray else arg_key(a{i}), "
-                   for i in range(n))
-
-
-def _key_function(n: int):
-    """key(dev, a0, ..., a{n-1}): the plan cache key of n arguments, with no loop (building the key was a
-    third of a cached call's 1.7 us)."""
-    env = {"ndarray": np.ndarray, "arg_key": arg_key}
-    exec(f"def key(dev, {''.join(f'a{i}, ' for i in range(n))}):\n    return (dev, {_key_parts(n)})", env)
-    return env["key"]
-
-
-@functools.cache
-def _fast_class(n: int) -> type:
-    """Kernel with a __call__ for n parameters that builds the key inline and reads one attribute for
-    the plans and counts: a cached call of 16 elements 1.35 -> 1.19 us, where NumPy's x * 2 + 1 takes 1.25
-    (each attribute read is ~35 ns, a call of the key function ~80). Anything but positional arguments
-    and a device, a miss, or a capture goes through Kernel._call, which keys the same way (_key_function)."""
-    unpack = f"    {''.join(f'a{i}, ' for i in range(n))}= args\n" if n else ""
-    source = (
-        "def __call__(self, *args, device=None, **kwargs):\n"
-        f"    if kwargs or len(args) != {n} or capture.ACTIVE:\n"
-        "        return self._call(args, device, kwargs)\n"
-        f"{unpack}"
-        f"    key = (device or self._device or default_device_name(), {_key_parts(n)})\n"
-        "    plans, counts = self._fast\n"
-        "    try:\n"
-        "        plan = plans.get(key)\n"
-        "    except TypeError:   # an unhashable argument: _call says which\n"
-        "        plan = None\n"
-        "    if plan is None:\n"
-        "        return self._call(args, device, kwargs)\n"
-        "    counts['hits'] += 1\n"
-        "    if len(plans) > 1:   # least recently used order: nothing to reorder for a function's only plan\n"
-        "        try:\n"
-        "            plans.move_to_end(key)\n"
-        "        except KeyError:   # another thread evicted it just now: the plan still runs\n"
-        "            pass\n"
-        "    return plan.run(args)\n")
-    env = {"ndarray": np.ndarray, "arg_key": arg_key, "capture": capture,
-           "default_device_name": registry.default_device_name}
-    exec(compile(source, f"<tracejit Kernel.__call__ of {n} parameters>", "exec"), env)
-    return type("Kernel", (Kernel,), {"__call__": env["__call__"], "__module__": Kernel.__module__,
-                                       "__qualname__": Kernel.__qualname__})
 
 
 PLAN_CACHE_SIZE = 128
