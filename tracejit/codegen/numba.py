@@ -228,6 +228,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     long_sums = {ins[u].srcs[0] for u in reorderable}   # a float32 sum shorter than 8 adds as NumPy's does
     blocks = _blocked_sums(ins, reorderable, scanned)
     opaque = _opaque_loops(ins)
+    split = {r for r in blocks if ins[r].arg[0] > BLOCKED_ROW_MAX}   # rows looped over block by block
     blocked = {a for accs in blocks.values() for a in accs}
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
     at_global = None
@@ -261,7 +262,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             depth += 1
         elif op == "range":
             extent = symbolic.get((i, 0)) or x.arg[0]
-            if i in blocks and x.arg[0] > BLOCKED_ROW_MAX:   # blocks of the row, each summed in float32
+            if i in split:   # blocks of the row, each summed in float32
                 out(f"for {name}_at in range(0, {extent}, {BLOCKED_ROW_MAX}):")
                 depth += 1
                 extent = f"{name}_at, min({name}_at + opaque_extent({BLOCKED_ROW_MAX}), {extent})"
@@ -275,7 +276,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             depth -= 1
             for acc in blocks.get(s[0], ()):
                 out(f"v{acc} += np.float64(v{acc}_block)")
-            if s[0] in blocks and ins[s[0]].arg[0] > BLOCKED_ROW_MAX:
+            if s[0] in split:
                 depth -= 1
             continue
         elif op == "acc":

@@ -27,8 +27,8 @@ def key_function(n: int):
 
 @functools.cache
 def fast_class(kernel: type, n: int) -> type:
-    """`kernel` (frontend.kernel.Kernel) with a __call__ for n parameters that builds the key inline and reads one attribute for
-    the plans and counts: a cached call of 16 elements 1.35 -> 1.19 us, where NumPy's x * 2 + 1 takes 1.25
+    """`kernel` (frontend.kernel.Kernel) with a __call__ for n parameters that builds the key inline and
+    reads one attribute for the plans and counts: a cached call of 16 elements 1.35 -> 1.19 us, where NumPy's x * 2 + 1 takes 1.25
     (each attribute read is ~35 ns, a call of the key function ~80). Anything but positional arguments
     and a device, a miss, or a capture goes through Kernel._call, which keys the same way (key_function)."""
     unpack = f"    {''.join(f'a{i}, ' for i in range(n))}= args\n" if n else ""

@@ -6,6 +6,7 @@ import math
 import time
 
 import numpy as np
+from numpy._core import multiarray
 
 from ..errors import OutOfMemoryError
 from ..ir.fuse import Program
@@ -76,7 +77,10 @@ class NumbaPlan:
     def _make_runner(self, fns):
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
-        env = {"np": np, "empty": np.empty, "flat_view": flat_view, "Array": Array, "check_int_scalars": check_int_scalars,
+        # NumPy's own empty, bound once (not the np.empty name: a wrapper while another thread traces, see
+        # frontend/allocation.py)
+        env = {"np": np, "empty": multiarray.empty, "flat_view": flat_view, "Array": Array,
+               "check_int_scalars": check_int_scalars,
                "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
                "fault_error": fault_error}
         lines = ["def run(args, into=None):"]
