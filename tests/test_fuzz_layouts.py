@@ -1,4 +1,4 @@
-"""Differential fuzzing at the sizes where layout decisions happen: 32x32 tiles of transposed reads,
+"""Differential fuzzing at the sizes where layout decisions happen: tiles of transposed reads (8x4 to 32x32),
 rows streamed into local accumulators, register tiles, kept softmax rows, two-stage sums and parallel
 loops only appear on arrays of thousands of elements, which the small-shape fuzzer never builds.
 (It once found a kernel Numba took 230 s to compile: 32 inlined tanh calls in a register tile.)"""

@@ -236,12 +236,14 @@ def test_kept_rows_give_numpy_results_for_any_softmax_axis(axis):
     np.testing.assert_allclose(run_with_interpreter(f.lower(x), (x,))[0], softmax(x), rtol=1e-5, atol=1e-7)
 
 
-def test_transposed_read_is_tiled_at_sizes_that_allow_it_and_matches_numpy():
-    x = RNG.standard_normal((96, 64)).astype(np.float32)
-    y = RNG.standard_normal((64, 96)).astype(np.float32)
+@pytest.mark.parametrize("dtype, tile", [("float32", (8, 4)), ("int8", (32, 8)), ("float64", (8, 4))])
+def test_transposed_read_is_tiled_at_sizes_that_allow_it_and_matches_numpy(dtype, tile):
+    """numba's tile follows the element size of the array read across (NumbaDevice.layout)."""
+    x = (RNG.standard_normal((96, 64)) * 50).astype(dtype)
+    y = (RNG.standard_normal((64, 96)) * 50).astype(dtype)
     f = tj.kernel(lambda a, b: a.T + b)
     np.testing.assert_array_equal(f(x, y), x.T + y)
-    kernel = f.lower(x, y).executable.program.kernels[0]
+    kernel = f.lower(x, y, device="numba").executable.program.kernels[0]
     loops = [i.arg for i in kernel.instrs if i.op == "range"]
-    assert loops == [(32, "loop"), (32, "loop")]   # one 32x32 tile per global index
-    np.testing.assert_array_equal(run_with_interpreter(f.lower(x, y), (x, y))[0], x.T + y)
+    assert loops == [(tile[0], "loop"), (tile[1], "loop")]   # one tile per global index
+    np.testing.assert_array_equal(run_with_interpreter(f.lower(x, y, device="numba"), (x, y))[0], x.T + y)

@@ -17,6 +17,9 @@ class LayoutOptions:
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
     library: bool = False          # the launch plan runs matrix products and sorts as NumPy calls (ir/library.py)
     tiled: bool = False            # matrix products are kernels of their own, rendered tiled (ir/contraction.py)
+    # the tile (rows of the output, columns) of a transposed read (x.T + y), by the element size of the array
+    # read across: 1, 2, 4 and 8 bytes
+    transpose_tiles: tuple[tuple[int, int], ...] = ((32, 32),) * 4
 
 
 @dataclass
@@ -31,10 +34,12 @@ class LoopPlan:
 
 
 def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]], offsets: list[Expr],
-               options: LayoutOptions = LayoutOptions(), plain: bool = False) -> LoopPlan:
+               options: LayoutOptions = LayoutOptions(), itemsizes: list[int] | None = None,
+               plain: bool = False) -> LoopPlan:
     """`rows`: the output variables the reductions depend on (all of them when there is none);
-    `offsets`: every load's offset and, last, the store's. `plain`: dimensions are merged, nothing
-    else (scans and sorts walk their rows themselves: no tiles, no streamed rows)."""
+    `offsets`: every load's offset and, last, the store's, with the element size of each in `itemsizes`.
+    `plain`: dimensions are merged, nothing else (scans and sorts walk their rows themselves: no tiles, no
+    streamed rows)."""
     pvars = [v for v in out_vars if v in rows]
     wvars = [v for v in out_vars if v not in rows]
     groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets)
@@ -42,7 +47,9 @@ def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]]
     if plain:
         return LoopPlan(pvars, wvars, rgroups, subst, [{}])
     if not reduce_vars:
-        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets)
+        tiles = [options.transpose_tiles[min(3, (size or 4).bit_length() - 1)]
+                 for size in itemsizes or [4] * len(offsets)]
+        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets, tiles)
         if options.gather_rows and not wvars:
             pvars, wvars, subst = inner_row(pvars, subst)
     streamed = options.accumulate_rows and accumulate_rows(
@@ -76,7 +83,6 @@ def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[
     return new_groups, subst
 
 
-TILE = 32
 REGISTER_TILE = (4, 8)   # rows x columns of accumulators for contractions
 
 
@@ -104,19 +110,21 @@ def register_tile(n_reduces: int, pvars, wvars, subst, offsets):
     return pvars, subst, tile
 
 
-def tile_transposed(pvars, wvars, subst, offsets):
-    """When the output walks variable b with unit stride but a big input walks a, iterate TILE x TILE
-    tiles of (a, b), so both are read from cache lines already loaded (x.T + y)."""
+def tile_transposed(pvars, wvars, subst, offsets, tiles):
+    """When the output walks variable b with unit stride but a big input walks a, iterate tiles of (a, b),
+    so both are read from cache lines already loaded (x.T + y). `tiles`: the (a, b) tile of each offset,
+    read from the device's table by the element size of the array read across."""
     offsets = [o.substitute(subst) for o in offsets]
     if len(pvars) < 2 or wvars or offsets[-1].coefficient(pvars[-1]) != 1:
         return pvars, wvars, subst
     b = pvars[-1]
     for a in pvars[:-1]:
-        if any(o.coefficient(a) == 1 and o.coefficient(b) not in (0, 1) for o in offsets[:-1]) \
-                and a.extent % TILE == 0 and b.extent % TILE == 0:
-            ao, bo = Var(f"{a.name}t", a.extent // TILE), Var(f"{b.name}t", b.extent // TILE)
-            ai, bi = Var(f"{a.name}i", TILE), Var(f"{b.name}i", TILE)
-            step = {a: Expr.of(ao) * TILE + Expr.of(ai), b: Expr.of(bo) * TILE + Expr.of(bi)}
+        across = [t for o, t in zip(offsets[:-1], tiles) if o.coefficient(a) == 1 and o.coefficient(b) not in (0, 1)]
+        ta, tb = max(across, default=(0, 0), key=lambda t: t[0] * t[1])
+        if across and a.extent % ta == 0 and b.extent % tb == 0:
+            ao, bo = Var(f"{a.name}t", a.extent // ta), Var(f"{b.name}t", b.extent // tb)
+            ai, bi = Var(f"{a.name}i", ta), Var(f"{b.name}i", tb)
+            step = {a: Expr.of(ao) * ta + Expr.of(ai), b: Expr.of(bo) * tb + Expr.of(bi)}
             subst = {**{k: e.substitute(step) for k, e in subst.items()}, **step}
             return [v for v in pvars if v not in (a, b)] + [ao, bo], [ai, bi], subst
     return pvars, wvars, subst

@@ -82,6 +82,7 @@ class Analysis:
     out_idx: tuple[Expr, ...]
     reduces: list[_Reduce] = field(default_factory=list)  # in dependency order
     offsets: list[Expr] = field(default_factory=list)
+    itemsizes: list[int] = field(default_factory=list)   # the element size of each offset's array
     loads: list[Buffer] = field(default_factory=list)
     reads: dict = field(default_factory=dict)   # buffer key -> the offsets it is read at
     scans: list[_Scan] = field(default_factory=list)      # in dependency order
@@ -128,6 +129,7 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
         if node in buffers and node is not out or node.op is Op.INPUT:
             buf = buffers[node]
             a.offsets.append(buf.offset_of(idx))
+            a.itemsizes.append(buf.dtype.itemsize)
             a.reads.setdefault(buf.key, []).append(a.offsets[-1])
             if buf not in a.loads:
                 a.loads.append(buf)
@@ -187,6 +189,7 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
     visit(out, out_idx)
     a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(
         (_scatter_position(out, out_idx),) + out_idx[1:] if update else out_idx))
+    a.itemsizes.append(out.dtype.itemsize)
     if a.scans:
         rows = set(out_vars) - {a.scan_var}
         for r in a.reduces:
@@ -309,6 +312,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     one shape); returns the kernel and the buffers its params refer to, outputs first."""
     a = group[0]
     offsets = [o for g in group for o in g.offsets]
+    itemsizes = [s for g in group for s in g.itemsizes]
     if a.scans:
         rows = set(a.out_vars) - {a.scan_var}   # the scan variable is the write loop, walked in order
     elif a.reduces:
@@ -316,7 +320,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     else:
         rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
     sorts = any(r.node.op is Op.SORT for r in a.reduces)
-    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options,
+    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, itemsizes,
                       plain=bool(a.scans) or sorts or a.update)
     if a.scan_reversed:
         plan = _walk_backwards(plan, a.scan_var)
