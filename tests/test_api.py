@@ -279,13 +279,22 @@ def test_debug_output_explains_each_recompile_argument_by_argument(monkeypatch, 
         assert (why is None and "recompiled" not in line) or line.endswith(f"recompiled: {why}"), line
 
 
-def test_dynamic_false_specialises_and_symbolic_dimensions_say_they_are_not_there_yet():
+def test_dynamic_false_specialises_and_bad_dynamic_values_name_what_is_wrong():
     f = tj.kernel(lambda x: x + 1, dynamic=False)
     np.testing.assert_array_equal(f(np.arange(3.0)), np.arange(3.0) + 1)
-    with pytest.raises(tj.UnsupportedError, match="symbolic dimensions per named axis are not implemented"):
-        tj.kernel(lambda x: x + 1, dynamic={"x": (0,)})
     with pytest.raises(tj.UnsupportedError, match="dynamic='yes'"):
         tj.kernel(lambda x: x + 1, dynamic="yes")
+    with pytest.raises(tj.ArgumentError, match="'y' is not a parameter"):
+        tj.kernel(lambda x: x + 1, dynamic={"y": (0,)})
+    with pytest.raises(tj.ArgumentError, match="'axis' is a static parameter"):
+        tj.kernel(lambda x, axis: x.sum(axis), static="axis", dynamic={"axis": 0})
+    with pytest.raises(tj.ArgumentError, match="give an axis or a tuple of axes"):
+        tj.kernel(lambda x: x + 1, dynamic={"x": "rows"})
+    g = tj.kernel(lambda x, s: x * s, dynamic={"x": (0, 2)})
+    with pytest.raises(tj.ArgumentError, match="axis 2 is out of range for 'x', an array of 2 dimension"):
+        g(np.ones((3, 4)), 2.0)
+    with pytest.raises(tj.ArgumentError, match="'s' is not an array"):
+        tj.kernel(lambda x, s: x * s, dynamic={"s": 0})(np.ones(3), 2.0)
 
 
 

@@ -118,6 +118,40 @@ def test_dynamic_true_makes_sizes_arguments_from_the_first_compile(rng):
     assert f.cache_info()["compiles"] == 1, f.cache_info()
 
 
+def test_dynamic_per_axis_makes_the_named_axes_sizes_arguments_and_leaves_the_others_to_the_default(rng):
+    def softmax_plus_one(x):   # kernels of their own: templates are shared by identical kernels
+        return softmax(x) + np.float32(1)
+
+    f = tj.kernel(softmax_plus_one, dynamic={"x": -1})   # the row length symbolic from the first call
+    source = f.lower(rng.standard_normal((5, 40), dtype=np.float32), device="numba").kernels[0].source
+    assert "tj_s0" in source and "40" not in source.split("def ", 1)[1]
+    with checks_paused():
+        for n in (40, 24, 56, 100):
+            x = rng.standard_normal((5, n), dtype=np.float32)
+            _check(f(x, device="numba"), softmax_plus_one(x), f"length {n}")
+    assert f.cache_info()["compiles"] == 1, f.cache_info()
+
+    def softmax_minus_one(x):
+        return softmax(x) - np.float32(1)
+
+    # rows symbolic (the global size, an argument anyway): the row length stays a constant of the first
+    # compile and follows the default, an argument once a second value is seen
+    g = tj.kernel(softmax_minus_one, dynamic={"x": (0,)})
+    assert "40" in g.lower(rng.standard_normal((5, 40), dtype=np.float32), device="numba").kernels[0].source
+    with checks_paused():
+        for b, n in ((5, 40), (9, 40), (5, 41), (7, 64), (3, 100)):
+            x = rng.standard_normal((b, n), dtype=np.float32)
+            _check(g(x, device="numba"), softmax_minus_one(x), f"shape {(b, n)}")
+    assert g.cache_info()["compiles"] == 2, g.cache_info()
+
+
+def test_dynamic_per_axis_matches_numpy_on_every_device(device, rng):
+    f = tj.kernel(lambda x, w: softmax(x * w), dynamic={"x": (0, 1), "w": -1})
+    for b, n in ((4, 16), (6, 20), (3, 33)):
+        x, w = rng.standard_normal((b, n), dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+        _check(f(x, w, device=device), softmax(x * w), f"{device} {(b, n)}")
+
+
 SECOND_PROCESS = """
 import json, sys
 import numpy as np

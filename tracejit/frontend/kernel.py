@@ -24,7 +24,8 @@ from ..runtime.debug import compile_times, log, stage
 from . import allocation, capture, destinations
 from .hot_path import fast_class, key_function
 from .selection import MaskedSelection, data_dependent
-from .signature import ArgInfo, Default, arg_key, describe, every_size_other, normalize, twin_sizes, with_sizes
+from .signature import (ArgInfo, Default, arg_key, describe, every_size_other, named_axes_other, normalize, twin_sizes,
+                        with_sizes)
 from .tensor import Tensor, as_node
 from .warm import record
 
@@ -154,7 +155,7 @@ class Kernel:
 
     def __init__(self, fn, static=(), device=None, dynamic=None):
         self.fn = fn
-        self._dynamic = dynamic   # None, True or False: see kernel()
+        self._dynamic = dynamic   # None, True, False, or {parameter name: axes}: see kernel()
         functools.update_wrapper(self, fn)
         self._signature = inspect.signature(fn)
         params = list(self._signature.parameters.values())
@@ -167,6 +168,8 @@ class Kernel:
             raise ArgumentError(f"{fn.__name__}: static argument(s) {unknown} are not parameters of the function "
                                 f"(its parameters: {names})")
         self._static = frozenset(names.index(s) for s in static)
+        # dynamic={"x": (0,)}: argument position -> its symbolic axes
+        self._dynamic_axes = _dynamic_axes(fn.__name__, dynamic, names, static) if isinstance(dynamic, dict) else None
         self._nparams = len(names)
         self._out_keyword = "out" not in names   # f(..., out=arr) writes the results into arr
         self._device = device
@@ -290,6 +293,7 @@ class Kernel:
             why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
             named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
+            axes = _axes_of(self._dynamic_axes, traced.infos, self._signature) if self._dynamic_axes else None
             with stage("schedule"):   # fusion, layout and lowering to kernel IR
                 program = traced.program(dev.layout)
             with stage("verify"):
@@ -307,6 +311,8 @@ class Kernel:
                 program.every_loop = True   # warming: no size of n may compile later
             elif self._dynamic is True and inner:
                 program.twin = self._twin(every_size_other(args, traced.infos), dev)
+            elif axes and inner:
+                program.twin = self._twin(named_axes_other(args, traced.infos, axes), dev)
             executable = dev.compile(program)
         loaded = sum(k.cached for k in executable.kernels)
         self._counts["compiles"] += len(program.kernels) - loaded
@@ -457,21 +463,58 @@ def _user_location(tb) -> str:
     return where
 
 
+def _dynamic_axes(fname: str, dynamic: dict, names: list[str], static: tuple) -> dict[int, tuple[int, ...]]:
+    """dynamic={"x": (0,)} checked against the parameters: parameter position -> its axes (as given)."""
+    out = {}
+    for name, axes in dynamic.items():
+        if name not in names or name in static:
+            why = "a static parameter (its value is part of the code)" if name in static else "not a parameter"
+            raise ArgumentError(f"{fname}: dynamic={{{name!r}: ...}}: {name!r} is {why}; name array parameters "
+                                f"of {names}")
+        axes = (axes,) if isinstance(axes, int) else axes
+        if not isinstance(axes, (tuple, list)) or not all(isinstance(a, int) and not isinstance(a, bool)
+                                                           for a in axes):
+            raise ArgumentError(f"{fname}: dynamic={{{name!r}: {axes!r}}}: give an axis or a tuple of axes "
+                                "(ints), as in dynamic={'x': (0,)}")
+        out[names.index(name)] = tuple(axes)
+    return out
+
+
+def _axes_of(dynamic_axes: dict, infos: list, signature) -> dict[int, tuple[int, ...]]:
+    """The symbolic axes of each array argument of this call, normalised (negative axes from the end)."""
+    names = list(signature.parameters)
+    out = {}
+    for i, axes in dynamic_axes.items():
+        info = infos[i] if i < len(infos) else None
+        if info is None or info.kind != "array":
+            raise ArgumentError(f"dynamic={{{names[i]!r}: {axes}}}: {names[i]!r} is "
+                                f"{'left out' if info is None else 'not an array'} in this call; only an "
+                                "array's axes can be symbolic")
+        bad = [a for a in axes if not -len(info.shape) <= a < len(info.shape)]
+        if bad:
+            raise ArgumentError(f"dynamic={{{names[i]!r}: {axes}}}: axis {bad[0]} is out of range for "
+                                f"{names[i]!r}, an array of {len(info.shape)} dimension(s) (shape {info.shape})")
+        out[i] = tuple(sorted({a % len(info.shape) for a in axes}))
+    return out
+
+
 def kernel(fn=None, *, static=(), device=None, dynamic=None):
     """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
 
     dynamic: None (the default): every new shape is traced again, and on the numba device a kernel whose
     sizes changed since its first compile is compiled once more with those sizes as arguments, which
     later sizes reuse. True: on numba, the sizes that follow the argument shapes (found by tracing once
-    more with every dimension one off) are arguments from the first compile. False: the sizes
-    inside a kernel stay constants of its code, so each new one compiles. On every device the global
-    size (a numba kernel's loop bound, a SIMT kernel's bounds check) is an argument either way.
-    {"x": (0,)} (symbolic per named axis) is not implemented and raises UnsupportedError."""
-    if dynamic not in (None, False, True):
+    more with every dimension one off) are arguments from the first compile. {"x": (0,)}: the same for
+    the named axes of the named parameters only (an int for one axis; negative axes count from the end);
+    the other dimensions behave as with None. False: the sizes inside a kernel stay constants of its
+    code, so each new one compiles. On every device the global size (a numba kernel's loop bound, a SIMT
+    kernel's bounds check) is an argument either way."""
+    if dynamic not in (None, False, True) and not isinstance(dynamic, dict):
         raise UnsupportedError(
-            f"@tj.kernel(dynamic={dynamic!r}): symbolic dimensions per named axis are not implemented; pass "
-            "dynamic=True (every size of a kernel an argument from the first call), leave `dynamic` out (sizes "
-            "become arguments once a second value is seen) or pass dynamic=False to compile every size on its own")
+            f"@tj.kernel(dynamic={dynamic!r}): pass dynamic=True (every size of a kernel an argument from the "
+            "first call), a dict of parameter name -> axes ({'x': (0,)}: those axes symbolic from the first "
+            "call), leave `dynamic` out (sizes become arguments once a second value is seen) or pass "
+            "dynamic=False to compile every size on its own")
     if fn is None:
         return lambda f: Kernel(f, static, device, dynamic)
     return Kernel(fn, static, device, dynamic)

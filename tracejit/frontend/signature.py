@@ -75,11 +75,11 @@ def twin_sizes(args) -> dict[str, tuple[int, int]] | None:
     return {name: (n, other[n]) for name, n in sizes.items()} or None
 
 
-def other_sizes(values) -> dict[int, int]:
+def other_sizes(values, avoid=()) -> dict[int, int]:
     """For each size, another close to it (one less, else one more: close enough that the code usually
-    takes the same shape), distinct sizes staying distinct and none becoming another of them; 0 and 1
-    (empty, broadcast) stay as they are."""
-    taken, out = set(values), {}
+    takes the same shape), distinct sizes staying distinct and none becoming another of them or one of
+    `avoid` (sizes that stay); 0 and 1 (empty, broadcast) stay as they are."""
+    taken, out = set(values) | set(avoid), {}
     for v in sorted(set(values)):
         out[v] = v
         for w in (v - 1, v + 1):
@@ -108,6 +108,21 @@ def every_size_other(args, infos: list[ArgInfo]) -> list:
         if info.kind == "array" and info.strides == Spec(info.shape, info.dtype).element_strides:
             a = Spec(tuple(other[s] for s in info.shape), info.dtype)
         out.append(a)
+    return out
+
+
+def named_axes_other(args, infos: list[ArgInfo], axes: dict[int, tuple[int, ...]]) -> list:
+    """The arguments with the named axes (argument position -> axes) at another size, every other dimension
+    as it is: @tj.kernel(dynamic={"x": (0,)}) traces them to find which of a kernel's sizes follow those
+    axes. Arrays that are not C-contiguous stay as they are (their strides follow the shape)."""
+    named = [(i, ax) for i, axs in axes.items() for ax in axs]
+    other = other_sizes([infos[i].shape[ax] for i, ax in named],
+                        avoid=[s for info in infos if info.kind == "array" for s in info.shape])
+    out = list(args)
+    for i, axs in axes.items():
+        info = infos[i]
+        if info.strides == Spec(info.shape, info.dtype).element_strides:
+            out[i] = Spec(tuple(other[s] if d in axs else s for d, s in enumerate(info.shape)), info.dtype)
     return out
 
 

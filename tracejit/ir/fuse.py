@@ -39,8 +39,9 @@ class Program:
     # kernel index -> a matrix product or sort the plan may run as a NumPy call (LayoutOptions.library)
     library_calls: dict[int, library.Call] = field(default_factory=dict)
     # @tj.kernel(dynamic=...): None: sizes become arguments of a kernel once a second value is seen;
-    # True: from the first compile; False: every size its own compile, sizes as constants
-    dynamic: bool | None = None
+    # True: from the first compile; {"x": (0,)}: from the first compile for those axes (others as None);
+    # False: every size its own compile, sizes as constants
+    dynamic: bool | dict | None = None
     # the same program traced with other sizes of the dimensions tj.spec named ("n", 1024): sizes that
     # differ between a kernel and its twin are arguments of its code from the first compile
     twin: "Program | None" = None

@@ -38,8 +38,8 @@ class SizeTemplates:
         of its template (a second row length of a softmax makes the row length an argument, and every
         later one reuses that compile). The first of a template is specialised (no slots). `values`: the
         kernel's size_slots. Only slots that become arguments are returned (slot_argument). `named`: slots
-        that follow a dimension tj.spec named, or any dimension under @tj.kernel(dynamic=True) (found from
-        Program.twin): arguments from the first compile, and remembered for later processes."""
+        that follow a dimension tj.spec named, any dimension under @tj.kernel(dynamic=True) or a named axis
+        under dynamic={"x": (0,)} (found from Program.twin): arguments from the first compile, and remembered for later processes."""
         key = (numba_codegen.template(kernel, values), loop)
         with self._lock:
             seen = self._seen.get(key)
