@@ -14,6 +14,7 @@ of per-element libm.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -80,6 +81,14 @@ MATH_INLINE_MAX = 4   # more calls than this of one math function: not inlined i
 # 4.3 -> 3.6 ms, row means 30% faster). A longer row is a loop over its blocks, each block's length hidden
 # from LLVM (opaque_extent), which once unrolled a 16M sum's 4096-element chunks cut into blocks 2x slower.
 BLOCKED_ROW_MAX = 1024
+
+
+@functools.cache
+def host_vector_bytes() -> int:
+    """The widest float vector register of this CPU that LLVM compiles for (16 without AVX)."""
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    return 64 if features.get("avx512f") else 32 if features.get("avx") else 16
 
 
 def _blocked_sums(ins, reorderable: set[int], scanned: set[int]) -> dict[int, list[int]]:
@@ -224,11 +233,20 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     depth = 1
     before = _before_global_loop(ins)
     scanned = {x.srcs[0] for x in ins if x.op == "update" and x.dtype is not None}   # adds in order, as NumPy's
+    # a float32 sum shorter than 8 adds as NumPy's does. One over a loop whose extent is an argument is
+    # written as a long one, so that one source serves every length: at run time, fewer elements than
+    # LLVM's vector loop takes (8 float32 lanes with AVX) go through its scalar loop, in order, and the
+    # float32 block total is NumPy's sum. (Not float64: 4 lanes would reorder sums of 4-7.)
     reorderable = reorderable_updates(ins)
-    long_sums = {ins[u].srcs[0] for u in reorderable}   # a float32 sum shorter than 8 adds as NumPy's does
+    argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == "range"}
+    if host_vector_bytes() >= 32:
+        reorderable |= {u for u in reorderable_updates(ins, argument_ranges) - reorderable
+                        if ins[ins[u].srcs[0]].arg[0] == "sum" and _wide(ins[ins[u].srcs[0]].dtype, "sum")}
+    long_sums = {ins[u].srcs[0] for u in reorderable}
     blocks = _blocked_sums(ins, reorderable, scanned)
     opaque = _opaque_loops(ins)
-    split = {r for r in blocks if ins[r].arg[0] > BLOCKED_ROW_MAX}   # rows looped over block by block
+    # rows looped over block by block: longer than a block, or of a length that is an argument
+    split = {r for r in blocks if ins[r].arg[0] > BLOCKED_ROW_MAX or r in argument_ranges}
     blocked = {a for accs in blocks.values() for a in accs}
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
     at_global = None

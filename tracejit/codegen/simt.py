@@ -277,15 +277,16 @@ def index_values(instrs) -> set[int]:
 ORDERED_BELOW = 8
 
 
-def reorderable_updates(instrs) -> set[int]:
+def reorderable_updates(instrs, long_ranges=frozenset()) -> set[int]:
     """The float sum and prod accumulator updates (not scans) whose loops, counted from the accumulator
-    inward, run at least ORDERED_BELOW times: the only steps a target may reassociate."""
+    inward, run at least ORDERED_BELOW times: the only steps a target may reassociate. `long_ranges`:
+    loops counted as long whatever their extent (numba: extents that are arguments)."""
     out: set[int] = set()
     open_ranges: list[int] = []   # extents of the loops open at each instruction
     depth_at_acc: dict[int, int] = {}
     for i, x in enumerate(instrs):
         if x.op == "range":
-            open_ranges.append(x.arg[0])
+            open_ranges.append(max(x.arg[0], ORDERED_BELOW) if i in long_ranges else x.arg[0])
         elif x.op == "endrange":
             open_ranges.pop()
         elif x.op == "acc":
