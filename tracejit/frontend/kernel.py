@@ -22,10 +22,11 @@ from ..runtime.array import Array
 from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
 from . import allocation, capture, destinations
+from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
+                      twin_sizes, with_sizes)
 from .hot_path import fast_class, key_function
 from .selection import MaskedSelection, data_dependent
-from .signature import (ArgInfo, Default, arg_key, describe, every_size_other, named_axes_other, normalize, twin_sizes,
-                        with_sizes)
+from .signature import ArgInfo, Default, arg_key, describe, normalize
 from .tensor import Tensor, as_node
 from .warm import record
 
@@ -169,7 +170,7 @@ class Kernel:
                                 f"(its parameters: {names})")
         self._static = frozenset(names.index(s) for s in static)
         # dynamic={"x": (0,)}: argument position -> its symbolic axes
-        self._dynamic_axes = _dynamic_axes(fn.__name__, dynamic, names, static) if isinstance(dynamic, dict) else None
+        self._dynamic_axes = dynamic_axes(fn.__name__, dynamic, names, static) if isinstance(dynamic, dict) else None
         self._nparams = len(names)
         self._out_keyword = "out" not in names   # f(..., out=arr) writes the results into arr
         self._device = device
@@ -179,6 +180,7 @@ class Kernel:
         self._lock = threading.RLock()   # one trace and compile per signature, however many threads call
         self._lowered: OrderedDict = OrderedDict()   # plans of compile-only targets (lower / warm), never run
         self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
+        self._symbolic: dict[str, set] = {}   # device -> (argument, axis) seen with a second size (dynamic=None)
         self._fast_key = key_function(self._nparams)
         if not self._static:   # static arguments are keyed by value (_key)
             self._fast = (self._plans, self._counts)
@@ -293,7 +295,7 @@ class Kernel:
             why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
             named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
-            axes = _axes_of(self._dynamic_axes, traced.infos, self._signature) if self._dynamic_axes else None
+            axes = axes_of(self._dynamic_axes, traced.infos, self._signature) if self._dynamic_axes else None
             with stage("schedule"):   # fusion, layout and lowering to kernel IR
                 program = traced.program(dev.layout)
             with stage("verify"):
@@ -313,6 +315,8 @@ class Kernel:
                 program.twin = self._twin(every_size_other(args, traced.infos), dev)
             elif axes and inner:
                 program.twin = self._twin(named_axes_other(args, traced.infos, axes), dev)
+            elif self._dynamic is None and inner:   # dimensions seen with a second value: symbolic from now
+                program.twin = self._twin_of_changed(args, traced.infos, dev)
             executable = dev.compile(program)
         loaded = sum(k.cached for k in executable.kernels)
         self._counts["compiles"] += len(program.kernels) - loaded
@@ -334,6 +338,24 @@ class Kernel:
         except TracejitError as e:
             log(1, f"{self.__name__}: not traced at other sizes ({e}); its sizes become arguments once they change")
             return None
+
+    def _twin_of_changed(self, args, infos, dev):
+        """dynamic=None: the program with the dimensions seen to change at another size, the first time a
+        dimension is seen with a second value on this device (None otherwise): sizes that follow it become
+        arguments of this compile, which later sizes reuse (numba_sizes remembers them per kernel)."""
+        known = [p.traced.infos for k, p in (*self._plans.items(), *self._lowered.items()) if k[0] == dev.name]
+        changed = changed_axes(known, infos)
+        seen = self._symbolic.get(dev.name, set())
+        new = {(i, d) for i, axes in changed.items() for d in axes} - seen
+        if not new:
+            return None
+        self._symbolic[dev.name] = seen = seen | new
+        names = list(self._signature.parameters)
+        log(1, f"{self.__name__}: now symbolic: {', '.join(f'{names[i]}: shape[{d}]' for i, d in sorted(new))}")
+        axes: dict[int, tuple[int, ...]] = {}
+        for i, d in sorted(seen):
+            axes[i] = axes.get(i, ()) + (d,)
+        return self._twin(named_axes_other(args, infos, axes), dev)
 
     def _new_signature(self, args, device: str) -> str | None:
         """TRACEJIT_DEBUG=1: what differs between these arguments and the nearest signature this function
@@ -403,43 +425,6 @@ def plan_cache_size() -> int:
         raise ArgumentError(f"{ENV_PLAN_CACHE_SIZE}={value!r} is not a whole number of plans") from None
 
 
-def signature_changes(names: list[str], old: list[ArgInfo], new: list[ArgInfo]) -> list[str]:
-    """What changed from one argument signature to another, one phrase per difference:
-    'x: shape[0] 64 -> 65', 'x: dtype float32 -> float64', 'axis (static): 1 -> 2'."""
-    out = []
-    for name, a, b in zip(names, old, new):
-        if a.kind != b.kind:
-            out.append(f"{name}: {_kind(a)} -> {_kind(b)}")
-        elif a.kind in ("static", "default"):
-            if not _same_value(a.value, b.value):
-                out.append(f"{name} ({'static' if a.kind == 'static' else 'default'}): {a.value!r} -> {b.value!r}")
-        elif a.dtype != b.dtype:
-            out.append(f"{name}: dtype {a.dtype} -> {b.dtype}")
-        elif len(a.shape) != len(b.shape):
-            out.append(f"{name}: shape {a.shape} -> {b.shape}")
-        elif a.shape != b.shape:
-            out += [f"{name}: shape[{d}] {x} -> {y}" for d, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
-        elif a.strides != b.strides:
-            out.append(f"{name}: strides {a.strides} -> {b.strides} (in elements)")
-        elif a.writeable != b.writeable:
-            out.append(f"{name}: {'writeable' if a.writeable else 'read-only'} -> "
-                       f"{'writeable' if b.writeable else 'read-only'}")
-    return out
-
-
-def _kind(info: ArgInfo) -> str:
-    if info.kind == "scalar":
-        return f"a Python {dict(b='bool', i='int', u='int', f='float').get(info.dtype.kind, info.dtype)}"
-    return f"a {info.dtype} array" if info.kind == "array" else info.kind
-
-
-def _same_value(a, b) -> bool:
-    try:
-        return bool(type(a) is type(b) and a == b)
-    except Exception:   # an array-valued static: compared by identity
-        return a is b
-
-
 def _default(value):
     """A left-out parameter's default: a constant of the trace when it is a hashable non-array (an axis,
     a flag, eps); an array default is an argument like any other."""
@@ -461,41 +446,6 @@ def _user_location(tb) -> str:
             where = f"{f}:{tb.tb_lineno}: "
         tb = tb.tb_next
     return where
-
-
-def _dynamic_axes(fname: str, dynamic: dict, names: list[str], static: tuple) -> dict[int, tuple[int, ...]]:
-    """dynamic={"x": (0,)} checked against the parameters: parameter position -> its axes (as given)."""
-    out = {}
-    for name, axes in dynamic.items():
-        if name not in names or name in static:
-            why = "a static parameter (its value is part of the code)" if name in static else "not a parameter"
-            raise ArgumentError(f"{fname}: dynamic={{{name!r}: ...}}: {name!r} is {why}; name array parameters "
-                                f"of {names}")
-        axes = (axes,) if isinstance(axes, int) else axes
-        if not isinstance(axes, (tuple, list)) or not all(isinstance(a, int) and not isinstance(a, bool)
-                                                           for a in axes):
-            raise ArgumentError(f"{fname}: dynamic={{{name!r}: {axes!r}}}: give an axis or a tuple of axes "
-                                "(ints), as in dynamic={'x': (0,)}")
-        out[names.index(name)] = tuple(axes)
-    return out
-
-
-def _axes_of(dynamic_axes: dict, infos: list, signature) -> dict[int, tuple[int, ...]]:
-    """The symbolic axes of each array argument of this call, normalised (negative axes from the end)."""
-    names = list(signature.parameters)
-    out = {}
-    for i, axes in dynamic_axes.items():
-        info = infos[i] if i < len(infos) else None
-        if info is None or info.kind != "array":
-            raise ArgumentError(f"dynamic={{{names[i]!r}: {axes}}}: {names[i]!r} is "
-                                f"{'left out' if info is None else 'not an array'} in this call; only an "
-                                "array's axes can be symbolic")
-        bad = [a for a in axes if not -len(info.shape) <= a < len(info.shape)]
-        if bad:
-            raise ArgumentError(f"dynamic={{{names[i]!r}: {axes}}}: axis {bad[0]} is out of range for "
-                                f"{names[i]!r}, an array of {len(info.shape)} dimension(s) (shape {info.shape})")
-        out[i] = tuple(sorted({a % len(info.shape) for a in axes}))
-    return out
 
 
 def kernel(fn=None, *, static=(), device=None, dynamic=None):

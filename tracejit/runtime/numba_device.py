@@ -57,7 +57,8 @@ class CompiledKernel:
 class NumbaDevice:
     name = "numba"
     # NumPy's matmul (OpenBLAS) and sort: ir/library.py. Transposed reads in tiles LLVM transposes in vector
-    # registers, measured on AVX2 (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6 against 18)
+    # registers, measured on the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6
+    # against 18)
     layout = LayoutOptions(library=True, transpose_tiles=((32, 8), (32, 8), (8, 4), (8, 4)))
     inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (numba_sizes)
 
