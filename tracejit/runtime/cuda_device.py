@@ -211,7 +211,6 @@ class CUDADevice:
         self.pool = cu.Pool(self.name)
         self._functions: dict[str, object] = {}
         self._modules: list = []
-        self._error = None
 
     def _attribute(self, attr) -> int:
         return cu.check(cu.driver().cuDeviceGetAttribute(attr, self.cu_device), f"cuDeviceGetAttribute({attr.name})")
@@ -399,10 +398,9 @@ class CUDADevice:
             fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, name.encode()), "cuModuleGetFunction")
         return fn
 
-    def error_buffer(self) -> cu.DeviceBuffer:
-        if self._error is None:
-            self._error = self.allocate((RECORD_WORDS,), np.dtype("int32"))
-        return self._error
+    def error_record(self) -> cu.DeviceBuffer:
+        """A fault record for one call (pooled)."""
+        return self.allocate((RECORD_WORDS,), np.dtype("int32"))
 
 
 class EmulatedCudaCompiler(EmulatedCompiler, CudaCompiler):

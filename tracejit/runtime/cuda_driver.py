@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 
 import numpy as np
 
@@ -95,24 +96,28 @@ class Block:
 class Pool:
     """A caching allocator: freed blocks are kept by rounded size and handed out again. All work of a
     device is on its one stream, so a block freed after a queued kernel is reused only by work queued
-    after it."""
+    after it. Threads share a pool: its lists and counts change under a lock (reentrant: a block's
+    __del__ can run inside the critical section, from a garbage collection there)."""
 
     def __init__(self, name: str):
         self.name = name
         self.free: dict[int, list[int]] = {}
         self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
+        self._lock = threading.RLock()
 
     def allocate(self, nbytes: int) -> Block:
         size = rounded(nbytes)
-        held = self.free.get(size)
-        if held:
-            ptr = held.pop()
-            self.held_blocks -= 1
-            self.held_bytes -= size
-        else:
+        with self._lock:
+            held = self.free.get(size)
+            ptr = held.pop() if held else None
+            if ptr is not None:
+                self.held_blocks -= 1
+                self.held_bytes -= size
+        if ptr is None:
             ptr = self._fresh(size)
-        self.active_blocks += 1
-        self.active_bytes += size
+        with self._lock:
+            self.active_blocks += 1
+            self.active_bytes += size
         return Block(ptr, size, self)
 
     def _fresh(self, size: int) -> int:
@@ -127,23 +132,26 @@ class Pool:
         return int(ptr)
 
     def release(self, ptr: int, size: int) -> None:
-        self.active_blocks -= 1
-        self.active_bytes -= size
-        self.free.setdefault(size, []).append(ptr)
-        self.held_blocks += 1
-        self.held_bytes += size
+        with self._lock:
+            self.active_blocks -= 1
+            self.active_bytes -= size
+            self.free.setdefault(size, []).append(ptr)
+            self.held_blocks += 1
+            self.held_bytes += size
 
     def free_held(self) -> None:
+        with self._lock:
+            held, self.free = self.free, {}
+            self.held_blocks = self.held_bytes = 0
         d = driver()
-        for blocks in self.free.values():
+        for blocks in held.values():
             for ptr in blocks:
                 d.cuMemFree(ptr)
-        self.free.clear()
-        self.held_blocks = self.held_bytes = 0
 
     def stats(self) -> dict[str, int]:
-        return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
-                "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+        with self._lock:
+            return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
+                    "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
 
 
 class DeviceBuffer:

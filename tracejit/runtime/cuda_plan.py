@@ -158,7 +158,7 @@ class CudaPlan:
         for launch, (c, _, _, keys, _) in zip(self._launches, self._compiled):
             self._set(launch, keys, bufs)
             if c.launch.error_flag:
-                err = dev.error_buffer()
+                err = dev.error_record()   # the call's own: plans run at once in other threads zero and read theirs
                 cu.check(d.cuMemsetD32Async(err.ptr, 0, RECORD_WORDS, dev.stream), "cuMemsetD32Async")
                 launch.set_buffer(len(keys), err)
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
@@ -170,7 +170,7 @@ class CudaPlan:
                 log(2, f"{c.name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({c.launch.mode} mode, "
                        f"{c.launch.global_items} threads in blocks of {c.launch.local_size})")
             if c.launch.error_flag:
-                raise_recorded([c.ir], dev.to_numpy(dev.error_buffer()))
+                raise_recorded([c.ir], dev.to_numpy(err))
         return [results[k] for k in prog.outputs]
 
     def bind(self, args):

@@ -3,6 +3,7 @@ parameters of a launch, gathering a call's inputs, and the plan of a target that
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Callable
@@ -57,41 +58,49 @@ class Block:
 class BlockPool:
     """API buffers kept by rounded size and handed out again. `create(nbytes)` makes a new one (raising
     DeviceError when it cannot); `stamp()` labels a buffer as it is released (metal: how much work had
-    been committed, so a host write waits only when that work may still use it)."""
+    been committed, so a host write waits only when that work may still use it). Threads share a pool:
+    its lists and counts change under a lock, reentrant because a block's release can run inside the
+    pool's own critical section (a garbage collection there finalizes a block)."""
 
     def __init__(self, create: Callable[[int], object], align: int, stamp: Callable[[], object] = lambda: None):
         self.create, self.align, self.stamp = create, align, stamp
         self.free: dict[int, list] = {}
         self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
+        self._lock = threading.RLock()
 
     def allocate(self, nbytes: int) -> Block:
         size = max(self.align, -(-nbytes // self.align) * self.align)
-        held = self.free.get(size)
-        if held:
-            buffer, tag = held.pop()
-            self.held_blocks -= 1
-            self.held_bytes -= size
-        else:
-            buffer, tag = self.create(size), None
-        self.active_blocks += 1
-        self.active_bytes += size
+        with self._lock:
+            held = self.free.get(size)
+            found = held.pop() if held else None
+            if found is not None:
+                self.held_blocks -= 1
+                self.held_bytes -= size
+        buffer, tag = found if found is not None else (self.create(size), None)
+        with self._lock:
+            self.active_blocks += 1
+            self.active_bytes += size
         return Block(buffer, size, tag, self)
 
     def release(self, buffer, nbytes: int) -> None:
-        self.active_blocks -= 1
-        self.active_bytes -= nbytes
-        self.free.setdefault(nbytes, []).append((buffer, self.stamp()))
-        self.held_blocks += 1
-        self.held_bytes += nbytes
+        entry = (buffer, self.stamp())
+        with self._lock:
+            self.active_blocks -= 1
+            self.active_bytes -= nbytes
+            self.free.setdefault(nbytes, []).append(entry)
+            self.held_blocks += 1
+            self.held_bytes += nbytes
 
     def drop_held(self) -> None:
         """Let go of the buffers kept for reuse (when an allocation fails, they may be what is in the way)."""
-        self.free.clear()
-        self.held_blocks = self.held_bytes = 0
+        with self._lock:
+            self.free.clear()
+            self.held_blocks = self.held_bytes = 0
 
     def stats(self) -> dict[str, int]:
-        return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
-                "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+        with self._lock:
+            return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
+                    "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
 
 
 def by_value_params(program: Program, keys) -> frozenset[int]:

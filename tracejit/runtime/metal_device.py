@@ -15,6 +15,7 @@ import contextlib
 import functools
 import math
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -170,9 +171,9 @@ class MetalDevice:
         self._committed = 0          # command buffers committed
         self._completed = 0          # of those, known to have finished
         self._last = None            # the last command buffer committed
+        self._commits = threading.Lock()   # the three above change together: threads commit and wait at once
         self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed)
         self._pipelines: dict[str, object] = {}
-        self._error = None
         _OPEN.append(self)
 
     # -- memory --
@@ -228,12 +229,17 @@ class MetalDevice:
         self._wait()
 
     def _wait(self) -> None:
-        """Wait for every committed command buffer; report one that failed."""
-        last = self._last
+        """Wait for every committed command buffer; report one that failed. Only what was committed when
+        the wait began is then known to be complete: another thread may have committed more meanwhile."""
+        with self._commits:
+            last, committed = self._last, self._committed
         if last is None:
             return
         last.waitUntilCompleted()
-        self._last, self._completed = None, self._committed
+        with self._commits:
+            if self._last is last:
+                self._last = None
+            self._completed = max(self._completed, committed)
         if last.status() == self.Metal.MTLCommandBufferStatusError:
             error = last.error()
             raise DeviceError(f"{self.name}: a command buffer failed: "
@@ -258,9 +264,10 @@ class MetalDevice:
                         enc.setBuffer_offset_atIndex_((b.block if isinstance(b, DeviceBuffer) else b).buffer, 0, i)
                 enc.dispatchThreadgroups_threadsPerThreadgroup_(size(launch.groups, 1, 1), size(launch.local, 1, 1))
             enc.endEncoding()
-            cb.commit()
-            self._committed += 1
-            self._last = cb
+            with self._commits:
+                cb.commit()
+                self._committed += 1
+                self._last = cb
         if wait:
             self._wait()
 
@@ -348,10 +355,9 @@ class MetalDevice:
         log(1, f"compiled {name} (metal) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return pipeline, False
 
-    def error_buffer(self) -> Block:
-        if self._error is None:
-            self._error = self.pool.allocate(RECORD_BYTES)
-        return self._error
+    def error_record(self) -> Block:
+        """A fault record for one call (pooled)."""
+        return self.pool.allocate(RECORD_BYTES)
 
 
 def _describe(device) -> str:
@@ -427,7 +433,7 @@ class MetalPlan:
         bufs, results = self._buffers(args, into)
         error = None
         if any(c.launch.error_flag for c in self.kernels):
-            error = dev.error_buffer()
+            error = dev.error_record()   # the call's own: a shared one is zeroed and read by others
             dev._write(error, np.zeros(RECORD_WORDS, np.int32))
         t0 = time.perf_counter() if LEVEL >= 2 else 0.0
         dev._submit(self._launches(bufs, error), wait=error is not None or LEVEL >= 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -198,7 +199,6 @@ class OpenCLDevice:
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=gpu, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
-        self._error = None
 
     # -- memory --
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
@@ -378,10 +378,9 @@ class OpenCLDevice:
             raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
         return cl.Program(raw)
 
-    def error_buffer(self):
-        if self._error is None:
-            self._error = self._allocate(RECORD_BYTES)
-        return self._error
+    def error_record(self):
+        """A fault record for one call (pooled)."""
+        return self._allocate(RECORD_BYTES)
 
 
 def _pyopencl_version() -> str:
@@ -416,6 +415,9 @@ class OpenCLPlan:
             self._launches.append((c, knl, keys, scalars))
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+        # the kernel objects are shared: setting a call's arguments and enqueueing it is one step, or a thread
+        # could enqueue with the arguments another thread set meanwhile (its results never written)
+        self._lock = threading.Lock()
 
     def bind(self, args) -> tuple[list[DeviceBuffer], list[tuple], list[DeviceBuffer]]:
         """For graph capture: fresh outputs and temporaries, and for each kernel its own kernel object
@@ -473,14 +475,15 @@ class OpenCLPlan:
             launch = c.launch
             call = [bufs[k] for k in keys]
             if launch.error_flag:
-                err = dev.error_buffer()
+                err = dev.error_record()   # the call's own: a shared one is zeroed and read by others
                 cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, RECORD_BYTES)
                 call.append(err)
             if launch.size is not None:
                 call.append(launch.size)
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
             try:
-                knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
+                with self._lock:
+                    knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
             except cl.Error as e:
                 raise DeviceError(f"{dev.name} refused to launch kernel {c.name} ({launch.global_items} work-items "
                                   f"in groups of {launch.local_size}): {e}") from None

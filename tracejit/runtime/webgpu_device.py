@@ -183,7 +183,7 @@ class WebGPUDevice:
         self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN)
         self.uniforms = BlockPool(functools.partial(self._new_buffer, usage.UNIFORM | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple] = {}
-        self._error = None
+        self._sync = None
         self._tables: dict = {}
 
     # -- memory --
@@ -238,7 +238,7 @@ class WebGPUDevice:
     def synchronize(self) -> None:
         """Reading a buffer back waits for everything submitted before (wgpu-py's work-done callback does
         not match every wgpu-native build)."""
-        self.device.queue.read_buffer(self.error_buffer().buffer, 0, 4)
+        self.device.queue.read_buffer(self._sync_buffer().buffer, 0, 4)
 
     def memory_stats(self) -> dict[str, int]:
         return self.pool.stats()
@@ -341,18 +341,21 @@ class WebGPUDevice:
         return False
 
     def table_buffer(self, table):
-        """The storage buffer of a constant table, uploaded once per device and kept."""
+        """The storage buffer of a constant table, uploaded once per device and kept. Written before it
+        is published: another thread finding it in the table submits after the write."""
         block = self._tables.get(table)
         if block is None:
             words = wgsl.table_words(table)
-            block = self._tables[table] = self.pool.allocate(words.nbytes)
+            block = self.pool.allocate(words.nbytes)
             self.device.queue.write_buffer(block.buffer, 0, words)
+            block = self._tables.setdefault(table, block)
         return block
 
-    def error_buffer(self):
-        if self._error is None:
-            self._error = self.pool.allocate(RECORD_BYTES)
-        return self._error
+    def _sync_buffer(self):
+        """The buffer synchronize() reads back (what it holds does not matter)."""
+        if self._sync is None:
+            self._sync = self.pool.allocate(4)
+        return self._sync
 
 
 def _wgpu_version() -> str:
@@ -419,12 +422,15 @@ class WebGPUPlan:
 
     def _uniform(self, r, keys, bufs):
         """The uniform of one dispatch: its scalar arguments, then the bounds check's limit. One holding only
-        the limit is the same for every call of the plan: written once and kept."""
+        the limit is the same for every call of the plan: written once and kept, and published only once
+        written (a thread that found it unwritten could submit first, and its kernel would read a recycled
+        uniform's stale limit: rows left unwritten, a wrong answer)."""
         if not r.scalars:
             block = self._size_uniforms.get(r.name)
             if block is None:
-                block = self._size_uniforms[r.name] = self.device.uniforms.allocate(16)
+                block = self.device.uniforms.allocate(16)
                 self.device.device.queue.write_buffer(block.buffer, 0, np.array([r.launch.size, 0, 0, 0], np.uint32))
+                block = self._size_uniforms.setdefault(r.name, block)
             return block
         members = len(r.scalars) + (r.launch.size is not None)
         values = np.zeros(max(4, -(-members // 4) * 4), np.uint32)
@@ -451,7 +457,7 @@ class WebGPUPlan:
         bufs, results = self._buffers(args, into)
         error = None
         if any(c.rendered.launch.error_flag for c in self.kernels):
-            error = dev.error_buffer()
+            error = dev.pool.allocate(RECORD_BYTES)   # the call's own: a shared one is zeroed and read by others
             dev.device.queue.write_buffer(error.buffer, 0, np.zeros(RECORD_WORDS, np.int32))
         t0 = time.perf_counter() if LEVEL >= 2 else 0.0
         launches = self._launches(bufs, error)   # a DtypeError for a scalar argument WGSL cannot hold

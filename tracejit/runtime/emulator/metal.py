@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import threading
 import types
 from dataclasses import dataclass
 
@@ -110,11 +111,11 @@ class CommandBuffer:
         self.device.pending.append(self)
 
     def waitUntilCompleted(self):
-        while self.device.pending:   # a queue runs its command buffers in order
-            cb = self.device.pending.pop(0)
-            cb._run()
-            if cb is self:
-                break
+        # a queue runs its command buffers in order, one thread at a time: one waiting for a buffer that
+        # another thread took from the queue and is running waits until that run has finished
+        with self.device.running:
+            while self._status == 0 and self.device.pending:
+                self.device.pending.pop(0)._run()
 
     def _run(self):
         self._status = STATUS_COMPLETED
@@ -147,6 +148,7 @@ class Device:
     def __init__(self, threads: int = 1024, pipeline_threads: int = 1024, memory_limit: int = 1 << 32):
         self.memory_limit, self.in_use = memory_limit, 0
         self.pending: list[CommandBuffer] = []
+        self.running = threading.Lock()
         self.buffers = self.dispatches = self.command_buffers = 0
         self.threads, self.pipeline_threads = threads, pipeline_threads
 
