@@ -14,14 +14,14 @@ of per-element libm.
 """
 from __future__ import annotations
 
-import functools
 import re
 
 import numpy as np
 
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from .simt import index_values, reorderable_updates
+from .numba_rows import BLOCKED_ROW_MAX, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
+from .simt import index_values
 
 # op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
 _F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint",
@@ -75,52 +75,6 @@ STACK_SCRATCH_MAX = 64 * 1024
 MATH_INLINE_MAX = 4   # more calls than this of one math function: not inlined in Numba's IR
 
 
-# A float32/float16 sum over a row adds in float32 (LLVM's vector lanes, each summing a few of the row's
-# elements) over blocks of up to BLOCKED_ROW_MAX elements, and the block totals in float64: as accurate as
-# NumPy's pairwise sum and better, without a float64 conversion per element (softmax 4096x1024 on one core
-# 4.3 -> 3.6 ms, row means 30% faster). A longer row is a loop over its blocks, each block's length hidden
-# from LLVM (opaque_extent), which once unrolled a 16M sum's 4096-element chunks cut into blocks 2x slower.
-BLOCKED_ROW_MAX = 1024
-
-
-@functools.cache
-def host_vector_bytes() -> int:
-    """The widest float vector register of this CPU that LLVM compiles for (16 without AVX)."""
-    import llvmlite.binding as llvm
-    features = llvm.get_host_cpu_features()
-    return 64 if features.get("avx512f") else 32 if features.get("avx") else 16
-
-
-def _blocked_sums(ins, reorderable: set[int], scanned: set[int]) -> dict[int, list[int]]:
-    """{range: the float64 sum accumulators updated directly inside it and declared just outside it}, the
-    sums whose steps go through a float32 block accumulator (render)."""
-    out: dict[int, list[int]] = {}
-    open_ranges: list[int] = []
-    depth_at: dict[int, int] = {}
-    for i, x in enumerate(ins):
-        if x.op == "range":
-            open_ranges.append(i)
-        elif x.op == "endrange":
-            open_ranges.pop()
-        elif x.op == "acc":
-            depth_at[i] = len(open_ranges)
-        elif x.op == "update" and i in reorderable and open_ranges:
-            acc = ins[x.srcs[0]]
-            a = x.srcs[0]
-            if acc.op == "acc" and acc.arg[0] == "sum" and _wide(acc.dtype, "sum") and a not in scanned \
-                    and open_ranges and depth_at[a] == len(open_ranges) - 1:
-                accs = out.setdefault(open_ranges[-1], [])
-                if a not in accs:
-                    accs.append(a)
-    return out
-
-
-def _wide(dt: np.dtype, reduction) -> bool:
-    """Float32/float16 sums and products accumulate in float64 on the CPU (render: float32 ones of fewer
-    than 8 elements do not, and so give NumPy's bits)."""
-    return dt.kind == "f" and dt.itemsize < 8 and reduction in ("sum", "prod")
-
-
 def _ctype(dt: np.dtype) -> str:
     """The NumPy scalar constructor numba computes this dtype in."""
     return "np.float32" if dt == np.float16 else f"np.{dt.name}"
@@ -134,36 +88,6 @@ def _literal(value, dt: np.dtype) -> str:
         text = "np.nan" if v != v else "np.inf" if v == np.inf else "-np.inf" if v == -np.inf else repr(v)
         return f"{_ctype(dt)}({text})"
     return str(int(value)) if dt == np.int64 else f"{_ctype(dt)}({int(value)})"
-
-
-# A row loop of a constant length in these ranges (by range kind) whose body calls no math function runs
-# over range(opaque_extent(n)), a length LLVM cannot see, so that it is vectorised as a loop instead of
-# being unrolled whole first. Unrolled first, a sum over 16-64 elements became a chain of scalar adds, an
-# elementwise loop over 16-32 elements stayed scalar, and at 768-1024 one loop's loads were kept in
-# registers for the next and spilled. Measured with sizes as constants (dynamic=False), float32 on 2 cores:
-# layernorm and rmsnorm on rows of 1024 1.3x faster, on rows of 16-64 2-3x; softmax on rows of 16-32 2x.
-# Rows of 8 were slower with an unknown length, and so were loops with an exp in them (their bodies are too
-# big to be unrolled whole) and elementwise loops of 64 and more, which are vectorised as they are.
-OPAQUE_EXTENTS = {"reduce": (16, 2048), "loop": (16, 63)}
-_MATH_CALLS = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "cbrt", "sin", "cos", "tan",
-                         "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
-                         "erf", "pow", "arctan2", "hypot"))
-
-
-def _opaque_loops(ins) -> set[int]:
-    """The ranges whose constant length render hides from LLVM (OPAQUE_EXTENTS)."""
-    out, open_ranges, calling = set(), [], set()
-    for i, x in enumerate(ins):
-        if x.op == "range":
-            open_ranges.append(i)
-        elif x.op == "endrange":
-            r = open_ranges.pop()
-            low, high = OPAQUE_EXTENTS.get(ins[r].arg[1], (1, 0))
-            if r not in calling and low <= ins[r].arg[0] <= high:
-                out.add(r)
-        elif x.op in _MATH_CALLS:
-            calling.update(open_ranges)
-    return out
 
 
 LOOPS = ("serial", "prange", "chunks")   # how the global index is looped over (runtime/numba_device.py)
@@ -233,20 +157,9 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     depth = 1
     before = _before_global_loop(ins)
     scanned = {x.srcs[0] for x in ins if x.op == "update" and x.dtype is not None}   # adds in order, as NumPy's
-    # a float32 sum shorter than 8 adds as NumPy's does. One over a loop whose extent is an argument is
-    # written as a long one, so that one source serves every length: at run time, fewer elements than
-    # LLVM's vector loop takes (8 float32 lanes with AVX) go through its scalar loop, in order, and the
-    # float32 block total is NumPy's sum. (Not float64: 4 lanes would reorder sums of 4-7.)
-    reorderable = reorderable_updates(ins)
-    argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == "range"}
-    if host_vector_bytes() >= 32:
-        reorderable |= {u for u in reorderable_updates(ins, argument_ranges) - reorderable
-                        if ins[ins[u].srcs[0]].arg[0] == "sum" and _wide(ins[ins[u].srcs[0]].dtype, "sum")}
-    long_sums = {ins[u].srcs[0] for u in reorderable}
-    blocks = _blocked_sums(ins, reorderable, scanned)
-    opaque = _opaque_loops(ins)
-    # rows looped over block by block: longer than a block, or of a length that is an argument
-    split = {r for r in blocks if ins[r].arg[0] > BLOCKED_ROW_MAX or r in argument_ranges}
+    rows = row_loops(ins, symbolic, scanned)
+    reorderable, long_sums, blocks, opaque, split = (rows.reorderable, rows.long_sums, rows.blocks, rows.opaque,
+                                                     rows.split)
     blocked = {a for accs in blocks.values() for a in accs}
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
     at_global = None
@@ -298,7 +211,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 depth -= 1
             continue
         elif op == "acc":
-            wide = _wide(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
+            wide = wide_accumulator(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
             names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
@@ -334,7 +247,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             continue
         elif op == "local":
             # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
-            wide = _wide(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
+            wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             acc_wide[i] = wide
             ctype = 'np.float64' if wide else _ctype(dt)
             itemsize = np.dtype(ctype[3:]).itemsize

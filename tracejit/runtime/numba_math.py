@@ -125,7 +125,7 @@ def nonnegative_index(typingctx, i):
 @intrinsic
 def opaque_extent(typingctx, n):
     """n, which LLVM cannot see through (an empty inline asm): a loop over range(opaque_extent(1024)) is
-    vectorised as a loop of unknown length instead of being unrolled whole first (see codegen.numba's
+    vectorised as a loop of unknown length instead of being unrolled whole first (see codegen.numba_rows'
     OPAQUE_EXTENTS)."""
     if n == types.int64:
         def codegen(context, builder, sig, args):
