@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 
 import numpy as np
 
 from ..errors import DeviceError, OutOfMemoryError
 from . import emulator
-from .device_memory import contiguous_strides
+from .device_memory import FreeLists, contiguous_strides
 
 INSTALL_HINT = "pip install 'tracejit[cuda]' (cuda-python, nvidia-cuda-nvrtc 13.0, nvidia-cuda-runtime headers)"
 GRANULE = 512                    # allocations are rounded up to this many bytes, so blocks are reusable
@@ -93,31 +92,21 @@ class Block:
             pass
 
 
-class Pool:
+class Pool(FreeLists):
     """A caching allocator: freed blocks are kept by rounded size and handed out again. All work of a
     device is on its one stream, so a block freed after a queued kernel is reused only by work queued
-    after it. Threads share a pool: its lists and counts change under a lock (reentrant: a block's
-    __del__ can run inside the critical section, from a garbage collection there)."""
+    after it."""
 
     def __init__(self, name: str):
+        super().__init__()
         self.name = name
-        self.free: dict[int, list[int]] = {}
-        self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
-        self._lock = threading.RLock()
 
     def allocate(self, nbytes: int) -> Block:
         size = rounded(nbytes)
-        with self._lock:
-            held = self.free.get(size)
-            ptr = held.pop() if held else None
-            if ptr is not None:
-                self.held_blocks -= 1
-                self.held_bytes -= size
+        ptr = self._take(size)
         if ptr is None:
             ptr = self._fresh(size)
-        with self._lock:
-            self.active_blocks += 1
-            self.active_bytes += size
+        self._active(size)
         return Block(ptr, size, self)
 
     def _fresh(self, size: int) -> int:
@@ -132,26 +121,13 @@ class Pool:
         return int(ptr)
 
     def release(self, ptr: int, size: int) -> None:
-        with self._lock:
-            self.active_blocks -= 1
-            self.active_bytes -= size
-            self.free.setdefault(size, []).append(ptr)
-            self.held_blocks += 1
-            self.held_bytes += size
+        self._keep(size, ptr)
 
     def free_held(self) -> None:
-        with self._lock:
-            held, self.free = self.free, {}
-            self.held_blocks = self.held_bytes = 0
         d = driver()
-        for blocks in held.values():
+        for blocks in self._drop().values():
             for ptr in blocks:
                 d.cuMemFree(ptr)
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
-                    "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
 
 
 class DeviceBuffer:

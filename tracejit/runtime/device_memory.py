@@ -55,52 +55,75 @@ class Block:
         weakref.finalize(self, pool.release, buffer, nbytes)
 
 
-class BlockPool:
-    """API buffers kept by rounded size and handed out again. `create(nbytes)` makes a new one (raising
-    DeviceError when it cannot); `stamp()` labels a buffer as it is released (metal: how much work had
-    been committed, so a host write waits only when that work may still use it). Threads share a pool:
-    its lists and counts change under a lock, reentrant because a block's release can run inside the
-    pool's own critical section (a garbage collection there finalizes a block)."""
+class FreeLists:
+    """What a caching allocator keeps: freed buffers by rounded size, and the counts its stats report.
+    Threads share a pool: the lists and counts change under a lock, reentrant because a block's release
+    can run inside the pool's own critical section (a garbage collection there finalizes a block)."""
 
-    def __init__(self, create: Callable[[int], object], align: int, stamp: Callable[[], object] = lambda: None):
-        self.create, self.align, self.stamp = create, align, stamp
+    def __init__(self):
         self.free: dict[int, list] = {}
         self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
         self._lock = threading.RLock()
 
-    def allocate(self, nbytes: int) -> Block:
-        size = max(self.align, -(-nbytes // self.align) * self.align)
+    def _take(self, size: int):
+        """A kept buffer of this size (whatever the pool stored for it), or None."""
         with self._lock:
             held = self.free.get(size)
             found = held.pop() if held else None
             if found is not None:
                 self.held_blocks -= 1
                 self.held_bytes -= size
-        buffer, tag = found if found is not None else (self.create(size), None)
+            return found
+
+    def _active(self, size: int) -> None:
+        """Count a buffer of this size handed out (kept or new)."""
         with self._lock:
             self.active_blocks += 1
             self.active_bytes += size
-        return Block(buffer, size, tag, self)
 
-    def release(self, buffer, nbytes: int) -> None:
-        entry = (buffer, self.stamp())
+    def _keep(self, size: int, entry) -> None:
         with self._lock:
             self.active_blocks -= 1
-            self.active_bytes -= nbytes
-            self.free.setdefault(nbytes, []).append(entry)
+            self.active_bytes -= size
+            self.free.setdefault(size, []).append(entry)
             self.held_blocks += 1
-            self.held_bytes += nbytes
+            self.held_bytes += size
 
-    def drop_held(self) -> None:
-        """Let go of the buffers kept for reuse (when an allocation fails, they may be what is in the way)."""
+    def _drop(self) -> dict[int, list]:
+        """Forget the kept buffers; returns them."""
         with self._lock:
-            self.free.clear()
+            held, self.free = self.free, {}
             self.held_blocks = self.held_bytes = 0
+        return held
 
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
                     "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+
+
+class BlockPool(FreeLists):
+    """API buffers kept by rounded size and handed out again. `create(nbytes)` makes a new one (raising
+    DeviceError when it cannot); `stamp()` labels a buffer as it is released (metal: how much work had
+    been committed, so a host write waits only when that work may still use it)."""
+
+    def __init__(self, create: Callable[[int], object], align: int, stamp: Callable[[], object] = lambda: None):
+        super().__init__()
+        self.create, self.align, self.stamp = create, align, stamp
+
+    def allocate(self, nbytes: int) -> Block:
+        size = max(self.align, -(-nbytes // self.align) * self.align)
+        found = self._take(size)
+        buffer, tag = found if found is not None else (self.create(size), None)
+        self._active(size)
+        return Block(buffer, size, tag, self)
+
+    def release(self, buffer, nbytes: int) -> None:
+        self._keep(nbytes, (buffer, self.stamp()))
+
+    def drop_held(self) -> None:
+        """Let go of the buffers kept for reuse (when an allocation fails, they may be what is in the way)."""
+        self._drop()
 
 
 def by_value_params(program: Program, keys) -> frozenset[int]:
