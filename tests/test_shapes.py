@@ -11,6 +11,7 @@ import pytest
 
 import tracejit as tj
 from cuda_check import checks_paused
+from tracejit.codegen.numba_rows import host_vector_bytes
 
 
 def softmax(x):
@@ -50,15 +51,34 @@ def test_a_growing_row_length_compiles_a_few_kernels_not_one_per_length(rng, dty
     assert "tj_s0" in body and "96" not in body
 
 
-def test_a_row_length_and_its_reciprocal_in_a_mean_are_both_arguments(rng):
-    """layernorm's mean divides by the row length: a float constant of the kernel that changes with it."""
+def test_a_row_length_and_its_reciprocal_in_a_mean_are_both_arguments(device, rng):
+    """layernorm's mean divides by the row length: a float constant of the kernel that changes with it.
+    On GPUs the row of 257 takes a work-group (a kernel of another shape)."""
     f = tj.kernel(layernorm)
     for n in (5, 17, 33, 64, 100, 257):
         x = rng.standard_normal((9, n), dtype=np.float32)
         w, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
         with checks_paused():
-            _check(f(x, w, b, device="numba"), layernorm(x, w, b), f"length {n}")
+            _check(np.asarray(f(x, w, b, device=device)), layernorm(x, w, b), f"{device} length {n}")
     assert f.cache_info()["compiles"] <= 3, f.cache_info()
+
+
+def test_strides_that_follow_a_size_are_arguments_too(device, rng):
+    """Sums down columns and a shifted difference, transposed: row strides and extents in index
+    arithmetic change with the row length; every size matches NumPy and most reuse a compile."""
+    def columns_and_steps(x):
+        return x.sum(axis=0) + (x[:, 1:] - x[:, :-1]).T.sum(axis=1).sum()
+
+    f = tj.kernel(columns_and_steps)
+    sizes = (5, 17, 33, 64, 100, 257)
+    for n in sizes:
+        x = rng.standard_normal((9, n), dtype=np.float32)
+        with checks_paused():
+            got, want = np.asarray(f(x, device=device)), columns_and_steps(x)
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-4, err_msg=f"{device} length {n}")
+    kernels = len(f.lower(x, device=device).kernels)
+    assert f.cache_info()["compiles"] < kernels * len(sizes), f.cache_info()
 
 
 def test_the_first_size_is_specialised_and_a_second_one_makes_what_changed_an_argument(rng):
@@ -160,19 +180,25 @@ def attention_step(q, k, v):
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
-def test_a_decoding_loop_compiles_each_kernel_at_length_one_and_once_symbolic(rng):
+def test_a_decoding_loop_compiles_each_kernel_at_length_one_and_once_symbolic(device, rng):
     """The default dynamic=None makes a dimension symbolic the first time it takes a second value: the
     decoder's step compiles its 4 kernels at length 1 and once more at length 2 with the lengths as
-    arguments, which every later length reuses; q @ k.T compiles once more where its outputs become
-    register tiles of 8 (16, 24, ...). Sums over the symbolic length stay NumPy's below 8 elements."""
+    arguments (row lengths and loop extents on every device), which later lengths reuse. A few more
+    compiles where the code changes shape: the float32 sums over the length at 8 (below it they add in
+    NumPy's order; on numba only without AVX-512), q @ k.T where its outputs become register tiles of 8
+    (16, 24), the rows' work-groups on GPUs at 128 and 129, and on CPU OpenCL q @ k.T's bounds check
+    (absent where the work-groups divide the length). Every length matches NumPy."""
     f = tj.kernel(attention_step)
     q = rng.standard_normal((1, 64), dtype=np.float32)
     with checks_paused():
-        for n in range(1, 41):
+        for n in (*range(1, 41), 128, 129, 200, 256):
             k, v = rng.standard_normal((n, 64), dtype=np.float32), rng.standard_normal((n, 64), dtype=np.float32)
-            _check(f(q, k, v, device="numba"), attention_step(q, k, v), f"length {n}")
-    kernels = len(f.lower(q, k, v, device="numba").kernels)
-    assert kernels == 4 and f.cache_info()["compiles"] <= 2 * kernels + 1, f.cache_info()
+            _check(np.asarray(f(q, k, v, device=device)), attention_step(q, k, v), f"{device} length {n}")
+    kernels = len(f.lower(q, k, v, device=device).kernels)
+    # measured: 9 on numba with AVX-512, 10 without; 13 on cuda, metal and webgpu; 17 on PoCL
+    limit = {"numba": 2 * kernels + 1 + (2 if host_vector_bytes() < 64 else 0)}.get(
+        device, 3 * kernels + 1 + (4 if device.startswith("opencl") else 0))
+    assert kernels == 4 and f.cache_info()["compiles"] <= limit, f.cache_info()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -183,8 +209,10 @@ def test_short_sums_over_a_symbolic_length_are_numpy_s_sums_bit_for_bit(rng, dty
     for n in range(1, 8):
         x = (rng.standard_normal((64, n)) * 1000).astype(dtype)
         np.testing.assert_array_equal(f(x, device="numba"), x.sum(axis=-1), err_msg=f"length {n}")
-    # length 1 is a kernel of its own; float64 sums of 2-7 too (4 float64 lanes would reorder them)
-    assert f.cache_info()["compiles"] <= (2 if dtype == np.float32 else 3), f.cache_info()
+    # length 1 is a kernel of its own; sums of 2-7 too, but for float32 with AVX-512 (4 lanes of a vector
+    # loop would reorder them: codegen.numba_rows.row_loops)
+    one_source = dtype == np.float32 and host_vector_bytes() >= 64
+    assert f.cache_info()["compiles"] <= (2 if one_source else 3), f.cache_info()
 
 
 SECOND_PROCESS = """

@@ -14,6 +14,7 @@ from ..errors import DtypeError
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import atomics, bitonic, c_helpers, group_scan, math_f32, mma, tiled
+from ..ir.size_slots import Slot
 from .simt import WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, positive_const, reorderable_updates
 
 
@@ -133,17 +134,39 @@ class CStyle:
         return ""
 
     def render(self, kernel: Kernel, options: RenderOptions, by_value: frozenset[int] = frozenset(),
-               lanes: int = 1, aligned: tuple[int, ...] = (), name: str | None = None) -> Rendered:
+               lanes: int = 1, aligned: tuple[int, ...] = (), name: str | None = None,
+               symbolic: dict[Slot, str] | None = None) -> Rendered:
         """The kernel as C source. lanes > 1: each work-item computes `lanes` consecutive global indices
         (the size must be a multiple), in an unrolled loop; `aligned` params are then assumed aligned
-        to lanes elements, so the compiler can merge a work-item's accesses into vector ones."""
-        return _Render(self, kernel, options, by_value, lanes, aligned, name).run()
+        to lanes elements, so the compiler can merge a work-item's accesses into vector ones.
+        `symbolic`: size slots (slot_argument) rendered as by-value arguments, by name (Launch.symbolic)."""
+        return _Render(self, kernel, options, by_value, lanes, aligned, name, symbolic).run()
+
+
+def slot_argument(kernel: Kernel, slot: Slot) -> np.dtype | None:
+    """Whether a size slot (ir/size_slots.py) can be an argument of the C-style kernel, as a dtype (the
+    index type, int64, stands for the kernel's own: Launch.symbolic has the one passed), else None. A
+    constant of a 32- or 64-bit type and a loop's extent can; a local array's length (C arrays have
+    constant lengths), a sort's and a bounded index's axis size stay constants. A source with slots as
+    arguments is right for the kernel it was rendered from; another kernel of the template shares its
+    compile only where its source is the same text (every choice taken from the values alike)."""
+    i, j = slot
+    x = kernel.instrs[i]
+    if x.op == "const" and x.dtype in SLOT_DTYPES:
+        return x.dtype
+    if x.op == "range" and j == 0:
+        return INDEX
+    return None
+
+
+SLOT_DTYPES = tuple(np.dtype(t) for t in ("int32", "uint32", "int64", "uint64", "float32", "float64"))
 
 
 class _Render:
     def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes=1, aligned=(),
-                 name=None):
+                 name=None, symbolic=None):
         self.t, self.k, self.o = t, kernel, options
+        self.symbolic: dict[Slot, str] = {}   # size slot -> the name of the argument that holds it
         self.lanes, self.aligned, self.name = lanes, aligned, name or kernel.name
         self.ins = kernel.instrs
         self.by_value = frozenset(i for i in by_value if not kernel.params[i].output)
@@ -157,6 +180,7 @@ class _Render:
         self.mapping = m
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide, self.blocked = m.index, m.nonneg, m.wide, m.blocked
+        self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
         self.reorderable = reorderable_updates(self.ins)
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
@@ -369,6 +393,9 @@ class _Render:
         if self.error_flag:
             params.append(t.buffer_param(len(params), "int", "tj_error"))
         self.walk()
+        symbolic = self.symbolic_arguments()
+        for (_, name), (dt, _) in zip(sorted(self.symbolic.items()), symbolic):
+            params.append(t.value_param(len(params), self.storage(np.dtype(dt)), name))
         if self.size_checked:   # the bounds check's limit: an argument, so the size stays out of the source
             params.append(t.value_param(len(params), self.idx, SIZE_PARAM))
         if self.lanes > 1:
@@ -381,13 +408,37 @@ class _Render:
                                                              self.lanes * p.dtype.itemsize))
         launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag,
                         self.mapping.group_limit if self.mode == "thread" and self.tile is None else self.local_size,
-                        self.k.global_size if self.size_checked else None, self.index_bits)
+                        self.k.global_size if self.size_checked else None, self.index_bits, symbolic)
         body = "\n".join(self.lines)
         # the parameters too: a kernel that only stores float16 still names the half type there
         head = t.preamble(", ".join(params) + body + "\n".join(self.helpers.values()), self.o)
         parts = [p for p in (head, *self.helpers.values()) if p]
         source = "\n\n".join(parts + [f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n"])
         return Rendered(self.name, source, launch)
+
+    def symbolic_arguments(self) -> tuple[tuple[str, object], ...]:
+        """(dtype, value) of each symbolic slot's argument, in the order of their slots: an index value
+        (a loop's extent, a constant of index arithmetic) in the kernel's index type."""
+        out = []
+        for slot, _ in sorted(self.symbolic.items()):
+            i = slot[0]
+            x = self.ins[i]
+            index = x.op == "range" or i in self.index
+            out.append((f"int{self.index_bits}" if index else x.dtype.name, x.arg[0] if x.op == "range" else x.arg))
+        return tuple(out)
+
+    def takes(self, slot: Slot) -> bool:
+        """Whether this target takes a symbolic slot as an argument (the others stay literals)."""
+        return True
+
+    def slot(self, i: int, j: int, value, dt: np.dtype, index: bool = False) -> str:
+        """A size slot's value in the source: its argument where it is symbolic, else the literal."""
+        name = self.symbolic.get((i, j))
+        return self.literal(value, dt, index) if name is None else self.argument(name)
+
+    def argument(self, name: str) -> str:
+        """How the kernel reads a by-value argument of its own (a symbolic slot) by name."""
+        return name
 
     def shared(self, line: str) -> None:
         """A work-group array's declaration (C: at the top of the kernel body)."""
@@ -457,7 +508,7 @@ class _Render:
         if op == "param":
             self.names[i] = self.k.params[x.arg].name
         elif op == "const":
-            self.names[i] = self.literal(x.arg, dt, i in self.index)
+            self.names[i] = self.slot(i, -1, x.arg, dt, i in self.index)
         elif op == "table":
             self.names[i] = x.arg.name
             self.declare_table(x.arg)
@@ -485,7 +536,9 @@ class _Render:
             n = self.nest_at.get(i)
             if group and n is not None:
                 f = f"f{i}"
-                self.out(t.loop(f, self.idx, "lid", f"{f} < {self.literal(n.extent, INDEX, True)}",
+                extent = self.slot(i, 0, n.extent, INDEX, True) if len(n.ranges) == 1 else \
+                    self.literal(n.extent, INDEX, True)
+                self.out(t.loop(f, self.idx, "lid", f"{f} < {extent}",
                                 f"{f} += {self.literal(self.local_size, i32)}"))
                 self.depth += 1
                 stride = n.extent
@@ -500,14 +553,14 @@ class _Render:
             elif i in self.blocked:   # runs of WIDE_BLOCK added in float, each run's total in double
                 acc, block = self.blocked[i], self.literal(WIDE_BLOCK, i32)
                 self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32),
-                                f"{name}_b < {self.literal(x.arg[0], INDEX, True)}", f"{name}_b += {block}"))
+                                f"{name}_b < {self.slot(i, 0, x.arg[0], INDEX, True)}", f"{name}_b += {block}"))
                 self.depth += 1
                 self.out(t.var(f"v{acc}_run", self.ctype(np.dtype("float32")), self.literal(0.0, np.dtype("float32"))))
                 self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {name}_b + {block}", f"{name}++"))
                 self.depth += 1
             elif i not in self.inner:
                 self.out(t.loop(name, self.idx, self.literal(0, i32),
-                                f"{name} < {self.literal(x.arg[0], INDEX, True)}", f"{name}++"))
+                                f"{name} < {self.slot(i, 0, x.arg[0], INDEX, True)}", f"{name}++"))
                 self.depth += 1
         elif op == "endrange":
             self.level -= 1

@@ -100,14 +100,17 @@ class CudaRendered(Rendered):
     vector_params: tuple[int, ...] = ()    # params whose addresses must be 16-byte aligned for it
 
 
-def render(kernel: Kernel, options: RenderOptions, by_value=frozenset()) -> CudaRendered:
-    r = RENDERER.render(kernel, options, by_value)
+def render(kernel: Kernel, options: RenderOptions, by_value=frozenset(), symbolic=None) -> CudaRendered:
+    r = RENDERER.render(kernel, options, by_value, symbolic=symbolic)
     vec = vector_params(kernel, by_value)
     if vec is None:
         return CudaRendered(r.name, r.source, r.launch)
     # four consecutive elements per thread, loads and stores of 16-byte aligned float32 buffers: after
     # unrolling, the compiler merges each buffer's four accesses into one ld/st .v4.f32
-    v = RENDERER.render(kernel, options, by_value, lanes=VECTOR, aligned=vec, name=f"{kernel.name}_v4")
+    v = RENDERER.render(kernel, options, by_value, lanes=VECTOR, aligned=vec, name=f"{kernel.name}_v4",
+                        symbolic=symbolic)
+    if v.launch.symbolic != r.launch.symbolic:   # the two take one argument list (cuda_plan.BoundLaunch)
+        return CudaRendered(r.name, r.source, r.launch)
     return CudaRendered(r.name, r.source, r.launch, v, vec)
 
 

@@ -118,5 +118,5 @@ class Metal(CStyle):
 RENDERER = Metal()
 
 
-def render(kernel: Kernel, options: RenderOptions = DEFAULT_OPTIONS, by_value=frozenset()) -> Rendered:
-    return RENDERER.render(kernel, options, by_value)
+def render(kernel: Kernel, options: RenderOptions = DEFAULT_OPTIONS, by_value=frozenset(), symbolic=None) -> Rendered:
+    return RENDERER.render(kernel, options, by_value, symbolic=symbolic)

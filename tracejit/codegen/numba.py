@@ -94,41 +94,7 @@ LOOPS = ("serial", "prange", "chunks")   # how the global index is looped over (
 
 
 # -- sizes as arguments ----------------------------------------------------------------------------
-# The values in a kernel that a new shape changes: constants (a row length in index arithmetic, 1/n in a
-# mean), loop extents, local array sizes, sort lengths and axis sizes of bounded indices, each a "slot"
-# (instruction index, position in its arg; -1: the arg itself). The global size is an argument always.
-
-def size_slots(kernel: Kernel) -> dict[tuple[int, int], object]:
-    """{slot: value} for every value a new shape may change."""
-    out: dict[tuple[int, int], object] = {}
-    for i, x in enumerate(kernel.instrs):
-        if x.op == "const" and x.dtype != np.bool_:
-            out[(i, -1)] = x.arg
-        elif x.op in ("range", "bound"):
-            out[(i, 0)] = x.arg[0]
-        elif x.op == "local":
-            out[(i, 0)], out[(i, 2)] = x.arg[0], x.arg[2]
-        elif x.op in ("sort", "global"):
-            out[(i, -1)] = x.arg
-    return out
-
-
-def template(kernel: Kernel, slots: dict | None = None) -> tuple:
-    """The kernel with its size slots (size_slots, given or found) blanked: kernels with one template
-    differ only in those values. A constant table stands for itself by its digest."""
-    slots = size_slots(kernel) if slots is None else slots
-    instrs = []
-    for i, x in enumerate(kernel.instrs):
-        arg = x.arg
-        if (i, -1) in slots:
-            arg = None
-        elif isinstance(arg, tuple) and any((i, j) in slots for j in range(len(arg))):
-            arg = tuple(None if (i, j) in slots else a for j, a in enumerate(arg))
-        instrs.append((x.op, None if x.dtype is None else x.dtype.str, x.srcs,
-                       arg.digest if x.op == "table" else repr(arg)))
-    params = tuple((p.name, p.dtype.str, p.output) for p in kernel.params)
-    return kernel.name, params, tuple(instrs)
-
+# The values in a kernel that a new shape changes (ir/size_slots.py). The global size is an argument always.
 
 def slot_argument(kernel: Kernel, slot: tuple[int, int]) -> np.dtype | None:
     """The dtype of the argument a symbolic slot becomes; None for one that is only decided on (a local

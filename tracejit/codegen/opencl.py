@@ -52,5 +52,5 @@ class OpenCL(CStyle):
 RENDERER = OpenCL()
 
 
-def render(kernel: Kernel, options: RenderOptions, by_value=frozenset()) -> Rendered:
-    return RENDERER.render(kernel, options, by_value)
+def render(kernel: Kernel, options: RenderOptions, by_value=frozenset(), symbolic=None) -> Rendered:
+    return RENDERER.render(kernel, options, by_value, symbolic=symbolic)

@@ -73,6 +73,18 @@ class Launch:
     # and one compile; None where the kernel has no bounds check
     size: int | None = None
     size_bits: int = 32
+    # size slots rendered as arguments (issue 19: kernels differing only in them share one source), as
+    # (dtype, value), passed by value in this order after the error record, before the bounds check's limit
+    symbolic: tuple[tuple[str, object], ...] = ()
+
+    def trailing(self) -> list:
+        """The by-value arguments after the kernel's own parameters and error record, as NumPy scalars:
+        the symbolic slots' values, then the bounds check's limit."""
+        out = [np.dtype(dt).type(v) for dt, v in self.symbolic]
+        return out + ([] if self.size is None else [self.size_dtype.type(self.size)])
+
+    def trailing_dtypes(self) -> list[np.dtype]:
+        return [np.dtype(dt) for dt, _ in self.symbolic] + ([] if self.size is None else [self.size_dtype])
 
     @property
     def size_dtype(self) -> np.dtype:

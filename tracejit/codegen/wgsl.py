@@ -73,8 +73,9 @@ class WGSLRendered:
 
     @property
     def uniform(self) -> bool:
-        """Whether the kernel reads a uniform: its scalars, then the bounds check's limit (launch.size)."""
-        return bool(self.scalars) or self.launch.size is not None
+        """Whether the kernel reads a uniform: its scalars, then its symbolic sizes (launch.symbolic), then
+        the bounds check's limit (launch.size)."""
+        return bool(self.scalars) or self.launch.size is not None or bool(self.launch.symbolic)
 
 
 def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
@@ -131,20 +132,20 @@ class WGSL(CStyle):
         return "i32"   # a kernel with 64-bit indices is refused once its dtypes are checked
 
 
-def render(kernel: Kernel, options: WGSLOptions, by_value=frozenset()) -> WGSLRendered:
-    return _WGSLRender(kernel, options, by_value).run()
+def render(kernel: Kernel, options: WGSLOptions, by_value=frozenset(), symbolic=None) -> WGSLRendered:
+    return _WGSLRender(kernel, options, by_value, symbolic).run()
 
 
 class _WGSLRender(_Render):
     """The shared walk with WGSL's types, literals and ALU (32-bit values, NaN tested on the bits), and
     its module: storage buffers with bindings, one uniform struct for the scalars, 2-D dispatch."""
 
-    def __init__(self, kernel: Kernel, options: WGSLOptions, by_value):
+    def __init__(self, kernel: Kernel, options: WGSLOptions, by_value, symbolic=None):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
                                                        max_local_size=options.max_local_size,
                                                        group_max_rows=options.group_max_rows,
                                                        max_loop=options.max_loop, always_check=True,
-                                                       fixed_local=True), by_value)
+                                                       fixed_local=True), by_value, symbolic=symbolic)
         self.wo = options
         self._check_storage()
         if options.max_loop is not None and self.mapping.loop_iterations() > options.max_loop:
@@ -398,9 +399,12 @@ class _WGSLRender(_Render):
                 st = atomics.wgsl_element(p.dtype)
             access = "read_write" if p.output else "read"
             decl.append(f"@group(0) @binding({b}) var<storage, {access}> {p.name}: array<{st}>;")
-        uniform = bool(scalars) or self.size_checked
+        symbolic = self.symbolic_arguments()
+        uniform = bool(scalars) or self.size_checked or bool(symbolic)
         if uniform:
             members = [f"{self.k.params[i].name}: {self._uniform_type(self.k.params[i].dtype)}" for i in scalars]
+            members += [f"{name}: {self._uniform_type(dt)}" for (_, name), (dt, _) in zip(sorted(self.symbolic.items()),
+                                                                                           symbolic)]
             members += [f"{SIZE_PARAM}: i32"] if self.size_checked else []
             decl.append(f"struct TjScalars {{ {', '.join(members)} }};")
             decl.append(f"@group(0) @binding({len(buffers)}) var<uniform> tj_scalars: TjScalars;")
@@ -421,9 +425,18 @@ class _WGSLRender(_Render):
                      "@builtin(num_workgroups) nwg: vec3<u32>) {")
         source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
         launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag, self.local_size,
-                        self.k.global_size if self.size_checked else None)
+                        self.k.global_size if self.size_checked else None, symbolic=symbolic)
         writable = tuple(self.k.params[p].output for p in buffers)
         return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables)
+
+    def takes(self, slot) -> bool:
+        """32-bit uniform members only: an index value, or a constant of a 32-bit type (or float64, a
+        weak scalar computed in f32)."""
+        x = self.ins[slot[0]]
+        return x.op == "range" or x.dtype.kind == "f" or x.dtype.itemsize == 4 or slot[0] in self.index
+
+    def argument(self, name: str) -> str:
+        return f"tj_scalars.{name}"
 
     def _uniform_type(self, dt: np.dtype) -> str:
         return {"b": "u32", "i": "i32", "u": "u32", "f": "f32"}[np.dtype(dt).kind]

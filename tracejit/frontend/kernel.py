@@ -342,7 +342,7 @@ class Kernel:
     def _twin_of_changed(self, args, infos, dev):
         """dynamic=None: the program with the dimensions seen to change at another size, the first time a
         dimension is seen with a second value on this device (None otherwise): sizes that follow it become
-        arguments of this compile, which later sizes reuse (numba_sizes remembers them per kernel)."""
+        arguments of this compile, which later sizes reuse (size_templates remembers them per kernel)."""
         known = [p.traced.infos for k, p in (*self._plans.items(), *self._lowered.items()) if k[0] == dev.name]
         changed = changed_axes(known, infos)
         seen = self._symbolic.get(dev.name, set())

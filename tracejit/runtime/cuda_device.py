@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..codegen import cstyle
 from ..codegen import cuda as cuda_codegen
 from ..codegen import nvrtc
 from ..codegen.simt import Launch, RenderOptions
@@ -32,6 +33,7 @@ from .disk_cache import CACHE, CacheKey
 from .emulator.cuda_driver import EmulatedCompiler
 from .faults import RECORD_WORDS
 from .sharing import plan_sharing
+from .size_templates import SizeTemplates
 from .views import flat_view
 
 REDUCTION_SCRATCH = 4096   # bytes of shared memory left for reduction trees when keeping rows
@@ -98,8 +100,9 @@ class CudaCompiler:
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         return ptx, cached
 
-    def build(self, kernel: Kernel, by_value: frozenset[int], options: RenderOptions | None = None) -> CompiledKernel:
-        r = cuda_codegen.render(kernel, options or self.options, by_value)
+    def build(self, kernel: Kernel, by_value: frozenset[int], options: RenderOptions | None = None,
+              symbolic: dict | None = None) -> CompiledKernel:
+        r = cuda_codegen.render(kernel, options or self.options, by_value, symbolic)
         ptx, cached = self.ptx(r.name, r.source)
         vector = None
         if r.vector is not None:
@@ -144,6 +147,7 @@ _CURRENT = _Current()
 
 
 class CUDADevice:
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
     """One GPU through the driver API: `cuda` (the first visible GPU) or `cuda:N`."""
 
     @staticmethod
@@ -211,6 +215,7 @@ class CUDADevice:
         self.pool = cu.Pool(self.name)
         self._functions: dict[str, object] = {}
         self._modules: list = []
+        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
 
     def _attribute(self, attr) -> int:
         return cu.check(cu.driver().cuDeviceGetAttribute(attr, self.cu_device), f"cuDeviceGetAttribute({attr.name})")
@@ -367,14 +372,14 @@ class CUDADevice:
     # -- compilation --
     def compile(self, program: Program) -> "CudaPlan":
         compiled = []
-        for k, keys in zip(program.kernels, program.launches):
-            by_value = by_value_params(program, keys)
-            c = self.compiler.build(k, by_value)
+        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
+            by_value, symbolic = by_value_params(program, keys), self.sizes.of(program, i, self.name)
+            c = self.compiler.build(k, by_value, symbolic=symbolic)
             fn = self._function(c.name, c.ptx)
             fits = cu.check(cu.driver().cuFuncGetAttribute(
                 cu.driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn), "cuFuncGetAttribute")
             if fits < c.launch.local_size:   # this kernel's registers allow fewer threads per block
-                c = self.compiler.build(k, by_value, replace(self.options, max_local_size=fits))
+                c = self.compiler.build(k, by_value, replace(self.options, max_local_size=fits), symbolic)
                 fn = self._function(c.name, c.ptx)
             vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
             compiled.append((c, fn, vfn))

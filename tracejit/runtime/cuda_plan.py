@@ -30,11 +30,14 @@ def _holder_type(dtype: np.dtype | None):
     return ctypes.c_uint64 if dtype is None else SCALAR_CTYPES[np.dtype(dtype)]
 
 
-def size_argument(compiled) -> np.integer | None:
-    """The bounds check's limit a kernel (or its float4 variant) takes as its last argument, or None."""
+def trailing_arguments(compiled) -> list[np.generic]:
+    """The by-value arguments a kernel (and its float4 variant: the same symbolic sizes, see
+    codegen.cuda.render) takes after its parameters and error record: its symbolic sizes, then the bounds
+    check's limit where either variant has one."""
     launches = [compiled.launch] + ([compiled.vector[3]] if compiled.vector else [])
     sized = [launch for launch in launches if launch.size is not None]
-    return sized[0].size_dtype.type(sized[0].size) if sized else None
+    size = [sized[0].size_dtype.type(sized[0].size)] if sized else []
+    return [np.dtype(dt).type(v) for dt, v in compiled.launch.symbolic] + size
 
 
 class BoundLaunch:
@@ -59,9 +62,9 @@ class BoundLaunch:
         self.address = ctypes.addressof(self.params)
         self.buffers: dict[int, cu.DeviceBuffer] = {}            # position -> device buffer (capture, sharing)
         self.pointers = [0] * len(arg_dtypes)
-        size = size_argument(compiled)
-        if size is not None:
-            self.holders[-1].value = int(size)
+        trailing = trailing_arguments(compiled)
+        for holder, value in zip(self.holders[len(self.holders) - len(trailing):], trailing):
+            holder.value = value.item()
 
     def set_buffer(self, pos: int, buf: cu.DeviceBuffer) -> None:
         ptr = buf.span()[0] if buf.size else buf.ptr   # kernels index a strided array from its lowest address
@@ -108,9 +111,8 @@ class CudaPlan:
                 dtypes[j] = by_value_dtype(program.buffers[keys[j]].dtype, device.options)
             if c.launch.error_flag:
                 dtypes.append(None)
-            size = size_argument(c)
-            if size is not None:   # the bounds check's limit, last (one value for both variants)
-                dtypes.append(size.dtype)
+            # symbolic sizes and the bounds check's limit, last (one list for both variants)
+            dtypes += [v.dtype for v in trailing_arguments(c)]
             self._compiled.append((c, fn, vfn, keys, dtypes))
         self._launches = [BoundLaunch(c, fn, vfn, dtypes) for c, fn, vfn, _, dtypes in self._compiled]
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..codegen import build_log as build_log_text
+from ..codegen import cstyle
 from ..codegen import metal as metal_codegen
 from ..codegen.simt import Launch, by_value_dtype
 from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
@@ -35,6 +36,7 @@ from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_para
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
+from .size_templates import SizeTemplates
 from .views import flat_view
 
 INSTALL_HINT = "pip install 'tracejit[metal]' (pyobjc-framework-Metal)"
@@ -127,6 +129,7 @@ _OPEN: list = []   # the MetalDevice of this process, once made
 class MetalDevice:
     """The system default Metal GPU (`metal`)."""
 
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
     keeps_compiled_kernels = False
     no_disk_cache = ("each process builds its libraries and pipelines from MSL (macOS keeps its own cache of "
                      "compiled shaders); tracejit stores no Metal binaries")
@@ -173,6 +176,7 @@ class MetalDevice:
         self._last = None            # the last command buffer committed
         self._commits = threading.Lock()   # the three above change together: threads commit and wait at once
         self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed)
+        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._pipelines: dict[str, object] = {}
         _OPEN.append(self)
 
@@ -315,13 +319,13 @@ class MetalDevice:
     # -- compilation --
     def compile(self, program: Program) -> "MetalPlan":
         compiled = []
-        for k, keys in zip(program.kernels, program.launches):
-            by_value = by_value_params(program, keys)
-            r = metal_codegen.render(k, self.options, by_value)
+        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
+            by_value, symbolic = by_value_params(program, keys), self.sizes.of(program, i, self.name)
+            r = metal_codegen.render(k, self.options, by_value, symbolic)
             pipeline, cached = self._pipeline(r.name, r.source)
             fits = int(pipeline.maxTotalThreadsPerThreadgroup())
             if fits < r.launch.local_size:   # this kernel's registers allow fewer threads per threadgroup
-                r = metal_codegen.render(k, replace(self.options, max_local_size=fits), by_value)
+                r = metal_codegen.render(k, replace(self.options, max_local_size=fits), by_value, symbolic)
                 pipeline, cached = self._pipeline(r.name, r.source)
             compiled.append((CompiledKernel(k.name, r.source, k, r.launch, cached), pipeline))
         return MetalPlan(self, program, compiled)
@@ -421,8 +425,7 @@ class MetalPlan:
             bound = [bufs[k] for k in keys]
             if c.launch.error_flag:
                 bound.append(error)
-            if c.launch.size is not None:   # the bounds check's limit, last
-                bound.append(np.asarray(c.launch.size, c.launch.size_dtype).tobytes())
+            bound += [v.tobytes() for v in c.launch.trailing()]   # symbolic sizes, the bounds check's limit
             out.append(_Launch(pipeline, bound, c.launch.global_items // c.launch.local_size, c.launch.local_size))
         return out
 

@@ -22,6 +22,7 @@ from ..ir import library
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, faults, has_atomics
 from ..ir.layout import LayoutOptions
+from ..ir.size_slots import size_slots
 from . import numba_cache, numba_threads
 from .array import Array
 from .cache_key import source_part, tracejit_part
@@ -29,8 +30,8 @@ from .debug import current_times, log, stage
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
 from .numba_plan import NumbaPlan
-from .numba_sizes import SizeTemplates, named_slots
 from .sharing import plan_sharing
+from .size_templates import SizeTemplates
 
 _LOAD_LOCK = threading.RLock()   # kernel modules are imported and compiled one thread at a time
 
@@ -60,13 +61,14 @@ class NumbaDevice:
     # registers, measured on the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6
     # against 18)
     layout = LayoutOptions(library=True, transpose_tiles=((32, 8), (32, 8), (8, 4), (8, 4)))
-    inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (numba_sizes)
+    inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (size_templates)
 
     def __init__(self, index: int | None = None):
         if index:
             raise ValueError("the numba device has no index")
         self.modules: dict[str, object] = {}
-        self.sizes = SizeTemplates()   # which sizes of each kernel are arguments of its code
+        # which sizes of each kernel are arguments of its code
+        self.sizes = SizeTemplates(numba_codegen.slot_argument, "numba-sizes")
         _load_numba_registries()
 
     @staticmethod
@@ -137,8 +139,8 @@ class NumbaDevice:
                 continue
             loop = _loop(k, blas)
             with stage("render"):
-                sizes = numba_codegen.size_slots(k)
-                named = named_slots(k, sizes, program.twin, i) if program.twin is not None else set()
+                sizes = size_slots(k)
+                named = self.sizes.named(k, sizes, program.twin, i)
                 symbolic = {} if program.dynamic is False else self.sizes.symbolic(k, loop, sizes, named)
             # (entry point, dispatcher), whether nothing was compiled
             source, values, fns, cached = self._build(k, loop, sizes, symbolic)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..codegen import build_log as build_log_text
+from ..codegen import cstyle
 from ..codegen import opencl as opencl_codegen
 from ..codegen.simt import Launch, RenderOptions, by_value_dtype
 from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
@@ -27,6 +28,7 @@ from .disk_cache import CACHE, CacheKey
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
+from .size_templates import SizeTemplates
 from .views import flat_view
 
 ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
@@ -141,6 +143,7 @@ class CompiledKernel:
 
 class OpenCLDevice:
     """One OpenCL device: `opencl` (see TRACEJIT_OPENCL_DEVICE) or `opencl:N` in tj.devices() order."""
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
 
     @staticmethod
     def maybe_gpu() -> bool:
@@ -199,6 +202,7 @@ class OpenCLDevice:
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=gpu, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
+        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
 
     # -- memory --
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
@@ -311,14 +315,15 @@ class OpenCLDevice:
     def compile(self, program: Program) -> "OpenCLPlan":
         import pyopencl as cl
         compiled = []
-        for k, keys in zip(program.kernels, program.launches):
+        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
             by_value = frozenset(j for j, key in enumerate(keys)
                                  if key[0] == "in" and program.buffers[key].shape == ())
-            r = opencl_codegen.render(k, self.options, by_value)
+            symbolic = self.sizes.of(program, i, self.name)
+            r = opencl_codegen.render(k, self.options, by_value, symbolic)
             knl, cached = self._build(r.name, r.source)
             fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
             if fits < r.launch.local_size:  # this kernel's registers allow fewer work-items per group
-                r = opencl_codegen.render(k, replace(self.options, max_local_size=fits), by_value)
+                r = opencl_codegen.render(k, replace(self.options, max_local_size=fits), by_value, symbolic)
                 knl, cached = self._build(r.name, r.source)
             compiled.append((CompiledKernel(k.name, r.source, k, r.launch, cached), knl))
         return OpenCLPlan(self, program, compiled)
@@ -409,10 +414,9 @@ class OpenCLPlan:
                 scalars[j] = np.dtype("uint8") if dt == np.bool_ else by_value_dtype(dt, device.options)
             if c.launch.error_flag:
                 scalars.append(None)
-            if c.launch.size is not None:   # the bounds check's limit, last
-                scalars.append(c.launch.size_dtype)
+            scalars += c.launch.trailing_dtypes()   # the bounds check's limit, symbolic sizes
             knl.set_scalar_arg_dtypes(scalars)
-            self._launches.append((c, knl, keys, scalars))
+            self._launches.append((c, knl, keys, scalars, c.launch.trailing()))
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
         # the kernel objects are shared: setting a call's arguments and enqueueing it is one step, or a thread
@@ -437,14 +441,13 @@ class OpenCLPlan:
             results[key] = out = dev.allocate(shape, dtype)
             bufs[key] = out.buf
         launches = []
-        for c, knl, keys, scalars in self._launches:
+        for c, knl, keys, scalars, trailing in self._launches:
             if c.launch.error_flag:
                 raise UnsupportedError(CAPTURE_REFUSED.format(name=c.name, device=dev.name))
             own = cl.Kernel(knl.get_info(cl.kernel_info.PROGRAM), c.name)
             own.set_scalar_arg_dtypes(scalars)
             call = [bufs[k] for k in keys]
-            if c.launch.size is not None:
-                call.append(c.launch.size)
+            call += trailing
             own.set_args(*call)
             launches.append((own, (c.launch.global_items,), (c.launch.local_size,), call))
         return [results[k] for k in prog.outputs], launches, list(results.values())
@@ -471,15 +474,14 @@ class OpenCLPlan:
         for key, shape, dtype in self._allocs:
             results[key] = out = into[key] if into and key in into else dev.allocate(shape, dtype)
             bufs[key] = out.buf
-        for c, knl, keys, _ in self._launches:
+        for c, knl, keys, _, trailing in self._launches:
             launch = c.launch
             call = [bufs[k] for k in keys]
             if launch.error_flag:
                 err = dev.error_record()   # the call's own: a shared one is zeroed and read by others
                 cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, RECORD_BYTES)
                 call.append(err)
-            if launch.size is not None:
-                call.append(launch.size)
+            call += trailing
             t0 = time.perf_counter() if LEVEL >= 2 else 0.0
             try:
                 with self._lock:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen import build_log as build_log_text
-from ..codegen import wgsl
+from ..codegen import cstyle, wgsl
 from ..errors import CompileError, DeviceError, OutOfMemoryError, DtypeError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -29,6 +29,7 @@ from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_para
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .sharing import plan_sharing
+from .size_templates import SizeTemplates
 from .views import flat_view
 
 INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvmpipe as is, on Vulkan/lavapipe "
@@ -115,8 +116,17 @@ class WebGPUTarget:
 _OPEN: list = []   # the WebGPUDevice of this process, once made
 
 
+def _uniform_words(launch) -> np.ndarray:
+    """A launch's by-value arguments after the scalars (Launch.trailing) as 32-bit uniform words: floats as
+    float32 bits, integers as int32 or uint32 (index values are i32 in WGSL)."""
+    words = [np.array(v, {"f": np.float32, "i": np.int32, "u": np.uint32}[v.dtype.kind]).view(np.uint32)
+             for v in launch.trailing()]
+    return np.array(words, np.uint32)
+
+
 class WebGPUDevice:
     """The process's WebGPU adapter (`webgpu`)."""
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
 
     @staticmethod
     def compile_only(suffix: str | None):
@@ -183,6 +193,7 @@ class WebGPUDevice:
         self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN)
         self.uniforms = BlockPool(functools.partial(self._new_buffer, usage.UNIFORM | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple] = {}
+        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._sync = None
         self._tables: dict = {}
 
@@ -305,8 +316,8 @@ class WebGPUDevice:
     # -- compilation --
     def compile(self, program: Program) -> "WebGPUPlan":
         compiled = []
-        for k, keys in zip(program.kernels, program.launches):
-            r = wgsl.render(k, self.options, by_value_params(program, keys))
+        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
+            r = wgsl.render(k, self.options, by_value_params(program, keys), self.sizes.of(program, i, self.name))
             cached = self._pipeline(r)
             compiled.append(CompiledKernel(k.name, r.source, k, r, cached))
         return WebGPUPlan(self, program, compiled)
@@ -425,17 +436,17 @@ class WebGPUPlan:
         the limit is the same for every call of the plan: written once and kept, and published only once
         written (a thread that found it unwritten could submit first, and its kernel would read a recycled
         uniform's stale limit: rows left unwritten, a wrong answer)."""
+        fixed = _uniform_words(r.launch)   # symbolic sizes and the bounds check's limit, after the scalars
+        members = len(r.scalars) + len(fixed)
+        values = np.zeros(max(4, -(-members // 4) * 4), np.uint32)
+        values[len(r.scalars):members] = fixed
         if not r.scalars:
             block = self._size_uniforms.get(r.name)
             if block is None:
-                block = self.device.uniforms.allocate(16)
-                self.device.device.queue.write_buffer(block.buffer, 0, np.array([r.launch.size, 0, 0, 0], np.uint32))
+                block = self.device.uniforms.allocate(values.nbytes)
+                self.device.device.queue.write_buffer(block.buffer, 0, values)
                 block = self._size_uniforms.setdefault(r.name, block)
             return block
-        members = len(r.scalars) + (r.launch.size is not None)
-        values = np.zeros(max(4, -(-members // 4) * 4), np.uint32)
-        if r.launch.size is not None:   # the bounds check's limit, after the scalars
-            values[len(r.scalars)] = r.launch.size
         for m, p in enumerate(r.scalars):
             v = bufs[keys[p]]
             kind = self.program.buffers[keys[p]].dtype.kind
