@@ -34,8 +34,8 @@ def _stand_in(monkeypatch):
     driver = FakeDriver()
     build = cuda_device.CudaCompiler.build
 
-    def build_and_register(self, kernel, by_value, options=None):
-        c = build(self, kernel, by_value, options)
+    def build_and_register(self, kernel, by_value, options=None, symbolic=None):
+        c = build(self, kernel, by_value, options, symbolic)
         driver.register(c, by_value)
         return c
     monkeypatch.setattr(cuda_device.CudaCompiler, "build", build_and_register)
