@@ -10,7 +10,8 @@ import sys
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tracejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="list devices and versions")
+    i = sub.add_parser("info", help="targets, each device's facts (memory, kind, dtypes) and the recommended one")
+    i.add_argument("--json", action="store_true", help="the same as JSON")
     w = sub.add_parser("warm", help="compile kernels into the disk cache without running them",
                        description="Compile MODULE:FUNC for the given argument specs, or every entry of a "
                                    "manifest (one JSON object per line, as TRACEJIT_RECORD writes), into the "
@@ -29,25 +30,66 @@ def main(argv=None) -> int:
     c.add_argument("file", nargs="?", help="the archive for export / import")
     args = parser.parse_args(argv)
     if args.command == "info":
-        return _info()
+        return _info(args.json)
     if args.command == "warm":
         return _warm(args, parser)
     return _cache(args, parser)
 
 
-def _info() -> int:
+def _info(as_json: bool = False) -> int:
+    """The targets (usable here or why not), each usable device's facts, the recommended device."""
     import numpy
 
     import tracejit as tj
     from tracejit.runtime.cache_dir import cache_dir
     from tracejit.runtime.registry import default_device_name
+    statuses = tj.devices()
+    facts: dict[str, object] = {}
+    for status in statuses:
+        if status.available:
+            try:
+                facts[status.name] = tj.device(status.name).info
+            except Exception as e:   # one device failing to open must not hide the others
+                facts[status.name] = f"{type(e).__name__}: {e}"
+    try:
+        recommended = tj.select_device()
+    except tj.DeviceError:
+        recommended = None
+    summary = {"tracejit": tj.__version__, "numpy": numpy.__version__, "python": sys.version.split()[0],
+               "cache_directory": str(cache_dir()), "default_device": default_device_name(),
+               "recommended_device": recommended,
+               "targets": [{"name": s.name, "available": s.available, "reason": s.reason,
+                            "description": s.description} for s in statuses],
+               "devices": [f.as_dict() if isinstance(f, tj.DeviceInfo) else {"name": n, "error": f}
+                           for n, f in facts.items()]}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return 0
     print(f"tracejit {tj.__version__} (numpy {numpy.__version__}, python {sys.version.split()[0]})")
     print(f"cache directory: {cache_dir()}")
-    print(f"default device: {default_device_name()}")
+    print("targets:")
+    for s in statuses:
+        print(f"  {'✓' if s.available else '✗'} {s.name:<8} {s.description if s.available else s.reason}")
     print("devices:")
-    for info in tj.devices():
-        print(f"  {info}")
+    for name, f in facts.items():
+        print(f"  {name:<8} {_describe(f) if isinstance(f, tj.DeviceInfo) else 'could not be opened: ' + f}")
+    print(f"recommended device: {recommended or 'none'}")
+    print(f"default device: {default_device_name()}")
     return 0
+
+
+def _describe(info) -> str:
+    """One line of a device's facts: kind, vendor, memory, unified memory, compute units."""
+    def gib(n):
+        return "unknown" if n is None else f"{n / 2 ** 30:.1f} GiB"
+    parts = [info.kind, info.vendor or "vendor unknown",
+             f"memory {gib(info.total_memory)} total, {gib(info.free_memory)} free",
+             {True: "unified memory", False: "discrete memory", None: "unified memory unknown"}[info.unified_memory]]
+    if info.compute_units is not None:
+        parts.append(f"compute units: {info.compute_units}")
+    if info.compute_capability is not None:
+        parts.append("compute capability {}.{}".format(*info.compute_capability))
+    return "; ".join(parts)
 
 
 def _warm(args, parser) -> int:

@@ -6,6 +6,7 @@ import functools
 import numpy as np
 
 from ..runtime import registry
+from ..runtime.device_stats import failed
 from . import capture
 from .signature import arg_key
 
@@ -51,9 +52,13 @@ def fast_class(kernel: type, n: int) -> type:
         "            plans.move_to_end(key)\n"
         "        except KeyError:   # another thread evicted it just now: the plan still runs\n"
         "            pass\n"
-        "    return plan.run(args)\n")
+        "    try:\n"
+        "        return plan.run(args)\n"
+        "    except Exception as e:   # the device's last error (stats()); a try costs nothing otherwise\n"
+        "        failed(plan.device, e)\n"
+        "        raise\n")
     env = {"ndarray": np.ndarray, "arg_key": arg_key, "capture": capture,
-           "default_device_name": registry.default_device_name}
+           "default_device_name": registry.default_device_name, "failed": failed}
     exec(compile(source, f"<tracejit Kernel.__call__ of {n} parameters>", "exec"), env)
     return type(kernel.__name__, (kernel,), {"__call__": env["__call__"], "__module__": kernel.__module__,
                                              "__qualname__": kernel.__qualname__})

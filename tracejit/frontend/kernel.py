@@ -21,6 +21,7 @@ from ..runtime import registry
 from ..runtime.array import Array
 from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
+from ..runtime.device_stats import DeviceStats, failed
 from . import allocation, capture, destinations
 from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       twin_sizes, with_sizes)
@@ -209,14 +210,23 @@ class Kernel:
                                 f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
         if plan is None:
             normalized = self._normalize(args, dev)
-            return self._plan_for(normalized, dev).call(normalized, args, out)
+            plan = self._plan_for(normalized, dev)
+            try:
+                return plan.call(normalized, args, out)
+            except Exception as e:
+                failed(plan.device, e)
+                raise
         self._counts["hits"] += 1
         if len(plans) > 1:   # least recently used order: nothing to reorder for a function's only plan
             try:
                 plans.move_to_end(key)
             except KeyError:   # another thread evicted it just now: the plan still runs
                 pass
-        return plan.run(args) if out is None else plan.call(args, args, out)
+        try:
+            return plan.run(args) if out is None else plan.call(args, args, out)
+        except Exception as e:
+            failed(plan.device, e)
+            raise
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
@@ -317,8 +327,14 @@ class Kernel:
                 program.twin = self._twin(named_axes_other(args, traced.infos, axes), dev)
             elif self._dynamic is None and inner:   # dimensions seen with a second value: symbolic from now
                 program.twin = self._twin_of_changed(args, traced.infos, dev)
-            executable = dev.compile(program)
+            try:
+                executable = dev.compile(program)
+            except Exception as e:
+                failed(dev, e)
+                raise
         loaded = sum(k.cached for k in executable.kernels)
+        if isinstance(dev, DeviceStats):
+            dev.compiles += len(program.kernels) - loaded
         self._counts["compiles"] += len(program.kernels) - loaded
         self._counts["disk_hits"] += loaded
         log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "

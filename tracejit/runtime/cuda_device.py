@@ -28,6 +28,8 @@ from .array import Array, own_copy
 from .cuda_plan import CudaGraph, CudaPlan
 from .cache_key import source_part, tracejit_part
 from .debug import log
+from .device_info import ALL_DTYPES, DeviceInfo
+from .device_stats import DeviceStats
 from .device_memory import by_value_params
 from .disk_cache import CACHE, CacheKey
 from .emulator.cuda_driver import EmulatedCompiler
@@ -146,7 +148,7 @@ class _Current(threading.local):
 _CURRENT = _Current()
 
 
-class CUDADevice:
+class CUDADevice(DeviceStats):
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
     """One GPU through the driver API: `cuda` (the first visible GPU) or `cuda:N`."""
 
@@ -216,6 +218,7 @@ class CUDADevice:
         self._functions: dict[str, object] = {}
         self._modules: list = []
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.apply_memory_limit()
 
     def _attribute(self, attr) -> int:
         return cu.check(cu.driver().cuDeviceGetAttribute(attr, self.cu_device), f"cuDeviceGetAttribute({attr.name})")
@@ -225,6 +228,28 @@ class CUDADevice:
         if _CURRENT.context is not self.context:
             cu.check(cu.driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
             _CURRENT.context = self.context
+
+    @property
+    def info(self) -> DeviceInfo:
+        """The driver's attributes and cuMemGetInfo (free memory, read now). Emulated: the CPU emulator's
+        own limits, its memory the host's (the emulator's allotment)."""
+        d, attr = cu.driver(), cu.driver().CUdevice_attribute
+        self._make_current()
+        free, total = cu.check(d.cuMemGetInfo(), "cuMemGetInfo")
+        emulated = emulator.emulates("cuda")
+        version = None
+        if not emulated:
+            v = int(cu.check(d.cuDriverGetVersion(), "cuDriverGetVersion"))
+            version = f"{v // 1000}.{v % 1000 // 10}"
+        cc = (self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+              self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        return DeviceInfo(self.name, "cuda", "emulated" if emulated else "gpu", "NVIDIA" if not emulated else
+                          "tracejit (CPU emulator)", version, int(total), int(free),
+                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), cc,
+                          bool(self._attribute(attr.CU_DEVICE_ATTRIBUTE_INTEGRATED)),
+                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_WARP_SIZE), ALL_DTYPES)
 
     # -- memory --
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> cu.DeviceBuffer:
@@ -343,6 +368,7 @@ class CUDADevice:
     def replay(self, launches) -> None:
         """Recorded launches, one by one, or a CUDA graph of them with one driver call."""
         self._make_current()
+        self.launches += len(launches)
         if type(launches) is CudaGraph:
             launches.launch()
             return

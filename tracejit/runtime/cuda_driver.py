@@ -105,6 +105,7 @@ class Pool(FreeLists):
         size = rounded(nbytes)
         ptr = self._take(size)
         if ptr is None:
+            self.admit(size, self.name)
             ptr = self._fresh(size)
         self._active(size)
         return Block(ptr, size, self)
@@ -128,6 +129,8 @@ class Pool(FreeLists):
         for blocks in self._drop().values():
             for ptr in blocks:
                 d.cuMemFree(ptr)
+
+    drop_held = free_held
 
 
 class DeviceBuffer:

@@ -156,6 +156,7 @@ class CudaPlan:
         check_int_scalars(prog.int_scalars, args)
         dev._make_current()
         bufs, results = self._buffers(args, dev, into)
+        dev.launches += len(self._launches)
         d = cu.driver()
         for launch, (c, _, _, keys, _) in zip(self._launches, self._compiled):
             self._set(launch, keys, bufs)

@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import DeviceError
+from ..errors import DeviceError, OutOfMemoryError
 from ..ir.fuse import Program
 from .array import Array
 
@@ -55,6 +55,13 @@ class Block:
         weakref.finalize(self, pool.release, buffer, nbytes)
 
 
+def over_limit(device: str, size: int, limit: int, in_use: int) -> OutOfMemoryError:
+    return OutOfMemoryError(
+        f"{device}: allocating {size} bytes would pass the memory limit of {limit} bytes ({in_use} bytes in use "
+        "after emptying the pool); free device arrays you no longer need, or raise the limit "
+        "(tj.set_memory_limit, TRACEJIT_MEMORY_LIMIT)")
+
+
 class FreeLists:
     """What a caching allocator keeps: freed buffers by rounded size, and the counts its stats report.
     Threads share a pool: the lists and counts change under a lock, reentrant because a block's release
@@ -63,7 +70,24 @@ class FreeLists:
     def __init__(self):
         self.free: dict[int, list] = {}
         self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
+        self.peak_bytes = 0
+        self.limit: int | None = None   # tj.set_memory_limit: bytes the pool may hold, in use and kept
         self._lock = threading.RLock()
+
+    def admit(self, size: int, device: str) -> None:
+        """Before a new buffer of `size` bytes: within the memory limit, first by letting go of the kept
+        buffers, else tj.OutOfMemoryError naming the request and the limit."""
+        limit = self.limit
+        if limit is None:
+            return
+        if self.active_bytes + self.held_bytes + size > limit and self.held_blocks:
+            self.drop_held()
+        if self.active_bytes + size > limit:
+            raise over_limit(device, size, limit, self.active_bytes)
+
+    def drop_held(self) -> None:
+        """Let go of the buffers kept for reuse (when an allocation fails, they may be what is in the way)."""
+        self._drop()
 
     def _take(self, size: int):
         """A kept buffer of this size (whatever the pool stored for it), or None."""
@@ -80,6 +104,7 @@ class FreeLists:
         with self._lock:
             self.active_blocks += 1
             self.active_bytes += size
+            self.peak_bytes = max(self.peak_bytes, self.active_bytes)
 
     def _keep(self, size: int, entry) -> None:
         with self._lock:
@@ -107,23 +132,23 @@ class BlockPool(FreeLists):
     DeviceError when it cannot); `stamp()` labels a buffer as it is released (metal: how much work had
     been committed, so a host write waits only when that work may still use it)."""
 
-    def __init__(self, create: Callable[[int], object], align: int, stamp: Callable[[], object] = lambda: None):
+    def __init__(self, create: Callable[[int], object], align: int, stamp: Callable[[], object] = lambda: None,
+                 device: str = "the device"):
         super().__init__()
-        self.create, self.align, self.stamp = create, align, stamp
+        self.create, self.align, self.stamp, self.device = create, align, stamp, device
 
     def allocate(self, nbytes: int) -> Block:
         size = max(self.align, -(-nbytes // self.align) * self.align)
         found = self._take(size)
-        buffer, tag = found if found is not None else (self.create(size), None)
+        if found is None:
+            self.admit(size, self.device)
+            found = (self.create(size), None)
+        buffer, tag = found
         self._active(size)
         return Block(buffer, size, tag, self)
 
     def release(self, buffer, nbytes: int) -> None:
         self._keep(nbytes, (buffer, self.stamp()))
-
-    def drop_held(self) -> None:
-        """Let go of the buffers kept for reuse (when an allocation fails, they may be what is in the way)."""
-        self._drop()
 
 
 def by_value_params(program: Program, keys) -> frozenset[int]:

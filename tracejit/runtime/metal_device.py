@@ -35,6 +35,8 @@ from .debug import LEVEL, log
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs, scalar_of
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
+from .device_info import DeviceInfo, dtypes_without
+from .device_stats import DeviceStats
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
@@ -126,7 +128,7 @@ class MetalTarget:
 _OPEN: list = []   # the MetalDevice of this process, once made
 
 
-class MetalDevice:
+class MetalDevice(DeviceStats):
     """The system default Metal GPU (`metal`)."""
 
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
@@ -175,10 +177,24 @@ class MetalDevice:
         self._completed = 0          # of those, known to have finished
         self._last = None            # the last command buffer committed
         self._commits = threading.Lock()   # the three above change together: threads commit and wait at once
-        self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed)
+        self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed, device="metal")
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.apply_memory_limit()
         self._pipelines: dict[str, object] = {}
         _OPEN.append(self)
+
+    @property
+    def info(self) -> DeviceInfo:
+        """MTLDevice's properties. Total memory: the working set Metal recommends for this device; free:
+        that less what the device has allocated now. Metal reports no driver version or SIMD width
+        outside a pipeline."""
+        total = int(self.mtl.recommendedMaxWorkingSetSize())
+        free = max(0, total - int(self.mtl.currentAllocatedSize()))
+        return DeviceInfo(self.name, "metal", "emulated" if emulator.emulates("metal") else "gpu",
+                          "tracejit (CPU emulator)" if emulator.emulates("metal") else "Apple", None, total, free,
+                          None, None, bool(self.mtl.hasUnifiedMemory()),
+                          int(self.mtl.maxThreadsPerThreadgroup().width), int(self.mtl.maxThreadgroupMemoryLength()),
+                          None, dtypes_without("float64"))
 
     # -- memory --
     def _new_buffer(self, nbytes: int):
@@ -255,6 +271,7 @@ class MetalDevice:
     # -- encoding --
     def _submit(self, launches, wait: bool = False) -> None:
         """Every launch into one compute encoder of one command buffer, committed."""
+        self.launches += len(launches)
         with self.objc.autorelease_pool():
             cb = self.queue.commandBuffer()
             enc = cb.computeCommandEncoder()

@@ -27,6 +27,8 @@ from . import numba_cache, numba_threads
 from .array import Array
 from .cache_key import source_part, tracejit_part
 from .debug import current_times, log, stage
+from .device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
+from .device_stats import DeviceStats, no_pool
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
 from .numba_plan import NumbaPlan
@@ -55,7 +57,7 @@ class CompiledKernel:
     lead: tuple = ()
 
 
-class NumbaDevice:
+class NumbaDevice(DeviceStats):
     name = "numba"
     # NumPy's matmul (OpenBLAS) and sort: ir/library.py. Transposed reads in tiles LLVM transposes in vector
     # registers, measured on the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6
@@ -78,6 +80,24 @@ class NumbaDevice:
         except ImportError as e:
             return False, f"numba is not importable ({e}); pip install numba", ""
         return True, None, f"CPU, {os.cpu_count()} threads, numba {numba.__version__}"
+
+    def memory(self):
+        return None, None, None   # NumPy's arrays: tracejit keeps no count of host memory
+
+    def set_memory_limit(self, nbytes) -> None:
+        no_pool(self.name)
+
+    memory_limit = None
+
+    @property
+    def info(self) -> DeviceInfo:
+        """This CPU as the OS describes it; its memory is the host's (free: what the OS has available)."""
+        import llvmlite.binding as llvm
+        import numba
+        total, free = host_memory()
+        llvm_version = ".".join(map(str, llvm.llvm_version_info))
+        return DeviceInfo(self.name, "numba", "cpu", host_vendor(), f"numba {numba.__version__}, LLVM {llvm_version}",
+                          total, free, numba_threads.thread_count(), None, True, None, None, None, ALL_DTYPES)
 
     # -- memory --
     def from_numpy(self, a: np.ndarray) -> np.ndarray:
@@ -108,6 +128,7 @@ class NumbaDevice:
 
     def replay(self, launches) -> None:
         """A pre-bound list of compiled calls, run in one loop."""
+        self.launches += len(launches)
         for fn, args in launches:
             fn(*args)
 
@@ -153,7 +174,7 @@ class NumbaDevice:
             if program.every_loop and program.dynamic is not False and (
                     named or i < len(program.twin.kernels) and program.twin.kernels[i].work != k.work):
                 self._other_loops(k, loop, sizes, named)
-        return NumbaPlan(program, compiled)
+        return NumbaPlan(program, compiled, self)
 
     def _build(self, kernel: Kernel, loop: str, sizes: dict, symbolic: dict):
         """Render the kernel with these slots as arguments and load it: (source, the arguments' values,

@@ -42,8 +42,8 @@ class NumbaPlan:
     """A compiled program. Calls go through `run`, straight-line Python generated for this plan:
     flat views of the arguments, fresh outputs, each kernel's entry point, the results."""
 
-    def __init__(self, program: Program, compiled):
-        self.program = program
+    def __init__(self, program: Program, compiled, device):
+        self.program, self.device = program, device
         self.kernels = [c for c, _ in compiled]
         self._fns = [fns for _, fns in compiled]
         with stage("runner"):
@@ -82,7 +82,7 @@ class NumbaPlan:
         env = {"np": np, "empty": multiarray.empty, "flat_view": flat_view, "Array": Array,
                "check_int_scalars": check_int_scalars,
                "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
-               "fault_error": fault_error}
+               "fault_error": fault_error, "device": self.device}
         lines = ["def run(args, into=None):"]
         if prog.int_scalars:
             lines.append("    check_int_scalars(int_scalars, args)")
@@ -146,6 +146,7 @@ class NumbaPlan:
         if kept:   # back to the pool once every kernel is done with them (a call that raised drops them)
             lines.append(f"    if len(scratch_pool) < {KEEP_SETS}:")
             lines.append("        scratch_pool.append(scratch)")
+        lines.append(f"    device.launches += {len(fns)}")
         lines.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)},)")
         # NumPy's MemoryError for an output or temporary too big for host memory becomes a tracejit error
         # (still a MemoryError); the try costs nothing when nothing is raised

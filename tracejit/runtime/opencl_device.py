@@ -23,7 +23,9 @@ from . import gpu_nodes
 from .array import Array, own_copy
 from .cache_key import source_part, tracejit_part
 from .debug import LEVEL, log
-from .device_memory import Buffer
+from .device_info import DeviceInfo, dtypes_without
+from .device_memory import Buffer, over_limit
+from .device_stats import DeviceStats
 from .disk_cache import CACHE, CacheKey
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
@@ -141,7 +143,7 @@ class CompiledKernel:
     cached: bool = False   # the program binary came from the disk cache: nothing was compiled
 
 
-class OpenCLDevice:
+class OpenCLDevice(DeviceStats):
     """One OpenCL device: `opencl` (see TRACEJIT_OPENCL_DEVICE) or `opencl:N` in tj.devices() order."""
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
 
@@ -203,14 +205,50 @@ class OpenCLDevice:
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self._limit: int | None = None   # tj.set_memory_limit
+        self._peak = 0
+        self.apply_memory_limit()
+
+    @property
+    def info(self) -> DeviceInfo:
+        """OpenCL's device queries. Free memory: None, OpenCL has no query for it."""
+        import pyopencl as cl
+        d = self.cl_device
+        gpu = bool(d.type & cl.device_type.GPU)
+        try:
+            unified = bool(d.host_unified_memory)
+        except cl.Error:   # an OpenCL 3.0 driver need not answer it
+            unified = None if gpu else True
+        return DeviceInfo(self.name, "opencl", "gpu" if gpu else "cpu", d.vendor.strip() or None,
+                          d.driver_version.strip() or None, int(d.global_mem_size), None, int(d.max_compute_units),
+                          None, unified, int(d.max_work_group_size), int(d.local_mem_size), None,
+                          dtypes_without() if self.options.fp64 else dtypes_without("float64"))
 
     # -- memory --
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
         nbytes = math.prod(shape) * dtype.itemsize
         return DeviceBuffer(self._allocate(nbytes) if nbytes else None, shape, dtype)
 
+    def memory(self):
+        pool = self.pool
+        return pool.active_bytes, max(self._peak, pool.active_bytes), pool.managed_bytes - pool.active_bytes
+
+    def set_memory_limit(self, nbytes) -> None:
+        self._limit = nbytes
+
+    @property
+    def memory_limit(self) -> int | None:
+        return self._limit
+
     def _allocate(self, nbytes: int):
         import pyopencl as cl
+        pool = self.pool
+        if self._limit is not None:   # pyopencl's pool may reuse a kept block: counted as new, to be safe
+            if pool.managed_bytes + nbytes > self._limit:
+                pool.free_held()
+            if pool.active_bytes + nbytes > self._limit:
+                raise over_limit(self.name, nbytes, self._limit, pool.active_bytes)
+        self._peak = max(self._peak, pool.active_bytes + nbytes)
         try:
             return self.pool.allocate(nbytes)
         except cl.Error as e:
@@ -283,6 +321,7 @@ class OpenCLDevice:
         """Kernels with their arguments set once, enqueued back to back."""
         import pyopencl as cl
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
+        self.launches += len(launches)
         for knl, global_size, local_size, _ in launches:
             enqueue(queue, knl, global_size, local_size)
 
@@ -474,6 +513,7 @@ class OpenCLPlan:
         for key, shape, dtype in self._allocs:
             results[key] = out = into[key] if into and key in into else dev.allocate(shape, dtype)
             bufs[key] = out.buf
+        dev.launches += len(self._launches)
         for c, knl, keys, _, trailing in self._launches:
             launch = c.launch
             call = [bufs[k] for k in keys]

@@ -20,7 +20,9 @@ AUTO_ORDER = ("cuda-gpu", "metal-gpu", "opencl-gpu", "webgpu-gpu", "numba")
 
 
 @dataclass(frozen=True)
-class DeviceInfo:
+class TargetStatus:
+    """One entry of tj.devices(): a target, whether it can run kernels here, and why not (with an
+    install hint). A device's facts are tj.device(name).info (runtime/device_info.DeviceInfo)."""
     name: str
     available: bool
     reason: str | None = None   # why not available, with an install hint
@@ -36,21 +38,22 @@ _default: str | None = None
 _auto: str | None = None   # TRACEJIT_DEVICE or the automatic choice, found once per process
 
 
-def _load(target: str):
+def target_class(target: str):
+    """The runtime class of a target name in TARGETS ("numba", "cuda", ...)."""
     module, cls = TARGETS[target].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
-def devices() -> list[DeviceInfo]:
+def devices() -> list[TargetStatus]:
     """Every target tracejit knows, usable here or not (and why not)."""
     out = []
     for target in TARGETS:
         try:
-            cls = _load(target)
+            cls = target_class(target)
             ok, reason, desc = cls.probe()
         except Exception as e:  # a broken optional install must not break `import tracejit`
             ok, reason, desc = False, f"{type(e).__name__}: {e}", ""
-        out.append(DeviceInfo(target, ok, reason, desc))
+        out.append(TargetStatus(target, ok, reason, desc))
     return out
 
 
@@ -68,7 +71,7 @@ def device(name: str | None = None):
     target, _, index = name.partition(":")
     if target not in TARGETS:
         raise DeviceError(f"unknown device {name!r}; known devices: {', '.join(TARGETS)}")
-    cls = _load(target)
+    cls = target_class(target)
     if index and not index.isdigit():   # a naming mistake is reported before what this machine lacks
         if hasattr(cls, "compile_only"):
             raise DeviceError(f"device {name!r} names an architecture to compile for: lower() and tj.warm() take it, "
@@ -79,6 +82,11 @@ def device(name: str | None = None):
         raise DeviceError(f"device {name!r} is not available: {reason}")
     dev = _instances[name] = cls(int(index) if index else None)
     return dev
+
+
+def open_devices() -> list:
+    """The device objects made so far in this process (compile-only targets left out)."""
+    return [d for key, d in list(_instances.items()) if not key.startswith("compile-only")]
 
 
 def compiler(name: str | None = None):
@@ -92,7 +100,7 @@ def compiler(name: str | None = None):
         return _instances[name]
     target, _, suffix = name.partition(":")
     if target in TARGETS and (not suffix or not suffix.isdigit()):
-        cls = _load(target)
+        cls = target_class(target)
         make = getattr(cls, "compile_only", None)
         if make is not None:
             key = f"compile-only {name}"
@@ -140,7 +148,7 @@ def _qualifies(name: str) -> bool:
     if target not in TARGETS:
         return False
     try:
-        cls = _load(target)
+        cls = target_class(target)
         if kind and not getattr(cls, "maybe_gpu", lambda: True)():
             return False
         if not cls.probe()[0]:

@@ -25,6 +25,8 @@ from ..ir.layout import LayoutOptions
 from . import gpu_nodes
 from .array import Array, own_copy
 from .debug import LEVEL, log
+from .device_info import DeviceInfo, dtypes_without
+from .device_stats import DeviceStats
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
@@ -124,7 +126,7 @@ def _uniform_words(launch) -> np.ndarray:
     return np.array(words, np.uint32)
 
 
-class WebGPUDevice:
+class WebGPUDevice(DeviceStats):
     """The process's WebGPU adapter (`webgpu`)."""
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
 
@@ -190,12 +192,28 @@ class WebGPUDevice:
                                     keep_row_max=min(4096, keep), sort_bytes=keep * 8)
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
-        self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN)
+        self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN,
+                              device="webgpu")
         self.uniforms = BlockPool(functools.partial(self._new_buffer, usage.UNIFORM | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple] = {}
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._sync = None
         self._tables: dict = {}
+        self.apply_memory_limit()
+
+    @property
+    def info(self) -> DeviceInfo:
+        """The adapter's info and the device's limits. WebGPU reports no memory sizes, compute units or
+        subgroup size: those are None."""
+        adapter, _ = _adapter()
+        info, limits = adapter.info, self.device.limits
+        kind = info.get("adapter_type", "")
+        unified = True if kind in ("CPU", "IntegratedGPU") else False if kind == "DiscreteGPU" else None
+        missing = ("int64", "float64") + (() if self.options.f16 else ("float16",))
+        return DeviceInfo(self.name, "webgpu", "cpu" if kind == "CPU" else "gpu", info.get("vendor") or None,
+                          info.get("description") or None, None, None, None, None, unified,
+                          self.options.max_local_size, int(limits["max-compute-workgroup-storage-size"]), None,
+                          dtypes_without(*missing))
 
     # -- memory --
     def _new_buffer(self, usage, nbytes: int):
@@ -284,6 +302,7 @@ class WebGPUDevice:
         self._submit(launches)
 
     def _submit(self, launches) -> None:
+        self.launches += len(launches)
         enc = self.device.create_command_encoder()
         for launch in launches:
             pass_ = enc.begin_compute_pass()

@@ -25,7 +25,9 @@ class CUresult(enum.IntEnum):
 class CUdevice_attribute(enum.IntEnum):
     CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1
     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8
+    CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+    CU_DEVICE_ATTRIBUTE_INTEGRATED = 18
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
@@ -59,7 +61,9 @@ ATTRIBUTES = {CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: 8
               CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: 0,
               CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: 48 * 1024,
               CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024,
-              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: 1}
+              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: 1,
+              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_WARP_SIZE: 32,
+              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_INTEGRATED: 1}   # its memory is the host's
 
 
 class Function:
@@ -113,6 +117,9 @@ class Driver:
 
     def cuDeviceTotalMem(self, dev):
         return OK, self.memory_limit
+
+    def cuMemGetInfo(self):
+        return OK, self.memory_limit - self.in_use, self.memory_limit
 
     def cuDevicePrimaryCtxRetain(self, dev):
         return OK, "context"

@@ -158,6 +158,12 @@ class Device:
     def hasUnifiedMemory(self):
         return True
 
+    def recommendedMaxWorkingSetSize(self):
+        return self.memory_limit
+
+    def currentAllocatedSize(self):
+        return self.in_use
+
     def maxThreadsPerThreadgroup(self):
         return MTLSize(self.threads, self.threads, 64)
 

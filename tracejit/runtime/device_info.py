@@ -1,0 +1,95 @@
+"""Device facts (`tj.device(name).info`): what the driver or the OS says about a device when asked.
+
+Each device builds a DeviceInfo from its own API (cuDeviceGetAttribute and cuMemGetInfo, OpenCL's
+device queries, WebGPU's adapter info and limits, Metal's MTLDevice, the OS for the CPU); a field the
+API cannot answer is None, never a guess. Free memory is read afresh each time `info` is asked.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+# every dtype of the arrays kernels take (uint64 only comes out: NumPy's sums of unsigned integers)
+ALL_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "float16", "float32", "float64")
+KINDS = ("cpu", "gpu", "emulated")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Facts about one device, each from the driver or the OS at the time it was asked (None: the API
+    cannot say). `kind`: "cpu", "gpu" or "emulated" (the CPU SIMT emulator standing in for a GPU);
+    memory in bytes; `compute_capability` (major, minor) on CUDA; `unified_memory`: the device computes
+    in memory the host addresses directly (a CPU, an integrated GPU, Apple silicon);
+    `max_threads_per_group` and `local_memory` (bytes of work-group / shared memory) per work-group;
+    `subgroup_size`: threads per warp / SIMD-group where the API reports it; `dtypes`: the NumPy dtype
+    names of the arrays kernels on it take and compute in (uint64 also comes out, as NumPy's sums of
+    unsigned integers, where the device has 64-bit integers)."""
+    name: str
+    target: str
+    kind: str
+    vendor: str | None
+    driver_version: str | None
+    total_memory: int | None
+    free_memory: int | None
+    compute_units: int | None
+    compute_capability: tuple[int, int] | None
+    unified_memory: bool | None
+    max_threads_per_group: int | None
+    local_memory: int | None
+    subgroup_size: int | None
+    dtypes: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        """The facts as JSON-ready values (`python -m tracejit info --json`)."""
+        out = asdict(self)
+        out["compute_capability"] = list(self.compute_capability) if self.compute_capability else None
+        out["dtypes"] = list(self.dtypes)
+        return out
+
+    def supports(self, dtype) -> bool:
+        return np.dtype(dtype).name in self.dtypes
+
+
+def dtypes_without(*missing: str) -> tuple[str, ...]:
+    return tuple(d for d in ALL_DTYPES if d not in missing)
+
+
+def host_memory() -> tuple[int | None, int | None]:
+    """(total, available) bytes of this machine's memory from the OS (Linux: /proc/meminfo's MemTotal
+    and MemAvailable; elsewhere sysconf's page counts where it has them), None where it cannot say."""
+    try:
+        with open("/proc/meminfo") as f:
+            fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.split()[1:2]}
+        return fields.get("MemTotal"), fields.get("MemAvailable")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        total = os.sysconf("SC_PHYS_PAGES") * page
+        free = os.sysconf("SC_AVPHYS_PAGES") * page
+        return total, free
+    except (ValueError, OSError, AttributeError):
+        return None, None
+
+
+def host_cores() -> int | None:
+    """The CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
+def host_vendor() -> str | None:
+    """The CPU's vendor and model as the OS reports them (Linux: /proc/cpuinfo), else platform's."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        vendor, model = fields.get("vendor_id\t", "").strip(), fields.get("model name\t", "").strip()
+        if vendor or model:
+            return " ".join(p for p in (vendor, model) if p)
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or None
