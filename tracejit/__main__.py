@@ -1,4 +1,4 @@
-"""python -m tracejit info | warm | cache: devices, ahead-of-time warming, the kernel disk cache."""
+"""python -m tracejit info | warm | graph | cache: devices, warming, what fused, the kernel disk cache."""
 from __future__ import annotations
 
 import argparse
@@ -25,6 +25,15 @@ def main(argv=None) -> int:
     w.add_argument("--device", default=None, help="comma-separated devices (default: the default device)")
     w.add_argument("--manifest", help="a manifest file: one JSON object per line")
     w.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="worker processes")
+    g = sub.add_parser("graph", help="draw what fused: the graph IR with a cluster per kernel",
+                       description="Trace MODULE:FUNC for the given argument specs and draw its graph IR as "
+                                   "scheduled for a device, one cluster per kernel (Graphviz's dot); without "
+                                   "dot, print the DOT text.")
+    g.add_argument("function", help="MODULE:FUNC of a @tj.kernel function")
+    g.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                   help="an argument: dtype[shape] such as float32[4096,1024], or int / float / bool")
+    g.add_argument("--device", default=None, help="the device whose fusion to show (default: the default device)")
+    g.add_argument("-o", "--output", help="the drawing: graph.svg, graph.png, graph.pdf (default: DOT on stdout)")
     c = sub.add_parser("cache", help="inspect or move the kernel disk cache")
     c.add_argument("action", choices=["info", "clear", "export", "import"])
     c.add_argument("file", nargs="?", help="the archive for export / import")
@@ -33,6 +42,8 @@ def main(argv=None) -> int:
         return _info(args.json)
     if args.command == "warm":
         return _warm(args, parser)
+    if args.command == "graph":
+        return _graph(args)
     return _cache(args, parser)
 
 
@@ -90,6 +101,35 @@ def _describe(info) -> str:
     if info.compute_capability is not None:
         parts.append("compute capability {}.{}".format(*info.compute_capability))
     return "; ".join(parts)
+
+
+def _graph(args) -> int:
+    from tracejit.errors import TracejitError
+    from tracejit.frontend.graph_view import render, to_dot
+    from tracejit.frontend.warm import load_kernel, parse_arg
+    try:
+        kernel = load_kernel(args.function)
+        g = kernel.trace(*[parse_arg(a) for a in args.arg]).to_networkx(args.device)
+        if args.output and args.output.rsplit(".", 1)[-1].lower() in (args.output, "dot"):
+            raise TracejitError(f"-o {args.output}: name a drawing such as graph.svg, graph.png or graph.pdf "
+                                "(leave -o out for the DOT text)")
+    except (TracejitError, ImportError, AttributeError) as e:
+        print(f"python -m tracejit graph: {e}", file=sys.stderr)
+        return 2
+    dot = to_dot(g)
+    print(f"{g.graph['name']}: {g.number_of_nodes()} nodes in {len(g.graph['kernels'])} kernel(s): "
+          f"{', '.join(g.graph['kernels'])}", file=sys.stderr)
+    if not args.output:
+        sys.stdout.write(dot)
+        return 0
+    why = render(dot, args.output)
+    if why is None:
+        print(f"wrote {args.output}", file=sys.stderr)
+        return 0
+    print(f"could not draw {args.output}: {why}; the DOT text follows (paste it into any Graphviz viewer)",
+          file=sys.stderr)
+    sys.stdout.write(dot)
+    return 1
 
 
 def _warm(args, parser) -> int:

@@ -57,6 +57,12 @@ class Traced:
             text += "\n  " + ", ".join(f"value {n + k} is written into argument {j}" for k, j in enumerate(self.assigned))
         return text
 
+    def to_networkx(self, device: str | None = None):
+        """The graph as it is scheduled for `device` (None: the default device) as a networkx DiGraph: each
+        node with its op, shape, dtype and the kernel it is fused into (frontend/graph_view.py)."""
+        from .graph_view import to_networkx
+        return to_networkx(self.program(registry.compiler(device).layout), self.name)
+
     def program(self, options: LayoutOptions = LayoutOptions()) -> Program:
         inputs = {}
         for i, info in enumerate(self.infos):

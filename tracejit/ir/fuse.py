@@ -46,6 +46,10 @@ class Program:
     # differ between a kernel and its twin are arguments of its code from the first compile
     twin: "Program | None" = None
     every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
+    # the graph as scheduled (long reductions split, sorts merged: what the kernels compute) and, per node,
+    # the kernels that compute it (more than one where a cheap value is recomputed); inputs have none
+    graph: list[Node] = field(default_factory=list)
+    node_kernels: dict[Node, tuple[int, ...]] = field(default_factory=dict)
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of
@@ -87,7 +91,12 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
             break
         realized.update(fused_twice)
     kernels, launches, accesses, calls = [], [], [], {}
+    node_kernels: dict[Node, tuple[int, ...]] = {}
     for group in _merge_elementwise(analyses, writes):
+        for a in group:
+            for n in _computed(a.out, reads):
+                if len(kernels) not in node_kernels.get(n, ()):
+                    node_kernels[n] = node_kernels.get(n, ()) + (len(kernels),)
         what = calls_for.get(group[0].out)
         kernel, params = emit(f"k{len(kernels)}_{'matmul' if isinstance(what, library.Gemm) else _describe(group[0])}",
                               group, reads, [writes[a.out] for a in group], options)
@@ -101,7 +110,19 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         accesses.append([(writes[a.out].key, a.offsets[-1], a.reads) for a in group])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
     return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs),
-                   accesses, calls)
+                   accesses, calls, graph=list(outputs), node_kernels=node_kernels)
+
+
+def _computed(out: Node, reads: dict) -> list[Node]:
+    """The nodes a kernel writing `out` computes: `out` and what it uses, up to values read from memory."""
+    seen, stack = {out}, [out]
+    while stack:
+        n = stack.pop()
+        for s in n.srcs:
+            if s not in seen and s not in reads and s.op is not Op.INPUT:
+                seen.add(s)
+                stack.append(s)
+    return list(seen)
 
 
 def _analyses(node: Node, reads: dict, sort_bytes: int | None) -> list[Analysis]:

@@ -104,7 +104,7 @@ def format_graph(outputs, title: str = "graph") -> str:
     lines = [f"{title}:"]
     for n in order:
         srcs = ", ".join(names[id(s)] for s in n.srcs)
-        arg = "" if n.arg is None else f" {_format_arg(n.arg)}"
+        arg = "" if n.arg is None else f" {format_arg(n.arg)}"
         weak = " weak" if n.weak else ""
         shape = "x".join(map(str, n.shape)) or "scalar"
         call = f"({srcs})" if n.srcs else ""
@@ -113,7 +113,7 @@ def format_graph(outputs, title: str = "graph") -> str:
     return "\n".join(lines)
 
 
-def _format_arg(arg) -> str:
+def format_arg(arg) -> str:
     if isinstance(arg, np.dtype):
         return arg.name
     return repr(arg).replace(" ", "")
