@@ -128,7 +128,8 @@ def test_stats_count_launches_compiles_and_the_pool(device, rng):
     kernels = len(f.lower(x, device=device).kernels)
     after = dev.stats()
     assert after["launches"] - before["launches"] == 3 * kernels
-    assert after["compiles"] - before["compiles"] == f.cache_info()["compiles"] > 0
+    info = f.cache_info()   # kernels this process compiled before (another test's) are loaded, not compiled
+    assert after["compiles"] - before["compiles"] == info["compiles"] and info["compiles"] + info["disk_hits"] > 0
     if device == "numba":   # NumPy's arrays: not counted
         assert after["bytes_in_use"] is after["peak_bytes"] is after["pool_bytes"] is None
     else:

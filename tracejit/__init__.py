@@ -55,6 +55,7 @@ from .runtime.registry import device as _device
 from .runtime.device_info import DeviceInfo  # noqa: F401
 from .runtime.registry import devices, set_default_device  # noqa: F401
 from .runtime.device_stats import set_memory_limit  # noqa: F401
+from .runtime.profiler import profile  # noqa: F401
 from .runtime.selection import select_device  # noqa: F401
 
 

@@ -13,12 +13,13 @@ Python code in the block runs once, at capture; only kernel launches are replaye
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ArgumentError, TracejitError, UnsupportedError
-from ..runtime import registry
+from ..runtime import profiler, registry
 from ..runtime.array import Array
 from .signature import Default
 
@@ -124,7 +125,13 @@ class Graph:
         """Run every recorded launch again, on the same buffers."""
         self._check_ready()
         for dev, launches in self._segments:
-            dev.replay(launches)
+            if profiler.ACTIVE:   # a replay is one event: its launches run back to back (one CUDA graph)
+                t0 = time.perf_counter()
+                dev.replay(launches)
+                dev.synchronize()
+                profiler.launched(dev.name, f"graph replay ({len(launches)} launches)", t0, time.perf_counter(), 0)
+            else:
+                dev.replay(launches)
 
     def __call__(self, *inputs, copy: bool = False):
         """Copy `inputs` (in the order the block first read them) into the captured input buffers,

@@ -17,7 +17,7 @@ from ..ir.graph import Node, format_graph
 from ..ir.layout import LayoutOptions
 from ..ir.simplify import simplify
 from ..ir.verify import verify_graph, verify_kernel
-from ..runtime import registry
+from ..runtime import profiler, registry
 from ..runtime.array import Array
 from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
@@ -100,6 +100,12 @@ class Plan:
 
     def __call__(self, *args, out=None):
         return self.call(args, args, out)
+
+    def timed(self, args, originals, out=None):
+        """A call inside tj.profile(): through the executable's own call, which times each launch then."""
+        if out is None and not self.traced.assigned:
+            return self._run(args)
+        return self.call(args, originals, out)
 
     def call(self, args, originals, out=None):
         """Run with `args` (as normalized for the plan), writing the new values of assigned arguments into
@@ -218,6 +224,8 @@ class Kernel:
             normalized = self._normalize(args, dev)
             plan = self._plan_for(normalized, dev)
             try:
+                if profiler.ACTIVE:
+                    return plan.timed(normalized, args, out)
                 return plan.call(normalized, args, out)
             except Exception as e:
                 failed(plan.device, e)
@@ -229,6 +237,8 @@ class Kernel:
             except KeyError:   # another thread evicted it just now: the plan still runs
                 pass
         try:
+            if profiler.ACTIVE:   # each launch timed on its own (runtime/profiler.py)
+                return plan.timed(args, args, out)
             return plan.run(args) if out is None else plan.call(args, args, out)
         except Exception as e:
             failed(plan.device, e)
@@ -305,7 +315,8 @@ class Kernel:
 
     def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
         t0 = time.perf_counter()
-        with compile_times() as times:   # TRACEJIT_DEBUG=1: where the compile's time went, stage by stage
+        # TRACEJIT_DEBUG=1 or tj.profile(): where the compile's time went, stage by stage
+        with compile_times(bool(profiler.ACTIVE)) as times:
             with stage("device setup"):   # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
             why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
@@ -346,6 +357,8 @@ class Kernel:
         log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms" + (f" ({times.summary()})" if times else "")
                + (f"; recompiled: {why}" if why else ""))
+        profiler.compiled(dev.name, self.__name__, t0, time.perf_counter(), len(program.kernels), loaded,
+                          times.summary() if times else "")
         for k in executable.kernels:
             log(4, k.source)
         record(self, traced.infos, dev.name)

@@ -12,8 +12,8 @@ from ..codegen.simt import by_value_dtype
 from ..errors import DeviceError, UnsupportedError
 from ..ir.fuse import Program
 from . import cuda_driver as cu
+from . import emulator, profiler
 from .array import Array
-from .debug import LEVEL, log
 from .faults import CAPTURE_REFUSED, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 
@@ -38,6 +38,35 @@ def trailing_arguments(compiled) -> list[np.generic]:
     sized = [launch for launch in launches if launch.size is not None]
     size = [sized[0].size_dtype.type(sized[0].size)] if sized else []
     return [np.dtype(dt).type(v) for dt, v in compiled.launch.symbolic] + size
+
+
+def _timed(dev, c, launch) -> None:
+    """One launch, waited for and reported: timed by CUDA events on a GPU, by the host around the
+    synchronised launch on the emulator (whose driver keeps no event times)."""
+    d = cu.driver()
+    t0 = time.perf_counter()
+    seconds, clock = None, "wall"
+    if not emulator.emulates("cuda"):
+        flags = d.CUevent_flags.CU_EVENT_DEFAULT.value
+        start = cu.check(d.cuEventCreate(flags), "cuEventCreate")
+        stop = cu.check(d.cuEventCreate(flags), "cuEventCreate")
+        try:
+            cu.check(d.cuEventRecord(start, dev.stream), "cuEventRecord")
+            launch.run(dev.stream)
+            cu.check(d.cuEventRecord(stop, dev.stream), "cuEventRecord")
+            cu.check(d.cuEventSynchronize(stop), "cuEventSynchronize")
+            seconds, clock = cu.check(d.cuEventElapsedTime(start, stop), "cuEventElapsedTime") * 1e-3, "device"
+        finally:
+            d.cuEventDestroy(start)
+            d.cuEventDestroy(stop)
+    else:
+        launch.run(dev.stream)
+        dev.synchronize()
+    end = time.perf_counter()
+    seconds = end - t0 if seconds is None else seconds
+    profiler.launched(dev.name, c.name, end - seconds, end, sum(p.size * p.dtype.itemsize for p in c.ir.params),
+                      launch.grid, launch.block, clock,
+                      f"{c.launch.mode} mode, {c.launch.global_items} threads in blocks of {c.launch.local_size}")
 
 
 class BoundLaunch:
@@ -158,20 +187,17 @@ class CudaPlan:
         bufs, results = self._buffers(args, dev, into)
         dev.launches += len(self._launches)
         d = cu.driver()
+        timed = profiler.timing()
         for launch, (c, _, _, keys, _) in zip(self._launches, self._compiled):
             self._set(launch, keys, bufs)
             if c.launch.error_flag:
                 err = dev.error_record()   # the call's own: plans run at once in other threads zero and read theirs
                 cu.check(d.cuMemsetD32Async(err.ptr, 0, RECORD_WORDS, dev.stream), "cuMemsetD32Async")
                 launch.set_buffer(len(keys), err)
-            t0 = time.perf_counter() if LEVEL >= 2 else 0.0
-            launch.run(dev.stream)
-            if LEVEL >= 2:
-                dev.synchronize()
-                dt = time.perf_counter() - t0
-                nbytes = sum(p.size * p.dtype.itemsize for p in c.ir.params)
-                log(2, f"{c.name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({c.launch.mode} mode, "
-                       f"{c.launch.global_items} threads in blocks of {c.launch.local_size})")
+            if timed:
+                _timed(dev, c, launch)
+            else:
+                launch.run(dev.stream)
             if c.launch.error_flag:
                 raise_recorded([c.ir], dev.to_numpy(err))
         return [results[k] for k in prog.outputs]

@@ -58,10 +58,11 @@ _TIMES: contextvars.ContextVar[CompileTimes | None] = contextvars.ContextVar("tr
 
 
 @contextlib.contextmanager
-def compile_times():
-    """Times the stages of the compile run inside (TRACEJIT_DEBUG >= 1; else yields None and times nothing).
-    A thread doing part of the compile runs in a copy of this context (contextvars.copy_context)."""
-    if LEVEL < 1:
+def compile_times(wanted: bool = False):
+    """Times the stages of the compile run inside (TRACEJIT_DEBUG >= 1 or `wanted`: inside tj.profile();
+    else yields None and times nothing). A thread doing part of the compile runs in a copy of this
+    context (contextvars.copy_context)."""
+    if LEVEL < 1 and not wanted:
         yield None
         return
     times = CompileTimes()

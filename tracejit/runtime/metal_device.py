@@ -31,11 +31,12 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import emulator
 from .array import Array, own_copy
-from .debug import LEVEL, log
+from .debug import log
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs, scalar_of
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .device_info import DeviceInfo, dtypes_without
+from . import profiler
 from .device_stats import DeviceStats
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
@@ -455,12 +456,15 @@ class MetalPlan:
         if any(c.launch.error_flag for c in self.kernels):
             error = dev.error_record()   # the call's own: a shared one is zeroed and read by others
             dev._write(error, np.zeros(RECORD_WORDS, np.int32))
-        t0 = time.perf_counter() if LEVEL >= 2 else 0.0
-        dev._submit(self._launches(bufs, error), wait=error is not None or LEVEL >= 2)
-        if LEVEL >= 2:
-            dt = time.perf_counter() - t0
-            nbytes = sum(p.size * p.dtype.itemsize for c in self.kernels for p in c.ir.params)
-            log(2, f"{', '.join(c.name for c in self.kernels)}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s")
+        launches = self._launches(bufs, error)
+        if profiler.timing():   # each kernel in a command buffer of its own, waited for
+            for c, launch in zip(self.kernels, launches):
+                t0 = time.perf_counter()
+                dev._submit([launch], wait=True)
+                profiler.launched(dev.name, c.name, t0, time.perf_counter(),
+                                  sum(p.size * p.dtype.itemsize for p in c.ir.params), launch.groups, launch.local)
+        else:
+            dev._submit(launches, wait=error is not None)
         if error is not None:
             raise_recorded([c.ir for c in self.kernels], dev._memory(error, RECORD_BYTES))   # one record for all
         return [results[k] for k in self.program.outputs]

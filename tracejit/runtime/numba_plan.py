@@ -2,6 +2,7 @@
 outputs, each kernel's entry point, the results), its kept temporaries, and graph-capture binding."""
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -12,6 +13,7 @@ from ..errors import OutOfMemoryError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, fault_error, faults
 from ..ir.lower import Buffer
+from . import profiler
 from .array import Array
 from .debug import LEVEL, log, stage
 from .scalars import check_int_scalars
@@ -71,10 +73,15 @@ class NumbaPlan:
 
     def __call__(self, args, into=None) -> list[np.ndarray]:
         """Run; `into` maps output buffer keys to C-contiguous arrays to write those results into."""
-        out = self.run(args, into)
+        out = (self.timed_run if profiler.ACTIVE else self.run)(args, into)
         return list(out) if isinstance(out, tuple) else [out]
 
-    def _make_runner(self, fns):
+    @functools.cached_property
+    def timed_run(self):
+        """`run` with each kernel timed and reported (runtime/profiler.py): used inside tj.profile()."""
+        return self._make_runner(self._fns, timed=True)
+
+    def _make_runner(self, fns, timed: bool = LEVEL >= 2):
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
         # NumPy's own empty, bound once (not the np.empty name: a wrapper while another thread traces, see
@@ -82,7 +89,7 @@ class NumbaPlan:
         env = {"np": np, "empty": multiarray.empty, "flat_view": flat_view, "Array": Array,
                "check_int_scalars": check_int_scalars,
                "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
-               "fault_error": fault_error, "device": self.device}
+               "fault_error": fault_error, "device": self.device, "launched": profiler.launched}
         lines = ["def run(args, into=None):"]
         if prog.int_scalars:
             lines.append("    check_int_scalars(int_scalars, args)")
@@ -114,7 +121,6 @@ class NumbaPlan:
                 view = ".view(np.uint16)" if buf.dtype == np.float16 else ""
                 flat = "" if len(buf.shape) == 1 else ".reshape(-1)"
                 lines.append(f"    {b} = {b}_arr{view}{flat}" if view or flat else f"    {b} = {b}_arr")
-        timed = LEVEL >= 2
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
             lead = []
@@ -140,8 +146,8 @@ class NumbaPlan:
             if timed:
                 kernel = self.kernels[i]
                 nbytes = sum(p.size * p.dtype.itemsize for p in kernel.ir.params)
-                lines += ["    dt = perf_counter() - t0",
-                          f"    log(2, f'{kernel.name}: {{dt * 1e6:.1f}} us, {{{nbytes} / dt / 1e9:.2f}} GB/s')"]
+                env[f"name{i}"] = kernel.name
+                lines += [f"    launched('numba', name{i}, t0, perf_counter(), {nbytes})"]
         outs = [f"{name[k]}_arr" for k in prog.outputs]
         if kept:   # back to the pool once every kernel is done with them (a call that raised drops them)
             lines.append(f"    if len(scratch_pool) < {KEEP_SETS}:")

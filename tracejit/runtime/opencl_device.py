@@ -22,7 +22,8 @@ from ..ir.layout import LayoutOptions
 from . import gpu_nodes
 from .array import Array, own_copy
 from .cache_key import source_part, tracejit_part
-from .debug import LEVEL, log
+from . import profiler
+from .debug import log
 from .device_info import DeviceInfo, dtypes_without
 from .device_memory import Buffer, over_limit
 from .device_stats import DeviceStats
@@ -187,7 +188,8 @@ class OpenCLDevice(DeviceStats):
         self.cl_device = d = devices[chosen]
         self.description = _describe(d)
         self.context = cl.Context([d])
-        self.queue = cl.CommandQueue(self.context)
+        # profiled: each command's device times are there to read inside tj.profile() (read nowhere else)
+        self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         extensions = d.extensions.split()
         gpu = bool(d.type & cl.device_type.GPU)
@@ -438,6 +440,22 @@ def build_error_message(name: str, device: str, source: str, build_log: str) -> 
                                    build_log, r":(\d+):\d+:")
 
 
+def _timed(dev: OpenCLDevice, c, event, t0: float) -> None:
+    """Wait for one launch and report its time by the device's clock (the queue profiles its commands),
+    else the host's from before the launch."""
+    import pyopencl as cl
+    event.wait()
+    end = time.perf_counter()
+    try:
+        seconds, clock = (event.profile.end - event.profile.start) * 1e-9, "device"
+    except cl.Error:   # a driver that keeps no times
+        seconds, clock = end - t0, "wall"
+    launch = c.launch
+    profiler.launched(dev.name, c.name, end - seconds, end, sum(p.size * p.dtype.itemsize for p in c.ir.params),
+                      launch.global_items // launch.local_size, launch.local_size, clock,
+                      f"{launch.mode} mode, {launch.global_items} work-items in groups of {launch.local_size}")
+
+
 class OpenCLPlan:
     """A compiled program on one OpenCL device: uploads host arguments, allocates results from the
     pool, enqueues each kernel in order, and returns device arrays without waiting."""
@@ -514,6 +532,7 @@ class OpenCLPlan:
             results[key] = out = into[key] if into and key in into else dev.allocate(shape, dtype)
             bufs[key] = out.buf
         dev.launches += len(self._launches)
+        timed = profiler.timing()
         for c, knl, keys, _, trailing in self._launches:
             launch = c.launch
             call = [bufs[k] for k in keys]
@@ -522,19 +541,15 @@ class OpenCLPlan:
                 cl.enqueue_fill_buffer(dev.queue, err, np.int32(0), 0, RECORD_BYTES)
                 call.append(err)
             call += trailing
-            t0 = time.perf_counter() if LEVEL >= 2 else 0.0
+            t0 = time.perf_counter() if timed else 0.0
             try:
                 with self._lock:
-                    knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
+                    event = knl(dev.queue, (launch.global_items,), (launch.local_size,), *call)
             except cl.Error as e:
                 raise DeviceError(f"{dev.name} refused to launch kernel {c.name} ({launch.global_items} work-items "
                                   f"in groups of {launch.local_size}): {e}") from None
-            if LEVEL >= 2:
-                dev.queue.finish()
-                dt = time.perf_counter() - t0
-                nbytes = sum(p.size * p.dtype.itemsize for p in c.ir.params)
-                log(2, f"{c.name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({launch.mode} mode, "
-                       f"{launch.global_items} work-items in groups of {launch.local_size})")
+            if timed:
+                _timed(dev, c, event, t0)
             if launch.error_flag:
                 record = np.zeros(RECORD_WORDS, np.int32)
                 cl.enqueue_copy(dev.queue, record, err, is_blocking=True)

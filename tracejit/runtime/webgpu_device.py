@@ -10,7 +10,6 @@ import functools
 import math
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass
 
@@ -24,8 +23,9 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import gpu_nodes
 from .array import Array, own_copy
-from .debug import LEVEL, log
+from .debug import log
 from .device_info import DeviceInfo, dtypes_without
+from . import profiler
 from .device_stats import DeviceStats
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
@@ -489,17 +489,20 @@ class WebGPUPlan:
         if any(c.rendered.launch.error_flag for c in self.kernels):
             error = dev.pool.allocate(RECORD_BYTES)   # the call's own: a shared one is zeroed and read by others
             dev.device.queue.write_buffer(error.buffer, 0, np.zeros(RECORD_WORDS, np.int32))
-        t0 = time.perf_counter() if LEVEL >= 2 else 0.0
         launches = self._launches(bufs, error)   # a DtypeError for a scalar argument WGSL cannot hold
+        timed = profiler.timing()
         try:
-            dev._submit(launches)
+            for c, group in zip(self.kernels, [[launch] for launch in launches]) if timed else [(None, launches)]:
+                t0 = time.perf_counter()
+                dev._submit(group)
+                if timed:   # each kernel submitted on its own and waited for
+                    dev.synchronize()
+                    x, y = c.rendered.groups
+                    profiler.launched(dev.name, c.name, t0, time.perf_counter(),
+                                      sum(p.size * p.dtype.itemsize for p in c.ir.params), x * y,
+                                      c.rendered.launch.local_size)
         except Exception as e:
             raise DeviceError(f"{dev.name} refused to run {', '.join(c.name for c in self.kernels)}: {e}") from None
-        if LEVEL >= 2:
-            dev.synchronize()
-            dt = time.perf_counter() - t0
-            nbytes = sum(p.size * p.dtype.itemsize for c in self.kernels for p in c.ir.params)
-            log(2, f"{', '.join(c.name for c in self.kernels)}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s")
         if error is not None:   # one record for all the kernels of the call
             raise_recorded([c.ir for c in self.kernels], dev.device.queue.read_buffer(error.buffer, 0, RECORD_BYTES))
         return [results[k] for k in self.program.outputs]
