@@ -284,7 +284,10 @@ class MetalDevice(DeviceStats):
                         enc.setBytes_length_atIndex_(b, len(b), i)
                     else:
                         enc.setBuffer_offset_atIndex_((b.block if isinstance(b, DeviceBuffer) else b).buffer, 0, i)
-                enc.dispatchThreadgroups_threadsPerThreadgroup_(size(launch.groups, 1, 1), size(launch.local, 1, 1))
+                groups, local = launch.groups, launch.local   # ints, or (x, y, z) for a RawKernel
+                groups, local = (groups, 1, 1) if isinstance(groups, int) else groups, \
+                    (local, 1, 1) if isinstance(local, int) else local
+                enc.dispatchThreadgroups_threadsPerThreadgroup_(size(*groups), size(*local))
             enc.endEncoding()
             with self._commits:
                 cb.commit()
