@@ -18,6 +18,31 @@ TARGETS: dict[str, str] = {
 }
 AUTO_ORDER = ("cuda-gpu", "metal-gpu", "opencl-gpu", "webgpu-gpu", "numba")
 
+# Third-party targets: a package's entry point in this group, `name = "module:Class"`, adds a target
+# (discovered when tracejit is imported, loaded when first listed or used). A plugin is never chosen
+# automatically; a broken one is listed as unavailable with its error and never breaks the import.
+PLUGIN_GROUP = "tracejit.targets"
+PLUGINS: dict[str, str] = {}         # name -> "module:Class" (or why it was not taken, for a clash)
+_PLUGIN_PROBLEMS: dict[str, str] = {}
+
+
+def _discover_plugins() -> None:
+    from importlib import metadata
+    try:
+        found = metadata.entry_points(group=PLUGIN_GROUP)
+    except Exception as e:   # a broken installation's metadata: reported, never raised
+        _PLUGIN_PROBLEMS["(entry points)"] = f"could not read the {PLUGIN_GROUP} entry points: {e}"
+        return
+    for ep in found:
+        if ep.name in TARGETS:
+            _PLUGIN_PROBLEMS[f"{ep.name} ({ep.value})"] = (f"a plugin cannot replace the built-in target {ep.name!r}; "
+                                                           "give it another name")
+            continue
+        if ":" in ep.name or not ep.name.isidentifier():
+            _PLUGIN_PROBLEMS[ep.name] = f"plugin target names are identifiers (like 'reference'); got {ep.name!r}"
+            continue
+        PLUGINS[ep.name] = TARGETS[ep.name] = ep.value
+
 
 @dataclass(frozen=True)
 class TargetStatus:
@@ -39,9 +64,23 @@ _auto: str | None = None   # TRACEJIT_DEVICE or the automatic choice, found once
 
 
 def target_class(target: str):
-    """The runtime class of a target name in TARGETS ("numba", "cuda", ...)."""
-    module, cls = TARGETS[target].split(":")
-    return getattr(importlib.import_module(module), cls)
+    """The runtime class of a target name in TARGETS ("numba", "cuda", a plugin's name)."""
+    module, _, qualname = TARGETS[target].partition(":")
+    if target in _PLUGIN_PROBLEMS:
+        raise DeviceError(_PLUGIN_PROBLEMS[target])
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split(".") if qualname else ():
+            obj = getattr(obj, part)
+    except Exception as e:
+        if target not in PLUGINS:
+            raise
+        raise DeviceError(f"plugin {target} ({TARGETS[target]}) is broken: {type(e).__name__}: {e}") from None
+    if target in PLUGINS and not (isinstance(obj, type) and callable(getattr(obj, "probe", None))):
+        raise DeviceError(f"plugin target {target} ({TARGETS[target]}) is not a target class: it needs a static "
+                          "probe() -> (available, reason, description), compile(program) and the array methods "
+                          "(README, 'Plugins')")
+    return obj
 
 
 def devices() -> list[TargetStatus]:
@@ -51,9 +90,12 @@ def devices() -> list[TargetStatus]:
         try:
             cls = target_class(target)
             ok, reason, desc = cls.probe()
-        except Exception as e:  # a broken optional install must not break `import tracejit`
-            ok, reason, desc = False, f"{type(e).__name__}: {e}", ""
+        except Exception as e:  # a broken optional install or plugin must not break `import tracejit`
+            ok, reason, desc = False, str(e) if target in PLUGINS else f"{type(e).__name__}: {e}", ""
         out.append(TargetStatus(target, ok, reason, desc))
+    for name, problem in _PLUGIN_PROBLEMS.items():
+        if name not in TARGETS:
+            out.append(TargetStatus(name, False, problem, "plugin"))
     return out
 
 
@@ -71,7 +113,10 @@ def device(name: str | None = None):
     target, _, index = name.partition(":")
     if target not in TARGETS:
         raise DeviceError(f"unknown device {name!r}; known devices: {', '.join(TARGETS)}")
-    cls = target_class(target)
+    try:
+        cls = target_class(target)
+    except DeviceError as e:   # a broken plugin
+        raise DeviceError(f"device {name!r} is not available: {e}") from None
     if index and not index.isdigit():   # a naming mistake is reported before what this machine lacks
         if hasattr(cls, "compile_only"):
             raise DeviceError(f"device {name!r} names an architecture to compile for: lower() and tj.warm() take it, "
@@ -162,3 +207,6 @@ def reset_default_device() -> None:
     """Forget the remembered choice, so TRACEJIT_DEVICE is read again (for tests and tools)."""
     global _default, _auto
     _default = _auto = None
+
+
+_discover_plugins()
