@@ -56,7 +56,7 @@ from .runtime.device_info import DeviceInfo  # noqa: F401
 from .runtime.registry import devices, set_default_device  # noqa: F401
 from .runtime.device_stats import set_memory_limit  # noqa: F401
 from .runtime.profiler import profile  # noqa: F401
-from .runtime.raw_kernel import RawKernel  # noqa: F401
+from .frontend.raw_kernel import RawKernel  # noqa: F401
 from .runtime.selection import select_device  # noqa: F401
 
 

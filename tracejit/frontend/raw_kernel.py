@@ -21,8 +21,9 @@ import numpy as np
 
 from ..codegen import build_log
 from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
-from . import registry
-from .array import Array
+from ..runtime import registry
+from ..runtime.array import Array
+from . import capture
 
 LANGUAGES = {"cuda": "CUDA C", "opencl": "OpenCL C", "metal": "MSL", "webgpu": "WGSL"}
 
@@ -49,7 +50,6 @@ class RawKernel:
             build_log.USER_SOURCE.reset(token)
 
     def __call__(self, *args, grid, block):
-        from ..frontend import capture
         if capture.ACTIVE:
             raise UnsupportedError(f"RawKernel {self.name} cannot be captured into a graph yet; launch it outside "
                                    "tj.capture()")
@@ -93,8 +93,7 @@ def _dims(what: str, value) -> tuple[int, int, int]:
 
 
 def _upload(device, a: np.ndarray) -> Array:
-    from .. import asarray
-    return asarray(np.ascontiguousarray(a), device=device.name)
+    return Array(device.from_numpy(np.ascontiguousarray(a)), device)
 
 
 def _scalar(name: str, i: int, a) -> np.generic:
@@ -149,8 +148,8 @@ class _Cuda:
         self.fn = dev._function(name, ptx)
 
     def launch(self, bound, grid, block):
-        from . import cuda_driver as cu
-        from .cuda_plan import SCALAR_CTYPES
+        from ..runtime import cuda_driver as cu
+        from ..runtime.cuda_plan import SCALAR_CTYPES
         holders = [ctypes.c_uint64(a._data.ptr) if type(a) is Array else SCALAR_CTYPES[a.dtype](a.item())
                    for a in bound]
         params = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
@@ -163,7 +162,7 @@ class _Cuda:
         self.dev.synchronize()   # the holders above must outlive the launch's reading of them
 
     def info(self) -> dict:
-        from . import cuda_driver as cu
+        from ..runtime import cuda_driver as cu
         d = cu.driver()
         attr = d.CUfunction_attribute
 
@@ -182,8 +181,8 @@ class _Metal:
         self.pipeline, _ = dev._pipeline(name, source)
 
     def launch(self, bound, grid, block):
-        from . import emulator
-        from .metal_device import _Launch
+        from ..runtime import emulator
+        from ..runtime.metal_device import _Launch
         if emulator.emulates("metal") and (grid[1:] != (1, 1) or block[1:] != (1, 1)):
             raise UnsupportedError(f"RawKernel {self.name}: the CPU emulator runs Metal launches of one dimension "
                                    f"(its MSL builtins are scalars); grid {grid} and block {block} need a Mac")
@@ -201,7 +200,7 @@ class _Metal:
 
 class _WebGPU:
     def __init__(self, dev, source, name):
-        from .webgpu_device import build_error_message
+        from ..runtime.webgpu_device import build_error_message
         self.dev, self.name = dev, name
         m = re.search(rf"@workgroup_size\(([^)]*)\)[^{{]*?fn\s+{name}\s*\(", source, re.S)
         self.workgroup = None
