@@ -212,3 +212,26 @@ def test_set_memory_limit_names_a_bad_size(bad):
 def test_numba_has_no_memory_limit_to_set():
     with pytest.raises(tj.UnsupportedError, match="NumPy arrays"):
         tj.set_memory_limit(1 << 30, device="numba")
+
+
+def test_every_device_is_a_device_and_states_its_capabilities(device):
+    from tracejit.runtime.device_interface import Device, DeviceInterface
+    dev = tj.device(device)
+    assert isinstance(dev, Device) and isinstance(dev, DeviceInterface)
+    for flag in ("runs", "returns_numpy", "inner_sizes_as_arguments", "binds_one_buffer_twice",
+                 "keeps_compiled_kernels", "imports_foreign", "has_memory_pool"):
+        assert isinstance(getattr(dev, flag), bool), flag
+    assert dev.runs and dev.returns_numpy == (device == "numba")
+    assert dev.keeps_compiled_kernels or dev.no_disk_cache
+
+
+def test_the_frontend_reads_capabilities_instead_of_probing_devices():
+    """No getattr/hasattr probing of a device object and no `name == "numba"` tests in the frontend: the
+    capabilities are Device's attributes (runtime/device_interface.py)."""
+    import pathlib
+    import re
+    root = pathlib.Path(tj.__file__).parent
+    probe = re.compile(r'\b(getattr|hasattr)\((dev|device)\w*, "(?!name")|\.name [!=]= "numba"')
+    for path in [*(root / "frontend").glob("*.py"), root / "__init__.py"]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            assert not probe.search(line), f"{path.name}:{n}: {line.strip()}"

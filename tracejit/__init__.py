@@ -70,7 +70,7 @@ def asarray(obj, device: str | None = None) -> Array:
     dev = _device(device)
     if isinstance(obj, Array) and obj.device is dev:
         return obj
-    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, Array) and hasattr(dev, "import_foreign"):
+    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, Array) and dev.imports_foreign:
         return dev.import_foreign(obj)   # another library's GPU array on this GPU: no copy
     import numpy as np
     from .frontend.signature import normalize

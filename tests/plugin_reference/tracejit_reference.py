@@ -15,6 +15,7 @@ import numpy as np
 from tracejit.errors import UnsupportedError
 from tracejit.ir import interpret
 from tracejit.ir.layout import LayoutOptions
+from tracejit.runtime.device_interface import Device
 from tracejit.runtime.views import flat_view
 
 
@@ -26,19 +27,17 @@ class ReferenceKernel:
     cached: bool = False
 
 
-class ReferenceTarget:
-    """The device tracejit's registry makes of this target (one per process)."""
+class ReferenceTarget(Device):
+    """The device tracejit's registry makes of this target (one per process). Device supplies the
+    capabilities it does not have (no memory pool of its own, no disk cache: nothing is compiled)."""
 
     name = "reference"
+    has_memory_pool = False
     layout = LayoutOptions(library=False, tiled=False)   # every kernel is IR: no BLAS call, no GPU tiles
 
     @staticmethod
     def probe():
         return True, None, "the kernel-IR interpreter (NumPy), for debugging"
-
-    @staticmethod
-    def default_is_gpu() -> bool:
-        return False
 
     def __init__(self, index=None):
         if index:

@@ -90,7 +90,7 @@ class Graph:
             self._segments[-1][1].extend(launches)
         else:
             self._segments.append((dev, list(launches)))
-        results = [o if dev.name == "numba" else Array(o, dev) for o in outputs]
+        results = [o if dev.returns_numpy else Array(o, dev) for o in outputs]
         for r in results:
             self._produced[id(r)] = (r, dev)
         return tuple(results) if plan.traced.tuple_result else results[0]
@@ -258,5 +258,4 @@ def jit(fn=None, *, copy: bool = False):
 
 def _prepared(dev, launches: list):
     """A device may turn a final launch list into something faster to replay (a CUDA graph)."""
-    prepare = getattr(dev, "prepare_replay", None)
-    return launches if prepare is None else prepare(launches)
+    return dev.prepare_replay(launches)

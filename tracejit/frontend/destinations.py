@@ -87,7 +87,7 @@ def overlap(a, b) -> bool:
 def writable_memory(dest, device, shape, dtype):
     """The device memory a kernel can write a result of this shape and dtype into directly: dest's own
     when it is of this device and contiguous, else None."""
-    if device.name == "numba":
+    if device.returns_numpy:
         data = _host(dest)
         ok = data is not None and data.flags.c_contiguous and data.flags.writeable
     else:
@@ -101,7 +101,7 @@ def copy_into(dest, value, device) -> None:
     """A computed value (memory of `device`) copied into dest: a NumPy array, or a tj.Array of any device."""
     host = _host(dest)
     if host is not None:
-        np.copyto(host, value if device.name == "numba" else device.to_numpy(value))
+        np.copyto(host, value if device.returns_numpy else device.to_numpy(value))
         return
     if not getattr(dest._data, "contiguous", True):
         raise UnsupportedError(f"writing into a non-contiguous tj.Array on {dest.device.name} (a view of another "

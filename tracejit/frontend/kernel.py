@@ -83,14 +83,14 @@ class Plan:
         self.kernels = executable.kernels
         if traced.assigned:
             self.run = lambda args: self.call(args, args)
-        elif device.name == "numba" and (len(traced.outputs) > 1 or not traced.tuple_result):
+        elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result):
             self.run = executable.run  # returns the array, or the tuple of arrays, as it is
         else:
             self.run = self._run
-        self._wrap = device.name != "numba"
+        self._wrap = not device.returns_numpy
         self._tuple = traced.tuple_result
-        self._one_buffer_twice = getattr(device, "binds_one_buffer_twice", True)
-        self.runnable = getattr(device, "runs", True)
+        self._one_buffer_twice = device.binds_one_buffer_twice
+        self.runnable = device.runs
 
     def _run(self, args):
         outs = self.executable(args)
@@ -334,7 +334,7 @@ class Kernel:
             program.dynamic = self._dynamic
             # the program at other sizes tells which of a kernel's sizes follow the shapes (only a device
             # that makes inner sizes arguments asks)
-            inner = getattr(dev, "inner_sizes_as_arguments", False)
+            inner = dev.inner_sizes_as_arguments
             if named and inner:   # tj.spec(("n", 1024), ...)
                 program.twin = self._twin([with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args], dev)
                 program.every_loop = True   # warming: no size of n may compile later

@@ -29,7 +29,7 @@ from .cuda_plan import CudaGraph, CudaPlan
 from .cache_key import source_part, tracejit_part
 from .debug import log
 from .device_info import ALL_DTYPES, DeviceInfo
-from .device_stats import DeviceStats
+from .device_interface import Device
 from .device_memory import by_value_params
 from .disk_cache import CACHE, CacheKey
 from .emulator.cuda_driver import EmulatedCompiler
@@ -113,7 +113,7 @@ class CudaCompiler:
         return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
 
 
-class CudaTarget:
+class CudaTarget(Device):
     """`cuda` where no GPU can run it: lower() and warm() compile PTX for an architecture into the disk
     cache; running raises DeviceError with the reason."""
 
@@ -148,9 +148,10 @@ class _Current(threading.local):
 _CURRENT = _Current()
 
 
-class CUDADevice(DeviceStats):
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
+class CUDADevice(Device):
     """One GPU through the driver API: `cuda` (the first visible GPU) or `cuda:N`."""
+    imports_foreign = True   # another library's arrays on this GPU, without a copy (import_foreign)
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
 
     @staticmethod
     def maybe_gpu() -> bool:

@@ -21,6 +21,7 @@ class DeviceStats:
     launches = 0
     compiles = 0
     last_error: str | None = None
+    has_memory_pool = True   # its arrays come from a pool tracejit keeps (numba's are NumPy's: False)
 
     def stats(self) -> dict:
         """launches, compiles, bytes_in_use, peak_bytes, pool_bytes (kept for reuse), last_error; a
@@ -72,7 +73,7 @@ def set_memory_limit(nbytes: int | None, device: str | None = None) -> None:
         return
     DEFAULT_LIMIT[:] = [limit]
     for dev in registry.open_devices():
-        if isinstance(dev, DeviceStats) and dev.name != "numba":
+        if isinstance(dev, DeviceStats) and dev.has_memory_pool:
             dev.set_memory_limit(limit)
 
 

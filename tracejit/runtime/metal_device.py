@@ -37,7 +37,7 @@ from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
 from .device_info import DeviceInfo, dtypes_without
 from . import profiler
-from .device_stats import DeviceStats
+from .device_interface import Device
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
@@ -108,7 +108,7 @@ class CompiledKernel:
     cached: bool = False
 
 
-class MetalTarget:
+class MetalTarget(Device):
     """MSL for any Metal GPU (no double, threadgroups of up to 256), rendered without a device, on any
     system: lower() works anywhere; a call lowers again for the device itself."""
 
@@ -129,7 +129,7 @@ class MetalTarget:
 _OPEN: list = []   # the MetalDevice of this process, once made
 
 
-class MetalDevice(DeviceStats):
+class MetalDevice(Device):
     """The system default Metal GPU (`metal`)."""
 
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)

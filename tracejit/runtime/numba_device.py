@@ -28,7 +28,8 @@ from .array import Array
 from .cache_key import source_part, tracejit_part
 from .debug import current_times, log, stage
 from .device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
-from .device_stats import DeviceStats, no_pool
+from .device_interface import Device
+from .device_stats import no_pool
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
 from .numba_plan import NumbaPlan
@@ -57,7 +58,9 @@ class CompiledKernel:
     lead: tuple = ()
 
 
-class NumbaDevice(DeviceStats):
+class NumbaDevice(Device):
+    returns_numpy = True                   # NumPy arrays in, NumPy arrays out
+    has_memory_pool = False
     name = "numba"
     # NumPy's matmul (OpenBLAS) and sort: ir/library.py. Transposed reads in tiles LLVM transposes in vector
     # registers, measured on the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6
@@ -102,6 +105,9 @@ class NumbaDevice(DeviceStats):
     # -- memory --
     def from_numpy(self, a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a)
+
+    def clone(self, data: np.ndarray) -> np.ndarray:
+        return data.copy()
 
     def to_numpy(self, data: np.ndarray) -> np.ndarray:
         return data

@@ -26,7 +26,7 @@ from . import profiler
 from .debug import log
 from .device_info import DeviceInfo, dtypes_without
 from .device_memory import Buffer, over_limit
-from .device_stats import DeviceStats
+from .device_interface import Device
 from .disk_cache import CACHE, CacheKey
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
@@ -144,7 +144,7 @@ class CompiledKernel:
     cached: bool = False   # the program binary came from the disk cache: nothing was compiled
 
 
-class OpenCLDevice(DeviceStats):
+class OpenCLDevice(Device):
     """One OpenCL device: `opencl` (see TRACEJIT_OPENCL_DEVICE) or `opencl:N` in tj.devices() order."""
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
 

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import ArgumentError, DeviceError
+from .device_interface import Device
 
 # name -> "module:Class" of its runtime, in auto-selection order (real GPUs first, then numba, then
 # CPU implementations of GPU APIs). A new target adds one line here.
@@ -76,10 +77,10 @@ def target_class(target: str):
         if target not in PLUGINS:
             raise
         raise DeviceError(f"plugin {target} ({TARGETS[target]}) is broken: {type(e).__name__}: {e}") from None
-    if target in PLUGINS and not (isinstance(obj, type) and callable(getattr(obj, "probe", None))):
-        raise DeviceError(f"plugin target {target} ({TARGETS[target]}) is not a target class: it needs a static "
-                          "probe() -> (available, reason, description), compile(program) and the array methods "
-                          "(README, 'Plugins')")
+    if target in PLUGINS and not (isinstance(obj, type) and issubclass(obj, Device)):
+        raise DeviceError(f"plugin target {target} ({TARGETS[target]}) is not a target class: a subclass of "
+                          "tracejit.runtime.device_interface.Device with probe(), compile(program) and the array "
+                          "methods (README, 'Plugins')")
     return obj
 
 
@@ -118,7 +119,7 @@ def device(name: str | None = None):
     except DeviceError as e:   # a broken plugin
         raise DeviceError(f"device {name!r} is not available: {e}") from None
     if index and not index.isdigit():   # a naming mistake is reported before what this machine lacks
-        if hasattr(cls, "compile_only"):
+        if cls.compile_only is not None:
             raise DeviceError(f"device {name!r} names an architecture to compile for: lower() and tj.warm() take it, "
                               f"but kernels run on a device such as {target!r} or {target}:0")
         raise DeviceError(f"device {name!r}: the part after ':' must be a device number, like {target}:1")
@@ -146,7 +147,7 @@ def compiler(name: str | None = None):
     target, _, suffix = name.partition(":")
     if target in TARGETS and (not suffix or not suffix.isdigit()):
         cls = target_class(target)
-        make = getattr(cls, "compile_only", None)
+        make = cls.compile_only
         if make is not None:
             key = f"compile-only {name}"
             found = _instances.get(key)
@@ -194,7 +195,7 @@ def _qualifies(name: str) -> bool:
         return False
     try:
         cls = target_class(target)
-        if kind and not getattr(cls, "maybe_gpu", lambda: True)():
+        if kind and not cls.maybe_gpu():
             return False
         if not cls.probe()[0]:
             return False

@@ -84,7 +84,7 @@ def _rank(target: str) -> int:
         return 1
     cls = registry.target_class(target)
     try:
-        gpu = getattr(cls, "maybe_gpu", lambda: True)() and cls.default_is_gpu()
+        gpu = cls.maybe_gpu() and cls.default_is_gpu()
     except Exception:   # a target that cannot say: after the CPU ones
         return 3
     return 0 if gpu else 2

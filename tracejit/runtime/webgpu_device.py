@@ -26,7 +26,7 @@ from .array import Array, own_copy
 from .debug import log
 from .device_info import DeviceInfo, dtypes_without
 from . import profiler
-from .device_stats import DeviceStats
+from .device_interface import Device
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs
 from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
 from .scalars import check_int_scalars
@@ -97,7 +97,7 @@ class CompiledKernel:
     cached: bool = False
 
 
-class WebGPUTarget:
+class WebGPUTarget(Device):
     """WGSL for WebGPU's default limits (and shader-f16), rendered without an adapter: lower() works
     anywhere; a call lowers again for the device itself."""
 
@@ -126,7 +126,7 @@ def _uniform_words(launch) -> np.ndarray:
     return np.array(words, np.uint32)
 
 
-class WebGPUDevice(DeviceStats):
+class WebGPUDevice(Device):
     """The process's WebGPU adapter (`webgpu`)."""
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
 
