@@ -179,7 +179,8 @@ def test_dependencies_point_one_way(layer):
                 parts = mod.lstrip(".").split(".")
                 if node.level == 2 and not node.module or node.level == 0 and node.module == "tracejit":
                     targets = [alias.name for alias in node.names]   # names of the package root
-                    assert all(t in ROOT_MODULES for t in targets), f"{path.name} imports {targets} from the package root"
+                    assert all(t in ROOT_MODULES for t in targets), \
+                        f"{path.name} imports {targets} from the package root"
                 else:
                     targets = [parts[1] if parts[0] == "tracejit" and len(parts) > 1 else
                                parts[0] if node.level == 2 else layer]

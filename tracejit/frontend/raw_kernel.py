@@ -86,7 +86,8 @@ class RawKernel:
 
 
 def _dims(what: str, value) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value) if isinstance(value, (tuple, list)) else None
+    dims = (value,) if isinstance(value, (int, np.integer)) else \
+        tuple(value) if isinstance(value, (tuple, list)) else None
     if not dims or len(dims) > 3 or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
         raise ArgumentError(f"{what}={value!r}: give a positive int, or a tuple of up to 3 (x, y, z)")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
@@ -118,7 +119,8 @@ class _OpenCL:
         try:
             self.kernel, _ = dev._build(name, source)
         except cl.Error as e:   # built, but no kernel of that name
-            raise CompileError(f"the OpenCL program built from the RawKernel source has no kernel {name!r} ({e})") from None
+            raise CompileError(f"the OpenCL program built from the RawKernel source has no kernel {name!r} "
+                               f"({e})") from None
         self.dev = dev
 
     def launch(self, bound, grid, block):
@@ -138,7 +140,8 @@ class _OpenCL:
         return {"max_threads_per_group": int(self.kernel.get_work_group_info(w.WORK_GROUP_SIZE, d)),
                 "registers": None,
                 "local_memory": int(self.kernel.get_work_group_info(w.LOCAL_MEM_SIZE, d)),
-                "preferred_group_multiple": int(self.kernel.get_work_group_info(w.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, d))}
+                "preferred_group_multiple":
+                    int(self.kernel.get_work_group_info(w.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, d))}
 
 
 class _Cuda:
@@ -226,7 +229,8 @@ class _WebGPU:
         for i, a in enumerate(bound):
             if type(a) is Array:
                 block_ = a._data.block
-                entries.append({"binding": i, "resource": {"buffer": block_.buffer, "offset": 0, "size": block_.nbytes}})
+                entries.append({"binding": i,
+                                "resource": {"buffer": block_.buffer, "offset": 0, "size": block_.nbytes}})
             else:
                 words = np.zeros(4, np.uint32)
                 words.view(np.uint8)[:a.nbytes] = np.frombuffer(a.tobytes(), np.uint8)

@@ -42,7 +42,8 @@ class Device(DeviceStats):
     binds_one_buffer_twice = True    # one buffer may be bound to two parameters of a kernel (not WebGPU's rule)
     keeps_compiled_kernels = True    # compiled kernels go to the disk cache (else no_disk_cache says why)
     no_disk_cache: str | None = None
-    compile_only = None              # a static (suffix) -> compile-only target, for targets that compile without hardware
+    # a static (suffix) -> compile-only target, for a target that compiles without its hardware (cuda: PTX)
+    compile_only = None
     imports_foreign = False          # takes another library's GPU arrays without a copy (import_foreign)
 
     @staticmethod
