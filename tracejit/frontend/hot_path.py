@@ -35,7 +35,7 @@ def fast_class(kernel: type, n: int) -> type:
     unpack = f"    {''.join(f'a{i}, ' for i in range(n))}= args\n" if n else ""
     source = (
         "def __call__(self, *args, device=None, **kwargs):\n"
-        f"    if kwargs or len(args) != {n} or capture.ACTIVE or profiler.ACTIVE:\n"
+        f"    if kwargs or len(args) != {n} or capturing or profiling:\n"
         "        return self._call(args, device, kwargs)\n"
         f"{unpack}"
         f"    key = (device or self._device or default_device_name(), {key_parts(n)})\n"
@@ -57,7 +57,8 @@ def fast_class(kernel: type, n: int) -> type:
         "    except Exception as e:   # the device's last error (stats()); a try costs nothing otherwise\n"
         "        failed(plan.device, e)\n"
         "        raise\n")
-    env = {"ndarray": np.ndarray, "arg_key": arg_key, "capture": capture, "profiler": profiler,
+    # the lists of open captures and profiles themselves (changed in place, never rebound): one load each
+    env = {"ndarray": np.ndarray, "arg_key": arg_key, "capturing": capture.ACTIVE, "profiling": profiler.ACTIVE,
            "default_device_name": registry.default_device_name, "failed": failed}
     exec(compile(source, f"<tracejit Kernel.__call__ of {n} parameters>", "exec"), env)
     return type(kernel.__name__, (kernel,), {"__call__": env["__call__"], "__module__": kernel.__module__,
