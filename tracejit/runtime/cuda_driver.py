@@ -103,9 +103,9 @@ class Pool(FreeLists):
 
     def allocate(self, nbytes: int) -> Block:
         size = rounded(nbytes)
+        self.admit(size, self.name)   # a kept block reused counts against the limit too
         ptr = self._take(size)
         if ptr is None:
-            self.admit(size, self.name)
             ptr = self._fresh(size)
         self._active(size)
         return Block(ptr, size, self)

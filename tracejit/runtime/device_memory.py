@@ -75,8 +75,8 @@ class FreeLists:
         self._lock = threading.RLock()
 
     def admit(self, size: int, device: str) -> None:
-        """Before a new buffer of `size` bytes: within the memory limit, first by letting go of the kept
-        buffers, else tj.OutOfMemoryError naming the request and the limit."""
+        """Before handing out a buffer of `size` bytes (new or kept): within the memory limit, first by
+        letting go of the kept buffers, else tj.OutOfMemoryError naming the request and the limit."""
         limit = self.limit
         if limit is None:
             return
@@ -139,11 +139,9 @@ class BlockPool(FreeLists):
 
     def allocate(self, nbytes: int) -> Block:
         size = max(self.align, -(-nbytes // self.align) * self.align)
+        self.admit(size, self.device)   # a kept buffer reused counts against the limit too
         found = self._take(size)
-        if found is None:
-            self.admit(size, self.device)
-            found = (self.create(size), None)
-        buffer, tag = found
+        buffer, tag = found if found is not None else (self.create(size), None)
         self._active(size)
         return Block(buffer, size, tag, self)
 
