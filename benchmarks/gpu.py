@@ -1,6 +1,6 @@
-"""GPU benchmark for the cuda device: memory bandwidth of GELU, softmax, layernorm and a full sum, each
-against PyTorch on the same GPU in the same run, and the dispatch cost of one launch (eager call, and
-per kernel in a captured graph's replay).
+"""GPU benchmark for the cuda device: memory bandwidth of GELU, softmax, layernorm, a full sum and x.T + y,
+the arithmetic rate of float32 and float16 matrix products, each against PyTorch on the same GPU in the
+same run, and the dispatch cost of one launch (eager call, and per kernel in a captured graph's replay).
 
 Inputs are already on the GPU; every figure is a median of batches timed with a synchronize at the end
 of each batch. Results are checked against NumPy first. Needs a CUDA GPU; torch is optional (its
@@ -21,7 +21,7 @@ import numpy as np
 import tracejit as tj
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import gelu, layernorm, softmax, total  # noqa: E402  (the same kernels as the CPU table)
+from kernels import gelu, layernorm, matmul, softmax, total, transpose_add  # noqa: E402  (the CPU table's kernels)
 
 
 @tj.kernel
@@ -45,6 +45,10 @@ def layernorm_numpy(x):
     return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
 
 
+def matmul_numpy(a, b):
+    return a.astype(np.float32) @ b.astype(np.float32)
+
+
 def torch_versions():
     try:
         import torch
@@ -58,6 +62,9 @@ def torch_versions():
         "softmax": lambda x: torch.softmax(x, -1),
         "layernorm": lambda x: f.layer_norm(x, x.shape[-1:], eps=1e-5),
         "sum": lambda x: x.sum(),
+        "transpose_add": lambda x, y: x.T + y,
+        "matmul": torch.matmul,
+        "matmul_f16": torch.matmul,
     }
 
 
@@ -92,28 +99,44 @@ def main() -> None:
     import_torch = torch_fns is not None
     if import_torch:
         import torch
-    cases = [("gelu", gelu, (big,), gelu_numpy, 2), ("softmax", softmax, (rows, 1024), softmax_numpy, 2),
-             ("layernorm", layernorm, (rows, 1024), layernorm_numpy, 2), ("sum", total, (big,), np.sum, 1)]
+    side = 1 << (8 if args.smoke else 12 if args.quick else 13)    # x.T + y is side x side
+    mm = 256 if args.smoke else 2048 if args.quick else 4096         # matrix products are mm^3
+    # (name, kernel, input shapes, dtype, NumPy reference, bytes moved or None, multiply-adds or None)
+    cases = [("gelu", gelu, [(big,)], np.float32, gelu_numpy, 2, None),
+             ("softmax", softmax, [(rows, 1024)], np.float32, softmax_numpy, 2, None),
+             ("layernorm", layernorm, [(rows, 1024)], np.float32, layernorm_numpy, 2, None),
+             ("sum", total, [(big,)], np.float32, np.sum, 1, None),
+             ("transpose_add", transpose_add, [(side, side)] * 2, np.float32, lambda x, y: x.T + y, 3, None),
+             ("matmul", matmul, [(mm, mm)] * 2, np.float32, matmul_numpy, None, mm ** 3),
+             ("matmul_f16", matmul, [(mm, mm)] * 2, np.float16, matmul_numpy, None, mm ** 3)]
     results = []
     print(f"cuda: {dev.description}; torch: {torch.__version__ if import_torch else 'not installed'}")
-    print(f"{'case':<10} {'shape':<14} {'tracejit':>10} {'GB/s':>8} {'torch':>10} {'GB/s':>8} {'ratio':>7}")
-    for name, kernel, shape, reference, passes in cases:
-        host = rng.standard_normal(shape).astype(np.float32)
-        x = tj.asarray(host, device="cuda")
-        got = kernel(x, device="cuda").numpy()
-        np.testing.assert_allclose(got, reference(host), rtol=2e-3, atol=2e-3 * (np.sqrt(host.size) if name == "sum" else 1))
-        nbytes = host.nbytes * passes      # read once, write once (a sum writes nothing to speak of)
-        ours = timed(lambda: kernel(x, device="cuda"), dev.synchronize, batch, repeats)
+    print(f"{'case':<14} {'shape':<14} {'tracejit':>10} {'rate':>12} {'torch':>10} {'rate':>12} {'ratio':>7}")
+    for name, kernel, shapes, dtype, reference, passes, madds in cases:
+        hosts = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+        xs = [tj.asarray(h, device="cuda") for h in hosts]
+        got = kernel(*xs, device="cuda").numpy()
+        expected = reference(*hosts)
+        scale = np.sqrt(hosts[0].size) if name == "sum" else np.sqrt(mm) if madds else 1
+        tol = 1e-2 if dtype == np.float16 else 2e-3
+        np.testing.assert_allclose(got.astype(np.float64), expected, rtol=tol, atol=tol * scale, err_msg=name)
+        ours = timed(lambda: kernel(*xs, device="cuda"), dev.synchronize, batch, repeats)
         theirs = None
         if import_torch:
-            t = torch.from_numpy(host).cuda()
-            theirs = timed(lambda: torch_fns[name](t), torch.cuda.synchronize, batch, repeats)
-        row = {"case": name, "shape": list(shape), "tracejit_ms": ours * 1e3, "tracejit_gbs": nbytes / ours / 1e9,
-               "torch_ms": theirs and theirs * 1e3, "torch_gbs": theirs and nbytes / theirs / 1e9}
+            ts = [torch.from_numpy(h).cuda() for h in hosts]
+            theirs = timed(lambda: torch_fns[name](*ts), torch.cuda.synchronize, batch, repeats)
+        if madds:
+            work, unit = 2 * madds, 1e12     # TFLOP/s
+        else:
+            work, unit = sum(h.nbytes for h in hosts) * passes / len(hosts), 1e9     # GB/s
+        row = {"case": name, "shape": [list(s) for s in shapes], "dtype": np.dtype(dtype).name,
+               "unit": "TFLOP/s" if madds else "GB/s", "tracejit_ms": ours * 1e3, "tracejit_rate": work / ours / unit,
+               "torch_ms": theirs and theirs * 1e3, "torch_rate": theirs and work / theirs / unit}
         results.append(row)
         ratio = f"{theirs / ours:6.2f}x" if theirs else "-"
-        print(f"{name:<10} {str(shape):<14} {ours * 1e3:8.3f}ms {row['tracejit_gbs']:8.0f} "
-              f"{(theirs or 0) * 1e3:8.3f}ms {row['torch_gbs'] or 0:8.0f} {ratio:>7}")
+        rate = lambda r: f"{r or 0:7.1f} {row['unit']}" if madds else f"{r or 0:7.0f} GB/s"
+        print(f"{name:<14} {'x'.join(map(str, shapes[0])):<14} {ours * 1e3:8.3f}ms {rate(row['tracejit_rate']):>12} "
+              f"{(theirs or 0) * 1e3:8.3f}ms {rate(row['torch_rate']):>12} {ratio:>7}")
     # dispatch: the cost of one launch of a 16-element kernel, eager and per kernel in a replayed graph
     small = tj.asarray(np.ones(16, np.float32), device="cuda")
     calls = 10 if args.smoke else 1000
