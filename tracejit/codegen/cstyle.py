@@ -72,8 +72,10 @@ class CStyle:
     table_qualifier = "__constant"                     # a constant array at program scope
     no_fp64 = "it reports no cl_khr_fp64"              # why float64 is refused where options.fp64 is off
     own_functions: frozenset[str] = frozenset()        # math_f32 functions the target's library lacks
+    float_ops = FLOAT_OPS                              # a target replaces the entries its library gets wrong
     # the error record's count of faults (int word 3 of `err`) incremented atomically: the old count
     fault_count = "atomic_inc(&{0}[3])"
+    fma: str | None = None    # a*b+c rounded once, for a target whose compiler is told not to contract
     atomic_dialect = "opencl"                          # how ATOMIC is spelled (atomics.py)
 
     def buffer_param(self, position: int, ctype: str, name: str) -> str:
@@ -330,7 +332,7 @@ class _Render:
         if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
             c_helpers.math_helper(self, f"tj_{op}_f32")
             return f"tj_{op}_f32({', '.join(a)})"
-        return FLOAT_OPS[op].format(*a)
+        return self.t.float_ops[op].format(*a)
 
     def shift(self, op: str, a: list[str], dt: np.dtype) -> str:
         """NumPy's shifts: by the width or more (or a negative amount, seen unsigned) 0, or -1 for >> of

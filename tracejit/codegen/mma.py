@@ -2,9 +2,9 @@
 `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (inline PTX, sm_80 and later), float32 accumulators,
 each result rounded once to float16.
 
-A work-group of four warps computes a 64x64 tile of the result; per step of 16 along the contraction the
-A and B tiles are staged in shared memory as half (tiled.stage: zeros past the edges), then each warp
-multiplies its 16 rows by the tile's 64 columns as eight m16n8k16 products. A lane's fragments are the
+A work-group of four warps computes a 64x128 tile of the result (tiled.MMA_TILE); per step of 16 along the
+contraction the A and B tiles are staged in shared memory as half (tiled.stage: zeros past the edges), then
+each warp multiplies its 16 rows by the tile's 128 columns as sixteen m16n8k16 products. A lane's fragments are the
 elements PTX assigns it (group = lane / 4, pair = lane % 4): A rows group and group + 8, columns 2 * pair
 (+1, +8, +9); B columns group, rows the same four; C rows group and group + 8, columns 2 * pair (+1).
 
@@ -24,6 +24,7 @@ MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
 def render(r, tile: tiled.Tile) -> None:
     """The body of CUDA renderer `r` for its kernel's float16 contraction."""
+    assert tile.k == 16 and tile.m == 16 * tile.threads // WARP, f"mma.py renders one m16n8k16 per step: {tile}"
     c, t = r.k.contraction, r.t
     _, nm, nn, nk = c.sizes()
     tiles_m, tiles_n = -(-nm // tile.m), -(-nn // tile.n)

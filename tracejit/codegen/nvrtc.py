@@ -19,8 +19,11 @@ from .build_log import annotate
 
 ENV_ARCH = "TRACEJIT_CUDA_ARCH"
 DEFAULT_ARCH = "sm_80"
-# -fmad stays on (like nvcc); division and sqrt stay IEEE-exact, as NumPy computes them
-OPTIONS = ("--std=c++17", "--prec-div=true", "--prec-sqrt=true", "--ftz=false")
+# NumPy rounds a product and a sum apart: -fmad=false keeps `a * b + c` two roundings (nvcc's default would
+# contract it into one FMA, and then edges computed as i * step + lo, floors and comparisons of such values
+# differ from NumPy's: np.histogram's bins did on an H200). Matrix products ask for fma() where they mean it
+# (codegen/tiled.py), as BLAS does. Division and sqrt stay IEEE-exact, as NumPy computes them.
+OPTIONS = ("--std=c++17", "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false")
 INSTALL_HINT = "pip install 'tracejit[cuda]' (cuda-python, nvidia-cuda-nvrtc 13.0, nvidia-cuda-runtime headers)"
 
 
@@ -124,6 +127,15 @@ def build_error_message(name: str, arch: str, source: str, build_log: str, compi
     """NVRTC's messages ('name.cu(12): error: ...'), each followed by the generated line it names."""
     return annotate(f"{compiler} rejected generated CUDA kernel {name} for {arch}:", source, build_log,
                     r"\.cu\((\d+)\)")
+
+
+def as_ptx(payload: bytes) -> str | None:
+    """The PTX text of a cached payload, or None when it is not PTX (never trusted further than that)."""
+    try:
+        text = payload.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    return text if re.search(r"^\s*\.version\s+\d+\.\d+", text, re.M) else None
 
 
 def ptx_isa(ptx: str) -> str:

@@ -113,7 +113,9 @@ def register_tile(n_reduces: int, pvars, wvars, subst, offsets):
 def tile_transposed(pvars, wvars, subst, offsets, tiles):
     """When the output walks variable b with unit stride but a big input walks a, iterate tiles of (a, b),
     so both are read from cache lines already loaded (x.T + y). `tiles`: the (a, b) tile of each offset,
-    read from the device's table by the element size of the array read across."""
+    read from the device's table by the element size of the array read across. A tile (ta, 1) leaves b
+    parallel and innermost (GPUs: neighbouring threads write neighbouring outputs) and walks ta steps of a
+    per thread, each thread reading along its own row of the transposed input."""
     offsets = [o.substitute(subst) for o in offsets]
     if len(pvars) < 2 or wvars or offsets[-1].coefficient(pvars[-1]) != 1:
         return pvars, wvars, subst
@@ -121,6 +123,11 @@ def tile_transposed(pvars, wvars, subst, offsets, tiles):
     for a in pvars[:-1]:
         across = [t for o, t in zip(offsets[:-1], tiles) if o.coefficient(a) == 1 and o.coefficient(b) not in (0, 1)]
         ta, tb = max(across, default=(0, 0), key=lambda t: t[0] * t[1])
+        if across and tb == 1 and a.extent % ta == 0:
+            ao, ai = Var(f"{a.name}t", a.extent // ta), Var(f"{a.name}i", ta)
+            step = {a: Expr.of(ao) * ta + Expr.of(ai)}
+            subst = {**{k: e.substitute(step) for k, e in subst.items()}, **step}
+            return [v for v in pvars if v not in (a, b)] + [ao, b], [ai], subst
         if across and a.extent % ta == 0 and b.extent % tb == 0:
             ao, bo = Var(f"{a.name}t", a.extent // ta), Var(f"{b.name}t", b.extent // tb)
             ai, bi = Var(f"{a.name}i", ta), Var(f"{b.name}i", tb)

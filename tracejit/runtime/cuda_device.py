@@ -7,6 +7,7 @@ for lower() and warm(); its PTX lands in the disk cache under the architecture, 
 """
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -40,6 +41,9 @@ from .views import flat_view
 
 REDUCTION_SCRATCH = 4096   # bytes of shared memory left for reduction trees when keeping rows
 MAX_THREADS = 1024
+# x.T + y: each thread walks 32 rows of the output at one column (ir/layout.py's (ta, 1) tiles), so a warp
+# writes 128 coalesced bytes per step and each thread reads along its own row of x
+TRANSPOSE_TILES = ((32, 1),) * 4
 LOWER_ONLY = ("kernels can still be lowered and warmed for CUDA here (PTX for TRACEJIT_CUDA_ARCH, default "
               f"{nvrtc.DEFAULT_ARCH}, or device='cuda:sm_90')")
 
@@ -67,7 +71,7 @@ class CudaCompiler:
                                      always_check=True)   # one source for every global size
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
-                                    sort_bytes=keep * 8)
+                                    sort_bytes=keep * 8, transpose_tiles=TRANSPOSE_TILES)
         self._ptx: dict[str, str] = {}
 
     @staticmethod
@@ -93,9 +97,12 @@ class CudaCompiler:
         t0 = time.perf_counter()
         key = self.cache_key(name, source)
         payload = CACHE.get(key)
-        cached = payload is not None
-        ptx = payload.decode() if cached else nvrtc.compile_ptx(name, source, self.arch)
+        ptx = nvrtc.as_ptx(payload) if payload is not None else None
+        if payload is not None and ptx is None:
+            CACHE.reject(key, "holds no PTX")
+        cached = ptx is not None
         if not cached:
+            ptx = nvrtc.compile_ptx(name, source, self.arch)
             CACHE.put(key, ptx.encode())   # only after a successful build
         self._ptx[source] = ptx
         log(1, f"{'loaded' if cached else 'compiled'} {name} (cuda {self.arch}, PTX ISA {nvrtc.ptx_isa(ptx)}) in "
@@ -255,7 +262,7 @@ class CUDADevice(Device):
     # -- memory --
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> cu.DeviceBuffer:
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         self._make_current()
         # an empty array still gets memory: a kernel may read an element it then ignores (the load of a
         # loop that runs zero times can be hoisted out of it), and a null pointer would fault

@@ -156,6 +156,10 @@ class DeviceBuffer:
     def contiguous(self) -> bool:
         return self.strides == contiguous_strides(self.shape, self.dtype.itemsize) or self.size <= 1
 
+    def lowest(self) -> int:
+        """The lowest address of the elements: ptr, less what negative strides reach below it."""
+        return self.ptr + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s < 0) if self.size else self.ptr
+
     def span(self) -> tuple[int, int]:
         """(lowest address, bytes) of the memory the elements occupy."""
         if self.size == 0:

@@ -73,10 +73,11 @@ class BoundLaunch:
     """One kernel launch with its argument array built once; calls only change the held values."""
 
     __slots__ = ("kernel", "fn", "grid", "block", "vector_fn", "vector_grid", "vector_block", "vector_params",
-                 "holders", "params", "address", "buffers", "scalars", "pointers")
+                 "holders", "params", "address", "buffers", "scalars", "pointers", "driver")
 
     def __init__(self, compiled, fn, vector_fn, arg_dtypes: list):
         self.kernel, self.fn = compiled, fn
+        self.driver = cu.driver()   # a plan lives on one device, emulated or not: looked up once
         launch = compiled.launch
         self.block = launch.local_size
         self.grid = launch.global_items // launch.local_size
@@ -96,7 +97,7 @@ class BoundLaunch:
             holder.value = value.item()
 
     def set_buffer(self, pos: int, buf: cu.DeviceBuffer) -> None:
-        ptr = buf.span()[0] if buf.size else buf.ptr   # kernels index a strided array from its lowest address
+        ptr = buf.lowest()   # kernels index a strided array from its lowest address
         self.holders[pos].value = ptr
         self.pointers[pos] = ptr
         self.buffers[pos] = buf
@@ -115,7 +116,7 @@ class BoundLaunch:
         self.holders[pos].value = value
 
     def run(self, stream) -> None:
-        d = cu.driver()
+        d = self.driver
         if self.vector_fn is not None and all(self.pointers[p] % VECTOR_ALIGN == 0 for p in self.vector_params):
             fn, grid, block = self.vector_fn, self.vector_grid, self.vector_block
         else:
@@ -147,6 +148,7 @@ class CudaPlan:
         self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
         self._lock = threading.Lock()   # the packed arguments are shared: one call at a time sets and launches
+        self._driver = cu.driver()
 
     def _buffers(self, args, dev, into=None) -> tuple[dict, dict]:
         bufs, staged, results = {}, {}, {}
@@ -186,7 +188,7 @@ class CudaPlan:
         dev._make_current()
         bufs, results = self._buffers(args, dev, into)
         dev.launches += len(self._launches)
-        d = cu.driver()
+        d = self._driver
         timed = profiler.timing()
         for launch, (c, _, _, keys, _) in zip(self._launches, self._compiled):
             self._set(launch, keys, bufs)

@@ -110,6 +110,13 @@ class DiskCache:
             pass
         return payload, "hit"
 
+    def reject(self, key: CacheKey, why: str) -> None:
+        """An entry whose checksum holds but whose payload is not what its target stores (written by hand or
+        by something else): reported once, removed, and the kernel rebuilt by the caller."""
+        path = self._entry(key)
+        _warn_once(f"corrupt:{path}", f"cache entry {path} {why}; it is removed and the kernel rebuilt")
+        self.remove(path)
+
     def put(self, key: CacheKey, payload: bytes) -> None:
         header = json.dumps({"target": key.target, "name": key.name, "parts": dict(key.parts),
                              "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)},

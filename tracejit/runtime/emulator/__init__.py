@@ -10,6 +10,7 @@ generated source as written, in an order the hardware could choose, and models n
 """
 from __future__ import annotations
 
+import functools
 import os
 
 from ...errors import DeviceError
@@ -21,10 +22,15 @@ DESCRIPTION = "emulated on the CPU"
 
 def requested() -> frozenset[str]:
     """The targets TRACEJIT_EMULATE names; an unknown name is an error naming the known ones."""
-    names = frozenset(n.strip().lower() for n in os.environ.get(ENV, "").split(",") if n.strip())
+    return _parse(os.environ.get(ENV, ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse(value: str) -> frozenset[str]:
+    names = frozenset(n.strip().lower() for n in value.split(",") if n.strip())
     unknown = sorted(names - set(TARGETS))
     if unknown:
-        raise DeviceError(f"{ENV}={os.environ[ENV]!r} names {', '.join(unknown)}; it takes cuda, metal or cuda,metal")
+        raise DeviceError(f"{ENV}={value!r} names {', '.join(unknown)}; it takes cuda, metal or cuda,metal")
     return names
 
 
