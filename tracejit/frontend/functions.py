@@ -158,12 +158,12 @@ def where(condition, x=None, y=None) -> Tensor:
 
 @functools.lru_cache(maxsize=1024)
 def _where_result(x: tuple, y: tuple) -> np.dtype:
-    """np.where's own result dtype: a Python int it cannot hold wraps around (np.where(u32 > 0, u32, -1)
-    is uint32), unlike in a ufunc, which raises."""
+    """np.where's own result dtype, asked of the NumPy installed: before 2.5 a Python int it cannot hold
+    wraps around (np.where(u32 > 0, u32, -1) is uint32), from 2.5 on it raises OverflowError as a ufunc does."""
     args = [v if weak else np.ones((), dt) for dt, weak, v in (x, y)]
     try:
         return check(np.where(True, *args).dtype, "result of np.where")
-    except OverflowError as e:   # beyond every integer dtype
+    except OverflowError as e:   # beyond the dtype (NumPy 2.5+) or beyond every integer dtype
         raise ScalarOverflowError(f"np.where: {e}") from None
 
 
