@@ -25,12 +25,12 @@ def stated_ulps(name: str, device: str, dtype) -> int:
     """float16 is computed in float32 and rounded once: within 1 ulp of NumPy's (which does the same)."""
     if np.dtype(dtype) == np.float16:
         return 1
-    cpu, webgpu = ufuncs.stated_ulps(name)
+    cpu, gpu = ufuncs.stated_ulps(name)
     if device in ("cuda", "metal") and emulator.emulates(device):
         # the CPU emulator calls the C library's float functions, NumPy its own: each within its bound,
         # so the two may differ by one ulp more (glibc's log2f is the nearer one where seen)
         return cpu + 1
-    return webgpu if device == "webgpu" else cpu
+    return gpu if device in ("webgpu", "cuda", "metal") else cpu   # a GPU's own math library
 
 
 # NumPy leaves which zero max(+0, -0) is unspecified: its SIMD and scalar loops (float16) differ
