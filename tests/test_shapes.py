@@ -215,6 +215,18 @@ def test_short_sums_over_a_symbolic_length_are_numpy_s_sums_bit_for_bit(rng, dty
     assert f.cache_info()["compiles"] <= (2 if one_source else 3), f.cache_info()
 
 
+def test_the_vector_width_follows_llvm_s_tuning_not_only_the_instruction_set(monkeypatch):
+    """Intel's AVX-512 cores vectorise with 256-bit registers under LLVM (prefer-256-bit), AMD's with 512: a
+    float32 sum written for every length is NumPy's only where the shortest vector loop takes 8 lanes."""
+    import llvmlite.binding as llvm
+    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: {"avx": True, "avx2": True, "avx512f": True})
+    for name, width in (("emeraldrapids", 32), ("skylake-avx512", 32), ("icelake-server", 32), ("znver4", 64)):
+        monkeypatch.setattr(llvm, "get_host_cpu_name", lambda name=name: name)
+        assert host_vector_bytes.__wrapped__() == width, name
+    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: {"avx": True, "avx2": True})
+    assert host_vector_bytes.__wrapped__() == 32
+
+
 SECOND_PROCESS = """
 import json, sys
 import numpy as np

@@ -19,12 +19,22 @@ from .simt import reorderable_updates
 BLOCKED_ROW_MAX = 1024
 
 
+# Intel's AVX-512 cores, on which LLVM's tuning (prefer-256-bit) vectorises loops with 256-bit registers: a
+# float32 sum's shortest vector loop there takes 4 lanes, as with AVX2 (seen on an Emerald Rapids VM: sums of
+# 4-7 elements were not NumPy's bits). AMD's (znver4, znver5) vectorise with 512 bits.
+PREFER_256_BIT = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake", "rocketlake",
+                  "sapphirerapids", "emeraldrapids", "graniterapids", "diamondrapids", "alderlake", "meteorlake",
+                  "arrowlake", "lunarlake", "pantherlake", "x86-64-v4")
+
+
 @functools.cache
 def host_vector_bytes() -> int:
-    """The widest float vector register of this CPU that LLVM compiles for (16 without AVX)."""
+    """The widest float vector register LLVM vectorises loops with on this CPU (16 without AVX)."""
     import llvmlite.binding as llvm
     features = llvm.get_host_cpu_features()
-    return 64 if features.get("avx512f") else 32 if features.get("avx") else 16
+    if features.get("avx512f") and not llvm.get_host_cpu_name().startswith(PREFER_256_BIT):
+        return 64
+    return 32 if features.get("avx") else 16
 
 
 def _blocked_sums(ins, reorderable: set[int], scanned: set[int]) -> dict[int, list[int]]:
