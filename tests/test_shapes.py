@@ -209,8 +209,8 @@ def test_short_sums_over_a_symbolic_length_are_numpy_s_sums_bit_for_bit(rng, dty
     for n in range(1, 8):
         x = (rng.standard_normal((64, n)) * 1000).astype(dtype)
         np.testing.assert_array_equal(f(x, device="numba"), x.sum(axis=-1), err_msg=f"length {n}")
-    # length 1 is a kernel of its own; sums of 2-7 too, but for float32 with AVX-512 (4 lanes of a vector
-    # loop would reorder them: codegen.numba_rows.row_loops)
+    # length 1 is a kernel of its own; sums of 2-7 too, but for float32 with 512-bit vectors (4 lanes of a
+    # vector loop would reorder them: codegen.numba_rows.row_loops)
     one_source = dtype == np.float32 and host_vector_bytes() >= 64
     assert f.cache_info()["compiles"] <= (2 if one_source else 3), f.cache_info()
 
