@@ -42,6 +42,10 @@ class RenderOptions:
     atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
     max_loop: int | None = None    # loop iterations one work-item may run per loop nest (Mesa's llvmpipe: 65535)
     tensor_cores: bool = False     # CUDA sm_80+ on the GPU itself: float16 products through mma.sync (mma.py)
+    # a row reduction's work-group grows to the row's length / group_stride work-items (a power of two, at
+    # least group_min, at most GROUP_MAX_LOCAL): 1 gives each work-item one element while the group allows
+    group_stride: int = 1
+    group_min: int = 1
     # a work-item per index: a bounds check whatever the global size, so that one source serves every
     # size (off where exact divisors of the size pay: CPU OpenCL vectorises across work-items only
     # without a bounds check). The work-group size still follows the size at launch; where it is in
@@ -133,11 +137,15 @@ class Mapping:
         self.k, self.o, self.ins = kernel, options, kernel.instrs
         self.nests = self._nests()
         self.mode = self._mode()
-        big = max([n.extent for n in self.nests if n.kind == "reduce"] + [size // 2 for size in self._sorts()]
+        # work-items a group's widest loop can use: a reduction's elements over group_stride, half a sort's,
+        # a scan's chunks
+        big = max([-(-n.extent // options.group_stride) for n in self.nests if n.kind == "reduce"]
+                  + [size // 2 for size in self._sorts()]
                   + [-(-n.extent // SCAN_CHUNK) for n in self.nests if n.kind == "scan"], default=1)
         if self.mode == "group":
             fit = min(options.max_local_size, GROUP_MAX_LOCAL)
-            self.local_size = min(1 << (fit.bit_length() - 1), _pow2_at_least(big))   # the tree halves it
+            want = max(options.group_min, _pow2_at_least(big))
+            self.local_size = min(1 << (fit.bit_length() - 1), want)   # a power of two: the tree halves it
             self.global_items = kernel.global_size * self.local_size
             self.group_limit = self.local_size
         else:

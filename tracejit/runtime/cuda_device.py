@@ -44,6 +44,10 @@ MAX_THREADS = 1024
 # x.T + y: each thread walks 32 rows of the output at one column (ir/layout.py's (ta, 1) tiles), so a warp
 # writes 128 coalesced bytes per step and each thread reads along its own row of x
 TRANSPOSE_TILES = ((32, 1),) * 4
+# a row reduction's block: a thread per 8 elements, from one warp to 256 threads. On an H200, rows of 1024
+# (65536 of them) with 32/64/128/256/512/1024 threads: softmax 3461/3516/3646/2923/1554/995 GB/s,
+# layernorm 3552/3659/3850/3123/1628/989; rows of 4096 were best at 256-512 (layernorm 3730 at 256)
+GROUP_STRIDE = 8
 LOWER_ONLY = ("kernels can still be lowered and warmed for CUDA here (PTX for TRACEJIT_CUDA_ARCH, default "
               f"{nvrtc.DEFAULT_ARCH}, or device='cuda:sm_90')")
 
@@ -68,7 +72,8 @@ class CudaCompiler:
         self.arch = arch
         self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
                                      max_local_size=max_threads, tensor_cores=self.tensor_cores(arch),
-                                     always_check=True)   # one source for every global size
+                                     always_check=True,   # one source for every global size
+                                     group_stride=GROUP_STRIDE, group_min=cuda_codegen.WARP)
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
                                     sort_bytes=keep * 8, transpose_tiles=TRANSPOSE_TILES)
