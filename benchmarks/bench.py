@@ -24,8 +24,8 @@ import hand_numba
 import numba
 import numexpr as ne
 import numpy as np
-from kernels import (axpbz, gelu, layernorm, linear_gelu, linear_gelu_numpy, matmul, rmsnorm, scale_shift, softmax, total,
-                     transpose_add)
+from kernels import (axpbz, gelu, layernorm, linear_gelu, linear_gelu_numpy, matmul, rmsnorm, scale_shift, softmax,
+                     total, transpose_add)
 from models import MODELS
 
 import tracejit as tj

@@ -84,7 +84,8 @@ class Bench:
                     np.testing.assert_allclose(got, want, atol=(0.05 if dtype == np.float16 else 1e-3) * np.sqrt(n),
                                                err_msg=str(tile))
                     t = self.seconds(lambda: f(da, db, device="cuda"))
-                    print(f"matmul {np.dtype(dtype).name} {n}^3  {tile}: {2 * n ** 3 / t / 1e12:6.1f} TFLOP/s", flush=True)
+                    rate = 2 * n ** 3 / t / 1e12
+                    print(f"matmul {np.dtype(dtype).name} {n}^3  {tile}: {rate:6.1f} TFLOP/s", flush=True)
         finally:
             tiled.TILE, tiled.MMA_TILE = defaults
 
@@ -121,7 +122,8 @@ class Bench:
                         threads = k.lower(x, device="cuda").kernels[0].launch.local_size
                         gbs = host.nbytes * passes / self.seconds(lambda: k(x, device="cuda")) / 1e9
                         cells.append(f"{stride}:{threads}:{gbs:.0f}")
-                    print(f"{name:<9} {rows}x{n:<5}  GB/s by elements per thread:threads  {'  '.join(cells)}", flush=True)
+                    print(f"{name:<9} {rows}x{n:<5}  GB/s by elements per thread:threads  " + "  ".join(cells),
+                          flush=True)
         finally:
             self.options(group_stride=default)
 

@@ -45,8 +45,9 @@ class CUDA(CStyle):
     fault_count = "atomicAdd(&{0}[3], 1)"
     # CUDA's hypot(5e-324, 1.8e308) is inf (seen on an H200, CUDA 13.0): an operand below 2**-60 of the other
     # leaves the larger one's magnitude (the square root of 1 + 2**-120 rounds to 1), the rest is CUDA's
-    float_ops = {**FLOAT_OPS, "hypot": "(fabs({0}) > fabs({1}) ? (fabs({1}) <= fabs({0}) * 0x1p-60 ? fabs({0}) : "
-                                       "hypot({0}, {1})) : (fabs({0}) <= fabs({1}) * 0x1p-60 ? fabs({1}) : hypot({0}, {1})))"}
+    float_ops = {**FLOAT_OPS, "hypot": "(fabs({0}) > fabs({1}) "
+                                       "? (fabs({1}) <= fabs({0}) * 0x1p-60 ? fabs({0}) : hypot({0}, {1})) "
+                                       ": (fabs({0}) <= fabs({1}) * 0x1p-60 ? fabs({1}) : hypot({0}, {1})))"}
     fma = "fma({0}, {1}, {2})"    # NVRTC runs with --fmad=false (nvrtc.py); a matrix product asks for FMA
     atomic_dialect = "cuda"
 

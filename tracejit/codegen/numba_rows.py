@@ -112,7 +112,8 @@ def row_loops(ins, symbolic: dict, scanned: set[int]) -> RowLoops:
     run time, fewer elements than LLVM's vector loops take go through its scalar loop, in order, and the
     float32 block total is NumPy's sum. Only where LLVM vectorises with 512 bits (host_vector_bytes): there
     the shortest vector loop (the epilogue after 16 lanes) takes 8 float32; with 256-bit vectors the
-    epilogue's 4 lanes would reorder sums of 4-7 (measured: not NumPy's bits), as 4 float64 lanes would. Such a row also loops block by block, whatever its length."""
+    epilogue's 4 lanes would reorder sums of 4-7 (measured: not NumPy's bits), as 4 float64 lanes would.
+    Such a row also loops block by block, whatever its length."""
     reorderable = reorderable_updates(ins)
     argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == "range"}
     if host_vector_bytes() >= 64:
