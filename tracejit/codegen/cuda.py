@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.kernel_ir import Kernel
-from .cstyle import FLOAT_OPS, CStyle, Rendered
+from .c_values import FLOAT_OPS
+from .cstyle import CStyle, Rendered
 from .simt import Launch, RenderOptions
 
 WARP = 32

@@ -21,8 +21,9 @@ import numpy as np
 from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
 from . import atomics, wgsl_functions
+from .c_values import BOOL_OPS, COMPARISONS
+from .cstyle import SIZE_PARAM, CStyle, _Render
 from .wgsl_functions import f32_literal as _f32
-from .cstyle import BOOL_OPS, COMPARISONS, SIZE_PARAM, CStyle, _Render
 from .simt import Launch, RenderOptions, positive_const
 
 TYPES = {np.dtype(k): v for k, v in {
