@@ -17,7 +17,7 @@ import numpy as np
 
 from . import library
 from .graph import Node, Op
-from .lower import Buffer, c_strides, source_index
+from .analysis import Buffer, c_strides, source_index
 from .symbolic import Expr, Var
 
 MIN_WORK = 1 << 12   # multiply-adds; below it one work-group's worth of loops fused with the neighbours wins

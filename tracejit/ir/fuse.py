@@ -1,7 +1,7 @@
 """Fusion: decide which nodes are written to memory, then lower each group to one kernel.
 
 Everything is fused by default; a node is materialised only when it is an output, or when keeping it
-in a consumer's kernel would repeat a reduction (see lower.Realize). Large reductions into few values
+in a consumer's kernel would repeat a reduction (see analysis.Realize). Large reductions into few values
 are split in two stages first, so their work spreads over all cores (or work-groups) and float sums
 accumulate in short runs.
 """
@@ -18,7 +18,8 @@ from .dtypes import identity
 from .graph import Node, Op, rewrite, toposort
 from .kernel_ir import Kernel
 from .layout import LayoutOptions
-from .lower import Analysis, Buffer, Realize, analyze, emit
+from .analysis import Analysis, Buffer, Realize, analyze
+from .lower import emit
 
 SPLIT_MIN_REDUCE = 1 << 15   # reductions at least this long ...
 SPLIT_MAX_OUTPUT = 64        # ... into fewer values than this run in two stages
@@ -127,7 +128,7 @@ def _computed(out: Node, reads: dict) -> list[Node]:
 
 def _analyses(node: Node, reads: dict, sort_bytes: int | None) -> list[Analysis]:
     """The kernels that write a realized node: one, or for a SCATTER the copy of its target, then its
-    updates (lower.analyze)."""
+    updates (analysis.analyze)."""
     first = analyze(node, reads, sort_bytes)
     return [first, analyze(node, reads, sort_bytes, update=True)] if node.op is Op.SCATTER else [first]
 

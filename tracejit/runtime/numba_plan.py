@@ -12,7 +12,7 @@ from numpy._core import multiarray
 from ..errors import OutOfMemoryError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, fault_error, faults
-from ..ir.lower import Buffer
+from ..ir.analysis import Buffer
 from . import profiler
 from .array import Array
 from .debug import LEVEL, log, stage
