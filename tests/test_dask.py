@@ -117,10 +117,18 @@ def test_mixed_dask_and_numpy_arguments_broadcast_as_dask_does(client):
     x = RNG.standard_normal((200, 120)).astype(np.float32)
     w = RNG.standard_normal(120).astype(np.float32)        # NumPy, along x's chunked columns
     b = RNG.standard_normal((200, 1)).astype(np.float32)   # NumPy, broadcast along the columns
-    f = tj.kernel(lambda a, w, b, s: (a * w + b) * s)
+    f = tj.kernel(lambda a, w, b, s: (a * w + b) * s + a.shape[0])   # (the whole length, in every block)
     y = f(da.from_array(x, chunks=(50, 40)), w, b, 0.5)
     assert y.chunks == ((50,) * 4, (40,) * 3)
-    assert_close(y.compute(), (x * w + b) * np.float32(0.5))
+    assert_close(y.compute(), (x * w + b) * np.float32(0.5) + 200)
+
+
+@pytest.mark.skipif("opencl" not in [d.name for d in tj.devices() if d.available], reason="no OpenCL device here")
+def test_each_block_runs_on_the_device_the_call_names(client):
+    x = RNG.random((256, 64)).astype(np.float32)
+    y, s = tj.kernel(lambda a: (a * 2, a.sum(axis=0)))(blocks(x, (64, 64)), device="opencl")
+    assert_close(y.compute(), x * 2)
+    assert_close(s.compute(), x.sum(axis=0))
 
 
 def test_a_transpose_of_chunked_axes_pairs_blocks_as_dask_does(client):

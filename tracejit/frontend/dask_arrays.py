@@ -111,6 +111,11 @@ def _as_dask(a, name: str, da):
     """An array argument as a Dask array: NumPy arrays and array-likes become one block (Dask's own
     broadcasting splits them to match where they meet chunked arrays)."""
     if isinstance(a, da.Array):
+        if type(a._meta) is not np.ndarray:
+            raise ArgumentError(f"argument {name!r} is a Dask array of {type(a._meta).__module__}."
+                                f"{type(a._meta).__name__} blocks; tracejit's kernels over Dask arrays take NumPy "
+                                f"blocks (a kernel's device= says where each block is computed): "
+                                f"{name}.map_blocks(np.asarray) first")
         if any(np.isnan(s) for c in a.chunks for s in c):
             raise ArgumentError(f"argument {name!r} is a Dask array whose chunk sizes are unknown (NaN), which "
                                 f"tracejit plans the kernel by; call {name}.compute_chunk_sizes() first")

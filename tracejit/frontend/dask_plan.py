@@ -7,7 +7,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..errors import InternalError, UnsupportedError
-from ..ir.axis_reads import AxisReads, reshape_map
+from ..ir.axis_reads import TWO_AXES, AxisReads, reshape_map
 from ..ir.graph import Node, Op
 from . import statistic_log
 from .statistic_log import Statistic
@@ -52,7 +52,6 @@ class Plan:
     def __init__(self, traced, statistics: dict, chunked: tuple):
         self.traced, self.outputs = traced, traced.outputs
         self._stats = statistics
-        self._chunked_args = chunked
         self._classes = _Classes()
         self.units: list[Unit] = []
         self._unit_of: dict[Node, int] = {}
@@ -151,6 +150,12 @@ class Plan:
                     letter = self.letters[self._classes.find(source, k)]
                     if reason and letter not in found:
                         found[letter] = Problem(letter, self.members(letter), reason)
+            # two axes of one value, or of one argument, in one chunked dimension (x @ y with y = x.T elsewhere):
+            # Dask has no block index for that
+            for labels in [self.labels(node)] + [self.source_labels(s) for s in self._reads.reads(node)
+                                                  if s[0] == "input"]:
+                for letter in {x for x in labels if x and labels.count(x) > 1} - set(found):
+                    found[letter] = Problem(letter, self.members(letter), TWO_AXES)
         return list(found.values())
 
     # -- the stages --

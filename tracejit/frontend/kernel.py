@@ -207,6 +207,9 @@ class Kernel:
 
     def _call(self, args, device, kwargs):
         if capture.ACTIVE:
+            if has_dask_array(args):
+                raise UnsupportedError(f"{self.__name__}: a call with Dask arrays inside tj.capture(): it launches "
+                                       "nothing here (Dask runs its blocks later, on its workers); call it outside")
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
         if kwargs or len(args) != self._nparams:
