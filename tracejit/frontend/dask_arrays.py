@@ -25,37 +25,23 @@ _recorded: set = set()   # plan keys this process has written to the TRACEJIT_RE
 
 def call(kernel, args: tuple, device: str | None):
     """kernel(*args) where some arguments are Dask arrays: the results as Dask arrays (nothing computed)."""
-    import dask.array as da
-    key, arrays, letter_chunks = prepare(kernel, args)
+    key, arrays, by_letter = prepare(kernel, args)
     plan = plan_for(key)
     if os.environ.get(warm.ENV_RECORD) and key not in _recorded:   # once per call signature and process
         _recorded.add(key)
-        warm.record(kernel, plan.traced.infos, device or registry.default_device_name(),
-                    {"chunks": [None if isinstance(a, (int, float)) else _runs(a.chunks) for a in _dask_args(arrays, key)]})
+        chunks = [_runs(a.chunks) if info.kind == "array" else None   # (in the order of the entry's "args")
+                  for a, info in zip(arrays, plan.traced.infos) if info.kind in ("array", "scalar")]
+        warm.record(kernel, plan.traced.infos, device or registry.default_device_name(), {"chunks": chunks})
     units, outputs = {}, {}
     for index, stage in enumerate(plan.stages):
-        ref = StageRef(key, index, device)
-        pairs = []
-        for kind, i in stage.inputs:
-            if kind == "arg":
-                a = arrays[i]
-                pairs += [a, None] if not isinstance(a, da.Array) else [a, _index(plan.source_labels(("input", i)), f"a{i}")]
-            else:
-                pairs += [units[i], _index(plan.source_labels(("cut", plan.units[i].node)), f"u{i}")]
-        if any(r[0] == "unit" and plan.units[r[1]].kind == "arg" for r in stage.roots):
-            for letter in stage.letters:   # where each block starts, for argmax/argmin's global indices
-                starts = np.cumsum((0,) + letter_chunks[letter][:-1])
-                pairs += [da.from_array(starts, chunks=1), (letter,)]
-        leaf = da.blockwise(run_stage, stage.letters, ref, None, *pairs, dtype=object, align_arrays=False,
-                            concatenate=False, meta=np.empty((0,) * len(stage.letters), object),
-                            token=f"{kernel.__name__}-stage{index}")
+        leaf = _stage_layer(kernel, plan, StageRef(key, index, device), arrays, units, by_letter)
         for position, root in enumerate(stage.roots):
             part = _take(leaf, stage.letters, position, plan, root, f"s{index}.{position}")
             if root[0] == "output":
                 outputs[root[1]] = part
             else:
-                units[root[1]] = _reduce_blocks(part, plan.units[root[1]], plan.labels(plan.units[root[1]].operand),
-                                                kernel.__name__)
+                unit = plan.units[root[1]]
+                units[root[1]] = _reduce_blocks(part, unit, plan.labels(unit.operand), kernel.__name__)
     results = []
     for k, node in enumerate(plan.outputs):
         if k in outputs:
@@ -67,6 +53,29 @@ def call(kernel, args: tuple, device: str | None):
             out = out.astype(step.dtype) if step.op is Op.CAST else out.reshape(step.shape)
         results.append(out)
     return tuple(results) if plan.traced.tuple_result else results[0]
+
+
+def _stage_layer(kernel, plan, ref: StageRef, arrays, units, by_letter):
+    """The stage as one blockwise layer: a task per block of its grid, each returning a tuple (one item per
+    root of the stage)."""
+    import dask.array as da
+    stage = plan.stages[ref.index]
+    pairs = []
+    for kind, i in stage.inputs:
+        if kind == "unit":
+            pairs += [units[i], _index(plan.source_labels(("cut", plan.units[i].node)), f"u{i}")]
+        elif isinstance(arrays[i], da.Array):
+            pairs += [arrays[i], _index(plan.source_labels(("input", i)), f"a{i}")]
+        else:   # a Python scalar
+            pairs += [arrays[i], None]
+    if any(r[0] == "unit" and plan.units[r[1]].kind == "arg" for r in stage.roots):
+        for letter in stage.letters:   # where each block starts, for argmax/argmin's global indices
+            starts = np.cumsum((0,) + by_letter[letter][:-1])
+            pairs += [da.from_array(starts, chunks=1), (letter,)]
+    # (the blocks are already cut alike: align_arrays=False; a one-block axis comes as a one-item list)
+    return da.blockwise(run_stage, stage.letters, ref, None, *pairs, dtype=object, align_arrays=False,
+                        concatenate=False, meta=np.empty((0,) * len(stage.letters), object),
+                        token=f"{kernel.__name__}-stage{ref.index}")
 
 
 def prepare(kernel, args: tuple) -> tuple[PlanKey, list, dict[str, tuple[int, ...]]]:
@@ -201,11 +210,6 @@ def _reduce_blocks(part, unit, labels, name: str):
                        combine=functools.partial(dask_partials.combine, kind=kind),
                        concatenate=True, meta=meta, name=f"{name}-{kind}")
     return out if out.shape == unit.node.shape else out.reshape(unit.node.shape)   # argmax(axis=None): (1,)
-
-
-def _dask_args(arrays, key: PlanKey):
-    """The manifest's arguments (arrays and scalars; not static or left-out ones)."""
-    return [a for a, s in zip(arrays, key.args) if isinstance(s, Spec) or type(s) in (bool, int, float)]
 
 
 def _runs(chunks) -> list[list[list[int]]]:

@@ -168,7 +168,8 @@ class Plan:
             level = self.units[root[1]].level if root[0] == "unit" else last
             letters = tuple(sorted({x for x in self.labels(node) if x}, key=lambda x: int(x[1:])))
             groups.setdefault((level, letters), []).append(root)
-        stages = [Stage(level, letters, roots) for (level, letters), roots in sorted(groups.items(), key=lambda g: g[0][0])]
+        ordered = sorted(groups.items(), key=lambda g: g[0][0])   # by level, stable
+        stages = [Stage(level, letters, roots) for (level, letters), roots in ordered]
         for stage in stages:
             sources = set()
             for root in stage.roots:
@@ -178,6 +179,9 @@ class Plan:
             units = sorted(self._unit_of[n] for kind, n in sources if kind == "cut")
             stage.inputs = [("arg", i) for i in args] + [("unit", u) for u in units]
         return stages
+
+    def unit_index(self, node: Node) -> int | None:
+        return self._unit_of.get(node)
 
     def rereads(self) -> list[str]:
         """Chunked dimensions that units reduce while a later stage reads the arguments again with the units'

@@ -106,8 +106,8 @@ class StageProgram:
             source = ("input", node.arg) if node.op is Op.INPUT else ("cut", node)
             p = position.get(source)
             if p is None:
-                if node.op is Op.INPUT:
-                    raise InternalError(f"dask stage {self.index}: argument {node.arg} is not among its inputs")
+                if node.op is Op.INPUT or plan.unit_index(node) is not None:   # (a unit rebuilt would be wrong)
+                    raise InternalError(f"dask stage {self.index}: {source[0]} {node} is not among its inputs")
                 return None
             return build.input_(p, node.dtype, shape, node.weak)
 
