@@ -27,7 +27,7 @@ def client(tmp_path_factory):
     space = tmp_path_factory.mktemp("dask-worker-space")
     with dask.config.set({"temporary-directory": str(space)}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                                           dashboard_address=None, local_directory=str(space))
+                                           dashboard_address=":0", local_directory=str(space))
         with cluster, distributed.Client(cluster) as c:
             yield c
 
@@ -214,6 +214,16 @@ def test_a_recorded_manifest_warms_every_worker(client, tmp_path, monkeypatch):
     assert compiles(client) == before
     x = dx.compute()
     assert_close(got, (x - x.mean(axis=0)) / x.std(axis=0))
+
+
+def test_new_worker_processes_load_the_kernels_from_the_shared_disk_cache(client):
+    x = RNG.random((256, 48)).astype(np.float32)
+    f = tj.kernel(lambda a: np.sqrt(a).sum(axis=0) * 3)
+    f(blocks(x, (64, 48))).compute()
+    client.restart()   # fresh processes: nothing in memory, TRACEJIT_CACHE_DIR as before
+    got = f(blocks(x, (64, 48))).compute()
+    assert compiles(client) == 0
+    assert_close(got, np.sqrt(x).sum(axis=0) * 3, rtol=1e-5)
 
 
 def test_dask_argument_errors_say_what_to_do(client):
