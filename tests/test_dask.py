@@ -1,5 +1,6 @@
-"""Kernels over Dask arrays (tracejit[dask]) on a real engine: a LocalCluster of two worker processes, every
-result compared with NumPy's, dtype included; warming every worker; the errors."""
+"""Kernels over Dask arrays (tracejit[dask]) on a real engine: a LocalCluster of two worker processes (one per
+pytest process that runs tests of this file), every result compared with NumPy's, dtype included; warming
+every worker; the errors."""
 import json
 import os
 import pickle
