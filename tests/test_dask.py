@@ -70,9 +70,12 @@ def test_elementwise_with_chunks_on_both_axes_maps_over_the_blocks(client):
 
 def test_softmax_over_an_unchunked_last_axis_is_one_pass_over_row_blocks(client):
     x = RNG.standard_normal((400, 96)).astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
     y = softmax(da.from_array(x, chunks=(64, 96)))
     assert y.chunks == ((64,) * 6 + (16,), (96,))
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    assert_close(y.compute(), e / e.sum(axis=-1, keepdims=True))
+    y = softmax(da.from_array(x, chunks=(64, 32)))   # the rows are made whole (small): still one pass
+    assert y.chunks == ((64,) * 6 + (16,), (96,))
     assert_close(y.compute(), e / e.sum(axis=-1, keepdims=True))
 
 
@@ -164,8 +167,7 @@ def test_reading_across_a_chunked_axis_rechunks_it_when_small_and_names_it_when_
 def test_a_reduction_broadcast_back_over_a_tall_chunked_axis_runs_in_two_passes(client):
     x = (RNG.standard_normal((2000, 16)) * 4 + 3).astype(np.float32)
     dx = blocks(x, (250, 16))
-    with dask.config.set({"array.chunk-size": "16KiB"}):   # too small to hold all rows: mean and std first
-        y = standardize(dx)
+    y = standardize(dx)   # rows in one block would leave nothing to run in parallel: mean and std first
     assert y.chunks == dx.chunks
     assert_close(y.compute(), (x - x.mean(axis=0)) / x.std(axis=0), rtol=1e-4, atol=1e-5)
 
@@ -203,8 +205,7 @@ def test_a_recorded_manifest_warms_every_worker(client, tmp_path, monkeypatch):
     manifest = tmp_path / "signatures.jsonl"
     monkeypatch.setenv("TRACEJIT_RECORD", str(manifest))
     dx = da.random.default_rng(6).random((500, 24), chunks=(100, 24))
-    with dask.config.set({"array.chunk-size": "16KiB"}):   # (two passes over row blocks of 100)
-        y = standardize(dx)   # the call is recorded (the whole shapes and the blocks), not computed
+    y = standardize(dx)   # the call is recorded (the whole shapes and the blocks), not computed
     monkeypatch.delenv("TRACEJIT_RECORD")
     (entry,) = [json.loads(line) for line in manifest.read_text().splitlines()]
     assert entry["function"] == "test_dask:standardize" and entry["chunks"] == [[[[100, 5]], [[24, 1]]]]

@@ -140,13 +140,16 @@ def _as_dask(a, name: str, da):
 def _merge_blocks(kernel, letters: dict, plan, arrays, chunked, names) -> tuple:
     """chunked with the dimensions `letters` made one block where the blocks that makes are within dask's
     array.chunk-size. letters: letter -> why the kernel reads across it (one block is a must: beyond the limit
-    a tj.UnsupportedError names the argument and axis to rechunk), or None (one pass instead of several:
-    beyond the limit it stays chunked)."""
+    a tj.UnsupportedError names the argument and axis to rechunk), or None (one pass instead of several: beyond
+    the limit, or where no other dimension would stay chunked to run blocks in parallel, it stays chunked)."""
     import dask
     from dask.utils import format_bytes, parse_bytes
     limit = parse_bytes(dask.config.get("array.chunk-size"))
     flags = [list(c) if c is not None else None for c in chunked]
+    chunked_letters = set(plan.letters.values())
     for letter, reason in letters.items():
+        if reason is None and not chunked_letters - {letter}:
+            continue   # x - x.mean(0) over a tall array chunked by rows: two passes, both in parallel
         members = plan.members(letter)
         trial = [list(f) if f is not None else None for f in flags]
         for i, k in members:
@@ -168,6 +171,7 @@ def _merge_blocks(kernel, letters: dict, plan, arrays, chunked, names) -> tuple:
                     f"{name}.rechunk({{{suggestion}}}), or raise array.chunk-size")
         else:
             flags = trial
+            chunked_letters.discard(letter)
             log(1, f"{kernel.__name__}: {', '.join(f'{names[i]!r} axis {k}' for i, k in members)} made one block "
                    f"({reason or 'one pass over the data instead of several'})")
     return tuple(None if f is None else tuple(f) for f in flags)
