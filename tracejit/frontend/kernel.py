@@ -22,12 +22,12 @@ from ..runtime.array import Array
 from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
 from ..runtime.device_stats import DeviceStats, failed
-from . import allocation, capture, destinations
+from . import allocation, capture, destinations, shipping
 from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       twin_sizes, with_sizes)
 from .hot_path import fast_class, key_function
 from .selection import MaskedSelection, data_dependent
-from .signature import ArgInfo, Default, arg_key, describe, normalize
+from .signature import ArgInfo, Default, arg_key, describe, has_dask_array, normalize, spec
 from .tensor import Tensor, as_node
 from .warm import record
 
@@ -207,6 +207,9 @@ class Kernel:
 
     def _call(self, args, device, kwargs):
         if capture.ACTIVE:
+            if has_dask_array(args):
+                raise UnsupportedError(f"{self.__name__}: a call with Dask arrays inside tj.capture(): it launches "
+                                       "nothing here (Dask runs its blocks later, on its workers); call it outside")
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
         if kwargs or len(args) != self._nparams:
@@ -221,6 +224,8 @@ class Kernel:
             raise ArgumentError(f"{self.__name__}: static arguments must be hashable (they key the compile "
                                 f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
         if plan is None:
+            if has_dask_array(args):   # f(dask_array): a Dask array, planned here, computed block by block
+                return self._dask_call(args, device, out)
             normalized = self._normalize(args, dev)
             plan = self._plan_for(normalized, dev)
             try:
@@ -243,6 +248,13 @@ class Kernel:
         except Exception as e:
             failed(plan.device, e)
             raise
+
+    def _dask_call(self, args, device, out):
+        if out is not None:
+            raise ArgumentError(f"{self.__name__}: out= cannot take the results of a call with Dask arrays, which "
+                                "are Dask arrays themselves; store them with dask.array.store or .compute()")
+        from .dask_arrays import call
+        return call(self, args, device or self._device)
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
@@ -297,15 +309,23 @@ class Kernel:
 
     # -- public staging API --
     def trace(self, *args, **kwargs) -> Traced:
-        """The graph IR for these arguments (arrays or tj.spec); compiles nothing."""
-        return self._trace(self._normalize(self._bind(args, kwargs)))
+        """The graph IR for these arguments (arrays or tj.spec; a Dask array stands for its whole shape);
+        compiles nothing."""
+        args = self._bind(args, kwargs)
+        if has_dask_array(args):
+            args = tuple(spec(a.shape, a.dtype) if has_dask_array([a]) else a for a in args)
+        return self._trace(self._normalize(args))
 
     def lower(self, *args, device=None, **kwargs) -> Plan:
         """The compiled plan for these arguments (arrays or tj.spec), kept for later calls. Needs no
         hardware where the target compiles without it: device="cuda" (or "cuda:sm_90") on a machine
         with no GPU gives the PTX in .kernels[i].ptx."""
         dev = device or self._device or registry.default_device_name()
-        return self._plan_for(self._normalize(self._bind(args, kwargs), dev), dev, compile_only=True)
+        args = self._bind(args, kwargs)
+        if has_dask_array(args):
+            raise ArgumentError(f"{self.__name__}.lower: a call with Dask arrays compiles a kernel per stage and "
+                                "block shape on the workers; tj.warm(f, x, client=client) compiles them ahead")
+        return self._plan_for(self._normalize(args, dev), dev, compile_only=True)
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled), disk_hits (kernels that needed no compile: loaded
@@ -445,6 +465,10 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"
+
+    def __reduce__(self):
+        # sent to another process (a Dask worker): rebuilt there once from its function and options
+        return shipping.reduce(self)
 
 
 PLAN_CACHE_SIZE = 128

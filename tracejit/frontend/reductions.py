@@ -15,6 +15,7 @@ from ..ir import build
 from ..ir.dtypes import BOOL, FLOAT64, INT64, check, identity, is_float, sum_dtype
 from ..ir.graph import Node, Op
 from .functions import _axes, _axis, exp, isfinite, log, sqrt, subtract, true_divide, where as _where
+from .statistic_log import Statistic, note
 from .tensor import Tensor, as_node
 
 __all__ = [
@@ -230,6 +231,8 @@ def _var(a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root:
     out = build.binary(Op.DIV, total, dof)
     if root:
         out = sqrt(Tensor(out))._node
+    if mask is None and axes:   # (a Dask array's var is combined from per-block moments: frontend/dask_plan.py)
+        note(out, Statistic("std" if root else "var", a, axes, ddof))
     return build.cast(_squeeze(out, axes, keepdims), out_dt)
 
 
@@ -270,6 +273,8 @@ def _arg(op: str, a, axis, keepdims: bool, name: str, skip_nan: bool = False) ->
     idx_dt = np.dtype(np.int32) if n < 2**31 else INT64
     index = build.where(hit, build.iota(x.shape, ax, idx_dt), build.const(n, idx_dt, x.shape))
     out = build.reduce(index, "min", (ax,))
+    if not skip_nan:   # (a Dask array's argmax is combined from per-block (value, index): frontend/dask_plan.py)
+        note(out, Statistic(name, a, None if axis is None else (ax,)))
     if valid is not None:  # no valid element: -1
         out = build.where(build.binary(Op.EQ, out, build.const(n, idx_dt, out.shape)),
                           build.const(-1, idx_dt, out.shape), out)

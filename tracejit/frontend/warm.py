@@ -16,7 +16,7 @@ from ..errors import ArgumentError, TracejitError
 from ..ir.dtypes import check
 from ..runtime import registry
 from ..runtime.debug import log
-from .signature import ArgInfo, Spec, spec
+from .signature import ArgInfo, Spec, has_dask_array, spec
 
 ENV_RECORD = "TRACEJIT_RECORD"
 _SCALARS = {"int": 0, "float": 0.0, "bool": False}
@@ -34,12 +34,14 @@ class WarmResult:
     cached: int = 0            # kernels already in the disk cache
     seconds: float = 0.0
     error: str | None = None
+    worker: str | None = None  # the Dask worker it was warmed on (tj.warm(..., client=client))
 
     def __str__(self) -> str:
+        where = f"{self.device} at {self.worker}" if self.worker else self.device
         if self.error:
-            return f"{self.function}({self.signature}) on {self.device}: FAILED: {self.error}"
+            return f"{self.function}({self.signature}) on {where}: FAILED: {self.error}"
         what = f"{self.compiled} compiled, {self.cached} already cached"
-        return f"{self.function}({self.signature}) on {self.device}: {len(self.kernels)} kernel(s), {what} " \
+        return f"{self.function}({self.signature}) on {where}: {len(self.kernels)} kernel(s), {what} " \
                f"in {self.seconds:.2f} s"
 
 
@@ -54,12 +56,58 @@ class WarmReport(list):
         return "\n".join(map(str, self))
 
 
-def warm(kernel, *args, devices=None, **static) -> WarmReport:
+def warm(kernel, *args, devices=None, client=None, **static) -> WarmReport:
     """Compile `kernel` for these arguments (tj.spec, arrays, or scalars standing for their type) on each
-    device into the disk cache, running nothing. Returns a report of what was compiled or already cached."""
+    device into the disk cache, running nothing. Returns a report of what was compiled or already cached.
+
+    kernel may instead be the path of a manifest (what TRACEJIT_RECORD wrote): each of its entries is warmed.
+    With Dask arrays among the arguments, what a call with them runs is warmed: each stage's kernel at each
+    block shape (frontend/dask_arrays.py). client (a dask.distributed Client): warmed on each of its workers,
+    the first before the others, which then load its kernels from a shared TRACEJIT_CACHE_DIR."""
     from .kernel import Kernel
+    if isinstance(kernel, (str, os.PathLike)):
+        if args or static:
+            raise ArgumentError("tj.warm(manifest_path) takes no arguments: the manifest names them")
+        entries = read_manifest(os.fspath(kernel))
+        for entry in entries:
+            if devices:
+                entry["devices"] = [devices] if isinstance(devices, str) else list(devices)
+        return _on(client, warm_entries, entries)
     if not isinstance(kernel, Kernel):
         raise ArgumentError(f"tj.warm expects a @tj.kernel function, got {type(kernel).__name__}")
+    if has_dask_array(args):
+        from .dask_arrays import prepare
+        from .dask_stages import warm_stages
+        key, _, letter_chunks = prepare(kernel, kernel._bind(args, static))
+        return _on(client, warm_stages, key, letter_chunks, devices)
+    if client is not None:
+        return _on(client, _warm_here, kernel, args, devices, static)
+    return _warm(kernel, args, devices, static)
+
+
+def _warm_here(kernel, args, devices, static) -> list[dict]:
+    return [r.__dict__ for r in _warm(kernel, args, devices, static)]
+
+
+def warm_entries(entries: list[dict]) -> list[dict]:
+    return [r for entry in entries for r in warm_entry(entry)]
+
+
+def _on(client, fn, *args) -> WarmReport:
+    """fn(*args) (a list of WarmResult dicts) here, or on every worker of a Dask client."""
+    if client is None:
+        return WarmReport(WarmResult(**r) for r in fn(*args))
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise ArgumentError("tj.warm(..., client=client): the Dask cluster has no workers yet; wait for them "
+                            "(client.wait_for_workers(n)) before warming")
+    results = client.run(fn, *args, workers=workers[:1])
+    if len(workers) > 1:   # after the first: they find its kernels on disk where the cache is shared
+        results.update(client.run(fn, *args, workers=workers[1:]))
+    return WarmReport(WarmResult(**dict(r, worker=w)) for w in workers for r in results[w])
+
+
+def _warm(kernel, args, devices, static) -> WarmReport:
     devices = [devices] if isinstance(devices, str) else list(devices or [registry.default_device_name()])
     report = WarmReport()
     for device in devices:
@@ -121,12 +169,15 @@ def _describe_arg(a) -> str:
 
 # ---- recording what a running program compiles ----
 
-def record(kernel, infos: list[ArgInfo], device: str) -> None:
-    """Append this compiled signature to the TRACEJIT_RECORD manifest (one JSON line, one write)."""
+def record(kernel, infos: list[ArgInfo], device: str, extra: dict | None = None) -> None:
+    """Append this compiled signature to the TRACEJIT_RECORD manifest (one JSON line, one write); extra: more
+    fields of the entry (a Dask call's "chunks")."""
     path = os.environ.get(ENV_RECORD)
     if not path:
         return
     fn = kernel.fn
+    if getattr(fn, "recorded_elsewhere", False):
+        return
     where = f"{fn.__module__}:{fn.__qualname__}"
     if "<" in fn.__qualname__ or fn.__module__ == "__main__":
         log(1, f"{ENV_RECORD}: {where} cannot be imported by a warming process; not recorded")
@@ -139,7 +190,7 @@ def record(kernel, infos: list[ArgInfo], device: str) -> None:
         log(1, f"{ENV_RECORD}: {where} has static arguments that are not JSON values; not recorded")
         return
     entry = {"function": where, "args": [format_arg(i) for i in infos if i.kind not in ("static", "default")],
-             "static": static, "device": device}
+             "static": static, "device": device, **(extra or {})}
     line = (json.dumps(entry, sort_keys=True) + "\n").encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -192,6 +243,9 @@ def warm_entry(entry: dict) -> list[dict]:
     try:
         kernel = load_kernel(entry["function"])
         args = [parse_arg(a) for a in entry["args"]]
+        if entry.get("chunks") is not None:   # a call with Dask arrays: its stages at its block shapes
+            from .dask_stages import warm_recorded
+            return warm_recorded(kernel, args, entry["chunks"], entry.get("static", {}), devices)
         report = warm(kernel, *args, devices=devices, **entry.get("static", {}))
     except Exception as e:   # a worker reports; it never takes the whole warm run down
         return [WarmResult(entry["function"], d, ", ".join(map(str, entry["args"])),

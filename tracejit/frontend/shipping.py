@@ -1,0 +1,55 @@
+"""Kernels sent to other processes (Dask workers): by name where their module can be imported (the kernel
+there is that module's own), else as their function and options, rebuilt once per process. Either way every
+task a process runs finds the plans and compiled kernels of the ones before it."""
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+import weakref
+
+# token -> the kernel of this process (alive while a task, a cached plan or the caller holds it)
+_rebuilt: "weakref.WeakValueDictionary[str, object]" = weakref.WeakValueDictionary()
+_lock = threading.Lock()
+
+
+def token(kernel) -> str:
+    """A name for this kernel that stays the same wherever it is sent."""
+    t = kernel.__dict__.get("_shipping_token")
+    if t is None:
+        with _lock:
+            t = kernel.__dict__.setdefault("_shipping_token", f"{kernel.__name__}-{uuid.uuid4().hex}")
+            _rebuilt.setdefault(t, kernel)
+    return t
+
+
+def reduce(kernel):
+    """Kernel.__reduce__."""
+    fn = kernel.fn
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    qualname = getattr(fn, "__qualname__", "")
+    if module is not None and module.__name__ != "__main__" and "<" not in qualname:
+        obj = module
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is kernel:
+            return _by_name, (f"{module.__name__}:{qualname}",)
+    names = list(kernel._signature.parameters)
+    static = tuple(names[i] for i in sorted(kernel._static))
+    # (cloudpickle, which Dask uses, sends the function by value)
+    return rebuild, (token(kernel), fn, static, kernel._device, kernel._dynamic)
+
+
+def _by_name(where: str):
+    from .warm import load_kernel
+    return load_kernel(where)
+
+
+def rebuild(token: str, fn, static, device, dynamic):
+    from .kernel import Kernel
+    with _lock:
+        kernel = _rebuilt.get(token)
+        if kernel is None:
+            kernel = _rebuilt[token] = Kernel(fn, static, device, dynamic)
+            kernel.__dict__["_shipping_token"] = token
+        return kernel
