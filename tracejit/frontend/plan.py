@@ -1,0 +1,144 @@
+"""What @tj.kernel's trace() and lower() return: the traced graph of one signature (Traced) and its compiled
+plan (Plan), which runs a call, writing assigned arguments back and results into out= where given."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import build
+from ..ir.fuse import Program, input_buffer, schedule
+from ..ir.graph import Node, format_graph
+from ..ir.layout import LayoutOptions
+from ..runtime import registry
+from ..runtime.array import Array
+from . import destinations
+from .signature import ArgInfo
+
+
+class Traced:
+    """The graph of one signature: str() prints the graph IR.
+
+    `outputs` are the returned values, then the new value of each argument in `assigned` (the positions
+    of the array arguments the function assigned into), which a call writes back into the caller's arrays."""
+
+    def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo],
+                 assigned: tuple[int, ...] = ()):
+        self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
+        self.assigned = assigned
+
+    @property
+    def results(self) -> list[Node]:
+        """The returned values (without the new values of assigned arguments)."""
+        return self.outputs[:len(self.outputs) - len(self.assigned)]
+
+    def __str__(self) -> str:
+        text = format_graph(self.outputs, f"graph {self.name}")
+        if self.assigned:
+            n = len(self.results)
+            text += "\n  " + ", ".join(f"value {n + k} is written into argument {j}" for k, j in enumerate(self.assigned))
+        return text
+
+    def to_networkx(self, device: str | None = None):
+        """The graph as it is scheduled for `device` (None: the default device) as a networkx DiGraph: each
+        node with its op, shape, dtype and the kernel it is fused into (frontend/graph_view.py)."""
+        from .graph_view import to_networkx
+        return to_networkx(self.program(registry.compiler(device).layout), self.name)
+
+    def program(self, options: LayoutOptions = LayoutOptions()) -> Program:
+        inputs = {}
+        for i, info in enumerate(self.infos):
+            if info.kind == "array":
+                node = build.input_(i, info.dtype, info.shape)
+                inputs[node] = input_buffer(i, node, info.strides)
+            elif info.kind == "scalar":
+                node = build.input_(i, info.dtype, (), weak=True)
+                inputs[node] = input_buffer(i, node, ())
+        return schedule(self.outputs, inputs, options)
+
+
+class Plan:
+    """A compiled signature: `.kernels` (each with .name and .source) and the executable."""
+
+    def __init__(self, traced: Traced, executable, device):
+        self.traced, self.executable, self.device = traced, executable, device
+        self.kernels = executable.kernels
+        if traced.assigned:
+            self.run = lambda args: self.call(args, args)
+        elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result):
+            self.run = executable.run  # returns the array, or the tuple of arrays, as it is
+        else:
+            self.run = self._run
+        self._wrap = not device.returns_numpy
+        self._tuple = traced.tuple_result
+        self._one_buffer_twice = device.binds_one_buffer_twice
+        self.runnable = device.runs
+
+    def _run(self, args):
+        outs = self.executable(args)
+        if self._wrap:
+            outs = [Array(o, self.device) for o in outs]
+        return tuple(outs) if self._tuple else outs[0]
+
+    def __call__(self, *args, out=None):
+        return self.call(args, args, out)
+
+    def timed(self, args, originals, out=None):
+        """A call inside tj.profile(): through the executable's own call, which times each launch then."""
+        if out is None and not self.traced.assigned:
+            return self._run(args)
+        return self.call(args, originals, out)
+
+    def call(self, args, originals, out=None):
+        """Run with `args` (as normalized for the plan), writing the new values of assigned arguments into
+        the caller's `originals`, and the results into `out` where given (returned in their place)."""
+        traced = self.traced
+        if not traced.assigned and out is None:
+            return self.run(args)
+        n = len(traced.results)
+        dests = [None] * len(traced.outputs)
+        if traced.assigned:
+            destinations.check_assigned(traced.name, traced.assigned, args, originals)
+            for k, j in enumerate(traced.assigned):
+                dests[n + k] = originals[j]
+        if out is not None:
+            if not self._tuple and isinstance(out, tuple) and len(out) == 1:
+                out = out[0]
+            outs = destinations.out_destinations(traced.name, out, [r.shape for r in traced.results],
+                                                 [r.dtype for r in traced.results], self.device)
+            dests[:n] = outs
+        into, staged = {}, []
+        for pos, dest in enumerate(dests):
+            if dest is not None:
+                memory = self._direct(pos, dest, dests, originals)
+                if memory is None:
+                    staged.append(pos)
+                else:
+                    into[self.executable.program.outputs[pos]] = memory
+        values = self.executable(args, into)
+        for pos in sorted(staged, key=lambda p: p < n):   # the arguments first, out= last: it has the final word
+            destinations.copy_into(dests[pos], values[pos], self.device)
+        results = [dests[i] if dests[i] is not None else Array(values[i], self.device) if self._wrap else values[i]
+                   for i in range(n)]
+        return tuple(results) if self._tuple else results[0]
+
+    def _direct(self, pos: int, dest, dests, originals):
+        """The memory of dest when the kernel can write output `pos` straight into it, else None (the
+        value is then computed apart and copied in)."""
+        program, traced = self.executable.program, self.traced
+        key = program.outputs[pos]
+        node = traced.outputs[pos]
+        if program.outputs.count(key) > 1:
+            return None
+        memory = destinations.writable_memory(dest, self.device, node.shape, node.dtype)
+        if memory is None or any(d is not None and i != pos and destinations.overlap(dest, d)
+                                 for i, d in enumerate(dests)):
+            return None
+        for j, a in enumerate(originals):
+            if isinstance(a, (np.ndarray, Array)) and destinations.overlap(dest, a):
+                # only an argument read at just the element the kernel writes there, in the same layout
+                same = destinations.writable_memory(a, self.device, node.shape, node.dtype) is memory
+                if not (same and program.writes_in_place(key, j) and self._one_buffer_twice):
+                    return None
+        return memory
+
+    def __repr__(self) -> str:
+        return f"<Plan {self.traced.name} on {self.device.name}: {len(self.kernels)} kernel(s)>"
