@@ -34,7 +34,7 @@ demo: install
 # The device suite also runs on cuda and metal through the CPU SIMT emulator (README, "Emulated cuda and
 # metal"); TRACEJIT_EMULATE= (empty) runs without it.
 test: install-dev
-	TRACEJIT_EMULATE="$${TRACEJIT_EMULATE-cuda,metal}" $(PY) -m pytest -n 2 $(PYTEST_ARGS) tests
+	TRACEJIT_EMULATE="$${TRACEJIT_EMULATE-cuda,metal}" $(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
 
 # On a machine with an NVIDIA GPU: the whole suite (every device test runs on cuda too), then the GPU
 # benchmarks (against PyTorch when it is installed).

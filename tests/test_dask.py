@@ -18,6 +18,10 @@ distributed = pytest.importorskip("dask.distributed", reason="dask.distributed i
                                                              "(pip install -e '.[dask]')")
 import dask  # noqa: E402
 
+# one pytest process runs them all under make test (--dist loadgroup): one cluster of worker processes, not one
+# per process competing for CI's two cores
+pytestmark = pytest.mark.xdist_group("dask_cluster")
+
 RNG = np.random.default_rng(21)
 
 
