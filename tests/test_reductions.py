@@ -348,3 +348,64 @@ def test_zero_size_mean_on_float64_like_the_issue(device):
     a = np.zeros((0, 1, 1024))
     result = tj.kernel(lambda a: a.mean(axis=(2, 1)).sum(0, keepdims=True), device=device)(a)
     assert np.asarray(result).dtype == np.float64 and np.asarray(result).tolist() == [0.0]
+
+
+# =============================================================================================
+# GPUs keep the arrays a row's first reduction reads in local memory for the loops after it
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x, g, b):
+    m = x.mean(axis=-1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5) * g + b
+
+
+def global_loads(kernel) -> dict[int, int]:
+    """How many load instructions of the kernel IR read each parameter (global memory)."""
+    ins = kernel.ir.instrs
+    counts: dict[int, int] = {}
+    for x in ins:
+        if x.op == "load" and ins[x.srcs[0]].op == "param":
+            counts[ins[x.srcs[0]].arg] = counts.get(ins[x.srcs[0]].arg, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("target", ["cuda:sm_90", "metal"])
+def test_gpu_row_kernels_read_each_row_from_global_memory_once(target):
+    x, g = tj.spec((64, 1024), "float32"), tj.spec((1024,), "float32")
+    for body, args in ((softmax, (x,)), (layernorm, (x, g, g))):
+        try:
+            (k,) = tj.kernel(body).lower(*args, device=target).kernels
+        except tj.DeviceError as e:
+            pytest.skip(f"{target} cannot compile here: {e}")
+        assert set(global_loads(k).values()) == {1}, (body.__name__, global_loads(k))
+
+
+def test_the_numba_device_reads_rows_again_from_its_caches():
+    (k,) = tj.kernel(softmax).lower(tj.spec((64, 1024), "float32"), device="numba").kernels
+    assert 2 in global_loads(k).values()
+
+
+def row_programs(x, y):
+    """Rows read by later loops in every way: again at the same element, reversed, through a second
+    array, inside a second reduction, over a middle axis and over two axes at once."""
+    out = (softmax(x), x / np.abs(x).sum(axis=-1, keepdims=True), x - np.log(np.exp(x).sum(axis=-1, keepdims=True)),
+           x[..., ::-1] - x.mean(axis=-1, keepdims=True), (x * y).sum(axis=-1, keepdims=True) + x - y,
+           x.var(axis=-1, keepdims=True) * y + x.max(axis=-1, keepdims=True))
+    z, w = x.reshape(x.shape[0], -1, 2), y.reshape(y.shape[0], -1, 2)
+    out += (z - z.mean(axis=1, keepdims=True) * w.max(axis=1, keepdims=True),
+            z / np.abs(z).sum(axis=(1, 2), keepdims=True))
+    return out
+
+
+@pytest.mark.parametrize("n", [128, 130, 1024])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_rows_kept_in_local_memory_match_numpy(n, dtype, device, rng):
+    x, y = (sample(rng, (5, n), dtype) for _ in range(2))
+    tol = {"float16": 2e-2, "float32": 1e-5, "float64": 1e-12}[dtype]   # absolute: sums of n products cancel
+    assert_matches(row_programs, x, y, device=device, rtol=tol, atol=tol * n ** 0.5)

@@ -13,6 +13,9 @@ class LayoutOptions:
     """What a target's memory and threads favour; each device passes its own."""
     accumulate_rows: bool = True   # i-k-j rows of accumulators private to one global index (CPU caches)
     keep_row_max: int = 16384      # longest reduction input kept in local memory for the write loop
+    # rows at least this long keep the arrays their first reduction reads in local memory for the loops
+    # after it (lower._inputs_to_keep; GPUs, where a work-group shares the row); None: read them again
+    keep_inputs_min: int | None = None
     gather_rows: bool = True       # a gather's trailing axes that no index depends on are an inner loop (CPU)
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
     library: bool = False          # the launch plan runs matrix products and sorts as NumPy calls (ir/library.py)

@@ -70,7 +70,9 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return _check_tables(hoist(kernel)), params
     cached = _row_to_keep(a, group, options.keep_row_max) if a.reduces and wvars and len(tile) == 1 else None
-    for red, rvars in zip(a.reduces, rgroups):
+    if a.reduces and wvars and len(tile) == 1:
+        e.keep_inputs(a.reduces[0], _inputs_to_keep(a, group, buffers, cached, options))
+    for n, (red, rvars) in enumerate(zip(a.reduces, rgroups)):
         if red.node.op is Op.SORT:
             e.sorted[red.node] = _emit_sort(e, red, rvars, options.sort_bytes)
             continue
@@ -78,6 +80,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
         if red is cached:
             e.keep_row(red)
+        e.walking = (red if n == 0 else None, set(red.vars))
         opened = e.open_loops(rvars, "reduce")
         for acc, step in zip(accs, tile):
             with e.unrolled(step):
@@ -88,6 +91,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         e.close_loops(opened)
         e.reduced[red.node] = accs
     e.row_vars = [v for v in a.out_vars if v not in rows]
+    e.walking = (None, set(e.row_vars))
     scan_accs = [e.b.emit("acc", sc.node.dtype, (), (sc.node.arg[0], identity(sc.node.arg[0], sc.node.dtype)))
                  for sc in a.scans]
     opened = e.open_loops(wvars, "scan" if a.scans else "loop")
@@ -187,6 +191,45 @@ def _row_to_keep(a: Analysis, group, keep_max: int) -> "RowReduction | None":
     return None
 
 
+def _inputs_to_keep(a: Analysis, group, buffers, cached: "RowReduction | None", options: LayoutOptions) -> list[Node]:
+    """The arrays the first reduction of a row reads that later loops of the row read again (softmax's x,
+    read for its max, its sum and its result), when the target keeps them (a GPU's work-group shares the
+    row in local memory: one read from global memory instead of two or three) and local memory has room
+    beside the kept reduction row. They are the loads reached from the reduction's input through
+    elementwise operations only, so the first loop reads every element of their row at its own index."""
+    first = a.reduces[0]
+    n = math.prod(v.extent for v in first.vars)
+    if options.keep_inputs_min is None or n < options.keep_inputs_min or a.scans or a.update \
+            or any(r.node.op is Op.SORT for r in a.reduces) \
+            or any(first.src_idx[d] != Expr.of(v) for d, v in zip(first.node.arg[1], first.vars)):
+        return []
+    room = options.keep_row_max * 8 - (0 if cached is None else n * cached.node.srcs[0].dtype.itemsize)
+    later = [r.node.srcs[0] for r in a.reduces[1:]] + [g.out for g in group]
+    read_later = _loads_reached(later, buffers, through_reductions=True)
+    keep = []
+    for node in _loads_reached([first.node.srcs[0]], buffers, through_reductions=False):
+        if node in read_later and node.shape == first.node.srcs[0].shape and n * node.dtype.itemsize <= room:
+            keep.append(node)
+            room -= n * node.dtype.itemsize
+    return keep
+
+
+def _loads_reached(tops: list[Node], buffers, through_reductions: bool) -> list[Node]:
+    """The nodes read from memory (inputs, realized values) that computing `tops` reaches: through
+    elementwise operations only, or through anything but another kernel's output."""
+    found, stack, seen = [], list(tops), set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x in buffers or x.op is Op.INPUT:
+            found.append(x)
+        elif x.op in ELEMENTWISE or x.op is Op.CAST or through_reductions and x.op not in (Op.SORT, Op.SCATTER):
+            stack.extend(x.srcs)
+    return found
+
+
 def _emit_row_accumulation(e: "_Emitter", a: Analysis, rvars: list[Var], row: Var, group) -> None:
     """i-k-j order: a local row of accumulators, the reduction loop outside, the row loop inside."""
     red = a.reduces[0]
@@ -220,6 +263,12 @@ class _Emitter:
         self.sort_bytes = 0                                     # their size in all
         self.row: tuple | None = None   # (reduction, local row) whose input values are kept
         self.row_vars: list[Var] = []   # set while emitting the write loop: where kept values are read
+        # loads of the row kept in local memory (_inputs_to_keep): node -> its local row, and those stored
+        self.inputs: dict[Node, int] = {}
+        self.inputs_stored: set[Node] = set()
+        self.first: RowReduction | None = None
+        # the loop being emitted: (the first reduction while it stores the kept loads, else None; its variables)
+        self.walking: tuple[RowReduction | None, set[Var]] = (None, set())
         self.unroll_index = 0
         self.update = False             # emitting a SCATTER's update kernel
         self._unroll: dict = {}
@@ -229,9 +278,36 @@ class _Emitter:
         size = math.prod(v.extent for v in red.vars)
         self.row = (red, self.b.emit("local", red.node.srcs[0].dtype, (), (size, None, size)))
 
-    def row_position(self, idx) -> Expr:
-        """Where element idx of the kept reduction input lives in the local row."""
-        red = self.row[0]
+    def keep_inputs(self, first: RowReduction, nodes: list[Node]) -> None:
+        self.first = first
+        size = math.prod(v.extent for v in first.vars)
+        self.inputs = {n: self.b.emit("local", n.dtype, (), (size, None, size)) for n in nodes}
+
+    def _kept_input(self, node: Node, idx) -> int | None:
+        """A kept load: in the first reduction's loop read from memory and stored in its local row; in
+        the loops after it read back from there, where the index stays in the same row."""
+        local = self.inputs.get(node)
+        storing, loop_vars = self.walking
+        if local is None:
+            return None
+        if storing is not None:
+            if idx != storing.src_idx:
+                return None
+            buf = self.buffers[node]
+            val = self.b.emit("load", node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
+            self.b.emit("store", None, (local, self.index(self.row_position(idx, self.first)), val))
+            self.inputs_stored.add(node)
+            return val
+        axes = self.first.node.arg[1]
+        if node not in self.inputs_stored or not loop_vars or any(
+                (e.variables() - loop_vars) if d in axes else e != self.first.src_idx[d] for d, e in enumerate(idx)):
+            return None
+        return self.b.emit("load", node.dtype, (local, self.index(self.row_position(idx, self.first))))
+
+    def row_position(self, idx, red: RowReduction | None = None) -> Expr:
+        """Where element idx of the kept reduction input (or of a kept load, in `red`'s row) lives in the
+        local row."""
+        red = red or self.row[0]
         _, axes = red.node.arg
         src_shape = red.node.srcs[0].shape
         pos, stride = Expr(), 1
@@ -323,6 +399,10 @@ class _Emitter:
         return ref
 
     def _value(self, node: Node, idx, top: bool) -> int:
+        if self.inputs and not top:
+            kept = self._kept_input(node, idx)
+            if kept is not None:
+                return kept
         if self.row is not None and self.row_vars:
             kept = self._kept_value(node, idx)
             if kept is not None:

@@ -18,7 +18,7 @@ import numpy as np
 from ..codegen import cstyle
 from ..codegen import cuda as cuda_codegen
 from ..codegen import nvrtc
-from ..codegen.simt import Launch, RenderOptions
+from ..codegen.simt import GROUP_MIN_REDUCE, Launch, RenderOptions
 from ..errors import DeviceError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -76,7 +76,8 @@ class CudaCompiler:
                                      group_stride=GROUP_STRIDE, group_min=cuda_codegen.WARP)
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
-                                    sort_bytes=keep * 8, transpose_tiles=TRANSPOSE_TILES)
+                                    keep_inputs_min=GROUP_MIN_REDUCE, sort_bytes=keep * 8,
+                                    transpose_tiles=TRANSPOSE_TILES)
         self._ptx: dict[str, str] = {}
 
     @staticmethod

@@ -24,7 +24,7 @@ import numpy as np
 from ..codegen import build_log as build_log_text
 from ..codegen import cstyle
 from ..codegen import metal as metal_codegen
-from ..codegen.simt import Launch, by_value_dtype
+from ..codegen.simt import GROUP_MIN_REDUCE, Launch, by_value_dtype
 from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -86,6 +86,7 @@ def _system_device():
 def _layout(threadgroup_memory: int) -> LayoutOptions:
     return LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True,
                          keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8),
+                         keep_inputs_min=GROUP_MIN_REDUCE,
                          sort_bytes=threadgroup_memory - REDUCTION_SCRATCH)
 
 

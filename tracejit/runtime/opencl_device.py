@@ -13,7 +13,7 @@ import numpy as np
 from ..codegen import build_log as build_log_text
 from ..codegen import cstyle
 from ..codegen import opencl as opencl_codegen
-from ..codegen.simt import Launch, RenderOptions
+from ..codegen.simt import GROUP_MIN_REDUCE, Launch, RenderOptions
 from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -202,6 +202,7 @@ class OpenCLDevice(Device):
         # accumulators private to a global index would be a private array per work-item.
         keep = max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8 if gpu else CPU_KEEP_ROW_MAX
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=gpu, keep_row_max=min(16384, keep),
+                                    keep_inputs_min=GROUP_MIN_REDUCE if gpu else None,
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..codegen import build_log as build_log_text
 from ..codegen import cstyle, wgsl
+from ..codegen.simt import GROUP_MIN_REDUCE
 from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -179,7 +180,8 @@ class WebGPUDevice(Device):
             max_loop=LLVMPIPE_MAX_LOOP if "llvmpipe" in adapter.info.get("device", "").lower() else None)
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=not cpu,
-                                    keep_row_max=min(4096, keep), sort_bytes=keep * 8)
+                                    keep_row_max=min(4096, keep), keep_inputs_min=None if cpu else GROUP_MIN_REDUCE,
+                                    sort_bytes=keep * 8)
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
         self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN,
