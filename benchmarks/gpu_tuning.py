@@ -1,10 +1,10 @@
 """The cuda device's launch-shape choices, measured side by side on the GPU at hand: matrix-product tiles
-(float32 SIMT tiles, float16 mma.sync tiles), the transposed-read tile of `x.T + y`, and the threads a row
-reduction's block gets per element. Every variant is checked against NumPy before it is timed. The
+(float32 SIMT tiles, float16 mma.sync tiles), the transposed-read tile of `x.T + y`, the threads a row
+reduction's block gets per element, and whether row kernels keep their input in shared memory. Every variant is checked against NumPy before it is timed. The
 defaults in tracejit (codegen/tiled.py TILE and MMA_TILE, runtime/cuda_device.py TRANSPOSE_TILES and
 GROUP_STRIDE) were chosen with this script on an H200; run it on another GPU to see whether they hold there.
 
-    python benchmarks/gpu_tuning.py [--quick | --smoke] [--only tiles,transpose,rows]
+    python benchmarks/gpu_tuning.py [--quick | --smoke] [--only tiles,transpose,rows,kept]
 """
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ from tracejit.codegen.tiled import Tile
 
 FLOAT32_TILES = [Tile(64, 64, 16, 4, 4, 256), Tile(128, 128, 8, 8, 8, 256), Tile(128, 64, 8, 8, 4, 256),
                  Tile(128, 128, 16, 8, 8, 256)]
-MMA_TILES = [Tile(64, 64, 16, 16, 64, 128, mma=True), Tile(64, 128, 16, 16, 128, 128, mma=True),
-             Tile(128, 64, 16, 16, 64, 256, mma=True), Tile(128, 128, 16, 16, 128, 256, mma=True)]
+# mma tiles: the group's block, the contraction step, each warp's block (m16n8k16 products: rows / 16 by cols / 8)
+MMA_TILES = [Tile(128, 128, 32, 64, 32, 256, mma=True), Tile(64, 128, 32, 32, 64, 128, mma=True),
+             Tile(128, 128, 32, 32, 64, 256, mma=True), Tile(128, 128, 32, 64, 64, 128, mma=True),
+             Tile(128, 256, 32, 64, 64, 256, mma=True), Tile(128, 128, 64, 64, 32, 256, mma=True),
+             Tile(256, 128, 32, 64, 64, 256, mma=True)]
 TRANSPOSE_TILES = [(32, 32), (8, 1), (16, 1), (32, 1), (64, 1)]
 GROUP_STRIDES = [32, 16, 8, 4, 1]
 
@@ -127,12 +130,35 @@ class Bench:
         finally:
             self.options(group_stride=default)
 
+    def kept(self) -> None:
+        """Row kernels keeping the row their first reduction reads in shared memory for the loops after it
+        (LayoutOptions.keep_inputs_min), against reading it from global memory again."""
+        shapes = (((16, 1024),) if self.smoke else ((4096, 1024), (1024, 4096)) if self.quick
+                  else ((65536, 1024), (16384, 4096), (262144, 256), (8192, 8192)))
+        default = self.dev.compiler.layout.keep_inputs_min
+        try:
+            for rows, n in shapes:
+                host = self.rng.standard_normal((rows, n)).astype(np.float32)
+                x = tj.asarray(host, device="cuda")
+                for name, fn in (("softmax", softmax), ("layernorm", layernorm)):
+                    cells = []
+                    for keep in (default, None):
+                        self.options(keep_inputs_min=keep)
+                        k = tj.kernel(fn)
+                        np.testing.assert_allclose(k(x, device="cuda").numpy(), fn(host.astype(np.float64)),
+                                                   rtol=1e-4, atol=1e-4, err_msg=f"{name}, keep {keep}")
+                        gbs = host.nbytes * 2 / self.seconds(lambda: k(x, device="cuda")) / 1e9
+                        cells.append(f"{'kept' if keep else 'read again'}: {gbs:.0f}")
+                    print(f"{name:<9} {rows}x{n:<5}  GB/s  " + "  ".join(cells), flush=True)
+        finally:
+            self.options(keep_inputs_min=default)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, measures nothing")
-    ap.add_argument("--only", default="tiles,transpose,rows", help="which of tiles, transpose, rows to run")
+    ap.add_argument("--only", default="tiles,transpose,rows,kept", help="which of tiles, transpose, rows, kept to run")
     args = ap.parse_args()
     info = {i.name: i for i in tj.devices()}["cuda"]
     if not info.available:

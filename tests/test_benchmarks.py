@@ -19,6 +19,7 @@ def _load_bench():
     return module
 
 
+pytest.importorskip("numexpr", reason="benchmarks/bench.py compares with numexpr (the dev extra installs it)")
 bench = _load_bench()
 
 

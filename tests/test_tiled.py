@@ -116,9 +116,24 @@ def test_float16_products_use_tensor_cores_from_sm_80():
         assert "0 bytes spill" in nvrtc.assemble(ptx, arch)
 
 
-def test_the_emulator_keeps_tensor_cores_off(device):
-    if device != "cuda" or tj.device("cuda").compiler.tensor_cores("sm_80"):
-        pytest.skip("for CUDA on the CPU SIMT emulator, which cannot run inline PTX")
-    source = tj.kernel(matmul).lower(tj.spec((70, 45), "float16"), tj.spec((45, 33), "float16"),
-                                     device=device).kernels[0].source
-    assert "mma.sync" not in source and "tj_as[" in source
+@pytest.mark.parametrize("a_shape, b_shape, b_transposed", [
+    ((70, 45), (45, 33), False),      # edges everywhere: staged a half at a time
+    ((128, 96), (96, 256), False),    # multiples of 8: staged 8 halves at a time
+    ((64, 200), (200, 136), True),    # B read along the contraction (x @ w.T): vectors scattered by column
+    ((3, 40, 24), (3, 24, 16), False),   # a batch of products
+])
+def test_float16_products_on_tensor_cores_match_numpy(device, rng, a_shape, b_shape, b_transposed):
+    """Where the CUDA device uses tensor cores: on a GPU from sm_80, and on the CPU SIMT emulator, which
+    computes mma.sync from the same fragments (the emulator's tj_cuda.h), so the layout is checked here."""
+    if device != "cuda" or not tj.device("cuda").compiler.tensor_cores(tj.device("cuda").compiler.arch):
+        pytest.skip("for CUDA with tensor cores (sm_80 and later, or the emulator)")
+    prepare = (lambda a, b: a @ b.swapaxes(-1, -2)) if b_transposed else None
+    if b_transposed:
+        b_shape = b_shape[:-2] + b_shape[:-3:-1]
+    a, b = random_dyadic(rng, a_shape, "float16"), random_dyadic(rng, b_shape, "float16")
+    body = prepare or matmul
+    source = tj.kernel(body).lower(a, b, device=device).kernels[0].source
+    assert "tj_mma_m16n8k16(" in source
+    result = run_kernel(tj.kernel(body), a, b, device=device)
+    expected = body(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)   # one rounding, as computed
+    assert_close(result, expected, rtol=1e-3, atol=1e-3)

@@ -2,15 +2,18 @@
 `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (inline PTX, sm_80 and later), float32 accumulators,
 each result rounded once to float16.
 
-A work-group of four warps computes a 64x128 tile of the result (tiled.MMA_TILE); per step of 16 along the
-contraction the A and B tiles are staged in shared memory as half (tiled.stage: zeros past the edges), then
-each warp multiplies its 16 rows by the tile's 128 columns as sixteen m16n8k16 products. A lane's fragments are the
-elements PTX assigns it (group = lane / 4, pair = lane % 4): A rows group and group + 8, columns 2 * pair
-(+1, +8, +9); B columns group, rows the same four; C rows group and group + 8, columns 2 * pair (+1).
+A work-group computes a tile.m x tile.n block of the result; its warps split it into tile.rows x tile.cols
+blocks, each warp's block being (rows / 16) x (cols / 8) m16n8k16 products per 16 of the contraction, so a
+fragment loaded from shared memory serves several products. Per step of tile.k along the contraction the A
+tile is staged in shared memory row by row (the contraction axis contiguous: a lane's two halves of A are one
+32-bit load) and the B tile column by column of the contraction; each row of either is padded by 8 halves,
+so the lanes of a warp reading fragments hit 32 different banks. Fragments are the elements PTX assigns a
+lane (group = lane / 4, pair = lane % 4): A rows group and group + 8, columns 2 * pair (+1, +8, +9); B
+columns group, rows the same four; C rows group and group + 8, columns 2 * pair (+1).
 
-Used only where the CUDA device reports compute capability 8.0 or more (RenderOptions.tensor_cores). The
-CPU SIMT emulator cannot run inline PTX, so emulated CUDA keeps the plain tiled kernel; here the path is
-checked by NVRTC and ptxas (tests/test_tiled.py).
+Used where the CUDA device reports compute capability 8.0 or more (RenderOptions.tensor_cores), and on the
+CPU SIMT emulator, whose tj_cuda.h computes the same instruction from the same fragments (tj_mma_m16n8k16),
+so the layout is tested without a GPU; NVRTC and ptxas check the PTX (tests/test_tiled.py).
 """
 from __future__ import annotations
 
@@ -20,55 +23,152 @@ from . import tiled
 
 WARP = 32
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+PAD = 8   # halves after each staged row: 16 bytes, so rows stay aligned for vector access and banks differ
 
 
 def render(r, tile: tiled.Tile) -> None:
     """The body of CUDA renderer `r` for its kernel's float16 contraction."""
-    assert tile.k == 16 and tile.m == 16 * tile.threads // WARP, f"mma.py renders one m16n8k16 per step: {tile}"
-    c, t = r.k.contraction, r.t
+    warps_n = tile.n // tile.cols
+    assert tile.k % 16 == 0 and tile.rows % 16 == 0 and tile.cols % 8 == 0 and tile.m % tile.rows == 0 \
+        and tile.n % tile.cols == 0 and tile.threads == WARP * (tile.m // tile.rows) * warps_n, tile
+    c, t, it = r.k.contraction, r.t, r.idx
     _, nm, nn, nk = c.sizes()
     tiles_m, tiles_n = -(-nm // tile.m), -(-nn // tile.n)
     a, b, out = (r.k.params[o.param].name for o in (c.a, c.b, c.out))
-    r.shared(t.array("tj_as", "__half", tile.k * tile.m, True))
-    r.shared(t.array("tj_bs", "__half", tile.k * tile.n, True))
+    lda, ldb = tile.k + PAD, tile.n + PAD
+    r.shared(f"__shared__ __align__(16) __half tj_as[{tile.m * lda}];")
+    r.shared(f"__shared__ __align__(16) __half tj_bs[{tile.k * ldb}];")
     tiled.prologue(r, tile, tiles_m, tiles_n)
+    fm, fn = tile.rows // 16, tile.cols // 8
     r.out(f"const int tj_warp = lid / {WARP}, tj_group = (lid % {WARP}) / 4, tj_pair = lid % 4;")
-    r.out("const int tj_r0 = tj_warp * 16 + tj_group;")
-    columns = tile.n // 8
-    r.out(f"float tj_c[{columns}][4] = {{}};")
-    r.out(f"for ({r.idx} tj_k0 = 0; tj_k0 < {nk}; tj_k0 += {tile.k}) {{")
+    r.out(f"const int tj_wm = (tj_warp / {warps_n}) * {tile.rows}, tj_wn = (tj_warp % {warps_n}) * {tile.cols};")
+    r.out(f"float tj_c[{fm}][{fn}][4] = {{}};")
+    r.out(f"for ({it} tj_k0 = 0; tj_k0 < {nk}; tj_k0 += {tile.k}) {{")
     r.depth += 1
-    raw = (lambda ptr, where: f"{ptr}[{where}]", "__float2half_rn(0.0f)")
-    tiled.stage(r, tile, "a", a, "tj_abase", "tj_row0", nm, tile.m, c.m, c.a.strides[1], c.k, c.a.strides[2], "__half", raw)
-    tiled.stage(r, tile, "b", b, "tj_bbase", "tj_col0", nn, tile.n, c.n, c.b.strides[2], c.k, c.b.strides[1], "__half", raw)
-    r.out(t.barrier)
+    operands = (("a", a, "tj_abase", "tj_row0", nm, tile.m, c.m, c.a, c.a.strides[1], c.a.strides[2],
+                 lambda kk, pos: f"({pos}) * {lda} + {kk}", False),
+                ("b", b, "tj_bbase", "tj_col0", nn, tile.n, c.n, c.b, c.b.strides[2], c.b.strides[1],
+                 lambda kk, pos: f"({kk}) * {ldb} + {pos}", True))
+    vectors = [o for o in operands if _vector_axis(o[7], o[6], o[8], c.k, o[9], o[4], nk) is not None]
 
-    def pair(array: str, width: int, k: str, at: str) -> str:
-        """Two halves, k and k + 1 at position `at`, as the 32-bit register PTX takes (the lower k low)."""
-        return f"tj_pack({array}[({k}) * {width} + {at}], {array}[({k} + 1) * {width} + {at}])"
-    fragments = [pair("tj_as", tile.m, k, row) for k, row in (("2 * tj_pair", "tj_r0"), ("2 * tj_pair", "tj_r0 + 8"),
-                                                               ("2 * tj_pair + 8", "tj_r0"), ("2 * tj_pair + 8", "tj_r0 + 8"))]
-    r.out(f"const unsigned tj_a[4] = {{{', '.join(fragments)}}};")
-    r.out(f"for (int tj_j = 0; tj_j < {columns}; tj_j++) {{")
-    column = "tj_j * 8 + tj_group"
-    r.out(f"    const unsigned tj_b0 = {pair('tj_bs', tile.n, '2 * tj_pair', column)};")
-    r.out(f"    const unsigned tj_b1 = {pair('tj_bs', tile.n, '2 * tj_pair + 8', column)};")
-    r.out(f'    asm volatile("{MMA} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"')
-    r.out('        : "+f"(tj_c[tj_j][0]), "+f"(tj_c[tj_j][1]), "+f"(tj_c[tj_j][2]), "+f"(tj_c[tj_j][3])')
-    r.out('        : "r"(tj_a[0]), "r"(tj_a[1]), "r"(tj_a[2]), "r"(tj_a[3]), "r"(tj_b0), "r"(tj_b1));')
+    if vectors:   # 16 bytes a load where the operand's pointer is aligned (a view's may not be): one test per group
+        r.out(f"if ((({' | '.join(f'(unsigned long long){o[1]}' for o in vectors)}) & 15) == 0) {{")
+        r.depth += 1
+        for o in vectors:
+            _stage_vectors(r, tile, o, c.k, nk)
+        r.depth -= 1
+        r.out("} else {")
+        r.depth += 1
+        for o in vectors:
+            _stage_loop(r, tile, o, c.k, nk)
+        r.depth -= 1
+        r.out("}")
+    for o in operands:
+        if o not in vectors:
+            _stage_loop(r, tile, o, c.k, nk)
+    r.out(t.barrier)
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_ks = 0; tj_ks < {tile.k}; tj_ks += 16) {{")
+    r.depth += 1
+    r.out(f"unsigned tj_a[{fm}][4];")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) {{")
+    r.out(f"    const __half* tj_ar = &tj_as[(tj_wm + tj_i * 16 + tj_group) * {lda} + tj_ks + 2 * tj_pair];")
+    for q, at in enumerate(("0", f"8 * {lda}", "8", f"8 * {lda} + 8")):
+        r.out(f"    tj_a[tj_i][{q}] = *(const unsigned*)(tj_ar + {at});")
+    r.out("}")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_j = 0; tj_j < {fn}; tj_j++) {{")
+    r.depth += 1
+    r.out(f"const __half* tj_bc = &tj_bs[(tj_ks + 2 * tj_pair) * {ldb} + tj_wn + tj_j * 8 + tj_group];")
+    r.out(f"const unsigned tj_b0 = tj_pack(tj_bc[0], tj_bc[{ldb}]), tj_b1 = tj_pack(tj_bc[{8 * ldb}], tj_bc[{9 * ldb}]);")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) tj_mma_m16n8k16(tj_c[tj_i][tj_j], tj_a[tj_i], tj_b0, tj_b1);")
+    r.depth -= 1
+    r.out("}")
+    r.depth -= 1
     r.out("}")
     r.out(t.barrier)
     r.depth -= 1
     r.out("}")
-    r.helpers["tj_pack"] = (f"{t.helper_qualifier} unsigned tj_pack(__half lo, __half hi) {{\n"
+    q = t.helper_qualifier
+    r.helpers["tj_pack"] = (f"{q} unsigned tj_pack(__half lo, __half hi) {{\n"
                             "    return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);\n}")
-    r.out(f"for (int tj_j = 0; tj_j < {columns}; tj_j++) {{")
+    r.helpers["tj_mma_m16n8k16"] = (
+        "#ifndef TJ_EMULATED_MMA\n"
+        f"{q} void tj_mma_m16n8k16(float* c, const unsigned* a, unsigned b0, unsigned b1) {{\n"
+        f'    asm volatile("{MMA} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"\n'
+        '        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+        '        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));\n}\n'
+        "#endif")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) {{")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_j = 0; tj_j < {fn}; tj_j++) {{")
     r.depth += 1
     for q, (row, col) in enumerate((("0", "0"), ("0", "1"), ("8", "0"), ("8", "1"))):
         m, n = f"tj_m{q}", f"tj_n{q}"
-        r.out(f"const {r.idx} {m} = tj_row0 + tj_r0 + {row}, {n} = tj_col0 + tj_j * 8 + 2 * tj_pair + {col};")
+        r.out(f"const {it} {m} = tj_row0 + tj_wm + tj_i * 16 + tj_group + {row}, "
+              f"{n} = tj_col0 + tj_wn + tj_j * 8 + 2 * tj_pair + {col};")
         where = tiled.sum_of("tj_obase", tiled.offset(m, c.m, c.out.strides[1]), tiled.offset(n, c.n, c.out.strides[2]))
-        store = r.write(out, where, f"tj_c[tj_j][{q}]", np.dtype("float16"))
+        store = r.write(out, where, f"tj_c[tj_i][tj_j][{q}]", np.dtype("float16"))
         r.out(t.guard(f"{m} < {nm} && {n} < {nn}", store))
     r.depth -= 1
+    r.out("}")
+    r.out("}")
+
+
+def _vector_axis(operand, sizes, strides, k_sizes, k_strides, extent: int, nk: int) -> str | None:
+    """Which axis of an operand's tile 8 halves at a time come from ("k" or "pos"), or None: one axis per role,
+    the contiguous one's length a multiple of 8, every other stride and the offset multiples of 8 (aligned
+    16-byte vectors wherever the pointer is)."""
+    if len(sizes) != 1 or len(k_sizes) != 1 or operand.offset % 8 or any(s % 8 for s in operand.strides[0]):
+        return None
+    if k_strides[0] == 1 and strides[0] % 8 == 0 and nk % 8 == 0:
+        return "k"
+    if strides[0] == 1 and k_strides[0] % 8 == 0 and extent % 8 == 0:
+        return "pos"
+    return None
+
+
+def _stage_vectors(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
+    """tiled.stage, 8 halves (a uint4) per load: consecutive work-items take consecutive vectors along the
+    contiguous axis; into local memory as one store where that axis is contiguous there too (`row_major`: B,
+    whose tile is kept k by k), else as 8."""
+    which, ptr, base, start, extent, width, sizes, operand, strides, k_strides, local, row_major = o
+    t, it = r.t, r.idx
+    along = _vector_axis(operand, sizes, strides, k_sizes, k_strides, extent, nk)
+    per_row = (tile.k if along == "k" else width) // 8
+    count = width * tile.k // 8
+    for step in range(-(-count // tile.threads)):
+        e = f"(lid + {step * tile.threads})" if step else "lid"
+        v = f"{e} % {per_row} * 8"
+        kk, pos = (v, f"{e} / {per_row}") if along == "k" else (f"{e} / {per_row}", v)
+        name = f"tj_v{which}{step}"
+        r.out(f"{it} {name}k = tj_k0 + {kk}, {name}p = {start} + {pos};")
+        where = tiled.sum_of(base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides))
+        r.out(f"uint4 {name} = make_uint4(0, 0, 0, 0);")
+        inside = f"{e} < {count} && " if count % tile.threads else ""
+        r.out(t.guard(f"{inside}{name}p < {extent} && {name}k < {nk}",
+                      f"{name} = *(const uint4*)(&{ptr}[{where}]);"))
+        if (along == "pos") == row_major:
+            store = f"*(uint4*)(&tj_{which}s[{local(kk, pos)}]) = {name};"
+        else:
+            step_of = (lambda q: (f"{kk} + {q}", pos)) if along == "k" else (lambda q: (kk, f"{pos} + {q}"))
+            store = " ".join(f"tj_{which}s[{local(*step_of(q))}] = ((const __half*)&{name})[{q}];" for q in range(8))
+        r.out(t.guard(f"{e} < {count}", store) if count % tile.threads else store)
+
+
+def _stage_loop(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
+    """tiled.stage as a loop unrolled 4 times, not whole: for shapes or pointers that 16-byte vectors do not
+    fit, small enough to take no registers from the accumulators."""
+    which, ptr, base, start, extent, width, sizes, _, strides, k_strides, local, _ = o
+    it = r.idx
+    k_fast = k_strides[-1] == 1
+    kk, pos = ("tj_e % {0}".format(tile.k), f"tj_e / {tile.k}") if k_fast else (f"tj_e / {width}", f"tj_e % {width}")
+    r.out("#pragma unroll 4")
+    r.out(f"for (int tj_e = lid; tj_e < {width * tile.k}; tj_e += {tile.threads}) {{")
+    r.out(f"    const {it} tj_sk = tj_k0 + {kk}, tj_sp = {start} + {pos};")
+    where = tiled.sum_of(base, tiled.offset("tj_sp", sizes, strides), tiled.offset("tj_sk", k_sizes, k_strides))
+    r.out(f"    tj_{which}s[{local(kk, pos)}] = tj_sp < {extent} && tj_sk < {nk} ? {ptr}[{where}] : __float2half_rn(0.0f);")
     r.out("}")

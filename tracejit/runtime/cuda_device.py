@@ -449,11 +449,8 @@ class CUDADevice(Device):
 
 
 class EmulatedCudaCompiler(EmulatedCompiler, CudaCompiler):
-    """Under TRACEJIT_EMULATE=cuda: the same CUDA C, built for the CPU emulator instead of into PTX."""
-
-    @staticmethod
-    def tensor_cores(arch: str) -> bool:
-        return False   # the emulator compiles CUDA C as C++: it cannot run inline PTX (mma.sync)
+    """Under TRACEJIT_EMULATE=cuda: the same CUDA C, built for the CPU emulator instead of into PTX (float16
+    products through tensor cores too: the emulator's tj_cuda.h computes mma.sync from the same fragments)."""
 
 
 def _describe(ordinal: int) -> str:

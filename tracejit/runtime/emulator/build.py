@@ -43,7 +43,9 @@ from . import DESCRIPTION
 
 INCLUDE = Path(__file__).with_name("include")
 CORE = Path(__file__).with_name("tj_core.cpp")
-FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-fno-rtti", "-fstack-clash-protection", "-w")
+# -fno-threadsafe-statics: shared-memory arrays are static locals; a guard for them needs libstdc++, unlinked
+FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
+         "-fstack-clash-protection", "-w")
 SEED_ENV = "TRACEJIT_EMULATE_SEED"
 DEBUG_ENV = "TRACEJIT_EMULATE_DEBUG"
 DEBUG_FLAGS = ("-g", "-O0")

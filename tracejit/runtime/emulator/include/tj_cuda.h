@@ -10,6 +10,7 @@
 #define __forceinline__ inline
 #define __noinline__
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 #define __shared__ static TJ_SHARED_SECTION
 #define __constant__ static
@@ -45,6 +46,41 @@ static inline int __all_sync(unsigned, int p) {
     return yes == live;
 }
 static inline unsigned __activemask() { return tj::warp_ballot(true); }
+
+// ---- tensor cores ----
+// codegen/mma.py calls tj_mma_m16n8k16 where NVRTC gets `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
+// (inline PTX). Here each fragment register is exchanged across the warp once, and every lane computes its four
+// results from the whole rows and columns, with the fragment layout PTX defines (group = lane / 4, pair =
+// lane % 4): a[r] holds row group (+8 when r is odd), columns 2 * pair and + 1 (+8 when r >= 2); b0 and b1 rows
+// 2 * pair and + 1 (+8 for b1) of column group; c rows group and group + 8, columns 2 * pair and + 1.
+#define TJ_EMULATED_MMA 1
+static inline void tj_mma_m16n8k16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    unsigned l = tj::lane(), g = l / 4, p = l % 4;
+    float A[2][16], B[2][16];   // rows group and group + 8 of A; columns 2 * pair and + 1 of B
+    for (int r = 0; r < 4; r++) {
+        tj::warp_exchange(a[r]);
+        for (unsigned q = 0; q < 4; q++) {
+            uint32_t w = (uint32_t)tj::lane_value(4 * g + q);
+            A[r & 1][(r >= 2 ? 8 : 0) + 2 * q] = tj::f16_to_f32((uint16_t)w);
+            A[r & 1][(r >= 2 ? 8 : 0) + 2 * q + 1] = tj::f16_to_f32((uint16_t)(w >> 16));
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        tj::warp_exchange(r ? b1 : b0);
+        for (unsigned j = 0; j < 2; j++)
+            for (unsigned q = 0; q < 4; q++) {
+                uint32_t w = (uint32_t)tj::lane_value(4 * (2 * p + j) + q);
+                B[j][8 * r + 2 * q] = tj::f16_to_f32((uint16_t)w);
+                B[j][8 * r + 2 * q + 1] = tj::f16_to_f32((uint16_t)(w >> 16));
+            }
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            float s = c[2 * i + j];
+            for (int k = 0; k < 16; k++) s += A[i][k] * B[j][k];
+            c[2 * i + j] = s;
+        }
+}
 
 // ---- bit casts ----
 static inline float __int_as_float(int x) { return tj::from_bits<float>((uint32_t)x); }
