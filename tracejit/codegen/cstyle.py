@@ -60,6 +60,10 @@ class CStyle:
     # the error record's count of faults (int word 3 of `err`) incremented atomically: the old count
     fault_count = "atomic_inc(&{0}[3])"
     fma: str | None = None    # a*b+c rounded once, for a target whose compiler is told not to contract
+    # four floats from 16-byte-aligned local memory as one load ({0}: the array, {1}: the first index), parts
+    # .x .y .z .w, and the qualifier that aligns a local array so (tiled.py); None: four loads
+    load4: str | None = None
+    align16 = ""
     atomic_dialect = "opencl"                          # how ATOMIC is spelled (atomics.py)
 
     def buffer_param(self, position: int, ctype: str, name: str) -> str:

@@ -49,6 +49,7 @@ class CUDA(CStyle):
     float_ops = {**FLOAT_OPS, "hypot": "(fabs({0}) > fabs({1}) "
                                        "? (fabs({1}) <= fabs({0}) * 0x1p-60 ? fabs({0}) : hypot({0}, {1})) "
                                        ": (fabs({0}) <= fabs({1}) * 0x1p-60 ? fabs({1}) : hypot({0}, {1})))"}
+    load4, align16 = "*(const float4*)(&{0}[{1}])", "__align__(16)"
     fma = "fma({0}, {1}, {2})"    # NVRTC runs with --fmad=false (nvrtc.py); a matrix product asks for FMA
     atomic_dialect = "cuda"
 

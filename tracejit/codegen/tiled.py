@@ -5,10 +5,11 @@ Each work-group computes a tile.m x tile.n block of the result: per step of tile
 its work-items copy the A and B tiles into local memory (consecutive work-items reading consecutive
 addresses of whichever axis the operand is contiguous along), wait at a barrier, and each work-item adds the
 products into its own tile.rows x tile.cols register block; so every element loaded from global memory
-serves tile.n (or tile.m) multiply-adds instead of one. A work-item's outputs are strided over the tile
-(row ty + i * rows-of-items, column tx + j * items-per-row): neighbouring work-items read neighbouring
-local-memory words (no bank conflicts on a GPU; on a CPU OpenCL, vectors across work-items) and write
-neighbouring outputs. Edges where the sizes do not divide the tile load zeros and skip the stores.
+serves tile.n (or tile.m) multiply-adds instead of one. A work-item's outputs are runs of tile.run
+neighbouring rows (columns) spread over the tile (rows ty * 4 + 0..3, then 64 further, for 16 work-items
+down a 128-row tile): a GPU compiler reads each run from local memory as one 16-byte load, a quarter of
+the load instructions per multiply-add, and the work-items of a warp still read neighbouring words (no
+bank conflicts). Edges where the sizes do not divide the tile load zeros and skip the stores.
 
 The tile (TILE) is shaped for GPUs: 256 work-items of 8x8 outputs over 128x128, tile.k = 8 (8 KB of local
 memory for float32, so several work-groups fit a multiprocessor). Measured on an H200 at 4096^3 float32:
@@ -39,7 +40,10 @@ class Tile:
     rows: int    # rows of each work-item's register block
     cols: int    # columns of each work-item's register block
     threads: int
-    mma: bool = False   # CUDA tensor cores (mma.py): four warps of 16 rows by the tile's columns
+    mma: bool = False   # CUDA tensor cores (mma.py): rows and cols are then each warp's block
+    # a work-item's rows (columns) come in runs of this many neighbours, the runs spread over the tile: 4 lets
+    # a GPU compiler read each run from local memory as one 16-byte load (LDS.128 on CUDA), 1 strides them
+    run: int = 4
 
 
 TILE = Tile(128, 128, 8, 8, 8, 256)
@@ -73,8 +77,9 @@ def render(r, tile: Tile) -> None:
     across = tile.n // tile.cols    # work-items along a row of the tile
     down = tile.m // tile.rows
     a, b, out = (r.k.params[o.param].name for o in (c.a, c.b, c.out))
-    r.shared(t.array("tj_as", ct, tile.k * tile.m, True))
-    r.shared(t.array("tj_bs", ct, tile.k * tile.n, True))
+    vector = t.load4 is not None and ct == "float" and _run(tile) == 4
+    for name, n in (("tj_as", tile.k * tile.m), ("tj_bs", tile.k * tile.n)):
+        r.shared(f"{t.local_qualifier} {t.align16} {ct} {name}[{n}];" if vector else t.array(name, ct, n, True))
     prologue(r, tile, tiles_m, tiles_n)
     r.out(t.let("tj_tx", it, f"{_index_of(r, 'lid')} % {across}"))
     r.out(t.let("tj_ty", it, f"{_index_of(r, 'lid')} / {across}"))
@@ -94,10 +99,16 @@ def render(r, tile: Tile) -> None:
     r.out(t.barrier)
     r.out(t.loop("tj_kk", it, "0", f"tj_kk < {tile.k}", "tj_kk++"))
     r.depth += 1
-    for i in range(tile.rows):
-        r.out(t.let(f"tj_a{i}", ct, f"tj_as[{sum_of(f'tj_kk * {tile.m}', 'tj_ty', str(i * down))}]"))
-    for j in range(tile.cols):
-        r.out(t.let(f"tj_b{j}", ct, f"tj_bs[{sum_of(f'tj_kk * {tile.n}', 'tj_tx', str(j * across))}]"))
+    for v, count, width, item, items in (("a", tile.rows, tile.m, "tj_ty", down), ("b", tile.cols, tile.n, "tj_tx", across)):
+        for i in range(count):
+            where = sum_of(f"tj_kk * {width}", _spread(item, i, items, tile))
+            if not vector:
+                r.out(t.let(f"tj_{v}{i}", ct, f"tj_{v}s[{where}]"))
+            elif i % 4 == 0:   # a run of 4: one 16-byte load
+                r.out(f"const float4 tj_{v}{i}_4 = {t.load4.format(f'tj_{v}s', where)};")
+            if vector and i % 4 == 3:
+                for q, part in enumerate("xyzw"):
+                    r.out(t.let(f"tj_{v}{i - 3 + q}", ct, f"tj_{v}{i - 3}_4.{part}"))
     for i in range(tile.rows):
         for j in range(tile.cols):
             if acc.kind == "f" and t.fma:   # one rounding per step, as BLAS's FMA loops
@@ -111,14 +122,26 @@ def render(r, tile: Tile) -> None:
     r.depth -= 1
     r.out("}")
     for i in range(tile.rows):
-        r.out(t.let(f"tj_m{i}", it, sum_of("tj_row0", "tj_ty", str(i * down))))
+        r.out(t.let(f"tj_m{i}", it, sum_of("tj_row0", _spread("tj_ty", i, down, tile))))
     for j in range(tile.cols):
-        r.out(t.let(f"tj_n{j}", it, sum_of("tj_col0", "tj_tx", str(j * across))))
+        r.out(t.let(f"tj_n{j}", it, sum_of("tj_col0", _spread("tj_tx", j, across, tile))))
     for i in range(tile.rows):
         for j in range(tile.cols):
             where = sum_of("tj_obase", offset(f"tj_m{i}", c.m, c.out.strides[1]), offset(f"tj_n{j}", c.n, c.out.strides[2]))
             value = f"tj_c{i}_{j}" if acc == c.dtype else r.cast(f"tj_c{i}_{j}", acc, c.dtype)
             r.out(t.guard(f"tj_m{i} < {nm} && tj_n{j} < {nn}", r.write(out, where, value, c.dtype)))
+
+
+def _run(tile: Tile) -> int:
+    return tile.run if tile.rows % tile.run == 0 and tile.cols % tile.run == 0 else 1
+
+
+def _spread(item: str, i: int, items: int, tile: Tile) -> str:
+    """Where a work-item's i-th row (column) of its block is in the tile: runs of tile.run neighbours
+    (item * run onwards), the runs items * run apart, so the work-items of a warp read neighbouring words."""
+    run = _run(tile)
+    first = item if run == 1 else f"{item} * {run}"
+    return sum_of(first, str(i // run * items * run + i % run))
 
 
 def prologue(r, tile: Tile, tiles_m: int, tiles_n: int) -> None:
