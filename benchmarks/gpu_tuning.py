@@ -23,8 +23,8 @@ from tracejit.codegen.tiled import Tile
 FLOAT32_TILES = [Tile(128, 128, 8, 8, 8, 256, run=1), Tile(128, 128, 8, 8, 8, 256), Tile(128, 128, 16, 8, 8, 256),
                  Tile(128, 64, 8, 8, 4, 256), Tile(64, 64, 16, 4, 4, 256)]
 # mma tiles: the group's block, the contraction step, each warp's block (m16n8k16 products: rows / 16 by cols / 8)
-MMA_TILES = [Tile(128, 128, 32, 64, 64, 128, mma=True), Tile(128, 128, 32, 64, 32, 256, mma=True),
-             Tile(128, 256, 32, 64, 64, 256, mma=True), Tile(64, 128, 32, 32, 64, 128, mma=True)]
+MMA_TILES = [Tile(128, 128, 32, 64, 64, 128, mma=True), Tile(128, 128, 32, 64, 64, 128, mma=True, double_buffer=False),
+             Tile(128, 128, 32, 64, 32, 256, mma=True), Tile(64, 128, 32, 32, 64, 128, mma=True)]
 TRANSPOSE_TILES = [(32, 32), (8, 1), (16, 1), (32, 1), (64, 1)]
 GROUP_STRIDES = [32, 16, 8, 4, 1]
 

@@ -38,7 +38,7 @@ from tracejit.runtime.emulator import build as emulator_build  # noqa: E402
 AVAILABLE_DEVICES = [info.name for info in tj.devices() if info.available]
 EMULATED = [t for t in ("cuda", "metal") if emulator.emulates(t) and t in AVAILABLE_DEVICES]   # TRACEJIT_EMULATE
 
-# Every kernel compiled on numba is also compiled for CUDA (NVRTC + ptxas, sm_80 and sm_90; see
+# Every kernel compiled on numba is also compiled for CUDA (NVRTC + ptxas for sm_80, and sm_90 with TRACEJIT_CHECK_CUDA=all; see
 # cuda_check.py) and rendered as MSL for Metal, checked by clang++ against the Metal shim (metal_check.py)
 import cuda_check  # noqa: E402
 import metal_check  # noqa: E402

@@ -1,8 +1,9 @@
 """Every kernel the suite compiles on the numba device is also compiled for CUDA: rendered to CUDA C,
 compiled by NVRTC to PTX for compute_80 (what `cuda` compiles for with no GPU), and that PTX assembled by
-ptxas for sm_80 and for sm_90 (as the driver does on an A100 and an H100). The CUDA C does not depend on
-the architecture. No GPU is needed, so CI checks every generated CUDA kernel; a failure fails the test
-that produced the kernel.
+ptxas for sm_80 (as the driver does on an A100). TRACEJIT_CHECK_CUDA=all adds sm_90 (an H100): the same
+PTX assembled again for another chip, twice the ptxas runs, about a minute more of a 2-core `make test`.
+The CUDA C does not depend on the architecture. No GPU is needed, so CI checks every generated CUDA
+kernel; a failure fails the test that produced the kernel.
 
 Active when NVRTC (the `cuda` extra) and ptxas are both present; TRACEJIT_CHECK_CUDA=0 turns it off.
 """
@@ -18,7 +19,7 @@ from tracejit.errors import DeviceError, DtypeError
 from tracejit.runtime.cuda_device import CudaTarget
 
 PTX_ARCH = "sm_80"
-ARCHS = ("sm_80", "sm_90")
+ARCHS = ("sm_80", "sm_90") if os.environ.get("TRACEJIT_CHECK_CUDA") == "all" else ("sm_80",)
 
 
 def unavailable_reason() -> str | None:

@@ -3,7 +3,7 @@ disk cache, errors, the array interfaces. With a GPU (tj.devices() says cuda is 
 runtime: interop with the CUDA Array Interface and DLPack, the allocator, CUDA-graph capture.
 
 The device-parametrised suite runs on cuda where a GPU is present, and every kernel it compiles on numba
-is also compiled for sm_80 and sm_90 and assembled by ptxas (tests/cuda_check.py)."""
+is also compiled to PTX and assembled by ptxas (tests/cuda_check.py)."""
 from __future__ import annotations
 
 import ctypes

@@ -114,6 +114,13 @@ def test_float16_products_use_tensor_cores_from_sm_80():
         pytest.skip("ptxas was not found")
     for arch in ("sm_80", "sm_90"):
         assert "0 bytes spill" in nvrtc.assemble(ptx, arch)
+    # sizes that 16-byte copies fit: the next step's tiles arrive by cp.async while this one's products run
+    source = tj.kernel(matmul).lower(tj.spec((256, 96), "float16"), tj.spec((96, 128), "float16"),
+                                     device="cuda:sm_80").kernels[0].source
+    ptx = nvrtc.compile_ptx("k0_matmul", source, "sm_80")
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group" in ptx
+    for arch in ("sm_80", "sm_90"):
+        assert "0 bytes spill" in nvrtc.assemble(ptx, arch)
 
 
 @pytest.mark.parametrize("a_shape, b_shape, b_transposed", [

@@ -36,23 +36,54 @@ def render(r, tile: tiled.Tile) -> None:
     tiles_m, tiles_n = -(-nm // tile.m), -(-nn // tile.n)
     a, b, out = (r.k.params[o.param].name for o in (c.a, c.b, c.out))
     lda, ldb = tile.k + PAD, tile.n + PAD
-    r.shared(f"__shared__ __align__(16) __half tj_as[{tile.m * lda}];")
-    r.shared(f"__shared__ __align__(16) __half tj_bs[{tile.k * ldb}];")
-    tiled.prologue(r, tile, tiles_m, tiles_n)
-    fm, fn = tile.rows // 16, tile.cols // 8
-    r.out(f"const int tj_warp = lid / {WARP}, tj_group = (lid % {WARP}) / 4, tj_pair = lid % 4;")
-    r.out(f"const int tj_wm = (tj_warp / {warps_n}) * {tile.rows}, tj_wn = (tj_warp % {warps_n}) * {tile.cols};")
-    r.out(f"float tj_c[{fm}][{fn}][4] = {{}};")
-    r.out(f"for ({it} tj_k0 = 0; tj_k0 < {nk}; tj_k0 += {tile.k}) {{")
-    r.depth += 1
     operands = (("a", a, "tj_abase", "tj_row0", nm, tile.m, c.m, c.a, c.a.strides[1], c.a.strides[2],
                  lambda kk, pos: f"({pos}) * {lda} + {kk}", False),
                 ("b", b, "tj_bbase", "tj_col0", nn, tile.n, c.n, c.b, c.b.strides[2], c.b.strides[1],
                  lambda kk, pos: f"({kk}) * {ldb} + {pos}", True))
-    vectors = [o for o in operands if _vector_axis(o[7], o[6], o[8], c.k, o[9], o[4], nk) is not None]
-
-    if vectors:   # 16 bytes a load where the operand's pointer is aligned (a view's may not be): one test per group
-        r.out(f"if ((({' | '.join(f'(unsigned long long){o[1]}' for o in vectors)}) & 15) == 0) {{")
+    along = [_vector_axis(o[7], o[6], o[8], c.k, o[9], o[4], nk) for o in operands]
+    vectors = [o for o, v in zip(operands, along) if v is not None]
+    # both tiles copied 16 bytes at a time straight into their layout: asynchronous copies into two buffers,
+    # the next step's arriving while this one's products run
+    from .cuda import SHARED_MEMORY   # cuda.py renders through cstyle.py, which imports this module
+    sizes = {"a": tile.m * lda, "b": tile.k * ldb}
+    pipelined = tile.double_buffer and along == ["k", "pos"] and 2 * 2 * sum(sizes.values()) <= SHARED_MEMORY
+    for which, size in sizes.items():
+        r.shared(f"__shared__ __align__(16) __half tj_{which}s[{2 * size if pipelined else size}];")
+    tiled.prologue(r, tile, tiles_m, tiles_n)
+    r.out(f"const int tj_warp = lid / {WARP}, tj_group = (lid % {WARP}) / 4, tj_pair = lid % 4;")
+    r.out(f"const int tj_wm = (tj_warp / {warps_n}) * {tile.rows}, tj_wn = (tj_warp % {warps_n}) * {tile.cols};")
+    r.out(f"float tj_c[{tile.rows // 16}][{tile.cols // 8}][4] = {{}};")
+    aligned = f"((({' | '.join(f'(unsigned long long){o[1]}' for o in vectors)}) & 15) == 0)"
+    if pipelined:
+        r.out(f"if ({aligned}) {{")
+        r.depth += 1
+        for o in operands:
+            _stage_async(r, tile, o, c.k, nk, "0", "0")
+        r.out("tj_cp_async_commit();")
+        r.out(f"for ({it} tj_k0 = 0, tj_buf = 0; tj_k0 < {nk}; tj_k0 += {tile.k}, tj_buf ^= 1) {{")
+        r.depth += 1
+        r.out(f"if (tj_k0 + {tile.k} < {nk}) {{")
+        r.depth += 1
+        for o in operands:
+            _stage_async(r, tile, o, c.k, nk, f"tj_k0 + {tile.k}", f"(tj_buf ^ 1) * {sizes[o[0]]}")
+        r.out("tj_cp_async_commit();")
+        r.out("tj_cp_async_wait1();")
+        r.depth -= 1
+        r.out("} else {")
+        r.out("    tj_cp_async_wait0();")
+        r.out("}")
+        r.out(t.barrier)
+        _multiply(r, tile, lda, ldb, f"tj_buf * {sizes['a']}", f"tj_buf * {sizes['b']}")
+        r.out(t.barrier)
+        r.depth -= 1
+        r.out("}")
+        r.depth -= 1
+        r.out("} else {")
+        r.depth += 1
+    r.out(f"for ({it} tj_k0 = 0; tj_k0 < {nk}; tj_k0 += {tile.k}) {{")
+    r.depth += 1
+    if vectors and not pipelined:   # 16 bytes a load where the pointers are aligned (a view's may not be)
+        r.out(f"if {aligned} {{")
         r.depth += 1
         for o in vectors:
             _stage_vectors(r, tile, o, c.k, nk)
@@ -64,47 +95,21 @@ def render(r, tile: tiled.Tile) -> None:
         r.depth -= 1
         r.out("}")
     for o in operands:
-        if o not in vectors:
+        if pipelined or o not in vectors:
             _stage_loop(r, tile, o, c.k, nk)
     r.out(t.barrier)
-    r.out("#pragma unroll")
-    r.out(f"for (int tj_ks = 0; tj_ks < {tile.k}; tj_ks += 16) {{")
-    r.depth += 1
-    r.out(f"unsigned tj_a[{fm}][4];")
-    r.out("#pragma unroll")
-    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) {{")
-    r.out(f"    const __half* tj_ar = &tj_as[(tj_wm + tj_i * 16 + tj_group) * {lda} + tj_ks + 2 * tj_pair];")
-    for q, at in enumerate(("0", f"8 * {lda}", "8", f"8 * {lda} + 8")):
-        r.out(f"    tj_a[tj_i][{q}] = *(const unsigned*)(tj_ar + {at});")
-    r.out("}")
-    r.out("#pragma unroll")
-    r.out(f"for (int tj_j = 0; tj_j < {fn}; tj_j++) {{")
-    r.depth += 1
-    r.out(f"const __half* tj_bc = &tj_bs[(tj_ks + 2 * tj_pair) * {ldb} + tj_wn + tj_j * 8 + tj_group];")
-    r.out(f"const unsigned tj_b0 = tj_pack(tj_bc[0], tj_bc[{ldb}]), tj_b1 = tj_pack(tj_bc[{8 * ldb}], tj_bc[{9 * ldb}]);")
-    r.out("#pragma unroll")
-    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) tj_mma_m16n8k16(tj_c[tj_i][tj_j], tj_a[tj_i], tj_b0, tj_b1);")
-    r.depth -= 1
-    r.out("}")
-    r.depth -= 1
-    r.out("}")
+    _multiply(r, tile, lda, ldb, "0", "0")
     r.out(t.barrier)
     r.depth -= 1
     r.out("}")
-    q = t.helper_qualifier
-    r.helpers["tj_pack"] = (f"{q} unsigned tj_pack(__half lo, __half hi) {{\n"
-                            "    return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);\n}")
-    r.helpers["tj_mma_m16n8k16"] = (
-        "#ifndef TJ_EMULATED_MMA\n"
-        f"{q} void tj_mma_m16n8k16(float* c, const unsigned* a, unsigned b0, unsigned b1) {{\n"
-        f'    asm volatile("{MMA} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"\n'
-        '        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
-        '        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));\n}\n'
-        "#endif")
+    if pipelined:
+        r.depth -= 1
+        r.out("}")
+    _helpers(r, pipelined)
     r.out("#pragma unroll")
-    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) {{")
+    r.out(f"for (int tj_i = 0; tj_i < {tile.rows // 16}; tj_i++) {{")
     r.out("#pragma unroll")
-    r.out(f"for (int tj_j = 0; tj_j < {fn}; tj_j++) {{")
+    r.out(f"for (int tj_j = 0; tj_j < {tile.cols // 8}; tj_j++) {{")
     r.depth += 1
     for q, (row, col) in enumerate((("0", "0"), ("0", "1"), ("8", "0"), ("8", "1"))):
         m, n = f"tj_m{q}", f"tj_n{q}"
@@ -116,6 +121,71 @@ def render(r, tile: tiled.Tile) -> None:
     r.depth -= 1
     r.out("}")
     r.out("}")
+
+
+def _multiply(r, tile: tiled.Tile, lda: int, ldb: int, a_at: str, b_at: str) -> None:
+    """Each warp's products of one step's tiles (at offsets a_at and b_at of the local arrays)."""
+    fm, fn = tile.rows // 16, tile.cols // 8
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_ks = 0; tj_ks < {tile.k}; tj_ks += 16) {{")
+    r.depth += 1
+    r.out(f"unsigned tj_a[{fm}][4];")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) {{")
+    r.out(f"    const __half* tj_ar = &tj_as[{a_at} + (tj_wm + tj_i * 16 + tj_group) * {lda} + tj_ks + 2 * tj_pair];")
+    for q, at in enumerate(("0", f"8 * {lda}", "8", f"8 * {lda} + 8")):
+        r.out(f"    tj_a[tj_i][{q}] = *(const unsigned*)(tj_ar + {at});")
+    r.out("}")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_j = 0; tj_j < {fn}; tj_j++) {{")
+    r.depth += 1
+    r.out(f"const __half* tj_bc = &tj_bs[{b_at} + (tj_ks + 2 * tj_pair) * {ldb} + tj_wn + tj_j * 8 + tj_group];")
+    r.out(f"const unsigned tj_b0 = tj_pack(tj_bc[0], tj_bc[{ldb}]), tj_b1 = tj_pack(tj_bc[{8 * ldb}], tj_bc[{9 * ldb}]);")
+    r.out("#pragma unroll")
+    r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) tj_mma_m16n8k16(tj_c[tj_i][tj_j], tj_a[tj_i], tj_b0, tj_b1);")
+    r.depth -= 1
+    r.out("}")
+    r.depth -= 1
+    r.out("}")
+
+
+def _helpers(r, asynchronous: bool) -> None:
+    """The device functions the kernel calls: inline PTX for NVRTC; the emulator's tj_cuda.h defines its own
+    (TJ_EMULATED_MMA)."""
+    q = r.t.helper_qualifier
+    r.helpers["tj_pack"] = (f"{q} unsigned tj_pack(__half lo, __half hi) {{\n"
+                            "    return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);\n}")
+    ptx = [f"{q} void tj_mma_m16n8k16(float* c, const unsigned* a, unsigned b0, unsigned b1) {{\n"
+           f'    asm volatile("{MMA} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"\n'
+           '        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+           '        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));\n}']
+    if asynchronous:   # 16 bytes global -> shared without registers; bytes = 0 fills zeros (past the edges)
+        ptx += [f"{q} void tj_cp_async16(void* dst, const void* src, int bytes) {{\n"
+                '    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"\n'
+                '        :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes));\n}',
+                f'{q} void tj_cp_async_commit() {{ asm volatile("cp.async.commit_group;"); }}',
+                f'{q} void tj_cp_async_wait1() {{ asm volatile("cp.async.wait_group 1;" ::: "memory"); }}',
+                f'{q} void tj_cp_async_wait0() {{ asm volatile("cp.async.wait_group 0;" ::: "memory"); }}']
+    r.helpers["tj_mma_ptx" + ("_async" if asynchronous else "")] = "#ifndef TJ_EMULATED_MMA\n" + "\n".join(ptx) + "\n#endif"
+
+
+def _stage_async(r, tile: tiled.Tile, o, k_sizes, nk: int, k0: str, at: str) -> None:
+    """One step's tile of an operand (from contraction position k0) into the local array at offset `at`,
+    16 bytes per asynchronous copy, zeros past the edges; the layout is the operand's own along its
+    contiguous axis (A along the contraction, B along its columns)."""
+    which, ptr, base, start, extent, width, sizes, _, strides, k_strides, local, _ = o
+    per_row = (tile.k if which == "a" else width) // 8
+    count = width * tile.k // 8
+    for step in range(-(-count // tile.threads)):
+        e = f"(lid + {step * tile.threads})" if step else "lid"
+        v = f"{e} % {per_row} * 8"
+        kk, pos = (v, f"{e} / {per_row}") if which == "a" else (f"{e} / {per_row}", v)
+        name = f"tj_c{which}{step}"
+        r.out(f"{{ const {r.idx} {name}k = {k0} + {kk}, {name}p = {start} + {pos};")
+        where = tiled.sum_of(base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides))
+        inside = f"{name}p < {extent} && {name}k < {nk}"
+        copy = f"tj_cp_async16(&tj_{which}s[{at} + {local(kk, pos)}], {inside} ? &{ptr}[{where}] : {ptr}, {inside} ? 16 : 0);"
+        r.out(f"  {r.t.guard(f'{e} < {count}', copy) if count % tile.threads else copy} }}")
 
 
 def _vector_axis(operand, sizes, strides, k_sizes, k_strides, extent: int, nk: int) -> str | None:

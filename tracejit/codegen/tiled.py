@@ -44,6 +44,7 @@ class Tile:
     # a work-item's rows (columns) come in runs of this many neighbours, the runs spread over the tile: 4 lets
     # a GPU compiler read each run from local memory as one 16-byte load (LDS.128 on CUDA), 1 strides them
     run: int = 4
+    double_buffer: bool = True   # mma.py: the next step's tiles copied asynchronously while this one's multiply
 
 
 TILE = Tile(128, 128, 8, 8, 8, 256)

@@ -81,6 +81,14 @@ static inline void tj_mma_m16n8k16(float* c, const unsigned* a, unsigned b0, uns
             c[2 * i + j] = s;
         }
 }
+// cp.async (codegen/mma.py's double-buffered copies): done at once, which is one order the GPU may take
+static inline void tj_cp_async16(void* dst, const void* src, int bytes) {
+    __builtin_memset(dst, 0, 16);
+    __builtin_memcpy(dst, src, (size_t)bytes);
+}
+static inline void tj_cp_async_commit() {}
+static inline void tj_cp_async_wait1() {}
+static inline void tj_cp_async_wait0() {}
 
 // ---- bit casts ----
 static inline float __int_as_float(int x) { return tj::from_bits<float>((uint32_t)x); }
