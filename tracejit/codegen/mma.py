@@ -7,7 +7,9 @@ blocks, each warp's block being (rows / 16) x (cols / 8) m16n8k16 products per 1
 fragment loaded from shared memory serves several products. Per step of tile.k along the contraction the A
 tile is staged in shared memory row by row (the contraction axis contiguous: a lane's two halves of A are one
 32-bit load) and the B tile column by column of the contraction; each row of either is padded by 8 halves,
-so the lanes of a warp reading fragments hit 32 different banks. Fragments are the elements PTX assigns a
+so the lanes of a warp reading fragments hit 32 different banks. Where both tiles are copied 16 bytes at a
+time straight into that layout (row-major x @ w) there are two buffers of each: the next step's tiles arrive
+by cp.async while this step's products run. Fragments are the elements PTX assigns a
 lane (group = lane / 4, pair = lane % 4): A rows group and group + 8, columns 2 * pair (+1, +8, +9); B
 columns group, rows the same four; C rows group and group + 8, columns 2 * pair (+1).
 
