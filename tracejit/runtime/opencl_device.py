@@ -6,7 +6,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,10 +26,11 @@ from .device_info import DeviceInfo, dtypes_without
 from .device_memory import Buffer, over_limit
 from .device_interface import Device
 from .disk_cache import CACHE, CacheKey
-from .faults import RECORD_BYTES
+from .faults import RECORD_BYTES, RECORD_WORDS
+from .launch_plan import LaunchPlan
+from .opencl_launch import Launcher, timed
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
-from .opencl_plan import OpenCLPlan
 from .views import flat_view
 
 ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
@@ -273,15 +274,15 @@ class OpenCLDevice(Device):
             cl.enqueue_copy(self.queue, out.buf, staged, is_blocking=False)
         return out
 
-    def upload_span(self, a, desc) -> object:
-        """The cl buffer holding the memory span the kernel reads of a host argument (strided in place)."""
+    def upload_span(self, a, desc) -> DeviceBuffer:
+        """The memory span the kernel reads of a host argument (strided in place), in a buffer of at least
+        a byte (a kernel may read an element it then ignores)."""
         import pyopencl as cl
-        flat = flat_view(a, desc)
-        staged = np.array(flat, copy=True)
+        staged = np.array(flat_view(a, desc), copy=True)
         buf = self._allocate(max(staged.nbytes, 1))
         if staged.nbytes:
             cl.enqueue_copy(self.queue, buf, staged, is_blocking=False)
-        return buf
+        return DeviceBuffer(buf, staged.shape, staged.dtype)
 
     def to_numpy(self, data: DeviceBuffer) -> np.ndarray:
         import pyopencl as cl
@@ -354,22 +355,42 @@ class OpenCLDevice(Device):
         return {"active_blocks": self.pool.active_blocks, "held_blocks": self.pool.held_blocks,
                 "managed_bytes": self.pool.managed_bytes, "active_bytes": self.pool.active_bytes}
 
-    # -- compilation --
-    def compile(self, program: Program) -> "OpenCLPlan":
+    # -- compilation and launches (launch_plan.LaunchPlan) --
+    def compile(self, program: Program) -> LaunchPlan:
+        return LaunchPlan(self, program)
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
         import pyopencl as cl
-        compiled = []
-        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            by_value = frozenset(j for j, key in enumerate(keys)
-                                 if key[0] == "in" and program.buffers[key].shape == ())
-            symbolic = self.sizes.of(program, i, self.name)
-            r = opencl_codegen.render(k, self.options, by_value, symbolic)
-            knl, cached = self._build(r.name, r.source)
-            fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
-            if fits < r.launch.local_size:  # this kernel's registers allow fewer work-items per group
-                r = opencl_codegen.render(k, replace(self.options, max_local_size=fits), by_value, symbolic)
-                knl, cached = self._build(r.name, r.source)
-            compiled.append((CompiledKernel(k.name, r.source, k, r.launch, cached), knl))
-        return OpenCLPlan(self, program, compiled)
+        r = opencl_codegen.render(kernel, options, by_value, symbolic)
+        knl, cached = self._build(r.name, r.source)
+        fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
+        return CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), knl, fits
+
+    def launcher(self, c: CompiledKernel, knl, scalars: list) -> Launcher:
+        return Launcher(c, knl, scalars, self.options)
+
+    def enqueue(self, calls, error) -> None:
+        for launcher, values in calls:
+            launcher.enqueue(self.queue, values, error, self.name)
+
+    def timed(self, call, error) -> float | None:
+        launcher, values = call
+        return timed(launcher.enqueue(self.queue, values, error, self.name))
+
+    def bound(self, launcher: Launcher, values) -> tuple:
+        return launcher.bound(values)
+
+    def error_record(self):
+        import pyopencl as cl
+        record = self._allocate(RECORD_BYTES)
+        cl.enqueue_fill_buffer(self.queue, record, np.int32(0), 0, RECORD_BYTES)
+        return record
+
+    def read_record(self, record) -> np.ndarray:
+        import pyopencl as cl
+        words = np.zeros(RECORD_WORDS, np.int32)
+        cl.enqueue_copy(self.queue, words, record, is_blocking=True)
+        return words
 
     def cache_key(self, name: str, source: str) -> CacheKey:
         d = self.cl_device
@@ -425,10 +446,6 @@ class OpenCLDevice(Device):
                 raise CompileError(f"cannot build kernel {name} on {self.name}: {problem}") from None
             raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
         return cl.Program(raw)
-
-    def error_record(self):
-        """A fault record for one call (pooled)."""
-        return self._allocate(RECORD_BYTES)
 
 
 def _pyopencl_version() -> str:
