@@ -277,7 +277,7 @@ def test_dlpack_capsules_follow_the_abi_numpy_reads():
 
 
 def test_kernel_arguments_are_packed_for_the_types_the_kernels_declare():
-    from tracejit.runtime.cuda_plan import SCALAR_CTYPES
+    from tracejit.runtime.cuda_launch import SCALAR_CTYPES
     for dt, ct in SCALAR_CTYPES.items():
         assert ctypes.sizeof(ct) == dt.itemsize
     assert set(SCALAR_CTYPES) == set(cuda_codegen.RENDERER.types)
@@ -354,7 +354,7 @@ def test_capture_replays_as_a_cuda_graph(rng):
         g.outputs = softmax(gelu(x, device="cuda"), device="cuda")
     x2 = rng.standard_normal((64, 256)).astype(np.float32)
     out = g(x2)
-    from tracejit.runtime.cuda_plan import CudaGraph
+    from tracejit.runtime.cuda_launch import CudaGraph
     assert any(type(launches) is CudaGraph for _, launches in g._segments)
     ref = softmax(gelu(x2, device="numba"), device="numba")
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)

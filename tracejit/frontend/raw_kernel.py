@@ -152,7 +152,7 @@ class _Cuda:
 
     def launch(self, bound, grid, block):
         from ..runtime import cuda_driver as cu
-        from ..runtime.cuda_plan import SCALAR_CTYPES
+        from ..runtime.cuda_launch import SCALAR_CTYPES
         holders = [ctypes.c_uint64(a._data.ptr) if type(a) is Array else SCALAR_CTYPES[a.dtype](a.item())
                    for a in bound]
         params = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])

@@ -11,7 +11,7 @@ import math
 import re
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ..ir.layout import LayoutOptions
 from . import cuda_driver as cu
 from . import dlpack, emulator, gpu_nodes
 from .array import Array, own_copy
-from .cuda_plan import CudaGraph, CudaPlan
+from .cuda_launch import BoundLaunch, CudaGraph, argument_dtypes, timed
 from .cache_key import source_part, tracejit_part
 from .debug import log
 from .device_info import ALL_DTYPES, DeviceInfo
@@ -35,6 +35,7 @@ from .device_memory import by_value_params
 from .disk_cache import CACHE, CacheKey
 from .emulator.cuda_driver import EmulatedCompiler
 from .faults import RECORD_WORDS
+from .launch_plan import LaunchPlan
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
@@ -315,6 +316,8 @@ class CUDADevice(Device):
         stream = obj.__cuda_array_interface__.get("stream")
         if stream:   # CAI v3: the producer's stream may still be writing it
             self._wait_for(int(stream))
+        if not buf.size:   # an empty array may have no memory at all: kernels get a valid address anyway
+            return Array(self.allocate(buf.shape, buf.dtype), self)
         return Array(buf, self)
 
     def _wait_for(self, stream: int) -> None:
@@ -408,21 +411,49 @@ class CUDADevice(Device):
                     launch.set_pointer(pos, block.ptr, block)
         return launches, nbytes
 
-    # -- compilation --
-    def compile(self, program: Program) -> "CudaPlan":
-        compiled = []
-        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            by_value, symbolic = by_value_params(program, keys), self.sizes.of(program, i, self.name)
-            c = self.compiler.build(k, by_value, symbolic=symbolic)
-            fn = self._function(c.name, c.ptx)
-            fits = cu.check(cu.driver().cuFuncGetAttribute(
-                cu.driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn), "cuFuncGetAttribute")
-            if fits < c.launch.local_size:   # this kernel's registers allow fewer threads per block
-                c = self.compiler.build(k, by_value, replace(self.options, max_local_size=fits), symbolic)
-                fn = self._function(c.name, c.ptx)
-            vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
-            compiled.append((c, fn, vfn))
-        return CudaPlan(self, program, compiled)
+    # -- compilation and launches (launch_plan.LaunchPlan) --
+    def compile(self, program: Program) -> LaunchPlan:
+        return LaunchPlan(self, program)
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
+        c = self.compiler.build(kernel, by_value, options, symbolic)
+        fn = self._function(c.name, c.ptx)
+        d = cu.driver()
+        fits = cu.check(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
+                        "cuFuncGetAttribute")
+        return c, fn, fits
+
+    def launcher(self, c: CompiledKernel, fn, scalars: list) -> BoundLaunch:
+        vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
+        return BoundLaunch(c, fn, vfn, argument_dtypes(c, scalars, self.options))
+
+    def enqueue(self, calls, error) -> None:
+        self._make_current()
+        for launch, values in calls:
+            launch.launch(values, error, self.stream)
+
+    def timed(self, call, error) -> float | None:
+        """By CUDA events on a GPU; by the host around the synchronised launch on the emulator (whose
+        driver keeps no event times)."""
+        self._make_current()
+        if not emulator.emulates("cuda"):
+            return timed(self.stream, *call, error)
+        self.enqueue([call], error)
+        self.synchronize()
+        return None
+
+    def bound(self, launch: BoundLaunch, values) -> BoundLaunch:
+        own = launch.copy()
+        own.set(values, None)
+        return own
+
+    def error_record(self) -> cu.DeviceBuffer:
+        record = self.allocate((RECORD_WORDS,), np.dtype("int32"))
+        cu.check(cu.driver().cuMemsetD32Async(record.ptr, 0, RECORD_WORDS, self.stream), "cuMemsetD32Async")
+        return record
+
+    def read_record(self, record: cu.DeviceBuffer) -> np.ndarray:
+        return self.to_numpy(record)
 
     def _function(self, name: str, ptx: str | bytes):
         """The kernel `name` of a PTX module (or, emulated, of a shared object), loaded once per process
@@ -441,10 +472,6 @@ class CUDADevice(Device):
             self._modules.append(module)
             fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, name.encode()), "cuModuleGetFunction")
         return fn
-
-    def error_record(self) -> cu.DeviceBuffer:
-        """A fault record for one call (pooled)."""
-        return self.allocate((RECORD_WORDS,), np.dtype("int32"))
 
 
 class EmulatedCudaCompiler(EmulatedCompiler, CudaCompiler):
