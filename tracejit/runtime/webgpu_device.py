@@ -27,10 +27,12 @@ from .debug import log
 from .device_info import DeviceInfo, dtypes_without
 from .device_interface import Device
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params
+from .faults import RECORD_BYTES, RECORD_WORDS
+from .launch_plan import LaunchPlan
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
-from .webgpu_plan import WebGPUPlan
+from .webgpu_launch import Dispatch, Launcher
 
 INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvmpipe as is, on Vulkan/lavapipe "
                 "with Debian's mesa-vulkan-drivers)")
@@ -93,6 +95,10 @@ class CompiledKernel:
     ir: Kernel
     rendered: wgsl.WGSLRendered
     cached: bool = False
+
+    @property
+    def launch(self):
+        return self.rendered.launch
 
 
 class WebGPUTarget(Device):
@@ -287,12 +293,12 @@ class WebGPUDevice(Device):
         if padded.nbytes:
             self.device.queue.write_buffer(dst.block.buffer, 0, padded)
 
-    def replay(self, launches) -> None:
+    def replay(self, launches: list[Dispatch]) -> None:
         """Every launch in one command encoder, one submit."""
+        self.launches += len(launches)
         self._submit(launches)
 
-    def _submit(self, launches) -> None:
-        self.launches += len(launches)
+    def _submit(self, launches: list[Dispatch]) -> None:
         enc = self.device.create_command_encoder()
         for launch in launches:
             pass_ = enc.begin_compute_pass()
@@ -322,14 +328,42 @@ class WebGPUDevice(Device):
                 launch.bind(self)
         return launches, nbytes
 
-    # -- compilation --
-    def compile(self, program: Program) -> WebGPUPlan:
-        compiled = []
-        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            r = wgsl.render(k, self.options, by_value_params(program, keys), self.sizes.of(program, i, self.name))
-            cached = self._pipeline(r)
-            compiled.append(CompiledKernel(k.name, r.source, k, r, cached))
-        return WebGPUPlan(self, program, compiled)
+    # -- compilation and launches (launch_plan.LaunchPlan) --
+    def compile(self, program: Program) -> LaunchPlan:
+        return LaunchPlan(self, program)
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: wgsl.WGSLOptions):
+        """WebGPU says no more about a pipeline than the device's limits, which the rendering honours."""
+        r = wgsl.render(kernel, options, by_value, symbolic)
+        cached = self._pipeline(r)
+        return CompiledKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[r.source], None
+
+    def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
+        return Launcher(c, *pipeline, scalars)
+
+    def enqueue(self, calls, error) -> None:
+        """Every kernel of the call in one command encoder, one submit."""
+        launches = [launcher.dispatch(self, values, error) for launcher, values in calls]
+        try:
+            self._submit(launches)
+        except Exception as e:
+            raise DeviceError(f"{self.name} refused to run {', '.join(k.compiled.name for k, _ in calls)}: {e}") \
+                from None
+
+    def timed(self, call, error) -> None:
+        self.enqueue([call], error)
+        self.synchronize()
+
+    def bound(self, launcher: Launcher, values) -> Dispatch:
+        return launcher.dispatch(self, values, None)
+
+    def error_record(self) -> Block:
+        record = self.pool.allocate(RECORD_BYTES)
+        self.device.queue.write_buffer(record.buffer, 0, np.zeros(RECORD_WORDS, np.int32))
+        return record
+
+    def read_record(self, record: Block):
+        return self.device.queue.read_buffer(record.buffer, 0, RECORD_BYTES)
 
     def _pipeline(self, r: wgsl.WGSLRendered) -> bool:
         """Shader module, bind group layout and pipeline of a rendered kernel, built once per process;
