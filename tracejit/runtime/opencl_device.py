@@ -3,8 +3,6 @@ pooled buffers, program builds, launches. Results stay on the device as tj.Array
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -28,100 +26,17 @@ from .device_interface import Device
 from .disk_cache import CACHE, CacheKey
 from .faults import RECORD_BYTES, RECORD_WORDS
 from .launch_plan import LaunchPlan
+from .opencl_devices import all_devices, choose, describe, pocl_cache_problem, pocl_cannot_write
 from .opencl_launch import Launcher, timed
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
 
-ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
 INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU device)"
 REDUCTION_SCRATCH = 4096   # bytes of local memory left for reduction trees when keeping rows
 CPU_ROWS_PER_UNIT = 16     # CPU devices: group mode only for fewer rows than this per compute unit
 CPU_KEEP_ROW_MAX = 2048    # CPU devices: longest row kept in a work-item's private array
 CPU_SORT_BYTES = 1 << 16   # CPU devices: a sorted row's private arrays (PoCL crashed at 128 KiB)
-
-
-def _all_devices() -> list:
-    """Every OpenCL device, in a fixed order: GPUs first, then by platform and device name."""
-    import pyopencl as cl
-    found = []
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error:  # no ICD loader or no platform: pyopencl reports PLATFORM_NOT_FOUND_KHR
-        return []
-    for p in platforms:
-        try:
-            found += p.get_devices()
-        except cl.Error:
-            continue
-    return sorted(found, key=lambda d: (not d.type & cl.device_type.GPU, d.platform.name, d.name))
-
-
-def _pocl_cache_problem() -> str | None:
-    """Why PoCL, though installed, offers no device: it cannot create its kernel cache directory (a HOME
-    that is not writable, as for a service user), and then lists no device at all. None if that is not it."""
-    import pyopencl as cl
-    try:
-        if not any("portable computing language" in p.name.lower() for p in cl.get_platforms()):
-            return None
-    except cl.Error:
-        return None
-    where = _pocl_cache_dir()
-    try:
-        os.makedirs(where, exist_ok=True)
-        if os.access(where, os.W_OK | os.X_OK):
-            return None
-        problem = "it is not writable"
-    except OSError as e:
-        problem = e.strerror or str(e)
-    return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
-            f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
-
-
-def _pocl_cache_dir() -> str:
-    where = os.environ.get("POCL_CACHE_DIR")
-    if not where:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        where = os.path.join(base, "pocl")
-    return where
-
-
-def _pocl_cannot_write() -> str | None:
-    """Why PoCL cannot write its work files (it builds every program in its cache directory), or None."""
-    where = _pocl_cache_dir()
-    try:
-        os.makedirs(where, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=where, prefix=".tracejit-probe-") as f:
-            f.write(b"\0" * 65536)
-            f.flush()
-            os.fsync(f.fileno())
-        return None
-    except OSError as e:
-        return (f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
-                f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
-                f"directory with room")
-
-
-def _describe(d) -> str:
-    import pyopencl as cl
-    kind = "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "accelerator"
-    return f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, {d.max_compute_units} compute units)"
-
-
-def _choose(devices: list) -> int:
-    """The index `opencl` means: TRACEJIT_OPENCL_DEVICE (a number or part of a name), else the first."""
-    want = os.environ.get(ENV_DEVICE, "").strip()
-    if not want:
-        return 0
-    if want.isdigit():
-        if int(want) >= len(devices):
-            raise DeviceError(f"{ENV_DEVICE}={want}, but there are only {len(devices)} OpenCL device(s)")
-        return int(want)
-    for i, d in enumerate(devices):
-        if want.lower() in _describe(d).lower():
-            return i
-    raise DeviceError(f"{ENV_DEVICE}={want!r} matches no OpenCL device; devices: "
-                      + "; ".join(f"opencl:{i} {_describe(d)}" for i, d in enumerate(devices)))
 
 
 class DeviceBuffer(Buffer):
@@ -159,33 +74,33 @@ class OpenCLDevice(Device):
             import pyopencl  # noqa: F401
         except ImportError as e:
             return False, f"pyopencl is not importable ({e}); {INSTALL_HINT}", ""
-        devices = _all_devices()
+        devices = all_devices()
         if not devices:
-            return False, _pocl_cache_problem() or f"no OpenCL platform or device found; {INSTALL_HINT}", ""
+            return False, pocl_cache_problem() or f"no OpenCL platform or device found; {INSTALL_HINT}", ""
         try:
-            chosen = _choose(devices)
+            chosen = choose(devices)
         except DeviceError as e:
             return False, str(e), ""
         several = len(devices) > 1
-        return True, None, "; ".join(f"opencl:{i} {_describe(d)}{' [opencl]' if several and i == chosen else ''}"
+        return True, None, "; ".join(f"opencl:{i} {describe(d)}{' [opencl]' if several and i == chosen else ''}"
                                      for i, d in enumerate(devices))
 
     @staticmethod
     def default_is_gpu() -> bool:
         import pyopencl as cl
-        devices = _all_devices()
-        return bool(devices) and bool(devices[_choose(devices)].type & cl.device_type.GPU)
+        devices = all_devices()
+        return bool(devices) and bool(devices[choose(devices)].type & cl.device_type.GPU)
 
     def __init__(self, index: int | None = None):
         import pyopencl as cl
         import pyopencl.tools as cl_tools
-        devices = _all_devices()
-        chosen = _choose(devices) if index is None else index
+        devices = all_devices()
+        chosen = choose(devices) if index is None else index
         if chosen >= len(devices):
             raise DeviceError(f"opencl:{index} does not exist; there are {len(devices)} OpenCL device(s)")
         self.name = "opencl" if index is None else f"opencl:{index}"
         self.cl_device = d = devices[chosen]
-        self.description = _describe(d)
+        self.description = describe(d)
         self.context = cl.Context([d])
         # profiled: each command's device times are there to read inside tj.profile() (read nowhere else)
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -440,7 +355,7 @@ class OpenCLDevice(Device):
                 build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
             except cl.Error:
                 build_log = str(e)
-            problem = _pocl_cannot_write() if "portable computing language" in \
+            problem = pocl_cannot_write() if "portable computing language" in \
                 self.cl_device.platform.name.lower() else None
             if problem:
                 raise CompileError(f"cannot build kernel {name} on {self.name}: {problem}") from None
