@@ -230,13 +230,21 @@ class WebGPUDevice(Device):
 
     def _upload(self, host: np.ndarray, shape, dtype) -> DeviceBuffer:
         out = self.allocate(shape, dtype)
-        data = np.ascontiguousarray(host, dtype=out.storage)
-        if data.nbytes:
-            padded = data.view(np.uint8)
-            if padded.nbytes % 4:
-                padded = np.concatenate([padded.reshape(-1), np.zeros(4 - padded.nbytes % 4, np.uint8)])
-            self.device.queue.write_buffer(out.block.buffer, 0, padded)
+        self._write(out, host)
         return out
+
+    def _write(self, out: DeviceBuffer, host) -> None:
+        """Host values into an array, as its storage type, padded to whole words (WebGPU writes those)."""
+        raw = np.ascontiguousarray(host, dtype=out.storage).reshape(-1).view(np.uint8)
+        if raw.nbytes % 4:
+            raw = np.concatenate([raw, np.zeros(4 - raw.nbytes % 4, np.uint8)])
+        if raw.nbytes:
+            self.device.queue.write_buffer(out.block.buffer, 0, raw)
+
+    def _copy(self, src: DeviceBuffer, dst: DeviceBuffer) -> None:
+        enc = self.device.create_command_encoder()
+        enc.copy_buffer_to_buffer(src.block.buffer, 0, dst.block.buffer, 0, dst.block.nbytes)
+        self.device.queue.submit([enc.finish()])
 
     def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
         return self._upload(a, a.shape, a.dtype)
@@ -271,27 +279,17 @@ class WebGPUDevice(Device):
     # -- graph capture --
     def clone(self, data: DeviceBuffer) -> DeviceBuffer:
         out = DeviceBuffer(self.pool.allocate(data.block.nbytes), data.shape, data.dtype, data.storage)
-        enc = self.device.create_command_encoder()
-        enc.copy_buffer_to_buffer(data.block.buffer, 0, out.block.buffer, 0, data.block.nbytes)
-        self.device.queue.submit([enc.finish()])
+        self._copy(data, out)
         return out
 
     def own(self, a) -> Array:
         return own_copy(self, a)
 
     def feed(self, owned: Array, a) -> None:
-        dst = owned._data
         if type(a) is Array and a.device is self:
-            enc = self.device.create_command_encoder()
-            enc.copy_buffer_to_buffer(a._data.block.buffer, 0, dst.block.buffer, 0, dst.block.nbytes)
-            self.device.queue.submit([enc.finish()])
-            return
-        data = np.ascontiguousarray(a.numpy() if type(a) is Array else a, dtype=dst.storage)
-        padded = data.view(np.uint8).reshape(-1)
-        if padded.nbytes % 4:
-            padded = np.concatenate([padded, np.zeros(4 - padded.nbytes % 4, np.uint8)])
-        if padded.nbytes:
-            self.device.queue.write_buffer(dst.block.buffer, 0, padded)
+            self._copy(a._data, owned._data)
+        else:
+            self._write(owned._data, a.numpy() if type(a) is Array else a)
 
     def replay(self, launches: list[Dispatch]) -> None:
         """Every launch in one command encoder, one submit."""
@@ -410,11 +408,6 @@ class WebGPUDevice(Device):
         if self._sync is None:
             self._sync = self.pool.allocate(4)
         return self._sync
-
-
-def _wgpu_version() -> str:
-    import wgpu
-    return wgpu.__version__
 
 
 def build_error_message(name: str, device: str, source: str, error: str) -> str:
