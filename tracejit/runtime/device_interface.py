@@ -35,10 +35,12 @@ class DeviceInterface(Protocol):
     def synchronize(self) -> None: ...
 
 
+@runtime_checkable
 class KernelDevice(DeviceInterface, Protocol):
     """What launch_plan.LaunchPlan asks of a device (opencl, cuda, metal, webgpu): its own compiler and
     launches, its memory, its error records. A `call` is (launcher, values): one kernel of a plan and its
-    arguments in parameter order, a device array for a buffer and a Python value for a scalar."""
+    arguments in parameter order, a device array for a buffer and a Python value for a scalar, in a list
+    of the call's own that the device may change."""
     options: object                                           # codegen options, with .max_local_size
     sizes: object                                             # size_templates.SizeTemplates
 
@@ -53,7 +55,7 @@ class KernelDevice(DeviceInterface, Protocol):
     def allocate(self, shape, dtype): ...                     # a device array from the pool
     def upload_span(self, a, desc): ...                       # the memory a kernel reads of a host array, uploaded
     def error_record(self): ...                               # a zeroed fault record for one call (faults.py)
-    def read_record(self, record) -> np.ndarray: ...          # its words, once the call's kernels are done
+    def read_record(self, record): ...                        # its bytes, once the call's kernels are done
 
     def enqueue(self, calls: list, error) -> None:
         """Launch these kernels in order without waiting, the call's error record (or None) given to those
