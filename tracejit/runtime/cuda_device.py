@@ -308,18 +308,18 @@ class CUDADevice(Device):
         vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
         return BoundLaunch(c, fn, vfn, argument_dtypes(c, scalars, self.options))
 
-    def enqueue(self, calls, error) -> None:
+    def enqueue(self, launches, bufs, error) -> None:
         self._make_current()
-        for launch, values in calls:
-            launch.launch(values, error, self.stream)
+        for launch, keys in launches:
+            launch.launch([bufs[k] for k in keys], error, self.stream)
 
-    def timed(self, call, error) -> float | None:
+    def timed(self, launch: BoundLaunch, values, error) -> float | None:
         """By CUDA events on a GPU; by the host around the synchronised launch on the emulator (whose
         driver keeps no event times)."""
         self._make_current()
         if not emulator.emulates("cuda"):
-            return timed(self.stream, *call, error)
-        self.enqueue([call], error)
+            return timed(self.stream, launch, values, error)
+        launch.launch(values, error, self.stream)
         self.synchronize()
         return None
 

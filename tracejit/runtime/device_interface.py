@@ -38,9 +38,9 @@ class DeviceInterface(Protocol):
 @runtime_checkable
 class KernelDevice(DeviceInterface, Protocol):
     """What launch_plan.LaunchPlan asks of a device (opencl, cuda, metal, webgpu): its own compiler and
-    launches, its memory, its error records. A `call` is (launcher, values): one kernel of a plan and its
-    arguments in parameter order, a device array for a buffer and a Python value for a scalar, in a list
-    of the call's own that the device may change."""
+    launches, its memory, its error records. A kernel's `values` are its arguments in parameter order (a
+    device array for a buffer, a Python value for a scalar), `bufs[key]` for each buffer key of its
+    parameters, in a list of the call's own that the device may change."""
     options: object                                           # codegen options, with .max_local_size
     sizes: object                                             # size_templates.SizeTemplates
 
@@ -54,14 +54,16 @@ class KernelDevice(DeviceInterface, Protocol):
 
     def allocate(self, shape, dtype): ...                     # a device array from the pool
     def upload_span(self, a, desc): ...                       # the memory a kernel reads of a host array, uploaded
+                                                              #   (a device array, or what launches take of one)
     def error_record(self): ...                               # a zeroed fault record for one call (faults.py)
     def read_record(self, record): ...                        # its bytes, once the call's kernels are done
 
-    def enqueue(self, calls: list, error) -> None:
-        """Launch these kernels in order without waiting, the call's error record (or None) given to those
-        that can fault. Threads enqueue calls of one plan at once."""
+    def enqueue(self, launches: list, bufs: dict, error) -> None:
+        """Launch a call's kernels, (launcher, the buffer keys of its parameters) each, in order without
+        waiting, the call's error record (or None) given to those that can fault. Threads enqueue calls
+        of one plan at once."""
 
-    def timed(self, call, error) -> float | None:
+    def timed(self, launcher, values, error) -> float | None:
         """Launch one kernel and wait for it: its seconds by the device's clock, None where there is none."""
 
     def bound(self, launcher, values):

@@ -38,6 +38,7 @@ class LaunchPlan:
         self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
         self._faulting = next((c for c in self.kernels if c.launch.error_flag), None)
         self._irs = [c.ir for c in self.kernels]
+        self._int_scalars, self._outputs = program.int_scalars, program.outputs
 
     def _buffers(self, args, into=None) -> tuple[dict, dict]:
         """What each buffer of a call is: a 0-d input's Python value, a tj.Array's memory on this device,
@@ -63,27 +64,28 @@ class LaunchPlan:
     def __call__(self, args, into=None) -> list:
         """Run; `into` maps output buffer keys to device arrays to write those results into."""
         dev = self.device
-        check_int_scalars(self.program.int_scalars, args)
+        if self._int_scalars:
+            check_int_scalars(self._int_scalars, args)
         bufs, results = self._buffers(args, into)
         # the call's own record, for all its kernels (a fault's code names it in any kernel): a record shared
         # with calls in other threads would be zeroed and read by them
         error = dev.error_record() if self._faulting is not None else None
-        calls = [(launcher, [bufs[k] for k in keys]) for launcher, keys in self._launches]
-        dev.launches += len(calls)
+        dev.launches += len(self._launches)
         if profiler.timing():
-            self._timed(calls, error)
+            self._timed(bufs, error)
         else:
-            dev.enqueue(calls, error)
+            dev.enqueue(self._launches, bufs, error)
         if error is not None:
             raise_recorded(self._irs, dev.read_record(error))
-        return [results[k] for k in self.program.outputs]
+        return [results[k] for k in self._outputs]
 
-    def _timed(self, calls, error) -> None:
+    def _timed(self, bufs, error) -> None:
         """Each launch on its own, waited for and reported, by the device's clock where it has one."""
         dev = self.device
-        for c, call in zip(self.kernels, calls):
+        for c, (launcher, keys) in zip(self.kernels, self._launches):
+            values = [bufs[k] for k in keys]
             t0 = time.perf_counter()
-            seconds = dev.timed(call, error)
+            seconds = dev.timed(launcher, values, error)
             end = time.perf_counter()
             launch = c.launch
             profiler.launched(dev.name, c.name, t0 if seconds is None else end - seconds, end,
@@ -95,9 +97,9 @@ class LaunchPlan:
     def bind(self, args) -> tuple[list, list, list]:
         """For graph capture: fresh outputs and temporaries, and each kernel's launch with these arguments,
         in the form the device's replay() takes; launches nothing. Also returns every array it allocated."""
-        check_int_scalars(self.program.int_scalars, args)
+        check_int_scalars(self._int_scalars, args)
         if self._faulting is not None:
             raise UnsupportedError(CAPTURE_REFUSED.format(name=self._faulting.name, device=self.device.name))
         bufs, results = self._buffers(args)
         launches = [self.device.bound(launcher, [bufs[k] for k in keys]) for launcher, keys in self._launches]
-        return [results[k] for k in self.program.outputs], launches, list(results.values())
+        return [results[k] for k in self._outputs], launches, list(results.values())

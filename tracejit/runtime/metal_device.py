@@ -350,12 +350,12 @@ class MetalDevice(Device):
     def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
         return Launcher(c, pipeline, scalars, self.options)
 
-    def enqueue(self, calls, error) -> None:
+    def enqueue(self, launches, bufs, error) -> None:
         """Every kernel of the call in one command buffer."""
-        self._submit([launcher.dispatch(values, error) for launcher, values in calls])
+        self._submit([launcher.dispatch([bufs[k] for k in keys], error) for launcher, keys in launches])
 
-    def timed(self, call, error) -> None:
-        self._submit([call[0].dispatch(call[1], error)], wait=True)
+    def timed(self, launcher: Launcher, values, error) -> None:
+        self._submit([launcher.dispatch(values, error)], wait=True)
 
     def bound(self, launcher: Launcher, values) -> Dispatch:
         return launcher.dispatch(values, None)

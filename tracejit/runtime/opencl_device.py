@@ -189,15 +189,16 @@ class OpenCLDevice(Device):
             cl.enqueue_copy(self.queue, out.buf, staged, is_blocking=False)
         return out
 
-    def upload_span(self, a, desc) -> DeviceBuffer:
-        """The memory span the kernel reads of a host argument (strided in place), in a buffer of at least
-        a byte (a kernel may read an element it then ignores)."""
+    def upload_span(self, a, desc):
+        """The cl buffer holding the memory span the kernel reads of a host argument (strided in place), of
+        at least a byte (a kernel may read an element it then ignores). A cl buffer, not a DeviceBuffer: it
+        lives for one call, and making a DeviceBuffer costs a call on the hot path a microsecond."""
         import pyopencl as cl
         staged = np.array(flat_view(a, desc), copy=True)
         buf = self._allocate(max(staged.nbytes, 1))
         if staged.nbytes:
             cl.enqueue_copy(self.queue, buf, staged, is_blocking=False)
-        return DeviceBuffer(buf, staged.shape, staged.dtype)
+        return buf
 
     def to_numpy(self, data: DeviceBuffer) -> np.ndarray:
         import pyopencl as cl
@@ -284,13 +285,24 @@ class OpenCLDevice(Device):
     def launcher(self, c: CompiledKernel, knl, scalars: list) -> Launcher:
         return Launcher(c, knl, scalars, self.options)
 
-    def enqueue(self, calls, error) -> None:
-        for launcher, values in calls:
-            launcher.enqueue(self.queue, values, error, self.name)
+    def enqueue(self, launches, bufs, error) -> None:
+        for launcher, keys in launches:
+            self._enqueue(launcher, [bufs[k] for k in keys], error)
 
-    def timed(self, call, error) -> float | None:
-        launcher, values = call
-        return timed(launcher.enqueue(self.queue, values, error, self.name))
+    def timed(self, launcher: Launcher, values, error) -> float | None:
+        return timed(self._enqueue(launcher, values, error))
+
+    def _enqueue(self, launcher: Launcher, values, error):
+        """One kernel on the queue; its event."""
+        call = launcher.arguments(values, error)
+        try:
+            with launcher.lock:   # the kernel object's arguments are set and enqueued in one step
+                return launcher.kernel(self.queue, launcher.global_size, launcher.local_size, *call)
+        except Exception as e:
+            import pyopencl as cl   # not before: an import on every call costs the hot path
+            if isinstance(e, cl.Error):
+                raise launcher.refused(self.name, e) from None
+            raise
 
     def bound(self, launcher: Launcher, values) -> tuple:
         return launcher.bound(values)

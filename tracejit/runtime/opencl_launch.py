@@ -1,5 +1,5 @@
 """One kernel of a launch plan on an OpenCL device (opencl_device.py): its kernel object with the argument
-types set once, enqueued with a call's arguments, timed by the queue's profiling, bound for graph capture."""
+types set once, a call's arguments for it, its time by the queue's profiling, its binding for capture."""
 from __future__ import annotations
 
 import threading
@@ -8,6 +8,7 @@ import numpy as np
 
 from ..codegen.simt import RenderOptions, by_value_dtype
 from ..errors import DeviceError
+from .device_memory import Buffer
 
 
 class Launcher:
@@ -37,23 +38,18 @@ class Launcher:
         """The kernel's arguments: `values` (changed in place) with the cl buffers of its arrays, the error
         record where it takes one, the trailing sizes."""
         for j in self.arrays:
-            values[j] = values[j].buf
+            v = values[j]
+            if isinstance(v, Buffer):   # a device array; an upload of the call is its cl buffer already
+                values[j] = v.buf
         if self.takes_error:
             values.append(error)
         values += self.trailing
         return values
 
-    def enqueue(self, queue, values: list, error, device: str):
-        """Enqueue with these arguments; the launch's event."""
-        import pyopencl as cl
-        call = self.arguments(values, error)
-        try:
-            with self.lock:
-                return self.kernel(queue, self.global_size, self.local_size, *call)
-        except cl.Error as e:
-            launch = self.compiled.launch
-            raise DeviceError(f"{device} refused to launch kernel {self.compiled.name} ({launch.global_items} "
-                              f"work-items in groups of {launch.local_size}): {e}") from None
+    def refused(self, device: str, e: Exception) -> DeviceError:
+        launch = self.compiled.launch
+        return DeviceError(f"{device} refused to launch kernel {self.compiled.name} ({launch.global_items} "
+                           f"work-items in groups of {launch.local_size}): {e}")
 
     def bound(self, values: list) -> tuple:
         """For graph capture: a kernel object of its own with these arguments set for good, as

@@ -339,18 +339,19 @@ class WebGPUDevice(Device):
     def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
         return Launcher(c, *pipeline, scalars)
 
-    def enqueue(self, calls, error) -> None:
+    def enqueue(self, launches, bufs, error) -> None:
         """Every kernel of the call in one command encoder, one submit."""
-        launches = [launcher.dispatch(self, values, error) for launcher, values in calls]
+        self._run([launcher.dispatch(self, [bufs[k] for k in keys], error) for launcher, keys in launches])
+
+    def timed(self, launcher: Launcher, values, error) -> None:
+        self._run([launcher.dispatch(self, values, error)])
+        self.synchronize()
+
+    def _run(self, launches: list[Dispatch]) -> None:
         try:
             self._submit(launches)
         except Exception as e:
-            raise DeviceError(f"{self.name} refused to run {', '.join(k.compiled.name for k, _ in calls)}: {e}") \
-                from None
-
-    def timed(self, call, error) -> None:
-        self.enqueue([call], error)
-        self.synchronize()
+            raise DeviceError(f"{self.name} refused to run {', '.join(d.name for d in launches)}: {e}") from None
 
     def bound(self, launcher: Launcher, values) -> Dispatch:
         return launcher.dispatch(self, values, None)

@@ -24,10 +24,10 @@ def _uniform_words(launch) -> np.ndarray:
 class Dispatch:
     """One dispatch: pipeline, bound buffers (rebound when capture shares memory), workgroup counts."""
 
-    __slots__ = ("pipeline", "layout", "buffers", "bind_group", "groups")
+    __slots__ = ("name", "pipeline", "layout", "buffers", "bind_group", "groups")
 
-    def __init__(self, pipeline, layout, buffers: list, groups):
-        self.pipeline, self.layout, self.buffers, self.groups = pipeline, layout, buffers, groups
+    def __init__(self, name: str, pipeline, layout, buffers: list, groups):
+        self.name, self.pipeline, self.layout, self.buffers, self.groups = name, pipeline, layout, buffers, groups
         self.bind_group = None
 
     def bind(self, dev: "WebGPUDevice") -> None:
@@ -58,7 +58,7 @@ class Launcher:
         if r.launch.error_flag:
             bound.append(error)
         bound += [dev.table_buffer(t) for t in r.tables]
-        launch = Dispatch(self.pipeline, self.layout, bound, r.groups)
+        launch = Dispatch(self.compiled.name, self.pipeline, self.layout, bound, r.groups)
         launch.bind(dev)
         return launch
 
