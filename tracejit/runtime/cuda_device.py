@@ -22,7 +22,7 @@ from . import cuda_driver as cu
 from . import dlpack, emulator, gpu_nodes
 from .array import Array, own_copy
 from .cuda_compiler import CompiledKernel, CudaCompiler, CudaTarget, EmulatedCudaCompiler, compile_arch
-from .cuda_launch import BoundLaunch, CudaGraph, argument_dtypes, timed
+from .cuda_launch import BoundLaunch, CudaGraph, argument_dtypes, timed_by_events
 from .device_info import ALL_DTYPES, DeviceInfo
 from .device_interface import Device
 from .faults import RECORD_WORDS
@@ -318,7 +318,7 @@ class CUDADevice(Device):
         driver keeps no event times)."""
         self._make_current()
         if not emulator.emulates("cuda"):
-            return timed(self.stream, launch, values, error)
+            return timed_by_events(self.stream, launch, values, error)
         launch.launch(values, error, self.stream)
         self.synchronize()
         return None

@@ -44,7 +44,7 @@ def argument_dtypes(compiled, scalars: list, options: RenderOptions) -> list:
     return dtypes + [v.dtype for v in trailing_arguments(compiled)]   # one list for both variants
 
 
-def timed(stream, launch: "BoundLaunch", values, error) -> float:
+def timed_by_events(stream, launch: "BoundLaunch", values, error) -> float:
     """Seconds of one launch, by CUDA events (waited for)."""
     d = cu.driver()
     flags = d.CUevent_flags.CU_EVENT_DEFAULT.value

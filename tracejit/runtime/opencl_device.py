@@ -27,7 +27,7 @@ from .disk_cache import CACHE, CacheKey
 from .faults import RECORD_BYTES, RECORD_WORDS
 from .launch_plan import LaunchPlan
 from .opencl_devices import all_devices, choose, describe, pocl_cache_problem, pocl_cannot_write
-from .opencl_launch import Launcher, timed
+from .opencl_launch import Launcher, profiled_seconds
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
@@ -290,7 +290,7 @@ class OpenCLDevice(Device):
             self._enqueue(launcher, [bufs[k] for k in keys], error)
 
     def timed(self, launcher: Launcher, values, error) -> float | None:
-        return timed(self._enqueue(launcher, values, error))
+        return profiled_seconds(self._enqueue(launcher, values, error))
 
     def _enqueue(self, launcher: Launcher, values, error):
         """One kernel on the queue; its event."""

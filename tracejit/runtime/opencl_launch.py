@@ -62,7 +62,7 @@ class Launcher:
         return own, self.global_size, self.local_size, call
 
 
-def timed(event) -> float | None:
+def profiled_seconds(event) -> float | None:
     """Wait for one launch; its seconds by the device's clock (the queue profiles its commands), or None
     from a driver that keeps no times."""
     import pyopencl as cl
