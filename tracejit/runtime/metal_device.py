@@ -399,7 +399,6 @@ class MetalDevice(Device):
         return pipeline, False
 
 
-
 def _describe(device) -> str:
     parts = [str(device.name())]
     with contextlib.suppress(Exception):
