@@ -344,12 +344,13 @@ class WebGPUDevice(Device):
         self._run([launcher.dispatch(self, [bufs[k] for k in keys], error) for launcher, keys in launches])
 
     def timed(self, launcher: Launcher, values, error) -> None:
-        self._run([launcher.dispatch(self, values, error)])
-        self.synchronize()
+        self._run([launcher.dispatch(self, values, error)], wait=True)
 
-    def _run(self, launches: list[Dispatch]) -> None:
+    def _run(self, launches: list[Dispatch], wait: bool = False) -> None:
         try:
             self._submit(launches)
+            if wait:
+                self.synchronize()
         except Exception as e:
             raise DeviceError(f"{self.name} refused to run {', '.join(d.name for d in launches)}: {e}") from None
 
