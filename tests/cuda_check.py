@@ -16,7 +16,7 @@ import threading
 import tracejit.frontend.kernel as kernel_module
 from tracejit.codegen import nvrtc
 from tracejit.errors import DeviceError, DtypeError
-from tracejit.runtime.cuda_device import CudaTarget
+from tracejit.runtime.cuda_compiler import CudaTarget
 
 PTX_ARCH = "sm_80"
 ARCHS = ("sm_80", "sm_90") if os.environ.get("TRACEJIT_CHECK_CUDA") == "all" else ("sm_80",)

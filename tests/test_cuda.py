@@ -141,17 +141,17 @@ def test_an_nvrtc_error_names_the_log_and_the_generated_line():
 
 @needs_nvrtc
 def test_a_failed_cuda_build_is_never_stored(tmp_path, monkeypatch):
-    from tracejit.runtime import cuda_device, disk_cache
-    monkeypatch.setattr(cuda_device, "CACHE", disk_cache.DiskCache(tmp_path))
-    compiler = cuda_device.CudaCompiler("sm_80")
+    from tracejit.runtime import cuda_compiler, disk_cache
+    monkeypatch.setattr(cuda_compiler, "CACHE", disk_cache.DiskCache(tmp_path))
+    compiler = cuda_compiler.CudaCompiler("sm_80")
     broken = 'extern "C" __global__ void k0_broken(float* out) { out[0] = nope; }'
     with pytest.raises(tj.CompileError, match="nope"):
         compiler.ptx("k0_broken", broken)
-    assert cuda_device.CACHE.entries() == []
+    assert cuda_compiler.CACHE.entries() == []
     good = 'extern "C" __global__ void k0_fine(float* out) { out[0] = 1.0f; }'
     ptx, cached = compiler.ptx("k0_fine", good)
-    assert not cached and len(cuda_device.CACHE.entries()) == 1
-    assert cuda_device.CudaCompiler("sm_80").ptx("k0_fine", good) == (ptx, True)   # a new compiler finds it
+    assert not cached and len(cuda_compiler.CACHE.entries()) == 1
+    assert cuda_compiler.CudaCompiler("sm_80").ptx("k0_fine", good) == (ptx, True)   # a new compiler finds it
 
 
 @needs_nvrtc
@@ -159,18 +159,18 @@ def test_a_cached_entry_that_is_not_ptx_is_reported_removed_and_rebuilt(tmp_path
     """A payload whose checksum holds but which is not PTX (a planted pickle, say) is never used as PTX."""
     import pickle
     import warnings
-    from tracejit.runtime import cuda_device, disk_cache
-    monkeypatch.setattr(cuda_device, "CACHE", disk_cache.DiskCache(tmp_path))
+    from tracejit.runtime import cuda_compiler, disk_cache
+    monkeypatch.setattr(cuda_compiler, "CACHE", disk_cache.DiskCache(tmp_path))
     source = 'extern "C" __global__ void k0_fine(float* out) { out[0] = 1.0f; }'
-    ptx, _ = cuda_device.CudaCompiler("sm_80").ptx("k0_fine", source)
-    key = cuda_device.CudaCompiler("sm_80").cache_key("k0_fine", source)
-    cuda_device.CACHE.put(key, pickle.dumps({"not": "ptx"}))
+    ptx, _ = cuda_compiler.CudaCompiler("sm_80").ptx("k0_fine", source)
+    key = cuda_compiler.CudaCompiler("sm_80").cache_key("k0_fine", source)
+    cuda_compiler.CACHE.put(key, pickle.dumps({"not": "ptx"}))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        again, cached = cuda_device.CudaCompiler("sm_80").ptx("k0_fine", source)
+        again, cached = cuda_compiler.CudaCompiler("sm_80").ptx("k0_fine", source)
     assert (again, cached) == (ptx, False)
     assert any("holds no PTX" in str(w.message) for w in caught)
-    assert cuda_device.CACHE.get(key) == ptx.encode()      # rebuilt and stored again
+    assert cuda_compiler.CACHE.get(key) == ptx.encode()      # rebuilt and stored again
 
 
 @needs_nvrtc
@@ -277,7 +277,7 @@ def test_dlpack_capsules_follow_the_abi_numpy_reads():
 
 
 def test_kernel_arguments_are_packed_for_the_types_the_kernels_declare():
-    from tracejit.runtime.cuda_plan import SCALAR_CTYPES
+    from tracejit.runtime.cuda_launch import SCALAR_CTYPES
     for dt, ct in SCALAR_CTYPES.items():
         assert ctypes.sizeof(ct) == dt.itemsize
     assert set(SCALAR_CTYPES) == set(cuda_codegen.RENDERER.types)
@@ -354,7 +354,7 @@ def test_capture_replays_as_a_cuda_graph(rng):
         g.outputs = softmax(gelu(x, device="cuda"), device="cuda")
     x2 = rng.standard_normal((64, 256)).astype(np.float32)
     out = g(x2)
-    from tracejit.runtime.cuda_plan import CudaGraph
+    from tracejit.runtime.cuda_launch import CudaGraph
     assert any(type(launches) is CudaGraph for _, launches in g._segments)
     ref = softmax(gelu(x2, device="numba"), device="numba")
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)

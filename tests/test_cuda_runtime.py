@@ -14,7 +14,7 @@ from reference import check_assigned_arguments, check_scatter_add
 
 import tracejit as tj
 from tracejit.codegen import nvrtc
-from tracejit.runtime import cuda_device, cuda_driver, registry
+from tracejit.runtime import cuda_compiler, cuda_driver, registry
 from tracejit.runtime.emulator import build as emulator_build
 from tracejit.runtime.emulator import cuda_driver as emulated_cuda
 
@@ -32,13 +32,13 @@ def _stand_in(monkeypatch):
     from fake_cuda import FakeDriver  # imports cuda.bindings
     monkeypatch.delenv("TRACEJIT_EMULATE", raising=False)
     driver = FakeDriver()
-    build = cuda_device.CudaCompiler.build
+    build = cuda_compiler.CudaCompiler.build
 
     def build_and_register(self, kernel, by_value, options=None, symbolic=None):
         c = build(self, kernel, by_value, options, symbolic)
         driver.register(c, by_value)
         return c
-    monkeypatch.setattr(cuda_device.CudaCompiler, "build", build_and_register)
+    monkeypatch.setattr(cuda_compiler.CudaCompiler, "build", build_and_register)
     return driver
 
 

@@ -226,6 +226,14 @@ def test_every_device_is_a_device_and_states_its_capabilities(device):
     assert dev.keeps_compiled_kernels or dev.no_disk_cache
 
 
+def test_every_gpu_api_device_implements_the_launch_plans_hooks(device):
+    from tracejit.runtime.device_interface import KernelDevice
+    from tracejit.runtime.launch_plan import LaunchPlan
+    dev = tj.device(device)
+    plan = tj.kernel(lambda x: x + 1).lower(np.ones(4, np.float32), device=device).executable
+    assert isinstance(dev, KernelDevice) == isinstance(plan, LaunchPlan) == (device != "numba")
+
+
 def test_the_frontend_reads_capabilities_instead_of_probing_devices():
     """No getattr/hasattr probing of a device object and no `name == "numba"` tests in the frontend: the
     capabilities are Device's attributes (runtime/device_interface.py)."""

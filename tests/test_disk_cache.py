@@ -209,7 +209,7 @@ def test_a_failed_build_is_never_stored(monkeypatch, device):
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba_device", "opencl_device", "cuda_device"):
+    for module in ("numba_device", "opencl_device", "cuda_compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
 
     def full(path, data):

@@ -117,7 +117,7 @@ def render(kernel: Kernel, options: RenderOptions, by_value=frozenset(), symboli
     # unrolling, the compiler merges each buffer's four accesses into one ld/st .v4.f32
     v = RENDERER.render(kernel, options, by_value, lanes=VECTOR, aligned=vec, name=f"{kernel.name}_v4",
                         symbolic=symbolic)
-    if v.launch.symbolic != r.launch.symbolic:   # the two take one argument list (cuda_plan.BoundLaunch)
+    if v.launch.symbolic != r.launch.symbolic:   # the two take one argument list (cuda_launch.BoundLaunch)
         return CudaRendered(r.name, r.source, r.launch)
     return CudaRendered(r.name, r.source, r.launch, v, vec)
 

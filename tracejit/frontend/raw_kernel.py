@@ -152,7 +152,7 @@ class _Cuda:
 
     def launch(self, bound, grid, block):
         from ..runtime import cuda_driver as cu
-        from ..runtime.cuda_plan import SCALAR_CTYPES
+        from ..runtime.cuda_launch import SCALAR_CTYPES
         holders = [ctypes.c_uint64(a._data.ptr) if type(a) is Array else SCALAR_CTYPES[a.dtype](a.item())
                    for a in bound]
         params = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
@@ -185,12 +185,12 @@ class _Metal:
 
     def launch(self, bound, grid, block):
         from ..runtime import emulator
-        from ..runtime.metal_device import _Launch
+        from ..runtime.metal_launch import Dispatch
         if emulator.emulates("metal") and (grid[1:] != (1, 1) or block[1:] != (1, 1)):
             raise UnsupportedError(f"RawKernel {self.name}: the CPU emulator runs Metal launches of one dimension "
                                    f"(its MSL builtins are scalars); grid {grid} and block {block} need a Mac")
         buffers = [a._data if type(a) is Array else a.tobytes() for a in bound]
-        self.dev._submit([_Launch(self.pipeline, buffers, grid, block)], wait=True)
+        self.dev._submit([Dispatch(self.pipeline, buffers, grid, block)], wait=True)
 
     def info(self) -> dict:
         p = self.pipeline

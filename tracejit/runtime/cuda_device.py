@@ -1,5 +1,5 @@
-"""The cuda target: kernels rendered to CUDA C, compiled to PTX by NVRTC (kept in the disk cache), loaded
-and launched through the driver API on one stream per GPU. Results stay on the GPU as tj.Array, which
+"""The cuda target: kernels rendered to CUDA C, compiled to PTX by NVRTC (cuda_compiler.py), loaded and
+launched through the driver API on one stream per GPU. Results stay on the GPU as tj.Array, which
 exposes __cuda_array_interface__ and __dlpack__; CuPy / PyTorch / Numba device arrays are read in place.
 
 Compiling needs no GPU: where there is none, `cuda` (and `cuda:sm_90`, ...) is a compile-only target
@@ -8,150 +8,31 @@ for lower() and warm(); its PTX lands in the disk cache under the architecture, 
 from __future__ import annotations
 
 import math
-import re
 import threading
-import time
-from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..codegen import cstyle
-from ..codegen import cuda as cuda_codegen
 from ..codegen import nvrtc
-from ..codegen.simt import GROUP_MIN_REDUCE, Launch, RenderOptions
+from ..codegen.simt import RenderOptions
 from ..errors import DeviceError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
-from ..ir.layout import LayoutOptions
 from . import cuda_driver as cu
 from . import dlpack, emulator, gpu_nodes
 from .array import Array, own_copy
-from .cuda_plan import CudaGraph, CudaPlan
-from .cache_key import source_part, tracejit_part
-from .debug import log
+from .cuda_compiler import CompiledKernel, CudaCompiler, CudaTarget, EmulatedCudaCompiler, compile_arch
+from .cuda_launch import BoundLaunch, CudaGraph, argument_dtypes, timed_by_events
 from .device_info import ALL_DTYPES, DeviceInfo
 from .device_interface import Device
-from .device_memory import by_value_params
-from .disk_cache import CACHE, CacheKey
-from .emulator.cuda_driver import EmulatedCompiler
 from .faults import RECORD_WORDS
+from .launch_plan import LaunchPlan
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
 
-REDUCTION_SCRATCH = 4096   # bytes of shared memory left for reduction trees when keeping rows
-MAX_THREADS = 1024
-# x.T + y: each thread walks 32 rows of the output at one column (ir/layout.py's (ta, 1) tiles), so a warp
-# writes 128 coalesced bytes per step and each thread reads along its own row of x
-TRANSPOSE_TILES = ((32, 1),) * 4
-# a row reduction's block: a thread per 8 elements, from one warp to 256 threads. On an H200, rows of 1024
-# (65536 of them) with 32/64/128/256/512/1024 threads: softmax 3461/3516/3646/2923/1554/995 GB/s,
-# layernorm 3552/3659/3850/3123/1628/989; rows of 4096 were best at 256-512 (layernorm 3730 at 256)
-GROUP_STRIDE = 8
 LOWER_ONLY = ("kernels can still be lowered and warmed for CUDA here (PTX for TRACEJIT_CUDA_ARCH, default "
               f"{nvrtc.DEFAULT_ARCH}, or device='cuda:sm_90')")
-
-
-@dataclass(frozen=True)
-class CompiledKernel:
-    name: str
-    source: str                    # CUDA C
-    ptx: str
-    ir: Kernel
-    launch: Launch
-    cached: bool = False           # the PTX came from the disk cache: nothing was compiled
-    vector: tuple | None = None    # (name, source, ptx, launch) of the float4 variant
-    vector_params: tuple[int, ...] = ()
-
-
-class CudaCompiler:
-    """Renders and compiles kernels to PTX for one architecture; needs no GPU."""
-
-    def __init__(self, arch: str, shared_memory: int = cuda_codegen.SHARED_MEMORY, max_threads: int = MAX_THREADS,
-                 description: str = ""):
-        self.arch = arch
-        self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
-                                     max_local_size=max_threads, tensor_cores=self.tensor_cores(arch),
-                                     always_check=True,   # one source for every global size
-                                     group_stride=GROUP_STRIDE, group_min=cuda_codegen.WARP)
-        keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
-                                    keep_inputs_min=GROUP_MIN_REDUCE, sort_bytes=keep * 8,
-                                    transpose_tiles=TRANSPOSE_TILES)
-        self._ptx: dict[str, str] = {}
-
-    @staticmethod
-    def tensor_cores(arch: str) -> bool:
-        """Whether float16 products use mma.sync: on sm_80 and later."""
-        return int(re.match(r"sm_(\d+)", arch).group(1)) >= 80
-
-    def cache_key(self, name: str, source: str) -> CacheKey:
-        return CacheKey("cuda", name, (
-            ("kernel", source_part(source)),
-            ("device", self.arch),
-            ("options", " ".join(nvrtc.OPTIONS)),
-            ("tracejit", tracejit_part()),
-            ("compiler", nvrtc.version()),
-        ))
-
-    def ptx(self, name: str, source: str) -> tuple[str, bool]:
-        """The PTX of `source`, compiled once per process and kept in the disk cache; also whether it
-        came from the cache (nothing compiled)."""
-        ptx = self._ptx.get(source)
-        if ptx is not None:
-            return ptx, True
-        t0 = time.perf_counter()
-        key = self.cache_key(name, source)
-        payload = CACHE.get(key)
-        ptx = nvrtc.as_ptx(payload) if payload is not None else None
-        if payload is not None and ptx is None:
-            CACHE.reject(key, "holds no PTX")
-        cached = ptx is not None
-        if not cached:
-            ptx = nvrtc.compile_ptx(name, source, self.arch)
-            CACHE.put(key, ptx.encode())   # only after a successful build
-        self._ptx[source] = ptx
-        log(1, f"{'loaded' if cached else 'compiled'} {name} (cuda {self.arch}, PTX ISA {nvrtc.ptx_isa(ptx)}) in "
-               f"{1e3 * (time.perf_counter() - t0):.0f} ms")
-        return ptx, cached
-
-    def build(self, kernel: Kernel, by_value: frozenset[int], options: RenderOptions | None = None,
-              symbolic: dict | None = None) -> CompiledKernel:
-        r = cuda_codegen.render(kernel, options or self.options, by_value, symbolic)
-        ptx, cached = self.ptx(r.name, r.source)
-        vector = None
-        if r.vector is not None:
-            vptx, vcached = self.ptx(r.vector.name, r.vector.source)
-            vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
-        return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
-
-
-class CudaTarget(Device):
-    """`cuda` where no GPU can run it: lower() and warm() compile PTX for an architecture into the disk
-    cache; running raises DeviceError with the reason."""
-
-    runs = False
-
-    def __init__(self, arch: str, reason: str, name: str):
-        self.name, self.reason = name, reason
-        self.compiler = CudaCompiler(arch)
-        self.layout = self.compiler.layout
-
-    def compile(self, program: Program) -> "CompileOnlyPlan":
-        kernels = [self.compiler.build(k, by_value_params(program, keys))
-                   for k, keys in zip(program.kernels, program.launches)]
-        return CompileOnlyPlan(self, kernels)
-
-
-class CompileOnlyPlan:
-    def __init__(self, target: CudaTarget, kernels):
-        self.target, self.kernels = target, kernels
-
-    def _refuse(self, *_):
-        raise DeviceError(f"{self.target.name} compiled PTX for {self.target.compiler.arch} here, but cannot run it: "
-                          f"{self.target.reason}")
-
-    __call__ = bind = _refuse
 
 
 class _Current(threading.local):
@@ -222,7 +103,7 @@ class CUDADevice(Device):
         self.stream = cu.check(d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value), "cuStreamCreate")
         self.stream_handle = int(self.stream)
         make = EmulatedCudaCompiler if emulator.emulates("cuda") else CudaCompiler
-        arch = f"sm_{major}{minor}" if make is EmulatedCudaCompiler else _compile_arch(major * 10 + minor)
+        arch = f"sm_{major}{minor}" if make is EmulatedCudaCompiler else compile_arch(major * 10 + minor)
         self.compiler = make(arch,
                                      self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
                                      self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
@@ -316,6 +197,8 @@ class CUDADevice(Device):
         stream = obj.__cuda_array_interface__.get("stream")
         if stream:   # CAI v3: the producer's stream may still be writing it
             self._wait_for(int(stream))
+        if not buf.size:   # an empty array may have no memory at all: kernels get a valid address anyway
+            return Array(self.allocate(buf.shape, buf.dtype), self)
         return Array(buf, self)
 
     def _wait_for(self, stream: int) -> None:
@@ -409,21 +292,49 @@ class CUDADevice(Device):
                     launch.set_pointer(pos, block.ptr, block)
         return launches, nbytes
 
-    # -- compilation --
-    def compile(self, program: Program) -> "CudaPlan":
-        compiled = []
-        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            by_value, symbolic = by_value_params(program, keys), self.sizes.of(program, i, self.name)
-            c = self.compiler.build(k, by_value, symbolic=symbolic)
-            fn = self._function(c.name, c.ptx)
-            fits = cu.check(cu.driver().cuFuncGetAttribute(
-                cu.driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn), "cuFuncGetAttribute")
-            if fits < c.launch.local_size:   # this kernel's registers allow fewer threads per block
-                c = self.compiler.build(k, by_value, replace(self.options, max_local_size=fits), symbolic)
-                fn = self._function(c.name, c.ptx)
-            vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
-            compiled.append((c, fn, vfn))
-        return CudaPlan(self, program, compiled)
+    # -- compilation and launches (launch_plan.LaunchPlan) --
+    def compile(self, program: Program) -> LaunchPlan:
+        return LaunchPlan(self, program)
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
+        c = self.compiler.build(kernel, by_value, options, symbolic)
+        fn = self._function(c.name, c.ptx)
+        d = cu.driver()
+        fits = cu.check(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
+                        "cuFuncGetAttribute")
+        return c, fn, fits
+
+    def launcher(self, c: CompiledKernel, fn, scalars: list) -> BoundLaunch:
+        vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
+        return BoundLaunch(c, fn, vfn, argument_dtypes(c, scalars, self.options))
+
+    def enqueue(self, launches, bufs, error) -> None:
+        self._make_current()
+        for launch, keys in launches:
+            launch.launch([bufs[k] for k in keys], error, self.stream)
+
+    def timed(self, launch: BoundLaunch, values, error) -> float | None:
+        """By CUDA events on a GPU; by the host around the synchronised launch on the emulator (whose
+        driver keeps no event times)."""
+        self._make_current()
+        if not emulator.emulates("cuda"):
+            return timed_by_events(self.stream, launch, values, error)
+        launch.launch(values, error, self.stream)
+        self.synchronize()
+        return None
+
+    def bound(self, launch: BoundLaunch, values) -> BoundLaunch:
+        own = launch.copy()
+        own.set(values, None)
+        return own
+
+    def error_record(self) -> cu.DeviceBuffer:
+        record = self.allocate((RECORD_WORDS,), np.dtype("int32"))
+        cu.check(cu.driver().cuMemsetD32Async(record.ptr, 0, RECORD_WORDS, self.stream), "cuMemsetD32Async")
+        return record
+
+    def read_record(self, record: cu.DeviceBuffer) -> np.ndarray:
+        return self.to_numpy(record)
 
     def _function(self, name: str, ptx: str | bytes):
         """The kernel `name` of a PTX module (or, emulated, of a shared object), loaded once per process
@@ -443,15 +354,6 @@ class CUDADevice(Device):
             fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, name.encode()), "cuModuleGetFunction")
         return fn
 
-    def error_record(self) -> cu.DeviceBuffer:
-        """A fault record for one call (pooled)."""
-        return self.allocate((RECORD_WORDS,), np.dtype("int32"))
-
-
-class EmulatedCudaCompiler(EmulatedCompiler, CudaCompiler):
-    """Under TRACEJIT_EMULATE=cuda: the same CUDA C, built for the CPU emulator instead of into PTX (float16
-    products through tensor cores too: the emulator's tj_cuda.h computes mma.sync from the same fragments)."""
-
 
 def _describe(ordinal: int) -> str:
     d = cu.driver()
@@ -463,14 +365,3 @@ def _describe(ordinal: int) -> str:
     minor = cu.check(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
     memory = cu.check(d.cuDeviceTotalMem(dev), "cuDeviceTotalMem")
     return f"{name} (sm_{major}{minor}, {int(memory) / 2 ** 30:.0f} GiB)"
-
-
-def _compile_arch(cc: int) -> str:
-    """The architecture to compile for: the GPU's own, or, for a GPU newer than this NVRTC knows, the
-    newest it does (the driver compiles that PTX forward)."""
-    known = nvrtc.supported_archs()
-    if not known or cc in known:
-        return f"sm_{cc}"
-    older = [a for a in known if a <= cc]
-    return f"sm_{max(older) if older else min(known)}"
-

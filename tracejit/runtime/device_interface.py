@@ -3,12 +3,16 @@
 Every device (numba, opencl, cuda, webgpu, metal, and a plugin's) is a `Device`: it implements the
 methods of `DeviceInterface` and states its optional capabilities as the class attributes below, which
 callers read directly instead of probing with getattr. A compile-only target (cuda without a GPU, or
-metal and webgpu where none is open) is a Device with `runs = False`.
+metal and webgpu where none is open) is a Device with `runs = False`. The GPU-API devices also implement
+`KernelDevice`, the hooks of the launch plan they share (launch_plan.LaunchPlan).
 """
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
+from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from .device_stats import DeviceStats
 
@@ -29,6 +33,43 @@ class DeviceInterface(Protocol):
     def to_numpy(self, data): ...                             # and back (waiting for the work writing it)
     def clone(self, data): ...                                # a copy on the device
     def synchronize(self) -> None: ...
+
+
+@runtime_checkable
+class KernelDevice(DeviceInterface, Protocol):
+    """What launch_plan.LaunchPlan asks of a device (opencl, cuda, metal, webgpu): its own compiler and
+    launches, its memory, its error records. A kernel's `values` are its arguments in parameter order (a
+    device array for a buffer, a Python value for a scalar), `bufs[key]` for each buffer key of its
+    parameters, in a list of the call's own that the device may change."""
+    options: object                                           # codegen options, with .max_local_size
+    sizes: object                                             # size_templates.SizeTemplates
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options):
+        """Render and compile one kernel: (the compiled kernel, with .name, .source, .ir, .launch and
+        .cached; what launcher() takes of its binary; the threads per group its registers allow, or None)."""
+
+    def launcher(self, compiled, binary, scalars: list[tuple[int, np.dtype] | None]):
+        """The plan's own launcher of one kernel. `scalars`, per parameter: None for a buffer, else (the
+        call's argument, its dtype) for a value passed by value."""
+
+    def allocate(self, shape, dtype): ...                     # a device array from the pool
+    def upload_span(self, a, desc): ...                       # the memory a kernel reads of a host array, uploaded
+                                                              #   (a device array, or what launches take of one)
+    def error_record(self): ...                               # a zeroed fault record for one call (faults.py)
+    def read_record(self, record): ...                        # its bytes, once the call's kernels are done
+
+    def enqueue(self, launches: list, bufs: dict, error) -> None:
+        """Launch a call's kernels, (launcher, the buffer keys of its parameters) each, in order without
+        waiting, the call's error record (or None) given to those that can fault. Threads enqueue calls
+        of one plan at once."""
+
+    def timed(self, launcher, values, error) -> float | None:
+        """Launch one kernel and wait for it: its seconds by the device's clock, None where there is none."""
+
+    def bound(self, launcher, values):
+        """For graph capture: the kernel's launch with these arguments for good, as replay() takes it."""
+
+    def replay(self, launches) -> None: ...                   # captured launches, again, without waiting
 
 
 class Device(DeviceStats):

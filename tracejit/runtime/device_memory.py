@@ -1,5 +1,5 @@
 """What the GPU-API runtimes share: contiguous device arrays, a caching pool of API buffers, the by-value
-parameters of a launch, gathering a call's inputs, and the plan of a target that only renders."""
+parameters of a launch, and the plan of a target that only renders."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,6 @@ import numpy as np
 
 from ..errors import DeviceError, OutOfMemoryError
 from ..ir.fuse import Program
-from .array import Array
 
 
 def contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:
@@ -152,30 +151,6 @@ class BlockPool(FreeLists):
 def by_value_params(program: Program, keys) -> frozenset[int]:
     """The params of a launch passed by value: 0-d inputs."""
     return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
-
-
-def scalar_of(a):
-    """The Python value of a 0-d argument (a tj.Array, a NumPy array or scalar, a Python number)."""
-    return a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
-
-
-def gather_inputs(device, inputs, args, scalar: Callable = lambda a, desc: scalar_of(a)) -> dict:
-    """What each input buffer of a call is on `device`: `scalar(arg, desc)` for a 0-d one, the memory of
-    a tj.Array already there, else an upload of the span the kernels read (once per host array, even
-    when it is passed twice)."""
-    bufs, staged = {}, {}
-    for key, desc in inputs:
-        a = args[key[1]]
-        if desc.shape == ():
-            bufs[key] = scalar(a, desc)
-        elif type(a) is Array and a.device is device:
-            bufs[key] = a._data
-        else:
-            host = a.numpy() if type(a) is Array else a
-            if id(host) not in staged:
-                staged[id(host)] = device.upload_span(host, desc)
-            bufs[key] = staged[id(host)]
-    return bufs
 
 
 @dataclass

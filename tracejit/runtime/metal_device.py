@@ -24,7 +24,7 @@ import numpy as np
 from ..codegen import build_log as build_log_text
 from ..codegen import cstyle
 from ..codegen import metal as metal_codegen
-from ..codegen.simt import GROUP_MIN_REDUCE, Launch, by_value_dtype
+from ..codegen.simt import GROUP_MIN_REDUCE, Launch, RenderOptions
 from ..errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
@@ -32,12 +32,12 @@ from ..ir.layout import LayoutOptions
 from . import emulator
 from .array import Array, own_copy
 from .debug import log
-from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params, gather_inputs, scalar_of
-from .faults import CAPTURE_REFUSED, RECORD_BYTES, RECORD_WORDS, raise_recorded
-from .scalars import check_int_scalars
 from .device_info import DeviceInfo, dtypes_without
-from . import profiler
 from .device_interface import Device
+from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params
+from .faults import RECORD_BYTES, RECORD_WORDS
+from .launch_plan import LaunchPlan
+from .metal_launch import Dispatch, Launcher
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
@@ -271,9 +271,8 @@ class MetalDevice(Device):
         return self.pool.stats()
 
     # -- encoding --
-    def _submit(self, launches, wait: bool = False) -> None:
+    def _submit(self, launches: list[Dispatch], wait: bool = False) -> None:
         """Every launch into one compute encoder of one command buffer, committed."""
-        self.launches += len(launches)
         with self.objc.autorelease_pool():
             cb = self.queue.commandBuffer()
             enc = cb.computeCommandEncoder()
@@ -319,7 +318,8 @@ class MetalDevice(Device):
         else:
             self._write(dst.block, np.ascontiguousarray(a.numpy() if type(a) is Array else a, dtype=dst.dtype))
 
-    def replay(self, launches) -> None:
+    def replay(self, launches: list[Dispatch]) -> None:
+        self.launches += len(launches)
         self._submit(launches)
 
     def memory_of(self, value) -> int:
@@ -338,19 +338,37 @@ class MetalDevice(Device):
                     launch.buffers[pos] = DeviceBuffer(shared, old.shape, old.dtype)
         return launches, nbytes
 
-    # -- compilation --
-    def compile(self, program: Program) -> "MetalPlan":
-        compiled = []
-        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            by_value, symbolic = by_value_params(program, keys), self.sizes.of(program, i, self.name)
-            r = metal_codegen.render(k, self.options, by_value, symbolic)
-            pipeline, cached = self._pipeline(r.name, r.source)
-            fits = int(pipeline.maxTotalThreadsPerThreadgroup())
-            if fits < r.launch.local_size:   # this kernel's registers allow fewer threads per threadgroup
-                r = metal_codegen.render(k, replace(self.options, max_local_size=fits), by_value, symbolic)
-                pipeline, cached = self._pipeline(r.name, r.source)
-            compiled.append((CompiledKernel(k.name, r.source, k, r.launch, cached), pipeline))
-        return MetalPlan(self, program, compiled)
+    # -- compilation and launches (launch_plan.LaunchPlan) --
+    def compile(self, program: Program) -> LaunchPlan:
+        return LaunchPlan(self, program)
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
+        r = metal_codegen.render(kernel, options, by_value, symbolic)
+        pipeline, cached = self._pipeline(r.name, r.source)
+        return (CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), pipeline,
+                int(pipeline.maxTotalThreadsPerThreadgroup()))
+
+    def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
+        return Launcher(c, pipeline, scalars, self.options)
+
+    def enqueue(self, launches, bufs, error) -> None:
+        """Every kernel of the call in one command buffer."""
+        self._submit([launcher.dispatch([bufs[k] for k in keys], error) for launcher, keys in launches])
+
+    def timed(self, launcher: Launcher, values, error) -> None:
+        self._submit([launcher.dispatch(values, error)], wait=True)
+
+    def bound(self, launcher: Launcher, values) -> Dispatch:
+        return launcher.dispatch(values, None)
+
+    def error_record(self) -> Block:
+        record = self.pool.allocate(RECORD_BYTES)
+        self._write(record, np.zeros(RECORD_WORDS, np.int32))
+        return record
+
+    def read_record(self, record: Block) -> np.ndarray:
+        self._wait()
+        return self._memory(record, RECORD_BYTES)
 
     def _pipeline(self, name: str, source: str):
         """The compute pipeline of a kernel source, built once per process; (pipeline, built before)."""
@@ -381,10 +399,6 @@ class MetalDevice(Device):
         log(1, f"compiled {name} (metal) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return pipeline, False
 
-    def error_record(self) -> Block:
-        """A fault record for one call (pooled)."""
-        return self.pool.allocate(RECORD_BYTES)
-
 
 def _describe(device) -> str:
     parts = [str(device.name())]
@@ -403,81 +417,3 @@ def build_error_message(name: str, device: str, source: str, error: str) -> str:
     """Metal's compiler messages ('program_source:LINE:COL: error: ...'), each followed by the generated line."""
     return build_log_text.annotate(f"the Metal compiler rejected generated kernel {name} on {device}:", source, error,
                                    r"program_source:(\d+):\d+")
-
-
-class _Launch:
-    """One dispatch: pipeline, what goes at each [[buffer(i)]] (a DeviceBuffer, a Block, or the bytes of a
-    scalar), threadgroups and their size."""
-
-    __slots__ = ("pipeline", "buffers", "groups", "local")
-
-    def __init__(self, pipeline, buffers: list, groups: int, local: int):
-        self.pipeline, self.buffers, self.groups, self.local = pipeline, buffers, groups, local
-
-
-def _scalar_bytes(a, desc) -> bytes:
-    """A by-value argument as Metal holds it: no double, float16 as float (see by_value_dtype), bool as a byte."""
-    dt = np.dtype(desc.dtype)
-    dt = np.dtype("uint8") if dt == np.bool_ else by_value_dtype(dt, metal_codegen.DEFAULT_OPTIONS)
-    return np.asarray(scalar_of(a), dt).tobytes()
-
-
-class MetalPlan:
-    """A compiled program: uploads host arguments, allocates results from the pool, encodes every kernel
-    into one command buffer and commits it; results stay on the device."""
-
-    def __init__(self, device: MetalDevice, program: Program, compiled):
-        self.device, self.program = device, program
-        self.kernels = [c for c, _ in compiled]
-        self._pipelines = [p for _, p in compiled]
-        self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
-        self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
-
-    def _buffers(self, args, into=None):
-        dev = self.device
-        bufs = gather_inputs(dev, self._inputs, args, _scalar_bytes)
-        results = {}
-        for key, shape, dtype in self._allocs:
-            results[key] = bufs[key] = into[key] if into and key in into else dev.allocate(shape, dtype)
-        return bufs, results
-
-    def _launches(self, bufs, error=None) -> list[_Launch]:
-        out = []
-        for c, pipeline, keys in zip(self.kernels, self._pipelines, self.program.launches):
-            bound = [bufs[k] for k in keys]
-            if c.launch.error_flag:
-                bound.append(error)
-            bound += [v.tobytes() for v in c.launch.trailing()]   # symbolic sizes, the bounds check's limit
-            out.append(_Launch(pipeline, bound, c.launch.global_items // c.launch.local_size, c.launch.local_size))
-        return out
-
-    def __call__(self, args, into=None):
-        """Run; `into` maps output buffer keys to device arrays to write those results into."""
-        dev = self.device
-        check_int_scalars(self.program.int_scalars, args)
-        bufs, results = self._buffers(args, into)
-        error = None
-        if any(c.launch.error_flag for c in self.kernels):
-            error = dev.error_record()   # the call's own: a shared one is zeroed and read by others
-            dev._write(error, np.zeros(RECORD_WORDS, np.int32))
-        launches = self._launches(bufs, error)
-        if profiler.timing():   # each kernel in a command buffer of its own, waited for
-            for c, launch in zip(self.kernels, launches):
-                t0 = time.perf_counter()
-                dev._submit([launch], wait=True)
-                profiler.launched(dev.name, c.name, t0, time.perf_counter(),
-                                  sum(p.size * p.dtype.itemsize for p in c.ir.params), launch.groups, launch.local)
-        else:
-            dev._submit(launches, wait=error is not None)
-        if error is not None:
-            raise_recorded([c.ir for c in self.kernels], dev._memory(error, RECORD_BYTES))   # one record for all
-        return [results[k] for k in self.program.outputs]
-
-    def bind(self, args):
-        """For graph capture: fresh outputs and temporaries, and each kernel's dispatch with its buffers
-        chosen once; commits nothing."""
-        check_int_scalars(self.program.int_scalars, args)
-        if any(c.launch.error_flag for c in self.kernels):
-            raise UnsupportedError(CAPTURE_REFUSED.format(name=self.kernels[0].name, device=self.device.name))
-        bufs, results = self._buffers(args)
-        return [results[k] for k in self.program.outputs], self._launches(bufs), list(results.values())

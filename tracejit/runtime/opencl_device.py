@@ -3,10 +3,8 @@ pooled buffers, program builds, launches. Results stay on the device as tj.Array
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,101 +24,19 @@ from .device_info import DeviceInfo, dtypes_without
 from .device_memory import Buffer, over_limit
 from .device_interface import Device
 from .disk_cache import CACHE, CacheKey
-from .faults import RECORD_BYTES
+from .faults import RECORD_BYTES, RECORD_WORDS
+from .launch_plan import LaunchPlan
+from .opencl_devices import all_devices, choose, describe, pocl_cache_problem, pocl_cannot_write
+from .opencl_launch import Launcher, profiled_seconds
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
-from .opencl_plan import OpenCLPlan
 from .views import flat_view
 
-ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
 INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU device)"
 REDUCTION_SCRATCH = 4096   # bytes of local memory left for reduction trees when keeping rows
 CPU_ROWS_PER_UNIT = 16     # CPU devices: group mode only for fewer rows than this per compute unit
 CPU_KEEP_ROW_MAX = 2048    # CPU devices: longest row kept in a work-item's private array
 CPU_SORT_BYTES = 1 << 16   # CPU devices: a sorted row's private arrays (PoCL crashed at 128 KiB)
-
-
-def _all_devices() -> list:
-    """Every OpenCL device, in a fixed order: GPUs first, then by platform and device name."""
-    import pyopencl as cl
-    found = []
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error:  # no ICD loader or no platform: pyopencl reports PLATFORM_NOT_FOUND_KHR
-        return []
-    for p in platforms:
-        try:
-            found += p.get_devices()
-        except cl.Error:
-            continue
-    return sorted(found, key=lambda d: (not d.type & cl.device_type.GPU, d.platform.name, d.name))
-
-
-def _pocl_cache_problem() -> str | None:
-    """Why PoCL, though installed, offers no device: it cannot create its kernel cache directory (a HOME
-    that is not writable, as for a service user), and then lists no device at all. None if that is not it."""
-    import pyopencl as cl
-    try:
-        if not any("portable computing language" in p.name.lower() for p in cl.get_platforms()):
-            return None
-    except cl.Error:
-        return None
-    where = _pocl_cache_dir()
-    try:
-        os.makedirs(where, exist_ok=True)
-        if os.access(where, os.W_OK | os.X_OK):
-            return None
-        problem = "it is not writable"
-    except OSError as e:
-        problem = e.strerror or str(e)
-    return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
-            f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
-
-
-def _pocl_cache_dir() -> str:
-    where = os.environ.get("POCL_CACHE_DIR")
-    if not where:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        where = os.path.join(base, "pocl")
-    return where
-
-
-def _pocl_cannot_write() -> str | None:
-    """Why PoCL cannot write its work files (it builds every program in its cache directory), or None."""
-    where = _pocl_cache_dir()
-    try:
-        os.makedirs(where, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=where, prefix=".tracejit-probe-") as f:
-            f.write(b"\0" * 65536)
-            f.flush()
-            os.fsync(f.fileno())
-        return None
-    except OSError as e:
-        return (f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
-                f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
-                f"directory with room")
-
-
-def _describe(d) -> str:
-    import pyopencl as cl
-    kind = "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "accelerator"
-    return f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, {d.max_compute_units} compute units)"
-
-
-def _choose(devices: list) -> int:
-    """The index `opencl` means: TRACEJIT_OPENCL_DEVICE (a number or part of a name), else the first."""
-    want = os.environ.get(ENV_DEVICE, "").strip()
-    if not want:
-        return 0
-    if want.isdigit():
-        if int(want) >= len(devices):
-            raise DeviceError(f"{ENV_DEVICE}={want}, but there are only {len(devices)} OpenCL device(s)")
-        return int(want)
-    for i, d in enumerate(devices):
-        if want.lower() in _describe(d).lower():
-            return i
-    raise DeviceError(f"{ENV_DEVICE}={want!r} matches no OpenCL device; devices: "
-                      + "; ".join(f"opencl:{i} {_describe(d)}" for i, d in enumerate(devices)))
 
 
 class DeviceBuffer(Buffer):
@@ -158,33 +74,33 @@ class OpenCLDevice(Device):
             import pyopencl  # noqa: F401
         except ImportError as e:
             return False, f"pyopencl is not importable ({e}); {INSTALL_HINT}", ""
-        devices = _all_devices()
+        devices = all_devices()
         if not devices:
-            return False, _pocl_cache_problem() or f"no OpenCL platform or device found; {INSTALL_HINT}", ""
+            return False, pocl_cache_problem() or f"no OpenCL platform or device found; {INSTALL_HINT}", ""
         try:
-            chosen = _choose(devices)
+            chosen = choose(devices)
         except DeviceError as e:
             return False, str(e), ""
         several = len(devices) > 1
-        return True, None, "; ".join(f"opencl:{i} {_describe(d)}{' [opencl]' if several and i == chosen else ''}"
+        return True, None, "; ".join(f"opencl:{i} {describe(d)}{' [opencl]' if several and i == chosen else ''}"
                                      for i, d in enumerate(devices))
 
     @staticmethod
     def default_is_gpu() -> bool:
         import pyopencl as cl
-        devices = _all_devices()
-        return bool(devices) and bool(devices[_choose(devices)].type & cl.device_type.GPU)
+        devices = all_devices()
+        return bool(devices) and bool(devices[choose(devices)].type & cl.device_type.GPU)
 
     def __init__(self, index: int | None = None):
         import pyopencl as cl
         import pyopencl.tools as cl_tools
-        devices = _all_devices()
-        chosen = _choose(devices) if index is None else index
+        devices = all_devices()
+        chosen = choose(devices) if index is None else index
         if chosen >= len(devices):
             raise DeviceError(f"opencl:{index} does not exist; there are {len(devices)} OpenCL device(s)")
         self.name = "opencl" if index is None else f"opencl:{index}"
         self.cl_device = d = devices[chosen]
-        self.description = _describe(d)
+        self.description = describe(d)
         self.context = cl.Context([d])
         # profiled: each command's device times are there to read inside tj.profile() (read nowhere else)
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -274,11 +190,12 @@ class OpenCLDevice(Device):
             cl.enqueue_copy(self.queue, out.buf, staged, is_blocking=False)
         return out
 
-    def upload_span(self, a, desc) -> object:
-        """The cl buffer holding the memory span the kernel reads of a host argument (strided in place)."""
+    def upload_span(self, a, desc):
+        """The cl buffer holding the memory span the kernel reads of a host argument (strided in place), of
+        at least a byte (a kernel may read an element it then ignores). A cl buffer, not a DeviceBuffer: it
+        lives for one call, and making a DeviceBuffer costs a call on the hot path a microsecond."""
         import pyopencl as cl
-        flat = flat_view(a, desc)
-        staged = np.array(flat, copy=True)
+        staged = np.array(flat_view(a, desc), copy=True)
         buf = self._allocate(max(staged.nbytes, 1))
         if staged.nbytes:
             cl.enqueue_copy(self.queue, buf, staged, is_blocking=False)
@@ -355,22 +272,53 @@ class OpenCLDevice(Device):
         return {"active_blocks": self.pool.active_blocks, "held_blocks": self.pool.held_blocks,
                 "managed_bytes": self.pool.managed_bytes, "active_bytes": self.pool.active_bytes}
 
-    # -- compilation --
-    def compile(self, program: Program) -> "OpenCLPlan":
+    # -- compilation and launches (launch_plan.LaunchPlan) --
+    def compile(self, program: Program) -> LaunchPlan:
+        return LaunchPlan(self, program)
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
         import pyopencl as cl
-        compiled = []
-        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            by_value = frozenset(j for j, key in enumerate(keys)
-                                 if key[0] == "in" and program.buffers[key].shape == ())
-            symbolic = self.sizes.of(program, i, self.name)
-            r = opencl_codegen.render(k, self.options, by_value, symbolic)
-            knl, cached = self._build(r.name, r.source)
-            fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
-            if fits < r.launch.local_size:  # this kernel's registers allow fewer work-items per group
-                r = opencl_codegen.render(k, replace(self.options, max_local_size=fits), by_value, symbolic)
-                knl, cached = self._build(r.name, r.source)
-            compiled.append((CompiledKernel(k.name, r.source, k, r.launch, cached), knl))
-        return OpenCLPlan(self, program, compiled)
+        r = opencl_codegen.render(kernel, options, by_value, symbolic)
+        knl, cached = self._build(r.name, r.source)
+        fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
+        return CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), knl, fits
+
+    def launcher(self, c: CompiledKernel, knl, scalars: list) -> Launcher:
+        return Launcher(c, knl, scalars, self.options)
+
+    def enqueue(self, launches, bufs, error) -> None:
+        for launcher, keys in launches:
+            self._enqueue(launcher, [bufs[k] for k in keys], error)
+
+    def timed(self, launcher: Launcher, values, error) -> float | None:
+        return profiled_seconds(self._enqueue(launcher, values, error))
+
+    def _enqueue(self, launcher: Launcher, values, error):
+        """One kernel on the queue; its event."""
+        call = launcher.arguments(values, error)
+        try:
+            with launcher.lock:   # the kernel object's arguments are set and enqueued in one step
+                return launcher.kernel(self.queue, launcher.global_size, launcher.local_size, *call)
+        except Exception as e:
+            import pyopencl as cl   # not before: an import on every call costs the hot path
+            if isinstance(e, cl.Error):
+                raise launcher.refused(self.name, e) from None
+            raise
+
+    def bound(self, launcher: Launcher, values) -> tuple:
+        return launcher.bound(values)
+
+    def error_record(self):
+        import pyopencl as cl
+        record = self._allocate(RECORD_BYTES)
+        cl.enqueue_fill_buffer(self.queue, record, np.int32(0), 0, RECORD_BYTES)
+        return record
+
+    def read_record(self, record) -> np.ndarray:
+        import pyopencl as cl
+        words = np.zeros(RECORD_WORDS, np.int32)
+        cl.enqueue_copy(self.queue, words, record, is_blocking=True)
+        return words
 
     def cache_key(self, name: str, source: str) -> CacheKey:
         d = self.cl_device
@@ -420,16 +368,12 @@ class OpenCLDevice(Device):
                 build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
             except cl.Error:
                 build_log = str(e)
-            problem = _pocl_cannot_write() if "portable computing language" in \
+            problem = pocl_cannot_write() if "portable computing language" in \
                 self.cl_device.platform.name.lower() else None
             if problem:
                 raise CompileError(f"cannot build kernel {name} on {self.name}: {problem}") from None
             raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
         return cl.Program(raw)
-
-    def error_record(self):
-        """A fault record for one call (pooled)."""
-        return self._allocate(RECORD_BYTES)
 
 
 def _pyopencl_version() -> str:

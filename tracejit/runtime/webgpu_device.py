@@ -28,10 +28,12 @@ from .debug import log
 from .device_info import DeviceInfo, dtypes_without
 from .device_interface import Device
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params
+from .faults import RECORD_BYTES, RECORD_WORDS
+from .launch_plan import LaunchPlan
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
-from .webgpu_plan import WebGPUPlan
+from .webgpu_launch import Dispatch, Launcher
 
 INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvmpipe as is, on Vulkan/lavapipe "
                 "with Debian's mesa-vulkan-drivers)")
@@ -94,6 +96,10 @@ class CompiledKernel:
     ir: Kernel
     rendered: wgsl.WGSLRendered
     cached: bool = False
+
+    @property
+    def launch(self):
+        return self.rendered.launch
 
 
 class WebGPUTarget(Device):
@@ -226,13 +232,21 @@ class WebGPUDevice(Device):
 
     def _upload(self, host: np.ndarray, shape, dtype) -> DeviceBuffer:
         out = self.allocate(shape, dtype)
-        data = np.ascontiguousarray(host, dtype=out.storage)
-        if data.nbytes:
-            padded = data.view(np.uint8)
-            if padded.nbytes % 4:
-                padded = np.concatenate([padded.reshape(-1), np.zeros(4 - padded.nbytes % 4, np.uint8)])
-            self.device.queue.write_buffer(out.block.buffer, 0, padded)
+        self._write(out, host)
         return out
+
+    def _write(self, out: DeviceBuffer, host) -> None:
+        """Host values into an array, as its storage type, padded to whole words (WebGPU writes those)."""
+        raw = np.ascontiguousarray(host, dtype=out.storage).reshape(-1).view(np.uint8)
+        if raw.nbytes % 4:
+            raw = np.concatenate([raw, np.zeros(4 - raw.nbytes % 4, np.uint8)])
+        if raw.nbytes:
+            self.device.queue.write_buffer(out.block.buffer, 0, raw)
+
+    def _copy(self, src: DeviceBuffer, dst: DeviceBuffer) -> None:
+        enc = self.device.create_command_encoder()
+        enc.copy_buffer_to_buffer(src.block.buffer, 0, dst.block.buffer, 0, dst.block.nbytes)
+        self.device.queue.submit([enc.finish()])
 
     def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
         return self._upload(a, a.shape, a.dtype)
@@ -267,34 +281,24 @@ class WebGPUDevice(Device):
     # -- graph capture --
     def clone(self, data: DeviceBuffer) -> DeviceBuffer:
         out = DeviceBuffer(self.pool.allocate(data.block.nbytes), data.shape, data.dtype, data.storage)
-        enc = self.device.create_command_encoder()
-        enc.copy_buffer_to_buffer(data.block.buffer, 0, out.block.buffer, 0, data.block.nbytes)
-        self.device.queue.submit([enc.finish()])
+        self._copy(data, out)
         return out
 
     def own(self, a) -> Array:
         return own_copy(self, a)
 
     def feed(self, owned: Array, a) -> None:
-        dst = owned._data
         if type(a) is Array and a.device is self:
-            enc = self.device.create_command_encoder()
-            enc.copy_buffer_to_buffer(a._data.block.buffer, 0, dst.block.buffer, 0, dst.block.nbytes)
-            self.device.queue.submit([enc.finish()])
-            return
-        data = np.ascontiguousarray(a.numpy() if type(a) is Array else a, dtype=dst.storage)
-        padded = data.view(np.uint8).reshape(-1)
-        if padded.nbytes % 4:
-            padded = np.concatenate([padded, np.zeros(4 - padded.nbytes % 4, np.uint8)])
-        if padded.nbytes:
-            self.device.queue.write_buffer(dst.block.buffer, 0, padded)
+            self._copy(a._data, owned._data)
+        else:
+            self._write(owned._data, a.numpy() if type(a) is Array else a)
 
-    def replay(self, launches) -> None:
+    def replay(self, launches: list[Dispatch]) -> None:
         """Every launch in one command encoder, one submit."""
+        self.launches += len(launches)
         self._submit(launches)
 
-    def _submit(self, launches) -> None:
-        self.launches += len(launches)
+    def _submit(self, launches: list[Dispatch]) -> None:
         enc = self.device.create_command_encoder()
         for launch in launches:
             pass_ = enc.begin_compute_pass()
@@ -324,14 +328,44 @@ class WebGPUDevice(Device):
                 launch.bind(self)
         return launches, nbytes
 
-    # -- compilation --
-    def compile(self, program: Program) -> WebGPUPlan:
-        compiled = []
-        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            r = wgsl.render(k, self.options, by_value_params(program, keys), self.sizes.of(program, i, self.name))
-            cached = self._pipeline(r)
-            compiled.append(CompiledKernel(k.name, r.source, k, r, cached))
-        return WebGPUPlan(self, program, compiled)
+    # -- compilation and launches (launch_plan.LaunchPlan) --
+    def compile(self, program: Program) -> LaunchPlan:
+        return LaunchPlan(self, program)
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: wgsl.WGSLOptions):
+        """WebGPU says no more about a pipeline than the device's limits, which the rendering honours."""
+        r = wgsl.render(kernel, options, by_value, symbolic)
+        cached = self._pipeline(r)
+        return CompiledKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[r.source], None
+
+    def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
+        return Launcher(c, *pipeline, scalars)
+
+    def enqueue(self, launches, bufs, error) -> None:
+        """Every kernel of the call in one command encoder, one submit."""
+        self._run([launcher.dispatch(self, [bufs[k] for k in keys], error) for launcher, keys in launches])
+
+    def timed(self, launcher: Launcher, values, error) -> None:
+        self._run([launcher.dispatch(self, values, error)], wait=True)
+
+    def _run(self, launches: list[Dispatch], wait: bool = False) -> None:
+        try:
+            self._submit(launches)
+            if wait:
+                self.synchronize()
+        except Exception as e:
+            raise DeviceError(f"{self.name} refused to run {', '.join(d.name for d in launches)}: {e}") from None
+
+    def bound(self, launcher: Launcher, values) -> Dispatch:
+        return launcher.dispatch(self, values, None)
+
+    def error_record(self) -> Block:
+        record = self.pool.allocate(RECORD_BYTES)
+        self.device.queue.write_buffer(record.buffer, 0, np.zeros(RECORD_WORDS, np.int32))
+        return record
+
+    def read_record(self, record: Block):
+        return self.device.queue.read_buffer(record.buffer, 0, RECORD_BYTES)
 
     def _pipeline(self, r: wgsl.WGSLRendered) -> bool:
         """Shader module, bind group layout and pipeline of a rendered kernel, built once per process;
@@ -378,11 +412,6 @@ class WebGPUDevice(Device):
         if self._sync is None:
             self._sync = self.pool.allocate(4)
         return self._sync
-
-
-def _wgpu_version() -> str:
-    import wgpu
-    return wgpu.__version__
 
 
 def build_error_message(name: str, device: str, source: str, error: str) -> str:

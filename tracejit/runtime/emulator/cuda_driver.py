@@ -243,7 +243,7 @@ def driver() -> Driver:
 
 
 class EmulatedCompiler:
-    """Mixed into CudaCompiler (see cuda_device): the artifact of a kernel is its shared object for the
+    """Mixed into CudaCompiler (see cuda_compiler): the artifact of a kernel is its shared object for the
     emulator, built from the CUDA C, instead of PTX; no NVRTC is needed."""
 
     def ptx(self, name: str, source: str) -> tuple[bytes, bool]:

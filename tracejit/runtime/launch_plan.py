@@ -1,0 +1,105 @@
+"""The launch plan of the GPU-API devices (opencl, cuda, metal, webgpu): what every call does, written once,
+around the few things a device does its own way (the hooks of device_interface.KernelDevice)."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..ir.fuse import Program
+from . import profiler
+from .array import Array
+from .device_memory import by_value_params
+from .faults import CAPTURE_REFUSED, raise_recorded
+from .scalars import check_int_scalars
+
+
+class LaunchPlan:
+    """A compiled program on one device: each kernel built (rendered again for smaller groups where its
+    registers allow fewer than it was rendered for), and calls that check Python-int arguments, upload
+    host arguments, allocate results from the pool, enqueue every kernel, read the call's error record
+    when a kernel can fault, and return device arrays without waiting (inside tj.profile(), each launch
+    timed and waited for)."""
+
+    def __init__(self, device, program: Program):
+        self.device, self.program = device, program
+        self.kernels, self._launches = [], []
+        for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
+            by_value, symbolic = by_value_params(program, keys), device.sizes.of(program, i, device.name)
+            c, binary, fits = device.build(k, by_value, symbolic, device.options)
+            if fits is not None and fits < c.launch.local_size:   # its registers allow fewer threads per group
+                c, binary, _ = device.build(k, by_value, symbolic, replace(device.options, max_local_size=fits))
+            scalars = [(key[1], program.buffers[key].dtype) if j in by_value else None for j, key in enumerate(keys)]
+            self.kernels.append(c)
+            self._launches.append((device.launcher(c, binary, scalars), keys))
+        self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
+        self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+        self._faulting = next((c for c in self.kernels if c.launch.error_flag), None)
+        self._irs = [c.ir for c in self.kernels]
+        self._int_scalars, self._outputs = program.int_scalars, program.outputs
+
+    def _buffers(self, args, into=None) -> tuple[dict, dict]:
+        """What each buffer of a call is: a 0-d input's Python value, a tj.Array's memory on this device,
+        else an upload of the span the kernels read (once per host array, even when it is passed twice);
+        each output and temporary allocated, or the array of `into` for it."""
+        dev = self.device
+        bufs, staged, results = {}, {}, {}
+        for key, desc in self._inputs:
+            a = args[key[1]]
+            if desc.shape == ():
+                bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
+            elif type(a) is Array and a.device is dev:
+                bufs[key] = a._data
+            else:
+                host = a.numpy() if type(a) is Array else a
+                if id(host) not in staged:
+                    staged[id(host)] = dev.upload_span(host, desc)
+                bufs[key] = staged[id(host)]
+        for key, shape, dtype in self._allocs:
+            results[key] = bufs[key] = into[key] if into and key in into else dev.allocate(shape, dtype)
+        return bufs, results
+
+    def __call__(self, args, into=None) -> list:
+        """Run; `into` maps output buffer keys to device arrays to write those results into."""
+        dev = self.device
+        if self._int_scalars:
+            check_int_scalars(self._int_scalars, args)
+        bufs, results = self._buffers(args, into)
+        # the call's own record, for all its kernels (a fault's code names it in any kernel): a record shared
+        # with calls in other threads would be zeroed and read by them
+        error = dev.error_record() if self._faulting is not None else None
+        dev.launches += len(self._launches)
+        if profiler.timing():
+            self._timed(bufs, error)
+        else:
+            dev.enqueue(self._launches, bufs, error)
+        if error is not None:
+            raise_recorded(self._irs, dev.read_record(error))
+        return [results[k] for k in self._outputs]
+
+    def _timed(self, bufs, error) -> None:
+        """Each launch on its own, waited for and reported, by the device's clock where it has one."""
+        dev = self.device
+        for c, (launcher, keys) in zip(self.kernels, self._launches):
+            values = [bufs[k] for k in keys]
+            t0 = time.perf_counter()
+            seconds = dev.timed(launcher, values, error)
+            end = time.perf_counter()
+            launch = c.launch
+            profiler.launched(dev.name, c.name, t0 if seconds is None else end - seconds, end,
+                              sum(p.size * p.dtype.itemsize for p in c.ir.params),
+                              launch.global_items // launch.local_size, launch.local_size,
+                              "wall" if seconds is None else "device",
+                              f"{launch.mode} mode, {launch.global_items} work-items in groups of {launch.local_size}")
+
+    def bind(self, args) -> tuple[list, list, list]:
+        """For graph capture: fresh outputs and temporaries, and each kernel's launch with these arguments,
+        in the form the device's replay() takes; launches nothing. Also returns every array it allocated."""
+        check_int_scalars(self._int_scalars, args)
+        if self._faulting is not None:
+            raise UnsupportedError(CAPTURE_REFUSED.format(name=self._faulting.name, device=self.device.name))
+        bufs, results = self._buffers(args)
+        launches = [self.device.bound(launcher, [bufs[k] for k in keys]) for launcher, keys in self._launches]
+        return [results[k] for k in self._outputs], launches, list(results.values())

@@ -1,0 +1,93 @@
+"""Which OpenCL devices there are, in a fixed order, and which one `opencl` means (TRACEJIT_OPENCL_DEVICE);
+why PoCL, the CPU platform, though installed, offers no device or cannot build (its cache directory)."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ..errors import DeviceError
+
+ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
+
+
+def all_devices() -> list:
+    """Every OpenCL device, in a fixed order: GPUs first, then by platform and device name."""
+    import pyopencl as cl
+    found = []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD loader or no platform: pyopencl reports PLATFORM_NOT_FOUND_KHR
+        return []
+    for p in platforms:
+        try:
+            found += p.get_devices()
+        except cl.Error:
+            continue
+    return sorted(found, key=lambda d: (not d.type & cl.device_type.GPU, d.platform.name, d.name))
+
+
+def pocl_cache_problem() -> str | None:
+    """Why PoCL, though installed, offers no device: it cannot create its kernel cache directory (a HOME
+    that is not writable, as for a service user), and then lists no device at all. None if that is not it."""
+    import pyopencl as cl
+    try:
+        if not any("portable computing language" in p.name.lower() for p in cl.get_platforms()):
+            return None
+    except cl.Error:
+        return None
+    where = _pocl_cache_dir()
+    try:
+        os.makedirs(where, exist_ok=True)
+        if os.access(where, os.W_OK | os.X_OK):
+            return None
+        problem = "it is not writable"
+    except OSError as e:
+        problem = e.strerror or str(e)
+    return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
+            f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
+
+
+def _pocl_cache_dir() -> str:
+    where = os.environ.get("POCL_CACHE_DIR")
+    if not where:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "pocl")
+    return where
+
+
+def pocl_cannot_write() -> str | None:
+    """Why PoCL cannot write its work files (it builds every program in its cache directory), or None."""
+    where = _pocl_cache_dir()
+    try:
+        os.makedirs(where, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".tracejit-probe-") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+        return None
+    except OSError as e:
+        return (f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
+                f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
+                f"directory with room")
+
+
+def describe(d) -> str:
+    import pyopencl as cl
+    kind = "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "accelerator"
+    return f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, {d.max_compute_units} compute units)"
+
+
+def choose(devices: list) -> int:
+    """The index `opencl` means: TRACEJIT_OPENCL_DEVICE (a number or part of a name), else the first."""
+    want = os.environ.get(ENV_DEVICE, "").strip()
+    if not want:
+        return 0
+    if want.isdigit():
+        if int(want) >= len(devices):
+            raise DeviceError(f"{ENV_DEVICE}={want}, but there are only {len(devices)} OpenCL device(s)")
+        return int(want)
+    for i, d in enumerate(devices):
+        if want.lower() in describe(d).lower():
+            return i
+    raise DeviceError(f"{ENV_DEVICE}={want!r} matches no OpenCL device; devices: "
+                      + "; ".join(f"opencl:{i} {describe(d)}" for i, d in enumerate(devices)))
