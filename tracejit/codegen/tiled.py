@@ -12,9 +12,9 @@ the load instructions per multiply-add, and the work-items of a warp still read 
 bank conflicts). Edges where the sizes do not divide the tile load zeros and skip the stores.
 
 The tile (TILE) is shaped for GPUs: 256 work-items of 8x8 outputs over 128x128, tile.k = 8 (8 KB of local
-memory for float32, so several work-groups fit a multiprocessor). Measured on an H200 at 4096^3 float32:
-30.0 TFLOP/s, against 17.9 for 64x64 tiles of 4x4 (k = 16), 21.7 for 128x64 and 20.6 for 128x128 at
-k = 16 (cuBLAS through PyTorch: 51). CPU implementations (PoCL,
+memory for float32, so several work-groups fit a multiprocessor). Measured on an H200 at 4096^3 float32
+(benchmarks/gpu_tuning.py, one run): 31.9 TFLOP/s, against 25.5 with strided rows (run = 1), 25.1 at k = 16,
+25.6 for 128x64 and 21.5 for 64x64 tiles of 4x4 (cuBLAS through PyTorch: 51). CPU implementations (PoCL,
 llvmpipe) run a work-group as loops over its work-items, split at every barrier: there the tiled kernel
 measured 3-7x slower than the generated loops, so those devices do not tile (LayoutOptions.tiled).
 CUDA float16 on sm_80+ takes MMA_TILE (mma.py). float16 is computed in float32 and rounded once at the
