@@ -176,18 +176,26 @@ def _stage_async(r, tile: tiled.Tile, o, k_sizes, nk: int, k0: str, at: str) -> 
     16 bytes per asynchronous copy, zeros past the edges; the layout is the operand's own along its
     contiguous axis (A along the contraction, B along its columns)."""
     which, ptr, base, start, extent, width, sizes, _, strides, k_strides, local, _ = o
-    per_row = (tile.k if which == "a" else width) // 8
-    count = width * tile.k // 8
-    for step in range(-(-count // tile.threads)):
-        e = f"(lid + {step * tile.threads})" if step else "lid"
-        v = f"{e} % {per_row} * 8"
-        kk, pos = (v, f"{e} / {per_row}") if which == "a" else (f"{e} / {per_row}", v)
-        name = f"tj_c{which}{step}"
+    for kk, pos, name, spare in _vectors(tile, "k" if which == "a" else "pos", o, "tj_c"):
         r.out(f"{{ const {r.idx} {name}k = {k0} + {kk}, {name}p = {start} + {pos};")
         where = tiled.sum_of(base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides))
         inside = f"{name}p < {extent} && {name}k < {nk}"
         copy = f"tj_cp_async16(&tj_{which}s[{at} + {local(kk, pos)}], {inside} ? &{ptr}[{where}] : {ptr}, {inside} ? 16 : 0);"
-        r.out(f"  {r.t.guard(f'{e} < {count}', copy) if count % tile.threads else copy} }}")
+        r.out(f"  {r.t.guard(spare, copy) if spare else copy} }}")
+
+
+def _vectors(tile: tiled.Tile, along: str, o, prefix: str):
+    """Each of a work-item's 16-byte vectors of one step's tile of an operand, consecutive work-items taking
+    consecutive vectors along the contiguous axis: (position along the contraction, along the operand's rows or
+    columns, a name, the test that the work-item has this vector or None where every one has)."""
+    which, width = o[0], o[5]
+    per_row = (tile.k if along == "k" else width) // 8
+    count = width * tile.k // 8
+    for step in range(-(-count // tile.threads)):
+        e = f"(lid + {step * tile.threads})" if step else "lid"
+        v = f"{e} % {per_row} * 8"
+        kk, pos = (v, f"{e} / {per_row}") if along == "k" else (f"{e} / {per_row}", v)
+        yield kk, pos, f"{prefix}{which}{step}", f"{e} < {count}" if count % tile.threads else None
 
 
 def _vector_axis(operand, sizes, strides, k_sizes, k_strides, extent: int, nk: int) -> str | None:
@@ -210,17 +218,11 @@ def _stage_vectors(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
     which, ptr, base, start, extent, width, sizes, operand, strides, k_strides, local, row_major = o
     t, it = r.t, r.idx
     along = _vector_axis(operand, sizes, strides, k_sizes, k_strides, extent, nk)
-    per_row = (tile.k if along == "k" else width) // 8
-    count = width * tile.k // 8
-    for step in range(-(-count // tile.threads)):
-        e = f"(lid + {step * tile.threads})" if step else "lid"
-        v = f"{e} % {per_row} * 8"
-        kk, pos = (v, f"{e} / {per_row}") if along == "k" else (f"{e} / {per_row}", v)
-        name = f"tj_v{which}{step}"
+    for kk, pos, name, spare in _vectors(tile, along, o, "tj_v"):
         r.out(f"{it} {name}k = tj_k0 + {kk}, {name}p = {start} + {pos};")
         where = tiled.sum_of(base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides))
         r.out(f"uint4 {name} = make_uint4(0, 0, 0, 0);")
-        inside = f"{e} < {count} && " if count % tile.threads else ""
+        inside = f"{spare} && " if spare else ""
         r.out(t.guard(f"{inside}{name}p < {extent} && {name}k < {nk}",
                       f"{name} = *(const uint4*)(&{ptr}[{where}]);"))
         if (along == "pos") == row_major:
@@ -228,7 +230,7 @@ def _stage_vectors(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
         else:
             step_of = (lambda q: (f"{kk} + {q}", pos)) if along == "k" else (lambda q: (kk, f"{pos} + {q}"))
             store = " ".join(f"tj_{which}s[{local(*step_of(q))}] = ((const __half*)&{name})[{q}];" for q in range(8))
-        r.out(t.guard(f"{e} < {count}", store) if count % tile.threads else store)
+        r.out(t.guard(spare, store) if spare else store)
 
 
 def _stage_loop(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
