@@ -88,6 +88,21 @@ def test_debug_level_1_prints_each_stage_of_a_compile(tmp_path):
     assert abs(sum(map(float, stages.values())) - total) <= 0.05 * total + 2, line   # they add up to the whole
 
 
+def test_debug_level_1_times_render_and_compile_on_every_gpu_api_device(device, tmp_path):
+    if device == "numba":
+        pytest.skip("numba's own stages: the test above")
+    out = _run(f"""
+        import numpy as np, tracejit as tj
+        f = tj.kernel(lambda a: np.exp(a - a.max(axis=-1, keepdims=True)))
+        f(np.ones((64, 256), np.float32), device="{device}")
+    """, TRACEJIT_DEBUG="1", TRACEJIT_CACHE_DIR=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stderr.splitlines() if f"kernel(s) for {device} in" in line)
+    stages = dict(part.rsplit(" ", 1) for part in line.split(" ms (", 1)[1].removesuffix(" ms)").split(", "))
+    for name in ("device setup", "trace", "simplify", "verify", "schedule", "render", "compile", "other"):
+        assert name in stages, (name, line)
+
+
 def test_python_int_argument_out_of_range_for_array_dtype_raises_like_numpy(device):
     f = tj.kernel(lambda a, s: a + s, device=device)
     a = np.arange(4, dtype=np.int8)

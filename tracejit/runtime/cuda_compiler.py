@@ -14,7 +14,7 @@ from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from .cache_key import source_part, tracejit_part
-from .debug import log
+from .debug import log, stage
 from .device_interface import Device
 from .device_memory import RenderedOnly, by_value_params
 from .disk_cache import CACHE, CacheKey
@@ -95,12 +95,14 @@ class CudaCompiler:
 
     def build(self, kernel: Kernel, by_value: frozenset[int], options: RenderOptions | None = None,
               symbolic: dict | None = None) -> CompiledKernel:
-        r = cuda_codegen.render(kernel, options or self.options, by_value, symbolic)
-        ptx, cached = self.ptx(r.name, r.source)
-        vector = None
-        if r.vector is not None:
-            vptx, vcached = self.ptx(r.vector.name, r.vector.source)
-            vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
+        with stage("render"):
+            r = cuda_codegen.render(kernel, options or self.options, by_value, symbolic)
+        with stage("compile"):
+            ptx, cached = self.ptx(r.name, r.source)
+            vector = None
+            if r.vector is not None:
+                vptx, vcached = self.ptx(r.vector.name, r.vector.source)
+                vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
         return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
 
 

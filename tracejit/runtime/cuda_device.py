@@ -23,6 +23,7 @@ from . import dlpack, emulator, gpu_nodes
 from .array import Array, own_copy
 from .cuda_compiler import CompiledKernel, CudaCompiler, CudaTarget, EmulatedCudaCompiler, compile_arch
 from .cuda_launch import BoundLaunch, CudaGraph, argument_dtypes, timed_by_events
+from .debug import stage
 from .device_info import ALL_DTYPES, DeviceInfo
 from .device_interface import Device
 from .faults import RECORD_WORDS
@@ -298,7 +299,8 @@ class CUDADevice(Device):
 
     def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
         c = self.compiler.build(kernel, by_value, options, symbolic)
-        fn = self._function(c.name, c.ptx)
+        with stage("load"):
+            fn = self._function(c.name, c.ptx)
         d = cu.driver()
         fits = cu.check(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
                         "cuFuncGetAttribute")

@@ -31,7 +31,7 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import emulator
 from .array import Array, own_copy
-from .debug import log
+from .debug import log, stage
 from .device_info import DeviceInfo, dtypes_without
 from .device_interface import Device
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params
@@ -343,8 +343,10 @@ class MetalDevice(Device):
         return LaunchPlan(self, program)
 
     def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
-        r = metal_codegen.render(kernel, options, by_value, symbolic)
-        pipeline, cached = self._pipeline(r.name, r.source)
+        with stage("render"):
+            r = metal_codegen.render(kernel, options, by_value, symbolic)
+        with stage("compile"):
+            pipeline, cached = self._pipeline(r.name, r.source)
         return (CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), pipeline,
                 int(pipeline.maxTotalThreadsPerThreadgroup()))
 

@@ -19,7 +19,7 @@ from ..ir.layout import LayoutOptions
 from . import gpu_nodes
 from .array import Array, own_copy
 from .cache_key import source_part, tracejit_part
-from .debug import log
+from .debug import log, stage
 from .device_info import DeviceInfo, dtypes_without
 from .device_memory import Buffer, over_limit
 from .device_interface import Device
@@ -278,8 +278,10 @@ class OpenCLDevice(Device):
 
     def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
         import pyopencl as cl
-        r = opencl_codegen.render(kernel, options, by_value, symbolic)
-        knl, cached = self._build(r.name, r.source)
+        with stage("render"):
+            r = opencl_codegen.render(kernel, options, by_value, symbolic)
+        with stage("compile"):
+            knl, cached = self._build(r.name, r.source)
         fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
         return CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), knl, fits
 

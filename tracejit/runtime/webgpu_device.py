@@ -24,7 +24,7 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import gpu_nodes
 from .array import Array, own_copy
-from .debug import log
+from .debug import log, stage
 from .device_info import DeviceInfo, dtypes_without
 from .device_interface import Device
 from .device_memory import Block, BlockPool, Buffer, RenderedOnly, by_value_params
@@ -334,8 +334,10 @@ class WebGPUDevice(Device):
 
     def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: wgsl.WGSLOptions):
         """WebGPU says no more about a pipeline than the device's limits, which the rendering honours."""
-        r = wgsl.render(kernel, options, by_value, symbolic)
-        cached = self._pipeline(r)
+        with stage("render"):
+            r = wgsl.render(kernel, options, by_value, symbolic)
+        with stage("compile"):
+            cached = self._pipeline(r)
         return CompiledKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[r.source], None
 
     def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
