@@ -85,6 +85,18 @@ class CValues:
             return f"({a} || {b})" if op == "max" else f"({a} && {b})"
         return f"((({a}) {cmp} ({b})) ? ({a}) : ({b}))"
 
+    def index_or_order(self, i: int, op: str, a: list[str], src: np.dtype) -> str | None:
+        """What every target writes alike: index arithmetic (plain operators: no wrapping or floor rules on
+        values that cannot overflow or be negative) and max/min; None for anything else."""
+        if i in self.index and op in ("add", "sub", "mul"):
+            return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
+        if op in ("max", "min"):
+            return self.minmax(op, src, a[0], a[1])
+        if op in ("idiv", "mod") and i in self.index and self.ins[i].srcs[0] in self.nonneg \
+                and positive_const(self.ins, self.ins[i].srcs[1]):
+            return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
+        return None
+
     def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
         src = self.ins[self.ins[i].srcs[0]].dtype
         t = self.ctype(dt)
@@ -94,13 +106,10 @@ class CValues:
             return f"({a[0]} {COMPARISONS[op]} {a[1]})"
         if op == "where":
             return f"({a[0]} ? {a[1]} : {a[2]})"
-        if i in self.index and op in ("add", "sub", "mul"):
-            return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
-        if op in ("max", "min"):
-            return self.minmax(op, src, a[0], a[1])
+        plain = self.index_or_order(i, op, a, src)
+        if plain is not None:
+            return plain
         if op in ("idiv", "mod"):
-            if i in self.index and self.ins[i].srcs[0] in self.nonneg and positive_const(self.ins, self.ins[i].srcs[1]):
-                return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
             return f"{c_helpers.arithmetic(self, op, dt)}({a[0]}, {a[1]})"
         if op == "isnan" or op == "isinf":
             if src.kind != "f":

@@ -24,7 +24,7 @@ from . import atomics, wgsl_functions
 from .c_values import BOOL_OPS, COMPARISONS
 from .cstyle import SIZE_PARAM, CStyle, _Render
 from .wgsl_functions import f32_literal as _f32
-from .simt import Launch, RenderOptions, positive_const
+from .simt import Launch, RenderOptions
 
 TYPES = {np.dtype(k): v for k, v in {
     "bool": "bool", "int8": "i32", "int16": "i32", "int32": "i32", "uint8": "u32", "uint16": "u32",
@@ -267,13 +267,10 @@ class _WGSLRender(_Render):
             return f"({a[0]} {COMPARISONS[op]} {a[1]})"
         if op == "where":
             return f"select({a[2]}, {a[1]}, {a[0]})"
-        if i in self.index and op in ("add", "sub", "mul"):
-            return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
-        if op in ("max", "min"):
-            return self.minmax(op, src, a[0], a[1])
+        plain = self.index_or_order(i, op, a, src)
+        if plain is not None:
+            return plain
         if op in ("idiv", "mod"):
-            if i in self.index and self.ins[i].srcs[0] in self.nonneg and positive_const(self.ins, self.ins[i].srcs[1]):
-                return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
             return self.wrap(f"{self._arith(op, t)}({a[0]}, {a[1]})", dt)
         if op in ("isnan", "isinf", "signbit"):
             return f"{self._helper(f'tj_{op}_f32')}(f32({a[0]}))"
