@@ -166,12 +166,16 @@ class _Render(CValues):
         self.depth = 1
         self._check_dtypes()
         assert kernel.global_size % lanes == 0
-        m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options)
+        self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
+        # loops whose extent is an argument: every choice about them is the one for long loops, so that the
+        # source is the same text for every extent (issue 19)
+        long_ranges = frozenset(i for i, j in self.symbolic if j == 0 and self.ins[i].op == "range")
+        m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options,
+                    long_ranges)
         self.mapping = m
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide, self.blocked = m.index, m.nonneg, m.wide, m.blocked
-        self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
-        self.reorderable = reorderable_updates(self.ins)
+        self.reorderable = reorderable_updates(self.ins, long_ranges)
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
         self.size_checked = False   # set by the walk where it checks the global index against the size

@@ -103,10 +103,16 @@ class Nest:
     kind: str
     end: int                       # index of the outermost endrange
     accs: list[int]                # accumulators updated inside
+    symbolic: bool = False         # an extent is an argument of the code: decided on as a long loop
 
     @property
     def extent(self) -> int:
         return math.prod(self.extents)
+
+    @property
+    def long(self) -> int:
+        """The extent that choices see: at least GROUP_MIN_REDUCE where it is symbolic."""
+        return max(self.extent, GROUP_MIN_REDUCE) if self.symbolic else self.extent
 
 
 def _pow2_at_least(n: int) -> int:
@@ -133,15 +139,21 @@ def positive_const(ins, i: int) -> bool:
 class Mapping:
     """The launch shape of one kernel and the facts about its values that rendering needs."""
 
-    def __init__(self, kernel: Kernel, options: RenderOptions):
+    def __init__(self, kernel: Kernel, options: RenderOptions, long_ranges: frozenset[int] = frozenset()):
+        """`long_ranges`: loops whose extent is an argument of the code (issue 19): the work-group, the
+        accumulators' widths and the sums' blocks are those of a long loop, whatever its extent here, so
+        that one source serves every extent."""
         self.k, self.o, self.ins = kernel, options, kernel.instrs
+        self.long_ranges = long_ranges
         self.nests = self._nests()
         self.mode = self._mode()
         # work-items a group's widest loop can use: a reduction's elements over group_stride, half a sort's,
         # a scan's chunks
-        big = max([-(-n.extent // options.group_stride) for n in self.nests if n.kind == "reduce"]
+        big = max([GROUP_MAX_LOCAL if n.symbolic else -(-n.extent // options.group_stride)
+                   for n in self.nests if n.kind == "reduce"]
                   + [size // 2 for size in self._sorts()]
-                  + [-(-n.extent // SCAN_CHUNK) for n in self.nests if n.kind == "scan"], default=1)
+                  + [GROUP_MAX_LOCAL if n.symbolic else -(-n.extent // SCAN_CHUNK)
+                     for n in self.nests if n.kind == "scan"], default=1)
         if self.mode == "group":
             fit = min(options.max_local_size, GROUP_MAX_LOCAL)
             want = max(options.group_min, _pow2_at_least(big))
@@ -179,7 +191,8 @@ class Mapping:
                 end = ends[i]
                 accs = sorted({ins[j].srcs[0] for j in range(i, end) if ins[j].op == "update"
                                and ins[ins[j].srcs[0]].op == "acc"})
-                nests.append(Nest(ranges, [ins[r].arg[0] for r in ranges], x.arg[1], end, accs))
+                nests.append(Nest(ranges, [ins[r].arg[0] for r in ranges], x.arg[1], end, accs,
+                                  any(r in self.long_ranges for r in ranges)))
                 depth += 1
             elif x.op == "range":
                 depth += 1
@@ -198,9 +211,10 @@ class Mapping:
             scans = [n for n in self.nests if n.kind == "scan"]
             fits = len(scans) == 1 and self._one_step_scan(scans[0]) and all(len(n.accs) <= 1 for n in reduces)
             # a scan's steps run in order, in one work-item, unless a group can share the row
-            return "group" if few_rows and fits and scans[0].extent >= GROUP_MIN_SCAN else "thread"
+            return "group" if few_rows and fits and (scans[0].extent >= GROUP_MIN_SCAN or scans[0].symbolic) \
+                else "thread"
         long_sort = any(size >= GROUP_MIN_REDUCE for size in self._sorts())
-        if few_rows and (long_sort or any(n.extent >= GROUP_MIN_REDUCE for n in reduces)) \
+        if few_rows and (long_sort or any(n.long >= GROUP_MIN_REDUCE for n in reduces)) \
                 and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
@@ -240,7 +254,7 @@ class Mapping:
         if not (self.o.wide_sums and self.o.fp64 and self.mode == "thread"):
             return set()
         return {n.accs[0] for n in self.nests if n.kind == "reduce" and len(n.accs) == 1
-                and n.extent >= GROUP_MIN_REDUCE and self.ins[n.accs[0]].arg[0] in ("sum", "prod")
+                and n.long >= GROUP_MIN_REDUCE and self.ins[n.accs[0]].arg[0] in ("sum", "prod")
                 and self.ins[n.accs[0]].dtype in (np.float32, np.float16)}
 
     def _blocked_sums(self) -> dict[int, int]:
@@ -250,7 +264,7 @@ class Mapping:
         return {n.ranges[0]: n.accs[0] for n in self.nests
                 if n.kind == "reduce" and len(n.ranges) == 1 and len(n.accs) == 1 and n.accs[0] in self.wide
                 and self.ins[n.accs[0]].arg[0] == "sum" and self.ins[n.accs[0]].dtype == np.float32
-                and n.extent % WIDE_BLOCK == 0}
+                and n.extent % WIDE_BLOCK == 0 and not n.symbolic}
 
     def _index_bits(self) -> int:
         biggest = max([self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]

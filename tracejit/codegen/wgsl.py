@@ -23,6 +23,7 @@ from ..ir.kernel_ir import INDEX, Kernel
 from . import atomics, wgsl_functions
 from .c_values import BOOL_OPS, COMPARISONS
 from .cstyle import SIZE_PARAM, CStyle, _Render
+from .simt import index_values
 from .wgsl_functions import f32_literal as _f32
 from .simt import Launch, RenderOptions
 
@@ -431,7 +432,11 @@ class _WGSLRender(_Render):
         """32-bit uniform members only: an index value, or a constant of a 32-bit type (or float64, a
         weak scalar computed in f32)."""
         x = self.ins[slot[0]]
-        return x.op == "range" or x.dtype.kind == "f" or x.dtype.itemsize == 4 or slot[0] in self.index
+        if x.op == "range" or x.dtype.kind == "f" or x.dtype.itemsize == 4:
+            return True
+        if not hasattr(self, "_index_slots"):   # (asked before the Mapping, which has them too, exists)
+            self._index_slots = index_values(self.ins)
+        return slot[0] in self._index_slots
 
     def argument(self, name: str) -> str:
         return f"tj_scalars.{name}"

@@ -210,8 +210,25 @@ class Kernel:
             named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
             axes = axes_of(self._dynamic_axes, traced.infos, self._signature) if self._dynamic_axes else None
+            # the function at other sizes of its symbolic dimensions (only a device that makes inner sizes
+            # arguments asks): which of a kernel's sizes follow the shapes, and which loop variables get
+            # layouts that do not depend on their extent (ir/layout.py, `moving`)
+            inner = dev.inner_sizes_as_arguments
+            twin_args = None
+            if named and inner:   # tj.spec(("n", 1024), ...)
+                twin_args = [with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args]
+            elif self._dynamic is True and inner:
+                twin_args = every_size_other(args, traced.infos)
+            elif axes and inner:
+                twin_args = named_axes_other(args, traced.infos, axes)
+            elif self._dynamic is None and inner:   # dimensions seen with a second value: symbolic from now
+                twin_args = self._symbolic_twin(args, traced.infos, dev)
+            twin = None if twin_args is None else self._twin(twin_args)
             with stage("schedule"):   # fusion, layout and lowering to kernel IR
-                program = traced.program(dev.layout)
+                first = self._twin_program(twin, dev)
+                program = traced.program(dev.layout, first)
+                if first is not None:   # lowered again with the same variables moving as the program's
+                    program.twin = self._twin_program(twin, dev, program)
             with stage("verify"):
                 for k in program.kernels:
                     verify_kernel(k)
@@ -219,18 +236,7 @@ class Kernel:
             for k in program.kernels:
                 log(3, k.format())
             program.dynamic = self._dynamic
-            # the program at other sizes tells which of a kernel's sizes follow the shapes (only a device
-            # that makes inner sizes arguments asks)
-            inner = dev.inner_sizes_as_arguments
-            if named and inner:   # tj.spec(("n", 1024), ...)
-                program.twin = self._twin([with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args], dev)
-                program.every_loop = True   # warming: no size of n may compile later
-            elif self._dynamic is True and inner:
-                program.twin = self._twin(every_size_other(args, traced.infos), dev)
-            elif axes and inner:
-                program.twin = self._twin(named_axes_other(args, traced.infos, axes), dev)
-            elif self._dynamic is None and inner:   # dimensions seen with a second value: symbolic from now
-                program.twin = self._twin_of_changed(args, traced.infos, dev)
+            program.every_loop = bool(named and inner)   # warming: no size of n may compile later
             try:
                 executable = dev.compile(program)
             except Exception as e:
@@ -251,33 +257,41 @@ class Kernel:
         record(self, traced.infos, dev.name)
         return Plan(traced, executable, dev)
 
-    def _twin(self, args, dev):
-        """The program of these arguments (other sizes), or None where it does not trace."""
+    def _twin(self, args) -> Traced | None:
+        """The trace of these arguments (other sizes), or None where it does not trace."""
         try:
-            twin = self._trace(args, count=False)   # (a stage of its own)
-            with stage("schedule"):
-                return twin.program(dev.layout)
+            return self._trace(args, count=False)   # (a stage of its own)
         except TracejitError as e:
             log(1, f"{self.__name__}: not traced at other sizes ({e}); its sizes become arguments once they change")
             return None
 
-    def _twin_of_changed(self, args, infos, dev):
-        """dynamic=None: the program with the dimensions seen to change at another size, the first time a
-        dimension is seen with a second value on this device (None otherwise): sizes that follow it become
-        arguments of this compile, which later sizes reuse (size_templates remembers them per kernel)."""
+    def _twin_program(self, twin: Traced | None, dev, other=None):
+        """The twin's kernels (None where there is no twin, or where it does not lower at its sizes)."""
+        if twin is None:
+            return None
+        try:
+            return twin.program(dev.layout, other)
+        except TracejitError as e:
+            log(1, f"{self.__name__}: not lowered at other sizes ({e}); its sizes become arguments once they change")
+            return None
+
+    def _symbolic_twin(self, args, infos, dev) -> list | None:
+        """dynamic=None: the arguments with the dimensions seen to change on this device at another size
+        (None before any has): sizes that follow them are arguments of the kernels' code, compiled once and
+        reused by later sizes (size_templates remembers them per kernel), and no layout depends on them."""
         known = [p.traced.infos for k, p in (*self._plans.items(), *self._lowered.items()) if k[0] == dev.name]
         changed = changed_axes(known, infos)
         seen = self._symbolic.get(dev.name, set())
         new = {(i, d) for i, axes in changed.items() for d in axes} - seen
-        if not new:
-            return None
-        self._symbolic[dev.name] = seen = seen | new
-        names = list(self._signature.parameters)
-        log(1, f"{self.__name__}: now symbolic: {', '.join(f'{names[i]}: shape[{d}]' for i, d in sorted(new))}")
+        if new:
+            self._symbolic[dev.name] = seen = seen | new
+            names = list(self._signature.parameters)
+            log(1, f"{self.__name__}: now symbolic: {', '.join(f'{names[i]}: shape[{d}]' for i, d in sorted(new))}")
         axes: dict[int, tuple[int, ...]] = {}
         for i, d in sorted(seen):
-            axes[i] = axes.get(i, ()) + (d,)
-        return self._twin(named_axes_other(args, infos, axes), dev)
+            if infos[i].kind == "array" and d < len(infos[i].shape):
+                axes[i] = axes.get(i, ()) + (d,)
+        return named_axes_other(args, infos, axes) if axes else None
 
     def _new_signature(self, args, device: str) -> str | None:
         """TRACEJIT_DEBUG=1: what differs between these arguments and the nearest signature this function

@@ -43,7 +43,8 @@ class Traced:
         from .graph_view import to_networkx
         return to_networkx(self.program(registry.compiler(device).layout), self.name)
 
-    def program(self, options: LayoutOptions = LayoutOptions()) -> Program:
+    def program(self, options: LayoutOptions = LayoutOptions(), other: Program | None = None) -> Program:
+        """The kernels of this graph; `other`: its twin's (ir.fuse.schedule)."""
         inputs = {}
         for i, info in enumerate(self.infos):
             if info.kind == "array":
@@ -52,7 +53,7 @@ class Traced:
             elif info.kind == "scalar":
                 node = build.input_(i, info.dtype, (), weak=True)
                 inputs[node] = input_buffer(i, node, ())
-        return schedule(self.outputs, inputs, options)
+        return schedule(self.outputs, inputs, options, other)
 
 
 class Plan:

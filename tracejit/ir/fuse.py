@@ -51,6 +51,9 @@ class Program:
     # the kernels that compute it (more than one where a cheap value is recomputed); inputs have none
     graph: list[Node] = field(default_factory=list)
     node_kernels: dict[Node, tuple[int, ...]] = field(default_factory=dict)
+    # per kernel name, the extent of each of its loop variables before layout (lower.emit): what tells the
+    # twin's lowering which variables follow a symbolic dimension
+    extents: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of
@@ -70,9 +73,12 @@ class Program:
                    for key, store, reads in self.accesses[writer])
 
 
-def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions()) -> Program:
+def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions(),
+             other: "Program | None" = None) -> Program:
     """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
-    the target's layout preferences."""
+    the target's layout preferences. `other`: the same function scheduled at other sizes of its symbolic
+    dimensions (issue 19): loop variables whose extent differs there get layouts that do not depend on it."""
+    extents: dict[str, dict[str, int]] = {}
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
     outputs, calls_for = library.plan(outputs, stored) if options.library else \
@@ -99,8 +105,10 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
                 if len(kernels) not in node_kernels.get(n, ()):
                     node_kernels[n] = node_kernels.get(n, ()) + (len(kernels),)
         what = calls_for.get(group[0].out)
-        kernel, params = emit(f"k{len(kernels)}_{'matmul' if isinstance(what, library.Gemm) else _describe(group[0])}",
-                              group, reads, [writes[a.out] for a in group], options)
+        name = f"k{len(kernels)}_{'matmul' if isinstance(what, library.Gemm) else _describe(group[0])}"
+        extents[name] = {}
+        kernel, params = emit(name, group, reads, [writes[a.out] for a in group], options,
+                              None if other is None else other.extents.get(name), extents[name])
         if options.tiled and what:
             kernel.contraction = contraction.describe(what, group[0].out, reads, writes[group[0].out], params)
         found = options.library and what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)
@@ -111,7 +119,7 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         accesses.append([(writes[a.out].key, a.offsets[-1], a.reads) for a in group])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
     return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs),
-                   accesses, calls, graph=list(outputs), node_kernels=node_kernels)
+                   accesses, calls, graph=list(outputs), node_kernels=node_kernels, extents=extents)
 
 
 def _computed(out: Node, reads: dict) -> list[Node]:

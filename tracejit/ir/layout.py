@@ -23,6 +23,9 @@ class LayoutOptions:
     # the tile (rows of the output, columns) of a transposed read (x.T + y), by the element size of the array
     # read across: 1, 2, 4 and 8 bytes
     transpose_tiles: tuple[tuple[int, int], ...] = ((32, 32),) * 4
+    # local arrays have lengths fixed in the source (C-style targets): a row whose length is symbolic is
+    # not kept in local memory (lower._row_to_keep, _inputs_to_keep), so that one source serves every length
+    fixed_locals: bool = False
 
 
 @dataclass
@@ -38,33 +41,39 @@ class LoopPlan:
 
 def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]], offsets: list[Expr],
                options: LayoutOptions = LayoutOptions(), itemsizes: list[int] | None = None,
-               plain: bool = False) -> LoopPlan:
+               plain: bool = False, moving: frozenset[str] = frozenset()) -> LoopPlan:
     """`rows`: the output variables the reductions depend on (all of them when there is none);
     `offsets`: every load's offset and, last, the store's, with the element size of each in `itemsizes`.
     `plain`: dimensions are merged, nothing else (scans and sorts walk their rows themselves: no tiles, no
-    streamed rows)."""
+    streamed rows). `moving`: the names of the variables whose extent follows a symbolic dimension (issue
+    19): no choice depends on their extent (a tile that must divide it, a threshold), so that every size
+    of the dimension lowers to the same code."""
     pvars = [v for v in out_vars if v in rows]
     wvars = [v for v in out_vars if v not in rows]
-    groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets)
+    moving = set(moving)
+    groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets, moving)
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if plain:
         return LoopPlan(pvars, wvars, rgroups, subst, [{}])
     if not reduce_vars:
         tiles = [options.transpose_tiles[min(3, (size or 4).bit_length() - 1)]
                  for size in itemsizes or [4] * len(offsets)]
-        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets, tiles)
+        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets, tiles, moving)
         if options.gather_rows and not wvars:
-            pvars, wvars, subst = inner_row(pvars, subst)
+            pvars, wvars, subst = inner_row(pvars, subst, moving)
     streamed = options.accumulate_rows and accumulate_rows(
-        len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets)
+        len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets, moving)
     if streamed:
         pvars, row, subst = streamed
         return LoopPlan(pvars, wvars, rgroups, subst, [{}], row)
-    pvars, subst, tile = register_tile(len(reduce_vars), pvars, wvars, subst, offsets)
+    pvars, subst, tile = register_tile(len(reduce_vars), pvars, wvars, subst, offsets, moving)
     return LoopPlan(pvars, wvars, rgroups, subst, tile)
 
-def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[Var]], dict[Var, Expr]]:
-    """Coalesce neighbours in each group (outer to inner) when all offsets allow; return the substitution."""
+
+def merge_vars(groups: list[list[Var]], offsets: list[Expr], moving: set[str] | None = None
+               ) -> tuple[list[list[Var]], dict[Var, Expr]]:
+    """Coalesce neighbours in each group (outer to inner) when all offsets allow; return the substitution.
+    A merged variable is `moving` (a name added) where either of its parts is."""
     subst: dict[Var, Expr] = {}
     new_groups = []
     for group in groups:
@@ -73,6 +82,8 @@ def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[
             if merged and _mergeable(merged[-1], v, offsets):
                 a = merged.pop()
                 m = Var(f"{a.name}{v.name}", a.extent * v.extent)
+                if moving is not None and (a.name in moving or v.name in moving):
+                    moving.add(m.name)
                 step = {a: Expr.of(m) // v.extent, v: Expr.of(m) % v.extent}
                 offsets = [o.substitute(step) for o in offsets]
                 for k in list(subst):
@@ -89,7 +100,7 @@ def merge_vars(groups: list[list[Var]], offsets: list[Expr]) -> tuple[list[list[
 REGISTER_TILE = (4, 8)   # rows x columns of accumulators for contractions
 
 
-def register_tile(n_reduces: int, pvars, wvars, subst, offsets):
+def register_tile(n_reduces: int, pvars, wvars, subst, offsets, moving=frozenset()):
     """Contractions (a @ b): each thread computes a 4x8 block of outputs, so every loaded element of
     one operand serves 8 (or 4) accumulators instead of one. Applies to a single reduction with no
     element loop when some operand does not depend on the unrolled output variable."""
@@ -99,7 +110,7 @@ def register_tile(n_reduces: int, pvars, wvars, subst, offsets):
     offsets = [o.substitute(subst) for o in offsets[:-1]]  # the loads; the store is the last offset
     chosen = []
     for var, factor in zip(reversed(pvars), reversed(REGISTER_TILE)):
-        if var.extent % factor == 0 and var.extent >= 2 * factor and any(o.coefficient(var) == 0 for o in offsets):
+        if var.name not in moving and var.extent % factor == 0 and var.extent >= 2 * factor and any(o.coefficient(var) == 0 for o in offsets):
             chosen.append((var, factor))
     if not chosen:
         return no_tile
@@ -113,7 +124,7 @@ def register_tile(n_reduces: int, pvars, wvars, subst, offsets):
     return pvars, subst, tile
 
 
-def tile_transposed(pvars, wvars, subst, offsets, tiles):
+def tile_transposed(pvars, wvars, subst, offsets, tiles, moving=frozenset()):
     """When the output walks variable b with unit stride but a big input walks a, iterate tiles of (a, b),
     so both are read from cache lines already loaded (x.T + y). `tiles`: the (a, b) tile of each offset,
     read from the device's table by the element size of the array read across. A tile (ta, 1) leaves b
@@ -123,7 +134,11 @@ def tile_transposed(pvars, wvars, subst, offsets, tiles):
     if len(pvars) < 2 or wvars or offsets[-1].coefficient(pvars[-1]) != 1:
         return pvars, wvars, subst
     b = pvars[-1]
+    if b.name in moving:
+        return pvars, wvars, subst
     for a in pvars[:-1]:
+        if a.name in moving:
+            continue
         across = [t for o, t in zip(offsets[:-1], tiles) if o.coefficient(a) == 1 and o.coefficient(b) not in (0, 1)]
         ta, tb = max(across, default=(0, 0), key=lambda t: t[0] * t[1])
         if across and tb == 1 and a.extent % ta == 0:
@@ -144,18 +159,20 @@ MIN_ROWS = 16          # parallel rows an elementwise kernel keeps when its inne
 INNER_BLOCK = (1024, 512, 256, 128, 64)
 
 
-def inner_row(pvars, subst):
+def inner_row(pvars, subst, moving=frozenset()):
     """CPU: dimensions that could not merge (x + bias, a broadcast row) are walked as a loop over the
     inner one inside each parallel index, so no element pays an integer division to find its column
-    and the loop vectorises. With fewer than MIN_ROWS rows the inner dimension is cut into blocks."""
+    and the loop vectorises. With fewer than MIN_ROWS rows the inner dimension is cut into blocks
+    (rows of a moving extent count as many; a moving inner dimension is not cut)."""
     if len(pvars) < 2:
         return pvars, [], subst
     j, rows = pvars[-1], 1
     for v in pvars[:-1]:
         rows *= v.extent
-    if rows >= MIN_ROWS:
+    if rows >= MIN_ROWS or any(v.name in moving for v in pvars[:-1]):
         return pvars[:-1], [j], subst
-    block = next((b for b in INNER_BLOCK if j.extent % b == 0 and rows * (j.extent // b) >= MIN_ROWS), None)
+    block = None if j.name in moving else \
+        next((b for b in INNER_BLOCK if j.extent % b == 0 and rows * (j.extent // b) >= MIN_ROWS), None)
     if block is None:
         return pvars, [], subst
     outer, inner = Var(f"{j.name}b", j.extent // block), Var(f"{j.name}j", block)
@@ -175,7 +192,7 @@ def _mergeable(a: Var, b: Var, offsets: list[Expr]) -> bool:
 ROW_BLOCK = (1024, 512, 256, 128, 64, 32, 16)
 
 
-def accumulate_rows(n_reduces: int, pvars, wvars, reduce_vars, subst, offsets):
+def accumulate_rows(n_reduces: int, pvars, wvars, reduce_vars, subst, offsets, moving=frozenset()):
     """A reduction whose operand is contiguous along the output's inner variable j but strided along
     the reduction (b in a @ b, x.sum(axis=0)) is walked i-k-j: a block of j outputs accumulates in
     local memory while the reduction loop streams whole rows of the operand. Returns
@@ -184,6 +201,8 @@ def accumulate_rows(n_reduces: int, pvars, wvars, reduce_vars, subst, offsets):
         return None
     offsets = [o.substitute(subst) for o in offsets[:-1]]
     j = pvars[-1]
+    if j.name in moving:
+        return None
     if not any(o.coefficient(j) == 1 and all(o.coefficient(r) not in (1, None) for r in reduce_vars)
                for o in offsets):
         return None

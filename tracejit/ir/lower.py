@@ -28,10 +28,18 @@ from .table import MAX_KERNEL_BYTES
 
 
 def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer],
-         options: LayoutOptions = LayoutOptions()) -> tuple[Kernel, list[Buffer]]:
+         options: LayoutOptions = LayoutOptions(), other: dict[str, int] | None = None,
+         extents: dict[str, int] | None = None) -> tuple[Kernel, list[Buffer]]:
     """Kernel IR for analysed groups sharing one iteration space (several only when elementwise and of
-    one shape); returns the kernel and the buffers its params refer to, outputs first."""
+    one shape); returns the kernel and the buffers its params refer to, outputs first. `other`: the
+    extent of each variable in this kernel of the program's twin (the same function traced at other
+    sizes of its symbolic dimensions, issue 19): variables whose extent differs there are moving, and no
+    layout choice depends on their extent. `extents`: filled with this kernel's variables' extents."""
     a = group[0]
+    variables = {v.name: v.extent for v in (*a.out_vars, *(v for r in a.reduces for v in r.vars))}
+    if extents is not None:
+        extents.update(variables)
+    moving = frozenset(k for k, n in variables.items() if other is not None and other.get(k, n) != n)
     offsets = [o for g in group for o in g.offsets]
     itemsizes = [s for g in group for s in g.itemsizes]
     if a.scans:
@@ -42,7 +50,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
     sorts = any(r.node.op is Op.SORT for r in a.reduces)
     plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, itemsizes,
-                      plain=bool(a.scans) or sorts or a.update)
+                      plain=bool(a.scans) or sorts or a.update, moving=moving)
     if a.scan_reversed:
         plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
@@ -69,8 +77,11 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return _check_tables(hoist(kernel)), params
-    cached = _row_to_keep(a, group, options.keep_row_max) if a.reduces and wvars and len(tile) == 1 else None
-    if a.reduces and wvars and len(tile) == 1:
+    # a row of symbolic length stays out of local memory where its length is fixed in the source
+    keeps = a.reduces and wvars and len(tile) == 1 and not (
+        options.fixed_locals and any(v.name in moving for r in a.reduces for v in r.vars))
+    cached = _row_to_keep(a, group, options.keep_row_max) if keeps else None
+    if keeps:
         e.keep_inputs(a.reduces[0], _inputs_to_keep(a, group, buffers, cached, options))
     for n, (red, rvars) in enumerate(zip(a.reduces, rgroups)):
         if red.node.op is Op.SORT:

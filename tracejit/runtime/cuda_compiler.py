@@ -53,7 +53,7 @@ class CudaCompiler:
                                      always_check=True,   # one source for every global size
                                      group_stride=GROUP_STRIDE, group_min=cuda_codegen.WARP)
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True, keep_row_max=min(16384, keep),
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=True, keep_row_max=min(16384, keep),
                                     keep_inputs_min=GROUP_MIN_REDUCE, sort_bytes=keep * 8,
                                     transpose_tiles=TRANSPOSE_TILES)
         self._ptx: dict[str, str] = {}

@@ -84,7 +84,7 @@ def _system_device():
 
 
 def _layout(threadgroup_memory: int) -> LayoutOptions:
-    return LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True,
+    return LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=True,
                          keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8),
                          keep_inputs_min=GROUP_MIN_REDUCE,
                          sort_bytes=threadgroup_memory - REDUCTION_SCRATCH)

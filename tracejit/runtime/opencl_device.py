@@ -117,7 +117,7 @@ class OpenCLDevice(Device):
         # Kept rows live in __local memory in group mode and in private arrays in thread mode; rows of
         # accumulators private to a global index would be a private array per work-item.
         keep = max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8 if gpu else CPU_KEEP_ROW_MAX
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=gpu, keep_row_max=min(16384, keep),
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=gpu, keep_row_max=min(16384, keep),
                                     keep_inputs_min=GROUP_MIN_REDUCE if gpu else None,
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}

@@ -108,7 +108,7 @@ class WebGPUTarget(Device):
 
     runs = False
     name = "webgpu"
-    layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=True,
+    layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=True,
                            keep_row_max=(16384 - REDUCTION_SCRATCH) // 8, sort_bytes=16384 - REDUCTION_SCRATCH)
     options = wgsl.WGSLOptions(device="webgpu (WGSL only, no adapter)", f16=True)
 
@@ -185,7 +185,7 @@ class WebGPUDevice(Device):
             group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None,
             max_loop=LLVMPIPE_MAX_LOOP if "llvmpipe" in adapter.info.get("device", "").lower() else None)
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, tiled=not cpu,
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=not cpu,
                                     keep_row_max=min(4096, keep), keep_inputs_min=None if cpu else GROUP_MIN_REDUCE,
                                     sort_bytes=keep * 8)
         self.max_binding = dl["max-storage-buffer-binding-size"]
