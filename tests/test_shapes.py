@@ -311,3 +311,26 @@ def test_fifty_batch_sizes_compile_each_kernel_at_most_twice(device, rng):
         info = kernel.cache_info()
         assert info["traces"] == 50 and info["plans"] <= 50
         assert info["compiles"] <= 2, (fn.__name__, info)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_products_with_symbolic_sizes_are_register_tiled_with_clamped_edges(device, rng, dtype):
+    """Under dynamic=True the output's sizes are symbolic: a product is still register-tiled (4x8 outputs
+    per work-item where the device lowers it so), its last block's copies past the edge reading and
+    writing the last row or column again. Sizes that divide the tile and sizes that do not all match
+    NumPy (integers exactly). Not asserted: how many compiles (a size equal to a constant of the kernel's
+    own code, such as the tile's factor 8, shares that constant's instruction in the IR: a kernel of another
+    shape, compiled apart; and GPUs' tiled products choose tiles by size)."""
+    f = tj.kernel(lambda a, b: a @ b + 1, dynamic=True)
+    with checks_paused():
+        for m, k, n in ((2, 3, 1), (5, 7, 3), (16, 8, 24), (17, 19, 13), (48, 9, 40), (33, 11, 41), (12, 64, 100)):
+            a = (rng.standard_normal((m, k)) * 8).astype(dtype)
+            b = (rng.standard_normal((k, n)) * 8).astype(dtype)
+            got, want = np.asarray(f(a, b, device=device)), a @ b + 1
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 64 * k, err_msg=f"{device} {(m, k, n)}")
+        ir = f.lower((rng.standard_normal((17, 19)) * 8).astype(dtype),
+                     (rng.standard_normal((19, 13)) * 8).astype(dtype), device=device).kernels[0].ir
+    if ir.contraction is None:   # lowered by layout (numba, CPU OpenCL): 4 x 8 accumulators, clamped copies
+        assert sum(x.op == "acc" for x in ir.instrs) == 32
+        assert any(x.op == "cast" and ir.instrs[x.srcs[0]].dtype == np.int32 for x in ir.instrs)

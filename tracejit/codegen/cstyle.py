@@ -476,6 +476,8 @@ class _Render(CValues):
                 self.out(line)
         elif op == "bound":
             self.out(t.let(name, self.idx, self.bound(i, a[0])))
+        elif op == "cast" and i in self.index:   # an int32 limit (lower._limit): widened implicitly if at all
+            self.out(t.let(name, self.idx, a[0]))
         elif op == "cast":
             self.out(t.let(name, self.ctype(dt), self.cast(a[0], ins[s[0]].dtype, dt)))
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops

@@ -300,6 +300,9 @@ def index_values(instrs) -> set[int]:
     for i, x in enumerate(instrs):
         if x.op in ("global", "range", "bound") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
             out.add(i)
+        elif x.op == "cast" and x.dtype == INDEX and instrs[x.srcs[0]].op == "const" \
+                and instrs[x.srcs[0]].dtype == np.int32:   # a limit that follows a symbolic extent (lower._limit)
+            out.add(i)
         elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
                 and all(j in out for j in x.srcs):
             out.add(i)

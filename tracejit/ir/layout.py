@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .symbolic import Expr, Var
+from .symbolic import Clamp, Expr, Var
 
 
 @dataclass(frozen=True)
@@ -103,25 +103,33 @@ REGISTER_TILE = (4, 8)   # rows x columns of accumulators for contractions
 def register_tile(n_reduces: int, pvars, wvars, subst, offsets, moving=frozenset()):
     """Contractions (a @ b): each thread computes a 4x8 block of outputs, so every loaded element of
     one operand serves 8 (or 4) accumulators instead of one. Applies to a single reduction with no
-    element loop when some operand does not depend on the unrolled output variable."""
+    element loop when some operand does not depend on the unrolled output variable. A moving variable
+    (its extent symbolic) is tiled whatever its extent: the last block's copies past the end read and
+    write the last index instead (clamped), the same value again from the same work-item."""
     no_tile = (pvars, subst, [{}])
     if n_reduces != 1 or wvars or len(pvars) < 1:
         return no_tile
     offsets = [o.substitute(subst) for o in offsets[:-1]]  # the loads; the store is the last offset
     chosen = []
     for var, factor in zip(reversed(pvars), reversed(REGISTER_TILE)):
-        if var.name not in moving and var.extent % factor == 0 and var.extent >= 2 * factor and any(o.coefficient(var) == 0 for o in offsets):
+        fits = var.name in moving or var.extent % factor == 0 and var.extent >= 2 * factor
+        if fits and any(o.coefficient(var) == 0 for o in offsets):
             chosen.append((var, factor))
     if not chosen:
         return no_tile
     steps = [{}]
     for var, factor in chosen:
-        outer = Var(f"{var.name}u", var.extent // factor)
+        outer = Var(f"{var.name}u", -(-var.extent // factor))
         pvars = [outer if v == var else v for v in pvars]
         steps = [{**st, var: (outer, factor, k)} for st in steps for k in range(factor)]
-    # one substitution per unrolled copy: var -> outer * factor + k
-    tile = [{v: Expr.of(o) * f + k for v, (o, f, k) in st.items()} for st in steps]
+    # one substitution per unrolled copy: var -> outer * factor + k (clamped to the extent where it moves)
+    tile = [{v: _step(v, o, f, k, v.name in moving) for v, (o, f, k) in st.items()} for st in steps]
     return pvars, subst, tile
+
+
+def _step(var: Var, outer: Var, factor: int, k: int, clamped: bool) -> Expr:
+    e = Expr.of(outer) * factor + k
+    return Expr.of(Clamp(e, 0, var.extent - 1, kept=True)) if clamped else e
 
 
 def tile_transposed(pvars, wvars, subst, offsets, tiles, moving=frozenset()):

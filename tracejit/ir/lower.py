@@ -23,7 +23,7 @@ from .hoist import hoist
 from .merge_sort import POSITION, local_bytes
 from .kernel_ir import INDEX, Builder, Fault, Kernel, Param
 from .layout import LayoutOptions, LoopPlan, plan_loops
-from .symbolic import DataIndex, Div, Expr, Mod, Var
+from .symbolic import Clamp, DataIndex, Div, Expr, Mod, Var
 from .table import MAX_KERNEL_BYTES
 
 
@@ -384,7 +384,7 @@ class _Emitter:
                 if isinstance(atom, (Div, Mod)):
                     ref = self.b.emit("idiv" if isinstance(atom, Div) else "mod", INDEX, (x, self.const(atom.d)))
                 else:
-                    ref = self.b.emit("max", INDEX, (self.b.emit("min", INDEX, (x, self.const(atom.hi))),
+                    ref = self.b.emit("max", INDEX, (self.b.emit("min", INDEX, (x, self._limit(atom))),
                                                      self.const(atom.lo)))
             terms.append(ref if c == 1 else self.b.emit("mul", INDEX, (ref, self.const(c))))
         if expr.const or not terms:
@@ -393,6 +393,15 @@ class _Emitter:
         for t in terms[1:]:
             out = self.b.emit("add", INDEX, (out, t))
         return out
+
+    def _limit(self, atom: Clamp) -> int:
+        """A clamp's upper limit. A kept clamp's follows a symbolic extent (layout.register_tile): it is an
+        int32 constant of its own, cast, so that it is never one instruction with an index constant that
+        happens to have its value at some size (the tile's factor, a row length), which would make the
+        kernel's code depend on the size."""
+        if atom.kept and atom.hi < 2 ** 31:
+            return self.b.emit("cast", INDEX, (self.b.emit("const", np.dtype(np.int32), (), atom.hi),))
+        return self.const(atom.hi)
 
     def _bound(self, atom: DataIndex) -> int:
         """An index read from data, as an offset along its axis (see BOUND in kernel_ir)."""

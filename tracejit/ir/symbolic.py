@@ -43,6 +43,9 @@ class Clamp:
     x: "Expr"
     lo: int
     hi: int
+    # kept whatever the bounds of x (a clamp to a symbolic extent: the code must be the same at every size,
+    # including those where x's bounds happen to fit; ir/layout.register_tile)
+    kept: bool = False
 
     def bounds(self):
         lo, hi = self.x.bounds()
@@ -177,6 +180,8 @@ class Expr:
                     out = out + (x // atom.d) * c
                 elif isinstance(atom, Mod):
                     out = out + (x % atom.d) * c
+                elif atom.kept:
+                    out = out + Expr.of(Clamp(x, atom.lo, atom.hi, True)) * c
                 else:
                     out = out + x.clamp(atom.lo, atom.hi) * c
         return out
