@@ -210,9 +210,10 @@ class Mapping:
         if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
             scans = [n for n in self.nests if n.kind == "scan"]
             fits = len(scans) == 1 and self._one_step_scan(scans[0]) and all(len(n.accs) <= 1 for n in reduces)
-            # a scan's steps run in order, in one work-item, unless a group can share the row
-            return "group" if few_rows and fits and (scans[0].extent >= GROUP_MIN_SCAN or scans[0].symbolic) \
-                else "thread"
+            # a scan's steps run in order, in one work-item, unless a group can share the row (by the extent
+            # at hand even where it is symbolic: a short scan is much faster in one work-item, so a scan whose
+            # length grows past the threshold compiles once more)
+            return "group" if few_rows and fits and scans[0].extent >= GROUP_MIN_SCAN else "thread"
         long_sort = any(size >= GROUP_MIN_REDUCE for size in self._sorts())
         if few_rows and (long_sort or any(n.long >= GROUP_MIN_REDUCE for n in reduces)) \
                 and all(len(n.accs) <= 1 for n in reduces):

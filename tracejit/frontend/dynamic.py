@@ -26,13 +26,15 @@ def twin_sizes(args) -> dict[str, tuple[int, int]] | None:
 
 
 def other_sizes(values, avoid=()) -> dict[int, int]:
-    """For each size, another close to it (one less, else one more: close enough that the code usually
+    """For each size, another close to it (one more, else one less: close enough that the code usually
     takes the same shape), distinct sizes staying distinct and none becoming another of them or one of
-    `avoid` (sizes that stay); 0 and 1 (empty, broadcast) stay as they are."""
+    `avoid` (sizes that stay); 0 and 1 (empty, broadcast) stay as they are. One more first: the
+    thresholds that change a program's shape are `size >= a power of two` (a reduction split in two
+    stages, a parallel loop), and sizes are often that power of two, which one less would cross."""
     taken, out = set(values) | set(avoid), {}
     for v in sorted(set(values)):
         out[v] = v
-        for w in (v - 1, v + 1):
+        for w in (v + 1, v - 1):
             if v >= 2 and w >= 2 and w not in taken:
                 out[v] = w
                 taken.add(w)
