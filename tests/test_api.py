@@ -3,6 +3,7 @@ what a call returns, and the command line. Global default-device changes run in 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -277,6 +278,10 @@ def test_debug_output_explains_each_recompile_argument_by_argument(monkeypatch, 
         f(*args)
         line = next(l for l in capsys.readouterr().err.splitlines() if "kernel(s) for numba" in l)
         assert (why is None and "recompiled" not in line) or line.endswith(f"recompiled: {why}"), line
+    capsys.readouterr()
+    f(np.ones((66, 8), np.float32), w, 1)   # x's first axis is symbolic now: a new size compiles nothing
+    line = next(l for l in capsys.readouterr().err.splitlines() if "kernel(s) for numba" in l)
+    assert re.search(r"retraced \(nothing compiled\): x: shape\[0\] 6[45] -> 66$", line), line
 
 
 def test_dynamic_false_specialises_and_bad_dynamic_values_name_what_is_wrong():

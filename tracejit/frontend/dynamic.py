@@ -92,6 +92,24 @@ def changed_axes(known: list[list[ArgInfo]], new: list[ArgInfo]) -> dict[int, tu
     return {i: tuple(sorted(axes)) for i, axes in out.items() if axes}
 
 
+def size_free_key(infos: list[ArgInfo]) -> tuple:
+    """What a signature is but for its sizes: kinds, dtypes, ranks, layouts (C-contiguous, else the strides),
+    static values. Signatures with one key lower to the same kernels at every size (ir/layout.py, moving)."""
+    out = []
+    for a in infos:
+        if a.kind == "array":
+            contiguous = a.strides == Spec(a.shape, a.dtype).element_strides
+            out.append((a.kind, a.dtype.str, len(a.shape), a.writeable, True if contiguous else a.strides))
+        elif a.kind in ("static", "default"):
+            try:
+                out.append((a.kind, type(a.value).__name__, hash(a.value), repr(a.value)))
+            except TypeError:   # an array-valued static: by identity
+                out.append((a.kind, id(a.value)))
+        else:
+            out.append((a.kind, None if a.dtype is None else a.dtype.str))
+    return tuple(out)
+
+
 def _differ_but_in_size(a: ArgInfo, b: ArgInfo) -> bool:
     if a.kind != b.kind or a.dtype != b.dtype or len(a.shape) != len(b.shape) or a.writeable != b.writeable:
         return True

@@ -20,7 +20,7 @@ from ..runtime.debug import compile_times, log, stage
 from ..runtime.device_stats import DeviceStats, failed
 from . import allocation, capture, shipping
 from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
-                      twin_sizes, with_sizes)
+                      size_free_key, twin_sizes, with_sizes)
 from .hot_path import fast_class, key_function
 from .plan import Plan, Traced
 from .selection import MaskedSelection, data_dependent
@@ -61,6 +61,9 @@ class Kernel:
         self._lowered: OrderedDict = OrderedDict()   # plans of compile-only targets (lower / warm), never run
         self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
         self._symbolic: dict[str, set] = {}   # device -> (argument, axis) seen with a second size (dynamic=None)
+        # (device, signature but for sizes) -> kernel name -> (its loop variables, those moving): what the twin
+        # found, so that a later shape lowers once, without a twin, where every kernel is one already met
+        self._moving: dict[tuple, dict[str, tuple[frozenset, frozenset]]] = {}
         self._fast_key = key_function(self._nparams)
         if not self._static:   # static arguments are keyed by value (_key)
             self._fast = (self._plans, self._counts)
@@ -223,12 +226,7 @@ class Kernel:
                 twin_args = named_axes_other(args, traced.infos, axes)
             elif self._dynamic is None and inner:   # dimensions seen with a second value: symbolic from now
                 twin_args = self._symbolic_twin(args, traced.infos, dev)
-            twin = None if twin_args is None else self._twin(twin_args)
-            with stage("schedule"):   # fusion, layout and lowering to kernel IR
-                first = self._twin_program(twin, dev)
-                program = traced.program(dev.layout, first)
-                if first is not None:   # lowered again with the same variables moving as the program's
-                    program.twin = self._twin_program(twin, dev, program)
+            program = self._schedule(traced, twin_args, dev)
             with stage("verify"):
                 for k in program.kernels:
                     verify_kernel(k)
@@ -249,7 +247,8 @@ class Kernel:
         self._counts["disk_hits"] += loaded
         log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms" + (f" ({times.summary()})" if times else "")
-               + (f"; recompiled: {why}" if why else ""))
+               + (f"; {'recompiled' if loaded < len(program.kernels) else 'retraced (nothing compiled)'}: {why}"
+                  if why else ""))
         profiler.compiled(dev.name, self.__name__, t0, time.perf_counter(), len(program.kernels), loaded,
                           times.summary() if times else "")
         for k in executable.kernels:
@@ -265,12 +264,42 @@ class Kernel:
             log(1, f"{self.__name__}: not traced at other sizes ({e}); its sizes become arguments once they change")
             return None
 
-    def _twin_program(self, twin: Traced | None, dev, other=None):
-        """The twin's kernels (None where there is no twin, or where it does not lower at its sizes)."""
+    def _schedule(self, traced: Traced, twin_args, dev):
+        """The program of a trace. With symbolic dimensions (`twin_args`: the arguments at other sizes of
+        them), its loop variables that follow them are moving (ir/layout.py): known from an earlier shape
+        where every kernel is one already met (no twin traced), else found by lowering the twin first.
+        The program's twin (which of a kernel's sizes follow the shapes) is traced when first asked for:
+        only a kernel template not met before asks."""
+        if twin_args is None:
+            with stage("schedule"):   # fusion, layout and lowering to kernel IR
+                return traced.program(dev.layout)
+        known = self._moving.setdefault((dev.name, size_free_key(traced.infos)), {})
+        if known:
+            with stage("schedule"):
+                program = traced.program(dev.layout, moving={k: m for k, (_, m) in known.items()})
+            if all(known.get(k, (None,))[0] == frozenset(ext) for k, ext in program.extents.items()):
+                program.twin_thunk = lambda: self._twin_program(twin_args, dev, program)
+                return program
+        first = self._twin_program(twin_args, dev)
+        with stage("schedule"):
+            program = traced.program(dev.layout, first)
+        if first is None:
+            return program
+        for name, ext in program.extents.items():
+            other = first.extents.get(name, {})
+            known[name] = (frozenset(ext), frozenset(v for v, n in ext.items() if other.get(v, n) != n))
+        program.twin_thunk = lambda: self._twin_program(twin_args, dev, program)
+        return program
+
+    def _twin_program(self, args, dev, other=None):
+        """The program of these arguments (other sizes), lowered with `other`'s moving variables, or None
+        where it does not trace or lower at those sizes."""
+        twin = self._twin(args)
         if twin is None:
             return None
         try:
-            return twin.program(dev.layout, other)
+            with stage("schedule"):
+                return twin.program(dev.layout, other)
         except TracejitError as e:
             log(1, f"{self.__name__}: not lowered at other sizes ({e}); its sizes become arguments once they change")
             return None
@@ -285,6 +314,8 @@ class Kernel:
         new = {(i, d) for i, axes in changed.items() for d in axes} - seen
         if new:
             self._symbolic[dev.name] = seen = seen | new
+            for key in [k for k in self._moving if k[0] == dev.name]:   # found again with the new axes
+                del self._moving[key]
             names = list(self._signature.parameters)
             log(1, f"{self.__name__}: now symbolic: {', '.join(f'{names[i]}: shape[{d}]' for i, d in sorted(new))}")
         axes: dict[int, tuple[int, ...]] = {}
@@ -391,13 +422,14 @@ def _user_location(tb) -> str:
 def kernel(fn=None, *, static=(), device=None, dynamic=None):
     """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
 
-    dynamic: None (the default): every new shape is traced again, and on the numba device a kernel whose
-    sizes changed since its first compile is compiled once more with those sizes as arguments, which
-    later sizes reuse. True: on numba, the sizes that follow the argument shapes (found by tracing once
-    more with every dimension one off) are arguments from the first compile. {"x": (0,)}: the same for
-    the named axes of the named parameters only (an int for one axis; negative axes count from the end);
-    the other dimensions behave as with None. False: the sizes inside a kernel stay constants of its
-    code, so each new one compiles. On every device the global size (a numba kernel's loop bound, a SIMT
+    dynamic: None (the default): every new shape is traced again; a dimension seen with a second value
+    becomes symbolic: the kernel sizes that follow it are arguments of one more compile, which later
+    sizes reuse, and no layout depends on them (ir/layout.py, `moving`). True: every dimension symbolic
+    from the first compile (found by tracing once more with every dimension one off). {"x": (0,)}: the
+    same for the named axes of the named parameters only (an int for one axis; negative axes count
+    from the end); the other dimensions behave as with None. False: the sizes inside a kernel stay
+    constants of its code, so each new one compiles. On every device the global size (a numba kernel's
+    loop bound, a SIMT
     kernel's bounds check) is an argument either way."""
     if dynamic not in (None, False, True) and not isinstance(dynamic, dict):
         raise UnsupportedError(

@@ -43,8 +43,10 @@ class Traced:
         from .graph_view import to_networkx
         return to_networkx(self.program(registry.compiler(device).layout), self.name)
 
-    def program(self, options: LayoutOptions = LayoutOptions(), other: Program | None = None) -> Program:
-        """The kernels of this graph; `other`: its twin's (ir.fuse.schedule)."""
+    def program(self, options: LayoutOptions = LayoutOptions(), other: Program | None = None,
+                moving: dict | None = None) -> Program:
+        """The kernels of this graph; `other`: its twin's, or `moving`: the variables known to move, per
+        kernel name (ir.fuse.schedule)."""
         inputs = {}
         for i, info in enumerate(self.infos):
             if info.kind == "array":
@@ -53,7 +55,7 @@ class Traced:
             elif info.kind == "scalar":
                 node = build.input_(i, info.dtype, (), weak=True)
                 inputs[node] = input_buffer(i, node, ())
-        return schedule(self.outputs, inputs, options, other)
+        return schedule(self.outputs, inputs, options, other, moving)
 
 
 class Plan:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,9 +44,11 @@ class Program:
     # True: from the first compile; {"x": (0,)}: from the first compile for those axes (others as None);
     # False: every size its own compile, sizes as constants
     dynamic: bool | dict | None = None
-    # the same program traced with other sizes of the dimensions tj.spec named ("n", 1024): sizes that
-    # differ between a kernel and its twin are arguments of its code from the first compile
-    twin: "Program | None" = None
+    # the same program traced with other sizes of its symbolic dimensions: sizes that differ between a
+    # kernel and its twin are arguments of its code from the first compile. Given, or traced on first use
+    # (twin_thunk: only a kernel template not met before asks)
+    _twin: "Program | None" = None
+    twin_thunk: "Callable[[], Program | None] | None" = None
     every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
     # the graph as scheduled (long reductions split, sorts merged: what the kernels compute) and, per node,
     # the kernels that compute it (more than one where a cheap value is recomputed); inputs have none
@@ -54,6 +57,16 @@ class Program:
     # per kernel name, the extent of each of its loop variables before layout (lower.emit): what tells the
     # twin's lowering which variables follow a symbolic dimension
     extents: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def twin(self) -> "Program | None":
+        if self.twin_thunk is not None:
+            self._twin, self.twin_thunk = self.twin_thunk(), None
+        return self._twin
+
+    @twin.setter
+    def twin(self, value: "Program | None") -> None:
+        self._twin, self.twin_thunk = value, None
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of
@@ -74,10 +87,11 @@ class Program:
 
 
 def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions(),
-             other: "Program | None" = None) -> Program:
+             other: "Program | None" = None, moving: dict[str, frozenset] | None = None) -> Program:
     """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
     the target's layout preferences. `other`: the same function scheduled at other sizes of its symbolic
-    dimensions (issue 19): loop variables whose extent differs there get layouts that do not depend on it."""
+    dimensions (issue 19): loop variables whose extent differs there get layouts that do not depend on it;
+    or `moving`: those variables' names per kernel name, known from an earlier shape."""
     extents: dict[str, dict[str, int]] = {}
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
@@ -108,7 +122,8 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         name = f"k{len(kernels)}_{'matmul' if isinstance(what, library.Gemm) else _describe(group[0])}"
         extents[name] = {}
         kernel, params = emit(name, group, reads, [writes[a.out] for a in group], options,
-                              None if other is None else other.extents.get(name), extents[name])
+                              None if other is None else other.extents.get(name), extents[name],
+                              None if moving is None else moving.get(name, frozenset()))
         if options.tiled and what:
             kernel.contraction = contraction.describe(what, group[0].out, reads, writes[group[0].out], params)
         found = options.library and what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)

@@ -29,17 +29,19 @@ from .table import MAX_KERNEL_BYTES
 
 def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer],
          options: LayoutOptions = LayoutOptions(), other: dict[str, int] | None = None,
-         extents: dict[str, int] | None = None) -> tuple[Kernel, list[Buffer]]:
+         extents: dict[str, int] | None = None, moving: frozenset[str] | None = None) -> tuple[Kernel, list[Buffer]]:
     """Kernel IR for analysed groups sharing one iteration space (several only when elementwise and of
     one shape); returns the kernel and the buffers its params refer to, outputs first. `other`: the
     extent of each variable in this kernel of the program's twin (the same function traced at other
     sizes of its symbolic dimensions, issue 19): variables whose extent differs there are moving, and no
-    layout choice depends on their extent. `extents`: filled with this kernel's variables' extents."""
+    layout choice depends on their extent (or `moving`: their names, known already). `extents`: filled with
+    this kernel's variables' extents."""
     a = group[0]
     variables = {v.name: v.extent for v in (*a.out_vars, *(v for r in a.reduces for v in r.vars))}
     if extents is not None:
         extents.update(variables)
-    moving = frozenset(k for k, n in variables.items() if other is not None and other.get(k, n) != n)
+    if moving is None:
+        moving = frozenset(k for k, n in variables.items() if other is not None and other.get(k, n) != n)
     offsets = [o for g in group for o in g.offsets]
     itemsizes = [s for g in group for s in g.itemsizes]
     if a.scans:

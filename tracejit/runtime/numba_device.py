@@ -74,6 +74,9 @@ class NumbaDevice(Device):
         self.modules: dict[str, object] = {}
         # which sizes of each kernel are arguments of its code
         self.sizes = SizeTemplates(numba_codegen.slot_argument, "numba-sizes")
+        # (module key, loop, signature) -> (module, (entry point, dispatcher)): a kernel this process already loaded
+        # (another size of a kernel whose sizes are arguments) costs a dict lookup, not a module load
+        self._loaded: dict[tuple, tuple] = {}
         _load_numba_registries()
 
     @staticmethod
@@ -167,7 +170,11 @@ class NumbaDevice(Device):
             loop = _loop(k, blas)
             with stage("render"):
                 sizes = size_slots(k)
-                named = self.sizes.named(k, sizes, program.twin, i)
+                # which sizes follow the shapes: asked of the twin only for a template not met before (warming
+                # names its dimensions: asked always)
+                named = (lambda k=k, sizes=sizes, i=i: self.sizes.named(k, sizes, program.twin, i))
+                if program.every_loop:
+                    named = named()
                 symbolic = {} if program.dynamic is False else self.sizes.symbolic(k, loop, sizes, named)
             # (entry point, dispatcher), whether nothing was compiled
             source, values, fns, cached = self._build(k, loop, sizes, symbolic)
@@ -222,7 +229,12 @@ class NumbaDevice(Device):
 
     def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
         key = self.cache_key(source, kernel)
+        signature = _signature(kernel, loop == "chunks", values)
+        memo = (key.digest, loop, signature)
         modname = f"_tracejit_numba_{key.digest[:24]}"
+        hit = self._loaded.get(memo)
+        if hit is not None and sys.modules.get(modname) is hit[0]:   # (the module may have been dropped)
+            return hit[1], True
         module = sys.modules.get(modname)
         stored = True
         if module is None:
@@ -243,7 +255,6 @@ class NumbaDevice(Device):
             fn = numba_cache.dispatcher(fn, parallel=loop == "prange", nogil=loop == "chunks")
             setattr(module, kernel.name, fn)
         t0 = time.perf_counter()
-        signature = _signature(kernel, loop == "chunks", values)
         # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
         # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
         # byte in machine code can load silently or abort the process inside LLVM
@@ -273,6 +284,7 @@ class NumbaDevice(Device):
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
+        self._loaded[memo] = (module, (entry, fn))
         return (entry, fn), cached
 
 

@@ -37,15 +37,21 @@ class SizeTemplates:
         self._lock = threading.Lock()
         self.slot_argument, self.kind = slot_argument, kind
 
-    def symbolic(self, kernel: Kernel, loop: str, values: dict, named: set = frozenset()) -> dict[Slot, str]:
+    def symbolic(self, kernel: Kernel, loop: str, values: dict,
+                 named: "set | Callable[[], set]" = frozenset()) -> dict[Slot, str]:
         """The size slots of this kernel to render as arguments: those that changed since the first kernel
         of its template (a second row length of a softmax makes the row length an argument, and every
         later one reuses that compile). The first of a template is specialised (no slots). `values`: the
         kernel's size_slots. Only slots that become arguments are returned (slot_argument). `named`: slots
         that follow a dimension tj.spec named, any dimension under @tj.kernel(dynamic=True) or a named axis
         under dynamic={"x": (0,)} (found from Program.twin): arguments from the first compile, and remembered
-        for later processes."""
+        for later processes. A callable `named` is asked only for a template without argument slots yet (it
+        may trace the function at other sizes: Program.twin)."""
         key = (template(kernel, values), loop)
+        if callable(named):   # (outside the lock: it may trace)
+            with self._lock:
+                seen = self._seen.get(key)
+            named = named() if seen is None or not seen[1] else frozenset()
         with self._lock:
             seen = self._seen.get(key)
             if seen is None:
@@ -78,7 +84,7 @@ class SizeTemplates:
             return {}
         kernel = program.kernels[index]
         values = size_slots(kernel)
-        return self.symbolic(kernel, loop, values, self.named(kernel, values, program.twin, index))
+        return self.symbolic(kernel, loop, values, lambda: self.named(kernel, values, program.twin, index))
 
     def named(self, kernel: Kernel, values: dict, twin: Program | None, index: int) -> set[Slot]:
         """The size slots of kernel `index` that differ in the program's twin (traced at other sizes of the
