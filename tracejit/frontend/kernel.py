@@ -230,9 +230,10 @@ class Kernel:
             with stage("verify"):
                 for k in program.kernels:
                     verify_kernel(k)
-            log(3, str(traced))
-            for k in program.kernels:
-                log(3, k.format())
+            if debug.LEVEL >= 3:   # (formatting costs: not done otherwise)
+                log(3, str(traced))
+                for k in program.kernels:
+                    log(3, k.format())
             program.dynamic = self._dynamic
             program.every_loop = bool(named and inner)   # warming: no size of n may compile later
             try:
