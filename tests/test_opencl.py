@@ -351,14 +351,15 @@ def test_unwritable_home_names_pocl_cache_dir_not_a_missing_platform(tmp_path):
 def test_cpu_row_sums_add_runs_of_64_in_float_and_the_runs_in_double(n):
     """A CPU device's work-item sums its float32 row in double (as accurate as NumPy's pairwise sum); in
     runs of 64 floats added in double it costs no conversion per element (PoCL softmax 5.9 -> 4.3 ms).
-    A row that is no multiple of 64 keeps the double accumulator."""
+    A row that is no multiple of 64 keeps the double accumulator, unless the row length is an argument of
+    the kernel (another size of this template was met first): then its last run is shorter."""
     if tj.device("opencl").cl_device.type & 4:   # CL_DEVICE_TYPE_GPU: rows get work-groups there
         pytest.skip("a GPU reduces long rows in work-groups")
     rng = np.random.default_rng(n)
     x = (rng.standard_normal((64, n)) * 1000 + 3).astype(np.float32)
     f = tj.kernel(lambda x: (np.exp(x / 1000) * x).sum(axis=-1))
-    source = f.lower(x, device="opencl").kernels[0].source
-    assert ("_run = " in source) == (n % simt.WIDE_BLOCK == 0)
+    lowered = f.lower(x, device="opencl").kernels[0]
+    assert ("_run = " in lowered.source) == (n % simt.WIDE_BLOCK == 0 or bool(lowered.launch.symbolic))
     exact = (np.exp(x.astype(np.float64) / 1000) * x).sum(-1)
     ours = np.asarray(f(x, device="opencl")).astype(np.float64)
     numpy_error = np.abs((np.exp(x / 1000) * x).sum(-1).astype(np.float64) - exact).max()

@@ -183,12 +183,13 @@ def attention_step(q, k, v):
 def test_a_decoding_loop_compiles_each_kernel_at_length_one_and_once_symbolic(device, rng):
     """The default dynamic=None makes a dimension symbolic the first time it takes a second value: the
     decoder's step compiles its 4 kernels at length 1 and once more at length 2 with the lengths as
-    arguments (row lengths and loop extents on every device), and every later length reuses them: no
-    layout depends on a symbolic extent (no register tile of q @ k.T that must divide the length, no
-    row kept in local memory whose length the source fixes, the rows' work-groups those of long rows).
-    Two exceptions, both measured: on numba where LLVM vectorises with 256 bits, float32 sums shorter
-    than 8 keep a kernel of their own (they add in NumPy's order there); on CPU OpenCL, q @ k.T without
-    a bounds check where the work-group divides the length (PoCL vectorises across work-items then).
+    arguments (row lengths and loop extents on every device), and later lengths reuse them: no layout
+    depends on a symbolic extent (no register tile of q @ k.T that must divide the length, no row kept
+    in local memory whose length the source fixes, a GPU's rows walked by work-groups whatever their
+    length). What still compiles, measured: the float32 sum over the length once more at 8 (shorter sums
+    add in NumPy's order; on numba only where LLVM vectorises with 256 bits); on CPU OpenCL and WebGPU
+    (llvmpipe), a work-group per row from 128 for the max and the sum (a CPU's work-group choice follows
+    the rows at hand), and on PoCL q @ k.T with and without its bounds check (PoCL vectorises without).
     Every length matches NumPy."""
     f = tj.kernel(attention_step)
     q = rng.standard_normal((1, 64), dtype=np.float32)
@@ -197,17 +198,20 @@ def test_a_decoding_loop_compiles_each_kernel_at_length_one_and_once_symbolic(de
             k, v = rng.standard_normal((n, 64), dtype=np.float32), rng.standard_normal((n, 64), dtype=np.float32)
             _check(np.asarray(f(q, k, v, device=device)), attention_step(q, k, v), f"{device} length {n}")
     kernels = len(f.lower(q, k, v, device=device).kernels)
-    limit = 2 * kernels + (device == "numba" and host_vector_bytes() < 64) + device.startswith("opencl")
-    assert kernels == 4 and f.cache_info()["compiles"] <= limit, f.cache_info()
+    # measured here: 9 on numba (256-bit vectors), cuda and metal; 10 on webgpu; 13 on PoCL (17 before)
+    extra = {"numba": int(host_vector_bytes() < 64), "cuda": 1, "metal": 1, "webgpu": 2}.get(device, 5)
+    assert kernels == 4 and f.cache_info()["compiles"] <= 2 * kernels + extra, f.cache_info()
 
 
 @pytest.mark.parametrize("fn", [softmax, layernorm], ids=["softmax", "layernorm"])
-def test_a_growing_row_length_compiles_twice_on_every_device(device, rng, fn):
+def test_a_growing_row_length_compiles_a_few_kernels_on_every_device(device, rng, fn):
     """Rows of 1, 2, ..., 40 and past the thresholds where a specialised kernel changes shape (a GPU
     work-group per row from 128, a row kept in local memory): the first length is specialised, the second
-    makes the length an argument, and that kernel serves every later length (on SIMT devices it walks
-    the row with a work-group of the largest size and keeps no row in local memory, whose length their
-    source would fix). numba with 256-bit vectors compiles sums shorter than 8 apart (NumPy's order)."""
+    makes the length an argument, and that kernel serves every later length (on SIMT devices it keeps no
+    row in local memory, whose length their source would fix, and a GPU walks every row with a
+    work-group of the largest size), but for the float32 sums, which keep NumPy's order below 8 (numba:
+    where LLVM vectorises with 256 bits), and on CPU OpenCL and WebGPU (llvmpipe) a work-group per row
+    from 128 while the rows are few. One compile per length on the SIMT devices before."""
     f = tj.kernel(fn)
     with checks_paused():
         for n in (*range(1, 41), 64, 127, 128, 129, 300, 1000):
@@ -215,7 +219,7 @@ def test_a_growing_row_length_compiles_twice_on_every_device(device, rng, fn):
             extra = (rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)) \
                 if fn is layernorm else ()
             _check(np.asarray(f(x, *extra, device=device)), fn(x, *extra), f"{device} length {n}")
-    limit = 2 + (device == "numba" and host_vector_bytes() < 64)
+    limit = 2 + (host_vector_bytes() < 64 if device == "numba" else 1) + device.startswith(("opencl", "webgpu"))
     assert f.cache_info()["compiles"] <= limit, f.cache_info()
 
 

@@ -15,7 +15,8 @@ from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from .c_values import FLOAT_OPS, CValues
 from ..ir.size_slots import Slot
-from .simt import WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, reorderable_updates
+from .simt import (ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype,
+                   order_sensitive_ranges, reorderable_updates)
 
 
 SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
@@ -168,8 +169,11 @@ class _Render(CValues):
         assert kernel.global_size % lanes == 0
         self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
         # loops whose extent is an argument: every choice about them is the one for long loops, so that the
-        # source is the same text for every extent (issue 19)
-        long_ranges = frozenset(i for i, j in self.symbolic if j == 0 and self.ins[i].op == "range")
+        # source is the same text for every extent (issue 19); but a float sum or product shorter than
+        # NumPy's pairwise block adds in order (NumPy's bits), so there a short extent keeps its own source
+        ordered = order_sensitive_ranges(self.ins)
+        long_ranges = frozenset(i for i, j in self.symbolic if j == 0 and self.ins[i].op == "range"
+                                and (self.ins[i].arg[0] >= ORDERED_BELOW or i not in ordered))
         m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options,
                     long_ranges)
         self.mapping = m
@@ -406,11 +410,14 @@ class _Render(CValues):
                     self.out(t.let(f"v{r}", self.idx, expr))
             elif i in self.blocked:   # runs of WIDE_BLOCK added in float, each run's total in double
                 acc, block = self.blocked[i], self.literal(WIDE_BLOCK, i32)
+                extent = self.slot(i, 0, x.arg[0], INDEX, True)
                 self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32),
-                                f"{name}_b < {self.slot(i, 0, x.arg[0], INDEX, True)}", f"{name}_b += {block}"))
+                                f"{name}_b < {extent}", f"{name}_b += {block}"))
                 self.depth += 1
                 self.out(t.var(f"v{acc}_run", self.ctype(np.dtype("float32")), self.literal(0.0, np.dtype("float32"))))
-                self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {name}_b + {block}", f"{name}++"))
+                # an extent that is an argument may end in a shorter run
+                end = f"min({name}_b + {block}, {extent})" if i in self.mapping.long_ranges else f"{name}_b + {block}"
+                self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {end}", f"{name}++"))
                 self.depth += 1
             elif i not in self.inner:
                 self.out(t.loop(name, self.idx, self.literal(0, i32),

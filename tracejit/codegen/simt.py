@@ -215,7 +215,10 @@ class Mapping:
             # length grows past the threshold compiles once more)
             return "group" if few_rows and fits and scans[0].extent >= GROUP_MIN_SCAN else "thread"
         long_sort = any(size >= GROUP_MIN_REDUCE for size in self._sorts())
-        if few_rows and (long_sort or any(n.long >= GROUP_MIN_REDUCE for n in reduces)) \
+        # a row of symbolic length: a work-group on a GPU (long rows need one, short ones lose little); on a
+        # CPU by the length at hand (a work-group there is for a few long rows only)
+        cpu = self.o.group_max_rows is not None
+        if few_rows and (long_sort or any((n.extent if cpu else n.long) >= GROUP_MIN_REDUCE for n in reduces)) \
                 and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
@@ -265,7 +268,7 @@ class Mapping:
         return {n.ranges[0]: n.accs[0] for n in self.nests
                 if n.kind == "reduce" and len(n.ranges) == 1 and len(n.accs) == 1 and n.accs[0] in self.wide
                 and self.ins[n.accs[0]].arg[0] == "sum" and self.ins[n.accs[0]].dtype == np.float32
-                and n.extent % WIDE_BLOCK == 0 and not n.symbolic}
+                and (n.extent % WIDE_BLOCK == 0 or n.symbolic)}   # symbolic: a shorter last run (cstyle)
 
     def _index_bits(self) -> int:
         biggest = max([self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]
@@ -313,6 +316,23 @@ def index_values(instrs) -> set[int]:
 # NumPy adds fewer than 8 elements one after another (its pairwise sum unrolls by 8 from there on), so a
 # float reduction that short keeps that order exactly; a longer one may be reordered (vectorised lanes).
 ORDERED_BELOW = 8
+
+
+def order_sensitive_ranges(instrs) -> set[int]:
+    """The loops around an update of a float sum or product: NumPy adds fewer than ORDERED_BELOW such
+    steps in order, so their length decides the code (a max or min does not care)."""
+    out: set[int] = set()
+    open_ranges: list[int] = []
+    for i, x in enumerate(instrs):
+        if x.op == "range":
+            open_ranges.append(i)
+        elif x.op == "endrange":
+            open_ranges.pop()
+        elif x.op == "update" and x.dtype is None:
+            acc = instrs[x.srcs[0]]
+            if acc.op == "acc" and acc.arg[0] in ("sum", "prod") and acc.dtype.kind == "f":
+                out.update(open_ranges)
+    return out
 
 
 def reorderable_updates(instrs, long_ranges=frozenset()) -> set[int]:
