@@ -205,8 +205,8 @@ class Mapping:
         reduces = [n for n in self.nests if n.kind == "reduce"]
         if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
             return "thread"   # rows of accumulators belong to one work-item
-        few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows \
-            or self.o.max_loop is not None and self.loop_iterations("thread") > self.o.max_loop
+        too_long = self.o.max_loop is not None and self.loop_iterations("thread") > self.o.max_loop
+        few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows or too_long
         if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
             scans = [n for n in self.nests if n.kind == "scan"]
             fits = len(scans) == 1 and self._one_step_scan(scans[0]) and all(len(n.accs) <= 1 for n in reduces)
@@ -215,10 +215,12 @@ class Mapping:
             # length grows past the threshold compiles once more)
             return "group" if few_rows and fits and scans[0].extent >= GROUP_MIN_SCAN else "thread"
         long_sort = any(size >= GROUP_MIN_REDUCE for size in self._sorts())
-        # a row of symbolic length: a work-group on a GPU (long rows need one, short ones lose little); on a
-        # CPU by the length at hand (a work-group there is for a few long rows only)
+        # a row of symbolic length: a work-group on a GPU (long rows need one, short ones lose little); one
+        # work-item on a CPU, which serves every length (a CPU's work-group is for a few long rows only,
+        # and the few rows are the batch, which changes too)
         cpu = self.o.group_max_rows is not None
-        if few_rows and (long_sort or any((n.extent if cpu else n.long) >= GROUP_MIN_REDUCE for n in reduces)) \
+        if few_rows and (long_sort or any((0 if cpu and n.symbolic and not too_long else n.long) >= GROUP_MIN_REDUCE
+                                          for n in reduces)) \
                 and all(len(n.accs) <= 1 for n in reduces):
             return "group"
         return "thread"
