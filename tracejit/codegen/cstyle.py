@@ -15,8 +15,8 @@ from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from .c_values import FLOAT_OPS, CValues
 from ..ir.size_slots import Slot
-from .simt import (ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype,
-                   order_sensitive_ranges, reorderable_updates)
+from .simt import (WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, long_loops,
+                   reorderable_updates, slot_argument)  # noqa: F401 (slot_argument: the devices' cstyle.slot_argument)
 
 
 SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
@@ -134,25 +134,6 @@ class CStyle:
         return _Render(self, kernel, options, by_value, lanes, aligned, name, symbolic).run()
 
 
-def slot_argument(kernel: Kernel, slot: Slot) -> np.dtype | None:
-    """Whether a size slot (ir/size_slots.py) can be an argument of the C-style kernel, as a dtype (the
-    index type, int64, stands for the kernel's own: Launch.symbolic has the one passed), else None. A
-    constant of a 32- or 64-bit type and a loop's extent can; a local array's length (C arrays have
-    constant lengths), a sort's and a bounded index's axis size stay constants. A source with slots as
-    arguments is right for the kernel it was rendered from; another kernel of the template shares its
-    compile only where its source is the same text (every choice taken from the values alike)."""
-    i, j = slot
-    x = kernel.instrs[i]
-    if x.op == "const" and x.dtype in SLOT_DTYPES:
-        return x.dtype
-    if x.op == "range" and j == 0:
-        return INDEX
-    return None
-
-
-SLOT_DTYPES = tuple(np.dtype(t) for t in ("int32", "uint32", "int64", "uint64", "float32", "float64"))
-
-
 class _Render(CValues):
     def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes=1, aligned=(),
                  name=None, symbolic=None):
@@ -168,12 +149,7 @@ class _Render(CValues):
         self._check_dtypes()
         assert kernel.global_size % lanes == 0
         self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
-        # loops whose extent is an argument: every choice about them is the one for long loops, so that the
-        # source is the same text for every extent (issue 19); but a float sum or product shorter than
-        # NumPy's pairwise block adds in order (NumPy's bits), so there a short extent keeps its own source
-        ordered = order_sensitive_ranges(self.ins)
-        long_ranges = frozenset(i for i, j in self.symbolic if j == 0 and self.ins[i].op == "range"
-                                and (self.ins[i].arg[0] >= ORDERED_BELOW or i not in ordered))
+        long_ranges = long_loops(self.ins, self.symbolic)
         m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options,
                     long_ranges)
         self.mapping = m

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.kernel_ir import INDEX, Kernel
+from ..ir.size_slots import Slot
 
 WIDE_BLOCK = 64            # a work-item's wide float32 sum adds runs of this many in float (Mapping._blocked_sums)
 GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
@@ -318,6 +319,35 @@ def index_values(instrs) -> set[int]:
 # NumPy adds fewer than 8 elements one after another (its pairwise sum unrolls by 8 from there on), so a
 # float reduction that short keeps that order exactly; a longer one may be reordered (vectorised lanes).
 ORDERED_BELOW = 8
+
+
+def slot_argument(kernel: Kernel, slot: Slot) -> np.dtype | None:
+    """Whether a size slot (ir/size_slots.py) can be an argument of the C-style kernel, as a dtype (the
+    index type, int64, stands for the kernel's own: Launch.symbolic has the one passed), else None. A
+    constant of a 32- or 64-bit type and a loop's extent can; a local array's length (C arrays have
+    constant lengths), a sort's and a bounded index's axis size stay constants. A source with slots as
+    arguments is right for the kernel it was rendered from; another kernel of the template shares its
+    compile only where its source is the same text (every choice taken from the values alike)."""
+    i, j = slot
+    x = kernel.instrs[i]
+    if x.op == "const" and x.dtype in SLOT_DTYPES:
+        return x.dtype
+    if x.op == "range" and j == 0:
+        return INDEX
+    return None
+
+
+SLOT_DTYPES = tuple(np.dtype(t) for t in ("int32", "uint32", "int64", "uint64", "float32", "float64"))
+
+
+def long_loops(instrs, symbolic) -> frozenset[int]:
+    """The loops whose extent is an argument (`symbolic`: size slot -> name): every choice about them is the
+    one for long loops, so that the source is the same text for every extent (issue 19); but a float sum or
+    product shorter than NumPy's pairwise block adds in order (NumPy's bits), so there a short extent
+    keeps its own source."""
+    ordered = order_sensitive_ranges(instrs)
+    return frozenset(i for i, j in symbolic if j == 0 and instrs[i].op == "range"
+                     and (instrs[i].arg[0] >= ORDERED_BELOW or i not in ordered))
 
 
 def order_sensitive_ranges(instrs) -> set[int]:
