@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
-from .numba_rows import BLOCKED_ROW_MAX, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
+from .numba_rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
 from .simt import index_values
 
 # op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
@@ -117,6 +117,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     symbolic = symbolic or {}
     ins = kernel.instrs
     names: list[str] = [""] * len(ins)
+    vectors512 = host_vector_bytes() == 64   # runtime.numba_math.wide_vectors
     acc_wide: dict[int, bool] = {}
     index = index_values(ins)
     params = [p.name for p in kernel.params] + (["tj_error"] if faults(kernel) else [])
@@ -157,6 +158,8 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 out(f"    {name} = nonnegative_index({name}_)")
             else:   # the size is an argument: one compile serves every size whose kernel body is the same
                 out(f"for {name} in {'numba.prange' if loop == 'prange' else 'range'}(tj_size):")
+                if vectors512 and loop == "prange":   # the loop's body is a function of its own (Numba's parfor)
+                    out("    wide_vectors()")
             depth += 1
         elif op == "range":
             extent = symbolic.get((i, 0)) or x.arg[0]
@@ -261,6 +264,8 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
         names[i] = name
     if pre and at_global is not None:
         lines[at_global:at_global] = pre
+    if vectors512 and (loop != "prange" or at_global is None):
+        lines.insert(0, "    wide_vectors()")
     src = "\n".join(lines)
     lead = ["tj_start", "tj_stop"] if loop == "chunks" else ["tj_size"]   # see the global loop
     sizes = [name for _, name in sorted(symbolic.items())]
@@ -385,7 +390,7 @@ def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = Non
             called[f + "_called"] += called.pop(f)
     helpers = ("f16_to_f32", "f32_to_f16", "int_power", "nonnegative_exponent", "bound_index", "int_fmod",
                "ldexp_f64", "sort_row", "wrap_add", "wrap_sub", "wrap_mul", "reassoc_add", "reassoc_mul",
-               "max_step", "min_step", "nonnegative_index", "stack_empty", "opaque_extent")
+               "max_step", "min_step", "nonnegative_index", "stack_empty", "opaque_extent", "wide_vectors")
     used = [f for f in (*own, *(f + "_called" for f in own), *helpers) if called.get(f)]
     if used:
         parts += [f"from tracejit.runtime.numba_math import {', '.join(used)}", ""]

@@ -134,6 +134,17 @@ def opaque_extent(typingctx, n):
         return types.int64(n), codegen
     return None
 
+@intrinsic
+def wide_vectors(typingctx):
+    """Nothing at run time: marks the function it is called in "prefer-vector-width"="512", so that LLVM
+    vectorises its loops with 512-bit registers where its tuning for the host says 256 (codegen.numba_rows'
+    host_vector_bytes says where). A string attribute, which llvmlite's add() (a list of keywords) refuses."""
+    def codegen(context, builder, sig, args):
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
 @intrinsic(prefer_literal=True)
 def stack_empty(typingctx, n, dtype):
     """np.empty(n, dtype) for a literal n, on the calling function's stack (allocated in its entry block:
