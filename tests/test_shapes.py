@@ -198,7 +198,7 @@ def test_a_decoding_loop_compiles_each_kernel_at_length_one_and_once_symbolic(de
             _check(np.asarray(f(q, k, v, device=device)), attention_step(q, k, v), f"{device} length {n}")
     kernels = len(f.lower(q, k, v, device=device).kernels)
     # measured here: 9 on numba (256-bit vectors), cuda and metal; 8 on webgpu; 11 on PoCL (13-17 before)
-    extra = {"numba": int(host_vector_bytes() < 64)}.get(device, 3 if device.startswith("opencl") else 1)
+    extra = {"numba": int(host_vector_bytes() < 64)}.get(device, 1 if device.startswith("opencl") else 0)
     assert kernels == 4 and f.cache_info()["compiles"] <= 2 * kernels + extra, f.cache_info()
 
 
@@ -218,7 +218,7 @@ def test_a_growing_row_length_compiles_a_few_kernels_on_every_device(device, rng
             extra = (rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)) \
                 if fn is layernorm else ()
             _check(np.asarray(f(x, *extra, device=device)), fn(x, *extra), f"{device} length {n}")
-    limit = 2 + (host_vector_bytes() < 64 if device == "numba" else 1)
+    limit = 2 + (host_vector_bytes() < 64 if device == "numba" else 0)
     assert f.cache_info()["compiles"] <= limit, f.cache_info()
 
 
@@ -234,6 +234,25 @@ def test_short_sums_over_a_symbolic_length_are_numpy_s_sums_bit_for_bit(rng, dty
     # vector loop would reorder them: codegen.numba_rows.row_loops)
     one_source = dtype == np.float32 and host_vector_bytes() >= 64
     assert f.cache_info()["compiles"] <= (2 if one_source else 3), f.cache_info()
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod"])
+def test_short_sums_over_a_symbolic_length_are_numpy_s_on_every_device(device, rng, reduce):
+    """One source for every length on the SIMT devices too: where the length (an argument) is below 8 at
+    run time, a work-item adds in NumPy's order without reassociation, and a work-group's row is added by
+    its first work-item alone; a longer one as a long row. Rows of 1-7 give NumPy's bits."""
+    f = tj.kernel(lambda x: getattr(x, reduce)(axis=-1), dynamic={"x": -1})
+    scale = 1000 if reduce == "sum" else 1.5
+    with checks_paused():
+        x = rng.standard_normal((64, 40)).astype(np.float32)
+        _check(np.asarray(f(x, device=device)), getattr(x, reduce)(axis=-1), "length 40")
+        for n in range(1, 8):
+            x = (rng.standard_normal((64, n)) * scale).astype(np.float32)
+            np.testing.assert_array_equal(np.asarray(f(x, device=device)), getattr(x, reduce)(axis=-1),
+                                          err_msg=f"{device} length {n}")
+    # length 40 (its length an argument from the first compile), length 1 (a program of its own); numba's
+    # float32 product accumulates in float64 where long, so its short ones are a source of their own
+    assert f.cache_info()["compiles"] <= 2 + (device == "numba" and reduce == "prod"), f.cache_info()
 
 
 def test_the_vector_width_is_512_bits_on_avx512_cores_but_the_first_intel_ones(monkeypatch):

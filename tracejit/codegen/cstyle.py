@@ -15,8 +15,8 @@ from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from .c_values import FLOAT_OPS, CValues
 from ..ir.size_slots import Slot
-from .simt import (WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, long_loops,
-                   reorderable_updates, slot_argument)  # noqa: F401 (slot_argument: the devices' cstyle.slot_argument)
+from .simt import (ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, long_loops,
+                   ordered_loops, reorderable_updates, slot_argument)  # noqa: F401 (slot_argument: the devices' cstyle.slot_argument)
 
 
 SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
@@ -150,12 +150,26 @@ class _Render(CValues):
         assert kernel.global_size % lanes == 0
         self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
         long_ranges = long_loops(self.ins, self.symbolic)
-        m = Mapping(kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes), options,
-                    long_ranges)
+        ordered = ordered_loops(self.ins, long_ranges)
+        shape = kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes)
+        m = Mapping(shape, options, long_ranges)
+        if m.mode == "group":   # a row of several loops shared by a group has no extent to branch on
+            unhandled = {r for n in m.nests if len(n.ranges) > 1 for r in n.ranges} & ordered
+            if unhandled:   # such a short sum gets a source of its own (one more compile where it grows)
+                long_ranges, ordered = long_ranges - unhandled, ordered - unhandled
+                m = Mapping(shape, options, long_ranges)
         self.mapping = m
+        # loops whose extent below ORDERED_BELOW takes NumPy's order at run time: a group's row in its first
+        # work-item (group_ordered), any other loop written twice, in order and as a long loop (twice)
+        self.group_ordered = {n.ranges[0] for n in m.nests if n.ranges[0] in ordered} if m.mode == "group" else set()
+        self.twice = ordered - self.group_ordered
+        self.in_order = False   # rendering a loop's in-order copy
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide, self.blocked = m.index, m.nonneg, m.wide, m.blocked
-        self.reorderable = reorderable_updates(self.ins, long_ranges)
+        ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == "endrange"}
+        self.ends = ends
+        self.reorderable = reorderable_updates(self.ins, long_ranges) - {
+            j for r in self.group_ordered for j in range(r, ends[r])}   # a work-item's part of a group's row: in order
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
         self.size_checked = False   # set by the walk where it checks the global index against the size
@@ -321,12 +335,32 @@ class _Render(CValues):
         self.inner = {r for n in self.nests if group for r in n.ranges[1:]}
         self.closes = {n.end: n for n in self.nests}
         self.level = 0
-        i = 0
-        while i < len(ins):
+        self.walk_span(0, len(ins))
+
+    def walk_span(self, i: int, end: int) -> None:
+        """Instructions i..end-1; a loop in `twice` as `if (extent < ORDERED_BELOW) {in order} else {long}`."""
+        group = self.mode == "group"
+        while i < end:
             nest = self.nest_at.get(i)
             if group and nest is not None and nest.kind == "scan":
                 group_scan.render(self, nest)
                 i = nest.end + 1
+            elif i in self.twice and not self.in_order:
+                last = self.ends[i] + 1
+                extent = self.slot(i, 0, self.ins[i].arg[0], INDEX, True)
+                self.out(f"if ({extent} < {self.literal(ORDERED_BELOW, INDEX, True)}) {{")
+                self.depth += 1
+                self.in_order = True
+                self.walk_span(i, last)
+                self.in_order = False
+                self.depth -= 1
+                self.out("} else {")
+                self.depth += 1
+                self.instr(i)
+                self.walk_span(i + 1, last)
+                self.depth -= 1
+                self.out("}")
+                i = last
             else:
                 self.instr(i)
                 i += 1
@@ -372,8 +406,13 @@ class _Render(CValues):
                 f = f"f{i}"
                 extent = self.slot(i, 0, n.extent, INDEX, True) if len(n.ranges) == 1 else \
                     self.literal(n.extent, INDEX, True)
-                self.out(t.loop(f, self.idx, "lid", f"{f} < {extent}",
-                                f"{f} += {self.literal(self.local_size, i32)}"))
+                start, step = "lid", self.literal(self.local_size, i32)
+                if i in self.group_ordered:   # a short row: its first work-item adds it in order, the others nothing
+                    short = f"{extent} < {self.literal(ORDERED_BELOW, INDEX, True)}"
+                    first = f"lid == {self.literal(0, i32)}"
+                    start = self.select(short, self.select(first, self.literal(0, INDEX, True), extent), "lid")
+                    step = self.select(short, self.literal(1, i32), step)
+                self.out(t.loop(f, self.idx, start, f"{f} < {extent}", f"{f} += {step}"))
                 self.depth += 1
                 stride = n.extent
                 for r, e in zip(n.ranges, n.extents):
@@ -423,12 +462,17 @@ class _Render(CValues):
             if target.op == "acc" and s[0] in self.blocked.values():
                 run = f"v{s[0]}_run"
                 step = f"{run} = {self.combine(red, np.dtype('float32'), run, a[-1])};"
-                for line in t.reassociable(step) if i in self.reorderable else [step]:
+                for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
                     self.out(line)
+                self.names[i] = self.names[s[0]]
+            elif target.op == "acc" and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
+                narrow = self.acc_dtype(target.dtype)
+                total = self.combine(red, narrow, self.cast(f"v{s[0]}", adt, narrow), a[-1])
+                self.out(f"v{s[0]} = {self.cast(total, narrow, adt)};")
                 self.names[i] = self.names[s[0]]
             elif target.op == "acc":
                 step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
-                for line in t.reassociable(step) if i in self.reorderable else [step]:
+                for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
                     self.out(line)
                 self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
             else:

@@ -342,12 +342,17 @@ SLOT_DTYPES = tuple(np.dtype(t) for t in ("int32", "uint32", "int64", "uint64", 
 
 def long_loops(instrs, symbolic) -> frozenset[int]:
     """The loops whose extent is an argument (`symbolic`: size slot -> name): every choice about them is the
-    one for long loops, so that the source is the same text for every extent (issue 19); but a float sum or
-    product shorter than NumPy's pairwise block adds in order (NumPy's bits), so there a short extent
-    keeps its own source."""
-    ordered = order_sensitive_ranges(instrs)
-    return frozenset(i for i, j in symbolic if j == 0 and instrs[i].op == "range"
-                     and (instrs[i].arg[0] >= ORDERED_BELOW or i not in ordered))
+    one for long loops, so that the source is the same text for every extent (issue 19). A float sum or
+    product shorter than NumPy's pairwise block adds in order: the renderer branches on the extent at run
+    time for those (ordered_loops)."""
+    return frozenset(i for i, j in symbolic if j == 0 and instrs[i].op == "range")
+
+
+def ordered_loops(instrs, long_ranges) -> frozenset[int]:
+    """The long loops (long_loops) around a float sum's or product's step: where their extent is below
+    ORDERED_BELOW at run time, the source adds in NumPy's order (a work-item's loop without reassociation,
+    a work-group's row in its first work-item), else as a long loop."""
+    return frozenset(long_ranges & order_sensitive_ranges(instrs))
 
 
 def order_sensitive_ranges(instrs) -> set[int]:
