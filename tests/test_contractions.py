@@ -310,7 +310,7 @@ def test_numba_runs_matrix_products_as_blas_calls_with_one_kernel_for_the_epilog
     body, shapes, kernels, calls = BLAS_PROGRAMS[name]
     plan = tj.kernel(body).lower(*[random_array(rng, s, "float32") for s in shapes], device="numba")
     assert len(plan.kernels) == kernels
-    assert sum("numpy.matmul (BLAS)" in k.source for k in plan.kernels) == calls
+    assert sum("matmul (BLAS)" in k.source for k in plan.kernels) == calls
 
 
 @pytest.mark.parametrize("dtype, shapes", [("int32", [(64, 64), (64, 64)]), ("float16", [(64, 64), (64, 64)]),
@@ -318,7 +318,7 @@ def test_numba_runs_matrix_products_as_blas_calls_with_one_kernel_for_the_epilog
 def test_products_without_a_blas_dtype_or_too_small_stay_generated_loops(dtype, shapes, rng):
     args = [random_array(rng, s, dtype, low=-2, high=2) for s in shapes]
     plan = tj.kernel(lambda a, b: a @ b).lower(*args, device="numba")
-    assert not any("numpy.matmul" in k.source for k in plan.kernels)
+    assert not any("matmul (BLAS)" in k.source for k in plan.kernels)
     # NumPy's float16 product rounds to float16 after every step; tracejit accumulates in float32
     assert_kernel_matches_numpy(lambda a, b: a @ b, *args, device="numba", rtol=1e-2 if dtype == "float16" else None,
                                 atol=0.1 if dtype == "float16" else None)

@@ -17,6 +17,7 @@ stays the reference: the interpreter, and every device without such a library, r
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -82,10 +83,12 @@ class Gemm(_Library):
 
     def describe(self) -> str:
         b, m, n, k = self.sizes()
-        return f"numpy.matmul (BLAS): {b} x ({m} x {k}) @ ({k} x {n}), {self.node.dtype}"
+        return f"matmul (BLAS): {b} x ({m} x {k}) @ ({k} x {n}), {self.node.dtype}"
 
-    def run(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-        """out (the reduction's shape) = x * y summed over k, through np.matmul on (B, M, K) @ (B, K, N)."""
+    def run(self, x: np.ndarray, y: np.ndarray, out: np.ndarray, matmul=None) -> None:
+        """out (the reduction's shape) = x * y summed over k, by `matmul(a, c, out)` (np.matmul's
+        signature; the numba device's: runtime.blas.matmul) on (B, M, K) @ (B, K, N)."""
+        matmul = matmul or (lambda a, c, into: np.matmul(a, c, out=into))
         b, m, n, k = self.sizes()
         a = x.transpose(self.batch + self.m + self.k + self.n + self.unit).reshape(b, m, k)
         c = y.transpose(self.batch + self.k + self.n + self.m + self.unit).reshape(b, k, n)
@@ -93,9 +96,11 @@ class Gemm(_Library):
         try:
             into = target.reshape((b, m, n), copy=False)
         except ValueError:   # the result's axes interleave: no (B, M, N) view of it
-            target[...] = np.matmul(a, c).reshape(target.shape)
+            into = np.empty((b, m, n), out.dtype)
+            matmul(a, c, into)
+            target[...] = into.reshape(target.shape)
             return
-        np.matmul(a, c, out=into)
+        matmul(a, c, into)
 
 
 @dataclass(frozen=True)
@@ -172,8 +177,10 @@ class Call:
     out: int
     views: tuple[Node, ...]
 
-    def write(self, operands: list[np.ndarray], out: np.ndarray) -> None:
-        """The call on its operands' views, into `out`: the written node's contiguous array."""
+    def write(self, operands: list[np.ndarray], out: np.ndarray, matmul=None) -> None:
+        """The call on its operands' views, into `out`: the written node's contiguous array (`matmul`: see
+        Gemm.run)."""
+        run = functools.partial(self.what.run, matmul=matmul) if isinstance(self.what, Gemm) else self.what.run
         result = out
         for node in reversed(self.views):   # back from the written node to the call's result, as views
             try:
@@ -181,10 +188,10 @@ class Call:
                     result.reshape(node.srcs[0].shape, copy=False)
             except ValueError:   # no view of the result's shape: compute it apart, then store it
                 result = np.empty(self.what.node.shape, out.dtype)
-                self.what.run(*operands, result)
+                run(*operands, result)
                 out[...] = view(self.views[-1], {self.what.node: result})
                 return
-        self.what.run(*operands, result)
+        run(*operands, result)
 
 
 def _casts_first(outputs: list[Node], find=find) -> list[Node]:

@@ -23,7 +23,7 @@ from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, faults, has_atomics
 from ..ir.layout import LayoutOptions
 from ..ir.size_slots import size_slots
-from . import numba_cache, numba_threads
+from . import blas, numba_cache, numba_threads
 from .array import Array
 from .cache_key import source_part, tracejit_part
 from .debug import current_times, log, stage
@@ -444,13 +444,17 @@ def _library_kernel(call: library.Call):
             item = flat.itemsize
             values[leaf] = np.ndarray(buf.shape, flat.dtype, flat, buf.offset * item,
                                       [s * item for s in buf.strides])
-        call.write([library.view(x, values) for x in what.operands], arrays[call.out].view(what.node.dtype).reshape(shape))
+        call.write([library.view(x, values) for x in what.operands], arrays[call.out].view(what.node.dtype).reshape(shape),
+                   blas.matmul)
     return run
 
 
 def _library_source(call: library.Call) -> str:
-    return (f"# run as {call.what.describe()}, on views of the buffers (tracejit.ir.library); the kernel IR is the "
-            "reference it replaces\n")
+    what = call.what.describe()
+    by = {"mkl": "MKL's cblas gemm", "numpy": "numpy.matmul"}[blas.backend()] if isinstance(call.what, library.Gemm) \
+        else "numpy"
+    return (f"# run as {what} by {by}, on views of the buffers (tracejit.ir.library, tracejit.runtime.blas); the "
+            "kernel IR is the reference it replaces\n")
 
 
 def _root(a: np.ndarray) -> np.ndarray:

@@ -1,0 +1,92 @@
+"""The numba device's matrix products (runtime/blas.py): MKL's cblas gemm where the mkl wheel is installed
+(the dev extra installs it), NumPy's matmul otherwise; every layout either reads in place, or that NumPy
+takes over, against np.matmul."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import DeviceError
+from tracejit.runtime import blas
+
+LAYOUTS = {
+    "contiguous": lambda x: x,
+    "transposed": lambda x: np.ascontiguousarray(x.swapaxes(-1, -2)).swapaxes(-1, -2),
+    "row_gaps": lambda x: np.pad(x, [(0, 0), (0, 0), (0, 3)])[..., :x.shape[-1]],
+    "col_gaps": lambda x: np.pad(x, [(0, 0), (0, 0), (0, x.shape[-1])])[..., ::2][..., :x.shape[-1]],
+    "broadcast_batch": lambda x: np.broadcast_to(x[:1], x.shape),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("left", LAYOUTS)
+@pytest.mark.parametrize("right", ["contiguous", "transposed", "row_gaps", "broadcast_batch"])
+@pytest.mark.parametrize("shape", [(1, 33, 17, 65), (3, 8, 40, 24), (2, 1, 9, 1), (1, 64, 1, 5)])
+def test_every_layout_matches_numpy(rng, dtype, left, right, shape):
+    b, m, k, n = shape
+    a = LAYOUTS[left]((rng.standard_normal((b, m, k)) * 10).astype(dtype))
+    c = LAYOUTS[right]((rng.standard_normal((b, k, n)) * 10).astype(dtype))
+    out = np.full((b, m, n), np.nan if dtype != np.int64 else -1, dtype)
+    blas.matmul(a, c, out)
+    want = np.matmul(a, c)
+    if blas.backend() == "mkl" and dtype != np.int64 and min(m, k, n) > 1:   # MKL reads these in place; NumPy the others
+        in_place = {left, right} <= {"contiguous", "transposed", "row_gaps"} or b == 1 and "col_gaps" not in (left, right)
+        assert blas._gemm(blas._load()[0], a, c, out) == in_place
+    if dtype == np.int64:
+        np.testing.assert_array_equal(out, want)
+    else:
+        np.testing.assert_allclose(out, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3)
+
+
+def test_an_output_with_row_gaps_is_written_in_place_and_nothing_else(rng):
+    a, c = rng.standard_normal((2, 5, 7)), rng.standard_normal((2, 7, 6))
+    base = np.full((2, 5, 9), 7.0)
+    blas.matmul(a, c, base[..., :6])
+    np.testing.assert_allclose(base[..., :6], a @ c, rtol=1e-12)
+    assert (base[..., 6:] == 7.0).all()
+
+
+def test_a_model_s_linear_layers_match_numpy_through_the_device(rng):
+    """x @ w.T with a checkpoint's [out, in] weight, a batched attention product, float32 and float64."""
+    def block(x, w, q, k):
+        return np.tanh(x @ w.T) @ w, (q @ k.transpose(0, 2, 1)).max(axis=-1)
+
+    for dtype in (np.float32, np.float64):
+        args = [rng.standard_normal(s).astype(dtype) for s in ((64, 96), (128, 96), (4, 32, 16), (4, 32, 16))]
+        f = tj.kernel(block)
+        for got, want in zip(f(*args, device="numba"), block(*args)):
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-4)
+        by = "by MKL's cblas gemm" if blas.backend() == "mkl" else "by numpy.matmul"
+        assert sum("matmul (BLAS)" in k.source and by in k.source for k in f.lower(*args).kernels) == 3
+
+
+@pytest.fixture
+def fresh_blas(monkeypatch):
+    monkeypatch.setattr(blas, "_loaded", None)
+    yield
+    blas._loaded = None   # the next use finds the process's own choice again
+
+
+def test_the_choice_is_read_from_tracejit_blas(monkeypatch, fresh_blas):
+    monkeypatch.setenv("TRACEJIT_BLAS", "numpy")
+    assert blas.backend() == "numpy"
+    blas._loaded = None
+    monkeypatch.setenv("TRACEJIT_BLAS", "openblas")
+    with pytest.raises(DeviceError, match="TRACEJIT_BLAS='openblas': use auto, mkl or numpy"):
+        blas.backend()
+
+
+def test_asking_for_mkl_without_it_is_a_clear_error(monkeypatch, fresh_blas):
+    monkeypatch.setenv("TRACEJIT_BLAS", "mkl")
+    monkeypatch.setattr(blas, "_find_mkl_rt", lambda: None)
+    with pytest.raises(DeviceError, match=r"pip install 'tracejit\[mkl\]'"):
+        blas.backend()
+    monkeypatch.setenv("TRACEJIT_BLAS", "auto")
+    blas._loaded = None
+    assert blas.backend() == "numpy"
+    a = np.arange(12.0).reshape(1, 3, 4)
+    out = np.empty((1, 3, 3))
+    blas.matmul(a, a.swapaxes(1, 2), out)
+    np.testing.assert_array_equal(out, a @ a.swapaxes(1, 2))
