@@ -76,6 +76,13 @@ def _load():
         return _loaded
 
 
+def describe() -> str:
+    """What the products will run on, for `python -m tracejit info` (MKL is found, not loaded)."""
+    if os.environ.get("TRACEJIT_BLAS", "auto").lower() != "numpy" and _find_mkl_rt() is not None:
+        return "BLAS: MKL"
+    return "BLAS: NumPy's matmul"
+
+
 def backend() -> str:
     """"mkl" or "numpy": what the numba device's matrix products run on in this process."""
     return "mkl" if _load()[0] is not None else "numpy"

@@ -85,7 +85,7 @@ class NumbaDevice(Device):
             import numba
         except ImportError as e:
             return False, f"numba is not importable ({e}); pip install numba", ""
-        return True, None, f"CPU, {os.cpu_count()} threads, numba {numba.__version__}"
+        return True, None, f"CPU, {os.cpu_count()} threads, numba {numba.__version__}, {blas.describe()}"
 
     def memory(self):
         return None, None, None   # NumPy's arrays: tracejit keeps no count of host memory
