@@ -22,7 +22,7 @@ import numpy as np
 from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from .numba_rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
-from .simt import index_values
+from .simt import ORDERED_BELOW, index_values
 
 # op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
 _F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint",
@@ -128,6 +128,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     rows = row_loops(ins, symbolic, scanned)
     reorderable, long_sums, blocks, opaque, split = (rows.reorderable, rows.long_sums, rows.blocks, rows.opaque,
                                                      rows.split)
+    ordered_at: dict[int, int] = {}   # a range of rows.ordered -> its first line
     blocked = {a for accs in blocks.values() for a in accs}
     pre: list[str] = []   # loop-invariant values, computed once before the global loop
     at_global = None
@@ -163,6 +164,8 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             depth += 1
         elif op == "range":
             extent = symbolic.get((i, 0)) or x.arg[0]
+            if i in rows.ordered:
+                ordered_at[i] = len(lines)
             if i in split:   # blocks of the row, each summed in float32
                 out(f"for {name}_at in range(0, {extent}, {BLOCKED_ROW_MAX}):")
                 depth += 1
@@ -179,6 +182,8 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 out(f"v{acc} += np.float64(v{acc}_block)")
             if s[0] in split:
                 depth -= 1
+            if s[0] in ordered_at:
+                lines[ordered_at[s[0]]:] = _in_order_below(lines[ordered_at[s[0]]:], symbolic[(s[0], 0)], depth)
             continue
         elif op == "acc":
             wide = wide_accumulator(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
@@ -271,6 +276,20 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     sizes = [name for _, name in sorted(symbolic.items())]
     header = f"def {kernel.name}({', '.join(lead + sizes + params)}):"
     return header + "\n" + src + "\n"
+
+
+_REASSOC_STEP = re.compile(r"^(\s*)(\w+) = reassoc_(add|mul)\(\2, (.*)\)$")
+
+
+def _in_order_below(loop: list[str], extent: str, depth: int) -> list[str]:
+    """A loop's lines as `if extent < ORDERED_BELOW:` the loop with every reassociable step a plain one (NumPy
+    adds fewer than 8 elements in order), `else:` the loop as written (codegen.numba_rows' `ordered`)."""
+    def plain(line: str) -> str:
+        m = _REASSOC_STEP.match(line)
+        return line if m is None else f"{m[1]}{m[2]} = ({m[2]} {'+' if m[3] == 'add' else '*'} {m[4]})"
+    pad = "    " * depth
+    return [f"{pad}if {extent} < {ORDERED_BELOW}:", *("    " + plain(line) for line in loop),
+            f"{pad}else:", *("    " + line for line in loop)]
 
 
 def _element(buffer: str, index: Instr, text: str) -> str:

@@ -5,7 +5,7 @@ lengths are hidden from LLVM so that it vectorises the loop instead of unrolling
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -106,21 +106,28 @@ class RowLoops:
     blocks: dict[int, list[int]]   # range -> the sums added in float32 blocks inside it (_blocked_sums)
     opaque: set[int]               # ranges whose constant length is hidden from LLVM (OPAQUE_EXTENTS)
     split: set[int]                # ranges looped over block by block
+    ordered: set[int]              # ranges written twice: in order where their extent is below 8, else as long
 
 
 def row_loops(ins, symbolic: dict, scanned: set[int]) -> RowLoops:
     """The row-loop choices of a kernel rendered with these size slots as arguments. A float32 sum over a
-    loop whose extent is an argument is written as a long one, so that one source serves every length: at
-    run time, fewer elements than LLVM's vector loops take go through its scalar loop, in order, and the
-    float32 block total is NumPy's sum. Only where LLVM vectorises with 512 bits (host_vector_bytes): there
-    the shortest vector loop (the epilogue after 16 lanes) takes 8 float32; with 256-bit vectors the
-    epilogue's 4 lanes would reorder sums of 4-7 (measured: not NumPy's bits), as 4 float64 lanes would.
-    Such a row also loops block by block, whatever its length."""
+    loop whose extent is an argument is written as a long one, so that one source serves every length, and
+    fewer than 8 elements still add in NumPy's order: where LLVM vectorises with 512 bits (host_vector_bytes)
+    by itself (its shortest vector loop, the epilogue after 16 lanes, takes 8 float32; fewer go through its
+    scalar loop, in order), elsewhere from a copy of the loop without reassociation that the kernel takes
+    below 8 (`ordered`: with 256-bit vectors the epilogue's 4 lanes reorder sums of 4-7, measured). Such a
+    row also loops block by block, whatever its length."""
     reorderable = reorderable_updates(ins)
     argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == "range"}
-    if host_vector_bytes() >= 64:
-        reorderable |= {u for u in reorderable_updates(ins, argument_ranges) - reorderable
-                        if ins[ins[u].srcs[0]].arg[0] == "sum" and wide_accumulator(ins[ins[u].srcs[0]].dtype, "sum")}
+    long = {u for u in reorderable_updates(ins, argument_ranges)
+            if ins[ins[u].srcs[0]].arg[0] == "sum" and wide_accumulator(ins[ins[u].srcs[0]].dtype, "sum")}
+    reorderable |= long
+    ordered: set[int] = set()
+    if host_vector_bytes() < 64:   # the sums that are short where the argument extents are (any extent alike)
+        ones = [replace(x, arg=(1, *x.arg[1:])) if i in argument_ranges else x for i, x in enumerate(ins)]
+        short = long - reorderable_updates(ones)
+        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == "endrange"}
+        ordered = {r for r in argument_ranges if any(r < u < ends[r] for u in short)}
     blocks = _blocked_sums(ins, reorderable, scanned)
     split = {r for r in blocks if ins[r].arg[0] > BLOCKED_ROW_MAX or r in argument_ranges}
-    return RowLoops(reorderable, {ins[u].srcs[0] for u in reorderable}, blocks, _opaque_loops(ins), split)
+    return RowLoops(reorderable, {ins[u].srcs[0] for u in reorderable}, blocks, _opaque_loops(ins), split, ordered)
