@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir.kernel_ir import Kernel
 from .c_values import FLOAT_OPS
-from .cstyle import CStyle, Rendered
+from .c_target import CStyle, Rendered
 from .simt import Launch, RenderOptions
 
 WARP = 32

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir.kernel_ir import Kernel
-from .cstyle import CStyle, Rendered
+from .c_target import CStyle, Rendered
 from .simt import Launch, RenderOptions
 
 MAX_BUFFERS = 31                 # buffer argument table entries per kernel

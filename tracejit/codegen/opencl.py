@@ -6,7 +6,7 @@ stored with vstore_half_rte (round to nearest even, like NumPy).
 from __future__ import annotations
 
 from ..ir.kernel_ir import Kernel
-from .cstyle import CStyle, Rendered
+from .c_target import CStyle, Rendered
 from .simt import Launch, RenderOptions
 
 # IEEE-exact division and square root, as NumPy computes them; no flag that changes NaN/Inf behaviour

@@ -22,7 +22,8 @@ from ..errors import DtypeError, UnsupportedError
 from ..ir.kernel_ir import INDEX, Kernel
 from . import atomics, wgsl_functions
 from .c_values import BOOL_OPS, COMPARISONS
-from .cstyle import SIZE_PARAM, CStyle, _Render
+from .c_target import CStyle
+from .cstyle import SIZE_PARAM, _Render
 from .simt import index_values
 from .wgsl_functions import f32_literal as _f32
 from .simt import Launch, RenderOptions
