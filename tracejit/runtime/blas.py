@@ -41,8 +41,10 @@ def _find_mkl_rt() -> Path | None:
 
 
 def _load():
-    """(cdll or None, why not), once per process."""
+    """(cdll or None, why not), once per process (a product's launch reads it without the lock)."""
     global _loaded
+    if _loaded is not None:
+        return _loaded
     with _lock:
         if _loaded is not None:
             return _loaded
