@@ -187,7 +187,8 @@ def test_a_decoding_loop_compiles_each_kernel_at_length_one_and_once_symbolic(de
     depends on a symbolic extent (no register tile of q @ k.T that must divide the length, no row kept
     in local memory whose length the source fixes, a GPU's rows walked by work-groups whatever their
     length; a CPU's rows by one work-item each; a sum over the length in NumPy's order below 8 from the same
-    source; PoCL's padding work-items clamped, not checked). Every length matches NumPy."""
+    source). What still compiles, measured: on PoCL q @ k.T with and without its bounds check (PoCL
+    vectorises without). Every length matches NumPy."""
     f = tj.kernel(attention_step)
     q = rng.standard_normal((1, 64), dtype=np.float32)
     with checks_paused():
@@ -195,8 +196,10 @@ def test_a_decoding_loop_compiles_each_kernel_at_length_one_and_once_symbolic(de
             k, v = rng.standard_normal((n, 64), dtype=np.float32), rng.standard_normal((n, 64), dtype=np.float32)
             _check(np.asarray(f(q, k, v, device=device)), attention_step(q, k, v), f"{device} length {n}")
     kernels = len(f.lower(q, k, v, device=device).kernels)
-    # measured here: 8 on every device, numba with 256-bit vectors too (11-17 before on PoCL, 9-13 on GPUs)
-    assert kernels == 4 and f.cache_info()["compiles"] <= 2 * kernels, f.cache_info()
+    # measured here: 8 on every device, numba with 256-bit vectors too, but PoCL's 9 (11-17 before on PoCL,
+    # 9-13 on GPUs)
+    extra = int(device.startswith("opencl"))   # PoCL: q @ k.T with and without its bounds check
+    assert kernels == 4 and f.cache_info()["compiles"] <= 2 * kernels + extra, f.cache_info()
 
 
 @pytest.mark.parametrize("fn", [softmax, layernorm], ids=["softmax", "layernorm"])
@@ -266,29 +269,6 @@ def test_short_sums_over_a_symbolic_length_are_numpy_s_on_every_device(device, r
     # length 40 (its length an argument from the first compile), length 1 (a program of its own); numba's
     # float32 product accumulates in float64 where long, so its short ones are a source of their own
     assert f.cache_info()["compiles"] <= 2 + (device == "numba" and reduce == "prod"), f.cache_info()
-
-
-def _scatter_add(x, i, v):
-    y = x.copy()
-    np.add.at(y, i, v)
-    return y
-
-
-def test_padding_work_items_redo_the_last_one_only_where_that_stores_the_same(rng):
-    """PoCL: a kernel whose sizes are arguments clamps its padding work-items to the last index (no bounds
-    check, so one source serves every size and PoCL still vectorises); one that adds into memory
-    atomically (np.add.at) keeps the check, which a repeated update would break."""
-    rows = tj.kernel(lambda x: x.sum(axis=-1) * 2, dynamic=True)
-    scatter = tj.kernel(_scatter_add, dynamic=True)
-    for n in (1000, 3001, 5003):
-        x = rng.standard_normal((n // 100, 9), dtype=np.float32)
-        _check(np.asarray(rows(x, device="opencl")), x.sum(axis=-1) * 2, f"rows {n}")
-        y, i, v = rng.standard_normal(64), rng.integers(0, 64, n), rng.standard_normal(n)
-        _check(np.asarray(scatter(y, i, v, device="opencl")), _scatter_add(y, i, v), f"np.add.at {n}")
-    (k,) = rows.lower(x, device="opencl").kernels
-    assert "tj_items - 1)" in k.source and "return;" not in k.source
-    (atomic,) = [k for k in scatter.lower(y, i, v, device="opencl").kernels if "atomic" in k.source]
-    assert "tj_items - 1)" not in atomic.source and "return;" in atomic.source
 
 
 def test_the_vector_width_is_512_bits_on_avx512_cores_but_the_first_intel_ones(monkeypatch):

@@ -28,13 +28,6 @@ def render(t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes, a
     return _Render(t, kernel, options, by_value, lanes, aligned, name, symbolic).run()
 
 
-def _repeatable(kernel: Kernel) -> bool:
-    """Whether a work-item may run twice at once with the same index: it stores the same values to the same
-    places (no atomic update, no output read back), so a padding work-item may redo the last one."""
-    outputs = {i for i, x in enumerate(kernel.instrs) if x.op == "param" and kernel.params[x.arg].output}
-    return not any(x.op == "atomic" or x.op == "load" and x.srcs[0] in outputs for x in kernel.instrs)
-
-
 class _Render(CValues):
     def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes=1, aligned=(),
                  name=None, symbolic=None):
@@ -50,11 +43,6 @@ class _Render(CValues):
         self._check_dtypes()
         assert kernel.global_size % lanes == 0
         self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
-        # a kernel whose sizes move (some are arguments), on a target that checks the global index only where
-        # its work-groups do not divide the size (PoCL: a check stops it vectorising across work-items): the
-        # padding work-items redo the last one's work (their index clamped), so that every size shares one
-        # source and no branch is needed; not where a work-item's stores could differ when done twice
-        self.clamped = bool(symbolic) and not options.always_check and _repeatable(kernel)
         long_ranges = long_loops(self.ins, self.symbolic)
         ordered = ordered_loops(self.ins, long_ranges)
         shape = kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes)
@@ -297,11 +285,6 @@ class _Render(CValues):
                 self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
                 self.depth += 1
                 self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
-            elif self.clamped and self.mode == "thread":
-                expr, _ = self.global_index()
-                self.size_checked = True   # (the size argument: the clamp's limit)
-                last = f"{self.size_value()} - {self.literal(1, INDEX, True)}"
-                self.out(t.let(name, self.idx, self.select(f"{expr} < {self.size_value()}", expr, last)))
             else:
                 expr, launched = self.global_index()
                 self.out(t.let(name, self.idx, expr))
