@@ -43,6 +43,14 @@ class _Render(CValues):
         self._check_dtypes()
         assert kernel.global_size % lanes == 0
         self.symbolic = {slot: n for slot, n in (symbolic or {}).items() if self.takes(slot)}
+        # a kernel whose sizes move (some are arguments), on a target that checks the global index only where
+        # its work-groups do not divide the size (PoCL: an early return stops it vectorising across
+        # work-items): the padding work-items compute as the last one (their index clamped) and store nothing,
+        # so that every size shares one source. Not with atomics or fault records, whose updates a padding
+        # work-item would make: those check.
+        self.clamped = bool(symbolic) and not options.always_check and not faults(kernel) \
+            and not any(x.op == "atomic" for x in kernel.instrs)
+        self.live = ""   # the condition under which a clamped work-item stores
         long_ranges = long_loops(self.ins, self.symbolic)
         ordered = ordered_loops(self.ins, long_ranges)
         shape = kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes)
@@ -285,6 +293,13 @@ class _Render(CValues):
                 self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
                 self.depth += 1
                 self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
+            elif self.clamped and self.mode == "thread":
+                expr, _ = self.global_index()
+                self.size_checked = True   # (the size argument: the clamp's limit)
+                self.out(t.let("tj_item", self.idx, expr))
+                self.live = f"tj_item < {self.size_value()}"
+                last = f"{self.size_value()} - {self.literal(1, INDEX, True)}"
+                self.out(t.let(name, self.idx, self.select(self.live, "tj_item", last)))
             else:
                 expr, launched = self.global_index()
                 self.out(t.let(name, self.idx, expr))
@@ -386,6 +401,8 @@ class _Render(CValues):
             self.out(t.let(name, self.ctype(dt), self._load(s, dt)))
         elif op == "store":
             line = self._store(s, a)
+            if self.live and ins[s[0]].op == "param":   # a padding work-item stores nothing
+                line = t.guard(self.live, line)
             self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and self.level == 0 else line)
             if group and self.level == 0 and ins[s[0]].op == "local":
                 self.out(t.barrier)
