@@ -90,3 +90,60 @@ def test_asking_for_mkl_without_it_is_a_clear_error(monkeypatch, fresh_blas):
     out = np.empty((1, 3, 3))
     blas.matmul(a, a.swapaxes(1, 2), out)
     np.testing.assert_array_equal(out, a @ a.swapaxes(1, 2))
+
+
+needs_mkl = pytest.mark.skipif(blas.backend() != "mkl", reason="MKL is not installed (pip install 'tracejit[mkl]')")
+
+
+def _products(x, w, q, k, v):
+    """A linear layer both ways round, batched attention products, a product of a slice, a float64 one of
+    float32 arrays, one of a constant, one of views with gaps between columns (NumPy's matmul)."""
+    s = q @ k.transpose(0, 2, 1)
+    return (x @ w + 1, x @ w.T, np.exp(s - s.max(axis=-1, keepdims=True)) @ v, x[3:40] @ w[:, :50],
+            x.astype(np.float64) @ w, x @ np.arange(96 * 32, dtype=np.float32).reshape(96, 32),
+            x[:, ::2] @ w[::2])
+
+
+@needs_mkl
+def test_later_calls_launch_mkl_from_compiled_code_and_match_numpy(rng, monkeypatch):
+    """The first call of a plan works out MKL's arguments; later calls pass them to blas.DRIVER and never
+    reach blas.matmul. Fresh inputs each call, read-only and non-contiguous ones among them."""
+    shapes = ((64, 96), (96, 96), (4, 32, 16), (4, 32, 16), (4, 32, 24))
+    f = tj.kernel(_products)
+    calls = []
+    matmul = blas.matmul
+    monkeypatch.setattr(blas, "matmul", lambda *a: (calls.append(a), matmul(*a)))
+    for n in range(5):
+        args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        if n == 2:
+            args[0].setflags(write=False)
+        if n >= 3:   # the same shapes in views that are not contiguous: the same plan, whose flat views of
+            # them are not either: products reading them go the first way (blas.matmul), and stay right
+            args = [np.repeat(a, 2, axis=-1)[..., ::2] for a in args]
+        calls.clear()
+        got = f(*args, device="numba")
+        for g, want in zip(got, _products(*args)):
+            assert g.dtype == want.dtype
+            np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
+        # the first call: every product by blas.matmul; later calls: only the one MKL does not take
+        assert n >= 3 or len(calls) == (8 if n == 0 else 1), n
+
+
+@needs_mkl
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_driver_refuses_a_buffer_too_short_or_a_pointer_between_elements(rng, dtype):
+    from tracejit.runtime.numba_device import NumbaDevice
+    entry = NumbaDevice()._gemm_driver(dtype)
+    a, c = rng.standard_normal(12).astype(dtype), rng.standard_normal(12).astype(dtype)
+    out = np.zeros(9, dtype)
+    views = (a.reshape(1, 3, 4), c.reshape(1, 4, 3), out.reshape(1, 3, 3))
+    p = blas.driver_arguments((a, c, out), views)
+    assert entry(a, c, out, p)
+    np.testing.assert_allclose(views[2], views[0] @ views[1], rtol=1e-5)
+    out[:] = 7
+    for short in ((a[:11], c, out), (a, c[:11], out), (a, c, out[:8])):
+        assert not entry(*short, p)
+    shifted = p.copy()
+    shifted[0] += 1   # one byte into the first element
+    assert not entry(a, c, out, shifted)
+    assert (out == 7).all()

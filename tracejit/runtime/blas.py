@@ -61,6 +61,7 @@ def _load():
                 os.environ.setdefault("KMP_BLOCKTIME", "0")   # read when libiomp5 loads
             try:
                 lib = ctypes.CDLL(str(path))
+                _symbols_for_compiled_code(path)
                 if layer in _THREADING:
                     lib.MKL_Set_Threading_Layer(ctypes.c_int(_THREADING[layer]))
                 i, p = ctypes.c_int, ctypes.c_void_p   # MKL_INT: int32 in mkl_rt's default LP64 interface
@@ -76,6 +77,15 @@ def _load():
         if choice == "mkl" and _loaded[0] is None:
             raise DeviceError(f"TRACEJIT_BLAS=mkl, but {_loaded[1]}: pip install 'tracejit[mkl]'")
         return _loaded
+
+
+def _symbols_for_compiled_code(path: Path) -> None:
+    """cblas's symbols made visible to the code Numba compiles and loads (DRIVER calls them by name)."""
+    import llvmlite.binding as llvm
+    try:
+        llvm.load_library_permanently(str(path))
+    except RuntimeError as e:
+        raise OSError(e) from None
 
 
 def describe() -> str:
@@ -125,34 +135,115 @@ def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
     """out[...] = a @ c for (B, M, K) @ (B, K, N) -> (B, M, N): one MKL call where the operands are
     matrices it reads in place, else np.matmul."""
     lib = _load()[0]
-    if lib is not None and a.dtype == c.dtype == out.dtype and a.dtype in (np.float32, np.float64) \
-            and _gemm(lib, a, c, out):
+    if lib is not None and _gemm(lib, a, c, out):
         return
     np.matmul(a, c, out=out)
 
 
-def _gemm(lib, a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
-    """The product through MKL where every argument is one cblas takes (MKL refuses others with a message
-    and computes nothing), else False."""
+def gemm_arguments(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> tuple[int, ...] | None:
+    """cblas's arguments for out[...] = a @ c, (B, M, K) @ (B, K, N) -> (B, M, N), but for the pointers:
+    (transa, transb, m, n, k, lda, stride_a, ldb, stride_b, ldc, stride_c, batch), strides between the
+    matrices of a batch in elements; None where an argument is not one cblas takes (MKL refuses those with
+    a message and computes nothing) or not one of two float arrays of the same type."""
+    if not a.dtype == c.dtype == out.dtype or a.dtype not in (np.float32, np.float64):
+        return None
     b, m, k = a.shape
     n = c.shape[2]
     if not (m and n and k) or not out.flags.writeable \
             or not all(x.flags.aligned and x.dtype.isnative for x in (a, c, out)):
-        return False
+        return None
     left, right, result = _operand(a, m, k), _operand(c, k, n), _operand(out, m, n)
     if left is None or right is None or result is None or result[0] != _NO_TRANS:
-        return False
+        return None
     strides = (_batch_stride(a, b, left[1] * (m if left[0] == _NO_TRANS else k)),
                _batch_stride(c, b, right[1] * (k if right[0] == _NO_TRANS else n)),
                _batch_stride(out, b, result[1] * m))
     if None in strides or max(b, m, n, k, left[1], right[1], result[1], *strides) > _INT_MAX:
+        return None
+    return (left[0], right[0], m, n, k, left[1], strides[0], right[1], strides[1], result[1], strides[2], b)
+
+
+def extent(transposed: bool, rows: int, cols: int, ld: int, stride: int, batch: int) -> int:
+    """Elements from an operand's first to one past its last, rows x cols stored row-major (transposed:
+    cols x rows) with leading dimension ld, `batch` of them `stride` apart."""
+    if transposed:
+        rows, cols = cols, rows
+    return (batch - 1) * stride + (rows - 1) * ld + cols
+
+
+def _gemm(lib, a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
+    """The product through MKL where gemm_arguments takes the arrays, else False."""
+    args = gemm_arguments(a, c, out)
+    if args is None:
         return False
+    ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, b = args
     t = "s" if a.dtype == np.float32 else "d"
     if b == 1:
-        getattr(lib, f"cblas_{t}gemm")(_ROW_MAJOR, left[0], right[0], m, n, k, 1.0, a.ctypes.data, left[1],
-                                       c.ctypes.data, right[1], 0.0, out.ctypes.data, result[1])
+        getattr(lib, f"cblas_{t}gemm")(_ROW_MAJOR, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, c.ctypes.data, ldb,
+                                       0.0, out.ctypes.data, ldc)
     else:
         getattr(lib, f"cblas_{t}gemm_batch_strided")(
-            _ROW_MAJOR, left[0], right[0], m, n, k, 1.0, a.ctypes.data, left[1], strides[0], c.ctypes.data,
-            right[1], strides[1], 0.0, out.ctypes.data, result[1], strides[2], b)
+            _ROW_MAJOR, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, sa, c.ctypes.data, ldb, sb, 0.0, out.ctypes.data,
+            ldc, sc, b)
     return True
+
+
+# ---- the launch from compiled code ----
+# A product in a launch plan, run through ctypes, spent ~30 us a call in Python before MKL started (views of
+# the buffers, cblas's arguments worked out again, three `ndarray.ctypes.data`, ctypes's own conversion): a
+# quarter of a 64x256 @ 256x768 product. The numba device works the arguments out once per plan
+# (numba_device._GemmLaunch) and launches each call through DRIVER, compiled by Numba like a kernel: Numba's
+# unboxing reads the buffers' pointers, and the call costs ~1 us.
+
+DRIVER = '''"""tracejit: a matrix product of a launch plan, by MKL's cblas_{t}gemm (tracejit/runtime/blas.py)."""
+import numpy as np
+from numba import types
+
+_i, _p, _real = types.int32, types.int64, types.{real}   # MKL_INT (LP64); pointers passed as integers
+gemm = types.ExternalFunction("cblas_{t}gemm", types.void(_i, _i, _i, _i, _i, _i, _real, _p, _i, _p, _i, _real, _p, _i))
+gemm_batch = types.ExternalFunction("cblas_{t}gemm_batch_strided", types.void(
+    _i, _i, _i, _i, _i, _i, _real, _p, _i, _i, _p, _i, _i, _real, _p, _i, _i, _i))
+
+
+def tj_gemm(a, c, out, p):
+    """out = a @ c at byte offsets p[0:3] of the three buffers, each read up to byte p[3:6]; p[6:] is
+    blas.gemm_arguments's tuple. False, and nothing run, where a pointer is not aligned to an element or
+    a buffer is shorter than that."""
+    pa, pc, po = a.ctypes.data + p[0], c.ctypes.data + p[1], out.ctypes.data + p[2]
+    if pa % {size} or pc % {size} or po % {size} or p[3] > a.nbytes or p[4] > c.nbytes or p[5] > out.nbytes:
+        return False
+    one, zero = np.{real}(1.0), np.{real}(0.0)
+    if p[17] == 1:
+        gemm({row_major}, p[6], p[7], p[8], p[9], p[10], one, pa, p[11], pc, p[13], zero, po, p[15])
+    else:
+        gemm_batch({row_major}, p[6], p[7], p[8], p[9], p[10], one, pa, p[11], p[12], pc, p[13], p[14], zero,
+                   po, p[15], p[16], p[17])
+    return True
+'''
+
+
+def driver_source(dtype: np.dtype) -> str:
+    """DRIVER for float32 or float64 operands."""
+    t, real = ("s", "float32") if dtype == np.float32 else ("d", "float64")
+    return DRIVER.format(t=t, real=real, size=np.dtype(dtype).itemsize, row_major=_ROW_MAJOR)
+
+
+def driver_arguments(buffers: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     views: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray | None:
+    """DRIVER's p for the product views[2] = views[0] @ views[1], each view inside the flat buffer beside
+    it, where gemm_arguments takes the views; else None. The offsets hold for every call whose buffers
+    are laid out as these are."""
+    args = gemm_arguments(*views)
+    if args is None or any(not b.flags.c_contiguous for b in buffers):
+        return None
+    ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch = args
+    offsets, ends = [], []
+    for buffer, view, (transposed, rows, cols, ld, stride) in zip(
+            buffers, views, ((ta == _TRANS, m, k, lda, sa), (tb == _TRANS, k, n, ldb, sb), (False, m, n, ldc, sc))):
+        offset = view.ctypes.data - buffer.ctypes.data
+        end = offset + extent(transposed, rows, cols, ld, stride, batch) * view.itemsize
+        if offset < 0 or end > buffer.nbytes:   # not inside the buffer: a copy NumPy made of it
+            return None
+        offsets.append(offset)
+        ends.append(end)
+    return np.array([*offsets, *ends, *args], np.int64)

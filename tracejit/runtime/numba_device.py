@@ -160,14 +160,17 @@ class NumbaDevice(Device):
     # -- compilation --
     def compile(self, program: Program) -> "NumbaPlan":
         compiled = []
-        blas = any(isinstance(c.what, library.Gemm) for c in program.library_calls.values())
+        beside_blas = any(isinstance(c.what, library.Gemm) for c in program.library_calls.values())
         for i, k in enumerate(program.kernels):
             call = program.library_calls.get(i)
-            if call is not None:   # NumPy's matmul or sort on views of the buffers: nothing to compile
+            if call is not None:   # MKL's or NumPy's matmul, NumPy's sort on views of the buffers
                 fn = _library_kernel(call)
+                if isinstance(call.what, library.Gemm) and call.what.node.dtype in _DRIVEN \
+                        and blas.backend() == "mkl":
+                    fn = _GemmLaunch(call, fn, self._gemm_driver(call.what.node.dtype))
                 compiled.append((CompiledKernel(k.name, _library_source(call), k, True, True), (fn, fn)))
                 continue
-            loop = _loop(k, blas)
+            loop = _loop(k, beside_blas)
             with stage("render"):
                 sizes = size_slots(k)
                 # which sizes follow the shapes: asked of the twin only for a template not met before (warming
@@ -211,8 +214,23 @@ class NumbaDevice(Device):
             log(1, f"{kernel.name}: its {other} loop {'was cached' if cached else 'compiled'} too, for other "
                    "sizes of the named dimensions")
 
+    def _gemm_driver(self, dtype: np.dtype):
+        """blas.DRIVER's entry point for these operands, from the disk cache or compiled (once per machine)."""
+        import numba
+        source = blas.driver_source(dtype)
+        array = numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C")
+        signature = numba.types.boolean(array, array, array, numba.types.Array(numba.types.int64, 1, "C"))
+        with stage("blas driver"), _LOAD_LOCK:
+            (entry, _), _ = self._load_function(source, self._key(source, "tj_gemm"), "tj_gemm", signature,
+                                                parallel=False, nogil=True)   # nogil: as ctypes calls it
+        return entry
+
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
-        return CacheKey("numba", kernel.name, (
+        return self._key(source, kernel.name)
+
+    @staticmethod
+    def _key(source: str, name: str) -> CacheKey:
+        return CacheKey("numba", name, (
             ("kernel", source_part(source)),
             ("device", _host_cpu()),
             ("options", f"fastmath={sorted(FASTMATH)} error_model=numpy"),
@@ -228,9 +246,13 @@ class NumbaDevice(Device):
             return self._load_unlocked(source, kernel, loop, values)
 
     def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
-        key = self.cache_key(source, kernel)
-        signature = _signature(kernel, loop == "chunks", values)
-        memo = (key.digest, loop, signature)
+        return self._load_function(source, self.cache_key(source, kernel), kernel.name,
+                                   _signature(kernel, loop == "chunks", values), loop == "prange", loop == "chunks")
+
+    def _load_function(self, source: str, key: CacheKey, name: str, signature, parallel: bool, nogil: bool):
+        """Function `name` of the module `source` (the disk cache's file under `key`), compiled by Numba for
+        `signature`: ((entry point, dispatcher), whether nothing was compiled). Under _LOAD_LOCK."""
+        memo = (key.digest, parallel, nogil, signature)
         modname = f"_tracejit_numba_{key.digest[:24]}"
         hit = self._loaded.get(memo)
         if hit is not None and sys.modules.get(modname) is hit[0]:   # (the module may have been dropped)
@@ -249,11 +271,11 @@ class NumbaDevice(Device):
             except Exception as e:
                 del sys.modules[modname]
                 raise CompileError(f"generated module {path} failed to import: {e}") from None
-        fn = getattr(module, kernel.name)
+        fn = getattr(module, name)
         if not hasattr(fn, "compile"):
             # nogil: the chunks of a kernel run at once on several threads
-            fn = numba_cache.dispatcher(fn, parallel=loop == "prange", nogil=loop == "chunks")
-            setattr(module, kernel.name, fn)
+            fn = numba_cache.dispatcher(fn, parallel=parallel, nogil=nogil)
+            setattr(module, name, fn)
         t0 = time.perf_counter()
         # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
         # only while they match the checksums tracejit recorded after the build that wrote them: a flipped
@@ -262,25 +284,25 @@ class NumbaDevice(Device):
         if damage is None:
             misses = sum(fn.stats.cache_misses.values())
             # the overload for these very types (several share one module), under the time limit
-            entry, error = _try_compile(fn, signature, kernel.name, module.__file__)
+            entry, error = _try_compile(fn, signature, name, module.__file__)
             if error is not None:
                 if not numba_cache.numba_cache_files(fn):
-                    raise _compile_error(error, kernel, module) from None
+                    raise _compile_error(error, name, module) from None
                 damage = f"{type(error).__name__}: {first_lines(str(error), 1)}"   # failed to load them
         if damage is not None:
-            fn = numba_cache.rebuild_without_damaged_files(fn, kernel.name, module.__file__, damage)
-            setattr(module, kernel.name, fn)
+            fn = numba_cache.rebuild_without_damaged_files(fn, name, module.__file__, damage)
+            setattr(module, name, fn)
             misses = sum(fn.stats.cache_misses.values())
-            entry, error = _try_compile(fn, signature, kernel.name, module.__file__)
+            entry, error = _try_compile(fn, signature, name, module.__file__)
             if error is not None:
-                raise _compile_error(error, kernel, module) from None
+                raise _compile_error(error, name, module) from None
         with stage("disk cache"):
             numba_cache.record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
         if not stored:
             with stage("disk cache"):
                 CACHE.put(key, source.encode())   # only after a successful build
-        log(1, f"{'loaded' if cached else 'compiled'} {kernel.name} (numba) in "
+        log(1, f"{'loaded' if cached else 'compiled'} {name} (numba) in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
@@ -322,8 +344,8 @@ def _collector_paused():
             gc.enable()
 
 
-def _compile_error(e: Exception, kernel: Kernel, module) -> CompileError:
-    return CompileError(f"numba failed to compile kernel {kernel.name}:\n{first_lines(str(e))}\n"
+def _compile_error(e: Exception, name: str, module) -> CompileError:
+    return CompileError(f"numba failed to compile kernel {name}:\n{first_lines(str(e))}\n"
                         f"generated source: {module.__file__}")
 
 
@@ -437,7 +459,7 @@ def _library_kernel(call: library.Call):
     entry point (float16 as uint16 bit patterns)."""
     what, shape = call.what, (call.views[-1] if call.views else call.what.node).shape
 
-    def run(*arrays):
+    def run(*arrays, matmul=blas.matmul):
         values = {}
         for leaf, i, buf in call.leaves:   # np.ndarray on the buffer: as_strided costs ~10 us a view
             flat = arrays[i].view(buf.dtype)
@@ -445,8 +467,56 @@ def _library_kernel(call: library.Call):
             values[leaf] = np.ndarray(buf.shape, flat.dtype, flat, buf.offset * item,
                                       [s * item for s in buf.strides])
         call.write([library.view(x, values) for x in what.operands], arrays[call.out].view(what.node.dtype).reshape(shape),
-                   blas.matmul)
+                   matmul)
     return run
+
+
+_DRIVEN = (np.float32, np.float64)   # the products blas.DRIVER launches
+
+
+class _GemmLaunch:
+    """A product of the launch plan on MKL. Its first call runs the library kernel (views of the buffers,
+    blas.matmul) and keeps what MKL was given, as offsets into the flat buffers; later calls launch MKL
+    with those through blas.DRIVER (~1 us; ~30 us the first way). Buffers of another type or layout than
+    the first call's, an operand that is a constant or a copy, or one cblas does not take: the first way,
+    every call."""
+
+    def __init__(self, call: library.Call, run, driver):
+        self.run, self.driver = run, driver
+        self.positions = tuple(_leaf_position(call, x) for x in call.what.operands) + (call.out,)
+        self.dtype = np.dtype(call.what.node.dtype)
+        self.arguments = None   # blas.driver_arguments's; False: none work
+
+    def __call__(self, *arrays):
+        p = self.arguments
+        if p is not None and p is not False:
+            i, j, o = self.positions
+            a, c, out = arrays[i], arrays[j], arrays[o]
+            dtype = self.dtype
+            if a.dtype == dtype and c.dtype == dtype and out.dtype == dtype and a.flags.c_contiguous \
+                    and c.flags.c_contiguous and out.flags.c_contiguous and self.driver(a, c, out, p):
+                return
+        seen = []
+
+        def matmul(a, c, into):
+            seen.append((a, c, into))
+            blas.matmul(a, c, into)
+        self.run(*arrays, matmul=matmul)
+        if p is None:
+            self.arguments = self._arguments(arrays, seen) if None not in self.positions else False
+
+    def _arguments(self, arrays, seen):
+        if len(seen) != 1 or any(arrays[i].dtype != self.dtype for i in self.positions):
+            return False
+        p = blas.driver_arguments(tuple(arrays[i] for i in self.positions), seen[0])
+        return False if p is None else p
+
+
+def _leaf_position(call: library.Call, operand) -> int | None:
+    """The kernel parameter whose buffer an operand of the call views; None for a constant."""
+    while operand.op in library.VIEWS:
+        operand = operand.srcs[0]
+    return next((i for leaf, i, _ in call.leaves if leaf is operand), None)
 
 
 def _library_source(call: library.Call) -> str:
