@@ -301,6 +301,42 @@ def test_padding_work_items_compute_as_the_last_one_and_store_nothing(rng):
     assert "tj_items - 1)" not in atomic.source and "return;" in atomic.source
 
 
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_long_maxima_and_minima_on_pocl_run_in_lanes_and_match_numpy(rng, dynamic):
+    """PoCL vectorises a row's max or min only when it runs in independent lanes (simt.Mapping._laned_extrema):
+    rows walked 8 at a time, the last element seen again past the end. NaN in every lane position, at the
+    ends, infinities, rows of zeros; lengths that 8 divides and others, fixed and arguments of the code."""
+    kernels = {"max": (tj.kernel(lambda x: x.max(axis=-1), dynamic=dynamic), lambda x: x.max(axis=-1)),
+               "min": (tj.kernel(lambda x: np.min(x, axis=1), dynamic=dynamic), lambda x: np.min(x, axis=1)),
+               "softmax": (tj.kernel(_softmax, dynamic=dynamic), _softmax)}
+    for n in (129, 1000, 1024, 1031):
+        for dtype in (np.float32, np.float64):
+            x = rng.standard_normal((64, n)).astype(dtype)
+            for r in range(10):
+                x[r, (r * 37 + r) % n] = np.nan   # NaN in each of the 8 lanes, and beyond
+            x[10, 0] = x[11, n - 1] = np.nan
+            x[12, :] = -np.inf
+            x[13, n - 1] = np.inf
+            x[14, :] = 0.0
+            x[15, ::2] = -0.0
+            x[15, 1::2] = -1.0
+            for name, (f, numpy_f) in kernels.items():
+                got, want = np.asarray(f(x, device="opencl")), numpy_f(x)
+                assert got.dtype == want.dtype
+                np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"{name} {n} {dtype.__name__}")
+                if name != "softmax":
+                    np.testing.assert_array_equal(got, want, err_msg=f"{name} {n} {dtype.__name__}")
+    for n in (1024, 1031):
+        (k,) = kernels["max"][0].lower(rng.standard_normal((64, n)), device="opencl").kernels
+        walk = k.source.split("_lane[")[2]   # from the lanes' first values to the first step: the index
+        assert ("?" in walk) == (dynamic or n % 8 != 0), k.source   # clamped only where 8 may not divide it
+
+
 def test_the_vector_width_is_512_bits_on_avx512_cores_but_the_first_intel_ones(monkeypatch):
     """LLVM's tuning vectorises with 256-bit registers on every Intel AVX-512 core; tracejit marks its kernels
     for 512 bits (runtime.numba_math.wide_vectors) but on the cores whose clock drops under 512-bit work.

@@ -16,7 +16,7 @@ from . import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from .c_values import CValues
 from ..ir.size_slots import Slot
 from .c_target import CStyle, Rendered
-from .simt import (ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, long_loops,
+from .simt import (LANES, ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, long_loops,
                    ordered_loops, reorderable_updates, slot_argument)  # noqa: F401 (slot_argument: the devices' cstyle.slot_argument)
 
 
@@ -67,7 +67,7 @@ class _Render(CValues):
         self.twice = ordered - self.group_ordered
         self.in_order = False   # rendering a loop's in-order copy
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
-        self.index, self.nonneg, self.wide, self.blocked = m.index, m.nonneg, m.wide, m.blocked
+        self.index, self.nonneg, self.wide, self.blocked, self.laned = m.index, m.nonneg, m.wide, m.blocked, m.laned
         ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == "endrange"}
         self.ends = ends
         self.reorderable = reorderable_updates(self.ins, long_ranges) - {
@@ -332,6 +332,25 @@ class _Render(CValues):
                     if r != n.ranges[0]:
                         expr = f"({expr} % {self.literal(e, i32)})"
                     self.out(t.let(f"v{r}", self.idx, expr))
+            elif i in self.laned:   # LANES elements at a time, each into a lane of its own
+                acc = self.laned[i]
+                adt = self.acc_dtype(self.ins[acc].dtype)
+                extent = self.slot(i, 0, x.arg[0], INDEX, True)
+                lane, lanes = f"{name}_j", self.literal(LANES, i32)
+                self.out(t.array(f"v{acc}_lane", self.ctype(adt), LANES, False))
+                self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
+                self.out(f"    v{acc}_lane[{lane}] = v{acc};")
+                self.out("}")
+                self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32), f"{name}_b < {extent}",
+                                f"{name}_b += {lanes}"))
+                self.depth += 1
+                self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
+                self.depth += 1
+                at = f"{name}_b + {lane}"
+                if i in self.mapping.long_ranges or x.arg[0] % LANES:   # the last again past the end (a select:
+                    last = f"{extent} - {self.literal(1, INDEX, True)}"  # PoCL's min() kept the loop scalar)
+                    at = self.select(f"({at}) < {last}", f"({at})", last)
+                self.out(t.let(name, self.idx, at))
             elif i in self.blocked:   # runs of WIDE_BLOCK added in float, each run's total in double
                 acc, block = self.blocked[i], self.literal(WIDE_BLOCK, i32)
                 extent = self.slot(i, 0, x.arg[0], INDEX, True)
@@ -352,6 +371,17 @@ class _Render(CValues):
             if s[0] not in self.inner:
                 self.depth -= 1
                 self.out("}")
+            if s[0] in self.laned:
+                acc = self.laned[s[0]]
+                self.depth -= 1
+                self.out("}")
+                lane = f"v{s[0]}_j"
+                step = self.combine(self.ins[acc].arg[0], self.acc_dtype(self.ins[acc].dtype), f"v{acc}",
+                                    f"v{acc}_lane[{lane}]")
+                self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {self.literal(LANES, i32)}",
+                                f"{lane}++"))
+                self.out(f"    v{acc} = {step};")
+                self.out("}")
             if s[0] in self.blocked:
                 acc = self.blocked[s[0]]
                 self.out(f"v{acc} = v{acc} + ({self.ctype(np.dtype('float64'))})v{acc}_run;")
@@ -368,7 +398,11 @@ class _Render(CValues):
             target = ins[s[0]]
             red = target.arg[0] if target.op == "acc" else target.arg[1]
             adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
-            if target.op == "acc" and s[0] in self.blocked.values():
+            if target.op == "acc" and s[0] in self.laned.values():
+                lane = f"v{next(r for r, a in self.laned.items() if a == s[0])}_j"
+                self.out(f"v{s[0]}_lane[{lane}] = {self.combine(red, adt, f'v{s[0]}_lane[{lane}]', a[-1])};")
+                self.names[i] = self.names[s[0]]
+            elif target.op == "acc" and s[0] in self.blocked.values():
                 run = f"v{s[0]}_run"
                 step = f"{run} = {self.combine(red, np.dtype('float32'), run, a[-1])};"
                 for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:

@@ -112,7 +112,7 @@ class OpenCLDevice(Device):
         self.options = RenderOptions(device=f"{self.name} ({self.description})", fp64="cl_khr_fp64" in extensions,
                                      fp16="cl_khr_fp16" in extensions, max_local_size=d.max_work_group_size,
                                      group_max_rows=None if gpu else CPU_ROWS_PER_UNIT * d.max_compute_units,
-                                     wide_sums=not gpu, own_math=not gpu,
+                                     wide_sums=not gpu, own_math=not gpu, laned_extrema=not gpu,
                                      atomics64="cl_khr_int64_base_atomics" in extensions)
         # Kept rows live in __local memory in group mode and in private arrays in thread mode; rows of
         # accumulators private to a global index would be a private array per work-item.
