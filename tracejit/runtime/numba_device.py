@@ -167,7 +167,7 @@ class NumbaDevice(Device):
                 fn = _library_kernel(call)
                 if isinstance(call.what, library.Gemm) and call.what.node.dtype in _DRIVEN \
                         and blas.backend() == "mkl":
-                    fn = _GemmLaunch(call, fn, self._gemm_driver(call.what.node.dtype))
+                    fn = _GemmLaunch(call, fn, functools.partial(self._gemm_driver, call.what.node.dtype))
                 compiled.append((CompiledKernel(k.name, _library_source(call), k, True, True), (fn, fn)))
                 continue
             loop = _loop(k, beside_blas)
@@ -214,15 +214,19 @@ class NumbaDevice(Device):
             log(1, f"{kernel.name}: its {other} loop {'was cached' if cached else 'compiled'} too, for other "
                    "sizes of the named dimensions")
 
-    def _gemm_driver(self, dtype: np.dtype):
-        """blas.DRIVER's entry point for these operands, from the disk cache or compiled (once per machine)."""
+    def _gemm_driver(self, dtype: np.dtype, compile: bool = True):
+        """blas.DRIVER's entry point for these operands: loaded from the disk cache, else compiled (once per
+        machine, ~0.3 s), or None where `compile` is False and it is not in the cache."""
         import numba
         source = blas.driver_source(dtype)
+        key = self._key(source, "tj_gemm")
+        if not compile and not any(m[0] == key.digest for m in self._loaded) and CACHE.get(key) is None:
+            return None
         array = numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C")
         signature = numba.types.boolean(array, array, array, numba.types.Array(numba.types.int64, 1, "C"))
         with stage("blas driver"), _LOAD_LOCK:
-            (entry, _), _ = self._load_function(source, self._key(source, "tj_gemm"), "tj_gemm", signature,
-                                                parallel=False, nogil=True)   # nogil: as ctypes calls it
+            (entry, _), _ = self._load_function(source, key, "tj_gemm", signature, parallel=False,
+                                                nogil=True)   # nogil: as ctypes calls it
         return entry
 
     def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
@@ -477,24 +481,26 @@ _DRIVEN = (np.float32, np.float64)   # the products blas.DRIVER launches
 class _GemmLaunch:
     """A product of the launch plan on MKL. Its first call runs the library kernel (views of the buffers,
     blas.matmul) and keeps what MKL was given, as offsets into the flat buffers; later calls launch MKL
-    with those through blas.DRIVER (~1 us; ~30 us the first way). Buffers of another type or layout than
-    the first call's, an operand that is a constant or a copy, or one cblas does not take: the first way,
-    every call."""
+    with those through blas.DRIVER (~1 us; ~30 us the first way). The driver is loaded on the first call
+    where the disk cache has it, else compiled on the second (a product called once does not wait for
+    it). Buffers of another type or layout than the first call's, an operand that is a constant or a
+    copy, or one cblas does not take: the first way, every call."""
 
     def __init__(self, call: library.Call, run, driver):
-        self.run, self.driver = run, driver
+        self.run, self.driver = run, driver   # driver(compile): see NumbaDevice._gemm_driver
         self.positions = tuple(_leaf_position(call, x) for x in call.what.operands) + (call.out,)
         self.dtype = np.dtype(call.what.node.dtype)
         self.arguments = None   # blas.driver_arguments's; False: none work
+        self.entry = None       # the driver's entry point, once loaded
 
     def __call__(self, *arrays):
-        p = self.arguments
-        if p is not None and p is not False:
+        p, entry = self.arguments, self.entry
+        if entry is not None:
             i, j, o = self.positions
             a, c, out = arrays[i], arrays[j], arrays[o]
             dtype = self.dtype
             if a.dtype == dtype and c.dtype == dtype and out.dtype == dtype and a.flags.c_contiguous \
-                    and c.flags.c_contiguous and out.flags.c_contiguous and self.driver(a, c, out, p):
+                    and c.flags.c_contiguous and out.flags.c_contiguous and entry(a, c, out, p):
                 return
         seen = []
 
@@ -503,7 +509,11 @@ class _GemmLaunch:
             blas.matmul(a, c, into)
         self.run(*arrays, matmul=matmul)
         if p is None:
-            self.arguments = self._arguments(arrays, seen) if None not in self.positions else False
+            p = self.arguments = self._arguments(arrays, seen) if None not in self.positions else False
+            if p is not False:
+                self.entry = self.driver(compile=False)
+        elif p is not False and entry is None:
+            self.entry = self.driver(compile=True)
 
     def _arguments(self, arrays, seen):
         if len(seen) != 1 or any(arrays[i].dtype != self.dtype for i in self.positions):
