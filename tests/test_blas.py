@@ -165,3 +165,16 @@ def test_a_product_called_once_does_not_compile_the_driver(rng, monkeypatch):
     assert compiles == [False]   # loaded only where the disk cache has it
     np.testing.assert_allclose(f(x, w, device="numba"), x @ w, rtol=1e-12)
     assert compiles in ([False], [False, True])   # the second call compiles it where it was not there
+
+
+@needs_mkl
+def test_warming_puts_the_driver_in_the_disk_cache(rng, monkeypatch):
+    """A deployment warmed ahead (tj.warm) does not compile the launcher on a product's second call."""
+    from tracejit.runtime.numba_device import NumbaDevice
+    compiles = []
+    load = NumbaDevice._gemm_driver
+    monkeypatch.setattr(NumbaDevice, "_gemm_driver", lambda self, dtype, compile=True: (
+        compiles.append(compile), load(self, dtype, compile))[1])
+    x, w = rng.standard_normal((64, 80)).astype(np.float32), rng.standard_normal((80, 96)).astype(np.float32)
+    tj.warm(tj.kernel(lambda x, w: np.tanh(x @ w)), x, w, devices=["numba"])
+    assert compiles == [True]

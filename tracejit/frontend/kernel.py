@@ -236,6 +236,7 @@ class Kernel:
                     log(3, k.format())
             program.dynamic = self._dynamic
             program.every_loop = bool(named and inner)   # warming: no size of n may compile later
+            program.ahead = compile_only
             try:
                 executable = dev.compile(program)
             except Exception as e:

@@ -50,6 +50,7 @@ class Program:
     _twin: "Program | None" = None
     twin_thunk: "Callable[[], Program | None] | None" = None
     every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
+    ahead: bool = False        # compiled ahead of its calls (warming): compile what its calls would later
     # the graph as scheduled (long reductions split, sorts merged: what the kernels compute) and, per node,
     # the kernels that compute it (more than one where a cheap value is recomputed); inputs have none
     graph: list[Node] = field(default_factory=list)

@@ -168,6 +168,8 @@ class NumbaDevice(Device):
                 if isinstance(call.what, library.Gemm) and call.what.node.dtype in _DRIVEN \
                         and blas.backend() == "mkl":
                     fn = _GemmLaunch(call, fn, functools.partial(self._gemm_driver, call.what.node.dtype))
+                    if program.ahead:   # warming: into the disk cache now, not on the second call
+                        self._gemm_driver(call.what.node.dtype)
                 compiled.append((CompiledKernel(k.name, _library_source(call), k, True, True), (fn, fn)))
                 continue
             loop = _loop(k, beside_blas)
