@@ -178,3 +178,33 @@ def test_warming_puts_the_driver_in_the_disk_cache(rng, monkeypatch):
     x, w = rng.standard_normal((64, 80)).astype(np.float32), rng.standard_normal((80, 96)).astype(np.float32)
     tj.warm(tj.kernel(lambda x, w: np.tanh(x @ w)), x, w, devices=["numba"])
     assert compiles == [True]
+
+
+@pytest.mark.parametrize("case", ["unset", "user_spin", "user_policy", "loaded", "numpy", "intel", "no_mkl"])
+def test_openmp_spin_is_shortened_only_where_mkl_runs_on_a_libgomp_not_yet_started(monkeypatch, case):
+    """GOMP_SPINCOUNT=1000 where MKL's GNU layer will run on libgomp, the user chose nothing and libgomp
+    has not read its environment yet; nothing otherwise."""
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "TRACEJIT_BLAS", "MKL_THREADING_LAYER"):
+        monkeypatch.setenv(name, "")   # so that the test's end restores what the process had
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(blas, "_find_mkl_rt", lambda: "libmkl_rt.so")
+    monkeypatch.setattr(blas.ctypes.util, "find_library", lambda name: "libgomp.so.1")
+    monkeypatch.setattr(blas, "_libgomp_loaded", lambda: case == "loaded")
+    user = {"user_spin": ("GOMP_SPINCOUNT", "5"), "user_policy": ("OMP_WAIT_POLICY", "active"),
+            "numpy": ("TRACEJIT_BLAS", "numpy"), "intel": ("MKL_THREADING_LAYER", "INTEL")}.get(case)
+    if user:
+        monkeypatch.setenv(*user)
+    if case == "no_mkl":
+        monkeypatch.setattr(blas, "_find_mkl_rt", lambda: None)
+    blas.settle_openmp()
+    want = {"unset": "1000", "user_spin": "5"}.get(case)
+    assert blas.os.environ.get("GOMP_SPINCOUNT") == want
+
+
+def test_libgomp_is_found_in_this_process_maps_by_file_name():
+    import ctypes.util
+    path = ctypes.util.find_library("gomp")
+    if path is None:
+        pytest.skip("no libgomp on this system")
+    ctypes.CDLL(path)
+    assert blas._libgomp_loaded()

@@ -77,6 +77,7 @@ class NumbaDevice(Device):
         # (module key, loop, signature) -> (module, (entry point, dispatcher)): a kernel this process already loaded
         # (another size of a kernel whose sizes are arguments) costs a dict lookup, not a module load
         self._loaded: dict[tuple, tuple] = {}
+        blas.settle_openmp()
         _load_numba_registries()
 
     @staticmethod
