@@ -99,10 +99,10 @@ def settle_openmp() -> None:
     will run on it and the user set neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY; libgomp reads it when it
     loads, so nothing is set (and that is logged) where it is loaded already. The numba device calls this
     when it opens, before its first parallel kernel."""
-    if os.environ.get("TRACEJIT_BLAS", "auto").lower() == "numpy" or _find_mkl_rt() is None or _layer() != "GNU":
-        return
     if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
         return
+    if os.environ.get("TRACEJIT_BLAS", "auto").lower() == "numpy" or _find_mkl_rt() is None or _layer() != "GNU":
+        return   # (_layer may ask ldconfig: ~2 ms, last)
     if _libgomp_loaded():
         log(1, "libgomp was loaded before the numba device opened: GOMP_SPINCOUNT is not set (its threads "
                "spin up to ~10 ms after each product; set GOMP_SPINCOUNT=1000 before they start)")
