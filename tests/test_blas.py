@@ -208,3 +208,22 @@ def test_libgomp_is_found_in_this_process_maps_by_file_name():
         pytest.skip("no libgomp on this system")
     ctypes.CDLL(path)
     assert blas._libgomp_loaded()
+
+
+@needs_mkl
+def test_a_launcher_that_fails_to_build_leaves_the_products_right(rng, monkeypatch):
+    """Whatever goes wrong building the launcher, the call that asked for it returns its result, with a
+    warning, and the product keeps the ctypes way."""
+    from tracejit.errors import CompileError
+    from tracejit.runtime import disk_cache
+    from tracejit.runtime.numba_device import NumbaDevice
+
+    def broken(self, dtype, compile=True):
+        raise CompileError("numba failed to compile kernel tj_gemm: (a test)")
+    monkeypatch.setattr(NumbaDevice, "_gemm_driver", broken)
+    monkeypatch.setattr(disk_cache, "_warned", set(), raising=False)
+    f = tj.kernel(lambda x, w: x @ w * 2)
+    x, w = rng.standard_normal((64, 72)).astype(np.float32), rng.standard_normal((72, 40)).astype(np.float32)
+    with pytest.warns(UserWarning, match="launcher for matrix products could not be built"):
+        for _ in range(3):
+            np.testing.assert_allclose(f(x, w, device="numba"), x @ w * 2, rtol=1e-5, atol=1e-4)

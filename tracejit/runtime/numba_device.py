@@ -30,7 +30,7 @@ from .debug import current_times, log, stage
 from .device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
 from .device_interface import Device
 from .device_stats import no_pool
-from .disk_cache import CACHE, CacheKey
+from .disk_cache import CACHE, CacheKey, _warn_once
 from .numba_cache import FASTMATH, first_lines
 from .numba_plan import NumbaPlan
 from .sharing import plan_sharing
@@ -170,7 +170,7 @@ class NumbaDevice(Device):
                         and blas.backend() == "mkl":
                     fn = _GemmLaunch(call, fn, functools.partial(self._gemm_driver, call.what.node.dtype))
                     if program.ahead:   # warming: into the disk cache now, not on the second call
-                        self._gemm_driver(call.what.node.dtype)
+                        fn._driver(compile=True)
                 compiled.append((CompiledKernel(k.name, _library_source(call), k, True, True), (fn, fn)))
                 continue
             loop = _loop(k, beside_blas)
@@ -514,9 +514,21 @@ class _GemmLaunch:
         if p is None:
             p = self.arguments = self._arguments(arrays, seen) if None not in self.positions else False
             if p is not False:
-                self.entry = self.driver(compile=False)
+                self.entry = self._driver(compile=False)
         elif p is not False and entry is None:
-            self.entry = self.driver(compile=True)
+            self.entry = self._driver(compile=True)
+
+    def _driver(self, compile: bool):
+        """The driver, or None where it is not there yet; where it fails to load or compile, the product
+        keeps the first way (a warning, once), and the call that asked still has its result."""
+        try:
+            return self.driver(compile=compile)
+        except Exception as e:   # noqa: BLE001 - the product runs the first way; nothing is lost
+            self.arguments = False
+            _warn_once("mkl-driver", f"MKL's launcher for matrix products could not be built ({type(e).__name__}: "
+                                     f"{first_lines(str(e), 1)}); products call MKL through ctypes instead "
+                                     "(~30 us more per call)")
+            return None
 
     def _arguments(self, arrays, seen):
         if len(seen) != 1 or any(arrays[i].dtype != self.dtype for i in self.positions):
