@@ -152,13 +152,20 @@ def test_the_driver_refuses_a_buffer_too_short_or_a_pointer_between_elements(rng
     assert (out == 7).all()
 
 
-@needs_mkl
-def test_a_product_called_once_does_not_compile_the_driver(rng, monkeypatch):
+@pytest.fixture
+def driver_loads(monkeypatch) -> list[bool]:
+    """Each load of the MKL launcher, as its `compile` argument (False: only from the disk cache)."""
     from tracejit.runtime.numba_device import NumbaDevice
     compiles = []
     load = NumbaDevice._gemm_driver
     monkeypatch.setattr(NumbaDevice, "_gemm_driver", lambda self, dtype, compile=True: (
         compiles.append(compile), load(self, dtype, compile))[1])
+    return compiles
+
+
+@needs_mkl
+def test_a_product_called_once_does_not_compile_the_driver(rng, driver_loads):
+    compiles = driver_loads
     f = tj.kernel(lambda x, w: x @ w)
     x, w = rng.standard_normal((64, 80)), rng.standard_normal((80, 96))
     np.testing.assert_allclose(f(x, w, device="numba"), x @ w, rtol=1e-12)
@@ -168,16 +175,11 @@ def test_a_product_called_once_does_not_compile_the_driver(rng, monkeypatch):
 
 
 @needs_mkl
-def test_warming_puts_the_driver_in_the_disk_cache(rng, monkeypatch):
+def test_warming_puts_the_driver_in_the_disk_cache(rng, driver_loads):
     """A deployment warmed ahead (tj.warm) does not compile the launcher on a product's second call."""
-    from tracejit.runtime.numba_device import NumbaDevice
-    compiles = []
-    load = NumbaDevice._gemm_driver
-    monkeypatch.setattr(NumbaDevice, "_gemm_driver", lambda self, dtype, compile=True: (
-        compiles.append(compile), load(self, dtype, compile))[1])
     x, w = rng.standard_normal((64, 80)).astype(np.float32), rng.standard_normal((80, 96)).astype(np.float32)
     tj.warm(tj.kernel(lambda x, w: np.tanh(x @ w)), x, w, devices=["numba"])
-    assert compiles == [True]
+    assert driver_loads == [True]
 
 
 @pytest.mark.parametrize("case", ["unset", "user_spin", "user_policy", "loaded", "numpy", "intel", "no_mkl"])
