@@ -233,7 +233,7 @@ def _gemm(lib, a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
 # A product in a launch plan, run through ctypes, spent ~30 us a call in Python before MKL started (views of
 # the buffers, cblas's arguments worked out again, three `ndarray.ctypes.data`, ctypes's own conversion): a
 # quarter of a 64x256 @ 256x768 product. The numba device works the arguments out once per plan
-# (numba_device._GemmLaunch) and launches each call through DRIVER, compiled by Numba like a kernel: Numba's
+# (numba_library.GemmLaunch) and launches each call through DRIVER, compiled by Numba like a kernel: Numba's
 # unboxing reads the buffers' pointers, and the call costs ~1 us.
 
 DRIVER = '''"""tracejit: a matrix product of a launch plan, by MKL's cblas_{t}gemm (tracejit/runtime/blas.py)."""
