@@ -178,6 +178,7 @@ for _case in CASES:
         _case.impls.update(torch_peers.columns(_case.name, _case.static))
 COLUMNS = ["tracejit", "opencl", "webgpu", "numpy", "numexpr", "numba", "torch", "compile"]
 RATIOS = ("numpy", "numba", "torch", "compile")   # each: its time over tracejit's
+SIDE_COLUMNS = ("torch_np",)   # a few rows only, printed under the table (torch_peers.NUMPY_DTYPES)
 FIRST_CALL_COLUMNS = ("tracejit", "numba", "compile")
 UNIT_SCALE = {"ms": 1e3, "us": 1e6}
 
@@ -249,7 +250,7 @@ def run_case(case: Case, divisor: int, budget_s: float) -> dict:
         cells[column].update(seconds=statistics.median(samples), samples=len(samples))
     return {"case": case.name, "shape": "x".join(map(shape_label, inputs[0].shape)), "unit": case.unit,
             "dtype": str(reference.dtype), "cells": cells,
-            "ratios": {f"{other}/tracejit": ratio(cells, other) for other in RATIOS}}
+            "ratios": {f"{other}/tracejit": ratio(cells, other) for other in RATIOS + SIDE_COLUMNS}}
 
 
 def shape_label(n: int) -> str:
@@ -286,9 +287,23 @@ def format_cell(cell: dict, unit: str) -> str:
 
 def print_row(result: dict) -> None:
     cells = [format_cell(result["cells"][c], result["unit"]) if c in result["cells"] else "-" for c in COLUMNS]
-    ratios = [f"{r:.2f}x" if r is not None else "-" for r in result["ratios"].values()]
+    ratios = [f"{r:.2f}x" if r is not None else "-" for r in (result["ratios"][f"{o}/tracejit"] for o in RATIOS)]
     print(f"{result['case']:<14}{result['shape']:>11}{result['unit']:>5}"
           + "".join(f"{c:>10}" for c in cells) + "".join(f"{r:>17}" for r in ratios), flush=True)
+
+
+def side_table(results: list[dict]) -> None:
+    """The rows whose NumPy code computes in float64, against torch eager computing the same dtypes."""
+    rows = [r for r in results if "torch_np" in r["cells"]]
+    if not rows:
+        return
+    print("\nrows whose NumPy code promotes to float64: torch eager in NumPy's dtypes (torch_np)\n"
+          f"{'case':<14}{'unit':>5}{'tracejit':>10}{'torch':>10}{'torch_np':>10}{'torch_np/tracejit':>19}")
+    for r in rows:
+        cells = [format_cell(r["cells"][c], r["unit"]) for c in ("tracejit", "torch", "torch_np")]
+        same = r["ratios"]["torch_np/tracejit"]
+        print(f"{r['case']:<14}{r['unit']:>5}" + "".join(f"{c:>10}" for c in cells)
+              + f"{(f'{same:.2f}x' if same is not None else '-'):>19}", flush=True)
 
 
 def first_call_table(cases: list[Case], divisor: int) -> dict:
@@ -348,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         for column, cell in result["cells"].items():
             if cell["error"]:
                 print(f"  {result['case']} / {column}: {cell['error']}")
+    side_table(results)
     first_calls = first_call_table(cases, divisor) if args.first_call else None
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,31 @@ def llama_block(x, attention_norm, q_weight, k_weight, v_weight, o_weight, ffn_n
     return z + F.linear(F.silu(F.linear(h, gate_weight)) * F.linear(h, up_weight), down_weight)
 
 
+# ---- the same models computing NumPy's dtypes ----
+# picoGPT's `np.sqrt(2 / np.pi)` (in gelu) and `np.sqrt(q.shape[-1])` (in attention) are NumPy float64
+# scalars, which under NEP 50 promote float32 arrays: NumPy, and tracejit, which returns NumPy's dtypes,
+# compute the GELU, the attention from its scaling on, and every layer after them in float64, casting
+# each float32 weight those layers meet to float64 on every call. The ports above stay float32 (what a
+# torch user writes); these compute what the NumPy code computes, with the same fused functions, so the
+# table can say how much of a gap is the float64 arithmetic and copies the NumPy program asks for.
+
+
+def ffn_numpy_dtypes(x, fc_w, fc_b, proj_w, proj_b):
+    a = F.gelu(F.linear(x, fc_w.to(x.dtype), fc_b.to(x.dtype)).double(), approximate="tanh")
+    return F.linear(a, proj_w.double(), proj_b.double())
+
+
+def gpt2_block_numpy_dtypes(x, fc_w, fc_b, mproj_w, mproj_b, attn_w, attn_b, aproj_w, aproj_b, g1, b1, g2, b2,
+                            n_head):
+    n_seq, n_embd = x.shape
+    h = F.layer_norm(x, (n_embd,), g1, b1)
+    q, k, v = F.linear(h, attn_w, attn_b).view(n_seq, 3, n_head, n_embd // n_head).permute(1, 2, 0, 3)
+    a = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    x = x + F.linear(a.transpose(0, 1).reshape(n_seq, n_embd), aproj_w.double(), aproj_b.double())
+    h = F.layer_norm(x, (n_embd,), g2.double(), b2.double())
+    return x + ffn_numpy_dtypes(h, fc_w, fc_b, mproj_w, mproj_b)
+
+
 # ---- inputs: NumPy arrays -> tensors, once ----
 
 
@@ -116,6 +141,10 @@ PEERS: dict[str, tuple[Callable, Callable]] = {
     "linear": (F.linear, linear_layout), "ffn": (ffn, linear_layout),
     "gpt2_block": (gpt2_block, linear_layout), "llama_block": (llama_block, tensors),
 }
+
+
+# row -> a port computing NumPy's dtypes, for the rows whose NumPy code promotes to float64
+NUMPY_DTYPES: dict[str, Callable] = {"ffn": ffn_numpy_dtypes, "gpt2_block": gpt2_block_numpy_dtypes}
 
 
 def resident(fn: Callable, convert: Callable) -> Callable:
@@ -145,10 +174,14 @@ def lazily_compiled(fn: Callable) -> Callable:
 
 
 def columns(row: str, static: dict) -> dict[str, Callable]:
-    """The "torch" and "compile" columns of a row: eager, and torch.compile'd."""
+    """The "torch" and "compile" columns of a row: eager, and torch.compile'd; for a row whose NumPy code
+    computes in float64, also "torch_np", torch eager in the same dtypes."""
     fn, convert = PEERS[row]
-    return {"torch": resident(functools.partial(fn, **static), convert),
-            "compile": resident(functools.partial(lazily_compiled(fn), **static), convert)}
+    columns = {"torch": resident(functools.partial(fn, **static), convert),
+               "compile": resident(functools.partial(lazily_compiled(fn), **static), convert)}
+    if row in NUMPY_DTYPES:   # "torch_np": torch eager computing the NumPy program's dtypes
+        columns["torch_np"] = resident(functools.partial(NUMPY_DTYPES[row], **static), convert)
+    return columns
 
 
 def setup(threads: int) -> dict:
