@@ -131,8 +131,8 @@ def test_stats_count_launches_compiles_and_the_pool(device, rng):
     assert after["launches"] - before["launches"] == 3 * kernels
     info = f.cache_info()   # kernels this process compiled before (another test's) are loaded, not compiled
     assert after["compiles"] - before["compiles"] == info["compiles"] and info["compiles"] + info["disk_hits"] > 0
-    if device == "numba":   # NumPy's arrays: not counted
-        assert after["bytes_in_use"] is after["peak_bytes"] is after["pool_bytes"] is None
+    if device == "numba":   # NumPy's arrays: not counted; the pool keeps large results' blocks (output_pool)
+        assert after["bytes_in_use"] is after["peak_bytes"] is None and after["pool_bytes"] >= 0
     else:
         held = sum(np.asarray(o).nbytes for o in out)
         assert after["bytes_in_use"] >= held and after["peak_bytes"] >= after["bytes_in_use"]

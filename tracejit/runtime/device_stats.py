@@ -94,11 +94,14 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 def environment_limit() -> int | None:
     """TRACEJIT_MEMORY_LIMIT: bytes, or with a binary unit (512M, 2G, 1.5GiB)."""
     text = os.environ.get("TRACEJIT_MEMORY_LIMIT", "").strip()
-    if not text:
-        return None
+    return parse_bytes(text, "TRACEJIT_MEMORY_LIMIT") if text else None
+
+
+def parse_bytes(text: str, variable: str) -> int:
+    """A size from an environment variable: bytes, or with a binary unit (512M, 2G, 1.5GiB)."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?", text)
     if m is None:
-        raise ArgumentError(f"TRACEJIT_MEMORY_LIMIT={text!r}: give bytes, or a size such as 512M or 2GiB")
+        raise ArgumentError(f"{variable}={text!r}: give bytes, or a size such as 512M or 2GiB")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 

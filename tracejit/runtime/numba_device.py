@@ -33,6 +33,7 @@ from .device_stats import no_pool
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
 from .numba_plan import NumbaPlan
+from .output_pool import OutputPool
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 
@@ -77,6 +78,7 @@ class NumbaDevice(Device):
         # (module key, loop, signature) -> (module, (entry point, dispatcher)): a kernel this process already loaded
         # (another size of a kernel whose sizes are arguments) costs a dict lookup, not a module load
         self._loaded: dict[tuple, tuple] = {}
+        self.outputs = OutputPool()   # large results' memory, taken back when the caller drops them
         blas.settle_openmp()
         _load_numba_registries()
 
@@ -89,7 +91,8 @@ class NumbaDevice(Device):
         return True, None, f"CPU, {os.cpu_count()} threads, numba {numba.__version__}, {blas.describe()}"
 
     def memory(self):
-        return None, None, None   # NumPy's arrays: tracejit keeps no count of host memory
+        # NumPy's arrays: tracejit keeps no count of host memory in use; it keeps large results' blocks
+        return None, None, self.outputs.held_bytes
 
     def set_memory_limit(self, nbytes) -> None:
         no_pool(self.name)

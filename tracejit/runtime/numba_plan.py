@@ -13,7 +13,7 @@ from ..errors import OutOfMemoryError
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, fault_error, faults
 from ..ir.analysis import Buffer
-from . import profiler
+from . import output_pool, profiler
 from .array import Array
 from .debug import LEVEL, log, stage
 from .scalars import check_int_scalars
@@ -86,7 +86,8 @@ class NumbaPlan:
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
         # NumPy's own empty, bound once (not the np.empty name: a wrapper while another thread traces, see
         # frontend/allocation.py)
-        env = {"np": np, "empty": multiarray.empty, "flat_view": flat_view, "Array": Array,
+        env = {"np": np, "empty": multiarray.empty, "recycled": self.device.outputs.empty, "flat_view": flat_view,
+               "Array": Array,
                "check_int_scalars": check_int_scalars,
                "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
                "fault_error": fault_error, "device": self.device, "launched": profiler.launched}
@@ -114,7 +115,9 @@ class NumbaPlan:
             else:
                 env[f"{b}_dt"], env[f"{b}_key"] = buf.dtype, key
                 if key in prog.outputs:   # a destination given by the caller, or a fresh array
-                    lines.append(f"    {b}_arr = empty({buf.shape!r}, {b}_dt) if into is None or {b}_key not in "
+                    nbytes = math.prod(buf.shape) * buf.dtype.itemsize
+                    fresh = "recycled" if nbytes >= output_pool.MIN_BYTES else "empty"   # runtime/output_pool.py
+                    lines.append(f"    {b}_arr = {fresh}({buf.shape!r}, {b}_dt) if into is None or {b}_key not in "
                                  f"into else into[{b}_key]")
                 elif key not in kept:
                     lines.append(f"    {b}_arr = empty({buf.shape!r}, {b}_dt)")
