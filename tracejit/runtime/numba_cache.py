@@ -8,6 +8,7 @@ import functools
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +18,21 @@ from .disk_cache import CACHE, CacheKey, _warn_once, write_atomic
 # Contraction into FMAs only: "reassoc" would let LLVM fold (x + 1) - 1 to x, and "nsz" x + 0.0 to x for
 # x = -0.0, both answers NumPy does not give. The reductions reorder their own steps (numba_math.reassoc_add).
 FASTMATH = {"contract"}
+
+
+@functools.cache
+def host_cpu() -> str:
+    """The CPU as LLVM sees it (its name and a digest of its features): compiled code is for it alone."""
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features().flatten()
+    return f"{llvm.get_host_cpu_name()} {hashlib.sha256(features.encode()).hexdigest()[:16]}"
+
+
+@functools.cache
+def compiler_versions() -> str:
+    import llvmlite
+    import numba
+    return f"numba {numba.__version__} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
 
 
 def first_lines(text: str, n: int = 12) -> str:

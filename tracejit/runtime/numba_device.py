@@ -5,7 +5,6 @@ import contextlib
 import contextvars
 import functools
 import gc
-import hashlib
 import importlib.util
 import os
 import sys
@@ -23,7 +22,7 @@ from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, faults, has_atomics
 from ..ir.layout import LayoutOptions
 from ..ir.size_slots import size_slots
-from . import blas, numba_cache, numba_library, numba_threads
+from . import blas, numba_cache, numba_library, numba_threads, numba_tuning
 from .array import Array
 from .cache_key import source_part, tracejit_part
 from .debug import current_times, log, stage
@@ -31,7 +30,7 @@ from .device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
 from .device_interface import Device
 from .device_stats import no_pool
 from .disk_cache import CACHE, CacheKey
-from .numba_cache import FASTMATH, first_lines
+from .numba_cache import FASTMATH, compiler_versions, first_lines, host_cpu
 from .numba_plan import NumbaPlan
 from .output_pool import OutputPool
 from .sharing import plan_sharing
@@ -63,9 +62,9 @@ class NumbaDevice(Device):
     returns_numpy = True                   # NumPy arrays in, NumPy arrays out
     has_memory_pool = False
     name = "numba"
-    # NumPy's matmul (OpenBLAS) and sort: ir/library.py. Transposed reads in tiles LLVM transposes in vector
-    # registers, measured on the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6
-    # against 18)
+    # NumPy's matmul (OpenBLAS) and sort: ir/library.py. Transposed reads in tiles, by default those measured best on
+    # the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6 against 18); a machine's
+    # own once `python -m tracejit tune` has measured them (numba_tuning.py)
     layout = LayoutOptions(library=True, transpose_tiles=((32, 8), (32, 8), (8, 4), (8, 4)))
     inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (size_templates)
 
@@ -79,6 +78,7 @@ class NumbaDevice(Device):
         # (another size of a kernel whose sizes are arguments) costs a dict lookup, not a module load
         self._loaded: dict[tuple, tuple] = {}
         self.outputs = OutputPool()   # large results' memory, taken back when the caller drops them
+        self.layout = numba_tuning.tuned_layout(type(self).layout)
         blas.settle_openmp()
         _load_numba_registries()
 
@@ -98,6 +98,10 @@ class NumbaDevice(Device):
         no_pool(self.name)
 
     memory_limit = None
+
+    def tune(self, report=None) -> dict:
+        """Times each transpose tile on this machine, keeps the fastest (numba_tuning.py); returns the record."""
+        return numba_tuning.tune(self, report)
 
     @property
     def info(self) -> DeviceInfo:
@@ -242,10 +246,10 @@ class NumbaDevice(Device):
     def _key(source: str, name: str) -> CacheKey:
         return CacheKey("numba", name, (
             ("kernel", source_part(source)),
-            ("device", _host_cpu()),
+            ("device", host_cpu()),
             ("options", f"fastmath={sorted(FASTMATH)} error_model=numpy"),
             ("tracejit", tracejit_part()),
-            ("compiler", _compiler_versions()),
+            ("compiler", compiler_versions()),
         ))
 
     def _load(self, source: str, kernel: Kernel, loop: str, values: tuple = ()):
@@ -448,20 +452,6 @@ def _numba_stage(ev) -> str:
     if ev.kind == "numba:llvm_lock":
         return "LLVM"
     return _NUMBA_STAGES.get(ev.data["name"].split(" [")[0], "numba frontend")
-
-
-@functools.cache
-def _host_cpu() -> str:
-    import llvmlite.binding as llvm
-    features = llvm.get_host_cpu_features().flatten()
-    return f"{llvm.get_host_cpu_name()} {hashlib.sha256(features.encode()).hexdigest()[:16]}"
-
-
-@functools.cache
-def _compiler_versions() -> str:
-    import llvmlite
-    import numba
-    return f"numba {numba.__version__} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
 
 
 def _root(a: np.ndarray) -> np.ndarray:
