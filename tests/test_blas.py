@@ -203,6 +203,41 @@ def test_openmp_spin_is_shortened_only_where_mkl_runs_on_a_libgomp_not_yet_start
     assert blas.os.environ.get("GOMP_SPINCOUNT") == want
 
 
+@pytest.mark.parametrize("case, spins", [("settled", False), ("loaded_before", True), ("policy_active", True),
+                                         ("short_count", False), ("long_count", True), ("infinite", True),
+                                         ("numpy_blas", False), ("intel_layer", False)])
+def test_products_spin_long_where_libgomp_keeps_its_threads_awake(monkeypatch, case, spins):
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "MKL_THREADING_LAYER"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(blas, "backend", lambda: "numpy" if case == "numpy_blas" else "mkl")
+    monkeypatch.setattr(blas.ctypes.util, "find_library", lambda name: "libgomp.so.1")
+    monkeypatch.setattr(blas, "SPINS_LONG", case == "loaded_before")
+    env = {"settled": ("GOMP_SPINCOUNT", "1000"), "policy_active": ("OMP_WAIT_POLICY", "ACTIVE"),
+           "short_count": ("GOMP_SPINCOUNT", "5000"), "long_count": ("GOMP_SPINCOUNT", "300000"),
+           "infinite": ("GOMP_SPINCOUNT", "infinite"), "intel_layer": ("MKL_THREADING_LAYER", "intel")}.get(case)
+    if env:
+        monkeypatch.setenv(*env)
+    assert blas.products_spin_long() is spins
+
+
+@pytest.mark.parametrize("spins", [False, True])
+def test_kernels_beside_products_share_the_products_threads_only_where_those_spin_long(rng, monkeypatch, spins):
+    """Beside products, a mid-sized kernel runs on tracejit's threads (chunks: its code takes the chunk's
+    start and stop), or on Numba's OpenMP loop (prange) where MKL's libgomp threads spin long after each
+    product; its result is NumPy's either way."""
+    from tracejit.runtime import numba_threads
+    monkeypatch.setattr(blas, "products_spin_long", lambda: spins)
+    monkeypatch.setattr(numba_threads, "openmp_layer", lambda: True)
+    x, w = rng.standard_normal((256, 96)).astype(np.float32), rng.standard_normal((96, 512)).astype(np.float32)
+    f = tj.kernel(lambda x, w: np.tanh(x @ w) * 2)
+    plan = f.lower(x, w, device="numba")
+    elementwise = [k for k in plan.kernels if "tanh" in k.name or "elementwise" in k.name]
+    assert elementwise and all(("numba.prange" in k.source) is spins and ("tj_start" in k.source) is not spins
+                               for k in elementwise)
+    np.testing.assert_allclose(f(x, w), np.tanh(x @ w) * 2, rtol=1e-5, atol=1e-5)
+
+
 def test_libgomp_is_found_in_this_process_maps_by_file_name():
     import ctypes.util
     path = ctypes.util.find_library("gomp")

@@ -104,10 +104,36 @@ def settle_openmp() -> None:
     if os.environ.get("TRACEJIT_BLAS", "auto").lower() == "numpy" or _find_mkl_rt() is None or _layer() != "GNU":
         return   # (_layer may ask ldconfig: ~2 ms, last)
     if _libgomp_loaded():
+        global SPINS_LONG
+        SPINS_LONG = True
         log(1, "libgomp was loaded before the numba device opened: GOMP_SPINCOUNT is not set (its threads "
-               "spin up to ~10 ms after each product; set GOMP_SPINCOUNT=1000 before they start)")
+               "spin up to ~10 ms after each product; set GOMP_SPINCOUNT=1000 before they start); kernels "
+               "beside products run on its threads")
         return
     os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
+
+
+# Where libgomp was loaded before the numba device opened (torch ships one: `import torch` first), its
+# threads spin 300,000 rounds after each of MKL's products, and a kernel on tracejit's own threads right after
+# a product waited for a core (numba_device._loop). Kernels beside products then run on Numba's OpenMP loops,
+# whose threads are the very ones that spin (Numba's OpenMP layer and MKL's GNU layer share one libgomp),
+# so they find them awake instead of in the way: with torch imported first, alternating runs, ffn 5.6-7.3 ms
+# against 7.6-9.7, gpt2_block 14.1-16.1 against 18.3-23.0, llama_block 1.25-1.72 against 1.71-1.95; without
+# torch both ways took the same, and Numba's parallel loops compile slower (a cold gpt2_block 9.8 s against
+# 7.9), so elsewhere they stay on tracejit's threads.
+SPINS_LONG = False
+
+
+def products_spin_long() -> bool:
+    """Whether the threads of MKL's products spin long after each, on the libgomp that Numba's OpenMP
+    loops use too (settle_openmp found libgomp loaded, or the user asked libgomp to keep its threads
+    active)."""
+    if backend() != "mkl" or _layer() != "GNU":
+        return False
+    if SPINS_LONG or os.environ.get("OMP_WAIT_POLICY", "").strip().lower() == "active":
+        return True
+    count = os.environ.get("GOMP_SPINCOUNT", "").strip()
+    return bool(count) and not (count.isdigit() and int(count) <= 10_000)
 
 
 def _libgomp_loaded() -> bool:

@@ -168,7 +168,8 @@ class NumbaDevice(Device):
     # -- compilation --
     def compile(self, program: Program) -> "NumbaPlan":
         compiled = []
-        beside_blas = any(isinstance(c.what, library.Gemm) for c in program.library_calls.values())
+        beside_blas = any(isinstance(c.what, library.Gemm) for c in program.library_calls.values()) \
+            and not (blas.products_spin_long() and numba_threads.openmp_layer())
         for i, k in enumerate(program.kernels):
             call = program.library_calls.get(i)
             if call is not None:   # MKL's or NumPy's matmul, NumPy's sort on views of the buffers
@@ -468,7 +469,8 @@ def _loop(kernel: Kernel, beside_blas: bool = False) -> str:
     kernel runs on tracejit's threads, which sleep when idle: OpenMP's threads (prange) spin after their
     loop as OpenBLAS's do after a product, and on 2 cores each kept the other's threads from running
     (a Llama block's attention softmax, 384 rows of 64: 6 ms beside the products, 20 us alone; the block
-    8.0 -> 1.75 ms, a GPT-2 block 64 -> 27 ms)."""
+    8.0 -> 1.75 ms, a GPT-2 block 64 -> 27 ms). `beside_blas` is False where the products' own threads
+    are OpenMP's and spin long (blas.products_spin_long): then sharing them is what avoids the wait."""
     if kernel.work < PARALLEL_MIN_WORK or kernel.global_size < 2 or has_atomics(kernel):
         return "serial"
     return "chunks" if kernel.work >= CHUNKS_MIN_WORK or beside_blas else "prange"

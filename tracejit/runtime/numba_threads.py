@@ -5,6 +5,7 @@ function), most of a new kernel's first call; its OpenMP threads start faster, w
 for small kernels (numba_device.CHUNKS_MIN_WORK)."""
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from queue import SimpleQueue
@@ -18,6 +19,19 @@ def thread_count() -> int:
     cores this process may use)."""
     import numba
     return max(1, numba.config.NUMBA_NUM_THREADS)
+
+
+@functools.cache
+def openmp_layer() -> bool:
+    """Whether Numba's parallel loops (prange) run on OpenMP (libgomp), as opposed to TBB or its own
+    workqueue; starts Numba's threads to find out."""
+    try:
+        import numba
+        from numba.np.ufunc import parallel
+        parallel._launch_threads()
+        return numba.threading_layer() == "omp"
+    except Exception:   # noqa: BLE001 - an answer Numba cannot give is "no"
+        return False
 
 
 def chunked(fn, size: int, chunks: int):
