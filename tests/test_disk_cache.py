@@ -111,7 +111,7 @@ def test_a_truncated_or_altered_entry_is_reported_once_and_rebuilt(tmp_path, dev
 def test_a_changed_compiler_version_misses_and_debug_output_says_why(tmp_path, device):
     run_program(tmp_path, device)
     cuda = ("emulator.build", "compiler_version") if emulator.emulates("cuda") else ("nvrtc", "version")
-    module, function = {"numba": ("numba_device", "_compiler_versions"), "opencl": ("opencl_device", "_pyopencl_version"),
+    module, function = {"numba": ("numba_cache", "compiler_versions"), "opencl": ("opencl_device", "_pyopencl_version"),
                         "cuda": cuda}[device]
     module = "codegen.nvrtc" if module == "nvrtc" else f"runtime.{module}"
     prelude = f"""

@@ -18,8 +18,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp_path):
     x = np.ones(7, np.float32)
     plan = tj.kernel(lambda a: a * 3 - 1).lower(x)
+    from tracejit.runtime.numba_device import SHARED_NAME
+    source = plan.kernels[0].source.replace(plan.kernels[0].name, SHARED_NAME)   # compiled under one name
     modules = [m for name, m in sys.modules.items() if name.startswith("_tracejit_numba_")
-               and plan.kernels[0].source == open(m.__file__).read()]
+               and source == open(m.__file__).read()]
     assert modules, "the kernel's module is not registered in sys.modules"
     assert modules[0].__file__.startswith(os.environ["TRACEJIT_CACHE_DIR"])
 
@@ -260,3 +262,24 @@ def test_a_numba_compile_past_the_time_limit_raises_compile_timeout_error_naming
     message = run.stdout.split("ERROR ", 1)[1]
     assert "k0_" in message and "within 0.001 s" in message and "TRACEJIT_COMPILE_TIMEOUT" in message
     assert run.stdout.rstrip().endswith("OK")
+
+
+def test_numba_kernels_that_differ_only_in_their_names_compile_once(rng):
+    """picoGPT's attention, one softmax per head: the heads' kernels are the same code under other names
+    (k3_row_max_sum, k7_row_max_sum, ...), compiled once; each keeps its own name where it is shown."""
+    import re
+
+    from corpus import transformer as T
+    scale = 1.0 + (time.time_ns() % 10 ** 9) / 1e10   # a constant of the code: kernels no earlier run compiled
+
+    def mha(x, attn_w, attn_b, proj_w, proj_b, n_head):
+        return T.gpt2_mha(x * scale, attn_w, attn_b, proj_w, proj_b, n_head)
+    f = tj.kernel(mha, static=("n_head",))
+    e = 256
+    args = [rng.standard_normal(s).astype(np.float32) * 0.1 for s in [(64, e), (e, 3 * e), (3 * e,), (e, e), (e,)]]
+    kernels = [k for k in f.lower(*args, n_head=4).kernels if "matmul" not in k.name]
+    bodies = {re.sub(r"\bk\d+_\w+", "K", k.source) for k in kernels}
+    softmaxes = [k for k in kernels if k.name.endswith("row_max_sum")]
+    assert len(softmaxes) == 4 and all(f"def {k.name}(" in k.source for k in softmaxes)
+    assert f.cache_info()["compiles"] == len(bodies) < len(kernels)
+    np.testing.assert_allclose(f(*args, n_head=4), mha(*args, n_head=4), rtol=1e-4, atol=1e-5)

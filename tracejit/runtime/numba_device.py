@@ -7,6 +7,7 @@ import functools
 import gc
 import importlib.util
 import os
+import re
 import sys
 import threading
 import time
@@ -30,7 +31,7 @@ from .device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
 from .device_interface import Device
 from .device_stats import no_pool
 from .disk_cache import CACHE, CacheKey
-from .numba_cache import FASTMATH, compiler_versions, first_lines, host_cpu
+from .numba_cache import FASTMATH, first_lines
 from .numba_plan import NumbaPlan
 from .output_pool import OutputPool
 from .sharing import plan_sharing
@@ -240,17 +241,14 @@ class NumbaDevice(Device):
                                                 nogil=True)   # nogil: as ctypes calls it
         return entry
 
-    def cache_key(self, source: str, kernel: Kernel) -> CacheKey:
-        return self._key(source, kernel.name)
-
     @staticmethod
     def _key(source: str, name: str) -> CacheKey:
         return CacheKey("numba", name, (
             ("kernel", source_part(source)),
-            ("device", host_cpu()),
+            ("device", numba_cache.host_cpu()),
             ("options", f"fastmath={sorted(FASTMATH)} error_model=numpy"),
             ("tracejit", tracejit_part()),
-            ("compiler", compiler_versions()),
+            ("compiler", numba_cache.compiler_versions()),
         ))
 
     def _load(self, source: str, kernel: Kernel, loop: str, values: tuple = ()):
@@ -261,7 +259,8 @@ class NumbaDevice(Device):
             return self._load_unlocked(source, kernel, loop, values)
 
     def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
-        return self._load_function(source, self.cache_key(source, kernel), kernel.name,
+        shared = _shared(source, kernel.name)
+        return self._load_function(shared, self._key(shared, kernel.name), SHARED_NAME,
                                    _signature(kernel, loop == "chunks", values), loop == "prange", loop == "chunks")
 
     def _load_function(self, source: str, key: CacheKey, name: str, signature, parallel: bool, nogil: bool):
@@ -299,30 +298,39 @@ class NumbaDevice(Device):
         if damage is None:
             misses = sum(fn.stats.cache_misses.values())
             # the overload for these very types (several share one module), under the time limit
-            entry, error = _try_compile(fn, signature, name, module.__file__)
+            entry, error = _try_compile(fn, signature, key.name, module.__file__)
             if error is not None:
                 if not numba_cache.numba_cache_files(fn):
-                    raise _compile_error(error, name, module) from None
+                    raise _compile_error(error, key.name, module) from None
                 damage = f"{type(error).__name__}: {first_lines(str(error), 1)}"   # failed to load them
         if damage is not None:
-            fn = numba_cache.rebuild_without_damaged_files(fn, name, module.__file__, damage)
+            fn = numba_cache.rebuild_without_damaged_files(fn, key.name, module.__file__, damage)
             setattr(module, name, fn)
             misses = sum(fn.stats.cache_misses.values())
-            entry, error = _try_compile(fn, signature, name, module.__file__)
+            entry, error = _try_compile(fn, signature, key.name, module.__file__)
             if error is not None:
-                raise _compile_error(error, name, module) from None
+                raise _compile_error(error, key.name, module) from None
         with stage("disk cache"):
             numba_cache.record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
         if not stored:
             with stage("disk cache"):
                 CACHE.put(key, source.encode())   # only after a successful build
-        log(1, f"{'loaded' if cached else 'compiled'} {name} (numba) in "
+        log(1, f"{'loaded' if cached else 'compiled'} {key.name} (numba) in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         # the entry point skips numba's type dispatch; the dispatcher stays for arrays of other numba
         # types (read-only views), which it compiles on demand
         self._loaded[memo] = (module, (entry, fn))
         return (entry, fn), cached
+
+
+# Kernels that differ only in their names share one compile: a module's function is compiled under this name.
+# A GPT-2 block's twelve attention softmaxes, one per head, compiled twelve times (~0.3 s each) before.
+SHARED_NAME = "tj_kernel"
+
+
+def _shared(source: str, name: str) -> str:
+    return re.sub(rf"\b{re.escape(name)}\b", SHARED_NAME, source)
 
 
 def _load_numba_registries() -> None:

@@ -57,9 +57,9 @@ def record_path(machine: dict | None = None) -> Path:
 def tuned_layout(layout: LayoutOptions) -> LayoutOptions:
     """`layout` with this machine's tuned transpose tiles where it has a record, else `layout`."""
     path = record_path()
-    if not path.exists():
-        return layout
     try:
+        if not path.exists():
+            return layout
         tiles = tuple(tuple(t) for t in json.loads(path.read_text())["transpose_tiles"])
         if len(tiles) != 4 or any(len(t) != 2 or any(type(n) is not int or not 1 <= n <= 256 for n in t)
                                   for t in tiles):
