@@ -6,12 +6,12 @@ page faults, and the OS zeroes the page first. On the development VM that cost a
 `2*x + 3*z + 1` on 16M float32 took 13.9 ms into a fresh array and 9.1 ms into one passed with `out=`;
 GELU 18 against 12; `x.T + y` at 4096^2 38 against 34.
 
-So a result of at least MIN_BYTES is a view of a block from this pool. The view's base is a `Lease` of the
-block; when the last array that shares the memory is gone (NumPy keeps the lease as the base of every
-view), the lease hands the block back, and the next result of the same size reuses it, its pages already
-mapped. Results are NumPy arrays like any other, except that they do not own their memory
-(`a.flags.owndata` is False, `a.base` is the lease), so `a.resize(...)` refuses them as it refuses any
-view. The pool keeps at most `limit` bytes of blocks nobody uses (TRACEJIT_OUTPUT_POOL, 1 GiB unless set,
+So a result of at least MIN_BYTES is a view of a block from this pool, made through a `Lease` of the block
+(NumPy keeps it at the root of the result's chain of bases, so every view of the result keeps it alive);
+when the last array that shares the memory is gone, the lease hands the block back, and the next result
+of the same size reuses it, its pages already mapped. Results are NumPy arrays like any other, except
+that they do not own their memory (`a.flags.owndata` is False), so `a.resize(...)` refuses them as it
+refuses any view. The pool keeps at most `limit` bytes of blocks nobody uses (TRACEJIT_OUTPUT_POOL, 1 GiB unless set,
 0 turns the pool off), dropping the oldest first; `release()` drops them all.
 """
 from __future__ import annotations
