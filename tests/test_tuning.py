@@ -9,6 +9,7 @@ import pytest
 import tracejit as tj
 from tracejit.__main__ import main
 from tracejit.errors import CacheWarning
+from tracejit.frontend import tuning
 from tracejit.runtime import numba_tuning
 from tracejit.runtime.numba_device import NumbaDevice
 from tracejit.runtime.size_templates import SizeTemplates
@@ -27,7 +28,7 @@ def small_tuning(monkeypatch, tmp_path):
     device = tj.device("numba")
     monkeypatch.setattr(device, "layout", device.layout)
     # kernels of x.T + y that other tests compiled here are not the first of their template for this test
-    monkeypatch.setattr(device, "sizes", numba_tuning._Unremembered(device.sizes.slot_argument, device.sizes.kind))
+    monkeypatch.setattr(device, "sizes", numba_tuning.Unremembered(device.sizes.slot_argument, device.sizes.kind))
     return device
 
 
@@ -40,7 +41,7 @@ def fake_times(monkeypatch, by_tile: dict) -> None:
         if f not in order:
             order.append(f)
         return by_tile[numba_tuning.CANDIDATES[order.index(f) % len(numba_tuning.CANDIDATES)]]
-    monkeypatch.setattr(numba_tuning, "_seconds", seconds)
+    monkeypatch.setattr(tuning, "_seconds", seconds)
 
 
 def transpose_source(x) -> str:
@@ -51,7 +52,7 @@ def test_the_fastest_tile_is_kept_recorded_and_used_by_new_kernels(small_tuning,
     times = {tile: 1.0 for tile in numba_tuning.CANDIDATES}
     times[(32, 32)] = 0.5
     fake_times(monkeypatch, times)
-    record = small_tuning.tune()
+    record = tuning.tune()
     assert record["transpose_tiles"] == [[32, 32]] * 4
     assert small_tuning.layout.transpose_tiles == ((32, 32),) * 4
     saved = json.loads(numba_tuning.record_path().read_text())
@@ -67,13 +68,13 @@ def test_a_tile_within_the_margin_of_the_default_leaves_the_default(small_tuning
     times = {tile: 1.0 for tile in numba_tuning.CANDIDATES}
     times[(16, 16)] = 0.97   # 3% faster than every other, the defaults included: noise
     fake_times(monkeypatch, times)
-    record = small_tuning.tune()
+    record = tuning.tune()
     assert record["transpose_tiles"] == [list(t) for t in DEFAULTS]
 
 
 def test_tuning_for_real_checks_every_candidate_and_reports_each_element_size(small_tuning):
     lines = []
-    record = small_tuning.tune(report=lines.append)
+    record = tuning.tune(report=lines.append)
     assert len(lines) == 4 and all(f"{r}x{c}" in lines[0] for r, c in numba_tuning.CANDIDATES)
     assert all(tuple(t) in numba_tuning.CANDIDATES for t in record["transpose_tiles"])
     x = np.arange(64 * 48, dtype=np.float64).reshape(64, 48)
@@ -119,12 +120,12 @@ def test_the_candidates_stay_specialised_and_leave_no_size_records(small_tuning,
     monkeypatch.setattr(sizes, "_remembered", lambda *args: set())
     monkeypatch.setattr(small_tuning, "sizes", sizes)
     sources = []
-    real_seconds = numba_tuning._seconds
+    real_seconds = tuning._seconds
 
     def seconds(f, args, out):
         sources.extend(k.source for plan in f._plans.values() for k in plan.kernels)   # what the calls ran
         return real_seconds(f, args, out)
-    monkeypatch.setattr(numba_tuning, "_seconds", seconds)
-    small_tuning.tune()
+    monkeypatch.setattr(tuning, "_seconds", seconds)
+    tuning.tune()
     assert small_tuning.sizes is sizes and not remembered and not sizes._seen
     assert sources and not any(re.search(r"\btj_s\d", source) for source in sources)

@@ -55,10 +55,10 @@ def main(argv=None) -> int:
 
 
 def _tune() -> int:
-    import tracejit as tj
+    from tracejit.frontend.tuning import tune
     from tracejit.runtime.numba_tuning import record_path
     print("x.T + y on the numba device, median ms of each tile (rows x columns of the output):")
-    record = tj.device("numba").tune(report=lambda line: print(line, flush=True))
+    record = tune(report=lambda line: print(line, flush=True))
     tiles = ", ".join(f"{r}x{c}" for r, c in record["transpose_tiles"])
     print(f"kept {tiles} (1, 2, 4, 8 bytes) in {record_path(record['machine'])}")
     return 0

@@ -100,10 +100,6 @@ class NumbaDevice(Device):
 
     memory_limit = None
 
-    def tune(self, report=None) -> dict:
-        """Times each transpose tile on this machine, keeps the fastest (numba_tuning.py); returns the record."""
-        return numba_tuning.tune(self, report)
-
     @property
     def info(self) -> DeviceInfo:
         """This CPU as the OS describes it; its memory is the host's (free: what the OS has available)."""

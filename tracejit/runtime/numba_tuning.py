@@ -4,7 +4,7 @@ A kernel that reads an input against the output's layout (`x.T + y`) walks it in
 `transpose_tiles`: rows x columns of the output, by the element size of the array read across). Which
 tile is fastest depends on the machine: for float32 `x.T + y` at 4096^2, 8x4 took 19 ms against 25 for
 32x32 on a 2-core Zen 4 VM, and 29-30 ms against 19-25 on a 2-core Emerald Rapids VM. The defaults are the
-Zen 4 VM's; `tune()` times every candidate tile on `x.T + y` for each element size on this machine and
+Zen 4 VM's; frontend/tuning.py times every candidate tile on `x.T + y` for each element size on this machine and
 keeps the fastest, unless it beats the default by less than MARGIN (noise), in a record in the cache
 directory. The record's name comes from what makes the answer differ: the CPU model, core count and
 cache sizes, and the versions of Numba and llvmlite that generate the code. The numba device reads it
@@ -16,8 +16,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import statistics
-import time
 import warnings
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from ..errors import CacheWarning
 from ..ir.layout import LayoutOptions
 from .cache_dir import cache_dir
 from .debug import log
+from .disk_cache import write_atomic
 from .numba_cache import compiler_versions, host_cpu
 from .size_templates import SizeTemplates
 
@@ -72,8 +71,9 @@ def tuned_layout(layout: LayoutOptions) -> LayoutOptions:
     return dataclasses.replace(layout, transpose_tiles=tiles)
 
 
-class _Unremembered(SizeTemplates):
-    """Size templates of this process only: the tuning's candidates leave no record for later processes."""
+class Unremembered(SizeTemplates):
+    """Size templates of this process only: the tuning's candidates (one kernel template with other tile
+    extents) stay specialised, and leave no record telling later processes to take their extents as arguments."""
 
     def _remembered(self, kernel, key):
         return ()
@@ -82,65 +82,8 @@ class _Unremembered(SizeTemplates):
         pass
 
 
-def _transpose_add(x, y):
-    return x.T + y
-
-
-def _seconds(f, args: tuple, out: np.ndarray) -> float:
-    """The median of CALLS calls of f(*args, out=out)."""
-    times = []
-    for _ in range(CALLS):
-        start = time.perf_counter()
-        f(*args, out=out)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def tune(device, report=None) -> dict:
-    """Times every candidate tile for each element size on `device` (the numba device), writes the record
-    and applies it to `device` for the kernels it compiles from now on; returns the record. `report`, if
-    given, is called with a line of text per element size."""
-    from ..frontend.kernel import kernel
-    defaults, current, sizes = type(device).layout, device.layout, device.sizes
-    chosen, measured = list(defaults.transpose_tiles), {}
-    rng = np.random.default_rng(0)
-    try:
-        for slot, dtype in enumerate(DTYPES):
-            rows, cols = SHAPE[0], SHAPE[1] // (2 if np.dtype(dtype).itemsize == 8 else 1)
-            y = (rng.standard_normal((rows, cols)) * 100).astype(dtype)
-            x = np.ascontiguousarray(((rng.standard_normal((rows, cols)) * 100).astype(dtype)).T)
-            out, expected = np.empty_like(y), x.T + y
-            kernels = {}
-            for tile in CANDIDATES:
-                device.layout = dataclasses.replace(defaults, transpose_tiles=(tile,) * 4)
-                # the candidates are one kernel template with other tile extents: fresh templates keep each
-                # specialised (its extents constants of its code) and remember nothing in the disk cache
-                device.sizes = _Unremembered(sizes.slot_argument, sizes.kind)
-                kernels[tile] = kernel(_transpose_add)
-                kernels[tile](x, y, out=out, device=device.name)   # compiles with this tile
-                if not np.array_equal(out, expected):
-                    raise RuntimeError(f"tracejit tune: the {tile} tile computed a wrong x.T + y for {dtype.__name__}")
-            device.layout, device.sizes = defaults, sizes
-            times = {tile: float("inf") for tile in CANDIDATES}
-            for _ in range(ROUNDS):
-                for tile, f in kernels.items():
-                    times[tile] = min(times[tile], _seconds(f, (x, y), out))
-            default = defaults.transpose_tiles[slot]
-            best = min(times, key=times.get)
-            if default in times and times[best] > times[default] * (1 - MARGIN):
-                best = default
-            chosen[slot] = best
-            measured[np.dtype(dtype).name] = {f"{r}x{c}": round(t * 1e3, 3) for (r, c), t in times.items()}
-            if report:
-                report(f"{np.dtype(dtype).name:>8} ({np.dtype(dtype).itemsize} bytes): {best[0]}x{best[1]}   "
-                       + "  ".join(f"{r}x{c} {t * 1e3:.2f} ms" for (r, c), t in times.items()))
-    finally:
-        device.layout, device.sizes = current, sizes
-    machine = fingerprint()
-    record = {"transpose_tiles": [list(t) for t in chosen], "defaults": [list(t) for t in defaults.transpose_tiles],
-              "shape": list(SHAPE), "milliseconds": measured, "machine": machine,
-              "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    from .disk_cache import write_atomic
-    write_atomic(record_path(machine), json.dumps(record, indent=2).encode())
-    device.layout = dataclasses.replace(defaults, transpose_tiles=tuple(chosen))
-    return record
+def save(record: dict) -> Path:
+    """Writes a tuning record (frontend/tuning.py measures it) where tuned_layout finds it."""
+    path = record_path(record["machine"])
+    write_atomic(path, json.dumps(record, indent=2).encode())
+    return path
