@@ -22,6 +22,7 @@ import tracejit as tj
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernels import gelu, layernorm, matmul, softmax, total, transpose_add  # noqa: E402  (the CPU table's kernels)
+from models import MODELS  # noqa: E402  (the CPU table's model rows: NumPy transformer layers, unchanged)
 
 
 @tj.kernel
@@ -80,6 +81,43 @@ def timed(fn, sync, batch: int, repeats: int) -> float:
         sync()
         samples.append((time.perf_counter() - t0) / batch)
     return statistics.median(samples)
+
+
+def model_rows(dev, rng, batch: int, repeats: int) -> list[dict]:
+    """The CPU table's model rows (picoGPT's linear, FFN and block, llama3.np's block, 64 tokens) on the GPU,
+    decorated unchanged, against torch eager on the same GPU: its float32 port, and where the NumPy code
+    computes in float64 (picoGPT's float64 scalars), torch computing those dtypes ("torch_np")."""
+    try:
+        import torch
+        import torch_peers
+    except ImportError:
+        torch = None
+    if torch is not None and not torch.cuda.is_available():
+        torch = None
+    rows = []
+    print(f"\n{'model':<14} {'tracejit':>10} {'torch':>10} {'ratio':>7} {'torch_np':>10} {'ratio':>7}")
+    for m in MODELS:
+        hosts = m.inputs(rng)
+        kernel = tj.kernel(m.function, static=tuple(m.static))
+        xs = [tj.asarray(h, device="cuda") for h in hosts]
+        got, expected = kernel(*xs, **m.static, device="cuda").numpy(), m.function(*hosts, **m.static)
+        assert got.dtype == expected.dtype, (m.name, got.dtype, expected.dtype)
+        np.testing.assert_allclose(got, expected, rtol=2e-3, atol=2e-3, err_msg=m.name)
+        ours = timed(lambda: kernel(*xs, **m.static, device="cuda"), dev.synchronize, batch, repeats)
+        theirs = {}
+        if torch is not None:
+            fn, convert = torch_peers.PEERS[m.name]
+            ts = [t.cuda() for t in convert(*hosts)]
+            peers = {"torch": fn, "torch_np": torch_peers.NUMPY_DTYPES.get(m.name)}
+            for column, peer in peers.items():
+                if peer is not None:
+                    theirs[column] = timed(lambda: peer(*ts, **m.static), torch.cuda.synchronize, batch, repeats)
+        ratio = lambda c: f"{theirs[c] / ours:6.2f}x" if c in theirs else "      -"
+        ms = lambda c: f"{theirs[c] * 1e3:8.3f}ms" if c in theirs else "         -"
+        print(f"{m.name:<14} {ours * 1e3:8.3f}ms {ms('torch')} {ratio('torch')} {ms('torch_np')} {ratio('torch_np')}")
+        rows.append({"case": m.name, "dtype": str(expected.dtype), "tracejit_ms": ours * 1e3,
+                     **{f"{c}_ms": t * 1e3 for c, t in theirs.items()}})
+    return rows
 
 
 def main() -> None:
@@ -156,6 +194,7 @@ def main() -> None:
           + (f", torch {torch_launch * 1e6:.1f} us/kernel" if torch_launch else ""))
     results.append({"case": "dispatch", "eager_us": eager * 1e6, "replay_us_per_kernel": replay * 1e6,
                     "torch_us_per_kernel": torch_launch and torch_launch * 1e6})
+    results += model_rows(dev, rng, batch, repeats)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"machine": platform.node(), "gpu": dev.description, "results": results},

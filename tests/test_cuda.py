@@ -179,7 +179,8 @@ def test_products_and_sums_round_apart_as_in_numpy_and_matrix_products_ask_for_f
     floors and comparisons of such values would differ from NumPy's); the tiled product uses fma()."""
     (k,) = tj.kernel(lambda x, y, z: x * y + z).lower(*[tj.spec((4096,), np.float32)] * 3, device="cuda:sm_80").kernels
     assert "mul.rn.f32" in k.ptx and "add.rn.f32" in k.ptx and "fma.rn.f32" not in k.ptx
-    (m,) = tj.kernel(lambda a, b: a @ b).lower(*[tj.spec((256, 256), np.float32)] * 2, device="cuda:sm_80").kernels
+    (m,) = tj.kernel(lambda a, b: a @ b).lower(*[tj.spec((256, 64), np.float32), tj.spec((64, 256), np.float32)],
+                                               device="cuda:sm_80").kernels
     assert "fma(" in m.source and "fma.rn.f32" in m.ptx
 
 

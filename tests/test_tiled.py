@@ -90,6 +90,36 @@ def test_bias_and_gelu_epilogue_is_one_more_kernel(device, rng):
     f = tj.kernel(linear_gelu)
     assert_close(run_kernel(f, x, w, bias, device=device), linear_gelu(x, w, bias), rtol=1e-4, atol=1e-5)
     assert len(f.lower(x, w, bias, device=device).kernels) <= 2
+    x, w = random_array(rng, (64, 1024), "float32", low=-1, high=1), random_array(rng, (1024, 48), "float32", low=-1, high=1)
+    assert_close(run_kernel(f, x, w, bias, device=device), linear_gelu(x, w, bias), rtol=1e-4, atol=1e-5)
+    assert len(f.lower(x, w, bias, device=device).kernels) <= 2   # the partial products' sum fuses with it
+
+
+SPLIT_CASES = {   # (a shape, b shape, body, the chunks a tiling device cuts the contraction into)
+    "64 rows": ((64, 512), (512, 96), matmul, 4),
+    "k of 300": ((40, 300), (300, 24), matmul, 2),
+    "odd k": ((40, 257), (257, 24), matmul, 1),
+    "batched": ((3, 16, 512), (512, 40), matmul, 4),
+    "a.T @ b": ((512, 24), (512, 40), lambda a, b: a.T @ b, 4),
+    "strided": ((48, 1100), (520, 30), lambda a, b: a[::2, 3:1027:2] @ b[4:516, ::-1], 4),
+    "into a transpose": ((16, 512), (512, 40), lambda a, b: (a @ b).T + 1, 4),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8"])
+@pytest.mark.parametrize("case", list(SPLIT_CASES))
+def test_products_of_few_tiles_sum_chunks_of_the_contraction(device, rng, case, dtype):
+    """A product of few result tiles over a long contraction (a linear layer of 64 tokens) is a batch of
+    partial products over chunks of k, summed elementwise by the next kernel (ir/contraction.split_k)."""
+    a_shape, b_shape, body, chunks = SPLIT_CASES[case]
+    if dtype == "float64" and device == "metal":
+        pytest.skip("Metal has no float64")
+    check(device, rng, a_shape, b_shape, dtype, prepare=body)
+    if device != "numba":
+        specs = [tj.spec(s, dtype) for s in (a_shape, b_shape)]
+        products = [c.ir.contraction for c in tj.kernel(body).lower(*specs, device=device).kernels
+                    if c.ir.contraction is not None]
+        assert len(products) == 1 and products[0].sizes()[0] == chunks   # (a broadcast batch of a is rows)
 
 
 def test_the_tiled_kernel_is_chosen(device):

@@ -15,12 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import library
-from .graph import Node, Op
+from . import build, library
+from .graph import Node, Op, rewrite
 from .analysis import Buffer, c_strides, source_index
 from .symbolic import Expr, Var
 
 MIN_WORK = 1 << 12   # multiply-adds; below it one work-group's worth of loops fused with the neighbours wins
+# split-K: a product of fewer result tiles (codegen/tiled.py's 128 x 128) than SPLIT_GROUPS leaves most of a
+# GPU idle (64 x 768 @ 768 x 3072, a linear layer of 64 tokens: 24 work-groups for 132 multiprocessors), so
+# its contraction is cut into chunks of at least SPLIT_MIN_CHUNK, each chunk's product a batch of its own,
+# and the partial products summed by the next kernel with the product's consumers (bias, activation)
+TILE_SIDE = 128
+SPLIT_GROUPS = 256
+SPLIT_MIN_CHUNK = 128
 NUMERIC = frozenset(np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                           "uint64", "float16", "float32", "float64"))
 
@@ -64,8 +71,45 @@ def find(node: Node):
 
 
 def plan(outputs: list[Node], stored: set[Node]) -> tuple[list[Node], dict]:
-    """Every product SIMT targets tile, by the node written for it (see library.plan)."""
-    return library.plan(outputs, stored, find)
+    """Every product SIMT targets tile, by the node written for it (see library.plan); products of few
+    tiles split along the contraction first (split_k)."""
+    return library.plan(rewrite(outputs, split_k), stored, find)
+
+
+def split_k(node: Node) -> Node:
+    """A product of fewer than SPLIT_GROUPS tiles as the sum of `chunks` partial products, each over a
+    chunk of the contraction: partial[c, ...] = x[..., c-th chunk] @ y[c-th chunk, ...], one batched product
+    (its chunk axis outermost, so the sum reads it coalesced), then total = partial[0] + partial[1] + ...,
+    elementwise, fused with what consumes the product. float16 keeps one product (its partials would round to float16); integers
+    wrap the same in any order; float sums change order as BLAS's blocked sums do."""
+    gemm = find(node)
+    if gemm is None or node.dtype == np.float16 or len(gemm.k) != 1:
+        return node
+    b, m, n, k = gemm.sizes()
+    tiles = b * -(-m // TILE_SIDE) * -(-n // TILE_SIDE)
+    chunks = 1
+    while tiles * chunks < SPLIT_GROUPS and k % (2 * chunks) == 0 and k // (2 * chunks) >= SPLIT_MIN_CHUNK:
+        chunks *= 2
+    if chunks == 1:
+        return node
+    product, d = node.srcs[0], gemm.k[0]
+    shape = product.shape[:d] + (chunks, k // chunks) + product.shape[d + 1:]
+    x, y = (build.expand(build.reshape(v, v.shape[:d] + (chunks, k // chunks) + v.shape[d + 1:]), shape)
+            for v in (gemm.x, gemm.y))
+    partial = build.reduce(build.binary(Op.MUL, x, y), "sum", (d + 1,))
+    parts = build.reshape(partial, product.shape[:d] + (chunks,) + product.shape[d + 1:])
+    parts = build.permute(parts, (d,) + tuple(i for i in range(len(product.shape)) if i != d))
+    whole = tuple((0, 1, size) for size in parts.shape[1:])
+    return _pairwise([build.reshape(build.slice_(parts, ((c, 1, 1),) + whole), node.shape) for c in range(chunks)])
+
+
+def _pairwise(terms: list[Node]) -> Node:
+    """The sum of `terms` as a balanced tree of elementwise adds: one thread per result reads every chunk's
+    partial (a reduction over the chunk axis would be rendered as a work-group per result)."""
+    if len(terms) == 1:
+        return terms[0]
+    half = len(terms) // 2
+    return build.binary(Op.ADD, _pairwise(terms[:half]), _pairwise(terms[half:]))
 
 
 def describe(gemm: library.Gemm, written: Node, reads: dict, out: Buffer, params: list[Buffer]) -> Contraction | None:
