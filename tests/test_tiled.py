@@ -112,14 +112,15 @@ def test_products_of_few_tiles_sum_chunks_of_the_contraction(device, rng, case, 
     """A product of few result tiles over a long contraction (a linear layer of 64 tokens) is a batch of
     partial products over chunks of k, summed elementwise by the next kernel (ir/contraction.split_k)."""
     a_shape, b_shape, body, chunks = SPLIT_CASES[case]
+    if device == "numba":
+        pytest.skip("numba's products are BLAS calls or generated loops, never split (their values: the tests above)")
     if dtype == "float64" and device == "metal":
         pytest.skip("Metal has no float64")
     check(device, rng, a_shape, b_shape, dtype, prepare=body)
-    if device != "numba":
-        specs = [tj.spec(s, dtype) for s in (a_shape, b_shape)]
-        products = [c.ir.contraction for c in tj.kernel(body).lower(*specs, device=device).kernels
-                    if c.ir.contraction is not None]
-        assert len(products) == 1 and products[0].sizes()[0] == chunks   # (a broadcast batch of a is rows)
+    specs = [tj.spec(s, dtype) for s in (a_shape, b_shape)]
+    products = [c.ir.contraction for c in tj.kernel(body).lower(*specs, device=device).kernels
+                if c.ir.contraction is not None]
+    assert len(products) == 1 and products[0].sizes()[0] == chunks   # (a broadcast batch of a is rows)
 
 
 def test_the_tiled_kernel_is_chosen(device):
