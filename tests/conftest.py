@@ -65,7 +65,7 @@ _TOTALS = {"cuda_kernels": 0, "cuda_assemblies": 0, "msl_kernels": 0, "msl_refus
 def _counts() -> dict[str, int]:
     out = {f"emulated_{dialect}": n for dialect, n in emulator_build.BUILT.items()}
     if CUDA_CHECKER is not None:
-        out.update(cuda_kernels=CUDA_CHECKER.kernels, cuda_assemblies=len(CUDA_CHECKER.assembled))
+        out.update(cuda_kernels=CUDA_CHECKER.kernels, cuda_assemblies=CUDA_CHECKER.assemblies)
     if METAL_CHECKER is not None:
         out.update(msl_kernels=METAL_CHECKER.kernels, msl_refused=METAL_CHECKER.refused)
     return out

@@ -3,7 +3,8 @@ compiled by NVRTC to PTX for compute_80 (what `cuda` compiles for with no GPU), 
 ptxas for sm_80 (as the driver does on an A100). TRACEJIT_CHECK_CUDA=all adds sm_90 (an H100): the same
 PTX assembled again for another chip, twice the ptxas runs, about a minute more of a 2-core `make test`.
 The CUDA C does not depend on the architecture. No GPU is needed, so CI checks every generated CUDA
-kernel; a failure fails the test that produced the kernel.
+kernel; a failure fails the test that produced the kernel. A program's kernels are compiled and assembled
+together (Checker), and one by one only to report a failure.
 
 Active when NVRTC (the `cuda` extra) and ptxas are both present; TRACEJIT_CHECK_CUDA=0 turns it off.
 """
@@ -14,9 +15,11 @@ import os
 import threading
 
 import tracejit.frontend.kernel as kernel_module
+from tracejit.codegen import cuda as cuda_codegen
 from tracejit.codegen import nvrtc
-from tracejit.errors import DeviceError, DtypeError
+from tracejit.errors import CompileError, DeviceError, DtypeError
 from tracejit.runtime.cuda_compiler import CudaTarget
+from tracejit.runtime.device_memory import by_value_params
 
 PTX_ARCH = "sm_80"
 ARCHS = ("sm_80", "sm_90") if os.environ.get("TRACEJIT_CHECK_CUDA") == "all" else ("sm_80",)
@@ -36,30 +39,61 @@ def unavailable_reason() -> str | None:
 
 
 class Checker:
+    """Checks each program's kernels together: one NVRTC compile of a translation unit holding all its kernels
+    not checked before, one ptxas run of that PTX (NVRTC's and ptxas's start are most of a small kernel's
+    check). Where that fails, each kernel is compiled on its own, as the cuda device does, so the error names
+    the kernel and the generated line."""
+
     def __init__(self):
         self.target = CudaTarget(PTX_ARCH, "checking only", f"cuda:{PTX_ARCH}")
-        self.assembled: set[tuple[str, int]] = set()
+        self.checked: set[int] = set()          # hashes of sources compiled and assembled
         self.kernels = 0
+        self.assemblies = 0
 
     def check(self, traced) -> None:
         program = traced.program(self.target.layout)
+        compiler = self.target.compiler
         try:
-            kernels = self.target.compile(program).kernels
+            rendered = [cuda_codegen.render(k, compiler.options, by_value_params(program, keys))
+                        for k, keys in zip(program.kernels, program.launches)]
         except DtypeError as e:   # a scatter of a dtype CUDA has no atomics for (codegen/atomics.py)
             if "cannot run on" not in str(e):
                 raise
             return
-        for compiled in kernels:
-            self.kernels += 1
-            variants = [(compiled.name, compiled.ptx)]
-            if compiled.vector:
-                variants.append((compiled.vector[0], compiled.vector[2]))
+        self.kernels += len(rendered)
+        sources = {}
+        for r in rendered:
+            sources[r.name] = r.source
+            if r.vector is not None:
+                sources[r.vector.name] = r.vector.source
+        fresh = {name: source for name, source in sources.items() if hash(source) not in self.checked}
+        if not fresh:
+            return
+        try:
+            ptx = nvrtc.compile_ptx("checked", together(fresh), PTX_ARCH)
+            for arch in ARCHS:
+                nvrtc.assemble(ptx, arch, ", ".join(fresh))
+        except CompileError:
+            self.one_by_one(program)
+        self.assemblies += len(ARCHS) * len(fresh)
+        self.checked.update(hash(source) for source in fresh.values())
+
+    def one_by_one(self, program) -> None:
+        """Each kernel through the cuda device's own compile, each PTX assembled: raises the first error."""
+        for compiled in self.target.compile(program).kernels:
+            variants = [(compiled.name, compiled.ptx)] + ([(compiled.vector[0], compiled.vector[2])] if compiled.vector else [])
             for name, ptx in variants:
                 for arch in ARCHS:
-                    key = (arch, hash(ptx))
-                    if key not in self.assembled:
-                        nvrtc.assemble(ptx, arch, name)
-                        self.assembled.add(key)
+                    nvrtc.assemble(ptx, arch, name)
+
+
+def together(sources: dict[str, str]) -> str:
+    """One translation unit of several kernels: each in a namespace of its own (their helpers share names;
+    their extern "C" names differ), cuda_fp16.h included once, first."""
+    include = "#include <cuda_fp16.h>"
+    parts = [include] if any(include in source for source in sources.values()) else []
+    parts += [f"namespace tj_checked_{i} {{\n{source.replace(include, '')}\n}}" for i, source in enumerate(sources.values())]
+    return "\n".join(parts)
 
 
 _paused = threading.local()
