@@ -81,7 +81,9 @@ class Checker:
     def one_by_one(self, program) -> None:
         """Each kernel through the cuda device's own compile, each PTX assembled: raises the first error."""
         for compiled in self.target.compile(program).kernels:
-            variants = [(compiled.name, compiled.ptx)] + ([(compiled.vector[0], compiled.vector[2])] if compiled.vector else [])
+            variants = [(compiled.name, compiled.ptx)]
+            if compiled.vector:
+                variants.append((compiled.vector[0], compiled.vector[2]))
             for name, ptx in variants:
                 for arch in ARCHS:
                     nvrtc.assemble(ptx, arch, name)
@@ -92,7 +94,8 @@ def together(sources: dict[str, str]) -> str:
     their extern "C" names differ), cuda_fp16.h included once, first."""
     include = "#include <cuda_fp16.h>"
     parts = [include] if any(include in source for source in sources.values()) else []
-    parts += [f"namespace tj_checked_{i} {{\n{source.replace(include, '')}\n}}" for i, source in enumerate(sources.values())]
+    parts += [f"namespace tj_checked_{i} {{\n{source.replace(include, '')}\n}}"
+              for i, source in enumerate(sources.values())]
     return "\n".join(parts)
 
 

@@ -90,7 +90,7 @@ def test_bias_and_gelu_epilogue_is_one_more_kernel(device, rng):
     f = tj.kernel(linear_gelu)
     assert_close(run_kernel(f, x, w, bias, device=device), linear_gelu(x, w, bias), rtol=1e-4, atol=1e-5)
     assert len(f.lower(x, w, bias, device=device).kernels) <= 2
-    x, w = random_array(rng, (64, 1024), "float32", low=-1, high=1), random_array(rng, (1024, 48), "float32", low=-1, high=1)
+    x, w = (random_array(rng, s, "float32", low=-1, high=1) for s in ((64, 1024), (1024, 48)))
     assert_close(run_kernel(f, x, w, bias, device=device), linear_gelu(x, w, bias), rtol=1e-4, atol=1e-5)
     assert len(f.lower(x, w, bias, device=device).kernels) <= 2   # the partial products' sum fuses with it
 

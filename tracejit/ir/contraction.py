@@ -80,8 +80,8 @@ def split_k(node: Node) -> Node:
     """A product of fewer than SPLIT_GROUPS tiles as the sum of `chunks` partial products, each over a
     chunk of the contraction: partial[c, ...] = x[..., c-th chunk] @ y[c-th chunk, ...], one batched product
     (its chunk axis outermost, so the sum reads it coalesced), then total = partial[0] + partial[1] + ...,
-    elementwise, fused with what consumes the product. float16 keeps one product (its partials would round to float16); integers
-    wrap the same in any order; float sums change order as BLAS's blocked sums do."""
+    elementwise, fused with what consumes the product. float16 keeps one product (its partials would round
+    to float16); integers wrap the same in any order; float sums change order as BLAS's blocked sums do."""
     gemm = find(node)
     if gemm is None or node.dtype == np.float16 or len(gemm.k) != 1:
         return node
