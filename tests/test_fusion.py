@@ -336,5 +336,5 @@ def test_numba_kernel_compile_is_one_numba_compile_without_helpers_compiled_apar
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["dtype"][0] == report["dtype"][1] == "float64"
     assert report["error"] < 1e-6
-    # kernels are compiled under one shared name (numba_device.SHARED_NAME), helpers under their own
+    # kernels are compiled under one shared name (cache_key.SHARED_NAME), helpers under their own
     assert report["compiles"] and set(report["compiles"]) == {"tj_kernel"}, report["compiles"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from pathlib import Path
 
 from ..version import __version__
@@ -24,3 +25,12 @@ def tracejit_part() -> str:
 
 def source_part(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
+
+
+SHARED_NAME = "tj_kernel"
+
+
+def shared_source(source: str, name: str) -> str:
+    """`source` with the kernel's name `name` replaced by SHARED_NAME: kernels that differ only in their
+    names (a GPT-2 block's twelve attention softmaxes) are one source, compiled once and cached once."""
+    return re.sub(rf"\b{re.escape(name)}\b", SHARED_NAME, source)

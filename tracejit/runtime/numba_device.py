@@ -7,7 +7,6 @@ import functools
 import gc
 import importlib.util
 import os
-import re
 import sys
 import threading
 import time
@@ -25,7 +24,7 @@ from ..ir.layout import LayoutOptions
 from ..ir.size_slots import size_slots
 from . import blas, numba_cache, numba_library, numba_threads, numba_tuning
 from .array import Array
-from .cache_key import source_part, tracejit_part
+from .cache_key import SHARED_NAME, shared_source, source_part, tracejit_part
 from .debug import current_times, log, stage
 from .device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
 from .device_interface import Device
@@ -255,7 +254,7 @@ class NumbaDevice(Device):
             return self._load_unlocked(source, kernel, loop, values)
 
     def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
-        shared = _shared(source, kernel.name)
+        shared = shared_source(source, kernel.name)
         return self._load_function(shared, self._key(shared, kernel.name), SHARED_NAME,
                                    _signature(kernel, loop == "chunks", values), loop == "prange", loop == "chunks")
 
@@ -322,13 +321,6 @@ class NumbaDevice(Device):
 
 # Kernels that differ only in their names share one compile: a module's function is compiled under this name.
 # A GPT-2 block's twelve attention softmaxes, one per head, compiled twelve times (~0.3 s each) before.
-SHARED_NAME = "tj_kernel"
-
-
-def _shared(source: str, name: str) -> str:
-    return re.sub(rf"\b{re.escape(name)}\b", SHARED_NAME, source)
-
-
 def _load_numba_registries() -> None:
     """What Numba does on its first compile or cache load in a process: import the implementations of
     everything it can compile (about 100 modules, cffi's C parser among them; 0.1-0.2 s). Done when the

@@ -18,7 +18,7 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import gpu_nodes
 from .array import Array, own_copy
-from .cache_key import source_part, tracejit_part
+from .cache_key import SHARED_NAME, shared_source, source_part, tracejit_part
 from .debug import log, stage
 from .device_info import DeviceInfo, dtypes_without
 from .device_memory import Buffer, over_limit
@@ -280,8 +280,8 @@ class OpenCLDevice(Device):
         import pyopencl as cl
         with stage("render"):
             r = opencl_codegen.render(kernel, options, by_value, symbolic)
-        with stage("compile"):
-            knl, cached = self._build(r.name, r.source)
+        with stage("compile"):   # kernels that differ only in their names build once (cache_key.shared_source)
+            knl, cached = self._build(r.name, shared_source(r.source, r.name), SHARED_NAME)
         fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
         return CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), knl, fits
 
@@ -333,9 +333,10 @@ class OpenCLDevice(Device):
             ("compiler", f"pyopencl {_pyopencl_version()}"),
         ))
 
-    def _build(self, name: str, source: str):
-        """The kernel `name` of `source`, built once per process; the program binary comes from the
-        disk cache when it is there. Returns (kernel, whether nothing was compiled)."""
+    def _build(self, name: str, source: str, entry: str | None = None):
+        """Kernel `name` of `source` (its entry point `entry`, else `name`), built once per process; the
+        program binary comes from the disk cache when it is there. Returns (kernel, whether nothing was
+        compiled)."""
         import pyopencl as cl
         prg, cached = self._programs.get(source), True
         if prg is None:
@@ -348,7 +349,7 @@ class OpenCLDevice(Device):
                 CACHE.put(key, prg.get_info(cl.program_info.BINARIES)[0])   # only after a successful build
             self._programs[source] = prg
             log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
-        return cl.Kernel(prg, name), cached  # a kernel object per plan: each holds its own argument types
+        return cl.Kernel(prg, entry or name), cached  # a kernel object per plan: each holds its own argument types
 
     def _from_binary(self, binary: bytes):
         import pyopencl as cl

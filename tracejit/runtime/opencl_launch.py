@@ -55,7 +55,7 @@ class Launcher:
         """For graph capture: a kernel object of its own with these arguments set for good, as
         (kernel, global size, local size, arguments)."""
         import pyopencl as cl
-        own = cl.Kernel(self.kernel.get_info(cl.kernel_info.PROGRAM), self.compiled.name)
+        own = cl.Kernel(self.kernel.get_info(cl.kernel_info.PROGRAM), self.kernel.function_name)
         own.set_scalar_arg_dtypes(self.types)
         call = self.arguments(values, None)
         own.set_args(*call)
