@@ -79,13 +79,13 @@ def include_dirs() -> tuple[str, ...]:
     return tuple(d for d in dict.fromkeys(found) if os.path.isfile(os.path.join(d, "cuda_fp16.h")))
 
 
-def compile_ptx(name: str, source: str, arch: str) -> str:
+def compile_ptx(name: str, source: str, arch: str, extra: tuple[str, ...] = ()) -> str:
     """PTX for the virtual architecture of `arch` (sm_90 -> compute_90). A CompileError carries NVRTC's
-    log, each message followed by the generated line it points at."""
+    log, each message followed by the generated line it points at. `extra`: more NVRTC options."""
     nvrtc = _nvrtc()
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
     number = arch.removeprefix("sm_")
-    options = [f"--gpu-architecture=compute_{number}", *OPTIONS]
+    options = [f"--gpu-architecture=compute_{number}", *OPTIONS, *extra]
     if "#include <cuda_fp16.h>" in source:
         dirs = include_dirs()
         if not dirs:

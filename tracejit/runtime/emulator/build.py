@@ -186,8 +186,9 @@ def _compile(dialect: str, name: str, source: str, keep: Path | None = None) -> 
         src, obj, out = where / f"{name}-{digest}.cpp", Path(tmp, f"{name}.o"), Path(tmp, f"{name}.so")
         src.write_text(f"{source}\n{entry(dialect, source, name)}\n")
         options = DEBUG_FLAGS if debugging() else ()
-        done = _run([*options, "-I", str(INCLUDE), "-include", PRELUDE[dialect], "-x", "c++", "-c", str(src), "-o",
-                     str(obj)])
+        headers = INCLUDE if debugging() else _precompiled(dialect)
+        done = _run([*options, "-I", str(headers), "-include", str(headers / PRELUDE[dialect]), "-x", "c++", "-c",
+                     str(src), "-o", str(obj)])
         if done.returncode != 0:
             raise CompileError(build_log.annotate(
                 f"the emulator's C++ compiler ({Path(compiler()).name}) rejected generated kernel {name}:", source,
@@ -206,6 +207,31 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     if cxx is None:
         raise DeviceError(unavailable_reason())
     return subprocess.run([cxx, *FLAGS, *args], capture_output=True, text=True, check=False)
+
+
+def _precompiled(dialect: str) -> Path:
+    """A directory with the emulator's headers and, where g++ builds it, the dialect's prelude precompiled
+    beside them (PRELUDE + .gch, which g++ takes in place of the header when the flags match): parsing the
+    prelude was a quarter of a small kernel's compile (51 -> 35 ms). Built once per process and dialect;
+    where it cannot be built, the header itself is read, as before."""
+    with _PCH_LOCK:
+        return _precompile(dialect)
+
+
+_PCH_LOCK = threading.Lock()
+
+
+@functools.cache
+def _precompile(dialect: str) -> Path:
+    where = _work_dir() / "include"
+    if not where.is_dir():
+        shutil.copytree(INCLUDE, where)
+    if "g++" in Path(compiler()).name or "GCC" in compiler_version() or "gcc" in compiler_version():
+        header = where / PRELUDE[dialect]
+        done = _run(["-x", "c++-header", str(header), "-o", f"{header}.gch"])
+        if done.returncode != 0:
+            log(1, f"the emulator's {dialect} prelude did not precompile ({done.stderr[:200]}); kernels read it")
+    return where
 
 
 @functools.cache
