@@ -105,18 +105,27 @@ SLOW_EMULATED = ("slow on the CPU emulator, where what it checks is not target-s
                  "TRACEJIT_EMULATE_ALL=1 runs it there too")
 
 
+SIMT_SHARED = ("runs on emulated cuda, not emulated metal: what it checks is the SIMT lowering both dialects "
+               "share, and its MSL is compiled by the MSL check of its numba run; TRACEJIT_EMULATE_ALL=1 runs it "
+               "there too")
+
+
 def pytest_configure(config):
-    config.addinivalue_line("markers", f"slow_emulated: skipped on emulated cuda/metal ({SLOW_EMULATED})")
+    config.addinivalue_line("markers", f"slow_emulated: skipped on emulated cuda/metal ({SLOW_EMULATED}); "
+                                       f"slow_emulated('metal'): skipped on emulated metal only ({SIMT_SHARED})")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked slow_emulated skip on emulated devices (make test's budget), unless TRACEJIT_EMULATE_ALL=1."""
+    """Tests marked slow_emulated skip on emulated devices (make test's budget), unless TRACEJIT_EMULATE_ALL=1;
+    slow_emulated('metal') names the one emulated device it skips on."""
     if not EMULATED or os.environ.get("TRACEJIT_EMULATE_ALL") == "1":
         return
     for item in items:
         params = getattr(item, "callspec", None)
-        if item.get_closest_marker("slow_emulated") and params and params.params.get("device") in EMULATED:
-            item.add_marker(pytest.mark.skip(reason=SLOW_EMULATED))
+        marker = item.get_closest_marker("slow_emulated")
+        device = params.params.get("device") if params else None
+        if marker and device in EMULATED and (not marker.args or device in marker.args):
+            item.add_marker(pytest.mark.skip(reason=SIMT_SHARED if marker.args else SLOW_EMULATED))
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)

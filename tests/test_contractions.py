@@ -85,6 +85,7 @@ def einsum_body(expressions):
     return body
 
 
+@pytest.mark.slow_emulated("metal")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("group", list(EINSUM_GROUPS))
 def test_einsum_matches_numpy(group, dtype, device, rng):

@@ -424,6 +424,7 @@ def test_dynamic_false_compiles_every_size_with_its_sizes_as_constants(rng):
     assert f.cache_info()["compiles"] == 3
 
 
+@pytest.mark.slow_emulated("metal")
 def test_fifty_batch_sizes_compile_each_kernel_at_most_twice(device, rng):
     """A kernel's global size is its argument on every device: a new batch size of an elementwise or
     row-wise program traces and lowers again (a few ms) but compiles only where the kernel's body
@@ -445,6 +446,7 @@ def test_fifty_batch_sizes_compile_each_kernel_at_most_twice(device, rng):
         assert info["compiles"] <= 2, (fn.__name__, info)
 
 
+@pytest.mark.slow_emulated("metal")
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_products_with_symbolic_sizes_are_register_tiled_with_clamped_edges(device, rng, dtype):
     """Under dynamic=True the output's sizes are symbolic: a product is still register-tiled (4x8 outputs

@@ -106,6 +106,7 @@ SPLIT_CASES = {   # (a shape, b shape, body, the chunks a tiling device cuts the
 }
 
 
+@pytest.mark.slow_emulated("metal")
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8"])
 @pytest.mark.parametrize("case", list(SPLIT_CASES))
 def test_products_of_few_tiles_sum_chunks_of_the_contraction(device, rng, case, dtype):
