@@ -4,6 +4,8 @@ loops only appear on arrays of thousands of elements, which the small-shape fuzz
 (It once found a kernel Numba took 230 s to compile: 32 inlined tanh calls in a register tile.)"""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 import tracejit as tj
 
 EXTENTS = [16, 32, 48, 64, 96, 100, 128]          # multiples of 16/32 and one that is neither
+EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 15   # per device; more: TRACEJIT_FUZZ_EXAMPLES=500
 
 
 def _softmax(v, axis):
@@ -49,7 +52,7 @@ def programs(draw):
     return name, fn, shapes, seed, strided
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(program=programs())
 def test_layouts_chosen_at_scale_compute_what_numpy_computes(program, device):
     name, fn, shapes, seed, strided = program
