@@ -55,6 +55,26 @@ def test_numpy_scalar_arguments_are_strong_like_in_numpy(device, rng):
         assert_close(run_kernel(f, x, s, t, device=device), (x * s, x / s, x + t))
 
 
+def test_float64_scalars_on_devices_without_double_give_numpys_answer_or_refuse(device):
+    """A float64 scalar argument arrives as float where the device has no double: exact when NumPy casts it to
+    float32 or float16 anyway (a Python float next to float32 data), refused otherwise. Found by the dtype
+    fuzzer on metal and webgpu: a 0-d float64 array of -5e-324 cast to bool was False there, True in NumPy."""
+    x32, x16 = np.linspace(-1, 1, 7, dtype=np.float32), np.linspace(-1, 1, 7).astype(np.float16)
+    weak = tj.kernel(lambda a, h, s: (a * s, a > s, h + s))
+    assert_close(weak(x32, x16, 0.1, device=device), (x32 * 0.1, x32 > 0.1, x16 + 0.1))
+    for value in (-5e-324, 1e-300, 0.1 + 2**-56):
+        zero_d = np.array(value)
+        for body in (lambda v: v.astype(bool), lambda v: v > 0.1, lambda v: (v * 1e300).astype(np.int8) == 0):
+            with np.errstate(all="ignore"):
+                expected = body(zero_d)
+            try:
+                got = tj.kernel(body)(zero_d, device=device)
+            except tj.DtypeError as e:
+                assert device in NO_FLOAT64 and "float64" in str(e), e
+                continue
+            assert_close(got, expected)
+
+
 def test_python_ints_out_of_the_dtype_range_follow_numpy(device):
     u32 = np.array([0, 5, 7], np.uint32)
     u8 = np.array([0, 5, 255], np.uint8)

@@ -91,6 +91,23 @@ class _Render(CValues):
                                  "compute in float32 (x.astype(np.float32)) or use another device")
             if dt is not None and dt not in self.t.types and not by_value:
                 raise DtypeError(f"{dt.name} is not supported on {self.o.device or 'this device'}")
+        if not self.o.fp64:
+            self._check_float64_scalars(self.o.device, self.t.no_fp64)
+
+    def _check_float64_scalars(self, device: str | None, why: str) -> None:
+        """A float64 scalar argument arrives as float on a device without double; that is exact only where
+        it is cast to float32 (a Python float next to float32 data, as NumPy casts it) or to float16 (float32
+        has 24 >= 2 * 11 + 2 bits, so rounding through it is rounding once). Any other use (a comparison with
+        a float64 constant, a cast to bool or an integer) would compute with a value NumPy does not have:
+        -5e-324 cast to bool is True in NumPy and False through float."""
+        loaded = {i for i in range(len(self.ins)) if self._by_value_load(i) and self.ins[i].dtype == np.float64}
+        for x in self.ins:
+            used = [j for j in x.srcs if j in loaded]
+            if used and not (x.op == "cast" and x.dtype in (np.float32, np.float16)):
+                use = x.op if x.dtype is None else f"{x.op} to {x.dtype.name}"
+                raise DtypeError(f"float64 is not supported on {device or 'this device'}: {why}, and a float64 "
+                                 f"scalar argument is used as float64 here ({use}), which float cannot compute as "
+                                 "NumPy does; pass it as np.float32 or use another device")
 
     def _by_value_load(self, i: int) -> bool:
         x = self.ins[i]

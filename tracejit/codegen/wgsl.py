@@ -190,6 +190,7 @@ class _WGSLRender(_Render):
         for p_i, p in enumerate(self.k.params):
             if p_i not in self.by_value:
                 storage_dtype(p.dtype, self.wo)
+        self._check_float64_scalars(self.wo.device, "WGSL has no 64-bit types")
 
     def ctype(self, dt: np.dtype) -> str:
         dt = np.dtype(dt)
