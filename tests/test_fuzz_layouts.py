@@ -52,7 +52,8 @@ def programs(draw):
     return name, fn, shapes, seed, strided
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(program=programs())
 def test_layouts_chosen_at_scale_compute_what_numpy_computes(program, device):
     name, fn, shapes, seed, strided = program

@@ -13,7 +13,7 @@ from ..codegen.simt import GROUP_MIN_REDUCE, Launch, RenderOptions
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
-from .cache_key import source_part, tracejit_part
+from .cache_key import SHARED_NAME, shared_source, source_part, tracejit_part
 from .debug import log, stage
 from .device_interface import Device
 from .device_memory import RenderedOnly, by_value_params
@@ -72,9 +72,9 @@ class CudaCompiler:
             ("compiler", nvrtc.version()),
         ))
 
-    def ptx(self, name: str, source: str) -> tuple[str, bool]:
-        """The PTX of `source`, compiled once per process and kept in the disk cache; also whether it
-        came from the cache (nothing compiled)."""
+    def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[str, bool]:
+        """The PTX of `source` (kernel `name`, its entry point `entry`, else `name`), compiled once per
+        process and kept in the disk cache; also whether it came from the cache (nothing compiled)."""
         ptx = self._ptx.get(source)
         if ptx is not None:
             return ptx, True
@@ -97,11 +97,11 @@ class CudaCompiler:
               symbolic: dict | None = None) -> CompiledKernel:
         with stage("render"):
             r = cuda_codegen.render(kernel, options or self.options, by_value, symbolic)
-        with stage("compile"):
-            ptx, cached = self.ptx(r.name, r.source)
+        with stage("compile"):   # kernels that differ only in their names compile once (cache_key.shared_source)
+            ptx, cached = self.ptx(r.name, shared_source(r.source, r.name), SHARED_NAME)
             vector = None
             if r.vector is not None:
-                vptx, vcached = self.ptx(r.vector.name, r.vector.source)
+                vptx, vcached = self.ptx(r.vector.name, shared_source(r.vector.source, r.vector.name), SHARED_NAME)
                 vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
         return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
 

@@ -21,6 +21,7 @@ from ..ir.kernel_ir import Kernel
 from . import cuda_driver as cu
 from . import dlpack, emulator, gpu_nodes
 from .array import Array, own_copy
+from .cache_key import SHARED_NAME
 from .cuda_compiler import CompiledKernel, CudaCompiler, CudaTarget, EmulatedCudaCompiler, compile_arch
 from .cuda_launch import BoundLaunch, CudaGraph, argument_dtypes, timed_by_events
 from .debug import stage
@@ -300,7 +301,7 @@ class CUDADevice(Device):
     def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
         c = self.compiler.build(kernel, by_value, options, symbolic)
         with stage("load"):
-            fn = self._function(c.name, c.ptx)
+            fn = self._function(c.name, c.ptx)   # its entry point: SHARED_NAME (CudaCompiler.build)
         d = cu.driver()
         fits = cu.check(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
                         "cuFuncGetAttribute")
@@ -339,8 +340,9 @@ class CUDADevice(Device):
         return self.to_numpy(record)
 
     def _function(self, name: str, ptx: str | bytes):
-        """The kernel `name` of a PTX module (or, emulated, of a shared object), loaded once per process
-        (the driver finishes PTX for this GPU and keeps the result in its own compute cache)."""
+        """Kernel `name` of a PTX module (or, emulated, of a shared object), whose entry point is SHARED_NAME,
+        loaded once per process (the driver finishes PTX for this GPU and keeps the result in its own
+        compute cache)."""
         fn = self._functions.get(ptx)
         if fn is None:
             self._make_current()
@@ -353,7 +355,8 @@ class CUDADevice(Device):
             if err != d.CUresult.CUDA_SUCCESS:
                 raise DeviceError(f"the CUDA driver could not load kernel {name} ({cu.error_text(err)})")
             self._modules.append(module)
-            fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, name.encode()), "cuModuleGetFunction")
+            fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, SHARED_NAME.encode()),
+                                                 "cuModuleGetFunction")
         return fn
 
 

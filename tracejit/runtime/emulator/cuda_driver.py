@@ -246,10 +246,10 @@ class EmulatedCompiler:
     """Mixed into CudaCompiler (see cuda_compiler): the artifact of a kernel is its shared object for the
     emulator, built from the CUDA C, instead of PTX; no NVRTC is needed."""
 
-    def ptx(self, name: str, source: str) -> tuple[bytes, bool]:
+    def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[bytes, bool]:
         image = self._ptx.get(source)
         if image is not None:
             return image, True
-        image, cached = build.build("cuda", name, source)
+        image, cached = build.build("cuda", entry or name, source)
         self._ptx[source] = image
         return image, cached
