@@ -301,14 +301,14 @@ class CUDADevice(Device):
     def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
         c = self.compiler.build(kernel, by_value, options, symbolic)
         with stage("load"):
-            fn = self._function(c.name, c.ptx)   # its entry point: SHARED_NAME (CudaCompiler.build)
+            fn = self._function(c.name, c.ptx, SHARED_NAME)   # (CudaCompiler.build)
         d = cu.driver()
         fits = cu.check(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
                         "cuFuncGetAttribute")
         return c, fn, fits
 
     def launcher(self, c: CompiledKernel, fn, scalars: list) -> BoundLaunch:
-        vfn = self._function(c.vector[0], c.vector[2]) if c.vector else None
+        vfn = self._function(c.vector[0], c.vector[2], SHARED_NAME) if c.vector else None
         return BoundLaunch(c, fn, vfn, argument_dtypes(c, scalars, self.options))
 
     def enqueue(self, launches, bufs, error) -> None:
@@ -339,10 +339,10 @@ class CUDADevice(Device):
     def read_record(self, record: cu.DeviceBuffer) -> np.ndarray:
         return self.to_numpy(record)
 
-    def _function(self, name: str, ptx: str | bytes):
-        """Kernel `name` of a PTX module (or, emulated, of a shared object), whose entry point is SHARED_NAME,
-        loaded once per process (the driver finishes PTX for this GPU and keeps the result in its own
-        compute cache)."""
+    def _function(self, name: str, ptx: str | bytes, entry: str | None = None):
+        """Kernel `name` of a PTX module (or, emulated, of a shared object), its entry point `entry` (else
+        `name`), loaded once per process (the driver finishes PTX for this GPU and keeps the result in its
+        own compute cache)."""
         fn = self._functions.get(ptx)
         if fn is None:
             self._make_current()
@@ -355,7 +355,7 @@ class CUDADevice(Device):
             if err != d.CUresult.CUDA_SUCCESS:
                 raise DeviceError(f"the CUDA driver could not load kernel {name} ({cu.error_text(err)})")
             self._modules.append(module)
-            fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, SHARED_NAME.encode()),
+            fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, (entry or name).encode()),
                                                  "cuModuleGetFunction")
         return fn
 

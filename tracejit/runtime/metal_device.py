@@ -31,6 +31,7 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import emulator
 from .array import Array, own_copy
+from .cache_key import SHARED_NAME, shared_source
 from .debug import log, stage
 from .device_info import DeviceInfo, dtypes_without
 from .device_interface import Device
@@ -345,8 +346,8 @@ class MetalDevice(Device):
     def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
         with stage("render"):
             r = metal_codegen.render(kernel, options, by_value, symbolic)
-        with stage("compile"):
-            pipeline, cached = self._pipeline(r.name, r.source)
+        with stage("compile"):   # kernels that differ only in their names build once (cache_key.shared_source)
+            pipeline, cached = self._pipeline(r.name, shared_source(r.source, r.name), SHARED_NAME)
         return (CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), pipeline,
                 int(pipeline.maxTotalThreadsPerThreadgroup()))
 
@@ -372,8 +373,9 @@ class MetalDevice(Device):
         self._wait()
         return self._memory(record, RECORD_BYTES)
 
-    def _pipeline(self, name: str, source: str):
-        """The compute pipeline of a kernel source, built once per process; (pipeline, built before)."""
+    def _pipeline(self, name: str, source: str, entry: str | None = None):
+        """The compute pipeline of kernel `name`'s source (its function `entry`, else `name`), built once per
+        process; (pipeline, built before)."""
         found = self._pipelines.get(source)
         if found is not None:
             return found, True
@@ -390,10 +392,10 @@ class MetalDevice(Device):
         library, error = self.mtl.newLibraryWithSource_options_error_(source, options, None)
         if library is None:
             raise CompileError(build_error_message(name, self.name, source, _describe_error(error)))
-        function = library.newFunctionWithName_(name)
+        function = library.newFunctionWithName_(entry or name)
         if function is None:
-            raise CompileError(f"the Metal library built from generated kernel {name} has no function {name}; "
-                               "this is a tracejit bug")
+            raise CompileError(f"the Metal library built from generated kernel {name} has no function "
+                               f"{entry or name}; this is a tracejit bug")
         pipeline, error = self.mtl.newComputePipelineStateWithFunction_error_(function, None)
         if pipeline is None:
             raise CompileError(build_error_message(name, self.name, source, _describe_error(error)))
