@@ -267,7 +267,10 @@ def test_a_numba_compile_past_the_time_limit_raises_compile_timeout_error_naming
 def test_kernels_that_differ_only_in_their_names_compile_once(device, rng):
     """picoGPT's attention, a softmax per head: the heads' kernels are one code under other names
     (k3_row_max_sum, k7_row_max_sum, ...), compiled once; each keeps its own name where it is shown.
-    Every device (cache_key.shared_source)."""
+    Every device but webgpu (cache_key.shared_source)."""
+    if device == "webgpu":
+        pytest.skip("webgpu compiles kernels under their own names: with one shared name, two test workers "
+                    "compiling the same shader at once on lavapipe stalled for ~26 s")
     from corpus import transformer as T
     scale = 1.0 + (time.time_ns() % 10 ** 9) / 1e10   # inside each head's softmax: code no earlier run compiled
 

@@ -24,7 +24,6 @@ from ..ir.kernel_ir import Kernel
 from ..ir.layout import LayoutOptions
 from . import gpu_nodes
 from .array import Array, own_copy
-from .cache_key import SHARED_NAME, shared_source
 from .debug import log, stage
 from .device_info import DeviceInfo, dtypes_without
 from .device_interface import Device
@@ -337,10 +336,9 @@ class WebGPUDevice(Device):
         """WebGPU says no more about a pipeline than the device's limits, which the rendering honours."""
         with stage("render"):
             r = wgsl.render(kernel, options, by_value, symbolic)
-        shared = shared_source(r.source, r.name)   # kernels that differ only in their names build once
         with stage("compile"):
-            cached = self._pipeline(r, shared, SHARED_NAME)
-        return CompiledKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[shared], None
+            cached = self._pipeline(r)
+        return CompiledKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[r.source], None
 
     def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
         return Launcher(c, *pipeline, scalars)
@@ -371,18 +369,16 @@ class WebGPUDevice(Device):
     def read_record(self, record: Block):
         return self.device.queue.read_buffer(record.buffer, 0, RECORD_BYTES)
 
-    def _pipeline(self, r: wgsl.WGSLRendered, shared: str | None = None, entry: str | None = None) -> bool:
-        """Shader module, bind group layout and pipeline of a rendered kernel (from `shared`, its source with
-        the entry point named `entry`; by default r.source and r.name), built once per process; whether it
-        was built before. The first time in a process is always a compile: wgpu-py exposes no pipeline
-        cache, so nothing compiled can be kept on disk."""
-        shared, entry = shared or r.source, entry or r.name
-        if shared in self._pipelines:
+    def _pipeline(self, r: wgsl.WGSLRendered) -> bool:
+        """Shader module, bind group layout and pipeline of a rendered kernel, built once per process;
+        whether it was built before. The first time in a process is always a compile: wgpu-py exposes no
+        pipeline cache, so nothing compiled can be kept on disk."""
+        if r.source in self._pipelines:
             return True     # built before in this process: nothing compiled now
         import wgpu
         t0 = time.perf_counter()
         try:
-            module = self.device.create_shader_module(code=shared)
+            module = self.device.create_shader_module(code=r.source)
             kinds = [wgpu.BufferBindingType.storage if w else wgpu.BufferBindingType.read_only_storage
                      for w in r.writable]
             if r.uniform:
@@ -395,10 +391,10 @@ class WebGPUDevice(Device):
                 for i, kind in enumerate(kinds)])
             pipeline = self.device.create_compute_pipeline(
                 layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
-                compute={"module": module, "entry_point": entry})
+                compute={"module": module, "entry_point": r.name})
         except Exception as e:
             raise CompileError(build_error_message(r.name, self.name, r.source, str(e))) from None
-        self._pipelines[shared] = (pipeline, layout)
+        self._pipelines[r.source] = (pipeline, layout)
         log(1, f"compiled {r.name} (webgpu) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return False
 
