@@ -102,6 +102,20 @@ def test_a_raw_kernel_takes_numpy_and_device_arrays_and_scalars(raw_device):
     assert info["max_threads_per_group"] >= 64
 
 
+def test_two_kernels_of_one_source_each_run_their_own_code(raw_device):
+    """RawKernel(source, "scale") and a second function of the same source by its own name: each launch runs
+    the function it names (a module compiled once per source must not hand back the first one's)."""
+    source = SCALE[raw_device.partition(":")[0]]
+    body = source[source.index("@compute"):] if "@compute" in source else source.replace(
+        "#include <metal_stdlib>\nusing namespace metal;", "")   # the second function alone
+    source += "\n" + body.replace("scale", "shift").replace("a * x[i] + 1.0", "x[i] + a + 0.0")
+    x = np.arange(100, dtype=np.float32)
+    for name, expected in (("scale", np.float32(2) * x + 1), ("shift", x + np.float32(2))):
+        y = np.zeros_like(x)
+        tj.RawKernel(source, name, device=raw_device)(x, y, np.float32(2), 100, grid=2, block=64)
+        np.testing.assert_array_equal(y, expected, err_msg=name)
+
+
 def test_grid_counts_groups_and_block_threads_in_two_dimensions(raw_device):
     if raw_device == "metal" and emulator.emulates("metal"):
         k = tj.RawKernel(SCALE["metal"], "scale", device="metal")

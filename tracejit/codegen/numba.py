@@ -44,13 +44,13 @@ _OPS = {
     **{k: v + "({0}, {1})" for k, v in _F2.items()},
     "ldexp": "ldexp_f64({0}, {1})",
 }
-# Integer ops whose Python/LLVM form differs from NumPy's: x // -1 and x % -1 overflow for the minimum
-# (NumPy wraps, giving it back, and 0), sign of an unsigned value, C's truncating fmod, and shifts by
-# the width or more (NumPy: 0, or -1 for >> of a negative value)
 # Ops Numba computes in float32 when every operand is float32, as NumPy does: their result needs no
 # np.float32(...) around it. Each such call was a call for Numba to type and lower: a float32 layernorm's
 # kernel compiled in 214 ms without them, 247 ms with.
 _FLOAT_CLOSED = frozenset({"add", "sub", "mul", "div", "neg"})
+# Integer ops whose Python/LLVM form differs from NumPy's: x // -1 and x % -1 overflow for the minimum
+# (NumPy wraps, giving it back, and 0), sign of an unsigned value, C's truncating fmod, and shifts by
+# the width or more (NumPy: 0, or -1 for >> of a negative value)
 _SIGNED_OPS = {"idiv": "(-{0} if {1} == -1 else {0} // {1})", "mod": "(0 if {1} == -1 else {0} % {1})",
                "fmod": "int_fmod({0}, {1})"}
 _UNSIGNED_OPS = {"sign": "(1 if {0} > 0 else 0)", "fmod": "(0 if {1} == 0 else {0} % {1})"}

@@ -56,7 +56,7 @@ class CudaCompiler:
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=True, keep_row_max=min(16384, keep),
                                     keep_inputs_min=GROUP_MIN_REDUCE, sort_bytes=keep * 8,
                                     transpose_tiles=TRANSPOSE_TILES)
-        self._ptx: dict[str, str] = {}
+        self._ptx: dict = {}   # source -> PTX (emulated: (source, entry) -> shared object)
 
     @staticmethod
     def tensor_cores(arch: str) -> bool:

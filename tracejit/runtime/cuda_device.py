@@ -112,7 +112,7 @@ class CUDADevice(Device):
                                      f"{self.name} ({self.description})")
         self.layout, self.options = self.compiler.layout, self.compiler.options
         self.pool = cu.Pool(self.name)
-        self._functions: dict[str, object] = {}
+        self._functions: dict[tuple, object] = {}   # (PTX, entry point) -> function
         self._modules: list = []
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self.apply_memory_limit()
@@ -343,7 +343,8 @@ class CUDADevice(Device):
         """Kernel `name` of a PTX module (or, emulated, of a shared object), its entry point `entry` (else
         `name`), loaded once per process (the driver finishes PTX for this GPU and keeps the result in its
         own compute cache)."""
-        fn = self._functions.get(ptx)
+        entry = entry or name
+        fn = self._functions.get((ptx, entry))   # a module may hold several (a raw kernel's source)
         if fn is None:
             self._make_current()
             d = cu.driver()
@@ -355,8 +356,8 @@ class CUDADevice(Device):
             if err != d.CUresult.CUDA_SUCCESS:
                 raise DeviceError(f"the CUDA driver could not load kernel {name} ({cu.error_text(err)})")
             self._modules.append(module)
-            fn = self._functions[ptx] = cu.check(d.cuModuleGetFunction(module, (entry or name).encode()),
-                                                 "cuModuleGetFunction")
+            fn = self._functions[ptx, entry] = cu.check(d.cuModuleGetFunction(module, entry.encode()),
+                                                        "cuModuleGetFunction")
         return fn
 
 

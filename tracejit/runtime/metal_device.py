@@ -183,7 +183,7 @@ class MetalDevice(Device):
         self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed, device="metal")
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self.apply_memory_limit()
-        self._pipelines: dict[str, object] = {}
+        self._pipelines: dict[tuple, object] = {}   # (source, function) -> pipeline
         _OPEN.append(self)
 
     @property
@@ -376,7 +376,8 @@ class MetalDevice(Device):
     def _pipeline(self, name: str, source: str, entry: str | None = None):
         """The compute pipeline of kernel `name`'s source (its function `entry`, else `name`), built once per
         process; (pipeline, built before)."""
-        found = self._pipelines.get(source)
+        entry = entry or name
+        found = self._pipelines.get((source, entry))   # a library may hold several (a raw kernel's source)
         if found is not None:
             return found, True
         t0 = time.perf_counter()
@@ -392,14 +393,14 @@ class MetalDevice(Device):
         library, error = self.mtl.newLibraryWithSource_options_error_(source, options, None)
         if library is None:
             raise CompileError(build_error_message(name, self.name, source, _describe_error(error)))
-        function = library.newFunctionWithName_(entry or name)
+        function = library.newFunctionWithName_(entry)
         if function is None:
             raise CompileError(f"the Metal library built from generated kernel {name} has no function "
-                               f"{entry or name}; this is a tracejit bug")
+                               f"{entry}; this is a tracejit bug")
         pipeline, error = self.mtl.newComputePipelineStateWithFunction_error_(function, None)
         if pipeline is None:
             raise CompileError(build_error_message(name, self.name, source, _describe_error(error)))
-        self._pipelines[source] = pipeline
+        self._pipelines[source, entry] = pipeline
         log(1, f"compiled {name} (metal) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return pipeline, False
 

@@ -142,6 +142,7 @@ def entry(dialect: str, source: str, name: str) -> str:
 def cache_key(dialect: str, name: str, source: str) -> CacheKey:
     return CacheKey(f"{dialect}-emulated", name, (
         ("kernel", source_part(source)),
+        ("entry", name),   # the object holds the emulator's entry for this one function of the source
         ("emulator", headers_hash()),
         ("options", " ".join(FLAGS)),
         ("tracejit", tracejit_part()),
@@ -212,7 +213,7 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
 def _precompiled(dialect: str) -> Path:
     """A directory with the emulator's headers and, where g++ builds it, the dialect's prelude precompiled
     beside them (PRELUDE + .gch, which g++ takes in place of the header when the flags match): parsing the
-    prelude was a quarter of a small kernel's compile (51 -> 35 ms). Built once per process and dialect;
+    prelude was a quarter of a small kernel's compile (53 -> 38 ms). Built once per process and dialect;
     where it cannot be built, the header itself is read, as before."""
     with _PCH_LOCK:
         return _precompile(dialect)

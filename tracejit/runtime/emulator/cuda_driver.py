@@ -247,9 +247,11 @@ class EmulatedCompiler:
     emulator, built from the CUDA C, instead of PTX; no NVRTC is needed."""
 
     def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[bytes, bool]:
-        image = self._ptx.get(source)
+        """The shared object of `source` with the emulator's entry for function `entry` (else `name`)."""
+        key = (source, entry or name)   # the entry is compiled into the object: one per function launched
+        image = self._ptx.get(key)
         if image is not None:
             return image, True
         image, cached = build.build("cuda", entry or name, source)
-        self._ptx[source] = image
+        self._ptx[key] = image
         return image, cached
