@@ -80,7 +80,6 @@ class NumbaDevice(Device):
         self.outputs = OutputPool()   # large results' memory, taken back when the caller drops them
         self.layout = numba_tuning.tuned_layout(type(self).layout)
         blas.settle_openmp()
-        _load_numba_registries()
 
     @staticmethod
     def probe():
@@ -317,17 +316,6 @@ class NumbaDevice(Device):
         # types (read-only views), which it compiles on demand
         self._loaded[memo] = (module, (entry, fn))
         return (entry, fn), cached
-
-
-# Kernels that differ only in their names share one compile: a module's function is compiled under this name.
-# A GPT-2 block's twelve attention softmaxes, one per head, compiled twelve times (~0.3 s each) before.
-def _load_numba_registries() -> None:
-    """What Numba does on its first compile or cache load in a process: import the implementations of
-    everything it can compile (about 100 modules, cffi's C parser among them; 0.1-0.2 s). Done when the
-    device opens, so that a kernel's compile time is its own."""
-    from numba.core.registry import cpu_target
-    cpu_target.typing_context.refresh()
-    cpu_target.target_context.refresh()
 
 
 def _try_compile(fn, signature, name: str, path: str):
