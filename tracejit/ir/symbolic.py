@@ -10,6 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def _hash_once(cls):
+    """A frozen dataclass whose hash is computed once: expressions nest, and the hash dataclass writes walks
+    the whole tree on every dict lookup (a GPT-2 block's lowering hashed 250,000 times). The cached hash and
+    sort key (_sort_key) are not pickled: string hashes differ from process to process."""
+    compute = cls.__hash__
+
+    def __hash__(self):
+        d = self.__dict__
+        h = d.get("_hash")
+        if h is None:
+            h = d["_hash"] = compute(self)
+        return h
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_key")}
+
+    cls.__hash__, cls.__getstate__ = __hash__, __getstate__
+    return cls
+
+
+@_hash_once
 @dataclass(frozen=True)
 class Var:
     name: str
@@ -19,6 +40,7 @@ class Var:
         return 0, self.extent - 1
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Div:
     x: "Expr"
@@ -29,6 +51,7 @@ class Div:
         return lo // self.d, hi // self.d
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Mod:
     x: "Expr"
@@ -38,6 +61,7 @@ class Mod:
         return 0, self.d - 1
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Clamp:
     x: "Expr"
@@ -52,6 +76,7 @@ class Clamp:
         return max(min(lo, self.hi), self.lo), min(max(hi, self.lo), self.hi)
 
 
+@_hash_once
 @dataclass(frozen=True)
 class DataIndex:
     """An index read from data (x[idx]): the value of the index array `source` at `at`, with a negative
@@ -74,6 +99,7 @@ class DataIndex:
 Atom = Var | Div | Mod | Clamp | DataIndex
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Expr:
     """const + sum(coef * atom), terms sorted so that equal expressions compare equal."""
@@ -99,7 +125,15 @@ class Expr:
         return not self.terms
 
     def __add__(self, other) -> "Expr":
+        # every Expr is normalised (_normalize's invariant, kept by * and by the remainders of // and %), so
+        # adding a constant, or adding to one, only moves the constant
+        if type(other) is int:
+            return Expr(self.terms, self.const + other) if other else self
         other = Expr.of(other)
+        if not other.terms:
+            return Expr(self.terms, self.const + other.const)
+        if not self.terms:
+            return Expr(other.terms, other.const + self.const)
         coefs = dict(self.terms)
         for atom, c in other.terms:
             coefs[atom] = coefs.get(atom, 0) + c
@@ -109,6 +143,8 @@ class Expr:
 
     def __mul__(self, k: int) -> "Expr":
         assert isinstance(k, int)
+        if k == 1:
+            return self
         if k == 0:
             return Expr()
         return Expr(tuple((a, c * k) for a, c in self.terms), self.const * k)
@@ -215,7 +251,7 @@ def _fmt_atom(a: Atom) -> str:
 
 def _normalize(coefs: dict, const: int) -> Expr:
     coefs = {a: c for a, c in coefs.items() if c != 0}
-    changed = True
+    changed = any(type(a) is Mod for a in coefs)
     while changed:  # k*c*(x//c) + k*(x%c) == k*x
         changed = False
         for atom, k in list(coefs.items()):
@@ -233,4 +269,8 @@ def _normalize(coefs: dict, const: int) -> Expr:
 
 
 def _sort_key(atom) -> str:
-    return f"{type(atom).__name__}:{_fmt_atom(atom)}"
+    d = atom.__dict__
+    key = d.get("_key")
+    if key is None:
+        key = d["_key"] = f"{type(atom).__name__}:{_fmt_atom(atom)}"
+    return key
