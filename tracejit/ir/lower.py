@@ -286,6 +286,10 @@ class _Emitter:
         self.update = False             # emitting a SCATTER's update kernel
         self._unroll: dict = {}
         self._memo: list[dict] = [{}]
+        # pure functions of their arguments, asked again by every unrolled copy of a register tile (the values'
+        # memo is per copy): a node's source index, and an index after `subst`
+        self._sources: dict = {}
+        self._substituted: dict[Expr, Expr] = {}
 
     def keep_row(self, red: RowReduction) -> None:
         size = math.prod(v.extent for v in red.vars)
@@ -369,7 +373,10 @@ class _Emitter:
             self.b.close_range(r)
 
     def index(self, expr: Expr) -> int:
-        expr = expr.substitute(self.subst)
+        done = self._substituted.get(expr)
+        if done is None:
+            done = self._substituted[expr] = expr.substitute(self.subst)
+        expr = done
         if self._unroll:
             expr = expr.substitute(self._unroll)
         return self._index(expr.substitute(self.unravel))
@@ -458,7 +465,11 @@ class _Emitter:
             if node.srcs[0].size == 0:
                 return self.const(0, node.dtype)
             return self.value(node.srcs[0], data_position(node, idx))
-        src_idx, valid = source_index(node, idx)
+        key = (node, idx)
+        found = self._sources.get(key)
+        if found is None:
+            found = self._sources[key] = source_index(node, idx)
+        src_idx, valid = found
         # a padded position's test, decided here where the index's bounds decide it: an element read at a
         # fixed position (x[i] in a Python loop) tested every pad of the loop at run time, O(n^2) code
         tests = []
