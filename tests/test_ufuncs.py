@@ -174,6 +174,23 @@ def test_unsigned_sign_uint32_power_and_integer_minimum_divided_by_minus_one(dev
     assert_close(run_kernel(tj.kernel(body), u16, u32, i32, device=device), body(u16, u32, i32))
 
 
+def test_an_integer_power_that_wraps_to_zero_compares_as_zero(device):
+    """70 ** 70 wraps to 0 (2 ** 70 divides it). Numba's signed `*` lets LLVM assume no overflow, and it
+    folded (a ** b != 0) to (a != 0): True on numba (found by the dtype fuzzer)."""
+    def body(a, b):
+        return (a ** b) != 0, np.where(a ** b, a, 0), np.where(a ** a == 0, a, a + 1)
+
+    for dtype in (np.int32, np.int8, np.uint8, np.uint32, np.int64):   # (webgpu: no int64, skipped there)
+        a = np.array([70, 3, 64, 2, 6], dtype=dtype)
+        b = np.array([70, 5, 11, 64, 40], dtype=dtype)
+        with np.errstate(all="ignore"):
+            expected = body(a, b)
+        assert_close(run_kernel(tj.kernel(body), a, b, device=device), expected)
+    a = np.array(70, dtype=np.int64)   # the fuzzer's 0-d case, where the power is computed once
+    fuzzed = lambda a: np.where(a ** a, a, np.float16(2.5))   # noqa: E731
+    assert_close(run_kernel(tj.kernel(fuzzed), a, device=device), fuzzed(a))
+
+
 def test_int64_minimum_divided_by_minus_one_wraps_like_numpy(device):
     x = np.int64([-2**63, -7, 7])
     assert_close(run_kernel(tj.kernel(lambda x: (x // -1, x % -1)), x, device=device), (x // -1, x % -1))

@@ -358,12 +358,15 @@ def bound_index(v, size, code, error):
 
 @numba.njit(inline="always")
 def int_power(a, b):
-    """a ** b for b >= 0 by squaring, wrapping like NumPy (numba's ** goes through float for some integer types)."""
-    r = a - a + 1
+    """a ** b for b >= 0 by squaring, wrapping like NumPy (numba's ** goes through float for some integer types),
+    in int64 (the caller casts to the result's type). Numba's own `*` of signed integers lets LLVM assume it
+    never overflows: (70 ** 70 != 0) then folded to 70 != 0, True, where the wrapped power is 0."""
+    r = np.int64(1)
+    x = wrap_add(a, 0)
     while b:
         if b & 1:
-            r = r * a
-        a = a * a
+            r = wrap_mul(r, x)
+        x = wrap_mul(x, x)
         b = b >> 1
     return r
 
