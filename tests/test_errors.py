@@ -229,6 +229,23 @@ def test_integer_power_with_a_negative_exponent_raises_like_numpy(device):
     np.testing.assert_array_equal(tj.kernel(lambda x: x ** 3)(a, device=device), a ** 3)
 
 
+def test_an_error_in_a_value_nothing_uses_is_not_raised(device):
+    """Only what the function returns is computed (README, "Semantics are NumPy's"): NumPy raises for the
+    unused power and the unused out-of-bounds gather below; tracejit returns the result it was asked for."""
+    a, idx = np.array([1, 2, 3], np.int32), np.array([0, 5], np.int32)
+
+    def body(x, n, idx):
+        powers, picked = x ** n, x[idx]   # never used
+        return x * 2
+
+    with pytest.raises(ValueError, match="negative integer powers"):
+        body(a, -a, np.array([0]))
+    with pytest.raises(IndexError):
+        body(a, a, idx)
+    f = tj.kernel(body)
+    np.testing.assert_array_equal(f(a, -a, idx, device=device), a * 2)
+
+
 def test_where_with_one_argument_explains_what_is_supported(device):
     with pytest.raises(tj.UnsupportedError, match="np.where\\(condition, x, y\\)"):
         tj.kernel(lambda x: np.where(x > 1))(np.arange(3.0), device=device)
