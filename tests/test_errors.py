@@ -235,7 +235,8 @@ def test_an_error_in_a_value_nothing_uses_is_not_raised(device):
     a, idx = np.array([1, 2, 3], np.int32), np.array([0, 5], np.int32)
 
     def body(x, n, idx):
-        powers, picked = x ** n, x[idx]   # never used
+        x ** n     # computed and never used
+        x[idx]
         return x * 2
 
     with pytest.raises(ValueError, match="negative integer powers"):
