@@ -20,11 +20,22 @@ TARGETS: dict[str, str] = {
 AUTO_ORDER = ("cuda-gpu", "metal-gpu", "opencl-gpu", "webgpu-gpu", "numba")
 
 # Third-party targets: a package's entry point in this group, `name = "module:Class"`, adds a target
-# (discovered when tracejit is imported, loaded when first listed or used). A plugin is never chosen
-# automatically; a broken one is listed as unavailable with its error and never breaks the import.
+# (discovered when the devices are first listed or a name that is not built in is asked for, loaded when
+# first listed or used). A plugin is never chosen automatically; a broken one is listed as unavailable with
+# its error and never breaks the import. Discovery reads every installed package's entry points
+# (importing importlib.metadata and the scan: 50-100 ms that `import tracejit` paid before).
 PLUGIN_GROUP = "tracejit.targets"
 PLUGINS: dict[str, str] = {}         # name -> "module:Class" (or why it was not taken, for a clash)
 _PLUGIN_PROBLEMS: dict[str, str] = {}
+_discovered = False
+
+
+def _plugins_discovered() -> None:
+    """The plugins' entry points read, once per process."""
+    global _discovered
+    if not _discovered:
+        _discovered = True
+        _discover_plugins()
 
 
 def _discover_plugins() -> None:
@@ -66,6 +77,8 @@ _auto: str | None = None   # TRACEJIT_DEVICE or the automatic choice, found once
 
 def target_class(target: str):
     """The runtime class of a target name in TARGETS ("numba", "cuda", a plugin's name)."""
+    if target not in TARGETS:
+        _plugins_discovered()
     module, _, qualname = TARGETS[target].partition(":")
     if target in _PLUGIN_PROBLEMS:
         raise DeviceError(_PLUGIN_PROBLEMS[target])
@@ -86,6 +99,7 @@ def target_class(target: str):
 
 def devices() -> list[TargetStatus]:
     """Every target tracejit knows, usable here or not (and why not)."""
+    _plugins_discovered()
     out = []
     for target in TARGETS:
         try:
@@ -112,6 +126,8 @@ def device(name: str | None = None):
     if dev is not None:
         return dev
     target, _, index = name.partition(":")
+    if target not in TARGETS:
+        _plugins_discovered()
     if target not in TARGETS:
         raise DeviceError(f"unknown device {name!r}; known devices: {', '.join(TARGETS)}")
     try:
@@ -145,6 +161,8 @@ def compiler(name: str | None = None):
     if name in _instances:           # the device is open: compile for it
         return _instances[name]
     target, _, suffix = name.partition(":")
+    if target not in TARGETS:
+        _plugins_discovered()
     if target in TARGETS and (not suffix or not suffix.isdigit()):
         cls = target_class(target)
         make = cls.compile_only
@@ -209,5 +227,3 @@ def reset_default_device() -> None:
     global _default, _auto
     _default = _auto = None
 
-
-_discover_plugins()
