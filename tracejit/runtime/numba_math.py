@@ -362,7 +362,7 @@ def int_power(a, b):
     in int64 (the caller casts to the result's type). Numba's own `*` of signed integers lets LLVM assume it
     never overflows: (70 ** 70 != 0) then folded to 70 != 0, True, where the wrapped power is 0."""
     r = np.int64(1)
-    x = wrap_add(a, 0)
+    x = wrap_add(a, 0)   # a as int64 (a uint64's bits kept)
     while b:
         if b & 1:
             r = wrap_mul(r, x)

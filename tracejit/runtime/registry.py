@@ -38,6 +38,13 @@ def _plugins_discovered() -> None:
         _discover_plugins()
 
 
+def _known(target: str) -> bool:
+    """Whether `target` is a built-in or plugin target (the plugins are read for a name not built in)."""
+    if target not in TARGETS:
+        _plugins_discovered()
+    return target in TARGETS
+
+
 def _discover_plugins() -> None:
     from importlib import metadata
     try:
@@ -77,8 +84,7 @@ _auto: str | None = None   # TRACEJIT_DEVICE or the automatic choice, found once
 
 def target_class(target: str):
     """The runtime class of a target name in TARGETS ("numba", "cuda", a plugin's name)."""
-    if target not in TARGETS:
-        _plugins_discovered()
+    _known(target)
     module, _, qualname = TARGETS[target].partition(":")
     if target in _PLUGIN_PROBLEMS:
         raise DeviceError(_PLUGIN_PROBLEMS[target])
@@ -126,9 +132,7 @@ def device(name: str | None = None):
     if dev is not None:
         return dev
     target, _, index = name.partition(":")
-    if target not in TARGETS:
-        _plugins_discovered()
-    if target not in TARGETS:
+    if not _known(target):
         raise DeviceError(f"unknown device {name!r}; known devices: {', '.join(TARGETS)}")
     try:
         cls = target_class(target)
@@ -161,9 +165,7 @@ def compiler(name: str | None = None):
     if name in _instances:           # the device is open: compile for it
         return _instances[name]
     target, _, suffix = name.partition(":")
-    if target not in TARGETS:
-        _plugins_discovered()
-    if target in TARGETS and (not suffix or not suffix.isdigit()):
+    if _known(target) and (not suffix or not suffix.isdigit()):
         cls = target_class(target)
         make = cls.compile_only
         if make is not None:
