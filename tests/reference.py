@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -267,3 +268,31 @@ def check_assigned_arguments(device: str, rng: np.random.Generator):
     np.testing.assert_allclose(my, ey, rtol=1e-6)
     return f, hx, hy
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a numba kernel's source, in either of its renderings (codegen/numba.py's Python, or
+# codegen/numba_native.py's LLVM IR under a one-line Python function)
+
+
+def native_ir(source: str) -> str | None:
+    """The LLVM IR of a natively rendered numba kernel's module, else None (a Python rendering)."""
+    if "tracejit.runtime.numba_native" not in source:
+        return None
+    return source.split("r\'\'\'", 1)[1].split("\'\'\'", 1)[0]
+
+
+def loop_extents(source: str) -> list[int]:
+    """The constant extents of a numba kernel's loops (a hidden one's too: opaque_extent)."""
+    native = native_ir(source)
+    if native is not None:
+        return [int(n) for n in re.findall(r'icmp slt i64 %"[^"]+", (\d+)|"=r,0"\(i64 (\d+)\)', native) for n in n if n]
+    return [int(n) for n in re.findall(r"range\((?:opaque_extent\()?(\d+)\)", source)]
+
+
+def divides_indices(source: str) -> bool:
+    """Whether a numba kernel divides an index (or takes its remainder) anywhere."""
+    native = native_ir(source)
+    if native is not None:
+        return "sdiv" in native or "srem" in native
+    return "//" in source or "%" in source

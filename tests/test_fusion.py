@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from reference import assert_close, erf_reference, random_array, run_kernel
+from reference import assert_close, erf_reference, native_ir, random_array, run_kernel
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -181,7 +181,7 @@ def test_numba_row_loops_take_the_shapes_llvm_vectorises():
 
 
 @pytest.mark.parametrize("width", [8, 32, 64, 1024, 4096])
-def test_numba_row_sums_stay_vector_loops_at_every_row_length(width, rng):
+def test_numba_row_sums_stay_vector_loops_at_every_row_length(width, rng, numba_renderer):
     """Performance pins (benchmarks/rows.py measures the speed): a row loop of 16-2048 elements whose body
     calls no math function hides its constant length from LLVM (opaque_extent), which otherwise unrolled it
     whole first and left the sum a chain of scalar adds (layernorm on rows of 32: 4.5x slower); a longer
@@ -201,10 +201,15 @@ def test_numba_row_sums_stay_vector_loops_at_every_row_length(width, rng):
 
     assert_close(layernorm(x), (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5))
     (k,) = layernorm.lower(x, device="numba").kernels
+    native = native_ir(k.source)
+    assert native is None or numba_renderer == "native"   # (a prange loop stays Python: Numba's parfor)
     # both sums' loops, and below 64 the elementwise loop too
-    assert k.source.count("opaque_extent(") == (0 if width < 16 else 3 if width < 64 else 2), k.source
-    if width > BLOCKED_ROW_MAX:
+    hidden = native.count('asm  "", "=r,0"') if native else k.source.count("opaque_extent(")
+    assert hidden == (0 if width < 16 else 3 if width < 64 else 2), k.source
+    if width > BLOCKED_ROW_MAX and not native:
         assert "_block = np.float32(0.0)" in k.source and "np.float64(v" not in k.source.split("_block")[0]
+    if width > BLOCKED_ROW_MAX and native:   # float32 blocks, each block's total widened once: no fpext in the loop
+        assert native.count("fpext float") == 2, native
     module: dict = {}
     exec(compile(k.source, "<kernel>", "exec"), module)
     fn = numba.njit(nogil=True, fastmath=FASTMATH, error_model="numpy")(module[k.name])
@@ -220,12 +225,17 @@ def test_numba_row_sums_stay_vector_loops_at_every_row_length(width, rng):
         return e / e.sum(axis=-1, keepdims=True)
 
     (k,) = softmax.lower(x, device="numba").kernels
-    exp_loop = k.source.split("exp_f32(")[0].rsplit("for ", 1)[1]
-    assert "opaque_extent" not in exp_loop or width > BLOCKED_ROW_MAX
+    native = native_ir(k.source)
+    if native:   # the exp loop: the one whose body calls exp_f32
+        exp_loop = native.split('call float @"tracejit.exp_f32"')[0].rsplit("\nloop", 1)[1]
+        assert 'asm  "", "=r,0"' not in exp_loop.split("\nbody")[0] or width > BLOCKED_ROW_MAX
+    else:
+        exp_loop = k.source.split("exp_f32(")[0].rsplit("for ", 1)[1]
+        assert "opaque_extent" not in exp_loop or width > BLOCKED_ROW_MAX
 
 
 @pytest.mark.parametrize("shape", [(64, 768), (3, 1024), (2, 3, 512), (5, 7), (1, 4096), (16, 3, 5)])
-def test_numba_broadcast_rows_loop_over_columns_without_a_division_per_element(shape, rng):
+def test_numba_broadcast_rows_loop_over_columns_without_a_division_per_element(shape, rng, numba_renderer):
     """x @ w + b's bias: the dimensions cannot merge, and a flat index paid an integer modulo per element
     to find its column (a 64x768 GELU epilogue 594 -> ~60 us once the columns were an inner loop)."""
     x = random_array(rng, shape, np.float32)
@@ -234,8 +244,13 @@ def test_numba_broadcast_rows_loop_over_columns_without_a_division_per_element(s
     assert_close(f(x, b), np.tanh(x + b) * 2)
     (k,) = f.lower(x, b, device="numba").kernels
     if math.prod(shape[:-1]) * shape[-1] >= 16 * 64 and shape[-1] % 64 == 0:
-        innermost = k.source.rsplit("for ", 1)[1]     # the column loop: no index division left in it
-        assert "%" not in innermost and "//" not in innermost
+        native = native_ir(k.source)
+        if native:   # the last loop opened: its body block, up to the next block
+            innermost = re.split(r"\n[\w.]+:\n", native.rsplit("\nbody", 1)[1], maxsplit=1)[0]
+            assert "sdiv" not in innermost and "srem" not in innermost, native
+        else:
+            innermost = k.source.rsplit("for ", 1)[1]     # the column loop: no index division left in it
+            assert "%" not in innermost and "//" not in innermost
 
 
 def test_numba_float64_exp_and_tanh_are_tracejits_vectorisable_ones_beside_ldexp(rng):

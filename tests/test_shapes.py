@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 
 import numpy as np
 import pytest
 
 import tracejit as tj
 from cuda_check import checks_paused
+from reference import native_ir
 from tracejit.codegen.numba_rows import host_vector_bytes
 
 
@@ -223,20 +225,21 @@ def test_a_growing_row_length_compiles_a_few_kernels_on_every_device(device, rng
 def vector_bytes(request, monkeypatch):
     """The numba device's kernels vectorised with 256-bit registers (unmarked: LLVM's tuning on AVX2, and on
     Intel's AVX-512 cores as here) or 512-bit ones (marked; AVX-512 hosts only)."""
-    from tracejit.codegen import numba as numba_codegen, numba_rows
+    from tracejit.codegen import numba as numba_codegen, numba_native, numba_rows
     if request.param == 64 and host_vector_bytes() < 64:
         pytest.skip("512-bit vectors need an AVX-512 host")
-    for module in (numba_codegen, numba_rows):
+    for module in (numba_codegen, numba_native, numba_rows):
         monkeypatch.setattr(module, "host_vector_bytes", lambda: request.param)
     return request.param
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_short_sums_over_a_symbolic_length_are_numpy_s_sums_bit_for_bit(rng, dtype, vector_bytes):
+def test_short_sums_over_a_symbolic_length_are_numpy_s_sums_bit_for_bit(rng, dtype, vector_bytes, numba_renderer):
     """A float32 sum over a length that is an argument is one source for every length, NumPy's bits below 8:
     with 512-bit vectors LLVM's scalar loop adds those in order; with 256-bit ones, whose vector epilogue
-    takes 4, the kernel branches to a copy of the loop without reassociation. A float64 sum is not written
-    for every length (it accumulates in its own dtype): its short lengths are a source of their own."""
+    takes 4, the kernel branches to a copy of the loop without reassociation (the native rendering always
+    does). A float64 sum is not written for every length (it accumulates in its own dtype): its short
+    lengths are a source of their own."""
     f = tj.kernel(lambda x: x.sum(axis=-1), dynamic={"x": -1})
     x = rng.standard_normal((64, 40)).astype(dtype)
     _check(f(x, device="numba"), x.sum(axis=-1), "length 40")   # compiled with the length an argument
@@ -244,8 +247,14 @@ def test_short_sums_over_a_symbolic_length_are_numpy_s_sums_bit_for_bit(rng, dty
         x = (rng.standard_normal((64, n)) * 1000).astype(dtype)
         np.testing.assert_array_equal(f(x, device="numba"), x.sum(axis=-1), err_msg=f"length {n}")
     source = f.lower(x).kernels[0].source
-    assert ("wide_vectors()" in source) == (vector_bytes == 64)
-    assert (" < 8:" in source) == (dtype == np.float32 and vector_bytes == 32), source
+    native = native_ir(source)
+    assert (native is not None) == (numba_renderer == "native")
+    if native is None:
+        assert ("wide_vectors()" in source) == (vector_bytes == 64)
+        assert (" < 8:" in source) == (dtype == np.float32 and vector_bytes == 32), source
+    else:
+        assert ('"prefer-vector-width"="512"' in native) == (vector_bytes == 64)
+        assert (re.search(r'icmp slt i64 %"[^"]+", 8\n', native) is not None) == (dtype == np.float32), native
     # length 1 is a kernel of its own (a copy)
     assert f.cache_info()["compiles"] <= (2 if dtype == np.float32 else 3), f.cache_info()
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 STRICT = ("contract",)
-F32, F64, I1, I16, I32, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(1), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+I1, I16, I32, I64 = ir.IntType(1), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _FLOATS = (ir.FloatType, ir.DoubleType)
 
 

@@ -109,21 +109,22 @@ class RowLoops:
     ordered: set[int]              # ranges written twice: in order where their extent is below 8, else as long
 
 
-def row_loops(ins, symbolic: dict, scanned: set[int]) -> RowLoops:
+def row_loops(ins, symbolic: dict, scanned: set[int], ordered_always: bool = False) -> RowLoops:
     """The row-loop choices of a kernel rendered with these size slots as arguments. A float32 sum over a
     loop whose extent is an argument is written as a long one, so that one source serves every length, and
     fewer than 8 elements still add in NumPy's order: where LLVM vectorises with 512 bits (host_vector_bytes)
     by itself (its shortest vector loop, the epilogue after 16 lanes, takes 8 float32; fewer go through its
     scalar loop, in order), elsewhere from a copy of the loop without reassociation that the kernel takes
     below 8 (`ordered`: with 256-bit vectors the epilogue's 4 lanes reorder sums of 4-7, measured). Such a
-    row also loops block by block, whatever its length."""
+    row also loops block by block, whatever its length. `ordered_always`: the copy on every host (the native
+    renderer's: it does not count on LLVM's choice of epilogue)."""
     reorderable = reorderable_updates(ins)
     argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == "range"}
     long = {u for u in reorderable_updates(ins, argument_ranges)
             if ins[ins[u].srcs[0]].arg[0] == "sum" and wide_accumulator(ins[ins[u].srcs[0]].dtype, "sum")}
     reorderable |= long
     ordered: set[int] = set()
-    if host_vector_bytes() < 64:   # the sums that are short where the argument extents are (any extent alike)
+    if ordered_always or host_vector_bytes() < 64:   # the sums that are short where the argument extents are (any extent alike)
         ones = [replace(x, arg=(1, *x.arg[1:])) if i in argument_ranges else x for i, x in enumerate(ins)]
         short = long - reorderable_updates(ones)
         ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == "endrange"}

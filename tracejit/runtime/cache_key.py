@@ -10,7 +10,7 @@ from ..version import __version__
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 # the files whose change can change a compiled artifact for the same kernel IR
-_CODEGEN_SOURCES = ("codegen/*.py", "runtime/numba_math.py", "runtime/numba_ir.py")
+_CODEGEN_SOURCES = ("codegen/*.py", "runtime/numba_math.py", "runtime/numba_ir.py", "runtime/numba_native.py")
 
 
 @functools.cache

@@ -1,0 +1,144 @@
+"""The numba device's native renderer (codegen/numba_native.py): which kernels it takes, and that what it
+compiles gives the same bits as the Python source Numba compiled before it, on special values too."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close
+
+FLOATS = (np.float32, np.float64)
+INTS = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64)
+
+
+def _special(dtype, n: int = 64) -> np.ndarray:
+    """n values of dtype, its edge cases first (NaN, +-0, +-inf, extremes), then random ones."""
+    rng = np.random.default_rng(np.dtype(dtype).num)
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return rng.random(n) < 0.5
+    if dt.kind == "f":
+        info = np.finfo(dt)
+        edge = [np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, info.max, -info.max, info.tiny, info.smallest_subnormal,
+                1.0, -1.0, 0.5, -2.5]
+        rest = rng.standard_normal(n - len(edge)) * 4
+    else:
+        info = np.iinfo(dt)
+        edge = [info.min, info.max, 0, 1, info.max - 1, info.min + 1]
+        rest = rng.integers(info.min, info.max, n - len(edge), dtype=dt, endpoint=True)
+    return np.concatenate([np.array(edge, dtype=dt), np.asarray(rest).astype(dt)])
+
+
+def _source(fn, *args) -> str:
+    (k,) = fn.lower(*args, device="numba").kernels
+    return k.source
+
+
+def _both(monkeypatch, body, *args, static=None):
+    """body's results with each numba kernel rendered natively, and with every kernel Python for Numba."""
+    out = []
+    for native in ("1", "0"):
+        monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", native)
+        kernel = tj.kernel(body) if static is None else tj.kernel(static=static)(body)
+        out.append(kernel(*args, device="numba"))
+    return out
+
+
+def _same_bits(a, b) -> None:
+    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+
+
+def test_the_benchmark_kernels_are_native_and_others_stay_python(monkeypatch):
+    x = np.zeros((4096, 1024), np.float32)
+
+    @tj.kernel
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    assert "tracejit.runtime.numba_native" in _source(softmax, x)
+    small = np.zeros(64, np.float32)
+    for body in (lambda x: np.sin(x),                      # a libm call: Numba's
+                 lambda x: x.astype(np.float16) * 2,       # float16 is converted by Numba
+                 lambda x: x.astype(np.int32) ** 2):       # an integer power records a fault
+        assert "tracejit.runtime.numba_native" not in _source(tj.kernel(body), small)
+    monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")
+    assert "tracejit.runtime.numba_native" not in _source(tj.kernel(lambda x: x.max(axis=-1)), x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
+    x = _special(dtype)
+    y = np.roll(x, 5)
+
+    def body(x, y):
+        return (x + y, x - y, x * y, x / y, -x, np.abs(x), np.sqrt(np.abs(y)), np.floor(x), np.ceil(y), np.trunc(x),
+                np.rint(y), np.maximum(x, y), np.minimum(x, y), np.copysign(x, y), 1 / x, np.exp(x), np.tanh(y),
+                np.where(x < y, x, y), x <= y, x == y, x != y, np.isnan(x), np.isinf(y), np.signbit(x),
+                x.astype(np.float64 if x.dtype == np.float32 else np.float32), (x != 0) & (y > 1))
+
+    with np.errstate(all="ignore"):
+        native, python = _both(monkeypatch, body, x, y)
+        _same_bits(native, python)
+        assert_close(native, body(x, y))
+
+
+def test_float32_log_and_erf_give_the_python_renderings_bits(monkeypatch):
+    x = _special(np.float32)
+    with np.errstate(all="ignore"):
+        _same_bits(*_both(monkeypatch, lambda x: (np.log(x), tj.erf(x)), x))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_ops_wrap_and_compare_as_the_python_rendering_does(dtype, monkeypatch):
+    x = _special(dtype)
+    y = np.roll(x, 3)
+
+    def body(x, y):
+        return (x + y, x - y, x * y, -x, ~x, x & y, x | y, x ^ y, np.maximum(x, y), np.minimum(x, y),
+                x < y, x <= y, x == y, x != y, np.where(x > y, x, y), x.astype(np.float32), x.astype(np.int16),
+                x.astype(bool), x.sum(), x.max(), x.min(), np.cumsum(x))
+
+    with np.errstate(all="ignore"):
+        native, python = _both(monkeypatch, body, x, y)
+        _same_bits(native, python)
+        assert_close(native, body(x, y))
+
+
+def test_row_reductions_keep_nan_and_signed_zero_as_numpy(monkeypatch):
+    x = np.random.default_rng(0).standard_normal((40, 300)).astype(np.float32)
+    x[3, 17], x[5, 0], x[7, -1] = np.nan, np.nan, np.inf
+    x[9] = -0.0
+    x[11, :] = -np.inf
+    x[13, :] = 1.001   # a product that stays in float32's range (NumPy's float32 product underflows where
+                       # tracejit's float64 accumulator does not)
+
+    def body(x):
+        return (x.max(axis=1), x.min(axis=1), x.sum(axis=1), x[9:14].prod(axis=1), x.mean(axis=1), x.var(axis=1),
+                np.argmax(x, axis=1), (x > 0).all(axis=1), (x > 0).any(axis=1))
+
+    with np.errstate(all="ignore"):
+        native, python = _both(monkeypatch, body, x)
+        assert_close(native, body(x))
+        assert_close(python, body(x))
+        # no reassociated sum in max, min, prod's NaNs, argmax, all or any: the same bits
+        for i in (0, 1, 6, 7, 8):
+            _same_bits(native[i], python[i])
+
+
+@pytest.mark.parametrize("n", [3, 7, 8, 9, 1000, 3000])
+def test_sums_over_rows_of_any_length_match_numpy(n, monkeypatch):
+    """Rows shorter than 8 add in NumPy's order, longer ones in float32 blocks with float64 totals."""
+    x = np.random.default_rng(n).standard_normal((33, n)).astype(np.float32)
+    f = tj.kernel(lambda x: (x.sum(axis=1), (x * x).mean(axis=1)))
+    got = f(x, device="numba")
+    if n < 8:
+        _same_bits(got[0], x.sum(axis=1))
+    exact = x.astype(np.float64).sum(axis=1)   # NumPy's float32 sum is itself this far from it
+    bound = 4 * np.finfo(np.float32).eps * np.abs(x).sum(axis=1)
+    assert (np.abs(got[0] - exact) <= bound).all() and got[0].dtype == np.float32
+    assert_close(got[1], (x * x).mean(axis=1))

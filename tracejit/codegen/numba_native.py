@@ -1,0 +1,525 @@
+"""Native renderer for the numba device: kernel IR -> LLVM IR, for the kernels whose every instruction it
+knows (`unsupported` says why another is not: those stay with codegen/numba.py's Python source).
+
+Numba still compiles the kernel, but only as a one-line Python function whose body is a call of this IR
+(runtime/numba_native.py links it into the function's code library): the dispatcher, its disk cache, the
+launch and the threads stay as they are, and Numba's bytecode analysis, type inference and lowering of
+the whole kernel body, half or more of a first call's compile, are skipped (softmax 4096x1024: ~400 ->
+~200 ms). The IR computes what codegen/numba.py's source computes, operation for operation: the same
+row-loop choices (codegen/numba_rows.py), the same float32 math (codegen/llvm_math.py, as numba_math's intrinsics), the
+same NaN rules for max and min, float operations with Numba's "contract" flag alone, integers wrapping.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir.kernel_ir import ALU, Kernel, faults, has_atomics
+from . import llvm_math
+from .llvm_values import defined
+from .numba_rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator
+from .simt import ORDERED_BELOW, index_values
+
+FUNCTION = "tj_native"   # the IR function's name; runtime/numba_native.py renames it per compile
+STRICT = ("contract",)   # runtime.numba_cache.FASTMATH: what Numba puts on every float operation of a kernel
+I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+_FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
+
+# float ops by dtype: the ones written here (their results are NumPy's bits, or the numba renderer's own
+# math functions' bits); others (libm calls, Python's // and % on floats, powers) stay with Numba
+_FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "signbit",
+                        "add", "sub", "mul", "div", "max", "min", "copysign", "lt", "le", "eq", "ne", "where"})
+_MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
+         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
+         (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
+_INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "max", "min", "and", "or", "xor",
+                      "lt", "le", "eq", "ne", "where"})
+_INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
+_BOOL_OPS = frozenset({"invert", "and", "or", "xor", "max", "min", "add", "mul", "lt", "le", "eq", "ne", "where"})
+_KERNEL_OPS = frozenset({"param", "const", "global", "range", "endrange", "acc", "update", "local", "load",
+                         "store", "cast"})
+_INTRINSIC = {"abs": "llvm.fabs", "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
+              "trunc": "llvm.trunc", "rint": "llvm.rint"}
+_FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+
+
+def _type(dt: np.dtype) -> ir.Type:
+    """A value's LLVM type: bool is i1 (i8 in memory, _memory_type)."""
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return I1
+    return _FLOAT_TYPES.get(dt) or ir.IntType(8 * dt.itemsize)
+
+
+def _memory_type(dt: np.dtype) -> ir.Type:
+    return I8 if np.dtype(dt) == np.bool_ else _type(dt)
+
+
+def _supported_dtype(dt) -> bool:
+    return dt is None or dt.kind in "biu" or dt in _FLOAT_TYPES
+
+
+def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str | None:
+    """Why this kernel is rendered as Python for Numba instead (None: render() takes it)."""
+    from .numba import STACK_SCRATCH_MAX   # (codegen.numba imports this module)
+    symbolic = symbolic or {}
+    ins = kernel.instrs
+    if loop == "prange":   # (a prange loop calling the IR per index: no faster to compile, 30% slower to run)
+        return "its global loop is Numba's prange"
+    if faults(kernel) or has_atomics(kernel):
+        return "it records faults or combines updates into memory"
+    if any(not _supported_dtype(p.dtype) for p in kernel.params):
+        return "a parameter's dtype (float16) is converted by Numba"
+    index = index_values(ins)
+    for i, x in enumerate(ins):
+        op = x.op
+        if not _supported_dtype(x.dtype):
+            return f"%{i} is {x.dtype}"
+        if op in ("update", "store") and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype \
+                or op == "load" and x.dtype != ins[x.srcs[0]].dtype:
+            return f"%{i} converts between its value's and its memory's dtypes"
+        if op in _KERNEL_OPS:
+            if op == "local" and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
+                return "a scratch row is on the heap"
+            if op == "cast" and x.dtype.kind in "iu" and ins[x.srcs[0]].dtype.kind == "f":
+                return "a float to integer conversion"
+            continue
+        if op not in ALU:
+            return f"op {op}"
+        if op not in _op_table(ins, i, index):
+            return f"op {op} on {ins[x.srcs[-1]].dtype if x.srcs else x.dtype}"
+        operands = [ins[s].dtype for s in x.srcs[1:]] if op == "where" else [ins[s].dtype for s in x.srcs]
+        if len(set(operands)) > 1:
+            return f"%{i} mixes operand dtypes"
+    return _escapes(ins)
+
+
+def _itemsize(x) -> int:
+    from .numba import NARROW_LOCAL_MAX
+    wide = wide_accumulator(x.dtype, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
+    return 8 if wide else x.dtype.itemsize
+
+
+def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
+    x = ins[i]
+    src = ins[x.srcs[1] if x.op == "where" else x.srcs[0]].dtype
+    if i in index:
+        return _INDEX_OPS
+    if src == np.bool_:
+        return _BOOL_OPS
+    if src.kind == "f":
+        return _FLOAT_OPS | {op for (dt, op) in _MATH if dt == src}
+    return _INT_OPS
+
+
+def _escapes(ins) -> str | None:
+    """A value computed inside a loop and read after it (Python keeps the last iteration's; an SSA value
+    would not dominate the read): such kernels stay with Numba. Accumulators and scratch rows are memory."""
+    scope_of: dict[int, tuple[int, ...]] = {}
+    open_loops: list[int] = []
+    for i, x in enumerate(ins):
+        if x.op == "endrange":
+            open_loops.pop()
+            continue
+        for s in x.srcs:
+            if ins[s].op in ("acc", "local", "param", "const", "update"):
+                continue
+            scope = scope_of.get(s, ())
+            if tuple(open_loops[:len(scope)]) != scope:
+                return f"%{s} is read outside its loop"
+        scope_of[i] = tuple(open_loops)
+        if x.op in ("global", "range"):
+            open_loops.append(i)
+            scope_of[i] = tuple(open_loops)
+    return None
+
+
+def signature(kernel: Kernel, symbolic: dict | None = None) -> list[ir.Type]:
+    """The IR function's parameters: [start, stop) of the global index, the size arguments (sorted by
+    slot, as codegen.numba.render names them), then a pointer to each buffer's first element."""
+    from .numba import slot_argument
+    sizes = [_type(slot_argument(kernel, slot)) for slot in sorted(symbolic or {})]
+    return [I64, I64, *sizes, *(ir.PointerType(_memory_type(p.dtype)) for p in kernel.params)]
+
+
+def render(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str:
+    """The LLVM IR module of one kernel (unsupported() must be None): `void @tj_native(...)` (signature())."""
+    module = ir.Module(name="tracejit")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), signature(kernel, symbolic)), FUNCTION)
+    fn.attributes.add("nounwind")
+    if host_vector_bytes() == 64:   # runtime.numba_math.wide_vectors
+        set.add(fn.attributes, '"prefer-vector-width"="512"')
+    _Emitter(kernel, fn, symbolic or {}).run()
+    return str(module)
+
+
+class _Emitter:
+    def __init__(self, kernel: Kernel, fn: ir.Function, symbolic: dict):
+        from .numba import _before_global_loop
+        self.kernel, self.fn, self.ins = kernel, fn, kernel.instrs
+        entry = fn.append_basic_block("entry")
+        self.alloca = ir.IRBuilder(entry)
+        self.b = ir.IRBuilder(fn.append_basic_block("start"))
+        self.start, self.stop = fn.args[:2]
+        slots = sorted(symbolic)
+        self.sizes = dict(zip(slots, fn.args[2:2 + len(slots)]))
+        self.buffers = fn.args[2 + len(slots):]
+        self.index = index_values(self.ins)
+        self.scanned = {x.srcs[0] for x in self.ins if x.op == "update" and x.dtype is not None}
+        self.rows = row_loops(self.ins, symbolic, self.scanned, ordered_always=True)
+        self.plain = False   # inside the in-order copy of a loop (rows.ordered): no step reassociates
+        self.blocked = {a for accs in self.rows.blocks.values() for a in accs}
+        self.before = _before_global_loop(self.ins)
+        self.values: dict[int, ir.Value] = {}
+        self.slots: dict[int, ir.Value] = {}      # acc -> its memory; local -> its row
+        self.wide: dict[int, bool] = {}
+        self.nan: dict[int, ir.Value] = {}        # acc -> its NaN flag (_nan_apart)
+        self.block: dict[int, ir.Value] = {}      # acc -> its float32 block accumulator
+        self.loops: dict[int, list] = {}          # range -> the loops it opened
+        from .numba import MATH_INLINE_MAX
+        calls = Counter(_MATH.get((self.ins[x.srcs[0]].dtype, x.op)) for x in self.ins if x.srcs)
+        self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in _MATH.values()}
+
+    # -- structure --
+    def run(self) -> None:
+        free = {i for i, x in enumerate(self.ins) if x.op in ("param", "const")}
+        for i in free:   # (values anywhere: what is hoisted before the global loop reads them)
+            self.instr(i, self.ins[i])
+        self.span(0, len(self.ins), free)
+        for state in self.loops.pop(next(iter(self.loops)), ()) if self.loops else ():   # the global loop's end
+            self.close_loop(state)
+        self.b.ret_void()
+        self.alloca.branch(self.fn.basic_blocks[1])
+
+    def span(self, start: int, stop: int, skip: set[int]) -> None:
+        """Instructions start..stop-1; a loop of rows.ordered twice: in order where its extent is below 8,
+        as written otherwise (codegen.numba's _in_order_below)."""
+        ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == "endrange"}
+        i = start
+        while i < stop:
+            x = self.ins[i]
+            if x.op == "range" and i in self.rows.ordered and i != start:   # (start: this is its copy)
+                b = self.b
+                short, long, joined = (self.fn.append_basic_block(n) for n in ("short", "long", "joined"))
+                b.cbranch(b.icmp_signed("<", self.extent(i), ir.Constant(I64, ORDERED_BELOW)), short, long)
+                for block, plain in ((short, True), (long, False)):
+                    b.position_at_end(block)
+                    self.plain = plain
+                    self.span(i, ends[i] + 1, skip)
+                    b.branch(joined)
+                self.plain = False
+                b.position_at_end(joined)
+                i = ends[i] + 1
+                continue
+            if i not in self.before and i not in skip:
+                self.instr(i, x)
+            i += 1
+
+    def slot(self, ty: ir.Type, count: int = 1, align: int | None = None) -> ir.Value:
+        out = self.alloca.alloca(ty, size=None if count == 1 else ir.Constant(I64, count))
+        if align:
+            out.align = align
+        return out
+
+    def open_loop(self, start, stop, step: int = 1):
+        """A counted loop; returns (its variable, the state close_loop takes)."""
+        b = self.b
+        before, header = b.block, self.fn.append_basic_block("loop")
+        body, done = self.fn.append_basic_block("body"), self.fn.append_basic_block("done")
+        b.branch(header)
+        b.position_at_end(header)
+        var = b.phi(I64)
+        var.add_incoming(start, before)
+        b.cbranch(b.icmp_signed("<", var, stop), body, done)
+        b.position_at_end(body)
+        return var, (var, header, done, step)
+
+    def close_loop(self, state) -> None:
+        var, header, done, step = state
+        var.add_incoming(self.b.add(var, ir.Constant(I64, step), flags=("nsw",)), self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(done)
+
+    def opaque(self, n) -> ir.Value:
+        """n, hidden from LLVM (runtime.numba_math.opaque_extent)."""
+        fnty = ir.FunctionType(I64, [I64])
+        return self.b.asm(fnty, "", "=r,0", [n], False, "opaque_extent")
+
+    def value(self, j: int) -> ir.Value:
+        """Instruction j's value where it is read: an accumulator's current value is loaded there."""
+        x = self.ins[j]
+        if x.op == "update":   # a scan's running value: its accumulator after the update
+            return self.value(x.srcs[0])
+        if x.op != "acc":
+            return self.values[j]
+        b, dt = self.b, x.dtype
+        v = b.load(self.slots[j])
+        if self.wide[j]:
+            v = b.fptrunc(v, _type(dt))
+        if j in self.nan:
+            v = b.select(b.load(self.nan[j]), ir.Constant(_type(dt), float("nan")), v)
+        return v
+
+    def extent(self, i: int):
+        return self.sizes.get((i, 0)) or ir.Constant(I64, self.ins[i].arg[0])
+
+    # -- instructions --
+    def instr(self, i: int, x) -> None:
+        b, op, s, dt, rows = self.b, x.op, x.srcs, x.dtype, self.rows
+        if op == "param":
+            self.values[i] = self.buffers[x.arg]
+        elif op == "const":
+            self.values[i] = self.sizes.get((i, -1)) or _constant(x.arg, dt)
+        elif op == "global":
+            for j in sorted(self.before):   # loop-invariant values, once before the loop (codegen.numba)
+                self.instr(j, self.ins[j])
+            var, state = self.open_loop(self.start, self.stop)
+            assume = self.fn.module.declare_intrinsic("llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [I1]))
+            b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])   # numba_math.nonnegative_index
+            self.values[i] = var
+            self.loops[i] = [state]
+        elif op == "range":
+            extent, opened = self.extent(i), []
+            start = ir.Constant(I64, 0)
+            if i in rows.split:   # blocks of the row, each summed in float32
+                at, state = self.open_loop(start, extent, BLOCKED_ROW_MAX)
+                opened.append(state)
+                end = b.add(at, self.opaque(ir.Constant(I64, BLOCKED_ROW_MAX)))
+                start, extent = at, b.select(b.icmp_signed("<", end, extent), end, extent)
+            elif i in rows.opaque and (i, 0) not in self.sizes:
+                extent = self.opaque(extent)
+            for acc in rows.blocks.get(i, ()):
+                b.store(ir.Constant(F32, 0.0), self.block[acc])
+            var, state = self.open_loop(start, extent)
+            self.values[i] = var
+            self.loops[i] = opened + [state]
+        elif op == "endrange":
+            r = s[0]
+            opened = self.loops.pop(r)
+            self.close_loop(opened.pop())
+            for acc in rows.blocks.get(r, ()):
+                total = b.fadd(b.load(self.slots[acc]), b.fpext(b.load(self.block[acc]), F64), flags=STRICT)
+                b.store(total, self.slots[acc])
+            for state in reversed(opened):
+                self.close_loop(state)
+        elif op == "acc":
+            wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
+                    and (i in rows.long_sums or dt != np.float32))
+            self.wide[i] = wide
+            ty = F64 if wide else _type(dt)
+            if i not in self.slots:
+                self.slots[i] = self.slot(ty)
+                if i in self.blocked:
+                    self.block[i] = self.slot(F32)
+                if x.arg[0] in ("max", "min") and dt.kind == "f" and i not in self.scanned:
+                    self.nan[i] = self.slot(I1)
+            b.store(_constant(x.arg[1], np.dtype(np.float64) if wide else dt), self.slots[i])
+            if i in self.nan:
+                b.store(ir.Constant(I1, 0), self.nan[i])
+        elif op == "update":
+            self.update(i, x)
+        elif op == "local":
+            from .numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
+            wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
+            self.wide[i] = wide
+            ty = F64 if wide else _memory_type(dt)
+            count = STACK_SCRATCH_MAX // (8 if wide else dt.itemsize) if (i, 0) in self.sizes else x.arg[0]
+            self.slots[i] = self.slot(ty, count, align=64)
+        elif op == "load":
+            v = b.load(self.element(s[0], s[1]))
+            if self.ins[s[0]].op == "local" and self.wide[s[0]]:
+                v = b.fptrunc(v, _type(dt))
+            elif dt == np.bool_:
+                v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+            self.values[i] = v
+        elif op == "store":
+            ptr, v = self.element(s[0], s[1]), self.value(s[2])
+            if self.ins[s[0]].op == "local" and self.wide[s[0]]:
+                v = b.fpext(v, F64)
+            elif self.ins[s[2]].dtype == np.bool_:
+                v = b.zext(v, I8)
+            b.store(v, ptr)
+        elif op == "cast":
+            self.values[i] = _cast(b, self.value(s[0]), self.ins[s[0]].dtype, dt)
+        else:
+            self.values[i] = self.alu(i, x)
+
+    def element(self, buffer: int, index: int) -> ir.Value:
+        base = self.slots[buffer] if self.ins[buffer].op == "local" else self.values[buffer]
+        return self.b.gep(base, [self.value(index)], inbounds=True)
+
+    def update(self, i: int, x) -> None:
+        """An accumulator's step (codegen.numba's update): into its memory, or into a scratch row's element."""
+        b, ins = self.b, self.ins
+        acc = ins[x.srcs[0]]
+        red, adt = (acc.arg[0], acc.dtype) if acc.op == "acc" else (acc.arg[1], acc.dtype)
+        ptr = self.slots[x.srcs[0]] if acc.op == "acc" else self.element(x.srcs[0], x.srcs[1])
+        v = self.value(x.srcs[-1])
+        wide = self.wide[x.srcs[0]]
+        if x.srcs[0] in self.blocked:
+            ptr, wide = self.block[x.srcs[0]], False
+        elif wide:
+            v = b.fpext(v, F64)
+        cur = b.load(ptr)
+        if x.srcs[0] in self.nan:   # numba_math.max_step / min_step, and the NaN flag apart
+            take = b.fcmp_ordered(">" if red == "max" else "<", v, cur, flags=("nnan", "nsz"))
+            b.store(b.select(take, v, cur, flags=("nnan", "nsz")), ptr)
+            flag = self.nan[x.srcs[0]]
+            b.store(b.or_(b.load(flag), b.fcmp_unordered("!=", v, v)), flag)
+            return
+        if i in self.rows.reorderable and not self.plain:
+            step = (b.fadd if red == "sum" else b.fmul)(cur, v, flags=("reassoc", "contract"))
+        else:
+            step = _combine(b, red, adt, cur, v)
+        b.store(step, ptr)
+
+    def alu(self, i: int, x) -> ir.Value:
+        b, op = self.b, x.op
+        a = [self.value(j) for j in x.srcs]
+        src = self.ins[x.srcs[1] if op == "where" else x.srcs[0]].dtype
+        if op == "where":
+            return b.select(a[0], a[1], a[2])
+        if src == np.bool_:
+            return _bool_op(b, op, a)
+        if src.kind == "f":
+            name = _MATH.get((src, op))
+            if name is not None:
+                return b.call(self.math(name), a)
+            return _float_op(b, op, a, src)
+        if i in self.index:
+            return _index_op(b, op, a)
+        return _int_op(b, op, a, src)
+
+    def math(self, name: str) -> ir.Function:
+        ty = F32 if name.endswith("f32") else F64
+        symbol = f"tracejit.{name}" + ("" if self.inline[name] else ".called")
+        return defined(self.fn.module, symbol, getattr(llvm_math, name), (ty,), ty, self.inline[name])
+
+
+def _constant(value, dt: np.dtype) -> ir.Constant:
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return ir.Constant(I1, int(bool(value)))
+    if dt.kind == "f":
+        with np.errstate(over="ignore"):   # a float32 constant: the float rounded once, as np.float32 (to inf)
+            return ir.Constant(_type(dt), float(dt.type(value)))
+    bits = 8 * dt.itemsize
+    wrapped = int(value) % (1 << bits)   # as the dtype's bits, written signed
+    return ir.Constant(_type(dt), wrapped - (1 << bits) if wrapped >> (bits - 1) else wrapped)
+
+
+def _cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
+    """codegen.numba's _cast (np.<dtype>(v), bool as != 0); float to integer is not rendered here."""
+    if src == dst:
+        return v
+    if dst == np.bool_:
+        if src.kind == "f":
+            return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+        return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+    ty = _type(dst)
+    if dst.kind == "f":
+        if src.kind == "f":
+            return b.fpext(v, ty) if dst.itemsize > src.itemsize else b.fptrunc(v, ty)
+        return b.uitofp(v, ty) if src.kind in "bu" else b.sitofp(v, ty)
+    width = v.type.width
+    if ty.width < width:
+        return b.trunc(v, ty)
+    if ty.width == width:
+        return v
+    return b.zext(v, ty) if src.kind in "bu" else b.sext(v, ty)
+
+
+def _float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
+    t = a[0].type
+    if op in ("add", "sub", "mul", "div"):
+        return getattr(b, "f" + op)(a[0], a[1], flags=STRICT)
+    if op == "neg":
+        return b.fneg(a[0], flags=STRICT)
+    if op == "recip":
+        return b.fdiv(ir.Constant(t, 1.0), a[0], flags=STRICT)
+    if op in _INTRINSIC:
+        return b.call(b.module.declare_intrinsic(_INTRINSIC[op], [t]), a)
+    if op == "copysign":
+        return b.call(b.module.declare_intrinsic("llvm.copysign", [t], ir.FunctionType(t, [t, t])), a)
+    if op in ("max", "min"):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
+        take = b.or_(b.fcmp_ordered(">" if op == "max" else "<", a[0], a[1]), b.fcmp_unordered("!=", a[0], a[0]))
+        return b.select(take, a[0], a[1])
+    if op in _FCMP:   # Python's: ordered, but != is true with a NaN
+        compare = b.fcmp_unordered if op == "ne" else b.fcmp_ordered
+        return compare(_FCMP[op], a[0], a[1])
+    if op == "isnan":
+        return b.fcmp_unordered("uno", a[0], a[0])
+    if op == "isinf":
+        fabs = b.call(b.module.declare_intrinsic("llvm.fabs", [t]), a)
+        return b.fcmp_ordered("==", fabs, ir.Constant(t, float("inf")))
+    if op == "signbit":
+        bits = ir.IntType(8 * dt.itemsize)
+        return b.icmp_signed("<", b.bitcast(a[0], bits), ir.Constant(bits, 0))
+    raise AssertionError(op)
+
+
+def _index_op(b: ir.IRBuilder, op: str, a: list):
+    """Index arithmetic (simt.index_values): int64, never overflowing; // and % round toward -inf (Python's)."""
+    if op in ("add", "sub", "mul"):
+        return getattr(b, op)(a[0], a[1], flags=("nsw",))
+    if op == "neg":
+        return b.sub(ir.Constant(I64, 0), a[0], flags=("nsw",))
+    if op in ("idiv", "mod"):
+        zero = ir.Constant(I64, 0)
+        d = b.select(b.icmp_signed("==", a[1], zero), ir.Constant(I64, 1), a[1])   # (never 0: an axis size)
+        q, r = b.sdiv(a[0], d), b.srem(a[0], d)
+        fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                                                    b.icmp_signed("<", d, zero)))
+        if op == "idiv":
+            return b.sub(q, b.zext(fix, I64))
+        return b.add(r, b.select(fix, d, zero))
+    return _int_op(b, op, a, np.dtype(np.int64))
+
+
+def _int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
+    """Integer data ops in the dtype's width: they wrap like NumPy's (Numba computes narrow ones in int64 and
+    narrows: the same low bits)."""
+    t = a[0].type
+    if op in ("add", "sub", "mul"):
+        return getattr(b, op)(a[0], a[1])
+    if op == "neg":
+        return b.sub(ir.Constant(t, 0), a[0])
+    if op == "invert":
+        return b.xor(a[0], ir.Constant(t, -1))
+    if op in ("and", "or", "xor"):
+        return getattr(b, op + "_" if op != "xor" else op)(a[0], a[1])
+    compare = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
+    if op in ("max", "min"):
+        return b.select(compare(">" if op == "max" else "<", a[0], a[1]), a[0], a[1])
+    if op in _FCMP:
+        return compare(_FCMP[op], a[0], a[1])
+    raise AssertionError(op)
+
+
+def _bool_op(b: ir.IRBuilder, op: str, a: list):
+    if op in ("max", "or", "add"):
+        return b.or_(a[0], a[1])
+    if op in ("min", "and", "mul"):
+        return b.and_(a[0], a[1])
+    if op == "xor":
+        return b.xor(a[0], a[1])
+    if op == "invert":
+        return b.xor(a[0], ir.Constant(I1, 1))
+    return b.icmp_unsigned(_FCMP[op], a[0], a[1])
+
+
+def _combine(b: ir.IRBuilder, red: str, adt: np.dtype, cur, v):
+    """codegen.numba's _combine: cur combined with v as NumPy computes it in adt."""
+    if adt == np.bool_:
+        return _bool_op(b, "add" if red == "sum" else "mul" if red == "prod" else red, [cur, v])
+    if adt.kind == "f":
+        if red == "sum":
+            return b.fadd(cur, v, flags=STRICT)
+        if red == "prod":
+            return b.fmul(cur, v, flags=STRICT)
+        return _float_op(b, red, [v, cur], adt)
+    op = {"sum": "add", "prod": "mul"}.get(red, red)
+    return _int_op(b, op, [v, cur] if op in ("max", "min") else [cur, v], adt)
