@@ -42,6 +42,7 @@ def _both(monkeypatch, body, *args, static=None):
         monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", native)
         kernel = tj.kernel(body) if static is None else tj.kernel(static=static)(body)
         out.append(kernel(*args, device="numba"))
+    monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "1")
     return out
 
 
@@ -142,3 +143,28 @@ def test_sums_over_rows_of_any_length_match_numpy(n, monkeypatch):
     bound = 4 * np.finfo(np.float32).eps * np.abs(x).sum(axis=1)
     assert (np.abs(got[0] - exact) <= bound).all() and got[0].dtype == np.float32
     assert_close(got[1], (x * x).mean(axis=1))
+
+
+def test_gathers_powers_and_tables_record_faults_and_give_the_python_renderings_bits(monkeypatch):
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal(50).astype(np.float32)
+    for dtype in (np.int8, np.uint8, np.int32, np.int64):
+        index = rng.integers(-50 if np.dtype(dtype).kind == "i" else 0, 50, 200).astype(dtype)
+        base = rng.integers(-4, 5, 200).astype(dtype)
+        exponent = rng.integers(0, 9, 200).astype(dtype)
+
+        def body(t, i, a, e):
+            return t[i] * 2, a ** e, np.take(np.arange(10.0), np.abs(i.astype(np.int64)) % 10)
+
+        with np.errstate(all="ignore"):
+            native, python = _both(monkeypatch, body, table, index, base, exponent)
+            _same_bits(native, python)
+            assert_close(native, body(table, index, base, exponent))
+        assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda t, i: t[i] * 2), table, index)
+    bad = np.array([3, 50, 1])
+    with pytest.raises(tj.IndexOutOfBoundsError, match="index 50 is out of bounds for axis 0 with size 50"):
+        tj.kernel(lambda t, i: t[i] * 2)(table, bad, device="numba")
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        tj.kernel(lambda a, e: a ** e)(np.arange(4), np.array([1, 2, -1, 0]), device="numba")
+    base, exponent = np.array([2, 3, 7], np.uint32), np.array([2**31 + 1, 5, 2**32 - 1], np.uint32)   # wraps
+    np.testing.assert_array_equal(tj.kernel(lambda a, e: a ** e)(base, exponent, device="numba"), base ** exponent)

@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 from llvmlite import ir
 
-from ..ir.kernel_ir import ALU, Kernel, faults, has_atomics
+from ..ir.kernel_ir import ALU, NEGATIVE_POWER, Kernel, faults, has_atomics
 from . import llvm_math
 from .llvm_values import defined
 from .numba_rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator
@@ -35,12 +35,12 @@ _FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc",
 _MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
          (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
          (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
-_INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "max", "min", "and", "or", "xor",
+_INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "max", "min", "and", "or", "xor",
                       "lt", "le", "eq", "ne", "where"})
 _INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
 _BOOL_OPS = frozenset({"invert", "and", "or", "xor", "max", "min", "add", "mul", "lt", "le", "eq", "ne", "where"})
 _KERNEL_OPS = frozenset({"param", "const", "global", "range", "endrange", "acc", "update", "local", "load",
-                         "store", "cast"})
+                         "store", "cast", "table", "bound"})
 _INTRINSIC = {"abs": "llvm.fabs", "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
               "trunc": "llvm.trunc", "rint": "llvm.rint"}
 _FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
@@ -69,8 +69,8 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str 
     ins = kernel.instrs
     if loop == "prange":   # (a prange loop calling the IR per index: no faster to compile, 30% slower to run)
         return "its global loop is Numba's prange"
-    if faults(kernel) or has_atomics(kernel):
-        return "it records faults or combines updates into memory"
+    if has_atomics(kernel):
+        return "it combines updates into memory"
     if any(not _supported_dtype(p.dtype) for p in kernel.params):
         return "a parameter's dtype (float16) is converted by Numba"
     index = index_values(ins)
@@ -125,7 +125,7 @@ def _escapes(ins) -> str | None:
             open_loops.pop()
             continue
         for s in x.srcs:
-            if ins[s].op in ("acc", "local", "param", "const", "update"):
+            if ins[s].op in ("acc", "local", "param", "const", "update", "table"):
                 continue
             scope = scope_of.get(s, ())
             if tuple(open_loops[:len(scope)]) != scope:
@@ -139,10 +139,12 @@ def _escapes(ins) -> str | None:
 
 def signature(kernel: Kernel, symbolic: dict | None = None) -> list[ir.Type]:
     """The IR function's parameters: [start, stop) of the global index, the size arguments (sorted by
-    slot, as codegen.numba.render names them), then a pointer to each buffer's first element."""
+    slot, as codegen.numba.render names them), then a pointer to each buffer's first element, and to the
+    error record (int64: code, value) where the kernel can fault."""
     from .numba import slot_argument
     sizes = [_type(slot_argument(kernel, slot)) for slot in sorted(symbolic or {})]
-    return [I64, I64, *sizes, *(ir.PointerType(_memory_type(p.dtype)) for p in kernel.params)]
+    record = [ir.PointerType(I64)] if faults(kernel) else []   # the error record (codegen.numba's tj_error)
+    return [I64, I64, *sizes, *(ir.PointerType(_memory_type(p.dtype)) for p in kernel.params), *record]
 
 
 def render(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str:
@@ -166,7 +168,8 @@ class _Emitter:
         self.start, self.stop = fn.args[:2]
         slots = sorted(symbolic)
         self.sizes = dict(zip(slots, fn.args[2:2 + len(slots)]))
-        self.buffers = fn.args[2 + len(slots):]
+        self.buffers = fn.args[2 + len(slots):2 + len(slots) + len(kernel.params)]
+        self.record = fn.args[-1] if faults(kernel) else None
         self.index = index_values(self.ins)
         self.scanned = {x.srcs[0] for x in self.ins if x.op == "update" and x.dtype is not None}
         self.rows = row_loops(self.ins, symbolic, self.scanned, ordered_always=True)
@@ -344,12 +347,61 @@ class _Emitter:
             b.store(v, ptr)
         elif op == "cast":
             self.values[i] = _cast(b, self.value(s[0]), self.ins[s[0]].dtype, dt)
+        elif op == "table":   # a constant array in the module, from its exact bytes
+            data = bytearray(x.arg.data)
+            table = ir.GlobalVariable(self.fn.module, ir.ArrayType(I8, len(data)), f"table.{x.arg.name}")
+            table.initializer, table.global_constant, table.linkage = ir.Constant(table.value_type, data), True, "internal"
+            table.align = 64
+            self.values[i] = b.bitcast(table, ir.PointerType(_memory_type(dt)))
+        elif op == "bound":
+            self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].dtype,
+                                        self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
         else:
             self.values[i] = self.alu(i, x)
 
     def element(self, buffer: int, index: int) -> ir.Value:
         base = self.slots[buffer] if self.ins[buffer].op == "local" else self.values[buffer]
         return self.b.gep(base, [self.value(index)], inbounds=True)
+
+    def fault(self, ok, code: int, value) -> None:
+        """Where `ok` is false, record the fault `code` with its value (codegen.numba's tj_error: the last wins)."""
+        b = self.b
+        record, after = self.fn.append_basic_block("fault"), self.fn.append_basic_block("checked")
+        b.cbranch(ok, after, record)
+        b.position_at_end(record)
+        b.store(ir.Constant(I64, code), self.record)
+        b.store(value, b.gep(self.record, [ir.Constant(I64, 1)], inbounds=True))
+        b.branch(after)
+        b.position_at_end(after)
+
+    def bound(self, v, dt: np.dtype, size, code: int):
+        """numba_math.bound_index: an index read from data as an offset along an axis of `size` elements (a
+        negative one counts from the end); one outside the axis is recorded and gives 0."""
+        b, zero = self.b, ir.Constant(I64, 0)
+        if dt.kind == "u":   # compared as it is, not as an int64 it may not fit
+            wide = v if v.type.width == 64 else b.zext(v, I64)
+            ok = b.icmp_unsigned("<", wide, size)
+            offset = wide
+        else:
+            wide = v if v.type.width == 64 else b.sext(v, I64)
+            offset = b.select(b.icmp_signed("<", wide, zero), b.add(wide, size), wide)
+            ok = b.and_(b.icmp_signed(">=", offset, zero), b.icmp_signed("<", offset, size))
+        self.fault(ok, code, wide)
+        return b.select(ok, offset, zero)
+
+    def int_power(self, a, e, dt: np.dtype):
+        """numba_math.int_power after nonnegative_exponent: a ** e by squaring in int64, wrapping, narrowed to
+        dt; a negative exponent (signed types) is recorded and taken as 0."""
+        b, zero = self.b, ir.Constant(I64, 0)
+        wide_a = a if a.type.width == 64 else (b.zext if dt.kind == "u" else b.sext)(a, I64)
+        wide_e = e if e.type.width == 64 else (b.zext if dt.kind == "u" else b.sext)(e, I64)
+        if dt.kind == "i":
+            ok = b.icmp_signed(">=", wide_e, zero)
+            self.fault(ok, NEGATIVE_POWER.code, wide_e)
+            wide_e = b.select(ok, wide_e, zero)
+        fn = _int_power_function(self.fn.module)
+        out = b.call(fn, [wide_a, wide_e])
+        return out if dt.itemsize == 8 else b.trunc(out, _type(dt))
 
     def update(self, i: int, x) -> None:
         """An accumulator's step (codegen.numba's update): into its memory, or into a scratch row's element."""
@@ -391,12 +443,44 @@ class _Emitter:
             return _float_op(b, op, a, src)
         if i in self.index:
             return _index_op(b, op, a)
+        if op == "pow":
+            return self.int_power(a[0], a[1], src)
         return _int_op(b, op, a, src)
 
     def math(self, name: str) -> ir.Function:
         ty = F32 if name.endswith("f32") else F64
         symbol = f"tracejit.{name}" + ("" if self.inline[name] else ".called")
         return defined(self.fn.module, symbol, getattr(llvm_math, name), (ty,), ty, self.inline[name])
+
+
+def _int_power_function(module: ir.Module) -> ir.Function:
+    """`i64 tracejit.int_power(i64 a, i64 e)` for e >= 0: a ** e by squaring, every product wrapping."""
+    try:
+        return module.get_global("tracejit.int_power")
+    except KeyError:
+        pass
+    fn = ir.Function(module, ir.FunctionType(I64, [I64, I64]), "tracejit.int_power")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    a, e = fn.args
+    one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+    b.cbranch(b.icmp_signed("!=", e, zero), loop, done)
+    b.position_at_end(loop)
+    r, x, k = b.phi(I64), b.phi(I64), b.phi(I64)
+    r2 = b.select(b.icmp_signed("!=", b.and_(k, one), zero), b.mul(r, x), r)
+    x2, k2 = b.mul(x, x), b.lshr(k, one)   # (a uint64 exponent may have its top bit set)
+    for phi, start, step in ((r, one, r2), (x, a, x2), (k, e, k2)):
+        phi.add_incoming(start, entry)
+        phi.add_incoming(step, loop)
+    b.cbranch(b.icmp_signed("!=", k2, zero), loop, done)
+    b.position_at_end(done)
+    result = b.phi(I64)
+    result.add_incoming(one, entry)
+    result.add_incoming(r2, loop)
+    b.ret(result)
+    return fn
 
 
 def _constant(value, dt: np.dtype) -> ir.Constant:
