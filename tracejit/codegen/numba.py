@@ -196,6 +196,8 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
             names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
+            if dt == np.float16 and x.arg[0] in ("sum", "prod") and i not in scanned:
+                names[i] = f"round_f16({names[i]})"   # a float16 total, as NumPy's loop stores it
             if _nan_apart(x, i in scanned):
                 out(f"{name}_nan = False")
                 names[i] = f"({name} if not {name}_nan else {_ctype(dt)}(np.nan))"
@@ -215,6 +217,8 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 out(f"{a[0]}_nan |= {v} != {v}")
             elif i in reorderable:
                 out(f"{a[0]} = reassoc_{'add' if red == 'sum' else 'mul'}({a[0]}, {v})")
+            elif adt == np.float16 and s[0] in scanned:   # each running total a float16, as NumPy's accumulate
+                out(f"{a[0]} = round_f16({_combine(red, adt, a[0], v)})")
             else:
                 out(f"{a[0]} = {_combine(red, adt, a[0], v)}")
             names[i] = names[s[0]]   # a scan's running value: the accumulator as read back
@@ -245,6 +249,8 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             val = _element(a[0], ins[s[1]], a[1])
             if ins[s[0]].op == "local":
                 val = f"{_ctype(dt)}({val})" if acc_wide[s[0]] else val
+                if dt == np.float16 and ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
+                    val = f"round_f16({val})"
             elif dt == np.float16:
                 val = f"f16_to_f32({val})"
             out(f"{name} = {val}")
