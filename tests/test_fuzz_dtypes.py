@@ -221,10 +221,6 @@ KNOWN_BUGS = [
     # does for a constant); see README, "Semantics are NumPy's"
     ("*", lambda ops, dts, special: "python int argument" in ops
      and bool({"less", "less_equal", "greater", "equal", "not_equal", "where"} & ops)),
-    # a wrong answer on the C-style and WGSL targets: a float16 sum's or product's total reaches the operations
-    # after it in the kernel unrounded (test_reductions' FLOAT16_TOTALS_UNROUNDED, strict xfails there)
-    *((dev, lambda ops, dts, special: "reduce" in ops and np.dtype(np.float16) in dts)
-      for dev in ("opencl", "cuda", "metal", "webgpu")),
 ]
 
 
@@ -323,8 +319,6 @@ def test_every_known_bug_entry_sets_aside_the_program_it_was_written_for():
     """No entry that can never hit: each one sets aside the program of its bug."""
     programs = [  # (device, program, dtypes, values)
         ("opencl", [("ufunc", "less", ("arg", 0), ("value", 0))], {np.dtype("uint8")}, []),
-        *((dev, [("reduce", ("sum", None), ("value", 0)), ("astype", "float32", ("value", 1))],
-           {np.dtype("float16"), np.dtype("float32")}, []) for dev in ("opencl", "cuda", "metal", "webgpu")),
     ]
     assert len(programs) == len(KNOWN_BUGS)
     for device, program, dtypes, values in programs:

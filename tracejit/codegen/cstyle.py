@@ -411,6 +411,8 @@ class _Render(CValues):
             self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
             if i in self.wide:  # read back narrowed after the loop, as the numba device does
                 self.names[i] = f"(({self.ctype(dt)}){name})"
+            if self._float16_total(i):   # a float16 total, as NumPy's loop stores it
+                self.names[i] = self.cast(self.names[i], np.dtype("float32"), dt)
         elif op == "update":
             target = ins[s[0]]
             red = target.arg[0] if target.op == "acc" else target.arg[1]
@@ -428,7 +430,14 @@ class _Render(CValues):
             elif target.op == "acc" and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
                 narrow = self.acc_dtype(target.dtype)
                 total = self.combine(red, narrow, self.cast(f"v{s[0]}", adt, narrow), a[-1])
+                if target.dtype == np.float16:
+                    total = self.cast(total, narrow, target.dtype)
                 self.out(f"v{s[0]} = {self.cast(total, narrow, adt)};")
+                self.names[i] = self.names[s[0]]
+            elif target.op == "acc" and target.dtype == np.float16 and x.dtype is not None:
+                # a float16 scan: each running total a float16, as NumPy's accumulate stores it
+                total = self.cast(self.combine(red, adt, f"v{s[0]}", a[-1]), adt, target.dtype)
+                self.out(f"v{s[0]} = {self.cast(total, target.dtype, adt)};")
                 self.names[i] = self.names[s[0]]
             elif target.op == "acc":
                 step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
@@ -473,6 +482,13 @@ class _Render(CValues):
             self.out(t.let(name, self.vtype(i), self.cast(self.alu(i, op, a, dt), np.dtype("float32"), dt)))
         else:
             self.out(t.let(name, self.vtype(i), self.alu(i, op, a, dt)))
+
+    def _float16_total(self, i: int) -> bool:
+        """A float16 sum or product read after its loop: rounded to float16 where it is read (its accumulator
+        is float32 or wider). A scan's running totals are rounded as they are made (the update above)."""
+        x = self.ins[i]
+        return x.dtype == np.float16 and x.arg[0] in ("sum", "prod") and not any(
+            y.op == "update" and y.srcs[0] == i and y.dtype is not None for y in self.ins)
 
     def acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
