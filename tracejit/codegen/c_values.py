@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import DtypeError
 from ..ir.kernel_ir import NEGATIVE_POWER
+from ..ir.size_slots import Slot
 from . import c_helpers, math_f32
 from .simt import positive_const
 
@@ -29,8 +30,33 @@ FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul":
 
 
 class CValues:
-    """Mixed into cstyle._Render: the expression of each value, given the renderer's target strings (self.t),
-    options (self.o), instructions (self.ins) and index facts (self.index, self.nonneg)."""
+    """Mixed into cstyle._Render: the expression of each value (a size slot's too: its argument or its literal),
+    given the renderer's target strings (self.t), options (self.o), instructions (self.ins), size slots taken
+    as arguments (self.symbolic) and index facts (self.index, self.nonneg)."""
+
+    def symbolic_arguments(self) -> tuple[tuple[str, object], ...]:
+        """(dtype, value) of each symbolic slot's argument, in the order of their slots: an index value
+        (a loop's extent, a constant of index arithmetic) in the kernel's index type."""
+        out = []
+        for slot, _ in sorted(self.symbolic.items()):
+            i = slot[0]
+            x = self.ins[i]
+            index = x.op == "range" or i in self.index
+            out.append((f"int{self.index_bits}" if index else x.dtype.name, x.arg[0] if x.op == "range" else x.arg))
+        return tuple(out)
+
+    def takes(self, slot: Slot) -> bool:
+        """Whether this target takes a symbolic slot as an argument (the others stay literals)."""
+        return True
+
+    def slot(self, i: int, j: int, value, dt: np.dtype, index: bool = False) -> str:
+        """A size slot's value in the source: its argument where it is symbolic, else the literal."""
+        name = self.symbolic.get((i, j))
+        return self.literal(value, dt, index) if name is None else self.argument(name)
+
+    def argument(self, name: str) -> str:
+        """How the kernel reads a by-value argument of its own (a symbolic slot) by name."""
+        return name
 
     def literal(self, value, dt: np.dtype, index: bool = False) -> str:
         if dt == np.bool_:

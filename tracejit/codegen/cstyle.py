@@ -183,30 +183,6 @@ class _Render(CValues):
         source = "\n\n".join(parts + [f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n"])
         return Rendered(self.name, source, launch)
 
-    def symbolic_arguments(self) -> tuple[tuple[str, object], ...]:
-        """(dtype, value) of each symbolic slot's argument, in the order of their slots: an index value
-        (a loop's extent, a constant of index arithmetic) in the kernel's index type."""
-        out = []
-        for slot, _ in sorted(self.symbolic.items()):
-            i = slot[0]
-            x = self.ins[i]
-            index = x.op == "range" or i in self.index
-            out.append((f"int{self.index_bits}" if index else x.dtype.name, x.arg[0] if x.op == "range" else x.arg))
-        return tuple(out)
-
-    def takes(self, slot: Slot) -> bool:
-        """Whether this target takes a symbolic slot as an argument (the others stay literals)."""
-        return True
-
-    def slot(self, i: int, j: int, value, dt: np.dtype, index: bool = False) -> str:
-        """A size slot's value in the source: its argument where it is symbolic, else the literal."""
-        name = self.symbolic.get((i, j))
-        return self.literal(value, dt, index) if name is None else self.argument(name)
-
-    def argument(self, name: str) -> str:
-        """How the kernel reads a by-value argument of its own (a symbolic slot) by name."""
-        return name
-
     def shared(self, line: str) -> None:
         """A work-group array's declaration (C: at the top of the kernel body)."""
         self.out(line)

@@ -6,8 +6,8 @@ Numba still compiles the kernel, but only as a one-line Python function whose bo
 launch and the threads stay as they are, and Numba's bytecode analysis, type inference and lowering of
 the whole kernel body, half or more of a first call's compile, are skipped (softmax 4096x1024: ~400 ->
 ~200 ms). The IR computes what codegen/numba.py's source computes, operation for operation: the same
-row-loop choices (codegen/numba_rows.py), the same float32 math (codegen/llvm_math.py, as numba_math's intrinsics), the
-same NaN rules for max and min, float operations with Numba's "contract" flag alone, integers wrapping.
+row-loop choices (codegen/numba_rows.py), the same float32 math (codegen/llvm_math.py, as numba_math's
+intrinsics), the same scalar operations (codegen/llvm_ops.py).
 """
 from __future__ import annotations
 
@@ -18,48 +18,40 @@ from llvmlite import ir
 
 from ..ir.kernel_ir import ALU, NEGATIVE_POWER, Kernel, faults, has_atomics
 from . import llvm_math
+from .llvm_ops import (
+    BOOL_OPS,
+    F32,
+    F64,
+    FLOAT_OPS,
+    FLOAT_TYPES,
+    I1,
+    I8,
+    I64,
+    INDEX_OPS,
+    INT_OPS,
+    KERNEL_OPS,
+    MATH,
+    STRICT,
+    bool_op,
+    cast,
+    combine,
+    constant,
+    float_op,
+    index_op,
+    int_op,
+    int_power_function,
+    memory_type,
+    value_type,
+)
 from .llvm_values import defined
 from .numba_rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator
 from .simt import ORDERED_BELOW, index_values
 
 FUNCTION = "tj_native"   # the IR function's name; runtime/numba_native.py renames it per compile
-STRICT = ("contract",)   # runtime.numba_cache.FASTMATH: what Numba puts on every float operation of a kernel
-I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
-F32, F64 = ir.FloatType(), ir.DoubleType()
-_FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
-
-# float ops by dtype: the ones written here (their results are NumPy's bits, or the numba renderer's own
-# math functions' bits); others (libm calls, Python's // and % on floats, powers) stay with Numba
-_FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "signbit",
-                        "add", "sub", "mul", "div", "max", "min", "copysign", "lt", "le", "eq", "ne", "where"})
-_MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
-         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
-         (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
-_INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "max", "min", "and", "or", "xor",
-                      "lt", "le", "eq", "ne", "where"})
-_INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
-_BOOL_OPS = frozenset({"invert", "and", "or", "xor", "max", "min", "add", "mul", "lt", "le", "eq", "ne", "where"})
-_KERNEL_OPS = frozenset({"param", "const", "global", "range", "endrange", "acc", "update", "local", "load",
-                         "store", "cast", "table", "bound"})
-_INTRINSIC = {"abs": "llvm.fabs", "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
-              "trunc": "llvm.trunc", "rint": "llvm.rint"}
-_FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
-
-
-def _type(dt: np.dtype) -> ir.Type:
-    """A value's LLVM type: bool is i1 (i8 in memory, _memory_type)."""
-    dt = np.dtype(dt)
-    if dt == np.bool_:
-        return I1
-    return _FLOAT_TYPES.get(dt) or ir.IntType(8 * dt.itemsize)
-
-
-def _memory_type(dt: np.dtype) -> ir.Type:
-    return I8 if np.dtype(dt) == np.bool_ else _type(dt)
 
 
 def _supported_dtype(dt) -> bool:
-    return dt is None or dt.kind in "biu" or dt in _FLOAT_TYPES
+    return dt is None or dt.kind in "biu" or dt in FLOAT_TYPES
 
 
 def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str | None:
@@ -81,7 +73,7 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str 
         if op in ("update", "store") and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype \
                 or op == "load" and x.dtype != ins[x.srcs[0]].dtype:
             return f"%{i} converts between its value's and its memory's dtypes"
-        if op in _KERNEL_OPS:
+        if op in KERNEL_OPS:
             if op == "local" and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
                 return "a scratch row is on the heap"
             if op == "cast" and x.dtype.kind in "iu" and ins[x.srcs[0]].dtype.kind == "f":
@@ -107,12 +99,12 @@ def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
     x = ins[i]
     src = ins[x.srcs[1] if x.op == "where" else x.srcs[0]].dtype
     if i in index:
-        return _INDEX_OPS
+        return INDEX_OPS
     if src == np.bool_:
-        return _BOOL_OPS
+        return BOOL_OPS
     if src.kind == "f":
-        return _FLOAT_OPS | {op for (dt, op) in _MATH if dt == src}
-    return _INT_OPS
+        return FLOAT_OPS | {op for (dt, op) in MATH if dt == src}
+    return INT_OPS
 
 
 def _escapes(ins) -> str | None:
@@ -142,9 +134,9 @@ def signature(kernel: Kernel, symbolic: dict | None = None) -> list[ir.Type]:
     slot, as codegen.numba.render names them), then a pointer to each buffer's first element, and to the
     error record (int64: code, value) where the kernel can fault."""
     from .numba import slot_argument
-    sizes = [_type(slot_argument(kernel, slot)) for slot in sorted(symbolic or {})]
+    sizes = [value_type(slot_argument(kernel, slot)) for slot in sorted(symbolic or {})]
     record = [ir.PointerType(I64)] if faults(kernel) else []   # the error record (codegen.numba's tj_error)
-    return [I64, I64, *sizes, *(ir.PointerType(_memory_type(p.dtype)) for p in kernel.params), *record]
+    return [I64, I64, *sizes, *(ir.PointerType(memory_type(p.dtype)) for p in kernel.params), *record]
 
 
 def render(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str:
@@ -183,8 +175,8 @@ class _Emitter:
         self.block: dict[int, ir.Value] = {}      # acc -> its float32 block accumulator
         self.loops: dict[int, list] = {}          # range -> the loops it opened
         from .numba import MATH_INLINE_MAX
-        calls = Counter(_MATH.get((self.ins[x.srcs[0]].dtype, x.op)) for x in self.ins if x.srcs)
-        self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in _MATH.values()}
+        calls = Counter(MATH.get((self.ins[x.srcs[0]].dtype, x.op)) for x in self.ins if x.srcs)
+        self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in MATH.values()}
 
     # -- structure --
     def run(self) -> None:
@@ -261,9 +253,9 @@ class _Emitter:
         b, dt = self.b, x.dtype
         v = b.load(self.slots[j])
         if self.wide[j]:
-            v = b.fptrunc(v, _type(dt))
+            v = b.fptrunc(v, value_type(dt))
         if j in self.nan:
-            v = b.select(b.load(self.nan[j]), ir.Constant(_type(dt), float("nan")), v)
+            v = b.select(b.load(self.nan[j]), ir.Constant(value_type(dt), float("nan")), v)
         return v
 
     def extent(self, i: int):
@@ -275,7 +267,7 @@ class _Emitter:
         if op == "param":
             self.values[i] = self.buffers[x.arg]
         elif op == "const":
-            self.values[i] = self.sizes.get((i, -1)) or _constant(x.arg, dt)
+            self.values[i] = self.sizes.get((i, -1)) or constant(x.arg, dt)
         elif op == "global":
             for j in sorted(self.before):   # loop-invariant values, once before the loop (codegen.numba)
                 self.instr(j, self.ins[j])
@@ -312,14 +304,14 @@ class _Emitter:
             wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
                     and (i in rows.long_sums or dt != np.float32))
             self.wide[i] = wide
-            ty = F64 if wide else _type(dt)
+            ty = F64 if wide else value_type(dt)
             if i not in self.slots:
                 self.slots[i] = self.slot(ty)
                 if i in self.blocked:
                     self.block[i] = self.slot(F32)
                 if x.arg[0] in ("max", "min") and dt.kind == "f" and i not in self.scanned:
                     self.nan[i] = self.slot(I1)
-            b.store(_constant(x.arg[1], np.dtype(np.float64) if wide else dt), self.slots[i])
+            b.store(constant(x.arg[1], np.dtype(np.float64) if wide else dt), self.slots[i])
             if i in self.nan:
                 b.store(ir.Constant(I1, 0), self.nan[i])
         elif op == "update":
@@ -328,13 +320,13 @@ class _Emitter:
             from .numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
             wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             self.wide[i] = wide
-            ty = F64 if wide else _memory_type(dt)
+            ty = F64 if wide else memory_type(dt)
             count = STACK_SCRATCH_MAX // (8 if wide else dt.itemsize) if (i, 0) in self.sizes else x.arg[0]
             self.slots[i] = self.slot(ty, count, align=64)
         elif op == "load":
             v = b.load(self.element(s[0], s[1]))
             if self.ins[s[0]].op == "local" and self.wide[s[0]]:
-                v = b.fptrunc(v, _type(dt))
+                v = b.fptrunc(v, value_type(dt))
             elif dt == np.bool_:
                 v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
             self.values[i] = v
@@ -346,13 +338,14 @@ class _Emitter:
                 v = b.zext(v, I8)
             b.store(v, ptr)
         elif op == "cast":
-            self.values[i] = _cast(b, self.value(s[0]), self.ins[s[0]].dtype, dt)
+            self.values[i] = cast(b, self.value(s[0]), self.ins[s[0]].dtype, dt)
         elif op == "table":   # a constant array in the module, from its exact bytes
             data = bytearray(x.arg.data)
             table = ir.GlobalVariable(self.fn.module, ir.ArrayType(I8, len(data)), f"table.{x.arg.name}")
-            table.initializer, table.global_constant, table.linkage = ir.Constant(table.value_type, data), True, "internal"
+            table.initializer = ir.Constant(table.value_type, data)
+            table.global_constant, table.linkage = True, "internal"
             table.align = 64
-            self.values[i] = b.bitcast(table, ir.PointerType(_memory_type(dt)))
+            self.values[i] = b.bitcast(table, ir.PointerType(memory_type(dt)))
         elif op == "bound":
             self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].dtype,
                                         self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
@@ -399,9 +392,9 @@ class _Emitter:
             ok = b.icmp_signed(">=", wide_e, zero)
             self.fault(ok, NEGATIVE_POWER.code, wide_e)
             wide_e = b.select(ok, wide_e, zero)
-        fn = _int_power_function(self.fn.module)
+        fn = int_power_function(self.fn.module)
         out = b.call(fn, [wide_a, wide_e])
-        return out if dt.itemsize == 8 else b.trunc(out, _type(dt))
+        return out if dt.itemsize == 8 else b.trunc(out, value_type(dt))
 
     def update(self, i: int, x) -> None:
         """An accumulator's step (codegen.numba's update): into its memory, or into a scratch row's element."""
@@ -425,7 +418,7 @@ class _Emitter:
         if i in self.rows.reorderable and not self.plain:
             step = (b.fadd if red == "sum" else b.fmul)(cur, v, flags=("reassoc", "contract"))
         else:
-            step = _combine(b, red, adt, cur, v)
+            step = combine(b, red, adt, cur, v)
         b.store(step, ptr)
 
     def alu(self, i: int, x) -> ir.Value:
@@ -435,175 +428,19 @@ class _Emitter:
         if op == "where":
             return b.select(a[0], a[1], a[2])
         if src == np.bool_:
-            return _bool_op(b, op, a)
+            return bool_op(b, op, a)
         if src.kind == "f":
-            name = _MATH.get((src, op))
+            name = MATH.get((src, op))
             if name is not None:
                 return b.call(self.math(name), a)
-            return _float_op(b, op, a, src)
+            return float_op(b, op, a, src)
         if i in self.index:
-            return _index_op(b, op, a)
+            return index_op(b, op, a)
         if op == "pow":
             return self.int_power(a[0], a[1], src)
-        return _int_op(b, op, a, src)
+        return int_op(b, op, a, src)
 
     def math(self, name: str) -> ir.Function:
         ty = F32 if name.endswith("f32") else F64
         symbol = f"tracejit.{name}" + ("" if self.inline[name] else ".called")
         return defined(self.fn.module, symbol, getattr(llvm_math, name), (ty,), ty, self.inline[name])
-
-
-def _int_power_function(module: ir.Module) -> ir.Function:
-    """`i64 tracejit.int_power(i64 a, i64 e)` for e >= 0: a ** e by squaring, every product wrapping."""
-    try:
-        return module.get_global("tracejit.int_power")
-    except KeyError:
-        pass
-    fn = ir.Function(module, ir.FunctionType(I64, [I64, I64]), "tracejit.int_power")
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
-    b = ir.IRBuilder(entry)
-    a, e = fn.args
-    one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
-    b.cbranch(b.icmp_signed("!=", e, zero), loop, done)
-    b.position_at_end(loop)
-    r, x, k = b.phi(I64), b.phi(I64), b.phi(I64)
-    r2 = b.select(b.icmp_signed("!=", b.and_(k, one), zero), b.mul(r, x), r)
-    x2, k2 = b.mul(x, x), b.lshr(k, one)   # (a uint64 exponent may have its top bit set)
-    for phi, start, step in ((r, one, r2), (x, a, x2), (k, e, k2)):
-        phi.add_incoming(start, entry)
-        phi.add_incoming(step, loop)
-    b.cbranch(b.icmp_signed("!=", k2, zero), loop, done)
-    b.position_at_end(done)
-    result = b.phi(I64)
-    result.add_incoming(one, entry)
-    result.add_incoming(r2, loop)
-    b.ret(result)
-    return fn
-
-
-def _constant(value, dt: np.dtype) -> ir.Constant:
-    dt = np.dtype(dt)
-    if dt == np.bool_:
-        return ir.Constant(I1, int(bool(value)))
-    if dt.kind == "f":
-        with np.errstate(over="ignore"):   # a float32 constant: the float rounded once, as np.float32 (to inf)
-            return ir.Constant(_type(dt), float(dt.type(value)))
-    bits = 8 * dt.itemsize
-    wrapped = int(value) % (1 << bits)   # as the dtype's bits, written signed
-    return ir.Constant(_type(dt), wrapped - (1 << bits) if wrapped >> (bits - 1) else wrapped)
-
-
-def _cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
-    """codegen.numba's _cast (np.<dtype>(v), bool as != 0); float to integer is not rendered here."""
-    if src == dst:
-        return v
-    if dst == np.bool_:
-        if src.kind == "f":
-            return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
-        return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
-    ty = _type(dst)
-    if dst.kind == "f":
-        if src.kind == "f":
-            return b.fpext(v, ty) if dst.itemsize > src.itemsize else b.fptrunc(v, ty)
-        return b.uitofp(v, ty) if src.kind in "bu" else b.sitofp(v, ty)
-    width = v.type.width
-    if ty.width < width:
-        return b.trunc(v, ty)
-    if ty.width == width:
-        return v
-    return b.zext(v, ty) if src.kind in "bu" else b.sext(v, ty)
-
-
-def _float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
-    t = a[0].type
-    if op in ("add", "sub", "mul", "div"):
-        return getattr(b, "f" + op)(a[0], a[1], flags=STRICT)
-    if op == "neg":
-        return b.fneg(a[0], flags=STRICT)
-    if op == "recip":
-        return b.fdiv(ir.Constant(t, 1.0), a[0], flags=STRICT)
-    if op in _INTRINSIC:
-        return b.call(b.module.declare_intrinsic(_INTRINSIC[op], [t]), a)
-    if op == "copysign":
-        return b.call(b.module.declare_intrinsic("llvm.copysign", [t], ir.FunctionType(t, [t, t])), a)
-    if op in ("max", "min"):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
-        take = b.or_(b.fcmp_ordered(">" if op == "max" else "<", a[0], a[1]), b.fcmp_unordered("!=", a[0], a[0]))
-        return b.select(take, a[0], a[1])
-    if op in _FCMP:   # Python's: ordered, but != is true with a NaN
-        compare = b.fcmp_unordered if op == "ne" else b.fcmp_ordered
-        return compare(_FCMP[op], a[0], a[1])
-    if op == "isnan":
-        return b.fcmp_unordered("uno", a[0], a[0])
-    if op == "isinf":
-        fabs = b.call(b.module.declare_intrinsic("llvm.fabs", [t]), a)
-        return b.fcmp_ordered("==", fabs, ir.Constant(t, float("inf")))
-    if op == "signbit":
-        bits = ir.IntType(8 * dt.itemsize)
-        return b.icmp_signed("<", b.bitcast(a[0], bits), ir.Constant(bits, 0))
-    raise AssertionError(op)
-
-
-def _index_op(b: ir.IRBuilder, op: str, a: list):
-    """Index arithmetic (simt.index_values): int64, never overflowing; // and % round toward -inf (Python's)."""
-    if op in ("add", "sub", "mul"):
-        return getattr(b, op)(a[0], a[1], flags=("nsw",))
-    if op == "neg":
-        return b.sub(ir.Constant(I64, 0), a[0], flags=("nsw",))
-    if op in ("idiv", "mod"):
-        zero = ir.Constant(I64, 0)
-        d = b.select(b.icmp_signed("==", a[1], zero), ir.Constant(I64, 1), a[1])   # (never 0: an axis size)
-        q, r = b.sdiv(a[0], d), b.srem(a[0], d)
-        fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
-                                                                    b.icmp_signed("<", d, zero)))
-        if op == "idiv":
-            return b.sub(q, b.zext(fix, I64))
-        return b.add(r, b.select(fix, d, zero))
-    return _int_op(b, op, a, np.dtype(np.int64))
-
-
-def _int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
-    """Integer data ops in the dtype's width: they wrap like NumPy's (Numba computes narrow ones in int64 and
-    narrows: the same low bits)."""
-    t = a[0].type
-    if op in ("add", "sub", "mul"):
-        return getattr(b, op)(a[0], a[1])
-    if op == "neg":
-        return b.sub(ir.Constant(t, 0), a[0])
-    if op == "invert":
-        return b.xor(a[0], ir.Constant(t, -1))
-    if op in ("and", "or", "xor"):
-        return getattr(b, op + "_" if op != "xor" else op)(a[0], a[1])
-    compare = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
-    if op in ("max", "min"):
-        return b.select(compare(">" if op == "max" else "<", a[0], a[1]), a[0], a[1])
-    if op in _FCMP:
-        return compare(_FCMP[op], a[0], a[1])
-    raise AssertionError(op)
-
-
-def _bool_op(b: ir.IRBuilder, op: str, a: list):
-    if op in ("max", "or", "add"):
-        return b.or_(a[0], a[1])
-    if op in ("min", "and", "mul"):
-        return b.and_(a[0], a[1])
-    if op == "xor":
-        return b.xor(a[0], a[1])
-    if op == "invert":
-        return b.xor(a[0], ir.Constant(I1, 1))
-    return b.icmp_unsigned(_FCMP[op], a[0], a[1])
-
-
-def _combine(b: ir.IRBuilder, red: str, adt: np.dtype, cur, v):
-    """codegen.numba's _combine: cur combined with v as NumPy computes it in adt."""
-    if adt == np.bool_:
-        return _bool_op(b, "add" if red == "sum" else "mul" if red == "prod" else red, [cur, v])
-    if adt.kind == "f":
-        if red == "sum":
-            return b.fadd(cur, v, flags=STRICT)
-        if red == "prod":
-            return b.fmul(cur, v, flags=STRICT)
-        return _float_op(b, red, [v, cur], adt)
-    op = {"sum": "add", "prod": "mul"}.get(red, red)
-    return _int_op(b, op, [v, cur] if op in ("max", "min") else [cur, v], adt)

@@ -1,0 +1,198 @@
+"""Scalar operations in LLVM IR with NumPy's semantics, as codegen/numba.py's Python source computes them
+under Numba (Numba's "contract" flag alone on float operations, Python's comparisons, integers wrapping in
+their dtype's width, index arithmetic rounding toward -inf): the pieces codegen/numba_native.py's kernels
+are made of, and the tables of what it renders itself."""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+STRICT = ("contract",)   # runtime.numba_cache.FASTMATH: what Numba puts on every float operation of a kernel
+I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
+
+# float ops by dtype: the ones written here (their results are NumPy's bits, or the numba renderer's own
+# math functions' bits); others (libm calls, Python's // and % on floats, powers) stay with Numba
+FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "signbit",
+                       "add", "sub", "mul", "div", "max", "min", "copysign", "lt", "le", "eq", "ne", "where"})
+MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
+        (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
+        (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
+INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "max", "min", "and", "or", "xor",
+                     "lt", "le", "eq", "ne", "where"})
+INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
+BOOL_OPS = frozenset({"invert", "and", "or", "xor", "max", "min", "add", "mul", "lt", "le", "eq", "ne", "where"})
+KERNEL_OPS = frozenset({"param", "const", "global", "range", "endrange", "acc", "update", "local", "load",
+                        "store", "cast", "table", "bound"})
+INTRINSIC = {"abs": "llvm.fabs", "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
+             "trunc": "llvm.trunc", "rint": "llvm.rint"}
+FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+
+
+def value_type(dt: np.dtype) -> ir.Type:
+    """A value's LLVM type: bool is i1 (i8 in memory, memory_type)."""
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return I1
+    return FLOAT_TYPES.get(dt) or ir.IntType(8 * dt.itemsize)
+
+
+def memory_type(dt: np.dtype) -> ir.Type:
+    return I8 if np.dtype(dt) == np.bool_ else value_type(dt)
+
+
+def int_power_function(module: ir.Module) -> ir.Function:
+    """`i64 tracejit.int_power(i64 a, i64 e)` for e >= 0: a ** e by squaring, every product wrapping."""
+    try:
+        return module.get_global("tracejit.int_power")
+    except KeyError:
+        pass
+    fn = ir.Function(module, ir.FunctionType(I64, [I64, I64]), "tracejit.int_power")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    a, e = fn.args
+    one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+    b.cbranch(b.icmp_signed("!=", e, zero), loop, done)
+    b.position_at_end(loop)
+    r, x, k = b.phi(I64), b.phi(I64), b.phi(I64)
+    r2 = b.select(b.icmp_signed("!=", b.and_(k, one), zero), b.mul(r, x), r)
+    x2, k2 = b.mul(x, x), b.lshr(k, one)   # (a uint64 exponent may have its top bit set)
+    for phi, start, step in ((r, one, r2), (x, a, x2), (k, e, k2)):
+        phi.add_incoming(start, entry)
+        phi.add_incoming(step, loop)
+    b.cbranch(b.icmp_signed("!=", k2, zero), loop, done)
+    b.position_at_end(done)
+    result = b.phi(I64)
+    result.add_incoming(one, entry)
+    result.add_incoming(r2, loop)
+    b.ret(result)
+    return fn
+
+
+def constant(value, dt: np.dtype) -> ir.Constant:
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return ir.Constant(I1, int(bool(value)))
+    if dt.kind == "f":
+        with np.errstate(over="ignore"):   # a float32 constant: the float rounded once, as np.float32 (to inf)
+            return ir.Constant(value_type(dt), float(dt.type(value)))
+    bits = 8 * dt.itemsize
+    wrapped = int(value) % (1 << bits)   # as the dtype's bits, written signed
+    return ir.Constant(value_type(dt), wrapped - (1 << bits) if wrapped >> (bits - 1) else wrapped)
+
+
+def cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
+    """codegen.numba's cast (np.<dtype>(v), bool as != 0); float to integer is not rendered here."""
+    if src == dst:
+        return v
+    if dst == np.bool_:
+        if src.kind == "f":
+            return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+        return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+    ty = value_type(dst)
+    if dst.kind == "f":
+        if src.kind == "f":
+            return b.fpext(v, ty) if dst.itemsize > src.itemsize else b.fptrunc(v, ty)
+        return b.uitofp(v, ty) if src.kind in "bu" else b.sitofp(v, ty)
+    width = v.type.width
+    if ty.width < width:
+        return b.trunc(v, ty)
+    if ty.width == width:
+        return v
+    return b.zext(v, ty) if src.kind in "bu" else b.sext(v, ty)
+
+
+def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
+    t = a[0].type
+    if op in ("add", "sub", "mul", "div"):
+        return getattr(b, "f" + op)(a[0], a[1], flags=STRICT)
+    if op == "neg":
+        return b.fneg(a[0], flags=STRICT)
+    if op == "recip":
+        return b.fdiv(ir.Constant(t, 1.0), a[0], flags=STRICT)
+    if op in INTRINSIC:
+        return b.call(b.module.declare_intrinsic(INTRINSIC[op], [t]), a)
+    if op == "copysign":
+        return b.call(b.module.declare_intrinsic("llvm.copysign", [t], ir.FunctionType(t, [t, t])), a)
+    if op in ("max", "min"):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
+        take = b.or_(b.fcmp_ordered(">" if op == "max" else "<", a[0], a[1]), b.fcmp_unordered("!=", a[0], a[0]))
+        return b.select(take, a[0], a[1])
+    if op in FCMP:   # Python's: ordered, but != is true with a NaN
+        compare = b.fcmp_unordered if op == "ne" else b.fcmp_ordered
+        return compare(FCMP[op], a[0], a[1])
+    if op == "isnan":
+        return b.fcmp_unordered("uno", a[0], a[0])
+    if op == "isinf":
+        fabs = b.call(b.module.declare_intrinsic("llvm.fabs", [t]), a)
+        return b.fcmp_ordered("==", fabs, ir.Constant(t, float("inf")))
+    if op == "signbit":
+        bits = ir.IntType(8 * dt.itemsize)
+        return b.icmp_signed("<", b.bitcast(a[0], bits), ir.Constant(bits, 0))
+    raise AssertionError(op)
+
+
+def index_op(b: ir.IRBuilder, op: str, a: list):
+    """Index arithmetic (simt.index_values): int64, never overflowing; // and % round toward -inf (Python's)."""
+    if op in ("add", "sub", "mul"):
+        return getattr(b, op)(a[0], a[1], flags=("nsw",))
+    if op == "neg":
+        return b.sub(ir.Constant(I64, 0), a[0], flags=("nsw",))
+    if op in ("idiv", "mod"):
+        zero = ir.Constant(I64, 0)
+        d = b.select(b.icmp_signed("==", a[1], zero), ir.Constant(I64, 1), a[1])   # (never 0: an axis size)
+        q, r = b.sdiv(a[0], d), b.srem(a[0], d)
+        fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                                                    b.icmp_signed("<", d, zero)))
+        if op == "idiv":
+            return b.sub(q, b.zext(fix, I64))
+        return b.add(r, b.select(fix, d, zero))
+    return int_op(b, op, a, np.dtype(np.int64))
+
+
+def int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
+    """Integer data ops in the dtype's width: they wrap like NumPy's (Numba computes narrow ones in int64 and
+    narrows: the same low bits)."""
+    t = a[0].type
+    if op in ("add", "sub", "mul"):
+        return getattr(b, op)(a[0], a[1])
+    if op == "neg":
+        return b.sub(ir.Constant(t, 0), a[0])
+    if op == "invert":
+        return b.xor(a[0], ir.Constant(t, -1))
+    if op in ("and", "or", "xor"):
+        return getattr(b, op + "_" if op != "xor" else op)(a[0], a[1])
+    compare = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
+    if op in ("max", "min"):
+        return b.select(compare(">" if op == "max" else "<", a[0], a[1]), a[0], a[1])
+    if op in FCMP:
+        return compare(FCMP[op], a[0], a[1])
+    raise AssertionError(op)
+
+
+def bool_op(b: ir.IRBuilder, op: str, a: list):
+    if op in ("max", "or", "add"):
+        return b.or_(a[0], a[1])
+    if op in ("min", "and", "mul"):
+        return b.and_(a[0], a[1])
+    if op == "xor":
+        return b.xor(a[0], a[1])
+    if op == "invert":
+        return b.xor(a[0], ir.Constant(I1, 1))
+    return b.icmp_unsigned(FCMP[op], a[0], a[1])
+
+
+def combine(b: ir.IRBuilder, red: str, adt: np.dtype, cur, v):
+    """codegen.numba's combine: cur combined with v as NumPy computes it in adt."""
+    if adt == np.bool_:
+        return bool_op(b, "add" if red == "sum" else "mul" if red == "prod" else red, [cur, v])
+    if adt.kind == "f":
+        if red == "sum":
+            return b.fadd(cur, v, flags=STRICT)
+        if red == "prod":
+            return b.fmul(cur, v, flags=STRICT)
+        return float_op(b, red, [v, cur], adt)
+    op = {"sum": "add", "prod": "mul"}.get(red, red)
+    return int_op(b, op, [v, cur] if op in ("max", "min") else [cur, v], adt)
