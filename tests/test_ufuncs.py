@@ -345,3 +345,17 @@ def test_ldexp_frexp_nextafter_spacing_result_dtypes_and_exponents_beyond_the_ra
                 assert_ulps(r, e, 0, f"{body.__name__} output {i}", False)
             else:
                 assert_close(r, e, what=f"{body.__name__} output {i}")
+
+
+@pytest.mark.parametrize("numerator", [np.inf, -np.inf, np.nan])
+def test_a_constant_non_finite_numerator_floor_divides_and_mods_to_nan(numerator, device):
+    """NumPy's floor_divide and remainder of an infinite or NaN dividend by a nonzero number are NaN. PoCL's
+    compiler, given the infinite dividend as a constant, folded the C helper's floor division to the divisor."""
+    for dtype in (np.float32, np.float64):
+        for divisor in (2.0, -3.0, 0.5, np.inf):   # one element: the kernel PoCL misfolded
+            x = np.array([[divisor]], dtype)
+            body = lambda x: (np.floor_divide(numerator, x), np.remainder(numerator, x),  # noqa: E731
+                              np.floor_divide(dtype(numerator), x))
+            got = run_kernel(tj.kernel(body), x, device=device)
+            with np.errstate(all="ignore"):
+                assert_close(got, body(x))

@@ -34,10 +34,13 @@ def arithmetic(r, op: str, dt: np.dtype) -> str:
     q = r.t.helper_qualifier
     if dt.kind == "f":
         body = {
-            "mod": f"{t} m = fmod(a, b);\n    if (b == 0) return m;\n"
+            "mod": f"{t} m = fmod(a, b);\n    if (b == 0 || isnan(m)) return m;\n"
                    f"    if (m != 0) {{ if ((b < 0) != (m < 0)) m += b; }} else m = copysign(({t})0, b);\n"
                    "    return m;",
-            "idiv": f"if (b == 0) return a / b;\n    {t} m = fmod(a, b);\n    {t} d = (a - m) / b;\n"
+            # (an infinite or NaN a: NaN, returned before PoCL's compiler, given a constant infinite a,
+            # folded the rest to b)
+            "idiv": f"if (b == 0) return a / b;\n    {t} m = fmod(a, b);\n    if (isnan(m)) return m;\n"
+                    f"    {t} d = (a - m) / b;\n"
                     "    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;\n"
                     f"    if (d != 0) {{ {t} f = floor(d); if (d - f > ({t})0.5) f += 1; return f; }}\n"
                     f"    return copysign(({t})0, a / b);"}[op]
