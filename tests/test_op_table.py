@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llvmlite import binding as llvm
 
 import tracejit as tj
-from tracejit.codegen import cuda, metal, numba as numba_codegen, opencl, wgsl
+from tracejit.codegen import cuda, metal, numba as numba_codegen, numba_native, opencl, wgsl
 from tracejit.codegen.simt import RenderOptions
 from tracejit.frontend import numpy_protocol
 from tracejit.ir import interpret, kernel_ir
@@ -64,6 +65,25 @@ def test_every_renderer_renders_every_op_of_the_table(target):
         except Exception as e:   # noqa: BLE001  (every failure is listed, not just the first)
             missing.append(f"{op.name}[{dtype}]: {type(e).__name__}: {e}")
     assert not missing, f"{target} does not render:\n" + "\n".join(missing)
+
+
+def test_the_numba_native_renderer_renders_every_op_it_takes():
+    """codegen/numba_native.py takes a kernel only where it renders each of its ops in LLVM IR that parses
+    (the others are Python for Numba, with the reason given)."""
+    taken, failed = 0, []
+    for op, dtype in CASES:
+        k = _kernel(op, dtype)
+        why = numba_native.unsupported(k, "serial")
+        if why is not None:
+            assert why, op.name
+            continue
+        taken += 1
+        try:
+            llvm.parse_assembly(numba_native.render(k, "serial")).verify()
+        except Exception as e:   # noqa: BLE001  (every failure is listed, not just the first)
+            failed.append(f"{op.name}[{dtype}]: {type(e).__name__}: {e}")
+    assert not failed, "\n".join(failed)
+    assert taken >= len(CASES) // 2, (taken, len(CASES))
 
 
 def test_ir_interpreter_and_frontend_are_built_from_the_op_table():
