@@ -270,6 +270,35 @@ def growcut(image, state, state_next, window_radius):
     return changes
 
 
+def lstsqr(x, y):
+    """ Computes the least-squares solution to a linear matrix equation. """
+    x_avg = np.average(x)
+    y_avg = np.average(y)
+    dx = x - x_avg
+    dy = y - y_avg
+    var_x = np.sum(dx**2)
+    cov_xy = np.sum(dx * dy)
+    slope = cov_xy / var_x
+    y_interc = y_avg - slope*x_avg
+    return (slope, y_interc)
+
+
+def hasting(y, t, a1, a2, b1, b2, d1, d2):
+    yprime = np.empty((3,))
+    yprime[0] = y[0] * (1. - y[0]) - a1*y[0]*y[1]/(1. + b1 * y[0])
+    yprime[1] = a1*y[0]*y[1] / (1. + b1 * y[0]) - a2 * y[1]*y[2] / (1. + b2 * y[1]) - d1 * y[1]
+    yprime[2] = a2*y[1]*y[2]/(1. + b2*y[1]) - d2*y[2]
+    return yprime
+
+
+def repeating(x, nvar_y):
+    nvar_x = x.shape[0]
+    y = np.empty(nvar_x*(1+nvar_y))
+    y[0:nvar_x] = x[0:nvar_x]
+    y[nvar_x:] = np.repeat(x,nvar_y)
+    return y
+
+
 def _wave_inputs(rng, dtype, count=8, width=1200, height=400):
     masspoints = np.empty((2, count, 2), dtype)  # as wave() sets them up, plus a little noise
     masspoints[:, :, 0] = np.arange(count) * (float(width) / count)
@@ -314,4 +343,7 @@ PROGRAMS = [
     program(check_mask, lambda rng, dt: (rng.integers(0, 2, size=(10, 4)).astype(bool),), ("bool",)),
     program(wave_step, _wave_inputs, F64, static={"which": 4}),
     program(growcut, _growcut_inputs, F64, static={"window_radius": 1}),
+    program(lstsqr, _r(500, 500, kind="rand"), BOTH),
+    program(hasting, lambda rng, dt: (rng.random(3), *rng.random(7)), F64),   # its scalars: NumPy float64s
+    program(repeating, _r(100, kind="rand"), F64, static={"nvar_y": 20}),
 ]
