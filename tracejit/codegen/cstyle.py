@@ -16,8 +16,9 @@ from . import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from .c_values import CValues
 from ..ir.size_slots import Slot
 from .c_target import CStyle, Rendered
-from .simt import (LANES, ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype, long_loops,
-                   ordered_loops, reorderable_updates, slot_argument)  # noqa: F401 (slot_argument: the devices' cstyle.slot_argument)
+from .simt import (LANES, ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype,
+                   float16_totals, long_loops, ordered_loops, reorderable_updates,
+                   slot_argument)  # noqa: F401 (slot_argument: the devices' cstyle.slot_argument)
 
 
 SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
@@ -70,6 +71,7 @@ class _Render(CValues):
         self.index, self.nonneg, self.wide, self.blocked, self.laned = m.index, m.nonneg, m.wide, m.blocked, m.laned
         ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == "endrange"}
         self.ends = ends
+        self.float16_totals = float16_totals(self.ins)
         self.reorderable = reorderable_updates(self.ins, long_ranges) - {
             j for r in self.group_ordered for j in range(r, ends[r])}   # a work-item's part of a group's row: in order
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
@@ -387,7 +389,7 @@ class _Render(CValues):
             self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
             if i in self.wide:  # read back narrowed after the loop, as the numba device does
                 self.names[i] = f"(({self.ctype(dt)}){name})"
-            if self._float16_total(i):   # a float16 total, as NumPy's loop stores it
+            if i in self.float16_totals:   # a float16 total, as NumPy's loop stores it
                 self.names[i] = self.cast(self.names[i], np.dtype("float32"), dt)
         elif op == "update":
             target = ins[s[0]]
@@ -458,13 +460,6 @@ class _Render(CValues):
             self.out(t.let(name, self.vtype(i), self.cast(self.alu(i, op, a, dt), np.dtype("float32"), dt)))
         else:
             self.out(t.let(name, self.vtype(i), self.alu(i, op, a, dt)))
-
-    def _float16_total(self, i: int) -> bool:
-        """A float16 sum or product read after its loop: rounded to float16 where it is read (its accumulator
-        is float32 or wider). A scan's running totals are rounded as they are made (the update above)."""
-        x = self.ins[i]
-        return x.dtype == np.float16 and x.arg[0] in ("sum", "prod") and not any(
-            y.op == "update" and y.srcs[0] == i and y.dtype is not None for y in self.ins)
 
     def acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""

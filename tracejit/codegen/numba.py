@@ -24,7 +24,7 @@ from ..ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, Kernel, faults
 from ..ir.ops import ROUNDS_TO_FLOAT16
 from . import numba_native
 from .numba_rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
-from .simt import ORDERED_BELOW, index_values
+from .simt import ORDERED_BELOW, float16_totals, index_values
 
 # op -> NumPy function numba compiles to the scalar libm call (float16 is computed in float32)
 _F = {"erf": "math.erf", "abs": "abs", "rint": "np.rint",
@@ -131,6 +131,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     depth = 1
     before = _before_global_loop(ins)
     scanned = {x.srcs[0] for x in ins if x.op == "update" and x.dtype is not None}   # adds in order, as NumPy's
+    totals16 = float16_totals(ins)
     rows = row_loops(ins, symbolic, scanned)
     reorderable, long_sums, blocks, opaque, split = (rows.reorderable, rows.long_sums, rows.blocks, rows.opaque,
                                                      rows.split)
@@ -196,7 +197,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
             names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
-            if dt == np.float16 and x.arg[0] in ("sum", "prod") and i not in scanned:
+            if i in totals16:
                 names[i] = f"round_f16({names[i]})"   # a float16 total, as NumPy's loop stores it
             if _nan_apart(x, i in scanned):
                 out(f"{name}_nan = False")

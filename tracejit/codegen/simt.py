@@ -341,6 +341,15 @@ def index_values(instrs) -> set[int]:
     return out
 
 
+def float16_totals(instrs) -> set[int]:
+    """The float16 sum and product accumulators (not scans) of a kernel: computed in float32 or wider, their
+    totals are rounded to float16 where they are read, as NumPy's loops store them (a scan rounds each
+    running total as it makes it)."""
+    scanned = {x.srcs[0] for x in instrs if x.op == "update" and x.dtype is not None}
+    return {i for i, x in enumerate(instrs) if x.op == "acc" and x.dtype == np.float16
+            and x.arg[0] in ("sum", "prod") and i not in scanned}
+
+
 # NumPy adds fewer than 8 elements one after another (its pairwise sum unrolls by 8 from there on), so a
 # float reduction that short keeps that order exactly; a longer one may be reordered (vectorised lanes).
 ORDERED_BELOW = 8
