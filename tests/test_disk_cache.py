@@ -111,13 +111,13 @@ def test_a_truncated_or_altered_entry_is_reported_once_and_rebuilt(tmp_path, dev
 def test_a_changed_compiler_version_misses_and_debug_output_says_why(tmp_path, device):
     run_program(tmp_path, device)
     cuda = ("emulator.build", "compiler_version") if emulator.emulates("cuda") else ("nvrtc", "version")
-    module, function = {"numba": ("numba_cache", "compiler_versions"), "opencl": ("opencl_device", "_pyopencl_version"),
-                        "cuda": cuda}[device]
-    module = "codegen.nvrtc" if module == "nvrtc" else f"runtime.{module}"
-    prelude = f"""
-        import tracejit.{module} as m
+    # numba: Numba's version, and LLVM's for the kernels it compiles directly (runtime/llvm_jit.py)
+    changes = {"numba": [("numba_cache", "compiler_versions"), ("llvm_jit", "versions")],
+               "opencl": [("opencl_device", "_pyopencl_version")], "cuda": [cuda]}[device]
+    prelude = "".join(f"""
+        import tracejit.{"codegen.nvrtc" if module == "nvrtc" else f"runtime.{module}"} as m
         m.{function} = lambda: "a newer compiler"
-    """
+    """ for module, function in changes)
     changed = run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")
     assert changed["compiles"] >= 2
     assert "compiler was" in changed["stderr"] and "a newer compiler" in changed["stderr"]
@@ -199,12 +199,24 @@ def test_a_failed_build_is_never_stored(monkeypatch, device):
         assert disk_cache.CACHE.get(compiler.cache_key("k0_broken", source)) is None
         return
     from tracejit.codegen import numba as numba_codegen
+    from tracejit.codegen import numba_native
     render = numba_codegen.render_module
     monkeypatch.setattr(numba_codegen, "render_module", lambda *a: render(*a) + "\nnot python\n")
+    monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")   # a module for Numba
     with pytest.raises(tj.CompileError):
         tj.kernel(lambda a: a * 3.5 - 11.25)(np.ones(5, np.float32), device="numba")
     stored = [parse_entry(path.read_bytes()) or b"" for path, _, _ in disk_cache.CACHE.entries()]
     assert not any(b"not python" in payload for payload in stored)
+    # IR that LLVM rejects: a CompileError naming the kernel, and no object code stored for it
+    monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "1")
+    monkeypatch.setattr(numba_codegen, "render_module", render)
+    ir_render = numba_native.render
+    monkeypatch.setattr(numba_native, "render", lambda *a: ir_render(*a) + "\nnot llvm ir\n")
+    before = {path for path, _, _ in disk_cache.CACHE.entries()}
+    with pytest.raises(tj.CompileError, match="LLVM rejected the IR tracejit rendered for kernel k0_"):
+        tj.kernel(lambda a: a * 2.5 - 13.25)(np.ones(5, np.float32), device="numba")
+    new = [parse_entry(path.read_bytes()) or b"" for path, _, _ in disk_cache.CACHE.entries() if path not in before]
+    assert not any(payload.startswith(b"\x7fELF") for payload in new)
 
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
@@ -368,7 +380,8 @@ def test_damaged_numba_cache_files_are_reported_once_rebuilt_and_the_next_proces
     """Each .nbi/.nbc file flipped (five places), truncated, emptied or replaced with a directory: one
     CacheWarning, the right result, and the next load takes Numba's rewritten files."""
     out = subprocess.run([sys.executable, "-c", NUMBA_FILES_PROGRAM], capture_output=True, text=True,
-                         timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path)))
+                         timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path),
+                                           TRACEJIT_NUMBA_NATIVE="numba"))   # Numba's files: Numba compiles
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
@@ -384,25 +397,30 @@ x = np.random.default_rng(0).standard_normal((7, 299)).astype(np.float32)
 e = np.exp(x - x.max(axis=-1, keepdims=True))
 np.testing.assert_allclose(np.asarray(softmax(x, device="numba")), e / e.sum(axis=-1, keepdims=True), rtol=1e-6)
 loaded = "numba.np.arraymath" in sys.modules   # one of the modules of Numba's implementations
-print(softmax.cache_info()["compiles"], loaded)
+print(softmax.cache_info()["compiles"], loaded, "numba" in sys.modules)
 new = tj.kernel(lambda a: np.sqrt(np.abs(a)) * 3 - a.astype(np.float64))   # not in the cache: compiled
 y = np.asarray(new(x, device="numba"))
 assert y.dtype == np.float64 and np.array_equal(y, np.sqrt(np.abs(x)) * 3 - x.astype(np.float64))
 """
 
 
-def test_a_process_whose_kernels_are_all_in_the_cache_skips_numbas_compiler_setup(tmp_path):
+@pytest.mark.parametrize("mode", ["1", "numba"])
+def test_a_process_whose_kernels_are_all_in_the_cache_skips_numbas_compiler_setup(tmp_path, mode):
     """Loading a kernel's machine code needs only Numba's runtime: a later process does not import the
     implementations of everything Numba compiles (0.1-0.25 s of its first call), and a kernel it must
-    compile after that still compiles and gives NumPy's answer."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path))
+    compile after that still compiles and gives NumPy's answer. A kernel LLVM compiles directly (the
+    default for the softmax: runtime/llvm_jit.py) does not import Numba at all, compiled or loaded."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path), TRACEJIT_NUMBA_NATIVE=mode)
     lines = []
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", CACHED_ONLY_PROGRAM], capture_output=True, text=True,
                              timeout=300, env=env)
         assert out.returncode == 0, out.stderr
         lines.append(out.stdout.split())
-    assert lines == [["1", "True"], ["0", "False"]]
+    if mode == "numba":
+        assert lines == [["1", "True", "True"], ["0", "False", "True"]]
+    else:
+        assert lines == [["1", "False", "False"], ["0", "False", "False"]]
 
 
 def test_a_read_only_numba_cache_as_a_non_root_user_loads_and_a_new_kernel_warns_and_computes():

@@ -168,3 +168,85 @@ def test_gathers_powers_and_tables_record_faults_and_give_the_python_renderings_
         tj.kernel(lambda a, e: a ** e)(np.arange(4), np.array([1, 2, -1, 0]), device="numba")
     base, exponent = np.array([2, 3, 7], np.uint32), np.array([2**31 + 1, 5, 2**32 - 1], np.uint32)   # wraps
     np.testing.assert_array_equal(tj.kernel(lambda a, e: a ** e)(base, exponent, device="numba"), base ** exponent)
+
+
+# ---- LLVM directly (runtime/llvm_jit.py): object code, its entry point, the cache's payload ----
+
+ADD_ONE = """define void @"tj_native"(i64 %start, i64 %stop, i64 %scale, float* %out, float* %x) nounwind {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [%start, %entry], [%next, %body]
+  %more = icmp slt i64 %i, %stop
+  br i1 %more, label %body, label %done
+body:
+  %p = getelementptr inbounds float, float* %x, i64 %i
+  %v = load float, float* %p
+  %s = sitofp i64 %scale to float
+  %w = fmul float %v, %s
+  %q = getelementptr inbounds float, float* %out, i64 %i
+  store float %w, float* %q
+  %next = add i64 %i, 1
+  br label %loop
+done:
+  ret void
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def scale_entry():
+    """out[i] = x[i] * scale over [0, size), through llvm_jit's object code and entry point."""
+    from tracejit.runtime import llvm_jit
+    obj = llvm_jit.compile_object(ADD_ONE, "tj_native", "tracejit.test.scale", serial=True)
+    return llvm_jit.load(obj, "tracejit.test.scale", "scale"), obj
+
+
+def test_the_entry_point_takes_the_python_functions_arguments_and_refuses_what_it_cannot_read(scale_entry):
+    """Sizes as Python or NumPy integers, writable or read-only contiguous arrays (an ndarray subclass too);
+    a wrong count, a non-integer size, a non-array and a strided or unaligned array are a TypeError, after
+    Numba's import too (which gives PyExc_TypeError's C name another meaning in LLVM's symbol table)."""
+    import numba   # noqa: F401 - the order that crashed: Numba imported and compiling, then a refusal
+    numba.njit(lambda a: a + 1)(1)
+    from tracejit.runtime import llvm_jit
+    entry, _ = scale_entry
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    assert entry(np.int32(5), 3, out, x) is None
+    np.testing.assert_array_equal(out, np.r_[x[:5] * 3, np.zeros(3, np.float32)])
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    entry(8, 2, out, frozen.view(np.recarray))   # a read-only ndarray subclass
+    np.testing.assert_array_equal(out, x * 2)
+    unaligned = np.frombuffer(b"\0" + x.tobytes(), np.float32, 8, 1)
+    for args in [(8, 2, out), (8, 2, out, x, x), (8, 2.5, out, x), (8, 2, out, list(x)),
+                 (4, 2, out, np.arange(8.0, dtype=np.float32)[::2]), (8, 2, out, unaligned)]:
+        with pytest.raises(TypeError):
+            entry(*args)
+    fallback = llvm_jit.fallback(entry)
+    strided_out = np.zeros(16, np.float32)[::2]
+    fallback(8, 3, strided_out, unaligned)   # copies in, the written copy back
+    np.testing.assert_array_equal(strided_out, x * 3)
+
+
+def test_a_payload_that_is_not_object_code_of_this_machine_is_refused_before_llvm_reads_it(scale_entry):
+    from tracejit.runtime import llvm_jit
+    _, obj = scale_entry
+    llvm_jit.check_object(obj)
+    foreign = bytearray(obj)
+    foreign[18] ^= 0xFF   # e_machine
+    for bad in (b"", b"garbage" * 20, obj[:40], obj[: len(obj) // 2], bytes(foreign)):
+        with pytest.raises(llvm_jit.BadObject):
+            llvm_jit.check_object(bad)
+
+
+def test_a_first_call_compiles_with_llvm_directly_and_keeps_numba_s_results(monkeypatch):
+    """The default (TRACEJIT_NUMBA_NATIVE=1) and Numba compiling the same IR (=numba) give the same bits."""
+    x = _special(np.float32, 300).reshape(3, 100)
+    out = []
+    for mode in ("1", "numba"):
+        monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", mode)
+        with np.errstate(all="ignore"):
+            out.append(tj.kernel(lambda x: (np.exp(x - x.max(axis=-1, keepdims=True)), np.tanh(x) * 2))(
+                x, device="numba"))
+    _same_bits(out[0], out[1])

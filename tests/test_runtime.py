@@ -15,7 +15,11 @@ from reference import assert_close, run_kernel
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp_path):
+@pytest.mark.parametrize("mode", ["0", "numba"])
+def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp_path, monkeypatch, mode):
+    """A kernel Numba compiles (rendered as Python, or as IR with TRACEJIT_NUMBA_NATIVE=numba) is a module file;
+    one LLVM compiles directly is object code in the cache (test_numba_native)."""
+    monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", mode)
     x = np.ones(7, np.float32)
     plan = tj.kernel(lambda a: a * 3 - 1).lower(x)
     from tracejit.runtime.numba_device import SHARED_NAME

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen import numba as numba_codegen
+from ..codegen.numba_native import FUNCTION
 from ..errors import CompileError, CompileTimeoutError
 from ..ir import library
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, faults, has_atomics
 from ..ir.layout import LayoutOptions
 from ..ir.size_slots import size_slots
-from . import blas, numba_cache, numba_library, numba_threads, numba_tuning
+from . import blas, llvm_jit, numba_cache, numba_library, numba_threads, numba_tuning
 from .array import Array
 from .cache_key import SHARED_NAME, shared_source, source_part, tracejit_part
 from .debug import current_times, log, stage
@@ -77,17 +78,19 @@ class NumbaDevice(Device):
         # (module key, loop, signature) -> (module, (entry point, dispatcher)): a kernel this process already loaded
         # (another size of a kernel whose sizes are arguments) costs a dict lookup, not a module load
         self._loaded: dict[tuple, tuple] = {}
+        self._native: dict[str, tuple] = {}   # cache key digest -> (entry point, fallback): llvm_jit's kernels
         self.outputs = OutputPool()   # large results' memory, taken back when the caller drops them
         self.layout = numba_tuning.tuned_layout(type(self).layout)
         blas.settle_openmp()
 
     @staticmethod
     def probe():
-        try:
-            import numba
-        except ImportError as e:
-            return False, f"numba is not importable ({e}); pip install numba", ""
-        return True, None, f"CPU, {os.cpu_count()} threads, numba {numba.__version__}, {blas.describe()}"
+        """Whether Numba is installed, without importing it (~0.2 s): a program whose kernels LLVM compiles
+        directly (runtime/llvm_jit.py) never does."""
+        for package in ("numba", "llvmlite"):
+            if importlib.util.find_spec(package) is None:
+                return False, f"{package} is not installed; pip install numba", ""
+        return True, None, f"CPU, {os.cpu_count()} threads, numba {numba_cache.numba_version()}, {blas.describe()}"
 
     def memory(self):
         # NumPy's arrays: tracejit keeps no count of host memory in use; it keeps large results' blocks
@@ -254,8 +257,47 @@ class NumbaDevice(Device):
 
     def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
         shared = shared_source(source, kernel.name)
+        ir_text = numba_codegen.native_ir(shared) if numba_codegen.native_mode() == "1" else None
+        if ir_text is not None and _direct_llvm():
+            return self._load_native(shared, ir_text, kernel.name, loop == "serial")
         return self._load_function(shared, self._key(shared, kernel.name), SHARED_NAME,
                                    _signature(kernel, loop == "chunks", values), loop == "prange", loop == "chunks")
+
+    def _load_native(self, source: str, ir_text: str, name: str, serial: bool):
+        """A natively rendered kernel compiled by LLVM directly (runtime/llvm_jit.py), its object code kept
+        in the disk cache: ((entry point, its fallback for views it refuses), whether nothing was compiled).
+        Under _LOAD_LOCK."""
+        key = CacheKey("numba", name, (
+            ("kernel", source_part(source)),
+            ("device", numba_cache.host_cpu()),
+            ("loader", "llvm object code"),
+            ("tracejit", tracejit_part()),
+            ("compiler", llvm_jit.versions()),
+        ))
+        hit = self._native.get(key.digest)
+        if hit is not None:
+            return hit, True
+        symbol = f"tracejit.{key.digest[:32]}"
+        with stage("disk cache"):
+            obj = CACHE.get(key)
+        if obj is not None:
+            try:
+                llvm_jit.check_object(obj)
+            except llvm_jit.BadObject as e:   # whole by its checksum, yet not object code: put there by hand
+                CACHE.reject(key, str(e))
+                obj = None
+        cached = obj is not None
+        if obj is None:
+            t0 = time.perf_counter()
+            obj = _guarded(lambda: _compile_native(ir_text, symbol, serial, name), name, "LLVM",
+                           "(TRACEJIT_NUMBA_NATIVE=0 has Numba compile the kernel from Python instead.)")
+            with stage("disk cache"):
+                CACHE.put(key, obj)
+            log(1, f"compiled {name} (numba, LLVM directly) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        with stage("load object code"):
+            entry = llvm_jit.load(obj, symbol, name)
+        fns = self._native[key.digest] = (entry, llvm_jit.fallback(entry))
+        return fns, cached
 
     def _load_function(self, source: str, key: CacheKey, name: str, signature, parallel: bool, nogil: bool):
         """Function `name` of the module `source` (the disk cache's file under `key`), compiled by Numba for
@@ -366,27 +408,32 @@ def compile_timeout() -> float | None:
 
 
 def _compile_guarded(fn, signature, name: str, path: str):
-    """fn.compile(signature), or CompileTimeoutError after compile_timeout() seconds.
+    """fn.compile(signature), or CompileTimeoutError after compile_timeout() seconds."""
+    return _guarded(lambda: _compile_in_stages(fn, signature), name, "numba", f"Generated source: {path}.")
+
+
+def _guarded(compile, name: str, compiler: str, source: str):
+    """compile(), or CompileTimeoutError after compile_timeout() seconds.
 
     LLVM cannot be interrupted, so the compile runs in a daemon thread and the caller stops waiting for
     it: the caller gets a loud error instead of a hang. The abandoned compile goes on in the background
-    (holding Numba's compiler lock, so other numba compiles in this process wait for it, under the same
-    limit) and does not keep the process from exiting."""
+    (holding Numba's compiler lock or llvm_jit's, so other compiles in this process wait for it, under the
+    same limit) and does not keep the process from exiting."""
     limit = compile_timeout()
     if limit is None:
-        return _compile_in_stages(fn, signature)
+        return compile()
     box = {}
 
     def work():
         try:
-            box["entry"] = _compile_in_stages(fn, signature)
+            box["entry"] = compile()
         except BaseException as e:   # handed to the waiting caller
             box["error"] = e
         finally:
             _overdue.discard(threading.current_thread())
 
     worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),   # the caller's stage times
-                              name=f"tracejit numba compile {name}", daemon=True)
+                              name=f"tracejit {compiler} compile {name}", daemon=True)
     worker.start()
     worker.join(limit)
     if worker.is_alive():
@@ -395,14 +442,34 @@ def _compile_guarded(fn, signature, name: str, path: str):
         waiting = (f" It was waiting for earlier compiles that also ran past the limit and still run: "
                    f"{', '.join(others)}." if others else "")
         raise CompileTimeoutError(
-            f"numba did not finish compiling kernel {name} within {limit:g} s "
-            f"(TRACEJIT_COMPILE_TIMEOUT); gave up.{waiting} Generated source: {path}. LLVM cannot be "
+            f"{compiler} did not finish compiling kernel {name} within {limit:g} s "
+            f"(TRACEJIT_COMPILE_TIMEOUT); gave up.{waiting} {source} LLVM cannot be "
             f"interrupted, so that compile goes on in a background thread. If the kernel is just big, "
             f"raise TRACEJIT_COMPILE_TIMEOUT (seconds; 0 turns the limit off); a kernel that never "
-            f"finishes compiling is a tracejit bug: please report it with this source.") from None
+            f"finishes compiling is a tracejit bug: please report it.") from None
     if "error" in box:
         raise box["error"]
     return box["entry"]
+
+
+def _direct_llvm() -> bool:
+    """Whether llvm_jit can make entry points in this interpreter (it reads NumPy's array struct)."""
+    try:
+        llvm_jit.layout()
+    except llvm_jit.Unavailable as e:
+        log(1, f"kernels compile through Numba: {e}")
+        return False
+    return True
+
+
+def _compile_native(ir_text: str, symbol: str, serial: bool, name: str) -> bytes:
+    try:
+        with stage("LLVM"):
+            return llvm_jit.compile_object(ir_text, FUNCTION, symbol, serial)
+    except RuntimeError as e:   # llvmlite's error for IR that does not parse or verify
+        raise CompileError(f"LLVM rejected the IR tracejit rendered for kernel {name}: {first_lines(str(e))}\n"
+                           "This is a tracejit bug: please report it. TRACEJIT_NUMBA_NATIVE=0 renders the kernel "
+                           "as Python for Numba instead.") from None
 
 
 def _compile_in_stages(fn, signature):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from queue import SimpleQueue
 
@@ -16,9 +17,14 @@ _work: SimpleQueue | None = None   # (function, start, stop, args, done) for the
 
 def thread_count() -> int:
     """Threads a parallel kernel runs on: NUMBA_NUM_THREADS, like Numba's own parallel loops (default: the
-    cores this process may use)."""
-    import numba
-    return max(1, numba.config.NUMBA_NUM_THREADS)
+    cores this process may use, as Numba counts them); read without importing Numba where it is not."""
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return max(1, numba.config.NUMBA_NUM_THREADS)
+    try:
+        return max(1, int(os.environ["NUMBA_NUM_THREADS"]))
+    except (KeyError, ValueError):   # (Numba itself rejects a value that is not a number when imported)
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 @functools.cache
