@@ -1,23 +1,18 @@
 """The numba target: generated modules are real files imported as real modules, compiled by numba.njit."""
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
-import gc
 import importlib.util
 import os
 import sys
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..codegen import numba as numba_codegen
-from ..codegen.numba_native import FUNCTION
-from ..errors import CompileError, CompileTimeoutError
+from ..errors import CompileError
 from ..ir import library
 from ..ir.fuse import Program
 from ..ir.kernel_ir import Kernel, faults, has_atomics
@@ -26,12 +21,13 @@ from ..ir.size_slots import size_slots
 from . import blas, llvm_jit, numba_cache, numba_library, numba_threads, numba_tuning
 from .array import Array
 from .cache_key import SHARED_NAME, shared_source, source_part, tracejit_part
-from .debug import current_times, log, stage
+from .debug import log, stage
 from .device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
 from .device_interface import Device
 from .device_stats import no_pool
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
+from .numba_compile import compile_error, compile_native, direct_llvm, guarded, try_compile
 from .numba_plan import NumbaPlan
 from .output_pool import OutputPool
 from .sharing import plan_sharing
@@ -44,7 +40,6 @@ PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster tha
 # compiles in half the time of a prange loop, and the threads' wake-up (10-50 us, where OpenMP's spinning
 # threads take a few) is at most a few percent of the run
 CHUNKS_MIN_WORK = 1 << 22
-COMPILE_TIMEOUT = 120.0   # seconds one numba compile may take (TRACEJIT_COMPILE_TIMEOUT; 0: no limit)
 
 
 @dataclass(frozen=True)
@@ -258,7 +253,7 @@ class NumbaDevice(Device):
     def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
         shared = shared_source(source, kernel.name)
         ir_text = numba_codegen.native_ir(shared) if numba_codegen.native_mode() == "1" else None
-        if ir_text is not None and _direct_llvm():
+        if ir_text is not None and direct_llvm():
             return self._load_native(shared, ir_text, kernel.name, loop == "serial")
         return self._load_function(shared, self._key(shared, kernel.name), SHARED_NAME,
                                    _signature(kernel, loop == "chunks", values), loop == "prange", loop == "chunks")
@@ -289,7 +284,7 @@ class NumbaDevice(Device):
         cached = obj is not None
         if obj is None:
             t0 = time.perf_counter()
-            obj = _guarded(lambda: _compile_native(ir_text, symbol, serial, name), name, "LLVM",
+            obj = guarded(lambda: compile_native(ir_text, symbol, serial, name), name, "LLVM",
                            "(TRACEJIT_NUMBA_NATIVE=0 has Numba compile the kernel from Python instead.)")
             with stage("disk cache"):
                 CACHE.put(key, obj)
@@ -334,18 +329,18 @@ class NumbaDevice(Device):
         if damage is None:
             misses = sum(fn.stats.cache_misses.values())
             # the overload for these very types (several share one module), under the time limit
-            entry, error = _try_compile(fn, signature, key.name, module.__file__)
+            entry, error = try_compile(fn, signature, key.name, module.__file__)
             if error is not None:
                 if not numba_cache.numba_cache_files(fn):
-                    raise _compile_error(error, key.name, module) from None
+                    raise compile_error(error, key.name, module) from None
                 damage = f"{type(error).__name__}: {first_lines(str(error), 1)}"   # failed to load them
         if damage is not None:
             fn = numba_cache.rebuild_without_damaged_files(fn, key.name, module.__file__, damage)
             setattr(module, name, fn)
             misses = sum(fn.stats.cache_misses.values())
-            entry, error = _try_compile(fn, signature, key.name, module.__file__)
+            entry, error = try_compile(fn, signature, key.name, module.__file__)
             if error is not None:
-                raise _compile_error(error, key.name, module) from None
+                raise compile_error(error, key.name, module) from None
         with stage("disk cache"):
             numba_cache.record_numba_files(fn)
         cached = sum(fn.stats.cache_misses.values()) == misses   # Numba compiled nothing
@@ -358,152 +353,6 @@ class NumbaDevice(Device):
         # types (read-only views), which it compiles on demand
         self._loaded[memo] = (module, (entry, fn))
         return (entry, fn), cached
-
-
-def _try_compile(fn, signature, name: str, path: str):
-    """(entry point, None), or (None, the exception) where Numba failed; a timeout is raised as it is."""
-    try:
-        with _collector_paused():
-            return _compile_guarded(fn, signature, name, path), None
-    except CompileTimeoutError:
-        raise
-    except Exception as e:   # noqa: BLE001 - the caller decides: damaged cache files, or a compile error
-        return None, e
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """Python's cycle collector off while Numba compiles: Numba makes objects by the hundred thousand, and
-    the full collections they set off (each walking every object of the process, Numba's own included)
-    were a quarter of a kernel's compile time. The garbage is collected after."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _compile_error(e: Exception, name: str, module) -> CompileError:
-    return CompileError(f"numba failed to compile kernel {name}:\n{first_lines(str(e))}\n"
-                        f"generated source: {module.__file__}")
-
-
-_overdue: set[threading.Thread] = set()   # compiles that ran past the limit and are still going
-
-
-def compile_timeout() -> float | None:
-    """TRACEJIT_COMPILE_TIMEOUT in seconds (default COMPILE_TIMEOUT); None where it is 0: no limit."""
-    raw = os.environ.get("TRACEJIT_COMPILE_TIMEOUT", "").strip()
-    if not raw:
-        return COMPILE_TIMEOUT
-    try:
-        limit = float(raw)
-    except ValueError:
-        warnings.warn(f"TRACEJIT_COMPILE_TIMEOUT={raw!r} is not a number of seconds; using "
-                      f"{COMPILE_TIMEOUT:g}", RuntimeWarning, stacklevel=2)
-        return COMPILE_TIMEOUT
-    return limit if limit > 0 else None
-
-
-def _compile_guarded(fn, signature, name: str, path: str):
-    """fn.compile(signature), or CompileTimeoutError after compile_timeout() seconds."""
-    return _guarded(lambda: _compile_in_stages(fn, signature), name, "numba", f"Generated source: {path}.")
-
-
-def _guarded(compile, name: str, compiler: str, source: str):
-    """compile(), or CompileTimeoutError after compile_timeout() seconds.
-
-    LLVM cannot be interrupted, so the compile runs in a daemon thread and the caller stops waiting for
-    it: the caller gets a loud error instead of a hang. The abandoned compile goes on in the background
-    (holding Numba's compiler lock or llvm_jit's, so other compiles in this process wait for it, under the
-    same limit) and does not keep the process from exiting."""
-    limit = compile_timeout()
-    if limit is None:
-        return compile()
-    box = {}
-
-    def work():
-        try:
-            box["entry"] = compile()
-        except BaseException as e:   # handed to the waiting caller
-            box["error"] = e
-        finally:
-            _overdue.discard(threading.current_thread())
-
-    worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),   # the caller's stage times
-                              name=f"tracejit {compiler} compile {name}", daemon=True)
-    worker.start()
-    worker.join(limit)
-    if worker.is_alive():
-        others = sorted(t.name.rsplit(" ", 1)[-1] for t in list(_overdue) if t.is_alive())
-        _overdue.add(worker)
-        waiting = (f" It was waiting for earlier compiles that also ran past the limit and still run: "
-                   f"{', '.join(others)}." if others else "")
-        raise CompileTimeoutError(
-            f"{compiler} did not finish compiling kernel {name} within {limit:g} s "
-            f"(TRACEJIT_COMPILE_TIMEOUT); gave up.{waiting} {source} LLVM cannot be "
-            f"interrupted, so that compile goes on in a background thread. If the kernel is just big, "
-            f"raise TRACEJIT_COMPILE_TIMEOUT (seconds; 0 turns the limit off); a kernel that never "
-            f"finishes compiling is a tracejit bug: please report it.") from None
-    if "error" in box:
-        raise box["error"]
-    return box["entry"]
-
-
-def _direct_llvm() -> bool:
-    """Whether llvm_jit can make entry points in this interpreter (it reads NumPy's array struct)."""
-    try:
-        llvm_jit.layout()
-    except llvm_jit.Unavailable as e:
-        log(1, f"kernels compile through Numba: {e}")
-        return False
-    return True
-
-
-def _compile_native(ir_text: str, symbol: str, serial: bool, name: str) -> bytes:
-    try:
-        with stage("LLVM"):
-            return llvm_jit.compile_object(ir_text, FUNCTION, symbol, serial)
-    except RuntimeError as e:   # llvmlite's error for IR that does not parse or verify
-        raise CompileError(f"LLVM rejected the IR tracejit rendered for kernel {name}: {first_lines(str(e))}\n"
-                           "This is a tracejit bug: please report it. TRACEJIT_NUMBA_NATIVE=0 renders the kernel "
-                           "as Python for Numba instead.") from None
-
-
-def _compile_in_stages(fn, signature):
-    """fn.compile(signature); under TRACEJIT_DEBUG=1 its time split into stages by Numba's own events: its
-    compiler passes (frontend, typing, lowering to LLVM IR) and the time inside LLVM (optimisation, machine
-    code), this thread's only."""
-    times = current_times()
-    if times is None:
-        return fn.compile(signature)
-    from numba.core import event
-    thread = threading.get_ident()
-
-    class Stages(event.Listener):
-        def on_start(self, ev):
-            if threading.get_ident() == thread:
-                times.enter(_numba_stage(ev))
-
-        def on_end(self, ev):
-            if threading.get_ident() == thread:
-                times.exit()
-
-    stages = Stages()
-    with event.install_listener("numba:run_pass", stages), event.install_listener("numba:llvm_lock", stages):
-        return fn.compile(signature)
-
-
-_NUMBA_STAGES = {"nopython_type_inference": "numba typing", "native_lowering": "numba lowering",
-                 "nopython_backend": "numba lowering"}
-
-
-def _numba_stage(ev) -> str:
-    if ev.kind == "numba:llvm_lock":
-        return "LLVM"
-    return _NUMBA_STAGES.get(ev.data["name"].split(" [")[0], "numba frontend")
 
 
 def _root(a: np.ndarray) -> np.ndarray:
