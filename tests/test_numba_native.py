@@ -63,7 +63,8 @@ def test_the_benchmark_kernels_are_native_and_others_stay_python(monkeypatch):
 
     assert "tracejit.runtime.numba_native" in _source(softmax, x)
     small = np.zeros(64, np.float32)
-    for body in (lambda x: np.sin(x),                      # a libm call: Numba's
+    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: np.sin(x)), small)   # libm's sinf
+    for body in (lambda x: np.cbrt(x),                     # Numba's own cube root
                  lambda x: x.astype(np.float16) * 2,       # float16 is converted by Numba
                  lambda x: x.astype(np.int32) ** 2):       # an integer power records a fault
         assert "tracejit.runtime.numba_native" not in _source(tj.kernel(body), small)
@@ -250,3 +251,25 @@ def test_a_first_call_compiles_with_llvm_directly_and_keeps_numba_s_results(monk
             out.append(tj.kernel(lambda x: (np.exp(x - x.max(axis=-1, keepdims=True)), np.tanh(x) * 2))(
                 x, device="numba"))
     _same_bits(out[0], out[1])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_the_c_librarys_functions_give_the_python_renderings_bits(dtype, monkeypatch):
+    """The ufuncs both renderings compute with libm (codegen/llvm_ops.LIBM): the same calls, the same bits,
+    on NaN, signed zeros, infinities, extremes and random values, inside and outside each domain."""
+    from tracejit.codegen.llvm_ops import LIBM
+    x = _special(dtype, 96)
+    y = np.roll(x, 7)
+    unary = sorted(op for dt, op in LIBM if dt == dtype and op not in ("arctan2", "hypot"))
+    functions = {"erf": None, **{op: getattr(np, op) for op in unary if op != "erf"}}
+    assert "sin" in functions and ("log" in functions) == (dtype == np.float64)
+
+    def body(x, y):
+        out = [functions[op](x) for op in unary if functions[op] is not None]
+        return (*out, np.arctan2(x, y), np.hypot(x, y), np.log1p(np.abs(y)) * 2)
+
+    source = _source(tj.kernel(body), x, y)
+    assert "tracejit.runtime.numba_native" in source
+    with np.errstate(all="ignore"):
+        native, python = _both(monkeypatch, body, x, y)
+        _same_bits(native, python)

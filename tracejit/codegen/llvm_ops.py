@@ -19,6 +19,17 @@ FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", 
 MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
         (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
+# the C library's functions, by (dtype, op), for the ufuncs Numba computes with them (codegen/numba.py's
+# np.sin(x) and the like on a scalar: Numba's lowering calls these, or LLVM intrinsics that become these
+# calls): the same calls give the same bits (tests/test_numba_native.py compares them on special values;
+# np.cbrt is not here: Numba computes it otherwise, and 12 of 96 float32 values differed by an ulp)
+_C_NAMES = {"exp2": "exp2", "expm1": "expm1", "log2": "log2", "log10": "log10", "log1p": "log1p",
+            "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
+            "sinh": "sinh", "cosh": "cosh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+            "arctan2": "atan2", "hypot": "hypot"}
+LIBM = {**{(np.dtype(np.float32), op): c + "f" for op, c in _C_NAMES.items()},
+        **{(np.dtype(np.float64), op): c for op, c in _C_NAMES.items()},
+        (np.dtype(np.float64), "log"): "log", (np.dtype(np.float64), "erf"): "erf"}
 INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "max", "min", "and", "or", "xor",
                      "lt", "le", "eq", "ne", "where"})
 INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
@@ -115,6 +126,13 @@ def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         return b.fdiv(ir.Constant(t, 1.0), a[0], flags=STRICT)
     if op in INTRINSIC:
         return b.call(b.module.declare_intrinsic(INTRINSIC[op], [t]), a)
+    name = LIBM.get((np.dtype(dt), op))
+    if name is not None:
+        try:
+            fn = b.module.get_global(name)
+        except KeyError:
+            fn = ir.Function(b.module, ir.FunctionType(t, [t] * len(a)), name)
+        return b.call(fn, a)
     if op == "copysign":
         return b.call(b.module.declare_intrinsic("llvm.copysign", [t], ir.FunctionType(t, [t, t])), a)
     if op in ("max", "min"):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins

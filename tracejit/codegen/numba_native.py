@@ -30,6 +30,7 @@ from .llvm_ops import (
     INDEX_OPS,
     INT_OPS,
     KERNEL_OPS,
+    LIBM,
     MATH,
     STRICT,
     bool_op,
@@ -103,7 +104,7 @@ def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
     if src == np.bool_:
         return BOOL_OPS
     if src.kind == "f":
-        return FLOAT_OPS | {op for (dt, op) in MATH if dt == src}
+        return FLOAT_OPS | {op for (dt, op) in (*MATH, *LIBM) if dt == src}
     return INT_OPS
 
 
