@@ -103,7 +103,8 @@ def test_integer_ops_wrap_and_compare_as_the_python_rendering_does(dtype, monkey
     def body(x, y):
         return (x + y, x - y, x * y, -x, ~x, x & y, x | y, x ^ y, np.maximum(x, y), np.minimum(x, y),
                 x < y, x <= y, x == y, x != y, np.where(x > y, x, y), x.astype(np.float32), x.astype(np.int16),
-                x.astype(bool), x.sum(), x.max(), x.min(), np.cumsum(x))
+                x.astype(bool), x.sum(), x.max(), x.min(), np.cumsum(x), x // y, x % y, x // np.roll(y, 1) % 7,
+                x // (y & 3), x % (y & 3))   # (divisors 0 and, signed, -1: 0, wrapping, 0)
 
     with np.errstate(all="ignore"):
         native, python = _both(monkeypatch, body, x, y)

@@ -30,7 +30,7 @@ _C_NAMES = {"exp2": "exp2", "expm1": "expm1", "log2": "log2", "log10": "log10", 
 LIBM = {**{(np.dtype(np.float32), op): c + "f" for op, c in _C_NAMES.items()},
         **{(np.dtype(np.float64), op): c for op, c in _C_NAMES.items()},
         (np.dtype(np.float64), "log"): "log", (np.dtype(np.float64), "erf"): "erf"}
-INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "max", "min", "and", "or", "xor",
+INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "idiv", "mod", "max", "min", "and", "or", "xor",
                      "lt", "le", "eq", "ne", "where"})
 INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
 BOOL_OPS = frozenset({"invert", "and", "or", "xor", "max", "min", "add", "mul", "lt", "le", "eq", "ne", "where"})
@@ -182,12 +182,36 @@ def int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         return b.xor(a[0], ir.Constant(t, -1))
     if op in ("and", "or", "xor"):
         return getattr(b, op + "_" if op != "xor" else op)(a[0], a[1])
+    if op in ("idiv", "mod"):
+        return _int_divide(b, op, a[0], a[1], dt)
     compare = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
     if op in ("max", "min"):
         return b.select(compare(">" if op == "max" else "<", a[0], a[1]), a[0], a[1])
     if op in FCMP:
         return compare(FCMP[op], a[0], a[1])
     raise AssertionError(op)
+
+
+def _int_divide(b: ir.IRBuilder, op: str, x, y, dt: np.dtype):
+    """NumPy's integer // and % on data, as codegen.numba's source computes them under Numba's error model:
+    rounding toward -inf, a zero divisor giving 0, x // -1 wrapping (-x of the minimum is itself) and
+    x % -1 giving 0. The divisor LLVM sees is never 0 or -1, which trap on x86."""
+    t = x.type
+    zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
+    if dt.kind == "u":
+        by_zero = b.icmp_unsigned("==", y, zero)
+        d = b.select(by_zero, one, y)
+        return b.select(by_zero, zero, b.udiv(x, d) if op == "idiv" else b.urem(x, d))
+    by_zero, by_minus_one = b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(t, -1))
+    special = b.or_(by_zero, by_minus_one)
+    d = b.select(special, one, y)
+    q, r = b.sdiv(x, d), b.srem(x, d)
+    fix = b.and_(b.icmp_signed("!=", r, zero),
+                 b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
+    if op == "idiv":
+        q = b.sub(q, b.zext(fix, t))
+        return b.select(by_zero, zero, b.select(by_minus_one, b.sub(zero, x), q))
+    return b.select(special, zero, b.select(fix, b.add(r, d), r))
 
 
 def bool_op(b: ir.IRBuilder, op: str, a: list):
