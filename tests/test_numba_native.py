@@ -81,7 +81,8 @@ def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
         return (x + y, x - y, x * y, x / y, -x, np.abs(x), np.sqrt(np.abs(y)), np.floor(x), np.ceil(y), np.trunc(x),
                 np.rint(y), np.maximum(x, y), np.minimum(x, y), np.copysign(x, y), 1 / x, np.exp(x), np.tanh(y),
                 np.where(x < y, x, y), x <= y, x == y, x != y, np.isnan(x), np.isinf(y), np.signbit(x),
-                x.astype(np.float64 if x.dtype == np.float32 else np.float32), (x != 0) & (y > 1))
+                x.astype(np.float64 if x.dtype == np.float32 else np.float32), (x != 0) & (y > 1), np.sign(x),
+                x ** y, np.power(np.abs(x), 0.5), x ** 2, np.power(y, x - 1))
 
     with np.errstate(all="ignore"):
         native, python = _both(monkeypatch, body, x, y)

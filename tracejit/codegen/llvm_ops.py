@@ -15,7 +15,8 @@ FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 # float ops by dtype: the ones written here (their results are NumPy's bits, or the numba renderer's own
 # math functions' bits); others (libm calls, Python's // and % on floats, powers) stay with Numba
 FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "signbit",
-                       "add", "sub", "mul", "div", "max", "min", "copysign", "lt", "le", "eq", "ne", "where"})
+                       "sign", "add", "sub", "mul", "div", "pow", "max", "min", "copysign", "lt", "le", "eq", "ne",
+                       "where"})
 MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
         (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
@@ -133,8 +134,13 @@ def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         except KeyError:
             fn = ir.Function(b.module, ir.FunctionType(t, [t] * len(a)), name)
         return b.call(fn, a)
-    if op == "copysign":
-        return b.call(b.module.declare_intrinsic("llvm.copysign", [t], ir.FunctionType(t, [t, t])), a)
+    if op in ("copysign", "pow"):   # (Numba's x ** y on floats: llvm.pow, libm's pow or powf)
+        return b.call(b.module.declare_intrinsic(f"llvm.{op}", [t], ir.FunctionType(t, [t, t])), a)
+    if op == "sign":   # codegen.numba's: 1, -1, +0 for either zero, a NaN itself
+        x, zero = a[0], ir.Constant(t, 0.0)
+        small = b.select(b.fcmp_ordered("==", x, zero), zero, x)
+        return b.select(b.fcmp_ordered(">", x, zero), ir.Constant(t, 1.0),
+                        b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), small))
     if op in ("max", "min"):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
         take = b.or_(b.fcmp_ordered(">" if op == "max" else "<", a[0], a[1]), b.fcmp_unordered("!=", a[0], a[0]))
         return b.select(take, a[0], a[1])
