@@ -150,7 +150,7 @@ WAYS = {
 # inside the entry
 KINDS = {
     "numba": {"entry": "kernels/entries/numba/*/*", "index": "kernels/index/numba/*",
-              "object": ("kernels/entries/numba/*/*", b'"loader": "llvm object code"'),
+              "object": ("kernels/entries/numba/*/*", b'"loader": "llvm object code'),
               "module": "kernels/artifacts/numba/*/*.py", "nbi": "kernels/artifacts/numba/*/__pycache__/*.nbi",
               "nbc": "kernels/artifacts/numba/*/__pycache__/*.nbc",
               "nbi-checksum": "kernels/artifacts/numba/*/__pycache__/*.nbi.sha256"},

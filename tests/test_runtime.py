@@ -34,10 +34,14 @@ def test_small_kernels_run_serial_middling_ones_prange_and_big_ones_in_chunks_on
     f = tj.kernel(lambda a: a * 2 + 1)
     small, middling, big = (f.lower(np.ones(n, np.float32)).kernels[0] for n in (16, 1 << 20, 1 << 22))
     assert not small.parallel and "prange" not in small.source and "tj_start" not in small.source
-    assert middling.parallel and "prange" in middling.source
+    # middling: Numba's prange loop, or, compiled by LLVM directly, its range in parts on OpenMP's threads
+    assert middling.parallel and ("prange" in middling.source or "OpenMP's threads" in middling.source)
     assert big.parallel and "(tj_start, tj_stop" in big.source and "prange" not in big.source
     x = np.arange(1 << 22, dtype=np.float32)
     np.testing.assert_array_equal(f(x), x * 2 + 1)   # every chunk, its first and last element included
+    for n in (1 << 16, (1 << 20) + 3, 999_999):   # each thread's part of a parallel loop, none left out
+        y = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(f(y), y * 2 + 1)
 
 
 def test_a_kernel_run_in_chunks_takes_read_only_arrays_through_the_dispatcher():
@@ -78,18 +82,21 @@ def test_compile_times_count_each_moment_in_the_innermost_stage_only():
     assert times.summary() == "a 6000, b 3000, other 6000 ms"
 
 
-def test_debug_level_1_prints_each_stage_of_a_compile(tmp_path):
+@pytest.mark.parametrize("mode", ["1", "0"])
+def test_debug_level_1_prints_each_stage_of_a_compile(tmp_path, mode):
+    """LLVM's compile of the kernel's IR (the default) or Numba's of its Python rendering: stages that add up."""
     out = _run("""
         import numpy as np, tracejit as tj
         f = tj.kernel(lambda a: np.exp(a - a.max(axis=-1, keepdims=True)))
         f(np.ones((512, 256), np.float32))
-    """, TRACEJIT_DEBUG="1", TRACEJIT_CACHE_DIR=str(tmp_path))   # an empty cache: the kernel is compiled
+    """, TRACEJIT_DEBUG="1", TRACEJIT_CACHE_DIR=str(tmp_path), TRACEJIT_NUMBA_NATIVE=mode)   # an empty cache
     assert out.returncode == 0, out.stderr
     line = next(line for line in out.stderr.splitlines() if "kernel(s) for numba in" in line)
     total = float(line.split(" in ")[1].split(" ms")[0])
     stages = dict(part.rsplit(" ", 1) for part in line.split(" ms (", 1)[1].removesuffix(" ms)").split(", "))
-    for name in ("device setup", "trace", "simplify", "schedule", "render", "numba frontend", "numba typing",
-                 "numba lowering", "LLVM", "disk cache", "runner", "other"):
+    own = ("load object code",) if mode == "1" else ("numba frontend", "numba typing", "numba lowering")
+    for name in ("device setup", "trace", "simplify", "schedule", "render", *own, "LLVM", "disk cache", "runner",
+                 "other"):
         assert name in stages, (name, line)
     assert abs(sum(map(float, stages.values())) - total) <= 0.05 * total + 2, line   # they add up to the whole
 

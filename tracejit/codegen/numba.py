@@ -478,4 +478,5 @@ def _native_module(kernel: Kernel, loop: str, symbolic: dict) -> str:
         _NATIVE_IMPORT, "",
         f"tj_native = native(r\'\'\'{ir_text}\'\'\', {2 + len(sizes) + len(params)})", "", "",
         f"def {kernel.name}({', '.join(lead + sizes + params)}):",
+        *(["    # over parts of [0, tj_size) at once on OpenMP's threads (runtime/llvm_jit.py)"] if loop == "prange" else []),
         f"    tj_native({', '.join([start, *sizes, *params])})", ""])

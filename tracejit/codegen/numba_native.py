@@ -60,7 +60,8 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str 
     from .numba import STACK_SCRATCH_MAX   # (codegen.numba imports this module)
     symbolic = symbolic or {}
     ins = kernel.instrs
-    if loop == "prange":   # (a prange loop calling the IR per index: no faster to compile, 30% slower to run)
+    # (a prange loop calling the IR per index was no faster to compile and 30% slower to run)
+    if loop == "prange" and not _parallel_entries():
         return "its global loop is Numba's prange"
     if has_atomics(kernel):
         return "it combines updates into memory"
@@ -88,6 +89,20 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str 
         if len(set(operands)) > 1:
             return f"%{i} mixes operand dtypes"
     return _escapes(ins)
+
+
+def _parallel_entries() -> bool:
+    """Whether a kernel looped in parallel over its global index can be IR: where LLVM compiles it directly
+    (TRACEJIT_NUMBA_NATIVE=1) and its entry point can run it on OpenMP's threads (runtime/llvm_jit.py)."""
+    from ..runtime import llvm_jit
+    from .numba import native_mode
+    if native_mode() != "1":
+        return False
+    try:
+        llvm_jit.layout()
+    except llvm_jit.Unavailable:
+        return False
+    return llvm_jit.openmp()
 
 
 def _itemsize(x) -> int:

@@ -76,6 +76,36 @@ def _machine():
     return machine, engine
 
 
+# The threads a parallel kernel's entry point asks OpenMP for; 0 in a forked child (libgomp's pool does not
+# survive fork: its first parallel region there can hang), where such kernels run serially instead.
+_omp_threads = ctypes.c_int32(0)
+
+
+@functools.cache
+def openmp() -> bool:
+    """Whether GNU OpenMP (libgomp, which Numba's OpenMP layer and MKL's GNU layer use too) is loaded for
+    the entry points of parallel kernels: their global range in even parts on its threads (GOMP_parallel),
+    which spin briefly between regions as Numba's `prange` loops' do. Loaded on first use, after the numba
+    device has set GOMP_SPINCOUNT where MKL will share it (blas.settle_openmp)."""
+    import ctypes.util
+    import os
+
+    import llvmlite.binding as llvm
+
+    from .numba_threads import thread_count
+    path = ctypes.util.find_library("gomp")
+    if path is None:
+        return False
+    try:
+        llvm.load_library_permanently(path)
+    except RuntimeError:
+        return False
+    _omp_threads.value = thread_count()
+    llvm.add_symbol("tracejit.omp_threads", ctypes.addressof(_omp_threads))
+    os.register_at_fork(after_in_child=lambda: setattr(_omp_threads, "value", 0))
+    return True
+
+
 def versions() -> str:
     """What the object code depends on besides the IR and the CPU: for the cache key."""
     import llvmlite
@@ -84,17 +114,19 @@ def versions() -> str:
             f"python {sys.version.split()[0]} numpy-layout {layout()}")
 
 
-def compile_object(ir_text: str, function: str, symbol: str, serial: bool) -> bytes:
+def compile_object(ir_text: str, function: str, symbol: str, serial: bool, parallel: bool = False) -> bytes:
     """Object code of the kernel IR `ir_text` (its function `function` renamed `symbol`) and of its entry
     point `symbol`.call, whose arguments are the one-line Python function's (codegen/numba.py
-    _native_module): the global size (serial: the kernel runs over [0, size)) or a chunk's start and stop,
-    then the sizes and the arrays."""
+    _native_module): the global size (serial: the kernel runs over [0, size); parallel: over parts of it on
+    OpenMP's threads, see openmp) or a chunk's start and stop, then the sizes and the arrays."""
     import llvmlite.binding as llvm
     machine, _ = _machine()
+    if parallel and not openmp():
+        raise RuntimeError("no OpenMP runtime (libgomp) to run a parallel kernel on")
     with _lock:
         module = llvm.parse_assembly(ir_text.replace(f'@"{function}"', f'@"{symbol}"'))
         kinds = [str(a.type) for a in module.get_function(symbol).arguments]
-        module.link_in(llvm.parse_assembly(_entry_ir(symbol, kinds[2:], serial)))
+        module.link_in(llvm.parse_assembly(_entry_ir(symbol, kinds[2:], serial or parallel, parallel)))
         module.triple = llvm.get_process_triple()
         module.data_layout = str(machine.target_data)
         module.verify()
@@ -207,9 +239,10 @@ def fallback(fn):
     return call
 
 
-def _entry_ir(symbol: str, kinds: list[str], serial: bool) -> str:
+def _entry_ir(symbol: str, kinds: list[str], serial: bool, parallel: bool = False) -> str:
     """LLVM IR of `symbol`.call(self, args, nargs), METH_FASTCALL, calling the kernel `symbol` whose
-    arguments after its start and stop are of `kinds` (LLVM's type names)."""
+    arguments after its start and stop are of `kinds` (LLVM's type names); `parallel`: over even parts of
+    [0, size) on OpenMP's threads (`symbol`.omp, one part per thread)."""
     from llvmlite import ir
     type_at, data_at, flags_at = layout()
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -295,9 +328,50 @@ def _entry_ir(symbol: str, kinds: list[str], serial: bool) -> str:
     if serial:
         values.insert(0, ir.Constant(i64, 0))
     state = b.call(save, [])
-    b.call(kernel, values)
+    if parallel:
+        _parallel_call(module, b, kernel, values, symbol)
+    else:
+        b.call(kernel, values)
     b.call(restore, [state])
     result = b.bitcast(none, obj)
     b.call(incref, [result])
     b.ret(result)
     return str(module)
+
+
+def _parallel_call(module, b, kernel, values: list, symbol: str) -> None:
+    """kernel(0, size, *rest) as GOMP_parallel running `symbol`.omp on OpenMP's threads, each calling the
+    kernel over its part of [0, size); serially where tracejit.omp_threads is 1 or less (a forked child)."""
+    from llvmlite import ir
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    size, rest = values[1], values[2:]
+    data_type = ir.LiteralStructType([i64] + [v.type for v in rest])
+    threads = ir.GlobalVariable(module, i32, "tracejit.omp_threads")   # llvm_jit._omp_threads
+    outlined = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8.as_pointer()]), f"{symbol}.omp")
+    outlined.linkage = "internal"
+    ob = ir.IRBuilder(outlined.append_basic_block("entry"))
+    data = ob.bitcast(outlined.args[0], data_type.as_pointer())
+    fields = [ob.load(ob.gep(data, [ir.Constant(i32, 0), ir.Constant(i32, k)])) for k in range(1 + len(rest))]
+    thread = ob.sext(ob.call(ir.Function(module, ir.FunctionType(i32, []), "omp_get_thread_num"), []), i64)
+    count = ob.sext(ob.call(ir.Function(module, ir.FunctionType(i32, []), "omp_get_num_threads"), []), i64)
+    start = ob.sdiv(ob.mul(fields[0], thread), count)
+    stop = ob.sdiv(ob.mul(fields[0], ob.add(thread, ir.Constant(i64, 1))), count)
+    ob.call(kernel, [start, stop, *fields[1:]])
+    ob.ret_void()
+
+    gomp = ir.Function(module, ir.FunctionType(ir.VoidType(), [outlined.type, i8.as_pointer(), i32, i32]),
+                       "GOMP_parallel")
+    n = b.load(threads)
+    fn = b.function
+    alone, spread, joined = (fn.append_basic_block(f"omp.{s}") for s in ("alone", "spread", "joined"))
+    b.cbranch(b.icmp_signed(">", n, ir.Constant(i32, 1)), spread, alone)
+    with b.goto_block(alone):
+        b.call(kernel, values)
+        b.branch(joined)
+    b.position_at_end(spread)
+    slot = b.alloca(data_type)
+    for k, v in enumerate([size, *rest]):
+        b.store(v, b.gep(slot, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
+    b.call(gomp, [outlined, b.bitcast(slot, i8.as_pointer()), n, ir.Constant(i32, 0)])
+    b.branch(joined)
+    b.position_at_end(joined)

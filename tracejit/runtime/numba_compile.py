@@ -120,10 +120,10 @@ def direct_llvm() -> bool:
     return True
 
 
-def compile_native(ir_text: str, symbol: str, serial: bool, name: str) -> bytes:
+def compile_native(ir_text: str, symbol: str, loop: str, name: str) -> bytes:
     try:
         with stage("LLVM"):
-            return llvm_jit.compile_object(ir_text, FUNCTION, symbol, serial)
+            return llvm_jit.compile_object(ir_text, FUNCTION, symbol, loop == "serial", loop == "prange")
     except RuntimeError as e:   # llvmlite's error for IR that does not parse or verify
         raise CompileError(f"LLVM rejected the IR tracejit rendered for kernel {name}: {first_lines(str(e))}\n"
                            "This is a tracejit bug: please report it. TRACEJIT_NUMBA_NATIVE=0 renders the kernel "

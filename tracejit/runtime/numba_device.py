@@ -254,18 +254,18 @@ class NumbaDevice(Device):
         shared = shared_source(source, kernel.name)
         ir_text = numba_codegen.native_ir(shared) if numba_codegen.native_mode() == "1" else None
         if ir_text is not None and direct_llvm():
-            return self._load_native(shared, ir_text, kernel.name, loop == "serial")
+            return self._load_native(shared, ir_text, kernel.name, loop)
         return self._load_function(shared, self._key(shared, kernel.name), SHARED_NAME,
                                    _signature(kernel, loop == "chunks", values), loop == "prange", loop == "chunks")
 
-    def _load_native(self, source: str, ir_text: str, name: str, serial: bool):
+    def _load_native(self, source: str, ir_text: str, name: str, loop: str):
         """A natively rendered kernel compiled by LLVM directly (runtime/llvm_jit.py), its object code kept
         in the disk cache: ((entry point, its fallback for views it refuses), whether nothing was compiled).
         Under _LOAD_LOCK."""
         key = CacheKey("numba", name, (
             ("kernel", source_part(source)),
             ("device", numba_cache.host_cpu()),
-            ("loader", "llvm object code"),
+            ("loader", f"llvm object code, {loop} loop"),
             ("tracejit", tracejit_part()),
             ("compiler", llvm_jit.versions()),
         ))
@@ -284,7 +284,7 @@ class NumbaDevice(Device):
         cached = obj is not None
         if obj is None:
             t0 = time.perf_counter()
-            obj = guarded(lambda: compile_native(ir_text, symbol, serial, name), name, "LLVM",
+            obj = guarded(lambda: compile_native(ir_text, symbol, loop, name), name, "LLVM",
                            "(TRACEJIT_NUMBA_NATIVE=0 has Numba compile the kernel from Python instead.)")
             with stage("disk cache"):
                 CACHE.put(key, obj)
