@@ -429,11 +429,11 @@ def native_ir(source: str) -> str | None:
     return source.split("r\'\'\'", 1)[1].split("\'\'\'", 1)[0]
 
 
-def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = None) -> str:
+def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = None, parallel: bool = False) -> str:
     """A whole importable module: imports, float16 helpers when needed, constant tables, then each kernel
     (`symbolic`: see render; for a module of one kernel). A module of one kernel that codegen/numba_native.py
     renders is that kernel's LLVM IR and a Python function of one line that calls it."""
-    if len(kernels) == 1 and native_enabled() and numba_native.unsupported(*kernels[0], symbolic) is None:
+    if len(kernels) == 1 and native_enabled() and numba_native.unsupported(*kernels[0], symbolic, parallel) is None:
         return _native_module(*kernels[0], symbolic or {})
     body = "\n\n".join(render(k, loop, symbolic) for k, loop in kernels)
     tables = {x.arg.name: _table(x.arg) for k, _ in kernels for x in k.instrs if x.op == "table"}

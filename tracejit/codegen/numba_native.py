@@ -55,13 +55,15 @@ def _supported_dtype(dt) -> bool:
     return dt is None or dt.kind in "biu" or dt in FLOAT_TYPES
 
 
-def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str | None:
-    """Why this kernel is rendered as Python for Numba instead (None: render() takes it)."""
+def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, parallel: bool = False) -> str | None:
+    """Why this kernel is rendered as Python for Numba instead (None: render() takes it). `parallel`: whether
+    a kernel looped in parallel over its global index (prange) can be IR, which the runtime says: LLVM
+    compiles it directly and its entry point runs it on OpenMP's threads (runtime/llvm_jit.py)."""
     from .numba import STACK_SCRATCH_MAX   # (codegen.numba imports this module)
     symbolic = symbolic or {}
     ins = kernel.instrs
     # (a prange loop calling the IR per index was no faster to compile and 30% slower to run)
-    if loop == "prange" and not _parallel_entries():
+    if loop == "prange" and not parallel:
         return "its global loop is Numba's prange"
     if has_atomics(kernel):
         return "it combines updates into memory"
@@ -89,20 +91,6 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str 
         if len(set(operands)) > 1:
             return f"%{i} mixes operand dtypes"
     return _escapes(ins)
-
-
-def _parallel_entries() -> bool:
-    """Whether a kernel looped in parallel over its global index can be IR: where LLVM compiles it directly
-    (TRACEJIT_NUMBA_NATIVE=1) and its entry point can run it on OpenMP's threads (runtime/llvm_jit.py)."""
-    from ..runtime import llvm_jit
-    from .numba import native_mode
-    if native_mode() != "1":
-        return False
-    try:
-        llvm_jit.layout()
-    except llvm_jit.Unavailable:
-        return False
-    return llvm_jit.openmp()
 
 
 def _itemsize(x) -> int:

@@ -120,6 +120,13 @@ def direct_llvm() -> bool:
     return True
 
 
+def parallel_entries() -> bool:
+    """Whether a kernel looped in parallel over its global index can be IR that LLVM compiles directly
+    (TRACEJIT_NUMBA_NATIVE=1) with an entry point running it on OpenMP's threads (llvm_jit.openmp)."""
+    from ..codegen.numba import native_mode
+    return native_mode() == "1" and direct_llvm() and llvm_jit.openmp()
+
+
 def compile_native(ir_text: str, symbol: str, loop: str, name: str) -> bytes:
     try:
         with stage("LLVM"):

@@ -27,7 +27,7 @@ from .device_interface import Device
 from .device_stats import no_pool
 from .disk_cache import CACHE, CacheKey
 from .numba_cache import FASTMATH, first_lines
-from .numba_compile import compile_error, compile_native, direct_llvm, guarded, try_compile
+from .numba_compile import compile_error, compile_native, direct_llvm, guarded, parallel_entries, try_compile
 from .numba_plan import NumbaPlan
 from .output_pool import OutputPool
 from .sharing import plan_sharing
@@ -200,7 +200,7 @@ class NumbaDevice(Device):
         """Render the kernel with these slots as arguments and load it: (source, the arguments' values,
         its functions, whether nothing was compiled)."""
         with stage("render"):
-            source = numba_codegen.render_module([(kernel, loop)], symbolic)
+            source = numba_codegen.render_module([(kernel, loop)], symbolic, loop == "prange" and parallel_entries())
         values = tuple(_argument(sizes[slot], numba_codegen.slot_argument(kernel, slot)) for slot in sorted(symbolic))
         fns, cached = self._load(source, kernel, loop, values)
         return source, values, fns, cached
