@@ -10,7 +10,9 @@ from ..version import __version__
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 # the files whose change can change a compiled artifact for the same kernel IR
-_CODEGEN_SOURCES = ("codegen/*.py", "runtime/numba_math.py", "runtime/numba_ir.py", "runtime/numba_native.py")
+# (runtime/llvm_jit.py writes the entry point into each kernel's object code)
+_CODEGEN_SOURCES = ("codegen/*.py", "runtime/numba_math.py", "runtime/numba_ir.py", "runtime/numba_native.py",
+                    "runtime/llvm_jit.py")
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """Natively rendered numba-device kernels (codegen/numba_native.py) made into machine code by LLVM through
 llvmlite, without Numba: their first call in a fresh process costs no `import numba` (~0.2 s) and no Numba
-registries, compiler passes or CPython wrapper (softmax 4096x1024: ~0.38 -> ~0.06 s after `import tracejit`).
+registries, compiler passes or CPython wrapper (softmax 4096x1024: ~0.38 -> ~0.13 s after `import tracejit`).
 
 Each kernel's object code is LLVM's optimisation (the pipeline Numba runs: O3 with loop vectorisation, no
 SLP) and machine code for this CPU of its IR plus a small CPython entry point, written in IR here: a
@@ -10,6 +10,9 @@ kernel with the GIL released, as Numba's `nogil` entry points do. The object cod
 keeps (CACHE, checksummed like every entry); a process loads it into one MCJIT engine and makes the entry
 point a builtin function (PyCFunction_NewEx), so a call costs what a call of Numba's compiled entry point
 costs.
+
+A kernel looped in parallel over its global index has an entry point that runs even parts of the range on
+GNU OpenMP's threads (GOMP_parallel; see openmp), where Numba would have compiled a `prange` loop.
 
 An array the entry point cannot take as it is (not an ndarray, not C-contiguous and aligned) raises
 TypeError; `fallback` calls it with contiguous copies instead and copies written results back.
