@@ -277,27 +277,42 @@ def test_the_c_librarys_functions_give_the_python_renderings_bits(dtype, monkeyp
         _same_bits(native, python)
 
 
-def test_a_mid_sized_kernel_runs_on_openmp_threads_and_serially_in_a_forked_child():
+FORKED_CHILD = """
+import os, signal, numpy as np, tracejit as tj
+from tracejit.runtime import llvm_jit
+f = tj.kernel(lambda x: np.exp(x - x.max(axis=-1, keepdims=True)))
+x = np.random.default_rng(3).standard_normal((300, 1001)).astype(np.float32)
+(k,) = f.lower(x, device="numba").kernels
+assert k.parallel and "OpenMP's threads" in k.source, k.source
+expected = np.exp(x - x.max(axis=-1, keepdims=True))
+assert np.allclose(f(x, device="numba"), expected, rtol=1e-6)
+pid = os.fork()
+if pid == 0:   # the child: exit status 0 only for the right answer, killed if it hangs
+    signal.alarm(60)
+    ok = False
+    try:
+        ok = np.allclose(f(x, device="numba"), expected, rtol=1e-6) and llvm_jit._omp_threads.value == 0
+    finally:
+        os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+assert np.allclose(f(x, device="numba"), expected, rtol=1e-6)
+print("ok")
+"""
+
+
+def test_a_mid_sized_kernel_runs_on_openmp_threads_and_serially_in_a_forked_child(tmp_path):
     """A kernel looped in parallel (64K to 4M element-operations) that LLVM compiles directly runs its parts on
     OpenMP's threads; libgomp's pool does not survive fork, so in a forked child the same kernel runs
-    serially, with the same result, instead of hanging."""
+    serially, with the same result, instead of hanging. (In a process of its own: a fork of the test
+    worker would copy its threads' state.)"""
     import os
+    import subprocess
+    import sys
+    from pathlib import Path
     from tracejit.runtime import llvm_jit
     if not llvm_jit.openmp():
         pytest.skip("no libgomp here: such kernels are Numba's prange loops")
-    f = tj.kernel(lambda x: np.exp(x - x.max(axis=-1, keepdims=True)))
-    x = np.random.default_rng(3).standard_normal((300, 1001)).astype(np.float32)
-    (k,) = f.lower(x, device="numba").kernels
-    assert k.parallel and "OpenMP's threads" in k.source
-    expected = np.exp(x - x.max(axis=-1, keepdims=True))
-    np.testing.assert_allclose(f(x, device="numba"), expected, rtol=1e-6)
-    pid = os.fork()
-    if pid == 0:   # the child: exit status 0 only for the right answer
-        ok = False
-        try:
-            ok = np.allclose(f(x, device="numba"), expected, rtol=1e-6) and llvm_jit._omp_threads.value == 0
-        finally:
-            os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    np.testing.assert_allclose(f(x, device="numba"), expected, rtol=1e-6)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), TRACEJIT_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", FORKED_CHILD], capture_output=True, text=True, timeout=180, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
