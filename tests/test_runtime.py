@@ -30,13 +30,28 @@ def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp
     assert modules[0].__file__.startswith(os.environ["TRACEJIT_CACHE_DIR"])
 
 
-def test_small_kernels_run_serial_middling_ones_prange_and_big_ones_in_chunks_on_threads():
+@pytest.fixture(params=["chunks", "openmp"])
+def big_kernels(request, monkeypatch) -> str:
+    """Big kernels in chunks on tracejit's threads (as beside BLAS products, or where LLVM cannot compile
+    them directly), or on OpenMP's threads through their entry point (numba_device._on_openmp)."""
+    from tracejit.runtime import numba_compile, numba_device
+    if request.param == "chunks":
+        monkeypatch.setattr(numba_device, "_on_openmp", lambda kernel: False)
+    elif not numba_compile.parallel_entries():
+        pytest.skip("no OpenMP entry points here (libgomp)")
+    return request.param
+
+
+def test_small_kernels_run_serial_middling_ones_prange_and_big_ones_in_chunks_on_threads(big_kernels):
     f = tj.kernel(lambda a: a * 2 + 1)
     small, middling, big = (f.lower(np.ones(n, np.float32)).kernels[0] for n in (16, 1 << 20, 1 << 22))
     assert not small.parallel and "prange" not in small.source and "tj_start" not in small.source
     # middling: Numba's prange loop, or, compiled by LLVM directly, its range in parts on OpenMP's threads
     assert middling.parallel and ("prange" in middling.source or "OpenMP's threads" in middling.source)
-    assert big.parallel and "(tj_start, tj_stop" in big.source and "prange" not in big.source
+    if big_kernels == "chunks":
+        assert big.parallel and "(tj_start, tj_stop" in big.source and "prange" not in big.source
+    else:
+        assert big.parallel and "OpenMP's threads" in big.source and "tj_start" not in big.source
     x = np.arange(1 << 22, dtype=np.float32)
     np.testing.assert_array_equal(f(x), x * 2 + 1)   # every chunk, its first and last element included
     for n in (1 << 16, (1 << 20) + 3, 999_999):   # each thread's part of a parallel loop, none left out
@@ -51,12 +66,13 @@ def test_a_kernel_run_in_chunks_takes_read_only_arrays_through_the_dispatcher():
     np.testing.assert_array_equal(f(x), x * 2 + 1)
 
 
-def test_a_kernel_run_in_chunks_reports_a_fault_in_any_chunk_and_works_after():
+def test_a_kernel_run_in_chunks_reports_a_fault_in_any_chunk_and_works_after(big_kernels):
     table = np.arange(10, dtype=np.float32)
     f = tj.kernel(lambda t, i: t[i] * 2)
     index = np.zeros(1 << 22, np.int64)
-    assert "tj_start" in f.lower(table, index).kernels[0].source
-    index[-1] = 10   # in the last chunk, which a pool thread runs
+    source = f.lower(table, index).kernels[0].source
+    assert ("tj_start" in source) == (big_kernels == "chunks")
+    index[-1] = 10   # in the last chunk, which a pool thread runs (OpenMP's last thread)
     with pytest.raises(tj.IndexOutOfBoundsError, match="index 10 is out of bounds for axis 0 with size 10"):
         f(table, index)
     index[-1] = 9
