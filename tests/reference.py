@@ -277,9 +277,8 @@ def check_assigned_arguments(device: str, rng: np.random.Generator):
 
 def native_ir(source: str) -> str | None:
     """The LLVM IR of a natively rendered numba kernel's module, else None (a Python rendering)."""
-    if "tracejit.runtime.numba_native" not in source:
-        return None
-    return source.split("r\'\'\'", 1)[1].split("\'\'\'", 1)[0]
+    from tracejit.codegen.numba import native_ir as ir_of
+    return ir_of(source)
 
 
 def loop_extents(source: str) -> list[int]:

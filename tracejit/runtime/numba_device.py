@@ -237,13 +237,17 @@ class NumbaDevice(Device):
         return entry
 
     @staticmethod
-    def _key(source: str, name: str) -> CacheKey:
+    def _key(source: str, name: str, loop: str | None = None) -> CacheKey:
+        """The disk-cache key of a module Numba compiles, or (`loop`) of a kernel's object code that LLVM
+        compiles directly (_load_native)."""
+        how = (("options", f"fastmath={sorted(FASTMATH)} error_model=numpy") if loop is None
+               else ("loader", f"llvm object code, {loop} loop"))
         return CacheKey("numba", name, (
             ("kernel", source_part(source)),
             ("device", numba_cache.host_cpu()),
-            ("options", f"fastmath={sorted(FASTMATH)} error_model=numpy"),
+            how,
             ("tracejit", tracejit_part()),
-            ("compiler", numba_cache.compiler_versions()),
+            ("compiler", numba_cache.compiler_versions() if loop is None else llvm_jit.versions()),
         ))
 
     def _load(self, source: str, kernel: Kernel, loop: str, values: tuple = ()):
@@ -265,13 +269,7 @@ class NumbaDevice(Device):
         """A natively rendered kernel compiled by LLVM directly (runtime/llvm_jit.py), its object code kept
         in the disk cache: ((entry point, its fallback for views it refuses), whether nothing was compiled).
         Under _LOAD_LOCK."""
-        key = CacheKey("numba", name, (
-            ("kernel", source_part(source)),
-            ("device", numba_cache.host_cpu()),
-            ("loader", f"llvm object code, {loop} loop"),
-            ("tracejit", tracejit_part()),
-            ("compiler", llvm_jit.versions()),
-        ))
+        key = self._key(source, name, loop)
         hit = self._native.get(key.digest)
         if hit is not None:
             return hit, True
@@ -280,7 +278,8 @@ class NumbaDevice(Device):
             obj = CACHE.get(key)
         if obj is not None:
             try:
-                llvm_jit.check_object(obj)
+                with stage("load object code"):
+                    entry = llvm_jit.load(obj, symbol, name)
             except llvm_jit.BadObject as e:   # whole by its checksum, yet not object code: put there by hand
                 CACHE.reject(key, str(e))
                 obj = None
@@ -292,8 +291,8 @@ class NumbaDevice(Device):
             with stage("disk cache"):
                 CACHE.put(key, obj)
             log(1, f"compiled {name} (numba, LLVM directly) in {1e3 * (time.perf_counter() - t0):.0f} ms")
-        with stage("load object code"):
-            entry = llvm_jit.load(obj, symbol, name)
+            with stage("load object code"):
+                entry = llvm_jit.load(obj, symbol, name)
         fns = self._native[key.digest] = (entry, llvm_jit.fallback(entry))
         return fns, cached
 
