@@ -96,6 +96,23 @@ def test_more_buffers_than_metal_binds_is_a_clear_error():
         many.lower(*[tj.spec((16,), np.float32)] * 32, device="metal")
 
 
+def test_a_kernel_whose_sizes_as_arguments_pass_metals_table_is_compiled_for_its_sizes():
+    """A tiled product has dozens of size slots; once its sizes change (size_templates) they are arguments
+    on OpenCL, and on Metal, whose table binds 31, the kernel is rendered for its own sizes instead of
+    refused (found by the layout fuzzer: a@b refused after other products had run in the process)."""
+    from tracejit.codegen import metal, opencl
+    from tracejit.codegen.simt import RenderOptions
+    from tracejit.ir.size_slots import size_slots
+    plan = tj.kernel(lambda a, b: a @ b).lower(tj.spec((16, 64), np.float32), tj.spec((64, 128), np.float32),
+                                              device="metal")
+    k = plan.kernels[0].ir
+    every = {slot: f"tj_s{n}" for n, slot in enumerate(sorted(size_slots(k)))}
+    assert len(every) > metal.MAX_BUFFERS
+    assert len(opencl.render(k, RenderOptions(), frozenset(), every).launch.symbolic) == len(every)
+    r = metal.render(k, RenderOptions(), frozenset(), every)
+    assert r.launch.symbolic == () and r.source == metal.render(k, RenderOptions()).source
+
+
 def test_warm_for_metal_renders_everywhere():
     report = tj.warm(layernorm, tj.spec((8, 512), np.float32), tj.spec((512,), np.float32), 1e-5,
                      devices=["metal"])

@@ -52,6 +52,7 @@ class CStyle:
     table_qualifier = "__constant"                     # a constant array at program scope
     no_fp64 = "it reports no cl_khr_fp64"              # why float64 is refused where options.fp64 is off
     own_functions: frozenset[str] = frozenset()        # math_f32 functions the target's library lacks
+    max_params: int | None = None                      # arguments a kernel may take (Metal's binding table)
     float_ops = FLOAT_OPS                              # a target replaces the entries its library gets wrong
     # the error record's count of faults (int word 3 of `err`) incremented atomically: the old count
     fault_count = "atomic_inc(&{0}[3])"

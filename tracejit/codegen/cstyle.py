@@ -167,6 +167,10 @@ class _Render(CValues):
             params.append(t.value_param(len(params), self.storage(np.dtype(dt)), name))
         if self.size_checked:   # the bounds check's limit: an argument, so the size stays out of the source
             params.append(t.value_param(len(params), self.idx, SIZE_PARAM))
+        if t.max_params is not None and len(params) > t.max_params and self.symbolic:
+            # its sizes as arguments pass what the target binds (a tiled product's many extents on Metal):
+            # this kernel is compiled for its own sizes instead (its source names them; no other size shares it)
+            return _Render(t, self.k, self.o, self.by_value, self.lanes, self.aligned, self.name, None).run()
         if self.lanes > 1:
             self.depth -= 1
             self.out("}")

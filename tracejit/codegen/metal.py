@@ -51,6 +51,7 @@ class Metal(CStyle):
     atomic_dialect = "metal"
     no_fp64 = "the Metal Shading Language has no 64-bit floating point"
     own_functions = frozenset({"erf", "expm1", "log1p", "cbrt", "hypot"})   # not in MSL
+    max_params = MAX_BUFFERS
 
     def preamble(self, source: str, options: RenderOptions) -> str:
         return "#include <metal_stdlib>\nusing namespace metal;"
@@ -62,7 +63,7 @@ class Metal(CStyle):
         return f"constant {ctype}& {name} [[buffer({position})]]"
 
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
-        if len(params) > MAX_BUFFERS:
+        if len(params) > self.max_params:
             raise UnsupportedError(f"kernel {name} takes {len(params)} buffers and scalars, and Metal binds at most "
                                    f"{MAX_BUFFERS} per kernel; split the computation into several @tj.kernel calls")
         if launch.mode == "thread":
