@@ -64,9 +64,10 @@ def test_the_benchmark_kernels_are_native_and_others_stay_python(monkeypatch):
     assert "tracejit.runtime.numba_native" in _source(softmax, x)
     small = np.zeros(64, np.float32)
     assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: np.sin(x)), small)   # libm's sinf
+    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: (x * 255).astype(np.uint8)), small)
     for body in (lambda x: np.cbrt(x),                     # Numba's own cube root
                  lambda x: x.astype(np.float16) * 2,       # float16 is converted by Numba
-                 lambda x: x.astype(np.int32) ** 2):       # an integer power records a fault
+                 lambda x: np.sort(x)):                    # a row sort is Numba's
         assert "tracejit.runtime.numba_native" not in _source(tj.kernel(body), small)
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")
     assert "tracejit.runtime.numba_native" not in _source(tj.kernel(lambda x: x.max(axis=-1)), x)
@@ -88,6 +89,23 @@ def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
         native, python = _both(monkeypatch, body, x, y)
         _same_bits(native, python)
         assert_close(native, body(x, y))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_float_to_integer_casts_give_the_python_renderings_bits_and_numpys(dtype, monkeypatch):
+    """In range or not (NaN, infinities, past the type): the same bits both ways, and NumPy's 0-d answers."""
+    x = np.concatenate([_special(dtype), np.array([300.7, -300.7, -1.5, 70000.5, 3e9, -3e9, 1e10, 2.0 ** 63,
+                                                   -2.0 ** 63, 2.0 ** 64, 1e30], dtype)])
+    targets = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)
+
+    def body(x):
+        return tuple(x.astype(t) for t in targets)
+
+    with np.errstate(all="ignore"):
+        native, python = _both(monkeypatch, body, x)
+        _same_bits(native, python)
+        for t, got in zip(targets, native):
+            assert_close(got, np.array([np.asarray(v).astype(t) for v in x]))
 
 
 def test_float32_log_and_erf_give_the_python_renderings_bits(monkeypatch):

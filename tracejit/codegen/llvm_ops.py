@@ -97,7 +97,8 @@ def constant(value, dt: np.dtype) -> ir.Constant:
 
 
 def cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
-    """codegen.numba's cast (np.<dtype>(v), bool as != 0); float to integer is not rendered here."""
+    """codegen.numba's cast (np.<dtype>(v), bool as != 0). A float reaches an integer type only in range
+    (ir.build's float-to-integer cast selects NumPy's answer for the others), where fptosi/fptoui are exact."""
     if src == dst:
         return v
     if dst == np.bool_:
@@ -109,6 +110,8 @@ def cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
         if src.kind == "f":
             return b.fpext(v, ty) if dst.itemsize > src.itemsize else b.fptrunc(v, ty)
         return b.uitofp(v, ty) if src.kind in "bu" else b.sitofp(v, ty)
+    if src.kind == "f":
+        return b.fptosi(v, ty) if dst.kind == "i" else b.fptoui(v, ty)
     width = v.type.width
     if ty.width < width:
         return b.trunc(v, ty)

@@ -80,8 +80,6 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, paralle
         if op in KERNEL_OPS:
             if op == "local" and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
                 return "a scratch row is on the heap"
-            if op == "cast" and x.dtype.kind in "iu" and ins[x.srcs[0]].dtype.kind == "f":
-                return "a float to integer conversion"
             continue
         if op not in ALU:
             return f"op {op}"

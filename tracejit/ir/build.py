@@ -56,7 +56,61 @@ def cast(x: Node, dtype, weak: bool = False) -> Node:
     if x.op is Op.CONST:
         with np.errstate(all="ignore"):
             return const(np.asarray(x.arg, x.dtype).astype(dtype).item(), dtype, x.shape, weak)
+    if x.dtype.kind == "f" and dtype.kind in "iu":
+        return _float_to_int(x, dtype, weak)
     return Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak)
+
+
+def _float_to_int(x: Node, dtype: np.dtype, weak: bool) -> Node:
+    """NumPy's float-to-integer cast for every value, in range or not. C leaves an out-of-range conversion
+    undefined (LLVM: poison; vectorised, it saturated: 300.7 -> int8 127 where NumPy gives 44); NumPy's is
+    x86's: a truncation to int32 (int64 for int64 and uint64), INT_MIN where the value is NaN or beyond,
+    then the low bits for narrower types (-1.5 -> uint8 255). uint32 is the low 32 bits of the int64
+    truncation, which NumPy gives for 0-d arrays and short ones (its vectorised loop gives 0 for some values
+    beyond: it is NumPy's only cast whose answer depends on where the element is), and uint64 goes through
+    int64 from 2**63 up. The conversions left to the target (_raw) only ever see values in range."""
+    if x.dtype == np.float16:
+        x = cast(x, np.float32)   # exact; float16's range is well inside every target's
+    if dtype == np.uint32:
+        return cast(_uint32_bits(x), dtype, weak)
+    wide = dtype.itemsize == 8
+    t = _truncation(x, np.dtype(np.int64 if wide else np.int32))
+    if dtype == np.uint64:
+        top = const(2.0 ** 63, x.dtype, x.shape)
+        high = binary(Op.XOR, _truncation(binary(Op.SUB, x, top), np.dtype(np.int64)),
+                      const(-2 ** 63, np.int64, x.shape))
+        t = where(binary(Op.LE, top, x), high, t)
+    return cast(t, dtype, weak)
+
+
+def _raw(x: Node, dtype) -> Node:
+    return Node.make(Op.CAST, np.dtype(dtype), x.shape, (x,), np.dtype(dtype), False)
+
+
+def _truncation(x: Node, dtype: np.dtype) -> Node:
+    """x truncated to int32 or int64 as x86's cvtt does: the type's minimum for NaN and out-of-range values."""
+    bits = dtype.itemsize * 8
+    # -2**(bits-1) - 1 as x's dtype: in float32 it rounds to -2**(bits-1), whose conversion is the minimum anyway
+    low = const(float(np.float64(-2.0 ** (bits - 1) - 1).astype(x.dtype)), x.dtype, x.shape)
+    inside = binary(Op.AND, binary(Op.LT, low, x), binary(Op.LT, x, const(2.0 ** (bits - 1), x.dtype, x.shape)))
+    return where(inside, _raw(x, dtype), const(-2 ** (bits - 1), dtype, x.shape))
+
+
+def _uint32_bits(x: Node) -> Node:
+    """The low 32 bits of x's int64 truncation (0 for NaN and beyond 2**63), with 32-bit integers only (WGSL
+    has no 64-bit ones): below 2**31 the int32 truncation; above, the truncation modulo 2**32, which float
+    arithmetic gives exactly (an integer below 2**32 that is a multiple of x's ulp), split at 2**31."""
+    def c(v, dt=x.dtype):
+        return const(v, dt, x.shape)
+    t = unary(Op.TRUNC, x)
+    a = unary(Op.ABS, t)
+    small = _raw(where(binary(Op.LT, a, c(2.0 ** 31)), t, c(0.0)), np.int32)
+    rest = binary(Op.SUB, t, binary(Op.MUL, unary(Op.FLOOR, binary(Op.MUL, t, c(2.0 ** -32))), c(2.0 ** 32)))
+    rest = where(binary(Op.LT, a, c(2.0 ** 63)), rest, c(0.0))   # NaN and beyond: 0, as int64's minimum gives
+    upper = binary(Op.LE, c(2.0 ** 31), rest)
+    low = _raw(where(upper, binary(Op.SUB, rest, c(2.0 ** 31)), rest), np.int32)
+    big = where(upper, binary(Op.XOR, low, c(-2 ** 31, np.int32)), low)
+    return where(binary(Op.LT, a, c(2.0 ** 31)), small, big)
 
 
 def reduce(x: Node, op: str, axes: tuple[int, ...]) -> Node:
