@@ -75,6 +75,43 @@ def test_float64_scalars_on_devices_without_double_give_numpys_answer_or_refuse(
             assert_close(got, expected)
 
 
+def test_algebra_a_compiler_may_assume_keeps_numpys_answers(device):
+    """IEEE arithmetic is not algebra: (x + 1e8) - 1e8 is 0 for x = 1 in float32, x - x is NaN for inf, 0 / x
+    is NaN for NaN and -0 for negative x. WebGPU's shader compilers (Mesa's, found by the dtype fuzzer) folded
+    each of these into the algebraic answer; every device computes NumPy's."""
+    x = np.array([1.0, 3.0, -3.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 7e-3, 2e30], np.float32)
+    y = np.array([1e8, 3e7, 0.5, 1.0, -2.0, 1.0, np.inf, 2.0, 1e-3, 2e30], np.float32)
+
+    def body(a, b):
+        return (a - a, a + (-a), -a + a, (a - a) * 2, a - a + 1, (a + b) - b, (a - b) + b, a + b - a,
+                (a + np.float32(1e8)) - np.float32(1e8), (a * b) / b, (a * np.float32(1e30)) * np.float32(1e-30),
+                0 / a, np.float32(-0.0) / a, (a + b) < b, a * a - a * a, np.abs(a) - np.abs(a))
+
+    with np.errstate(all="ignore"):
+        expected = body(x, y)
+    assert_close(run_kernel(tj.kernel(body), x, y, device=device), expected, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("source", ["float16", "float32", "float64"])
+def test_float_to_integer_casts_out_of_range_give_numpys_answers(device, source):
+    """C leaves them undefined; NumPy's are x86's (a truncation to int32 or int64, the minimum for NaN and
+    beyond, then the low bits): (x * 255).astype(np.uint8) of 256.0 is 0 and of -1.0 is 255 there, where a
+    vectorised conversion saturated (255 and 0). uint32 beyond its range is the only one whose NumPy answer
+    depends on the element's place (the vectorised loop's or the scalar one's): compared with its 0-d one."""
+    if source == "float64" and device in NO_FLOAT64:
+        pytest.skip(NO_FLOAT64[device])
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.7, -0.7, 255.5, 256.0, -1.0, 300.7, -300.7, 40000.5,
+                  -40000.5, 65504.0, 3e9, -3e9, 1e10, -1e10, 2.0 ** 31, -2.0 ** 31, 2.0 ** 63, -2.0 ** 63,
+                  2.0 ** 64, 1e30, -1e30], np.float64)
+    with np.errstate(all="ignore"):
+        x = x.astype(source)
+        targets = [t for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)
+                   if device != "webgpu" or np.dtype(t).itemsize < 8]
+        expected = tuple(np.array([np.asarray(v).astype(t) for v in x]) for t in targets)
+        got = run_kernel(tj.kernel(lambda a: tuple(a.astype(t) for t in targets)), x, device=device)
+    assert_close(got, expected)
+
+
 def test_python_ints_out_of_the_dtype_range_follow_numpy(device):
     u32 = np.array([0, 5, 7], np.uint32)
     u8 = np.array([0, 5, 255], np.uint8)

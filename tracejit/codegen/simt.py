@@ -85,15 +85,19 @@ class Launch:
     # size slots rendered as arguments (issue 19: kernels differing only in them share one source), as
     # (dtype, value), passed by value in this order after the error record, before the bounds check's limit
     symbolic: tuple[tuple[str, object], ...] = ()
+    # float32 1.0 and 0.0 after those (WGSL: values its compilers cannot see, codegen.wgsl's opaque)
+    identities: bool = False
 
     def trailing(self) -> list:
         """The by-value arguments after the kernel's own parameters and error record, as NumPy scalars:
-        the symbolic slots' values, then the bounds check's limit."""
+        the symbolic slots' values, the bounds check's limit, then 1.0 and 0.0 where the kernel takes them."""
         out = [np.dtype(dt).type(v) for dt, v in self.symbolic]
-        return out + ([] if self.size is None else [self.size_dtype.type(self.size)])
+        return out + ([] if self.size is None else [self.size_dtype.type(self.size)]) + \
+            ([np.float32(1.0), np.float32(0.0)] if self.identities else [])
 
     def trailing_dtypes(self) -> list[np.dtype]:
-        return [np.dtype(dt) for dt, _ in self.symbolic] + ([] if self.size is None else [self.size_dtype])
+        return [np.dtype(dt) for dt, _ in self.symbolic] + ([] if self.size is None else [self.size_dtype]) + \
+            [np.dtype(np.float32)] * (2 * self.identities)
 
     @property
     def size_dtype(self) -> np.dtype:

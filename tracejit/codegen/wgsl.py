@@ -48,6 +48,7 @@ FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul":
 FLOAT_COMPARISONS = {"lt": "({0} < {1})", "le": "({0} <= {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
                      "eq": "({0} == {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
                      "ne": "({0} != {1} || tj_isnan_f32({0}) || tj_isnan_f32({1}))"}
+ONE, ZERO = "tj_scalars.tj_one", "tj_scalars.tj_zero"   # uniforms 1.0 and 0.0 (Launch.identities): opaque
 BOOL_ORDER = {"lt": "(!{0} && {1})", "le": "(!{0} || {1})"}
 WIDTH_BITS = {np.dtype("int8"): 8, np.dtype("int16"): 16, np.dtype("uint8"): 8, np.dtype("uint16"): 16}
 
@@ -77,8 +78,9 @@ class WGSLRendered:
     @property
     def uniform(self) -> bool:
         """Whether the kernel reads a uniform: its scalars, then its symbolic sizes (launch.symbolic), then
-        the bounds check's limit (launch.size)."""
-        return bool(self.scalars) or self.launch.size is not None or bool(self.launch.symbolic)
+        the bounds check's limit (launch.size), then 1.0 and 0.0 (launch.identities)."""
+        return bool(self.scalars) or self.launch.size is not None or bool(self.launch.symbolic) \
+            or self.launch.identities
 
 
 def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
@@ -142,6 +144,8 @@ def render(kernel: Kernel, options: WGSLOptions, by_value=frozenset(), symbolic=
 class _WGSLRender(_Render):
     """The shared walk with WGSL's types, literals and ALU (32-bit values, NaN tested on the bits), and
     its module: storage buffers with bindings, one uniform struct for the scalars, 2-D dispatch."""
+
+    uses_identities = False   # whether the source reads the uniforms 1.0 and 0.0 (opaque)
 
     def __init__(self, kernel: Kernel, options: WGSLOptions, by_value, symbolic=None):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
@@ -300,9 +304,37 @@ class _WGSLRender(_Render):
         if op == "mul" and any(self._zero_const(j) for j in self.ins[i].srcs):
             # inf * 0 and NaN * 0 are NaN; shader compilers fold x * 0.0 to 0.0
             return self._call("select(({0} * {1}), tj_nan_f32(), !tj_isfinite_f32({0}) || !tj_isfinite_f32({1}))", a)
+        if op in ("add", "sub") and self._cancels(i, op):
+            # x - x and x + -x: 0, or NaN where x is not finite; shader compilers fold them to 0
+            return self._call("select(0.0f, tj_nan_f32(), !tj_isfinite_f32({0}))", a)
+        if op == "div" and self._zero_const(self.ins[i].srcs[0]):
+            # 0 / x keeps x's sign and is NaN for NaN and 0: a zero the compiler cannot see (it folds 0 * 1/x to 0)
+            zero = self.opaque("0.0f")
+            a = [f"(-{zero})" if np.signbit(self.ins[self.ins[i].srcs[0]].arg) else zero, a[1]]
         if op in FLOAT_OPS:
-            return self._call(FLOAT_OPS[op], a)
+            value = self._call(FLOAT_OPS[op], a)
+            # shader compilers reassociate: (x + 1e8) - 1e8 became x, (a + b) < a became b < 0, (x * 1e30) * 1e-30
+            # became x. Each arithmetic op's result passed through an identity they cannot see keeps every op
+            # NumPy's own
+            return self.opaque(value, op) if op in ("add", "sub", "mul", "div", "recip") else value
         raise UnsupportedError(f"{op} has no WGSL rendering")
+
+    def opaque(self, value: str, op: str = "") -> str:
+        """`value` as an expression the shader compiler cannot combine with its neighbours: the result of a
+        sum or difference times the uniform tj_one (1.0), of a product or quotient minus the uniform tj_zero
+        (0.0), each exact for every float (NaN and -0 too), and each of the other kind, so that no chain of
+        like ops reaches through it. "0.0f" alone: tj_zero itself."""
+        self.uses_identities = True
+        if value == "0.0f":
+            return ZERO
+        return f"({value} * {ONE})" if op in ("add", "sub") else f"({value} - {ZERO})"
+
+    def _cancels(self, i: int, op: str) -> bool:
+        """x - x, x + (-x) or (-x) + x: one value cancelled by itself."""
+        a, b = self.ins[i].srcs
+        if op == "sub":
+            return a == b
+        return any(self.ins[n].op == "neg" and self.ins[n].srcs[0] == m for n, m in ((b, a), (a, b)))
 
     def select(self, cond: str, a: str, b: str) -> str:
         return f"select({b}, {a}, {cond})"
@@ -401,12 +433,13 @@ class _WGSLRender(_Render):
             access = "read_write" if p.output else "read"
             decl.append(f"@group(0) @binding({b}) var<storage, {access}> {p.name}: array<{st}>;")
         symbolic = self.symbolic_arguments()
-        uniform = bool(scalars) or self.size_checked or bool(symbolic)
+        uniform = bool(scalars) or self.size_checked or bool(symbolic) or self.uses_identities
         if uniform:
             members = [f"{self.k.params[i].name}: {self._uniform_type(self.k.params[i].dtype)}" for i in scalars]
             members += [f"{name}: {self._uniform_type(dt)}" for (_, name), (dt, _) in zip(sorted(self.symbolic.items()),
                                                                                            symbolic)]
             members += [f"{SIZE_PARAM}: i32"] if self.size_checked else []
+            members += [f"{ONE.split('.')[1]}: f32", f"{ZERO.split('.')[1]}: f32"] if self.uses_identities else []
             decl.append(f"struct TjScalars {{ {', '.join(members)} }};")
             decl.append(f"@group(0) @binding({len(buffers)}) var<uniform> tj_scalars: TjScalars;")
         if self.error_flag:   # the error record (see tj_fault)
@@ -426,7 +459,8 @@ class _WGSLRender(_Render):
                      "@builtin(num_workgroups) nwg: vec3<u32>) {")
         source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
         launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag, self.local_size,
-                        self.k.global_size if self.size_checked else None, symbolic=symbolic)
+                        self.k.global_size if self.size_checked else None, symbolic=symbolic,
+                        identities=self.uses_identities)
         writable = tuple(self.k.params[p].output for p in buffers)
         return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables)
 
