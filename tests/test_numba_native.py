@@ -65,6 +65,7 @@ def test_the_benchmark_kernels_are_native_and_others_stay_python(monkeypatch):
     small = np.zeros(64, np.float32)
     assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: np.sin(x)), small)   # libm's sinf
     assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: (x * 255).astype(np.uint8)), small)
+    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: (x // 0.25, x % 2.0)), small)
     for body in (lambda x: np.cbrt(x),                     # Numba's own cube root
                  lambda x: x.astype(np.float16) * 2,       # float16 is converted by Numba
                  lambda x: np.sort(x)):                    # a row sort is Numba's
@@ -83,7 +84,7 @@ def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
                 np.rint(y), np.maximum(x, y), np.minimum(x, y), np.copysign(x, y), 1 / x, np.exp(x), np.tanh(y),
                 np.where(x < y, x, y), x <= y, x == y, x != y, np.isnan(x), np.isinf(y), np.signbit(x),
                 x.astype(np.float64 if x.dtype == np.float32 else np.float32), (x != 0) & (y > 1), np.sign(x),
-                x ** y, np.power(np.abs(x), 0.5), x ** 2, np.power(y, x - 1))
+                x ** y, np.power(np.abs(x), 0.5), x ** 2, np.power(y, x - 1), x // y, x % y, *np.divmod(y, x))
 
     with np.errstate(all="ignore"):
         native, python = _both(monkeypatch, body, x, y)

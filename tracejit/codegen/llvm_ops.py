@@ -13,10 +13,10 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 
 # float ops by dtype: the ones written here (their results are NumPy's bits, or the numba renderer's own
-# math functions' bits); others (libm calls, Python's // and % on floats, powers) stay with Numba
+# math functions' bits, or Numba's lowering's: Python's // and % on floats)
 FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "signbit",
                        "sign", "add", "sub", "mul", "div", "pow", "max", "min", "copysign", "lt", "le", "eq", "ne",
-                       "where"})
+                       "where", "idiv", "mod"})
 MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
         (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
@@ -139,6 +139,8 @@ def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         return b.call(fn, a)
     if op in ("copysign", "pow"):   # (Numba's x ** y on floats: llvm.pow, libm's pow or powf)
         return b.call(b.module.declare_intrinsic(f"llvm.{op}", [t], ir.FunctionType(t, [t, t])), a)
+    if op in ("idiv", "mod"):
+        return _float_divide(b, op, a[0], a[1])
     if op == "sign":   # codegen.numba's: 1, -1, +0 for either zero, a NaN itself
         x, zero = a[0], ir.Constant(t, 0.0)
         small = b.select(b.fcmp_ordered("==", x, zero), zero, x)
@@ -221,6 +223,33 @@ def _int_divide(b: ir.IRBuilder, op: str, x, y, dt: np.dtype):
         q = b.sub(q, b.zext(fix, t))
         return b.select(by_zero, zero, b.select(by_minus_one, b.sub(zero, x), q))
     return b.select(special, zero, b.select(fix, b.add(r, d), r))
+
+
+def _float_divide(b: ir.IRBuilder, op: str, x, y):
+    """Python's float // and % as Numba lowers them (real_floordiv_impl, real_mod_impl: CPython's float_divmod,
+    which is NumPy's npy_divmod too), without branches: fmod, the quotient of what is left, the remainder moved
+    to the divisor's side, the quotient snapped to an integer; by a zero divisor, x / y and fmod."""
+    t = x.type
+    zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+    mod = b.frem(x, y)
+    if op == "mod":
+        by_zero = mod   # fmod(x, 0) is NaN, which Numba returns
+    else:
+        by_zero = b.fdiv(x, y)
+    div = b.fdiv(b.fsub(x, mod), y)
+    mod_true = b.fcmp_unordered("!=", mod, zero)
+    y_neg = b.fcmp_ordered("<", y, zero)
+    fix = b.and_(mod_true, b.icmp_unsigned("!=", y_neg, b.fcmp_ordered("<", mod, zero)))
+    if op == "mod":
+        moved = b.select(fix, b.fadd(mod, y), mod)
+        result = b.select(mod_true, moved, b.select(y_neg, ir.Constant(t, -0.0), zero))
+    else:
+        div = b.select(fix, b.fsub(div, one), div)
+        floor = b.call(b.module.declare_intrinsic("llvm.floor", [t]), [div])
+        snapped = b.select(b.fcmp_ordered(">", b.fsub(div, floor), ir.Constant(t, 0.5)), b.fadd(floor, one), floor)
+        signed_zero = b.fdiv(b.fmul(b.fmul(div, div), x), y)   # 0 with the sign of x / y (NaN stays NaN)
+        result = b.select(b.fcmp_ordered("!=", div, zero), snapped, signed_zero)
+    return b.select(b.fcmp_ordered("==", y, zero), by_zero, result)
 
 
 def bool_op(b: ir.IRBuilder, op: str, a: list):
