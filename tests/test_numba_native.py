@@ -9,6 +9,7 @@ import tracejit as tj
 from reference import assert_close
 
 FLOATS = (np.float32, np.float64)
+ALL_FLOATS = (np.float16, np.float32, np.float64)   # float16: computed in float32 and rounded, both ways
 INTS = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64)
 
 
@@ -66,15 +67,15 @@ def test_the_benchmark_kernels_are_native_and_others_stay_python(monkeypatch):
     assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: np.sin(x)), small)   # libm's sinf
     assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: (x * 255).astype(np.uint8)), small)
     assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: (x // 0.25, x % 2.0)), small)
+    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: x.astype(np.float16) * 2), small)
     for body in (lambda x: np.cbrt(x),                     # Numba's own cube root
-                 lambda x: x.astype(np.float16) * 2,       # float16 is converted by Numba
                  lambda x: np.sort(x)):                    # a row sort is Numba's
         assert "tracejit.runtime.numba_native" not in _source(tj.kernel(body), small)
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")
     assert "tracejit.runtime.numba_native" not in _source(tj.kernel(lambda x: x.max(axis=-1)), x)
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", ALL_FLOATS)
 def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
     x = _special(dtype)
     y = np.roll(x, 5)
@@ -92,7 +93,7 @@ def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
         assert_close(native, body(x, y))
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", ALL_FLOATS)
 def test_float_to_integer_casts_give_the_python_renderings_bits_and_numpys(dtype, monkeypatch):
     """In range or not (NaN, infinities, past the type): the same bits both ways, and NumPy's 0-d answers."""
     x = np.concatenate([_special(dtype), np.array([300.7, -300.7, -1.5, 70000.5, 3e9, -3e9, 1e10, 2.0 ** 63,

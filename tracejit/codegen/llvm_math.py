@@ -1,5 +1,5 @@
-"""Vectorisable float32 exp, tanh, log and erf, float64 exp and tanh, and ldexp, as LLVM IR (codegen/
-llvm_values.py): built from arithmetic and selects only (no libm calls), so LLVM's loop vectoriser can
+"""Vectorisable float32 exp, tanh, log and erf, float64 exp and tanh, ldexp and float16 conversions, as LLVM
+IR (codegen/llvm_values.py): built from arithmetic and selects only (no libm calls), so LLVM's loop vectoriser can
 vectorise a loop that calls them. NaN, infinities, signed zeros and subnormals behave as in NumPy; results
 are within 2 ulp of it. runtime/numba_math.py makes them Numba intrinsics; codegen/numba_native.py calls
 them from the kernels it renders."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from . import math_f32 as M  # the coefficients, shared with the C-style renderers
-from .llvm_values import F32, F64, I32, I64, bitcast, convert, copysign, fabs, floor, fma, horner, select, smax, smin
+from .llvm_values import F32, F64, I16, I32, I64, bitcast, convert, copysign, fabs, floor, fma, horner, select, smax, smin
 
 # ---------------------------------------------------------------------------------------------------
 # Powers of two and ldexp: x * 2**n rounded once, n an integral float within the frontend's clamp
@@ -152,3 +152,53 @@ def erf_f32(x):
     t = select(a < M.ERF_CLAMP, a, M.ERF_CLAMP)   # +-inf -> 4
     large = copysign(1.0 - exp_f32(horner(t, M.ERFC_Q)), x)
     return select(a > M.ERF_SPLIT, large, small)   # NaN takes the small path: NaN
+
+
+# ---------------------------------------------------------------------------------------------------
+# float16 storage: numba kernels keep such arrays as uint16 bit patterns and convert on load and store
+# (round to nearest even, as NumPy's astype), computing in float32; with selects only, so they vectorise.
+
+def f16_to_f32(bits16):
+    """binary16 bits (uint16) -> float32; exact for every input."""
+    h = convert(bits16, I32, unsigned=True)
+    sign = (h & 0x8000) << 16
+    exp = (h >> 10) & 0x1F
+    man = h & 0x3FF
+    normal = bitcast(sign | ((exp + 112) << 23) | (man << 13), F32)
+    special = bitcast(sign | 0x7F800000 | (man << 13), F32)   # inf, NaN (payload kept)
+    tiny = convert(man, F32) * 2.0 ** -24                      # subnormal, exact
+    tiny = select(sign != 0, -tiny, tiny)
+    return select(exp == 0, tiny, select(exp == 31, special, normal))
+
+
+def f32_to_f16(f):
+    """float32 (or any number, via float32) -> binary16 bits (uint16), rounding to nearest even, with
+    selects only so it vectorises. A float64 goes through float32 first, which can round twice."""
+    x = convert(bitcast(f, I32), I64, unsigned=True)
+    sign = (x >> 16) & 0x8000
+    exp = (x >> 23) & 0xFF
+    man = x & 0x7FFFFF
+    e = exp - 112                                    # the binary16 exponent field, if it were normal
+    base = (e << 10) | (man >> 13)
+    rest = man & 0x1FFF
+    normal = base + _one_if((rest > 0x1000) | ((rest == 0x1000) & ((base & 1) == 1)))   # a carry may give inf
+    shift = smin(smax(14 - e, 1), 31)                # subnormal result: shift the full mantissa
+    full = man | 0x800000
+    half = 1 << (shift - 1)
+    sub = full >> shift
+    rest_s = full & ((half << 1) - 1)
+    subnormal = sub + _one_if((rest_s > half) | ((rest_s == half) & ((sub & 1) == 1)))
+    nan_or_inf = select(man != 0, 0x7E00, 0x7C00, I64)
+    out = select(exp == 255, nan_or_inf,
+                 select(e >= 31, 0x7C00, select(e > 0, normal, select(e < -10, 0, subnormal))))
+    return convert(sign | out, I16)
+
+
+def _one_if(condition):
+    """1 where condition holds, else 0 (int64)."""
+    return convert(condition, I64, unsigned=True)
+
+
+def round_f16(f):
+    """float32 -> the nearest float16 value, as float32: the result of a float16 op, rounded as NumPy's loops do."""
+    return f16_to_f32(f32_to_f16(f))

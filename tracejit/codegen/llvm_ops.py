@@ -7,8 +7,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from . import llvm_math
+from .llvm_values import defined
+
 STRICT = ("contract",)   # runtime.numba_cache.FASTMATH: what Numba puts on every float operation of a kernel
-I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+I1, I8, I16, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 
@@ -43,15 +46,30 @@ FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
 
 
 def value_type(dt: np.dtype) -> ir.Type:
-    """A value's LLVM type: bool is i1 (i8 in memory, memory_type)."""
+    """A value's LLVM type: bool is i1 (i8 in memory, memory_type), float16 is computed in float32 (i16 bit
+    patterns in memory, as codegen.numba's buffers)."""
     dt = np.dtype(dt)
     if dt == np.bool_:
         return I1
+    if dt == np.float16:
+        return F32
     return FLOAT_TYPES.get(dt) or ir.IntType(8 * dt.itemsize)
 
 
 def memory_type(dt: np.dtype) -> ir.Type:
-    return I8 if np.dtype(dt) == np.bool_ else value_type(dt)
+    dt = np.dtype(dt)
+    return I8 if dt == np.bool_ else I16 if dt == np.float16 else value_type(dt)
+
+
+def computed(dt: np.dtype) -> np.dtype:
+    """The dtype a value of dt is computed in: float32 for float16."""
+    return np.dtype(np.float32) if np.dtype(dt) == np.float16 else np.dtype(dt)
+
+
+def f16_function(module: ir.Module, name: str) -> ir.Function:
+    """codegen/llvm_math.py's float16 conversion `name` (f16_to_f32, f32_to_f16, round_f16), inlined."""
+    args, result = {"f16_to_f32": ((I16,), F32), "f32_to_f16": ((F32,), I16), "round_f16": ((F32,), F32)}[name]
+    return defined(module, f"tracejit.{name}", getattr(llvm_math, name), args, result, True)
 
 
 def int_power_function(module: ir.Module) -> ir.Function:
@@ -97,8 +115,14 @@ def constant(value, dt: np.dtype) -> ir.Constant:
 
 
 def cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
-    """codegen.numba's cast (np.<dtype>(v), bool as != 0). A float reaches an integer type only in range
-    (ir.build's float-to-integer cast selects NumPy's answer for the others), where fptosi/fptoui are exact."""
+    """codegen.numba's cast (np.<dtype>(v), bool as != 0; to float16 round_f16 of the value as float32). A
+    float reaches an integer type only in range (ir.build's float-to-integer cast selects NumPy's answer for
+    the others), where fptosi/fptoui are exact."""
+    if src == dst:
+        return v
+    if dst == np.float16:
+        return b.call(f16_function(b.module, "round_f16"), [cast(b, v, computed(src), np.dtype(np.float32))])
+    src = computed(src)
     if src == dst:
         return v
     if dst == np.bool_:
@@ -121,6 +145,7 @@ def cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
 
 
 def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
+    dt = computed(dt)
     t = a[0].type
     if op in ("add", "sub", "mul", "div"):
         return getattr(b, "f" + op)(a[0], a[1], flags=STRICT)

@@ -36,7 +36,9 @@ from .llvm_ops import (
     bool_op,
     cast,
     combine,
+    computed,
     constant,
+    f16_function,
     float_op,
     index_op,
     int_op,
@@ -46,13 +48,14 @@ from .llvm_ops import (
 )
 from .llvm_values import defined
 from .numba_rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator
-from .simt import ORDERED_BELOW, index_values
+from ..ir.ops import ROUNDS_TO_FLOAT16
+from .simt import ORDERED_BELOW, float16_totals, index_values
 
 FUNCTION = "tj_native"   # the IR function's name; runtime/numba_native.py renames it per compile
 
 
 def _supported_dtype(dt) -> bool:
-    return dt is None or dt.kind in "biu" or dt in FLOAT_TYPES
+    return dt is None or dt.kind in "biu" or dt in FLOAT_TYPES or dt == np.float16
 
 
 def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, parallel: bool = False) -> str | None:
@@ -68,7 +71,7 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, paralle
     if has_atomics(kernel):
         return "it combines updates into memory"
     if any(not _supported_dtype(p.dtype) for p in kernel.params):
-        return "a parameter's dtype (float16) is converted by Numba"
+        return "a parameter's dtype"
     index = index_values(ins)
     for i, x in enumerate(ins):
         op = x.op
@@ -94,12 +97,12 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, paralle
 def _itemsize(x) -> int:
     from .numba import NARROW_LOCAL_MAX
     wide = wide_accumulator(x.dtype, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
-    return 8 if wide else x.dtype.itemsize
+    return 8 if wide else computed(x.dtype).itemsize   # (a float16 row holds float32 values, as codegen.numba's)
 
 
 def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
     x = ins[i]
-    src = ins[x.srcs[1] if x.op == "where" else x.srcs[0]].dtype
+    src = computed(ins[x.srcs[1] if x.op == "where" else x.srcs[0]].dtype)
     if i in index:
         return INDEX_OPS
     if src == np.bool_:
@@ -170,6 +173,7 @@ class _Emitter:
         self.record = fn.args[-1] if faults(kernel) else None
         self.index = index_values(self.ins)
         self.scanned = {x.srcs[0] for x in self.ins if x.op == "update" and x.dtype is not None}
+        self.totals16 = float16_totals(self.ins)   # float16 sums and products, rounded where read
         self.rows = row_loops(self.ins, symbolic, self.scanned, ordered_always=True)
         self.plain = False   # inside the in-order copy of a loop (rows.ordered): no step reassociates
         self.blocked = {a for accs in self.rows.blocks.values() for a in accs}
@@ -181,7 +185,7 @@ class _Emitter:
         self.block: dict[int, ir.Value] = {}      # acc -> its float32 block accumulator
         self.loops: dict[int, list] = {}          # range -> the loops it opened
         from .numba import MATH_INLINE_MAX
-        calls = Counter(MATH.get((self.ins[x.srcs[0]].dtype, x.op)) for x in self.ins if x.srcs)
+        calls = Counter(MATH.get((computed(self.ins[x.srcs[0]].dtype), x.op)) for x in self.ins if x.srcs)
         self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in MATH.values()}
 
     # -- structure --
@@ -260,6 +264,8 @@ class _Emitter:
         v = b.load(self.slots[j])
         if self.wide[j]:
             v = b.fptrunc(v, value_type(dt))
+        if j in self.totals16:   # a float16 total, as NumPy's loop stores it
+            v = self.round16(v)
         if j in self.nan:
             v = b.select(b.load(self.nan[j]), ir.Constant(value_type(dt), float("nan")), v)
         return v
@@ -326,20 +332,28 @@ class _Emitter:
             from .numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
             wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             self.wide[i] = wide
-            ty = F64 if wide else memory_type(dt)
-            count = STACK_SCRATCH_MAX // (8 if wide else dt.itemsize) if (i, 0) in self.sizes else x.arg[0]
+            ty = F64 if wide else value_type(dt)   # (float16: float32 values, as codegen.numba's row)
+            count = STACK_SCRATCH_MAX // (8 if wide else computed(dt).itemsize) if (i, 0) in self.sizes else x.arg[0]
             self.slots[i] = self.slot(ty, count, align=64)
         elif op == "load":
             v = b.load(self.element(s[0], s[1]))
-            if self.ins[s[0]].op == "local" and self.wide[s[0]]:
-                v = b.fptrunc(v, value_type(dt))
+            if self.ins[s[0]].op == "local":
+                if self.wide[s[0]]:
+                    v = b.fptrunc(v, value_type(dt))
+                if dt == np.float16 and self.ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
+                    v = self.round16(v)
+            elif dt == np.float16:
+                v = b.call(f16_function(self.fn.module, "f16_to_f32"), [v])
             elif dt == np.bool_:
                 v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
             self.values[i] = v
         elif op == "store":
             ptr, v = self.element(s[0], s[1]), self.value(s[2])
-            if self.ins[s[0]].op == "local" and self.wide[s[0]]:
-                v = b.fpext(v, F64)
+            if self.ins[s[0]].op == "local":
+                if self.wide[s[0]]:
+                    v = b.fpext(v, F64)
+            elif self.ins[s[2]].dtype == np.float16:
+                v = b.call(f16_function(self.fn.module, "f32_to_f16"), [v])
             elif self.ins[s[2]].dtype == np.bool_:
                 v = b.zext(v, I8)
             b.store(v, ptr)
@@ -423,23 +437,30 @@ class _Emitter:
             return
         if i in self.rows.reorderable and not self.plain:
             step = (b.fadd if red == "sum" else b.fmul)(cur, v, flags=("reassoc", "contract"))
+        elif adt == np.float16 and x.srcs[0] in self.scanned:   # each running total a float16, as NumPy's accumulate
+            step = self.round16(combine(b, red, adt, cur, v))
         else:
             step = combine(b, red, adt, cur, v)
         b.store(step, ptr)
 
+    def round16(self, v) -> ir.Value:
+        """A float32 value rounded to the nearest float16 (codegen.numba's round_f16)."""
+        return self.b.call(f16_function(self.fn.module, "round_f16"), [v])
+
     def alu(self, i: int, x) -> ir.Value:
         b, op = self.b, x.op
         a = [self.value(j) for j in x.srcs]
-        src = self.ins[x.srcs[1] if op == "where" else x.srcs[0]].dtype
+        src = computed(self.ins[x.srcs[1] if op == "where" else x.srcs[0]].dtype)
         if op == "where":
             return b.select(a[0], a[1], a[2])
         if src == np.bool_:
             return bool_op(b, op, a)
         if src.kind == "f":
             name = MATH.get((src, op))
-            if name is not None:
-                return b.call(self.math(name), a)
-            return float_op(b, op, a, src)
+            out = b.call(self.math(name), a) if name is not None else float_op(b, op, a, src)
+            if x.dtype == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
+                out = self.round16(out)
+            return out
         if i in self.index:
             return index_op(b, op, a)
         if op == "pow":

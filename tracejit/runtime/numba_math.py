@@ -14,7 +14,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ..codegen import llvm_math as L
-from ..codegen.llvm_values import F32, F64, I16, I32, I64, bitcast, convert, select, smax, smin
+from ..codegen.llvm_values import F32, F64, I16
 from .numba_ir import scalar_function
 
 f32 = np.float32
@@ -219,57 +219,11 @@ def int_fmod(a, b):
 
 # ---------------------------------------------------------------------------------------------------
 # float16 storage. Numba has no CPU float16: kernels keep such arrays as uint16 bit patterns and
-# convert on load and store (round to nearest even, as NumPy's astype), computing in float32.
+# convert on load and store (codegen/llvm_math.py's conversions), computing in float32.
 
-def _f16_to_f32(bits16):
-    """binary16 bits (uint16) -> float32; exact for every input."""
-    h = convert(bits16, I32, unsigned=True)
-    sign = (h & 0x8000) << 16
-    exp = (h >> 10) & 0x1F
-    man = h & 0x3FF
-    normal = bitcast(sign | ((exp + 112) << 23) | (man << 13), F32)
-    special = bitcast(sign | 0x7F800000 | (man << 13), F32)   # inf, NaN (payload kept)
-    tiny = convert(man, F32) * 2.0 ** -24                      # subnormal, exact
-    tiny = select(sign != 0, -tiny, tiny)
-    return select(exp == 0, tiny, select(exp == 31, special, normal))
-
-
-def _f32_to_f16(f):
-    """float32 (or any number, via float32) -> binary16 bits (uint16), rounding to nearest even, with
-    selects only so it vectorises. A float64 goes through float32 first, which can round twice."""
-    x = convert(bitcast(f, I32), I64, unsigned=True)
-    sign = (x >> 16) & 0x8000
-    exp = (x >> 23) & 0xFF
-    man = x & 0x7FFFFF
-    e = exp - 112                                    # the binary16 exponent field, if it were normal
-    base = (e << 10) | (man >> 13)
-    rest = man & 0x1FFF
-    normal = base + _one_if((rest > 0x1000) | ((rest == 0x1000) & ((base & 1) == 1)))   # a carry may give inf
-    shift = smin(smax(14 - e, 1), 31)                # subnormal result: shift the full mantissa
-    full = man | 0x800000
-    half = 1 << (shift - 1)
-    sub = full >> shift
-    rest_s = full & ((half << 1) - 1)
-    subnormal = sub + _one_if((rest_s > half) | ((rest_s == half) & ((sub & 1) == 1)))
-    nan_or_inf = select(man != 0, 0x7E00, 0x7C00, I64)
-    out = select(exp == 255, nan_or_inf,
-                 select(e >= 31, 0x7C00, select(e > 0, normal, select(e < -10, 0, subnormal))))
-    return convert(sign | out, I16)
-
-
-def _one_if(condition):
-    """1 where condition holds, else 0 (int64)."""
-    return convert(condition, I64, unsigned=True)
-
-
-def _round_f16(f):
-    """float32 -> the nearest float16 value, as float32: the result of a float16 op, rounded as NumPy's loops do."""
-    return _f16_to_f32(_f32_to_f16(f))
-
-
-f16_to_f32, _ = scalar_function("f16_to_f32", _f16_to_f32, (I16,), F32)
-f32_to_f16, _ = scalar_function("f32_to_f16", _f32_to_f16, (F32,), I16)
-round_f16, round_f16_called = scalar_function("round_f16", _round_f16, (F32,), F32)
+f16_to_f32, _ = scalar_function("f16_to_f32", L.f16_to_f32, (I16,), F32)
+f32_to_f16, _ = scalar_function("f32_to_f16", L.f32_to_f16, (F32,), I16)
+round_f16, round_f16_called = scalar_function("round_f16", L.round_f16, (F32,), F32)
 
 
 # The kernel IR's sort: a stable merge sort written for kernels. Not inlined (it is called once per row)
