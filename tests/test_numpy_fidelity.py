@@ -75,6 +75,29 @@ def test_float64_scalars_on_devices_without_double_give_numpys_answer_or_refuse(
             assert_close(got, expected)
 
 
+def test_a_power_or_an_index_no_result_reads_raises_where_numpy_raises(device):
+    """NumPy evaluates every operation, so a negative integer exponent or an index outside its axis raises
+    even where nothing reads the value: np.isnan(a ** b) of integers is False whatever the power (the
+    trace folds it), and the dropped x[i] below is never needed (found by the dtype fuzzer)."""
+    a = np.array([[3, -2], [1, 4]], np.int32)
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+
+    def dropped_index(x, i):
+        y = x[i]   # noqa: F841
+        return x * 2
+
+    for body, args, error in ((lambda v: np.isnan(v ** v), (a,), ValueError),
+                              (lambda v, w: (v + 1, v ** w)[0], (a, a), ValueError),
+                              (dropped_index, (x, np.array([0, 3], np.int32)), IndexError)):
+        with pytest.raises(error):
+            body(*args)
+        with pytest.raises(error):
+            run_kernel(tj.kernel(body), *args, device=device)
+    # in range, they compute nothing anyone sees: NumPy's result
+    assert_close(run_kernel(tj.kernel(lambda v: np.isnan(v ** v)), np.abs(a), device=device), np.isnan(np.abs(a)))
+    assert_close(run_kernel(tj.kernel(dropped_index), x, np.array([0, 2], np.int32), device=device), x * 2)
+
+
 def test_algebra_a_compiler_may_assume_keeps_numpys_answers(device):
     """IEEE arithmetic is not algebra: (x + 1e8) - 1e8 is 0 for x = 1 in float32, x - x is NaN for inf, 0 / x
     is NaN for NaN and -0 for negative x. WebGPU's shader compilers (Mesa's, found by the dtype fuzzer) folded

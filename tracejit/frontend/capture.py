@@ -90,7 +90,7 @@ class Graph:
             self._segments[-1][1].extend(launches)
         else:
             self._segments.append((dev, list(launches)))
-        results = [o if dev.returns_numpy else Array(o, dev) for o in outputs]
+        results = [o if dev.returns_numpy else Array(o, dev) for o in outputs[:len(plan.traced.results)]]
         for r in results:
             self._produced[id(r)] = (r, dev)
         return tuple(results) if plan.traced.tuple_result else results[0]

@@ -11,7 +11,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import ArgumentError, TraceError, TracejitError, UnsupportedError
-from ..ir import build
+from ..ir import build, faulting
 from ..ir.simplify import simplify
 from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import profiler, registry
@@ -353,7 +353,7 @@ class Kernel:
                 tensors.append(Tensor.argument(node, i, info.strides, info.writeable))
         self._counts["traces"] += count
         try:
-            with stage("trace"), allocation.traced_arrays():
+            with stage("trace"), allocation.traced_arrays(), faulting.recorded() as can_fault:
                 result = self.fn(*tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
@@ -369,13 +369,16 @@ class Kernel:
         assigned = [i for i, t in enumerate(tensors) if isinstance(t, Tensor) and t._argument is not None
                     and t._value is not build.input_(i, infos[i].dtype, infos[i].shape)]
         with stage("simplify"):
-            simplified = simplify(outputs + [tensors[j]._value for j in assigned])
-        outputs, new_values = simplified[:len(outputs)], simplified[len(outputs):]
+            simplified = simplify(outputs + [tensors[j]._value for j in assigned] + can_fault)
+        n, m = len(outputs), len(outputs) + len(assigned)
+        outputs, new_values, can_fault = simplified[:n], simplified[n:m], simplified[m:]
         changed = [(j, v) for j, v in zip(assigned, new_values) if v is not build.input_(j, v.dtype, v.shape)]
         outputs += [v for _, v in changed]
+        checks = faulting.checks(outputs, can_fault)   # powers and indexing no output reads still raise
+        outputs += checks
         with stage("verify"):
             verify_graph(outputs)
-        return Traced(self.__name__, outputs, tuple_result, infos, tuple(j for j, _ in changed))
+        return Traced(self.__name__, outputs, tuple_result, infos, tuple(j for j, _ in changed), len(checks))
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"

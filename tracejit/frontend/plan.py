@@ -18,23 +18,28 @@ class Traced:
     """The graph of one signature: str() prints the graph IR.
 
     `outputs` are the returned values, then the new value of each argument in `assigned` (the positions
-    of the array arguments the function assigned into), which a call writes back into the caller's arrays."""
+    of the array arguments the function assigned into), which a call writes back into the caller's arrays,
+    then `checks` values computed only for the faults they raise (ir/faulting.py), which a call drops."""
 
     def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo],
-                 assigned: tuple[int, ...] = ()):
+                 assigned: tuple[int, ...] = (), checks: int = 0):
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
-        self.assigned = assigned
+        self.assigned, self.checks = assigned, checks
 
     @property
     def results(self) -> list[Node]:
-        """The returned values (without the new values of assigned arguments)."""
-        return self.outputs[:len(self.outputs) - len(self.assigned)]
+        """The returned values (without the new values of assigned arguments, and the checks)."""
+        return self.outputs[:len(self.outputs) - len(self.assigned) - self.checks]
 
     def __str__(self) -> str:
         text = format_graph(self.outputs, f"graph {self.name}")
+        n = len(self.results)
         if self.assigned:
-            n = len(self.results)
             text += "\n  " + ", ".join(f"value {n + k} is written into argument {j}" for k, j in enumerate(self.assigned))
+        if self.checks:
+            first = n + len(self.assigned)
+            text += "\n  " + ", ".join(f"value {first + k}" for k in range(self.checks)) + \
+                " computed for the errors it raises (a power or an index no returned value reads; NumPy raises for it)"
         return text
 
     def to_networkx(self, device: str | None = None):
@@ -64,7 +69,7 @@ class Plan:
     def __init__(self, traced: Traced, executable, device):
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
-        if traced.assigned:
+        if traced.assigned or traced.checks:
             self.run = lambda args: self.call(args, args)
         elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result):
             self.run = executable.run  # returns the array, or the tuple of arrays, as it is
@@ -86,7 +91,7 @@ class Plan:
 
     def timed(self, args, originals, out=None):
         """A call inside tj.profile(): through the executable's own call, which times each launch then."""
-        if out is None and not self.traced.assigned:
+        if out is None and not self.traced.assigned and not self.traced.checks:
             return self._run(args)
         return self.call(args, originals, out)
 
@@ -94,7 +99,7 @@ class Plan:
         """Run with `args` (as normalized for the plan), writing the new values of assigned arguments into
         the caller's `originals`, and the results into `out` where given (returned in their place)."""
         traced = self.traced
-        if not traced.assigned and out is None:
+        if not traced.assigned and not traced.checks and out is None:
             return self.run(args)
         n = len(traced.results)
         dests = [None] * len(traced.outputs)

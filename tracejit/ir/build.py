@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .dtypes import BOOL, identity
+from .faulting import note
 from .graph import BINARY, PREDICATES, REDUCE_OPS, UNARY, Node, Op
 from .table import Table
 
@@ -41,7 +42,7 @@ def unary(op: Op, x: Node) -> Node:
 def binary(op: Op, a: Node, b: Node) -> Node:
     assert op in BINARY, op
     assert a.shape == b.shape and a.dtype == b.dtype, (op, a, b)
-    return Node.make(op, BOOL if op in PREDICATES else a.dtype, a.shape, (a, b), None, a.weak and b.weak)
+    return note(Node.make(op, BOOL if op in PREDICATES else a.dtype, a.shape, (a, b), None, a.weak and b.weak))
 
 
 def where(cond: Node, a: Node, b: Node) -> Node:
@@ -214,7 +215,7 @@ def gather(x: Node, indices: tuple[Node, ...], source_axes: tuple[int | None, ..
     assert len(source_axes) == len(x.shape) and sum(a is None for a in source_axes) == len(indices) > 0
     assert all(i.shape == shape and i.dtype.kind in "iu" for i in indices), indices
     assert all(a is None or shape[a] == n for a, n in zip(source_axes, x.shape)), (shape, source_axes, x.shape)
-    return Node.make(Op.GATHER, x.dtype, shape, (x, *indices), source_axes, x.weak)
+    return note(Node.make(Op.GATHER, x.dtype, shape, (x, *indices), source_axes, x.weak))
 
 
 def scatter(target: Node, positions: Node, values: Node, op: str) -> Node:

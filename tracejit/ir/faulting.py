@@ -1,0 +1,74 @@
+"""Nodes that can raise when their kernel runs: an integer power (a negative exponent) and integer-array
+indexing (an index outside its axis). NumPy raises for them even where their value is never used, as in
+np.isnan(a ** b) of integers (False whatever the power) or a power computed and dropped; the trace
+records each one made (recorded) and keeps those no output reads as checks (frontend/kernel.py), so a
+call raises where NumPy raises."""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from .graph import Node, Op
+
+_local = threading.local()
+
+
+def can_fault(n: Node) -> bool:
+    if n.op is Op.GATHER:
+        return True
+    if n.op is Op.POW and n.dtype.kind == "i":
+        exponent = n.srcs[1]
+        return not (exponent.op is Op.CONST and exponent.arg >= 0)
+    return False
+
+
+def note(n: Node) -> Node:
+    """n, recorded when it can fault and a trace is recording (build.binary and build.gather call this)."""
+    nodes = getattr(_local, "nodes", None)
+    if nodes is not None and can_fault(n):
+        nodes.append(n)
+    return n
+
+
+@contextlib.contextmanager
+def recorded():
+    """The nodes that can fault made inside the block (in this thread), as a list filled while it runs."""
+    previous = getattr(_local, "nodes", None)
+    _local.nodes = []
+    try:
+        yield _local.nodes
+    finally:
+        _local.nodes = previous
+
+
+def checks(outputs: list[Node], candidates: list[Node]) -> list[Node]:
+    """For each candidate that can fault and that no output reads: a value a kernel must compute it for
+    (its maximum: one element), so that its faults are recorded and raised."""
+    from . import build
+    seen: set[Node] = set()
+    stack = list(outputs)
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.srcs)
+    out = []
+    for n in dict.fromkeys(candidates):
+        if n not in seen and can_fault(n) and _of_arguments(n):
+            out.append(build.reduce(n, "max", tuple(range(len(n.shape)))) if n.shape else n)
+    return out
+
+
+def _of_arguments(n: Node) -> bool:
+    """Whether every input n reads is an argument of the traced function (the frontend also runs functions on
+    stand-in inputs, frontend/views.py's probes, to learn what they do, and drops what they make)."""
+    seen, stack = set(), [n]
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x.op is Op.INPUT and not isinstance(x.arg, int):
+            return False
+        stack.extend(x.srcs)
+    return True
