@@ -97,49 +97,29 @@ def apply_step(step, values, scalars):
 
 
 def run_program(program, values, scalars):
+    """The kernel's body: every step, used or not, as the program is written (NumPy raises for an unused
+    step, and so does tracejit: README, "Semantics are NumPy's")."""
     return program_values(program, values, scalars)[-1]
-
-
-def run_every_step(program, values, scalars):
-    """The kernel's body: every step, used or not, as the program is written."""
-    values = list(values)
-    for step in program:
-        values.append(apply_step(step, values, scalars))
-    return values[-1]
 
 
 def call_values(program, values, scalars) -> list:
     """program_values of a call NumPy does not refuse, under NumPy's ignored floating-point warnings."""
     with np.errstate(all="ignore"):
-        return [np.asarray(v) for v in program_values(program, values, scalars) if v is not None]
+        return [np.asarray(v) for v in program_values(program, values, scalars)]
 
 
 def program_values(program, values, scalars) -> list:
-    """The inputs and the value of every step the last one needs, in NumPy (None for the others: tracejit
-    computes only what the function returns, so an error NumPy raises in an unused step is not raised;
-    README, "Semantics are NumPy's")."""
+    """The inputs and every step's value, in NumPy."""
     values = list(values)
-    needed = live_steps(program, len(values))
-    for n, step in enumerate(program):
-        values.append(apply_step(step, values, scalars) if n in needed else None)
+    for step in program:
+        values.append(apply_step(step, values, scalars))
     return values
-
-
-def live_steps(program, n_inputs: int) -> set[int]:
-    """The steps the program's last value depends on (itself included)."""
-    needed, todo = set(), [len(program) - 1] if program else []
-    while todo:
-        n = todo.pop()
-        if n not in needed:
-            needed.add(n)
-            todo += [x - n_inputs for kind, x in program[n][2:] if kind == "value" and x >= n_inputs]
-    return needed
 
 
 def make_kernel(program, n_inputs, n_scalars):
     """A kernel with one named parameter per input and scalar argument."""
     names = [f"a{i}" for i in range(n_inputs)] + [f"s{i}" for i in range(n_scalars)]
-    env = {"run": run_every_step, "program": program}
+    env = {"run": run_program, "program": program}
     exec(f"def kernel({', '.join(names)}):\n"
          f"    return run(program, [{', '.join(names[:n_inputs])}], [{', '.join(names[n_inputs:])}])", env)
     return tj.kernel(env["kernel"])
