@@ -85,7 +85,8 @@ def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
                 np.rint(y), np.maximum(x, y), np.minimum(x, y), np.copysign(x, y), 1 / x, np.exp(x), np.tanh(y),
                 np.where(x < y, x, y), x <= y, x == y, x != y, np.isnan(x), np.isinf(y), np.signbit(x),
                 x.astype(np.float64 if x.dtype == np.float32 else np.float32), (x != 0) & (y > 1), np.sign(x),
-                x ** y, np.power(np.abs(x), 0.5), x ** 2, np.power(y, x - 1), x // y, x % y, *np.divmod(y, x))
+                x ** y, np.power(np.abs(x), 0.5), x ** 2, np.power(y, x - 1), x // y, x % y, *np.divmod(y, x),
+                np.fmod(x, y))
 
     with np.errstate(all="ignore"):
         native, python = _both(monkeypatch, body, x, y)
@@ -125,7 +126,9 @@ def test_integer_ops_wrap_and_compare_as_the_python_rendering_does(dtype, monkey
         return (x + y, x - y, x * y, -x, ~x, x & y, x | y, x ^ y, np.maximum(x, y), np.minimum(x, y),
                 x < y, x <= y, x == y, x != y, np.where(x > y, x, y), x.astype(np.float32), x.astype(np.int16),
                 x.astype(bool), x.sum(), x.max(), x.min(), np.cumsum(x), x // y, x % y, x // np.roll(y, 1) % 7,
-                x // (y & 3), x % (y & 3))   # (divisors 0 and, signed, -1: 0, wrapping, 0)
+                x // (y & 3), x % (y & 3),   # (divisors 0 and, signed, -1: 0, wrapping, 0)
+                np.fmod(x, y), np.fmod(x, y & 3), np.sign(x), x << (y & 15), x >> (y & 15), x << (y % 70),
+                x >> (y % 70))   # (shifts by the width or more, and by negative counts: 0, or -1)
 
     with np.errstate(all="ignore"):
         native, python = _both(monkeypatch, body, x, y)

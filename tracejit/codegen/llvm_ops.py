@@ -19,7 +19,7 @@ FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 # math functions' bits, or Numba's lowering's: Python's // and % on floats)
 FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "signbit",
                        "sign", "add", "sub", "mul", "div", "pow", "max", "min", "copysign", "lt", "le", "eq", "ne",
-                       "where", "idiv", "mod"})
+                       "where", "idiv", "mod", "fmod"})
 MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
         (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
@@ -35,7 +35,7 @@ LIBM = {**{(np.dtype(np.float32), op): c + "f" for op, c in _C_NAMES.items()},
         **{(np.dtype(np.float64), op): c for op, c in _C_NAMES.items()},
         (np.dtype(np.float64), "log"): "log", (np.dtype(np.float64), "erf"): "erf"}
 INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "idiv", "mod", "max", "min", "and", "or", "xor",
-                     "lt", "le", "eq", "ne", "where"})
+                     "lt", "le", "eq", "ne", "where", "shl", "shr", "sign", "fmod"})
 INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
 BOOL_OPS = frozenset({"invert", "and", "or", "xor", "max", "min", "add", "mul", "lt", "le", "eq", "ne", "where"})
 KERNEL_OPS = frozenset({"param", "const", "global", "range", "endrange", "acc", "update", "local", "load",
@@ -166,6 +166,8 @@ def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         return b.call(b.module.declare_intrinsic(f"llvm.{op}", [t], ir.FunctionType(t, [t, t])), a)
     if op in ("idiv", "mod"):
         return _float_divide(b, op, a[0], a[1])
+    if op == "fmod":   # np.fmod: C's fmod (Numba's np_real_fmod_impl), NaN for a zero divisor
+        return b.frem(a[0], a[1])
     if op == "sign":   # codegen.numba's: 1, -1, +0 for either zero, a NaN itself
         x, zero = a[0], ir.Constant(t, 0.0)
         small = b.select(b.fcmp_ordered("==", x, zero), zero, x)
@@ -218,9 +220,22 @@ def int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         return b.xor(a[0], ir.Constant(t, -1))
     if op in ("and", "or", "xor"):
         return getattr(b, op + "_" if op != "xor" else op)(a[0], a[1])
-    if op in ("idiv", "mod"):
+    if op in ("idiv", "mod", "fmod"):
         return _int_divide(b, op, a[0], a[1], dt)
     compare = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
+    zero = ir.Constant(t, 0)
+    if op in ("shl", "shr"):   # codegen.numba's _SHIFTS: by the width or more (or a negative count), 0 or -1
+        inside = b.icmp_unsigned("<", a[1], ir.Constant(t, 8 * dt.itemsize))   # (a negative count is huge)
+        count = b.select(inside, a[1], zero)   # LLVM's shift by the width or more is poison
+        if op == "shl":
+            return b.select(inside, b.shl(a[0], count), zero)
+        if dt.kind == "u":
+            return b.select(inside, b.lshr(a[0], count), zero)
+        beyond = b.select(b.icmp_signed("<", a[0], zero), ir.Constant(t, -1), zero)
+        return b.select(inside, b.ashr(a[0], count), beyond)
+    if op == "sign":
+        one = b.select(compare(">", a[0], zero), ir.Constant(t, 1), zero)
+        return one if dt.kind == "u" else b.select(b.icmp_signed("<", a[0], zero), ir.Constant(t, -1), one)
     if op in ("max", "min"):
         return b.select(compare(">" if op == "max" else "<", a[0], a[1]), a[0], a[1])
     if op in FCMP:
@@ -231,17 +246,20 @@ def int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
 def _int_divide(b: ir.IRBuilder, op: str, x, y, dt: np.dtype):
     """NumPy's integer // and % on data, as codegen.numba's source computes them under Numba's error model:
     rounding toward -inf, a zero divisor giving 0, x // -1 wrapping (-x of the minimum is itself) and
-    x % -1 giving 0. The divisor LLVM sees is never 0 or -1, which trap on x86."""
+    x % -1 giving 0; np.fmod ("fmod") is C's %, the sign of x, 0 for a zero divisor and -1. The divisor LLVM
+    sees is never 0 or -1, which trap on x86."""
     t = x.type
     zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
     if dt.kind == "u":
         by_zero = b.icmp_unsigned("==", y, zero)
         d = b.select(by_zero, one, y)
-        return b.select(by_zero, zero, b.udiv(x, d) if op == "idiv" else b.urem(x, d))
+        return b.select(by_zero, zero, b.udiv(x, d) if op == "idiv" else b.urem(x, d))   # (fmod: % unsigned)
     by_zero, by_minus_one = b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(t, -1))
     special = b.or_(by_zero, by_minus_one)
     d = b.select(special, one, y)
     q, r = b.sdiv(x, d), b.srem(x, d)
+    if op == "fmod":
+        return b.select(special, zero, r)
     fix = b.and_(b.icmp_signed("!=", r, zero),
                  b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
     if op == "idiv":
