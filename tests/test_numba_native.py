@@ -86,7 +86,7 @@ def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
                 np.where(x < y, x, y), x <= y, x == y, x != y, np.isnan(x), np.isinf(y), np.signbit(x),
                 x.astype(np.float64 if x.dtype == np.float32 else np.float32), (x != 0) & (y > 1), np.sign(x),
                 x ** y, np.power(np.abs(x), 0.5), x ** 2, np.power(y, x - 1), x // y, x % y, *np.divmod(y, x),
-                np.fmod(x, y))
+                np.fmod(x, y), np.ldexp(x, np.arange(x.size, dtype=np.int32) % 300 - 150), np.ldexp(y, 3))
 
     with np.errstate(all="ignore"):
         native, python = _both(monkeypatch, body, x, y)

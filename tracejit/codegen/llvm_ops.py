@@ -22,7 +22,8 @@ FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", 
                        "where", "idiv", "mod", "fmod"})
 MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
-        (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64"}
+        (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64",
+        (np.dtype(np.float32), "ldexp"): "ldexp_f32", (np.dtype(np.float64), "ldexp"): "ldexp_f64"}
 # the C library's functions, by (dtype, op), for the ufuncs Numba computes with them (codegen/numba.py's
 # np.sin(x) and the like on a scalar: Numba's lowering calls these, or LLVM intrinsics that become these
 # calls): the same calls give the same bits (tests/test_numba_native.py compares them on special values;

@@ -457,7 +457,7 @@ class _Emitter:
             return bool_op(b, op, a)
         if src.kind == "f":
             name = MATH.get((src, op))
-            out = b.call(self.math(name), a) if name is not None else float_op(b, op, a, src)
+            out = b.call(self.math(name, len(a)), a) if name is not None else float_op(b, op, a, src)
             if x.dtype == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
                 out = self.round16(out)
             return out
@@ -467,7 +467,7 @@ class _Emitter:
             return self.int_power(a[0], a[1], src)
         return int_op(b, op, a, src)
 
-    def math(self, name: str) -> ir.Function:
+    def math(self, name: str, arity: int = 1) -> ir.Function:
         ty = F32 if name.endswith("f32") else F64
         symbol = f"tracejit.{name}" + ("" if self.inline[name] else ".called")
-        return defined(self.fn.module, symbol, getattr(llvm_math, name), (ty,), ty, self.inline[name])
+        return defined(self.fn.module, symbol, getattr(llvm_math, name), (ty,) * arity, ty, self.inline[name])
