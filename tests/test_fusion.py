@@ -254,14 +254,19 @@ def test_numba_broadcast_rows_loop_over_columns_without_a_division_per_element(s
             assert "%" not in innermost and "//" not in innermost
 
 
-def test_numba_float64_exp_and_tanh_are_tracejits_vectorisable_ones_beside_ldexp(rng):
+def test_numba_float64_exp_and_tanh_are_tracejits_vectorisable_ones_beside_ldexp(rng, monkeypatch):
     """Float64 exp/tanh call numba_math's exp_f64/tanh_f64 (libm keeps a loop scalar); with more calls
-    than MATH_INLINE_MAX they become the *_called versions, which must not rename ldexp_f64."""
+    than MATH_INLINE_MAX they become the *_called versions, which must not rename ldexp_f64. The same in
+    the Python rendering and in the LLVM IR of the native one."""
     def f(x):
         return np.ldexp(x, 3) + sum(np.exp(x * k) for k in range(1, 6)) + np.tanh(x)
 
     x = random_array(rng, (300,), np.float64, low=-3, high=3)
     assert_close(tj.kernel(f)(x), f(x))
+    (k,) = tj.kernel(f).lower(x, device="numba").kernels
+    assert '@"tracejit.exp_f64.called"' in k.source and '@"tracejit.tanh_f64"' in k.source
+    assert '@"tracejit.ldexp_f64"' in k.source
+    monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")
     (k,) = tj.kernel(f).lower(x, device="numba").kernels
     assert "exp_f64_called(" in k.source and "tanh_f64(" in k.source and "ldexp_f64(" in k.source
     assert "np.exp(" not in k.source and "np.tanh(" not in k.source
