@@ -148,6 +148,12 @@ def adjust_gamma(image, gamma):  # PyImageSearch's adjust_gamma, with NumPy's ta
     return table[image]
 
 
+def sharpen_to_uint8(img, amount):  # unsharp masking as image tutorials write it, saved as 8 bits unclipped
+    blurred = (img[:-2, 1:-1] + img[2:, 1:-1] + img[1:-1, :-2] + img[1:-1, 2:] + img[1:-1, 1:-1]) / 5
+    sharp = img[1:-1, 1:-1] + amount * (img[1:-1, 1:-1] - blurred)
+    return (sharp * 255).astype(np.uint8)   # overshoot past [0, 1] wraps around, as NumPy's cast does
+
+
 def color_quantize(pixels, centers):  # PDSH ch. 5 colour compression: new_colors = centers[predict(data)]
     labels = np.argmin(((pixels[:, None, :] - centers[None, :, :]) ** 2).sum(-1), axis=1)
     return centers[labels]
@@ -351,6 +357,7 @@ PROGRAMS = [
     program(softmax_loss, lambda rng, dt: (_n((16, 2))(rng, dt)[0], rng.integers(0, 3, 16).astype(np.int32))
             + _n((2, 10), 10, (10, 3), 3, scale=0.5)(rng, dt) + (1e-3,), BOTH),
     program(one_hot, lambda rng, dt: (rng.integers(0, 10, 20),), ("int64",), static={"num_classes": 10}),
+    program(sharpen_to_uint8, lambda rng, dt: _n((24, 20), scale=1, low=0)(rng, dt) + (1.5,), BOTH),
     program(adjust_gamma, lambda rng, dt: (rng.integers(0, 256, (12, 10, 3)).astype(np.uint8), 2.2), ("uint8",)),
     program(color_quantize, lambda rng, dt: (rng.uniform(0, 1, (64, 3)).astype(dt),
                                              rng.uniform(0, 1, (8, 3)).astype(dt)), BOTH),
