@@ -7,6 +7,8 @@ import pytest
 
 import tracejit as tj
 from reference import assert_close
+from tracejit.codegen import llvm_math
+from tracejit.codegen.llvm_values import host_scalef
 
 FLOATS = (np.float32, np.float64)
 ALL_FLOATS = (np.float16, np.float32, np.float64)   # float16: computed in float32 and rounded, both ways
@@ -92,6 +94,22 @@ def test_float_ops_give_the_python_renderings_bits(dtype, monkeypatch):
         native, python = _both(monkeypatch, body, x, y)
         _same_bits(native, python)
         assert_close(native, body(x, y))
+
+
+@pytest.mark.skipif(not host_scalef(), reason="no AVX-512 here: exp scales by two factors, the only way it runs")
+def test_exp_scaled_in_one_instruction_gives_the_two_factors_bits(monkeypatch):
+    """On AVX-512, exp's final y * 2**n is LLVM's ldexp (one vscalefps/pd, rounding once) instead of two
+    exact factors: the same bits everywhere, subnormal results and overflow included."""
+    bits = np.arange(0, 1 << 32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([bits, np.linspace(-110, -80, 200_001, dtype=np.float32),
+                        np.linspace(80, 89.5, 100_001, dtype=np.float32)])
+    wide = np.concatenate([x.astype(np.float64), np.linspace(-746, -700, 100_001), np.linspace(700, 710, 100_001)])
+    out = []
+    for scalef in (True, False):
+        monkeypatch.setattr(llvm_math, "_SCALEF", scalef)
+        with np.errstate(all="ignore"):
+            out.append(tj.kernel(lambda a, b: (np.exp(a), np.exp(b), np.tanh(a)))(x, wide, device="numba"))
+    _same_bits(out[0], out[1])
 
 
 @pytest.mark.parametrize("dtype", ALL_FLOATS)

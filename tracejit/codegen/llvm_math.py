@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 
 from . import math_f32 as M  # the coefficients, shared with the C-style renderers
-from .llvm_values import F32, F64, I16, I32, I64, bitcast, convert, copysign, fabs, floor, fma, horner, select, smax, smin
+from .llvm_values import (F32, F64, I16, I32, I64, bitcast, convert, copysign, fabs, floor, fma, horner, host_scalef,
+                           scale, select, smax, smin)
+
+_SCALEF = host_scalef()   # (the object code's cache key includes the CPU)
 
 # ---------------------------------------------------------------------------------------------------
 # Powers of two and ldexp: x * 2**n rounded once, n an integral float within the frontend's clamp
@@ -57,10 +60,11 @@ def exp_f32(x):
     r = fma(n, -M.LN2_HI, xc)
     r = fma(n, -M.LN2_LO, r)
     y = fma(horner(r, M.EXP_P), r * r, r) + 1.0   # exp(r) in [0.7, 1.42]
-    # 2**n in two factors, each a normal float32 even when 2**n is not: the result rounds once,
-    # also into the subnormal range, and overflows to inf by itself.
-    n1 = floor(n * 0.5)
-    y = y * pow2_f32(n1) * pow2_f32(n - n1)
+    if _SCALEF:   # y * 2**n rounded once, in one instruction: the same bits as the two factors below
+        y = scale(y, convert(n, I32))
+    else:   # 2**n in two factors, each a normal float32 even when 2**n is not: the result rounds once,
+        n1 = floor(n * 0.5)   # also into the subnormal range, and overflows to inf by itself
+        y = y * pow2_f32(n1) * pow2_f32(n - n1)
     return select(x == x, y, x)
 
 
@@ -96,8 +100,11 @@ def exp_f64(x):
     r = fma(n, -_LN2_HI_F64, xc)
     r = fma(n, -_LN2_LO_F64, r)
     y = fma(horner(r, _EXP_TAYLOR_F64), r * r, r) + 1.0   # exp(r) in [0.7, 1.42]
-    n1 = floor(n * 0.5)                            # 2**n as two normal factors: rounds once, also to subnormals
-    y = y * pow2_f64(convert(n1, I64)) * pow2_f64(convert(n - n1, I64))
+    if _SCALEF:   # y * 2**n rounded once, in one instruction (vscalefpd): the two factors' bits
+        y = scale(y, convert(n, I32))
+    else:
+        n1 = floor(n * 0.5)                        # 2**n as two normal factors: rounds once, also to subnormals
+        y = y * pow2_f64(convert(n1, I64)) * pow2_f64(convert(n - n1, I64))
     return select(x == x, y, x)
 
 

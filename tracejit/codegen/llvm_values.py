@@ -162,6 +162,21 @@ def convert(x: Value, ty: ir.Type, unsigned: bool = False) -> Value:
     return Value(b, out)
 
 
+def scale(x: Value, k: Value) -> Value:
+    """x * 2**k for an integer k, rounded once (LLVM's ldexp: vscalefps/pd on AVX-512, where it vectorises;
+    elsewhere a libm call per lane, so callers use it only where host_scalef says)."""
+    fn = x.b.module.declare_intrinsic("llvm.ldexp", [x.v.type, k.v.type],
+                                      ir.FunctionType(x.v.type, [x.v.type, k.v.type]))
+    return Value(x.b, x.b.call(fn, [x.v, k.v]))
+
+
+def host_scalef() -> bool:
+    """Whether this CPU scales vectors by powers of two in one instruction (AVX-512's vscalefps)."""
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    return bool(features.get("avx512f") and features.get("avx512vl"))
+
+
 def bitcast(x: Value, ty: ir.Type) -> Value:
     """The same bits read as type `ty` (float32 <-> int32, float64 <-> int64)."""
     return Value(x.b, x.b.bitcast(x.v, ty))
