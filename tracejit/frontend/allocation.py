@@ -11,10 +11,15 @@
 NumPy offers no protocol for creation functions from shapes alone, so while a trace runs these names of the
 numpy module are wrappers: on the tracing thread, called from code outside tracejit and NumPy (the kernel
 function and what it calls), they return the traced array (creation.py); everywhere else they are NumPy's
-own. Code that imported the function itself (`from numpy import zeros`) keeps NumPy's.
+own. Code that imported the function itself (`from numpy import zeros`) keeps NumPy's, and so does C code:
+a Cython function of numpy.random calls np.empty with the kernel's frame still the innermost Python frame,
+so a call counts as the user's only where the instruction running in that frame calls this very function
+(`_calls`); a traced array handed to C code that takes it for an ndarray would crash the interpreter.
 """
 from __future__ import annotations
 
+import dis
+import functools
 import sys
 import threading
 from contextlib import contextmanager
@@ -56,7 +61,8 @@ def traced_arrays():
 
 def _wrapper(name: str, original):
     def make(*args, **kwargs):
-        if getattr(_tracing, "active", False) and not _internal(sys._getframe(1)):
+        caller = sys._getframe(1)
+        if getattr(_tracing, "active", False) and not _internal(caller) and _calls(caller, name, make):
             from . import creation
             return creation.while_tracing(name, original, args, kwargs)
         return original(*args, **kwargs)
@@ -66,3 +72,47 @@ def _wrapper(name: str, original):
 
 def _internal(frame) -> bool:
     return frame.f_globals.get("__name__", "").startswith(_INTERNAL)
+
+
+_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF",
+                    "LOAD_CLASSDEREF", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FROM_DICT_OR_GLOBALS"})
+_VARIABLES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FAST_CHECK"})
+
+
+def _calls(frame, name: str, fn) -> bool:
+    """Whether the instruction `frame` is running calls `fn` (the wrapper of np.<name>) itself: its callee
+    is an attribute `name` (np.zeros, numpy.zeros, xp.zeros) or a variable holding `fn`. A C function the
+    frame called (np.random.rand -> np.empty) leaves the frame at the call of that C function instead."""
+    callee = _callee(frame.f_code, frame.f_lasti)
+    if callee is None:
+        return name in frame.f_code.co_names   # Python 3.10: no instruction positions; the code names it
+    opname, argval = callee
+    if argval == name:
+        return True
+    if opname in _VARIABLES and isinstance(argval, str):
+        value = frame.f_locals.get(argval, frame.f_globals.get(argval))
+        return value is fn
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _callee(code, lasti: int):
+    """(opname, argval) of the instruction that loads the callee of the call at `lasti` (the last load
+    starting where the call expression starts), ("", None) where the instruction is no call of a loaded
+    name, or None where the interpreter records no positions (Python 3.10)."""
+    if not hasattr(code, "co_positions"):
+        return None
+    instructions = list(dis.get_instructions(code))
+    # (3.11's f_lasti can point into the inline cache after the instruction)
+    at = next((i for i in reversed(instructions) if i.offset <= lasti), None)
+    if at is None or at.positions is None or at.positions.lineno is None:
+        return ("", None)
+    start = (at.positions.lineno, at.positions.col_offset)
+    found = ("", None)
+    for i in instructions:
+        if i.offset >= at.offset:
+            break
+        p = i.positions
+        if i.opname in _LOADS and p is not None and (p.lineno, p.col_offset) == start:
+            found = (i.opname, i.argval)
+    return found
