@@ -156,6 +156,50 @@ def test_bad_launches_and_devices_are_named(raw_device, rng):
             k(x, x.copy(), 1.0, 64, grid=1, block=64)
 
 
+def test_a_call_must_pass_every_parameter_the_kernel_declares(raw_device):
+    """OpenCL keeps a kernel's arguments set between launches: a call that left one out ran with the previous
+    call's value. Every device refuses it, naming what is missing, after a good call as before one."""
+    k = tj.RawKernel(SCALE[raw_device.partition(":")[0]], "scale", device=raw_device)
+    assert k.parameters == ["x", "y", "a", "n"]
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros_like(x)
+    k(x, y, np.float32(2), 64, grid=1, block=64)
+    np.testing.assert_array_equal(y, 2 * x + 1)
+    for args, missing in (((x, y, np.float32(3)), r"missing n \(argument 3\)"),
+                          ((x, y), r"missing a \(argument 2\), n \(argument 3\)"),
+                          ((), "missing x")):
+        y[:] = -1
+        with pytest.raises(tj.ArgumentError, match=missing) as e:
+            k(*args, grid=1, block=64)
+        assert "takes 4 arguments (x, y, a, n)" in str(e.value)
+        np.testing.assert_array_equal(y, -1)   # nothing launched
+    with pytest.raises(tj.ArgumentError, match="passes 5, 1 more than it declares"):
+        k(x, y, np.float32(3), 64, 7, grid=1, block=64)
+    k(x, y, np.float32(4), 32, grid=1, block=64)   # every value new, the first half only
+    np.testing.assert_array_equal(y, np.where(np.arange(64) < 32, 4 * x + 1, -1))
+
+
+def test_the_parameters_are_read_from_each_language_s_declaration():
+    """The names a missing argument is reported by: C parameters (comments, attributes and qualifiers
+    aside), MSL's [[buffer(i)]] parameters by index, the WGSL bindings the entry point uses by binding."""
+    from tracejit.frontend.raw_parameters import declared
+    cuda = ('/* __global__ void f(int a) */ extern "C" __global__ void __launch_bounds__(256)\n'
+            "f(const float* __restrict__ x, float y[], int n) { g(x); }")
+    assert declared("cuda", cuda, "f") == ["x", "y", "n"]
+    assert declared("opencl", "__kernel void f(void) {}", "f") == []
+    assert declared("opencl", "void f(int a) {}\n__kernel void g(__global int* o) { f(1); }", "f") is None
+    metal = ("kernel void f(device float* y [[buffer(1)]], uint i [[thread_position_in_grid]], "
+             "constant int& n [[buffer(2)]]) {}")
+    assert declared("metal", metal, "f") == ["buffer(0)", "y", "n"]
+    wgsl = ("@group(0) @binding(0) var<storage, read_write> a: array<f32>;\n"
+            "@group(0) @binding(1) var<uniform> n: u32;\n@group(0) @binding(2) var<storage> b: array<f32>;\n"
+            "fn get(i: u32) -> f32 { return b[i]; }\n"
+            "@compute @workgroup_size(1) fn one() { a[0] = 1.0; }\n"
+            "@compute @workgroup_size(1) fn two() { a[n] = get(0u); }")
+    assert declared("webgpu", wgsl, "one") == ["a"]
+    assert declared("webgpu", wgsl, "two") == ["a", "n", "b"]
+
+
 def test_numba_has_no_raw_kernels():
     with pytest.raises(tj.UnsupportedError, match="no kernel language"):
         tj.RawKernel("def f(): pass", "f", device="numba")

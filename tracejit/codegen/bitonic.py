@@ -48,6 +48,16 @@ def network(r, at: int, keys: str, positions: str | None, size: int, dt: np.dtyp
             "}"]
 
 
+def loop_iterations(size: int, items: int = 1) -> int:
+    """The loop iterations (each loop's entries counted too, as Mesa's llvmpipe counts them) one work-item runs
+    in the network of `size` elements, its pairs shared by `items` work-items: log2(size) stages of 1, 2, ...
+    steps, each walking size / 2 pairs."""
+    stages = size.bit_length() - 1
+    steps = stages * (stages + 1) // 2
+    pairs = -(-(size // 2) // items)
+    return (stages + 1) + (steps + stages) + steps * (pairs + 1)
+
+
 def _after(r, a: str, b: str, positions: tuple[str, str] | None, dt: np.dtype) -> str:
     """Whether key a (at position pa) sorts after key b (at pb): the larger key, a NaN after every number,
     equal keys (and two NaNs) by position, or never without positions. Each comparison is guarded by

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir.kernel_ir import INDEX, Kernel
 from ..ir.size_slots import Slot
+from . import bitonic
 
 LANES = 8                  # lanes of a laned max/min (Mapping._laned_extrema): a vector of float32 in AVX
 WIDE_BLOCK = 64            # a work-item's wide float32 sum adds runs of this many in float (Mapping._blocked_sums)
@@ -45,7 +46,7 @@ class RenderOptions:
     # vectorises neither the NaN-propagating select nor fmax as a reduction; the lanes are independent)
     laned_extrema: bool = False
     atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
-    max_loop: int | None = None    # loop iterations one work-item may run per loop nest (Mesa's llvmpipe: 65535)
+    max_loop: int | None = None    # loop iterations one work-item may run in all (Mesa's llvmpipe: 65535)
     tensor_cores: bool = False     # CUDA sm_80+ on the GPU itself: float16 products through mma.sync (mma.py)
     # a row reduction's work-group grows to the row's length / group_stride work-items (a power of two, at
     # least group_min, at most GROUP_MAX_LOCAL): 1 gives each work-item one element while the group allows
@@ -236,22 +237,27 @@ class Mapping:
         return "thread"
 
     def loop_iterations(self, mode: str | None = None) -> int:
-        """The most loop iterations one work-item runs in one top-level loop nest (inner loops multiply; a
-        group shares its nest's outer loop, a scan walking each step twice)."""
+        """The loop iterations one work-item runs in all, as Mesa's llvmpipe counts them against its budget
+        (max_loop): every loop of the kernel draws on one budget per invocation, each iteration of each
+        level and each entry into a loop taking one (measured). A group shares its nest's outer loop (a scan
+        walking each step twice); a sort is the three loops of its network (bitonic.py)."""
         group = (mode or self.mode) == "group"
         shared = {n.ranges[0]: n for n in self.nests} if group else {}
         merged = {r for n in shared.values() for r in n.ranges[1:]}
-        worst, stack = 0, []
+        items = self.local_size if group else 1
+        total, stack = 0, [1]   # stack: how often the innermost enclosing loop's body runs
         for i, x in enumerate(self.ins):
             if x.op == "range":
                 n = shared.get(i)
                 count = 1 if i in merged else x.arg[0] if n is None else \
                     -(-n.extent // self.local_size) * (2 if n.kind == "scan" else 1)
-                stack.append(count * (stack[-1] if stack else 1))
-                worst = max(worst, stack[-1])
+                total += 0 if i in merged else stack[-1] * (count + 1)
+                stack.append(count * stack[-1])
             elif x.op == "endrange":
                 stack.pop()
-        return worst
+            elif x.op == "sort":
+                total += stack[-1] * bitonic.loop_iterations(self.ins[x.srcs[0]].arg[0], items)
+        return total
 
     def _one_step_scan(self, nest: Nest) -> bool:
         """Whether a scan nest is one loop updating one accumulator: what group_scan.py splits over a

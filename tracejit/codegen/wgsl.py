@@ -47,7 +47,7 @@ class WGSLOptions:
     max_workgroups: int = 65535       # maxComputeWorkgroupsPerDimension
     max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
     group_max_rows: int | None = None  # more rows than this run a row per invocation (CPU adapters)
-    max_loop: int | None = None       # loop iterations per loop nest an invocation may run (llvmpipe: 65535)
+    max_loop: int | None = None       # loop iterations an invocation may run in all (llvmpipe: 65535)
 
 
 @dataclass(frozen=True)
@@ -139,10 +139,12 @@ class _WGSLRender(FloatArithmetic, _Render):
                                                        fixed_local=True), by_value, symbolic=symbolic)
         self.wo = options
         self._check_storage()
-        if options.max_loop is not None and self.mapping.loop_iterations() > options.max_loop:
+        iterations = self.mapping.loop_iterations()
+        if options.max_loop is not None and iterations > options.max_loop:
             raise UnsupportedError(
-                f"kernel {kernel.name} would run {self.mapping.loop_iterations()} loop iterations in one invocation; "
-                f"{options.device} stops a loop after {options.max_loop} (Mesa's llvmpipe limit), which would "
+                f"kernel {kernel.name} would run {iterations} loop iterations in one invocation; "
+                f"{options.device} stops an invocation's loops after {options.max_loop} in all (Mesa's llvmpipe "
+                "limit), which would "
                 "give a wrong answer. Split the work (smaller arrays, or a reduction over fewer elements per "
                 "row), or run it on another device")
         if self.index_bits != 32:

@@ -5,6 +5,8 @@
   array (`np.eye(n)[labels]`, the one-hot idiom) becomes a gather instead of a conversion error. Their
   values stay known while tracing (Tensor's int(), float(), bool() and np.asarray read them), so Python
   code that uses them as numbers keeps working; an array tracejit cannot embed stays NumPy's;
+- numpy.random's functions (np.random.rand, normal, default_rng, ...), which draw from tracejit's own
+  generator (random_draws.py) or raise tj.UnsupportedError;
 - np.array and np.asarray of a nested sequence holding traced values (`np.array([[f(x, y) for x in X]
   for y in Y])`) stack them, with NumPy's dtype for the mix; of a traced array, a copy or the array itself.
 
@@ -44,6 +46,10 @@ def traced_arrays():
             for name in _NAMES:
                 _installed[name] = original = getattr(np, name)
                 setattr(np, name, _wrapper(name, original))
+            import numpy.random as npr   # (imported before its functions are wrapped: its init calls np.empty)
+            for name in _random_names(npr):
+                _installed["random." + name] = original = getattr(npr, name)
+                setattr(npr, name, _wrapper(name, original, random=True))
         _depth += 1
     outer = getattr(_tracing, "active", False)
     _tracing.active = True
@@ -55,14 +61,24 @@ def traced_arrays():
             _depth -= 1
             if _depth == 0:
                 for name, original in _installed.items():
-                    setattr(np, name, original)
+                    module, _, attr = name.rpartition(".")
+                    setattr(np.random if module else np, attr, original)
                 _installed.clear()
 
 
-def _wrapper(name: str, original):
+def _random_names(npr) -> list[str]:
+    """numpy.random's functions (not its classes): the kernel's calls of them draw from tracejit's generator
+    (random_draws.py) or raise, rather than put NumPy's numbers of the trace into the kernel as constants."""
+    return [n for n in npr.__all__ if callable(getattr(npr, n, None)) and not isinstance(getattr(npr, n), type)]
+
+
+def _wrapper(name: str, original, random: bool = False):
     def make(*args, **kwargs):
         caller = sys._getframe(1)
         if getattr(_tracing, "active", False) and not _internal(caller) and _calls(caller, name, make):
+            if random:
+                from . import random_draws
+                return random_draws.while_tracing(name, original, args, kwargs)
             from . import creation
             return creation.while_tracing(name, original, args, kwargs)
         return original(*args, **kwargs)

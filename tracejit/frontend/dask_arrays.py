@@ -84,7 +84,7 @@ def prepare(kernel, args: tuple) -> tuple[PlanKey, list, dict[str, tuple[int, ..
     and the block sizes along each chunked dimension. Axes that the kernel reads across are made one block
     where that stays small (dask's array.chunk-size), else the error says which to rechunk."""
     import dask.array as da
-    names = list(kernel._signature.parameters)
+    names = kernel._names
     arrays, specs = [], []
     for i, a in enumerate(args):
         if i in kernel._static or type(a) is Default or type(a) in (bool, int, float):

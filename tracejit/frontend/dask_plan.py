@@ -235,7 +235,7 @@ def build_plan(kernel, args: tuple, chunked: tuple) -> Plan:
     with statistic_log.recording() as statistics:
         traced = kernel._trace(kernel._normalize(args))
     if traced.assigned:
-        names = list(kernel._signature.parameters)
+        names = kernel._names
         raise UnsupportedError(f"{kernel.__name__} assigns into its argument {names[traced.assigned[0]]!r}, which "
                                "cannot be done to a Dask array; return the new value instead")
     return Plan(traced, statistics, chunked)

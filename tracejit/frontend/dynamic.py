@@ -137,9 +137,9 @@ def dynamic_axes(fname: str, dynamic: dict, names: list[str], static: tuple) -> 
     return out
 
 
-def axes_of(dynamic_axes: dict, infos: list, signature) -> dict[int, tuple[int, ...]]:
-    """The symbolic axes of each array argument of this call, normalised (negative axes from the end)."""
-    names = list(signature.parameters)
+def axes_of(dynamic_axes: dict, infos: list, names: list[str]) -> dict[int, tuple[int, ...]]:
+    """The symbolic axes of each array argument of this call, normalised (negative axes from the end);
+    names: the parameters' at their positions."""
     out = {}
     for i, axes in dynamic_axes.items():
         info = infos[i] if i < len(infos) else None

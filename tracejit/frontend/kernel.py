@@ -8,7 +8,6 @@ import threading
 import time
 from collections import OrderedDict
 
-import numpy as np
 
 from ..errors import ArgumentError, TraceError, TracejitError, UnsupportedError
 from ..ir import build, faulting
@@ -24,11 +23,10 @@ from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, nam
 from .hot_path import fast_class, key_function
 from .plan import Plan, Traced
 from .selection import MaskedSelection, data_dependent
-from .signature import ArgInfo, Default, arg_key, describe, has_dask_array, normalize, spec
+from .binding import Parameters
+from .signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec
 from .tensor import Tensor, as_node
 from .warm import record
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Kernel:
@@ -39,16 +37,10 @@ class Kernel:
         self._dynamic = dynamic   # None, True, False, or {parameter name: axes}: see kernel()
         functools.update_wrapper(self, fn)
         self._signature = inspect.signature(fn)
-        params = list(self._signature.parameters.values())
-        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
-            raise ArgumentError(f"{fn.__name__}: *args/**kwargs are not supported in kernel functions")
-        names = [p.name for p in params]
+        self._params = Parameters(fn.__name__, self._signature)
+        names = self._names = self._params.names
         static = (static,) if isinstance(static, str) else tuple(static)
-        unknown = [s for s in static if s not in names]
-        if unknown:
-            raise ArgumentError(f"{fn.__name__}: static argument(s) {unknown} are not parameters of the function "
-                                f"(its parameters: {names})")
-        self._static = frozenset(names.index(s) for s in static)
+        self._static = self._params.check_static(static)
         # dynamic={"x": (0,)}: argument position -> its symbolic axes
         self._dynamic_axes = dynamic_axes(fn.__name__, dynamic, names, static) if isinstance(dynamic, dict) else None
         self._nparams = len(names)
@@ -65,7 +57,8 @@ class Kernel:
         # found, so that a later shape lowers once, without a twin, where every kernel is one already met
         self._moving: dict[tuple, dict[str, tuple[frozenset, frozenset]]] = {}
         self._fast_key = key_function(self._nparams)
-        if not self._static:   # static arguments are keyed by value (_key)
+        # static arguments are keyed by value (_key); keyword-only parameters and *args/**kwargs need binding
+        if not self._static and self._params.simple:
             self._fast = (self._plans, self._counts)
             self.__class__ = fast_class(Kernel, self._nparams)
 
@@ -82,10 +75,9 @@ class Kernel:
                                        "nothing here (Dask runs its blocks later, on its workers); call it outside")
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
-        if kwargs or len(args) != self._nparams:
+        if kwargs or len(args) != self._nparams or not self._params.simple:
             args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
-        # (bound arguments can be fewer than the parameters: keyword-only ones stay out, as in np.expm1's)
         key = self._fast_key(dev, *args) if not self._static and len(args) == self._nparams else self._key(dev, args)
         plans = self._plans
         try:
@@ -166,16 +158,10 @@ class Kernel:
         return (dev, *map(arg_key, args))
 
     def _bind(self, args, kwargs) -> tuple:
-        if not kwargs and len(args) == self._nparams:
+        """The call's arguments as the flat tuple plans are keyed on (binding.Parameters)."""
+        if not kwargs and len(args) == self._nparams and self._params.simple:
             return args
-        try:
-            bound = self._signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise ArgumentError(f"{self.__name__}{self._signature}: {e}") from None
-        for name, p in self._signature.parameters.items():
-            if name not in bound.arguments:
-                bound.arguments[name] = _default(p.default)
-        return bound.args
+        return self._params.bind(args, kwargs, self._static)
 
     # -- public staging API --
     def trace(self, *args, **kwargs) -> Traced:
@@ -212,7 +198,7 @@ class Kernel:
             why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
             named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
-            axes = axes_of(self._dynamic_axes, traced.infos, self._signature) if self._dynamic_axes else None
+            axes = axes_of(self._dynamic_axes, traced.infos, self._names) if self._dynamic_axes else None
             # the function at other sizes of its symbolic dimensions (only a device that makes inner sizes
             # arguments asks): which of a kernel's sizes follow the shapes, and which loop variables get
             # layouts that do not depend on their extent (ir/layout.py, `moving`)
@@ -318,13 +304,18 @@ class Kernel:
             self._symbolic[dev.name] = seen = seen | new
             for key in [k for k in self._moving if k[0] == dev.name]:   # found again with the new axes
                 del self._moving[key]
-            names = list(self._signature.parameters)
+            names = self._names_of(infos)
             log(1, f"{self.__name__}: now symbolic: {', '.join(f'{names[i]}: shape[{d}]' for i, d in sorted(new))}")
         axes: dict[int, tuple[int, ...]] = {}
         for i, d in sorted(seen):
             if infos[i].kind == "array" and d < len(infos[i].shape):
                 axes[i] = axes.get(i, ()) + (d,)
         return named_axes_other(args, infos, axes) if axes else None
+
+    def _names_of(self, infos) -> list[str]:
+        """A name for each position of a flat argument tuple (its ArgInfos), for messages."""
+        shape = infos[-1].value if self._params.variadic and infos else None
+        return self._params.leaf_names(len(infos), shape)
 
     def _new_signature(self, args, device: str) -> str | None:
         """TRACEJIT_DEBUG=1: what differs between these arguments and the nearest signature this function
@@ -334,7 +325,7 @@ class Kernel:
         known = [p.traced.infos for k, p in (*self._plans.items(), *self._lowered.items()) if k[0] == device]
         if not known:
             return None
-        names = list(self._signature.parameters)
+        names = self._names_of(new)
         changes = min((signature_changes(names, old, new) for old in known), key=len)
         return "; ".join(changes) or "a signature evicted from the plan cache came back"
 
@@ -354,7 +345,7 @@ class Kernel:
         self._counts["traces"] += count
         try:
             with stage("trace"), allocation.traced_arrays(), faulting.recorded() as can_fault:
-                result = self.fn(*tensors)
+                result = self._params.call(self.fn, tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         tuple_result = isinstance(result, (tuple, list))
@@ -401,25 +392,14 @@ def plan_cache_size() -> int:
         raise ArgumentError(f"{ENV_PLAN_CACHE_SIZE}={value!r} is not a whole number of plans") from None
 
 
-def _default(value):
-    """A left-out parameter's default: a constant of the trace when it is a hashable non-array (an axis,
-    a flag, eps); an array default is an argument like any other."""
-    if isinstance(value, np.ndarray):
-        return value
-    try:
-        hash(value)
-    except TypeError:
-        return value
-    return Default(value)
-
-
 def _user_location(tb) -> str:
-    """'file:line: ' of the innermost frame outside tracejit and NumPy: where the user's code went wrong."""
+    """'file:line: ' of the innermost frame outside tracejit and NumPy (told by the frame's module, not its
+    path: a user's kernels/heat_numpy.py is the user's): where the user's code went wrong."""
     where = ""
     while tb is not None:
-        f = tb.tb_frame.f_code.co_filename
-        if not os.path.abspath(f).startswith(_PACKAGE_DIR) and "numpy" not in f:
-            where = f"{f}:{tb.tb_lineno}: "
+        module = tb.tb_frame.f_globals.get("__name__") or ""
+        if module.partition(".")[0] not in ("tracejit", "numpy"):
+            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}: "
         tb = tb.tb_next
     return where
 

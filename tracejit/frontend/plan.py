@@ -10,7 +10,7 @@ from ..ir.graph import Node, format_graph
 from ..ir.layout import LayoutOptions
 from ..runtime import registry
 from ..runtime.array import Array
-from . import destinations
+from . import destinations, random_draws
 from .signature import ArgInfo
 
 
@@ -19,12 +19,14 @@ class Traced:
 
     `outputs` are the returned values, then the new value of each argument in `assigned` (the positions
     of the array arguments the function assigned into), which a call writes back into the caller's arrays,
-    then `checks` values computed only for the faults they raise (ir/faulting.py), which a call drops."""
+    then `checks` values computed only for the faults they raise (ir/faulting.py), which a call drops.
+    `streams`: the random streams the function draws from (random_draws.py), each four uint32 scalar inputs
+    after the arguments, which every call fills afresh."""
 
     def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo],
-                 assigned: tuple[int, ...] = (), checks: int = 0):
+                 assigned: tuple[int, ...] = (), checks: int = 0, streams: tuple = ()):
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
-        self.assigned, self.checks = assigned, checks
+        self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)
 
     @property
     def results(self) -> list[Node]:
@@ -60,6 +62,10 @@ class Traced:
             elif info.kind == "scalar":
                 node = build.input_(i, info.dtype, (), weak=True)
                 inputs[node] = input_buffer(i, node, ())
+        for s in self.streams:
+            for i in range(s.first, s.first + random_draws.WORDS):
+                node = build.input_(i, random_draws.U32, ())
+                inputs[node] = input_buffer(i, node, ())
         return schedule(self.outputs, inputs, options, other, moving)
 
 
@@ -79,6 +85,11 @@ class Plan:
         self._tuple = traced.tuple_result
         self._one_buffer_twice = device.binds_one_buffer_twice
         self.runnable = device.runs
+        if traced.streams:   # random draws: the call's words follow its arguments
+            streams, run, call = traced.streams, self.run, self.call
+            self.run = lambda args: run(args + random_draws.call_words(streams, args))
+            self.call = lambda args, originals, out=None: call(args + random_draws.call_words(streams, args),
+                                                               originals, out)
 
     def _run(self, args):
         outs = self.executable(args)
@@ -91,7 +102,7 @@ class Plan:
 
     def timed(self, args, originals, out=None):
         """A call inside tj.profile(): through the executable's own call, which times each launch then."""
-        if out is None and not self.traced.assigned and not self.traced.checks:
+        if out is None and not self.traced.assigned and not self.traced.checks and not self.traced.streams:
             return self._run(args)
         return self.call(args, originals, out)
 

@@ -4,8 +4,9 @@
     k(x, out, np.float32(2), np.int32(n), grid=blocks, block=threads)
 
 `grid` counts work-groups per dimension and `block` work-items per group on every target (CUDA's
-convention; OpenCL's global size is grid x block), each an int or a tuple of up to 3. Arguments, in the
-kernel's parameter order: tj.Arrays on the device (passed as pointers / buffers), NumPy arrays (copied
+convention; OpenCL's global size is grid x block), each an int or a tuple of up to 3. Arguments, one for
+each parameter the kernel declares (more or fewer is an ArgumentError naming them), in the kernel's
+parameter order: tj.Arrays on the device (passed as pointers / buffers), NumPy arrays (copied
 to the device and, once the kernel is done, back into the array when it is writeable: the call waits),
 NumPy scalars (passed by value as their dtype), Python ints (int32) and floats (float32). On webgpu
 argument i is @group(0) @binding(i): arrays as storage buffers, scalars as uniforms, and `block` must be
@@ -23,13 +24,14 @@ from ..codegen import build_log
 from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from ..runtime import registry
 from ..runtime.array import Array
-from . import capture
+from . import capture, raw_parameters
 
 LANGUAGES = {"cuda": "CUDA C", "opencl": "OpenCL C", "metal": "MSL", "webgpu": "WGSL"}
 
 
 class RawKernel:
-    """A hand-written kernel `name` in `source`, compiled now for `device` (see the module)."""
+    """A hand-written kernel `name` in `source`, compiled now for `device` (see the module); `parameters`:
+    the name of each argument a call passes (None where neither the source nor the driver says)."""
 
     def __init__(self, source: str, name: str, device: str | None = None):
         if not isinstance(source, str) or not isinstance(name, str) or not name.isidentifier():
@@ -48,11 +50,14 @@ class RawKernel:
                 self.device, source, name)
         finally:
             build_log.USER_SOURCE.reset(token)
+        self.parameters = _parameters(self._impl.count(), raw_parameters.declared(target, source, name))
 
     def __call__(self, *args, grid, block):
         if capture.ACTIVE:
             raise UnsupportedError(f"RawKernel {self.name} cannot be captured into a graph yet; launch it outside "
                                    "tj.capture()")
+        if self.parameters is not None and len(args) != len(self.parameters):
+            raise self._miscount(len(args))
         grid, block = _dims("grid", grid), _dims("block", block)
         limit = self.info["max_threads_per_group"]
         if limit is not None and np.prod(block) > limit:
@@ -77,6 +82,17 @@ class RawKernel:
         for host, on_device in copy_back:
             np.copyto(host, on_device.numpy().reshape(host.shape))
 
+    def _miscount(self, given: int) -> ArgumentError:
+        """A call with more or fewer arguments than the kernel declares (a parameter left out would reach the
+        kernel as the previous call's value on OpenCL, whose kernels keep their arguments between launches)."""
+        names = self.parameters
+        takes = f"RawKernel {self.name} takes {len(names)} argument{'s' * (len(names) != 1)} ({', '.join(names)})"
+        if given < len(names):
+            missing = ", ".join(f"{n} (argument {i})" for i, n in enumerate(names) if i >= given)
+            return ArgumentError(f"{takes}; this call passes {given}: missing {missing}. Pass every parameter on "
+                                 "every call")
+        return ArgumentError(f"{takes}; this call passes {given}, {given - len(names)} more than it declares")
+
     @property
     def info(self) -> dict:
         """What the driver says about the compiled kernel: max_threads_per_group, registers (per
@@ -91,6 +107,16 @@ def _dims(what: str, value) -> tuple[int, int, int]:
     if not dims or len(dims) > 3 or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
         raise ArgumentError(f"{what}={value!r}: give a positive int, or a tuple of up to 3 (x, y, z)")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _parameters(count: int | None, names: list[str] | None) -> list[str] | None:
+    """The name of each argument a call must pass: the source's names (raw_parameters), checked against the
+    driver's own count where it gives one (its count wins, named by position, where the source read differs)."""
+    if count is None:
+        return names
+    if names is not None and len(names) == count:
+        return names
+    return [f"argument {i}" for i in range(count)]
 
 
 def _upload(device, a: np.ndarray) -> Array:
@@ -123,6 +149,9 @@ class _OpenCL:
                                f"({e})") from None
         self.dev = dev
 
+    def count(self) -> int:
+        return int(self.kernel.num_args)
+
     def launch(self, bound, grid, block):
         import pyopencl as cl
         dims = 3 if grid[2] > 1 or block[2] > 1 else 2 if grid[1] > 1 or block[1] > 1 else 1
@@ -149,6 +178,21 @@ class _Cuda:
         self.dev, self.name = dev, name
         ptx, _ = dev.compiler.ptx(name, source)
         self.fn = dev._function(name, ptx)
+
+    def count(self) -> int | None:
+        """The driver's count of the kernel's parameters (cuFuncGetParamInfo, CUDA 12.4 on), else None."""
+        from ..runtime import cuda_driver as cu
+        d = cu.driver()
+        info = getattr(d, "cuFuncGetParamInfo", None)
+        if info is None:
+            return None
+        n = 0
+        try:
+            while info(self.fn, n)[0] == d.CUresult.CUDA_SUCCESS:
+                n += 1
+        except Exception:   # a binding without it, or a driver that refuses the call
+            return None
+        return n if n or info(self.fn, 0)[0] == d.CUresult.CUDA_ERROR_INVALID_VALUE else None
 
     def launch(self, bound, grid, block):
         from ..runtime import cuda_driver as cu
@@ -182,6 +226,9 @@ class _Metal:
     def __init__(self, dev, source, name):
         self.dev, self.name = dev, name
         self.pipeline, _ = dev._pipeline(name, source)
+
+    def count(self) -> None:
+        return None   # the source's [[buffer(i)]] parameters say it (raw_parameters)
 
     def launch(self, bound, grid, block):
         from ..runtime import emulator
@@ -218,6 +265,9 @@ class _WebGPU:
                                                                                        "entry_point": name})
         except Exception as e:
             raise CompileError(build_error_message(name, dev.name, source, str(e))) from None
+
+    def count(self) -> None:
+        return None   # the source's @binding(i) variables say it (raw_parameters)
 
     def launch(self, bound, grid, block):
         import wgpu

@@ -34,7 +34,7 @@ def reduce(kernel):
             obj = getattr(obj, part, None)
         if obj is kernel:
             return _by_name, (f"{module.__name__}:{qualname}",)
-    names = list(kernel._signature.parameters)
+    names = kernel._names
     static = tuple(names[i] for i in sorted(kernel._static))
     # (cloudpickle, which Dask uses, sends the function by value)
     return rebuild, (token(kernel), fn, static, kernel._device, kernel._dynamic)

@@ -182,7 +182,7 @@ def record(kernel, infos: list[ArgInfo], device: str, extra: dict | None = None)
     if "<" in fn.__qualname__ or fn.__module__ == "__main__":
         log(1, f"{ENV_RECORD}: {where} cannot be imported by a warming process; not recorded")
         return
-    names = list(kernel._signature.parameters)
+    names = kernel._names
     static = {names[i]: info.value for i, info in enumerate(infos) if info.kind == "static"}
     try:
         json.dumps(static)

@@ -110,10 +110,20 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
 
     scans: dict[Node, tuple[Expr, ...]] = {}
 
-    def visit(node: Node, idx: tuple[Expr, ...], in_reduce: bool = False) -> None:
+    # an explicit work stack, not recursion: a graph's depth is bounded by memory, not Python's recursion
+    # limit (a Python loop of thousands of steps traces into a chain that deep). Entries are a visit
+    # (node, idx, in_reduce) or a callable run once everything pushed above it is done; children are pushed
+    # in reverse, so the walk and the order of what it records are a recursive pre-order walk's.
+    stack: list = [(out, out_idx, False)]
+    while stack:
+        task = stack.pop()
+        if callable(task):
+            task()
+            continue
+        node, idx, in_reduce = task
         key = (node, idx, in_reduce)
         if key in seen:
-            return
+            continue
         seen.add(key)
         if node in buffers and node is not out or node.op is Op.INPUT:
             buf = buffers[node]
@@ -123,14 +133,13 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             if buf not in a.loads:
                 a.loads.append(buf)
         elif node.op in (Op.CONST, Op.IOTA, Op.TABLE):
-            return
+            continue
         elif node.op in ELEMENTWISE:
             if node is not out and any(e.variables() for e in idx):
                 needed_at[node] = needed_at.get(node, 0) + 1
                 if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
                     raise Realize(node)
-            for s in node.srcs:
-                visit(s, idx, in_reduce)
+            stack.extend((s, idx, in_reduce) for s in reversed(node.srcs))
         elif node.op is Op.SCAN:
             step = _scan_step(node, idx, allowed)
             if in_reduce or step is None or a.scan_var is not None and step != (a.scan_var, a.scan_reversed):
@@ -138,11 +147,12 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             if node in scans:
                 if scans[node] != idx:
                     raise Realize(node)  # read at two positions: would scan twice
-                return
+                continue
             scans[node] = idx
             a.scan_var, a.scan_reversed = step
-            visit(node.srcs[0], idx)
-            a.scans.append(RowScan(node, idx))  # post-order: a scan of a scan after the inner one
+            # post-order: a scan of a scan after the inner one
+            stack.append(lambda row=RowScan(node, idx): a.scans.append(row))
+            stack.append((node.srcs[0], idx, False))
         elif node.op in (Op.REDUCE, Op.SORT):   # a sort, like a reduction, walks whole rows first
             axes = node.arg[1] if node.op is Op.REDUCE else (node.arg[0],)
             kept = tuple(Expr() if d in axes else e for d, e in enumerate(idx))
@@ -151,31 +161,29 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             if node in found:
                 if found[node].kept != kept:
                     raise Realize(node)  # needed at two different indices: would reduce twice
-                return
+                continue
             k = len(found)
             rvars = [Var(f"r{k}_{d}", node.srcs[0].shape[d]) for d in axes if node.srcs[0].shape[d] != 1]
             it_r = iter(rvars)
             src_idx = tuple((Expr.of(next(it_r)) if node.srcs[0].shape[d] != 1 else Expr()) if d in axes
                             else e for d, e in enumerate(idx))
             found[node] = red = RowReduction(node, kept, rvars, src_idx)
-            visit(node.srcs[0], src_idx, True)
-            a.reduces.append(red)  # post-order: inner reductions first
+            stack.append(lambda red=red: a.reduces.append(red))   # post-order: inner reductions first
+            stack.append((node.srcs[0], src_idx, True))
         elif node.op is Op.GATHER:
-            for s in node.srcs[1:]:
-                visit(s, idx, in_reduce)
             if node.srcs[0].size:   # an empty axis is never read: every index into it is an error
-                visit(node.srcs[0], data_position(node, idx), in_reduce)
+                stack.append((node.srcs[0], data_position(node, idx), in_reduce))
+            stack.extend((s, idx, in_reduce) for s in reversed(node.srcs[1:]))
         elif node.op is Op.SCATTER:   # only as `out`: elsewhere it is read from its buffer
             if update:
-                visit(node.srcs[1], idx[:1])
-                visit(node.srcs[2], idx)
+                stack.append((node.srcs[2], idx, False))
+                stack.append((node.srcs[1], idx[:1], False))
             else:
-                visit(node.srcs[0], idx)
+                stack.append((node.srcs[0], idx, False))
         else:
             src_idx, _ = source_index(node, idx)
-            visit(node.srcs[0], src_idx, in_reduce)
+            stack.append((node.srcs[0], src_idx, in_reduce))
 
-    visit(out, out_idx)
     a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(
         (_scatter_position(out, out_idx),) + out_idx[1:] if update else out_idx))
     a.itemsizes.append(out.dtype.itemsize)

@@ -418,16 +418,39 @@ class _Emitter:
                       f"index {{value}} is out of bounds for axis {atom.axis} with size {atom.size}")
         return self.b.emit("bound", INDEX, (self.value(atom.source, atom.at),), (atom.size, fault))
 
-    def value(self, node: Node, idx: tuple[Expr, ...], top: bool = False) -> int:
-        key = (node, idx)
+    def _known(self, key) -> int | None:
         for memo in reversed(self._memo):
-            if key in memo:
-                return memo[key]
-        ref = self._value(node, idx, top)
-        self._memo[-1][key] = ref
+            ref = memo.get(key)
+            if ref is not None:
+                return ref
+        return None
+
+    def value(self, node: Node, idx: tuple[Expr, ...], top: bool = False) -> int:
+        """The instruction computing node at idx. A work stack of _value generators, not recursion: each
+        yields the (node, idx) of a source it needs and is sent that source's instruction, so the
+        instructions come out in a recursive walk's order while the graph's depth is bounded by memory,
+        not Python's recursion limit."""
+        key = (node, idx)
+        ref = self._known(key)
+        if ref is not None:
+            return ref
+        stack = [(key, self._value(node, idx, top))]
+        ref = None
+        while stack:
+            key, steps = stack[-1]
+            try:
+                need = steps.send(ref)
+            except StopIteration as done:
+                stack.pop()
+                ref = self._memo[-1][key] = done.value
+                continue
+            ref = self._known(need)
+            if ref is None:
+                stack.append((need, self._value(*need, False)))
         return ref
 
-    def _value(self, node: Node, idx, top: bool) -> int:
+    def _value(self, node: Node, idx, top: bool):
+        """A generator: yields (node, idx) for each source value it needs, returns node's instruction."""
         if self.inputs and not top:
             kept = self._kept_input(node, idx)
             if kept is not None:
@@ -454,17 +477,20 @@ class _Emitter:
             local = positions if node.arg[1] == "indices" else keys
             return self.b.emit("load", node.dtype, (local, self.index(idx[node.arg[0]])))
         if node.op is Op.CAST:
-            return self.b.emit("cast", node.dtype, (self.value(node.srcs[0], idx),))
+            return self.b.emit("cast", node.dtype, ((yield node.srcs[0], idx),))
         if node.op in ELEMENTWISE:
-            return self.b.emit(node.op.value, node.dtype, tuple(self.value(s, idx) for s in node.srcs))
+            srcs = []
+            for s in node.srcs:
+                srcs.append((yield s, idx))
+            return self.b.emit(node.op.value, node.dtype, tuple(srcs))
         if node.op is Op.SCATTER:   # the value written at idx: the target's, or (update kernel) an update's
-            return self.value(node.srcs[2] if self.update else node.srcs[0], idx)
+            return (yield node.srcs[2] if self.update else node.srcs[0], idx)
         if node.op is Op.GATHER:
             for atom in gathered_atoms(node, idx):   # every index is checked, used by the data's offset or not
                 self.index(Expr.of(atom))
             if node.srcs[0].size == 0:
                 return self.const(0, node.dtype)
-            return self.value(node.srcs[0], data_position(node, idx))
+            return (yield node.srcs[0], data_position(node, idx))
         key = (node, idx)
         found = self._sources.get(key)
         if found is None:
@@ -479,7 +505,7 @@ class _Emitter:
                 return self.const(node.arg[1], node.dtype)
             if least < lo or most >= hi:
                 tests.append((expr, lo, hi))
-        val = self.value(node.srcs[0], src_idx)
+        val = (yield node.srcs[0], src_idx)
         if not tests:
             return val
         cond = None

@@ -39,8 +39,10 @@ INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvm
                 "with Debian's mesa-vulkan-drivers)")
 REDUCTION_SCRATCH = 4096
 CPU_ROWS_PER_CORE = 16     # CPU adapters (llvmpipe): group mode only for fewer rows than this per core
-# Mesa's llvmpipe (and lavapipe, its Vulkan driver) stops a loop nest after this many iterations and goes
-# on as if it had ended: a row of 200000 summed by one invocation silently sums 65535 of them
+# Mesa's llvmpipe (and lavapipe, its Vulkan driver) stops an invocation's loops after this many iterations
+# in all (every level of every loop, and each entry into one, draws on one budget) and goes on as if they
+# had ended: a row of 200000 summed by one invocation silently sums 65535 of them, and a row of 2000 sorted
+# by one invocation's bitonic network (67584 steps) comes out unsorted
 LLVMPIPE_MAX_LOOP = 65535
 ALIGN = 16
 # limits worth more than WebGPU's defaults, asked for up to what the adapter allows

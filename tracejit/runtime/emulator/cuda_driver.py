@@ -190,6 +190,11 @@ class Driver:
     def cuFuncGetAttribute(self, attr, fn):
         return OK, 1024
 
+    def cuFuncGetParamInfo(self, fn, index):
+        if not 0 <= index < len(fn.sizes):
+            return CUresult.CUDA_ERROR_INVALID_VALUE, 0, 0
+        return OK, sum(fn.sizes[:index]), fn.sizes[index]   # (offsets as if packed: nothing here reads them)
+
     # -- launches --
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         self.launches += 1
