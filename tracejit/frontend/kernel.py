@@ -17,7 +17,7 @@ from ..runtime import profiler, registry
 from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
 from ..runtime.device_stats import DeviceStats, failed
-from . import allocation, capture, shipping
+from . import allocation, capture, random_draws, shipping
 from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       size_free_key, twin_sizes, with_sizes)
 from .hot_path import fast_class, key_function
@@ -339,13 +339,16 @@ class Kernel:
                 tensors.append(info.value)
             elif info.kind == "scalar":
                 tensors.append(Tensor(build.input_(i, info.dtype, info.shape, weak=True)))
+            elif info.kind == "generator":   # a np.random.Generator: draws from its stream (random_draws.py)
+                tensors.append(random_draws.argument(i))
             else:
                 node = build.input_(i, info.dtype, info.shape)
                 tensors.append(Tensor.argument(node, i, info.strides, info.writeable))
         self._counts["traces"] += count
         try:
-            with stage("trace"), allocation.traced_arrays(), faulting.recorded() as can_fault:
-                result = self._params.call(self.fn, tensors)
+            with stage("trace"), random_draws.drawing(len(infos)) as draws, allocation.traced_arrays(), \
+                    faulting.recorded() as can_fault:
+                result = self._params.call(random_draws.visible(self.fn), tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         tuple_result = isinstance(result, (tuple, list))
@@ -369,7 +372,8 @@ class Kernel:
         outputs += checks
         with stage("verify"):
             verify_graph(outputs)
-        return Traced(self.__name__, outputs, tuple_result, infos, tuple(j for j, _ in changed), len(checks))
+        return Traced(self.__name__, outputs, tuple_result, infos, tuple(j for j, _ in changed), len(checks),
+                      draws.streams)
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"

@@ -76,7 +76,7 @@ class Plan:
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
         if traced.assigned or traced.checks:
-            self.run = lambda args: self.call(args, args)
+            self.run = lambda args: self._call(args, args)
         elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result):
             self.run = executable.run  # returns the array, or the tuple of arrays, as it is
         else:
@@ -85,11 +85,10 @@ class Plan:
         self._tuple = traced.tuple_result
         self._one_buffer_twice = device.binds_one_buffer_twice
         self.runnable = device.runs
-        if traced.streams:   # random draws: the call's words follow its arguments
-            streams, run, call = traced.streams, self.run, self.call
+        self._inner_run = self.run
+        if traced.streams:   # random draws: each call's words follow its arguments
+            streams, run = traced.streams, self.run
             self.run = lambda args: run(args + random_draws.call_words(streams, args))
-            self.call = lambda args, originals, out=None: call(args + random_draws.call_words(streams, args),
-                                                               originals, out)
 
     def _run(self, args):
         outs = self.executable(args)
@@ -102,16 +101,24 @@ class Plan:
 
     def timed(self, args, originals, out=None):
         """A call inside tj.profile(): through the executable's own call, which times each launch then."""
-        if out is None and not self.traced.assigned and not self.traced.checks and not self.traced.streams:
-            return self._run(args)
+        if out is None and not self.traced.assigned and not self.traced.checks:
+            return self._run(self._with_words(args))
         return self.call(args, originals, out)
 
     def call(self, args, originals, out=None):
         """Run with `args` (as normalized for the plan), writing the new values of assigned arguments into
         the caller's `originals`, and the results into `out` where given (returned in their place)."""
+        return self._call(self._with_words(args), originals, out)
+
+    def _with_words(self, args) -> tuple:
+        """The arguments and, where the function draws random numbers, the call's words after them."""
+        streams = self.traced.streams
+        return tuple(args) + random_draws.call_words(streams, args) if streams else args
+
+    def _call(self, args, originals, out=None):
         traced = self.traced
         if not traced.assigned and not traced.checks and out is None:
-            return self.run(args)
+            return self._inner_run(args)
         n = len(traced.results)
         dests = [None] * len(traced.outputs)
         if traced.assigned:

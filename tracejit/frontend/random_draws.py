@@ -163,11 +163,12 @@ def _float_dtype(dtype, name: str) -> np.dtype:
 class _Source:
     """Draws of one stream: the Generator's methods, built on its four scalar nodes (or constants)."""
 
-    def __init__(self, nodes: tuple[Node, ...]):
-        self._nodes = nodes
+    def __init__(self, nodes):
+        self._nodes = nodes   # the four nodes, or a function that adds the stream to the running trace
 
     def _words(self, shape):
-        return _draws().words(self._nodes, shape)
+        nodes = self._nodes() if callable(self._nodes) else self._nodes
+        return _draws().words(nodes, shape)
 
     def random(self, size=None, dtype=np.float64, out=None):
         _no_out(out, "random")
@@ -265,12 +266,12 @@ GENERATOR_METHODS = ("random", "uniform", "standard_normal", "normal", "standard
 
 def argument(position: int) -> TracedGenerator:
     """The Generator passed as argument `position`: its stream, advanced by every call."""
-    return TracedGenerator(_draws().stream("argument", position, key=position))
+    return TracedGenerator(lambda: _draws().stream("argument", position, key=position))
 
 
 def captured(read, key) -> TracedGenerator:
     """A Generator the function captured (`read()` gives it at call time): its stream, advanced by every call."""
-    return TracedGenerator(_draws().stream("captured", read, key=key))
+    return TracedGenerator(lambda: _draws().stream("captured", read, key=key))
 
 
 # --- the np.random functions ---------------------------------------------------------------------------

@@ -69,7 +69,7 @@ class Default:
 
 @dataclass(frozen=True)
 class ArgInfo:
-    kind: str                  # "array" | "scalar" | "static" | "default" (a left-out parameter)
+    kind: str                  # "array" | "scalar" | "static" | "default" (a left-out parameter) | "generator"
     dtype: np.dtype | None = None
     shape: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
@@ -107,6 +107,8 @@ def describe(a, position: int) -> ArgInfo:
         writeable = d.flags.writeable if isinstance(d, np.ndarray) else not getattr(d, "readonly", False)
         return ArgInfo("array", np.dtype(d.dtype), tuple(d.shape), tuple(s // d.dtype.itemsize for s in d.strides),
                        writeable=writeable)
+    if type(a).__name__ == "Generator" and type(a).__module__.startswith("numpy.random"):
+        return ArgInfo("generator")   # its methods draw from tracejit's generator (random_draws.py)
     if isinstance(a, complex):
         raise DtypeError(f"argument {position} is a Python complex; tracejit supports no complex dtypes")
     if not isinstance(a, np.ndarray):
