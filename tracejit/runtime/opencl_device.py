@@ -26,13 +26,16 @@ from .device_interface import Device
 from .disk_cache import CACHE, CacheKey
 from .faults import RECORD_BYTES, RECORD_WORDS
 from .launch_plan import LaunchPlan
-from .opencl_devices import all_devices, choose, describe, pocl_cache_problem, pocl_cannot_write
+from .opencl_devices import all_devices, choose, describe, pocl_cache_problem, pocl_cannot_write, refused_devices
 from .opencl_launch import Launcher, profiled_seconds
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
 from .views import flat_view
 
 INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU device)"
+# PyPI's PoCL 3.0 (LLVM 14) cannot compile for CPUs newer than it, such as AMD's Zen 5
+REFUSED_HINT = ("On Debian or Ubuntu, `apt-get install pocl-opencl-icd` adds the distribution's PoCL, built with a "
+                "newer LLVM, as a second CPU platform")
 REDUCTION_SCRATCH = 4096   # bytes of local memory left for reduction trees when keeping rows
 CPU_ROWS_PER_UNIT = 16     # CPU devices: group mode only for fewer rows than this per compute unit
 CPU_KEEP_ROW_MAX = 2048    # CPU devices: longest row kept in a work-item's private array
@@ -76,6 +79,9 @@ class OpenCLDevice(Device):
             return False, f"pyopencl is not importable ({e}); {INSTALL_HINT}", ""
         devices = all_devices()
         if not devices:
+            refused = refused_devices()
+            if refused:
+                return False, ("no OpenCL device can build a kernel: " + "; ".join(refused) + ". " + REFUSED_HINT), ""
             return False, pocl_cache_problem() or f"no OpenCL platform or device found; {INSTALL_HINT}", ""
         try:
             chosen = choose(devices)

@@ -11,7 +11,17 @@ ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
 
 
 def all_devices() -> list:
-    """Every OpenCL device, in a fixed order: GPUs first, then by platform and device name."""
+    """Every OpenCL device whose compiler builds a kernel, in a fixed order: GPUs first, then by platform
+    and device name (refused_devices() says which were left out, and why)."""
+    return [d for d in _listed() if _build_problem(d) is None]
+
+
+def refused_devices() -> list[str]:
+    """The devices left out of all_devices(), each with its compiler's reason."""
+    return [f"{describe(d)}: {_build_problem(d)}" for d in _listed() if _build_problem(d) is not None]
+
+
+def _listed() -> list:
     import pyopencl as cl
     found = []
     try:
@@ -24,6 +34,27 @@ def all_devices() -> list:
         except cl.Error:
             continue
     return sorted(found, key=lambda d: (not d.type & cl.device_type.GPU, d.platform.name, d.name))
+
+
+_CHECK_SOURCE = "__kernel void tracejit_check(__global float *a) { a[get_global_id(0)] *= 2.0f; }"
+_build_problems: dict[int, str | None] = {}
+
+
+def _build_problem(d) -> str | None:
+    """Why this device's compiler cannot build a one-line kernel, or None. PoCL 3.0's LLVM 14 (PyPI's
+    pocl-binary-distribution) knows no CPU newer than it (AMD's Zen 5: 'unknown target CPU'), and fails
+    every build there; such a device is not offered. Asked once per device and process (PoCL keeps the
+    build in its cache, so a later process pays a lookup)."""
+    key = d.int_ptr
+    if key not in _build_problems:
+        import pyopencl as cl
+        try:
+            cl.Program(cl.Context([d]), _CHECK_SOURCE).build()
+            _build_problems[key] = None
+        except cl.Error as e:   # (its message carries the build log)
+            text = " ".join(str(e).split())
+            _build_problems[key] = f"its compiler cannot build a one-line kernel ({text[:300]})"
+    return _build_problems[key]
 
 
 def pocl_cache_problem() -> str | None:
