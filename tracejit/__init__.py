@@ -58,6 +58,7 @@ from .runtime.device_stats import set_memory_limit  # noqa: F401
 from .runtime.profiler import profile  # noqa: F401
 from .frontend.raw_kernel import RawKernel  # noqa: F401
 from .runtime.selection import select_device  # noqa: F401
+from . import random  # noqa: F401  (tj.random.seed)
 
 
 def device(name: str | None = None):

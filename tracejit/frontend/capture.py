@@ -83,6 +83,9 @@ class Graph:
             raise UnsupportedError(f"{kernel.__name__} assigns into its argument(s) {list(plan.traced.assigned)}, which "
                                    "a captured graph cannot write back to the caller's arrays; call it outside "
                                    "tj.capture() (or tj.jit), or return the new values instead")
+        if plan.traced.streams:
+            raise UnsupportedError(f"{kernel.__name__} draws random numbers (np.random), which a captured graph would "
+                                   "repeat on every replay; call it outside tj.capture() (or tj.jit)")
         outputs, launches, allocated = plan.executable.bind(bound)
         self._scratch.setdefault(id(dev), set()).update(dev.memory_of(a) for a in allocated)
         dev.replay(launches)                       # run now: the block sees real values

@@ -223,11 +223,10 @@ class _Source:
                                    "ranges of at most 2**32 values")
         shape = _shape(size)
         k = philox.below(self._words(shape)[0], high - low)
-        wide = np.dtype("uint32") if dt.itemsize <= 4 else dt
-        value = build.cast(k, wide)
+        value = build.cast(k, dt)   # (wraps for narrow dtypes; adding low wraps back into [low, high))
         if low:
-            value = build.binary(Op.ADD, value, build.const(low % 2 ** (8 * wide.itemsize), wide, shape))
-        return Tensor(build.cast(value, dt))
+            value = build.binary(Op.ADD, value, build.const(low, dt, shape))
+        return Tensor(value)
 
     def choice(self, a, size=None, replace=True, p=None, axis=0, shuffle=True):
         if not replace or p is not None or axis != 0:
