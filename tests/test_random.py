@@ -243,3 +243,13 @@ def test_numpy_random_in_a_kernel_no_longer_crashes_the_interpreter(preimport):
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH_REPRO.format(preimport=preimport))],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_random_kernels_are_refused_where_draws_would_repeat_or_split():
+    f = tj.kernel(lambda x: x + np.random.rand(*x.shape))
+    with tj.capture():
+        with pytest.raises(tj.UnsupportedError, match="replay"):
+            f(np.zeros(3))
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(tj.UnsupportedError, match="Dask"):
+        f(da.zeros(4, chunks=2))

@@ -234,6 +234,10 @@ def build_plan(kernel, args: tuple, chunked: tuple) -> Plan:
     says whether axis k of argument i is cut into more than one block."""
     with statistic_log.recording() as statistics:
         traced = kernel._trace(kernel._normalize(args))
+    if traced.streams:
+        raise UnsupportedError(f"{kernel.__name__} draws random numbers (np.random), which a call with Dask arrays "
+                               "does not support (each block would need its own part of the stream); call it on "
+                               "NumPy arrays or tj.Arrays")
     if traced.assigned:
         names = kernel._names
         raise UnsupportedError(f"{kernel.__name__} assigns into its argument {names[traced.assigned[0]]!r}, which "
