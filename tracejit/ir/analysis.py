@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .gather import data_position, tag
-from .graph import ELEMENTWISE, Node, Op
+from .graph import ELEMENTWISE, MOVEMENT, Node, Op
 from .merge_sort import local_bytes
 from .symbolic import DataIndex, Expr, Var
 
@@ -139,7 +139,11 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
                 needed_at[node] = needed_at.get(node, 0) + 1
                 if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
                     raise Realize(node)
-            stack.extend((s, idx, in_reduce) for s in reversed(node.srcs))
+            picked = decided(node.srcs[0], idx) if node.op is Op.WHERE else None
+            if picked is not None:   # only the branch the index selects is read
+                stack.append((node.srcs[1] if picked else node.srcs[2], idx, in_reduce))
+            else:
+                stack.extend((s, idx, in_reduce) for s in reversed(node.srcs))
         elif node.op is Op.SCAN:
             step = _scan_step(node, idx, allowed)
             if in_reduce or step is None or a.scan_var is not None and step != (a.scan_var, a.scan_reversed):
@@ -290,6 +294,27 @@ def source_index(node: Node, idx: tuple[Expr, ...]):
             out.append((e - before).clamp(0, n - 1))
         return tuple(out), tuple(valid)
     raise AssertionError(f"not a movement op: {node.op}")
+
+
+def decided(node: Node, idx: tuple[Expr, ...]) -> bool | None:
+    """The value of the boolean `node` at idx where the index alone decides it (a constant seen through
+    movement ops), else None. `x[i] = v` in a Python loop writes where(pad(True), pad(v), x): read at a
+    fixed position, each step's mask is known, and only one branch is walked; walking both made the group of
+    an n-step recurrence n**2 nodes."""
+    while True:
+        if node.op is Op.CONST:
+            return bool(node.arg)
+        if node.op not in MOVEMENT:
+            return None
+        if node.op is Op.PAD:
+            pads, fill = node.arg
+            ranges = [(e.bounds(), before, n) for e, (before, _), n in zip(idx, pads, node.srcs[0].shape)]
+            if any(hi < before or lo >= before + n for (lo, hi), before, n in ranges):
+                return bool(fill)   # always in the padding
+            if any(lo < before or hi >= before + n for (lo, hi), before, n in ranges):
+                return None         # in it for some values of the index only
+        idx, _ = source_index(node, idx)
+        node = node.srcs[0]
 
 
 def c_strides(shape) -> list[int]:

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import InternalError, UnsupportedError
-from .analysis import Analysis, Buffer, RowReduction, source_index
+from .analysis import Analysis, Buffer, RowReduction, decided, source_index
 from .dtypes import identity
 from .gather import data_position, gathered_atoms, row_loop
 from .graph import ELEMENTWISE, Node, Op
@@ -478,6 +478,10 @@ class _Emitter:
             return self.b.emit("load", node.dtype, (local, self.index(idx[node.arg[0]])))
         if node.op is Op.CAST:
             return self.b.emit("cast", node.dtype, ((yield node.srcs[0], idx),))
+        if node.op is Op.WHERE:
+            picked = decided(node.srcs[0], idx)
+            if picked is not None:   # as analysis walks it: only the branch the index selects
+                return (yield node.srcs[1] if picked else node.srcs[2], idx)
         if node.op in ELEMENTWISE:
             srcs = []
             for s in node.srcs:
