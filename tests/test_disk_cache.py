@@ -80,6 +80,54 @@ def test_a_second_process_compiles_nothing(tmp_path, device):
     assert second == {"compiles": 0, "disk_hits": first["compiles"], "stderr": second["stderr"]}
 
 
+COUNTERS = """
+import json, numpy as np, tracejit as tj
+
+@tj.kernel
+def products(a, b, c):
+    return a @ b, b @ c, c @ a
+
+@tj.kernel
+def shifted(x):
+    return np.exp(x) + 1
+
+rng = np.random.default_rng(0)
+# three shapes: no product's kernel is another's (each is compiled, not found in this process)
+a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((64, 96), (96, 80), (80, 64)))
+for _ in range(2):
+    ab, bc, ca = (np.asarray(r) for r in products(a, b, c, device=DEVICE))
+    shifted(a, device=DEVICE)
+np.testing.assert_allclose(ab, a @ b, rtol=1e-5, atol=1e-5)
+info = {"products": products.cache_info(), "shifted": shifted.cache_info()}
+info["kernels"] = {"products": len(products.lower(a, b, c, device=DEVICE).kernels),
+                   "shifted": len(shifted.lower(a, device=DEVICE).kernels)}
+print(json.dumps(info))
+"""
+
+
+def test_each_counter_means_what_it_says_on_an_empty_and_a_warm_cache(tmp_path, device):
+    """numba's products are BLAS calls: nothing compiles them and nothing loads them, so they are `library`,
+    not the disk hits they were counted as on an empty cache (3 products: 0 compiles, 3 disk hits). Every
+    other kernel is a compile on an empty cache and a disk hit on a warm one; each call after the first is
+    a hit."""
+    def run():
+        code = COUNTERS.replace("DEVICE", repr(device))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path)))
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    empty, warm = run(), run()
+    kernels = empty["kernels"]
+    library = 3 if device == "numba" else 0
+    calls = {"traces": 1, "hits": 1, "plans": 1}
+    assert empty["products"] == dict(calls, compiles=kernels["products"] - library, disk_hits=0, library=library)
+    assert warm["products"] == dict(calls, compiles=0, disk_hits=kernels["products"] - library, library=library)
+    assert empty["shifted"] == dict(calls, compiles=kernels["shifted"], disk_hits=0, library=0)
+    assert warm["shifted"] == dict(calls, compiles=0, disk_hits=kernels["shifted"], library=0)
+    assert kernels["shifted"] >= 1 and kernels["products"] >= library
+
+
 def test_eight_processes_filling_one_cache_at_once_all_succeed_and_leave_no_corrupt_entry(tmp_path, device):
     code = PROGRAM.replace("DEVICE", repr(device))
     env = dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path))

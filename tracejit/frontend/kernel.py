@@ -51,7 +51,7 @@ class Kernel:
         self._plans: OrderedDict = OrderedDict()
         self._lock = threading.RLock()   # one trace and compile per signature, however many threads call
         self._lowered: OrderedDict = OrderedDict()   # plans of compile-only targets (lower / warm), never run
-        self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "hits": 0}
+        self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "library": 0, "hits": 0}
         self._symbolic: dict[str, set] = {}   # device -> (argument, axis) seen with a second size (dynamic=None)
         # (device, signature but for sizes) -> kernel name -> (its loop variables, those moving): what the twin
         # found, so that a later shape lowers once, without a twin, where every kernel is one already met
@@ -185,8 +185,9 @@ class Kernel:
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled), disk_hits (kernels that needed no compile: loaded
-        from the disk cache, or compiled in this process already for another size) and hits (calls served
-        from the memory cache)."""
+        from the disk cache, or compiled in this process already for another size), library (kernels a
+        library runs, compiled by no one here: numba's BLAS products and NumPy sorts; neither compiles nor
+        disk hits) and hits (calls served from the memory cache); plans: the signatures kept in memory."""
         return dict(self._counts, plans=len(self._plans))
 
     def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
@@ -228,15 +229,16 @@ class Kernel:
             except Exception as e:
                 failed(dev, e)
                 raise
-        loaded = sum(k.cached for k in executable.kernels)
+        loaded, library = sum(k.cached for k in executable.kernels), len(program.library_calls)
         if isinstance(dev, DeviceStats):
-            dev.compiles += len(program.kernels) - loaded
-        self._counts["compiles"] += len(program.kernels) - loaded
+            dev.compiles += len(program.kernels) - loaded - library
+        self._counts["compiles"] += len(program.kernels) - loaded - library
         self._counts["disk_hits"] += loaded
+        self._counts["library"] += library
         log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
                f"{1e3 * (time.perf_counter() - t0):.0f} ms" + (f" ({times.summary()})" if times else "")
-               + (f"; {'recompiled' if loaded < len(program.kernels) else 'retraced (nothing compiled)'}: {why}"
-                  if why else ""))
+               + (f"; {'recompiled' if loaded + library < len(program.kernels) else 'retraced (nothing compiled)'}: "
+                  f"{why}" if why else ""))
         profiler.compiled(dev.name, self.__name__, t0, time.perf_counter(), len(program.kernels), loaded,
                           times.summary() if times else "")
         for k in executable.kernels:

@@ -32,6 +32,7 @@ class WarmResult:
     kernels: list[str] = field(default_factory=list)
     compiled: int = 0          # kernels compiled now
     cached: int = 0            # kernels already in the disk cache
+    library: int = 0           # kernels a library runs (numba's BLAS products, NumPy sorts): nothing to compile
     seconds: float = 0.0
     error: str | None = None
     worker: str | None = None  # the Dask worker it was warmed on (tj.warm(..., client=client))
@@ -40,7 +41,8 @@ class WarmResult:
         where = f"{self.device} at {self.worker}" if self.worker else self.device
         if self.error:
             return f"{self.function}({self.signature}) on {where}: FAILED: {self.error}"
-        what = f"{self.compiled} compiled, {self.cached} already cached"
+        what = f"{self.compiled} compiled, {self.cached} already cached" + \
+            (f", {self.library} run by a library" if self.library else "")
         return f"{self.function}({self.signature}) on {where}: {len(self.kernels)} kernel(s), {what} " \
                f"in {self.seconds:.2f} s"
 
@@ -123,6 +125,7 @@ def _warm(kernel, args, devices, static) -> WarmReport:
             result.kernels = [k.name for k in plan.kernels]
             result.compiled = after["compiles"] - before["compiles"]
             result.cached = after["disk_hits"] - before["disk_hits"]
+            result.library = after["library"] - before["library"]
         result.seconds = time.perf_counter() - t0
         report.append(result)
     return report

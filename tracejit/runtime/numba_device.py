@@ -173,7 +173,8 @@ class NumbaDevice(Device):
                     fn = numba_library.GemmLaunch(call, fn, functools.partial(self._gemm_driver, call.what.node.dtype))
                     if program.ahead:   # warming: into the disk cache now, not on the second call
                         fn._driver(compile=True)
-                compiled.append((CompiledKernel(k.name, numba_library.library_source(call), k, True, True), (fn, fn)))
+                # nothing compiled, nor loaded: counted as a library call (Program.library_calls)
+                compiled.append((CompiledKernel(k.name, numba_library.library_source(call), k, True), (fn, fn)))
                 continue
             loop = _loop(k, beside_blas)
             if loop == "chunks" and not beside_blas and _on_openmp(k):
