@@ -66,6 +66,11 @@ def traced_arrays():
                 _installed.clear()
 
 
+def tracing() -> bool:
+    """Whether a kernel function is being traced on this thread."""
+    return getattr(_tracing, "active", False)
+
+
 def _random_names(npr) -> list[str]:
     """numpy.random's functions (not its classes): the kernel's calls of them draw from tracejit's generator
     (random_draws.py) or raise, rather than put NumPy's numbers of the trace into the kernel as constants."""

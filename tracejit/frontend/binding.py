@@ -9,24 +9,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ArgumentError
+from .instances import Instance, check_unchanged, describe, is_instance
 from .signature import Default
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 @dataclass(frozen=True)
-class Variadic:
-    """What a call gave a function's *args and **kwargs: how many extra positional arguments, and the
-    extra keywords in the order they were passed. The last item of a variadic function's flat tuple, so
-    that it keys the plan: another count or other names trace anew."""
-    count: int
-    keywords: tuple[str, ...]
+class Layout:
+    """The last item of a flat tuple that holds more than the fixed parameters: how many items of *args
+    follow them, the keywords of **kwargs in the order they were passed, and how many arrays of objects
+    (instances.py) come after those. It keys the plan: another count or other names trace anew."""
+    count: int = 0
+    keywords: tuple[str, ...] = ()
+    leaves: int = 0
 
 
 class Parameters:
     """A kernel function's parameters in the order of the flat tuple: positional ones (positional-only
     too), then keyword-only ones, each at a fixed position; then the items of *args and the values of
-    **kwargs, and a Variadic saying how many of each, where the function has them."""
+    **kwargs, the arrays of the objects among all these (an object's slot holds its Instance), and a
+    Layout saying how many of each, where there are any."""
 
     def __init__(self, fn_name: str, signature: inspect.Signature):
         self.fn_name, self.signature = fn_name, signature
@@ -44,42 +47,67 @@ class Parameters:
     def bind(self, args: tuple, kwargs: dict, static: frozenset[int] = frozenset()) -> tuple:
         """The flat tuple of this call, with Python's errors for a call the function would refuse; the
         positions in `static` get their default itself where left out (a static value is keyed as it is)."""
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise ArgumentError(f"{self.fn_name}{self.signature}: {e}") from None
-        given = bound.arguments
-        flat = [given[p.name] if p.name in given else p.default if i in static else default(p.default)
-                for i, p in enumerate(self.fixed)]
-        if not self.variadic:
+        if self.simple and not kwargs and len(args) == len(self.fixed):
+            flat, extra, keywords = list(args), (), {}
+        else:
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise ArgumentError(f"{self.fn_name}{self.signature}: {e}") from None
+            given = bound.arguments
+            flat = [given[p.name] if p.name in given else p.default if i in static else default(p.default)
+                    for i, p in enumerate(self.fixed)]
+            extra = given.get(self.var_positional, ()) if self.var_positional else ()
+            keywords = given.get(self.var_keyword, {}) if self.var_keyword else {}
+            flat += [_variadic_item(a) for a in (*extra, *keywords.values())]
+        for i, a in enumerate(flat):
+            if isinstance(a, type) and i not in static:   # a classmethod's class: a constant of the code
+                flat[i] = Default(a)
+        objects = [i for i, a in enumerate(flat) if i not in static and is_instance(a)]
+        if not self.variadic and not objects:
             return tuple(flat)
-        extra = given.get(self.var_positional, ()) if self.var_positional else ()
-        keywords = given.get(self.var_keyword, {}) if self.var_keyword else {}
-        flat += [_variadic_item(a) for a in extra]
-        flat += [_variadic_item(a) for a in keywords.values()]
-        return (*flat, Default(Variadic(len(extra), tuple(keywords))))
+        names = self.leaf_names(len(flat), Layout(len(extra), tuple(keywords)))
+        leaves: list = []
+        for i in objects:
+            instance, arrays = describe(flat[i], names[i])
+            flat[i] = Default(instance)
+            leaves += arrays
+        return (*flat, *leaves, Default(Layout(len(extra), tuple(keywords), len(leaves))))
 
     def call(self, fn, flat):
         """fn called with a flat tuple's values (traced or not) as Python would have passed them."""
-        n = len(self.positional)
-        positional = list(flat[:n])
-        keywords = {p.name: v for p, v in zip(self.keyword_only, flat[n:len(self.fixed)])}
-        if self.variadic:
-            shape = flat[-1]
-            shape = shape.value if isinstance(shape, Default) else shape
-            start = len(self.fixed)
-            positional += flat[start:start + shape.count]
-            keywords.update(zip(shape.keywords, flat[start + shape.count:-1]))
-        return fn(*positional, **keywords)
+        layout = flat[-1] if flat else None
+        layout = layout.value if isinstance(layout, Default) else layout
+        if isinstance(layout, Layout):
+            body, leaves = list(flat[:len(flat) - 1 - layout.leaves]), iter(flat[len(flat) - 1 - layout.leaves:-1])
+        else:
+            layout, body, leaves = Layout(), list(flat), iter(())
+        copies = []
+        names = self.leaf_names(len(body), layout)
+        for i, a in enumerate(body):
+            a = a.value if isinstance(a, Default) and isinstance(a.value, Instance) else a
+            if isinstance(a, Instance):
+                body[i] = a.rebuild([next(leaves) for _ in range(a.count)])
+                copies.append((body[i], dict(body[i].__dict__), names[i]))
+        n, fixed = len(self.positional), len(self.fixed)
+        positional = body[:n] + body[fixed:fixed + layout.count]
+        keywords = {p.name: v for p, v in zip(self.keyword_only, body[n:fixed])}
+        keywords.update(zip(layout.keywords, body[fixed + layout.count:]))
+        result = fn(*positional, **keywords)
+        code = getattr(fn, "__code__", None)
+        defined = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
+        for copy, before, where in copies:
+            check_unchanged(copy, before, f"{defined}{self.fn_name}", where)
+        return result
 
-    def leaf_names(self, n: int, shape: Variadic | None = None) -> list[str]:
+    def leaf_names(self, n: int, layout: Layout | None = None) -> list[str]:
         """A name for each of n positions of a flat tuple (for messages): the parameter's, args[i] for the
-        items of *args, kwargs['k'] for those of **kwargs, 'the call's shape' for the Variadic."""
+        items of *args, kwargs['k'] for those of **kwargs, 'an array of an object' after them."""
         names = list(self.names)
-        if shape is not None:
-            names += [f"{self.var_positional}[{i}]" for i in range(shape.count)]
-            names += [f"{self.var_keyword}[{k!r}]" for k in shape.keywords]
-        names += [f"argument {i}" for i in range(len(names), n)]
+        if layout is not None:
+            names += [f"{self.var_positional}[{i}]" for i in range(layout.count)]
+            names += [f"{self.var_keyword}[{k!r}]" for k in layout.keywords]
+        names += ["an array attribute of an object argument"] * (n - len(names))
         return names[:n]
 
     def check_static(self, static: tuple[str, ...]) -> frozenset[int]:
@@ -110,8 +138,11 @@ def default(value):
 
 
 def _variadic_item(a):
-    """An item of *args or **kwargs: arrays and numbers are traced; a setting (a string, None, a callable,
-    an enum member, a slice) is a constant of the code, keyed by value, as a static argument would be."""
+    """An item of *args or **kwargs: arrays and numbers are traced, objects taken apart (instances.py); a
+    setting (a string, None, a callable, an enum member, a slice) is a constant of the code, keyed by value,
+    as a static argument would be."""
+    if is_instance(a):
+        return a
     setting = isinstance(a, (str, bytes, slice, type(None), type(Ellipsis), type, np.dtype)) or (
         isinstance(a, enum.Enum) and not isinstance(a, (int, float))) or (
         callable(a) and not hasattr(a, "__array__"))

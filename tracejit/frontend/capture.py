@@ -96,6 +96,8 @@ class Graph:
         results = [o if dev.returns_numpy else Array(o, dev) for o in outputs[:len(plan.traced.results)]]
         for r in results:
             self._produced[id(r)] = (r, dev)
+        if plan.traced.tuple_result is None:   # a procedure
+            return None
         return tuple(results) if plan.traced.tuple_result else results[0]
 
     def _argument(self, a, dev):

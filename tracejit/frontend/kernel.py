@@ -23,7 +23,7 @@ from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, nam
 from .hot_path import fast_class, key_function
 from .plan import Plan, Traced
 from .selection import MaskedSelection, data_dependent
-from .binding import Parameters
+from .binding import Layout, Parameters
 from .signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec
 from .tensor import Tensor, as_node
 from .warm import record
@@ -33,16 +33,21 @@ class Kernel:
     """A traced, compiled function. Call it like the original; see DESIGN.md for the contract."""
 
     def __init__(self, fn, static=(), device=None, dynamic=None):
+        # in a class body: a staticmethod is not bound, a classmethod binds the class (__get__)
+        self._binds = "static" if isinstance(fn, staticmethod) else "class" if isinstance(fn, classmethod) else "self"
+        fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
         self.fn = fn
         self._dynamic = dynamic   # None, True, False, or {parameter name: axes}: see kernel()
         functools.update_wrapper(self, fn)
+        if not hasattr(self, "__name__"):   # a functools.partial, a callable object
+            self.__name__ = self.__qualname__ = getattr(getattr(fn, "func", None), "__name__", type(fn).__name__)
         self._signature = inspect.signature(fn)
-        self._params = Parameters(fn.__name__, self._signature)
+        self._params = Parameters(self.__name__, self._signature)
         names = self._names = self._params.names
         static = (static,) if isinstance(static, str) else tuple(static)
         self._static = self._params.check_static(static)
         # dynamic={"x": (0,)}: argument position -> its symbolic axes
-        self._dynamic_axes = dynamic_axes(fn.__name__, dynamic, names, static) if isinstance(dynamic, dict) else None
+        self._dynamic_axes = dynamic_axes(self.__name__, dynamic, names, static) if isinstance(dynamic, dict) else None
         self._nparams = len(names)
         self._out_keyword = "out" not in names   # f(..., out=arr) writes the results into arr
         self._device = device
@@ -68,15 +73,24 @@ class Kernel:
         # generated __call__ looks its plan up first
         return self._call(args, device, kwargs)
 
+    def __get__(self, obj, objtype=None):
+        """Defined in a class body, a kernel binds as a function does: the instance (the class, for a
+        classmethod) is its first argument, its arrays arguments and its other attributes constants
+        (instances.py); a staticmethod binds nothing."""
+        if self._binds == "static" or (obj is None and self._binds == "self"):
+            return self
+        return BoundKernel(self, objtype if self._binds == "class" else obj)
+
     def _call(self, args, device, kwargs):
+        if allocation.tracing():   # called by a kernel being traced: its function is part of that trace
+            return self._inline(args, kwargs)
         if capture.ACTIVE:
             if has_dask_array(args):
                 raise UnsupportedError(f"{self.__name__}: a call with Dask arrays inside tj.capture(): it launches "
                                        "nothing here (Dask runs its blocks later, on its workers); call it outside")
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
-        if kwargs or len(args) != self._nparams or not self._params.simple:
-            args = self._bind(args, kwargs)
+        args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
         key = self._fast_key(dev, *args) if not self._static and len(args) == self._nparams else self._key(dev, args)
         plans = self._plans
@@ -110,6 +124,13 @@ class Kernel:
         except Exception as e:
             failed(plan.device, e)
             raise
+
+    def _inline(self, args, kwargs):
+        if self._out_keyword and kwargs.get("out") is not None:
+            raise UnsupportedError(f"{self.__name__}(..., out=...) called inside another kernel: its result is part "
+                                   "of the outer kernel's trace; assign it (out[...] = inner(x)) instead")
+        kwargs = {k: v for k, v in kwargs.items() if k != "out" or not self._out_keyword}
+        return self.fn(*args, **kwargs)
 
     def _dask_call(self, args, device, out):
         if out is not None:
@@ -159,8 +180,6 @@ class Kernel:
 
     def _bind(self, args, kwargs) -> tuple:
         """The call's arguments as the flat tuple plans are keyed on (binding.Parameters)."""
-        if not kwargs and len(args) == self._nparams and self._params.simple:
-            return args
         return self._params.bind(args, kwargs, self._static)
 
     # -- public staging API --
@@ -199,6 +218,8 @@ class Kernel:
             why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
             named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
+            if not traced.outputs:   # a function that changes nothing and returns None: nothing to compile
+                return Plan(traced, NOTHING, dev)
             axes = axes_of(self._dynamic_axes, traced.infos, self._names) if self._dynamic_axes else None
             # the function at other sizes of its symbolic dimensions (only a device that makes inner sizes
             # arguments asks): which of a kernel's sizes follow the shapes, and which loop variables get
@@ -316,8 +337,8 @@ class Kernel:
 
     def _names_of(self, infos) -> list[str]:
         """A name for each position of a flat argument tuple (its ArgInfos), for messages."""
-        shape = infos[-1].value if self._params.variadic and infos else None
-        return self._params.leaf_names(len(infos), shape)
+        layout = infos[-1].value if infos and isinstance(infos[-1].value, Layout) else None
+        return self._params.leaf_names(len(infos), layout)
 
     def _new_signature(self, args, device: str) -> str | None:
         """TRACEJIT_DEBUG=1: what differs between these arguments and the nearest signature this function
@@ -354,7 +375,8 @@ class Kernel:
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         tuple_result = isinstance(result, (tuple, list))
-        results = list(result) if tuple_result else [result]
+        # None: a procedure, which only assigns into its arguments (or does nothing); the call returns None
+        results = list(result) if tuple_result else [] if result is None else [result]
         if any(isinstance(r, MaskedSelection) for r in results):
             raise data_dependent()   # returning x[mask]: its shape is the data's
         try:
@@ -374,8 +396,8 @@ class Kernel:
         outputs += checks
         with stage("verify"):
             verify_graph(outputs)
-        return Traced(self.__name__, outputs, tuple_result, infos, tuple(j for j, _ in changed), len(checks),
-                      draws.streams)
+        return Traced(self.__name__, outputs, None if result is None else tuple_result, infos,
+                      tuple(j for j, _ in changed), len(checks), draws.streams)
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"
@@ -383,6 +405,38 @@ class Kernel:
     def __reduce__(self):
         # sent to another process (a Dask worker): rebuilt there once from its function and options
         return shipping.reduce(self)
+
+
+class _Nothing:
+    """The executable of a function that computes nothing (it returns None and assigns into nothing)."""
+    kernels: list = []
+    program = None
+
+
+NOTHING = _Nothing()
+
+
+class BoundKernel:
+    """A kernel read from an instance (or, for a classmethod, from its class): called with that first."""
+    __slots__ = ("kernel", "bound")
+
+    def __init__(self, kernel: Kernel, bound):
+        self.kernel, self.bound = kernel, bound
+
+    def __call__(self, *args, device=None, **kwargs):
+        return self.kernel(self.bound, *args, device=device, **kwargs)
+
+    def trace(self, *args, **kwargs) -> Traced:
+        return self.kernel.trace(self.bound, *args, **kwargs)
+
+    def lower(self, *args, device=None, **kwargs) -> Plan:
+        return self.kernel.lower(self.bound, *args, device=device, **kwargs)
+
+    def __getattr__(self, name):   # cache_info, __name__, __doc__, ...
+        return getattr(self.kernel, name)
+
+    def __repr__(self) -> str:
+        return f"<bound tracejit.kernel {self.kernel.__qualname__} of {self.bound!r}>"
 
 
 PLAN_CACHE_SIZE = 128

@@ -21,7 +21,8 @@ class Traced:
     of the array arguments the function assigned into), which a call writes back into the caller's arrays,
     then `checks` values computed only for the faults they raise (ir/faulting.py), which a call drops.
     `streams`: the random streams the function draws from (random_draws.py), each four uint32 scalar inputs
-    after the arguments, which every call fills afresh."""
+    after the arguments, which every call fills afresh. `tuple_result` is None for a function that
+    returns None (a procedure: it only assigns into its arguments)."""
 
     def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo],
                  assigned: tuple[int, ...] = (), checks: int = 0, streams: tuple = ()):
@@ -75,7 +76,9 @@ class Plan:
     def __init__(self, traced: Traced, executable, device):
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
-        if traced.assigned or traced.checks:
+        if not traced.outputs:   # a procedure that changes nothing: nothing to launch
+            self.run = lambda args: None
+        elif traced.assigned or traced.checks:
             self.run = lambda args: self._call(args, args)
         elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result):
             self.run = executable.run  # returns the array, or the tuple of arrays, as it is
@@ -142,6 +145,8 @@ class Plan:
         values = self.executable(args, into)
         for pos in sorted(staged, key=lambda p: p < n):   # the arguments first, out= last: it has the final word
             destinations.copy_into(dests[pos], values[pos], self.device)
+        if self._tuple is None:
+            return None
         results = [dests[i] if dests[i] is not None else Array(values[i], self.device) if self._wrap else values[i]
                    for i in range(n)]
         return tuple(results) if self._tuple else results[0]

@@ -36,8 +36,12 @@ def reduce(kernel):
             return _by_name, (f"{module.__name__}:{qualname}",)
     names = kernel._names
     static = tuple(names[i] for i in sorted(kernel._static))
-    # (cloudpickle, which Dask uses, sends the function by value)
-    return rebuild, (token(kernel), fn, static, kernel._device, kernel._dynamic)
+    # A function of the main script (a notebook's too) or a closure cannot be found by name in another
+    # process: it travels by value, through the cloudpickle Numba ships (as Numba's own dispatchers do), so
+    # multiprocessing's spawn, fork and forkserver workers and joblib can run it.
+    from numba import cloudpickle
+    return rebuild_pickled, (token(kernel), cloudpickle.dumps(fn), static, kernel._device, kernel._dynamic,
+                             kernel._binds)
 
 
 def _by_name(where: str):
@@ -53,3 +57,10 @@ def rebuild(token: str, fn, static, device, dynamic):
             kernel = _rebuilt[token] = Kernel(fn, static, device, dynamic)
             kernel.__dict__["_shipping_token"] = token
         return kernel
+
+
+def rebuild_pickled(token: str, pickled: bytes, static, device, dynamic, binds: str = "self"):
+    import pickle
+    kernel = rebuild(token, pickle.loads(pickled), static, device, dynamic)
+    kernel._binds = binds   # (a staticmethod's or classmethod's function travels unwrapped)
+    return kernel

@@ -56,6 +56,10 @@ class Array:
     def __len__(self) -> int:
         return len(self._data)
 
+    def __reduce__(self):
+        # pickled (sent to a worker process) as its data, copied to the host, and its device's name
+        return _from_host, (self.numpy(), self.device.name)
+
     def __repr__(self) -> str:
         return f"tj.Array({self.numpy()!r}, device={self.device.name!r})"
 
@@ -67,3 +71,10 @@ def own_copy(device, a) -> Array:
         return Array(device.clone(a._data), device)
     return Array(device.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), device)
 
+
+
+def _from_host(data: np.ndarray, device: str) -> Array:
+    """A pickled tj.Array made again on the device of that name in this process."""
+    from . import registry
+    dev = registry.device(device)
+    return Array(dev.from_numpy(data), dev)
