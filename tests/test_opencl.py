@@ -42,6 +42,19 @@ def test_devices_lists_opencl_with_platform_and_device_names():
     assert tj.device("opencl").description in info.description
 
 
+def test_a_device_whose_compiler_cannot_build_is_not_offered(monkeypatch):
+    from tracejit.runtime import opencl_devices
+    listed = opencl_devices._listed()
+    broken = listed[0]
+    monkeypatch.setattr(opencl_devices, "_build_problems",
+                        {broken.int_ptr: "its compiler cannot build a one-line kernel (unknown target CPU)"})
+    assert broken not in opencl_devices.all_devices()
+    assert any("unknown target CPU" in r for r in opencl_devices.refused_devices())
+    if len(listed) == 1:   # nothing left: the device is unavailable, and says why and what to install
+        available, reason, _ = tj.runtime.opencl_device.OpenCLDevice.probe()
+        assert not available and "unknown target CPU" in reason and "pocl-opencl-icd" in reason
+
+
 def test_numbered_device_names_address_the_listed_devices():
     assert tj.device("opencl:0").cl_device == tj.device("opencl").cl_device or \
         os.environ.get("TRACEJIT_OPENCL_DEVICE")
