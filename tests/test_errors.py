@@ -300,3 +300,17 @@ def test_statistics_over_no_elements_warn_like_numpy(device):
             expected = fn(x)
         np.testing.assert_array_equal(got, expected)
         assert got.dtype == expected.dtype
+
+
+def test_trace_errors_name_the_users_file_even_when_its_path_says_numpy(tmp_path, monkeypatch):
+    """The user's frame is told by its module, not by "numpy" in its path (kernels/heat_numpy.py)."""
+    folder = tmp_path / "numpy_kernels"
+    folder.mkdir()
+    (folder / "heat_numpy.py").write_text(
+        "import tracejit as tj\n\n@tj.kernel\ndef step(u):\n    if u.sum() > 0:\n        return u\n    return -u\n")
+    monkeypatch.syspath_prepend(str(folder))
+    import importlib
+    module = importlib.import_module("heat_numpy")
+    with pytest.raises(tj.TraceError) as caught:
+        module.step(np.ones(4, np.float32))
+    assert f"{folder / 'heat_numpy.py'}:5: " in str(caught.value)

@@ -202,3 +202,14 @@ def test_random_signatures_bind_as_python(sig, data, device):
     expected = np.asarray(fn(*args, **kwargs), dtype=np.float64)
     result = run_kernel(tj.kernel(fn), *args, device=device, **kwargs)
     np.testing.assert_allclose(np.asarray(result, dtype=np.float64), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_static_parameter_left_to_its_default_is_the_value_itself(device):
+    """A static parameter's default reached the function wrapped ('Default' object is not callable)."""
+    def local_max(img, compare=np.greater_equal, axis=-1):
+        left = compare(img[..., 1:-1], img[..., :-2])
+        return left & compare(img[..., 1:-1], img[..., 2:])
+    k = tj.kernel(static=("compare", "axis"))(local_max)
+    img = np.array([[1, 3, 2, 2, 5, 4], [0, 0, 1, 0, 2, 2]], np.float32)
+    assert_close(run_kernel(k, img, device=device), local_max(img))
+    assert_close(run_kernel(k, img, np.greater, device=device), local_max(img, np.greater))
