@@ -86,7 +86,7 @@ class Graph:
         if plan.traced.streams:
             raise UnsupportedError(f"{kernel.__name__} draws random numbers (np.random), which a captured graph would "
                                    "repeat on every replay; call it outside tj.capture() (or tj.jit)")
-        outputs, launches, allocated = plan.executable.bind(bound)
+        outputs, launches, allocated = plan.executable.bind(plan._with_words(bound))   # (its hidden scalars)
         self._scratch.setdefault(id(dev), set()).update(dev.memory_of(a) for a in allocated)
         dev.replay(launches)                       # run now: the block sees real values
         if self._segments and self._segments[-1][0] is dev:

@@ -103,8 +103,11 @@ class StageProgram:
         position = {_source(plan, inp): p for p, inp in enumerate(stage.inputs)}
 
         def leaf(node: Node, shape):
-            source = ("input", node.arg) if node.op is Op.INPUT else ("cut", node)
+            hidden = node.op is Op.INPUT and isinstance(node.arg, tuple)   # of argument arg[1] (int_comparisons)
+            source = ("input", node.arg[1] if hidden else node.arg) if node.op is Op.INPUT else ("cut", node)
             p = position.get(source)
+            if hidden and p is not None:   # the same hidden scalar of the stage's own argument
+                return build.input_((node.arg[0], p, *node.arg[2:]), node.dtype, shape)
             if p is None:
                 if node.op is Op.INPUT or plan.unit_index(node) is not None:   # (a unit rebuilt would be wrong)
                     raise InternalError(f"dask stage {self.index}: {source[0]} {node} is not among its inputs")

@@ -16,6 +16,7 @@ from ..ir.dtypes import BOOL, check, is_float
 from ..ir.evaluate import constant_value
 from ..ir.graph import BINARY, PREDICATES, UNARY, Node, Op
 from ..ir.ops import OPS
+from . import int_comparisons
 from .tensor import Tensor, as_node
 
 __all__ = [
@@ -119,6 +120,8 @@ def _binary(name: str, a, b) -> Tensor:
     compute = dt
     if dt == BOOL and op in (Op.LT, Op.LE, Op.EQ, Op.NE):
         settled = _outside_int_range(ufunc, a, b)
+        if settled is None:   # a Python-int argument: exact for whatever value a call passes
+            settled = int_comparisons.compare(op, a, b)
         if settled is not None:
             return Tensor(settled)
         compute = _numpy_result(np.add, (_probe(a), _probe(b))) if not (a.dtype == b.dtype == BOOL) else BOOL

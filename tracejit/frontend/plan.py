@@ -6,11 +6,11 @@ import numpy as np
 
 from ..ir import build
 from ..ir.fuse import Program, input_buffer, schedule
-from ..ir.graph import Node, format_graph
+from ..ir.graph import Node, format_graph, toposort
 from ..ir.layout import LayoutOptions
 from ..runtime import registry
 from ..runtime.array import Array
-from . import destinations, random_draws
+from . import destinations, int_comparisons, random_draws
 from .signature import ArgInfo
 
 
@@ -21,13 +21,15 @@ class Traced:
     of the array arguments the function assigned into), which a call writes back into the caller's arrays,
     then `checks` values computed only for the faults they raise (ir/faulting.py), which a call drops.
     `streams`: the random streams the function draws from (random_draws.py), each four uint32 scalar inputs
-    after the arguments, which every call fills afresh. `tuple_result` is None for a function that
-    returns None (a procedure: it only assigns into its arguments)."""
+    after the arguments, which every call fills afresh. `compared`: the hidden scalars of its comparisons of
+    integer arrays with Python-int arguments (int_comparisons.py), after those. `tuple_result` is None for a
+    function that returns None (a procedure: it only assigns into its arguments)."""
 
     def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo],
                  assigned: tuple[int, ...] = (), checks: int = 0, streams: tuple = ()):
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
         self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)
+        self.compared = int_comparisons.hidden(outputs)
 
     @property
     def results(self) -> list[Node]:
@@ -56,17 +58,23 @@ class Traced:
         """The kernels of this graph; `other`: its twin's, or `moving`: the variables known to move, per
         kernel name (ir.fuse.schedule)."""
         inputs = {}
+        read = set(toposort(self.outputs)) if self.compared else None
         for i, info in enumerate(self.infos):
             if info.kind == "array":
                 node = build.input_(i, info.dtype, info.shape)
                 inputs[node] = input_buffer(i, node, info.strides)
             elif info.kind == "scalar":
                 node = build.input_(i, info.dtype, (), weak=True)
-                inputs[node] = input_buffer(i, node, ())
+                if read is None or node in read:   # an int only compared is read through its hidden scalars
+                    inputs[node] = input_buffer(i, node, ())
         for s in self.streams:
             for i in range(s.first, s.first + random_draws.WORDS):
                 node = build.input_(i, random_draws.U32, ())
                 inputs[node] = input_buffer(i, node, ())
+        first = len(self.infos) + random_draws.WORDS * len(self.streams)
+        for j, (arg, dtype) in enumerate(self.compared):
+            node = build.input_(arg, dtype, ())
+            inputs[node] = input_buffer(first + j, node, ())
         return schedule(self.outputs, inputs, options, other, moving)
 
 
@@ -89,9 +97,10 @@ class Plan:
         self._one_buffer_twice = device.binds_one_buffer_twice
         self.runnable = device.runs
         self._inner_run = self.run
-        if traced.streams:   # random draws: each call's words follow its arguments
-            streams, run = traced.streams, self.run
-            self.run = lambda args: run(args + random_draws.call_words(streams, args))
+        self._compared = int_comparisons.values_of(traced.compared) if traced.compared else None
+        if traced.streams or traced.compared:   # each call's hidden scalars follow its arguments
+            hidden, run = self._with_words, self.run
+            self.run = lambda args: run(hidden(args))
 
     def _run(self, args):
         outs = self.executable(args)
@@ -114,9 +123,14 @@ class Plan:
         return self._call(self._with_words(args), originals, out)
 
     def _with_words(self, args) -> tuple:
-        """The arguments and, where the function draws random numbers, the call's words after them."""
-        streams = self.traced.streams
-        return tuple(args) + random_draws.call_words(streams, args) if streams else args
+        """The arguments and the call's hidden scalars after them: where the function draws random numbers,
+        the call's words; then the values its comparisons with Python ints read (int_comparisons.py)."""
+        streams, compared = self.traced.streams, self._compared
+        if not streams and compared is None:
+            return args
+        args = tuple(args)
+        return args + (random_draws.call_words(streams, args) if streams else ()) + \
+            (compared(args) if compared is not None else ())
 
     def _call(self, args, originals, out=None):
         traced = self.traced

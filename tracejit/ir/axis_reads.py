@@ -125,7 +125,9 @@ class AxisReads:
 
     def _combine(self, n: Node) -> Reads:
         if n.op is Op.INPUT:
-            return {("input", n.arg): tuple(d if s > 1 else None for d, s in enumerate(n.shape))}
+            # (a tuple arg: a call's hidden scalar computed from argument arg[1], frontend/int_comparisons.py)
+            position = n.arg[1] if isinstance(n.arg, tuple) else n.arg
+            return {("input", position): tuple(d if s > 1 else None for d, s in enumerate(n.shape))}
         if n.op is Op.IOTA:
             return {("iota", n): (n.arg if n.shape[n.arg] > 1 else None,)}
         if n.op is Op.TABLE:

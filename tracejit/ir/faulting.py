@@ -68,7 +68,7 @@ def _of_arguments(n: Node) -> bool:
         if x in seen:
             continue
         seen.add(x)
-        if x.op is Op.INPUT and not isinstance(x.arg, int):
+        if x.op is Op.INPUT and not isinstance(x.arg, (int, tuple)):   # (tuples: hidden scalars of a call)
             return False
         stack.extend(x.srcs)
     return True
