@@ -297,8 +297,8 @@ def describe(program, inputs, scalar_args) -> str:
 def test_every_known_bug_entry_sets_aside_the_program_it_was_written_for():
     """No entry that can never hit: each one sets aside the program of its bug."""
     programs = [  # (device, program, dtypes, values)
-        ("opencl", [("ufunc", "less", ("arg", 0), ("value", 0)), ("where", None, ("value", 1), ("value", 0), ("arg", 0))],
-         {np.dtype("uint8")}, []),
+        ("opencl", [("ufunc", "less", ("arg", 0), ("value", 0)),
+                    ("where", None, ("value", 1), ("value", 0), ("arg", 0))], {np.dtype("uint8")}, []),
     ]
     assert len(programs) == len(KNOWN_BUGS)
     for device, program, dtypes, values in programs:

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ArgumentError, TracejitError, UnsupportedError
 from ..runtime import profiler, registry
 from ..runtime.array import Array
-from .signature import Default
+from .signature import Default, value_key
 
 ACTIVE: list["Graph"] = []     # the graphs being captured, innermost last; Kernel.__call__ checks it
 
@@ -86,7 +86,7 @@ class Graph:
         if plan.traced.streams:
             raise UnsupportedError(f"{kernel.__name__} draws random numbers (np.random), which a captured graph would "
                                    "repeat on every replay; call it outside tj.capture() (or tj.jit)")
-        outputs, launches, allocated = plan.executable.bind(plan._with_words(bound))   # (its hidden scalars)
+        outputs, launches, allocated = plan.executable.bind(plan._with_words(bound))   # hidden scalars too
         self._scratch.setdefault(id(dev), set()).update(dev.memory_of(a) for a in allocated)
         dev.replay(launches)                       # run now: the block sees real values
         if self._segments and self._segments[-1][0] is dev:
@@ -245,7 +245,7 @@ def _jit_key(a):
     if type(a) is Array:
         return ("array", a.dtype, a.shape, a.device.name)
     if type(a) in (bool, int, float) or isinstance(a, np.generic):   # the type too: np.float32(0.5) == 0.5
-        return ("scalar", type(a), a)
+        return ("scalar", value_key(a))   # and the sign of a zero: 1 / -0.0 is -inf
     try:
         hash(a)
     except TypeError:

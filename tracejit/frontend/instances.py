@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import ArgumentError, UnsupportedError
 from ..runtime.array import Array
+from .signature import value_key
 
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), np.generic, np.ndarray, Array, tuple, list, dict)
 
@@ -68,9 +69,11 @@ def _tree(v, path: str, leaves: list, top: bool = False):
         if inner:
             leaves += inner
             return ("object", type(v), sub, _Values(dict(vars(v))))
+    # a constant keys the plan by value_key (1 and 1.0, 0.0 and -0.0 are other code); the value itself rides
+    # along, out of the key, for the copy the function sees
     try:
         hash(v)
-        return ("constant", v)
+        return ("constant", value_key(v), _Values(v))
     except TypeError:
         pass
     frozen = _frozen(v)
@@ -78,11 +81,12 @@ def _tree(v, path: str, leaves: list, top: bool = False):
         raise ArgumentError(f"{path.rstrip('.')} is a {type(v).__name__} that is neither an array nor hashable: a "
                             "kernel keys its code on such values; make it a tuple or an array, or pass it as "
                             "an argument")
-    return ("constant", frozen)
+    return ("constant", frozen, _Values(v))
 
 
 class _Values:
-    """A nested object's attribute values: carried in its tree, left out of comparison and hashing."""
+    """A nested object's attribute values (or a constant's value): carried in its tree, left out of
+    comparison and hashing."""
     __slots__ = ("values",)
 
     def __init__(self, values: dict):
@@ -99,9 +103,10 @@ def _frozen(v):
     """A hashable stand-in of a list, set or dict of hashable values (its key), or None."""
     try:
         if isinstance(v, dict):
-            return ("dict", tuple(sorted((k, _frozen(x) if not _hashable(x) else x) for k, x in v.items())))
+            return ("dict", tuple(sorted((k, value_key(x) if _hashable(x) else _frozen(x)) for k, x in v.items())))
         if isinstance(v, (list, set)):
-            items = tuple(x if _hashable(x) else _frozen(x) for x in (sorted(v) if isinstance(v, set) else v))
+            items = tuple(value_key(x) if _hashable(x) else _frozen(x)
+                          for x in (sorted(v) if isinstance(v, set) else v))
             return None if any(x is None and y is not None for x, y in zip(items, v)) else (type(v).__name__, items)
     except TypeError:
         return None
@@ -144,7 +149,7 @@ def _rebuild(tree, leaves):
     if kind == "array":
         return next(leaves)
     if kind == "constant":
-        return tree[1]
+        return tree[2].values
     if kind == "dict":
         return {k: _rebuild(t, leaves) for k, t in tree[1]}
     if kind in ("list", "tuple"):

@@ -24,7 +24,7 @@ from .hot_path import fast_class, key_function
 from .plan import Plan, Traced
 from .selection import MaskedSelection, data_dependent
 from .binding import Layout, Parameters
-from .signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec
+from .signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec, value_key
 from .tensor import Tensor, as_node
 from .warm import record
 
@@ -175,7 +175,8 @@ class Kernel:
 
     def _key(self, dev, args) -> tuple:
         if self._static:
-            return (dev, *[("static", a) if i in self._static else arg_key(a) for i, a in enumerate(args)])
+            return (dev, *[("static", value_key(a)) if i in self._static else arg_key(a)   # (1 and 1.0: two plans)
+                           for i, a in enumerate(args)])
         return (dev, *map(arg_key, args))
 
     def _bind(self, args, kwargs) -> tuple:

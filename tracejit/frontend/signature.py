@@ -94,6 +94,23 @@ def arg_key(a):
     return (t, id(t))  # anything else is converted before keying; see describe()
 
 
+def value_key(a):
+    """A value that keys a plan or a graph (a static argument, an object's constant attribute, a tj.jit
+    scalar), telling apart what == does not where the code it becomes differs: the type (1, 1.0, True and
+    np.float32(1) are equal, and give other dtypes) and the sign of a zero (1 / -0.0 is -inf); item by item
+    in tuples. NaN keys as itself (one plan, not a new one per call)."""
+    t = type(a)
+    if t is float:
+        return (float, a.hex())
+    if t is tuple:
+        return (tuple, tuple(value_key(v) for v in a))
+    if isinstance(a, np.generic):
+        return (t, a.tobytes())
+    if t is complex:
+        return (complex, a.real.hex(), a.imag.hex())
+    return (t, a)
+
+
 def describe(a, position: int) -> ArgInfo:
     """What a kernel argument looks like to the tracer."""
     if type(a) is Default:
