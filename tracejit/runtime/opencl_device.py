@@ -26,7 +26,8 @@ from .device_interface import Device
 from .disk_cache import CACHE, CacheKey
 from .faults import RECORD_BYTES, RECORD_WORDS
 from .launch_plan import LaunchPlan
-from .opencl_devices import all_devices, choose, describe, pocl_cache_problem, pocl_cannot_write, refused_devices
+from .opencl_devices import (all_devices, build_lock, build_program, choose, describe, is_pocl, pocl_cache_problem,
+                             pocl_cannot_write, refused_devices)
 from .opencl_launch import Launcher, profiled_seconds
 from .sharing import plan_sharing
 from .size_templates import SizeTemplates
@@ -348,12 +349,17 @@ class OpenCLDevice(Device):
         if prg is None:
             t0 = time.perf_counter()
             key = self.cache_key(name, source)
-            binary = CACHE.get(key)
-            prg = self._from_binary(binary) if binary is not None else None
-            if prg is None:
-                prg, cached = self._from_source(name, source), False
-                CACHE.put(key, prg.get_info(cl.program_info.BINARIES)[0])   # only after a successful build
-            self._programs[source] = prg
+            # One process (and thread) at a time builds or loads a program in PoCL's cache (build_lock says
+            # why); the others wait, then find its binary in the disk cache.
+            with build_lock(self.cl_device, key.digest):
+                prg = self._programs.get(source)
+                binary = CACHE.get(key) if prg is None else None
+                if prg is None and binary is not None:
+                    prg = self._from_binary(binary)
+                if prg is None:
+                    prg, cached = self._from_source(name, source), False
+                    CACHE.put(key, prg.get_info(cl.program_info.BINARIES)[0])   # only after a successful build
+                self._programs[source] = prg
             log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return cl.Kernel(prg, entry or name), cached  # a kernel object per plan: each holds its own argument types
 
@@ -369,20 +375,13 @@ class OpenCLDevice(Device):
 
     def _from_source(self, name: str, source: str):
         import pyopencl as cl
-        raw = cl._cl._Program(self.context, source)  # pyopencl's own build cache would unpickle files
-        try:
-            raw.build(opencl_codegen.BUILD_OPTIONS.encode(), [self.cl_device])
-        except cl.Error as e:
-            try:
-                build_log = raw.get_build_info(self.cl_device, cl.program_build_info.LOG)
-            except cl.Error:
-                build_log = str(e)
-            problem = pocl_cannot_write() if "portable computing language" in \
-                self.cl_device.platform.name.lower() else None
-            if problem:
-                raise CompileError(f"cannot build kernel {name} on {self.name}: {problem}") from None
-            raise CompileError(build_error_message(name, self.name, source, build_log or str(e))) from None
-        return cl.Program(raw)
+        raw, build_log = build_program(self.context, self.cl_device, source, opencl_codegen.BUILD_OPTIONS.encode())
+        if raw is not None:
+            return cl.Program(raw)
+        problem = pocl_cannot_write() if is_pocl(self.cl_device) else None
+        if problem:
+            raise CompileError(f"cannot build kernel {name} on {self.name}: {problem}") from None
+        raise CompileError(build_error_message(name, self.name, source, build_log)) from None
 
 
 def _pyopencl_version() -> str:

@@ -1,11 +1,18 @@
 """Which OpenCL devices there are, in a fixed order, and which one `opencl` means (TRACEJIT_OPENCL_DEVICE);
-why PoCL, the CPU platform, though installed, offers no device or cannot build (its cache directory)."""
+why PoCL, the CPU platform, though installed, offers no device or cannot build (its cache directory); how a
+program is built where other processes share PoCL's cache (a lock, and one retry)."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import re
 import tempfile
+from pathlib import Path
 
 from ..errors import DeviceError
+from .debug import log as debug_log
+from .process_lock import held
 
 ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
 
@@ -48,13 +55,57 @@ def _build_problem(d) -> str | None:
     key = d.int_ptr
     if key not in _build_problems:
         import pyopencl as cl
-        try:
-            cl.Program(cl.Context([d]), _CHECK_SOURCE).build()
-            _build_problems[key] = None
-        except cl.Error as e:   # (its message carries the build log)
-            text = " ".join(str(e).split())
-            _build_problems[key] = f"its compiler cannot build a one-line kernel ({text[:300]})"
+        with build_lock(d, _CHECK_SOURCE):
+            built, log = build_program(cl.Context([d]), d, _CHECK_SOURCE, b"")
+        _build_problems[key] = None if built is not None else \
+            f"its compiler cannot build a one-line kernel ({' '.join(log.split())[:300]})"
     return _build_problems[key]
+
+
+def is_pocl(d) -> bool:
+    return "portable computing language" in d.platform.name.lower()
+
+
+def build_lock(d, text: str):
+    """A lock held while a process builds a program (or loads its binary) on device `d`; `text` names the
+    program (its source, or a key built from it). PoCL keeps every program in a directory of its cache
+    named by a hash of its source, options and device, and writes a file there by removing the old one
+    and renaming a new one into place: a second process building the same program reads nothing between
+    the two (a build failure without a compiler message, or a crash in LLVM's reader). The lock file lives
+    in that cache, beside what it guards; other drivers' caches need none."""
+    if not is_pocl(d):
+        return contextlib.nullcontext(False)
+    name = hashlib.sha256(f"{describe(d)}\n{d.driver_version}\n{text}".encode()).hexdigest()[:32]
+    return held(Path(_pocl_cache_dir()) / "tracejit-locks" / name)
+
+
+def build_program(context, d, source: str, options: bytes):
+    """(the pyopencl program built from `source` for device `d`, None) or (None, the compiler's log). On PoCL,
+    a failure the compiler gave no message for comes from its cache (what a process outside the lock left
+    there, a damaged file), not from the source: the build is tried once more with an option that changes
+    only PoCL's hash of the program, so it runs in a cache directory of its own that no process touches.
+    A program the compiler rejects says why (`error: ...`) and is not tried again."""
+    built, log = _build_once(context, d, source, options)
+    if built is None and is_pocl(d) and not re.search(r"\berror\b", log, re.IGNORECASE):
+        debug_log(1, f"building on {describe(d)} failed without a compiler message ({' '.join(log.split())[:200]}); "
+                     "once more in a PoCL cache directory of its own")
+        private = f" -D TRACEJIT_PRIVATE_BUILD={os.getpid()}_{os.urandom(6).hex()}".encode()
+        built, log = _build_once(context, d, source, options + private)
+    return built, log
+
+
+def _build_once(context, d, source: str, options: bytes):
+    import pyopencl as cl
+    raw = cl._cl._Program(context, source)   # pyopencl's own build cache would unpickle files
+    try:
+        raw.build(options, [d])
+        return raw, ""
+    except cl.Error as e:
+        try:
+            log = raw.get_build_info(d, cl.program_build_info.LOG)
+        except cl.Error:
+            log = ""
+        return None, log.strip() or str(e)
 
 
 def pocl_cache_problem() -> str | None:
