@@ -187,6 +187,21 @@ def test_a_jit_function_keys_its_scalars_by_type_and_sign(device):
         np.testing.assert_array_equal(host(j(x, s)), want, err_msg=repr(s))
 
 
+def test_a_jit_function_s_arguments_stay_apart_however_the_first_call_aliased_them(device):
+    """A first call passing one array twice (f(x, x)), or an array the function also reads from a global, was
+    captured as one input: a later call's feeds went into it one after the other, and the graph computed with
+    the last (f(a, b) gave f(b, b))."""
+    k = tj.kernel(lambda x, y: x - y)
+    j = tj.jit(lambda x, y: k(x, y, device=device), copy=True)
+    x, a, b = np.arange(4, dtype=np.float32), np.ones(4, np.float32), np.full(4, 5, np.float32)
+    same(j(x, x), x - x)
+    same(j(a, b), a - b, "after f(x, x)")
+    w = np.full(4, 10, np.float32)
+    g = tj.jit(lambda x: k(x, w, device=device), copy=True)
+    same(g(w), w - w)
+    same(g(a), a - w, "after f(w) where the function reads w too")
+
+
 # ---- hand-written kernels ----
 
 RAW = {
@@ -218,3 +233,30 @@ def test_a_raw_kernel_reads_each_call_s_arguments(device, rng):
     same(y2, np.where(np.arange(256) < 100, np.float32(-0.5) * x2 - 2, -2).astype(np.float32))
     with pytest.raises(tj.ArgumentError, match="missing n"):
         k(x2, y2, np.float32(3), grid=4, block=64)   # the last call's n is not taken
+
+
+def test_a_raw_kernel_called_from_several_threads_launches_each_call_s_arguments(device, rng):
+    """OpenCL's kernel object holds the arguments: a thread's could be set between another's setting and its
+    launch (the generated kernels' launches set and enqueue under a lock; raw ones now do too)."""
+    import threading
+    target = device.partition(":")[0]
+    if target not in RAW:
+        pytest.skip(f"{device} has no kernel language of its own")
+    k = tj.RawKernel(RAW[target], "axpy", device=device)
+    wrong = []
+
+    def work(t: int):
+        for i in range(15):
+            x = np.full(256, t + 1, np.float32)
+            y = np.full(256, i, np.float32)
+            a, n = np.float32(t * 10 + 1), 64 * (1 + (t + i) % 4)
+            k(x, y, a, n, grid=4, block=64)
+            want = np.where(np.arange(256) < n, a * x + i, i).astype(np.float32)
+            if not np.array_equal(y, want):
+                wrong.append((t, i))
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert wrong == []

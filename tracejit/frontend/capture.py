@@ -224,6 +224,9 @@ class JitFunction:
         key = tuple(map(_jit_key, args))
         entry = self._graphs.get(key)
         if entry is None:
+            # each array argument captured as an object of its own: one passed twice (f(x, x)), or also read
+            # from a global, would be one input, and a later call's feeds would overwrite each other there
+            args = tuple(_stand_in(a) for a in args)
             with capture() as g:
                 g.outputs = self.fn(*args)
             feeds = [(i, g._by_id[id(a)]) for i, a in enumerate(args) if id(a) in g._by_id]
@@ -237,6 +240,15 @@ class JitFunction:
 
     def __repr__(self) -> str:
         return f"<tracejit.jit {self.__name__}: {len(self._graphs)} graph(s)>"
+
+
+def _stand_in(a):
+    """An array argument as a new object over the same data (a view, or a tj.Array of the same buffer)."""
+    if isinstance(a, np.ndarray):
+        return a.view()
+    if type(a) is Array:
+        return Array(a._data, a.device)
+    return a
 
 
 def _jit_key(a):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import threading
 
 import numpy as np
 
@@ -148,6 +149,7 @@ class _OpenCL:
             raise CompileError(f"the OpenCL program built from the RawKernel source has no kernel {name!r} "
                                f"({e})") from None
         self.dev = dev
+        self.lock = threading.Lock()   # the kernel object keeps its arguments: set and enqueued in one step
 
     def count(self) -> int:
         return int(self.kernel.num_args)
@@ -155,11 +157,12 @@ class _OpenCL:
     def launch(self, bound, grid, block):
         import pyopencl as cl
         dims = 3 if grid[2] > 1 or block[2] > 1 else 2 if grid[1] > 1 or block[1] > 1 else 1
-        for i, a in enumerate(bound):
-            self.kernel.set_arg(i, a._data.buf if type(a) is Array else a)
         try:
-            cl.enqueue_nd_range_kernel(self.dev.queue, self.kernel, tuple(g * b for g, b in zip(grid, block))[:dims],
-                                       block[:dims])
+            with self.lock:   # (another thread's arguments set between ours and the enqueue would be launched)
+                for i, a in enumerate(bound):
+                    self.kernel.set_arg(i, a._data.buf if type(a) is Array else a)
+                cl.enqueue_nd_range_kernel(self.dev.queue, self.kernel,
+                                           tuple(g * b for g, b in zip(grid, block))[:dims], block[:dims])
         except cl.Error as e:
             raise DeviceError(f"{self.dev.name} refused to launch RawKernel {self.kernel.function_name}: {e}") from None
 
