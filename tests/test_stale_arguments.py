@@ -98,6 +98,21 @@ def test_long_reductions_scans_and_scatters_start_from_nothing_of_an_earlier_cal
                                        err_msg=f"{name}, scale {scale}")
 
 
+def test_a_plan_s_kept_temporaries_hold_nothing_of_an_earlier_call(device, rng):
+    """Temporaries between a plan's kernels (here two products' intermediates of 512 KiB: numba keeps such a
+    plan's set and reuses it, the devices take theirs from their pools) are written before they are read."""
+    def f(x, w):
+        h = np.tanh(x @ w)
+        return h @ w.T + h.sum()
+    k = tj.kernel(f)
+    for scale in (1.0, -3.0, 0.25):
+        x = (rng.standard_normal((512, 128)) * scale).astype(np.float32)
+        w = (rng.standard_normal((128, 256)) * 0.1).astype(np.float32)
+        want = f(x, w)
+        np.testing.assert_allclose(host(k(x, w, device=device)), want, rtol=1e-4,
+                                   atol=1e-4 * float(np.abs(want).max()), err_msg=str(scale))
+
+
 # ---- destinations ----
 
 def test_out_and_assigned_arguments_are_each_call_s_own(device, rng):
