@@ -111,6 +111,7 @@ SIMT_SHARED = ("runs on emulated cuda, not emulated metal: what it checks is the
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a smoke run of a long check (benchmarks/soak.py); -m 'not slow' skips it")
     config.addinivalue_line("markers", f"slow_emulated: skipped on emulated cuda/metal ({SLOW_EMULATED}); "
                                        f"slow_emulated('metal'): skipped on emulated metal only ({SIMT_SHARED})")
 
