@@ -91,7 +91,8 @@ class Parameters:
                 copies.append((body[i], dict(body[i].__dict__), names[i]))
         n, fixed = len(self.positional), len(self.fixed)
         positional = body[:n] + body[fixed:fixed + layout.count]
-        keywords = {p.name: v for p, v in zip(self.keyword_only, body[n:fixed])}
+        # a keyword-only parameter left to its default is left out (a ufunc refuses dtype= and signature= both)
+        keywords = {p.name: v for p, v in zip(self.keyword_only, body[n:fixed]) if v is not p.default}
         keywords.update(zip(layout.keywords, body[fixed + layout.count:]))
         result = fn(*positional, **keywords)
         code = getattr(fn, "__code__", None)
