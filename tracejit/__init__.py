@@ -24,6 +24,7 @@ from .errors import (  # noqa: F401
     InvalidIndexError,
     InternalError,
     OutOfMemoryError,
+    RecursionLimitError,
     ScalarOverflowError,
     ShapeError,
     TraceError,

@@ -59,6 +59,19 @@ class CastingError(TraceError, TypeError):
     """
 
 
+class RecursionLimitError(TraceError, RecursionError):
+    """Python's recursion limit was reached while a kernel was traced or lowered. tracejit's own walks of the
+    graph are iterative, so a program's length is bounded by memory, not by the limit: this is raised for
+    recursion in the kernel's own Python code (a function calling itself too deeply), or where Python
+    itself was already near its limit when the kernel was called. The message gives the line of the
+    kernel's code being traced (or where the kernel is defined, while lowering) and the innermost frame.
+
+    >>> def fact(x, n): return x if n == 0 else fact(x * n, n - 1)
+    >>> tj.kernel(lambda x: fact(x, 5000))(np.ones(3))   # RecursionError: ... while tracing
+    Write the recursion as a loop, or raise the limit (sys.setrecursionlimit) for a recursion that is meant.
+    """
+
+
 class DtypeError(TracejitError, TypeError):
     """A dtype that tracejit, or the chosen device, cannot represent."""
 

@@ -22,6 +22,7 @@ from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, nam
                       size_free_key, twin_sizes, with_sizes)
 from .hot_path import fast_class, key_function
 from .plan import Plan, Traced
+from .recursion_limit import guarded
 from .selection import MaskedSelection, data_dependent
 from .binding import Layout, Parameters
 from .signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec, value_key
@@ -210,6 +211,7 @@ class Kernel:
         disk hits) and hits (calls served from the memory cache); plans: the signatures kept in memory."""
         return dict(self._counts, plans=len(self._plans))
 
+    @guarded("lowering")
     def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
         t0 = time.perf_counter()
         # TRACEJIT_DEBUG=1 or tj.profile(): where the compile's time went, stage by stage
@@ -353,6 +355,7 @@ class Kernel:
         changes = min((signature_changes(names, old, new) for old in known), key=len)
         return "; ".join(changes) or "a signature evicted from the plan cache came back"
 
+    @guarded("tracing")
     def _trace(self, args, count: bool = True) -> Traced:
         infos = [ArgInfo("static", value=a) if i in self._static else describe(a, i) for i, a in enumerate(args)]
         tensors = []
