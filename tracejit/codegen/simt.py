@@ -60,6 +60,11 @@ class RenderOptions:
     # ... and work-groups of the largest size allowed whatever the global size, for a target whose
     # source names the size itself (WGSL's @workgroup_size)
     fixed_local: bool = False
+    # thread mode: a work-item's local arrays longer than this live in its own slice of a work-group array
+    # (work-group memory of `local_bytes`, the work-group shrunk to fit), not in private memory. Mesa's
+    # llvmpipe compiles an indexed private array in time growing with the square of its length (WGSL only)
+    private_max: int | None = None
+    local_bytes: int = 16384       # work-group memory a kernel may use (WebGPU's default limit)
 
 
 def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:
@@ -164,6 +169,7 @@ class Mapping:
                   + [size // 2 for size in self._sorts()]
                   + [GROUP_MAX_LOCAL if n.symbolic else -(-n.extent // SCAN_CHUNK)
                      for n in self.nests if n.kind == "scan"], default=1)
+        self.sliced: frozenset[int] = frozenset()
         if self.mode == "group":
             fit = min(options.max_local_size, GROUP_MAX_LOCAL)
             want = max(options.group_min, _pow2_at_least(big))
@@ -172,7 +178,10 @@ class Mapping:
             self.group_limit = self.local_size
         else:
             limit = min(options.max_local_size, THREAD_LOCAL)
-            self.local_size = _thread_local_size(kernel.global_size, limit, options.fixed_local)
+            self.sliced = self._sliced_locals()
+            if self.sliced:   # the source declares the group's slices: its work-group has that size
+                limit = min(limit, options.local_bytes // sum(self._local_bytes(i) for i in self.sliced))
+            self.local_size = _thread_local_size(kernel.global_size, limit, options.fixed_local or bool(self.sliced))
             self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
             self.group_limit = 1 << (limit.bit_length() - 1)   # any size up to this: see Launch.group_limit
         self.index = self._index_values()
@@ -258,6 +267,18 @@ class Mapping:
             elif x.op == "sort":
                 total += stack[-1] * bitonic.loop_iterations(self.ins[x.srcs[0]].arg[0], items)
         return total
+
+    def _sliced_locals(self) -> frozenset[int]:
+        """Thread mode: the local arrays longer than private_max, each work-item's in its slice of a work-group
+        array (all of them, or none where their slices do not fit local_bytes for one work-item)."""
+        if self.o.private_max is None:
+            return frozenset()
+        long = frozenset(i for i, x in enumerate(self.ins) if x.op == "local" and x.arg[0] > self.o.private_max)
+        return long if sum(self._local_bytes(i) for i in long) <= self.o.local_bytes else frozenset()
+
+    def _local_bytes(self, i: int) -> int:
+        """A local array's bytes (elements of 4 bytes at least: WGSL's narrowest type)."""
+        return self.ins[i].arg[0] * max(4, self.ins[i].dtype.itemsize)
 
     def _one_step_scan(self, nest: Nest) -> bool:
         """Whether a scan nest is one loop updating one accumulator: what group_scan.py splits over a

@@ -48,6 +48,8 @@ class WGSLOptions:
     max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
     group_max_rows: int | None = None  # more rows than this run a row per invocation (CPU adapters)
     max_loop: int | None = None       # loop iterations an invocation may run in all (llvmpipe: 65535)
+    private_max: int | None = None    # longer arrays of one invocation go to work-group memory (simt.RenderOptions)
+    local_bytes: int = 16384          # maxComputeWorkgroupStorageSize
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ class _WGSLRender(FloatArithmetic, _Render):
                                                        max_local_size=options.max_local_size,
                                                        group_max_rows=options.group_max_rows,
                                                        max_loop=options.max_loop, always_check=True,
-                                                       fixed_local=True), by_value, symbolic=symbolic)
+                                                       fixed_local=True, private_max=options.private_max,
+                                                       local_bytes=options.local_bytes), by_value, symbolic=symbolic)
         self.wo = options
         self._check_storage()
         iterations = self.mapping.loop_iterations()
@@ -336,6 +339,16 @@ class _WGSLRender(FloatArithmetic, _Render):
                     self._arith(arith.group(1), "f32") if arith else self._helper(dep)
             self.helpers[name] = text
         return name
+
+    def instr(self, i: int) -> None:
+        if i in self.mapping.sliced:   # this invocation's slice of a work-group array, through a pointer
+            x, name = self.ins[i], f"v{i}"
+            self.shared(f"var<workgroup> {name}: array<array<{self.local_storage(x.dtype)}, {x.arg[0]}>, "
+                        f"{self.local_size}>;")
+            self.out(f"let {name}_p = &{name}[lid3.x];")
+            self.names[i] = f"(*{name}_p)"
+            return
+        super().instr(i)
 
     def bound(self, i: int, v: str) -> str:
         dt, (size, fault) = self.ins[self.ins[i].srcs[0]].dtype, self.ins[i].arg

@@ -44,6 +44,10 @@ CPU_ROWS_PER_CORE = 16     # CPU adapters (llvmpipe): group mode only for fewer 
 # had ended: a row of 200000 summed by one invocation silently sums 65535 of them, and a row of 2000 sorted
 # by one invocation's bitonic network (67584 steps) comes out unsorted
 LLVMPIPE_MAX_LOOP = 65535
+# llvmpipe compiles an invocation's indexed array in time growing with the square of its length, at the first
+# launch (a row kept or sorted: 256 elements 1.3 s, 512 7.7 s, 1024 25 s, 3000 about 220 s); longer arrays are
+# slices of work-group memory (1024: 0.5 s), which run a sort up to 2x slower than private ones
+LLVMPIPE_PRIVATE_MAX = 256
 ALIGN = 16
 # limits worth more than WebGPU's defaults, asked for up to what the adapter allows
 WANTED_LIMITS = ("max-storage-buffers-per-shader-stage", "max-compute-invocations-per-workgroup",
@@ -178,6 +182,7 @@ class WebGPUDevice(Device):
         # As on an OpenCL CPU device, a row per invocation is fastest while rows fill the cores; measured on
         # llvmpipe at 4096x1024: sum 70 -> 12 ms, softmax 155 -> 52 ms, cumsum 48 -> 14 ms
         cpu = adapter.info.get("adapter_type", "") == "CPU"
+        llvmpipe = "llvmpipe" in adapter.info.get("device", "").lower()
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.options = wgsl.WGSLOptions(
             device=f"webgpu ({self.description})", f16=bool(features),
@@ -185,7 +190,8 @@ class WebGPUDevice(Device):
             max_workgroups=dl["max-compute-workgroups-per-dimension"],
             max_storage_buffers=dl["max-storage-buffers-per-shader-stage"],
             group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None,
-            max_loop=LLVMPIPE_MAX_LOOP if "llvmpipe" in adapter.info.get("device", "").lower() else None)
+            max_loop=LLVMPIPE_MAX_LOOP if llvmpipe else None, private_max=LLVMPIPE_PRIVATE_MAX if llvmpipe else None,
+            local_bytes=dl["max-compute-workgroup-storage-size"])
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=not cpu,
                                     keep_row_max=min(4096, keep), keep_inputs_min=None if cpu else GROUP_MIN_REDUCE,
