@@ -209,6 +209,67 @@ def test_rows_longer_than_a_work_group_holds_are_sorted_in_blocks_then_merged(de
     assert_matches(body, x, device=device)
 
 
+# =============================================================================================
+# sizes beyond the devices' limits: rows longer than a work-group (and than llvmpipe lets one invocation
+# sort: 2048 padded is 67584 loop steps), more rows than a CPU device gives a work-group each, rows past
+# a work-group's memory (sorted in blocks, then merged)
+
+
+def sorts_and_topk(x):
+    """Along the rows and along the columns: sorted, argsorted (int32: webgpu has no int64), the top 5."""
+    out = []
+    for axis in (-1, 0):
+        values, positions = tj.topk(x, 5, axis)
+        out += [np.sort(x, axis=axis), np.argsort(x, axis=axis, kind="stable").astype(np.int32), values,
+                positions.astype(np.int32)]
+    return tuple(out)
+
+
+def assert_sorts_and_topk_match_numpy(x, device):
+    """Exactly NumPy's values (NaNs last), its stable argsort (tracejit's argsort is always stable) and the
+    top 5 of topk_reference."""
+    got = run_kernel(tj.kernel(sorts_and_topk), x, device=device)
+    want = []
+    for axis in (-1, 0):
+        values, positions = topk_reference(x, 5, axis)
+        want += [np.sort(x, axis=axis), np.argsort(x, axis=axis, kind="stable").astype(np.int32), values,
+                 positions.astype(np.int32)]
+    for i, (g, w) in enumerate(zip(got, want)):
+        what = f"{('sort', 'argsort', 'topk values', 'topk positions')[i % 4]} along axis {(-1, 0)[i // 4]}"
+        np.testing.assert_array_equal(np.asarray(g), w, err_msg=what, strict=True)
+
+
+@pytest.mark.slow_emulated("metal")
+@pytest.mark.parametrize(("shape", "dtype"), [((300, 1025), "float32"), ((300, 1025), "int32"),
+                                              ((40, 2000), "float32"), ((40, 2000), "int32"), ((40, 9000), "float32")],
+                         ids=str)
+def test_many_long_rows_sort_argsort_and_topk_as_numpy(shape, dtype, device, rng):
+    """300x1025 and 40x2000: more rows than a CPU's work-groups take (webgpu on llvmpipe and PoCL run a
+    row per work-item past 16 per core), rows longer than a work-group and padded to 2048; their columns
+    (1025 of 300) are rows too. 40x9000: past a work-group's memory, sorted in blocks and merged. Every
+    row was wrong on llvmpipe, whose loop budget cut one invocation's network short."""
+    assert_sorts_and_topk_match_numpy(with_ties(rng, shape, dtype), device)
+
+
+def sorts_and_topk_of_rows(x):
+    values, positions = tj.topk(x, 5)
+    return np.sort(x, axis=-1), np.argsort(x, axis=-1).astype(np.int32), values, positions.astype(np.int32)
+
+
+@pytest.mark.slow_emulated
+@pytest.mark.parametrize("shape", [(1000, 2000), (70_000, 65)], ids=str)
+def test_large_sorts_and_topk_of_rows_as_numpy(shape, device, rng):
+    """1000x2000: topk gave positions -1..-5 and NaN on llvmpipe, after a first call of 3.6 minutes. 70000
+    rows of 65 (a bitonic network of 128: a work-group each on a GPU): more work-groups than one dispatch
+    dimension takes (65535 on WebGPU)."""
+    x = with_ties(rng, shape, "float32")
+    values, positions = topk_reference(x, 5)
+    want = (np.sort(x, axis=-1), np.argsort(x, axis=-1, kind="stable").astype(np.int32), values,
+            positions.astype(np.int32))
+    for g, w in zip(run_kernel(tj.kernel(sorts_and_topk_of_rows), x, device=device), want):
+        np.testing.assert_array_equal(np.asarray(g), w, strict=True)
+
+
 def test_ndarray_sort_sorts_in_place_for_the_caller_as_numpy(device, rng):
     def body(x, y):
         x.sort(axis=0)

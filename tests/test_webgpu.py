@@ -14,6 +14,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.codegen import wgsl
+from tracejit.runtime.webgpu_device import WebGPUTarget
 
 REPO = Path(__file__).resolve().parents[1]
 INFO = {i.name: i for i in tj.devices()}["webgpu"]
@@ -83,8 +84,8 @@ def test_more_workgroups_than_one_dimension_allows_dispatch_in_two():
 
 
 def test_loops_beyond_llvmpipes_limit_share_a_work_group_or_are_refused():
-    """Mesa's llvmpipe stops a loop nest after 65535 iterations and goes on: a row of 200000 summed by one
-    invocation would silently sum 65535 of them. With the limit set (webgpu_device does on llvmpipe),
+    """Mesa's llvmpipe stops an invocation's loops after 65535 iterations and goes on: a row of 200000
+    summed by one invocation would silently sum 65535 of them. With the limit set (webgpu_device does on llvmpipe),
     such a row gets a work-group however many rows there are; a nest no group can share is refused."""
     long_rows = tj.kernel(lambda x: x.sum(axis=1)).trace(tj.spec((64, 200_000), "float32"))
     (k,) = long_rows.program(tj.device("numba").layout).kernels
@@ -95,6 +96,80 @@ def test_loops_beyond_llvmpipes_limit_share_a_work_group_or_are_refused():
     (k,) = scan_of_scan.program(tj.device("numba").layout).kernels
     with pytest.raises(tj.UnsupportedError, match="65535"):
         wgsl.render(k, limited)
+
+
+LLVMPIPE = wgsl.WGSLOptions(max_local_size=1024, group_max_rows=32, max_loop=65535, private_max=256,
+                            local_bytes=32768)
+
+
+def _kernel(body, *specs):
+    (k,) = tj.kernel(body).trace(*specs).program(WebGPUTarget.layout).kernels
+    return k
+
+
+def test_every_loop_of_an_invocation_and_a_sorts_network_count_against_llvmpipes_budget():
+    """llvmpipe's budget is one per invocation, not per loop nest (measured: a loop of 40000 after one of
+    40000 ran 25534 times), and a sort's bitonic network is loops too: a softmax row of 30000 is three
+    loops of 30000, a row of 2000 sorted by one invocation is 67584 steps. Both ran in one invocation per
+    row past 32 rows, silently wrong; they get a work-group each."""
+    softmax_rows = _kernel(softmax.fn, tj.spec((64, 30_000), "float32"))
+    sort_rows = _kernel(lambda x: np.sort(x, axis=1), tj.spec((64, 2000), "float32"))
+    short_sort_rows = _kernel(lambda x: np.sort(x, axis=1), tj.spec((64, 1000), "float32"))
+    for k, mode in [(softmax_rows, "group"), (sort_rows, "group"), (short_sort_rows, "thread")]:
+        assert wgsl.render(k, LLVMPIPE).launch.mode == mode, k.name
+        assert wgsl.render(k, replace(LLVMPIPE, max_loop=None)).launch.mode == "thread", k.name
+
+
+def test_long_arrays_of_an_invocation_live_in_its_slice_of_work_group_memory():
+    """llvmpipe compiles an indexed private array in time growing with the square of its length (a sort's
+    row of 1024: 25 s at the first launch; 2048: about 100 s): past private_max, each invocation's keys and
+    positions are its slice of a work-group array, the work-group as large as the memory holds them."""
+    k = _kernel(lambda x: np.argsort(x, axis=1).astype(np.int32), tj.spec((64, 1000), "float32"))
+    r = wgsl.render(k, LLVMPIPE)
+    assert r.launch.mode == "thread" and r.launch.local_size == 4 and "@workgroup_size(4)" in r.source
+    assert r.source.count(", 1024>, 4>;") == 2 and "var<workgroup>" in r.source and "array<f32, 1024>;" not in r.source
+    private = wgsl.render(k, replace(LLVMPIPE, private_max=None)).source
+    assert "var<workgroup>" not in private and "array<f32, 1024>;" in private and "@workgroup_size(256)" in private
+    short = wgsl.render(_kernel(lambda x: np.sort(x, axis=1), tj.spec((64, 200), "float32")), LLVMPIPE).source
+    assert "var<workgroup>" not in short and "array<f32, 256>;" in short
+
+
+@needs_webgpu
+@pytest.mark.parametrize(("shape", "mode"), [((40, 2000), "group"), ((300, 300), "thread")], ids=str)
+def test_many_long_rows_sort_on_this_adapter_in_two_dimensional_dispatches(shape, mode, monkeypatch, rng):
+    """Past its work-groups' rows (set to 4 here, whatever the cores) and past a dispatch dimension (set to 7
+    work-groups): rows of 2000 each get a work-group (one invocation's network passes llvmpipe's budget),
+    rows of 300 an invocation each, with their arrays in slices of work-group memory on llvmpipe."""
+    dev = tj.device("webgpu")
+    monkeypatch.setattr(dev, "options", replace(dev.options, group_max_rows=4, max_workgroups=7))
+    x = rng.integers(-20, 20, shape).astype(np.float32)
+    x[rng.random(shape) < 0.05] = np.nan
+
+    def body(x):
+        values, positions = tj.topk(x, 3)
+        return np.sort(x, axis=1), np.argsort(x, axis=1).astype(np.int32), values, positions.astype(np.int32)
+
+    kernel = tj.kernel(body)
+    launches = [k.rendered for k in kernel.lower(x, device="webgpu").kernels if "sort" in k.name]
+    assert len(launches) == 3 and all(r.groups[1] > 1 for r in launches)
+    if dev.options.max_loop is not None:   # llvmpipe
+        assert {r.launch.mode for r in launches} == {mode}
+    got = [np.asarray(g) for g in kernel(x, device="webgpu")]
+    nan = np.isnan(x)
+    order = np.lexsort((np.where(nan, 0, -x), ~nan), axis=1)[:, :3]
+    for g, w in zip(got, (np.sort(x, axis=1), np.argsort(x, axis=1, kind="stable"),
+                          np.take_along_axis(x, order, 1), order)):
+        np.testing.assert_array_equal(g, w)
+
+
+@needs_webgpu
+def test_rows_whose_loops_together_pass_llvmpipes_budget_are_right(monkeypatch, rng):
+    dev = tj.device("webgpu")
+    monkeypatch.setattr(dev, "options", replace(dev.options, group_max_rows=4))
+    x = rng.standard_normal((16, 30_000)).astype(np.float32)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(tj.kernel(softmax.fn)(x, device="webgpu").numpy(), e / e.sum(axis=-1, keepdims=True),
+                               rtol=1e-5, atol=1e-9)
 
 
 @needs_webgpu
