@@ -173,6 +173,31 @@ def draw_inputs(data):
     return inputs
 
 
+def random_chain(rng: np.random.Generator, inputs, depth: int):
+    """A program `depth` steps deep, drawn with rng (hypothesis draws a seed: thousands of draws would
+    overrun its buffer): each step an elementwise op of the latest value, with any earlier value as the
+    partner of a binary one, now and then a reduction kept as a dimension; a value past 10 in magnitude is
+    squashed by tanh, so the program stays in range however deep. Returns (program, NumPy values)."""
+    values, program = [np.asarray(x) for x in inputs], []
+    while len(program) < depth:
+        last = len(values) - 1
+        ndim, r = values[last].ndim, rng.random()
+        if r < 0.5:
+            step = ("unary", str(rng.choice(sorted(UNARY))), last)
+        elif r < 0.95 or not ndim:
+            partners = [j for j, w in enumerate(values) if broadcastable(values[last].shape, w.shape)]
+            step = ("binary", str(rng.choice(sorted(BINARY))), last, int(rng.choice(partners)))
+        else:
+            step = ("reduce", str(rng.choice(REDUCTIONS)), last, int(rng.integers(-ndim, ndim)), True)
+        for step in (step, ("unary", "tanh", len(values))):
+            with np.errstate(all="raise", under="ignore"):
+                values.append(np.asarray(apply_step(step, values)))
+            program.append(step)
+            if np.max(np.abs(values[-1]), initial=0.0) <= 10:
+                break
+    return program, values
+
+
 def describe(program, inputs):
     lines = [f"v{i} = input {x.dtype} {x.shape}" for i, x in enumerate(inputs)]
     lines += [f"v{len(inputs) + n} = {step}" for n, step in enumerate(program)]
@@ -214,3 +239,25 @@ def check_random_program(data, device: str) -> None:
         expected = np.asarray(run_program(program, second))
     assert_close(kernel(*second, device=device), expected, rtol=rtol,
                  atol=rtol * max(1.0, magnitude, float(np.max(np.abs(expected), initial=0.0))), what="second call")
+
+
+DEEP_STEPS = 400   # on numba and opencl; a tenth of it on the other devices
+
+
+@settings(max_examples=max(3, EXAMPLES // 20), deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          print_blob=True)
+@given(data=st.data())
+def test_deep_random_program_matches_numpy(data, device):
+    """Random programs hundreds of operations deep (a Python loop's worth): past the depth where the graph's
+    walks once hit Python's recursion limit, and cut into several kernels (ir/fuse.py MAX_FUSED_DEPTH)."""
+    inputs = draw_inputs(data)
+    if device in ("webgpu", "metal"):
+        inputs = [x.astype(np.float32) for x in inputs]
+    depth = DEEP_STEPS if device in ("numba", "opencl") else DEEP_STEPS // 10
+    program, values = random_chain(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="chain seed")),
+                                   inputs, depth)
+    note(describe(program, inputs))
+    magnitude = max(float(np.max(np.abs(v), initial=0.0)) for v in values)
+    rtol = 1e-4 if any(x.dtype == np.float32 for x in inputs) else 1e-9
+    result = make_kernel(program, len(inputs))(*inputs, device=device)
+    assert_close(result, values[-1], rtol=rtol, atol=rtol * max(1.0, magnitude))
