@@ -163,6 +163,19 @@ def test_a_pointer_chase_of_300_gathers_matches_numpy(device, rng):
     np.testing.assert_array_equal(out, expected)
 
 
+def test_a_loop_of_np_roll_alone_matches_numpy(device, rng):
+    """Index arithmetic that does not collapse, nested a level per step: ((i + 1) % 50 + 1) % 50 ..."""
+    steps = depth(device, 1500)
+
+    def rolls(x):
+        for _ in range(steps):
+            x = np.roll(x, 1)
+        return x
+
+    out, expected = run(rolls, (rng.random(50).astype(float_dtype(device)),), device)
+    np.testing.assert_array_equal(out, expected)
+
+
 def test_a_deep_program_prints_as_graph_ir():
     def chain(x):
         for _ in range(3000):

@@ -28,7 +28,8 @@ SPLIT_MAX_OUTPUT = 64        # ... into fewer values than this run in two stages
 SPLIT_CHUNK = 4096
 SPLIT_MIN_SCAN = 1 << 14     # scans at least this long over fewer rows than SPLIT_MAX_OUTPUT run blocked
 MAX_FUSED_DEPTH = 256        # dependent operations in one kernel at most (_deep_cuts)
-MAX_GATHER_NESTING = 32      # gathers of gathers in one kernel at most
+MAX_INDEX_NESTING = 128      # reshapes and pads in a row in one kernel at most (_deep_cuts) ...
+GATHER_NESTING = 4           # ... where a gather counts as this many
 
 
 @dataclass
@@ -240,7 +241,9 @@ def _deep_cuts(order: list[Node], realized: set[Node]) -> set[Node]:
     quadratic in a loop's body (numba, PoCL: 2,000 dependent operations 0.6 s, 10,000 about 12 s); cut every
     MAX_FUSED_DEPTH operations, a program's compile time grows linearly with its length, and one store and
     one load per few hundred operations cost next to nothing when the kernels run. Gathers nest their index
-    expressions (p = nxt[p] in a loop: an index read at an index read at ...): at most MAX_GATHER_NESTING."""
+    expressions (p = nxt[p] in a loop: an index read at an index read at ...), and so do reshapes and
+    pads where they do not cancel (np.roll in a loop: ((i + 49) % 50 + 49) % 50 ...): Python recursion over
+    the nested expressions stays far from its limit with at most MAX_INDEX_NESTING of them."""
     depth: dict[Node, tuple[int, int]] = {}
     cuts: set[Node] = set()
     for n in order:
@@ -248,9 +251,11 @@ def _deep_cuts(order: list[Node], realized: set[Node]) -> set[Node]:
         g = max((depth[s][1] for s in n.srcs), default=0)
         if n.op in ELEMENTWISE or n.op is Op.GATHER:
             d += 1
-            g += n.op is Op.GATHER
-            if (d >= MAX_FUSED_DEPTH or g >= MAX_GATHER_NESTING) and n.size:
-                cuts.add(n)
+            g += GATHER_NESTING if n.op is Op.GATHER else 0
+        elif n.op in (Op.RESHAPE, Op.PAD):   # a division, modulo or clamp around the index: nested too
+            g += 1
+        if (d >= MAX_FUSED_DEPTH or g >= MAX_INDEX_NESTING) and n.size and n.op is not Op.INPUT:
+            cuts.add(n)
         depth[n] = (0, 0) if n in cuts or n in realized else (d, g)
     return cuts
 
