@@ -235,19 +235,21 @@ def _cost(node: Node, buffers: dict, memo: dict) -> int:
 
 
 def _reads_memory(node: Node, buffers: dict, memo: dict) -> bool:
-    """Whether computing node loads anything."""
-    stack, order = [node], []
+    """Whether computing node loads anything (a post-order walk: each node of the DAG once, however many
+    paths reach it; syrk's triangular updates made a walk per path take minutes)."""
+    stack, seen = [(node, False)], set()
     while stack:
-        n = stack.pop()
+        n, srcs_done = stack.pop()
         if n in memo:
             continue
-        if n.op is Op.INPUT or n in buffers:
+        if srcs_done:
+            memo[n] = any(memo[s] for s in n.srcs)
+        elif n.op is Op.INPUT or n in buffers:
             memo[n] = True
-            continue
-        order.append(n)
-        stack.extend(s for s in n.srcs if s not in memo)
-    for n in reversed(order):
-        memo.setdefault(n, any(memo.get(s, False) for s in n.srcs))
+        elif n not in seen:
+            seen.add(n)
+            stack.append((n, True))
+            stack.extend((s, False) for s in n.srcs if s not in memo)
     return memo[node]
 
 
