@@ -253,3 +253,54 @@ def test_random_kernels_are_refused_where_draws_would_repeat_or_split():
     da = pytest.importorskip("dask.array")
     with pytest.raises(tj.UnsupportedError, match="Dask"):
         f(da.zeros(4, chunks=2))
+
+
+# ---- the fuzzer: a random draw of a random distribution, shape and dtype, in a small program ----
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FUZZ_EXAMPLES = int(__import__("os").environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 10   # per device
+
+_DRAWS = {   # method -> (arguments strategy, support check of the values)
+    "random": (st.just(()), lambda v, a: (0 <= v).all() and (v < 1).all()),
+    "uniform": (st.tuples(st.sampled_from([-2.0, 0.0, 1.5]), st.sampled_from([2.0, 3.5])),
+                lambda v, a: (a[0] <= v).all() and (v <= a[1]).all()),
+    "integers": (st.tuples(st.integers(-5, 3), st.integers(4, 40)), lambda v, a: (a[0] <= v).all() and (v < a[1]).all()),
+    "standard_normal": (st.just(()), lambda v, a: np.isfinite(v).all()),
+    "exponential": (st.tuples(st.sampled_from([0.5, 2.0])), lambda v, a: (v >= 0).all() and np.isfinite(v).all()),
+    "choice": (st.tuples(st.integers(1, 9)), lambda v, a: (0 <= v).all() and (v < a[0]).all()),
+}
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+@given(method=st.sampled_from(sorted(_DRAWS)), data=st.data(),
+       shape=st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple), seed=st.integers(0, 2**31))
+def test_random_draws_fuzz(method, data, shape, seed, device):
+    strategy, within = _DRAWS[method]
+    args = data.draw(strategy, label="arguments")
+    dt = float_dtype(device)
+    floats = method in ("random", "standard_normal", "exponential")
+    extra = {"dtype": dt} if method in ("random", "standard_normal") else {"dtype": np.int32} \
+        if method == "integers" else {}
+
+    def program(x, g):
+        draw = getattr(g, method)(*args, size=shape, **extra) if method not in ("random", "standard_normal") \
+            else getattr(g, method)(shape, **extra)
+        return draw, x + draw * 0
+
+    k = tj.kernel(program)
+    x = np.zeros(shape, dt)
+    expected = program(x, np.random.default_rng(seed))
+    if device in ("webgpu", "metal") and any(np.asarray(e).dtype.itemsize == 8 for e in expected):
+        with pytest.raises(tj.DtypeError):   # NumPy's float64 / int64 results, which these devices lack
+            k(x, np.random.default_rng(seed), device=device)
+        return
+    first = [np.asarray(v) for v in k(x, np.random.default_rng(seed), device=device)]
+    again = [np.asarray(v) for v in k(x, np.random.default_rng(seed), device=device)]
+    for got, want in zip(first, expected):
+        assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype, (got.dtype, np.asarray(want).dtype)
+    assert within(first[0], args), (method, args, first[0])
+    np.testing.assert_array_equal(first[0], again[0])        # a Generator's seed gives its stream again
+    if floats and first[0].size >= 64:
+        assert np.unique(first[0]).size > first[0].size // 2  # not a constant nor a short cycle

@@ -2,6 +2,7 @@
 tracejit kernels: each program is a plain function, its input maker and the dtypes its source uses."""
 from __future__ import annotations
 
+import inspect
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,8 +39,10 @@ def program(function: Callable[..., Any], inputs: Callable[[np.random.Generator,
 
 def all_programs() -> list[Program]:
     """Every program of every corpus module, in a stable order."""
-    from . import benchmarks, cumulative_and_order, numba_examples, numexpr_exprs, science, transformer
-    return [p for module in (transformer, numexpr_exprs, numba_examples, benchmarks, science, cumulative_and_order)
+    from . import (benchmarks, cumulative_and_order, numba_examples, numexpr_exprs, procedures, science,
+                   transformer)
+    return [p for module in (transformer, numexpr_exprs, numba_examples, benchmarks, science, cumulative_and_order,
+                                   procedures)
             for p in module.PROGRAMS]
 
 
@@ -49,9 +52,14 @@ def run_program(p: Program, dtype: str, device: str) -> None:
     their arguments in place."""
     args = p.inputs(np.random.default_rng(zlib.crc32(f"{p.name}-{dtype}".encode())), dtype)
     kernel = tj.kernel(static=tuple(p.static))(p.function) if p.static else tj.kernel(p.function)
-    result = run_kernel(kernel, *_copies(args), device=device, **p.static)
+    kernel_args, numpy_args = _copies(args), _copies(args)
+    result = run_kernel(kernel, **_by_name(p, kernel_args), device=device)
     with np.errstate(all=p.numpy_errors, under="ignore"):  # float32 exp underflowing to 0 is ordinary
-        expected = p.function(*_copies(args), **p.static)
+        expected = p.function(**_by_name(p, numpy_args))
+    if expected is None:   # a procedure: what it computes is what it did to its arguments
+        assert result is None, f"{p.name} returns None; the kernel returned {type(result).__name__}"
+        result, expected = tuple(a for a in kernel_args if isinstance(a, np.ndarray)), \
+            tuple(a for a in numpy_args if isinstance(a, np.ndarray))
     # A float64 result computed from float32 data (a NumPy float64 scalar promotes a float32 chain
     # midway, as in GPT-2's gelu) carries the float32 steps' rounding: compare at the input's precision.
     outputs = expected if isinstance(expected, tuple) else (expected,)
@@ -59,6 +67,16 @@ def run_program(p: Program, dtype: str, device: str) -> None:
     rtol, atol = max((tolerances(d) for d in floats), default=(None, None))
     atol = p.reordered_atol.get(dtype, atol)
     assert_close(result, expected, rtol=rtol, atol=atol)
+    for i, (mine, theirs) in enumerate(zip(kernel_args, numpy_args)):   # arguments assigned into, as NumPy
+        if isinstance(theirs, np.ndarray):
+            assert_close(mine, theirs, rtol=rtol, atol=atol, what=f"{p.name}: argument {i} after the call")
+
+
+def _by_name(p: Program, args: tuple) -> dict:
+    """The call's arguments by parameter name: the inputs fill the parameters that are not static, in
+    order (npbench's kernel(TSTEPS, A, B) takes its loop count first)."""
+    names = [n for n in inspect.signature(p.function).parameters if n not in p.static]
+    return {**dict(zip(names, args)), **p.static}
 
 
 def _copies(args: tuple) -> tuple:

@@ -40,7 +40,7 @@ REFUSED_HINT = ("On Debian or Ubuntu, `apt-get install pocl-opencl-icd` adds the
 REDUCTION_SCRATCH = 4096   # bytes of local memory left for reduction trees when keeping rows
 CPU_ROWS_PER_UNIT = 16     # CPU devices: group mode only for fewer rows than this per compute unit
 CPU_KEEP_ROW_MAX = 2048    # CPU devices: longest row kept in a work-item's private array
-CPU_SORT_BYTES = 1 << 16   # CPU devices: a sorted row's private arrays (PoCL crashed at 128 KiB)
+CPU_SORT_BYTES = 1 << 14   # CPU devices: a sorted row's private arrays (PoCL crashed at 128 KiB; 64 KiB crashed with 40 rows)
 
 
 class DeviceBuffer(Buffer):
