@@ -231,7 +231,11 @@ def test_a_writer_killed_mid_write_leaves_no_visible_entry(tmp_path):
     assert cache.get(k) == b"whole"
 
 
-def test_a_failed_build_is_never_stored(monkeypatch, device):
+def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
+    # a cache of its own: the suite's other worker fills the shared one meanwhile
+    monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
+    for module in ("numba_device", "numba_cache", "size_templates", "opencl_device", "cuda_compiler"):
+        monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
     if device == "opencl":
         dev = tj.device("opencl")
         source = "__kernel void k0_broken(__global float* out) { out[0] = nope; }"

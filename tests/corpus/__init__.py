@@ -53,9 +53,11 @@ def run_program(p: Program, dtype: str, device: str) -> None:
     args = p.inputs(np.random.default_rng(zlib.crc32(f"{p.name}-{dtype}".encode())), dtype)
     kernel = tj.kernel(static=tuple(p.static))(p.function) if p.static else tj.kernel(p.function)
     kernel_args, numpy_args = _copies(args), _copies(args)
-    result = run_kernel(kernel, **_by_name(p, kernel_args), device=device)
+    positional, keywords = _call_of(p, kernel_args)
+    result = run_kernel(kernel, *positional, device=device, **keywords)
+    positional, keywords = _call_of(p, numpy_args)
     with np.errstate(all=p.numpy_errors, under="ignore"):  # float32 exp underflowing to 0 is ordinary
-        expected = p.function(**_by_name(p, numpy_args))
+        expected = p.function(*positional, **keywords)
     if expected is None:   # a procedure: what it computes is what it did to its arguments
         assert result is None, f"{p.name} returns None; the kernel returned {type(result).__name__}"
         result, expected = tuple(a for a in kernel_args if isinstance(a, np.ndarray)), \
@@ -72,11 +74,15 @@ def run_program(p: Program, dtype: str, device: str) -> None:
             assert_close(mine, theirs, rtol=rtol, atol=atol, what=f"{p.name}: argument {i} after the call")
 
 
-def _by_name(p: Program, args: tuple) -> dict:
-    """The call's arguments by parameter name: the inputs fill the parameters that are not static, in
-    order (npbench's kernel(TSTEPS, A, B) takes its loop count first)."""
-    names = [n for n in inspect.signature(p.function).parameters if n not in p.static]
-    return {**dict(zip(names, args)), **p.static}
+def _call_of(p: Program, args: tuple) -> tuple[tuple, dict]:
+    """The call's positional and keyword arguments: the inputs fill the parameters that are not static, in
+    order; static ones go by keyword, and so does every input after one (npbench's kernel(TSTEPS, A, B) takes
+    its loop count first)."""
+    params = list(inspect.signature(p.function).parameters)
+    first_static = min((params.index(s) for s in p.static), default=len(params))
+    names = [n for n in params if n not in p.static]
+    n = min(first_static, len(args))
+    return tuple(args[:n]), {**dict(zip(names[n:], args[n:])), **p.static}
 
 
 def _copies(args: tuple) -> tuple:

@@ -254,7 +254,12 @@ def _deep_cuts(order: list[Node], realized: set[Node]) -> set[Node]:
             g += GATHER_NESTING if n.op is Op.GATHER else 0
         elif n.op in (Op.RESHAPE, Op.PAD):   # a division, modulo or clamp around the index: nested too
             g += 1
-        if (d >= MAX_FUSED_DEPTH or g >= MAX_INDEX_NESTING) and n.size and n.op is not Op.INPUT:
+        # cut at a computed value where there is one: a loop of in-place assignments (a pad, then a where, per
+        # step) cut at its pads read a buffer per cut in one kernel (64: past webgpu's 32); a view only where
+        # no computed value comes to cut at (np.roll alone in a loop)
+        computed = n.op in ELEMENTWISE or n.op is Op.GATHER
+        if n.size and (computed and (d >= MAX_FUSED_DEPTH or g >= MAX_INDEX_NESTING)
+                       or n.op in (Op.RESHAPE, Op.PAD) and g >= 2 * MAX_INDEX_NESTING):
             cuts.add(n)
         depth[n] = (0, 0) if n in cuts or n in realized else (d, g)
     return cuts

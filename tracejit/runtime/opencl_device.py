@@ -81,8 +81,9 @@ class OpenCLDevice(Device):
         devices = all_devices()
         if not devices:
             refused = refused_devices()
-            if refused:
-                return False, ("no OpenCL device can build a kernel: " + "; ".join(refused) + ". " + REFUSED_HINT), ""
+            if refused:   # (PoCL builds in its cache directory: a full or read-only one is the reason then)
+                return False, pocl_cannot_write() or ("no OpenCL device can build a kernel: " + "; ".join(refused)
+                                                      + ". " + REFUSED_HINT), ""
             return False, pocl_cache_problem() or f"no OpenCL platform or device found; {INSTALL_HINT}", ""
         try:
             chosen = choose(devices)
