@@ -280,9 +280,12 @@ def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(disk_cache, "write_atomic", full)
     monkeypatch.setattr(disk_cache, "_warned", set())
+    # a constant of this device's own: the CUDA check (conftest) compiles the numba run's kernels for CUDA in
+    # the same worker, and a kernel compiled before writes nothing, so nothing would warn
+    bias = np.float32(0.5 + sum(map(ord, device)) / 1024)
     with pytest.warns(CacheWarning, match="No space left"):
-        got = tj.kernel(lambda a: a * 7.25 + 0.5)(np.arange(4, dtype=np.float32), device=device)
-    np.testing.assert_array_equal(np.asarray(got), np.arange(4, dtype=np.float32) * 7.25 + 0.5)
+        got = tj.kernel(lambda a: a * 7.25 + bias)(np.arange(4, dtype=np.float32), device=device)
+    np.testing.assert_array_equal(np.asarray(got), np.arange(4, dtype=np.float32) * 7.25 + bias)
 
 
 def test_the_size_cap_evicts_least_recently_used_entries(monkeypatch, tmp_path):
