@@ -254,3 +254,15 @@ def test_redefining_a_kernel_in_a_notebook_cell_uses_the_new_body(device):
         cell = f"@tj.kernel\ndef k(x):\n    return {body}\nresult = k(X, device=DEVICE)\n"
         exec(compile(cell, "<ipython-input-7-0123abcd>", "exec"), namespace)
         np.testing.assert_array_equal(np.asarray(namespace["result"]), _x() * factor)
+
+
+def test_a_random_generator_attribute_is_refused_not_baked_in():
+    class Noisy:
+        def __init__(self):
+            self.rng = np.random.default_rng(0)
+
+        @tj.kernel
+        def noise(self, x):
+            return x + self.rng.random(x.shape)
+    with pytest.raises(tj.ArgumentError, match="random generator"):
+        Noisy().noise(_x())

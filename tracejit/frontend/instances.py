@@ -63,6 +63,11 @@ def _tree(v, path: str, leaves: list, top: bool = False):
         return ("array",)
     if isinstance(v, (list, tuple)) and any(_holds_arrays(x) for x in v):
         return (type(v).__name__, tuple(_tree(x, f"{path}[{i}]", leaves) for i, x in enumerate(v)))
+    if isinstance(v, (np.random.Generator, np.random.RandomState)):
+        # a constant it would be NumPy's own: its draws while tracing baked into the code, the same every call
+        raise ArgumentError(f"{path.rstrip('.')} is a NumPy random generator; pass it to the kernel as an argument "
+                            "(a Generator argument draws a fresh stream on every call, README: Random numbers in "
+                            "kernels)")
     if is_instance(v):
         inner: list = []
         sub = _tree(dict(vars(v)), f"{path}.", inner, top=True)
