@@ -273,19 +273,26 @@ def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba_device", "opencl_device", "cuda_compiler"):
+    for module in ("numba_device", "numba_cache", "size_templates", "opencl_device", "cuda_compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
 
     def full(path, data):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(disk_cache, "write_atomic", full)
+    monkeypatch.setattr("tracejit.runtime.numba_cache.write_atomic", full)   # (imported by name there)
     monkeypatch.setattr(disk_cache, "_warned", set())
     # a constant of this device's own: the CUDA check (conftest) compiles the numba run's kernels for CUDA in
     # the same worker, and a kernel compiled before writes nothing, so nothing would warn
     bias = np.float32(0.5 + sum(map(ord, device)) / 1024)
-    with pytest.warns(CacheWarning, match="No space left"):
-        got = tj.kernel(lambda a: a * 7.25 + bias)(np.arange(4, dtype=np.float32), device=device)
+    k = tj.kernel(lambda a: a * 7.25 + bias)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = k(np.arange(4, dtype=np.float32), device=device)
     np.testing.assert_array_equal(np.asarray(got), np.arange(4, dtype=np.float32) * 7.25 + bias)
+    # a kernel this process had compiled before writes nothing (and so cannot meet the full disk)
+    if k.cache_info()["compiles"]:
+        assert any(issubclass(w.category, CacheWarning) and "No space left" in str(w.message) for w in seen), \
+            [str(w.message) for w in seen]
 
 
 def test_the_size_cap_evicts_least_recently_used_entries(monkeypatch, tmp_path):
