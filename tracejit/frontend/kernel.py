@@ -8,6 +8,8 @@ import threading
 import time
 from collections import OrderedDict
 
+import numpy as np
+
 
 from ..errors import ArgumentError, TraceError, TracejitError, UnsupportedError
 from ..ir import build, faulting
@@ -16,6 +18,7 @@ from ..ir.verify import verify_graph, verify_kernel
 from ..runtime import profiler, registry
 from ..runtime import debug
 from ..runtime.debug import compile_times, log, stage
+from ..runtime.array import Array
 from ..runtime.device_stats import DeviceStats, failed
 from . import allocation, capture, random_draws, shipping
 from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
@@ -91,7 +94,11 @@ class Kernel:
                                        "nothing here (Dask runs its blocks later, on its workers); call it outside")
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
-        args = self._bind(args, kwargs)
+        # (binding is skipped where it changes nothing: all positional, arrays and numbers; it cost a cached call
+        # with a static argument a third of its time)
+        if kwargs or len(args) != self._nparams or not self._params.simple or \
+                not all(type(a) in _PLAIN_ARGUMENTS for a in args):
+            args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
         key = self._fast_key(dev, *args) if not self._static and len(args) == self._nparams else self._key(dev, args)
         plans = self._plans
@@ -442,6 +449,9 @@ class BoundKernel:
     def __repr__(self) -> str:
         return f"<bound tracejit.kernel {self.kernel.__qualname__} of {self.bound!r}>"
 
+
+# arguments a call can key its plan on as they are (no object to take apart, no class to make a constant)
+_PLAIN_ARGUMENTS = frozenset((np.ndarray, Array, float, int, bool))
 
 PLAN_CACHE_SIZE = 128
 ENV_PLAN_CACHE_SIZE = "TRACEJIT_PLAN_CACHE_SIZE"
