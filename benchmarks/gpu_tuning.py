@@ -1,7 +1,7 @@
 """The cuda device's launch-shape choices, measured side by side on the GPU at hand: matrix-product tiles
 (float32 SIMT tiles, float16 mma.sync tiles), the transposed-read tile of `x.T + y`, the threads a row
 reduction's block gets per element, and whether row kernels keep their input in shared memory. Every variant is checked against NumPy before it is timed. The
-defaults in tracejit (codegen/tiled.py TILE and MMA_TILE, runtime/cuda_device.py TRANSPOSE_TILES and
+defaults in tracejit (codegen/simt/tiled.py TILE and MMA_TILE, runtime/cuda/device.py TRANSPOSE_TILES and
 GROUP_STRIDE) were chosen with this script on an H200; run it on another GPU to see whether they hold there.
 
     python benchmarks/gpu_tuning.py [--quick | --smoke] [--only tiles,transpose,rows,kept]
@@ -17,8 +17,8 @@ from dataclasses import replace
 import numpy as np
 
 import tracejit as tj
-from tracejit.codegen import tiled
-from tracejit.codegen.tiled import Tile
+from tracejit.codegen.simt import tiled
+from tracejit.codegen.simt.tiled import Tile
 
 FLOAT32_TILES = [Tile(128, 128, 8, 8, 8, 256, run=1), Tile(128, 128, 8, 8, 8, 256), Tile(128, 128, 16, 8, 8, 256),
                  Tile(128, 64, 8, 8, 4, 256), Tile(64, 64, 16, 4, 4, 256)]

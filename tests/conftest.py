@@ -144,7 +144,7 @@ def rng(request: pytest.FixtureRequest) -> np.random.Generator:
 
 @pytest.fixture(params=["native", "python"])
 def numba_renderer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each numba kernel rendered natively where it can be (codegen/numba_native.py, the default), or every
+    """Each numba kernel rendered natively where it can be (codegen/cpu/native.py, the default), or every
     one as Python for Numba (TRACEJIT_NUMBA_NATIVE=0): tests that read a kernel's source run with both."""
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "1" if request.param == "native" else "0")
     return request.param

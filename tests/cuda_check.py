@@ -19,10 +19,10 @@ import os
 import threading
 
 import tracejit.frontend.kernel as kernel_module
-from tracejit.codegen import cuda as cuda_codegen
-from tracejit.codegen import nvrtc
+from tracejit.codegen.simt import cuda as cuda_codegen
+from tracejit.codegen.simt import nvrtc
 from tracejit.errors import CompileError, DeviceError, DtypeError
-from tracejit.runtime.cuda_compiler import CudaTarget
+from tracejit.runtime.cuda.compiler import CudaTarget
 from tracejit.runtime.device_memory import by_value_params
 
 PTX_ARCH = "sm_80"
@@ -62,7 +62,7 @@ class Checker:
         try:
             rendered = [cuda_codegen.render(k, compiler.options, by_value_params(program, keys))
                         for k, keys in zip(program.kernels, program.launches)]
-        except DtypeError as e:   # a scatter of a dtype CUDA has no atomics for (codegen/atomics.py)
+        except DtypeError as e:   # a scatter of a dtype CUDA has no atomics for (codegen/simt/atomics.py)
             if "cannot run on" not in str(e):
                 raise
             return

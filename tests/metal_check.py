@@ -1,5 +1,5 @@
 """Every kernel the suite compiles on the numba device is also rendered as MSL for Metal and checked
-by tracejit.codegen.msl_check: compiled as C++ by clang++ against the project's shim of the Metal
+by tracejit.codegen.simt.msl_check: compiled as C++ by clang++ against the project's shim of the Metal
 standard library, and its [[...]] attributes checked. No Mac is needed, so CI checks every generated MSL
 kernel; a failure fails the test that produced the kernel. Kernels Metal cannot take (float64, more than
 31 buffers) raise a clear error at lowering instead, and are counted apart.
@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 
 from cuda_check import after_numba_lowering
-from tracejit.codegen import msl_check
+from tracejit.codegen.simt import msl_check
 from tracejit.errors import DtypeError, UnsupportedError
-from tracejit.runtime.metal_device import MetalTarget
+from tracejit.runtime.metal.device import MetalTarget
 
 
 def unavailable_reason() -> str | None:

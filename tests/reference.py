@@ -271,13 +271,13 @@ def check_assigned_arguments(device: str, rng: np.random.Generator):
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading a numba kernel's source, in either of its renderings (codegen/numba.py's Python, or
-# codegen/numba_native.py's LLVM IR under a one-line Python function)
+# Reading a numba kernel's source, in either of its renderings (codegen/cpu/numba.py's Python, or
+# codegen/cpu/native.py's LLVM IR under a one-line Python function)
 
 
 def native_ir(source: str) -> str | None:
     """The LLVM IR of a natively rendered numba kernel's module, else None (a Python rendering)."""
-    from tracejit.codegen.numba import native_ir as ir_of
+    from tracejit.codegen.cpu.numba import native_ir as ir_of
     return ir_of(source)
 
 

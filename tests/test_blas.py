@@ -1,4 +1,4 @@
-"""The numba device's matrix products (runtime/blas.py): MKL's cblas gemm where the mkl wheel is installed
+"""The numba device's matrix products (runtime/numba/blas.py): MKL's cblas gemm where the mkl wheel is installed
 (the dev extra installs it), NumPy's matmul otherwise; every layout either reads in place, or that NumPy
 takes over, against np.matmul."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.errors import DeviceError
-from tracejit.runtime import blas
+from tracejit.runtime.numba import blas
 
 LAYOUTS = {
     "contiguous": lambda x: x,
@@ -137,7 +137,7 @@ def test_later_calls_launch_mkl_from_compiled_code_and_match_numpy(rng, monkeypa
 @needs_mkl
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_driver_refuses_a_buffer_too_short_or_a_pointer_between_elements(rng, dtype):
-    from tracejit.runtime.numba_device import NumbaDevice
+    from tracejit.runtime.numba.device import NumbaDevice
     entry = NumbaDevice()._gemm_driver(dtype)
     a, c = rng.standard_normal(12).astype(dtype), rng.standard_normal(12).astype(dtype)
     out = np.zeros(9, dtype)
@@ -157,7 +157,7 @@ def test_the_driver_refuses_a_buffer_too_short_or_a_pointer_between_elements(rng
 @pytest.fixture
 def driver_loads(monkeypatch) -> list[bool]:
     """Each load of the MKL launcher, as its `compile` argument (False: only from the disk cache)."""
-    from tracejit.runtime.numba_device import NumbaDevice
+    from tracejit.runtime.numba.device import NumbaDevice
     compiles = []
     load = NumbaDevice._gemm_driver
     monkeypatch.setattr(NumbaDevice, "_gemm_driver", lambda self, dtype, compile=True: (
@@ -229,7 +229,7 @@ def test_kernels_beside_products_share_the_products_threads_only_where_those_spi
     start and stop), or on OpenMP's threads where MKL's libgomp threads spin long after each product (Numba's
     prange loop, or the parallel entry point of a kernel LLVM compiles directly); its result is NumPy's
     either way."""
-    from tracejit.runtime import numba_threads
+    from tracejit.runtime.numba import threads as numba_threads
     monkeypatch.setattr(blas, "products_spin_long", lambda: spins)
     monkeypatch.setattr(numba_threads, "openmp_layer", lambda: True)
     x, w = rng.standard_normal((256, 96)).astype(np.float32), rng.standard_normal((96, 512)).astype(np.float32)
@@ -256,8 +256,8 @@ def test_a_launcher_that_fails_to_build_leaves_the_products_right(rng, monkeypat
     """Whatever goes wrong building the launcher, the call that asked for it returns its result, with a
     warning, and the product keeps the ctypes way."""
     from tracejit.errors import CompileError
-    from tracejit.runtime import disk_cache
-    from tracejit.runtime.numba_device import NumbaDevice
+    from tracejit.runtime.cache import disk as disk_cache
+    from tracejit.runtime.numba.device import NumbaDevice
 
     def broken(self, dtype, compile=True):
         raise CompileError("numba failed to compile kernel tj_gemm: (a test)")

@@ -8,7 +8,7 @@ import pytest
 
 import tracejit as tj
 from reference import assert_close, run_kernel
-from tracejit.frontend.captured import array_node
+from tracejit.numpy.captured import array_node
 from tracejit.ir import interpret
 from tracejit.ir.graph import Op
 from tracejit.ir.table import MAX_ELEMENTS

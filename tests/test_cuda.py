@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.codegen import cuda as cuda_codegen
-from tracejit.codegen import nvrtc
-from tracejit.runtime import cuda_driver, dlpack, emulator
+from tracejit.codegen.simt import cuda as cuda_codegen
+from tracejit.codegen.simt import nvrtc
+from tracejit.runtime.cuda import driver as cuda_driver
+from tracejit.runtime import dlpack, emulator
 from tracejit.runtime import registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +142,8 @@ def test_an_nvrtc_error_names_the_log_and_the_generated_line():
 
 @needs_nvrtc
 def test_a_failed_cuda_build_is_never_stored(tmp_path, monkeypatch):
-    from tracejit.runtime import cuda_compiler, disk_cache
+    from tracejit.runtime.cuda import compiler as cuda_compiler
+    from tracejit.runtime.cache import disk as disk_cache
     monkeypatch.setattr(cuda_compiler, "CACHE", disk_cache.DiskCache(tmp_path))
     compiler = cuda_compiler.CudaCompiler("sm_80")
     broken = 'extern "C" __global__ void k0_broken(float* out) { out[0] = nope; }'
@@ -159,7 +161,8 @@ def test_a_cached_entry_that_is_not_ptx_is_reported_removed_and_rebuilt(tmp_path
     """A payload whose checksum holds but which is not PTX (a planted pickle, say) is never used as PTX."""
     import pickle
     import warnings
-    from tracejit.runtime import cuda_compiler, disk_cache
+    from tracejit.runtime.cuda import compiler as cuda_compiler
+    from tracejit.runtime.cache import disk as disk_cache
     monkeypatch.setattr(cuda_compiler, "CACHE", disk_cache.DiskCache(tmp_path))
     source = 'extern "C" __global__ void k0_fine(float* out) { out[0] = 1.0f; }'
     ptx, _ = cuda_compiler.CudaCompiler("sm_80").ptx("k0_fine", source)
@@ -278,7 +281,7 @@ def test_dlpack_capsules_follow_the_abi_numpy_reads():
 
 
 def test_kernel_arguments_are_packed_for_the_types_the_kernels_declare():
-    from tracejit.runtime.cuda_launch import SCALAR_CTYPES
+    from tracejit.runtime.cuda.launch import SCALAR_CTYPES
     for dt, ct in SCALAR_CTYPES.items():
         assert ctypes.sizeof(ct) == dt.itemsize
     assert set(SCALAR_CTYPES) == set(cuda_codegen.RENDERER.types)
@@ -355,7 +358,7 @@ def test_capture_replays_as_a_cuda_graph(rng):
         g.outputs = softmax(gelu(x, device="cuda"), device="cuda")
     x2 = rng.standard_normal((64, 256)).astype(np.float32)
     out = g(x2)
-    from tracejit.runtime.cuda_launch import CudaGraph
+    from tracejit.runtime.cuda.launch import CudaGraph
     assert any(type(launches) is CudaGraph for _, launches in g._segments)
     ref = softmax(gelu(x2, device="numba"), device="numba")
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)

@@ -13,9 +13,10 @@ import pytest
 from reference import check_assigned_arguments, check_scatter_add
 
 import tracejit as tj
-from tracejit.codegen import nvrtc
-from tracejit.runtime import cuda_compiler, cuda_driver, registry
-from tracejit.runtime.cache_key import SHARED_NAME
+from tracejit.codegen.simt import nvrtc
+from tracejit.runtime.cuda import compiler as cuda_compiler, driver as cuda_driver
+from tracejit.runtime import registry
+from tracejit.runtime.cache.key import SHARED_NAME
 from tracejit.runtime.emulator import build as emulator_build
 from tracejit.runtime.emulator import cuda_driver as emulated_cuda
 

@@ -17,8 +17,9 @@ import pytest
 
 import tracejit as tj
 from reference import require_kept_kernels, unprivileged
-from tracejit.runtime import disk_cache, emulator
-from tracejit.runtime.disk_cache import CacheKey, CacheWarning, DiskCache, parse_entry
+from tracejit.runtime.cache import disk as disk_cache
+from tracejit.runtime import emulator
+from tracejit.runtime.cache.disk import CacheKey, CacheWarning, DiskCache, parse_entry
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -158,12 +159,13 @@ def test_a_truncated_or_altered_entry_is_reported_once_and_rebuilt(tmp_path, dev
 
 def test_a_changed_compiler_version_misses_and_debug_output_says_why(tmp_path, device):
     run_program(tmp_path, device)
-    cuda = ("emulator.build", "compiler_version") if emulator.emulates("cuda") else ("nvrtc", "version")
-    # numba: Numba's version, and LLVM's for the kernels it compiles directly (runtime/llvm_jit.py)
-    changes = {"numba": [("numba_cache", "compiler_versions"), ("llvm_jit", "versions")],
-               "opencl": [("opencl_device", "_pyopencl_version")], "cuda": [cuda]}[device]
+    cuda = (("runtime.emulator.build", "compiler_version") if emulator.emulates("cuda")
+            else ("codegen.simt.nvrtc", "version"))
+    # numba: Numba's version, and LLVM's for the kernels it compiles directly (runtime/numba/llvm_jit.py)
+    changes = {"numba": [("runtime.numba.cache", "compiler_versions"), ("runtime.numba.llvm_jit", "versions")],
+               "opencl": [("runtime.opencl.device", "_pyopencl_version")], "cuda": [cuda]}[device]
     prelude = "".join(f"""
-        import tracejit.{"codegen.nvrtc" if module == "nvrtc" else f"runtime.{module}"} as m
+        import tracejit.{module} as m
         m.{function} = lambda: "a newer compiler"
     """ for module, function in changes)
     changed = run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")
@@ -174,11 +176,11 @@ def test_a_changed_compiler_version_misses_and_debug_output_says_why(tmp_path, d
 def test_a_changed_codegen_hash_misses(tmp_path, device):
     run_program(tmp_path, device)
     prelude = """
-        import tracejit.runtime.cache_key as k
+        import tracejit.runtime.cache.key as k
         k.tracejit_part = lambda: "0.1.0+edited"
-        import tracejit.runtime.numba_device, tracejit.runtime.opencl_device
-        tracejit.runtime.numba_device.tracejit_part = k.tracejit_part
-        tracejit.runtime.opencl_device.tracejit_part = k.tracejit_part
+        import tracejit.runtime.numba.device, tracejit.runtime.opencl.device
+        tracejit.runtime.numba.device.tracejit_part = k.tracejit_part
+        tracejit.runtime.opencl.device.tracejit_part = k.tracejit_part
     """
     assert run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")["compiles"] >= 2
 
@@ -205,8 +207,9 @@ def test_a_writer_killed_mid_write_leaves_no_visible_entry(tmp_path):
     code = f"""
         import os, signal
         from pathlib import Path
-        from tracejit.runtime import disk_cache, emulator
-        from tracejit.runtime.disk_cache import CacheKey, DiskCache
+        from tracejit.runtime import emulator
+        from tracejit.runtime.cache import disk as disk_cache
+        from tracejit.runtime.cache.disk import CacheKey, DiskCache
         real_fdopen = os.fdopen
         class Dying:
             def __init__(self, f): self.f = f
@@ -234,7 +237,7 @@ def test_a_writer_killed_mid_write_leaves_no_visible_entry(tmp_path):
 def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
     # a cache of its own: the suite's other worker fills the shared one meanwhile
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba_device", "numba_cache", "size_templates", "opencl_device", "cuda_compiler"):
+    for module in ("numba.device", "numba.cache", "size_templates", "opencl.device", "cuda.compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
     if device == "opencl":
         dev = tj.device("opencl")
@@ -250,8 +253,8 @@ def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
             compiler.ptx("k0_broken", source)
         assert disk_cache.CACHE.get(compiler.cache_key("k0_broken", source)) is None
         return
-    from tracejit.codegen import numba as numba_codegen
-    from tracejit.codegen import numba_native
+    from tracejit.codegen.cpu import numba as numba_codegen
+    from tracejit.codegen.cpu import native as numba_native
     render = numba_codegen.render_module
     monkeypatch.setattr(numba_codegen, "render_module", lambda *a: render(*a) + "\nnot python\n")
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")   # a module for Numba
@@ -273,13 +276,13 @@ def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba_device", "numba_cache", "size_templates", "opencl_device", "cuda_compiler"):
+    for module in ("numba.device", "numba.cache", "size_templates", "opencl.device", "cuda.compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
 
     def full(path, data):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(disk_cache, "write_atomic", full)
-    monkeypatch.setattr("tracejit.runtime.numba_cache.write_atomic", full)   # (imported by name there)
+    monkeypatch.setattr("tracejit.runtime.numba.cache.write_atomic", full)   # (imported by name there)
     monkeypatch.setattr(disk_cache, "_warned", set())
     # a constant of this device's own: the CUDA check (conftest) compiles the numba run's kernels for CUDA in
     # the same worker, and a kernel compiled before writes nothing, so nothing would warn
@@ -397,7 +400,8 @@ NUMBA_FILES_PROGRAM = """
 import os, sys, warnings, numpy as np, tracejit as tj
 from pathlib import Path
 from tracejit.errors import CacheWarning
-from tracejit.runtime import disk_cache, emulator
+from tracejit.runtime import emulator
+from tracejit.runtime.cache import disk as disk_cache
 cache, x = Path(os.environ["TRACEJIT_CACHE_DIR"]), np.arange(10, dtype=np.float32)
 
 def fresh():   # as a new process: the module imported again, so Numba reads its cache files again
@@ -471,7 +475,7 @@ def test_a_process_whose_kernels_are_all_in_the_cache_skips_numbas_compiler_setu
     """Loading a kernel's machine code needs only Numba's runtime: a later process does not import the
     implementations of everything Numba compiles (0.1-0.25 s of its first call), and a kernel it must
     compile after that still compiles and gives NumPy's answer. A kernel LLVM compiles directly (the
-    default for the softmax: runtime/llvm_jit.py) does not import Numba at all, compiled or loaded."""
+    default for the softmax: runtime/numba/llvm_jit.py) does not import Numba at all, compiled or loaded."""
     env = dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(tmp_path), TRACEJIT_NUMBA_NATIVE=mode)
     lines = []
     for _ in range(2):

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.codegen import cuda as cuda_codegen
-from tracejit.codegen import metal as metal_codegen
-from tracejit.runtime import cuda_driver, metal_device, registry
+from tracejit.codegen.simt import cuda as cuda_codegen
+from tracejit.codegen.simt import metal as metal_codegen
+from tracejit.runtime.cuda import driver as cuda_driver
+from tracejit.runtime.metal import device as metal_device
+from tracejit.runtime import registry
 from tracejit.runtime.emulator import build
 
 pytestmark = pytest.mark.skipif(build.unavailable_reason() is not None, reason=str(build.unavailable_reason()))

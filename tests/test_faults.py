@@ -145,7 +145,7 @@ WAYS = {
 }
 
 # file kinds, by a glob under the cache root (and what the file holds, for the entry of the softmax, whose
-# object code LLVM made directly: runtime/llvm_jit.py); numba keeps a module and Numba's own index and code
+# object code LLVM made directly: runtime/numba/llvm_jit.py); numba keeps a module and Numba's own index and code
 # files beside the entry of a kernel Numba compiles (PROBE's integer kernel), opencl keeps the program binary
 # inside the entry
 KINDS = {

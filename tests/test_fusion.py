@@ -190,8 +190,8 @@ def test_numba_row_sums_stay_vector_loops_at_every_row_length(width, rng, numba_
     keeps its known length. Checked in the LLVM IR of the kernel compiled as the device compiles it."""
     import numba
 
-    from tracejit.codegen.numba import BLOCKED_ROW_MAX
-    from tracejit.runtime.numba_cache import FASTMATH
+    from tracejit.codegen.cpu.numba import BLOCKED_ROW_MAX
+    from tracejit.runtime.numba.cache import FASTMATH
 
     x = random_array(rng, (64, width), np.float32)
 
@@ -277,7 +277,7 @@ def test_numba_kernels_beside_a_blas_product_run_on_tracejits_threads_not_openmp
     kept the other from running (a Llama block 8.0 -> 1.75 ms once its kernels used tracejit's threads).
     Not where MKL's libgomp threads spin long after each product (tests/test_blas.py): a process whose
     libgomp something loaded before the numba device opened."""
-    from tracejit.runtime import blas
+    from tracejit.runtime.numba import blas
     monkeypatch.setattr(blas, "products_spin_long", lambda: False)
     def attention(q, k, v):
         s = q @ k.T / np.sqrt(q.shape[-1])
@@ -305,7 +305,7 @@ def test_numba_scratch_rows_are_on_the_stack_up_to_64kb_and_on_the_heap_beyond(r
     """A softmax keeps its row of exps in scratch: a stack array (numba_math.stack_empty, no Numba compile
     of np.empty's overload) while it fits in STACK_SCRATCH_MAX bytes, np.empty beyond; both match NumPy,
     also when the rows run on several threads. (The Python rendering's; the IR's rows are allocas.)"""
-    from tracejit.codegen.numba import STACK_SCRATCH_MAX
+    from tracejit.codegen.cpu.numba import STACK_SCRATCH_MAX
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")
 
     def softmax(x):

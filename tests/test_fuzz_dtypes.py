@@ -198,7 +198,7 @@ def _order_free(v: np.ndarray) -> bool:
 KNOWN_BUGS = [
     # a limit, not a wrong answer: a Python int *argument* beyond the other operand's int dtype raises
     # tj.ScalarOverflowError in np.where, where NumPy before 2.5 wraps (as tracejit does for a constant); see
-    # README, "Semantics are NumPy's" (comparisons with one are exact: frontend/int_comparisons.py)
+    # README, "Semantics are NumPy's" (comparisons with one are exact: numpy/int_comparisons.py)
     ("*", lambda ops, dts, special: "python int argument" in ops and "where" in ops),
 ]
 

@@ -118,6 +118,6 @@ def test_the_int_reaches_the_kernel_as_two_hidden_scalars_of_the_array_s_dtype()
     traced = k.trace(np.zeros(4, np.int8), 1)
     assert [(arg[1:], dt) for arg, dt in traced.compared] == [((1, "|i1", "side"), np.int32),
                                                               ((1, "|i1", "value"), np.int8)]
-    from tracejit.frontend.int_comparisons import values_of
+    from tracejit.numpy.int_comparisons import values_of
     values = values_of(traced.compared)
     assert [values((None, s)) for s in (5, 300, -129, -128)] == [(0, 5), (1, 127), (-1, -128), (0, -128)]

@@ -13,8 +13,9 @@ import pytest
 from reference import check_assigned_arguments, check_scatter_add
 
 import tracejit as tj
-from tracejit.codegen import msl_check
-from tracejit.runtime import emulator, metal_device, registry
+from tracejit.codegen.simt import msl_check
+from tracejit.runtime import emulator, registry
+from tracejit.runtime.metal import device as metal_device
 from tracejit.runtime.emulator import build
 from tracejit.runtime.emulator import metal as emulated_metal
 
@@ -100,8 +101,8 @@ def test_a_kernel_whose_sizes_as_arguments_pass_metals_table_is_compiled_for_its
     """A tiled product has dozens of size slots; once its sizes change (size_templates) they are arguments
     on OpenCL, and on Metal, whose table binds 31, the kernel is rendered for its own sizes instead of
     refused (found by the layout fuzzer: a@b refused after other products had run in the process)."""
-    from tracejit.codegen import metal, opencl
-    from tracejit.codegen.simt import RenderOptions
+    from tracejit.codegen.simt import metal, opencl
+    from tracejit.codegen.simt.mapping import RenderOptions
     from tracejit.ir.size_slots import size_slots
     plan = tj.kernel(lambda a, b: a @ b).lower(tj.spec((16, 64), np.float32), tj.spec((64, 128), np.float32),
                                               device="metal")
@@ -184,7 +185,7 @@ def test_the_checker_runs_on_files(tmp_path):
     good, bad = tmp_path / "good.metal", tmp_path / "bad.metal"
     good.write_text(GOOD)
     bad.write_text(GOOD.replace("exp(", "erf("))
-    done = subprocess.run([sys.executable, "-m", "tracejit.codegen.msl_check", str(good), str(bad)],
+    done = subprocess.run([sys.executable, "-m", "tracejit.codegen.simt.msl_check", str(good), str(bad)],
                           capture_output=True, text=True)
     assert done.returncode == 1
     assert f"{good}: ok" in done.stdout and "erf" in done.stderr

@@ -1,4 +1,4 @@
-"""tracejit.runtime.numba_math against NumPy (and math.erf) in float64 rounded to float32: a sweep of
+"""tracejit.codegen.cpu.numba_math against NumPy (and math.erf) in float64 rounded to float32: a sweep of
 every 1021st float32 bit pattern plus a dense grid over each function's busy range, the IEEE edge
 cases, and a check that a loop calling them is vectorised."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numba
 import numpy as np
 import pytest
 
-from tracejit.runtime.numba_device import FASTMATH
-from tracejit.runtime.numba_math import erf_f32, exp_f32, log_f32, tanh_f32
+from tracejit.runtime.numba.device import FASTMATH
+from tracejit.codegen.cpu.numba_math import erf_f32, exp_f32, log_f32, tanh_f32
 
 MAX_ULP = 2
 F32_MAX = float(np.finfo(np.float32).max)
@@ -150,7 +150,7 @@ def test_loop_is_vectorised(fn):
 
 
 def test_float16_bits_to_float32_is_exact_for_all_65536_patterns():
-    from tracejit.runtime.numba_math import f16_to_f32
+    from tracejit.codegen.cpu.numba_math import f16_to_f32
 
     @numba.njit
     def widen(bits, out):
@@ -166,7 +166,7 @@ def test_float16_bits_to_float32_is_exact_for_all_65536_patterns():
 
 
 def test_float32_to_float16_bits_rounds_like_numpy():
-    from tracejit.runtime.numba_math import f32_to_f16
+    from tracejit.codegen.cpu.numba_math import f32_to_f16
 
     @numba.njit
     def narrow(x, out):
@@ -200,7 +200,7 @@ def _ldexp_loop(fn):
 def test_ldexp_is_exact_and_vectorised_under_kernel_fastmath(dtype, limit, tiniest):
     """ldexp_f32/ldexp_f64 against np.ldexp on random bit patterns, half of them scaled to just around
     the subnormal range (where a scaling in two steps could round twice), bit for bit."""
-    from tracejit.runtime.numba_math import ldexp_f32, ldexp_f64
+    from tracejit.codegen.cpu.numba_math import ldexp_f32, ldexp_f64
     rng = np.random.default_rng(14)
     size = 1 << 18
     uint = np.uint32 if dtype == np.float32 else np.uint64
@@ -254,7 +254,7 @@ SPECIAL64 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 5e-324, -5e
                          ids=["exp_f64", "tanh_f64"])
 def test_float64_exp_and_tanh_within_ulps_of_libm_and_vectorised(which, max_ulp, dense):
     """Numba's float64 np.exp/np.tanh are libm calls, which keep a loop scalar; these are not."""
-    from tracejit.runtime.numba_math import exp_f64, tanh_f64
+    from tracejit.codegen.cpu.numba_math import exp_f64, tanh_f64
     rng = np.random.default_rng(64)
     run = _loop64(exp_f64 if which == 0 else tanh_f64)
     x = np.concatenate([rng.integers(0, 1 << 64, 1 << 18, dtype=np.uint64).view(np.float64),

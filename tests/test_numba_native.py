@@ -1,4 +1,4 @@
-"""The numba device's native renderer (codegen/numba_native.py): which kernels it takes, and that what it
+"""The numba device's native renderer (codegen/cpu/native.py): which kernels it takes, and that what it
 compiles gives the same bits as the Python source Numba compiled before it, on special values too."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 import tracejit as tj
 from reference import assert_close
-from tracejit.codegen import llvm_math
-from tracejit.codegen.llvm_values import host_scalef
+from tracejit.codegen.cpu import llvm_math
+from tracejit.codegen.cpu.llvm_values import host_scalef
 
 FLOATS = (np.float32, np.float64)
 ALL_FLOATS = (np.float16, np.float32, np.float64)   # float16: computed in float32 and rounded, both ways
@@ -64,17 +64,17 @@ def test_the_benchmark_kernels_are_native_and_others_stay_python(monkeypatch):
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
-    assert "tracejit.runtime.numba_native" in _source(softmax, x)
+    assert "tracejit.codegen.cpu.native_call" in _source(softmax, x)
     small = np.zeros(64, np.float32)
-    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: np.sin(x)), small)   # libm's sinf
-    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: (x * 255).astype(np.uint8)), small)
-    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: (x // 0.25, x % 2.0)), small)
-    assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda x: x.astype(np.float16) * 2), small)
+    assert "tracejit.codegen.cpu.native_call" in _source(tj.kernel(lambda x: np.sin(x)), small)   # libm's sinf
+    assert "tracejit.codegen.cpu.native_call" in _source(tj.kernel(lambda x: (x * 255).astype(np.uint8)), small)
+    assert "tracejit.codegen.cpu.native_call" in _source(tj.kernel(lambda x: (x // 0.25, x % 2.0)), small)
+    assert "tracejit.codegen.cpu.native_call" in _source(tj.kernel(lambda x: x.astype(np.float16) * 2), small)
     for body in (lambda x: np.cbrt(x),                     # Numba's own cube root
                  lambda x: np.sort(x)):                    # a row sort is Numba's
-        assert "tracejit.runtime.numba_native" not in _source(tj.kernel(body), small)
+        assert "tracejit.codegen.cpu.native_call" not in _source(tj.kernel(body), small)
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")
-    assert "tracejit.runtime.numba_native" not in _source(tj.kernel(lambda x: x.max(axis=-1)), x)
+    assert "tracejit.codegen.cpu.native_call" not in _source(tj.kernel(lambda x: x.max(axis=-1)), x)
 
 
 @pytest.mark.parametrize("dtype", ALL_FLOATS)
@@ -204,7 +204,7 @@ def test_gathers_powers_and_tables_record_faults_and_give_the_python_renderings_
             native, python = _both(monkeypatch, body, table, index, base, exponent)
             _same_bits(native, python)
             assert_close(native, body(table, index, base, exponent))
-        assert "tracejit.runtime.numba_native" in _source(tj.kernel(lambda t, i: t[i] * 2), table, index)
+        assert "tracejit.codegen.cpu.native_call" in _source(tj.kernel(lambda t, i: t[i] * 2), table, index)
     bad = np.array([3, 50, 1])
     with pytest.raises(tj.IndexOutOfBoundsError, match="index 50 is out of bounds for axis 0 with size 50"):
         tj.kernel(lambda t, i: t[i] * 2)(table, bad, device="numba")
@@ -214,7 +214,7 @@ def test_gathers_powers_and_tables_record_faults_and_give_the_python_renderings_
     np.testing.assert_array_equal(tj.kernel(lambda a, e: a ** e)(base, exponent, device="numba"), base ** exponent)
 
 
-# ---- LLVM directly (runtime/llvm_jit.py): object code, its entry point, the cache's payload ----
+# ---- LLVM directly (runtime/numba/llvm_jit.py): object code, its entry point, the cache's payload ----
 
 ADD_ONE = """define void @"tj_native"(i64 %start, i64 %stop, i64 %scale, float* %out, float* %x) nounwind {
 entry:
@@ -241,7 +241,7 @@ done:
 @pytest.fixture(scope="module")
 def scale_entry():
     """out[i] = x[i] * scale over [0, size), through llvm_jit's object code and entry point."""
-    from tracejit.runtime import llvm_jit
+    from tracejit.runtime.numba import llvm_jit
     obj = llvm_jit.compile_object(ADD_ONE, "tj_native", "tracejit.test.scale", serial=True)
     return llvm_jit.load(obj, "tracejit.test.scale", "scale"), obj
 
@@ -252,7 +252,7 @@ def test_the_entry_point_takes_the_python_functions_arguments_and_refuses_what_i
     Numba's import too (which gives PyExc_TypeError's C name another meaning in LLVM's symbol table)."""
     import numba   # noqa: F401 - the order that crashed: Numba imported and compiling, then a refusal
     numba.njit(lambda a: a + 1)(1)
-    from tracejit.runtime import llvm_jit
+    from tracejit.runtime.numba import llvm_jit
     entry, _ = scale_entry
     x = np.arange(8, dtype=np.float32)
     out = np.zeros(8, np.float32)
@@ -274,7 +274,7 @@ def test_the_entry_point_takes_the_python_functions_arguments_and_refuses_what_i
 
 
 def test_a_payload_that_is_not_object_code_of_this_machine_is_refused_before_llvm_reads_it(scale_entry):
-    from tracejit.runtime import llvm_jit
+    from tracejit.runtime.numba import llvm_jit
     _, obj = scale_entry
     llvm_jit.check_object(obj)
     foreign = bytearray(obj)
@@ -300,7 +300,7 @@ def test_a_first_call_compiles_with_llvm_directly_and_keeps_numba_s_results(monk
 def test_the_c_librarys_functions_give_the_python_renderings_bits(dtype, monkeypatch):
     """The ufuncs both renderings compute with libm (codegen/llvm_ops.LIBM): the same calls, the same bits,
     on NaN, signed zeros, infinities, extremes and random values, inside and outside each domain."""
-    from tracejit.codegen.llvm_ops import LIBM
+    from tracejit.codegen.cpu.llvm_ops import LIBM
     x = _special(dtype, 96)
     y = np.roll(x, 7)
     unary = sorted(op for dt, op in LIBM if dt == dtype and op not in ("arctan2", "hypot"))
@@ -312,7 +312,7 @@ def test_the_c_librarys_functions_give_the_python_renderings_bits(dtype, monkeyp
         return (*out, np.arctan2(x, y), np.hypot(x, y), np.log1p(np.abs(y)) * 2)
 
     source = _source(tj.kernel(body), x, y)
-    assert "tracejit.runtime.numba_native" in source
+    assert "tracejit.codegen.cpu.native_call" in source
     with np.errstate(all="ignore"):
         native, python = _both(monkeypatch, body, x, y)
         _same_bits(native, python)
@@ -320,7 +320,7 @@ def test_the_c_librarys_functions_give_the_python_renderings_bits(dtype, monkeyp
 
 FORKED_CHILD = """
 import os, signal, numpy as np, tracejit as tj
-from tracejit.runtime import llvm_jit
+from tracejit.runtime.numba import llvm_jit
 f = tj.kernel(lambda x: np.exp(x - x.max(axis=-1, keepdims=True)))
 x = np.random.default_rng(3).standard_normal((300, 1001)).astype(np.float32)
 (k,) = f.lower(x, device="numba").kernels
@@ -351,7 +351,7 @@ def test_a_mid_sized_kernel_runs_on_openmp_threads_and_serially_in_a_forked_chil
     import subprocess
     import sys
     from pathlib import Path
-    from tracejit.runtime import llvm_jit
+    from tracejit.runtime.numba import llvm_jit
     if not llvm_jit.openmp():
         pytest.skip("no libgomp here: such kernels are Numba's prange loops")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), TRACEJIT_CACHE_DIR=str(tmp_path))

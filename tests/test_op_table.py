@@ -9,9 +9,10 @@ import pytest
 from llvmlite import binding as llvm
 
 import tracejit as tj
-from tracejit.codegen import cuda, metal, numba as numba_codegen, numba_native, opencl, wgsl
-from tracejit.codegen.simt import RenderOptions
-from tracejit.frontend import numpy_protocol
+from tracejit.codegen.simt import cuda, metal, opencl, wgsl
+from tracejit.codegen.cpu import numba as numba_codegen, native as numba_native
+from tracejit.codegen.simt.mapping import RenderOptions
+from tracejit.numpy import numpy_protocol
 from tracejit.ir import interpret, kernel_ir
 from tracejit.ir.graph import BINARY, PREDICATES, UNARY, Op
 from tracejit.ir.kernel_ir import INDEX, Builder, Kernel, Param
@@ -68,7 +69,7 @@ def test_every_renderer_renders_every_op_of_the_table(target):
 
 
 def test_the_numba_native_renderer_renders_every_op_it_takes():
-    """codegen/numba_native.py takes a kernel only where it renders each of its ops in LLVM IR that parses
+    """codegen/cpu/native.py takes a kernel only where it renders each of its ops in LLVM IR that parses
     (the others are Python for Numba, with the reason given)."""
     taken, failed = 0, []
     for op, dtype in CASES:

@@ -17,8 +17,8 @@ from test_fusion import ONE_KERNEL_PROGRAMS, make_kernel
 from test_fuzz import check_random_program
 
 import tracejit as tj
-from tracejit.codegen import opencl, simt
-from tracejit.codegen.simt import RenderOptions
+from tracejit.codegen.simt import opencl, mapping as simt
+from tracejit.codegen.simt.mapping import RenderOptions
 
 pytestmark = pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES, reason="no OpenCL device here")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +43,7 @@ def test_devices_lists_opencl_with_platform_and_device_names():
 
 
 def test_a_device_whose_compiler_cannot_build_is_not_offered(monkeypatch):
-    from tracejit.runtime import opencl_devices
+    from tracejit.runtime.opencl import discovery as opencl_devices
     listed = opencl_devices._listed()
     broken = listed[0]
     monkeypatch.setattr(opencl_devices, "_build_problems",

@@ -103,7 +103,7 @@ def test_a_damaged_program_in_pocls_cache_is_built_again_in_a_directory_of_its_o
 
 
 def test_a_program_the_compiler_rejects_is_not_built_twice(monkeypatch):
-    from tracejit.runtime import opencl_devices
+    from tracejit.runtime.opencl import discovery as opencl_devices
     import tracejit as tj
     device = tj.device("opencl")
     calls = []
@@ -115,7 +115,7 @@ def test_a_program_the_compiler_rejects_is_not_built_twice(monkeypatch):
 
 
 def test_a_build_failing_without_a_compiler_message_is_tried_once_more_privately(monkeypatch):
-    from tracejit.runtime import opencl_devices
+    from tracejit.runtime.opencl import discovery as opencl_devices
     import tracejit as tj
     device = tj.device("opencl")
     if not opencl_devices.is_pocl(device.cl_device):

@@ -1,4 +1,4 @@
-"""Large results on the numba device reuse the memory of results the caller dropped (runtime/output_pool.py):
+"""Large results on the numba device reuse the memory of results the caller dropped (runtime/numba/output_pool.py):
 never the memory of one still reachable, through any view."""
 import gc
 import os
@@ -11,7 +11,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.errors import ArgumentError
-from tracejit.runtime.output_pool import MIN_BYTES, OutputPool
+from tracejit.runtime.numba.output_pool import MIN_BYTES, OutputPool
 
 N = MIN_BYTES // 4 * 2   # float32 elements: a result twice the pool's smallest
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.frontend import philox
+from tracejit.numpy import philox
 from tracejit.ir import build
 from tracejit.ir.evaluate import constant_value
 

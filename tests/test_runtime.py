@@ -22,7 +22,7 @@ def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", mode)
     x = np.ones(7, np.float32)
     plan = tj.kernel(lambda a: a * 3 - 1).lower(x)
-    from tracejit.runtime.numba_device import SHARED_NAME
+    from tracejit.runtime.numba.device import SHARED_NAME
     source = plan.kernels[0].source.replace(plan.kernels[0].name, SHARED_NAME)   # compiled under one name
     modules = [m for name, m in sys.modules.items() if name.startswith("_tracejit_numba_")
                and source == open(m.__file__).read()]
@@ -34,7 +34,7 @@ def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp
 def big_kernels(request, monkeypatch) -> str:
     """Big kernels in chunks on tracejit's threads (as beside BLAS products, or where LLVM cannot compile
     them directly), or on OpenMP's threads through their entry point (numba_device._on_openmp)."""
-    from tracejit.runtime import numba_compile, numba_device
+    from tracejit.runtime.numba import compiler as numba_compile, device as numba_device
     if request.param == "chunks":
         monkeypatch.setattr(numba_device, "_on_openmp", lambda kernel: False)
     elif not numba_compile.parallel_entries():

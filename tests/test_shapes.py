@@ -13,7 +13,7 @@ import pytest
 import tracejit as tj
 from cuda_check import checks_paused
 from reference import native_ir
-from tracejit.codegen.numba_rows import host_vector_bytes
+from tracejit.codegen.cpu.rows import host_vector_bytes
 
 
 def softmax(x):
@@ -225,7 +225,7 @@ def test_a_growing_row_length_compiles_a_few_kernels_on_every_device(device, rng
 def vector_bytes(request, monkeypatch):
     """The numba device's kernels vectorised with 256-bit registers (unmarked: LLVM's tuning on AVX2, and on
     Intel's AVX-512 cores as here) or 512-bit ones (marked; AVX-512 hosts only)."""
-    from tracejit.codegen import numba as numba_codegen, numba_native, numba_rows
+    from tracejit.codegen.cpu import numba as numba_codegen, native as numba_native, rows as numba_rows
     if request.param == 64 and host_vector_bytes() < 64:
         pytest.skip("512-bit vectors need an AVX-512 host")
     for module in (numba_codegen, numba_native, numba_rows):
@@ -363,8 +363,8 @@ def test_the_vector_width_is_512_bits_on_avx512_cores_but_the_first_intel_ones(m
 @pytest.mark.skipif(host_vector_bytes() < 64, reason="kernels are marked for 512-bit vectors on AVX-512 hosts only")
 def test_kernels_on_avx512_hosts_are_vectorised_with_512_bit_registers():
     import numba
-    from tracejit.codegen import numba as numba_codegen
-    from tracejit.runtime.numba_math import wide_vectors
+    from tracejit.codegen.cpu import numba as numba_codegen
+    from tracejit.codegen.cpu.numba_math import wide_vectors
 
     @numba.njit
     def scale(x, out):

@@ -7,7 +7,7 @@ import pytest
 
 import tracejit as tj
 from reference import FLOATS, assert_close, random_array, run_kernel
-from tracejit.frontend.tensor import MAX_UNROLL
+from tracejit.numpy.tensor import MAX_UNROLL
 
 
 def assert_matches(body, *args, device, **kwargs):

@@ -1,7 +1,7 @@
-"""Matrix products on SIMT targets (OpenCL, CUDA, Metal, WebGPU) as tiled kernels (codegen/tiled.py):
+"""Matrix products on SIMT targets (OpenCL, CUDA, Metal, WebGPU) as tiled kernels (codegen/simt/tiled.py):
 values and dtypes against NumPy for shapes that do and do not divide the tile, batched, transposed and
 strided operands, integers and float16; that the tiled kernel is the one chosen; that an epilogue
-(bias + GELU) costs one more kernel at most; that CUDA's float16 tensor-core kernel (codegen/mma.py)
+(bias + GELU) costs one more kernel at most; that CUDA's float16 tensor-core kernel (codegen/simt/mma.py)
 compiles and assembles for sm_80 and sm_90. On numba the same products are BLAS calls (ir/library.py).
 
 The CPU implementations here (PoCL, llvmpipe) keep the generated loops, which run faster there; these
@@ -15,7 +15,7 @@ import pytest
 from reference import assert_close, random_array, random_dyadic, run_kernel
 
 import tracejit as tj
-from tracejit.codegen import nvrtc
+from tracejit.codegen.simt import nvrtc
 from tracejit.errors import DeviceError
 
 

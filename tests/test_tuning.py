@@ -1,5 +1,5 @@
 """`python -m tracejit tune`: the numba device's transpose tiles measured once per machine, kept in the cache
-directory, read by every numba device that opens after (runtime/numba_tuning.py)."""
+directory, read by every numba device that opens after (runtime/numba/tuning.py)."""
 import json
 import re
 
@@ -11,8 +11,8 @@ from reference import loop_extents
 from tracejit.__main__ import main
 from tracejit.errors import CacheWarning
 from tracejit.frontend import tuning
-from tracejit.runtime import numba_tuning
-from tracejit.runtime.numba_device import NumbaDevice
+from tracejit.runtime.numba import tuning as numba_tuning
+from tracejit.runtime.numba.device import NumbaDevice
 from tracejit.runtime.size_templates import SizeTemplates
 
 DEFAULTS = NumbaDevice.layout.transpose_tiles

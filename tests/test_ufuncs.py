@@ -1,5 +1,5 @@
 """Every NumPy ufunc of issue 14 against NumPy on every device: values within the ulps the op table
-states (ir/ops.py ulps, frontend/ufuncs.py ULPS) on special values (+-0, +-inf, NaN, subnormals, domain
+states (ir/ops.py ulps, numpy/ufuncs.py ULPS) on special values (+-0, +-inf, NaN, subnormals, domain
 edges) and random ones, for float16/32/64; result dtypes; integer semantics (shifts, fmod, reciprocal);
 and the op-semantics wrong answers of issue 14 item 0, each pinned on every device."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 import tracejit as tj
 from reference import FLOATS, INTS_AND_BOOL, assert_close, run_kernel
-from tracejit.frontend import ufuncs
+from tracejit.numpy import ufuncs
 from tracejit.runtime import emulator
 
 UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin", "cos", "tan", "arcsin",

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.codegen import wgsl
-from tracejit.runtime.webgpu_device import WebGPUTarget
+from tracejit.codegen.simt import wgsl
+from tracejit.runtime.webgpu.device import WebGPUTarget
 
 REPO = Path(__file__).resolve().parents[1]
 INFO = {i.name: i for i in tj.devices()}["webgpu"]

@@ -9,9 +9,9 @@
 """
 from __future__ import annotations
 
-from .version import __version__  # noqa: F401
+from tracejit.version import __version__  # noqa: F401
 
-from .errors import (  # noqa: F401
+from tracejit.errors import (  # noqa: F401
     ArgumentError,
     ArgumentValueError,
     AssignmentError,
@@ -31,35 +31,35 @@ from .errors import (  # noqa: F401
     TracejitError,
     UnsupportedError,
 )
-from .frontend.capture import Graph, capture, jit  # noqa: F401
-from .frontend.functions import *  # noqa: F401,F403  (each module's __all__ is its public part)
-from .frontend.reductions import *  # noqa: F401,F403
-from .frontend.creation import *  # noqa: F401,F403
-from .frontend.methods import *  # noqa: F401,F403
-from .frontend.linalg import *  # noqa: F401,F403
-from .frontend.einsum import *  # noqa: F401,F403
-from .frontend.indexing import *  # noqa: F401,F403
-from .frontend.scatter import *  # noqa: F401,F403
-from .frontend.histogram import *  # noqa: F401,F403
-from .frontend.ufuncs import *  # noqa: F401,F403
-from .frontend.joining import *  # noqa: F401,F403
-from .frontend.movement import *  # noqa: F401,F403
-from .frontend.padding import *  # noqa: F401,F403
-from .frontend.scans import *  # noqa: F401,F403
-from .frontend.sorting import *  # noqa: F401,F403
-from .frontend.kernel import kernel  # noqa: F401
-from .frontend.signature import spec  # noqa: F401
-from .frontend.tensor import Tensor  # noqa: F401
-from .frontend.warm import warm  # noqa: F401
-from .runtime.array import Array  # noqa: F401
-from .runtime.registry import device as _device
-from .runtime.device_info import DeviceInfo  # noqa: F401
-from .runtime.registry import devices, set_default_device  # noqa: F401
-from .runtime.device_stats import set_memory_limit  # noqa: F401
-from .runtime.profiler import profile  # noqa: F401
-from .frontend.raw_kernel import RawKernel  # noqa: F401
-from .runtime.selection import select_device  # noqa: F401
-from . import random  # noqa: F401  (tj.random.seed)
+from tracejit.frontend.capture import Graph, capture, jit  # noqa: F401
+from tracejit.numpy.functions import *  # noqa: F401,F403  (each module's __all__ is its public part)
+from tracejit.numpy.reductions import *  # noqa: F401,F403
+from tracejit.numpy.creation import *  # noqa: F401,F403
+from tracejit.numpy.methods import *  # noqa: F401,F403
+from tracejit.numpy.linalg import *  # noqa: F401,F403
+from tracejit.numpy.einsum import *  # noqa: F401,F403
+from tracejit.numpy.indexing import *  # noqa: F401,F403
+from tracejit.numpy.scatter import *  # noqa: F401,F403
+from tracejit.numpy.histogram import *  # noqa: F401,F403
+from tracejit.numpy.ufuncs import *  # noqa: F401,F403
+from tracejit.numpy.joining import *  # noqa: F401,F403
+from tracejit.numpy.movement import *  # noqa: F401,F403
+from tracejit.numpy.padding import *  # noqa: F401,F403
+from tracejit.numpy.scans import *  # noqa: F401,F403
+from tracejit.numpy.sorting import *  # noqa: F401,F403
+from tracejit.frontend.kernel import kernel  # noqa: F401
+from tracejit.frontend.signature import spec  # noqa: F401
+from tracejit.numpy.tensor import Tensor  # noqa: F401
+from tracejit.frontend.warm import warm  # noqa: F401
+from tracejit.runtime.array import Array  # noqa: F401
+from tracejit.runtime.registry import device as _device
+from tracejit.runtime.device_info import DeviceInfo  # noqa: F401
+from tracejit.runtime.registry import devices, set_default_device  # noqa: F401
+from tracejit.runtime.device_stats import set_memory_limit  # noqa: F401
+from tracejit.runtime.profiler import profile  # noqa: F401
+from tracejit.frontend.raw_kernel import RawKernel  # noqa: F401
+from tracejit.runtime.selection import select_device  # noqa: F401
+from tracejit import random  # noqa: F401  (tj.random.seed)
 
 
 def device(name: str | None = None):
@@ -75,10 +75,10 @@ def asarray(obj, device: str | None = None) -> Array:
     if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, Array) and dev.imports_foreign:
         return dev.import_foreign(obj)   # another library's GPU array on this GPU: no copy
     import numpy as np
-    from .frontend.signature import normalize
+    from tracejit.frontend.signature import normalize
     host = obj.numpy() if isinstance(obj, Array) else normalize(obj, "numba")
     host = host.numpy() if isinstance(host, Array) else np.asarray(host)
-    from .frontend.signature import describe
+    from tracejit.frontend.signature import describe
     describe(host, 0)  # rejects unsupported dtypes with a clear error
     return Array(dev.from_numpy(host), dev)
 

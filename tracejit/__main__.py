@@ -56,7 +56,7 @@ def main(argv=None) -> int:
 
 def _tune() -> int:
     from tracejit.frontend.tuning import tune
-    from tracejit.runtime.numba_tuning import record_path
+    from tracejit.runtime.numba.tuning import record_path
     print("x.T + y on the numba device, median ms of each tile (rows x columns of the output):")
     record = tune(report=lambda line: print(line, flush=True))
     tiles = ", ".join(f"{r}x{c}" for r, c in record["transpose_tiles"])
@@ -69,7 +69,7 @@ def _info(as_json: bool = False) -> int:
     import numpy
 
     import tracejit as tj
-    from tracejit.runtime.cache_dir import cache_dir
+    from tracejit.runtime.cache.directory import cache_dir
     from tracejit.runtime.registry import default_device_name
     statuses = tj.devices()
     facts: dict[str, object] = {}
@@ -236,8 +236,8 @@ class _Bar:
 
 
 def _cache(args, parser) -> int:
-    from tracejit.runtime import cache_archive
-    from tracejit.runtime.disk_cache import CACHE
+    from tracejit.runtime.cache import archive as cache_archive
+    from tracejit.runtime.cache.disk import CACHE
     if args.action in ("export", "import") and not args.file:
         parser.error(f"cache {args.action} needs a FILE")
     if args.action == "info":

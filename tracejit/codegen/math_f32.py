@@ -1,6 +1,6 @@
 """Float32 exp, tanh, log and erf built from arithmetic and selects only, so a compiler can vectorise
 loops that use them: the coefficients (shared with the numba device's versions in
-runtime/numba_math.py) and the same algorithms as C for the C-style renderers. Renderers use them
+codegen/cpu/numba_math.py) and the same algorithms as C for the C-style renderers. Renderers use them
 where the platform's library calls are scalar (CPU OpenCL); each is within 1 ulp of NumPy."""
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ArgumentError
-from .instances import Instance, check_unchanged, describe, is_instance
-from .signature import Default
+from tracejit.errors import ArgumentError
+from tracejit.frontend.instances import Instance, check_unchanged, describe, is_instance
+from tracejit.frontend.signature import Default
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ArgumentError, TracejitError, UnsupportedError
-from ..runtime import profiler, registry
-from ..runtime.array import Array
-from .signature import Default, value_key
+from tracejit.errors import ArgumentError, TracejitError, UnsupportedError
+from tracejit.runtime import profiler, registry
+from tracejit.runtime.array import Array
+from tracejit.frontend.signature import Default, value_key
 
 ACTIVE: list["Graph"] = []     # the graphs being captured, innermost last; Kernel.__call__ checks it
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentError, AssignmentError, UnsupportedError
-from ..runtime.array import Array
+from tracejit.errors import ArgumentError, AssignmentError, UnsupportedError
+from tracejit.runtime.array import Array
 
 
 def check_assigned(name: str, assigned: tuple[int, ...], args, originals) -> None:

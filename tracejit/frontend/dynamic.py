@@ -6,8 +6,8 @@ differ between a kernel and its twin are arguments of its code from that compile
 """
 from __future__ import annotations
 
-from ..errors import ArgumentError
-from .signature import ArgInfo, Spec
+from tracejit.errors import ArgumentError
+from tracejit.frontend.signature import ArgInfo, Spec
 
 
 def twin_sizes(args) -> dict[str, tuple[int, int]] | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from ..errors import ArgumentError
-from ..ir.fuse import Program
-from ..ir.graph import Op, format_arg, toposort
+from tracejit.errors import ArgumentError
+from tracejit.ir.fuse import Program
+from tracejit.ir.graph import Op, format_arg, toposort
 
 ARG_TEXT_MAX = 40   # a node's arg (axis, dtype, slice, constant) as shown, shortened beyond this
 

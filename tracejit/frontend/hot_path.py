@@ -5,10 +5,10 @@ import functools
 
 import numpy as np
 
-from ..runtime import profiler, registry
-from ..runtime.device_stats import failed
-from . import capture
-from .signature import arg_key
+from tracejit.runtime import profiler, registry
+from tracejit.runtime.device_stats import failed
+from tracejit.frontend import capture
+from tracejit.frontend.signature import arg_key
 
 
 def key_parts(n: int) -> str:

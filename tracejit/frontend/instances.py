@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ArgumentError, UnsupportedError
-from ..runtime.array import Array
-from .signature import value_key
+from tracejit.errors import ArgumentError, UnsupportedError
+from tracejit.runtime.array import Array
+from tracejit.frontend.signature import value_key
 
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), np.generic, np.ndarray, Array, tuple, list, dict)
 

@@ -11,26 +11,27 @@ from collections import OrderedDict
 import numpy as np
 
 
-from ..errors import ArgumentError, TraceError, TracejitError, UnsupportedError
-from ..ir import build, faulting
-from ..ir.simplify import simplify
-from ..ir.verify import verify_graph, verify_kernel
-from ..runtime import profiler, registry
-from ..runtime import debug
-from ..runtime.debug import compile_times, log, stage
-from ..runtime.array import Array
-from ..runtime.device_stats import DeviceStats, failed
-from . import allocation, capture, random_draws, shipping
-from .dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
+from tracejit.errors import ArgumentError, TraceError, TracejitError, UnsupportedError
+from tracejit.ir import build, faulting
+from tracejit.ir.simplify import simplify
+from tracejit.ir.verify import verify_graph, verify_kernel
+from tracejit.runtime import profiler, registry
+from tracejit.runtime import debug
+from tracejit.runtime.debug import compile_times, log, stage
+from tracejit.runtime.array import Array
+from tracejit.runtime.device_stats import DeviceStats, failed
+from tracejit.numpy import allocation, random_draws
+from tracejit.frontend import capture, shipping
+from tracejit.frontend.dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       size_free_key, twin_sizes, with_sizes)
-from .hot_path import fast_class, key_function
-from .plan import Plan, Traced
-from .recursion_limit import guarded
-from .selection import MaskedSelection, data_dependent
-from .binding import Layout, Parameters
-from .signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec, value_key
-from .tensor import Tensor, as_node
-from .warm import record
+from tracejit.frontend.hot_path import fast_class, key_function
+from tracejit.frontend.plan import Plan, Traced
+from tracejit.frontend.recursion_limit import guarded
+from tracejit.numpy.selection import MaskedSelection, data_dependent
+from tracejit.frontend.binding import Layout, Parameters
+from tracejit.frontend.signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec, value_key
+from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.frontend.warm import record
 
 
 class Kernel:
@@ -144,7 +145,7 @@ class Kernel:
         if out is not None:
             raise ArgumentError(f"{self.__name__}: out= cannot take the results of a call with Dask arrays, which "
                                 "are Dask arrays themselves; store them with dask.array.store or .compute()")
-        from .dask_arrays import call
+        from tracejit.dask.arrays import call
         return call(self, args, device or self._device)
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":

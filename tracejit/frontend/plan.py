@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import build
-from ..ir.fuse import Program, input_buffer, schedule
-from ..ir.graph import Node, format_graph, toposort
-from ..ir.layout import LayoutOptions
-from ..runtime import registry
-from ..runtime.array import Array
-from . import destinations, int_comparisons, random_draws
-from .signature import ArgInfo
+from tracejit.ir import build
+from tracejit.ir.fuse import Program, input_buffer, schedule
+from tracejit.ir.graph import Node, format_graph, toposort
+from tracejit.ir.layout import LayoutOptions
+from tracejit.runtime import registry
+from tracejit.runtime.array import Array
+from tracejit.frontend import destinations
+from tracejit.numpy import int_comparisons, random_draws
+from tracejit.frontend.signature import ArgInfo
 
 
 class Traced:
@@ -50,7 +51,7 @@ class Traced:
     def to_networkx(self, device: str | None = None):
         """The graph as it is scheduled for `device` (None: the default device) as a networkx DiGraph: each
         node with its op, shape, dtype and the kernel it is fused into (frontend/graph_view.py)."""
-        from .graph_view import to_networkx
+        from tracejit.frontend.graph_view import to_networkx
         return to_networkx(self.program(registry.compiler(device).layout), self.name)
 
     def program(self, options: LayoutOptions = LayoutOptions(), other: Program | None = None,

@@ -21,11 +21,11 @@ import threading
 
 import numpy as np
 
-from ..codegen import build_log
-from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
-from ..runtime import registry
-from ..runtime.array import Array
-from . import capture, raw_parameters
+from tracejit.codegen import build_log
+from tracejit.errors import ArgumentError, CompileError, DeviceError, UnsupportedError
+from tracejit.runtime import registry
+from tracejit.runtime.array import Array
+from tracejit.frontend import capture, raw_parameters
 
 LANGUAGES = {"cuda": "CUDA C", "opencl": "OpenCL C", "metal": "MSL", "webgpu": "WGSL"}
 
@@ -184,7 +184,7 @@ class _Cuda:
 
     def count(self) -> int | None:
         """The driver's count of the kernel's parameters (cuFuncGetParamInfo, CUDA 12.4 on), else None."""
-        from ..runtime import cuda_driver as cu
+        from tracejit.runtime.cuda import driver as cu
         d = cu.driver()
         info = getattr(d, "cuFuncGetParamInfo", None)
         if info is None:
@@ -198,8 +198,8 @@ class _Cuda:
         return n if n or info(self.fn, 0)[0] == d.CUresult.CUDA_ERROR_INVALID_VALUE else None
 
     def launch(self, bound, grid, block):
-        from ..runtime import cuda_driver as cu
-        from ..runtime.cuda_launch import SCALAR_CTYPES
+        from tracejit.runtime.cuda import driver as cu
+        from tracejit.runtime.cuda.launch import SCALAR_CTYPES
         holders = [ctypes.c_uint64(a._data.ptr) if type(a) is Array else SCALAR_CTYPES[a.dtype](a.item())
                    for a in bound]
         params = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
@@ -212,7 +212,7 @@ class _Cuda:
         self.dev.synchronize()   # the holders above must outlive the launch's reading of them
 
     def info(self) -> dict:
-        from ..runtime import cuda_driver as cu
+        from tracejit.runtime.cuda import driver as cu
         d = cu.driver()
         attr = d.CUfunction_attribute
 
@@ -234,8 +234,8 @@ class _Metal:
         return None   # the source's [[buffer(i)]] parameters say it (raw_parameters)
 
     def launch(self, bound, grid, block):
-        from ..runtime import emulator
-        from ..runtime.metal_launch import Dispatch
+        from tracejit.runtime import emulator
+        from tracejit.runtime.metal.launch import Dispatch
         if emulator.emulates("metal") and (grid[1:] != (1, 1) or block[1:] != (1, 1)):
             raise UnsupportedError(f"RawKernel {self.name}: the CPU emulator runs Metal launches of one dimension "
                                    f"(its MSL builtins are scalars); grid {grid} and block {block} need a Mac")
@@ -253,7 +253,7 @@ class _Metal:
 
 class _WebGPU:
     def __init__(self, dev, source, name):
-        from ..runtime.webgpu_device import build_error_message
+        from tracejit.runtime.webgpu.device import build_error_message
         self.dev, self.name = dev, name
         m = re.search(rf"@workgroup_size\(([^)]*)\)[^{{]*?fn\s+{name}\s*\(", source, re.S)
         self.workgroup = None

@@ -6,7 +6,7 @@ import functools
 import sys
 from collections import Counter
 
-from ..errors import RecursionLimitError
+from tracejit.errors import RecursionLimitError
 
 
 DEEP = 50   # frames of one function that make a recursion

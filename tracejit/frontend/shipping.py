@@ -45,12 +45,12 @@ def reduce(kernel):
 
 
 def _by_name(where: str):
-    from .warm import load_kernel
+    from tracejit.frontend.warm import load_kernel
     return load_kernel(where)
 
 
 def rebuild(token: str, fn, static, device, dynamic):
-    from .kernel import Kernel
+    from tracejit.frontend.kernel import Kernel
     with _lock:
         kernel = _rebuilt.get(token)
         if kernel is None:

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ArgumentError, ArgumentValueError, DtypeError, UnsupportedError
-from ..ir.dtypes import check, weak_dtype
-from ..runtime.array import Array
+from tracejit.errors import ArgumentError, ArgumentValueError, DtypeError, UnsupportedError
+from tracejit.ir.dtypes import check, weak_dtype
+from tracejit.runtime.array import Array
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def describe(a, position: int) -> ArgInfo:
 
 def has_dask_array(args) -> bool:
     """Whether any argument is a Dask collection (told by its type, without importing Dask): such a call
-    runs block by block (frontend/dask_arrays.py)."""
+    runs block by block (dask/arrays.py)."""
     return any(type(a).__module__.startswith("dask.") and hasattr(a, "__dask_graph__") for a in args)
 
 
@@ -158,7 +158,7 @@ def _dlpack_device_type(a) -> int | None:
 def cuda_array(a, device=None) -> Array:
     """A tj.Array over another library's CUDA array, without a copy, on the GPU of `device` when that
     is a cuda device, else the default GPU."""
-    from ..runtime import registry
+    from tracejit.runtime import registry
     name = getattr(device, "name", device)
     dev = registry.device(name if isinstance(name, str) and name.startswith("cuda") else "cuda")
     return dev.import_foreign(a)

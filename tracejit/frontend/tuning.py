@@ -1,5 +1,5 @@
 """`python -m tracejit tune`: the numba device's transpose tiles timed on this machine; the candidates, the
-record and how the device reads it are runtime/numba_tuning.py's."""
+record and how the device reads it are runtime/numba/tuning.py's."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
-from ..runtime import numba_tuning as tuning
-from ..runtime import registry
-from .kernel import kernel
+from tracejit.runtime.numba import tuning as tuning
+from tracejit.runtime import registry
+from tracejit.frontend.kernel import kernel
 
 
 def _transpose_add(x, y):

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ArgumentError, TracejitError
-from ..ir.dtypes import check
-from ..runtime import registry
-from ..runtime.debug import log
-from .signature import ArgInfo, Spec, has_dask_array, spec
+from tracejit.errors import ArgumentError, TracejitError
+from tracejit.ir.dtypes import check
+from tracejit.runtime import registry
+from tracejit.runtime.debug import log
+from tracejit.frontend.signature import ArgInfo, Spec, has_dask_array, spec
 
 ENV_RECORD = "TRACEJIT_RECORD"
 _SCALARS = {"int": 0, "float": 0.0, "bool": False}
@@ -64,9 +64,9 @@ def warm(kernel, *args, devices=None, client=None, **static) -> WarmReport:
 
     kernel may instead be the path of a manifest (what TRACEJIT_RECORD wrote): each of its entries is warmed.
     With Dask arrays among the arguments, what a call with them runs is warmed: each stage's kernel at each
-    block shape (frontend/dask_arrays.py). client (a dask.distributed Client): warmed on each of its workers,
+    block shape (dask/arrays.py). client (a dask.distributed Client): warmed on each of its workers,
     the first before the others, which then load its kernels from a shared TRACEJIT_CACHE_DIR."""
-    from .kernel import Kernel
+    from tracejit.frontend.kernel import Kernel
     if isinstance(kernel, (str, os.PathLike)):
         if args or static:
             raise ArgumentError("tj.warm(manifest_path) takes no arguments: the manifest names them")
@@ -78,8 +78,8 @@ def warm(kernel, *args, devices=None, client=None, **static) -> WarmReport:
     if not isinstance(kernel, Kernel):
         raise ArgumentError(f"tj.warm expects a @tj.kernel function, got {type(kernel).__name__}")
     if has_dask_array(args):
-        from .dask_arrays import prepare
-        from .dask_stages import warm_stages
+        from tracejit.dask.arrays import prepare
+        from tracejit.dask.stages import warm_stages
         key, _, letter_chunks = prepare(kernel, kernel._bind(args, static))
         return _on(client, warm_stages, key, letter_chunks, devices)
     if client is not None:
@@ -228,7 +228,7 @@ def read_manifest(path: str) -> list[dict]:
 
 def load_kernel(where: str):
     """The @tj.kernel object named "package.module:function" (or "...:Class.attribute")."""
-    from .kernel import Kernel
+    from tracejit.frontend.kernel import Kernel
     module_name, _, qualname = where.partition(":")
     if not module_name or not qualname:
         raise ArgumentError(f"{where!r}: name the kernel as MODULE:FUNCTION, e.g. mypkg.ops:softmax")
@@ -247,7 +247,7 @@ def warm_entry(entry: dict) -> list[dict]:
         kernel = load_kernel(entry["function"])
         args = [parse_arg(a) for a in entry["args"]]
         if entry.get("chunks") is not None:   # a call with Dask arrays: its stages at its block shapes
-            from .dask_stages import warm_recorded
+            from tracejit.dask.stages import warm_recorded
             return warm_recorded(kernel, args, entry["chunks"], entry.get("static", {}), devices)
         report = warm(kernel, *args, devices=devices, **entry.get("static", {}))
     except Exception as e:   # a worker reports; it never takes the whole warm run down

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .gather import data_position, tag
-from .graph import ELEMENTWISE, MOVEMENT, Node, Op
-from .merge_sort import local_bytes
-from .symbolic import DataIndex, Expr, Var
+from tracejit.ir.gather import data_position, tag
+from tracejit.ir.graph import ELEMENTWISE, MOVEMENT, Node, Op
+from tracejit.ir.merge_sort import local_bytes
+from tracejit.ir.symbolic import DataIndex, Expr, Var
 
 
 class Realize(Exception):

@@ -1,11 +1,11 @@
 """Which positions of its sources a graph reads, axis by axis: each node axis follows one source axis element
 for element (the graph can run on blocks along it), or the node reads across a source axis (it needs all of
-it). What a program over arrays cut into blocks (Dask) is split by: frontend/dask_plan.py."""
+it). What a program over arrays cut into blocks (Dask) is split by: dask/plan.py."""
 from __future__ import annotations
 
 from typing import Callable, Union
 
-from .graph import ELEMENTWISE, Node, Op
+from tracejit.ir.graph import ELEMENTWISE, Node, Op
 
 # A source axis, seen from a node: the node axis that follows it (int), None where the node does not depend on
 # it (a size-1 axis), or a string saying what reads across it ("np.cumsum along it").
@@ -125,7 +125,7 @@ class AxisReads:
 
     def _combine(self, n: Node) -> Reads:
         if n.op is Op.INPUT:
-            # (a tuple arg: a call's hidden scalar computed from argument arg[1], frontend/int_comparisons.py)
+            # (a tuple arg: a call's hidden scalar computed from argument arg[1], numpy/int_comparisons.py)
             position = n.arg[1] if isinstance(n.arg, tuple) else n.arg
             return {("input", position): tuple(d if s > 1 else None for d, s in enumerate(n.shape))}
         if n.op is Op.IOTA:

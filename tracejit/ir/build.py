@@ -5,11 +5,11 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
-from .dtypes import BOOL, identity
-from .faulting import note
-from .graph import BINARY, PREDICATES, REDUCE_OPS, UNARY, Node, Op
-from .table import Table
+from tracejit.errors import ShapeError
+from tracejit.ir.dtypes import BOOL, identity
+from tracejit.ir.faulting import note
+from tracejit.ir.graph import BINARY, PREDICATES, REDUCE_OPS, UNARY, Node, Op
+from tracejit.ir.table import Table
 
 
 def const(value, dtype, shape=(), weak: bool = False) -> Node:

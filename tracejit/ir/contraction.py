@@ -1,4 +1,4 @@
-"""Matrix products that SIMT targets (OpenCL, CUDA, Metal, WebGPU) run as a tiled kernel (codegen/tiled.py).
+"""Matrix products that SIMT targets (OpenCL, CUDA, Metal, WebGPU) run as a tiled kernel (codegen/simt/tiled.py).
 
 The products are the ones ir/library.py recognises (a sum over k of the product of two broadcast views:
 `a @ b`, np.dot, np.einsum, tensordot), in every numeric dtype. Each is written to memory by a kernel of its
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import build, library
-from .graph import Node, Op, rewrite
-from .analysis import Buffer, c_strides, source_index
-from .symbolic import Expr, Var
+from tracejit.ir import build, library
+from tracejit.ir.graph import Node, Op, rewrite
+from tracejit.ir.analysis import Buffer, c_strides, source_index
+from tracejit.ir.symbolic import Expr, Var
 
 MIN_WORK = 1 << 12   # multiply-adds; below it one work-group's worth of loops fused with the neighbours wins
-# split-K: a product of fewer result tiles (codegen/tiled.py's 128 x 128) than SPLIT_GROUPS leaves most of a
+# split-K: a product of fewer result tiles (codegen/simt/tiled.py's 128 x 128) than SPLIT_GROUPS leaves most of a
 # GPU idle (64 x 768 @ 768 x 3072, a linear layer of 64 tokens: 24 work-groups for 132 multiprocessors), so
 # its contraction is cut into chunks of at least SPLIT_MIN_CHUNK, each chunk's product a batch of its own,
 # and the partial products summed by the next kernel with the product's consumers (bias, activation)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DtypeError
+from tracejit.errors import DtypeError
 
 # uint64 is internal: NumPy sums uint8/16/32 into it.
 SUPPORTED = tuple(np.dtype(n) for n in (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import ELEMENTWISE, Node, Op, toposort
-from .ops import NUMPY_OPS
+from tracejit.ir.graph import ELEMENTWISE, Node, Op, toposort
+from tracejit.ir.ops import NUMPY_OPS
 
 _REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 

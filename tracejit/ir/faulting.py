@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from .graph import Node, Op
+from tracejit.ir.graph import Node, Op
 
 _local = threading.local()
 
@@ -44,7 +44,7 @@ def recorded():
 def checks(outputs: list[Node], candidates: list[Node]) -> list[Node]:
     """For each candidate that can fault and that no output reads: a value a kernel must compute it for
     (its maximum: one element), so that its faults are recorded and raised."""
-    from . import build
+    from tracejit.ir import build
     seen: set[Node] = set()
     stack = list(outputs)
     while stack:
@@ -61,7 +61,7 @@ def checks(outputs: list[Node], candidates: list[Node]) -> list[Node]:
 
 def _of_arguments(n: Node) -> bool:
     """Whether every input n reads is an argument of the traced function (the frontend also runs functions on
-    stand-in inputs, frontend/views.py's probes, to learn what they do, and drops what they make)."""
+    stand-in inputs, numpy/views.py's probes, to learn what they do, and drops what they make)."""
     seen, stack = set(), [n]
     while stack:
         x = stack.pop()

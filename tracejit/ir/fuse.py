@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import build, contraction, library, merge_sort
-from .dtypes import identity
-from .graph import ELEMENTWISE, Node, Op, rewrite, toposort
-from .kernel_ir import Kernel
-from .layout import LayoutOptions
-from .analysis import Analysis, Buffer, Realize, analyze
-from .lower import emit
+from tracejit.ir import build, contraction, library, merge_sort
+from tracejit.ir.dtypes import identity
+from tracejit.ir.graph import ELEMENTWISE, Node, Op, rewrite, toposort
+from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.layout import LayoutOptions
+from tracejit.ir.analysis import Analysis, Buffer, Realize, analyze
+from tracejit.ir.lower import emit
 
 SPLIT_MIN_REDUCE = 1 << 15   # reductions at least this long ...
 SPLIT_MAX_OUTPUT = 64        # ... into fewer values than this run in two stages

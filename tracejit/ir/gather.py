@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import weakref
 
-from .graph import Node, Op, format_graph
-from .symbolic import DataIndex, Expr, Var
+from tracejit.ir.graph import Node, Op, format_graph
+from tracejit.ir.symbolic import DataIndex, Expr, Var
 
 _TAGS: "weakref.WeakKeyDictionary[Node, str]" = weakref.WeakKeyDictionary()
 

@@ -7,7 +7,7 @@ from enum import Enum
 
 import numpy as np
 
-from .ops import BINARY_NAMES, OPS, PREDICATE_NAMES, UNARY_NAMES
+from tracejit.ir.ops import BINARY_NAMES, OPS, PREDICATE_NAMES, UNARY_NAMES
 
 
 class _OpEnum(str, Enum):

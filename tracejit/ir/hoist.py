@@ -2,7 +2,7 @@
 that still defines all of its sources, and duplicates that meet there are merged."""
 from __future__ import annotations
 
-from .kernel_ir import Builder, Kernel
+from tracejit.ir.kernel_ir import Builder, Kernel
 
 # Loads from params move too: a kernel never stores to a buffer it loads from, and indices are always
 # in bounds. Loads from local memory stay: stores to it change what they read.

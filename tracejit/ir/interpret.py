@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernel_ir import NEGATIVE_POWER, Fault, Kernel, fault_error
-from .ops import NUMPY_OPS
+from tracejit.ir.kernel_ir import NEGATIVE_POWER, Fault, Kernel, fault_error
+from tracejit.ir.ops import NUMPY_OPS
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 

@@ -14,7 +14,7 @@ sorts their first n entries in place by key, NaN after every number, equal keys 
 order without positions); the rest of the arrays (padding to a power of two, keys that sort last) keeps
 its place. ATOMIC (srcs: an output param, an int64 index, a value; arg: sum, prod, max or min) combines
 the value into that element, every global index's update applied even where they hit one element:
-atomics on SIMT targets (codegen/atomics.py), a serial global loop on the CPU, in the global index's
+atomics on SIMT targets (codegen/simt/atomics.py), a serial global loop on the CPU, in the global index's
 order (see has_atomics). A CPU renderer maps GLOBAL to a parallel loop and
 RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and may spread a
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InternalError
-from .ops import BINARY_NAMES, TERNARY_NAMES, UNARY_NAMES
+from tracejit.errors import InternalError
+from tracejit.ir.ops import BINARY_NAMES, TERNARY_NAMES, UNARY_NAMES
 
 INDEX = np.dtype("int64")
 _ERRORS = importlib.import_module("tracejit.errors")   # the module a fault names its error class in

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .symbolic import Clamp, Expr, Var
+from tracejit.ir.symbolic import Clamp, Expr, Var
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import build, evaluate
-from .evaluate import constant_value
-from .graph import MOVEMENT, Node, Op, rewrite, toposort
+from tracejit.ir import build, evaluate
+from tracejit.ir.evaluate import constant_value
+from tracejit.ir.graph import MOVEMENT, Node, Op, rewrite, toposort
 
 MIN_WORK = 1 << 16     # multiply-adds; below it the fused loops win (no pass over memory between kernels)
 MIN_SIDE = 8          # rows and columns of the product at least: a matrix-vector product or a row's sum of

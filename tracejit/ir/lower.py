@@ -14,17 +14,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import InternalError, UnsupportedError
-from .analysis import Analysis, Buffer, RowReduction, decided, source_index
-from .dtypes import identity
-from .gather import data_position, gathered_atoms, row_loop
-from .graph import ELEMENTWISE, Node, Op
-from .hoist import hoist
-from .merge_sort import POSITION, local_bytes
-from .kernel_ir import INDEX, Builder, Fault, Kernel, Param
-from .layout import LayoutOptions, LoopPlan, plan_loops
-from .symbolic import Clamp, DataIndex, Div, Expr, Mod, Var
-from .table import MAX_KERNEL_BYTES
+from tracejit.errors import InternalError, UnsupportedError
+from tracejit.ir.analysis import Analysis, Buffer, RowReduction, decided, source_index
+from tracejit.ir.dtypes import identity
+from tracejit.ir.gather import data_position, gathered_atoms, row_loop
+from tracejit.ir.graph import ELEMENTWISE, Node, Op
+from tracejit.ir.hoist import hoist
+from tracejit.ir.merge_sort import POSITION, local_bytes
+from tracejit.ir.kernel_ir import INDEX, Builder, Fault, Kernel, Param
+from tracejit.ir.layout import LayoutOptions, LoopPlan, plan_loops
+from tracejit.ir.symbolic import Clamp, DataIndex, Div, Expr, Mod, Var
+from tracejit.ir.table import MAX_KERNEL_BYTES
 
 
 def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer],
@@ -145,7 +145,7 @@ def _check_tables(kernel: Kernel) -> Kernel:
 def _emit_sort(e: _Emitter, red: RowReduction, fill: list[Var], sort_bytes: int | None) -> tuple[int, int | None]:
     """The row of a SORT copied into local memory (for argsort with each element's position), padded to a
     power of two with keys that sort last, then sorted in place by one `sort` instruction (numba: a merge
-    sort, runtime/numba_math.py; SIMT targets: a bitonic network, codegen/bitonic.py). Returns the local
+    sort, codegen/cpu/numba_math.py; SIMT targets: a bitonic network, codegen/simt/bitonic.py). Returns the local
     arrays (keys, positions or None)."""
     node = red.node
     src, axis = node.srcs[0], node.arg[0]

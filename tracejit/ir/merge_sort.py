@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from . import build
-from .graph import Node, Op
+from tracejit.ir import build
+from tracejit.ir.graph import Node, Op
 
 POSITION = np.dtype(np.int32)
 

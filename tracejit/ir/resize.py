@@ -1,14 +1,14 @@
 """The same graph at other sizes along some of its axes: how a program written for whole arrays runs on one
-block of them (frontend/dask_stages.py). Constants keep their values, so a mean still divides by the count of
+block of them (dask/stages.py). Constants keep their values, so a mean still divides by the count of
 the whole axis it was written for."""
 from __future__ import annotations
 
 import math
 from typing import Callable
 
-from ..errors import InternalError
-from .axis_reads import reshape_map
-from .graph import ELEMENTWISE, Node, Op
+from tracejit.errors import InternalError
+from tracejit.ir.axis_reads import reshape_map
+from tracejit.ir.graph import ELEMENTWISE, Node, Op
 
 Shape = tuple[int, ...]
 

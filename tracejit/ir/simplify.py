@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import build
-from .graph import BINARY, ELEMENTWISE, Node, Op, rewrite
-from .ops import NUMPY_OPS
-from .kernel_ir import ALU
+from tracejit.ir import build
+from tracejit.ir.graph import BINARY, ELEMENTWISE, Node, Op, rewrite
+from tracejit.ir.ops import NUMPY_OPS
+from tracejit.ir.kernel_ir import ALU
 
 
 def simplify(outputs: list[Node]) -> list[Node]:

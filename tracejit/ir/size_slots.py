@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernel_ir import Kernel
+from tracejit.ir.kernel_ir import Kernel
 
 Slot = tuple[int, int]
 

@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 
-from ..errors import InternalError
-from .dtypes import BOOL
-from .graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op, toposort
-from .kernel_ir import ALU, INDEX, STRUCTURAL, Fault, Kernel
-from .table import Table
+from tracejit.errors import InternalError
+from tracejit.ir.dtypes import BOOL
+from tracejit.ir.graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op, toposort
+from tracejit.ir.kernel_ir import ALU, INDEX, STRUCTURAL, Fault, Kernel
+from tracejit.ir.table import Table
 
 
 def verify_graph(outputs: list[Node]) -> None:

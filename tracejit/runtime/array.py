@@ -75,6 +75,6 @@ def own_copy(device, a) -> Array:
 
 def _from_host(data: np.ndarray, device: str) -> Array:
     """A pickled tj.Array made again on the device of that name in this process."""
-    from . import registry
+    from tracejit.runtime import registry
     dev = registry.device(device)
     return Array(dev.from_numpy(data), dev)

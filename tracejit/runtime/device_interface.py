@@ -12,9 +12,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..ir.kernel_ir import Kernel
-from ..ir.layout import LayoutOptions
-from .device_stats import DeviceStats
+from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.layout import LayoutOptions
+from tracejit.runtime.device_stats import DeviceStats
 
 
 @runtime_checkable

@@ -10,8 +10,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import DeviceError, OutOfMemoryError
-from ..ir.fuse import Program
+from tracejit.errors import DeviceError, OutOfMemoryError
+from tracejit.ir.fuse import Program
 
 
 def contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:

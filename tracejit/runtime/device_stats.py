@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import ArgumentError, UnsupportedError
+from tracejit.errors import ArgumentError, UnsupportedError
 
 
 class DeviceStats:
@@ -66,7 +66,7 @@ def set_memory_limit(nbytes: int | None, device: str | None = None) -> None:
     naming the request and the limit. device=None: every device with a pool, open now or later
     (TRACEJIT_MEMORY_LIMIT sets the same at startup); numba's arrays are NumPy's, which it does not
     pool: naming it is an UnsupportedError."""
-    from . import registry
+    from tracejit.runtime import registry
     limit = checked_limit(nbytes)
     if device is not None:
         registry.device(device).set_memory_limit(limit)

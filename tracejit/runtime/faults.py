@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.kernel_ir import Kernel, fault_error
+from tracejit.ir.kernel_ir import Kernel, fault_error
 
 RECORD_WORDS = 4   # int32: the fault's code (0: none), its value's low and high halves, how many faults
 RECORD_BYTES = 4 * RECORD_WORDS

@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..ir.fuse import Program
-from . import profiler
-from .array import Array
-from .device_memory import by_value_params
-from .faults import CAPTURE_REFUSED, raise_recorded
-from .scalars import check_int_scalars
+from tracejit.errors import UnsupportedError
+from tracejit.ir.fuse import Program
+from tracejit.runtime import profiler
+from tracejit.runtime.array import Array
+from tracejit.runtime.device_memory import by_value_params
+from tracejit.runtime.faults import CAPTURE_REFUSED, raise_recorded
+from tracejit.runtime.scalars import check_int_scalars
 
 
 class LaunchPlan:

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .debug import log
+from tracejit.runtime.debug import log
 
 try:
     import fcntl

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .debug import LEVEL, log
+from tracejit.runtime.debug import LEVEL, log
 
 ACTIVE: list["Profile"] = []   # the profiles open, innermost last; launch paths test it
 _LOCK = threading.Lock()

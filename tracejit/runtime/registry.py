@@ -5,17 +5,17 @@ import importlib
 import os
 from dataclasses import dataclass
 
-from ..errors import ArgumentError, DeviceError
-from .device_interface import Device
+from tracejit.errors import ArgumentError, DeviceError
+from tracejit.runtime.device_interface import Device
 
 # name -> "module:Class" of its runtime, in auto-selection order (real GPUs first, then numba, then
 # CPU implementations of GPU APIs). A new target adds one line here.
 TARGETS: dict[str, str] = {
-    "numba": "tracejit.runtime.numba_device:NumbaDevice",
-    "opencl": "tracejit.runtime.opencl_device:OpenCLDevice",
-    "cuda": "tracejit.runtime.cuda_device:CUDADevice",
-    "webgpu": "tracejit.runtime.webgpu_device:WebGPUDevice",
-    "metal": "tracejit.runtime.metal_device:MetalDevice",
+    "numba": "tracejit.runtime.numba.device:NumbaDevice",
+    "opencl": "tracejit.runtime.opencl.device:OpenCLDevice",
+    "cuda": "tracejit.runtime.cuda.device:CUDADevice",
+    "webgpu": "tracejit.runtime.webgpu.device:WebGPUDevice",
+    "metal": "tracejit.runtime.metal.device:MetalDevice",
 }
 AUTO_ORDER = ("cuda-gpu", "metal-gpu", "opencl-gpu", "webgpu-gpu", "numba")
 

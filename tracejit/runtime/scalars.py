@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ScalarOverflowError
+from tracejit.errors import ScalarOverflowError
 
 
 def check_int_scalars(checks: list[tuple[int, np.dtype]], args) -> None:

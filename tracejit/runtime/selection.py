@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentError, DeviceError
-from . import registry
-from .device_info import KINDS
+from tracejit.errors import ArgumentError, DeviceError
+from tracejit.runtime import registry
+from tracejit.runtime.device_info import KINDS
 
 def select_device(kind: str | None = None, min_free_memory: int | None = None, dtypes=(), prefer=None) -> str:
     """The name of the best available device that is of `kind` ("cpu", "gpu" or "emulated"), has at
@@ -91,7 +91,7 @@ def _rank(target: str) -> int:
 
 
 def _emulated(target: str) -> bool:
-    from . import emulator
+    from tracejit.runtime import emulator
     return target in ("cuda", "metal") and emulator.emulates(target)
 
 

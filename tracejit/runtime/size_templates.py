@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ir.fuse import Program
-from ..ir.kernel_ir import Kernel
-from ..ir.size_slots import Slot, size_slots, template
-from .cache_key import tracejit_part
-from .debug import log, stage
-from .disk_cache import CACHE, CacheKey
+from tracejit.ir.fuse import Program
+from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.size_slots import Slot, size_slots, template
+from tracejit.runtime.cache.key import tracejit_part
+from tracejit.runtime.debug import log, stage
+from tracejit.runtime.cache.disk import CACHE, CacheKey
 
 TEMPLATES_MAX = 4096   # kernel templates whose sizes are tracked (forgetting one re-specialises its next size)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .array import Array
+from tracejit.runtime.array import Array
 
 
 def flat_view(a, buf) -> np.ndarray:

@@ -1,7 +1,7 @@
 """tracejit's CPU SIMT emulator: the generated CUDA C and MSL themselves, compiled as C++ against the headers
 in include/ (tj_simt.h: fibers, barriers, warps, shared memory, atomics, half; tj_cuda.h and metal_stdlib: each
 dialect's names on top) into a shared object, loaded with ctypes and run on host memory. Only the driver is
-replaced (cuda_driver.py: the CUDA driver API; metal.py: PyObjC's Metal): the runtime code of the cuda and
+replaced (runtime/cuda/driver.py: the CUDA driver API; metal.py: PyObjC's Metal): the runtime code of the cuda and
 metal devices is the same as on the hardware.
 
 `TRACEJIT_EMULATE=cuda`, `=metal` or `=cuda,metal` makes those devices available on any machine with clang++
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 
-from ...errors import DeviceError
+from tracejit.errors import DeviceError
 
 ENV = "TRACEJIT_EMULATE"
 TARGETS = ("cuda", "metal")

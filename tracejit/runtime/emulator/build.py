@@ -33,13 +33,13 @@ import threading
 import time
 from pathlib import Path
 
-from ...codegen import build_log
-from ...codegen.msl_check import KERNEL, PARAM, find_clang, split_params
-from ...errors import CompileError, DeviceError
-from ..cache_key import source_part, tracejit_part
-from ..debug import log
-from ..disk_cache import CACHE, CacheKey
-from . import DESCRIPTION
+from tracejit.codegen import build_log
+from tracejit.codegen.simt.msl_check import KERNEL, PARAM, find_clang, split_params
+from tracejit.errors import CompileError, DeviceError
+from tracejit.runtime.cache.key import source_part, tracejit_part
+from tracejit.runtime.debug import log
+from tracejit.runtime.cache.disk import CACHE, CacheKey
+from tracejit.runtime.emulator import DESCRIPTION
 
 INCLUDE = Path(__file__).with_name("include")
 CORE = Path(__file__).with_name("tj_core.cpp")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import enum
 
-from . import DESCRIPTION, build
+from tracejit.runtime.emulator import DESCRIPTION, build
 
 
 class CUresult(enum.IntEnum):

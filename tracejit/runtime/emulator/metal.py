@@ -13,8 +13,8 @@ import threading
 import types
 from dataclasses import dataclass
 
-from ...errors import CompileError
-from . import DESCRIPTION, build
+from tracejit.errors import CompileError
+from tracejit.runtime.emulator import DESCRIPTION, build
 
 STORAGE_SHARED = 0
 STATUS_COMPLETED, STATUS_ERROR = 4, 5

@@ -1,0 +1,473 @@
+"""Native renderer for the numba device: kernel IR -> LLVM IR, for the kernels whose every instruction it
+knows (`unsupported` says why another is not: those stay with codegen/cpu/numba.py's Python source).
+
+Numba still compiles the kernel, but only as a one-line Python function whose body is a call of this IR
+(codegen/cpu/native_call.py links it into the function's code library): the dispatcher, its disk cache, the
+launch and the threads stay as they are, and Numba's bytecode analysis, type inference and lowering of
+the whole kernel body, half or more of a first call's compile, are skipped (softmax 4096x1024: ~400 ->
+~200 ms). The IR computes what codegen/cpu/numba.py's source computes, operation for operation: the same
+row-loop choices (codegen/cpu/rows.py), the same float32 math (codegen/cpu/llvm_math.py, as numba_math's
+intrinsics), the same scalar operations (codegen/cpu/llvm_ops.py).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from llvmlite import ir
+
+from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Kernel, faults, has_atomics
+from tracejit.codegen.cpu import llvm_math
+from tracejit.codegen.cpu.llvm_ops import (
+    BOOL_OPS,
+    F32,
+    F64,
+    FLOAT_OPS,
+    FLOAT_TYPES,
+    I1,
+    I8,
+    I64,
+    INDEX_OPS,
+    INT_OPS,
+    KERNEL_OPS,
+    LIBM,
+    MATH,
+    STRICT,
+    bool_op,
+    cast,
+    combine,
+    computed,
+    constant,
+    f16_function,
+    float_op,
+    index_op,
+    int_op,
+    int_power_function,
+    memory_type,
+    value_type,
+)
+from tracejit.codegen.cpu.llvm_values import defined
+from tracejit.codegen.cpu.rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator
+from tracejit.ir.ops import ROUNDS_TO_FLOAT16
+from tracejit.codegen.simt.mapping import ORDERED_BELOW, float16_totals, index_values
+
+FUNCTION = "tj_native"   # the IR function's name; codegen/cpu/native_call.py renames it per compile
+
+
+def _supported_dtype(dt) -> bool:
+    return dt is None or dt.kind in "biu" or dt in FLOAT_TYPES or dt == np.float16
+
+
+def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, parallel: bool = False) -> str | None:
+    """Why this kernel is rendered as Python for Numba instead (None: render() takes it). `parallel`: whether
+    a kernel looped in parallel over its global index (prange) can be IR, which the runtime says: LLVM
+    compiles it directly and its entry point runs it on OpenMP's threads (runtime/numba/llvm_jit.py)."""
+    from tracejit.codegen.cpu.numba import STACK_SCRATCH_MAX   # (codegen.numba imports this module)
+    symbolic = symbolic or {}
+    ins = kernel.instrs
+    # (a prange loop calling the IR per index was no faster to compile and 30% slower to run)
+    if loop == "prange" and not parallel:
+        return "its global loop is Numba's prange"
+    if has_atomics(kernel):
+        return "it combines updates into memory"
+    if any(not _supported_dtype(p.dtype) for p in kernel.params):
+        return "a parameter's dtype"
+    index = index_values(ins)
+    for i, x in enumerate(ins):
+        op = x.op
+        if not _supported_dtype(x.dtype):
+            return f"%{i} is {x.dtype}"
+        if op in ("update", "store") and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype \
+                or op == "load" and x.dtype != ins[x.srcs[0]].dtype:
+            return f"%{i} converts between its value's and its memory's dtypes"
+        if op in KERNEL_OPS:
+            if op == "local" and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
+                return "a scratch row is on the heap"
+            continue
+        if op not in ALU:
+            return f"op {op}"
+        if op not in _op_table(ins, i, index):
+            return f"op {op} on {ins[x.srcs[-1]].dtype if x.srcs else x.dtype}"
+        operands = [ins[s].dtype for s in x.srcs[1:]] if op == "where" else [ins[s].dtype for s in x.srcs]
+        if len(set(operands)) > 1:
+            return f"%{i} mixes operand dtypes"
+    return _escapes(ins)
+
+
+def _itemsize(x) -> int:
+    from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX
+    wide = wide_accumulator(x.dtype, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
+    return 8 if wide else computed(x.dtype).itemsize   # (a float16 row holds float32 values, as codegen.numba's)
+
+
+def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
+    x = ins[i]
+    src = computed(ins[x.srcs[1] if x.op == "where" else x.srcs[0]].dtype)
+    if i in index:
+        return INDEX_OPS
+    if src == np.bool_:
+        return BOOL_OPS
+    if src.kind == "f":
+        return FLOAT_OPS | {op for (dt, op) in (*MATH, *LIBM) if dt == src}
+    return INT_OPS
+
+
+def _escapes(ins) -> str | None:
+    """A value computed inside a loop and read after it (Python keeps the last iteration's; an SSA value
+    would not dominate the read): such kernels stay with Numba. Accumulators and scratch rows are memory."""
+    scope_of: dict[int, tuple[int, ...]] = {}
+    open_loops: list[int] = []
+    for i, x in enumerate(ins):
+        if x.op == "endrange":
+            open_loops.pop()
+            continue
+        for s in x.srcs:
+            if ins[s].op in ("acc", "local", "param", "const", "update", "table"):
+                continue
+            scope = scope_of.get(s, ())
+            if tuple(open_loops[:len(scope)]) != scope:
+                return f"%{s} is read outside its loop"
+        scope_of[i] = tuple(open_loops)
+        if x.op in ("global", "range"):
+            open_loops.append(i)
+            scope_of[i] = tuple(open_loops)
+    return None
+
+
+def signature(kernel: Kernel, symbolic: dict | None = None) -> list[ir.Type]:
+    """The IR function's parameters: [start, stop) of the global index, the size arguments (sorted by
+    slot, as codegen.numba.render names them), then a pointer to each buffer's first element, and to the
+    error record (int64: code, value) where the kernel can fault."""
+    from tracejit.codegen.cpu.numba import slot_argument
+    sizes = [value_type(slot_argument(kernel, slot)) for slot in sorted(symbolic or {})]
+    record = [ir.PointerType(I64)] if faults(kernel) else []   # the error record (codegen.numba's tj_error)
+    return [I64, I64, *sizes, *(ir.PointerType(memory_type(p.dtype)) for p in kernel.params), *record]
+
+
+def render(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str:
+    """The LLVM IR module of one kernel (unsupported() must be None): `void @tj_native(...)` (signature())."""
+    module = ir.Module(name="tracejit")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), signature(kernel, symbolic)), FUNCTION)
+    # called, not inlined: its external definition stays (the call resolves to it when Numba links the
+    # modules), and an inlined copy would be optimised and turned into machine code a second time
+    # (layernorm 4096x1024's LLVM time 128 -> ~75 ms; the call is once per chunk of rows)
+    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    if host_vector_bytes() == 64:   # runtime.numba_math.wide_vectors
+        set.add(fn.attributes, '"prefer-vector-width"="512"')
+    _Emitter(kernel, fn, symbolic or {}).run()
+    return str(module)
+
+
+class _Emitter:
+    def __init__(self, kernel: Kernel, fn: ir.Function, symbolic: dict):
+        from tracejit.codegen.cpu.numba import _before_global_loop
+        self.kernel, self.fn, self.ins = kernel, fn, kernel.instrs
+        entry = fn.append_basic_block("entry")
+        self.alloca = ir.IRBuilder(entry)
+        self.b = ir.IRBuilder(fn.append_basic_block("start"))
+        self.start, self.stop = fn.args[:2]
+        slots = sorted(symbolic)
+        self.sizes = dict(zip(slots, fn.args[2:2 + len(slots)]))
+        self.buffers = fn.args[2 + len(slots):2 + len(slots) + len(kernel.params)]
+        self.record = fn.args[-1] if faults(kernel) else None
+        self.index = index_values(self.ins)
+        self.scanned = {x.srcs[0] for x in self.ins if x.op == "update" and x.dtype is not None}
+        self.totals16 = float16_totals(self.ins)   # float16 sums and products, rounded where read
+        self.rows = row_loops(self.ins, symbolic, self.scanned, ordered_always=True)
+        self.plain = False   # inside the in-order copy of a loop (rows.ordered): no step reassociates
+        self.blocked = {a for accs in self.rows.blocks.values() for a in accs}
+        self.before = _before_global_loop(self.ins)
+        self.values: dict[int, ir.Value] = {}
+        self.slots: dict[int, ir.Value] = {}      # acc -> its memory; local -> its row
+        self.wide: dict[int, bool] = {}
+        self.nan: dict[int, ir.Value] = {}        # acc -> its NaN flag (_nan_apart)
+        self.block: dict[int, ir.Value] = {}      # acc -> its float32 block accumulator
+        self.loops: dict[int, list] = {}          # range -> the loops it opened
+        from tracejit.codegen.cpu.numba import MATH_INLINE_MAX
+        calls = Counter(MATH.get((computed(self.ins[x.srcs[0]].dtype), x.op)) for x in self.ins if x.srcs)
+        self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in MATH.values()}
+
+    # -- structure --
+    def run(self) -> None:
+        free = {i for i, x in enumerate(self.ins) if x.op in ("param", "const")}
+        for i in free:   # (values anywhere: what is hoisted before the global loop reads them)
+            self.instr(i, self.ins[i])
+        self.span(0, len(self.ins), free)
+        for state in self.loops.pop(next(iter(self.loops)), ()) if self.loops else ():   # the global loop's end
+            self.close_loop(state)
+        self.b.ret_void()
+        self.alloca.branch(self.fn.basic_blocks[1])
+
+    def span(self, start: int, stop: int, skip: set[int]) -> None:
+        """Instructions start..stop-1; a loop of rows.ordered twice: in order where its extent is below 8,
+        as written otherwise (codegen.numba's _in_order_below)."""
+        ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == "endrange"}
+        i = start
+        while i < stop:
+            x = self.ins[i]
+            if x.op == "range" and i in self.rows.ordered and i != start:   # (start: this is its copy)
+                b = self.b
+                short, long, joined = (self.fn.append_basic_block(n) for n in ("short", "long", "joined"))
+                b.cbranch(b.icmp_signed("<", self.extent(i), ir.Constant(I64, ORDERED_BELOW)), short, long)
+                for block, plain in ((short, True), (long, False)):
+                    b.position_at_end(block)
+                    self.plain = plain
+                    self.span(i, ends[i] + 1, skip)
+                    b.branch(joined)
+                self.plain = False
+                b.position_at_end(joined)
+                i = ends[i] + 1
+                continue
+            if i not in self.before and i not in skip:
+                self.instr(i, x)
+            i += 1
+
+    def slot(self, ty: ir.Type, count: int = 1, align: int | None = None) -> ir.Value:
+        out = self.alloca.alloca(ty, size=None if count == 1 else ir.Constant(I64, count))
+        if align:
+            out.align = align
+        return out
+
+    def open_loop(self, start, stop, step: int = 1):
+        """A counted loop; returns (its variable, the state close_loop takes)."""
+        b = self.b
+        before, header = b.block, self.fn.append_basic_block("loop")
+        body, done = self.fn.append_basic_block("body"), self.fn.append_basic_block("done")
+        b.branch(header)
+        b.position_at_end(header)
+        var = b.phi(I64)
+        var.add_incoming(start, before)
+        b.cbranch(b.icmp_signed("<", var, stop), body, done)
+        b.position_at_end(body)
+        return var, (var, header, done, step)
+
+    def close_loop(self, state) -> None:
+        var, header, done, step = state
+        var.add_incoming(self.b.add(var, ir.Constant(I64, step), flags=("nsw",)), self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(done)
+
+    def opaque(self, n) -> ir.Value:
+        """n, hidden from LLVM (runtime.numba_math.opaque_extent)."""
+        fnty = ir.FunctionType(I64, [I64])
+        return self.b.asm(fnty, "", "=r,0", [n], False, "opaque_extent")
+
+    def value(self, j: int) -> ir.Value:
+        """Instruction j's value where it is read: an accumulator's current value is loaded there."""
+        x = self.ins[j]
+        if x.op == "update":   # a scan's running value: its accumulator after the update
+            return self.value(x.srcs[0])
+        if x.op != "acc":
+            return self.values[j]
+        b, dt = self.b, x.dtype
+        v = b.load(self.slots[j])
+        if self.wide[j]:
+            v = b.fptrunc(v, value_type(dt))
+        if j in self.totals16:   # a float16 total, as NumPy's loop stores it
+            v = self.round16(v)
+        if j in self.nan:
+            v = b.select(b.load(self.nan[j]), ir.Constant(value_type(dt), float("nan")), v)
+        return v
+
+    def extent(self, i: int):
+        return self.sizes.get((i, 0)) or ir.Constant(I64, self.ins[i].arg[0])
+
+    # -- instructions --
+    def instr(self, i: int, x) -> None:
+        b, op, s, dt, rows = self.b, x.op, x.srcs, x.dtype, self.rows
+        if op == "param":
+            self.values[i] = self.buffers[x.arg]
+        elif op == "const":
+            self.values[i] = self.sizes.get((i, -1)) or constant(x.arg, dt)
+        elif op == "global":
+            for j in sorted(self.before):   # loop-invariant values, once before the loop (codegen.numba)
+                self.instr(j, self.ins[j])
+            var, state = self.open_loop(self.start, self.stop)
+            assume = self.fn.module.declare_intrinsic("llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [I1]))
+            b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])   # numba_math.nonnegative_index
+            self.values[i] = var
+            self.loops[i] = [state]
+        elif op == "range":
+            extent, opened = self.extent(i), []
+            start = ir.Constant(I64, 0)
+            if i in rows.split:   # blocks of the row, each summed in float32
+                at, state = self.open_loop(start, extent, BLOCKED_ROW_MAX)
+                opened.append(state)
+                end = b.add(at, self.opaque(ir.Constant(I64, BLOCKED_ROW_MAX)))
+                start, extent = at, b.select(b.icmp_signed("<", end, extent), end, extent)
+            elif i in rows.opaque and (i, 0) not in self.sizes:
+                extent = self.opaque(extent)
+            for acc in rows.blocks.get(i, ()):
+                b.store(ir.Constant(F32, 0.0), self.block[acc])
+            var, state = self.open_loop(start, extent)
+            self.values[i] = var
+            self.loops[i] = opened + [state]
+        elif op == "endrange":
+            r = s[0]
+            opened = self.loops.pop(r)
+            self.close_loop(opened.pop())
+            for acc in rows.blocks.get(r, ()):
+                total = b.fadd(b.load(self.slots[acc]), b.fpext(b.load(self.block[acc]), F64), flags=STRICT)
+                b.store(total, self.slots[acc])
+            for state in reversed(opened):
+                self.close_loop(state)
+        elif op == "acc":
+            wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
+                    and (i in rows.long_sums or dt != np.float32))
+            self.wide[i] = wide
+            ty = F64 if wide else value_type(dt)
+            if i not in self.slots:
+                self.slots[i] = self.slot(ty)
+                if i in self.blocked:
+                    self.block[i] = self.slot(F32)
+                if x.arg[0] in ("max", "min") and dt.kind == "f" and i not in self.scanned:
+                    self.nan[i] = self.slot(I1)
+            b.store(constant(x.arg[1], np.dtype(np.float64) if wide else dt), self.slots[i])
+            if i in self.nan:
+                b.store(ir.Constant(I1, 0), self.nan[i])
+        elif op == "update":
+            self.update(i, x)
+        elif op == "local":
+            from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
+            wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
+            self.wide[i] = wide
+            ty = F64 if wide else value_type(dt)   # (float16: float32 values, as codegen.numba's row)
+            count = STACK_SCRATCH_MAX // (8 if wide else computed(dt).itemsize) if (i, 0) in self.sizes else x.arg[0]
+            self.slots[i] = self.slot(ty, count, align=64)
+        elif op == "load":
+            v = b.load(self.element(s[0], s[1]))
+            if self.ins[s[0]].op == "local":
+                if self.wide[s[0]]:
+                    v = b.fptrunc(v, value_type(dt))
+                if dt == np.float16 and self.ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
+                    v = self.round16(v)
+            elif dt == np.float16:
+                v = b.call(f16_function(self.fn.module, "f16_to_f32"), [v])
+            elif dt == np.bool_:
+                v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+            self.values[i] = v
+        elif op == "store":
+            ptr, v = self.element(s[0], s[1]), self.value(s[2])
+            if self.ins[s[0]].op == "local":
+                if self.wide[s[0]]:
+                    v = b.fpext(v, F64)
+            elif self.ins[s[2]].dtype == np.float16:
+                v = b.call(f16_function(self.fn.module, "f32_to_f16"), [v])
+            elif self.ins[s[2]].dtype == np.bool_:
+                v = b.zext(v, I8)
+            b.store(v, ptr)
+        elif op == "cast":
+            self.values[i] = cast(b, self.value(s[0]), self.ins[s[0]].dtype, dt)
+        elif op == "table":   # a constant array in the module, from its exact bytes
+            data = bytearray(x.arg.data)
+            table = ir.GlobalVariable(self.fn.module, ir.ArrayType(I8, len(data)), f"table.{x.arg.name}")
+            table.initializer = ir.Constant(table.value_type, data)
+            table.global_constant, table.linkage = True, "internal"
+            table.align = 64
+            self.values[i] = b.bitcast(table, ir.PointerType(memory_type(dt)))
+        elif op == "bound":
+            self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].dtype,
+                                        self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
+        else:
+            self.values[i] = self.alu(i, x)
+
+    def element(self, buffer: int, index: int) -> ir.Value:
+        base = self.slots[buffer] if self.ins[buffer].op == "local" else self.values[buffer]
+        return self.b.gep(base, [self.value(index)], inbounds=True)
+
+    def fault(self, ok, code: int, value) -> None:
+        """Where `ok` is false, record the fault `code` with its value (codegen.numba's tj_error: the last wins)."""
+        b = self.b
+        record, after = self.fn.append_basic_block("fault"), self.fn.append_basic_block("checked")
+        b.cbranch(ok, after, record)
+        b.position_at_end(record)
+        b.store(ir.Constant(I64, code), self.record)
+        b.store(value, b.gep(self.record, [ir.Constant(I64, 1)], inbounds=True))
+        b.branch(after)
+        b.position_at_end(after)
+
+    def bound(self, v, dt: np.dtype, size, code: int):
+        """numba_math.bound_index: an index read from data as an offset along an axis of `size` elements (a
+        negative one counts from the end); one outside the axis is recorded and gives 0."""
+        b, zero = self.b, ir.Constant(I64, 0)
+        if dt.kind == "u":   # compared as it is, not as an int64 it may not fit
+            wide = v if v.type.width == 64 else b.zext(v, I64)
+            ok = b.icmp_unsigned("<", wide, size)
+            offset = wide
+        else:
+            wide = v if v.type.width == 64 else b.sext(v, I64)
+            offset = b.select(b.icmp_signed("<", wide, zero), b.add(wide, size), wide)
+            ok = b.and_(b.icmp_signed(">=", offset, zero), b.icmp_signed("<", offset, size))
+        self.fault(ok, code, wide)
+        return b.select(ok, offset, zero)
+
+    def int_power(self, a, e, dt: np.dtype):
+        """numba_math.int_power after nonnegative_exponent: a ** e by squaring in int64, wrapping, narrowed to
+        dt; a negative exponent (signed types) is recorded and taken as 0."""
+        b, zero = self.b, ir.Constant(I64, 0)
+        wide_a = a if a.type.width == 64 else (b.zext if dt.kind == "u" else b.sext)(a, I64)
+        wide_e = e if e.type.width == 64 else (b.zext if dt.kind == "u" else b.sext)(e, I64)
+        if dt.kind == "i":
+            ok = b.icmp_signed(">=", wide_e, zero)
+            self.fault(ok, NEGATIVE_POWER.code, wide_e)
+            wide_e = b.select(ok, wide_e, zero)
+        fn = int_power_function(self.fn.module)
+        out = b.call(fn, [wide_a, wide_e])
+        return out if dt.itemsize == 8 else b.trunc(out, value_type(dt))
+
+    def update(self, i: int, x) -> None:
+        """An accumulator's step (codegen.numba's update): into its memory, or into a scratch row's element."""
+        b, ins = self.b, self.ins
+        acc = ins[x.srcs[0]]
+        red, adt = (acc.arg[0], acc.dtype) if acc.op == "acc" else (acc.arg[1], acc.dtype)
+        ptr = self.slots[x.srcs[0]] if acc.op == "acc" else self.element(x.srcs[0], x.srcs[1])
+        v = self.value(x.srcs[-1])
+        wide = self.wide[x.srcs[0]]
+        if x.srcs[0] in self.blocked:
+            ptr, wide = self.block[x.srcs[0]], False
+        elif wide:
+            v = b.fpext(v, F64)
+        cur = b.load(ptr)
+        if x.srcs[0] in self.nan:   # numba_math.max_step / min_step, and the NaN flag apart
+            take = b.fcmp_ordered(">" if red == "max" else "<", v, cur, flags=("nnan", "nsz"))
+            b.store(b.select(take, v, cur, flags=("nnan", "nsz")), ptr)
+            flag = self.nan[x.srcs[0]]
+            b.store(b.or_(b.load(flag), b.fcmp_unordered("!=", v, v)), flag)
+            return
+        if i in self.rows.reorderable and not self.plain:
+            step = (b.fadd if red == "sum" else b.fmul)(cur, v, flags=("reassoc", "contract"))
+        elif adt == np.float16 and x.srcs[0] in self.scanned:   # each running total a float16, as NumPy's accumulate
+            step = self.round16(combine(b, red, adt, cur, v))
+        else:
+            step = combine(b, red, adt, cur, v)
+        b.store(step, ptr)
+
+    def round16(self, v) -> ir.Value:
+        """A float32 value rounded to the nearest float16 (codegen.numba's round_f16)."""
+        return self.b.call(f16_function(self.fn.module, "round_f16"), [v])
+
+    def alu(self, i: int, x) -> ir.Value:
+        b, op = self.b, x.op
+        a = [self.value(j) for j in x.srcs]
+        src = computed(self.ins[x.srcs[1] if op == "where" else x.srcs[0]].dtype)
+        if op == "where":
+            return b.select(a[0], a[1], a[2])
+        if src == np.bool_:
+            return bool_op(b, op, a)
+        if src.kind == "f":
+            name = MATH.get((src, op))
+            out = b.call(self.math(name, len(a)), a) if name is not None else float_op(b, op, a, src)
+            if x.dtype == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
+                out = self.round16(out)
+            return out
+        if i in self.index:
+            return index_op(b, op, a)
+        if op == "pow":
+            return self.int_power(a[0], a[1], src)
+        return int_op(b, op, a, src)
+
+    def math(self, name: str, arity: int = 1) -> ir.Function:
+        ty = F32 if name.endswith("f32") else F64
+        symbol = f"tracejit.{name}" + ("" if self.inline[name] else ".called")
+        return defined(self.fn.module, symbol, getattr(llvm_math, name), (ty,) * arity, ty, self.inline[name])

@@ -1,0 +1,271 @@
+"""How the C-style renderers (cstyle.py: OpenCL C, CUDA C, MSL; WGSL in part) spell values: literals, NumPy's
+integer and float arithmetic, comparisons, selects and casts, from per-op tables a target can replace, and
+the loads and stores of buffers, local arrays and constant tables."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracejit.errors import DtypeError
+from tracejit.ir.kernel_ir import NEGATIVE_POWER
+from tracejit.ir.size_slots import Slot
+from tracejit.codegen.simt import c_helpers
+from tracejit.codegen import math_f32
+from tracejit.codegen.simt.mapping import positive_const
+
+# bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
+BOOL_OPS = {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
+            "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})", "invert": "(!{0})"}
+COMPARISONS = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+# float ops -> C (C99, OpenCL C, CUDA and MSL all have these; a target lists what it lacks in own_functions)
+FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+             "div": "({0} / {1})", "pow": "pow({0}, {1})", "abs": "fabs({0})", "signbit": "(signbit({0}) != 0)",
+             "arcsin": "asin({0})", "arccos": "acos({0})", "arctan": "atan({0})", "arcsinh": "asinh({0})",
+             "arccosh": "acosh({0})", "arctanh": "atanh({0})", "arctan2": "atan2({0}, {1})",
+             "ldexp": "ldexp({0}, (int)({1}))",
+             **{op: op + "({0}, {1})" for op in ("hypot", "copysign", "fmod")},
+             **{op: op + "({0})" for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
+                                             "cbrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "erf",
+                                             "floor", "ceil", "trunc", "rint")}}
+
+
+class CValues:
+    """Mixed into cstyle._Render: the expression of each value (a size slot's too: its argument or its literal),
+    given the renderer's target strings (self.t), options (self.o), instructions (self.ins), size slots taken
+    as arguments (self.symbolic) and index facts (self.index, self.nonneg)."""
+
+    def symbolic_arguments(self) -> tuple[tuple[str, object], ...]:
+        """(dtype, value) of each symbolic slot's argument, in the order of their slots: an index value
+        (a loop's extent, a constant of index arithmetic) in the kernel's index type."""
+        out = []
+        for slot, _ in sorted(self.symbolic.items()):
+            i = slot[0]
+            x = self.ins[i]
+            index = x.op == "range" or i in self.index
+            out.append((f"int{self.index_bits}" if index else x.dtype.name, x.arg[0] if x.op == "range" else x.arg))
+        return tuple(out)
+
+    def takes(self, slot: Slot) -> bool:
+        """Whether this target takes a symbolic slot as an argument (the others stay literals)."""
+        return True
+
+    def slot(self, i: int, j: int, value, dt: np.dtype, index: bool = False) -> str:
+        """A size slot's value in the source: its argument where it is symbolic, else the literal."""
+        name = self.symbolic.get((i, j))
+        return self.literal(value, dt, index) if name is None else self.argument(name)
+
+    def argument(self, name: str) -> str:
+        """How the kernel reads a by-value argument of its own (a symbolic slot) by name."""
+        return name
+
+    def literal(self, value, dt: np.dtype, index: bool = False) -> str:
+        if dt == np.bool_:
+            return "true" if value else "false"
+        if dt.kind == "f":
+            v = float(value)
+            if v != v or v in (math.inf, -math.inf):
+                if v != v and dt == np.float64:
+                    return self.t.nan64
+                text = self.t.nan if v != v else self.t.infinity if v > 0 else f"(-{self.t.infinity})"
+                return text if dt != np.float64 else f"(double){text}"
+            text = repr(v) if dt == np.float64 else str(np.float32(v))  # shortest text that reads back exactly
+            text += "" if any(c in text for c in ".e") else ".0"
+            if dt == np.float64:
+                return text
+            text += "f"
+            return text if dt == np.float32 or not self.o.fp16 else f"(half){text}"
+        v = int(value)
+        if index and self.idx == self.t.types[np.dtype("int32")]:
+            dt = np.dtype("int32")
+        if dt == np.int64:
+            return f"{v}{self.t.long_suffix}" if v != -2 ** 63 else f"(-9223372036854775807{self.t.long_suffix} - 1)"
+        if dt == np.int32:
+            return str(v) if v != -2 ** 31 else "(-2147483647 - 1)"
+        if dt == np.uint32:
+            return f"{v}u"
+        if dt == np.uint64:   # NumPy's sums of uint8/16/32
+            return f"{v}U{self.t.long_suffix}"
+        return f"(({self.t.types[dt]}){v})"
+
+    # -- expressions --
+    def wrap_int(self, op: str, a: str, b: str, dt: np.dtype) -> str:
+        """Integer + - * that wraps like NumPy: computed unsigned, where overflow is defined."""
+        u = self.t.unsigned[max(4, dt.itemsize)]
+        return f"(({self.t.types[dt]})(({u}){a} {op} ({u}){b}))"
+
+    def combine(self, op: str, dt: np.dtype, a: str, b: str) -> str:
+        """A reduction step: a combined with b by sum/prod/max/min."""
+        if dt == np.bool_:
+            return f"({a} || {b})" if op in ("sum", "max") else f"({a} && {b})"
+        if op in ("sum", "prod"):
+            sym = "+" if op == "sum" else "*"
+            return self.wrap_int(sym, a, b, dt) if dt.kind in "iu" else f"({a} {sym} {b})"
+        return self.minmax(op, dt, a, b)
+
+    def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
+        cmp = ">" if op == "max" else "<"
+        if dt.kind == "f":  # NaN-propagating, like np.maximum
+            # no call: PoCL's isnan is one; `|`, not `||`: no branch, so a select the compiler can vectorise
+            return f"((({a}) {cmp} ({b}) | ({a}) != ({a})) ? ({a}) : ({b}))"
+        if dt == np.bool_:
+            return f"({a} || {b})" if op == "max" else f"({a} && {b})"
+        return f"((({a}) {cmp} ({b})) ? ({a}) : ({b}))"
+
+    def index_or_order(self, i: int, op: str, a: list[str], src: np.dtype) -> str | None:
+        """What every target writes alike: index arithmetic (plain operators: no wrapping or floor rules on
+        values that cannot overflow or be negative) and max/min; None for anything else."""
+        if i in self.index and op in ("add", "sub", "mul"):
+            return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
+        if op in ("max", "min"):
+            return self.minmax(op, src, a[0], a[1])
+        if op in ("idiv", "mod") and i in self.index and self.ins[i].srcs[0] in self.nonneg \
+                and positive_const(self.ins, self.ins[i].srcs[1]):
+            return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
+        return None
+
+    def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
+        src = self.ins[self.ins[i].srcs[0]].dtype
+        t = self.ctype(dt)
+        if src == np.bool_ and op in BOOL_OPS:
+            return BOOL_OPS[op].format(*a)
+        if op in COMPARISONS:
+            return f"({a[0]} {COMPARISONS[op]} {a[1]})"
+        if op == "where":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        plain = self.index_or_order(i, op, a, src)
+        if plain is not None:
+            return plain
+        if op in ("idiv", "mod"):
+            return f"{c_helpers.arithmetic(self, op, dt)}({a[0]}, {a[1]})"
+        if op == "isnan" or op == "isinf":
+            if src.kind != "f":
+                return "false"
+            return f"({a[0]} != {a[0]})" if op == "isnan" else \
+                f"({a[0]} == {self.t.infinity} || {a[0]} == -{self.t.infinity})"
+        if dt.kind in "iu":
+            if op in ("add", "sub", "mul"):
+                return self.wrap_int({"add": "+", "sub": "-", "mul": "*"}[op], a[0], a[1], dt)
+            if op == "neg":
+                return self.wrap_int("-", self.literal(0, dt), a[0], dt)
+            if op in ("and", "or", "xor"):
+                return f"(({t})({a[0]} {dict(zip(('and', 'or', 'xor'), '&|^'))[op]} {a[1]}))"
+            if op == "invert":
+                return f"(({t})(~{a[0]}))"
+            if op == "abs":
+                return f"(({t})({a[0]} < 0 ? {self.wrap_int('-', self.literal(0, dt), a[0], dt)} : {a[0]}))" \
+                    if dt.kind == "i" else a[0]
+            if op == "sign":
+                return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
+            if op == "pow":
+                fault = f", {NEGATIVE_POWER.code}, tj_error" if dt.kind == "i" else ""
+                return f"{c_helpers.arithmetic(self, 'pow', dt)}({a[0]}, {a[1]}{fault})"
+            if op == "fmod":   # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
+                return f"(({a[1]}) == 0{' || (' + a[1] + ') == -1' if dt.kind == 'i' else ''} ? ({t})0 : ({t})({a[0]} % {a[1]}))"
+            if op in ("shl", "shr"):
+                return self.shift(op, a, dt)
+            raise DtypeError(f"{op} is not defined for {dt.name}")
+        # floating point (float16 without half arithmetic is computed in float)
+        one = self.literal(1, dt)
+        if op == "recip":
+            return f"({one} / {a[0]})"
+        if op == "sign":
+            return f"({a[0]} > 0 ? {one} : ({a[0]} < 0 ? -{one} : ({a[0]} == 0 ? {self.literal(0, dt)} : {a[0]})))"
+        own = self.o.own_math and op in math_f32.FUNCTIONS or op in self.t.own_functions
+        if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
+            c_helpers.math_helper(self, f"tj_{op}_f32")
+            return f"tj_{op}_f32({', '.join(a)})"
+        return self.t.float_ops[op].format(*a)
+
+    def shift(self, op: str, a: list[str], dt: np.dtype) -> str:
+        """NumPy's shifts: by the width or more (or a negative amount, seen unsigned) 0, or -1 for >> of
+        a negative value; << computed unsigned, where shifting into the sign bit is defined."""
+        t, u, bits = self.ctype(dt), self.t.unsigned[max(4, dt.itemsize)], 8 * dt.itemsize
+        inside = f"(({u}){a[1]} < {bits}u)"
+        if op == "shl":
+            return f"({inside} ? ({t})(({u}){a[0]} << {a[1]}) : ({t})0)"
+        over = f"({a[0]} < 0 ? ({t})-1 : ({t})0)" if dt.kind == "i" else f"({t})0"
+        return f"({inside} ? ({t})({a[0]} >> {a[1]}) : {over})"
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        """a where cond, else b."""
+        return f"({cond} ? {a} : {b})"
+
+    def is_nan(self, v: str) -> str:
+        return f"({v} != {v})"
+
+    def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
+        if dst == np.bool_:
+            return f"({v} != 0)"
+        if dst == np.float16 and not self.o.fp16:
+            if src == np.float16:
+                return v
+            self.helpers["round_half"] = self.t.round_half_helpers()
+            if src == np.float64 and self.o.fp64:
+                return f"tj_round_half_d((double){v})"
+            return f"tj_round_half((float){v})"   # without fp64, a float64 scalar arrives as float
+        if src == np.bool_:
+            return f"(({self.ctype(dst)})({v} ? 1 : 0))"
+        return f"(({self.ctype(dst)}){v})"
+
+    # -- loads and stores --
+    def declare_table(self, table) -> None:
+        self.helpers.setdefault(table.name, self._table(table))
+
+    def _table(self, table) -> str:
+        """A table at program scope. Floats are stored as bit patterns (float16 widened to float32), so
+        NaN payloads, infinities and -0.0 survive and no initializer needs a non-constant expression."""
+        dt, values = table.dtype, table.values
+        if dt.kind == "f":
+            bits = values.astype(np.float64 if dt == np.float64 else np.float32)
+            bits = bits.view(np.uint64 if dt == np.float64 else np.uint32)
+            elem = self.t.unsigned[bits.dtype.itemsize]
+            suffix = "U" + self.t.long_suffix if dt == np.float64 else "u"
+            items = [f"{hex(int(v))}{suffix}" for v in bits]
+        else:
+            elem = self.storage(dt)
+            items = [str(int(v)) if dt == np.bool_ else self.literal(v, dt) for v in values]
+        return f"{self.t.table_qualifier} {elem} {table.name}[{len(items)}] = {{{', '.join(items)}}};"
+
+    def _table_load(self, ptr: str, idx: str, dt: np.dtype) -> str:
+        v = f"{ptr}[{idx}]"
+        if dt == np.bool_:
+            return f"({v} != 0)"
+        if dt == np.float64:
+            return self.t.as_double.format(v)
+        if dt.kind == "f":
+            return self.t.as_float.format(v) if self.ctype(dt) == "float" else f"(({self.ctype(dt)}){self.t.as_float.format(v)})"
+        return v
+
+    def _load(self, s, dt: np.dtype) -> str:
+        ptr, idx = self.names[s[0]], self.names[s[1]]
+        src = self.ins[s[0]]
+        if src.op == "table":
+            return self._table_load(ptr, idx, dt)
+        if src.op == "local":
+            return f"({ptr}[{idx}] != 0)" if dt == np.bool_ else f"{ptr}[{idx}]"
+        if src.arg in self.by_value:
+            return f"({ptr} != 0)" if dt == np.bool_ else ptr
+        return self.read(ptr, idx, dt)
+
+    def read(self, ptr: str, idx: str, dt: np.dtype) -> str:
+        """Element idx of buffer ptr (of dt) as a value."""
+        if dt == np.bool_:
+            return f"({ptr}[{idx}] != 0)"
+        if dt == np.float16 and not self.o.fp16:
+            return self.t.load_half(ptr, idx)
+        return f"{ptr}[{idx}]"
+
+    def _store(self, s, a) -> str:
+        ptr, idx, val = a
+        if self.ins[s[0]].op == "local":
+            return f"{ptr}[{idx}] = {val};"
+        return self.write(ptr, idx, val, self.ins[s[2]].dtype)
+
+    def write(self, ptr: str, idx: str, val: str, dt: np.dtype) -> str:
+        """The statement storing value val of dt at element idx of buffer ptr."""
+        if dt == np.bool_:
+            return f"{ptr}[{idx}] = ({self.storage(dt)}){val};"
+        if dt == np.float16 and not self.o.fp16:
+            return self.t.store_half(ptr, idx, val) + ";"
+        return f"{ptr}[{idx}] = {val};"

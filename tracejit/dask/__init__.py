@@ -1,0 +1,1 @@
+"""Dask arrays as kernel arguments: a kernel planned once and computed block by block (joined to the core through frontend/hooks.py)."""

@@ -1,0 +1,139 @@
+"""NumPy's creation functions called by a kernel function while it is traced make traced arrays:
+- np.zeros, np.ones, np.empty and np.full, so the kernel can assign traced values into them
+  (`U = np.zeros((n, n)); U[1:-1, 1:-1] = u`), which a NumPy array cannot hold;
+- np.arange, np.linspace, np.eye, np.identity and np.tri, so NumPy's own indexing of the result by a traced
+  array (`np.eye(n)[labels]`, the one-hot idiom) becomes a gather instead of a conversion error. Their
+  values stay known while tracing (Tensor's int(), float(), bool() and np.asarray read them), so Python
+  code that uses them as numbers keeps working; an array tracejit cannot embed stays NumPy's;
+- numpy.random's functions (np.random.rand, normal, default_rng, ...), which draw from tracejit's own
+  generator (random_draws.py) or raise tj.UnsupportedError;
+- np.array and np.asarray of a nested sequence holding traced values (`np.array([[f(x, y) for x in X]
+  for y in Y])`) stack them, with NumPy's dtype for the mix; of a traced array, a copy or the array itself.
+
+NumPy offers no protocol for creation functions from shapes alone, so while a trace runs these names of the
+numpy module are wrappers: on the tracing thread, called from code outside tracejit and NumPy (the kernel
+function and what it calls), they return the traced array (creation.py); everywhere else they are NumPy's
+own. Code that imported the function itself (`from numpy import zeros`) keeps NumPy's, and so does C code:
+a Cython function of numpy.random calls np.empty with the kernel's frame still the innermost Python frame,
+so a call counts as the user's only where the instruction running in that frame calls this very function
+(`_calls`); a traced array handed to C code that takes it for an ndarray would crash the interpreter.
+"""
+from __future__ import annotations
+
+import dis
+import functools
+import sys
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+_NAMES = ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity", "tri", "array", "asarray")
+_INTERNAL = ("tracejit.", "numpy", "_tracejit")   # callers that keep NumPy's functions
+
+_lock = threading.Lock()
+_tracing = threading.local()
+_installed: dict[str, object] = {}   # name -> NumPy's function while the wrappers are in place
+_depth = 0                           # traces running, on any thread
+
+
+@contextmanager
+def traced_arrays():
+    """While the block runs on this thread, np.zeros & co. called by user code make traced arrays."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            for name in _NAMES:
+                _installed[name] = original = getattr(np, name)
+                setattr(np, name, _wrapper(name, original))
+            import numpy.random as npr   # (imported before its functions are wrapped: its init calls np.empty)
+            for name in _random_names(npr):
+                _installed["random." + name] = original = getattr(npr, name)
+                setattr(npr, name, _wrapper(name, original, random=True))
+        _depth += 1
+    outer = getattr(_tracing, "active", False)
+    _tracing.active = True
+    try:
+        yield
+    finally:
+        _tracing.active = outer
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for name, original in _installed.items():
+                    module, _, attr = name.rpartition(".")
+                    setattr(np.random if module else np, attr, original)
+                _installed.clear()
+
+
+def tracing() -> bool:
+    """Whether a kernel function is being traced on this thread."""
+    return getattr(_tracing, "active", False)
+
+
+def _random_names(npr) -> list[str]:
+    """numpy.random's functions (not its classes): the kernel's calls of them draw from tracejit's generator
+    (random_draws.py) or raise, rather than put NumPy's numbers of the trace into the kernel as constants."""
+    return [n for n in npr.__all__ if callable(getattr(npr, n, None)) and not isinstance(getattr(npr, n), type)]
+
+
+def _wrapper(name: str, original, random: bool = False):
+    def make(*args, **kwargs):
+        caller = sys._getframe(1)
+        if getattr(_tracing, "active", False) and not _internal(caller) and _calls(caller, name, make):
+            if random:
+                from tracejit.numpy import random_draws
+                return random_draws.while_tracing(name, original, args, kwargs)
+            from tracejit.numpy import creation
+            return creation.while_tracing(name, original, args, kwargs)
+        return original(*args, **kwargs)
+    make.__name__, make.__doc__, make.__wrapped__ = name, original.__doc__, original
+    return make
+
+
+def _internal(frame) -> bool:
+    return frame.f_globals.get("__name__", "").startswith(_INTERNAL)
+
+
+_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF",
+                    "LOAD_CLASSDEREF", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FROM_DICT_OR_GLOBALS"})
+_VARIABLES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FAST_CHECK"})
+
+
+def _calls(frame, name: str, fn) -> bool:
+    """Whether the instruction `frame` is running calls `fn` (the wrapper of np.<name>) itself: its callee
+    is an attribute `name` (np.zeros, numpy.zeros, xp.zeros) or a variable holding `fn`. A C function the
+    frame called (np.random.rand -> np.empty) leaves the frame at the call of that C function instead."""
+    callee = _callee(frame.f_code, frame.f_lasti)
+    if callee is None:
+        return name in frame.f_code.co_names   # Python 3.10: no instruction positions; the code names it
+    opname, argval = callee
+    if argval == name:
+        return True
+    if opname in _VARIABLES and isinstance(argval, str):
+        value = frame.f_locals.get(argval, frame.f_globals.get(argval))
+        return value is fn
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _callee(code, lasti: int):
+    """(opname, argval) of the instruction that loads the callee of the call at `lasti` (the last load
+    starting where the call expression starts), ("", None) where the instruction is no call of a loaded
+    name, or None where the interpreter records no positions (Python 3.10)."""
+    if not hasattr(code, "co_positions"):
+        return None
+    instructions = list(dis.get_instructions(code))
+    # (3.11's f_lasti can point into the inline cache after the instruction)
+    at = next((i for i in reversed(instructions) if i.offset <= lasti), None)
+    if at is None or at.positions is None or at.positions.lineno is None:
+        return ("", None)
+    start = (at.positions.lineno, at.positions.col_offset)
+    found = ("", None)
+    for i in instructions:
+        if i.offset >= at.offset:
+            break
+        p = i.positions
+        if i.opname in _LOADS and p is not None and (p.lineno, p.col_offset) == start:
+            found = (i.opname, i.argval)
+    return found

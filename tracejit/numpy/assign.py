@@ -1,0 +1,253 @@
+"""Assignment into traced arrays with NumPy's semantics: `t[key] = v`, `t[key] += v` (and every augmented
+operator), boolean masks, a ufunc's `out=`, np.copyto, ndarray.fill.
+
+The graph IR is functional, so a write is a new value of the written array: where(region, values, old),
+the values brought into the array's index space with movement ops only (views.scatter). The Tensor that
+owns the memory (the root of the written view) is rebound to it; views of it see the change when read.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracejit.errors import (
+    AssignmentError,
+    CastingError,
+    ScalarOverflowError,
+    ShapeError,
+    UnsupportedError,
+)
+from tracejit.ir import build
+from tracejit.ir.dtypes import BOOL
+from tracejit.ir.graph import Node, Op
+from tracejit.numpy import indexing, scatter, views
+from tracejit.numpy.selection import MaskedSelection, check_mask, full_mask
+from tracejit.numpy.tensor import Tensor, _index, as_node
+
+__all__ = ["copyto"]
+
+
+# --- t[key] = value ------------------------------------------------------------------------------
+
+def setitem(t: Tensor, key, value) -> None:
+    """`t[key] = value`: value broadcast to the indexed region and cast to t's dtype as NumPy's setitem
+    casts (unsafely: a float stored into an int array is truncated)."""
+    check_writeable(t, "assignment destination is read-only")
+    mask = traced_mask(key)
+    if mask is not None:
+        _store_masked(t, mask, value)
+        return
+    constant = constant_mask(key)
+    if constant is not None:
+        _store_constant_mask(t, constant, value)
+        return
+    if _has_array(key):   # integer-array indices: the scatter's new value of the whole array
+        store(t._root(), t._steps, scatter.set_at(t, key, value)._node)
+        return
+    steps = t._steps + index_steps(t.shape, t.dtype, key)
+    root = t._root()
+    if isinstance(value, Tensor) and value._root() is root and value._steps == steps:
+        return   # x[k] op= v: the augmented operator already wrote through the view x[k]
+    region = views.shapes(root.shape, steps)[-1]
+    store(root, steps, fit(value, region, root.dtype))
+
+
+def index_steps(shape, dtype, key) -> tuple[views.Step, ...]:
+    """The movement steps a basic index makes (IndexError and ShapeError as reading t[key] raises them)."""
+    stand_in = views.probe(shape, dtype)
+    return views.steps_from(_index(stand_in, key), stand_in)
+
+
+def store(root: Tensor, steps, value: Node) -> None:
+    """Write `value` (the region's shape and the root's dtype) over the region the steps select."""
+    if value.size == 0:
+        return
+    current = views.apply(root._value, steps)
+    if value is current:
+        return
+    values, mask = views.scatter(value, steps, root.shape)
+    root._value = values if mask is None else build.where(mask, values, root._value)
+
+
+def fit(value, shape: tuple[int, ...], dtype: np.dtype) -> Node:
+    """The value to store: cast to the destination's dtype (unsafe, as NumPy's setitem), broadcast to the
+    region's shape (leading length-1 dimensions beyond the region's are dropped, as NumPy does)."""
+    v = as_node(value)
+    given = v.shape
+    if v.op is Op.CONST and v.weak:   # a Python scalar: NumPy's own checks (300 into uint8, NaN into int)
+        v = build.const(_python_scalar_as(v.arg, dtype), dtype, v.shape)
+    else:
+        v = build.cast(v, dtype)
+    while len(v.shape) > len(shape) and v.shape[0] == 1:
+        v = build.reshape(v, v.shape[1:])
+    try:
+        return build.broadcast_to(v, shape)
+    except ShapeError:
+        raise ShapeError(f"could not broadcast input array from shape {given} into shape {shape}") from None
+
+
+def _python_scalar_as(value, dtype: np.dtype):
+    slot = np.zeros((), dtype)
+    try:
+        with np.errstate(all="ignore"):
+            slot[()] = value
+    except OverflowError as e:
+        raise ScalarOverflowError(f"storing {value!r} into a {dtype} array: {e}") from None
+    except ValueError as e:
+        raise AssignmentError(f"storing {value!r} into a {dtype} array: {e}") from None
+    return slot.item()
+
+
+def check_writeable(t: Tensor, message: str) -> None:
+    if t._read_only:
+        why = ("it is a view made by np.broadcast_to (or another broadcast view)" if t._base is not None and
+               views.read_only(t._steps) else "the array argument is not writeable (x.flags.writeable is False)")
+        raise AssignmentError(f"{message}: {why}; write into a copy (y = x.copy()) instead")
+
+
+def _has_array(key) -> bool:
+    return any(isinstance(k, (Tensor, np.ndarray, list)) for k in (key if isinstance(key, tuple) else (key,)))
+
+
+# --- boolean masks -------------------------------------------------------------------------------
+
+def _only(key):
+    return key[0] if isinstance(key, tuple) and len(key) == 1 else key
+
+
+def traced_mask(key) -> Node | None:
+    """The mask of `x[mask]` where it is a traced bool array (how many it selects is not known), else None."""
+    k = _only(key)
+    return k._node if isinstance(k, Tensor) and k.dtype == BOOL and k.ndim > 0 else None
+
+
+def constant_mask(key) -> np.ndarray | None:
+    """The mask of `x[mask]` where it is a NumPy bool array or a list of bools (known while tracing)."""
+    k = _only(key)
+    if isinstance(k, list):
+        try:
+            k = np.asarray(k)
+        except Exception:   # noqa: BLE001 - a list of traced values: not a mask of constants
+            return None
+    return k if isinstance(k, np.ndarray) and k.dtype == BOOL and k.ndim > 0 else None
+
+
+def _masked_values(t: Tensor, mask: Node, value) -> Node:
+    """`value` as x[mask] = value spreads it: over the selected elements, broadcast against the axes
+    the mask does not cover. One value per selected element depends on how many the mask selects."""
+    trailing = t.shape[len(mask.shape):]
+    v = as_node(value)
+    while len(v.shape) > len(trailing) and v.shape[0] == 1:
+        v = build.reshape(v, v.shape[1:])
+    if len(v.shape) > len(trailing):
+        raise UnsupportedError(f"x[mask] = values with one value per selected element (shape {as_node(value).shape}) "
+                               "depends on how many elements the mask selects, which is not known while tracing; "
+                               "write x = np.where(mask, values_shaped_like_x, x), x[mask] = y[mask] (the same mask), "
+                               "or assign one value (x[mask] = 0)")
+    v = fit(v, trailing, t.dtype)
+    return build.broadcast_to(v, t.shape)
+
+
+def _store_constant_mask(t: Tensor, mask: np.ndarray, value) -> None:
+    """x[mask] = value with a mask known while tracing: the count is known, so a value with one element
+    per selected element (x[m] = x[m] * 2, where x[m] was a gather) is placed by the rank of each
+    selected element, a gather of the values."""
+    node = as_node(mask)
+    check_mask(t.shape, node)
+    trailing = t.shape[mask.ndim:]
+    if isinstance(value, MaskedSelection) or len(as_node(value).shape) <= len(trailing):
+        _store_masked(t, node, value)
+        return
+    count = int(mask.sum())
+    values = fit(value, (count,) + trailing, t.dtype)
+    if count == 0:
+        return
+    rank = np.maximum(np.cumsum(mask.reshape(-1)) - 1, 0).reshape(mask.shape)
+    placed = indexing.advanced_index(values, (rank,))
+    store(t._root(), t._steps, build.where(full_mask(node, t.shape), placed, t._node))
+
+
+def _store_masked(t: Tensor, mask: Node, value) -> None:
+    check_mask(t.shape, mask)
+    if isinstance(value, MaskedSelection):   # x[mask] = f(x[mask], y[mask]): the values sit at their places
+        values = build.cast(value.values_for(mask, t.shape), t.dtype)
+    else:
+        values = _masked_values(t, mask, value)
+    store(t._root(), t._steps, build.where(full_mask(mask, t.shape), values, t._node))
+
+
+# --- augmented operators and out= ----------------------------------------------------------------
+
+_UFUNC_OF = {"+=": "add", "-=": "subtract", "*=": "multiply", "/=": "divide", "//=": "floor_divide",
+             "%=": "remainder", "**=": "power", "&=": "bitwise_and", "|=": "bitwise_or", "^=": "bitwise_xor",
+             "<<=": "left_shift", ">>=": "right_shift", "@=": "matmul"}
+
+
+def check_inplace(result: Tensor, dest: Tensor, symbol: str) -> None:
+    if result.shape != dest.shape:
+        raise ShapeError(f"non-broadcastable output operand with shape {dest.shape} doesn't match the broadcast "
+                         f"shape {result.shape} (x {symbol} y keeps x's shape)")
+    if not np.can_cast(result.dtype, dest.dtype, "same_kind"):
+        raise CastingError(f"Cannot cast ufunc '{_UFUNC_OF[symbol]}' output from dtype('{result.dtype}') to "
+                           f"dtype('{dest.dtype}') with casting rule 'same_kind' (x {symbol} y writes into x, as "
+                           f"in NumPy); write x = x {symbol[:-1]} y for a new array")
+
+
+def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
+    """`t op= y` as NumPy computes it: into t's own memory (so views of it, and the caller's array when t
+    is an argument, change), the result cast back to t's dtype ('same_kind'). A 0-d value that is not an
+    argument is a NumPy scalar (or a Python scalar argument), which `op=` rebinds instead."""
+    if t.ndim == 0 and t._base is None and t._argument is None:
+        return result   # a NumPy (or Python) scalar is immutable: x op= y is x = x op y, in its dtype
+    check_inplace(result, t, symbol)
+    value = build.cast(result._node, t.dtype)
+    check_writeable(t, "output array is read-only")
+    store(t._root(), t._steps, value)
+    return t
+
+
+def write_out(out, result, casting: str = "same_kind", where=True, name: str = "ufunc",
+              exact: bool = False) -> Tensor:
+    """A NumPy function's `out=`: the result, broadcast to out's shape (a ufunc's) or of exactly its shape
+    (`exact`: reductions, np.round), cast under `casting`, stored in out where `where` is true. Returns out,
+    as NumPy does."""
+    if not isinstance(out, Tensor):
+        raise UnsupportedError(f"np.{name}(..., out=...) got a {type(out).__module__}.{type(out).__name__}; inside a "
+                               "kernel out= must be a traced array (an argument, or an array the kernel made, e.g. "
+                               "with np.empty_like): a NumPy array the function closes over cannot be written")
+    check_writeable(out, "output array is read-only")
+    r = as_node(result)
+    if exact and r.shape != out.shape:
+        raise ShapeError(f"np.{name}(..., out=...): out has shape {out.shape}, the result has shape {r.shape}")
+    if build.broadcast_shapes(r.shape, out.shape) != out.shape:
+        raise ShapeError(f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast "
+                         f"shape {build.broadcast_shapes(r.shape, out.shape)}")
+    if not np.can_cast(r.dtype, out.dtype, casting):
+        raise CastingError(f"Cannot cast ufunc '{name}' output from dtype('{r.dtype}') to dtype('{out.dtype}') with "
+                           f"casting rule '{casting}'")
+    value = build.broadcast_to(build.cast(r, out.dtype), out.shape)
+    if where is not True:
+        m = as_node(where)
+        m = m if m.dtype == BOOL else build.binary(Op.NE, m, build.const(0, m.dtype, m.shape))
+        value = build.where(build.broadcast_to(m, out.shape), value, out._node)
+    store(out._root(), out._steps, value)
+    return out
+
+
+def copyto(dst, src, casting="same_kind", where=True) -> None:
+    """np.copyto: src broadcast into dst, under NumPy's casting rule, where `where` is true."""
+    if type(src) in (bool, int, float) and isinstance(dst, Tensor):   # weak: NumPy's own rules decide
+        try:
+            np.copyto(np.zeros((), dst.dtype), src, casting=casting)
+        except TypeError as e:
+            raise CastingError(f"np.copyto: {e}") from None
+        src = Tensor(build.const(_python_scalar_as(src, dst.dtype), dst.dtype, ()))
+    write_out(dst, src, casting, where, "copyto")
+
+
+def fill(t: Tensor, value) -> None:
+    """ndarray.fill: every element set to value (cast as setitem casts)."""
+    setitem(t, Ellipsis, value)
+
+
+NUMPY_FUNCTIONS = {np.copyto: copyto}
+

@@ -1,0 +1,163 @@
+"""Arrays made inside a kernel (tj.zeros, np.arange, np.tri, np.zeros_like(t), np.tril(t), ...): NumPy
+builds them from static arguments and captured.array_node turns the result into a constant or an index
+expression fused into its consumers; the `_like` forms and tril/triu of traced values build graph IR."""
+from __future__ import annotations
+
+import numpy as np
+
+from tracejit.errors import UnsupportedError
+from tracejit.ir import build
+from tracejit.ir.dtypes import check
+from tracejit.ir.graph import Node
+from tracejit.numpy.captured import array_node
+from tracejit.numpy.joining import join
+from tracejit.numpy.tensor import Tensor, as_node
+
+__all__ = ["arange", "empty", "empty_like", "eye", "full", "full_like", "identity", "linspace", "ones",
+           "ones_like", "tri", "tril", "triu", "zeros", "zeros_like"]
+
+
+def _static(name: str, make):
+    """tj.<name>: NumPy's own function on static arguments, its result embedded in the kernel."""
+    def f(*args, **kwargs):
+        kwargs.pop("like", None)
+        if any(isinstance(v, Tensor) for v in (*args, *kwargs.values())):
+            raise UnsupportedError(f"np.{name} got a traced value; shapes, counts, bounds and fill values of "
+                                   "arrays made inside a kernel must be plain Python values, known while tracing")
+        out = make(*args, **kwargs)
+        if isinstance(out, tuple):   # linspace(..., retstep=True): (samples, step)
+            return (Tensor(array_node(out[0])), *out[1:])
+        return Tensor(array_node(out))
+    f.__name__ = name
+    f.__doc__ = f"numpy.{name}, made inside the kernel: a constant or index expression fused into its consumers."
+    return f
+
+
+zeros = _static("zeros", np.zeros)
+ones = _static("ones", np.ones)
+_full = _static("full", np.full)
+
+
+def full(shape, fill_value, dtype=None, order="C", **kwargs) -> Tensor:
+    """numpy.full; a traced fill value is broadcast (cast to dtype, else its own dtype, as NumPy)."""
+    if not isinstance(fill_value, Tensor):
+        return _full(shape, fill_value, dtype, order, **kwargs)
+    node = as_node(fill_value)
+    dt = check(node.dtype if dtype is None else dtype, "full dtype", internal=False)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return Tensor(build.broadcast_to(build.cast(node, dt), shape))
+arange = _static("arange", np.arange)
+linspace = _static("linspace", np.linspace)
+eye = _static("eye", np.eye)
+identity = _static("identity", np.identity)
+tri = _static("tri", np.tri)
+# np.empty's contents are arbitrary; zeros are a valid choice and make results reproducible
+empty = _static("empty", np.zeros)
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    """numpy.full_like: fill_value cast to the dtype as NumPy casts it (unsafe: full_like(ints, 2.7) is 2)."""
+    node = as_node(a)
+    dt = check(node.dtype if dtype is None else dtype, "full_like dtype", internal=False)
+    shape = node.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+    if isinstance(fill_value, Tensor):
+        return Tensor(build.broadcast_to(build.cast(fill_value._node, dt), shape))
+    value = np.empty((), dt)
+    with np.errstate(all="ignore"):
+        np.copyto(value, fill_value, casting="unsafe")
+    return Tensor(array_node(np.broadcast_to(value, shape)))
+
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    return full_like(a, 0, dtype, shape=shape)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    return full_like(a, 1, dtype, shape=shape)
+
+
+def empty_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+    return full_like(a, 0, dtype, shape=shape)   # arbitrary in NumPy; zeros here
+
+
+def tril(m, k=0) -> Tensor:
+    """numpy.tril: elements above the k-th diagonal of the last two axes zeroed (a 1-D m is broadcast)."""
+    from tracejit.numpy.functions import where
+    node = as_node(m)
+    mask = np.tri(*node.shape[-2:], k=k, dtype=bool)
+    return where(mask, Tensor(node), np.zeros(1, node.dtype))
+
+
+def triu(m, k=0) -> Tensor:
+    """numpy.triu: elements below the k-th diagonal of the last two axes zeroed."""
+    from tracejit.numpy.functions import where
+    node = as_node(m)
+    mask = np.tri(*node.shape[-2:], k=k - 1, dtype=bool)
+    return where(mask, np.zeros(1, node.dtype), Tensor(node))
+
+
+NUMPY_FUNCTIONS = {
+    np.zeros_like: zeros_like, np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
+    np.tril: tril, np.triu: triu, np.zeros: zeros, np.ones: ones, np.full: full, np.empty: empty,
+    np.arange: arange, np.linspace: linspace, np.eye: eye, np.identity: identity, np.tri: tri,
+}
+
+
+_KNOWN_VALUES = frozenset({"arange", "linspace", "eye", "identity", "tri"})
+
+
+def while_tracing(name: str, original, args: tuple, kwargs: dict):
+    """np.<name> called by the kernel function while it is traced (see allocation.py for why)."""
+    if name in ("array", "asarray"):
+        return _array(name, original, args, kwargs)
+    make = globals()[name]
+    if name in _KNOWN_VALUES:
+        try:
+            return make(*args, **kwargs)
+        except UnsupportedError:
+            if _holds_traced((args, kwargs)):
+                raise
+            return original(*args, **kwargs)   # too large to embed in a kernel: NumPy's array, as it was
+    return make(*args, **kwargs)
+
+
+def _array(name: str, original, args: tuple, kwargs: dict):
+    """np.array / np.asarray of traced values: a traced array (copied for np.array, as NumPy copies), or a
+    nested sequence of them stacked, the dtype NumPy gives the mix (Python numbers count as float64/int64)."""
+    obj = args[0] if args else kwargs.get("object", kwargs.get("a"))
+    if not _holds_traced(obj):
+        return original(*args, **kwargs)
+    dtype = args[1] if len(args) > 1 else kwargs.get("dtype")
+    ndmin = kwargs.get("ndmin", 0)
+    if isinstance(obj, Tensor) and name == "asarray" and dtype is None:
+        return obj   # the same array: writes through it reach the caller's, as in NumPy
+    node = _stacked(obj)
+    if dtype is not None:
+        node = build.cast(node, check(dtype, f"np.{name} dtype", internal=False))
+    if len(node.shape) < ndmin:
+        node = build.reshape(node, (1,) * (ndmin - len(node.shape)) + node.shape)
+    return Tensor(node)
+
+
+def _holds_traced(obj) -> bool:
+    if isinstance(obj, Tensor):
+        return True
+    if isinstance(obj, dict):
+        return any(_holds_traced(v) for v in obj.values())
+    return isinstance(obj, (list, tuple)) and any(_holds_traced(v) for v in obj)
+
+
+def _stacked(obj) -> Node:
+    if isinstance(obj, Tensor):
+        return as_node(obj)
+    if not isinstance(obj, (list, tuple)):
+        return array_node(np.asarray(obj))
+    if not obj:
+        return build.const(0, np.dtype("float64"), (0,))
+    parts = [_stacked(v) for v in obj]
+    if any(p.shape != parts[0].shape for p in parts):
+        raise ValueError("setting an array element with a sequence. The requested array has an inhomogeneous "
+                         f"shape after 1 dimensions: its elements have shapes {[p.shape for p in parts]}")
+    dt = np.result_type(*(p.dtype for p in parts))
+    rows = [build.reshape(build.cast(p, dt), (1,) + p.shape) for p in parts]
+    return join(rows, 0)

@@ -1,0 +1,144 @@
+"""np.histogram and np.digitize with a static number of bins, with NumPy's rules: bins half-open but the
+last one closed, values outside the range ignored; edges may be traced (bins=int without range=). Few
+values times bins: each bin counts the values between its edges (every value compared with every edge,
+reduced, fused). Beyond: each value's bin is computed (NumPy's arithmetic for equal bins, a search of the
+edges otherwise) and the counts are a scatter-add (scatter.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tracejit.errors import UnsupportedError
+from tracejit.ir import build
+from tracejit.numpy import functions as F
+from tracejit.numpy.creation import zeros
+from tracejit.numpy.indexing import searchsorted
+from tracejit.numpy.scatter import DENSE_MAX
+from tracejit.numpy.tensor import Tensor, as_node
+
+__all__ = ["digitize", "histogram"]
+
+
+def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tensor, Tensor]:
+    """np.histogram: (hist, bin_edges). bins is an int or a sequence of edges (not a traced array, not a
+    string); range=(lo, hi) static, else the data's min and max as NumPy does (the edges are then traced)."""
+    shape = as_node(a).shape
+    a = Tensor(build.reshape(as_node(a), (as_node(a).size,)))
+    edges = _edges(a, bins, range)
+    w = None
+    if weights is not None:
+        w = as_node(weights)
+        if w.shape != shape:
+            raise ValueError("weights should have the same shape as a.")
+        w = F.reshape(Tensor(w), (a.size,))
+    n = edges.shape[0] - 1
+    if (a.size + 1) * n <= DENSE_MAX:
+        hist = _dense_counts(a, edges, w)
+    else:
+        hist = _scattered_counts(a, edges, w, uniform=np.ndim(bins) == 0)
+    if density:
+        widths = F.astype(edges[1:] - edges[:-1], np.float64)
+        hist = hist / widths / F.sum(hist)
+    return hist, edges
+
+
+def _dense_counts(a: Tensor, edges: Tensor, w: Tensor | None) -> Tensor:
+    """Every value compared with every bin's edges, the matches summed: fuses into one kernel."""
+    values = F.reshape(a, (a.size, 1))
+    lo, hi = edges[None, :-1], edges[None, 1:]
+    last = F.reshape(F.equal(np.arange(edges.shape[0] - 1), edges.shape[0] - 2), (1, -1))
+    inside = F.less_equal(lo, values) & (F.less(values, hi) | (last & F.equal(values, hi)))
+    if w is None:
+        return F.sum(F.astype(inside, np.int64), axis=0)
+    return F.sum(F.where(inside, F.reshape(w, (a.size, 1)), np.zeros((), w.dtype)), axis=0, dtype=w.dtype)
+
+
+def _scattered_counts(a: Tensor, edges: Tensor, w: Tensor | None, uniform: bool) -> Tensor:
+    """Each value's bin, then a scatter-add of ones (or the weights) into the bins; values outside the
+    edges (NaN too) go to one more bin, dropped."""
+    n = edges.shape[0] - 1
+    common = np.result_type(a.dtype, edges.dtype)   # data and edges compared as NumPy compares them
+    values, edges = F.astype(a, common), F.astype(edges, common)
+    keep = F.less_equal(edges[0], values) & F.less_equal(values, edges[n])
+    if uniform:
+        index = _uniform_bins(values, edges, keep)
+    else:   # the last edge closes the last bin
+        index = F.minimum(F.subtract(searchsorted(edges, values, side="right"), 1), n - 1)
+    index = F.where(keep, index, n)
+    # counted in int32 (exact: at most a.size), returned as NumPy's int64: 32-bit atomics on every SIMT target
+    counts = zeros(n + 1, (np.int32 if a.size < 2**31 else np.int64) if w is None else w.dtype)
+    np.add.at(counts, index, 1 if w is None else w)
+    return counts[:n] if w is not None else F.astype(counts[:n], np.int64)
+
+
+def _uniform_bins(values: Tensor, edges: Tensor, keep: Tensor) -> Tensor:
+    """NumPy's bin of each value for equal bins (np.histogram's fast path, the same arithmetic): scaled into
+    [0, n], then corrected by comparing with the edges it falls between."""
+    n = edges.shape[0] - 1
+    lo, hi = edges[0], edges[n]
+    scaled = F.where(keep, F.multiply(F.true_divide(F.subtract(values, lo), F.subtract(hi, lo)), n), 0)
+    index = F.astype(scaled, np.int64)
+    index = F.where(F.equal(index, n), index - 1, index)
+    index = F.where(F.less(values, edges[index]), index - 1, index)
+    return F.where(F.less_equal(edges[index + 1], values) & F.not_equal(index, n - 1), index + 1, index)
+
+
+def _edges(a: Tensor, bins, range) -> Tensor:
+    if isinstance(bins, str):
+        raise UnsupportedError(f"np.histogram(bins={bins!r}): estimated bin counts are not supported; pass an int")
+    if isinstance(bins, Tensor):
+        raise UnsupportedError("np.histogram: traced bin edges are not supported; pass an int or static edges")
+    if np.ndim(bins) == 1:
+        edges = np.asarray(bins)
+        if np.any(edges[:-1] > edges[1:]):
+            raise ValueError("`bins` must increase monotonically, when an array")
+        return Tensor(as_node(edges))
+    if np.ndim(bins) != 0 or int(bins) < 1:
+        raise ValueError("`bins` must be positive, when an integer")
+    n = int(bins)
+    if range is not None:
+        lo, hi = range
+        if lo > hi:
+            raise ValueError("max must be larger than min in range parameter.")
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise ValueError(f"supplied range of [{lo}, {hi}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        dtype = np.result_type(lo, hi, np.empty(0, a.dtype))
+        dtype = np.float64 if dtype.kind in "iub" else dtype
+        return Tensor(as_node(np.linspace(lo, hi, n + 1, endpoint=True, dtype=dtype)))
+    if a.size == 0:
+        return Tensor(as_node(np.linspace(0, 1, n + 1)))
+    return _traced_edges(a, n)
+
+
+def _traced_edges(a: Tensor, n: int) -> Tensor:
+    """NumPy's default range (a.min(), a.max()), widened by 0.5 each side when they are equal, as
+    np.linspace(lo, hi, n + 1) computes it: start + i * step, the last edge exactly hi."""
+    dtype = np.float64 if a.dtype.kind in "iub" else a.dtype
+    lo, hi = F.astype(F.min(a), dtype), F.astype(F.max(a), dtype)
+    same = F.equal(lo, hi)
+    lo, hi = F.where(same, lo - 0.5, lo), F.where(same, hi + 0.5, hi)
+    steps = np.arange(n + 1, dtype=dtype)
+    edges = steps * ((hi - lo) / n) + lo
+    return F.where(F.equal(steps, n), hi, edges)
+
+
+def digitize(x, bins, right=False) -> Tensor:
+    """np.digitize with static, monotonic bins: the index of the bin each value falls in."""
+    if isinstance(bins, Tensor):
+        raise UnsupportedError("np.digitize: traced bins are not supported (their direction must be known); "
+                               "pass static bins, or use np.searchsorted(bins, x, side=...) for increasing bins")
+    bins = np.asarray(bins)
+    if bins.ndim != 1:
+        raise ValueError("object too deep for desired array" if bins.ndim else "object of too small depth for "
+                         "desired array")
+    increasing = bool(np.all(bins[1:] >= bins[:-1]))
+    if not increasing and not np.all(bins[1:] <= bins[:-1]):
+        raise ValueError("bins must be monotonically increasing or decreasing")
+    side = "left" if right else "right"
+    if increasing:
+        return searchsorted(bins, x, side=side)
+    return bins.size - searchsorted(bins[::-1].copy(), x, side=side)
+
+
+NUMPY_FUNCTIONS = {np.histogram: histogram, np.digitize: digitize}

@@ -1,0 +1,447 @@
+"""The traced Tensor: a symbolic array that records NumPy-style operations as graph IR nodes."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from tracejit.errors import IndexOutOfBoundsError, ShapeError, TraceError, UnsupportedError
+from tracejit.ir import build
+from tracejit.ir.dtypes import check, weak_dtype
+from tracejit.ir.evaluate import constant_value
+from tracejit.ir.graph import Node
+from tracejit.numpy import views
+
+MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
+
+
+def as_node(x) -> Node:
+    """A graph node for a Tensor, Python scalar or NumPy scalar / 0-d array."""
+    if isinstance(x, Tensor):
+        return x._node
+    if isinstance(x, Node):
+        return x
+    if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):  # strong, NEP 50
+        return build.const(x.item(), check(x.dtype, "constant"), ())
+    if isinstance(x, (bool, int, float)):   # after np.generic: np.float64 is a float, yet strong
+        return build.const(x, weak_dtype(x), (), weak=True)
+    if isinstance(x, np.ndarray):   # np.arange(n), np.tri(n), a captured table: see captured.py
+        from tracejit.numpy.captured import array_node
+        return array_node(x)
+    if isinstance(x, (list, tuple)):
+        return as_node(np.asarray(x))
+    if isinstance(x, _frontend("selection").MaskedSelection):
+        raise _frontend("selection").data_dependent()
+    raise UnsupportedError(f"cannot use a value of type {type(x).__name__} in a traced computation")
+
+
+class Tensor:
+    """A traced array. Shape, ndim and dtype are ordinary Python values; the data is symbolic.
+
+    As in NumPy, a Tensor either owns its memory (a root: a kernel argument, or an array the kernel made)
+    or is a view of a root (basic indexing, transpose, reshape, ...: see views.py). Assigning into either
+    gives the root a new value (assign.py); a view's value is recomputed from its root's when read."""
+
+    __slots__ = ("_value", "_base", "_steps", "_seen", "_strides", "_read_only", "_argument")
+    __array_priority__ = 1000
+
+    def __init__(self, node: Node):
+        self._value = node          # roots: the current value
+        self._base = None           # views: the root whose memory they show ...
+        self._steps = ()            # ... through these movement steps
+        self._seen = None           # views: (the root value last read, the view's value then)
+        self._strides = None        # roots: element strides of the memory (None: C order)
+        self._read_only = False
+        self._argument = None       # roots that are array arguments of the kernel: their position
+
+    @classmethod
+    def argument(cls, node: Node, position: int, strides: tuple[int, ...], writeable: bool) -> "Tensor":
+        """The array passed as argument `position`: the kernel's writes into it reach the caller's array."""
+        t = cls(node)
+        t._strides, t._read_only, t._argument = tuple(strides), not writeable, position
+        return t
+
+    @property
+    def _node(self) -> Node:
+        base = self._base
+        if base is None:
+            return self._value
+        seen = self._seen
+        if seen is None or seen[0] is not base._value:
+            seen = self._seen = (base._value, views.apply(base._value, self._steps))
+        return seen[1]
+
+    def _root(self) -> "Tensor":
+        return self if self._base is None else self._base
+
+    def _view(self, steps: tuple, contiguous_only: bool = False) -> "Tensor":
+        """This array seen through more movement steps: a view of its root where NumPy makes one (a reshape
+        NumPy can only do by copying, and a ravel of a non-contiguous array, give a new array instead)."""
+        root, steps = self._root(), self._steps + steps
+        strides = views.strides_after(root.shape, root._strides or views.c_strides(root.shape), steps)
+        shape = views.shapes(root.shape, steps)[-1]
+        if strides is None or contiguous_only and not views.is_c_contiguous(shape, strides):
+            return Tensor(views.apply(root._value, steps))
+        view = Tensor(root._value)
+        view._base, view._steps = root, steps
+        view._read_only = root._read_only or views.read_only(steps)
+        return view
+
+    # -- static facts --
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._node.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._node.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._node.dtype
+
+    @property
+    def size(self) -> int:
+        return self._node.size
+
+    @property
+    def itemsize(self) -> int:
+        return self._node.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._node.size * self._node.dtype.itemsize
+
+    @property
+    def T(self) -> "Tensor":
+        return view_call(F.transpose, self)
+
+    @property
+    def mT(self) -> "Tensor":
+        if self.ndim < 2:
+            raise ShapeError(f"matrix transpose with ndim < 2 is undefined (shape {self.shape})")
+        return view_call(_frontend("methods").swapaxes, self, -1, -2)
+
+    @property
+    def real(self) -> "Tensor":
+        return self  # tracejit's dtypes are all real
+
+    @property
+    def imag(self) -> "Tensor":
+        return Tensor(build.const(0, self.dtype, self.shape))
+
+    def __repr__(self) -> str:
+        return f"Tensor(shape={self.shape}, dtype={self.dtype})"
+
+    # -- what tracing cannot do --
+    def _known(self):
+        """The value while tracing where the kernel made it from constants alone (np.arange(n)[2]), else None;
+        large arrays are not evaluated (a Python number comes from at most one element)."""
+        return constant_value(self._node) if self.size == 1 else None
+
+    def __bool__(self):
+        value = self._known()
+        if value is not None:
+            return bool(value)
+        raise TraceError("a traced value was used as a Python bool (in `if`, `while`, `and`/`or`, or bool()); "
+                         "its value is not known while tracing. Use tj.where(cond, a, b) (or np.where) to "
+                         "select values instead")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise UnsupportedError("len() of unsized object (a 0-d traced value), as in NumPy")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise UnsupportedError("iteration over a 0-d array (a traced value), as in NumPy")
+        if self.shape[0] > MAX_UNROLL:
+            raise TraceError(f"iterating over a traced value unrolls one step per row; its first axis has "
+                             f"length {self.shape[0]}, over the limit of {MAX_UNROLL}. Use whole-array "
+                             "operations (broadcasting, reductions with axis=0) instead of a Python loop")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __index__(self):
+        value = self._known()
+        if value is not None and not self.shape and value.dtype.kind in "iub":
+            return int(value)
+        raise TraceError("a traced value was used as a Python integer (e.g. as an index or a range bound); "
+                         "its value is not known while tracing")
+
+    def __float__(self):
+        value = self._known()
+        if value is not None:
+            return float(value.reshape(()))
+        raise TraceError("float() of a traced value; its value is not known while tracing. Keep it an array "
+                         "(x.astype(np.float64)) or pass the number as a static argument")
+
+    def __int__(self):
+        value = self._known()
+        if value is not None:
+            return int(value.reshape(()))
+        return self.__index__()
+
+    def __hash__(self):
+        return id(self)
+
+    # -- methods (ndarray's; each calls the NumPy function of the same name, see _METHODS) --
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True) -> "Tensor":
+        return F.astype(self, dtype)
+
+    def reshape(self, *shape, order="C") -> "Tensor":
+        return view_call(F.reshape, self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
+                         order)
+
+    def transpose(self, *axes) -> "Tensor":
+        axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
+        return view_call(F.transpose, self, axes or None)
+
+    def clip(self, min=None, max=None, out=None, **kwargs):  # noqa: A002
+        result = F.clip(self, kwargs.pop("a_min", min), kwargs.pop("a_max", max), **kwargs)
+        return result if out is None else _frontend("assign").write_out(out, result, name="clip")
+
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None) -> None:
+        """In place, as NumPy's: an input array sorted inside the kernel is sorted for the caller too."""
+        _frontend("assign").setitem(self, Ellipsis, _frontend("sorting").sort(self, axis, kind, order))
+
+    def flatten(self, order="C") -> "Tensor":
+        return _frontend("methods").ravel(self, order)
+
+    def conj(self) -> "Tensor":
+        return self  # tracejit's dtypes are all real
+
+    conjugate = conj
+
+    def _known_selection(self, key):
+        """x[mask] with a mask made from constants alone (x[np.arange(n) != k]): its count is known while
+        tracing, so it is the NumPy mask it was before a trace; NumPy's value when x is constant too."""
+        parts = key if isinstance(key, tuple) else (key,)
+        known = [constant_value(k._node) if isinstance(k, Tensor) else k for k in parts]
+        if any(k is None for k in known):
+            return None
+        known = tuple(known) if isinstance(key, tuple) else known[0]
+        value = constant_value(self._node)
+        return value[known] if value is not None else self[known]
+
+    def __getattr__(self, name: str):
+        # only reached when normal lookup fails: say whether NumPy has it, so the user knows why
+        value = constant_value(self._node) if not name.startswith("_") and name in _NDARRAY_NAMES else None
+        if value is not None:   # made from constants alone (np.arange(5).tolist()): NumPy's, as before a trace
+            return getattr(value, name)
+        if not name.startswith("_") and name in _NDARRAY_NAMES:
+            raise UnsupportedError(f"ndarray.{name} is not supported by tracejit on traced values; supported "
+                                   f"methods and attributes: {', '.join(sorted(_SUPPORTED_NAMES))}")
+        raise AttributeError(f"'Tensor' object (a traced ndarray) has no attribute {name!r}")
+
+    # -- operators --
+    def __add__(self, o): return F.add(self, o)  # noqa: E704
+    def __radd__(self, o): return F.add(o, self)  # noqa: E704
+    def __sub__(self, o): return F.subtract(self, o)  # noqa: E704
+    def __rsub__(self, o): return F.subtract(o, self)  # noqa: E704
+    def __mul__(self, o): return F.multiply(self, o)  # noqa: E704
+    def __rmul__(self, o): return F.multiply(o, self)  # noqa: E704
+    def __truediv__(self, o): return F.true_divide(self, o)  # noqa: E704
+    def __rtruediv__(self, o): return F.true_divide(o, self)  # noqa: E704
+    def __floordiv__(self, o): return F.floor_divide(self, o)  # noqa: E704
+    def __rfloordiv__(self, o): return F.floor_divide(o, self)  # noqa: E704
+    def __mod__(self, o): return F.remainder(self, o)  # noqa: E704
+    def __rmod__(self, o): return F.remainder(o, self)  # noqa: E704
+    def __pow__(self, o): return F.power(self, o)  # noqa: E704
+    def __rpow__(self, o): return F.power(o, self)  # noqa: E704
+    def __matmul__(self, o): return _frontend("linalg").matmul(self, o)  # noqa: E704
+    def __rmatmul__(self, o): return _frontend("linalg").matmul(o, self)  # noqa: E704
+    def __and__(self, o): return F.bitwise_and(self, o)  # noqa: E704
+    def __rand__(self, o): return F.bitwise_and(o, self)  # noqa: E704
+    def __or__(self, o): return F.bitwise_or(self, o)  # noqa: E704
+    def __ror__(self, o): return F.bitwise_or(o, self)  # noqa: E704
+    def __xor__(self, o): return F.bitwise_xor(self, o)  # noqa: E704
+    def __rxor__(self, o): return F.bitwise_xor(o, self)  # noqa: E704
+    def __lt__(self, o): return F.less(self, o)  # noqa: E704
+    def __le__(self, o): return F.less_equal(self, o)  # noqa: E704
+    def __gt__(self, o): return F.less(o, self)  # noqa: E704
+    def __ge__(self, o): return F.less_equal(o, self)  # noqa: E704
+    def __eq__(self, o): return F.equal(self, o)  # noqa: E704
+    def __ne__(self, o): return F.not_equal(self, o)  # noqa: E704
+    def __lshift__(self, o): return _U().left_shift(self, o)  # noqa: E704
+    def __rlshift__(self, o): return _U().left_shift(o, self)  # noqa: E704
+    def __rshift__(self, o): return _U().right_shift(self, o)  # noqa: E704
+    def __rrshift__(self, o): return _U().right_shift(o, self)  # noqa: E704
+    def __divmod__(self, o): return F.floor_divide(self, o), F.remainder(self, o)  # noqa: E704
+    def __rdivmod__(self, o): return F.floor_divide(o, self), F.remainder(o, self)  # noqa: E704
+    def __neg__(self): return F.negative(self)  # noqa: E704
+
+    # augmented assignment (x += y, ...): see AUGMENTED below the class
+
+    def __pos__(self): return _U().positive(self)  # noqa: E704
+    def __abs__(self): return F.abs(self)  # noqa: E704
+    def __invert__(self): return F.invert(self)  # noqa: E704
+
+    # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
+    def __getitem__(self, key) -> "Tensor":
+        mask = _frontend("assign").traced_mask(key)
+        if mask is not None:   # its shape depends on the data: see selection.py for what works
+            known = self._known_selection(key)
+            if known is not None:
+                return known
+            return _frontend("selection").MaskedSelection(mask, self._node, self)
+        if _is_element(key, self.ndim):
+            return Tensor(_index(self._node, key))
+        return view_call(lambda t: Tensor(_index(t._node, key)), self)
+
+    def __setitem__(self, key, value):
+        _frontend("assign").setitem(self, key, value)
+
+    def fill(self, value) -> None:
+        _frontend("assign").fill(self, value)
+
+    # -- NumPy protocols: existing NumPy code traces unchanged --
+    def __array__(self, dtype=None, copy=None):
+        value = constant_value(self._node)   # an array the kernel made from constants alone has a value
+        if value is None:
+            raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, stored into a "
+                             "NumPy array, a NumPy function tracejit does not implement, or an index into a NumPy "
+                             "array: table[i]); keep it symbolic inside the kernel. To index a NumPy array, pass it "
+                             "to the kernel as an argument or write tj.take(table, i)")
+        return value if dtype is None else value.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from tracejit.numpy.numpy_protocol import array_ufunc
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from tracejit.numpy.numpy_protocol import array_function
+        return array_function(func, args, kwargs)
+
+
+def view_call(fn, a, *args, contiguous_only: bool = False, **kwargs):
+    """fn(a, ...) for a NumPy function that returns views of its first argument: each result that is a
+    moved (a chain of movement ops, found by running fn on a stand-in input) is a view of a's root, so
+    writes through it reach a; any other result is a new array, computed from a's value."""
+    if not isinstance(a, Tensor) or a._node.weak:
+        return fn(a, *args, **kwargs)
+    stand_in = views.probe(a.shape, a.dtype)
+    probed = fn(Tensor(stand_in), *args, **kwargs)
+    single = isinstance(probed, Tensor)
+    found = [views.steps_from(r._node, stand_in) if isinstance(r, Tensor) else None
+             for r in ([probed] if single else probed)]
+    if any(steps is None for steps in found):
+        return fn(a, *args, **kwargs)
+    results = [a._view(steps, contiguous_only) for steps in found]
+    return results[0] if single else type(probed)(results)
+
+
+def _is_element(key, ndim: int) -> bool:
+    """An index of ints only, one per axis: NumPy returns a scalar (a copy), not a view."""
+    key = key if isinstance(key, tuple) else (key,)
+    return len(key) == ndim and all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in key)
+
+
+def _index(node: Node, key) -> Node:
+    key = key if isinstance(key, tuple) else (key,)
+    indexing = _frontend("indexing")
+    if any(indexing.is_array_index(k) for k in key):
+        return indexing.advanced_index(node, key)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise ShapeError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > len(node.shape):
+        raise ShapeError(f"too many indices: array of shape {node.shape} is {len(node.shape)}-dimensional, "
+                         f"but {used} were indexed")
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(node.shape) - used) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (len(node.shape) - used)
+    spec, out_shape, dim = [], [], 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        size = node.shape[dim]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(size)
+            n = len(range(start, stop, step))
+            spec.append((start if n else 0, step, n))
+            out_shape.append(n)
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            i = int(k)
+            if not -size <= i < size:
+                raise IndexOutOfBoundsError(f"index {i} is out of bounds for axis {dim} with size {size}")
+            spec.append((i % size, 1, 1))
+        else:
+            raise UnsupportedError(f"index of type {type(k).__name__} is not supported")
+        dim += 1
+    return build.reshape(build.slice_(node, tuple(spec)), tuple(out_shape))
+
+
+def _U():
+    """The ufunc module, which needs functions (and so this module) loaded first."""
+    from tracejit.numpy import ufuncs
+    return ufuncs
+
+
+from tracejit.numpy import functions as F  # noqa: E402  (functions needs Tensor defined)
+
+# ndarray methods that are the NumPy function of the same name with the array as first argument, by module.
+# Resolved on call: those modules import this one, so they cannot be imported while it loads.
+_METHODS = {
+    "reductions": ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin", "ptp"),
+    "methods": ("ravel", "squeeze", "swapaxes", "round", "copy"),
+    "linalg": ("dot",),
+    "indexing": ("take", "searchsorted"),
+    "movement": ("repeat",),
+    "scans": ("cumsum", "cumprod"),
+    "sorting": ("argsort",),
+}
+
+
+def _frontend(module: str):
+    return importlib.import_module(f"{__package__}.{module}")
+
+
+_VIEW_METHODS = {"squeeze": False, "swapaxes": False, "ravel": True}   # name -> a view only of contiguous data
+
+
+def _method(module: str, name: str):
+    def method(self, *args, **kwargs):
+        fn = getattr(_frontend(module), name)
+        out = kwargs.pop("out", None)
+        if name in _VIEW_METHODS:
+            return view_call(fn, self, *args, contiguous_only=_VIEW_METHODS[name], **kwargs)
+        result = fn(self, *args, **kwargs)
+        return result if out is None else _frontend("assign").write_out(out, result, "unsafe", name=name, exact=True)
+    method.__name__ = name
+    method.__doc__ = f"As ndarray.{name}: calls np.{name} on the traced value."
+    return method
+
+
+for _module, _names in _METHODS.items():
+    for _name in _names:
+        setattr(Tensor, _name, _method(_module, _name))
+
+
+def _augmented(symbol: str, compute):
+    def method(self, other):
+        return _frontend("assign").inplace(self, compute(self, other), symbol)
+    method.__name__ = f"__i{AUGMENTED_NAMES[symbol]}__"
+    method.__doc__ = f"x {symbol} y, computed into x's memory as NumPy does (see assign.inplace)."
+    return method
+
+
+# x op= y: the operator's function, by symbol; MaskedSelection (x[mask] op= y) uses the same table
+AUGMENTED = {
+    "+=": lambda a, b: F.add(a, b), "-=": lambda a, b: F.subtract(a, b), "*=": lambda a, b: F.multiply(a, b),
+    "/=": lambda a, b: F.true_divide(a, b), "//=": lambda a, b: F.floor_divide(a, b),
+    "%=": lambda a, b: F.remainder(a, b), "**=": lambda a, b: F.power(a, b), "&=": lambda a, b: F.bitwise_and(a, b),
+    "|=": lambda a, b: F.bitwise_or(a, b), "^=": lambda a, b: F.bitwise_xor(a, b),
+    "<<=": lambda a, b: _U().left_shift(a, b), ">>=": lambda a, b: _U().right_shift(a, b),
+    "@=": lambda a, b: _frontend("linalg").matmul(a, b),
+}
+AUGMENTED_NAMES = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "truediv", "//=": "floordiv", "%=": "mod",
+                   "**=": "pow", "&=": "and", "|=": "or", "^=": "xor", "<<=": "lshift", ">>=": "rshift",
+                   "@=": "matmul"}
+for _symbol, _compute in AUGMENTED.items():
+    setattr(Tensor, f"__i{AUGMENTED_NAMES[_symbol]}__", _augmented(_symbol, _compute))
+
+_NDARRAY_NAMES = frozenset(dir(np.ndarray))
+_SUPPORTED_NAMES = frozenset(n for n in dir(Tensor) if not n.startswith("_")) & _NDARRAY_NAMES

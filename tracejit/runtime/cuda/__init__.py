@@ -1,0 +1,1 @@
+"""The cuda target: the driver API, NVRTC compiles, launches."""

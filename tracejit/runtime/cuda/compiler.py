@@ -1,0 +1,140 @@
+"""CUDA C to PTX for one architecture, with no GPU needed: the compiler (NVRTC, the PTX kept in the disk
+cache; or the CPU emulator's build under TRACEJIT_EMULATE=cuda), and the compile-only target `cuda` (or
+`cuda:sm_90`, ...) for lower() and warm() where no GPU runs it."""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from tracejit.codegen.simt import cuda as cuda_codegen
+from tracejit.codegen.simt import nvrtc
+from tracejit.codegen.simt.mapping import GROUP_MIN_REDUCE, Launch, RenderOptions
+from tracejit.ir.fuse import Program
+from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.layout import LayoutOptions
+from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
+from tracejit.runtime.debug import log, stage
+from tracejit.runtime.device_interface import Device
+from tracejit.runtime.device_memory import RenderedOnly, by_value_params
+from tracejit.runtime.cache.disk import CACHE, CacheKey
+from tracejit.runtime.emulator.cuda_driver import EmulatedCompiler
+
+REDUCTION_SCRATCH = 4096   # bytes of shared memory left for reduction trees when keeping rows
+MAX_THREADS = 1024
+# x.T + y: each thread walks 32 rows of the output at one column (ir/layout.py's (ta, 1) tiles), so a warp
+# writes 128 coalesced bytes per step and each thread reads along its own row of x
+TRANSPOSE_TILES = ((32, 1),) * 4
+# a row reduction's block: a thread per 8 elements, from one warp to 256 threads. On an H200, rows of 1024
+# (65536 of them) with 32/64/128/256/512/1024 threads: softmax 3461/3516/3646/2923/1554/995 GB/s,
+# layernorm 3552/3659/3850/3123/1628/989; rows of 4096 were best at 256-512 (layernorm 3730 at 256)
+GROUP_STRIDE = 8
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    source: str                    # CUDA C
+    ptx: str
+    ir: Kernel
+    launch: Launch
+    cached: bool = False           # the PTX came from the disk cache: nothing was compiled
+    vector: tuple | None = None    # (name, source, ptx, launch) of the float4 variant
+    vector_params: tuple[int, ...] = ()
+
+
+class CudaCompiler:
+    """Renders and compiles kernels to PTX for one architecture; needs no GPU."""
+
+    def __init__(self, arch: str, shared_memory: int = cuda_codegen.SHARED_MEMORY, max_threads: int = MAX_THREADS,
+                 description: str = ""):
+        self.arch = arch
+        self.options = RenderOptions(device=description or f"cuda ({arch})", fp64=True, fp16=False,
+                                     max_local_size=max_threads, tensor_cores=self.tensor_cores(arch),
+                                     always_check=True,   # one source for every global size
+                                     group_stride=GROUP_STRIDE, group_min=cuda_codegen.WARP)
+        keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
+        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=True, keep_row_max=min(16384, keep),
+                                    keep_inputs_min=GROUP_MIN_REDUCE, sort_bytes=keep * 8,
+                                    transpose_tiles=TRANSPOSE_TILES)
+        self._ptx: dict = {}   # source -> PTX (emulated: (source, entry) -> shared object)
+
+    @staticmethod
+    def tensor_cores(arch: str) -> bool:
+        """Whether float16 products use mma.sync: on sm_80 and later."""
+        return int(re.match(r"sm_(\d+)", arch).group(1)) >= 80
+
+    def cache_key(self, name: str, source: str) -> CacheKey:
+        return CacheKey("cuda", name, (
+            ("kernel", source_part(source)),
+            ("device", self.arch),
+            ("options", " ".join(nvrtc.OPTIONS)),
+            ("tracejit", tracejit_part()),
+            ("compiler", nvrtc.version()),
+        ))
+
+    def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[str, bool]:
+        """The PTX of `source` (kernel `name`, its entry point `entry`, else `name`), compiled once per
+        process and kept in the disk cache; also whether it came from the cache (nothing compiled)."""
+        ptx = self._ptx.get(source)
+        if ptx is not None:
+            return ptx, True
+        t0 = time.perf_counter()
+        key = self.cache_key(name, source)
+        payload = CACHE.get(key)
+        ptx = nvrtc.as_ptx(payload) if payload is not None else None
+        if payload is not None and ptx is None:
+            CACHE.reject(key, "holds no PTX")
+        cached = ptx is not None
+        if not cached:
+            ptx = nvrtc.compile_ptx(name, source, self.arch)
+            CACHE.put(key, ptx.encode())   # only after a successful build
+        self._ptx[source] = ptx
+        log(1, f"{'loaded' if cached else 'compiled'} {name} (cuda {self.arch}, PTX ISA {nvrtc.ptx_isa(ptx)}) in "
+               f"{1e3 * (time.perf_counter() - t0):.0f} ms")
+        return ptx, cached
+
+    def build(self, kernel: Kernel, by_value: frozenset[int], options: RenderOptions | None = None,
+              symbolic: dict | None = None) -> CompiledKernel:
+        with stage("render"):
+            r = cuda_codegen.render(kernel, options or self.options, by_value, symbolic)
+        with stage("compile"):   # kernels that differ only in their names compile once (cache_key.shared_source)
+            ptx, cached = self.ptx(r.name, shared_source(r.source, r.name), SHARED_NAME)
+            vector = None
+            if r.vector is not None:
+                vptx, vcached = self.ptx(r.vector.name, shared_source(r.vector.source, r.vector.name), SHARED_NAME)
+                vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
+        return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
+
+
+class CudaTarget(Device):
+    """`cuda` where no GPU can run it: lower() and warm() compile PTX for an architecture into the disk
+    cache; running raises DeviceError with the reason."""
+
+    runs = False
+
+    def __init__(self, arch: str, reason: str, name: str):
+        self.name, self.reason = name, reason
+        self.compiler = CudaCompiler(arch)
+        self.layout = self.compiler.layout
+
+    def compile(self, program: Program) -> RenderedOnly:
+        kernels = [self.compiler.build(k, by_value_params(program, keys))
+                   for k, keys in zip(program.kernels, program.launches)]
+        return RenderedOnly(kernels, f"{self.name} compiled PTX for {self.compiler.arch} here, but cannot run it: "
+                                     f"{self.reason}")
+
+
+class EmulatedCudaCompiler(EmulatedCompiler, CudaCompiler):
+    """Under TRACEJIT_EMULATE=cuda: the same CUDA C, built for the CPU emulator instead of into PTX (float16
+    products through tensor cores too: the emulator's tj_cuda.h computes mma.sync from the same fragments)."""
+
+
+def compile_arch(cc: int) -> str:
+    """The architecture to compile for: the GPU's own, or, for a GPU newer than this NVRTC knows, the
+    newest it does (the driver compiles that PTX forward)."""
+    known = nvrtc.supported_archs()
+    if not known or cc in known:
+        return f"sm_{cc}"
+    older = [a for a in known if a <= cc]
+    return f"sm_{max(older) if older else min(known)}"
+

@@ -1,0 +1,1 @@
+"""The metal target through PyObjC's Metal bindings."""

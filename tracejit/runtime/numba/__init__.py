@@ -1,0 +1,1 @@
+"""The numba target: generated modules compiled by numba.njit (or LLVM directly), run on all cores."""

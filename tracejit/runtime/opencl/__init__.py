@@ -1,0 +1,1 @@
+"""The opencl target through pyopencl."""

@@ -1,0 +1,175 @@
+"""Which OpenCL devices there are, in a fixed order, and which one `opencl` means (TRACEJIT_OPENCL_DEVICE);
+why PoCL, the CPU platform, though installed, offers no device or cannot build (its cache directory); how a
+program is built where other processes share PoCL's cache (a lock, and one retry)."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from tracejit.errors import DeviceError
+from tracejit.runtime.debug import log as debug_log
+from tracejit.runtime.process_lock import held
+
+ENV_DEVICE = "TRACEJIT_OPENCL_DEVICE"
+
+
+def all_devices() -> list:
+    """Every OpenCL device whose compiler builds a kernel, in a fixed order: GPUs first, then by platform
+    and device name (refused_devices() says which were left out, and why)."""
+    return [d for d in _listed() if _build_problem(d) is None]
+
+
+def refused_devices() -> list[str]:
+    """The devices left out of all_devices(), each with its compiler's reason."""
+    return [f"{describe(d)}: {_build_problem(d)}" for d in _listed() if _build_problem(d) is not None]
+
+
+def _listed() -> list:
+    import pyopencl as cl
+    found = []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD loader or no platform: pyopencl reports PLATFORM_NOT_FOUND_KHR
+        return []
+    for p in platforms:
+        try:
+            found += p.get_devices()
+        except cl.Error:
+            continue
+    return sorted(found, key=lambda d: (not d.type & cl.device_type.GPU, d.platform.name, d.name))
+
+
+_CHECK_SOURCE = "__kernel void tracejit_check(__global float *a) { a[get_global_id(0)] *= 2.0f; }"
+_build_problems: dict[int, str | None] = {}
+
+
+def _build_problem(d) -> str | None:
+    """Why this device's compiler cannot build a one-line kernel, or None. PoCL 3.0's LLVM 14 (PyPI's
+    pocl-binary-distribution) knows no CPU newer than it (AMD's Zen 5: 'unknown target CPU'), and fails
+    every build there; such a device is not offered. Asked once per device and process (PoCL keeps the
+    build in its cache, so a later process pays a lookup)."""
+    key = d.int_ptr
+    if key not in _build_problems:
+        import pyopencl as cl
+        with build_lock(d, _CHECK_SOURCE):
+            built, log = build_program(cl.Context([d]), d, _CHECK_SOURCE, b"")
+        _build_problems[key] = None if built is not None else \
+            f"its compiler cannot build a one-line kernel ({' '.join(log.split())[:300]})"
+    return _build_problems[key]
+
+
+def is_pocl(d) -> bool:
+    return "portable computing language" in d.platform.name.lower()
+
+
+def build_lock(d, text: str):
+    """A lock held while a process builds a program (or loads its binary) on device `d`; `text` names the
+    program (its source, or a key built from it). PoCL keeps every program in a directory of its cache
+    named by a hash of its source, options and device, and writes a file there by removing the old one
+    and renaming a new one into place: a second process building the same program reads nothing between
+    the two (a build failure without a compiler message, or a crash in LLVM's reader). The lock file lives
+    in that cache, beside what it guards; other drivers' caches need none."""
+    if not is_pocl(d):
+        return contextlib.nullcontext(False)
+    name = hashlib.sha256(f"{describe(d)}\n{d.driver_version}\n{text}".encode()).hexdigest()[:32]
+    return held(Path(_pocl_cache_dir()) / "tracejit-locks" / name)
+
+
+def build_program(context, d, source: str, options: bytes):
+    """(the pyopencl program built from `source` for device `d`, None) or (None, the compiler's log). On PoCL,
+    a failure the compiler gave no message for comes from its cache (what a process outside the lock left
+    there, a damaged file), not from the source: the build is tried once more with an option that changes
+    only PoCL's hash of the program, so it runs in a cache directory of its own that no process touches.
+    A program the compiler rejects says why (`error: ...`) and is not tried again."""
+    built, log = _build_once(context, d, source, options)
+    if built is None and is_pocl(d) and not re.search(r"\berror\b", log, re.IGNORECASE):
+        debug_log(1, f"building on {describe(d)} failed without a compiler message ({' '.join(log.split())[:200]}); "
+                     "once more in a PoCL cache directory of its own")
+        private = f" -D TRACEJIT_PRIVATE_BUILD={os.getpid()}_{os.urandom(6).hex()}".encode()
+        built, log = _build_once(context, d, source, options + private)
+    return built, log
+
+
+def _build_once(context, d, source: str, options: bytes):
+    import pyopencl as cl
+    raw = cl._cl._Program(context, source)   # pyopencl's own build cache would unpickle files
+    try:
+        raw.build(options, [d])
+        return raw, ""
+    except cl.Error as e:
+        try:
+            log = raw.get_build_info(d, cl.program_build_info.LOG)
+        except cl.Error:
+            log = ""
+        return None, log.strip() or str(e)
+
+
+def pocl_cache_problem() -> str | None:
+    """Why PoCL, though installed, offers no device: it cannot create its kernel cache directory (a HOME
+    that is not writable, as for a service user), and then lists no device at all. None if that is not it."""
+    import pyopencl as cl
+    try:
+        if not any("portable computing language" in p.name.lower() for p in cl.get_platforms()):
+            return None
+    except cl.Error:
+        return None
+    where = _pocl_cache_dir()
+    try:
+        os.makedirs(where, exist_ok=True)
+        if os.access(where, os.W_OK | os.X_OK):
+            return None
+        problem = "it is not writable"
+    except OSError as e:
+        problem = e.strerror or str(e)
+    return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
+            f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
+
+
+def _pocl_cache_dir() -> str:
+    where = os.environ.get("POCL_CACHE_DIR")
+    if not where:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "pocl")
+    return where
+
+
+def pocl_cannot_write() -> str | None:
+    """Why PoCL cannot write its work files (it builds every program in its cache directory), or None."""
+    where = _pocl_cache_dir()
+    try:
+        os.makedirs(where, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".tracejit-probe-") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+        return None
+    except OSError as e:
+        return (f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
+                f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
+                f"directory with room")
+
+
+def describe(d) -> str:
+    import pyopencl as cl
+    kind = "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "accelerator"
+    return f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, {d.max_compute_units} compute units)"
+
+
+def choose(devices: list) -> int:
+    """The index `opencl` means: TRACEJIT_OPENCL_DEVICE (a number or part of a name), else the first."""
+    want = os.environ.get(ENV_DEVICE, "").strip()
+    if not want:
+        return 0
+    if want.isdigit():
+        if int(want) >= len(devices):
+            raise DeviceError(f"{ENV_DEVICE}={want}, but there are only {len(devices)} OpenCL device(s)")
+        return int(want)
+    for i, d in enumerate(devices):
+        if want.lower() in describe(d).lower():
+            return i
+    raise DeviceError(f"{ENV_DEVICE}={want!r} matches no OpenCL device; devices: "
+                      + "; ".join(f"opencl:{i} {describe(d)}" for i, d in enumerate(devices)))

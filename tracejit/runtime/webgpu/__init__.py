@@ -1,0 +1,1 @@
+"""The webgpu target through wgpu-py."""
