@@ -316,7 +316,7 @@ def test_a_string_in_a_spec_shape_names_a_symbolic_dimension_and_a_name_is_one_s
     f = tj.kernel(lambda x, y: x + y)
     with pytest.raises(tj.ArgumentError, match="'n' is 8 in one tj.spec and 9 in another"):
         f.lower(tj.spec((("n", 8),), "float32"), tj.spec((("n", 9),), "float32"), device="numba")
-    from tracejit.frontend.warm import parse_arg
+    from tracejit.frontend.manifest import parse_arg
     assert parse_arg("float32[n=4096, 1024]") == tj.spec((("n", 4096), 1024), "float32")
     assert parse_arg("float32[n,1024]") == tj.spec(("n", 1024), "float32")
     with pytest.raises(tj.ArgumentError, match="float32\\[n,1024\\] for a symbolic dimension"):

@@ -13,7 +13,7 @@ import pytest
 
 import tracejit as tj
 from reference import require_kept_kernels
-from tracejit.frontend.warm import parse_arg, read_manifest
+from tracejit.frontend.manifest import parse_arg, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 

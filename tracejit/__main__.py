@@ -123,7 +123,8 @@ def _describe(info) -> str:
 def _graph(args) -> int:
     from tracejit.errors import TracejitError
     from tracejit.frontend.graph_view import render, to_dot
-    from tracejit.frontend.warm import load_kernel, parse_arg
+    from tracejit.frontend.manifest import parse_arg
+    from tracejit.frontend.warm import load_kernel
     try:
         kernel = load_kernel(args.function)
         g = kernel.trace(*[parse_arg(a) for a in args.arg]).to_networkx(args.device)
@@ -150,7 +151,8 @@ def _graph(args) -> int:
 
 
 def _warm(args, parser) -> int:
-    from tracejit.frontend.warm import read_manifest, warm_entry
+    from tracejit.frontend.manifest import read_manifest
+    from tracejit.frontend.warm import warm_entry
     if bool(args.manifest) == bool(args.function):
         parser.error("warm takes either MODULE:FUNC (with --arg) or --manifest FILE")
     devices = args.device.split(",") if args.device else None

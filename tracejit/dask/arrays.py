@@ -17,9 +17,10 @@ from tracejit.runtime import registry
 from tracejit.runtime.array import Array
 from tracejit.runtime.debug import log
 from tracejit.dask import partials as dask_partials
-from tracejit.frontend import warm
+from tracejit.frontend import manifest
 from tracejit.dask.stages import PlanKey, StageRef, letter_chunks, plan_for, root_node, run_stage
-from tracejit.frontend.signature import Default, Spec, has_dask_array, normalize
+from tracejit.frontend.signature import Default, Spec, normalize
+from tracejit.dask import is_dask_array
 
 _recorded: set = set()   # plan keys this process has written to the TRACEJIT_RECORD manifest
 
@@ -28,11 +29,11 @@ def call(kernel, args: tuple, device: str | None):
     """kernel(*args) where some arguments are Dask arrays: the results as Dask arrays (nothing computed)."""
     key, arrays, by_letter = prepare(kernel, args)
     plan = plan_for(key)
-    if os.environ.get(warm.ENV_RECORD) and key not in _recorded:   # once per call signature and process
+    if os.environ.get(manifest.ENV_RECORD) and key not in _recorded:   # once per call signature and process
         _recorded.add(key)
         chunks = [_runs(a.chunks) if info.kind == "array" else None   # (in the order of the entry's "args")
                   for a, info in zip(arrays, plan.traced.infos) if info.kind in ("array", "scalar")]
-        warm.record(kernel, plan.traced.infos, device or registry.default_device_name(), {"chunks": chunks})
+        manifest.record(kernel, plan.traced.infos, device or registry.default_device_name(), {"chunks": chunks})
     units, outputs = {}, {}
     for index, stage in enumerate(plan.stages):
         leaf = _stage_layer(kernel, plan, StageRef(key, index, device), arrays, units, by_letter)
@@ -133,7 +134,7 @@ def _as_dask(a, name: str, da):
             raise ArgumentError(f"argument {name!r} is a Dask array whose chunk sizes are unknown (NaN), which "
                                 f"tracejit plans the kernel by; call {name}.compute_chunk_sizes() first")
         return a
-    if has_dask_array([a]):
+    if is_dask_array(a):
         raise ArgumentError(f"argument {name!r} is a {type(a).__module__}.{type(a).__name__}; tracejit kernels "
                             "take Dask arrays (a DataFrame's .to_dask_array(lengths=True), a Bag's .to_dataframe())")
     host = a.numpy() if isinstance(a, Array) else normalize(a)

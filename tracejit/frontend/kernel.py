@@ -21,7 +21,7 @@ from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
 from tracejit.numpy import allocation, random_draws
-from tracejit.frontend import capture, shipping
+from tracejit.frontend import capture, hooks, shipping
 from tracejit.frontend.dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       size_free_key, twin_sizes, with_sizes)
 from tracejit.frontend.hot_path import fast_class, key_function
@@ -29,9 +29,9 @@ from tracejit.frontend.plan import Plan, Traced
 from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import MaskedSelection, data_dependent
 from tracejit.frontend.binding import Layout, Parameters
-from tracejit.frontend.signature import ArgInfo, arg_key, describe, has_dask_array, normalize, spec, value_key
+from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
 from tracejit.numpy.tensor import Tensor, as_node
-from tracejit.frontend.warm import record
+from tracejit.frontend.manifest import record
 
 
 class Kernel:
@@ -90,9 +90,10 @@ class Kernel:
         if allocation.tracing():   # called by a kernel being traced: its function is part of that trace
             return self._inline(args, kwargs)
         if capture.ACTIVE:
-            if has_dask_array(args):
-                raise UnsupportedError(f"{self.__name__}: a call with Dask arrays inside tj.capture(): it launches "
-                                       "nothing here (Dask runs its blocks later, on its workers); call it outside")
+            collection = hooks.collection_of(args)
+            if collection is not None:
+                raise UnsupportedError(f"{self.__name__}: a call with {collection.name} inside tj.capture(): "
+                                       f"{collection.in_capture}")
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
         # (binding is skipped where it changes nothing: all positional, arrays and numbers; it cost a cached call
@@ -109,8 +110,9 @@ class Kernel:
             raise ArgumentError(f"{self.__name__}: static arguments must be hashable (they key the compile "
                                 f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
         if plan is None:
-            if has_dask_array(args):   # f(dask_array): a Dask array, planned here, computed block by block
-                return self._dask_call(args, device, out)
+            collection = hooks.collection_of(args)
+            if collection is not None:   # f(dask_array): a Dask array, planned here, computed block by block
+                return self._collection_call(collection, args, device, out)
             normalized = self._normalize(args, dev)
             plan = self._plan_for(normalized, dev)
             try:
@@ -141,12 +143,11 @@ class Kernel:
         kwargs = {k: v for k, v in kwargs.items() if k != "out" or not self._out_keyword}
         return self.fn(*args, **kwargs)
 
-    def _dask_call(self, args, device, out):
+    def _collection_call(self, collection: hooks.Collection, args, device, out):
         if out is not None:
-            raise ArgumentError(f"{self.__name__}: out= cannot take the results of a call with Dask arrays, which "
-                                "are Dask arrays themselves; store them with dask.array.store or .compute()")
-        from tracejit.dask.arrays import call
-        return call(self, args, device or self._device)
+            raise ArgumentError(f"{self.__name__}: out= cannot take the results of a call with {collection.name}: "
+                                f"{collection.with_out}")
+        return collection.call(self, args, device or self._device)
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
@@ -197,8 +198,9 @@ class Kernel:
         """The graph IR for these arguments (arrays or tj.spec; a Dask array stands for its whole shape);
         compiles nothing."""
         args = self._bind(args, kwargs)
-        if has_dask_array(args):
-            args = tuple(spec(a.shape, a.dtype) if has_dask_array([a]) else a for a in args)
+        collection = hooks.collection_of(args)
+        if collection is not None:
+            args = tuple(spec(a.shape, a.dtype) if collection.claims(a) else a for a in args)
         return self._trace(self._normalize(args))
 
     def lower(self, *args, device=None, **kwargs) -> Plan:
@@ -207,9 +209,9 @@ class Kernel:
         with no GPU gives the PTX in .kernels[i].ptx."""
         dev = device or self._device or registry.default_device_name()
         args = self._bind(args, kwargs)
-        if has_dask_array(args):
-            raise ArgumentError(f"{self.__name__}.lower: a call with Dask arrays compiles a kernel per stage and "
-                                "block shape on the workers; tj.warm(f, x, client=client) compiles them ahead")
+        collection = hooks.collection_of(args)
+        if collection is not None:
+            raise ArgumentError(f"{self.__name__}.lower: a call with {collection.name}: {collection.in_lower}")
         return self._plan_for(self._normalize(args, dev), dev, compile_only=True)
 
     def cache_info(self) -> dict[str, int]:

@@ -32,35 +32,33 @@ def reduce(kernel):
         obj = module
         for part in qualname.split("."):
             obj = getattr(obj, part, None)
-        if obj is kernel:
-            return _by_name, (f"{module.__name__}:{qualname}",)
+        if obj is kernel:   # pickle's own by-name reference: the other process imports it (its __module__)
+            return qualname
     names = kernel._names
     static = tuple(names[i] for i in sorted(kernel._static))
     # A function of the main script (a notebook's too) or a closure cannot be found by name in another
     # process: it travels by value, through the cloudpickle Numba ships (as Numba's own dispatchers do), so
     # multiprocessing's spawn, fork and forkserver workers and joblib can run it.
     from numba import cloudpickle
-    return rebuild_pickled, (token(kernel), cloudpickle.dumps(fn), static, kernel._device, kernel._dynamic,
-                             kernel._binds)
+    return rebuild_pickled, (_importable_class(kernel), token(kernel), cloudpickle.dumps(fn), static, kernel._device,
+                             kernel._dynamic, kernel._binds)
 
 
-def _by_name(where: str):
-    from tracejit.frontend.warm import load_kernel
-    return load_kernel(where)
+def _importable_class(kernel) -> type:
+    """The class a process can import to rebuild `kernel` (its own class may be made per parameter count)."""
+    for cls in type(kernel).__mro__:
+        if getattr(sys.modules.get(cls.__module__), cls.__qualname__, None) is cls:
+            return cls
+    raise TypeError(f"no importable class for {kernel!r}")
 
 
-def rebuild(token: str, fn, static, device, dynamic):
-    from tracejit.frontend.kernel import Kernel
+def rebuild_pickled(cls, token: str, pickled: bytes, static, device, dynamic, binds: str = "self"):
+    """The kernel `token` names in this process: made once from its pickled function, then the same one."""
+    import pickle
     with _lock:
         kernel = _rebuilt.get(token)
         if kernel is None:
-            kernel = _rebuilt[token] = Kernel(fn, static, device, dynamic)
+            kernel = _rebuilt[token] = cls(pickle.loads(pickled), static, device, dynamic)
             kernel.__dict__["_shipping_token"] = token
+            kernel._binds = binds   # (a staticmethod's or classmethod's function travels unwrapped)
         return kernel
-
-
-def rebuild_pickled(token: str, pickled: bytes, static, device, dynamic, binds: str = "self"):
-    import pickle
-    kernel = rebuild(token, pickle.loads(pickled), static, device, dynamic)
-    kernel._binds = binds   # (a staticmethod's or classmethod's function travels unwrapped)
-    return kernel

@@ -139,12 +139,6 @@ def describe(a, position: int) -> ArgInfo:
     return ArgInfo("array", dt, a.shape, tuple(s // item for s in a.strides), writeable=a.flags.writeable)
 
 
-def has_dask_array(args) -> bool:
-    """Whether any argument is a Dask collection (told by its type, without importing Dask): such a call
-    runs block by block (dask/arrays.py)."""
-    return any(type(a).__module__.startswith("dask.") and hasattr(a, "__dask_graph__") for a in args)
-
-
 CUDA_DLPACK = 2   # kDLCUDA
 
 

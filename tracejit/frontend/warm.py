@@ -1,27 +1,20 @@
 """Ahead-of-time warming: compile kernels for given signatures and devices into the disk cache without
-running them, and the manifests that say what to warm (written by TRACEJIT_RECORD, read by
-`python -m tracejit warm --manifest`)."""
+running them, or what a manifest (manifest.py) names."""
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tracejit.errors import ArgumentError, TracejitError
-from tracejit.ir.dtypes import check
 from tracejit.runtime import registry
-from tracejit.runtime.debug import log
-from tracejit.frontend.signature import ArgInfo, Spec, has_dask_array, spec
+from tracejit.frontend import hooks
+from tracejit.frontend.manifest import parse_arg, read_manifest
+from tracejit.frontend.signature import Spec
 
-ENV_RECORD = "TRACEJIT_RECORD"
-_SCALARS = {"int": 0, "float": 0.0, "bool": False}
-_ARRAY = re.compile(r"^\s*([a-z0-9_]+)\s*\[\s*([A-Za-z0-9_=,\s]*)\]\s*$")
-_DIMENSION = re.compile(r"^(?:([A-Za-z_]\w*)(?:=([0-9]+))?|([0-9]+))$")   # 1024; n or n=4096: symbolic
 
 
 @dataclass
@@ -77,11 +70,10 @@ def warm(kernel, *args, devices=None, client=None, **static) -> WarmReport:
         return _on(client, warm_entries, entries)
     if not isinstance(kernel, Kernel):
         raise ArgumentError(f"tj.warm expects a @tj.kernel function, got {type(kernel).__name__}")
-    if has_dask_array(args):
-        from tracejit.dask.arrays import prepare
-        from tracejit.dask.stages import warm_stages
-        key, _, letter_chunks = prepare(kernel, kernel._bind(args, static))
-        return _on(client, warm_stages, key, letter_chunks, devices)
+    collection = hooks.collection_of(args)
+    if collection is not None:   # (a Dask array: each stage's kernel at each block shape)
+        fn, fn_args = collection.warming(kernel, kernel._bind(args, static))
+        return _on(client, fn, *fn_args, devices)
     if client is not None:
         return _on(client, _warm_here, kernel, args, devices, static)
     return _warm(kernel, args, devices, static)
@@ -131,36 +123,6 @@ def _warm(kernel, args, devices, static) -> WarmReport:
     return report
 
 
-# ---- argument specs as text: float32[4096,1024], float16[], int, float, bool ----
-
-def parse_arg(text) -> object:
-    """An argument spec from a manifest or the command line: "float32[4096,1024]", "int", or a dict
-    {"dtype", "shape", "strides"} for a strided array."""
-    if isinstance(text, dict):
-        return spec(tuple(text["shape"]), text["dtype"], text.get("strides"))
-    if text in _SCALARS:
-        return _SCALARS[text]
-    m = _ARRAY.match(str(text))
-    dims = [_DIMENSION.match(s) for s in m.group(2).replace(" ", "").split(",") if s] if m else [None]
-    if not all(dims):
-        raise ArgumentError(f"cannot read argument spec {text!r}: write dtype[shape] (float32[4096,1024], "
-                            "float32[n,1024] for a symbolic dimension n, float32[n=4096,1024] to trace it at "
-                            "4096, float32[] for 0-d) "
-                            "or int / float / bool for a Python scalar")
-    shape = tuple(int(d.group(3)) if d.group(3) else (d.group(1), int(d.group(2))) if d.group(2) else d.group(1)
-                  for d in dims)
-    return spec(shape, check(m.group(1), "argument spec", internal=False))
-
-
-def format_arg(info: ArgInfo) -> object:
-    if info.kind == "scalar":
-        return {"b": "bool", "i": "int", "f": "float"}[info.dtype.kind]
-    text = f"{info.dtype.name}[{','.join(map(str, info.shape))}]"
-    if info.strides != Spec(info.shape, info.dtype).element_strides:
-        return {"dtype": info.dtype.name, "shape": list(info.shape), "strides": list(info.strides)}
-    return text
-
-
 def _describe_arg(a) -> str:
     if isinstance(a, Spec):
         names = a.names or (None,) * len(a.shape)
@@ -168,62 +130,6 @@ def _describe_arg(a) -> str:
     if isinstance(a, np.ndarray):
         return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
     return type(a).__name__
-
-
-# ---- recording what a running program compiles ----
-
-def record(kernel, infos: list[ArgInfo], device: str, extra: dict | None = None) -> None:
-    """Append this compiled signature to the TRACEJIT_RECORD manifest (one JSON line, one write); extra: more
-    fields of the entry (a Dask call's "chunks")."""
-    path = os.environ.get(ENV_RECORD)
-    if not path:
-        return
-    fn = kernel.fn
-    if getattr(fn, "recorded_elsewhere", False):
-        return
-    where = f"{fn.__module__}:{fn.__qualname__}"
-    if "<" in fn.__qualname__ or fn.__module__ == "__main__":
-        log(1, f"{ENV_RECORD}: {where} cannot be imported by a warming process; not recorded")
-        return
-    names = kernel._names
-    static = {names[i]: info.value for i, info in enumerate(infos) if info.kind == "static"}
-    try:
-        json.dumps(static)
-    except TypeError:
-        log(1, f"{ENV_RECORD}: {where} has static arguments that are not JSON values; not recorded")
-        return
-    entry = {"function": where, "args": [format_arg(i) for i in infos if i.kind not in ("static", "default")],
-             "static": static, "device": device, **(extra or {})}
-    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, line)   # one append: lines from concurrent processes do not interleave
-        finally:
-            os.close(fd)
-    except OSError as e:
-        log(1, f"{ENV_RECORD}: cannot append to {path}: {e}")
-
-
-def read_manifest(path: str) -> list[dict]:
-    """The distinct entries of a manifest (JSON lines), in first-seen order."""
-    seen, out = set(), []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                entry = json.loads(line)
-                entry["function"], entry["args"]
-            except (ValueError, KeyError, TypeError):
-                raise ArgumentError(f"{path}:{n}: not a manifest entry (a JSON object with 'function' and "
-                                    f"'args'): {line[:80]}") from None
-            text = json.dumps(entry, sort_keys=True)
-            if text not in seen:
-                seen.add(text)
-                out.append(entry)
-    return out
 
 
 def load_kernel(where: str):
@@ -246,9 +152,9 @@ def warm_entry(entry: dict) -> list[dict]:
     try:
         kernel = load_kernel(entry["function"])
         args = [parse_arg(a) for a in entry["args"]]
-        if entry.get("chunks") is not None:   # a call with Dask arrays: its stages at its block shapes
-            from tracejit.dask.stages import warm_recorded
-            return warm_recorded(kernel, args, entry["chunks"], entry.get("static", {}), devices)
+        for collection in hooks.COLLECTIONS:   # a call with Dask arrays: its stages at its block shapes
+            if entry.get(collection.manifest_field) is not None:
+                return collection.warm_recorded(kernel, args, entry, devices)
         report = warm(kernel, *args, devices=devices, **entry.get("static", {}))
     except Exception as e:   # a worker reports; it never takes the whole warm run down
         return [WarmResult(entry["function"], d, ", ".join(map(str, entry["args"])),
