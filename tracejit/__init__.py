@@ -56,7 +56,7 @@ from tracejit.runtime.array import Array  # noqa: F401
 from tracejit.runtime.registry import device as _device
 from tracejit.runtime.device_info import DeviceInfo  # noqa: F401
 from tracejit.runtime.registry import devices, set_default_device  # noqa: F401
-from tracejit.runtime.device_stats import set_memory_limit  # noqa: F401
+from tracejit.runtime.registry import set_memory_limit  # noqa: F401
 from tracejit.runtime.profiler import profile  # noqa: F401
 from tracejit.frontend.raw_kernel import RawKernel  # noqa: F401
 from tracejit.runtime.selection import select_device  # noqa: F401

@@ -60,23 +60,6 @@ def failed(device, error: BaseException) -> None:
         device.record_error(error)
 
 
-def set_memory_limit(nbytes: int | None, device: str | None = None) -> None:
-    """Cap the bytes a device's memory pool holds, in arrays and kept for reuse (None: no cap). An
-    allocation past the cap first empties the pool, then raises tj.OutOfMemoryError (a MemoryError)
-    naming the request and the limit. device=None: every device with a pool, open now or later
-    (TRACEJIT_MEMORY_LIMIT sets the same at startup); numba's arrays are NumPy's, which it does not
-    pool: naming it is an UnsupportedError."""
-    from tracejit.runtime import registry
-    limit = checked_limit(nbytes)
-    if device is not None:
-        registry.device(device).set_memory_limit(limit)
-        return
-    DEFAULT_LIMIT[:] = [limit]
-    for dev in registry.open_devices():
-        if isinstance(dev, DeviceStats) and dev.has_memory_pool:
-            dev.set_memory_limit(limit)
-
-
 DEFAULT_LIMIT: list = []   # [limit] once tj.set_memory_limit(n) named no device
 
 

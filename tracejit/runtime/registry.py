@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from tracejit.errors import ArgumentError, DeviceError
+from tracejit.runtime import device_stats
 from tracejit.runtime.device_interface import Device
 
 # name -> "module:Class" of its runtime, in auto-selection order (real GPUs first, then numba, then
@@ -229,3 +230,21 @@ def reset_default_device() -> None:
     global _default, _auto
     _default = _auto = None
 
+
+_named_device = device   # (set_memory_limit's parameter `device` hides the function)
+
+
+def set_memory_limit(nbytes: int | None, device: str | None = None) -> None:
+    """Cap the bytes a device's memory pool holds, in arrays and kept for reuse (None: no cap). An
+    allocation past the cap first empties the pool, then raises tj.OutOfMemoryError (a MemoryError)
+    naming the request and the limit. device=None: every device with a pool, open now or later
+    (TRACEJIT_MEMORY_LIMIT sets the same at startup); numba's arrays are NumPy's, which it does not
+    pool: naming it is an UnsupportedError."""
+    limit = device_stats.checked_limit(nbytes)
+    if device is not None:
+        _named_device(device).set_memory_limit(limit)
+        return
+    device_stats.DEFAULT_LIMIT[:] = [limit]
+    for dev in open_devices():
+        if isinstance(dev, device_stats.DeviceStats) and dev.has_memory_pool:
+            dev.set_memory_limit(limit)
