@@ -1,7 +1,9 @@
 """tracejit in five minutes: three NumPy-style functions compiled into fused kernels.
 
-Run with `make demo` (or `python examples/quickstart.py` inside the venv).
+Run with `make demo` (or `python examples/quickstart.py` inside the venv); `--show-source` also prints the
+code generated for softmax.
 """
+import argparse
 import statistics
 import time
 
@@ -58,7 +60,7 @@ def median_ms(fn, x, repeats=10):
     return statistics.median(times) * 1e3
 
 
-def main():
+def main(show_source: bool = False):
     print("Devices:")
     for dev in tj.devices():
         status = "available" if dev.available else f"unavailable: {dev.reason}"
@@ -69,8 +71,13 @@ def main():
 
     # lower() compiles without running; each kernel carries its rendered source.
     plan = softmax.lower(x)
-    print(f"\nsoftmax compiles to {len(plan.kernels)} kernel(s); the first one, {plan.kernels[0].name}:\n")
-    print(plan.kernels[0].source)
+    names = ", ".join(k.name for k in plan.kernels)
+    print(f"\nsoftmax compiles to {len(plan.kernels)} kernel(s): {names}")
+    if show_source:
+        for k in plan.kernels:
+            print(f"\n--- {k.name} ---\n{k.source}")
+    else:
+        print("(python examples/quickstart.py --show-source prints their generated code)")
 
     cases = [
         ("softmax", softmax, softmax_numpy),
@@ -100,4 +107,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--show-source", action="store_true", help="print the code generated for softmax")
+    main(parser.parse_args().show_source)
