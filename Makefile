@@ -7,7 +7,7 @@ PIP = $(PY) -m pip
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: venv install install-dev demo test test-gpu bench bench-gpu clean
+.PHONY: venv install install-dev demo test test-all lint test-gpu bench bench-gpu clean
 
 venv: $(PY)
 
@@ -40,6 +40,23 @@ demo: install
 test: install-dev
 	env -u PYTHONDONTWRITEBYTECODE TRACEJIT_EMULATE="$${TRACEJIT_EMULATE-cuda,metal}" \
 		$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
+
+# Release checks: the same suite with every exhaustive setting on: the fuzzers at ten times make test's
+# count, the whole cache-fault matrix, the tests make test skips on the emulated devices, the 100,000-step
+# programs, the CUDA check for sm_80 and sm_90 at full optimisation, more threads and processes racing.
+test-all: install-dev
+	env -u PYTHONDONTWRITEBYTECODE TRACEJIT_EMULATE="$${TRACEJIT_EMULATE-cuda,metal}" TRACEJIT_EMULATE_ALL=1 \
+		TRACEJIT_FUZZ_EXAMPLES=600 TRACEJIT_CREATION_EXAMPLES=600 TRACEJIT_SYMBOLIC_EXAMPLES=3000 \
+		TRACEJIT_FAULTS_FULL=1 TRACEJIT_DEEP_100K=1 TRACEJIT_CHECK_CUDA=all TRACEJIT_THREAD_TRIALS=10 \
+		TRACEJIT_THREAD_RACES=240 TRACEJIT_RACE_REPEATS=5 TRACEJIT_RACE_PROCESSES=12 \
+		$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
+
+# ruff (lint, and the format check), mypy, and the layer contracts of .importlinter; CI runs it (.ci/run).
+lint: install-dev
+	$(VENV)/bin/ruff check tracejit
+	$(VENV)/bin/ruff format --check tracejit
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # On a machine with an NVIDIA GPU: the whole suite (every device test runs on cuda too), then the GPU
 # benchmarks (against PyTorch when it is installed).
