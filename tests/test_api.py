@@ -258,9 +258,8 @@ def test_the_plan_cache_keeps_the_most_recently_used_signatures(monkeypatch):
         f(np.arange(9, dtype=np.float32))
 
 
-def test_debug_output_explains_each_recompile_argument_by_argument(monkeypatch, capsys):
-    from tracejit.runtime import debug
-    monkeypatch.setattr(debug, "LEVEL", 1)
+def test_debug_output_explains_each_recompile_argument_by_argument(caplog):
+    caplog.set_level("DEBUG", logger="tracejit")   # TRACEJIT_DEBUG=1's messages, through logging
 
     @tj.kernel(static=("axis",))
     def f(x, w, axis):
@@ -274,13 +273,13 @@ def test_debug_output_explains_each_recompile_argument_by_argument(monkeypatch, 
              ((np.ones((8, 64), np.float32).T, w, 1), "x: strides (8, 1) -> (1, 64) (in elements)"),
              ((x, 2.0, 1), "w: a float32 array -> a Python float")]
     for args, why in calls:
-        capsys.readouterr()
+        caplog.clear()
         f(*args)
-        line = next(l for l in capsys.readouterr().err.splitlines() if "kernel(s) for numba" in l)
+        line = next(r.getMessage() for r in caplog.records if "kernel(s) for numba" in r.getMessage())
         assert (why is None and "recompiled" not in line) or line.endswith(f"recompiled: {why}"), line
-    capsys.readouterr()
+    caplog.clear()
     f(np.ones((66, 8), np.float32), w, 1)   # x's first axis is symbolic now: a new size compiles nothing
-    line = next(l for l in capsys.readouterr().err.splitlines() if "kernel(s) for numba" in l)
+    line = next(r.getMessage() for r in caplog.records if "kernel(s) for numba" in r.getMessage())
     assert re.search(r"retraced \(nothing compiled\): x: shape\[0\] 6[45] -> 66$", line), line
 
 

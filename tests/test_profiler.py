@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 import tracejit as tj
-from tracejit.runtime import emulator, profiler
+from tracejit.runtime import debug, emulator, profiler
 
 
 def scale_then_sum(x):   # two kernels: an elementwise one and a reduction over its stored result
@@ -58,7 +58,7 @@ def test_nothing_is_recorded_or_timed_outside_a_profile(rng):
             f(x, device="numba")
         f(x, device="numba")
     assert len(inner.launches) == 1 and len(outer.launches) == 2   # every open profile records
-    assert not profiler.ACTIVE and not profiler.timing() or profiler.LEVEL >= 2
+    assert not profiler.ACTIVE and not profiler.timing() or debug.requested() >= 2
     f(x, device="numba")
     assert len(outer.launches) == 2 and outer.closed >= outer.launches[-1].end
 

@@ -228,7 +228,7 @@ class Kernel:
         with compile_times(bool(profiler.ACTIVE)) as times:
             with stage("device setup"):   # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
-            why = self._new_signature(args, dev.name) if debug.LEVEL >= 1 else None
+            why = self._new_signature(args, dev.name) if debug.enabled(1) else None
             named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
             if not traced.outputs:   # a function that changes nothing and returns None: nothing to compile
@@ -251,7 +251,7 @@ class Kernel:
             with stage("verify"):
                 for k in program.kernels:
                     verify_kernel(k)
-            if debug.LEVEL >= 3:   # (formatting costs: not done otherwise)
+            if debug.enabled(3):   # (formatting costs: not done otherwise)
                 log(3, str(traced))
                 for k in program.kernels:
                     log(3, k.format())

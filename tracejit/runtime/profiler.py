@@ -9,8 +9,8 @@ Inside a profile each launch runs on its own and is waited for, so its time is i
 device's clock where tracejit reads one (OpenCL's profiling queue: `clock` "device"), else host time
 around the synchronised launch (`clock` "wall": numba, where it is the kernel's own run, and the GPU
 runtimes without a timer read here). Outside a profile nothing is timed or waited for (the launch
-paths test one list). Events of every thread go into every open profile. TRACEJIT_DEBUG=2 logs the
-same launches.
+paths test one list). Events of every thread go into every open profile. TRACEJIT_DEBUG=2 (tj.set_debug(2))
+logs the same launches: it opens a profile that keeps nothing.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from tracejit.runtime.debug import LEVEL, log
+from tracejit.runtime import debug
+from tracejit.runtime.debug import log
 
 ACTIVE: list["Profile"] = []   # the profiles open, innermost last; launch paths test it
 _LOCK = threading.Lock()
@@ -48,8 +49,8 @@ class Event:
 
 
 def timing() -> bool:
-    """Whether launches are timed one by one now: a profile is open, or TRACEJIT_DEBUG=2."""
-    return bool(ACTIVE) or LEVEL >= 2
+    """Whether launches are timed one by one now: a profile is open (TRACEJIT_DEBUG=2's among them)."""
+    return bool(ACTIVE)
 
 
 def launched(device: str, name: str, start: float, end: float, nbytes: int, grid=None, block=None,
@@ -150,3 +151,33 @@ class Profile:
 def profile() -> Profile:
     """A context manager recording every launch and compile while open (see this module)."""
     return Profile()
+
+
+class _Nowhere(list):
+    def append(self, item) -> None:
+        pass
+
+
+class _LaunchLog(Profile):
+    """TRACEJIT_DEBUG=2: a profile open for as long as the level is set, keeping no events, so that launches
+    are timed one by one (and logged by `launched`) on the very paths a profile takes; the cached call's
+    path tests one list for both."""
+
+    def __init__(self):
+        super().__init__()
+        self.events = _Nowhere()
+
+
+_LAUNCH_LOG = _LaunchLog()
+
+
+def _log_launches(level: int) -> None:
+    with _LOCK:
+        if level >= 2 and _LAUNCH_LOG not in ACTIVE:
+            ACTIVE.append(_LAUNCH_LOG)
+        elif level < 2 and _LAUNCH_LOG in ACTIVE:
+            ACTIVE.remove(_LAUNCH_LOG)
+
+
+debug.on_level_set(_log_launches)
+_log_launches(debug.requested())

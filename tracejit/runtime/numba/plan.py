@@ -16,7 +16,7 @@ from tracejit.ir.analysis import Buffer
 from tracejit.runtime.numba import output_pool
 from tracejit.runtime import profiler
 from tracejit.runtime.array import Array
-from tracejit.runtime.debug import LEVEL, log, stage
+from tracejit.runtime.debug import log, stage
 from tracejit.runtime.scalars import check_int_scalars
 from tracejit.runtime.views import flat_view
 
@@ -82,7 +82,7 @@ class NumbaPlan:
         """`run` with each kernel timed and reported (runtime/profiler.py): used inside tj.profile()."""
         return self._make_runner(self._fns, timed=True)
 
-    def _make_runner(self, fns, timed: bool = LEVEL >= 2):
+    def _make_runner(self, fns, timed: bool = False):
         prog = self.program
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
         # NumPy's own empty, bound once (not the np.empty name: a wrapper while another thread traces, see
