@@ -15,7 +15,7 @@ from tracejit.errors import ArgumentError, TraceError, TracejitError, Unsupporte
 from tracejit.ir import build, faulting
 from tracejit.ir.simplify import simplify
 from tracejit.ir.verify import verify_graph, verify_kernel
-from tracejit.runtime import profiler, registry
+from tracejit.runtime import profiler, progress, registry
 from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
@@ -225,7 +225,8 @@ class Kernel:
     def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
         t0 = time.perf_counter()
         # TRACEJIT_DEBUG=1 or tj.profile(): where the compile's time went, stage by stage
-        with compile_times(bool(profiler.ACTIVE)) as times:
+        with compile_times(bool(profiler.ACTIVE)) as times, \
+                progress.task(f"compiling {self.__name__} for {device_name}"):   # (a bar past 2 s on a terminal)
             with stage("device setup"):   # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
             why = self._new_signature(args, dev.name) if debug.enabled(1) else None

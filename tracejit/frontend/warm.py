@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracejit.errors import ArgumentError, TracejitError
-from tracejit.runtime import registry
+from tracejit.runtime import progress, registry
 from tracejit.frontend import hooks
 from tracejit.frontend.manifest import parse_arg, read_manifest
 from tracejit.frontend.signature import Spec
@@ -84,7 +84,12 @@ def _warm_here(kernel, args, devices, static) -> list[dict]:
 
 
 def warm_entries(entries: list[dict]) -> list[dict]:
-    return [r for entry in entries for r in warm_entry(entry)]
+    results = []
+    with progress.task("warming", total=len(entries)) as shown:   # (a bar past 2 s on a terminal)
+        for entry in entries:
+            results += warm_entry(entry)
+            shown.advance()
+    return results
 
 
 def _on(client, fn, *args) -> WarmReport:
@@ -104,22 +109,24 @@ def _on(client, fn, *args) -> WarmReport:
 def _warm(kernel, args, devices, static) -> WarmReport:
     devices = [devices] if isinstance(devices, str) else list(devices or [registry.default_device_name()])
     report = WarmReport()
-    for device in devices:
-        before = kernel.cache_info()
-        result = WarmResult(kernel.__name__, device, ", ".join(_describe_arg(a) for a in args))
-        t0 = time.perf_counter()
-        try:
-            plan = kernel.lower(*args, device=device, **static)
-        except TracejitError as e:
-            result.error = f"{type(e).__name__}: {e}"
-        else:
-            after = kernel.cache_info()
-            result.kernels = [k.name for k in plan.kernels]
-            result.compiled = after["compiles"] - before["compiles"]
-            result.cached = after["disk_hits"] - before["disk_hits"]
-            result.library = after["library"] - before["library"]
-        result.seconds = time.perf_counter() - t0
-        report.append(result)
+    with progress.task(f"warming {kernel.__name__}", total=len(devices)) as shown:
+        for device in devices:
+            before = kernel.cache_info()
+            result = WarmResult(kernel.__name__, device, ", ".join(_describe_arg(a) for a in args))
+            t0 = time.perf_counter()
+            try:
+                plan = kernel.lower(*args, device=device, **static)
+            except TracejitError as e:
+                result.error = f"{type(e).__name__}: {e}"
+            else:
+                after = kernel.cache_info()
+                result.kernels = [k.name for k in plan.kernels]
+                result.compiled = after["compiles"] - before["compiles"]
+                result.cached = after["disk_hits"] - before["disk_hits"]
+                result.library = after["library"] - before["library"]
+            result.seconds = time.perf_counter() - t0
+            report.append(result)
+            shown.advance()
     return report
 
 

@@ -11,6 +11,7 @@ import sys
 import time
 
 from tracejit.errors import ArgumentError
+from tracejit.runtime import progress
 
 # Each TRACEJIT_DEBUG level is a child logger of "tracejit" logging at its own level, so that the one logger's
 # level selects as TRACEJIT_DEBUG does (DEBUG: compiles; three levels below it: launches, IRs, sources) and
@@ -172,7 +173,9 @@ def current_times() -> CompileTimes | None:
 
 @contextlib.contextmanager
 def stage(name: str):
-    """The block as one stage of the compile under way (nothing when none is being timed)."""
+    """The block as one stage of the compile under way (timed where one is; named beside a progress bar)."""
+    if progress.OPEN:
+        progress.note(name)
     times = _TIMES.get()
     if times is None:
         yield
