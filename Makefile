@@ -7,7 +7,7 @@ PIP = $(PY) -m pip
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: venv install install-dev demo test test-all lint test-gpu bench bench-gpu clean
+.PHONY: venv install install-dev install-docs demo test test-all lint docs test-gpu bench bench-gpu clean
 
 venv: $(PY)
 
@@ -58,6 +58,19 @@ lint: install-dev
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# The documentation site (docs/, mkdocs.yml) into site/: the pages generated from the code are rewritten
+# first (docs/generate.py: the NumPy API table, the errors page, the environment variables), then MkDocs
+# builds with --strict, so a broken link or anchor, or an API reference that does not resolve, fails.
+# (NO_MKDOCS_2_WARNING silences the Material theme's banner about MkDocs 2, which is not a build warning.)
+install-docs: $(VENV)/.installed-docs
+$(VENV)/.installed-docs: $(PY) pyproject.toml
+	$(PIP) install -e ".[docs]"
+	touch $@ $(VENV)/.installed
+
+docs: install-docs
+	$(PY) docs/generate.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 # On a machine with an NVIDIA GPU: the whole suite (every device test runs on cuda too), then the GPU
 # benchmarks (against PyTorch when it is installed).
 test-gpu: install-dev
@@ -75,5 +88,5 @@ bench: install-dev
 	$(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .tracejit-cache benchmarks/results
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .tracejit-cache benchmarks/results site
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
