@@ -57,20 +57,13 @@ def dtypes_without(*missing: str) -> tuple[str, ...]:
 
 
 def host_memory() -> tuple[int | None, int | None]:
-    """(total, available) bytes of this machine's memory from the OS (Linux: /proc/meminfo's MemTotal
-    and MemAvailable; elsewhere sysconf's page counts where it has them), None where it cannot say."""
+    """(total, available) bytes of this machine's memory as psutil reads them from the OS (Linux's
+    MemTotal and MemAvailable), None where it cannot say."""
     try:
-        with open("/proc/meminfo") as f:
-            fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.split()[1:2]}
-        return fields.get("MemTotal"), fields.get("MemAvailable")
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        page = os.sysconf("SC_PAGE_SIZE")
-        total = os.sysconf("SC_PHYS_PAGES") * page
-        free = os.sysconf("SC_AVPHYS_PAGES") * page
-        return total, free
-    except (ValueError, OSError, AttributeError):
+        import psutil
+        memory = psutil.virtual_memory()
+        return memory.total, memory.available
+    except Exception:   # noqa: BLE001 - an OS psutil cannot read: the facts are unknown, not guessed
         return None, None
 
 
@@ -83,6 +76,7 @@ def host_cores() -> int | None:
 
 def host_vendor() -> str | None:
     """The CPU's vendor and model as the OS reports them (Linux: /proc/cpuinfo), else platform's."""
+    # read by hand: psutil has no CPU model name, and platform.processor() on Linux is only "x86_64"
     try:
         with open("/proc/cpuinfo") as f:
             fields = dict(line.split(":", 1) for line in f if ":" in line)

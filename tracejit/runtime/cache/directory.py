@@ -2,20 +2,16 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
+
+import platformdirs
 
 
 def cache_dir() -> Path:
+    """TRACEJIT_CACHE_DIR, else platformdirs' user cache directory: ~/.cache/tracejit (XDG_CACHE_HOME on
+    Linux), ~/Library/Caches/tracejit (macOS), %LOCALAPPDATA%\\tracejit\\Cache (Windows)."""
     env = os.environ.get("TRACEJIT_CACHE_DIR")
-    if env:
-        root = Path(env)
-    elif sys.platform == "darwin":
-        root = Path.home() / "Library" / "Caches" / "tracejit"
-    elif os.name == "nt":
-        root = Path(os.environ.get("LOCALAPPDATA", Path.home())) / "tracejit" / "Cache"
-    else:
-        root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracejit"
+    root = Path(env) if env else Path(platformdirs.user_cache_dir("tracejit", appauthor=False))
     try:
         make_private_dirs(root)
     except OSError:
