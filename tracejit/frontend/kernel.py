@@ -35,7 +35,7 @@ from tracejit.frontend.manifest import record
 
 
 class Kernel:
-    """A traced, compiled function. Call it like the original; see DESIGN.md for the contract."""
+    """A traced, compiled function, made by `@tj.kernel`. Call it like the original (docs/guide/arguments.md)."""
 
     def __init__(self, fn, static=(), device=None, dynamic=None):
         # in a class body: a staticmethod is not bound, a classmethod binds the class (__get__)

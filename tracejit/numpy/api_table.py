@@ -1,6 +1,6 @@
-"""The README's table of the supported NumPy API, generated from the registries (the op table, the ufunc
+"""The docs' table of the supported NumPy API, generated from the registries (the op table, the ufunc
 dispatch, numpy_protocol.FUNCTIONS): `python -m tracejit.numpy.api_table` prints it, and
-`python -m tracejit.numpy.api_table --update README.md` rewrites it there."""
+`python -m tracejit.numpy.api_table --update docs/reference/numpy-api.md` rewrites it there."""
 from __future__ import annotations
 
 from tracejit.numpy import numpy_protocol, ufuncs
@@ -43,7 +43,7 @@ def table() -> str:
 
 
 def update(path: str) -> None:
-    """Replace the table in the file at path (README.md) with the current one."""
+    """Replace the table in the file at path (docs/reference/numpy-api.md) with the current one."""
     with open(path) as f:
         text = f.read()
     start, end = text.index(START), text.index(END) + len(END)
