@@ -3,25 +3,46 @@ from __future__ import annotations
 
 
 class TracejitError(Exception):
-    """Base class of every error tracejit raises on purpose."""
+    """Base class of every error tracejit raises on purpose. Where NumPy raises a built-in exception, the
+    subclass tracejit raises is an instance of it too (ValueError, TypeError, IndexError, OverflowError,
+    MemoryError), so the `except` clauses of NumPy code keep working.
+
+    >>> try:
+    ...     tj.kernel(lambda a, b: a + b)(np.ones((2, 3)), np.ones(4))
+    ... except ValueError as e:   # a tj.ShapeError: a TracejitError and a ValueError, as NumPy's error is
+    ...     raise tj.TracejitError(f"caught: {e}") from e
+    Catch the subclass of the mistake you expect, or the built-in class NumPy would raise.
+    """
 
 
 class TraceError(TracejitError):
-    """The kernel function did something that cannot be traced (control flow on a traced value, len(), ...)."""
+    """The kernel function did something that cannot be traced: a traced value used in `if`, `while`,
+    `and`/`or` or `bool()`, in `float()` or `int()`, or as an index into a NumPy array or a Python
+    sequence (its value is not known while tracing); iterating over more than 64 rows of a traced value.
+    The message starts with the file and line of your code.
+
+    >>> tj.kernel(lambda x: x if x.sum() > 0 else -x)(np.ones(3))   # a traced value was used as a Python bool
+    Select values with np.where(x.sum() > 0, x, -x) (or tj.where); pass a value that decides control flow as a
+    static argument (@tj.kernel(static=("n",))).
+    """
 
 
 class ShapeError(TraceError, ValueError):
-    """Operand shapes do not fit together (broadcasting, reshape, indexing, reductions)."""
+    """Operand shapes do not fit together, where NumPy raises ValueError: shapes that do not broadcast (both
+    shapes are in the message), a bad reshape or axis, einsum subscripts that disagree with the operands.
+
+    >>> tj.kernel(lambda a, b: a + b)(np.ones((2, 3)), np.ones(4))   # could not be broadcast: (2, 3) (4,)
+    Make the shapes broadcast as NumPy requires: reshape, slice or add an axis (b[:, None]) first.
+    """
 
 
 class IndexOutOfBoundsError(TraceError, IndexError):
-    """An integer index outside its axis, where NumPy raises IndexError: a constant one while tracing,
-    a value of an index array (x[idx], np.take) when the kernel runs, on every device.
+    """An integer index outside its axis, where NumPy raises IndexError with the same message: a constant
+    one while tracing, a value of an index array (x[idx], np.take) when the kernel runs, on every device.
 
-    >>> f = tj.kernel(lambda x: x[5])
-    >>> f(np.arange(3))              # IndexError: index 5 is out of bounds for axis 0 with size 3
-    >>> tj.kernel(lambda x, i: x[i])(np.arange(3), np.array([0, -4]))   # index -4 is out of bounds ...
-    Index inside the shape (x[-1] is the last element), or slice (x[5:] is empty, as in NumPy).
+    >>> tj.kernel(lambda x: x[5])(np.arange(3))   # IndexError: index 5 is out of bounds for axis 0 with size 3
+    Index inside the shape (x[-1] is the last element), or slice (x[5:] is empty, as in NumPy). An index
+    array read from data is checked when the kernel runs: index -4 of 3 elements raises the same way.
     """
 
 
@@ -29,14 +50,20 @@ class InvalidIndexError(TraceError, IndexError):
     """An index NumPy refuses with IndexError for what it is, whatever the data: an array of floats,
     index arrays that do not broadcast together, a boolean mask of the wrong shape.
 
-    >>> f = tj.kernel(lambda x, i: x[i])
-    >>> f(np.arange(5.0), np.array([1.0]))   # IndexError: arrays used as indices must be of integer type
+    >>> tj.kernel(lambda x, i: x[i])(np.arange(5.0), np.array([1.0]))   # arrays used as indices must be integers
     Index with integers (i.astype(np.int64)), or a boolean mask of the indexed axes' shape.
     """
 
 
 class UnsupportedError(TraceError, TypeError):
-    """A NumPy function, operator or argument that tracejit does not implement."""
+    """A NumPy function, ndarray method, operator or argument that tracejit does not implement (named in the
+    message), a function whose result shape depends on the data (np.unique, np.nonzero, a boolean mask
+    read as an array), or one NumPy itself refuses for these dtypes (np.positive of bools).
+
+    >>> tj.kernel(lambda x: np.unique(x))(np.ones(3))   # the shape of its result depends on the data
+    Follow the alternative the message gives (a mask; np.where(mask, x, 0); a reduction with where=), or
+    call the function with NumPy outside the kernel. The supported API is listed in the docs.
+    """
 
 
 class AssignmentError(TraceError, ValueError):
@@ -50,8 +77,8 @@ class AssignmentError(TraceError, ValueError):
 
 
 class CastingError(TraceError, TypeError):
-    """An in-place operation whose result NumPy will not cast back to the destination's dtype under its
-    casting rule ('same_kind'), where NumPy raises UFuncTypeError (a TypeError).
+    """An in-place operation (x op= y, or a ufunc's out=) whose result NumPy will not cast back to the
+    destination's dtype under its casting rule ('same_kind'), where NumPy raises UFuncTypeError (a TypeError).
 
     >>> f = tj.kernel(lambda a: a.__iadd__(1.5))
     >>> f(np.zeros(3, np.int64))       # NumPy: Cannot cast ufunc 'add' output from float64 to int64
@@ -73,11 +100,20 @@ class RecursionLimitError(TraceError, RecursionError):
 
 
 class DtypeError(TracejitError, TypeError):
-    """A dtype that tracejit, or the chosen device, cannot represent."""
+    """A dtype that tracejit, or the chosen device, cannot represent: an argument of a dtype tracejit does
+    not support (complex, uint64, object, strings), or one the device lacks (webgpu: no float64, int64 or
+    uint64; metal: no float64). The message names the dtype and the device.
+
+    >>> tj.kernel(lambda x: x * 2)(np.ones(3, np.complex64))   # dtype complex64 which tracejit does not support
+    Convert with .astype() before the call (float32 or int32 on webgpu and metal), or use a device that has
+    the dtype.
+    """
 
 
 class ScalarOverflowError(TracejitError, OverflowError):
-    """A Python int that the dtype it combines with cannot hold, where NumPy raises OverflowError (NEP 50).
+    """A Python int that the dtype it combines with cannot hold, where NumPy raises OverflowError (NEP 50):
+    in arithmetic (u8 + 300, written in the kernel or passed as an argument), or an int argument beyond
+    int64 used other than in a comparison, on every device.
 
     >>> f = tj.kernel(lambda a: a + 300)
     >>> f(np.zeros(3, np.uint8))      # NumPy: OverflowError: Python integer 300 out of bounds for uint8
@@ -86,35 +122,77 @@ class ScalarOverflowError(TracejitError, OverflowError):
 
 
 class ArgumentError(TracejitError, TypeError):
-    """A kernel was called with the wrong number or kind of arguments."""
+    """A kernel was called with the wrong number or kind of arguments: a call Python would refuse (a
+    missing or unexpected argument, with Python's own reason), an argument that is not an array or a
+    number, an unhashable static argument, an out= of the wrong shape or dtype.
+
+    >>> tj.kernel(lambda x, y: x + y)(np.ones(3))   # <lambda>(x, y): missing a required argument: 'y'
+    Call the kernel as you would call the function; name settings that are not arrays in static=.
+    """
 
 
 class ArgumentValueError(ArgumentError, ValueError):
-    """An argument NumPy cannot turn into an array (a ragged list), where NumPy raises ValueError."""
+    """An argument NumPy cannot turn into an array (a ragged list), where NumPy raises ValueError.
+
+    >>> tj.kernel(lambda x: x * 2)([[1.0, 2.0], [3.0]])   # a list argument cannot become an array
+    Pass lists of equal length at each level, or a NumPy array.
+    """
 
 
 class CompileError(TracejitError):
-    """A backend compiler rejected generated code; the message carries its log and the offending line."""
+    """A backend compiler rejected generated code, or a raw kernel's source; the message carries the
+    compiler's log, each message followed by the line of the source it points at.
+
+    >>> tj.RawKernel("__kernel void k(__global float* x) { x[0] = y; }", "k", device="opencl")   # undeclared 'y'
+    Fix the source of a raw kernel. For a kernel tracejit generated this is a tracejit bug: please report it
+    with the message (TRACEJIT_DEBUG=4 prints the generated source).
+    """
 
 
 class CompileTimeoutError(CompileError, TimeoutError):
     """A backend compiler ran past TRACEJIT_COMPILE_TIMEOUT seconds (default 120) on one kernel; the
-    message names the kernel and its generated source. Raise the limit (0 turns it off) for a kernel
-    that is merely big; a kernel that never finishes compiling is a tracejit bug: please report it."""
+    message names the kernel and its generated source.
+
+    >>> os.environ["TRACEJIT_COMPILE_TIMEOUT"] = "0.001"   # seconds; read at each compile
+    >>> tj.kernel(lambda x: np.cbrt(x) * 2)(np.ones(3))      # numba did not finish compiling kernel k0_...
+    Raise the limit (0 turns it off) for a kernel that is merely big; a kernel that never finishes compiling
+    is a tracejit bug: please report it.
+    """
 
 
 class DeviceError(TracejitError):
-    """A device that is unknown or not usable here."""
+    """A device that is unknown or not usable here, or an allocation, launch or module load the device
+    refused (the message names the call and the driver's error).
+
+    >>> tj.kernel(lambda x: x * 2)(np.ones(3), device="nosuch")   # unknown device 'nosuch'; known devices: ...
+    Name a device tj.devices() lists as available (its reason says what to install), or leave device=
+    out to use the default.
+    """
 
 
 class OutOfMemoryError(DeviceError, MemoryError):
-    """A device (host memory on numba) could not allocate an array the kernel needs, where NumPy raises
-    MemoryError. Make the arrays smaller, or free arrays you no longer need."""
+    """A device (host memory on numba) could not allocate an array the kernel needs, or an allocation
+    would pass the limit of tj.set_memory_limit / TRACEJIT_MEMORY_LIMIT, where NumPy raises MemoryError.
+
+    >>> tj.set_memory_limit(1 << 20, device="opencl")
+    >>> tj.asarray(np.ones(1 << 18), device="opencl")   # 2097152 bytes would pass the memory limit
+    Make the arrays smaller, free arrays you no longer need, or raise the limit (None lifts it).
+    """
 
 
 class InternalError(TracejitError):
-    """tracejit built an invalid IR: a bug in tracejit, never in the caller's code. Please report it."""
+    """tracejit built an invalid IR: a bug in tracejit, never in the caller's code. No example: no correct
+    program should meet it.
+
+    Please report it with the message and the kernel's code (TRACEJIT_DEBUG=3 prints the IRs).
+    """
 
 
 class CacheWarning(UserWarning):
-    """The kernel disk cache could not be read or written; tracejit compiled instead."""
+    """The kernel disk cache could not be read or written (read-only, full, not a directory); tracejit
+    compiled instead, and warns once. A cache that is only read-only is still used for what it holds.
+
+    >>> os.environ["TRACEJIT_CACHE_DIR"] = "/dev/null/tracejit"   # a path that cannot be a directory
+    >>> tj.kernel(lambda x: x * 2 + 1)(np.ones(3))   # CacheWarning: cannot read the kernel cache at ...
+    Point TRACEJIT_CACHE_DIR at a writable directory of your own (it is created private, 0700).
+    """
