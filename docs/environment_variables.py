@@ -8,7 +8,8 @@ LIBRARY: dict[str, tuple[str, str]] = {
         "0",
         "Diagnostics on the `tracejit` logger, read at import: 1 every compile with its stages and times, why a "
         "signature recompiled, why a disk-cache entry missed; 2 also every launch with its time and GB/s; 3 also "
-        "the graph and kernel IRs; 4 also the generated source ([Debugging](../guide/debugging.md))."),
+        "the graph and kernel IRs; 4 also the generated source, on the `tracejit` logger; `tj.set_debug(level)` "
+        "sets it after import ([Debugging](../guide/debugging.md))."),
     "TRACEJIT_DEVICE": (
         "automatic",
         "The default device when a call names none (`numba`, `opencl:1`, ...), read once when tracejit first "
@@ -33,6 +34,10 @@ LIBRARY: dict[str, tuple[str, str]] = {
         "unset",
         "When set, `python -m tracejit warm` prints one line per signature instead of drawing a progress bar on "
         "a terminal."),
+    "TRACEJIT_PROGRESS": (
+        "on",
+        "`0`: never show a progress bar. Otherwise a compile or `tj.warm` past 2 s shows one (tqdm) on stderr, "
+        "where stderr is a terminal and neither CI nor a test run is."),
     "TRACEJIT_COMPILE_TIMEOUT": (
         "120",
         "Seconds one numba compile may take before `tj.CompileTimeoutError`; 0 turns the limit off "
