@@ -39,7 +39,8 @@ def _where(a) -> str:
 
 
 class Graph:
-    """A captured sequence of kernel launches; see the module docstring."""
+    """A captured sequence of kernel launches (`with tj.capture() as g:`): g(*inputs) feeds new data and replays,
+    g.replay() replays on the buffers as they are; see the module docstring and docs/guide/capture.md."""
 
     def __init__(self):
         self.outputs = None

@@ -31,8 +31,9 @@ LANGUAGES = {"cuda": "CUDA C", "opencl": "OpenCL C", "metal": "MSL", "webgpu": "
 
 
 class RawKernel:
-    """A hand-written kernel `name` in `source`, compiled now for `device` (see the module); `parameters`:
-    the name of each argument a call passes (None where neither the source nor the driver says)."""
+    """A hand-written kernel `name` in `source`, compiled now for `device` (see the module and
+    docs/guide/raw-kernels.md); `parameters`: the name of each argument a call passes (None where neither
+    the source nor the driver says)."""
 
     def __init__(self, source: str, name: str, device: str | None = None):
         if not isinstance(source, str) or not isinstance(name, str) or not name.isidentifier():

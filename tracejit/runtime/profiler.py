@@ -149,7 +149,8 @@ class Profile:
 
 
 def profile() -> Profile:
-    """A context manager recording every launch and compile while open (see this module)."""
+    """A context manager recording every launch and compile while open: print(p) is a table per kernel and
+    device, p.export_chrome_trace(path) a trace for Perfetto (see this module)."""
     return Profile()
 
 
