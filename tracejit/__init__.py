@@ -59,6 +59,7 @@ from tracejit.runtime.registry import devices, set_default_device  # noqa: F401
 from tracejit.runtime.registry import set_memory_limit  # noqa: F401
 from tracejit.runtime.profiler import profile  # noqa: F401
 from tracejit.runtime.debug import set_debug  # noqa: F401
+from tracejit.runtime.numba.threads import set_num_threads  # noqa: F401
 from tracejit.frontend.raw_kernel import RawKernel  # noqa: F401
 from tracejit.runtime.selection import select_device  # noqa: F401
 from tracejit import random  # noqa: F401  (tj.random.seed)

@@ -24,6 +24,7 @@ import numpy as np
 
 from tracejit.errors import DeviceError
 from tracejit.runtime.debug import log
+from tracejit.runtime.numba import threads
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _THREADING = {"INTEL": 0, "GNU": 3}   # mkl_rt's MKL_Set_Threading_Layer values
@@ -72,6 +73,7 @@ def _load():
                     batched.argtypes = [i, i, i, i, i, i, real, p, i, i, p, i, i, real, p, i, i, i]
                     one.restype = batched.restype = None
                 _loaded = (lib, "")
+                threads.limit_pools("blas")   # tj.set_num_threads(n) before MKL loaded
             except (OSError, AttributeError) as e:
                 _loaded = (None, f"{path} did not load: {e}")
         if choice == "mkl" and _loaded[0] is None:
@@ -137,13 +139,15 @@ def products_spin_long() -> bool:
 
 
 def _libgomp_loaded() -> bool:
-    """Whether this process has loaded a libgomp (the system's, or the copy torch ships under the same
-    soname, which MKL and Numba then bind to); True where that cannot be read."""
+    """Whether this process has loaded a libgomp (the system's, or the copy torch ships under a name of its
+    own, which MKL and Numba then bind to), as threadpoolctl finds the loaded OpenMP runtimes; True where
+    that cannot be found out."""
     try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
+        from threadpoolctl import ThreadpoolController
+        return any("libgomp" in os.path.basename(c.filepath)
+                   for c in ThreadpoolController().select(internal_api="openmp").lib_controllers)
+    except Exception:   # noqa: BLE001 - an answer threadpoolctl cannot give is "loaded" (the cautious one)
         return True
-    return "/libgomp.so" in maps
 
 
 def _symbols_for_compiled_code(path: Path) -> None:

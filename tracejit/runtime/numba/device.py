@@ -324,6 +324,8 @@ class NumbaDevice(Device):
             # nogil: the chunks of a kernel run at once on several threads
             fn = numba_cache.dispatcher(fn, parallel=parallel, nogil=nogil)
             setattr(module, name, fn)
+        if parallel:   # tj.set_num_threads(n) before Numba was imported: its parallel loops in this thread
+            numba_threads.limit_numba()
         t0 = time.perf_counter()
         # Numba's own cache files beside the module (index .nbi, data .nbc with machine code) are loaded
         # only while they match the checksums tracejit recorded after the build that wrote them: a flipped

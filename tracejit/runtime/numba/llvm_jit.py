@@ -109,6 +109,13 @@ def openmp() -> bool:
     return True
 
 
+def set_omp_threads(n: int) -> None:
+    """tj.set_num_threads(n): the threads parallel entry points ask OpenMP for from now on (0, a forked
+    child's, stays: serial; before OpenMP is loaded, `openmp` reads the number then)."""
+    if _omp_threads.value:
+        _omp_threads.value = n
+
+
 def versions() -> str:
     """What the object code depends on besides the IR and the CPU: for the cache key."""
     import llvmlite

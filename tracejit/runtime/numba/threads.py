@@ -11,20 +11,67 @@ import sys
 import threading
 from queue import SimpleQueue
 
+from tracejit.errors import ArgumentError
+
 _lock = threading.Lock()
 _work: SimpleQueue | None = None   # (function, start, stop, args, done) for the pool's threads
+_pool_threads = 0                  # threads serving _work
+_requested: int | None = None      # tj.set_num_threads(n)
 
 
 def thread_count() -> int:
-    """Threads a parallel kernel runs on: NUMBA_NUM_THREADS, like Numba's own parallel loops (default: the
-    cores this process may use, as Numba counts them); read without importing Numba where it is not."""
+    """Threads a parallel kernel runs on: tj.set_num_threads(n); else NUMBA_NUM_THREADS, like Numba's own
+    parallel loops; else OMP_NUM_THREADS (its first number); else the cores this process may use (as Numba
+    counts them). Read without importing Numba where it is not."""
+    if _requested is not None:
+        return _requested
     numba = sys.modules.get("numba")
+    if "NUMBA_NUM_THREADS" in os.environ:
+        if numba is not None:
+            return max(1, numba.config.NUMBA_NUM_THREADS)
+        try:
+            return max(1, int(os.environ["NUMBA_NUM_THREADS"]))
+        except ValueError:   # (Numba itself rejects a value that is not a number when imported)
+            pass
+    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp)
     if numba is not None:
         return max(1, numba.config.NUMBA_NUM_THREADS)
-    try:
-        return max(1, int(os.environ["NUMBA_NUM_THREADS"]))
-    except (KeyError, ValueError):   # (Numba itself rejects a value that is not a number when imported)
-        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def set_num_threads(n: int) -> None:
+    """Run the CPU's parallel work on `n` threads from now on: the numba device's parallel kernels (tracejit's
+    chunks, OpenMP's parallel entry points, and Numba's own parallel loops in the calling thread, at most
+    NUMBA_NUM_THREADS, since Numba keeps that number per thread), and the BLAS and OpenMP pools loaded
+    in the process, found and limited by threadpoolctl (MKL's when it loads later too)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ArgumentError(f"set_num_threads({n!r}): give a number of threads, an int >= 1")
+    global _requested
+    _requested = n
+    llvm_jit = sys.modules.get("tracejit.runtime.numba.llvm_jit")
+    if llvm_jit is not None:
+        llvm_jit.set_omp_threads(n)
+    limit_numba()
+    limit_pools()
+
+
+def limit_numba() -> None:
+    """Numba's parallel loops (prange) in this thread: tj.set_num_threads's number, at most Numba's pool
+    (NUMBA_NUM_THREADS). Nothing where no number was set or Numba is not imported (a program LLVM compiles
+    directly never imports it)."""
+    numba = sys.modules.get("numba")
+    if _requested is not None and numba is not None:
+        numba.set_num_threads(min(_requested, numba.config.NUMBA_NUM_THREADS))
+
+
+def limit_pools(user_api: str | None = None) -> None:
+    """The BLAS and OpenMP thread pools loaded now, limited to tj.set_num_threads's number (none set:
+    nothing)."""
+    if _requested is not None:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(limits=_requested, user_api=user_api)   # (kept: no restore)
 
 
 @functools.cache
@@ -41,16 +88,23 @@ def openmp_layer() -> bool:
 
 
 def chunked(fn, size: int, chunks: int):
-    """fn(start, stop, *args) as run(*args) over [0, size), in `chunks` near-equal parts: all but the first
-    on the pool, the first on the calling thread. An exception (Numba's TypeError for arguments of other
-    types, which every chunk raises alike) is raised after every chunk has finished."""
-    bounds = [(size * c // chunks, size * (c + 1) // chunks) for c in range(chunks)]
-    if chunks == 1:
-        return lambda *args: fn(0, size, *args)
-    first, rest = bounds[0], bounds[1:]
+    """fn(start, stop, *args) as run(*args) over [0, size), in `chunks` near-equal parts (after
+    tj.set_num_threads(n): n, at most `size`, read at each call): all but the first on the pool, the first
+    on the calling thread. An exception (Numba's TypeError for arguments of other types, which every
+    chunk raises alike) is raised after every chunk has finished."""
+    parts: dict[int, tuple] = {}   # chunks -> (the first's bounds, the others')
+
+    def split(chunks: int) -> tuple:
+        bounds = [(size * c // chunks, size * (c + 1) // chunks) for c in range(chunks)]
+        parts[chunks] = found = (bounds[0], bounds[1:])
+        return found
 
     def run(*args):
-        work, done = _queue(), SimpleQueue()
+        count = chunks if _requested is None else min(_requested, size)
+        if count <= 1:
+            return fn(0, size, *args)
+        first, rest = parts.get(count) or split(count)
+        work, done = _queue(count - 1), SimpleQueue()
         for start, stop in rest:
             work.put((fn, start, stop, args, done))
         error = None
@@ -66,15 +120,16 @@ def chunked(fn, size: int, chunks: int):
     return run
 
 
-def _queue() -> SimpleQueue:
-    global _work
-    if _work is None:
+def _queue(threads: int) -> SimpleQueue:
+    """The pool's queue, with at least `threads` threads serving it."""
+    global _work, _pool_threads
+    if _work is None or _pool_threads < threads:
         with _lock:
             if _work is None:
-                work = SimpleQueue()
-                for i in range(thread_count() - 1):
-                    threading.Thread(target=_serve, args=(work,), name=f"tracejit numba {i}", daemon=True).start()
-                _work = work
+                _work, _pool_threads = SimpleQueue(), 0
+            for i in range(_pool_threads, max(threads, thread_count() - 1)):
+                threading.Thread(target=_serve, args=(_work,), name=f"tracejit numba {i}", daemon=True).start()
+                _pool_threads = i + 1
     return _work
 
 
@@ -92,8 +147,8 @@ def _serve(work: SimpleQueue) -> None:
 
 def _forget_pool() -> None:
     """A forked child has none of the parent's threads: it starts its own pool when it first needs one."""
-    global _work, _lock
-    _work, _lock = None, threading.Lock()
+    global _work, _lock, _pool_threads
+    _work, _lock, _pool_threads = None, threading.Lock(), 0
 
 
 os.register_at_fork(after_in_child=_forget_pool)
