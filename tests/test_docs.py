@@ -3,7 +3,9 @@ environment variables are up to date, every TRACEJIT_* variable the code reads i
 documented one is read), and every example on the errors page raises the error it documents."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import re
 import os
 import subprocess
 import sys
@@ -114,3 +116,46 @@ def test_the_example_raises_the_error_it_documents(cls, tmp_path):
     finally:
         if "set_memory_limit" in code:
             tj.set_memory_limit(None, device=device)
+
+
+# ---- what the pages name exists ----------------------------------------------------------------------------
+
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+PACKAGE_PATH = r"(?<![\w/])(?:tracejit/)?((?:codegen|runtime|ir|frontend|numpy|dask)/[\w/]*\w\.py)"
+REPOSITORY_PATH = r"(?<![\w/])((?:tests|benchmarks|examples)/[\w/]*\w(?:\.py|/)|tracejit/[\w/.]*\w/?)"
+DOTTED = r"(?<![\w.])(?:tracejit|tj)((?:\.[A-Za-z_]\w*){2,})"
+
+
+def test_every_file_the_pages_name_exists():
+    """The pages name modules by path (ir/ops.py, codegen/simt/wgsl.py, tests/plugin_reference/): a move or a
+    rename must update them."""
+    missing = set()
+    for page in PAGES:
+        text = page.read_text()
+        missing |= {f"{page.relative_to(ROOT)}: tracejit/{p}" for p in re.findall(PACKAGE_PATH, text)
+                    if not (ROOT / "tracejit" / p).exists()}
+        missing |= {f"{page.relative_to(ROOT)}: {p}" for p in re.findall(REPOSITORY_PATH, text) if not (ROOT / p).exists()}
+    assert not missing, "files the docs name that do not exist:\n" + "\n".join(sorted(missing))
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[i:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_every_dotted_name_the_pages_give_resolves():
+    """tracejit.numpy.tensor.MAX_UNROLL, tracejit.ir.fuse.Program, ...: each names a module and attribute that exist."""
+    missing = {f"{page.relative_to(ROOT)}: tracejit{rest}" for page in PAGES
+               for rest in re.findall(DOTTED, page.read_text()) if not _resolves("tracejit" + rest)}
+    assert not missing, "names the docs give that do not resolve:\n" + "\n".join(sorted(missing))
