@@ -246,6 +246,8 @@ def test_set_num_threads_limits_the_blas_pools_threadpoolctl_finds(threads_resto
     assert blas and all(p["num_threads"] == 1 for p in blas), blas
     a, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((48, 32)).astype(np.float32)
     np.testing.assert_allclose(tj.kernel(lambda x, y: x @ y)(a, b, device="numba"), a @ b, rtol=1e-4, atol=1e-4)
+    after = [p for p in threadpool_info() if p["user_api"] in ("blas", "openmp")]   # MKL's, loaded by the product
+    assert all(p["num_threads"] == 1 for p in after), after
 
 
 @pytest.mark.parametrize("n", [0, -2, 2.0, "4", True])

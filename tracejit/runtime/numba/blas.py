@@ -73,7 +73,7 @@ def _load():
                     batched.argtypes = [i, i, i, i, i, i, real, p, i, i, p, i, i, real, p, i, i, i]
                     one.restype = batched.restype = None
                 _loaded = (lib, "")
-                threads.limit_pools("blas")   # tj.set_num_threads(n) before MKL loaded
+                threads.limit_pools()   # tj.set_num_threads(n) before MKL (and its libgomp) loaded
             except (OSError, AttributeError) as e:
                 _loaded = (None, f"{path} did not load: {e}")
         if choice == "mkl" and _loaded[0] is None:

@@ -95,7 +95,7 @@ def openmp() -> bool:
 
     import llvmlite.binding as llvm
 
-    from tracejit.runtime.numba.threads import thread_count
+    from tracejit.runtime.numba.threads import limit_pools, thread_count
     path = ctypes.util.find_library("gomp")
     if path is None:
         return False
@@ -104,6 +104,7 @@ def openmp() -> bool:
     except RuntimeError:
         return False
     _omp_threads.value = thread_count()
+    limit_pools()   # tj.set_num_threads(n) before libgomp loaded (MKL's products may run on it)
     llvm.add_symbol("tracejit.omp_threads", ctypes.addressof(_omp_threads))
     os.register_at_fork(after_in_child=lambda: setattr(_omp_threads, "value", 0))
     return True

@@ -66,12 +66,14 @@ def limit_numba() -> None:
         numba.set_num_threads(min(_requested, numba.config.NUMBA_NUM_THREADS))
 
 
-def limit_pools(user_api: str | None = None) -> None:
+def limit_pools() -> None:
     """The BLAS and OpenMP thread pools loaded now, limited to tj.set_num_threads's number (none set:
     nothing)."""
     if _requested is not None:
         from threadpoolctl import threadpool_limits
-        threadpool_limits(limits=_requested, user_api=user_api)   # (kept: no restore)
+        # twice: asking MKL its count loads its threading layer (libgomp), which the first pass missed
+        for _ in range(2):
+            threadpool_limits(limits=_requested)   # (kept: no restore)
 
 
 @functools.cache
