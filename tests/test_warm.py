@@ -199,7 +199,7 @@ def test_the_progress_bar_draws_on_a_terminal(capsys):
     bar.step(dict(result, error="DeviceError: gone"))
     bar.close()
     err = capsys.readouterr().err
-    assert "[###############...............] 1/2" in err and "2/2" in err and "FAILED: DeviceError: gone" in err
+    assert "warming: 1/2" in err and "2/2" in err and "m:f on numba" in err and "FAILED: DeviceError: gone" in err
 
 
 def test_recording_skips_functions_a_warming_process_cannot_import(tmp_path, monkeypatch):

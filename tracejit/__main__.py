@@ -170,9 +170,11 @@ def _warm(args, parser) -> int:
                 static[name] = value
         entries = [{"function": args.function, "args": args.arg, "static": static, "devices": devices}]
     if sys.stderr.isatty() and "TRACEJIT_WARM_PROGRESS" not in os.environ:
-        progress = _Bar(len(entries))
+        progress = _Bar(sum(len(e.get("devices") or [None]) for e in entries))   # a result per device
     else:
         progress = _Lines()
+    # this command's own bar or lines only: none of a compile's (runtime/progress.py) here or in the workers
+    os.environ["TRACEJIT_PROGRESS"] = "0"
     failed = 0
     results = []
     if args.jobs <= 1 or len(entries) == 1:
@@ -218,23 +220,23 @@ class _Lines:
 
 
 class _Bar:
-    """A terminal: one progress bar on stderr, failures printed above it."""
+    """A terminal: one progress bar (tqdm) on stderr, failures printed above it."""
 
     def __init__(self, total: int):
-        self.total, self.done = total, 0
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, file=sys.stderr, desc="warming", dynamic_ncols=True, mininterval=0,
+                        bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}")
 
     def step(self, r: dict) -> None:
         if r["error"]:
-            sys.stderr.write("\r\033[K" + _line(r) + "\n")
-        self.done += 1
-        width = 30
-        filled = width * min(self.done, self.total) // max(self.total, 1)
-        sys.stderr.write(f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {min(self.done, self.total)}/"
-                         f"{self.total} {r['function']} on {r['device']}")
-        sys.stderr.flush()
+            self.bar.write(_line(r), file=sys.stderr)
+        if self.bar.n >= self.bar.total:   # (a call with Dask arrays warms a result per stage)
+            self.bar.total = self.bar.n + 1
+        self.bar.set_postfix_str(f"{r['function']} on {r['device']}", refresh=False)
+        self.bar.update(1)
 
     def close(self) -> None:
-        sys.stderr.write("\n")
+        self.bar.close()
 
 
 def _cache(args, parser) -> int:
