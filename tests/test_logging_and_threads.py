@@ -20,7 +20,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("TRACEJIT_DEBUG", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")}
+    unset = ("TRACEJIT_DEBUG", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+    full_env = {k: v for k, v in os.environ.items() if k not in unset}
     full_env.update(PYTHONPATH=REPO, **env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=full_env, timeout=300)

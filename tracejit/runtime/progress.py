@@ -11,7 +11,7 @@ import time
 DELAY = 2.0      # seconds of work before a bar shows: shorter work shows nothing
 REFRESH = 0.25   # seconds between redraws (the elapsed time moves while one long step runs)
 
-OPEN: list["Task"] = []   # the tasks under way in every thread, first opened first; stage() tests it
+OPEN: list[Task] = []   # the tasks under way in every thread, first opened first; stage() tests it
 _cond = threading.Condition()
 _watcher: threading.Thread | None = None
 _broken = False   # the display failed once: none from then on
@@ -123,10 +123,13 @@ def _draw() -> None:
                     else "{desc}: {elapsed}{postfix}")
         _bar.start_t -= time.monotonic() - first.opened   # elapsed since the work began
         _shown_for = first
-    _bar.n = first.done
+    bar = _bar
+    if bar is None:
+        return
+    bar.n = first.done
     detail = " ".join(p for p in ((last.description if last is not first else ""), last.step) if p)
-    _bar.set_postfix_str(detail, refresh=False)
-    _bar.refresh()
+    bar.set_postfix_str(detail, refresh=False)
+    bar.refresh()
 
 
 def _close() -> None:
