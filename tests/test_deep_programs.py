@@ -16,6 +16,7 @@ import pytest
 import tracejit as tj
 from reference import assert_close
 from tracejit.ir.fuse import MAX_FUSED_DEPTH
+from tracejit.ir.kernel_ir import KOp
 
 BIG_DEVICES = ("numba", "opencl")   # the deepest sizes; the other devices run a tenth of them
 
@@ -59,7 +60,7 @@ def test_a_deep_chain_is_cut_into_kernels_of_bounded_depth():
     program = tj.kernel(chain).trace(np.ones(64)).program()
     assert len(program.kernels) == math.ceil(4000 / MAX_FUSED_DEPTH)
     for k in program.kernels:
-        assert sum(x.op in ("mul", "add") for x in k.instrs) <= MAX_FUSED_DEPTH, k.name
+        assert sum(x.op in (KOp.MUL, KOp.ADD) for x in k.instrs) <= MAX_FUSED_DEPTH, k.name
 
 
 def test_reductions_inside_a_long_loop_match_numpy(device, rng):

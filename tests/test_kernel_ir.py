@@ -8,6 +8,7 @@ import pytest
 import tracejit as tj
 from tracejit.ir import interpret
 from tracejit.runtime.views import flat_view
+from tracejit.ir.kernel_ir import KOp
 
 
 def _softmax(x):
@@ -222,7 +223,7 @@ def test_column_sums_stream_rows_into_local_accumulators():
 def test_row_reduction_without_operand_reuse_is_not_unrolled():
     x = RNG.standard_normal((64, 32)).astype(np.float32)
     kernel = tj.kernel(lambda a, b: (a * b).sum(axis=1)).lower(x, x).executable.program.kernels[0]
-    assert sum(1 for i in kernel.instrs if i.op == "acc") == 1
+    assert sum(1 for i in kernel.instrs if i.op == KOp.ACC) == 1
 
 
 def test_softmax_keeps_the_reduced_row_in_local_memory_instead_of_recomputing_exp():
@@ -255,6 +256,6 @@ def test_transposed_read_is_tiled_at_sizes_that_allow_it_and_matches_numpy(dtype
     f = tj.kernel(lambda a, b: a.T + b)
     np.testing.assert_array_equal(f(x, y), x.T + y)
     kernel = f.lower(x, y, device="numba").executable.program.kernels[0]
-    loops = [i.arg for i in kernel.instrs if i.op == "range"]
+    loops = [i.arg for i in kernel.instrs if i.op == KOp.RANGE]
     assert loops == [(tile[0], "loop"), (tile[1], "loop")]   # one tile per global index
     np.testing.assert_array_equal(run_with_interpreter(f.lower(x, y, device="numba"), (x, y))[0], x.T + y)

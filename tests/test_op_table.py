@@ -15,7 +15,7 @@ from tracejit.codegen.simt.mapping import RenderOptions
 from tracejit.numpy import numpy_protocol
 from tracejit.ir import interpret, kernel_ir
 from tracejit.ir.graph import BINARY, PREDICATES, UNARY, Op
-from tracejit.ir.kernel_ir import INDEX, Builder, Kernel, Param
+from tracejit.ir.kernel_ir import INDEX, Builder, KOp, Kernel, Param
 from tracejit.ir.ops import OPS
 
 DTYPES = {"b": ["bool"], "i": ["int8", "int32", "int64"], "u": ["uint16", "uint32"],
@@ -30,10 +30,10 @@ def _kernel(op, dtype) -> Kernel:
     params = [Param(f"in{i}", s, N, False) for i, s in enumerate(srcs)] + [Param("out0", out, N, True)]
     k = Kernel(f"k_{op.name}_{dt.name}", params, global_size=N)
     b = Builder(k)
-    ptrs = [b.emit("param", p.dtype, (), i) for i, p in enumerate(params)]
-    g = b.emit("global", INDEX, (), N)
-    vals = [b.emit("load", s, (ptrs[i], g)) for i, s in enumerate(srcs)]
-    b.emit("store", None, (ptrs[-1], g, b.emit(op.name, out, vals)))
+    ptrs = [b.emit(KOp.PARAM, p.dtype, (), i) for i, p in enumerate(params)]
+    g = b.emit(KOp.GLOBAL, INDEX, (), N)
+    vals = [b.emit(KOp.LOAD, s, (ptrs[i], g)) for i, s in enumerate(srcs)]
+    b.emit(KOp.STORE, None, (ptrs[-1], g, b.emit(KOp(op.name), out, vals)))
     return k
 
 

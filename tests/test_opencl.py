@@ -19,6 +19,7 @@ from test_fuzz import check_random_program
 import tracejit as tj
 from tracejit.codegen.simt import opencl, mapping as simt
 from tracejit.codegen.simt.mapping import RenderOptions
+from tracejit.ir.kernel_ir import KOp
 
 pytestmark = pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES, reason="no OpenCL device here")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,7 +168,7 @@ def test_a_64_bit_scatter_on_a_device_without_int64_atomics_names_the_dtype_and_
         np.add.at(x, i, 1)
         return x
     kernels = _lower_ir(body, np.zeros(1000, np.int64), np.arange(100, dtype=np.int32) % 7)
-    update = next(k for k in kernels if any(x.op == "atomic" for x in k.instrs))
+    update = next(k for k in kernels if any(x.op == KOp.ATOMIC for x in k.instrs))
     assert "atom_cmpxchg(" in opencl.render(update, RenderOptions()).source
     with pytest.raises(tj.DtypeError, match="int64 cannot run on opencl:0 \\(test device\\).*64-bit atomics.*int32"):
         opencl.render(update, RenderOptions(device="opencl:0 (test device)", atomics64=False))

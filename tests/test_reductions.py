@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.ir.kernel_ir import KOp
 from reference import ALL_DTYPES, FLOATS, NO_FLOAT64, assert_close, random_array, run_kernel, with_edge_values
 
 
@@ -370,7 +371,7 @@ def global_loads(kernel) -> dict[int, int]:
     ins = kernel.ir.instrs
     counts: dict[int, int] = {}
     for x in ins:
-        if x.op == "load" and ins[x.srcs[0]].op == "param":
+        if x.op == KOp.LOAD and ins[x.srcs[0]].op == KOp.PARAM:
             counts[ins[x.srcs[0]].arg] = counts.get(ins[x.srcs[0]].arg, 0) + 1
     return counts
 

@@ -14,6 +14,7 @@ import tracejit as tj
 from cuda_check import checks_paused
 from reference import native_ir
 from tracejit.codegen.cpu.rows import host_vector_bytes
+from tracejit.ir.kernel_ir import KOp
 
 
 def softmax(x):
@@ -475,5 +476,5 @@ def test_products_with_symbolic_sizes_are_register_tiled_with_clamped_edges(devi
         ir = f.lower((rng.standard_normal((17, 19)) * 8).astype(dtype),
                      (rng.standard_normal((19, 13)) * 8).astype(dtype), device=device).kernels[0].ir
     if ir.contraction is None:   # lowered by layout (numba, CPU OpenCL): 4 x 8 accumulators, clamped copies
-        assert sum(x.op == "acc" for x in ir.instrs) == 32
-        assert any(x.op == "cast" and ir.instrs[x.srcs[0]].dtype == np.int32 for x in ir.instrs)
+        assert sum(x.op == KOp.ACC for x in ir.instrs) == 32
+        assert any(x.op == KOp.CAST and ir.instrs[x.srcs[0]].dtype == np.int32 for x in ir.instrs)

@@ -5,7 +5,7 @@ import pytest
 import tracejit as tj
 from tracejit.ir import build
 from tracejit.ir.graph import Node, Op
-from tracejit.ir.kernel_ir import INDEX, Instr, Kernel, Param
+from tracejit.ir.kernel_ir import INDEX, Instr, KOp, Kernel, Param
 from tracejit.ir.verify import verify_graph, verify_kernel
 
 F32 = np.dtype("float32")
@@ -41,27 +41,27 @@ def _kernel(*instrs, params=(Param("out0", F32, 4, True), Param("in0", F32, 4, F
 
 
 def test_kernel_verifier_rejects_use_before_definition():
-    k = _kernel(Instr("param", F32, (), 0), Instr("load", F32, (0, 3)), Instr("global", INDEX, (), 4),
-                Instr("const", INDEX, (), 0))
+    k = _kernel(Instr(KOp.PARAM, F32, (), 0), Instr(KOp.LOAD, F32, (0, 3)), Instr(KOp.GLOBAL, INDEX, (), 4),
+                Instr(KOp.CONST, INDEX, (), 0))
     with pytest.raises(tj.InternalError, match="before it is defined"):
         verify_kernel(k)
 
 
 def test_kernel_verifier_rejects_unclosed_and_misnested_ranges():
     with pytest.raises(tj.InternalError, match="never closed"):
-        verify_kernel(_kernel(Instr("range", INDEX, (), (4, "loop"))))
+        verify_kernel(_kernel(Instr(KOp.RANGE, INDEX, (), (4, "loop"))))
     with pytest.raises(tj.InternalError, match="not the innermost"):
-        verify_kernel(_kernel(Instr("range", INDEX, (), (4, "loop")), Instr("range", INDEX, (), (4, "loop")),
-                              Instr("endrange", None, (0,)), Instr("endrange", None, (1,))))
+        verify_kernel(_kernel(Instr(KOp.RANGE, INDEX, (), (4, "loop")), Instr(KOp.RANGE, INDEX, (), (4, "loop")),
+                              Instr(KOp.ENDRANGE, None, (0,)), Instr(KOp.ENDRANGE, None, (1,))))
 
 
 def test_kernel_verifier_rejects_stores_to_inputs_and_mixed_dtypes():
-    base = [Instr("param", F32, (), 0), Instr("param", F32, (), 1), Instr("global", INDEX, (), 4),
-            Instr("load", F32, (1, 2))]
+    base = [Instr(KOp.PARAM, F32, (), 0), Instr(KOp.PARAM, F32, (), 1), Instr(KOp.GLOBAL, INDEX, (), 4),
+            Instr(KOp.LOAD, F32, (1, 2))]
     with pytest.raises(tj.InternalError, match="stores to an input"):
-        verify_kernel(_kernel(*base, Instr("store", None, (1, 2, 3))))
+        verify_kernel(_kernel(*base, Instr(KOp.STORE, None, (1, 2, 3))))
     with pytest.raises(tj.InternalError, match="operand dtypes differ"):
-        verify_kernel(_kernel(*base, Instr("add", F32, (3, 2))))
+        verify_kernel(_kernel(*base, Instr(KOp.ADD, F32, (3, 2))))
 
 
 def test_verifiers_reject_a_scatter_or_atomic_update_that_does_not_fit():
@@ -70,24 +70,24 @@ def test_verifiers_reject_a_scatter_or_atomic_update_that_does_not_fit():
         verify_graph([Node.make(Op.SCATTER, F32, (4, 2), (target, positions, build.input_(2, F32, (6, 3))), "sum")])
     with pytest.raises(tj.InternalError, match="combine op"):
         verify_graph([Node.make(Op.SCATTER, F32, (4, 2), (target, positions, build.input_(2, F32, (6, 2))), "mean")])
-    base = [Instr("param", F32, (), 0), Instr("param", F32, (), 1), Instr("global", INDEX, (), 4),
-            Instr("load", F32, (1, 2))]
-    verify_kernel(_kernel(*base, Instr("atomic", None, (0, 2, 3), "max")))
+    base = [Instr(KOp.PARAM, F32, (), 0), Instr(KOp.PARAM, F32, (), 1), Instr(KOp.GLOBAL, INDEX, (), 4),
+            Instr(KOp.LOAD, F32, (1, 2))]
+    verify_kernel(_kernel(*base, Instr(KOp.ATOMIC, None, (0, 2, 3), "max")))
     with pytest.raises(tj.InternalError, match="needs an output param"):
-        verify_kernel(_kernel(*base, Instr("atomic", None, (1, 2, 3), "sum")))
+        verify_kernel(_kernel(*base, Instr(KOp.ATOMIC, None, (1, 2, 3), "sum")))
     with pytest.raises(tj.InternalError, match="combines"):
-        verify_kernel(_kernel(*base, Instr("atomic", None, (0, 2, 3), "mean")))
+        verify_kernel(_kernel(*base, Instr(KOp.ATOMIC, None, (0, 2, 3), "mean")))
 
 
 def test_verifiers_reject_stores_to_tables_and_tables_that_disagree_with_their_node():
     from tracejit.ir.table import Table
     table = Table.of(np.arange(4, dtype=np.float32))
-    base = [Instr("param", F32, (), 0), Instr("table", F32, (), table), Instr("global", INDEX, (), 4),
-            Instr("load", F32, (1, 2))]
-    verify_kernel(_kernel(*base, Instr("store", None, (0, 2, 3))))
+    base = [Instr(KOp.PARAM, F32, (), 0), Instr(KOp.TABLE, F32, (), table), Instr(KOp.GLOBAL, INDEX, (), 4),
+            Instr(KOp.LOAD, F32, (1, 2))]
+    verify_kernel(_kernel(*base, Instr(KOp.STORE, None, (0, 2, 3))))
     with pytest.raises(tj.InternalError, match="constant table"):
-        verify_kernel(_kernel(*base, Instr("store", None, (1, 2, 3))))
+        verify_kernel(_kernel(*base, Instr(KOp.STORE, None, (1, 2, 3))))
     with pytest.raises(tj.InternalError, match="bad table"):
-        verify_kernel(_kernel(Instr("table", np.dtype("int32"), (), table)))
+        verify_kernel(_kernel(Instr(KOp.TABLE, np.dtype("int32"), (), table)))
     with pytest.raises(tj.InternalError, match="table's content"):
         verify_graph([Node.make(Op.TABLE, F32, (5,), (), table)])

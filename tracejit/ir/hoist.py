@@ -2,11 +2,10 @@
 that still defines all of its sources, and duplicates that meet there are merged."""
 from __future__ import annotations
 
-from tracejit.ir.kernel_ir import Builder, Kernel
+from tracejit.ir.kernel_ir import IMPURE, Builder, KOp, Kernel
 
 # Loads from params move too: a kernel never stores to a buffer it loads from, and indices are always
 # in bounds. Loads from local memory stay: stores to it change what they read.
-_FIXED = frozenset({"param", "global", "range", "endrange", "acc", "update", "store", "local", "sort", "atomic"})
 
 
 def hoist(kernel: Kernel) -> Kernel:
@@ -15,15 +14,15 @@ def hoist(kernel: Kernel) -> Kernel:
     root: list = []
     bodies = [root]                    # body lists of the open loops, outermost first
     for i, x in enumerate(instrs):
-        if x.op == "range":
+        if x.op == KOp.RANGE:
             level[i] = len(bodies)     # its variable lives one level deeper than the range itself
             body: list = []
             bodies[-1].append((i, body))
             bodies.append(body)
-        elif x.op == "endrange":
+        elif x.op == KOp.ENDRANGE:
             bodies.pop()
             bodies[-1].append(i)
-        elif x.op in _FIXED or x.op == "load" and instrs[x.srcs[0]].op == "local":
+        elif x.op in IMPURE or x.op == KOp.LOAD and instrs[x.srcs[0]].op == KOp.LOCAL:
             level[i] = len(bodies) - 1
             bodies[-1].append(i)
         else:
@@ -44,7 +43,7 @@ def hoist(kernel: Kernel) -> Kernel:
                 x = instrs[i]
                 new[i] = b.open_range(*x.arg)
                 place(body)
-            elif instrs[item].op == "endrange":
+            elif instrs[item].op == KOp.ENDRANGE:
                 b.close_range(new[instrs[item].srcs[0]])
             else:
                 x = instrs[item]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import NEGATIVE_POWER, Fault, Kernel, fault_error
+from tracejit.ir.kernel_ir import NEGATIVE_POWER, Fault, KOp, Kernel, fault_error
 from tracejit.ir.ops import NUMPY_OPS
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -38,66 +38,66 @@ def run(kernel: Kernel, buffers: list[np.ndarray], error: np.ndarray | None = No
         while pc < len(kernel.instrs):
             ins = kernel.instrs[pc]
             op, s = ins.op, ins.srcs
-            if op == "param":
+            if op == KOp.PARAM:
                 vals[pc] = buffers[ins.arg]
-            elif op == "global":
+            elif op == KOp.GLOBAL:
                 vals[pc] = np.arange(n, dtype=np.int64)
-            elif op == "const":
+            elif op == KOp.CONST:
                 vals[pc] = np.full(n, ins.arg, dtype=ins.dtype)
-            elif op == "cast":
+            elif op == KOp.CAST:
                 vals[pc] = vals[s[0]].astype(ins.dtype)
-            elif op == "table":
+            elif op == KOp.TABLE:
                 vals[pc] = ins.arg.values
-            elif op == "bound":
+            elif op == KOp.BOUND:
                 size, f = ins.arg
                 v = vals[s[0]]
                 w = v.astype(np.int64) + np.where(v < 0, size, 0) if v.dtype.kind == "i" else v.astype(np.uint64)
                 inside = (w >= 0) & (w < size)
                 fault(f, ~inside, v)
                 vals[pc] = np.where(inside, w, 0).astype(np.int64)
-            elif op == "pow" and ins.dtype.kind == "i":
+            elif op == KOp.POW and ins.dtype.kind == "i":
                 b = vals[s[1]]
                 fault(NEGATIVE_POWER, b < 0, b)
                 vals[pc] = np.power(vals[s[0]], np.maximum(b, 0)).astype(ins.dtype)
-            elif op == "local":  # one private array per global index: rows of a 2-D array
+            elif op == KOp.LOCAL:  # one private array per global index: rows of a 2-D array
                 vals[pc] = np.zeros((n, ins.arg[0]), dtype=ins.dtype)
-            elif op == "load":
+            elif op == KOp.LOAD:
                 buf = vals[s[0]]
                 vals[pc] = buf[rows, vals[s[1]]] if buf.ndim == 2 else buf[vals[s[1]]]
-            elif op == "store":
+            elif op == KOp.STORE:
                 buf = vals[s[0]]
                 if buf.ndim == 2:
                     buf[rows, vals[s[1]]] = vals[s[2]]
                 else:
                     buf[vals[s[1]]] = vals[s[2]]
-            elif op == "atomic":   # every update applied, in the global index's order (np.ufunc.at)
+            elif op == KOp.ATOMIC:   # every update applied, in the global index's order (np.ufunc.at)
                 buf = vals[s[0]]
                 _COMBINE[ins.arg].at(buf, vals[s[1]], vals[s[2]].astype(buf.dtype))
-            elif op == "acc":
+            elif op == KOp.ACC:
                 vals[pc] = np.full(n, ins.arg[1], dtype=ins.dtype)
-            elif op == "update":  # (acc, value) or (local, index, value)
+            elif op == KOp.UPDATE:  # (acc, value) or (local, index, value)
                 target = kernel.instrs[s[0]]
                 acc = vals[s[0]]
-                if target.op == "acc":
+                if target.op == KOp.ACC:
                     acc[...] = _COMBINE[target.arg[0]](acc, vals[s[1]]).astype(acc.dtype)
                     vals[pc] = acc.copy()   # the running value (scans read it); later updates change acc
                 else:
                     idx = vals[s[1]]
                     acc[rows, idx] = _COMBINE[target.arg[1]](acc[rows, idx], vals[s[2]]).astype(acc.dtype)
-            elif op == "sort":   # by key (NaN last, as NumPy sorts), then by position
+            elif op == KOp.SORT:   # by key (NaN last, as NumPy sorts), then by position
                 length = ins.arg
                 arrays = [vals[j][:, :length] for j in s]
                 order = np.lexsort(arrays[::-1], axis=-1)
                 for j, a in zip(s, arrays):
                     vals[j][:, :length] = np.take_along_axis(a, order, axis=-1)
-            elif op == "range":
+            elif op == KOp.RANGE:
                 extent = ins.arg[0]
                 if extent == 0:
                     pc = _matching_end(kernel, pc) + 1
                     continue
                 loops.append([pc, 0])
                 vals[pc] = np.zeros(n, dtype=np.int64)
-            elif op == "endrange":
+            elif op == KOp.ENDRANGE:
                 loop = loops[-1]
                 loop[1] += 1
                 if loop[1] < kernel.instrs[loop[0]].arg[0]:
@@ -114,6 +114,6 @@ def run(kernel: Kernel, buffers: list[np.ndarray], error: np.ndarray | None = No
 def _matching_end(kernel: Kernel, start: int) -> int:
     for i in range(start + 1, len(kernel.instrs)):
         ins = kernel.instrs[i]
-        if ins.op == "endrange" and ins.srcs[0] == start:
+        if ins.op == KOp.ENDRANGE and ins.srcs[0] == start:
             return i
     raise ValueError(f"range %{start} has no endrange")

@@ -21,7 +21,7 @@ from tracejit.ir.gather import data_position, gathered_atoms, row_loop
 from tracejit.ir.graph import ELEMENTWISE, Node, Op
 from tracejit.ir.hoist import hoist
 from tracejit.ir.merge_sort import POSITION, local_bytes
-from tracejit.ir.kernel_ir import INDEX, Builder, Fault, Kernel, Param
+from tracejit.ir.kernel_ir import INDEX, Builder, Fault, KOp, Kernel, Param
 from tracejit.ir.layout import LayoutOptions, LoopPlan, plan_loops
 from tracejit.ir.symbolic import Clamp, DataIndex, Div, Expr, Mod, Var
 from tracejit.ir.table import MAX_KERNEL_BYTES
@@ -75,7 +75,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         rest = rest // v.extent
     e = _Emitter(Builder(kernel), plan.subst, unravel, buffers, params)
     e.update = a.update
-    e.var_ref[gvar] = e.b.emit("global", INDEX, (), global_size)
+    e.var_ref[gvar] = e.b.emit(KOp.GLOBAL, INDEX, (), global_size)
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return _check_tables(hoist(kernel)), params
@@ -90,7 +90,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
             e.sorted[red.node] = _emit_sort(e, red, rvars, options.sort_bytes)
             continue
         op = red.node.arg[0]
-        accs = [e.b.emit("acc", red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
+        accs = [e.b.emit(KOp.ACC, red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
         if red is cached:
             e.keep_row(red)
         e.walking = (red if n == 0 else None, set(red.vars))
@@ -98,27 +98,27 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         for acc, step in zip(accs, tile):
             with e.unrolled(step):
                 val = e.value(red.node.srcs[0], red.src_idx)
-                e.b.emit("update", None, (acc, val))
+                e.b.emit(KOp.UPDATE, None, (acc, val))
                 if red is cached:
-                    e.b.emit("store", None, (e.row[1], e.index(e.row_position(red.src_idx)), val))
+                    e.b.emit(KOp.STORE, None, (e.row[1], e.index(e.row_position(red.src_idx)), val))
         e.close_loops(opened)
         e.reduced[red.node] = accs
     e.row_vars = [v for v in a.out_vars if v not in rows]
     e.walking = (None, set(e.row_vars))
-    scan_accs = [e.b.emit("acc", sc.node.dtype, (), (sc.node.arg[0], identity(sc.node.arg[0], sc.node.dtype)))
+    scan_accs = [e.b.emit(KOp.ACC, sc.node.dtype, (), (sc.node.arg[0], identity(sc.node.arg[0], sc.node.dtype)))
                  for sc in a.scans]
     opened = e.open_loops(wvars, "scan" if a.scans else "loop")
     for k, step in enumerate(tile):
         with e.unrolled(step):
             e.unroll_index = k
             for sc, acc in zip(a.scans, scan_accs):   # one step of each scan, inner ones first
-                e.reduced[sc.node] = [e.b.emit("update", sc.node.dtype, (acc, e.value(sc.node.srcs[0], sc.idx)))]
+                e.reduced[sc.node] = [e.b.emit(KOp.UPDATE, sc.node.dtype, (acc, e.value(sc.node.srcs[0], sc.idx)))]
             for i, g in enumerate(group):
                 val = e.value(g.out, g.out_idx, top=True)
                 if g.update:
-                    e.b.emit("atomic", None, (e.params[i], e.index(g.offsets[-1]), val), g.out.arg)
+                    e.b.emit(KOp.ATOMIC, None, (e.params[i], e.index(g.offsets[-1]), val), g.out.arg)
                 else:
-                    e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), val))
+                    e.b.emit(KOp.STORE, None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return _check_tables(hoist(kernel)), params
 
@@ -133,7 +133,7 @@ def _walk_backwards(plan: LoopPlan, var: Var) -> LoopPlan:
 
 
 def _check_tables(kernel: Kernel) -> Kernel:
-    tables = {x.arg for x in kernel.instrs if x.op == "table"}
+    tables = {x.arg for x in kernel.instrs if x.op == KOp.TABLE}
     nbytes = sum(len(t.data) for t in tables)
     if nbytes > MAX_KERNEL_BYTES:
         raise UnsupportedError(f"kernel {kernel.name} embeds {len(tables)} constant arrays of {nbytes} bytes in all, "
@@ -156,14 +156,14 @@ def _emit_sort(e: _Emitter, red: RowReduction, fill: list[Var], sort_bytes: int 
     if sort_bytes is not None and e.sort_bytes > sort_bytes:   # fuse.py merges longer rows, analyze splits
         raise InternalError(f"kernel sorts rows of {e.sort_bytes} bytes in all, beyond the {sort_bytes} of "
                             "a work-group's memory")
-    keys = e.b.emit("local", src.dtype, (), (size, None, size))
+    keys = e.b.emit(KOp.LOCAL, src.dtype, (), (size, None, size))
     # positions only for argsort: equal keys are indistinguishable in sorted values
-    positions = e.b.emit("local", POSITION, (), (size, None, size)) if with_positions else None
+    positions = e.b.emit(KOp.LOCAL, POSITION, (), (size, None, size)) if with_positions else None
 
     def put(at: int, key: int) -> None:
-        e.b.emit("store", None, (keys, at, key))
+        e.b.emit(KOp.STORE, None, (keys, at, key))
         if positions is not None:
-            e.b.emit("store", None, (positions, at, e.b.emit("cast", POSITION, (at,))))
+            e.b.emit(KOp.STORE, None, (positions, at, e.b.emit(KOp.CAST, POSITION, (at,))))
 
     opened = e.open_loops(fill, "loop")
     put(e.index(red.src_idx[axis]), e.value(src, red.src_idx))
@@ -173,7 +173,7 @@ def _emit_sort(e: _Emitter, red: RowReduction, fill: list[Var], sort_bytes: int 
         opened = e.open_loops([pad], "loop")
         put(e.index(Expr.of(pad) + n), e.const(_sorts_last(src.dtype), src.dtype))
         e.close_loops(opened)
-    e.b.emit("sort", None, (keys,) if positions is None else (keys, positions), n)
+    e.b.emit(KOp.SORT, None, (keys,) if positions is None else (keys, positions), n)
     return keys, positions
 
 
@@ -248,19 +248,19 @@ def _emit_row_accumulation(e: "_Emitter", a: Analysis, rvars: list[Var], row: Va
     red = a.reduces[0]
     op, dt = red.node.arg[0], red.node.dtype
     length = math.prod(v.extent for v in rvars)
-    acc = e.b.emit("local", dt, (), (row.extent, op, length))
+    acc = e.b.emit(KOp.LOCAL, dt, (), (row.extent, op, length))
     opened = e.open_loops([row], "loop")
-    e.b.emit("store", None, (acc, e.var_ref[row], e.const(identity(op, dt), dt)))
+    e.b.emit(KOp.STORE, None, (acc, e.var_ref[row], e.const(identity(op, dt), dt)))
     e.close_loops(opened)
     opened = e.open_loops(rvars, "reduce")
     inner = e.open_loops([row], "loop")
-    e.b.emit("update", None, (acc, e.var_ref[row], e.value(red.node.srcs[0], red.src_idx)))
+    e.b.emit(KOp.UPDATE, None, (acc, e.var_ref[row], e.value(red.node.srcs[0], red.src_idx)))
     e.close_loops(inner)
     e.close_loops(opened)
     opened = e.open_loops([row], "loop")
-    e.reduced[red.node] = [e.b.emit("load", dt, (acc, e.var_ref[row]))]
+    e.reduced[red.node] = [e.b.emit(KOp.LOAD, dt, (acc, e.var_ref[row]))]
     for i, g in enumerate(group):
-        e.b.emit("store", None, (e.params[i], e.index(g.offsets[-1]), e.value(g.out, g.out_idx, top=True)))
+        e.b.emit(KOp.STORE, None, (e.params[i], e.index(g.offsets[-1]), e.value(g.out, g.out_idx, top=True)))
     e.close_loops(opened)
 
 
@@ -268,7 +268,7 @@ class _Emitter:
     def __init__(self, b: Builder, subst, unravel, buffers, params):
         # an index in the analysis' variables -> merged/tiled variables -> (unrolled copy) -> global index
         self.b, self.subst, self.unravel, self.buffers = b, subst, unravel, buffers
-        self.params = [b.emit("param", p.dtype, (), i) for i, p in enumerate(params)]
+        self.params = [b.emit(KOp.PARAM, p.dtype, (), i) for i, p in enumerate(params)]
         self.buffer_param = {id(p): self.params[i] for i, p in enumerate(params)}
         self.var_ref: dict[Var, int] = {}
         self.reduced: dict[Node, list[int]] = {}
@@ -293,12 +293,12 @@ class _Emitter:
 
     def keep_row(self, red: RowReduction) -> None:
         size = math.prod(v.extent for v in red.vars)
-        self.row = (red, self.b.emit("local", red.node.srcs[0].dtype, (), (size, None, size)))
+        self.row = (red, self.b.emit(KOp.LOCAL, red.node.srcs[0].dtype, (), (size, None, size)))
 
     def keep_inputs(self, first: RowReduction, nodes: list[Node]) -> None:
         self.first = first
         size = math.prod(v.extent for v in first.vars)
-        self.inputs = {n: self.b.emit("local", n.dtype, (), (size, None, size)) for n in nodes}
+        self.inputs = {n: self.b.emit(KOp.LOCAL, n.dtype, (), (size, None, size)) for n in nodes}
 
     def _kept_input(self, node: Node, idx) -> int | None:
         """A kept load: in the first reduction's loop read from memory and stored in its local row; in
@@ -311,15 +311,15 @@ class _Emitter:
             if idx != storing.src_idx:
                 return None
             buf = self.buffers[node]
-            val = self.b.emit("load", node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
-            self.b.emit("store", None, (local, self.index(self.row_position(idx, self.first)), val))
+            val = self.b.emit(KOp.LOAD, node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
+            self.b.emit(KOp.STORE, None, (local, self.index(self.row_position(idx, self.first)), val))
             self.inputs_stored.add(node)
             return val
         axes = self.first.node.arg[1]
         if node not in self.inputs_stored or not loop_vars or any(
                 (e.variables() - loop_vars) if d in axes else e != self.first.src_idx[d] for d, e in enumerate(idx)):
             return None
-        return self.b.emit("load", node.dtype, (local, self.index(self.row_position(idx, self.first))))
+        return self.b.emit(KOp.LOAD, node.dtype, (local, self.index(self.row_position(idx, self.first))))
 
     def row_position(self, idx, red: RowReduction | None = None) -> Expr:
         """Where element idx of the kept reduction input (or of a kept load, in `red`'s row) lives in the
@@ -340,7 +340,7 @@ class _Emitter:
         if node is not red.node.srcs[0] or not same_row or any(
                 not (e.variables() <= set(self.row_vars)) for d, e in enumerate(idx) if d in axes):
             return None
-        return self.b.emit("load", node.dtype, (local, self.index(self.row_position(idx))))
+        return self.b.emit(KOp.LOAD, node.dtype, (local, self.index(self.row_position(idx))))
 
     @contextmanager
     def unrolled(self, step: dict):
@@ -356,7 +356,7 @@ class _Emitter:
             self._unroll = {}
 
     def const(self, value, dtype=INDEX) -> int:
-        return self.b.emit("const", dtype, (), np.dtype(dtype).type(value).item())
+        return self.b.emit(KOp.CONST, dtype, (), np.dtype(dtype).type(value).item())
 
     def open_loops(self, vars_, kind):
         opened = []
@@ -391,16 +391,16 @@ class _Emitter:
             else:
                 x = self._index(atom.x)
                 if isinstance(atom, (Div, Mod)):
-                    ref = self.b.emit("idiv" if isinstance(atom, Div) else "mod", INDEX, (x, self.const(atom.d)))
+                    ref = self.b.emit(KOp.IDIV if isinstance(atom, Div) else KOp.MOD, INDEX, (x, self.const(atom.d)))
                 else:
-                    ref = self.b.emit("max", INDEX, (self.b.emit("min", INDEX, (x, self._limit(atom))),
+                    ref = self.b.emit(KOp.MAX, INDEX, (self.b.emit(KOp.MIN, INDEX, (x, self._limit(atom))),
                                                      self.const(atom.lo)))
-            terms.append(ref if c == 1 else self.b.emit("mul", INDEX, (ref, self.const(c))))
+            terms.append(ref if c == 1 else self.b.emit(KOp.MUL, INDEX, (ref, self.const(c))))
         if expr.const or not terms:
             terms.append(self.const(expr.const))
         out = terms[0]
         for t in terms[1:]:
-            out = self.b.emit("add", INDEX, (out, t))
+            out = self.b.emit(KOp.ADD, INDEX, (out, t))
         return out
 
     def _limit(self, atom: Clamp) -> int:
@@ -409,14 +409,14 @@ class _Emitter:
         happens to have its value at some size (the tile's factor, a row length), which would make the
         kernel's code depend on the size."""
         if atom.kept and atom.hi < 2 ** 31:
-            return self.b.emit("cast", INDEX, (self.b.emit("const", np.dtype(np.int32), (), atom.hi),))
+            return self.b.emit(KOp.CAST, INDEX, (self.b.emit(KOp.CONST, np.dtype(np.int32), (), atom.hi),))
         return self.const(atom.hi)
 
     def _bound(self, atom: DataIndex) -> int:
         """An index read from data, as an offset along its axis (see BOUND in kernel_ir)."""
         fault = Fault("IndexOutOfBoundsError",
                       f"index {{value}} is out of bounds for axis {atom.axis} with size {atom.size}")
-        return self.b.emit("bound", INDEX, (self.value(atom.source, atom.at),), (atom.size, fault))
+        return self.b.emit(KOp.BOUND, INDEX, (self.value(atom.source, atom.at),), (atom.size, fault))
 
     def _known(self, key) -> int | None:
         for memo in reversed(self._memo):
@@ -461,23 +461,23 @@ class _Emitter:
                 return kept
         if (node in self.buffers and not top) or node.op is Op.INPUT:
             buf = self.buffers[node]
-            return self.b.emit("load", node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
+            return self.b.emit(KOp.LOAD, node.dtype, (self.buffer_param[id(buf)], self.index(buf.offset_of(idx))))
         if node.op is Op.CONST:
             return self.const(node.arg, node.dtype)
         if node.op is Op.IOTA:
-            return self.b.emit("cast", node.dtype, (self.index(idx[node.arg]),))
+            return self.b.emit(KOp.CAST, node.dtype, (self.index(idx[node.arg]),))
         if node.op is Op.TABLE:
-            table = self.b.emit("table", node.dtype, (), node.arg)
+            table = self.b.emit(KOp.TABLE, node.dtype, (), node.arg)
             position = Buffer.contiguous(None, node.dtype, node.shape).offset_of(idx)
-            return self.b.emit("load", node.dtype, (table, self.index(position)))
+            return self.b.emit(KOp.LOAD, node.dtype, (table, self.index(position)))
         if node.op in (Op.REDUCE, Op.SCAN):
             return self.reduced[node][self.unroll_index]
         if node.op is Op.SORT:
             keys, positions = self.sorted[node]
             local = positions if node.arg[1] == "indices" else keys
-            return self.b.emit("load", node.dtype, (local, self.index(idx[node.arg[0]])))
+            return self.b.emit(KOp.LOAD, node.dtype, (local, self.index(idx[node.arg[0]])))
         if node.op is Op.CAST:
-            return self.b.emit("cast", node.dtype, ((yield node.srcs[0], idx),))
+            return self.b.emit(KOp.CAST, node.dtype, ((yield node.srcs[0], idx),))
         if node.op is Op.WHERE:
             picked = decided(node.srcs[0], idx)
             if picked is not None:   # as analysis walks it: only the branch the index selects
@@ -486,7 +486,7 @@ class _Emitter:
             srcs = []
             for s in node.srcs:
                 srcs.append((yield s, idx))
-            return self.b.emit(node.op.value, node.dtype, tuple(srcs))
+            return self.b.emit(KOp(node.op.value), node.dtype, tuple(srcs))
         if node.op is Op.SCATTER:   # the value written at idx: the target's, or (update kernel) an update's
             return (yield node.srcs[2] if self.update else node.srcs[0], idx)
         if node.op is Op.GATHER:
@@ -515,6 +515,7 @@ class _Emitter:
         cond = None
         for expr, lo, hi in tests:
             i = self.index(expr)
-            for c in (self.b.emit("le", np.bool_, (self.const(lo), i)), self.b.emit("lt", np.bool_, (i, self.const(hi)))):
-                cond = c if cond is None else self.b.emit("and", np.bool_, (cond, c))
-        return self.b.emit("where", node.dtype, (cond, val, self.const(node.arg[1], node.dtype)))
+            for c in (self.b.emit(KOp.LE, np.bool_, (self.const(lo), i)),
+                      self.b.emit(KOp.LT, np.bool_, (i, self.const(hi)))):
+                cond = c if cond is None else self.b.emit(KOp.AND, np.bool_, (cond, c))
+        return self.b.emit(KOp.WHERE, node.dtype, (cond, val, self.const(node.arg[1], node.dtype)))

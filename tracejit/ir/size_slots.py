@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KOp, Kernel
 
 Slot = tuple[int, int]
 
@@ -19,13 +19,13 @@ def size_slots(kernel: Kernel) -> dict[Slot, object]:
     """{slot: value} for every value a new shape may change."""
     out: dict[Slot, object] = {}
     for i, x in enumerate(kernel.instrs):
-        if x.op == "const" and x.dtype != np.bool_:
+        if x.op == KOp.CONST and x.dtype != np.bool_:
             out[(i, -1)] = x.arg
-        elif x.op in ("range", "bound"):
+        elif x.op in (KOp.RANGE, KOp.BOUND):
             out[(i, 0)] = x.arg[0]
-        elif x.op == "local":
+        elif x.op == KOp.LOCAL:
             out[(i, 0)], out[(i, 2)] = x.arg[0], x.arg[2]
-        elif x.op in ("sort", "global"):
+        elif x.op in (KOp.SORT, KOp.GLOBAL):
             out[(i, -1)] = x.arg
     return out
 
@@ -42,6 +42,6 @@ def template(kernel: Kernel, slots: dict | None = None) -> tuple:
         elif isinstance(arg, tuple) and any((i, j) in slots for j in range(len(arg))):
             arg = tuple(None if (i, j) in slots else a for j, a in enumerate(arg))
         instrs.append((x.op, None if x.dtype is None else x.dtype.str, x.srcs,
-                       arg.digest if x.op == "table" else repr(arg)))
+                       arg.digest if x.op == KOp.TABLE else repr(arg)))
     params = tuple((p.name, p.dtype.str, p.output) for p in kernel.params)
     return kernel.name, params, tuple(instrs)

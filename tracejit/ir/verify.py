@@ -11,7 +11,7 @@ import numpy as np
 from tracejit.errors import InternalError
 from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op, toposort
-from tracejit.ir.kernel_ir import ALU, INDEX, STRUCTURAL, Fault, Kernel
+from tracejit.ir.kernel_ir import ALU, INDEX, STRUCTURAL, Fault, KOp, Kernel
 from tracejit.ir.table import Table
 
 
@@ -136,47 +136,47 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
     if missing:
         return f"uses %{missing[0]} before it is defined"
     src = [instrs[s] for s in x.srcs]
-    if x.op == "param":
+    if x.op == KOp.PARAM:
         return None if 0 <= x.arg < len(kernel.params) and kernel.params[x.arg].dtype == x.dtype else "bad param"
-    if x.op == "table":
+    if x.op == KOp.TABLE:
         return None if not x.srcs and isinstance(x.arg, Table) and x.arg.dtype == x.dtype else "bad table"
-    if x.op == "bound":
+    if x.op == KOp.BOUND:
         ok = (len(src) == 1 and src[0].dtype.kind in "iu" and x.dtype == INDEX and isinstance(x.arg, tuple)
               and isinstance(x.arg[0], int) and x.arg[0] >= 0 and isinstance(x.arg[1], Fault))
         return None if ok else "needs one integer value, an int64 result and (axis size, Fault)"
-    if x.op in ("load", "store"):
-        if src[0].op not in ("param", "local", "table") or src[1].dtype != INDEX:
+    if x.op in (KOp.LOAD, KOp.STORE):
+        if src[0].op not in (KOp.PARAM, KOp.LOCAL, KOp.TABLE) or src[1].dtype != INDEX:
             return "needs a param, local or table and an int64 index"
-        if x.op == "store" and src[0].op == "table":
+        if x.op == KOp.STORE and src[0].op == KOp.TABLE:
             return "stores to a constant table"
-        if x.op == "load" and x.dtype != src[0].dtype or x.op == "store" and src[2].dtype != src[0].dtype:
+        if x.op == KOp.LOAD and x.dtype != src[0].dtype or x.op == KOp.STORE and src[2].dtype != src[0].dtype:
             return "element dtype differs from the buffer's"
-        if x.op == "store" and src[0].op == "param" and not kernel.params[src[0].arg].output:
+        if x.op == KOp.STORE and src[0].op == KOp.PARAM and not kernel.params[src[0].arg].output:
             return "stores to an input buffer"
-    elif x.op == "atomic":
-        if len(src) != 3 or src[0].op != "param" or not kernel.params[src[0].arg].output or src[1].dtype != INDEX:
+    elif x.op == KOp.ATOMIC:
+        if len(src) != 3 or src[0].op != KOp.PARAM or not kernel.params[src[0].arg].output or src[1].dtype != INDEX:
             return "an atomic update needs an output param, an int64 index and a value"
         if src[2].dtype != src[0].dtype or x.arg not in REDUCE_OPS or x.dtype is not None:
             return "an atomic update combines (sum, prod, max, min) a value of the buffer's dtype, and has no value"
-    elif x.op == "sort":
-        if len(src) not in (1, 2) or any(s.op != "local" for s in src) or len(src) == 2 and (
+    elif x.op == KOp.SORT:
+        if len(src) not in (1, 2) or any(s.op != KOp.LOCAL for s in src) or len(src) == 2 and (
                 src[1].dtype != np.int32 or src[0].arg[0] != src[1].arg[0]) or not 0 < x.arg <= src[0].arg[0]:
             return "sorts a local array of keys (and one of int32 positions, as long) over at most its length"
-    elif x.op == "range":
+    elif x.op == KOp.RANGE:
         open_ranges.append(i)
-    elif x.op == "endrange":
+    elif x.op == KOp.ENDRANGE:
         if not open_ranges or open_ranges[-1] != x.srcs[0]:
             return "closes a range that is not the innermost open one"
         open_ranges.pop()
-    elif x.op == "update":
-        if src[0].op == "local" and (len(src) != 3 or src[1].dtype != INDEX or src[0].arg[1] is None):
+    elif x.op == KOp.UPDATE:
+        if src[0].op == KOp.LOCAL and (len(src) != 3 or src[1].dtype != INDEX or src[0].arg[1] is None):
             return "a local update needs (local accumulator, int64 index, value)"
-        if src[0].op not in ("acc", "local") or src[-1].dtype != src[0].dtype:
+        if src[0].op not in (KOp.ACC, KOp.LOCAL) or src[-1].dtype != src[0].dtype:
             return "updates something that is not an accumulator of this dtype"
-        if x.dtype is not None and (src[0].op != "acc" or x.dtype != src[0].dtype):
+        if x.dtype is not None and (src[0].op != KOp.ACC or x.dtype != src[0].dtype):
             return "only an accumulator's update has a value, of the accumulator's dtype"
-    elif x.op in ALU and x.op not in ("where",) and len({s.dtype for s in src}) > 1:
+    elif x.op in ALU and x.op not in (KOp.WHERE,) and len({s.dtype for s in src}) > 1:
         return f"operand dtypes differ: {[s.dtype.name for s in src]}"
-    elif x.op == "where" and (src[0].dtype != np.bool_ or src[1].dtype != src[2].dtype):
+    elif x.op == KOp.WHERE and (src[0].dtype != np.bool_ or src[1].dtype != src[2].dtype):
         return "where needs a bool condition and operands of one dtype"
     return None

@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from tracejit.codegen.cpu import llvm_math
 from tracejit.codegen.cpu.llvm_values import defined
+from tracejit.ir.kernel_ir import KOp
 
 STRICT = ("contract",)   # runtime.numba_cache.FASTMATH: what Numba puts on every float operation of a kernel
 I1, I8, I16, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(64)
@@ -17,9 +18,10 @@ FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 
 # float ops by dtype: the ones written here (their results are NumPy's bits, or the numba renderer's own
 # math functions' bits, or Numba's lowering's: Python's // and % on floats)
-FLOAT_OPS = frozenset({"neg", "abs", "recip", "sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "signbit",
-                       "sign", "add", "sub", "mul", "div", "pow", "max", "min", "copysign", "lt", "le", "eq", "ne",
-                       "where", "idiv", "mod", "fmod"})
+FLOAT_OPS = frozenset({KOp.NEG, KOp.ABS, KOp.RECIP, KOp.SQRT, KOp.FLOOR, KOp.CEIL, KOp.TRUNC, KOp.RINT, KOp.ISNAN,
+                       KOp.ISINF, KOp.SIGNBIT, KOp.SIGN, KOp.ADD, KOp.SUB, KOp.MUL, KOp.DIV, KOp.POW, KOp.MAX,
+                       KOp.MIN, KOp.COPYSIGN, KOp.LT, KOp.LE, KOp.EQ, KOp.NE, KOp.WHERE, KOp.IDIV, KOp.MOD,
+                       KOp.FMOD})
 MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
         (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
         (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64",
@@ -35,12 +37,15 @@ _C_NAMES = {"exp2": "exp2", "expm1": "expm1", "log2": "log2", "log10": "log10", 
 LIBM = {**{(np.dtype(np.float32), op): c + "f" for op, c in _C_NAMES.items()},
         **{(np.dtype(np.float64), op): c for op, c in _C_NAMES.items()},
         (np.dtype(np.float64), "log"): "log", (np.dtype(np.float64), "erf"): "erf"}
-INT_OPS = frozenset({"neg", "invert", "add", "sub", "mul", "pow", "idiv", "mod", "max", "min", "and", "or", "xor",
-                     "lt", "le", "eq", "ne", "where", "shl", "shr", "sign", "fmod"})
-INDEX_OPS = frozenset({"add", "sub", "mul", "idiv", "mod", "min", "max", "neg", "lt", "le", "eq", "ne", "where"})
-BOOL_OPS = frozenset({"invert", "and", "or", "xor", "max", "min", "add", "mul", "lt", "le", "eq", "ne", "where"})
-KERNEL_OPS = frozenset({"param", "const", "global", "range", "endrange", "acc", "update", "local", "load",
-                        "store", "cast", "table", "bound"})
+INT_OPS = frozenset({KOp.NEG, KOp.INVERT, KOp.ADD, KOp.SUB, KOp.MUL, KOp.POW, KOp.IDIV, KOp.MOD, KOp.MAX, KOp.MIN,
+                     KOp.AND, KOp.OR, KOp.XOR, KOp.LT, KOp.LE, KOp.EQ, KOp.NE, KOp.WHERE, KOp.SHL, KOp.SHR,
+                     KOp.SIGN, KOp.FMOD})
+INDEX_OPS = frozenset({KOp.ADD, KOp.SUB, KOp.MUL, KOp.IDIV, KOp.MOD, KOp.MIN, KOp.MAX, KOp.NEG, KOp.LT, KOp.LE,
+                       KOp.EQ, KOp.NE, KOp.WHERE})
+BOOL_OPS = frozenset({KOp.INVERT, KOp.AND, KOp.OR, KOp.XOR, KOp.MAX, KOp.MIN, KOp.ADD, KOp.MUL, KOp.LT, KOp.LE,
+                      KOp.EQ, KOp.NE, KOp.WHERE})
+KERNEL_OPS = frozenset({KOp.PARAM, KOp.CONST, KOp.GLOBAL, KOp.RANGE, KOp.ENDRANGE, KOp.ACC, KOp.UPDATE, KOp.LOCAL,
+                        KOp.LOAD, KOp.STORE, KOp.CAST, KOp.TABLE, KOp.BOUND})
 INTRINSIC = {"abs": "llvm.fabs", "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
              "trunc": "llvm.trunc", "rint": "llvm.rint"}
 FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
@@ -148,11 +153,11 @@ def cast(b: ir.IRBuilder, v, src: np.dtype, dst: np.dtype):
 def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
     dt = computed(dt)
     t = a[0].type
-    if op in ("add", "sub", "mul", "div"):
+    if op in (KOp.ADD, KOp.SUB, KOp.MUL, KOp.DIV):
         return getattr(b, "f" + op)(a[0], a[1], flags=STRICT)
-    if op == "neg":
+    if op == KOp.NEG:
         return b.fneg(a[0], flags=STRICT)
-    if op == "recip":
+    if op == KOp.RECIP:
         return b.fdiv(ir.Constant(t, 1.0), a[0], flags=STRICT)
     if op in INTRINSIC:
         return b.call(b.module.declare_intrinsic(INTRINSIC[op], [t]), a)
@@ -163,29 +168,29 @@ def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         except KeyError:
             fn = ir.Function(b.module, ir.FunctionType(t, [t] * len(a)), name)
         return b.call(fn, a)
-    if op in ("copysign", "pow"):   # (Numba's x ** y on floats: llvm.pow, libm's pow or powf)
+    if op in (KOp.COPYSIGN, KOp.POW):   # (Numba's x ** y on floats: llvm.pow, libm's pow or powf)
         return b.call(b.module.declare_intrinsic(f"llvm.{op}", [t], ir.FunctionType(t, [t, t])), a)
-    if op in ("idiv", "mod"):
+    if op in (KOp.IDIV, KOp.MOD):
         return _float_divide(b, op, a[0], a[1])
-    if op == "fmod":   # np.fmod: C's fmod (Numba's np_real_fmod_impl), NaN for a zero divisor
+    if op == KOp.FMOD:   # np.fmod: C's fmod (Numba's np_real_fmod_impl), NaN for a zero divisor
         return b.frem(a[0], a[1])
-    if op == "sign":   # codegen.numba's: 1, -1, +0 for either zero, a NaN itself
+    if op == KOp.SIGN:   # codegen.numba's: 1, -1, +0 for either zero, a NaN itself
         x, zero = a[0], ir.Constant(t, 0.0)
         small = b.select(b.fcmp_ordered("==", x, zero), zero, x)
         return b.select(b.fcmp_ordered(">", x, zero), ir.Constant(t, 1.0),
                         b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), small))
-    if op in ("max", "min"):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
-        take = b.or_(b.fcmp_ordered(">" if op == "max" else "<", a[0], a[1]), b.fcmp_unordered("!=", a[0], a[0]))
+    if op in (KOp.MAX, KOp.MIN):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
+        take = b.or_(b.fcmp_ordered(">" if op == KOp.MAX else "<", a[0], a[1]), b.fcmp_unordered("!=", a[0], a[0]))
         return b.select(take, a[0], a[1])
     if op in FCMP:   # Python's: ordered, but != is true with a NaN
-        compare = b.fcmp_unordered if op == "ne" else b.fcmp_ordered
+        compare = b.fcmp_unordered if op == KOp.NE else b.fcmp_ordered
         return compare(FCMP[op], a[0], a[1])
-    if op == "isnan":
+    if op == KOp.ISNAN:
         return b.fcmp_unordered("uno", a[0], a[0])
-    if op == "isinf":
+    if op == KOp.ISINF:
         fabs = b.call(b.module.declare_intrinsic("llvm.fabs", [t]), a)
         return b.fcmp_ordered("==", fabs, ir.Constant(t, float("inf")))
-    if op == "signbit":
+    if op == KOp.SIGNBIT:
         bits = ir.IntType(8 * dt.itemsize)
         return b.icmp_signed("<", b.bitcast(a[0], bits), ir.Constant(bits, 0))
     raise AssertionError(op)
@@ -193,17 +198,17 @@ def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
 
 def index_op(b: ir.IRBuilder, op: str, a: list):
     """Index arithmetic (simt.index_values): int64, never overflowing; // and % round toward -inf (Python's)."""
-    if op in ("add", "sub", "mul"):
+    if op in (KOp.ADD, KOp.SUB, KOp.MUL):
         return getattr(b, op)(a[0], a[1], flags=("nsw",))
-    if op == "neg":
+    if op == KOp.NEG:
         return b.sub(ir.Constant(I64, 0), a[0], flags=("nsw",))
-    if op in ("idiv", "mod"):
+    if op in (KOp.IDIV, KOp.MOD):
         zero = ir.Constant(I64, 0)
         d = b.select(b.icmp_signed("==", a[1], zero), ir.Constant(I64, 1), a[1])   # (never 0: an axis size)
         q, r = b.sdiv(a[0], d), b.srem(a[0], d)
         fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
                                                                     b.icmp_signed("<", d, zero)))
-        if op == "idiv":
+        if op == KOp.IDIV:
             return b.sub(q, b.zext(fix, I64))
         return b.add(r, b.select(fix, d, zero))
     return int_op(b, op, a, np.dtype(np.int64))
@@ -213,32 +218,32 @@ def int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
     """Integer data ops in the dtype's width: they wrap like NumPy's (Numba computes narrow ones in int64 and
     narrows: the same low bits)."""
     t = a[0].type
-    if op in ("add", "sub", "mul"):
+    if op in (KOp.ADD, KOp.SUB, KOp.MUL):
         return getattr(b, op)(a[0], a[1])
-    if op == "neg":
+    if op == KOp.NEG:
         return b.sub(ir.Constant(t, 0), a[0])
-    if op == "invert":
+    if op == KOp.INVERT:
         return b.xor(a[0], ir.Constant(t, -1))
-    if op in ("and", "or", "xor"):
-        return getattr(b, op + "_" if op != "xor" else op)(a[0], a[1])
-    if op in ("idiv", "mod", "fmod"):
+    if op in (KOp.AND, KOp.OR, KOp.XOR):
+        return getattr(b, op + "_" if op != KOp.XOR else op)(a[0], a[1])
+    if op in (KOp.IDIV, KOp.MOD, KOp.FMOD):
         return _int_divide(b, op, a[0], a[1], dt)
     compare = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
     zero = ir.Constant(t, 0)
-    if op in ("shl", "shr"):   # codegen.numba's _SHIFTS: by the width or more (or a negative count), 0 or -1
+    if op in (KOp.SHL, KOp.SHR):   # codegen.numba's _SHIFTS: by the width or more (or a negative count), 0 or -1
         inside = b.icmp_unsigned("<", a[1], ir.Constant(t, 8 * dt.itemsize))   # (a negative count is huge)
         count = b.select(inside, a[1], zero)   # LLVM's shift by the width or more is poison
-        if op == "shl":
+        if op == KOp.SHL:
             return b.select(inside, b.shl(a[0], count), zero)
         if dt.kind == "u":
             return b.select(inside, b.lshr(a[0], count), zero)
         beyond = b.select(b.icmp_signed("<", a[0], zero), ir.Constant(t, -1), zero)
         return b.select(inside, b.ashr(a[0], count), beyond)
-    if op == "sign":
+    if op == KOp.SIGN:
         one = b.select(compare(">", a[0], zero), ir.Constant(t, 1), zero)
         return one if dt.kind == "u" else b.select(b.icmp_signed("<", a[0], zero), ir.Constant(t, -1), one)
-    if op in ("max", "min"):
-        return b.select(compare(">" if op == "max" else "<", a[0], a[1]), a[0], a[1])
+    if op in (KOp.MAX, KOp.MIN):
+        return b.select(compare(">" if op == KOp.MAX else "<", a[0], a[1]), a[0], a[1])
     if op in FCMP:
         return compare(FCMP[op], a[0], a[1])
     raise AssertionError(op)
@@ -254,16 +259,16 @@ def _int_divide(b: ir.IRBuilder, op: str, x, y, dt: np.dtype):
     if dt.kind == "u":
         by_zero = b.icmp_unsigned("==", y, zero)
         d = b.select(by_zero, one, y)
-        return b.select(by_zero, zero, b.udiv(x, d) if op == "idiv" else b.urem(x, d))   # (fmod: % unsigned)
+        return b.select(by_zero, zero, b.udiv(x, d) if op == KOp.IDIV else b.urem(x, d))   # (fmod: % unsigned)
     by_zero, by_minus_one = b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(t, -1))
     special = b.or_(by_zero, by_minus_one)
     d = b.select(special, one, y)
     q, r = b.sdiv(x, d), b.srem(x, d)
-    if op == "fmod":
+    if op == KOp.FMOD:
         return b.select(special, zero, r)
     fix = b.and_(b.icmp_signed("!=", r, zero),
                  b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
-    if op == "idiv":
+    if op == KOp.IDIV:
         q = b.sub(q, b.zext(fix, t))
         return b.select(by_zero, zero, b.select(by_minus_one, b.sub(zero, x), q))
     return b.select(special, zero, b.select(fix, b.add(r, d), r))
@@ -276,7 +281,7 @@ def _float_divide(b: ir.IRBuilder, op: str, x, y):
     t = x.type
     zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
     mod = b.frem(x, y)
-    if op == "mod":
+    if op == KOp.MOD:
         by_zero = mod   # fmod(x, 0) is NaN, which Numba returns
     else:
         by_zero = b.fdiv(x, y)
@@ -284,7 +289,7 @@ def _float_divide(b: ir.IRBuilder, op: str, x, y):
     mod_true = b.fcmp_unordered("!=", mod, zero)
     y_neg = b.fcmp_ordered("<", y, zero)
     fix = b.and_(mod_true, b.icmp_unsigned("!=", y_neg, b.fcmp_ordered("<", mod, zero)))
-    if op == "mod":
+    if op == KOp.MOD:
         moved = b.select(fix, b.fadd(mod, y), mod)
         result = b.select(mod_true, moved, b.select(y_neg, ir.Constant(t, -0.0), zero))
     else:
@@ -297,13 +302,13 @@ def _float_divide(b: ir.IRBuilder, op: str, x, y):
 
 
 def bool_op(b: ir.IRBuilder, op: str, a: list):
-    if op in ("max", "or", "add"):
+    if op in (KOp.MAX, KOp.OR, KOp.ADD):
         return b.or_(a[0], a[1])
-    if op in ("min", "and", "mul"):
+    if op in (KOp.MIN, KOp.AND, KOp.MUL):
         return b.and_(a[0], a[1])
-    if op == "xor":
+    if op == KOp.XOR:
         return b.xor(a[0], a[1])
-    if op == "invert":
+    if op == KOp.INVERT:
         return b.xor(a[0], ir.Constant(I1, 1))
     return b.icmp_unsigned(FCMP[op], a[0], a[1])
 
@@ -319,4 +324,4 @@ def combine(b: ir.IRBuilder, red: str, adt: np.dtype, cur, v):
             return b.fmul(cur, v, flags=STRICT)
         return float_op(b, red, [v, cur], adt)
     op = {"sum": "add", "prod": "mul"}.get(red, red)
-    return int_op(b, op, [v, cur] if op in ("max", "min") else [cur, v], adt)
+    return int_op(b, op, [v, cur] if op in (KOp.MAX, KOp.MIN) else [cur, v], adt)

@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 from llvmlite import ir
 
-from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Kernel, faults, has_atomics
+from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, KOp, Kernel, faults, has_atomics
 from tracejit.codegen.cpu import llvm_math
 from tracejit.codegen.cpu.llvm_ops import (
     BOOL_OPS,
@@ -77,18 +77,18 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, paralle
         op = x.op
         if not _supported_dtype(x.dtype):
             return f"%{i} is {x.dtype}"
-        if op in ("update", "store") and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype \
-                or op == "load" and x.dtype != ins[x.srcs[0]].dtype:
+        if op in (KOp.UPDATE, KOp.STORE) and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype \
+                or op == KOp.LOAD and x.dtype != ins[x.srcs[0]].dtype:
             return f"%{i} converts between its value's and its memory's dtypes"
         if op in KERNEL_OPS:
-            if op == "local" and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
+            if op == KOp.LOCAL and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
                 return "a scratch row is on the heap"
             continue
         if op not in ALU:
             return f"op {op}"
         if op not in _op_table(ins, i, index):
             return f"op {op} on {ins[x.srcs[-1]].dtype if x.srcs else x.dtype}"
-        operands = [ins[s].dtype for s in x.srcs[1:]] if op == "where" else [ins[s].dtype for s in x.srcs]
+        operands = [ins[s].dtype for s in x.srcs[1:]] if op == KOp.WHERE else [ins[s].dtype for s in x.srcs]
         if len(set(operands)) > 1:
             return f"%{i} mixes operand dtypes"
     return _escapes(ins)
@@ -102,7 +102,7 @@ def _itemsize(x) -> int:
 
 def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
     x = ins[i]
-    src = computed(ins[x.srcs[1] if x.op == "where" else x.srcs[0]].dtype)
+    src = computed(ins[x.srcs[1] if x.op == KOp.WHERE else x.srcs[0]].dtype)
     if i in index:
         return INDEX_OPS
     if src == np.bool_:
@@ -118,17 +118,17 @@ def _escapes(ins) -> str | None:
     scope_of: dict[int, tuple[int, ...]] = {}
     open_loops: list[int] = []
     for i, x in enumerate(ins):
-        if x.op == "endrange":
+        if x.op == KOp.ENDRANGE:
             open_loops.pop()
             continue
         for s in x.srcs:
-            if ins[s].op in ("acc", "local", "param", "const", "update", "table"):
+            if ins[s].op in (KOp.ACC, KOp.LOCAL, KOp.PARAM, KOp.CONST, KOp.UPDATE, KOp.TABLE):
                 continue
             scope = scope_of.get(s, ())
             if tuple(open_loops[:len(scope)]) != scope:
                 return f"%{s} is read outside its loop"
         scope_of[i] = tuple(open_loops)
-        if x.op in ("global", "range"):
+        if x.op in (KOp.GLOBAL, KOp.RANGE):
             open_loops.append(i)
             scope_of[i] = tuple(open_loops)
     return None
@@ -172,7 +172,7 @@ class _Emitter:
         self.buffers = fn.args[2 + len(slots):2 + len(slots) + len(kernel.params)]
         self.record = fn.args[-1] if faults(kernel) else None
         self.index = index_values(self.ins)
-        self.scanned = {x.srcs[0] for x in self.ins if x.op == "update" and x.dtype is not None}
+        self.scanned = {x.srcs[0] for x in self.ins if x.op == KOp.UPDATE and x.dtype is not None}
         self.totals16 = float16_totals(self.ins)   # float16 sums and products, rounded where read
         self.rows = row_loops(self.ins, symbolic, self.scanned, ordered_always=True)
         self.plain = False   # inside the in-order copy of a loop (rows.ordered): no step reassociates
@@ -190,7 +190,7 @@ class _Emitter:
 
     # -- structure --
     def run(self) -> None:
-        free = {i for i, x in enumerate(self.ins) if x.op in ("param", "const")}
+        free = {i for i, x in enumerate(self.ins) if x.op in (KOp.PARAM, KOp.CONST)}
         for i in free:   # (values anywhere: what is hoisted before the global loop reads them)
             self.instr(i, self.ins[i])
         self.span(0, len(self.ins), free)
@@ -202,11 +202,11 @@ class _Emitter:
     def span(self, start: int, stop: int, skip: set[int]) -> None:
         """Instructions start..stop-1; a loop of rows.ordered twice: in order where its extent is below 8,
         as written otherwise (codegen.numba's _in_order_below)."""
-        ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == "endrange"}
+        ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == KOp.ENDRANGE}
         i = start
         while i < stop:
             x = self.ins[i]
-            if x.op == "range" and i in self.rows.ordered and i != start:   # (start: this is its copy)
+            if x.op == KOp.RANGE and i in self.rows.ordered and i != start:   # (start: this is its copy)
                 b = self.b
                 short, long, joined = (self.fn.append_basic_block(n) for n in ("short", "long", "joined"))
                 b.cbranch(b.icmp_signed("<", self.extent(i), ir.Constant(I64, ORDERED_BELOW)), short, long)
@@ -256,9 +256,9 @@ class _Emitter:
     def value(self, j: int) -> ir.Value:
         """Instruction j's value where it is read: an accumulator's current value is loaded there."""
         x = self.ins[j]
-        if x.op == "update":   # a scan's running value: its accumulator after the update
+        if x.op == KOp.UPDATE:   # a scan's running value: its accumulator after the update
             return self.value(x.srcs[0])
-        if x.op != "acc":
+        if x.op != KOp.ACC:
             return self.values[j]
         b, dt = self.b, x.dtype
         v = b.load(self.slots[j])
@@ -276,11 +276,11 @@ class _Emitter:
     # -- instructions --
     def instr(self, i: int, x) -> None:
         b, op, s, dt, rows = self.b, x.op, x.srcs, x.dtype, self.rows
-        if op == "param":
+        if op == KOp.PARAM:
             self.values[i] = self.buffers[x.arg]
-        elif op == "const":
+        elif op == KOp.CONST:
             self.values[i] = self.sizes.get((i, -1)) or constant(x.arg, dt)
-        elif op == "global":
+        elif op == KOp.GLOBAL:
             for j in sorted(self.before):   # loop-invariant values, once before the loop (codegen.numba)
                 self.instr(j, self.ins[j])
             var, state = self.open_loop(self.start, self.stop)
@@ -288,7 +288,7 @@ class _Emitter:
             b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])   # numba_math.nonnegative_index
             self.values[i] = var
             self.loops[i] = [state]
-        elif op == "range":
+        elif op == KOp.RANGE:
             extent, opened = self.extent(i), []
             start = ir.Constant(I64, 0)
             if i in rows.split:   # blocks of the row, each summed in float32
@@ -303,7 +303,7 @@ class _Emitter:
             var, state = self.open_loop(start, extent)
             self.values[i] = var
             self.loops[i] = opened + [state]
-        elif op == "endrange":
+        elif op == KOp.ENDRANGE:
             r = s[0]
             opened = self.loops.pop(r)
             self.close_loop(opened.pop())
@@ -312,7 +312,7 @@ class _Emitter:
                 b.store(total, self.slots[acc])
             for state in reversed(opened):
                 self.close_loop(state)
-        elif op == "acc":
+        elif op == KOp.ACC:
             wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
                     and (i in rows.long_sums or dt != np.float32))
             self.wide[i] = wide
@@ -326,18 +326,18 @@ class _Emitter:
             b.store(constant(x.arg[1], np.dtype(np.float64) if wide else dt), self.slots[i])
             if i in self.nan:
                 b.store(ir.Constant(I1, 0), self.nan[i])
-        elif op == "update":
+        elif op == KOp.UPDATE:
             self.update(i, x)
-        elif op == "local":
+        elif op == KOp.LOCAL:
             from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
             wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             self.wide[i] = wide
             ty = F64 if wide else value_type(dt)   # (float16: float32 values, as codegen.numba's row)
             count = STACK_SCRATCH_MAX // (8 if wide else computed(dt).itemsize) if (i, 0) in self.sizes else x.arg[0]
             self.slots[i] = self.slot(ty, count, align=64)
-        elif op == "load":
+        elif op == KOp.LOAD:
             v = b.load(self.element(s[0], s[1]))
-            if self.ins[s[0]].op == "local":
+            if self.ins[s[0]].op == KOp.LOCAL:
                 if self.wide[s[0]]:
                     v = b.fptrunc(v, value_type(dt))
                 if dt == np.float16 and self.ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
@@ -347,9 +347,9 @@ class _Emitter:
             elif dt == np.bool_:
                 v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
             self.values[i] = v
-        elif op == "store":
+        elif op == KOp.STORE:
             ptr, v = self.element(s[0], s[1]), self.value(s[2])
-            if self.ins[s[0]].op == "local":
+            if self.ins[s[0]].op == KOp.LOCAL:
                 if self.wide[s[0]]:
                     v = b.fpext(v, F64)
             elif self.ins[s[2]].dtype == np.float16:
@@ -357,23 +357,23 @@ class _Emitter:
             elif self.ins[s[2]].dtype == np.bool_:
                 v = b.zext(v, I8)
             b.store(v, ptr)
-        elif op == "cast":
+        elif op == KOp.CAST:
             self.values[i] = cast(b, self.value(s[0]), self.ins[s[0]].dtype, dt)
-        elif op == "table":   # a constant array in the module, from its exact bytes
+        elif op == KOp.TABLE:   # a constant array in the module, from its exact bytes
             data = bytearray(x.arg.data)
             table = ir.GlobalVariable(self.fn.module, ir.ArrayType(I8, len(data)), f"table.{x.arg.name}")
             table.initializer = ir.Constant(table.value_type, data)
             table.global_constant, table.linkage = True, "internal"
             table.align = 64
             self.values[i] = b.bitcast(table, ir.PointerType(memory_type(dt)))
-        elif op == "bound":
+        elif op == KOp.BOUND:
             self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].dtype,
                                         self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
         else:
             self.values[i] = self.alu(i, x)
 
     def element(self, buffer: int, index: int) -> ir.Value:
-        base = self.slots[buffer] if self.ins[buffer].op == "local" else self.values[buffer]
+        base = self.slots[buffer] if self.ins[buffer].op == KOp.LOCAL else self.values[buffer]
         return self.b.gep(base, [self.value(index)], inbounds=True)
 
     def fault(self, ok, code: int, value) -> None:
@@ -420,8 +420,8 @@ class _Emitter:
         """An accumulator's step (codegen.numba's update): into its memory, or into a scratch row's element."""
         b, ins = self.b, self.ins
         acc = ins[x.srcs[0]]
-        red, adt = (acc.arg[0], acc.dtype) if acc.op == "acc" else (acc.arg[1], acc.dtype)
-        ptr = self.slots[x.srcs[0]] if acc.op == "acc" else self.element(x.srcs[0], x.srcs[1])
+        red, adt = (acc.arg[0], acc.dtype) if acc.op == KOp.ACC else (acc.arg[1], acc.dtype)
+        ptr = self.slots[x.srcs[0]] if acc.op == KOp.ACC else self.element(x.srcs[0], x.srcs[1])
         v = self.value(x.srcs[-1])
         wide = self.wide[x.srcs[0]]
         if x.srcs[0] in self.blocked:
@@ -450,8 +450,8 @@ class _Emitter:
     def alu(self, i: int, x) -> ir.Value:
         b, op = self.b, x.op
         a = [self.value(j) for j in x.srcs]
-        src = computed(self.ins[x.srcs[1] if op == "where" else x.srcs[0]].dtype)
-        if op == "where":
+        src = computed(self.ins[x.srcs[1] if op == KOp.WHERE else x.srcs[0]].dtype)
+        if op == KOp.WHERE:
             return b.select(a[0], a[1], a[2])
         if src == np.bool_:
             return bool_op(b, op, a)
@@ -463,7 +463,7 @@ class _Emitter:
             return out
         if i in self.index:
             return index_op(b, op, a)
-        if op == "pow":
+        if op == KOp.POW:
             return self.int_power(a[0], a[1], src)
         return int_op(b, op, a, src)
 

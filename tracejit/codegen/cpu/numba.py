@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, Kernel, faults
+from tracejit.ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, KOp, Kernel, faults
 from tracejit.ir.ops import ROUNDS_TO_FLOAT16
 from tracejit.codegen.cpu import native as numba_native
 from tracejit.codegen.cpu.rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
@@ -49,7 +49,7 @@ _OPS = {
 # Ops Numba computes in float32 when every operand is float32, as NumPy does: their result needs no
 # np.float32(...) around it. Each such call was a call for Numba to type and lower: a float32 layernorm's
 # kernel compiled in 214 ms without them, 247 ms with.
-_FLOAT_CLOSED = frozenset({"add", "sub", "mul", "div", "neg"})
+_FLOAT_CLOSED = frozenset({KOp.ADD, KOp.SUB, KOp.MUL, KOp.DIV, KOp.NEG})
 # Integer ops whose Python/LLVM form differs from NumPy's: x // -1 and x % -1 overflow for the minimum
 # (NumPy wraps, giving it back, and 0), sign of an unsigned value, C's truncating fmod, and shifts by
 # the width or more (NumPy: 0, or -1 for >> of a negative value)
@@ -108,9 +108,9 @@ def slot_argument(kernel: Kernel, slot: tuple[int, int]) -> np.dtype | None:
     reduction's length: which accumulator width, which the source shows)."""
     i, j = slot
     x = kernel.instrs[i]
-    if x.op == "local" and j == 2 or x.op == "global":   # the global size is an argument always (tj_size)
+    if x.op == KOp.LOCAL and j == 2 or x.op == KOp.GLOBAL:   # the global size is an argument always (tj_size)
         return None
-    if x.op == "const":
+    if x.op == KOp.CONST:
         return np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
     return INDEX
 
@@ -130,7 +130,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     lines: list[str] = []
     depth = 1
     before = _before_global_loop(ins)
-    scanned = {x.srcs[0] for x in ins if x.op == "update" and x.dtype is not None}   # adds in order, as NumPy's
+    scanned = {x.srcs[0] for x in ins if x.op == KOp.UPDATE and x.dtype is not None}   # adds in order, as NumPy's
     totals16 = float16_totals(ins)
     rows = row_loops(ins, symbolic, scanned)
     reorderable, long_sums, blocks, opaque, split = (rows.reorderable, rows.long_sums, rows.blocks, rows.opaque,
@@ -149,17 +149,17 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     for i, x in enumerate(ins):
         op, s, dt = x.op, x.srcs, x.dtype
         a = [names[j] for j in s]
-        if op == "param":
+        if op == KOp.PARAM:
             names[i] = params[x.arg]
             continue
-        if op == "const":
+        if op == KOp.CONST:
             names[i] = symbolic.get((i, -1)) or _literal(x.arg, dt)
             continue
-        if op == "table":   # a module-level array (render_module), which numba freezes into the code
+        if op == KOp.TABLE:   # a module-level array (render_module), which numba freezes into the code
             names[i] = x.arg.name
             continue
         name = f"v{i}"
-        if op == "global":
+        if op == KOp.GLOBAL:
             at_global = len(lines)
             if loop == "chunks":   # one chunk of the range per call, the chunks on threads (runtime/numba/threads.py)
                 out(f"for {name}_ in range(tj_start, tj_stop):")
@@ -169,7 +169,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 if vectors512 and loop == "prange":   # the loop's body is a function of its own (Numba's parfor)
                     out("    wide_vectors()")
             depth += 1
-        elif op == "range":
+        elif op == KOp.RANGE:
             extent = symbolic.get((i, 0)) or x.arg[0]
             if i in rows.ordered:
                 ordered_at[i] = len(lines)
@@ -183,7 +183,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 out(f"v{acc}_block = np.float32(0.0)")
             out(f"for {name} in range({extent}):")
             depth += 1
-        elif op == "endrange":
+        elif op == KOp.ENDRANGE:
             depth -= 1
             for acc in blocks.get(s[0], ()):
                 out(f"v{acc} += np.float64(v{acc}_block)")
@@ -192,7 +192,7 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
             if s[0] in ordered_at:
                 lines[ordered_at[s[0]]:] = _in_order_below(lines[ordered_at[s[0]]:], symbolic[(s[0], 0)], depth)
             continue
-        elif op == "acc":
+        elif op == KOp.ACC:
             wide = wide_accumulator(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
             acc_wide[i] = wide
             out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
@@ -203,17 +203,17 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 out(f"{name}_nan = False")
                 names[i] = f"({name} if not {name}_nan else {_ctype(dt)}(np.nan))"
             continue
-        elif op == "update":  # (acc, value) or (local, index, value)
+        elif op == KOp.UPDATE:  # (acc, value) or (local, index, value)
             acc = ins[s[0]]
-            red = acc.arg[0] if acc.op == "acc" else acc.arg[1]
+            red = acc.arg[0] if acc.op == KOp.ACC else acc.arg[1]
             adt = acc.dtype
-            target = f"v{s[0]}" if acc.op == "acc" else _element(a[0], ins[s[1]], a[1])
+            target = f"v{s[0]}" if acc.op == KOp.ACC else _element(a[0], ins[s[1]], a[1])
             v, a[0] = a[-1], target
             if s[0] in blocked:   # float32 lanes over one block of the row, added in float64 per block
                 a[0] = f"{a[0]}_block"
             elif acc_wide[s[0]]:
                 v = f"np.float64({v})"
-            if acc.op == "acc" and _nan_apart(acc, s[0] in scanned):
+            if acc.op == KOp.ACC and _nan_apart(acc, s[0] in scanned):
                 out(f"{a[0]} = {red}_step({a[0]}, {v})")
                 out(f"{a[0]}_nan |= {v} != {v}")
             elif i in reorderable:
@@ -224,14 +224,14 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 out(f"{a[0]} = {_combine(red, adt, a[0], v)}")
             names[i] = names[s[0]]   # a scan's running value: the accumulator as read back
             continue
-        elif op == "atomic":   # the global loop is serial (render_module's caller): updates in NumPy's order
+        elif op == KOp.ATOMIC:   # the global loop is serial (render_module's caller): updates in NumPy's order
             ref, bdt = _element(a[0], ins[s[1]], a[1]), ins[s[0]].dtype
             if bdt == np.float16:
                 out(f"{ref} = f32_to_f16({_combine(x.arg, bdt, f'f16_to_f32({ref})', a[2])})")
             else:
                 out(f"{ref} = {_combine(x.arg, bdt, ref, a[2])}")
             continue
-        elif op == "local":
+        elif op == KOp.LOCAL:
             # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
             wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
             acc_wide[i] = wide
@@ -246,32 +246,32 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
                 pre.append("    " + scratch)
             else:   # prange's iterations run on several threads at once: one each
                 out(scratch)
-        elif op == "load":
+        elif op == KOp.LOAD:
             val = _element(a[0], ins[s[1]], a[1])
-            if ins[s[0]].op == "local":
+            if ins[s[0]].op == KOp.LOCAL:
                 val = f"{_ctype(dt)}({val})" if acc_wide[s[0]] else val
                 if dt == np.float16 and ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
                     val = f"round_f16({val})"
             elif dt == np.float16:
                 val = f"f16_to_f32({val})"
             out(f"{name} = {val}")
-        elif op == "sort":
+        elif op == KOp.SORT:
             out(f"sort_row({a[0]}, {a[1] if len(s) == 2 else None}, {symbolic.get((i, -1)) or x.arg})")
             continue
-        elif op == "store":
+        elif op == KOp.STORE:
             val = a[2]
-            if ins[s[0]].op == "local":
+            if ins[s[0]].op == KOp.LOCAL:
                 val = f"np.float64({val})" if acc_wide[s[0]] else val
             elif ins[s[2]].dtype == np.float16:
                 val = f"f32_to_f16({val})"
             out(f"{_element(a[0], ins[s[1]], a[1])} = {val}")
             continue
-        elif op == "bound":
+        elif op == KOp.BOUND:
             out(f"{name} = bound_index({a[0]}, {symbolic.get((i, 0)) or x.arg[0]}, {x.arg[1].code}, tj_error)")
-        elif op == "pow" and dt.kind == "i":   # NumPy raises for a negative exponent
+        elif op == KOp.POW and dt.kind == "i":   # NumPy raises for a negative exponent
             exponent = f"nonnegative_exponent({a[1]}, {NEGATIVE_POWER.code}, tj_error)"
             out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].dtype)}")
-        elif op == "cast":
+        elif op == KOp.CAST:
             out(f"{name} = {_cast(a[0], ins[s[0]].dtype, dt)}")
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
             out(f"{name} = {_cast(_alu(op, a, dt, ins[s[0]].dtype), np.dtype('float32'), dt)}")
@@ -312,13 +312,13 @@ def _element(buffer: str, index: Instr, text: str) -> str:
     one makes Numba test it for a negative value to wrap, per element: the test stops LLVM from proving a
     row's accesses contiguous, and a row loop inside numba.prange (whose variable LLVM knows nothing
     about) became gathers and scatters, 6-10x slower than contiguous loads (measured at 4096x1024)."""
-    if index.op == "const":
+    if index.op == KOp.CONST:
         return f"{buffer}[{text}]"
     return f"{buffer}[numba.uint64({text})]"
 
 
-_STAYS = frozenset({"param", "const", "table", "global", "range", "endrange", "acc", "update", "local", "store",
-                    "sort"})
+_STAYS = frozenset({KOp.PARAM, KOp.CONST, KOp.TABLE, KOp.GLOBAL, KOp.RANGE, KOp.ENDRANGE, KOp.ACC, KOp.UPDATE,
+                    KOp.LOCAL, KOp.STORE, KOp.SORT})
 
 
 def _before_global_loop(ins) -> set[int]:
@@ -327,19 +327,19 @@ def _before_global_loop(ins) -> set[int]:
     from stalling: a 65-iteration loop repeating a float16 round trip of one broadcast value took it
     over 100 s to optimise (issue 15), and under a second with the value computed before the loop.
     Only where the loop runs at least once, so nothing is computed that the kernel would not."""
-    glob = next((i for i, x in enumerate(ins) if x.op == "global"), None)
+    glob = next((i for i, x in enumerate(ins) if x.op == KOp.GLOBAL), None)
     if glob is None or not isinstance(ins[glob].arg, int) or ins[glob].arg < 1:
         return set()
-    free = {i for i, x in enumerate(ins) if x.op in ("param", "const", "table")}
+    free = {i for i, x in enumerate(ins) if x.op in (KOp.PARAM, KOp.CONST, KOp.TABLE)}
     before: set[int] = set()
     inner = 0
     for i in range(glob + 1, len(ins)):
         x = ins[i]
-        if x.op == "range":
+        if x.op == KOp.RANGE:
             inner += 1
-        elif x.op == "endrange":
+        elif x.op == KOp.ENDRANGE:
             inner -= 1
-        elif (inner == 0 and x.op not in _STAYS and not (x.op == "load" and ins[x.srcs[0]].op == "local")
+        elif (inner == 0 and x.op not in _STAYS and not (x.op == KOp.LOAD and ins[x.srcs[0]].op == KOp.LOCAL)
               and all(s in free or s in before for s in x.srcs)):
             before.add(i)
     return before
@@ -372,13 +372,13 @@ def _combine(red: str, adt: np.dtype, cur: str, v: str) -> str:
 def _alu(op: str, a: list[str], dt: np.dtype, src_dt: np.dtype) -> str:
     if src_dt == np.bool_ and op in _BOOL_OPS:
         return _BOOL_OPS[op].format(*a)
-    if op in ("max", "min"):
+    if op in (KOp.MAX, KOp.MIN):
         expr = (_FLOAT_MINMAX if src_dt.kind == "f" else _INT_MINMAX)[op].format(*a)
     elif op in _F32_MATH and dt in (np.float32, np.float16):
         return f"{_F32_MATH[op]}({', '.join(a)})"
     elif op in _F64_MATH and dt == np.float64:
         return f"{_F64_MATH[op]}({', '.join(a)})"
-    elif op == "pow" and dt.kind in "iu":
+    elif op == KOp.POW and dt.kind in "iu":
         expr = f"int_power({a[0]}, {a[1]})"
     elif op in _SHIFTS:
         expr = _SHIFTS[op].format(*a, bits=8 * dt.itemsize)
@@ -436,7 +436,7 @@ def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = Non
     if len(kernels) == 1 and native_enabled() and numba_native.unsupported(*kernels[0], symbolic, parallel) is None:
         return _native_module(*kernels[0], symbolic or {})
     body = "\n\n".join(render(k, loop, symbolic) for k, loop in kernels)
-    tables = {x.arg.name: _table(x.arg) for k, _ in kernels for x in k.instrs if x.op == "table"}
+    tables = {x.arg.name: _table(x.arg) for k, _ in kernels for x in k.instrs if x.op == KOp.TABLE}
     parts = ['"""Generated by tracejit from kernel IR; do not edit."""', "import math", "",
              "import numba", "import numpy as np", ""]
     own = (*_F32_MATH.values(), *_F64_MATH.values(), "round_f16")

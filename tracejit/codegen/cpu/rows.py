@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracejit.codegen.simt.mapping import reorderable_updates
+from tracejit.ir.kernel_ir import KOp
 
 # A float32/float16 sum over a row adds in float32 (LLVM's vector lanes, each summing a few of the row's
 # elements) over blocks of up to BLOCKED_ROW_MAX elements, and the block totals in float64: as accurate as
@@ -46,16 +47,16 @@ def _blocked_sums(ins, reorderable: set[int], scanned: set[int]) -> dict[int, li
     open_ranges: list[int] = []
     depth_at: dict[int, int] = {}
     for i, x in enumerate(ins):
-        if x.op == "range":
+        if x.op == KOp.RANGE:
             open_ranges.append(i)
-        elif x.op == "endrange":
+        elif x.op == KOp.ENDRANGE:
             open_ranges.pop()
-        elif x.op == "acc":
+        elif x.op == KOp.ACC:
             depth_at[i] = len(open_ranges)
-        elif x.op == "update" and i in reorderable and open_ranges:
+        elif x.op == KOp.UPDATE and i in reorderable and open_ranges:
             acc = ins[x.srcs[0]]
             a = x.srcs[0]
-            if acc.op == "acc" and acc.arg[0] == "sum" and wide_accumulator(acc.dtype, "sum") and a not in scanned \
+            if acc.op == KOp.ACC and acc.arg[0] == "sum" and wide_accumulator(acc.dtype, "sum") and a not in scanned \
                     and open_ranges and depth_at[a] == len(open_ranges) - 1:
                 accs = out.setdefault(open_ranges[-1], [])
                 if a not in accs:
@@ -87,9 +88,9 @@ def _opaque_loops(ins) -> set[int]:
     """The ranges whose constant length render hides from LLVM (OPAQUE_EXTENTS)."""
     out, open_ranges, calling = set(), [], set()
     for i, x in enumerate(ins):
-        if x.op == "range":
+        if x.op == KOp.RANGE:
             open_ranges.append(i)
-        elif x.op == "endrange":
+        elif x.op == KOp.ENDRANGE:
             r = open_ranges.pop()
             low, high = OPAQUE_EXTENTS.get(ins[r].arg[1], (1, 0))
             if r not in calling and low <= ins[r].arg[0] <= high:
@@ -119,7 +120,7 @@ def row_loops(ins, symbolic: dict, scanned: set[int], ordered_always: bool = Fal
     row also loops block by block, whatever its length. `ordered_always`: the copy on every host (the native
     renderer's: it does not count on LLVM's choice of epilogue)."""
     reorderable = reorderable_updates(ins)
-    argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == "range"}
+    argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == KOp.RANGE}
     long = {u for u in reorderable_updates(ins, argument_ranges)
             if ins[ins[u].srcs[0]].arg[0] == "sum" and wide_accumulator(ins[ins[u].srcs[0]].dtype, "sum")}
     reorderable |= long
@@ -127,7 +128,7 @@ def row_loops(ins, symbolic: dict, scanned: set[int], ordered_always: bool = Fal
     if ordered_always or host_vector_bytes() < 64:   # the sums that are short where the argument extents are (any extent alike)
         ones = [replace(x, arg=(1, *x.arg[1:])) if i in argument_ranges else x for i, x in enumerate(ins)]
         short = long - reorderable_updates(ones)
-        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == "endrange"}
+        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == KOp.ENDRANGE}
         ordered = {r for r in argument_ranges if any(r < u < ends[r] for u in short)}
     blocks = _blocked_sums(ins, reorderable, scanned)
     split = {r for r in blocks if ins[r].arg[0] > BLOCKED_ROW_MAX or r in argument_ranges}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracejit.errors import DtypeError
+from tracejit.ir.kernel_ir import KOp
 
 _I32, _U32, _F32 = np.dtype("int32"), np.dtype("uint32"), np.dtype("float32")
 _WIDE = frozenset(np.dtype(d) for d in ("int64", "uint64", "float64"))
@@ -122,4 +123,4 @@ def wgsl_element(dt: np.dtype) -> str:
 
 def updated_params(kernel) -> set[int]:
     """The params an ATOMIC updates (WGSL declares their elements atomic)."""
-    return {kernel.instrs[x.srcs[0]].arg for x in kernel.instrs if x.op == "atomic"}
+    return {kernel.instrs[x.srcs[0]].arg for x in kernel.instrs if x.op == KOp.ATOMIC}

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import INDEX
+from tracejit.ir.kernel_ir import INDEX, KOp
 from tracejit.codegen import math_f32
 
 
@@ -48,7 +48,7 @@ def arithmetic(r, op: str, dt: np.dtype) -> str:
         return name
     u = r.t.unsigned[max(4, dt.itemsize)]
     signed = dt.kind == "i"
-    if op == "pow":
+    if op == KOp.POW:
         err = f", int code, {r.error_record} err" if signed else ""
         report = f"{fault(r)}(err, code, ({r.long})b)" if signed else ""
         neg = f"if (b < 0) {{ {report}; return 0; }}\n    " if signed else ""
@@ -56,12 +56,12 @@ def arithmetic(r, op: str, dt: np.dtype) -> str:
                               "    while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }\n"
                               f"    return ({t})r;\n}}")
         return name
-    minus_one = ("    if (b == -1) return " + ("0;" if op == "mod" else f"({t})(({u})0 - ({u})a);") + "\n") \
+    minus_one = ("    if (b == -1) return " + ("0;" if op == KOp.MOD else f"({t})(({u})0 - ({u})a);") + "\n") \
         if signed else ""
-    fix = ("    if (r != 0 && ((r < 0) != (b < 0))) r += b;\n    return r;" if op == "mod" else
+    fix = ("    if (r != 0 && ((r < 0) != (b < 0))) r += b;\n    return r;" if op == KOp.MOD else
            "    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;\n    return q;") if signed else \
-        ("    return r;" if op == "mod" else "    return q;")
-    first = f"    {t} r = a % b;\n" if op == "mod" else f"    {t} q = a / b;\n"
+        ("    return r;" if op == KOp.MOD else "    return q;")
+    first = f"    {t} r = a % b;\n" if op == KOp.MOD else f"    {t} q = a / b;\n"
     r.helpers[name] = f"{q} {t} {name}({t} a, {t} b) {{\n    if (b == 0) return 0;\n{minus_one}{first}{fix}\n}}"
     return name
 

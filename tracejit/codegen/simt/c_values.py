@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from tracejit.errors import DtypeError
-from tracejit.ir.kernel_ir import NEGATIVE_POWER
+from tracejit.ir.kernel_ir import NEGATIVE_POWER, KOp
 from tracejit.ir.size_slots import Slot
 from tracejit.codegen.simt import c_helpers
 from tracejit.codegen import math_f32
@@ -42,8 +42,8 @@ class CValues:
         for slot, _ in sorted(self.symbolic.items()):
             i = slot[0]
             x = self.ins[i]
-            index = x.op == "range" or i in self.index
-            out.append((f"int{self.index_bits}" if index else x.dtype.name, x.arg[0] if x.op == "range" else x.arg))
+            index = x.op == KOp.RANGE or i in self.index
+            out.append((f"int{self.index_bits}" if index else x.dtype.name, x.arg[0] if x.op == KOp.RANGE else x.arg))
         return tuple(out)
 
     def takes(self, slot: Slot) -> bool:
@@ -104,24 +104,24 @@ class CValues:
         return self.minmax(op, dt, a, b)
 
     def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
-        cmp = ">" if op == "max" else "<"
+        cmp = ">" if op == KOp.MAX else "<"
         if dt.kind == "f":  # NaN-propagating, like np.maximum
             # no call: PoCL's isnan is one; `|`, not `||`: no branch, so a select the compiler can vectorise
             return f"((({a}) {cmp} ({b}) | ({a}) != ({a})) ? ({a}) : ({b}))"
         if dt == np.bool_:
-            return f"({a} || {b})" if op == "max" else f"({a} && {b})"
+            return f"({a} || {b})" if op == KOp.MAX else f"({a} && {b})"
         return f"((({a}) {cmp} ({b})) ? ({a}) : ({b}))"
 
     def index_or_order(self, i: int, op: str, a: list[str], src: np.dtype) -> str | None:
         """What every target writes alike: index arithmetic (plain operators: no wrapping or floor rules on
         values that cannot overflow or be negative) and max/min; None for anything else."""
-        if i in self.index and op in ("add", "sub", "mul"):
+        if i in self.index and op in (KOp.ADD, KOp.SUB, KOp.MUL):
             return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
-        if op in ("max", "min"):
+        if op in (KOp.MAX, KOp.MIN):
             return self.minmax(op, src, a[0], a[1])
-        if op in ("idiv", "mod") and i in self.index and self.ins[i].srcs[0] in self.nonneg \
+        if op in (KOp.IDIV, KOp.MOD) and i in self.index and self.ins[i].srcs[0] in self.nonneg \
                 and positive_const(self.ins, self.ins[i].srcs[1]):
-            return f"({a[0]} {'/' if op == 'idiv' else '%'} {a[1]})"
+            return f"({a[0]} {'/' if op == KOp.IDIV else '%'} {a[1]})"
         return None
 
     def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
@@ -131,45 +131,45 @@ class CValues:
             return BOOL_OPS[op].format(*a)
         if op in COMPARISONS:
             return f"({a[0]} {COMPARISONS[op]} {a[1]})"
-        if op == "where":
+        if op == KOp.WHERE:
             return f"({a[0]} ? {a[1]} : {a[2]})"
         plain = self.index_or_order(i, op, a, src)
         if plain is not None:
             return plain
-        if op in ("idiv", "mod"):
+        if op in (KOp.IDIV, KOp.MOD):
             return f"{c_helpers.arithmetic(self, op, dt)}({a[0]}, {a[1]})"
-        if op == "isnan" or op == "isinf":
+        if op == KOp.ISNAN or op == KOp.ISINF:
             if src.kind != "f":
                 return "false"
-            return f"({a[0]} != {a[0]})" if op == "isnan" else \
+            return f"({a[0]} != {a[0]})" if op == KOp.ISNAN else \
                 f"({a[0]} == {self.t.infinity} || {a[0]} == -{self.t.infinity})"
         if dt.kind in "iu":
-            if op in ("add", "sub", "mul"):
+            if op in (KOp.ADD, KOp.SUB, KOp.MUL):
                 return self.wrap_int({"add": "+", "sub": "-", "mul": "*"}[op], a[0], a[1], dt)
-            if op == "neg":
+            if op == KOp.NEG:
                 return self.wrap_int("-", self.literal(0, dt), a[0], dt)
-            if op in ("and", "or", "xor"):
+            if op in (KOp.AND, KOp.OR, KOp.XOR):
                 return f"(({t})({a[0]} {dict(zip(('and', 'or', 'xor'), '&|^'))[op]} {a[1]}))"
-            if op == "invert":
+            if op == KOp.INVERT:
                 return f"(({t})(~{a[0]}))"
-            if op == "abs":
+            if op == KOp.ABS:
                 return f"(({t})({a[0]} < 0 ? {self.wrap_int('-', self.literal(0, dt), a[0], dt)} : {a[0]}))" \
                     if dt.kind == "i" else a[0]
-            if op == "sign":
+            if op == KOp.SIGN:
                 return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
-            if op == "pow":
+            if op == KOp.POW:
                 fault = f", {NEGATIVE_POWER.code}, tj_error" if dt.kind == "i" else ""
                 return f"{c_helpers.arithmetic(self, 'pow', dt)}({a[0]}, {a[1]}{fault})"
-            if op == "fmod":   # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
+            if op == KOp.FMOD:   # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
                 return f"(({a[1]}) == 0{' || (' + a[1] + ') == -1' if dt.kind == 'i' else ''} ? ({t})0 : ({t})({a[0]} % {a[1]}))"
-            if op in ("shl", "shr"):
+            if op in (KOp.SHL, KOp.SHR):
                 return self.shift(op, a, dt)
             raise DtypeError(f"{op} is not defined for {dt.name}")
         # floating point (float16 without half arithmetic is computed in float)
         one = self.literal(1, dt)
-        if op == "recip":
+        if op == KOp.RECIP:
             return f"({one} / {a[0]})"
-        if op == "sign":
+        if op == KOp.SIGN:
             return f"({a[0]} > 0 ? {one} : ({a[0]} < 0 ? -{one} : ({a[0]} == 0 ? {self.literal(0, dt)} : {a[0]})))"
         own = self.o.own_math and op in math_f32.FUNCTIONS or op in self.t.own_functions
         if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
@@ -182,7 +182,7 @@ class CValues:
         a negative value; << computed unsigned, where shifting into the sign bit is defined."""
         t, u, bits = self.ctype(dt), self.t.unsigned[max(4, dt.itemsize)], 8 * dt.itemsize
         inside = f"(({u}){a[1]} < {bits}u)"
-        if op == "shl":
+        if op == KOp.SHL:
             return f"({inside} ? ({t})(({u}){a[0]} << {a[1]}) : ({t})0)"
         over = f"({a[0]} < 0 ? ({t})-1 : ({t})0)" if dt.kind == "i" else f"({t})0"
         return f"({inside} ? ({t})({a[0]} >> {a[1]}) : {over})"
@@ -240,9 +240,9 @@ class CValues:
     def _load(self, s, dt: np.dtype) -> str:
         ptr, idx = self.names[s[0]], self.names[s[1]]
         src = self.ins[s[0]]
-        if src.op == "table":
+        if src.op == KOp.TABLE:
             return self._table_load(ptr, idx, dt)
-        if src.op == "local":
+        if src.op == KOp.LOCAL:
             return f"({ptr}[{idx}] != 0)" if dt == np.bool_ else f"{ptr}[{idx}]"
         if src.arg in self.by_value:
             return f"({ptr} != 0)" if dt == np.bool_ else ptr
@@ -258,7 +258,7 @@ class CValues:
 
     def _store(self, s, a) -> str:
         ptr, idx, val = a
-        if self.ins[s[0]].op == "local":
+        if self.ins[s[0]].op == KOp.LOCAL:
             return f"{ptr}[{idx}] = {val};"
         return self.write(ptr, idx, val, self.ins[s[2]].dtype)
 

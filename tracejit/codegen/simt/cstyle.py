@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from tracejit.errors import DtypeError
-from tracejit.ir.kernel_ir import INDEX, Kernel, faults
+from tracejit.ir.kernel_ir import INDEX, KOp, Kernel, faults
 from tracejit.ir.ops import ROUNDS_TO_FLOAT16
 from tracejit.codegen.simt import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from tracejit.codegen.simt.c_values import CValues
@@ -50,7 +50,7 @@ class _Render(CValues):
         # so that every size shares one source. Not with atomics or fault records, whose updates a padding
         # work-item would make: those check.
         self.clamped = bool(symbolic) and not options.always_check and not faults(kernel) \
-            and not any(x.op == "atomic" for x in kernel.instrs)
+            and not any(x.op == KOp.ATOMIC for x in kernel.instrs)
         self.live = ""   # the condition under which a clamped work-item stores
         long_ranges = long_loops(self.ins, self.symbolic)
         ordered = ordered_loops(self.ins, long_ranges)
@@ -69,7 +69,7 @@ class _Render(CValues):
         self.in_order = False   # rendering a loop's in-order copy
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide, self.blocked, self.laned = m.index, m.nonneg, m.wide, m.blocked, m.laned
-        ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == "endrange"}
+        ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == KOp.ENDRANGE}
         self.ends = ends
         self.float16_totals = float16_totals(self.ins)
         self.reorderable = reorderable_updates(self.ins, long_ranges) - {
@@ -87,7 +87,7 @@ class _Render(CValues):
     def _check_dtypes(self) -> None:
         for i, x in enumerate(self.ins):
             dt = x.dtype
-            by_value = self._by_value_load(i) or x.op == "param" and x.arg in self.by_value
+            by_value = self._by_value_load(i) or x.op == KOp.PARAM and x.arg in self.by_value
             if dt == np.float64 and not self.o.fp64 and not by_value:
                 raise DtypeError(f"float64 is not supported on {self.o.device or 'this device'}: {self.t.no_fp64}; "
                                  "compute in float32 (x.astype(np.float32)) or use another device")
@@ -105,7 +105,7 @@ class _Render(CValues):
         loaded = {i for i in range(len(self.ins)) if self._by_value_load(i) and self.ins[i].dtype == np.float64}
         for x in self.ins:
             used = [j for j in x.srcs if j in loaded]
-            if used and not (x.op == "cast" and x.dtype in (np.float32, np.float16)):
+            if used and not (x.op == KOp.CAST and x.dtype in (np.float32, np.float16)):
                 use = x.op if x.dtype is None else f"{x.op} to {x.dtype.name}"
                 raise DtypeError(f"float64 is not supported on {device or 'this device'}: {why}, and a float64 "
                                  f"scalar argument is used as float64 here ({use}), which float cannot compute as "
@@ -113,7 +113,7 @@ class _Render(CValues):
 
     def _by_value_load(self, i: int) -> bool:
         x = self.ins[i]
-        return x.op == "load" and self.ins[x.srcs[0]].op == "param" and self.ins[x.srcs[0]].arg in self.by_value
+        return x.op == KOp.LOAD and self.ins[x.srcs[0]].op == KOp.PARAM and self.ins[x.srcs[0]].arg in self.by_value
 
     # -- types and literals --
     def ctype(self, dt: np.dtype) -> str:
@@ -229,7 +229,7 @@ class _Render(CValues):
                                     for a in n.accs):
                 self.shared(t.array(f"tj_red_{dt.name}", self.tree_storage(dt), self.local_size, True))
             for i, x in enumerate(ins):
-                if x.op == "local":
+                if x.op == KOp.LOCAL:
                     self.shared(t.array(f"v{i}", self.local_storage(x.dtype), x.arg[0], True))
             self.out(t.let("lid", t.types[i32], t.local_id))
         self.nest_at = {n.ranges[0]: n for n in self.nests}
@@ -274,14 +274,14 @@ class _Render(CValues):
         op, s, dt = x.op, x.srcs, x.dtype
         a = [self.names[j] for j in s]
         name = self.names[i] = f"v{i}"
-        if op == "param":
+        if op == KOp.PARAM:
             self.names[i] = self.k.params[x.arg].name
-        elif op == "const":
+        elif op == KOp.CONST:
             self.names[i] = self.slot(i, -1, x.arg, dt, i in self.index)
-        elif op == "table":
+        elif op == KOp.TABLE:
             self.names[i] = x.arg.name
             self.declare_table(x.arg)
-        elif op == "global":
+        elif op == KOp.GLOBAL:
             if self.lanes > 1:
                 items = self.k.global_size // self.lanes
                 self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
@@ -307,7 +307,7 @@ class _Render(CValues):
                 if launched != self.k.global_size or self.o.always_check and self.mode == "thread":
                     self.size_checked = True
                     self.out(t.guard(f"{name} >= {self.size_value()}", "return;"))
-        elif op == "range":
+        elif op == KOp.RANGE:
             self.level += 1
             n = self.nest_at.get(i)
             if group and n is not None:
@@ -365,7 +365,7 @@ class _Render(CValues):
                 self.out(t.loop(name, self.idx, self.literal(0, i32),
                                 f"{name} < {self.slot(i, 0, x.arg[0], INDEX, True)}", f"{name}++"))
                 self.depth += 1
-        elif op == "endrange":
+        elif op == KOp.ENDRANGE:
             self.level -= 1
             if s[0] not in self.inner:
                 self.depth -= 1
@@ -388,40 +388,40 @@ class _Render(CValues):
                 self.out("}")
             if group and i in self.closes:
                 self._after_nest(self.closes[i])
-        elif op == "acc":
+        elif op == KOp.ACC:
             adt = np.dtype("float64") if i in self.wide else self.acc_dtype(dt)
             self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
             if i in self.wide:  # read back narrowed after the loop, as the numba device does
                 self.names[i] = f"(({self.ctype(dt)}){name})"
             if i in self.float16_totals:   # a float16 total, as NumPy's loop stores it
                 self.names[i] = self.cast(self.names[i], np.dtype("float32"), dt)
-        elif op == "update":
+        elif op == KOp.UPDATE:
             target = ins[s[0]]
-            red = target.arg[0] if target.op == "acc" else target.arg[1]
+            red = target.arg[0] if target.op == KOp.ACC else target.arg[1]
             adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
-            if target.op == "acc" and s[0] in self.laned.values():
+            if target.op == KOp.ACC and s[0] in self.laned.values():
                 lane = f"v{next(r for r, a in self.laned.items() if a == s[0])}_j"
                 self.out(f"v{s[0]}_lane[{lane}] = {self.combine(red, adt, f'v{s[0]}_lane[{lane}]', a[-1])};")
                 self.names[i] = self.names[s[0]]
-            elif target.op == "acc" and s[0] in self.blocked.values():
+            elif target.op == KOp.ACC and s[0] in self.blocked.values():
                 run = f"v{s[0]}_run"
                 step = f"{run} = {self.combine(red, np.dtype('float32'), run, a[-1])};"
                 for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
                     self.out(line)
                 self.names[i] = self.names[s[0]]
-            elif target.op == "acc" and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
+            elif target.op == KOp.ACC and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
                 narrow = self.acc_dtype(target.dtype)
                 total = self.combine(red, narrow, self.cast(f"v{s[0]}", adt, narrow), a[-1])
                 if target.dtype == np.float16:
                     total = self.cast(total, narrow, target.dtype)
                 self.out(f"v{s[0]} = {self.cast(total, narrow, adt)};")
                 self.names[i] = self.names[s[0]]
-            elif target.op == "acc" and target.dtype == np.float16 and x.dtype is not None:
+            elif target.op == KOp.ACC and target.dtype == np.float16 and x.dtype is not None:
                 # a float16 scan: each running total a float16, as NumPy's accumulate stores it
                 total = self.cast(self.combine(red, adt, f"v{s[0]}", a[-1]), adt, target.dtype)
                 self.out(f"v{s[0]} = {self.cast(total, target.dtype, adt)};")
                 self.names[i] = self.names[s[0]]
-            elif target.op == "acc":
+            elif target.op == KOp.ACC:
                 step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
                 for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
                     self.out(line)
@@ -430,35 +430,35 @@ class _Render(CValues):
                 ref = f"{a[0]}[{a[1]}]"
                 val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
                 self.out(f"{ref} = {self.local_stored(val, target.dtype)};")
-        elif op == "local":
+        elif op == KOp.LOCAL:
             if not group:
                 self.out(t.array(name, self.local_storage(dt), x.arg[0], False))
-        elif op == "sort":
+        elif op == KOp.SORT:
             for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, ins[s[0]].arg[0],
                                         ins[s[0]].dtype):
                 self.out(line)
-        elif op == "load" and self._by_value_load(i):
+        elif op == KOp.LOAD and self._by_value_load(i):
             self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
-        elif op == "load":
+        elif op == KOp.LOAD:
             self.out(t.let(name, self.ctype(dt), self._load(s, dt)))
-        elif op == "store":
+        elif op == KOp.STORE:
             line = self._store(s, a)
-            if self.live and ins[s[0]].op == "param":   # a padding work-item stores nothing
+            if self.live and ins[s[0]].op == KOp.PARAM:   # a padding work-item stores nothing
                 line = t.guard(self.live, line)
             self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and self.level == 0 else line)
-            if group and self.level == 0 and ins[s[0]].op == "local":
+            if group and self.level == 0 and ins[s[0]].op == KOp.LOCAL:
                 self.out(t.barrier)
-        elif op == "atomic":   # in group mode one work-item of the group updates, as it stores
+        elif op == KOp.ATOMIC:   # in group mode one work-item of the group updates, as it stores
             lines = atomics.render(self, i, a)
             if group and self.level == 0:
                 lines = [f"if (lid == {self.literal(0, i32)}) {{", *("    " + line for line in lines), "}"]
             for line in lines:
                 self.out(line)
-        elif op == "bound":
+        elif op == KOp.BOUND:
             self.out(t.let(name, self.idx, self.bound(i, a[0])))
-        elif op == "cast" and i in self.index:   # an int32 limit (lower._limit): widened implicitly if at all
+        elif op == KOp.CAST and i in self.index:   # an int32 limit (lower._limit): widened implicitly if at all
             self.out(t.let(name, self.idx, a[0]))
-        elif op == "cast":
+        elif op == KOp.CAST:
             self.out(t.let(name, self.ctype(dt), self.cast(a[0], ins[s[0]].dtype, dt)))
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
             self.out(t.let(name, self.vtype(i), self.cast(self.alu(i, op, a, dt), np.dtype("float32"), dt)))
@@ -473,7 +473,7 @@ class _Render(CValues):
         """Group mode: combine the work-items' partial accumulators; every work-item gets the total.
         A loop that filled local memory is followed by a barrier before anyone reads it."""
         t = self.t
-        stored_local = any(self.ins[j].op == "store" and self.ins[self.ins[j].srcs[0]].op == "local"
+        stored_local = any(self.ins[j].op == KOp.STORE and self.ins[self.ins[j].srcs[0]].op == KOp.LOCAL
                            for j in range(n.ranges[0], n.end))
         if n.kind != "reduce" or not n.accs:
             if stored_local:

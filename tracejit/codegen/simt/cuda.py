@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KOp, Kernel
 from tracejit.codegen.simt.c_values import FLOAT_OPS
 from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
@@ -129,14 +129,15 @@ def vector_params(kernel: Kernel, by_value=frozenset()) -> tuple[int, ...] | Non
     ins = kernel.instrs
     if kernel.global_size % VECTOR or kernel.global_size < VECTOR * WARP:
         return None
-    g = next((i for i, x in enumerate(ins) if x.op == "global"), None)
-    if g is None or any(x.op in ("range", "local", "acc") or x.op == "pow" and x.dtype.kind == "i" for x in ins):
+    g = next((i for i, x in enumerate(ins) if x.op == KOp.GLOBAL), None)
+    if g is None or any(x.op in (KOp.RANGE, KOp.LOCAL, KOp.ACC) or x.op == KOp.POW and x.dtype.kind == "i"
+                        for x in ins):
         return None
     used = set()
     for x in ins:
-        if x.op in ("load", "store"):
+        if x.op in (KOp.LOAD, KOp.STORE):
             p = ins[x.srcs[0]]
-            if p.op != "param" or p.arg in by_value:
+            if p.op != KOp.PARAM or p.arg in by_value:
                 continue
             if x.srcs[1] != g or kernel.params[p.arg].size != kernel.global_size:
                 return None

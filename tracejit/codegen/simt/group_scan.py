@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import INDEX
+from tracejit.ir.kernel_ir import INDEX, KOp
 from tracejit.codegen.simt.mapping import SCAN_CHUNK, Nest
 
 I32 = np.dtype("int32")
@@ -23,7 +23,7 @@ def render(r, nest: Nest) -> None:
     """Emit the scan nest `nest` (one range updating one accumulator, see simt.Mapping) for the work-group
     of renderer `r`, in place of the range's serial loop."""
     t, ins, at = r.t, r.ins, nest.ranges[0]
-    update = next(j for j in range(at + 1, nest.end) if ins[j].op == "update")
+    update = next(j for j in range(at + 1, nest.end) if ins[j].op == KOp.UPDATE)
     acc, value = ins[update].srcs
     op, dt = ins[acc].arg[0], r.acc_dtype(ins[acc].dtype)
     ct, identity = r.ctype(dt), r.literal(ins[acc].arg[1], dt)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import INDEX, Kernel
+from tracejit.ir.kernel_ir import INDEX, KOp, Kernel
 from tracejit.ir.size_slots import Slot
 from tracejit.codegen.simt import bitonic
 
@@ -148,7 +148,7 @@ def _thread_local_size(n: int, limit: int, fixed: bool = False) -> int:
 
 
 def positive_const(ins, i: int) -> bool:
-    return ins[i].op == "const" and ins[i].arg > 0
+    return ins[i].op == KOp.CONST and ins[i].arg > 0
 
 
 class Mapping:
@@ -193,41 +193,41 @@ class Mapping:
 
     def _nests(self) -> list[Nest]:
         ins, nests, depth, i = self.ins, [], 0, 0
-        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == "endrange"}
+        ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == KOp.ENDRANGE}
         while i < len(ins):
             x = ins[i]
-            if x.op == "range" and depth == 0:
+            if x.op == KOp.RANGE and depth == 0:
                 ranges, cur = [i], i
                 while True:  # extend through perfectly nested ranges of the same kind
                     j = cur + 1
-                    while j < ends[cur] and ins[j].op not in ("range", "acc", "local", "store", "update") \
-                            and not (ins[j].op == "load" and ins[ins[j].srcs[0]].op == "local"):
+                    while j < ends[cur] and ins[j].op not in (KOp.RANGE, KOp.ACC, KOp.LOCAL, KOp.STORE, KOp.UPDATE) \
+                            and not (ins[j].op == KOp.LOAD and ins[ins[j].srcs[0]].op == KOp.LOCAL):
                         j += 1
-                    if ins[j].op == "range" and ins[j].arg[1] == x.arg[1] and ends[j] + 1 == ends[cur]:
+                    if ins[j].op == KOp.RANGE and ins[j].arg[1] == x.arg[1] and ends[j] + 1 == ends[cur]:
                         ranges.append(j)
                         cur = j
                     else:
                         break
                 end = ends[i]
-                accs = sorted({ins[j].srcs[0] for j in range(i, end) if ins[j].op == "update"
-                               and ins[ins[j].srcs[0]].op == "acc"})
+                accs = sorted({ins[j].srcs[0] for j in range(i, end) if ins[j].op == KOp.UPDATE
+                               and ins[ins[j].srcs[0]].op == KOp.ACC})
                 nests.append(Nest(ranges, [ins[r].arg[0] for r in ranges], x.arg[1], end, accs,
                                   any(r in self.long_ranges for r in ranges)))
                 depth += 1
-            elif x.op == "range":
+            elif x.op == KOp.RANGE:
                 depth += 1
-            elif x.op == "endrange":
+            elif x.op == KOp.ENDRANGE:
                 depth -= 1
             i += 1
         return nests
 
     def _mode(self) -> str:
         reduces = [n for n in self.nests if n.kind == "reduce"]
-        if any(x.op == "local" and x.arg[1] is not None for x in self.ins):
+        if any(x.op == KOp.LOCAL and x.arg[1] is not None for x in self.ins):
             return "thread"   # rows of accumulators belong to one work-item
         too_long = self.o.max_loop is not None and self.loop_iterations("thread") > self.o.max_loop
         few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows or too_long
-        if any(x.op == "range" and x.arg[1] == "scan" for x in self.ins):
+        if any(x.op == KOp.RANGE and x.arg[1] == "scan" for x in self.ins):
             scans = [n for n in self.nests if n.kind == "scan"]
             fits = len(scans) == 1 and self._one_step_scan(scans[0]) and all(len(n.accs) <= 1 for n in reduces)
             # a scan's steps run in order, in one work-item, unless a group can share the row (by the extent
@@ -256,15 +256,15 @@ class Mapping:
         items = self.local_size if group else 1
         total, stack = 0, [1]   # stack: how often the innermost enclosing loop's body runs
         for i, x in enumerate(self.ins):
-            if x.op == "range":
+            if x.op == KOp.RANGE:
                 n = shared.get(i)
                 count = 1 if i in merged else x.arg[0] if n is None else \
                     -(-n.extent // self.local_size) * (2 if n.kind == "scan" else 1)
                 total += 0 if i in merged else stack[-1] * (count + 1)
                 stack.append(count * stack[-1])
-            elif x.op == "endrange":
+            elif x.op == KOp.ENDRANGE:
                 stack.pop()
-            elif x.op == "sort":
+            elif x.op == KOp.SORT:
                 total += stack[-1] * bitonic.loop_iterations(self.ins[x.srcs[0]].arg[0], items)
         return total
 
@@ -273,7 +273,7 @@ class Mapping:
         array (all of them, or none where their slices do not fit local_bytes for one work-item)."""
         if self.o.private_max is None:
             return frozenset()
-        long = frozenset(i for i, x in enumerate(self.ins) if x.op == "local" and x.arg[0] > self.o.private_max)
+        long = frozenset(i for i, x in enumerate(self.ins) if x.op == KOp.LOCAL and x.arg[0] > self.o.private_max)
         return long if sum(self._local_bytes(i) for i in long) <= self.o.local_bytes else frozenset()
 
     def _local_bytes(self, i: int) -> int:
@@ -284,12 +284,12 @@ class Mapping:
         """Whether a scan nest is one loop updating one accumulator: what group_scan.py splits over a
         work-group (a scan of a scan needs the inner one's prefix across the group first: in order)."""
         body = self.ins[nest.ranges[0] + 1:nest.end]
-        return len(nest.ranges) == 1 and not any(x.op == "range" for x in body) \
-            and sum(x.op == "update" for x in body) == 1 and len(nest.accs) == 1
+        return len(nest.ranges) == 1 and not any(x.op == KOp.RANGE for x in body) \
+            and sum(x.op == KOp.UPDATE for x in body) == 1 and len(nest.accs) == 1
 
     def _sorts(self) -> list[int]:
         """The length of every row the kernel sorts (a power of two)."""
-        return [self.ins[x.srcs[0]].arg[0] for x in self.ins if x.op == "sort"]
+        return [self.ins[x.srcs[0]].arg[0] for x in self.ins if x.op == KOp.SORT]
 
     def _wide_accumulators(self) -> set[int]:
         """Accumulators summing a long row serially in one work-item: in double where the device is a CPU
@@ -324,15 +324,15 @@ class Mapping:
             acc = self.ins[n.accs[0]]
             body = self.ins[n.ranges[0] + 1:n.end]
             if acc.arg[0] in ("max", "min") and acc.dtype.kind == "f" and n.accs[0] not in self.wide \
-                    and not any(x.op in ("range", "store", "atomic", "sort", "local") or
-                                x.op == "update" and x.srcs[0] != n.accs[0] for x in body):
+                    and not any(x.op in (KOp.RANGE, KOp.STORE, KOp.ATOMIC, KOp.SORT, KOp.LOCAL) or
+                                x.op == KOp.UPDATE and x.srcs[0] != n.accs[0] for x in body):
                 out[n.ranges[0]] = n.accs[0]
         return out
 
     def _index_bits(self) -> int:
         biggest = max([self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]
-                      + [x.arg[0] for x in self.ins if x.op == "range"]
-                      + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == "const"])
+                      + [x.arg[0] for x in self.ins if x.op == KOp.RANGE]
+                      + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == KOp.CONST])
         return 32 if biggest < 2 ** 30 else 64
 
     def _index_values(self) -> set[int]:
@@ -344,13 +344,13 @@ class Mapping:
         for i, x in enumerate(self.ins):
             if i not in self.index:
                 continue
-            if x.op in ("global", "range", "bound") or x.op == "const" and x.arg >= 0:
+            if x.op in (KOp.GLOBAL, KOp.RANGE, KOp.BOUND) or x.op == KOp.CONST and x.arg >= 0:
                 out.add(i)
-            elif x.op in ("add", "mul", "min") and all(s in out for s in x.srcs):
+            elif x.op in (KOp.ADD, KOp.MUL, KOp.MIN) and all(s in out for s in x.srcs):
                 out.add(i)
-            elif x.op in ("idiv", "mod") and x.srcs[0] in out and positive_const(self.ins, x.srcs[1]):
+            elif x.op in (KOp.IDIV, KOp.MOD) and x.srcs[0] in out and positive_const(self.ins, x.srcs[1]):
                 out.add(i)
-            elif x.op == "max" and any(s in out for s in x.srcs):
+            elif x.op == KOp.MAX and any(s in out for s in x.srcs):
                 out.add(i)
         return out
 
@@ -361,12 +361,13 @@ def index_values(instrs) -> set[int]:
     type when every size allows; numba keeps its own (non-wrapping) arithmetic for them."""
     out = set()
     for i, x in enumerate(instrs):
-        if x.op in ("global", "range", "bound") or x.op == "const" and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
+        if x.op in (KOp.GLOBAL, KOp.RANGE, KOp.BOUND) or \
+                x.op == KOp.CONST and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
             out.add(i)
-        elif x.op == "cast" and x.dtype == INDEX and instrs[x.srcs[0]].op == "const" \
+        elif x.op == KOp.CAST and x.dtype == INDEX and instrs[x.srcs[0]].op == KOp.CONST \
                 and instrs[x.srcs[0]].dtype == np.int32:   # a limit that follows a symbolic extent (lower._limit)
             out.add(i)
-        elif x.dtype == INDEX and x.op in ("add", "sub", "mul", "idiv", "mod", "min", "max", "neg") \
+        elif x.dtype == INDEX and x.op in (KOp.ADD, KOp.SUB, KOp.MUL, KOp.IDIV, KOp.MOD, KOp.MIN, KOp.MAX, KOp.NEG) \
                 and all(j in out for j in x.srcs):
             out.add(i)
     return out
@@ -376,8 +377,8 @@ def float16_totals(instrs) -> set[int]:
     """The float16 sum and product accumulators (not scans) of a kernel: computed in float32 or wider, their
     totals are rounded to float16 where they are read, as NumPy's loops store them (a scan rounds each
     running total as it makes it)."""
-    scanned = {x.srcs[0] for x in instrs if x.op == "update" and x.dtype is not None}
-    return {i for i, x in enumerate(instrs) if x.op == "acc" and x.dtype == np.float16
+    scanned = {x.srcs[0] for x in instrs if x.op == KOp.UPDATE and x.dtype is not None}
+    return {i for i, x in enumerate(instrs) if x.op == KOp.ACC and x.dtype == np.float16
             and x.arg[0] in ("sum", "prod") and i not in scanned}
 
 
@@ -395,9 +396,9 @@ def slot_argument(kernel: Kernel, slot: Slot) -> np.dtype | None:
     compile only where its source is the same text (every choice taken from the values alike)."""
     i, j = slot
     x = kernel.instrs[i]
-    if x.op == "const" and x.dtype in SLOT_DTYPES:
+    if x.op == KOp.CONST and x.dtype in SLOT_DTYPES:
         return x.dtype
-    if x.op == "range" and j == 0:
+    if x.op == KOp.RANGE and j == 0:
         return INDEX
     return None
 
@@ -410,7 +411,7 @@ def long_loops(instrs, symbolic) -> frozenset[int]:
     one for long loops, so that the source is the same text for every extent (issue 19). A float sum or
     product shorter than NumPy's pairwise block adds in order: the renderer branches on the extent at run
     time for those (ordered_loops)."""
-    return frozenset(i for i, j in symbolic if j == 0 and instrs[i].op == "range")
+    return frozenset(i for i, j in symbolic if j == 0 and instrs[i].op == KOp.RANGE)
 
 
 def ordered_loops(instrs, long_ranges) -> frozenset[int]:
@@ -426,13 +427,13 @@ def order_sensitive_ranges(instrs) -> set[int]:
     out: set[int] = set()
     open_ranges: list[int] = []
     for i, x in enumerate(instrs):
-        if x.op == "range":
+        if x.op == KOp.RANGE:
             open_ranges.append(i)
-        elif x.op == "endrange":
+        elif x.op == KOp.ENDRANGE:
             open_ranges.pop()
-        elif x.op == "update" and x.dtype is None:
+        elif x.op == KOp.UPDATE and x.dtype is None:
             acc = instrs[x.srcs[0]]
-            if acc.op == "acc" and acc.arg[0] in ("sum", "prod") and acc.dtype.kind == "f":
+            if acc.op == KOp.ACC and acc.arg[0] in ("sum", "prod") and acc.dtype.kind == "f":
                 out.update(open_ranges)
     return out
 
@@ -445,15 +446,15 @@ def reorderable_updates(instrs, long_ranges=frozenset()) -> set[int]:
     open_ranges: list[int] = []   # extents of the loops open at each instruction
     depth_at_acc: dict[int, int] = {}
     for i, x in enumerate(instrs):
-        if x.op == "range":
+        if x.op == KOp.RANGE:
             open_ranges.append(max(x.arg[0], ORDERED_BELOW) if i in long_ranges else x.arg[0])
-        elif x.op == "endrange":
+        elif x.op == KOp.ENDRANGE:
             open_ranges.pop()
-        elif x.op == "acc":
+        elif x.op == KOp.ACC:
             depth_at_acc[i] = len(open_ranges)
-        elif x.op == "update" and x.dtype is None:
+        elif x.op == KOp.UPDATE and x.dtype is None:
             acc = instrs[x.srcs[0]]
-            if acc.op == "acc" and acc.arg[0] in ("sum", "prod") and acc.dtype.kind == "f":
+            if acc.op == KOp.ACC and acc.arg[0] in ("sum", "prod") and acc.dtype.kind == "f":
                 if math.prod(open_ranges[depth_at_acc[x.srcs[0]]:]) >= ORDERED_BELOW:
                     out.add(i)
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KOp, Kernel
 from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 
@@ -50,7 +50,7 @@ class Metal(CStyle):
     fault_count = "atomic_fetch_add_explicit((device atomic_int*)&{0}[3], 1, memory_order_relaxed)"
     atomic_dialect = "metal"
     no_fp64 = "the Metal Shading Language has no 64-bit floating point"
-    own_functions = frozenset({"erf", "expm1", "log1p", "cbrt", "hypot"})   # not in MSL
+    own_functions = frozenset({KOp.ERF, KOp.EXPM1, KOp.LOG1P, KOp.CBRT, KOp.HYPOT})   # not in MSL
     max_params = MAX_BUFFERS
 
     def preamble(self, source: str, options: RenderOptions) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracejit.errors import DtypeError, UnsupportedError
-from tracejit.ir.kernel_ir import INDEX, Kernel
+from tracejit.ir.kernel_ir import INDEX, KOp, Kernel
 from tracejit.codegen.simt import atomics, wgsl_functions
 from tracejit.codegen.simt.c_values import BOOL_OPS, COMPARISONS
 from tracejit.codegen.simt.c_target import CStyle
@@ -155,7 +155,7 @@ class _WGSLRender(FloatArithmetic, _Render):
                                    f"integers on {options.device}")
         self.module: list[str] = []           # var<workgroup> arrays
         # a storage buffer each: naga copies a dynamically indexed `const` array into every invocation
-        self.tables = tuple(dict.fromkeys(x.arg for x in self.ins if x.op == "table"))
+        self.tables = tuple(dict.fromkeys(x.arg for x in self.ins if x.op == KOp.TABLE))
         self.buffers = tuple(i for i in range(len(kernel.params)) if i not in self.by_value)
         total_buffers = len(self.buffers) + self.error_flag + len(self.tables)
         if total_buffers > options.max_storage_buffers:
@@ -178,7 +178,7 @@ class _WGSLRender(FloatArithmetic, _Render):
         """Every value and buffer must have a WGSL type (index arithmetic is i32; scalars by value arrive
         as 32-bit uniform members)."""
         for i, x in enumerate(self.ins):
-            if x.dtype is not None and i not in self.index and not self._by_value_load(i) and x.op != "param":
+            if x.dtype is not None and i not in self.index and not self._by_value_load(i) and x.op != KOp.PARAM:
                 storage_dtype(x.dtype, self.wo)
         for p_i, p in enumerate(self.k.params):
             if p_i not in self.by_value:
@@ -243,11 +243,11 @@ class _WGSLRender(FloatArithmetic, _Render):
 
     def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
         if dt.kind == "f":   # NaN wins; each NaN test on its own, so no compiler can fold this into fmax
-            cmp = ">" if op == "max" else "<"
+            cmp = ">" if op == KOp.MAX else "<"
             isnan = self._helper("tj_isnan_f32")
             return f"select(select(select({b}, {a}, {a} {cmp} {b}), {a}, {isnan}(f32({a}))), {b}, {isnan}(f32({b})))"
         if dt == np.bool_:
-            return f"({a} || {b})" if op == "max" else f"({a} && {b})"
+            return f"({a} || {b})" if op == KOp.MAX else f"({a} && {b})"
         return f"{op}({a}, {b})"
 
     def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
@@ -261,31 +261,31 @@ class _WGSLRender(FloatArithmetic, _Render):
             return self._call(FLOAT_COMPARISONS[op], a)
         if op in COMPARISONS:
             return f"({a[0]} {COMPARISONS[op]} {a[1]})"
-        if op == "where":
+        if op == KOp.WHERE:
             return f"select({a[2]}, {a[1]}, {a[0]})"
         plain = self.index_or_order(i, op, a, src)
         if plain is not None:
             return plain
-        if op in ("idiv", "mod"):
+        if op in (KOp.IDIV, KOp.MOD):
             return self.wrap(f"{self._arith(op, t)}({a[0]}, {a[1]})", dt)
-        if op in ("isnan", "isinf", "signbit"):
+        if op in (KOp.ISNAN, KOp.ISINF, KOp.SIGNBIT):
             return f"{self._helper(f'tj_{op}_f32')}(f32({a[0]}))"
         if dt.kind in "iu":
-            if op in ("add", "sub", "mul"):
+            if op in (KOp.ADD, KOp.SUB, KOp.MUL):
                 return self.wrap_int(dict(add='+', sub='-', mul='*')[op], a[0], a[1], dt)
-            if op == "neg":
+            if op == KOp.NEG:
                 return self.wrap_int("-", self.literal(0, dt), a[0], dt)
-            if op in ("and", "or", "xor"):
+            if op in (KOp.AND, KOp.OR, KOp.XOR):
                 return f"({a[0]} {dict(zip(('and', 'or', 'xor'), '&|^'))[op]} {a[1]})"
-            if op == "invert":
+            if op == KOp.INVERT:
                 return self.wrap(f"(~{a[0]})", dt)
-            if op == "abs":
+            if op == KOp.ABS:
                 return self.wrap(f"abs({a[0]})", dt) if t == "i32" else a[0]
-            if op == "sign":
+            if op == KOp.SIGN:
                 return f"sign({a[0]})" if t == "i32" else f"select(0u, 1u, {a[0]} > 0u)"
-            if op in ("pow", "fmod"):
+            if op in (KOp.POW, KOp.FMOD):
                 return self.wrap(f"{self._arith(op, t)}({a[0]}, {a[1]})", dt)
-            if op in ("shl", "shr"):
+            if op in (KOp.SHL, KOp.SHR):
                 return self.shift(op, a, dt)
             raise DtypeError(f"{op} is not defined for {dt.name}")
         value = self.float_alu(i, op, a)
@@ -306,7 +306,7 @@ class _WGSLRender(FloatArithmetic, _Render):
         zero, minus = (("0i", "-1i") if t == "i32" else ("0u", "0u"))
         inside = f"(bitcast<u32>({a[1]}) < {bits}u)"
         amount = f"(bitcast<u32>({a[1]}) & 31u)"
-        if op == "shl":
+        if op == KOp.SHL:
             return f"select({zero}, {self.wrap(f'({a[0]} << {amount})', dt)}, {inside})"
         over = f"select({zero}, {minus}, {a[0]} < {zero})" if t == "i32" else zero
         return f"select({over}, ({a[0]} >> {amount}), {inside})"
@@ -431,7 +431,7 @@ class _WGSLRender(FloatArithmetic, _Render):
         """32-bit uniform members only: an index value, or a constant of a 32-bit type (or float64, a
         weak scalar computed in f32)."""
         x = self.ins[slot[0]]
-        if x.op == "range" or x.dtype.kind == "f" or x.dtype.itemsize == 4:
+        if x.op == KOp.RANGE or x.dtype.kind == "f" or x.dtype.itemsize == 4:
             return True
         if not hasattr(self, "_index_slots"):   # (asked before the Mapping, which has them too, exists)
             self._index_slots = index_values(self.ins)
@@ -451,12 +451,12 @@ class _WGSLRender(FloatArithmetic, _Render):
         return v
 
     def _load(self, s, dt: np.dtype) -> str:
-        if self.ins[s[0]].op == "param" and self.ins[s[0]].arg in self.by_value:
+        if self.ins[s[0]].op == KOp.PARAM and self.ins[s[0]].arg in self.by_value:
             return self._scalar(s, dt)
         ptr, idx = self.names[s[0]], self.names[s[1]]
-        if self.ins[s[0]].op == "table" and dt.kind == "f":
+        if self.ins[s[0]].op == KOp.TABLE and dt.kind == "f":
             return f"bitcast<f32>({ptr}[{idx}])"   # see table_words
-        if dt == np.float16 and self.ins[s[0]].op == "local":
+        if dt == np.float16 and self.ins[s[0]].op == KOp.LOCAL:
             return f"{ptr}[{idx}]"
         return self.read(ptr, idx, dt)
 
@@ -470,7 +470,7 @@ class _WGSLRender(FloatArithmetic, _Render):
     def _store(self, s, a) -> str:
         ptr, idx, val = a
         dt = self.ins[s[2]].dtype
-        if dt == np.float16 and self.ins[s[0]].op == "local":
+        if dt == np.float16 and self.ins[s[0]].op == KOp.LOCAL:
             return f"{ptr}[{idx}] = {val};"
         return self.write(ptr, idx, val, dt)
 

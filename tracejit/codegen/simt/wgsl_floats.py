@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracejit.ir.kernel_ir import KOp
+
 # float ops -> WGSL; tj_ functions come from wgsl_functions: WGSL's exp, log, tanh, the inverse and
 # hyperbolic functions are accurate to thousands of ulps on some devices (or lose tiny values), it has
 # no erf, expm1, log1p, log10, cbrt, hypot or copysign, and x / 0.0 may be 0 where it assumes no inf
@@ -34,21 +36,21 @@ class FloatArithmetic:
 
     def float_alu(self, i: int, op: str, a: list[str]) -> str | None:
         """Float op `op` of instruction i on the rendered operands `a`; None for an op not rendered here."""
-        if op in ("pow", "fmod"):
+        if op in (KOp.POW, KOp.FMOD):
             return f"{self._arith(op, 'f32')}({a[0]}, {a[1]})"
-        if op == "mul" and any(self._zero_const(j) for j in self.ins[i].srcs):
+        if op == KOp.MUL and any(self._zero_const(j) for j in self.ins[i].srcs):
             # inf * 0 and NaN * 0 are NaN; shader compilers fold x * 0.0 to 0.0
             return self._call("select(({0} * {1}), tj_nan_f32(), !tj_isfinite_f32({0}) || !tj_isfinite_f32({1}))", a)
-        if op in ("add", "sub") and self._cancels(i, op):
+        if op in (KOp.ADD, KOp.SUB) and self._cancels(i, op):
             # x - x and x + -x: 0, or NaN where x is not finite; shader compilers fold them to 0
             return self._call("select(0.0f, tj_nan_f32(), !tj_isfinite_f32({0}))", a)
-        if op == "div" and self._zero_const(self.ins[i].srcs[0]):
+        if op == KOp.DIV and self._zero_const(self.ins[i].srcs[0]):
             # 0 / x keeps x's sign and is NaN for NaN and 0: a zero the compiler cannot see (it folds 0 * 1/x to 0)
             zero = self.opaque("0.0f")
             a = [f"(-{zero})" if np.signbit(self.ins[self.ins[i].srcs[0]].arg) else zero, a[1]]
         if op in FLOAT_OPS:
             value = self._call(FLOAT_OPS[op], a)
-            return self.opaque(value, op) if op in ("add", "sub", "mul", "div", "recip") else value
+            return self.opaque(value, op) if op in (KOp.ADD, KOp.SUB, KOp.MUL, KOp.DIV, KOp.RECIP) else value
         return None
 
     def opaque(self, value: str, op: str = "") -> str:
@@ -59,15 +61,15 @@ class FloatArithmetic:
         self.uses_identities = True
         if value == "0.0f":
             return ZERO
-        return f"({value} * {ONE})" if op in ("add", "sub") else f"({value} - {ZERO})"
+        return f"({value} * {ONE})" if op in (KOp.ADD, KOp.SUB) else f"({value} - {ZERO})"
 
     def _cancels(self, i: int, op: str) -> bool:
         """x - x, x + (-x) or (-x) + x: one value cancelled by itself."""
         a, b = self.ins[i].srcs
-        if op == "sub":
+        if op == KOp.SUB:
             return a == b
-        return any(self.ins[n].op == "neg" and self.ins[n].srcs[0] == m for n, m in ((b, a), (a, b)))
+        return any(self.ins[n].op == KOp.NEG and self.ins[n].srcs[0] == m for n, m in ((b, a), (a, b)))
 
     def _zero_const(self, j: int) -> bool:
         x = self.ins[j]
-        return x.op == "const" and x.arg == 0
+        return x.op == KOp.CONST and x.arg == 0

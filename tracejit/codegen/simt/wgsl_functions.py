@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import NEGATIVE_POWER
+from tracejit.ir.kernel_ir import NEGATIVE_POWER, KOp
 from tracejit.codegen import math_f32
 
 
@@ -224,13 +224,13 @@ def arithmetic(op: str, t: str) -> str:
                    "    return r;"}[op]
         return f"fn {name}(a: f32, b: f32) -> f32 {{\n    {body}\n}}"
     zero, one = ("0i", "1i") if t == "i32" else ("0u", "1u")
-    if op == "pow":
+    if op == KOp.POW:
         neg = f"if (b < 0i) {{ tj_fault({NEGATIVE_POWER.code}i, b, -1i); return 0i; }}\n    " if t == "i32" else ""
         return (f"fn {name}(a: {t}, b0: {t}) -> {t} {{\n    var b = b0;\n    {neg}"
                 f"var r = {one};\n    var x = a;\n"
                 f"    loop {{ if (b == {zero}) {{ break; }} if ((b & {one}) == {one}) {{ r = r * x; }}"
                 f" x = x * x; b = b >> 1u; }}\n    return r;\n}}")
-    if op == "fmod":   # C's %: the sign of a (on magnitudes, for GLSL as below); x % -1 is 0
+    if op == KOp.FMOD:   # C's %: the sign of a (on magnitudes, for GLSL as below); x % -1 is 0
         if t == "u32":
             return f"fn {name}(a: u32, b: u32) -> u32 {{\n    if (b == 0u) {{ return 0u; }}\n    return a % b;\n}}"
         return (f"fn {name}(a: i32, b: i32) -> i32 {{\n    if (b == 0i || b == -1i) {{ return 0i; }}\n"
@@ -241,12 +241,12 @@ def arithmetic(op: str, t: str) -> str:
         body = ("    let ua = select(bitcast<u32>(a), 0u - bitcast<u32>(a), a < 0i);\n"
                 "    let ub = select(bitcast<u32>(b), 0u - bitcast<u32>(b), b < 0i);\n"
                 "    let uq = ua / ub;\n    let ur = ua - uq * ub;\n")
-        if op == "idiv":
+        if op == KOp.IDIV:
             body += ("    var q = bitcast<i32>(uq);\n"
                      "    if ((a < 0i) != (b < 0i)) { q = 0i - q; if (ur != 0u) { q = q - 1i; } }\n    return q;")
         else:
             body += ("    var r = select(bitcast<i32>(ur), 0i - bitcast<i32>(ur), a < 0i);\n"
                      "    if (r != 0i && ((r < 0i) != (b < 0i))) { r = r + b; }\n    return r;")
     else:
-        body = "    return a % b;" if op == "mod" else "    return a / b;"
+        body = "    return a % b;" if op == KOp.MOD else "    return a / b;"
     return f"fn {name}(a: {t}, b: {t}) -> {t} {{\n    if (b == {zero}) {{ return {zero}; }}\n{body}\n}}"
