@@ -109,6 +109,20 @@ def test_set_debug_prints_to_stderr_where_the_application_configured_no_logging(
     assert len(lines) == 1 and lines[0].startswith("[tracejit] <lambda>: 1 kernel(s) for"), out.stderr
 
 
+def test_the_messages_go_to_stderr_as_it_is_when_they_come_as_a_notebook_replaces_it_per_cell():
+    out = _run("""
+        import io, sys
+        import numpy as np, tracejit as tj
+        tj.set_debug(1)
+        cell = sys.stderr = io.StringIO()   # as ipykernel's stream per cell
+        tj.kernel(lambda a: a + 5)(np.ones(4, np.float32))
+        sys.stderr = sys.__stderr__
+        print(cell.getvalue())
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "[tracejit] <lambda>: 1 kernel(s) for" in out.stdout and "kernel(s) for" not in out.stderr
+
+
 def test_an_application_handler_takes_the_messages_and_tracejit_adds_none():
     out = _run("""
         import logging
