@@ -76,7 +76,8 @@ def note(step: str) -> None:
         OPEN[-1].step = step
 
 
-# -- the display: one thread, drawing the first open task's bar (the innermost's step beside it) --
+# -- the display: one thread, drawing the first open task's bar (the innermost's step beside it); a thread of
+# our own because tqdm redraws only when told, and one Numba or PoCL compile can take tens of seconds --
 _bar = None   # the tqdm bar shown now, for OPEN[0]
 _shown_for: Task | None = None
 
