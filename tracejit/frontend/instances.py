@@ -66,8 +66,7 @@ def _tree(v, path: str, leaves: list, top: bool = False):
     if isinstance(v, (np.random.Generator, np.random.RandomState)):
         # a constant it would be NumPy's own: its draws while tracing baked into the code, the same every call
         raise ArgumentError(f"{path.rstrip('.')} is a NumPy random generator; pass it to the kernel as an argument "
-                            "(a Generator argument draws a fresh stream on every call, README: Random numbers in "
-                            "kernels)")
+                            "(a Generator argument draws a fresh stream on every call, docs/guide/random.md)")
     if is_instance(v):
         inner: list = []
         sub = _tree(dict(vars(v)), f"{path}.", inner, top=True)

@@ -100,7 +100,7 @@ def target_class(target: str):
     if target in PLUGINS and not (isinstance(obj, type) and issubclass(obj, Device)):
         raise DeviceError(f"plugin target {target} ({TARGETS[target]}) is not a target class: a subclass of "
                           "tracejit.runtime.device_interface.Device with probe(), compile(program) and the array "
-                          "methods (README, 'Plugins')")
+                          "methods (docs/guide/devices/plugins.md)")
     return obj
 
 
