@@ -44,8 +44,6 @@ INDEX_OPS = frozenset({KOp.ADD, KOp.SUB, KOp.MUL, KOp.IDIV, KOp.MOD, KOp.MIN, KO
                        KOp.EQ, KOp.NE, KOp.WHERE})
 BOOL_OPS = frozenset({KOp.INVERT, KOp.AND, KOp.OR, KOp.XOR, KOp.MAX, KOp.MIN, KOp.ADD, KOp.MUL, KOp.LT, KOp.LE,
                       KOp.EQ, KOp.NE, KOp.WHERE})
-KERNEL_OPS = frozenset({KOp.PARAM, KOp.CONST, KOp.GLOBAL, KOp.RANGE, KOp.ENDRANGE, KOp.ACC, KOp.UPDATE, KOp.LOCAL,
-                        KOp.LOAD, KOp.STORE, KOp.CAST, KOp.TABLE, KOp.BOUND})
 INTRINSIC = {"abs": "llvm.fabs", "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
              "trunc": "llvm.trunc", "rint": "llvm.rint"}
 FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}

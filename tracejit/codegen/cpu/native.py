@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 from llvmlite import ir
 
-from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, KOp, Kernel, faults, has_atomics
+from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, Kernel, faults, has_atomics
 from tracejit.codegen.cpu import llvm_math
 from tracejit.codegen.cpu.llvm_ops import (
     BOOL_OPS,
@@ -29,7 +29,6 @@ from tracejit.codegen.cpu.llvm_ops import (
     I64,
     INDEX_OPS,
     INT_OPS,
-    KERNEL_OPS,
     LIBM,
     MATH,
     STRICT,
@@ -52,6 +51,13 @@ from tracejit.ir.ops import ROUNDS_TO_FLOAT16
 from tracejit.codegen.simt.mapping import ORDERED_BELOW, float16_totals, index_values
 
 FUNCTION = "tj_native"   # the IR function's name; codegen/cpu/native_call.py renames it per compile
+# op -> the method of _Emitter that writes it; every ALU op: render_alu
+STATEMENTS: dict[KOp, str] = {
+    KOp.PARAM: "render_param", KOp.CONST: "render_const", KOp.GLOBAL: "render_global", KOp.RANGE: "render_range",
+    KOp.ENDRANGE: "render_endrange", KOp.ACC: "render_acc", KOp.UPDATE: "render_update", KOp.LOCAL: "render_local",
+    KOp.LOAD: "render_load", KOp.STORE: "render_store", KOp.CAST: "render_cast", KOp.TABLE: "render_table",
+    KOp.BOUND: "render_bound",
+}
 
 
 def _supported_dtype(dt) -> bool:
@@ -80,7 +86,7 @@ def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, paralle
         if op in (KOp.UPDATE, KOp.STORE) and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype \
                 or op == KOp.LOAD and x.dtype != ins[x.srcs[0]].dtype:
             return f"%{i} converts between its value's and its memory's dtypes"
-        if op in KERNEL_OPS:
+        if op in STATEMENTS:   # a structural instruction it writes
             if op == KOp.LOCAL and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
                 return "a scratch row is on the heap"
             continue
@@ -187,6 +193,7 @@ class _Emitter:
         from tracejit.codegen.cpu.numba import MATH_INLINE_MAX
         calls = Counter(MATH.get((computed(self.ins[x.srcs[0]].dtype), x.op)) for x in self.ins if x.srcs)
         self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in MATH.values()}
+        self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
 
     # -- structure --
     def run(self) -> None:
@@ -274,103 +281,122 @@ class _Emitter:
         return self.sizes.get((i, 0)) or ir.Constant(I64, self.ins[i].arg[0])
 
     # -- instructions --
-    def instr(self, i: int, x) -> None:
-        b, op, s, dt, rows = self.b, x.op, x.srcs, x.dtype, self.rows
-        if op == KOp.PARAM:
-            self.values[i] = self.buffers[x.arg]
-        elif op == KOp.CONST:
-            self.values[i] = self.sizes.get((i, -1)) or constant(x.arg, dt)
-        elif op == KOp.GLOBAL:
-            for j in sorted(self.before):   # loop-invariant values, once before the loop (codegen.numba)
-                self.instr(j, self.ins[j])
-            var, state = self.open_loop(self.start, self.stop)
-            assume = self.fn.module.declare_intrinsic("llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [I1]))
-            b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])   # numba_math.nonnegative_index
-            self.values[i] = var
-            self.loops[i] = [state]
-        elif op == KOp.RANGE:
-            extent, opened = self.extent(i), []
-            start = ir.Constant(I64, 0)
-            if i in rows.split:   # blocks of the row, each summed in float32
-                at, state = self.open_loop(start, extent, BLOCKED_ROW_MAX)
-                opened.append(state)
-                end = b.add(at, self.opaque(ir.Constant(I64, BLOCKED_ROW_MAX)))
-                start, extent = at, b.select(b.icmp_signed("<", end, extent), end, extent)
-            elif i in rows.opaque and (i, 0) not in self.sizes:
-                extent = self.opaque(extent)
-            for acc in rows.blocks.get(i, ()):
-                b.store(ir.Constant(F32, 0.0), self.block[acc])
-            var, state = self.open_loop(start, extent)
-            self.values[i] = var
-            self.loops[i] = opened + [state]
-        elif op == KOp.ENDRANGE:
-            r = s[0]
-            opened = self.loops.pop(r)
-            self.close_loop(opened.pop())
-            for acc in rows.blocks.get(r, ()):
-                total = b.fadd(b.load(self.slots[acc]), b.fpext(b.load(self.block[acc]), F64), flags=STRICT)
-                b.store(total, self.slots[acc])
-            for state in reversed(opened):
-                self.close_loop(state)
-        elif op == KOp.ACC:
-            wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
-                    and (i in rows.long_sums or dt != np.float32))
-            self.wide[i] = wide
-            ty = F64 if wide else value_type(dt)
-            if i not in self.slots:
-                self.slots[i] = self.slot(ty)
-                if i in self.blocked:
-                    self.block[i] = self.slot(F32)
-                if x.arg[0] in ("max", "min") and dt.kind == "f" and i not in self.scanned:
-                    self.nan[i] = self.slot(I1)
-            b.store(constant(x.arg[1], np.dtype(np.float64) if wide else dt), self.slots[i])
-            if i in self.nan:
-                b.store(ir.Constant(I1, 0), self.nan[i])
-        elif op == KOp.UPDATE:
-            self.update(i, x)
-        elif op == KOp.LOCAL:
-            from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
-            wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
-            self.wide[i] = wide
-            ty = F64 if wide else value_type(dt)   # (float16: float32 values, as codegen.numba's row)
-            count = STACK_SCRATCH_MAX // (8 if wide else computed(dt).itemsize) if (i, 0) in self.sizes else x.arg[0]
-            self.slots[i] = self.slot(ty, count, align=64)
-        elif op == KOp.LOAD:
-            v = b.load(self.element(s[0], s[1]))
-            if self.ins[s[0]].op == KOp.LOCAL:
-                if self.wide[s[0]]:
-                    v = b.fptrunc(v, value_type(dt))
-                if dt == np.float16 and self.ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
-                    v = self.round16(v)
-            elif dt == np.float16:
-                v = b.call(f16_function(self.fn.module, "f16_to_f32"), [v])
-            elif dt == np.bool_:
-                v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
-            self.values[i] = v
-        elif op == KOp.STORE:
-            ptr, v = self.element(s[0], s[1]), self.value(s[2])
-            if self.ins[s[0]].op == KOp.LOCAL:
-                if self.wide[s[0]]:
-                    v = b.fpext(v, F64)
-            elif self.ins[s[2]].dtype == np.float16:
-                v = b.call(f16_function(self.fn.module, "f32_to_f16"), [v])
-            elif self.ins[s[2]].dtype == np.bool_:
-                v = b.zext(v, I8)
-            b.store(v, ptr)
-        elif op == KOp.CAST:
-            self.values[i] = cast(b, self.value(s[0]), self.ins[s[0]].dtype, dt)
-        elif op == KOp.TABLE:   # a constant array in the module, from its exact bytes
-            data = bytearray(x.arg.data)
-            table = ir.GlobalVariable(self.fn.module, ir.ArrayType(I8, len(data)), f"table.{x.arg.name}")
-            table.initializer = ir.Constant(table.value_type, data)
-            table.global_constant, table.linkage = True, "internal"
-            table.align = 64
-            self.values[i] = b.bitcast(table, ir.PointerType(memory_type(dt)))
-        elif op == KOp.BOUND:
-            self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].dtype,
-                                        self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
-        else:
-            self.values[i] = self.alu(i, x)
+    def instr(self, i: int, x: Instr) -> None:
+        """Instruction i, by the method STATEMENTS names for its op (render_alu for every ALU op)."""
+        self.statements.get(x.op, self.render_alu)(i, x)
+
+    def render_param(self, i: int, x: Instr) -> None:
+        self.values[i] = self.buffers[x.arg]
+
+    def render_const(self, i: int, x: Instr) -> None:
+        self.values[i] = self.sizes.get((i, -1)) or constant(x.arg, x.dtype)
+
+    def render_global(self, i: int, x: Instr) -> None:
+        b = self.b
+        for j in sorted(self.before):   # loop-invariant values, once before the loop (codegen.numba)
+            self.instr(j, self.ins[j])
+        var, state = self.open_loop(self.start, self.stop)
+        assume = self.fn.module.declare_intrinsic("llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [I1]))
+        b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])   # numba_math.nonnegative_index
+        self.values[i] = var
+        self.loops[i] = [state]
+
+    def render_range(self, i: int, x: Instr) -> None:
+        b, rows = self.b, self.rows
+        extent, opened = self.extent(i), []
+        start = ir.Constant(I64, 0)
+        if i in rows.split:   # blocks of the row, each summed in float32
+            at, state = self.open_loop(start, extent, BLOCKED_ROW_MAX)
+            opened.append(state)
+            end = b.add(at, self.opaque(ir.Constant(I64, BLOCKED_ROW_MAX)))
+            start, extent = at, b.select(b.icmp_signed("<", end, extent), end, extent)
+        elif i in rows.opaque and (i, 0) not in self.sizes:
+            extent = self.opaque(extent)
+        for acc in rows.blocks.get(i, ()):
+            b.store(ir.Constant(F32, 0.0), self.block[acc])
+        var, state = self.open_loop(start, extent)
+        self.values[i] = var
+        self.loops[i] = opened + [state]
+
+    def render_endrange(self, i: int, x: Instr) -> None:
+        b, r = self.b, x.srcs[0]
+        opened = self.loops.pop(r)
+        self.close_loop(opened.pop())
+        for acc in self.rows.blocks.get(r, ()):
+            total = b.fadd(b.load(self.slots[acc]), b.fpext(b.load(self.block[acc]), F64), flags=STRICT)
+            b.store(total, self.slots[acc])
+        for state in reversed(opened):
+            self.close_loop(state)
+
+    def render_acc(self, i: int, x: Instr) -> None:
+        b, dt = self.b, x.dtype
+        wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
+                and (i in self.rows.long_sums or dt != np.float32))
+        self.wide[i] = wide
+        ty = F64 if wide else value_type(dt)
+        if i not in self.slots:
+            self.slots[i] = self.slot(ty)
+            if i in self.blocked:
+                self.block[i] = self.slot(F32)
+            if x.arg[0] in ("max", "min") and dt.kind == "f" and i not in self.scanned:
+                self.nan[i] = self.slot(I1)
+        b.store(constant(x.arg[1], np.dtype(np.float64) if wide else dt), self.slots[i])
+        if i in self.nan:
+            b.store(ir.Constant(I1, 0), self.nan[i])
+
+    def render_local(self, i: int, x: Instr) -> None:
+        from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
+        dt = x.dtype
+        wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
+        self.wide[i] = wide
+        ty = F64 if wide else value_type(dt)   # (float16: float32 values, as codegen.numba's row)
+        count = STACK_SCRATCH_MAX // (8 if wide else computed(dt).itemsize) if (i, 0) in self.sizes else x.arg[0]
+        self.slots[i] = self.slot(ty, count, align=64)
+
+    def render_load(self, i: int, x: Instr) -> None:
+        b, s, dt = self.b, x.srcs, x.dtype
+        v = b.load(self.element(s[0], s[1]))
+        if self.ins[s[0]].op == KOp.LOCAL:
+            if self.wide[s[0]]:
+                v = b.fptrunc(v, value_type(dt))
+            if dt == np.float16 and self.ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
+                v = self.round16(v)
+        elif dt == np.float16:
+            v = b.call(f16_function(self.fn.module, "f16_to_f32"), [v])
+        elif dt == np.bool_:
+            v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        self.values[i] = v
+
+    def render_store(self, i: int, x: Instr) -> None:
+        b, s = self.b, x.srcs
+        ptr, v = self.element(s[0], s[1]), self.value(s[2])
+        if self.ins[s[0]].op == KOp.LOCAL:
+            if self.wide[s[0]]:
+                v = b.fpext(v, F64)
+        elif self.ins[s[2]].dtype == np.float16:
+            v = b.call(f16_function(self.fn.module, "f32_to_f16"), [v])
+        elif self.ins[s[2]].dtype == np.bool_:
+            v = b.zext(v, I8)
+        b.store(v, ptr)
+
+    def render_cast(self, i: int, x: Instr) -> None:
+        self.values[i] = cast(self.b, self.value(x.srcs[0]), self.ins[x.srcs[0]].dtype, x.dtype)
+
+    def render_table(self, i: int, x: Instr) -> None:   # a constant array in the module, from its exact bytes
+        data = bytearray(x.arg.data)
+        table = ir.GlobalVariable(self.fn.module, ir.ArrayType(I8, len(data)), f"table.{x.arg.name}")
+        table.initializer = ir.Constant(table.value_type, data)
+        table.global_constant, table.linkage = True, "internal"
+        table.align = 64
+        self.values[i] = self.b.bitcast(table, ir.PointerType(memory_type(x.dtype)))
+
+    def render_bound(self, i: int, x: Instr) -> None:
+        s = x.srcs
+        self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].dtype,
+                                    self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
+
+    def render_alu(self, i: int, x: Instr) -> None:
+        self.values[i] = self.alu(i, x)
 
     def element(self, buffer: int, index: int) -> ir.Value:
         base = self.slots[buffer] if self.ins[buffer].op == KOp.LOCAL else self.values[buffer]
@@ -416,7 +442,7 @@ class _Emitter:
         out = b.call(fn, [wide_a, wide_e])
         return out if dt.itemsize == 8 else b.trunc(out, value_type(dt))
 
-    def update(self, i: int, x) -> None:
+    def render_update(self, i: int, x: Instr) -> None:
         """An accumulator's step (codegen.numba's update): into its memory, or into a scratch row's element."""
         b, ins = self.b, self.ins
         acc = ins[x.srcs[0]]

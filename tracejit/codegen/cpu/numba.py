@@ -120,177 +120,218 @@ def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int],
     size slots (ones slot_argument gives a dtype for) that are arguments instead of constants, by name (the source then serves every
     kernel of this template whose other slots are equal and whose sizes make the same choices here:
     accumulator widths, sum blocks, stack or heap scratch all show in the source)."""
-    symbolic = symbolic or {}
-    ins = kernel.instrs
-    names: list[str] = [""] * len(ins)
-    vectors512 = host_vector_bytes() == 64   # runtime.numba_math.wide_vectors
-    acc_wide: dict[int, bool] = {}
-    index = index_values(ins)
-    params = [p.name for p in kernel.params] + (["tj_error"] if faults(kernel) else [])
-    lines: list[str] = []
-    depth = 1
-    before = _before_global_loop(ins)
-    scanned = {x.srcs[0] for x in ins if x.op == KOp.UPDATE and x.dtype is not None}   # adds in order, as NumPy's
-    totals16 = float16_totals(ins)
-    rows = row_loops(ins, symbolic, scanned)
-    reorderable, long_sums, blocks, opaque, split = (rows.reorderable, rows.long_sums, rows.blocks, rows.opaque,
-                                                     rows.split)
-    ordered_at: dict[int, int] = {}   # a range of rows.ordered -> its first line
-    blocked = {a for accs in blocks.values() for a in accs}
-    pre: list[str] = []   # loop-invariant values, computed once before the global loop
-    at_global = None
+    return _Source(kernel, loop, symbolic or {}).run()
 
-    def out(text: str) -> None:
-        if i in before:
-            pre.append("    " + text)
+
+# op -> the method of _Source that writes it; every ALU op: render_alu
+STATEMENTS: dict[KOp, str] = {
+    KOp.PARAM: "render_param", KOp.CONST: "render_const", KOp.TABLE: "render_table", KOp.GLOBAL: "render_global",
+    KOp.RANGE: "render_range", KOp.ENDRANGE: "render_endrange", KOp.ACC: "render_acc", KOp.UPDATE: "render_update",
+    KOp.ATOMIC: "render_atomic", KOp.LOCAL: "render_local", KOp.LOAD: "render_load", KOp.SORT: "render_sort",
+    KOp.STORE: "render_store", KOp.BOUND: "render_bound", KOp.CAST: "render_cast",
+}
+
+
+class _Source:
+    """render's work: the instruction walk, each instruction by the method STATEMENTS names for its op."""
+
+    def __init__(self, kernel: Kernel, loop: str, symbolic: dict[tuple[int, int], str]):
+        self.kernel, self.loop, self.symbolic = kernel, loop, symbolic
+        self.ins = ins = kernel.instrs
+        self.names: list[str] = [""] * len(ins)
+        self.vectors512 = host_vector_bytes() == 64   # runtime.numba_math.wide_vectors
+        self.acc_wide: dict[int, bool] = {}
+        self.index = index_values(ins)
+        self.params = [p.name for p in kernel.params] + (["tj_error"] if faults(kernel) else [])
+        self.lines: list[str] = []
+        self.depth = 1
+        self.before = _before_global_loop(ins)
+        # adds in order, as NumPy's
+        self.scanned = {x.srcs[0] for x in ins if x.op == KOp.UPDATE and x.dtype is not None}
+        self.totals16 = float16_totals(ins)
+        self.rows = row_loops(ins, symbolic, self.scanned)
+        self.ordered_at: dict[int, int] = {}   # a range of rows.ordered -> its first line
+        self.blocked = {a for accs in self.rows.blocks.values() for a in accs}
+        self.pre: list[str] = []   # loop-invariant values, computed once before the global loop
+        self.at_global: int | None = None
+        self.i = 0   # the instruction being written
+        self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
+
+    def out(self, text: str) -> None:
+        if self.i in self.before:
+            self.pre.append("    " + text)
         else:
-            lines.append("    " * depth + text)
+            self.lines.append("    " * self.depth + text)
 
-    for i, x in enumerate(ins):
-        op, s, dt = x.op, x.srcs, x.dtype
-        a = [names[j] for j in s]
-        if op == KOp.PARAM:
-            names[i] = params[x.arg]
-            continue
-        if op == KOp.CONST:
-            names[i] = symbolic.get((i, -1)) or _literal(x.arg, dt)
-            continue
-        if op == KOp.TABLE:   # a module-level array (render_module), which numba freezes into the code
-            names[i] = x.arg.name
-            continue
-        name = f"v{i}"
-        if op == KOp.GLOBAL:
-            at_global = len(lines)
-            if loop == "chunks":   # one chunk of the range per call, the chunks on threads (runtime/numba/threads.py)
-                out(f"for {name}_ in range(tj_start, tj_stop):")
-                out(f"    {name} = nonnegative_index({name}_)")
-            else:   # the size is an argument: one compile serves every size whose kernel body is the same
-                out(f"for {name} in {'numba.prange' if loop == 'prange' else 'range'}(tj_size):")
-                if vectors512 and loop == "prange":   # the loop's body is a function of its own (Numba's parfor)
-                    out("    wide_vectors()")
-            depth += 1
-        elif op == KOp.RANGE:
-            extent = symbolic.get((i, 0)) or x.arg[0]
-            if i in rows.ordered:
-                ordered_at[i] = len(lines)
-            if i in split:   # blocks of the row, each summed in float32
-                out(f"for {name}_at in range(0, {extent}, {BLOCKED_ROW_MAX}):")
-                depth += 1
-                extent = f"{name}_at, min({name}_at + opaque_extent({BLOCKED_ROW_MAX}), {extent})"
-            elif i in opaque and type(extent) is int:
-                extent = f"opaque_extent({extent})"
-            for acc in blocks.get(i, ()):
-                out(f"v{acc}_block = np.float32(0.0)")
-            out(f"for {name} in range({extent}):")
-            depth += 1
-        elif op == KOp.ENDRANGE:
-            depth -= 1
-            for acc in blocks.get(s[0], ()):
-                out(f"v{acc} += np.float64(v{acc}_block)")
-            if s[0] in split:
-                depth -= 1
-            if s[0] in ordered_at:
-                lines[ordered_at[s[0]]:] = _in_order_below(lines[ordered_at[s[0]]:], symbolic[(s[0], 0)], depth)
-            continue
-        elif op == KOp.ACC:
-            wide = wide_accumulator(dt, x.arg[0]) and i not in scanned and (i in long_sums or dt != np.float32)
-            acc_wide[i] = wide
-            out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
-            names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
-            if i in totals16:
-                names[i] = f"round_f16({names[i]})"   # a float16 total, as NumPy's loop stores it
-            if _nan_apart(x, i in scanned):
-                out(f"{name}_nan = False")
-                names[i] = f"({name} if not {name}_nan else {_ctype(dt)}(np.nan))"
-            continue
-        elif op == KOp.UPDATE:  # (acc, value) or (local, index, value)
-            acc = ins[s[0]]
-            red = acc.arg[0] if acc.op == KOp.ACC else acc.arg[1]
-            adt = acc.dtype
-            target = f"v{s[0]}" if acc.op == KOp.ACC else _element(a[0], ins[s[1]], a[1])
-            v, a[0] = a[-1], target
-            if s[0] in blocked:   # float32 lanes over one block of the row, added in float64 per block
-                a[0] = f"{a[0]}_block"
-            elif acc_wide[s[0]]:
-                v = f"np.float64({v})"
-            if acc.op == KOp.ACC and _nan_apart(acc, s[0] in scanned):
-                out(f"{a[0]} = {red}_step({a[0]}, {v})")
-                out(f"{a[0]}_nan |= {v} != {v}")
-            elif i in reorderable:
-                out(f"{a[0]} = reassoc_{'add' if red == 'sum' else 'mul'}({a[0]}, {v})")
-            elif adt == np.float16 and s[0] in scanned:   # each running total a float16, as NumPy's accumulate
-                out(f"{a[0]} = round_f16({_combine(red, adt, a[0], v)})")
-            else:
-                out(f"{a[0]} = {_combine(red, adt, a[0], v)}")
-            names[i] = names[s[0]]   # a scan's running value: the accumulator as read back
-            continue
-        elif op == KOp.ATOMIC:   # the global loop is serial (render_module's caller): updates in NumPy's order
-            ref, bdt = _element(a[0], ins[s[1]], a[1]), ins[s[0]].dtype
-            if bdt == np.float16:
-                out(f"{ref} = f32_to_f16({_combine(x.arg, bdt, f'f16_to_f32({ref})', a[2])})")
-            else:
-                out(f"{ref} = {_combine(x.arg, bdt, ref, a[2])}")
-            continue
-        elif op == KOp.LOCAL:
-            # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
-            wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
-            acc_wide[i] = wide
-            ctype = 'np.float64' if wide else _ctype(dt)
-            itemsize = np.dtype(ctype[3:]).itemsize
-            size = symbolic.get((i, 0))
-            if x.arg[0] * itemsize <= STACK_SCRATCH_MAX:   # a symbolic size: room for the largest on the stack
-                scratch = f"{name} = stack_empty({x.arg[0] if size is None else STACK_SCRATCH_MAX // itemsize}, {ctype})"
-            else:
-                scratch = f"{name} = empty({size or x.arg[0]}, {ctype})"
-            if loop != "prange" and at_global is not None:   # written before read: one per call, not per row
-                pre.append("    " + scratch)
-            else:   # prange's iterations run on several threads at once: one each
-                out(scratch)
-        elif op == KOp.LOAD:
-            val = _element(a[0], ins[s[1]], a[1])
-            if ins[s[0]].op == KOp.LOCAL:
-                val = f"{_ctype(dt)}({val})" if acc_wide[s[0]] else val
-                if dt == np.float16 and ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
-                    val = f"round_f16({val})"
-            elif dt == np.float16:
-                val = f"f16_to_f32({val})"
-            out(f"{name} = {val}")
-        elif op == KOp.SORT:
-            out(f"sort_row({a[0]}, {a[1] if len(s) == 2 else None}, {symbolic.get((i, -1)) or x.arg})")
-            continue
-        elif op == KOp.STORE:
-            val = a[2]
-            if ins[s[0]].op == KOp.LOCAL:
-                val = f"np.float64({val})" if acc_wide[s[0]] else val
-            elif ins[s[2]].dtype == np.float16:
-                val = f"f32_to_f16({val})"
-            out(f"{_element(a[0], ins[s[1]], a[1])} = {val}")
-            continue
-        elif op == KOp.BOUND:
-            out(f"{name} = bound_index({a[0]}, {symbolic.get((i, 0)) or x.arg[0]}, {x.arg[1].code}, tj_error)")
-        elif op == KOp.POW and dt.kind == "i":   # NumPy raises for a negative exponent
+    def run(self) -> str:
+        for i, x in enumerate(self.ins):
+            self.i = i
+            a = [self.names[j] for j in x.srcs]
+            self.names[i] = f"v{i}"
+            self.statements.get(x.op, self.render_alu)(i, x, a)
+        lines, loop = self.lines, self.loop
+        if self.pre and self.at_global is not None:
+            lines[self.at_global:self.at_global] = self.pre
+        if self.vectors512 and (loop != "prange" or self.at_global is None):
+            lines.insert(0, "    wide_vectors()")
+        src = "\n".join(lines)
+        lead = ["tj_start", "tj_stop"] if loop == "chunks" else ["tj_size"]   # see the global loop
+        sizes = [name for _, name in sorted(self.symbolic.items())]
+        header = f"def {self.kernel.name}({', '.join(lead + sizes + self.params)}):"
+        return header + "\n" + src + "\n"
+
+    def render_param(self, i: int, x: Instr, a: list[str]) -> None:
+        self.names[i] = self.params[x.arg]
+
+    def render_const(self, i: int, x: Instr, a: list[str]) -> None:
+        self.names[i] = self.symbolic.get((i, -1)) or _literal(x.arg, x.dtype)
+
+    def render_table(self, i: int, x: Instr, a: list[str]) -> None:
+        self.names[i] = x.arg.name   # a module-level array (render_module), which numba freezes into the code
+
+    def render_global(self, i: int, x: Instr, a: list[str]) -> None:
+        name = self.names[i]
+        self.at_global = len(self.lines)
+        if self.loop == "chunks":   # one chunk of the range per call, the chunks on threads (runtime/numba/threads.py)
+            self.out(f"for {name}_ in range(tj_start, tj_stop):")
+            self.out(f"    {name} = nonnegative_index({name}_)")
+        else:   # the size is an argument: one compile serves every size whose kernel body is the same
+            self.out(f"for {name} in {'numba.prange' if self.loop == 'prange' else 'range'}(tj_size):")
+            if self.vectors512 and self.loop == "prange":   # the loop's body is a function of its own (Numba's parfor)
+                self.out("    wide_vectors()")
+        self.depth += 1
+
+    def render_range(self, i: int, x: Instr, a: list[str]) -> None:
+        name, rows = self.names[i], self.rows
+        extent = self.symbolic.get((i, 0)) or x.arg[0]
+        if i in rows.ordered:
+            self.ordered_at[i] = len(self.lines)
+        if i in rows.split:   # blocks of the row, each summed in float32
+            self.out(f"for {name}_at in range(0, {extent}, {BLOCKED_ROW_MAX}):")
+            self.depth += 1
+            extent = f"{name}_at, min({name}_at + opaque_extent({BLOCKED_ROW_MAX}), {extent})"
+        elif i in rows.opaque and type(extent) is int:
+            extent = f"opaque_extent({extent})"
+        for acc in rows.blocks.get(i, ()):
+            self.out(f"v{acc}_block = np.float32(0.0)")
+        self.out(f"for {name} in range({extent}):")
+        self.depth += 1
+
+    def render_endrange(self, i: int, x: Instr, a: list[str]) -> None:
+        r = x.srcs[0]
+        self.depth -= 1
+        for acc in self.rows.blocks.get(r, ()):
+            self.out(f"v{acc} += np.float64(v{acc}_block)")
+        if r in self.rows.split:
+            self.depth -= 1
+        if r in self.ordered_at:
+            at = self.ordered_at[r]
+            self.lines[at:] = _in_order_below(self.lines[at:], self.symbolic[(r, 0)], self.depth)
+
+    def render_acc(self, i: int, x: Instr, a: list[str]) -> None:
+        name, dt = self.names[i], x.dtype
+        wide = wide_accumulator(dt, x.arg[0]) and i not in self.scanned and (i in self.rows.long_sums
+                                                                                or dt != np.float32)
+        self.acc_wide[i] = wide
+        self.out(f"{name} = {_literal(x.arg[1], np.dtype('float64') if wide else dt)}")
+        self.names[i] = f"{_ctype(dt)}({name})" if wide else name  # read back narrowed after the loop
+        if i in self.totals16:
+            self.names[i] = f"round_f16({self.names[i]})"   # a float16 total, as NumPy's loop stores it
+        if _nan_apart(x, i in self.scanned):
+            self.out(f"{name}_nan = False")
+            self.names[i] = f"({name} if not {name}_nan else {_ctype(dt)}(np.nan))"
+
+    def render_update(self, i: int, x: Instr, a: list[str]) -> None:   # (acc, value) or (local, index, value)
+        s, ins = x.srcs, self.ins
+        acc = ins[s[0]]
+        red = acc.arg[0] if acc.op == KOp.ACC else acc.arg[1]
+        adt = acc.dtype
+        target = f"v{s[0]}" if acc.op == KOp.ACC else _element(a[0], ins[s[1]], a[1])
+        v, a[0] = a[-1], target
+        if s[0] in self.blocked:   # float32 lanes over one block of the row, added in float64 per block
+            a[0] = f"{a[0]}_block"
+        elif self.acc_wide[s[0]]:
+            v = f"np.float64({v})"
+        if acc.op == KOp.ACC and _nan_apart(acc, s[0] in self.scanned):
+            self.out(f"{a[0]} = {red}_step({a[0]}, {v})")
+            self.out(f"{a[0]}_nan |= {v} != {v}")
+        elif i in self.rows.reorderable:
+            self.out(f"{a[0]} = reassoc_{'add' if red == 'sum' else 'mul'}({a[0]}, {v})")
+        elif adt == np.float16 and s[0] in self.scanned:   # each running total a float16, as NumPy's accumulate
+            self.out(f"{a[0]} = round_f16({_combine(red, adt, a[0], v)})")
+        else:
+            self.out(f"{a[0]} = {_combine(red, adt, a[0], v)}")
+        self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
+
+    def render_atomic(self, i: int, x: Instr, a: list[str]) -> None:
+        # the global loop is serial (render_module's caller): updates in NumPy's order
+        s, ins = x.srcs, self.ins
+        ref, bdt = _element(a[0], ins[s[1]], a[1]), ins[s[0]].dtype
+        if bdt == np.float16:
+            self.out(f"{ref} = f32_to_f16({_combine(x.arg, bdt, f'f16_to_f32({ref})', a[2])})")
+        else:
+            self.out(f"{ref} = {_combine(x.arg, bdt, ref, a[2])}")
+
+    def render_local(self, i: int, x: Instr, a: list[str]) -> None:
+        name, dt = self.names[i], x.dtype
+        # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
+        wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
+        self.acc_wide[i] = wide
+        ctype = 'np.float64' if wide else _ctype(dt)
+        itemsize = np.dtype(ctype[3:]).itemsize
+        size = self.symbolic.get((i, 0))
+        if x.arg[0] * itemsize <= STACK_SCRATCH_MAX:   # a symbolic size: room for the largest on the stack
+            scratch = f"{name} = stack_empty({x.arg[0] if size is None else STACK_SCRATCH_MAX // itemsize}, {ctype})"
+        else:
+            scratch = f"{name} = empty({size or x.arg[0]}, {ctype})"
+        if self.loop != "prange" and self.at_global is not None:   # written before read: one per call, not per row
+            self.pre.append("    " + scratch)
+        else:   # prange's iterations run on several threads at once: one each
+            self.out(scratch)
+
+    def render_load(self, i: int, x: Instr, a: list[str]) -> None:
+        s, ins, dt = x.srcs, self.ins, x.dtype
+        val = _element(a[0], ins[s[1]], a[1])
+        if ins[s[0]].op == KOp.LOCAL:
+            val = f"{_ctype(dt)}({val})" if self.acc_wide[s[0]] else val
+            if dt == np.float16 and ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
+                val = f"round_f16({val})"
+        elif dt == np.float16:
+            val = f"f16_to_f32({val})"
+        self.out(f"{self.names[i]} = {val}")
+
+    def render_sort(self, i: int, x: Instr, a: list[str]) -> None:
+        self.out(f"sort_row({a[0]}, {a[1] if len(x.srcs) == 2 else None}, {self.symbolic.get((i, -1)) or x.arg})")
+
+    def render_store(self, i: int, x: Instr, a: list[str]) -> None:
+        s, ins = x.srcs, self.ins
+        val = a[2]
+        if ins[s[0]].op == KOp.LOCAL:
+            val = f"np.float64({val})" if self.acc_wide[s[0]] else val
+        elif ins[s[2]].dtype == np.float16:
+            val = f"f32_to_f16({val})"
+        self.out(f"{_element(a[0], ins[s[1]], a[1])} = {val}")
+
+    def render_bound(self, i: int, x: Instr, a: list[str]) -> None:
+        size = self.symbolic.get((i, 0)) or x.arg[0]
+        self.out(f"{self.names[i]} = bound_index({a[0]}, {size}, {x.arg[1].code}, tj_error)")
+
+    def render_cast(self, i: int, x: Instr, a: list[str]) -> None:
+        self.out(f"{self.names[i]} = {_cast(a[0], self.ins[x.srcs[0]].dtype, x.dtype)}")
+
+    def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
+        op, s, dt, ins, name = x.op, x.srcs, x.dtype, self.ins, self.names[i]
+        if op == KOp.POW and dt.kind == "i":   # NumPy raises for a negative exponent
             exponent = f"nonnegative_exponent({a[1]}, {NEGATIVE_POWER.code}, tj_error)"
-            out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].dtype)}")
-        elif op == KOp.CAST:
-            out(f"{name} = {_cast(a[0], ins[s[0]].dtype, dt)}")
+            self.out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].dtype)}")
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
-            out(f"{name} = {_cast(_alu(op, a, dt, ins[s[0]].dtype), np.dtype('float32'), dt)}")
-        elif dt == np.int64 and op in _WRAPPING and i not in index:
-            out(f"{name} = {_WRAPPING[op].format(*a)}")
+            self.out(f"{name} = {_cast(_alu(op, a, dt, ins[s[0]].dtype), np.dtype('float32'), dt)}")
+        elif dt == np.int64 and op in _WRAPPING and i not in self.index:
+            self.out(f"{name} = {_WRAPPING[op].format(*a)}")
         elif dt == np.float32 and op in _FLOAT_CLOSED and all(ins[j].dtype == np.float32 for j in s):
-            out(f"{name} = {_OPS[op].format(*a)}")   # float32 in, float32 out: no np.float32(...) around it
+            self.out(f"{name} = {_OPS[op].format(*a)}")   # float32 in, float32 out: no np.float32(...) around it
         else:
-            out(f"{name} = {_alu(op, a, dt, ins[s[0]].dtype)}")
-        names[i] = name
-    if pre and at_global is not None:
-        lines[at_global:at_global] = pre
-    if vectors512 and (loop != "prange" or at_global is None):
-        lines.insert(0, "    wide_vectors()")
-    src = "\n".join(lines)
-    lead = ["tj_start", "tj_stop"] if loop == "chunks" else ["tj_size"]   # see the global loop
-    sizes = [name for _, name in sorted(symbolic.items())]
-    header = f"def {kernel.name}({', '.join(lead + sizes + params)}):"
-    return header + "\n" + src + "\n"
+            self.out(f"{name} = {_alu(op, a, dt, ins[s[0]].dtype)}")
 
 
 _REASSOC_STEP = re.compile(r"^(\s*)(\w+) = reassoc_(add|mul)\(\2, (.*)\)$")

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from tracejit.errors import DtypeError
-from tracejit.ir.kernel_ir import INDEX, KOp, Kernel, faults
+from tracejit.ir.kernel_ir import INDEX, Instr, KOp, Kernel, faults
 from tracejit.ir.ops import ROUNDS_TO_FLOAT16
 from tracejit.codegen.simt import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from tracejit.codegen.simt.c_values import CValues
@@ -23,6 +23,14 @@ from tracejit.codegen.simt.mapping import (LANES, ORDERED_BELOW, WIDE_BLOCK, Lau
 
 SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
 
+# op -> the method of _Render that writes it (a dialect may override any of them); every ALU op: render_alu
+STATEMENTS: dict[KOp, str] = {
+    KOp.PARAM: "render_param", KOp.CONST: "render_const", KOp.TABLE: "render_table", KOp.GLOBAL: "render_global",
+    KOp.RANGE: "render_range", KOp.ENDRANGE: "render_endrange", KOp.ACC: "render_acc", KOp.UPDATE: "render_update",
+    KOp.LOCAL: "render_local", KOp.SORT: "render_sort", KOp.LOAD: "render_load", KOp.STORE: "render_store",
+    KOp.ATOMIC: "render_atomic", KOp.BOUND: "render_bound", KOp.CAST: "render_cast",
+}
+
 
 def render(t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes, aligned, name, symbolic) -> Rendered:
     """CStyle.render's work: the instruction walk in the target's spelling."""
@@ -33,6 +41,7 @@ class _Render(CValues):
     def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes=1, aligned=(),
                  name=None, symbolic=None):
         self.t, self.k, self.o = t, kernel, options
+        self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
         self.symbolic: dict[Slot, str] = {}   # size slot -> the name of the argument that holds it
         self.lanes, self.aligned, self.name = lanes, aligned, name or kernel.name
         self.ins = kernel.instrs
@@ -267,204 +276,233 @@ class _Render(CValues):
                 i += 1
 
     def instr(self, i: int) -> None:
-        """Instruction i in the target's spelling."""
-        ins, t, group = self.ins, self.t, self.mode == "group"
-        i32 = np.dtype("int32")
-        x = ins[i]
-        op, s, dt = x.op, x.srcs, x.dtype
-        a = [self.names[j] for j in s]
-        name = self.names[i] = f"v{i}"
-        if op == KOp.PARAM:
-            self.names[i] = self.k.params[x.arg].name
-        elif op == KOp.CONST:
-            self.names[i] = self.slot(i, -1, x.arg, dt, i in self.index)
-        elif op == KOp.TABLE:
-            self.names[i] = x.arg.name
-            self.declare_table(x.arg)
-        elif op == KOp.GLOBAL:
-            if self.lanes > 1:
-                items = self.k.global_size // self.lanes
-                self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
-                if self.global_items != items or self.o.always_check:
-                    self.size_checked = True
-                    self.out(f"if (tj_item >= {self.size_value()} / {self.lanes}) return;")
-                self.out("#pragma unroll")
-                self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
-                self.depth += 1
-                self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
-            elif self.clamped and self.mode == "thread":
-                expr, _ = self.global_index()
-                self.size_checked = True   # (the size argument: the clamp's limit)
-                self.out(t.let("tj_item", self.idx, expr))
-                self.live = f"tj_item < {self.size_value()}"
-                last = f"{self.size_value()} - {self.literal(1, INDEX, True)}"
-                self.out(t.let(name, self.idx, self.select(self.live, "tj_item", last)))
-            else:
-                expr, launched = self.global_index()
-                self.out(t.let(name, self.idx, expr))
-                # in group mode the whole work-group leaves; with a fixed work-group size every kernel has the
-                # check, so that sizes its groups divide share the source of those they do not
-                if launched != self.k.global_size or self.o.always_check and self.mode == "thread":
-                    self.size_checked = True
-                    self.out(t.guard(f"{name} >= {self.size_value()}", "return;"))
-        elif op == KOp.RANGE:
-            self.level += 1
-            n = self.nest_at.get(i)
-            if group and n is not None:
-                f = f"f{i}"
-                extent = self.slot(i, 0, n.extent, INDEX, True) if len(n.ranges) == 1 else \
-                    self.literal(n.extent, INDEX, True)
-                start, step = "lid", self.literal(self.local_size, i32)
-                if i in self.group_ordered:   # a short row: its first work-item adds it in order, the others nothing
-                    short = f"{extent} < {self.literal(ORDERED_BELOW, INDEX, True)}"
-                    first = f"lid == {self.literal(0, i32)}"
-                    start = self.select(short, self.select(first, self.literal(0, INDEX, True), extent), "lid")
-                    step = self.select(short, self.literal(1, i32), step)
-                self.out(t.loop(f, self.idx, start, f"{f} < {extent}", f"{f} += {step}"))
-                self.depth += 1
-                stride = n.extent
-                for r, e in zip(n.ranges, n.extents):
-                    stride //= e
-                    expr = f
-                    if stride > 1:
-                        expr = f"({expr} / {self.literal(stride, i32)})"
-                    if r != n.ranges[0]:
-                        expr = f"({expr} % {self.literal(e, i32)})"
-                    self.out(t.let(f"v{r}", self.idx, expr))
-            elif i in self.laned:   # LANES elements at a time, each into a lane of its own
-                acc = self.laned[i]
-                adt = self.acc_dtype(self.ins[acc].dtype)
-                extent = self.slot(i, 0, x.arg[0], INDEX, True)
-                lane, lanes = f"{name}_j", self.literal(LANES, i32)
-                self.out(t.array(f"v{acc}_lane", self.ctype(adt), LANES, False))
-                self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
-                self.out(f"    v{acc}_lane[{lane}] = v{acc};")
-                self.out("}")
-                self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32), f"{name}_b < {extent}",
-                                f"{name}_b += {lanes}"))
-                self.depth += 1
-                self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
-                self.depth += 1
-                at = f"{name}_b + {lane}"
-                if i in self.mapping.long_ranges or x.arg[0] % LANES:   # the last again past the end (a select:
-                    last = f"{extent} - {self.literal(1, INDEX, True)}"  # PoCL's min() kept the loop scalar)
-                    at = self.select(f"({at}) < {last}", f"({at})", last)
-                self.out(t.let(name, self.idx, at))
-            elif i in self.blocked:   # runs of WIDE_BLOCK added in float, each run's total in double
-                acc, block = self.blocked[i], self.literal(WIDE_BLOCK, i32)
-                extent = self.slot(i, 0, x.arg[0], INDEX, True)
-                self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32),
-                                f"{name}_b < {extent}", f"{name}_b += {block}"))
-                self.depth += 1
-                self.out(t.var(f"v{acc}_run", self.ctype(np.dtype("float32")), self.literal(0.0, np.dtype("float32"))))
-                # an extent that is an argument may end in a shorter run
-                end = f"min({name}_b + {block}, {extent})" if i in self.mapping.long_ranges else f"{name}_b + {block}"
-                self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {end}", f"{name}++"))
-                self.depth += 1
-            elif i not in self.inner:
-                self.out(t.loop(name, self.idx, self.literal(0, i32),
-                                f"{name} < {self.slot(i, 0, x.arg[0], INDEX, True)}", f"{name}++"))
-                self.depth += 1
-        elif op == KOp.ENDRANGE:
-            self.level -= 1
-            if s[0] not in self.inner:
-                self.depth -= 1
-                self.out("}")
-            if s[0] in self.laned:
-                acc = self.laned[s[0]]
-                self.depth -= 1
-                self.out("}")
-                lane = f"v{s[0]}_j"
-                step = self.combine(self.ins[acc].arg[0], self.acc_dtype(self.ins[acc].dtype), f"v{acc}",
-                                    f"v{acc}_lane[{lane}]")
-                self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {self.literal(LANES, i32)}",
-                                f"{lane}++"))
-                self.out(f"    v{acc} = {step};")
-                self.out("}")
-            if s[0] in self.blocked:
-                acc = self.blocked[s[0]]
-                self.out(f"v{acc} = v{acc} + ({self.ctype(np.dtype('float64'))})v{acc}_run;")
-                self.depth -= 1
-                self.out("}")
-            if group and i in self.closes:
-                self._after_nest(self.closes[i])
-        elif op == KOp.ACC:
-            adt = np.dtype("float64") if i in self.wide else self.acc_dtype(dt)
-            self.out(t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
-            if i in self.wide:  # read back narrowed after the loop, as the numba device does
-                self.names[i] = f"(({self.ctype(dt)}){name})"
-            if i in self.float16_totals:   # a float16 total, as NumPy's loop stores it
-                self.names[i] = self.cast(self.names[i], np.dtype("float32"), dt)
-        elif op == KOp.UPDATE:
-            target = ins[s[0]]
-            red = target.arg[0] if target.op == KOp.ACC else target.arg[1]
-            adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
-            if target.op == KOp.ACC and s[0] in self.laned.values():
-                lane = f"v{next(r for r, a in self.laned.items() if a == s[0])}_j"
-                self.out(f"v{s[0]}_lane[{lane}] = {self.combine(red, adt, f'v{s[0]}_lane[{lane}]', a[-1])};")
-                self.names[i] = self.names[s[0]]
-            elif target.op == KOp.ACC and s[0] in self.blocked.values():
-                run = f"v{s[0]}_run"
-                step = f"{run} = {self.combine(red, np.dtype('float32'), run, a[-1])};"
-                for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
-                    self.out(line)
-                self.names[i] = self.names[s[0]]
-            elif target.op == KOp.ACC and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
-                narrow = self.acc_dtype(target.dtype)
-                total = self.combine(red, narrow, self.cast(f"v{s[0]}", adt, narrow), a[-1])
-                if target.dtype == np.float16:
-                    total = self.cast(total, narrow, target.dtype)
-                self.out(f"v{s[0]} = {self.cast(total, narrow, adt)};")
-                self.names[i] = self.names[s[0]]
-            elif target.op == KOp.ACC and target.dtype == np.float16 and x.dtype is not None:
-                # a float16 scan: each running total a float16, as NumPy's accumulate stores it
-                total = self.cast(self.combine(red, adt, f"v{s[0]}", a[-1]), adt, target.dtype)
-                self.out(f"v{s[0]} = {self.cast(total, target.dtype, adt)};")
-                self.names[i] = self.names[s[0]]
-            elif target.op == KOp.ACC:
-                step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
-                for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
-                    self.out(line)
-                self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
-            else:
-                ref = f"{a[0]}[{a[1]}]"
-                val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
-                self.out(f"{ref} = {self.local_stored(val, target.dtype)};")
-        elif op == KOp.LOCAL:
-            if not group:
-                self.out(t.array(name, self.local_storage(dt), x.arg[0], False))
-        elif op == KOp.SORT:
-            for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, ins[s[0]].arg[0],
-                                        ins[s[0]].dtype):
-                self.out(line)
-        elif op == KOp.LOAD and self._by_value_load(i):
-            self.names[i] = self._load(s, dt)   # a scalar argument, declared in the signature
-        elif op == KOp.LOAD:
-            self.out(t.let(name, self.ctype(dt), self._load(s, dt)))
-        elif op == KOp.STORE:
-            line = self._store(s, a)
-            if self.live and ins[s[0]].op == KOp.PARAM:   # a padding work-item stores nothing
-                line = t.guard(self.live, line)
-            self.out(t.guard(f"lid == {self.literal(0, i32)}", line) if group and self.level == 0 else line)
-            if group and self.level == 0 and ins[s[0]].op == KOp.LOCAL:
-                self.out(t.barrier)
-        elif op == KOp.ATOMIC:   # in group mode one work-item of the group updates, as it stores
-            lines = atomics.render(self, i, a)
-            if group and self.level == 0:
-                lines = [f"if (lid == {self.literal(0, i32)}) {{", *("    " + line for line in lines), "}"]
-            for line in lines:
-                self.out(line)
-        elif op == KOp.BOUND:
-            self.out(t.let(name, self.idx, self.bound(i, a[0])))
-        elif op == KOp.CAST and i in self.index:   # an int32 limit (lower._limit): widened implicitly if at all
-            self.out(t.let(name, self.idx, a[0]))
-        elif op == KOp.CAST:
-            self.out(t.let(name, self.ctype(dt), self.cast(a[0], ins[s[0]].dtype, dt)))
-        elif dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
-            self.out(t.let(name, self.vtype(i), self.cast(self.alu(i, op, a, dt), np.dtype("float32"), dt)))
-        else:
-            self.out(t.let(name, self.vtype(i), self.alu(i, op, a, dt)))
+        """Instruction i in the target's spelling, by the method STATEMENTS names for its op (render_alu for
+        every ALU op)."""
+        x = self.ins[i]
+        a = [self.names[j] for j in x.srcs]
+        self.names[i] = f"v{i}"
+        self.statements.get(x.op, self.render_alu)(i, x, a)
 
+    def render_param(self, i: int, x: Instr, a: list[str]) -> None:
+        self.names[i] = self.k.params[x.arg].name
+
+    def render_const(self, i: int, x: Instr, a: list[str]) -> None:
+        self.names[i] = self.slot(i, -1, x.arg, x.dtype, i in self.index)
+
+    def render_table(self, i: int, x: Instr, a: list[str]) -> None:
+        self.names[i] = x.arg.name
+        self.declare_table(x.arg)
+
+    def render_global(self, i: int, x: Instr, a: list[str]) -> None:
+        t, name = self.t, self.names[i]
+        if self.lanes > 1:
+            items = self.k.global_size // self.lanes
+            self.out(f"const {self.idx} tj_item = ({self.idx}){t.global_id};")
+            if self.global_items != items or self.o.always_check:
+                self.size_checked = True
+                self.out(f"if (tj_item >= {self.size_value()} / {self.lanes}) return;")
+            self.out("#pragma unroll")
+            self.out(f"for (int tj_lane = 0; tj_lane < {self.lanes}; tj_lane++) {{")
+            self.depth += 1
+            self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
+        elif self.clamped and self.mode == "thread":
+            expr, _ = self.global_index()
+            self.size_checked = True   # (the size argument: the clamp's limit)
+            self.out(t.let("tj_item", self.idx, expr))
+            self.live = f"tj_item < {self.size_value()}"
+            last = f"{self.size_value()} - {self.literal(1, INDEX, True)}"
+            self.out(t.let(name, self.idx, self.select(self.live, "tj_item", last)))
+        else:
+            expr, launched = self.global_index()
+            self.out(t.let(name, self.idx, expr))
+            # in group mode the whole work-group leaves; with a fixed work-group size every kernel has the
+            # check, so that sizes its groups divide share the source of those they do not
+            if launched != self.k.global_size or self.o.always_check and self.mode == "thread":
+                self.size_checked = True
+                self.out(t.guard(f"{name} >= {self.size_value()}", "return;"))
+
+    def render_range(self, i: int, x: Instr, a: list[str]) -> None:
+        t, name, i32 = self.t, self.names[i], np.dtype("int32")
+        self.level += 1
+        n = self.nest_at.get(i)
+        if self.mode == "group" and n is not None:
+            f = f"f{i}"
+            extent = self.slot(i, 0, n.extent, INDEX, True) if len(n.ranges) == 1 else \
+                self.literal(n.extent, INDEX, True)
+            start, step = "lid", self.literal(self.local_size, i32)
+            if i in self.group_ordered:   # a short row: its first work-item adds it in order, the others nothing
+                short = f"{extent} < {self.literal(ORDERED_BELOW, INDEX, True)}"
+                first = f"lid == {self.literal(0, i32)}"
+                start = self.select(short, self.select(first, self.literal(0, INDEX, True), extent), "lid")
+                step = self.select(short, self.literal(1, i32), step)
+            self.out(t.loop(f, self.idx, start, f"{f} < {extent}", f"{f} += {step}"))
+            self.depth += 1
+            stride = n.extent
+            for r, e in zip(n.ranges, n.extents):
+                stride //= e
+                expr = f
+                if stride > 1:
+                    expr = f"({expr} / {self.literal(stride, i32)})"
+                if r != n.ranges[0]:
+                    expr = f"({expr} % {self.literal(e, i32)})"
+                self.out(t.let(f"v{r}", self.idx, expr))
+        elif i in self.laned:   # LANES elements at a time, each into a lane of its own
+            acc = self.laned[i]
+            adt = self.acc_dtype(self.ins[acc].dtype)
+            extent = self.slot(i, 0, x.arg[0], INDEX, True)
+            lane, lanes = f"{name}_j", self.literal(LANES, i32)
+            self.out(t.array(f"v{acc}_lane", self.ctype(adt), LANES, False))
+            self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
+            self.out(f"    v{acc}_lane[{lane}] = v{acc};")
+            self.out("}")
+            self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32), f"{name}_b < {extent}",
+                            f"{name}_b += {lanes}"))
+            self.depth += 1
+            self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
+            self.depth += 1
+            at = f"{name}_b + {lane}"
+            if i in self.mapping.long_ranges or x.arg[0] % LANES:   # the last again past the end (a select:
+                last = f"{extent} - {self.literal(1, INDEX, True)}"  # PoCL's min() kept the loop scalar)
+                at = self.select(f"({at}) < {last}", f"({at})", last)
+            self.out(t.let(name, self.idx, at))
+        elif i in self.blocked:   # runs of WIDE_BLOCK added in float, each run's total in double
+            acc, block = self.blocked[i], self.literal(WIDE_BLOCK, i32)
+            extent = self.slot(i, 0, x.arg[0], INDEX, True)
+            self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32),
+                            f"{name}_b < {extent}", f"{name}_b += {block}"))
+            self.depth += 1
+            self.out(t.var(f"v{acc}_run", self.ctype(np.dtype("float32")), self.literal(0.0, np.dtype("float32"))))
+            # an extent that is an argument may end in a shorter run
+            end = f"min({name}_b + {block}, {extent})" if i in self.mapping.long_ranges else f"{name}_b + {block}"
+            self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {end}", f"{name}++"))
+            self.depth += 1
+        elif i not in self.inner:
+            self.out(t.loop(name, self.idx, self.literal(0, i32),
+                            f"{name} < {self.slot(i, 0, x.arg[0], INDEX, True)}", f"{name}++"))
+            self.depth += 1
+
+    def render_endrange(self, i: int, x: Instr, a: list[str]) -> None:
+        t, r, i32 = self.t, x.srcs[0], np.dtype("int32")
+        self.level -= 1
+        if r not in self.inner:
+            self.depth -= 1
+            self.out("}")
+        if r in self.laned:
+            acc = self.laned[r]
+            self.depth -= 1
+            self.out("}")
+            lane = f"v{r}_j"
+            step = self.combine(self.ins[acc].arg[0], self.acc_dtype(self.ins[acc].dtype), f"v{acc}",
+                                f"v{acc}_lane[{lane}]")
+            self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {self.literal(LANES, i32)}",
+                            f"{lane}++"))
+            self.out(f"    v{acc} = {step};")
+            self.out("}")
+        if r in self.blocked:
+            acc = self.blocked[r]
+            self.out(f"v{acc} = v{acc} + ({self.ctype(np.dtype('float64'))})v{acc}_run;")
+            self.depth -= 1
+            self.out("}")
+        if self.mode == "group" and i in self.closes:
+            self._after_nest(self.closes[i])
+
+    def render_acc(self, i: int, x: Instr, a: list[str]) -> None:
+        name, dt = self.names[i], x.dtype
+        adt = np.dtype("float64") if i in self.wide else self.acc_dtype(dt)
+        self.out(self.t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
+        if i in self.wide:  # read back narrowed after the loop, as the numba device does
+            self.names[i] = f"(({self.ctype(dt)}){name})"
+        if i in self.float16_totals:   # a float16 total, as NumPy's loop stores it
+            self.names[i] = self.cast(self.names[i], np.dtype("float32"), dt)
+
+    def render_update(self, i: int, x: Instr, a: list[str]) -> None:
+        t, s = self.t, x.srcs
+        target = self.ins[s[0]]
+        red = target.arg[0] if target.op == KOp.ACC else target.arg[1]
+        adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
+        if target.op == KOp.ACC and s[0] in self.laned.values():
+            lane = f"v{next(r for r, a in self.laned.items() if a == s[0])}_j"
+            self.out(f"v{s[0]}_lane[{lane}] = {self.combine(red, adt, f'v{s[0]}_lane[{lane}]', a[-1])};")
+            self.names[i] = self.names[s[0]]
+        elif target.op == KOp.ACC and s[0] in self.blocked.values():
+            run = f"v{s[0]}_run"
+            step = f"{run} = {self.combine(red, np.dtype('float32'), run, a[-1])};"
+            for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
+                self.out(line)
+            self.names[i] = self.names[s[0]]
+        elif target.op == KOp.ACC and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
+            narrow = self.acc_dtype(target.dtype)
+            total = self.combine(red, narrow, self.cast(f"v{s[0]}", adt, narrow), a[-1])
+            if target.dtype == np.float16:
+                total = self.cast(total, narrow, target.dtype)
+            self.out(f"v{s[0]} = {self.cast(total, narrow, adt)};")
+            self.names[i] = self.names[s[0]]
+        elif target.op == KOp.ACC and target.dtype == np.float16 and x.dtype is not None:
+            # a float16 scan: each running total a float16, as NumPy's accumulate stores it
+            total = self.cast(self.combine(red, adt, f"v{s[0]}", a[-1]), adt, target.dtype)
+            self.out(f"v{s[0]} = {self.cast(total, target.dtype, adt)};")
+            self.names[i] = self.names[s[0]]
+        elif target.op == KOp.ACC:
+            step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
+            for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
+                self.out(line)
+            self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
+        else:
+            ref = f"{a[0]}[{a[1]}]"
+            val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
+            self.out(f"{ref} = {self.local_stored(val, target.dtype)};")
+
+    def render_local(self, i: int, x: Instr, a: list[str]) -> None:
+        if self.mode != "group":   # (in group mode a work-group array, declared by walk)
+            self.out(self.t.array(self.names[i], self.local_storage(x.dtype), x.arg[0], False))
+
+    def render_sort(self, i: int, x: Instr, a: list[str]) -> None:
+        s = x.srcs
+        for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, self.ins[s[0]].arg[0],
+                                    self.ins[s[0]].dtype):
+            self.out(line)
+
+    def render_load(self, i: int, x: Instr, a: list[str]) -> None:
+        if self._by_value_load(i):
+            self.names[i] = self._load(x.srcs, x.dtype)   # a scalar argument, declared in the signature
+        else:
+            self.out(self.t.let(self.names[i], self.ctype(x.dtype), self._load(x.srcs, x.dtype)))
+
+    def render_store(self, i: int, x: Instr, a: list[str]) -> None:
+        t, s, group = self.t, x.srcs, self.mode == "group"
+        line = self._store(s, a)
+        if self.live and self.ins[s[0]].op == KOp.PARAM:   # a padding work-item stores nothing
+            line = t.guard(self.live, line)
+        if group and self.level == 0:   # one work-item of the group stores
+            line = t.guard(f"lid == {self.literal(0, np.dtype('int32'))}", line)
+        self.out(line)
+        if group and self.level == 0 and self.ins[s[0]].op == KOp.LOCAL:
+            self.out(t.barrier)
+
+    def render_atomic(self, i: int, x: Instr, a: list[str]) -> None:
+        lines = atomics.render(self, i, a)
+        if self.mode == "group" and self.level == 0:   # one work-item of the group updates, as it stores
+            first = f"lid == {self.literal(0, np.dtype('int32'))}"
+            lines = [f"if ({first}) {{", *("    " + line for line in lines), "}"]
+        for line in lines:
+            self.out(line)
+
+    def render_bound(self, i: int, x: Instr, a: list[str]) -> None:
+        self.out(self.t.let(self.names[i], self.idx, self.bound(i, a[0])))
+
+    def render_cast(self, i: int, x: Instr, a: list[str]) -> None:
+        if i in self.index:   # an int32 limit (lower._limit): widened implicitly if at all
+            self.out(self.t.let(self.names[i], self.idx, a[0]))
+        else:
+            value = self.cast(a[0], self.ins[x.srcs[0]].dtype, x.dtype)
+            self.out(self.t.let(self.names[i], self.ctype(x.dtype), value))
+
+    def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
+        op, dt = x.op, x.dtype
+        value = self.alu(i, op, a, dt)
+        if dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
+            value = self.cast(value, np.dtype("float32"), dt)
+        self.out(self.t.let(self.names[i], self.vtype(i), value))
     def acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
         return np.dtype("float32") if dt == np.float16 else dt

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracejit.errors import DtypeError, UnsupportedError
-from tracejit.ir.kernel_ir import INDEX, KOp, Kernel
+from tracejit.ir.kernel_ir import INDEX, Instr, KOp, Kernel
 from tracejit.codegen.simt import atomics, wgsl_functions
 from tracejit.codegen.simt.c_values import BOOL_OPS, COMPARISONS
 from tracejit.codegen.simt.c_target import CStyle
@@ -340,15 +340,15 @@ class _WGSLRender(FloatArithmetic, _Render):
             self.helpers[name] = text
         return name
 
-    def instr(self, i: int) -> None:
+    def render_local(self, i: int, x: Instr, a: list[str]) -> None:
         if i in self.mapping.sliced:   # this invocation's slice of a work-group array, through a pointer
-            x, name = self.ins[i], f"v{i}"
+            name = self.names[i]
             self.shared(f"var<workgroup> {name}: array<array<{self.local_storage(x.dtype)}, {x.arg[0]}>, "
                         f"{self.local_size}>;")
             self.out(f"let {name}_p = &{name}[lid3.x];")
             self.names[i] = f"(*{name}_p)"
             return
-        super().instr(i)
+        super().render_local(i, x, a)
 
     def bound(self, i: int, v: str) -> str:
         dt, (size, fault) = self.ins[self.ins[i].srcs[0]].dtype, self.ins[i].arg
