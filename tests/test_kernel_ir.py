@@ -8,6 +8,7 @@ import pytest
 import tracejit as tj
 from tracejit.ir import interpret
 from tracejit.runtime.views import flat_view
+from tracejit.ir.analysis import BufferKey
 from tracejit.ir.kernel_ir import KOp
 
 
@@ -96,8 +97,8 @@ def run_with_interpreter(plan, args):
     program = plan.executable.program
     bufs = {}
     for key, buf in program.buffers.items():
-        if key[0] == "in":
-            view = flat_view(args[key[1]], buf)
+        if key.argument:
+            view = flat_view(args[key.index], buf)
             bufs[key] = view.view(np.float16) if buf.dtype == np.float16 else view
         else:
             bufs[key] = np.zeros(buf.size, buf.dtype)
@@ -159,7 +160,7 @@ def test_strided_input_is_read_in_place_not_copied():
     plan = tj.kernel(lambda a: a + 1).lower(x)
     program = plan.executable.program
     assert len(program.kernels) == 1
-    assert program.buffers[("in", 0)].strides == (160, -1)  # element strides of the view itself
+    assert program.buffers[BufferKey("in", 0)].strides == (160, -1)  # element strides of the view itself
 
 
 LAYERS = {"ir": {"codegen", "runtime", "frontend"}, "codegen": {"runtime", "frontend"}, "runtime": {"frontend"}}

@@ -248,7 +248,8 @@ class Kernel:
                 twin_args = named_axes_other(args, traced.infos, axes)
             elif self._dynamic is None and inner:   # dimensions seen with a second value: symbolic from now
                 twin_args = self._symbolic_twin(args, traced.infos, dev)
-            program = self._schedule(traced, twin_args, dev)
+            program = self._schedule(traced, twin_args, dev, dynamic=self._dynamic, ahead=compile_only,
+                                     every_loop=bool(named and inner))   # warming: no size of n may compile later
             with stage("verify"):
                 for k in program.kernels:
                     verify_kernel(k)
@@ -256,9 +257,6 @@ class Kernel:
                 log(3, str(traced))
                 for k in program.kernels:
                     log(3, k.format())
-            program.dynamic = self._dynamic
-            program.every_loop = bool(named and inner)   # warming: no size of n may compile later
-            program.ahead = compile_only
             try:
                 executable = dev.compile(program)
             except Exception as e:
@@ -289,31 +287,34 @@ class Kernel:
             log(1, f"{self.__name__}: not traced at other sizes ({e}); its sizes become arguments once they change")
             return None
 
-    def _schedule(self, traced: Traced, twin_args, dev):
-        """The program of a trace. With symbolic dimensions (`twin_args`: the arguments at other sizes of
-        them), its loop variables that follow them are moving (ir/layout.py): known from an earlier shape
-        where every kernel is one already met (no twin traced), else found by lowering the twin first.
-        The program's twin (which of a kernel's sizes follow the shapes) is traced when first asked for:
-        only a kernel template not met before asks."""
+    def _schedule(self, traced: Traced, twin_args, dev, **fields):
+        """The program of a trace (`fields`: the Program's dynamic, every_loop and ahead). With symbolic
+        dimensions (`twin_args`: the arguments at other sizes of them), its loop variables that follow them
+        are moving (ir/layout.py): known from an earlier shape where every kernel is one already met (no twin
+        traced), else found by lowering the twin first. The program's twin (which of a kernel's sizes follow
+        the shapes) is traced when first asked for: only a kernel template not met before asks."""
         if twin_args is None:
             with stage("schedule"):   # fusion, layout and lowering to kernel IR
-                return traced.program(dev.layout)
+                return traced.program(dev.layout, **fields)
+
+        def find_twin(program):
+            return self._twin_program(twin_args, dev, program)
+
         known = self._moving.setdefault((dev.name, size_free_key(traced.infos)), {})
         if known:
             with stage("schedule"):
-                program = traced.program(dev.layout, moving={k: m for k, (_, m) in known.items()})
+                program = traced.program(dev.layout, moving={k: m for k, (_, m) in known.items()},
+                                         find_twin=find_twin, **fields)
             if all(known.get(k, (None,))[0] == frozenset(ext) for k, ext in program.extents.items()):
-                program.twin_thunk = lambda: self._twin_program(twin_args, dev, program)
                 return program
         first = self._twin_program(twin_args, dev)
         with stage("schedule"):
-            program = traced.program(dev.layout, first)
+            program = traced.program(dev.layout, first, find_twin=None if first is None else find_twin, **fields)
         if first is None:
             return program
         for name, ext in program.extents.items():
             other = first.extents.get(name, {})
             known[name] = (frozenset(ext), frozenset(v for v, n in ext.items() if other.get(v, n) != n))
-        program.twin_thunk = lambda: self._twin_program(twin_args, dev, program)
         return program
 
     def _twin_program(self, args, dev, other=None):

@@ -55,9 +55,9 @@ class Traced:
         return to_networkx(self.program(registry.compiler(device).layout), self.name)
 
     def program(self, options: LayoutOptions = LayoutOptions(), other: Program | None = None,
-                moving: dict | None = None) -> Program:
+                moving: dict | None = None, **fields) -> Program:
         """The kernels of this graph; `other`: its twin's, or `moving`: the variables known to move, per
-        kernel name (ir.fuse.schedule)."""
+        kernel name; `fields`: the Program's dynamic, every_loop, ahead and find_twin (ir.fuse.schedule)."""
         inputs = {}
         read = set(toposort(self.outputs)) if self.compared else None
         for i, info in enumerate(self.infos):
@@ -76,7 +76,7 @@ class Traced:
         for j, (arg, dtype) in enumerate(self.compared):
             node = build.input_(arg, dtype, ())
             inputs[node] = input_buffer(first + j, node, ())
-        return schedule(self.outputs, inputs, options, other, moving)
+        return schedule(self.outputs, inputs, options, other, moving, **fields)
 
 
 class Plan:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -23,10 +24,24 @@ class Realize(Exception):
         self.node = node
 
 
+class BufferKey(NamedTuple):
+    """Which memory a buffer is: argument `index` ("in"), returned value `index` ("out"), temporary
+    `index` ("tmp"), or, while fusion decides what to write, the temporary of the node at topological
+    position `index` ("pending": renamed "tmp" before the program is built). A tuple: ("in", 0) is the
+    first argument's key."""
+    kind: Literal["in", "out", "tmp", "pending"]
+    index: int
+
+    @property
+    def argument(self) -> bool:
+        """Whether this is an argument's memory (read in place, never allocated)."""
+        return self.kind == "in"
+
+
 @dataclass(frozen=True)
 class Buffer:
     """A memory region: `strides` and `offset` in elements locate the node's elements in it."""
-    key: object
+    key: BufferKey | None   # None: a layout only (Buffer.contiguous's strides)
     dtype: np.dtype
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -34,7 +49,7 @@ class Buffer:
     size: int
 
     @staticmethod
-    def contiguous(key, dtype, shape) -> "Buffer":
+    def contiguous(key: BufferKey | None, dtype, shape) -> "Buffer":
         strides, acc = [], 1
         for s in reversed(shape):
             strides.append(acc if s != 1 else 0)

@@ -20,7 +20,7 @@ from tracejit.ir.dtypes import identity
 from tracejit.ir.graph import ELEMENTWISE, Node, Op, rewrite, toposort
 from tracejit.ir.kernel_ir import Kernel
 from tracejit.ir.layout import LayoutOptions
-from tracejit.ir.analysis import Analysis, Buffer, Realize, analyze
+from tracejit.ir.analysis import Analysis, Buffer, BufferKey, Realize, analyze
 from tracejit.ir.lower import emit
 
 SPLIT_MIN_REDUCE = 1 << 15   # reductions at least this long ...
@@ -32,16 +32,16 @@ MAX_INDEX_NESTING = 128      # reshapes and pads in a row in one kernel at most 
 GATHER_NESTING = 4           # ... where a gather counts as this many
 
 
-@dataclass
+@dataclass(frozen=True)
 class Program:
-    """Kernels and the buffers between them; a target-neutral launch plan."""
+    """Kernels and the buffers between them; a target-neutral launch plan, built complete by schedule()."""
     kernels: list[Kernel]
-    launches: list[list[object]]     # per kernel, the buffer keys of its params
-    buffers: dict[object, Buffer]    # key -> buffer; keys: ("in", i), ("out", i), ("tmp", i)
-    outputs: list[object]            # buffer key per returned value
+    launches: list[list[BufferKey]]     # per kernel, the buffer keys of its params
+    buffers: dict[BufferKey, Buffer]    # key -> buffer; kinds "in", "out" and "tmp"
+    outputs: list[BufferKey]            # buffer key per returned value
     int_scalars: list[tuple[int, np.dtype]]  # Python-int arguments narrowed to a smaller int dtype
     # per kernel, per value it writes: (its buffer key, the offset it is stored at, offsets read per buffer key)
-    accesses: list[list[tuple[object, object, dict]]] = field(default_factory=list)
+    accesses: list[list[tuple[BufferKey, object, dict]]] = field(default_factory=list)
     # kernel index -> a matrix product or sort the plan may run as a NumPy call (LayoutOptions.library)
     library_calls: dict[int, library.Call] = field(default_factory=dict)
     # @tj.kernel(dynamic=...): None: sizes become arguments of a kernel once a second value is seen;
@@ -49,10 +49,9 @@ class Program:
     # False: every size its own compile, sizes as constants
     dynamic: bool | dict | None = None
     # the same program traced with other sizes of its symbolic dimensions: sizes that differ between a
-    # kernel and its twin are arguments of its code from the first compile. Given, or traced on first use
-    # (twin_thunk: only a kernel template not met before asks)
-    _twin: "Program | None" = None
-    twin_thunk: "Callable[[], Program | None] | None" = None
+    # kernel and its twin are arguments of its code from the first compile. Traced on first use, by
+    # find_twin(this program) (only a kernel template not met before asks)
+    find_twin: "Callable[[Program], Program | None] | None" = None
     every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
     ahead: bool = False        # compiled ahead of its calls (warming): compile what its calls would later
     # the graph as scheduled (long reductions split, sorts merged: what the kernels compute) and, per node,
@@ -65,25 +64,22 @@ class Program:
 
     @property
     def twin(self) -> "Program | None":
-        if self.twin_thunk is not None:
-            self._twin, self.twin_thunk = self.twin_thunk(), None
-        return self._twin
-
-    @twin.setter
-    def twin(self, value: "Program | None") -> None:
-        self._twin, self.twin_thunk = value, None
+        if "_twin" not in self.__dict__:   # (a cache: the one attribute set after construction)
+            object.__setattr__(self, "_twin", None if self.find_twin is None else self.find_twin(self))
+        return self.__dict__["_twin"]
 
     def writes_in_place(self, out_key, in_index: int) -> bool:
         """Whether output `out_key` may be written over the memory of argument `in_index` (in the layout of
         the output): the kernel that writes it reads that argument only at the very element it writes, no
         other value of that kernel and no later kernel reads the argument, so every read sees the old value."""
-        in_key = ("in", in_index)
+        in_key = BufferKey("in", in_index)
         writer = next((k for k, values in enumerate(self.accesses) if any(key == out_key for key, _, _ in values)),
                       None)
         if writer is None:
             return False
         read = self.buffers.get(in_key)
-        if read is not None and (read.offset or read.strides != Buffer.contiguous(None, read.dtype, read.shape).strides):
+        contiguous = Buffer.contiguous(None, read.dtype, read.shape).strides if read is not None else None
+        if read is not None and (read.offset or read.strides != contiguous):
             return False
         if any(in_key in launch for launch in self.launches[writer + 1:]):
             return False
@@ -92,11 +88,14 @@ class Program:
 
 
 def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions(),
-             other: "Program | None" = None, moving: dict[str, frozenset] | None = None) -> Program:
+             other: "Program | None" = None, moving: dict[str, frozenset] | None = None, *,
+             dynamic: bool | dict | None = None, every_loop: bool = False, ahead: bool = False,
+             find_twin: "Callable[[Program], Program | None] | None" = None) -> Program:
     """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
     the target's layout preferences. `other`: the same function scheduled at other sizes of its symbolic
     dimensions (issue 19): loop variables whose extent differs there get layouts that do not depend on it;
-    or `moving`: those variables' names per kernel name, known from an earlier shape."""
+    or `moving`: those variables' names per kernel name, known from an earlier shape. The keywords are
+    the Program's fields of the same names."""
     extents: dict[str, dict[str, int]] = {}
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
@@ -133,7 +132,8 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         accesses.append([(writes[a.out].key, a.offsets[-1], a.reads) for a in group])
     used = {b.key: b for b in [*reads.values(), *writes.values()]}
     return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs),
-                   accesses, calls, graph=list(outputs), node_kernels=node_kernels, extents=extents)
+                   accesses, calls, dynamic=dynamic, find_twin=find_twin, every_loop=every_loop, ahead=ahead,
+                   graph=list(outputs), node_kernels=node_kernels, extents=extents)
 
 
 class _Realizing:
@@ -165,7 +165,7 @@ class _Realizing:
     def _write(self, n: Node) -> None:
         if n.op is Op.INPUT and n not in self.out_index:
             return
-        key = ("out", self.out_index[n]) if n in self.out_index else ("tmp", ("at", self.position[n]))
+        key = BufferKey("out", self.out_index[n]) if n in self.out_index else BufferKey("pending", self.position[n])
         buf = Buffer.contiguous(key, n.dtype, n.shape)
         if n.op is not Op.INPUT:
             self.reads[n] = buf
@@ -317,7 +317,7 @@ def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]
             for i, group in enumerate(kernels):
                 if not group[0].reduces and not group[0].scans and not group[0].update \
                         and group[0].out.shape == a.out.shape and all(
-                        b.key[0] == "in" or position.get(b.key, i) < i for b in a.loads):
+                        b.key.argument or position.get(b.key, i) < i for b in a.loads):
                     target = i
                     break
         if target is None:
@@ -342,9 +342,9 @@ def _assign_buffers(outputs, realized, inputs, order: list[Node]) -> tuple[dict[
             continue
         if n in out_index:
             # an argument returned unchanged is copied, so results never alias the caller's arrays
-            writes[n] = Buffer.contiguous(("out", out_index[n]), n.dtype, n.shape)
+            writes[n] = Buffer.contiguous(BufferKey("out", out_index[n]), n.dtype, n.shape)
         else:
-            writes[n] = Buffer.contiguous(("tmp", tmp), n.dtype, n.shape)
+            writes[n] = Buffer.contiguous(BufferKey("tmp", tmp), n.dtype, n.shape)
             tmp += 1
         if n.op is not Op.INPUT:
             reads[n] = writes[n]
@@ -446,4 +446,4 @@ def input_buffer(index: int, node: Node, strides: tuple[int, ...]) -> Buffer:
     offset = sum((n - 1) * -s for n, s in zip(node.shape, strides) if s < 0)
     span = 1 + sum((n - 1) * abs(s) for n, s in zip(node.shape, strides)) if node.size else 0
     strides = tuple(0 if n == 1 else s for n, s in zip(node.shape, strides))
-    return Buffer(("in", index), np.dtype(node.dtype), node.shape, strides, offset, span)
+    return Buffer(BufferKey("in", index), np.dtype(node.dtype), node.shape, strides, offset, span)

@@ -150,7 +150,7 @@ class BlockPool(FreeLists):
 
 def by_value_params(program: Program, keys) -> frozenset[int]:
     """The params of a launch passed by value: 0-d inputs."""
-    return frozenset(j for j, key in enumerate(keys) if key[0] == "in" and program.buffers[key].shape == ())
+    return frozenset(j for j, key in enumerate(keys) if key.argument and program.buffers[key].shape == ())
 
 
 @dataclass

@@ -31,11 +31,11 @@ class LaunchPlan:
             c, binary, fits = device.build(k, by_value, symbolic, device.options)
             if fits is not None and fits < c.launch.local_size:   # its registers allow fewer threads per group
                 c, binary, _ = device.build(k, by_value, symbolic, replace(device.options, max_local_size=fits))
-            scalars = [(key[1], program.buffers[key].dtype) if j in by_value else None for j, key in enumerate(keys)]
+            scalars = [(key.index, program.buffers[key].dtype) if j in by_value else None for j, key in enumerate(keys)]
             self.kernels.append(c)
             self._launches.append((device.launcher(c, binary, scalars), keys))
-        self._inputs = [(k, b) for k, b in program.buffers.items() if k[0] == "in"]
-        self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if k[0] != "in"]
+        self._inputs = [(k, b) for k, b in program.buffers.items() if k.argument]
+        self._allocs = [(k, b.shape, b.dtype) for k, b in program.buffers.items() if not k.argument]
         self._faulting = next((c for c in self.kernels if c.launch.error_flag), None)
         self._irs = [c.ir for c in self.kernels]
         self._int_scalars, self._outputs = program.int_scalars, program.outputs
@@ -47,7 +47,7 @@ class LaunchPlan:
         dev = self.device
         bufs, staged, results = {}, {}, {}
         for key, desc in self._inputs:
-            a = args[key[1]]
+            a = args[key.index]
             if desc.shape == ():
                 bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
             elif type(a) is Array and a.device is dev:

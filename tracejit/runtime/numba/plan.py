@@ -60,8 +60,8 @@ class NumbaPlan:
         check_int_scalars(prog.int_scalars, args)
         bufs, arrays = {}, {}
         for key, buf in prog.buffers.items():
-            if key[0] == "in":
-                bufs[key] = flat_view(args[key[1]], buf)
+            if key.argument:
+                bufs[key] = flat_view(args[key.index], buf)
             else:
                 arrays[key] = arr = np.empty(buf.shape, buf.dtype)   # whole arrays, viewed whole
                 bufs[key] = (arr.view(np.uint16) if buf.dtype == np.float16 else arr).reshape(-1)
@@ -102,10 +102,10 @@ class NumbaPlan:
                       f"    {', '.join(name[k] + '_arr' for k in kept)}, = scratch"]
         for key, buf in prog.buffers.items():
             b = name[key]
-            if key[0] == "in":
+            if key.argument:
                 env[f"{b}_desc"] = buf
                 contiguous = buf.offset == 0 and buf.strides == Buffer.contiguous(None, buf.dtype, buf.shape).strides
-                data = f"args[{key[1]}]"
+                data = f"args[{key.index}]"
                 if not buf.shape:  # Python scalar or 0-d array
                     lines.append(f"    {b} = np.asarray({data}, {b}_desc.dtype).reshape(1)")
                 elif contiguous and buf.dtype != np.float16:
@@ -177,7 +177,7 @@ KEEP_SETS = 4   # sets kept per plan: one for each thread running the plan at on
 
 
 def _kept_temporaries(prog: Program) -> list:
-    temporaries = [k for k in prog.buffers if k[0] != "in" and k not in prog.outputs]
+    temporaries = [k for k in prog.buffers if not k.argument and k not in prog.outputs]
     nbytes = sum(math.prod(prog.buffers[k].shape) * prog.buffers[k].dtype.itemsize for k in temporaries)
     return temporaries if KEEP_MIN_BYTES <= nbytes <= KEEP_MAX_BYTES else []
 
