@@ -87,7 +87,8 @@ def _wrapper(name: str, original, random: bool = False):
             from tracejit.numpy import creation
             return creation.while_tracing(name, original, args, kwargs)
         return original(*args, **kwargs)
-    make.__name__, make.__doc__, make.__wrapped__ = name, original.__doc__, original
+    make.__name__, make.__doc__ = name, original.__doc__
+    make.__wrapped__ = original  # type: ignore[attr-defined]  # a function takes any attribute; typeshed names none
     return make
 
 
@@ -121,7 +122,7 @@ def _callee(code, lasti: int):
     """(opname, argval) of the instruction that loads the callee of the call at `lasti` (the last load
     starting where the call expression starts), ("", None) where the instruction is no call of a loaded
     name, or None where the interpreter records no positions (Python 3.10)."""
-    if not hasattr(code, "co_positions"):
+    if sys.version_info < (3, 11):   # (what 3.11 added: code.co_positions)
         return None
     instructions = list(dis.get_instructions(code))
     # (3.11's f_lasti can point into the inline cache after the instruction)

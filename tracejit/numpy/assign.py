@@ -21,7 +21,7 @@ from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import indexing, scatter, views
 from tracejit.numpy.selection import MaskedSelection, check_mask, full_mask
-from tracejit.numpy.tensor import Tensor, _index, as_node
+from tracejit.numpy.tensor import Casting, Tensor, _index, as_node
 
 __all__ = ["copyto"]
 
@@ -54,7 +54,9 @@ def setitem(t: Tensor, key, value) -> None:
 def index_steps(shape, dtype, key) -> tuple[views.Step, ...]:
     """The movement steps a basic index makes (IndexError and ShapeError as reading t[key] raises them)."""
     stand_in = views.probe(shape, dtype)
-    return views.steps_from(_index(stand_in, key), stand_in)
+    steps = views.steps_from(_index(stand_in, key), stand_in)
+    assert steps is not None   # a basic index only moves: slices, new axes and ints
+    return steps
 
 
 def store(root: Tensor, steps, value: Node) -> None:
@@ -205,7 +207,7 @@ def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
     return t
 
 
-def write_out(out, result, casting: str = "same_kind", where=True, name: str = "ufunc",
+def write_out(out, result, casting: Casting = "same_kind", where=True, name: str = "ufunc",
               exact: bool = False) -> Tensor:
     """A NumPy function's `out=`: the result, broadcast to out's shape (a ufunc's) or of exactly its shape
     (`exact`: reductions, np.round), cast under `casting`, stored in out where `where` is true. Returns out,
@@ -233,7 +235,7 @@ def write_out(out, result, casting: str = "same_kind", where=True, name: str = "
     return out
 
 
-def copyto(dst, src, casting="same_kind", where=True) -> None:
+def copyto(dst, src, casting: Casting = "same_kind", where=True) -> None:
     """np.copyto: src broadcast into dst, under NumPy's casting rule, where `where` is true."""
     if type(src) in (bool, int, float) and isinstance(dst, Tensor):   # weak: NumPy's own rules decide
         try:

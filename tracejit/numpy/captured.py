@@ -60,7 +60,8 @@ def _diagonal_band(a: np.ndarray):
     by_d = np.concatenate([~other[::-1, 0], ~other[0, 1:]])   # d = -(n-1) .. m-1
     inside = np.flatnonzero(by_d) - (a.shape[0] - 1)
     lo, hi = int(inside[0]), int(inside[-1])
-    cond = np.tri(*a.shape, k=hi, dtype=bool) & ~np.tri(*a.shape, k=lo - 1, dtype=bool)   # lo <= j - i <= hi
+    n, m = a.shape
+    cond = np.tri(n, m, k=hi, dtype=bool) & ~np.tri(n, m, k=lo - 1, dtype=bool)   # lo <= j - i <= hi
     if not (cond == ~other).all():
         return None
     one, zero = a[0, 0], a[first_other]
@@ -113,6 +114,7 @@ def _index_sum(shape, dt: np.dtype, steps, origin: int, out: np.dtype):
             tv = iv if c == 1 else iv * dt.type(c)
             node = term if node is None else build.binary(Op.ADD, node, term)
             ref = tv if ref is None else ref + tv
+        assert node is not None and ref is not None   # callers pass at least one step
         if origin != 0:   # adding a zero is simplified away, so the reference skips it too
             node = build.binary(Op.ADD, node, build.const(origin, dt, shape))
             ref = ref + dt.type(origin)

@@ -3,6 +3,8 @@ builds them from static arguments and captured.array_node turns the result into 
 expression fused into its consumers; the `_like` forms and tril/triu of traced values build graph IR."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tracejit.errors import UnsupportedError
@@ -84,7 +86,8 @@ def tril(m, k=0) -> Tensor:
     """numpy.tril: elements above the k-th diagonal of the last two axes zeroed (a 1-D m is broadcast)."""
     from tracejit.numpy.functions import where
     node = as_node(m)
-    mask = np.tri(*node.shape[-2:], k=k, dtype=bool)
+    # (ignore: the checker cannot know that shape[-2:] holds at most two sizes, np.tri's N and M)
+    mask = np.tri(*node.shape[-2:], k=k, dtype=bool)  # type: ignore[call-overload]
     return where(mask, Tensor(node), np.zeros(1, node.dtype))
 
 
@@ -92,11 +95,11 @@ def triu(m, k=0) -> Tensor:
     """numpy.triu: elements below the k-th diagonal of the last two axes zeroed."""
     from tracejit.numpy.functions import where
     node = as_node(m)
-    mask = np.tri(*node.shape[-2:], k=k - 1, dtype=bool)
+    mask = np.tri(*node.shape[-2:], k=k - 1, dtype=bool)  # type: ignore[call-overload]  # as in tril
     return where(mask, np.zeros(1, node.dtype), Tensor(node))
 
 
-NUMPY_FUNCTIONS = {
+NUMPY_FUNCTIONS: dict[Callable[..., object], Callable[..., Tensor]] = {
     np.zeros_like: zeros_like, np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
     np.tril: tril, np.triu: triu, np.zeros: zeros, np.ones: ones, np.full: full, np.empty: empty,
     np.arange: arange, np.linspace: linspace, np.eye: eye, np.identity: identity, np.tri: tri,

@@ -15,7 +15,7 @@ from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.dtypes import BOOL, check
 from tracejit.ir.graph import Node, Op
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Casting, Tensor, as_node
 
 __all__ = ["einsum"]
 
@@ -140,7 +140,7 @@ def _broadcast_view(t: Term, labels: tuple[Label, ...], shape: tuple[int, ...]) 
 
 # --- np.einsum -------------------------------------------------------------------------------------
 
-def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=False) -> Tensor:
+def einsum(*operands, out=None, dtype=None, order="K", casting: Casting = "safe", optimize=False) -> Tensor:
     """np.einsum with a subscripts string ('ij,jk->ik', implicit output 'ij,jk', diagonals and traces
     'ii->i' and 'ii', broadcasting 'ij...,j...->...') or in the sublist form
     (np.einsum(a, [0, 1], b, [1, 2], [0, 2])), any number of operands, and `dtype=` / `casting=`.
@@ -159,7 +159,7 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     return Tensor(contract(list(zip(nodes, inputs)), output))
 
 
-def _cast(node: Node, dtype: np.dtype, casting: str) -> Node:
+def _cast(node: Node, dtype: np.dtype, casting: Casting) -> Node:
     if not np.can_cast(node.dtype, dtype, casting):
         raise UnsupportedError(f"np.einsum(dtype={dtype}): cannot cast an operand from {node.dtype} to {dtype} "
                                f"with casting={casting!r}; NumPy refuses this too. Pass casting='unsafe' or "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import BINARY, PREDICATES, UNARY, Node, Op
 from tracejit.ir.ops import OPS
 from tracejit.numpy import int_comparisons
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
 
 __all__ = [
     "abs", "broadcast_to", "ceil", "clip", "cos", "erf", "exp", "exp2", "floor", "isfinite",
@@ -139,10 +140,11 @@ def _outside_int_range(ufunc, a: Node, b: Node) -> Node | None:
     for const, other in ((a, b), (b, a)):
         if const.op is Op.CONST and const.weak and const.dtype.kind == "i" and other.dtype.kind in "iu" \
                 and not other.weak:
-            info = np.iinfo(other.dtype)
-            if not info.min <= const.arg <= info.max:
+            info, number = np.iinfo(other.dtype), const.arg
+            assert isinstance(number, int)   # a weak integer constant holds a Python int
+            if not info.min <= number <= info.max:
                 edge = int(info.min)   # any value of the dtype compares with the constant as its minimum does
-                value = ufunc(const.arg, edge) if const is a else ufunc(edge, const.arg)
+                value = ufunc(number, edge) if const is a else ufunc(edge, number)
                 return build.const(bool(value), BOOL, build.broadcast_shapes(a.shape, b.shape))
     return None
 
@@ -194,32 +196,64 @@ def clip(a, a_min=None, a_max=None) -> Tensor:
     return out if a_max is None else minimum(out, a_max)
 
 
-def _make_unary(name):
-    def f(x):
+Unary = Callable[[ArrayLike], Tensor]
+Binary = Callable[[ArrayLike, ArrayLike], Tensor]
+
+
+def _make_unary(name: str) -> Unary:
+    def f(x: ArrayLike) -> Tensor:
         return _unary(name, x)
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}, as numpy.{name}."
     return f
 
 
-def _make_binary(name):
-    def f(a, b):
+def _make_binary(name: str) -> Binary:
+    def f(a: ArrayLike, b: ArrayLike) -> Tensor:
         return _binary(name, a, b)
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}, as numpy.{name}."
     return f
 
 
-exp, exp2, log, log2, sqrt = (_make_unary(n) for n in ("exp", "exp2", "log", "log2", "sqrt"))
-sin, cos, tan, tanh, erf = (_make_unary(n) for n in ("sin", "cos", "tan", "tanh", "erf"))
-abs, sign, floor, ceil = (_make_unary(n) for n in ("abs", "sign", "floor", "ceil"))  # noqa: A001
-trunc, rint, reciprocal = (_make_unary(n) for n in ("trunc", "rint", "reciprocal"))
-isnan, isinf, negative, invert = (_make_unary(n) for n in ("isnan", "isinf", "negative", "invert"))
-maximum, minimum, power = (_make_binary(n) for n in ("maximum", "minimum", "power"))
-add, subtract, multiply = (_make_binary(n) for n in ("add", "subtract", "multiply"))
-true_divide, floor_divide, remainder = (_make_binary(n) for n in ("true_divide", "floor_divide", "remainder"))
-less, less_equal, equal, not_equal = (_make_binary(n) for n in ("less", "less_equal", "equal", "not_equal"))
-bitwise_and, bitwise_or, bitwise_xor = (_make_binary(n) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
+# one line each, annotated: Tensor's operators use them while this module and tensor.py import each other
+exp: Unary = _make_unary("exp")
+exp2: Unary = _make_unary("exp2")
+log: Unary = _make_unary("log")
+log2: Unary = _make_unary("log2")
+sqrt: Unary = _make_unary("sqrt")
+sin: Unary = _make_unary("sin")
+cos: Unary = _make_unary("cos")
+tan: Unary = _make_unary("tan")
+tanh: Unary = _make_unary("tanh")
+erf: Unary = _make_unary("erf")
+abs: Unary = _make_unary("abs")  # noqa: A001
+sign: Unary = _make_unary("sign")
+floor: Unary = _make_unary("floor")
+ceil: Unary = _make_unary("ceil")
+trunc: Unary = _make_unary("trunc")
+rint: Unary = _make_unary("rint")
+reciprocal: Unary = _make_unary("reciprocal")
+isnan: Unary = _make_unary("isnan")
+isinf: Unary = _make_unary("isinf")
+negative: Unary = _make_unary("negative")
+invert: Unary = _make_unary("invert")
+maximum: Binary = _make_binary("maximum")
+minimum: Binary = _make_binary("minimum")
+power: Binary = _make_binary("power")
+add: Binary = _make_binary("add")
+subtract: Binary = _make_binary("subtract")
+multiply: Binary = _make_binary("multiply")
+true_divide: Binary = _make_binary("true_divide")
+floor_divide: Binary = _make_binary("floor_divide")
+remainder: Binary = _make_binary("remainder")
+less: Binary = _make_binary("less")
+less_equal: Binary = _make_binary("less_equal")
+equal: Binary = _make_binary("equal")
+not_equal: Binary = _make_binary("not_equal")
+bitwise_and: Binary = _make_binary("bitwise_and")
+bitwise_or: Binary = _make_binary("bitwise_or")
+bitwise_xor: Binary = _make_binary("bitwise_xor")
 
 
 def greater(a, b):
@@ -262,7 +296,7 @@ def broadcast_to(a, shape) -> Tensor:
     return Tensor(build.broadcast_to(as_node(a), shape))
 
 
-def _axis(axis: int, ndim: int) -> int:
+def _axis(axis: int | Tensor, ndim: int) -> int:
     if isinstance(axis, Tensor) and (axis.ndim or constant_value(axis._node) is None):
         raise TraceError("an axis argument is a traced value; axes must be plain Python ints. If it is a "
                          "parameter of the kernel, name it static: @tj.kernel(static=('axis',))")

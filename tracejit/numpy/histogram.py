@@ -26,10 +26,10 @@ def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tenso
     edges = _edges(a, bins, range)
     w = None
     if weights is not None:
-        w = as_node(weights)
-        if w.shape != shape:
+        given = as_node(weights)
+        if given.shape != shape:
             raise ValueError("weights should have the same shape as a.")
-        w = F.reshape(Tensor(w), (a.size,))
+        w = F.reshape(Tensor(given), (a.size,))
     n = edges.shape[0] - 1
     if (a.size + 1) * n <= DENSE_MAX:
         hist = _dense_counts(a, edges, w)
@@ -104,7 +104,7 @@ def _edges(a: Tensor, bins, range) -> Tensor:
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         dtype = np.result_type(lo, hi, np.empty(0, a.dtype))
-        dtype = np.float64 if dtype.kind in "iub" else dtype
+        dtype = np.dtype(np.float64) if dtype.kind in "iub" else dtype
         return Tensor(as_node(np.linspace(lo, hi, n + 1, endpoint=True, dtype=dtype)))
     if a.size == 0:
         return Tensor(as_node(np.linspace(0, 1, n + 1)))

@@ -22,6 +22,10 @@ from tracejit.numpy.tensor import Tensor, as_node
 
 __all__ = ["searchsorted", "take", "take_along_axis"]
 
+# one element of an index as _entry reads it: (kind, value), the value a slice, an index array (a NumPy array
+# while it is a constant, else a graph node), a constant boolean mask, or None (a new axis, the ellipsis)
+Entry = tuple[str, slice | np.ndarray | Node | None]
+
 _SEQUENCES = (np.ndarray, list, tuple, range)   # NumPy reads these as index arrays
 _TAKE_MODES = ("raise", "wrap", "clip")
 _VALID = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean arrays "
@@ -39,34 +43,44 @@ def advanced_index(x: Node, key: tuple) -> Node:
     are adjacent in the key, else they come first."""
     spec, indexed, layout = _read_index(x, _one_axis_each(x, [_entry(k) for k in key]))
     shape = _broadcast_indices([indexed[d].shape for d in sorted(indexed)])
-    gathered, source_axes, at = [], [None] * len(x.shape), 0   # the result without its new axes
+    gathered: list[int] = []   # the result's shape without its new axes ...
+    final: list[int] = []      # ... and with them
+    source_axes: list[int | None] = [None] * len(x.shape)
+    at = 0
     for kind, axis in layout:
         if kind == "indices":
             at = len(gathered)
             gathered += shape
+            final += shape
         elif kind == "slice":
+            assert axis is not None   # a slice's entry names its axis
             source_axes[axis] = len(gathered)
             gathered.append(spec[axis][2])
+            final.append(spec[axis][2])
+        else:   # a new axis
+            final.append(1)
     tail = (1,) * (len(gathered) - at - len(shape))
     indices = [build.expand(build.reshape(build.broadcast_to(indexed[d], shape), (1,) * at + shape + tail),
                             tuple(gathered)) for d in sorted(indexed)]
     out = build.gather(build.slice_(x, tuple(spec)), tuple(indices), tuple(source_axes))
-    final = [n for kind, axis in layout
-             for n in (shape if kind == "indices" else (1,) if kind == "new" else (spec[axis][2],))]
     return build.reshape(out, tuple(final))
 
 
-def _read_index(x: Node, entries: list) -> tuple[list, dict, list]:
+def _read_index(x: Node, entries: list[Entry]) \
+        -> tuple[list[tuple[int, int, int]], dict[int, Node], list[tuple[str, int | None]]]:
     """Per axis of x its slice (start, step, length; all of it where an array indexes it), the index
     arrays' nodes by axis, and the result's axes in order: ("new", None), ("slice", axis), and once
     ("indices", None) where NumPy puts the broadcast index arrays' axes."""
-    spec, indexed, layout, positions = [], {}, [], []
+    spec: list[tuple[int, int, int]] = []
+    indexed: dict[int, Node] = {}
+    layout: list[tuple[str, int | None]] = []
+    positions: list[int] = []
     for position, (kind, value) in enumerate(entries):
         if kind == "new":
             layout.append(("new", None))
             continue
         axis, size = len(spec), x.shape[len(spec)]
-        if kind == "slice":
+        if isinstance(value, slice):
             start, stop, step = value.indices(size)
             n = len(range(start, stop, step))
             spec.append((start if n else 0, step, n))
@@ -80,7 +94,7 @@ def _read_index(x: Node, entries: list) -> tuple[list, dict, list]:
     return spec, indexed, layout
 
 
-def _entry(k) -> tuple[str, object]:
+def _entry(k) -> Entry:
     """One element of an index as (kind, value): new (None), ellipsis, slice, index (an integer array,
     a NumPy one while it is a constant, or a graph node) or mask (a constant boolean array)."""
     if k is None:
@@ -118,10 +132,10 @@ def _entry(k) -> tuple[str, object]:
     raise InvalidIndexError(f"{_VALID}; got {type(k).__name__}")
 
 
-def _one_axis_each(x: Node, entries: list) -> list:
+def _one_axis_each(x: Node, entries: list[Entry]) -> list[Entry]:
     """The index with `...` written out, trailing axes taken whole and boolean masks turned into the
     integer arrays of their True positions: every entry but `new` then indexes one axis."""
-    used = sum(1 if kind in ("slice", "index") else np.ndim(v) if kind == "mask" else 0 for kind, v in entries)
+    used = sum(_axes_read(entry) for entry in entries)
     if sum(kind == "ellipsis" for kind, _ in entries) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     if used > len(x.shape):
@@ -131,15 +145,26 @@ def _one_axis_each(x: Node, entries: list) -> list:
     kinds = [kind for kind, _ in entries]
     at = kinds.index("ellipsis") if "ellipsis" in kinds else len(entries)
     entries = entries[:at] + whole + entries[at + 1:]
-    out, axis = [], 0
+    out: list[Entry] = []
+    axis = 0
     for kind, value in entries:
         if kind == "mask":
+            assert isinstance(value, np.ndarray)   # a mask is a constant
             out += [("index", i) for i in _mask_positions(value, x.shape[axis:axis + value.ndim], axis)]
             axis += value.ndim
             continue
         out.append((kind, value))
         axis += kind != "new"
     return out
+
+
+def _axes_read(entry: Entry) -> int:
+    """How many axes of the array one entry of the index reads."""
+    kind, value = entry
+    if kind == "mask":
+        assert isinstance(value, np.ndarray)   # a mask is a constant
+        return value.ndim
+    return 1 if kind in ("slice", "index") else 0
 
 
 def _mask_positions(mask: np.ndarray, shape: tuple[int, ...], axis: int) -> tuple[np.ndarray, ...]:
@@ -187,9 +212,11 @@ def take(a, indices, axis=None, out=None, mode="raise") -> Tensor:
     a, axis = (build.reshape(a, (a.size,)), 0) if axis is None else (a, _axis(axis, len(a.shape)))
     kind, index = _entry(indices)
     if kind == "mask":   # np.take reads booleans as the integers 0 and 1
+        assert isinstance(index, np.ndarray)   # a mask is a constant
         kind, index = "index", index.astype(np.int64)
     if kind != "index":
         raise InvalidIndexError(f"np.take: indices must be integers or an integer array, not {indices!r}")
+    assert isinstance(index, (np.ndarray, Node))   # an index array
     if mode != "raise":
         n = a.shape[axis]
         if n == 0 and index.size:
@@ -199,11 +226,11 @@ def take(a, indices, axis=None, out=None, mode="raise") -> Tensor:
     return Tensor(advanced_index(a, key))
 
 
-def _wrap_or_clip(index, n: int, mode: str):
+def _wrap_or_clip(index: np.ndarray | Node, n: int, mode: str) -> np.ndarray | Node:
     """np.take's 'wrap' (floor modulo n) and 'clip' (into [0, n - 1]) of integer indices."""
     if isinstance(index, np.ndarray):
-        i = index.astype(np.int64)
-        return np.mod(i, max(n, 1)) if mode == "wrap" else np.clip(i, 0, max(n - 1, 0))
+        wide = index.astype(np.int64)
+        return np.mod(wide, max(n, 1)) if mode == "wrap" else np.clip(wide, 0, max(n - 1, 0))
     fits = np.can_cast(index.dtype, np.int32) and n <= 2**31
     i = F.astype(Tensor(index), np.int32 if fits else np.int64)
     return (F.remainder(i, max(n, 1)) if mode == "wrap" else F.clip(i, 0, max(n - 1, 0)))._node
@@ -216,6 +243,7 @@ def take_along_axis(arr, indices, axis=-1) -> Tensor:
     kind, index = _entry(indices)
     if kind != "index":
         raise InvalidIndexError("`indices` must be an integer array")
+    assert isinstance(index, (np.ndarray, Node))   # an index array
     ndim = len(index.shape)
     if axis is None:
         if ndim != 1:

@@ -13,7 +13,7 @@ from tracejit.ir import build
 from tracejit.ir.dtypes import check
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axis
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Casting, Tensor, as_node
 
 __all__ = ["append", "array_split", "column_stack", "concatenate", "dsplit", "dstack", "hsplit", "hstack",
            "split", "stack", "unstack", "vsplit", "vstack"]
@@ -89,7 +89,7 @@ def _sequence(arrays, what: str) -> list[Node]:
     return nodes
 
 
-def _common_dtype(nodes: list[Node], dtype, casting: str, name: str) -> list[Node]:
+def _common_dtype(nodes: list[Node], dtype, casting: Casting, name: str) -> list[Node]:
     """The nodes cast to NumPy's result type of the join (or to `dtype`, checked against `casting`)."""
     if dtype is None:
         target = np.result_type(*(n.dtype for n in nodes))
@@ -111,7 +111,7 @@ def _no_out(out, name: str) -> None:
 
 # --- joining -------------------------------------------------------------------------------------
 
-def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tensor:
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
     _no_out(out, "concatenate")
     nodes = _sequence(arrays, "concatenate")
     if axis is None:
@@ -133,7 +133,7 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") ->
     return Tensor(join(_common_dtype(nodes, dtype, casting, "concatenate"), axis))
 
 
-def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tensor:
+def stack(arrays, axis=0, out=None, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
     _no_out(out, "stack")
     nodes = _sequence(arrays, "stack")
     if any(n.shape != nodes[0].shape for n in nodes):
@@ -158,12 +158,12 @@ def at_least(nodes: list[Node], ndim: int) -> list[Node]:
     return [grow(n) for n in nodes]
 
 
-def hstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
+def hstack(tup, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
     nodes = at_least(_sequence(tup, "concatenate"), 1)
     return concatenate(nodes, axis=0 if len(nodes[0].shape) == 1 else 1, dtype=dtype, casting=casting)
 
 
-def vstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
+def vstack(tup, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
     return concatenate(at_least(_sequence(tup, "concatenate"), 2), axis=0, dtype=dtype, casting=casting)
 
 

@@ -67,6 +67,7 @@ def flat_index(shape: tuple[int, ...]) -> Node:
         term = term if stride == 1 else _op(Op.MUL, term, stride)
         index = term if index is None else _op(Op.ADD, index, term)
         stride *= shape[axis]
+    assert index is not None   # shape is not empty
     return index
 
 

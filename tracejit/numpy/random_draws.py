@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import numpy as np
 
@@ -68,12 +69,16 @@ class Stream:
     "captured" (a Generator the function reads from a global or a closure cell: `where` reads it)."""
     kind: str
     first: int                       # input index of the first of its WORDS uint32 scalars
-    where: object = None
+    where: int | Callable[[], object] | None = None   # "argument": its position; "captured": what reads it
 
     def words(self, args) -> tuple[int, ...]:
         if self.kind == "global":
             return GLOBAL.next_words()
-        g = args[self.where] if self.kind == "argument" else self.where()
+        if isinstance(self.where, int):   # "argument"
+            g = args[self.where]
+        else:
+            assert self.where is not None, self.kind   # "captured"
+            g = self.where()
         if not _is_generator(g):
             raise ArgumentError(f"a kernel traced with a np.random.Generator got a {type(g).__name__} in its "
                                 "place; pass a Generator (or call the kernel through a function of its own)")

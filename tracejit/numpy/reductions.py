@@ -7,6 +7,7 @@ import math
 import os
 import sys
 import warnings
+from types import FrameType
 
 import numpy as np
 
@@ -155,7 +156,8 @@ def _warn_at_trace(message: str) -> None:
 def _user_stacklevel() -> int:
     """The stack level of the first frame outside tracejit and NumPy (the user's line)."""
     inside = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(np.__file__))
-    frame, level = sys._getframe(2), 2
+    frame: FrameType | None = sys._getframe(2)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(inside):
         frame, level = frame.f_back, level + 1
     return level
@@ -323,6 +325,7 @@ def _nan_extreme(op: str, a, axis, keepdims, initial, where) -> Tensor:
     if not is_float(a.dtype):
         return _reduce(op, a, axis, keepdims, None, initial, where)
     keep = _not_nan(a, where)
+    assert keep is not None   # a float array: never None, its NaNs are left out
     result = _reduce(op, _fill(a, keep, identity(op, a.dtype)), axis, keepdims, None, initial)._node
     if initial is not None:
         return Tensor(result)

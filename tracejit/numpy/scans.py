@@ -40,7 +40,7 @@ def nancumprod(a, axis=None, dtype=None, out=None) -> Tensor:
 
 
 # the ufuncs whose .accumulate is a scan, with its reduction; add and multiply widen ints as cumsum does
-ACCUMULATE = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
+ACCUMULATE: dict[np.ufunc, str] = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
 
 
 def accumulate(ufunc: np.ufunc, array, axis=0, dtype=None) -> Tensor:

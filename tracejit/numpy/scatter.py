@@ -29,8 +29,9 @@ __all__ = ["bincount", "set_at"]
 # one fused kernel and every dtype on every device (no atomics); beyond, its n * m work dominates.
 DENSE_MAX = 2**16
 # ufunc -> (reduction of the updates, the combining function); bool add/multiply are logical or/and
-_AT = {np.add: ("sum", F.add), np.subtract: ("sum", F.subtract), np.multiply: ("prod", F.multiply),
-       np.maximum: ("max", F.maximum), np.minimum: ("min", F.minimum)}
+_AT: dict[np.ufunc, tuple[str, F.Binary]] = {
+    np.add: ("sum", F.add), np.subtract: ("sum", F.subtract), np.multiply: ("prod", F.multiply),
+    np.maximum: ("max", F.maximum), np.minimum: ("min", F.minimum)}
 
 
 class _Scatter:
@@ -42,7 +43,10 @@ class _Scatter:
         key = key if isinstance(key, tuple) else (key,)
         entries = _slice_as_indices(x, _one_axis_each(x, [_entry(k) for k in key]))
         self.x, self.what = x, what
-        self.indexed, self.specs, layout, axis = [], {}, [], 0
+        self.indexed: list[tuple[int, np.ndarray | Node]] = []   # (axis, its index array)
+        self.specs: dict[int, tuple[int, int, int]] = {}   # the sliced axes' (start, step, length)
+        layout: list[tuple[str, int | None]] = []   # per entry of the key: (kind, axis; None for a new axis)
+        axis = 0
         for kind, value in entries:
             if kind == "new":
                 layout.append(("new", None))
@@ -77,7 +81,7 @@ class _Scatter:
         full = tuple(x.shape[a] if a in self.axes else 1 for a in range(len(x.shape)))
         flat = build.reshape(flat, full)
         for axis, index in self.indexed:
-            if x.shape[axis] == 0 and math.prod(_shape(index)):
+            if x.shape[axis] == 0 and math.prod(_shape(index)) != 0:
                 raise IndexOutOfBoundsError(f"index 0 is out of bounds for axis {axis} with size 0")
         if math.prod(self.shape_d) == 0:
             return build.const(0, dt, (0,))
@@ -91,7 +95,7 @@ class _Scatter:
         value = dict(self.indexed)[axis]
         return Tensor(value) if isinstance(value, Node) else value
 
-    def _result_layout(self, layout: list) -> list:
+    def _result_layout(self, layout: list[tuple[str, int | None]]) -> list[tuple[str, int | None]]:
         """x[key]'s axes in NumPy's order: ("slice", axis), ("new", None), and ("indices", None) once, where
         the broadcast index arrays' axes go (in place when the index arrays are adjacent, else first)."""
         at = [i for i, (kind, _) in enumerate(layout) if kind == "index"]
@@ -116,7 +120,7 @@ class _Scatter:
     def values(self, v: Node, dtype) -> Node:
         """v broadcast to x[key]'s shape, cast to dtype, arranged as (m, L...)."""
         shape = [n for kind, a in self.result_layout for n in (
-            self._index_shape() if kind == "indices" else (1,) if kind == "new" else (self.specs[a][2],))]
+            self._index_shape() if kind == "indices" else (1,) if kind == "new" else (self._slice_length(a),))]
         try:
             v = build.broadcast_to(v, tuple(shape))
         except ShapeError:
@@ -125,9 +129,13 @@ class _Scatter:
         v = build.cast(v, dtype)
         squeezed = [("indices", None) if kind == "indices" else (kind, a) for kind, a in self.result_layout
                     if kind != "new"]
-        v = build.reshape(v, tuple(self.m if kind == "indices" else self.specs[a][2] for kind, a in squeezed))
+        v = build.reshape(v, tuple(self.m if kind == "indices" else self._slice_length(a) for kind, a in squeezed))
         first = [i for i, (kind, _) in enumerate(squeezed) if kind == "indices"]
         return build.permute(v, tuple(first + [i for i in range(len(squeezed)) if i not in first]))
+
+    def _slice_length(self, axis: int | None) -> int:
+        assert axis is not None   # a slice's entry in the layout names its axis
+        return self.specs[axis][2]
 
     def _index_shape(self) -> tuple[int, ...]:
         """The index arrays' broadcast shape (advanced_index checked that they broadcast)."""
@@ -152,7 +160,7 @@ class _Scatter:
         order = self.axes + self.others
         if all(self.specs[a] == (0, 1, x.shape[a]) for a in self.others):
             return build.permute(region, tuple(np.argsort(order)))
-        source_axes = [None] * len(order)
+        source_axes: list[int | None] = [None] * len(order)   # None: an axis the gather's indices give
         indices, inside = [], build.const(True, np.bool_, x.shape)
         for i, a in enumerate(order):
             if a in self.axes:
@@ -272,8 +280,8 @@ def _accumulate(ufunc: np.ufunc, x: Node, indices, v: Node, loop: np.dtype, what
                                         (1,) + s.lengths + (s.m,)), shape)
     picked = build.where(hits, spread, build.const(identity(reduction, loop), loop, shape))
     total = build.reshape(build.reduce(picked, reduction, (k + 1,)), (s.n,) + s.lengths)
-    updated = combine(Tensor(build.cast(s.region(), loop)), Tensor(total))
-    return s.put_back(build.cast(updated._node, x.dtype))
+    merged = combine(Tensor(build.cast(s.region(), loop)), Tensor(total))
+    return s.put_back(build.cast(merged._node, x.dtype))
 
 
 def _rebind(tensor: Tensor, node: Node) -> None:

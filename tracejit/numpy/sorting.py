@@ -144,9 +144,9 @@ def _rows(a, axis, keepdims: bool) -> tuple[Node, int, tuple[int, ...]]:
     return x, len(rows), shape
 
 
-def _along(ax: int, ndim: int, spec: tuple[int, int, int], shape) -> list[tuple[int, int, int]]:
+def _along(ax: int, ndim: int, spec: tuple[int, int, int], shape) -> tuple[tuple[int, int, int], ...]:
     """A slice spec taking `spec` (start, step, length) along ax and everything elsewhere."""
-    return [spec if d == ax else (0, 1, shape[d]) for d in range(ndim)]
+    return tuple(spec if d == ax else (0, 1, shape[d]) for d in range(ndim))
 
 
 def _empty(x: Node, ax: int, dtype) -> Node:
@@ -254,6 +254,7 @@ def _stack(results: list[Node]) -> Node:
         else:
             chosen = build.binary(Op.EQ, which, build.const(i, np.int32, which.shape))
             out = build.where(chosen, placed, out)
+    assert out is not None   # callers stack at least one result
     return out
 
 

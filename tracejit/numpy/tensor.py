@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Literal, Union
 
 import numpy as np
 
@@ -11,6 +12,11 @@ from tracejit.ir.dtypes import check, weak_dtype
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node
 from tracejit.numpy import views
+
+# what the traced functions take as an array, as as_node does: a traced array, a NumPy array or scalar, a
+# Python number or a (nested) list of them
+ArrayLike = Union["Tensor", Node, np.ndarray, np.generic, bool, int, float, list, tuple]
+Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]   # NumPy's casting rules, as its casting= takes
 
 MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
 
@@ -47,12 +53,12 @@ class Tensor:
 
     def __init__(self, node: Node):
         self._value = node          # roots: the current value
-        self._base = None           # views: the root whose memory they show ...
-        self._steps = ()            # ... through these movement steps
-        self._seen = None           # views: (the root value last read, the view's value then)
-        self._strides = None        # roots: element strides of the memory (None: C order)
+        self._base: Tensor | None = None          # views: the root whose memory they show ...
+        self._steps: tuple[views.Step, ...] = ()  # ... through these movement steps
+        self._seen: tuple[Node, Node] | None = None   # views: (the root value last read, the view's value then)
+        self._strides: tuple[int, ...] | None = None  # roots: element strides of the memory (None: C order)
         self._read_only = False
-        self._argument = None       # roots that are array arguments of the kernel: their position
+        self._argument: int | None = None   # roots that are array arguments of the kernel: their position
 
     @classmethod
     def argument(cls, node: Node, position: int, strides: tuple[int, ...], writeable: bool) -> "Tensor":
@@ -324,9 +330,10 @@ def view_call(fn, a, *args, contiguous_only: bool = False, **kwargs):
     single = isinstance(probed, Tensor)
     found = [views.steps_from(r._node, stand_in) if isinstance(r, Tensor) else None
              for r in ([probed] if single else probed)]
-    if any(steps is None for steps in found):
+    chains = [steps for steps in found if steps is not None]
+    if len(chains) < len(found):
         return fn(a, *args, **kwargs)
-    results = [a._view(steps, contiguous_only) for steps in found]
+    results = [a._view(steps, contiguous_only) for steps in chains]
     return results[0] if single else type(probed)(results)
 
 

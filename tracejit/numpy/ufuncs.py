@@ -196,12 +196,15 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tensor:
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
     """NumPy's formula: |a - b| <= atol + rtol * |b|, finite b, or a == b (b made inexact first)."""
-    y = as_node(b)
-    if not y.weak:
-        y = build.cast(y, check(np.result_type(y.dtype, 1.0)))
-    elif y.dtype.kind in "bi":
-        y = build.const(float(y.arg), np.float64, (), True) if y.op is Op.CONST else build.cast(y, np.float64, True)
-    x, y = Tensor(as_node(a)), Tensor(y)
+    yn = as_node(b)
+    if not yn.weak:
+        yn = build.cast(yn, check(np.result_type(yn.dtype, 1.0)))
+    elif yn.dtype.kind in "bi" and yn.op is Op.CONST:
+        assert isinstance(yn.arg, int)   # a weak bool or int constant holds a Python bool or int
+        yn = build.const(float(yn.arg), np.float64, (), True)
+    elif yn.dtype.kind in "bi":
+        yn = build.cast(yn, np.float64, True)
+    x, y = Tensor(as_node(a)), Tensor(yn)
     out = F.less_equal(F.abs(x - y), atol + rtol * F.abs(y)) & F.isfinite(y) | (x == y)
     if equal_nan:
         out = out | (F.isnan(x) & F.isnan(y))
@@ -235,13 +238,13 @@ def ldexp(x1, x2) -> Tensor:
     if n.dtype == BOOL:
         n = build.cast(n, np.int8)
     limit = _LAYOUT[np.dtype(dt)][2]
-    n = Tensor(n)
-    info = np.iinfo(n.dtype)
+    exponent = Tensor(n)
+    info = np.iinfo(exponent.dtype)
     if info.max > limit:
-        n = F.minimum(n, limit)
+        exponent = F.minimum(exponent, limit)
     if info.min < -limit:
-        n = F.maximum(n, -limit)
-    return _scale(Tensor(build.cast(x, dt)), Tensor(build.cast(n._node, dt)))
+        exponent = F.maximum(exponent, -limit)
+    return _scale(Tensor(build.cast(x, dt)), Tensor(build.cast(exponent._node, dt)))
 
 
 def _frexp(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -260,7 +263,9 @@ def frexp(x) -> tuple[Tensor, Tensor]:
     """(mantissa, exponent) as NumPy: the mantissa in [0.5, 1) with x's sign (x itself for 0, inf, NaN),
     the exponent int32 (0 for those)."""
     node = as_node(x)
-    dt = check(np.frexp(node.arg if node.weak and node.op is Op.CONST else np.ones((), node.dtype))[0].dtype)
+    probe = node.arg if node.weak and node.op is Op.CONST else np.ones((), node.dtype)
+    assert isinstance(probe, (int, float, np.ndarray))   # a weak constant holds a Python number
+    dt = check(np.frexp(probe)[0].dtype)
     t = F.astype(Tensor(node), np.float32 if dt == np.float16 else dt)   # float16 is exact in float32
     m, e = _frexp(t)
     return F.astype(m, dt), F.astype(e, np.int32)

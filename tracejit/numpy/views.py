@@ -5,6 +5,8 @@ to the root through the inverted steps, with movement ops only, so everything st
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -13,6 +15,8 @@ from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import MOVEMENT, Node, Op
 
 Step = tuple[Op, object]   # (RESHAPE, shape) | (PERMUTE, perm) | (EXPAND, shape) | (SLICE, spec), as in the IR
+Shape = tuple[int, ...]    # a step's arg for RESHAPE, PERMUTE and EXPAND
+SliceSpec = tuple[tuple[int, int, int], ...]   # for SLICE: (start, step, length) per dimension
 
 _PROBE = "view probe"      # the arg of the stand-in input that view functions are run on
 
@@ -39,7 +43,9 @@ def apply(node: Node, steps: tuple[Step, ...]) -> Node:
     return node
 
 
-_MOVE = {Op.RESHAPE: build.reshape, Op.PERMUTE: build.permute, Op.EXPAND: build.expand, Op.SLICE: build.slice_}
+# the arg each builder takes depends on the op (a shape, a permutation or a slice spec), as Node.arg does
+_MOVE: dict[Op, Callable[[Node, Any], Node]] = {
+    Op.RESHAPE: build.reshape, Op.PERMUTE: build.permute, Op.EXPAND: build.expand, Op.SLICE: build.slice_}
 
 
 def shapes(shape: tuple[int, ...], steps: tuple[Step, ...]) -> list[tuple[int, ...]]:
@@ -47,11 +53,11 @@ def shapes(shape: tuple[int, ...], steps: tuple[Step, ...]) -> list[tuple[int, .
     out = [tuple(shape)]
     for op, arg in steps:
         if op is Op.PERMUTE:
-            out.append(tuple(out[-1][p] for p in arg))
+            out.append(tuple(out[-1][p] for p in cast(Shape, arg)))
         elif op is Op.SLICE:
-            out.append(tuple(n for _, _, n in arg))
+            out.append(tuple(n for _, _, n in cast(SliceSpec, arg)))
         else:
-            out.append(tuple(arg))
+            out.append(tuple(cast(Shape, arg)))
     return out
 
 
@@ -76,15 +82,16 @@ def strides_after(shape, strides, steps: tuple[Step, ...]) -> tuple[int, ...] | 
     strides = tuple(strides)
     for (op, arg), before in zip(steps, shapes(shape, steps)):
         if op is Op.PERMUTE:
-            strides = tuple(strides[p] for p in arg)
+            strides = tuple(strides[p] for p in cast(Shape, arg))
         elif op is Op.SLICE:
-            strides = tuple(s * step for s, (_, step, _) in zip(strides, arg))
+            strides = tuple(s * step for s, (_, step, _) in zip(strides, cast(SliceSpec, arg)))
         elif op is Op.EXPAND:
-            strides = tuple(0 if a != b else s for s, a, b in zip(strides, before, arg))
+            strides = tuple(0 if a != b else s for s, a, b in zip(strides, before, cast(Shape, arg)))
         else:
-            strides = _reshape_strides(before, strides, tuple(arg))
-            if strides is None:
+            reshaped = _reshape_strides(before, strides, tuple(cast(Shape, arg)))
+            if reshaped is None:
                 return None
+            strides = reshaped
     return strides
 
 
