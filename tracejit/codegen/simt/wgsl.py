@@ -50,6 +50,7 @@ class WGSLOptions:
     max_loop: int | None = None       # loop iterations an invocation may run in all (llvmpipe: 65535)
     private_max: int | None = None    # longer arrays of one invocation go to work-group memory (simt.RenderOptions)
     local_bytes: int = 16384          # maxComputeWorkgroupStorageSize
+    scalars_in_storage: bool = False  # the scalars' struct in a read-only storage buffer, not a uniform (lavapipe)
 
 
 @dataclass(frozen=True)
@@ -158,10 +159,11 @@ class _WGSLRender(FloatArithmetic, _Render):
         self.tables = tuple(dict.fromkeys(x.arg for x in self.ins if x.op == KOp.TABLE))
         self.buffers = tuple(i for i in range(len(kernel.params)) if i not in self.by_value)
         total_buffers = len(self.buffers) + self.error_flag + len(self.tables)
-        if total_buffers > options.max_storage_buffers:
+        allowed = options.max_storage_buffers - options.scalars_in_storage   # (one kept for the scalars)
+        if total_buffers > allowed:
             raise UnsupportedError(
                 f"kernel {kernel.name} reads and writes {total_buffers} arrays, and {options.device} allows "
-                f"{options.max_storage_buffers} storage buffers per shader stage; split the computation into "
+                f"{allowed} storage buffers per shader stage; split the computation into "
                 "calls with fewer array arguments, or use another device")
         groups_total = self.global_items // self.local_size
         self.nx = min(groups_total, options.max_workgroups)
@@ -404,7 +406,8 @@ class _WGSLRender(FloatArithmetic, _Render):
             members += [f"{SIZE_PARAM}: i32"] if self.size_checked else []
             members += [f"{ONE.split('.')[1]}: f32", f"{ZERO.split('.')[1]}: f32"] if self.uses_identities else []
             decl.append(f"struct TjScalars {{ {', '.join(members)} }};")
-            decl.append(f"@group(0) @binding({len(buffers)}) var<uniform> tj_scalars: TjScalars;")
+            space = "storage, read" if self.wo.scalars_in_storage else "uniform"
+            decl.append(f"@group(0) @binding({len(buffers)}) var<{space}> tj_scalars: TjScalars;")
         if self.error_flag:   # the error record (see tj_fault)
             decl.append(f"@group(0) @binding({len(buffers) + uniform}) var<storage, read_write> tj_error: "
                         "array<atomic<i32>>;")

@@ -48,6 +48,9 @@ LLVMPIPE_MAX_LOOP = 65535
 # launch (a row kept or sorted: 256 elements 1.3 s, 512 7.7 s, 1024 25 s, 3000 about 220 s); longer arrays are
 # slices of work-group memory (1024: 0.5 s), which run a sort up to 2x slower than private ones
 LLVMPIPE_PRIVATE_MAX = 256
+# lavapipe (Mesa's Vulkan driver on llvmpipe) recompiles a shader whose branches read a uniform with that
+# uniform's values inlined, at every dispatch of some shaders, and keeps what it compiled: a soak grew ~88 KB
+# per call without bound (test_webgpu). It inlines uniform buffers only, so the scalars go in a storage buffer.
 ALIGN = 16
 # limits worth more than WebGPU's defaults, asked for up to what the adapter allows
 WANTED_LIMITS = ("max-storage-buffers-per-shader-stage", "max-compute-invocations-per-workgroup",
@@ -191,6 +194,7 @@ class WebGPUDevice(Device):
             max_storage_buffers=dl["max-storage-buffers-per-shader-stage"],
             group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None,
             max_loop=LLVMPIPE_MAX_LOOP if llvmpipe else None, private_max=LLVMPIPE_PRIVATE_MAX if llvmpipe else None,
+            scalars_in_storage=llvmpipe and adapter.info.get("backend_type", "") == "Vulkan",
             local_bytes=dl["max-compute-workgroup-storage-size"])
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=not cpu,
@@ -200,7 +204,8 @@ class WebGPUDevice(Device):
         usage = wgpu.BufferUsage
         self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN,
                               device="webgpu")
-        self.uniforms = BlockPool(functools.partial(self._new_buffer, usage.UNIFORM | usage.COPY_DST), ALIGN)
+        scalars = usage.STORAGE if self.options.scalars_in_storage else usage.UNIFORM
+        self.uniforms = BlockPool(functools.partial(self._new_buffer, scalars | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple] = {}
         self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._sync = None
@@ -390,7 +395,8 @@ class WebGPUDevice(Device):
             kinds = [wgpu.BufferBindingType.storage if w else wgpu.BufferBindingType.read_only_storage
                      for w in r.writable]
             if r.uniform:
-                kinds.append(wgpu.BufferBindingType.uniform)
+                kinds.append(wgpu.BufferBindingType.read_only_storage if self.options.scalars_in_storage
+                             else wgpu.BufferBindingType.uniform)
             if r.launch.error_flag:
                 kinds.append(wgpu.BufferBindingType.storage)
             kinds += [wgpu.BufferBindingType.read_only_storage] * len(r.tables)
