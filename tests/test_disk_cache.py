@@ -237,7 +237,7 @@ def test_a_writer_killed_mid_write_leaves_no_visible_entry(tmp_path):
 def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
     # a cache of its own: the suite's other worker fills the shared one meanwhile
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba.device", "numba.cache", "size_templates", "opencl.device", "cuda.compiler"):
+    for module in ("numba.device", "numba.cache", "symbolic_sizes", "opencl.device", "cuda.compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
     if device == "opencl":
         dev = tj.device("opencl")
@@ -276,7 +276,7 @@ def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba.device", "numba.cache", "size_templates", "opencl.device", "cuda.compiler"):
+    for module in ("numba.device", "numba.cache", "symbolic_sizes", "opencl.device", "cuda.compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
 
     def full(path, data):

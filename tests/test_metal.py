@@ -98,16 +98,16 @@ def test_more_buffers_than_metal_binds_is_a_clear_error():
 
 
 def test_a_kernel_whose_sizes_as_arguments_pass_metals_table_is_compiled_for_its_sizes():
-    """A tiled product has dozens of size slots; once its sizes change (size_templates) they are arguments
+    """A tiled product has dozens of sizes; once they change (symbolic_sizes) they are arguments
     on OpenCL, and on Metal, whose table binds 31, the kernel is rendered for its own sizes instead of
     refused (found by the layout fuzzer: a@b refused after other products had run in the process)."""
     from tracejit.codegen.simt import metal, opencl
     from tracejit.codegen.simt.mapping import RenderOptions
-    from tracejit.ir.size_slots import size_slots
+    from tracejit.ir.sizes import kernel_sizes
     plan = tj.kernel(lambda a, b: a @ b).lower(tj.spec((16, 64), np.float32), tj.spec((64, 128), np.float32),
                                               device="metal")
     k = plan.kernels[0].ir
-    every = {slot: f"tj_s{n}" for n, slot in enumerate(sorted(size_slots(k)))}
+    every = {slot: f"tj_s{n}" for n, slot in enumerate(sorted(kernel_sizes(k)))}
     assert len(every) > metal.MAX_BUFFERS
     assert len(opencl.render(k, RenderOptions(), frozenset(), every).launch.symbolic) == len(every)
     r = metal.render(k, RenderOptions(), frozenset(), every)

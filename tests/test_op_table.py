@@ -15,7 +15,7 @@ from tracejit.codegen.simt.mapping import RenderOptions
 from tracejit.numpy import numpy_protocol
 from tracejit.ir import interpret, kernel_ir
 from tracejit.ir.graph import BINARY, PREDICATES, UNARY, Op
-from tracejit.ir.kernel_ir import INDEX, Builder, KOp, Kernel, Param
+from tracejit.ir.kernel_ir import INDEX, Builder, KOp, KernelIR, Param
 from tracejit.ir.ops import OPS
 
 DTYPES = {"b": ["bool"], "i": ["int8", "int32", "int64"], "u": ["uint16", "uint32"],
@@ -23,12 +23,12 @@ DTYPES = {"b": ["bool"], "i": ["int8", "int32", "int64"], "u": ["uint16", "uint3
 N = 8
 
 
-def _kernel(op, dtype) -> Kernel:
+def _kernel(op, dtype) -> KernelIR:
     dt = np.dtype(dtype)
     srcs = [np.dtype(bool), dt, dt] if op.name == "where" else [dt] * op.arity
     out = np.dtype(bool) if op.predicate else dt
     params = [Param(f"in{i}", s, N, False) for i, s in enumerate(srcs)] + [Param("out0", out, N, True)]
-    k = Kernel(f"k_{op.name}_{dt.name}", params, global_size=N)
+    k = KernelIR(f"k_{op.name}_{dt.name}", params, global_size=N)
     b = Builder(k)
     ptrs = [b.emit(KOp.PARAM, p.dtype, (), i) for i, p in enumerate(params)]
     g = b.emit(KOp.GLOBAL, INDEX, (), N)

@@ -251,7 +251,7 @@ def test_a_build_error_shows_the_compiler_message_and_the_generated_line():
 
 def test_long_rows_get_a_work_group_and_short_rows_a_work_item():
     # dynamic=False: sizes as constants (a row length that is an argument runs one work-item per row on a
-    # CPU whatever the length, and a template another test met at other sizes may have it so)
+    # CPU whatever the length, and a kernel another test met at other sizes may have made it so)
     long_rows = tj.kernel(lambda x: x.sum(axis=1), dynamic=False).lower(np.ones((8, 4096), np.float32),
                                                                         device="opencl")
     short_rows = tj.kernel(lambda x: x.sum(axis=1), dynamic=False).lower(np.ones((4096, 8), np.float32),
@@ -267,7 +267,7 @@ def test_softmax_rows_are_kept_in_local_memory_in_group_mode():
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
     # dynamic=False: the row length a constant (where it is an argument, a CPU device runs a row per
-    # work-item and keeps nothing in local memory; another test may have met this template at other sizes)
+    # work-item and keeps nothing in local memory; another test may have met this kernel at other sizes)
     (kernel,) = tj.kernel(softmax, dynamic=False).lower(np.ones((4, 1024), np.float32), device="opencl").kernels
     assert kernel.launch.mode == "group"
     body = kernel.source.split("__kernel void")[-1]   # after any helper functions
@@ -372,7 +372,7 @@ def test_cpu_row_sums_add_runs_of_64_in_float_and_the_runs_in_double(n):
     """A CPU device's work-item sums its float32 row in double (as accurate as NumPy's pairwise sum); in
     runs of 64 floats added in double it costs no conversion per element (PoCL softmax 5.9 -> 4.3 ms).
     A row that is no multiple of 64 keeps the double accumulator, unless the row length is an argument of
-    the kernel (another size of this template was met first): then its last run is shorter."""
+    the kernel (another size of this kernel was met first): then its last run is shorter."""
     if tj.device("opencl").cl_device.type & 4:   # CL_DEVICE_TYPE_GPU: rows get work-groups there
         pytest.skip("a GPU reduces long rows in work-groups")
     rng = np.random.default_rng(n)

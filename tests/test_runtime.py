@@ -312,7 +312,7 @@ def test_kernels_that_differ_only_in_their_names_compile_once(device, rng):
     assert len(softmaxes) == 4 and len({kern.name for kern in softmaxes}) == 4
     assert all(f"{kern.name}(" in kern.source for kern in softmaxes)
     codes = {kern.source.replace(kern.name, "K") for kern in softmaxes}
-    # one code (in a full run, two: the size templates earlier tests left on the device rendered one head's
+    # one code (in a full run, two: the symbolic sizes earlier tests left on the device rendered one head's
     # launch apart), each compiled once, the other heads reusing it
     assert len(codes) < len(softmaxes) and sum(not kern.cached for kern in softmaxes) == len(codes)
     np.testing.assert_allclose(np.asarray(f(q, k, v, n_head=4, device=device)), heads(q, k, v, n_head=4),

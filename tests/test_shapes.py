@@ -85,7 +85,7 @@ def test_strides_that_follow_a_size_are_arguments_too(device, rng):
 
 
 def test_the_first_size_is_specialised_and_a_second_one_makes_what_changed_an_argument(rng):
-    def scaled_softmax(x):   # a kernel no other test compiles: templates are shared by identical kernels
+    def scaled_softmax(x):   # a kernel no other test compiles: symbolic sizes are shared by identical kernels
         return softmax(x * np.float32(1.375))
 
     f = tj.kernel(scaled_softmax)
@@ -128,7 +128,7 @@ def test_graph_capture_replays_a_kernel_whose_sizes_are_arguments(rng):
 
 
 def test_dynamic_true_makes_sizes_arguments_from_the_first_compile(rng):
-    def softmax_times_two(x):   # a kernel of its own: templates are shared by identical kernels
+    def softmax_times_two(x):   # a kernel of its own: symbolic sizes are shared by identical kernels
         return softmax(x) * np.float32(2)
 
     f = tj.kernel(softmax_times_two, dynamic=True)
@@ -143,7 +143,7 @@ def test_dynamic_true_makes_sizes_arguments_from_the_first_compile(rng):
 
 
 def test_dynamic_per_axis_makes_the_named_axes_sizes_arguments_and_leaves_the_others_to_the_default(rng):
-    def softmax_plus_one(x):   # kernels of their own: templates are shared by identical kernels
+    def softmax_plus_one(x):   # kernels of their own: symbolic sizes are shared by identical kernels
         return softmax(x) + np.float32(1)
 
     f = tj.kernel(softmax_plus_one, dynamic={"x": -1})   # the row length symbolic from the first call
@@ -422,7 +422,7 @@ def test_a_second_process_reuses_the_kernel_whose_sizes_became_arguments_in_the_
 
 
 def test_dynamic_false_compiles_every_size_with_its_sizes_as_constants(rng):
-    def shifted_softmax(x):   # a kernel of its own: templates are shared by identical kernels
+    def shifted_softmax(x):   # a kernel of its own: symbolic sizes are shared by identical kernels
         return softmax(x - np.float32(0.625))
 
     f = tj.kernel(shifted_softmax, dynamic=False)

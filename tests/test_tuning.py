@@ -13,7 +13,7 @@ from tracejit.errors import CacheWarning
 from tracejit.frontend import tuning
 from tracejit.runtime.numba import tuning as numba_tuning
 from tracejit.runtime.numba.device import NumbaDevice
-from tracejit.runtime.size_templates import SizeTemplates
+from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
 DEFAULTS = NumbaDevice.layout.transpose_tiles
 
@@ -28,7 +28,7 @@ def small_tuning(monkeypatch, tmp_path):
     monkeypatch.setattr(numba_tuning, "CALLS", 1)
     device = tj.device("numba")
     monkeypatch.setattr(device, "layout", device.layout)
-    # kernels of x.T + y that other tests compiled here are not the first of their template for this test
+    # kernels of x.T + y that other tests compiled here are not the first with their size-free key here
     monkeypatch.setattr(device, "sizes", numba_tuning.Unremembered(device.sizes.slot_argument, device.sizes.kind))
     return device
 
@@ -112,11 +112,11 @@ def test_the_command_line_tunes_and_says_where_the_record_went(small_tuning, mon
 
 
 def test_the_candidates_stay_specialised_and_leave_no_size_records(small_tuning, monkeypatch):
-    """The candidates are one kernel template with other tile extents: compiled on the device's own size
-    templates, every candidate after the first would take its extents as arguments (slower code, timed for
+    """The candidates are one size-free key with other tile extents: compiled on the device's own symbolic
+    sizes, every candidate after the first would take its extents as arguments (slower code, timed for
     nothing), and the disk cache would tell later processes to do the same for every x.T + y."""
     remembered = []
-    sizes = SizeTemplates(small_tuning.sizes.slot_argument, "numba-sizes")
+    sizes = SymbolicSizes(small_tuning.sizes.slot_argument, "numba-sizes")
     monkeypatch.setattr(sizes, "_remember", lambda *args: remembered.append(args))
     monkeypatch.setattr(sizes, "_remembered", lambda *args: set())
     monkeypatch.setattr(small_tuning, "sizes", sizes)

@@ -5,7 +5,7 @@ import pytest
 import tracejit as tj
 from tracejit.ir import build
 from tracejit.ir.graph import Node, Op
-from tracejit.ir.kernel_ir import INDEX, Instr, KOp, Kernel, Param
+from tracejit.ir.kernel_ir import INDEX, Instr, KOp, KernelIR, Param
 from tracejit.ir.verify import verify_graph, verify_kernel
 
 F32 = np.dtype("float32")
@@ -37,7 +37,7 @@ def test_graph_verifier_rejects_broken_nodes(make, message):
 
 
 def _kernel(*instrs, params=(Param("out0", F32, 4, True), Param("in0", F32, 4, False))):
-    return Kernel("k", list(params), list(instrs), 4)
+    return KernelIR("k", list(params), list(instrs), 4)
 
 
 def test_kernel_verifier_rejects_use_before_definition():

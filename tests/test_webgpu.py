@@ -195,7 +195,7 @@ def test_two_dimensional_dispatch_computes_every_element(monkeypatch, rng):
 def test_a_wgsl_validation_error_names_the_message_and_the_generated_line():
     dev = tj.device("webgpu")
     # sizes as constants: a work-group per row of 300 (a row length that is an argument, as another test may
-    # have made this template's, runs a work-item per row on a CPU adapter)
+    # have made this kernel's, runs a work-item per row on a CPU adapter)
     rows = tj.kernel(softmax.fn, dynamic=False)
     good = rows.lower(tj.spec((4, 300), np.float32), device="webgpu").kernels[0].rendered
     broken = replace(good, source=good.source.replace("workgroupBarrier();", "workgroupBarrier(;", 1))

@@ -1,6 +1,6 @@
 """How a kernel runs over arrays cut into blocks (Dask): its graph split into stages that each run block by
 block, joined by reductions over blocks. Knows nothing of Dask itself: dask/arrays.py builds the
-Dask graph from a Plan, and each worker rebuilds the same Plan to run its stages (dask/stages.py)."""
+Dask graph from a BlockPlan, and each worker rebuilds the same BlockPlan to run its stages (dask/stages.py)."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -34,7 +34,7 @@ class Stage:
     """Kernels run once per block of a grid: the block's share of some units (partials) or outputs."""
     level: int
     letters: tuple[str, ...]            # the block grid: one letter per chunked dimension
-    roots: list[tuple[str, int]]        # ("output", k) or ("unit", index into Plan.units)
+    roots: list[tuple[str, int]]        # ("output", k) or ("unit", index into BlockPlan.units)
     inputs: list[tuple[str, int]] = field(default_factory=list)   # ("arg", position) or ("unit", index)
 
 
@@ -46,7 +46,7 @@ class Problem:
     reason: str
 
 
-class Plan:
+class BlockPlan:
     """The stages of one kernel for arguments of these shapes, dtypes and chunked axes."""
 
     def __init__(self, traced, statistics: dict, chunked: tuple):
@@ -229,7 +229,7 @@ class _Classes:
         return self.find(source, axis) in self._marked
 
 
-def build_plan(kernel, args: tuple, chunked: tuple) -> Plan:
+def build_plan(kernel, args: tuple, chunked: tuple) -> BlockPlan:
     """The plan of `kernel` for these arguments (arrays as tj.spec of the whole array) where chunked[i][k]
     says whether axis k of argument i is cut into more than one block."""
     with statistic_log.recording() as statistics:
@@ -242,4 +242,4 @@ def build_plan(kernel, args: tuple, chunked: tuple) -> Plan:
         names = kernel._names
         raise UnsupportedError(f"{kernel.__name__} assigns into its argument {names[traced.assigned[0]]!r}, which "
                                "cannot be done to a Dask array; return the new value instead")
-    return Plan(traced, statistics, chunked)
+    return BlockPlan(traced, statistics, chunked)

@@ -17,7 +17,7 @@ from tracejit.ir.graph import Node, Op
 from tracejit.ir.resize import resize
 from tracejit.dask import partials as dask_partials
 from tracejit.frontend import shipping
-from tracejit.dask.plan import Plan, build_plan
+from tracejit.dask.plan import BlockPlan, build_plan
 from tracejit.frontend.signature import Default
 
 PLANS_KEPT = 64   # plans (kernel x argument shapes x chunked axes) a process keeps
@@ -51,7 +51,7 @@ _stage_kernels: dict = {}
 _lock = threading.Lock()
 
 
-def plan_for(key: PlanKey) -> Plan:
+def plan_for(key: PlanKey) -> BlockPlan:
     with _lock:
         plan = _plans.get(key)
         if plan is None:
@@ -90,7 +90,7 @@ class StageProgram:
 
     recorded_elsewhere = True   # TRACEJIT_RECORD records the Dask call itself (dask/arrays.py)
 
-    def __init__(self, key: PlanKey, plan: Plan, index: int):
+    def __init__(self, key: PlanKey, plan: BlockPlan, index: int):
         self.key, self.plan, self.index = key, plan, index
         self.__name__ = self.__qualname__ = f"{key.kernel.__name__}_dask_stage{index}"
         self.__module__ = __name__
@@ -124,15 +124,15 @@ class StageProgram:
         return tuple(out)
 
 
-def _source(plan: Plan, inp: tuple[str, int]):
+def _source(plan: BlockPlan, inp: tuple[str, int]):
     return ("input", inp[1]) if inp[0] == "arg" else ("cut", plan.units[inp[1]].node)
 
 
-def root_node(plan: Plan, root: tuple[str, int]) -> Node:
+def root_node(plan: BlockPlan, root: tuple[str, int]) -> Node:
     return plan.units[root[1]].operand if root[0] == "unit" else plan.outputs[root[1]]
 
 
-def letter_sizes(plan: Plan, stage, shapes) -> dict[str, int]:
+def letter_sizes(plan: BlockPlan, stage, shapes) -> dict[str, int]:
     """The block's size along each chunked dimension, read off the shapes of the blocks of its inputs."""
     sizes: dict[str, int] = {}
     for inp, shape in zip(stage.inputs, shapes):
@@ -143,7 +143,7 @@ def letter_sizes(plan: Plan, stage, shapes) -> dict[str, int]:
     return sizes
 
 
-def block_shape(plan: Plan, node: Node, sizes: dict[str, int]) -> tuple[int, ...]:
+def block_shape(plan: BlockPlan, node: Node, sizes: dict[str, int]) -> tuple[int, ...]:
     return tuple(sizes[letter] if letter else s for letter, s in zip(plan.labels(node), node.shape))
 
 
@@ -189,7 +189,7 @@ def _c_strides(shape, itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def block_signatures(plan: Plan, stage, key: PlanKey, letter_chunks: dict[str, tuple[int, ...]]):
+def block_signatures(plan: BlockPlan, stage, key: PlanKey, letter_chunks: dict[str, tuple[int, ...]]):
     """The distinct argument lists (tj.spec per block input, scalars as they are) the stage kernel is called
     with over the whole grid: every combination of the distinct block sizes along its dimensions."""
     from tracejit.frontend.signature import Spec, spec
@@ -211,7 +211,7 @@ def block_signatures(plan: Plan, stage, key: PlanKey, letter_chunks: dict[str, t
 
 
 
-def letter_chunks(plan: Plan, chunks: list) -> dict[str, tuple[int, ...]]:
+def letter_chunks(plan: BlockPlan, chunks: list) -> dict[str, tuple[int, ...]]:
     """The blocks along each chunked dimension: where the arrays sharing it are cut differently, at every
     boundary of any of them (as Dask's blockwise unifies chunks). chunks: per argument, its chunks or None."""
     out = {}

@@ -2,7 +2,7 @@
 arguments a function is traced at once more to find which of its kernels' sizes follow them: the named
 axes of @tj.kernel(dynamic={"x": (0,)}), every dimension under dynamic=True, the dimensions tj.spec names
 ("n", 1024), and under the default dynamic=None those seen with a second size. On numba the sizes that
-differ between a kernel and its twin are arguments of its code from that compile (runtime/size_templates.py).
+differ between a kernel and its twin are arguments of its code from that compile (runtime/symbolic_sizes.py).
 """
 from __future__ import annotations
 

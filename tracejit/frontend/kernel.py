@@ -292,7 +292,7 @@ class Kernel:
         dimensions (`twin_args`: the arguments at other sizes of them), its loop variables that follow them
         are moving (ir/layout.py): known from an earlier shape where every kernel is one already met (no twin
         traced), else found by lowering the twin first. The program's twin (which of a kernel's sizes follow
-        the shapes) is traced when first asked for: only a kernel template not met before asks."""
+        the shapes) is traced when first asked for: only a kernel whose size-free key was not met before asks."""
         if twin_args is None:
             with stage("schedule"):   # fusion, layout and lowering to kernel IR
                 return traced.program(dev.layout, **fields)
@@ -333,7 +333,7 @@ class Kernel:
     def _symbolic_twin(self, args, infos, dev) -> list | None:
         """dynamic=None: the arguments with the dimensions seen to change on this device at another size
         (None before any has): sizes that follow them are arguments of the kernels' code, compiled once and
-        reused by later sizes (size_templates remembers them per kernel), and no layout depends on them."""
+        reused by later sizes (symbolic_sizes remembers them per kernel), and no layout depends on them."""
         known = [p.traced.infos for k, p in (*self._plans.items(), *self._lowered.items()) if k[0] == dev.name]
         changed = changed_axes(known, infos)
         seen = self._symbolic.get(dev.name, set())

@@ -44,7 +44,7 @@ def tune(report=None) -> dict:
             kernels = {}
             for tile in tuning.CANDIDATES:
                 device.layout = dataclasses.replace(defaults, transpose_tiles=(tile,) * 4)
-                # the candidates are one kernel template with other tile extents: fresh templates keep each
+                # the candidates are one size-free key with other tile extents: fresh symbolic sizes keep each
                 # specialised (its extents constants of its code) and remember nothing in the disk cache
                 device.sizes = tuning.Unremembered(sizes.slot_argument, sizes.kind)
                 kernels[tile] = kernel(_transpose_add)

@@ -18,7 +18,7 @@ import numpy as np
 from tracejit.ir import build, contraction, library, merge_sort
 from tracejit.ir.dtypes import identity
 from tracejit.ir.graph import ELEMENTWISE, Node, Op, rewrite, toposort
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.ir.analysis import Analysis, Buffer, BufferKey, Realize, analyze
 from tracejit.ir.lower import emit
@@ -35,7 +35,7 @@ GATHER_NESTING = 4           # ... where a gather counts as this many
 @dataclass(frozen=True)
 class Program:
     """Kernels and the buffers between them; a target-neutral launch plan, built complete by schedule()."""
-    kernels: list[Kernel]
+    kernels: list[KernelIR]
     launches: list[list[BufferKey]]     # per kernel, the buffer keys of its params
     buffers: dict[BufferKey, Buffer]    # key -> buffer; kinds "in", "out" and "tmp"
     outputs: list[BufferKey]            # buffer key per returned value
@@ -50,7 +50,7 @@ class Program:
     dynamic: bool | dict | None = None
     # the same program traced with other sizes of its symbolic dimensions: sizes that differ between a
     # kernel and its twin are arguments of its code from the first compile. Traced on first use, by
-    # find_twin(this program) (only a kernel template not met before asks)
+    # find_twin(this program) (only a kernel whose size-free key was not met before asks)
     find_twin: "Callable[[Program], Program | None] | None" = None
     every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
     ahead: bool = False        # compiled ahead of its calls (warming): compile what its calls would later

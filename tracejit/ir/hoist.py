@@ -2,13 +2,13 @@
 that still defines all of its sources, and duplicates that meet there are merged."""
 from __future__ import annotations
 
-from tracejit.ir.kernel_ir import IMPURE, Builder, KOp, Kernel
+from tracejit.ir.kernel_ir import IMPURE, Builder, KOp, KernelIR
 
 # Loads from params move too: a kernel never stores to a buffer it loads from, and indices are always
 # in bounds. Loads from local memory stay: stores to it change what they read.
 
 
-def hoist(kernel: Kernel) -> Kernel:
+def hoist(kernel: KernelIR) -> KernelIR:
     instrs = kernel.instrs
     level = [0] * len(instrs)          # loop depth an instruction has to stay at
     root: list = []
@@ -32,7 +32,7 @@ def hoist(kernel: Kernel) -> Kernel:
                 target.append(i)
             else:                      # just before the loop at that level that is still open
                 target.insert(len(target) - 1, i)
-    out = Kernel(kernel.name, kernel.params, [], kernel.global_size, kernel.work)
+    out = KernelIR(kernel.name, kernel.params, [], kernel.global_size, kernel.work)
     b = Builder(out)
     new: dict[int, int] = {}
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import NEGATIVE_POWER, Fault, KOp, Kernel, fault_error
+from tracejit.ir.kernel_ir import NEGATIVE_POWER, Fault, KOp, KernelIR, fault_error
 from tracejit.ir.ops import NUMPY_OPS
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def run(kernel: Kernel, buffers: list[np.ndarray], error: np.ndarray | None = None) -> None:
+def run(kernel: KernelIR, buffers: list[np.ndarray], error: np.ndarray | None = None) -> None:
     """Execute kernel on flat buffers (one per param, outputs written in place). A fault is raised, or
     with `error` (int32 words: code, the value's low and high halves, count of faults) recorded there:
     the first one met, unless one is recorded already."""
@@ -111,7 +111,7 @@ def run(kernel: Kernel, buffers: list[np.ndarray], error: np.ndarray | None = No
             pc += 1
 
 
-def _matching_end(kernel: Kernel, start: int) -> int:
+def _matching_end(kernel: KernelIR, start: int) -> int:
     for i in range(start + 1, len(kernel.instrs)):
         ins = kernel.instrs[i]
         if ins.op == KOp.ENDRANGE and ins.srcs[0] == start:

@@ -101,20 +101,20 @@ class Fault:
 NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are not allowed.")
 
 
-def faults(kernel: "Kernel") -> list[Fault]:
+def faults(kernel: "KernelIR") -> list[Fault]:
     """The faults a kernel can record."""
     found = [x.arg[1] if x.op == KOp.BOUND else NEGATIVE_POWER for x in kernel.instrs
              if x.op == KOp.BOUND or x.op == KOp.POW and x.dtype.kind == "i"]
     return list(dict.fromkeys(found))
 
 
-def has_atomics(kernel: Kernel) -> bool:
+def has_atomics(kernel: KernelIR) -> bool:
     """Whether the kernel combines updates into memory (ATOMIC): a CPU renderer runs its global loop in
     order, so the updates apply in NumPy's order, without atomics."""
     return any(x.op == KOp.ATOMIC for x in kernel.instrs)
 
 
-def fault_error(kernels: "list[Kernel]", code: int, value: int) -> Exception:
+def fault_error(kernels: "list[KernelIR]", code: int, value: int) -> Exception:
     """The exception for the fault `code` that one of kernels recorded, with its offending value."""
     fault = next((f for k in kernels for f in faults(k) if f.code == code), None)
     if fault is None:   # the record was overwritten by something other than these kernels
@@ -142,7 +142,7 @@ class Param:
 
 
 @dataclass
-class Kernel:
+class KernelIR:
     name: str
     params: list[Param]
     instrs: list[Instr] = field(default_factory=list)
@@ -174,7 +174,7 @@ class Kernel:
 class Builder:
     """Appends instructions, sharing identical pure ones within the current loop scope."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: KernelIR):
         self.kernel = kernel
         self._scopes: list[dict] = [{}]
 

@@ -21,7 +21,7 @@ from tracejit.ir.gather import data_position, gathered_atoms, row_loop
 from tracejit.ir.graph import ELEMENTWISE, Node, Op
 from tracejit.ir.hoist import hoist
 from tracejit.ir.merge_sort import POSITION, local_bytes
-from tracejit.ir.kernel_ir import INDEX, Builder, Fault, KOp, Kernel, Param
+from tracejit.ir.kernel_ir import INDEX, Builder, Fault, KOp, KernelIR, Param
 from tracejit.ir.layout import LayoutOptions, LoopPlan, plan_loops
 from tracejit.ir.symbolic import Clamp, DataIndex, Div, Expr, Mod, Var
 from tracejit.ir.table import MAX_KERNEL_BYTES
@@ -29,7 +29,7 @@ from tracejit.ir.table import MAX_KERNEL_BYTES
 
 def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer],
          options: LayoutOptions = LayoutOptions(), other: dict[str, int] | None = None,
-         extents: dict[str, int] | None = None, moving: frozenset[str] | None = None) -> tuple[Kernel, list[Buffer]]:
+         extents: dict[str, int] | None = None, moving: frozenset[str] | None = None) -> tuple[KernelIR, list[Buffer]]:
     """Kernel IR for analysed groups sharing one iteration space (several only when elementwise and of
     one shape); returns the kernel and the buffers its params refer to, outputs first. `other`: the
     extent of each variable in this kernel of the program's twin (the same function traced at other
@@ -64,7 +64,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     inner = sum(math.prod(v.extent for v in g) for g in rgroups) + math.prod(v.extent for v in wvars)
     if plan.row is not None:
         inner = plan.row.extent * (inner + 1)
-    kernel = Kernel(name, [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out)
+    kernel = KernelIR(name, [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out)
                            for i, b in enumerate(params)], global_size=global_size,
                     work=global_size * max(inner, 1) * len(group) * len(tile))
     # the parallel variables come from the global index g, innermost fastest
@@ -132,7 +132,7 @@ def _walk_backwards(plan: LoopPlan, var: Var) -> LoopPlan:
     return replace(plan, wvars=[step if v == var else v for v in plan.wvars], subst=subst)
 
 
-def _check_tables(kernel: Kernel) -> Kernel:
+def _check_tables(kernel: KernelIR) -> KernelIR:
     tables = {x.arg for x in kernel.instrs if x.op == KOp.TABLE}
     nbytes = sum(len(t.data) for t in tables)
     if nbytes > MAX_KERNEL_BYTES:

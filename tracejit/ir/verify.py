@@ -11,7 +11,7 @@ import numpy as np
 from tracejit.errors import InternalError
 from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op, toposort
-from tracejit.ir.kernel_ir import ALU, INDEX, STRUCTURAL, Fault, KOp, Kernel
+from tracejit.ir.kernel_ir import ALU, INDEX, STRUCTURAL, Fault, KOp, KernelIR
 from tracejit.ir.table import Table
 
 
@@ -116,7 +116,7 @@ def _scatter_problem(n: Node) -> str | None:
     return None
 
 
-def verify_kernel(kernel: Kernel) -> None:
+def verify_kernel(kernel: KernelIR) -> None:
     defined: set[int] = set()
     open_ranges: list[int] = []
     for i, x in enumerate(kernel.instrs):

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime.device_stats import DeviceStats
 
@@ -42,9 +42,9 @@ class KernelDevice(DeviceInterface, Protocol):
     device array for a buffer, a Python value for a scalar), `bufs[key]` for each buffer key of its
     parameters, in a list of the call's own that the device may change."""
     options: object                                           # codegen options, with .max_local_size
-    sizes: object                                             # size_templates.SizeTemplates
+    sizes: object                                             # symbolic_sizes.SymbolicSizes
 
-    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options):
+    def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options):
         """Render and compile one kernel: (the compiled kernel, with .name, .source, .ir, .launch and
         .cached; what launcher() takes of its binary; the threads per group its registers allow, or None)."""
 
@@ -79,7 +79,7 @@ class Device(DeviceStats):
     layout: LayoutOptions = LayoutOptions()
     runs = True                      # kernels run here (False: a target that only compiles: lower, warm)
     returns_numpy = False            # calls return NumPy arrays, not tj.Arrays (numba: host memory)
-    inner_sizes_as_arguments = False # row lengths and loop extents can be arguments of its code (size_templates)
+    inner_sizes_as_arguments = False # row lengths and loop extents can be arguments of its code (symbolic_sizes)
     binds_one_buffer_twice = True    # one buffer may be bound to two parameters of a kernel (not WebGPU's rule)
     keeps_compiled_kernels = True    # compiled kernels go to the disk cache (else no_disk_cache says why)
     no_disk_cache: str | None = None

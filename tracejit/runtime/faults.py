@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import Kernel, fault_error
+from tracejit.ir.kernel_ir import KernelIR, fault_error
 
 RECORD_WORDS = 4   # int32: the fault's code (0: none), its value's low and high halves, how many faults
 RECORD_BYTES = 4 * RECORD_WORDS
@@ -13,7 +13,7 @@ CAPTURE_REFUSED = ("kernel {name} can raise an error NumPy would raise (an index
                    "tj.capture()")
 
 
-def raise_recorded(kernels: list[Kernel], record: np.ndarray) -> None:
+def raise_recorded(kernels: list[KernelIR], record: np.ndarray) -> None:
     """Raise the fault recorded in `record` (the buffer's bytes or int32 words) by one of kernels, if any."""
     words = np.frombuffer(np.ascontiguousarray(record).tobytes(), np.int32, RECORD_WORDS)
     if words[0]:

@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 from llvmlite import ir
 
-from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, Kernel, faults, has_atomics
+from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, KernelIR, faults, has_atomics
 from tracejit.codegen.cpu import llvm_math
 from tracejit.codegen.cpu.llvm_ops import (
     BOOL_OPS,
@@ -64,7 +64,7 @@ def _supported_dtype(dt) -> bool:
     return dt is None or dt.kind in "biu" or dt in FLOAT_TYPES or dt == np.float16
 
 
-def unsupported(kernel: Kernel, loop: str, symbolic: dict | None = None, parallel: bool = False) -> str | None:
+def unsupported(kernel: KernelIR, loop: str, symbolic: dict | None = None, parallel: bool = False) -> str | None:
     """Why this kernel is rendered as Python for Numba instead (None: render() takes it). `parallel`: whether
     a kernel looped in parallel over its global index (prange) can be IR, which the runtime says: LLVM
     compiles it directly and its entry point runs it on OpenMP's threads (runtime/numba/llvm_jit.py)."""
@@ -140,7 +140,7 @@ def _escapes(ins) -> str | None:
     return None
 
 
-def signature(kernel: Kernel, symbolic: dict | None = None) -> list[ir.Type]:
+def signature(kernel: KernelIR, symbolic: dict | None = None) -> list[ir.Type]:
     """The IR function's parameters: [start, stop) of the global index, the size arguments (sorted by
     slot, as codegen.numba.render names them), then a pointer to each buffer's first element, and to the
     error record (int64: code, value) where the kernel can fault."""
@@ -150,7 +150,7 @@ def signature(kernel: Kernel, symbolic: dict | None = None) -> list[ir.Type]:
     return [I64, I64, *sizes, *(ir.PointerType(memory_type(p.dtype)) for p in kernel.params), *record]
 
 
-def render(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str:
+def render(kernel: KernelIR, loop: str, symbolic: dict | None = None) -> str:
     """The LLVM IR module of one kernel (unsupported() must be None): `void @tj_native(...)` (signature())."""
     module = ir.Module(name="tracejit")
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), signature(kernel, symbolic)), FUNCTION)
@@ -166,7 +166,7 @@ def render(kernel: Kernel, loop: str, symbolic: dict | None = None) -> str:
 
 
 class _Emitter:
-    def __init__(self, kernel: Kernel, fn: ir.Function, symbolic: dict):
+    def __init__(self, kernel: KernelIR, fn: ir.Function, symbolic: dict):
         from tracejit.codegen.cpu.numba import _before_global_loop
         self.kernel, self.fn, self.ins = kernel, fn, kernel.instrs
         entry = fn.append_basic_block("entry")

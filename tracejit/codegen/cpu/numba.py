@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, KOp, Kernel, faults
+from tracejit.ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, KOp, KernelIR, faults
 from tracejit.ir.ops import ROUNDS_TO_FLOAT16
 from tracejit.codegen.cpu import native as numba_native
 from tracejit.codegen.cpu.rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
@@ -101,9 +101,9 @@ LOOPS = ("serial", "prange", "chunks")   # how the global index is looped over (
 
 
 # -- sizes as arguments ----------------------------------------------------------------------------
-# The values in a kernel that a new shape changes (ir/size_slots.py). The global size is an argument always.
+# The values in a kernel that a new shape changes (ir/sizes.py). The global size is an argument always.
 
-def slot_argument(kernel: Kernel, slot: tuple[int, int]) -> np.dtype | None:
+def slot_argument(kernel: KernelIR, slot: tuple[int, int]) -> np.dtype | None:
     """The dtype of the argument a symbolic slot becomes; None for one that is only decided on (a local
     reduction's length: which accumulator width, which the source shows)."""
     i, j = slot
@@ -115,10 +115,10 @@ def slot_argument(kernel: Kernel, slot: tuple[int, int]) -> np.dtype | None:
     return INDEX
 
 
-def render(kernel: Kernel, loop: str = "serial", symbolic: dict[tuple[int, int], str] | None = None) -> str:
+def render(kernel: KernelIR, loop: str = "serial", symbolic: dict[tuple[int, int], str] | None = None) -> str:
     """The Python source of one kernel function named kernel.name; `loop` one of LOOPS. `symbolic`: the
-    size slots (ones slot_argument gives a dtype for) that are arguments instead of constants, by name (the source then serves every
-    kernel of this template whose other slots are equal and whose sizes make the same choices here:
+    sizes (ones slot_argument gives a dtype for) that are arguments instead of constants, by slot (the source
+    then serves every kernel with its size-free key whose other sizes are equal and make the same choices here:
     accumulator widths, sum blocks, stack or heap scratch all show in the source)."""
     return _Source(kernel, loop, symbolic or {}).run()
 
@@ -135,7 +135,7 @@ STATEMENTS: dict[KOp, str] = {
 class _Source:
     """render's work: the instruction walk, each instruction by the method STATEMENTS names for its op."""
 
-    def __init__(self, kernel: Kernel, loop: str, symbolic: dict[tuple[int, int], str]):
+    def __init__(self, kernel: KernelIR, loop: str, symbolic: dict[tuple[int, int], str]):
         self.kernel, self.loop, self.symbolic = kernel, loop, symbolic
         self.ins = ins = kernel.instrs
         self.names: list[str] = [""] * len(ins)
@@ -470,7 +470,7 @@ def native_ir(source: str) -> str | None:
     return source.split("r\'\'\'", 1)[1].split("\'\'\'", 1)[0]
 
 
-def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = None, parallel: bool = False) -> str:
+def render_module(kernels: list[tuple[KernelIR, str]], symbolic: dict | None = None, parallel: bool = False) -> str:
     """A whole importable module: imports, float16 helpers when needed, constant tables, then each kernel
     (`symbolic`: see render; for a module of one kernel). A module of one kernel that codegen/cpu/native.py
     renders is that kernel's LLVM IR and a Python function of one line that calls it."""
@@ -505,7 +505,7 @@ def render_module(kernels: list[tuple[Kernel, str]], symbolic: dict | None = Non
 _NATIVE_IMPORT = "from tracejit.codegen.cpu.native_call import native"
 
 
-def _native_module(kernel: Kernel, loop: str, symbolic: dict) -> str:
+def _native_module(kernel: KernelIR, loop: str, symbolic: dict) -> str:
     """The module of a natively rendered kernel: its IR, and `kernel.name(...)` with render's arguments
     calling it (serial: over the whole global range; chunks: over [tj_start, tj_stop))."""
     ir_text = numba_native.render(kernel, loop, symbolic)

@@ -111,7 +111,7 @@ class RowLoops:
 
 
 def row_loops(ins, symbolic: dict, scanned: set[int], ordered_always: bool = False) -> RowLoops:
-    """The row-loop choices of a kernel rendered with these size slots as arguments. A float32 sum over a
+    """The row-loop choices of a kernel rendered with these symbolic sizes. A float32 sum over a
     loop whose extent is an argument is written as a long one, so that one source serves every length, and
     fewer than 8 elements still add in NumPy's order: where LLVM vectorises with 512 bits (host_vector_bytes)
     by itself (its shortest vector loop, the epilogue after 16 lanes, takes 8 float32; fewer go through its

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import Kernel
-from tracejit.ir.size_slots import Slot
+from tracejit.ir.kernel_ir import KernelIR
+from tracejit.ir.sizes import Slot
 from tracejit.codegen.simt.c_values import FLOAT_OPS
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 
@@ -120,12 +120,12 @@ class CStyle:
         """A statement telling the compiler that buffer `name` is nbytes-aligned."""
         return ""
 
-    def render(self, kernel: Kernel, options: RenderOptions, by_value: frozenset[int] = frozenset(),
+    def render(self, kernel: KernelIR, options: RenderOptions, by_value: frozenset[int] = frozenset(),
                lanes: int = 1, aligned: tuple[int, ...] = (), name: str | None = None,
                symbolic: dict[Slot, str] | None = None) -> Rendered:
         """The kernel as C source. lanes > 1: each work-item computes `lanes` consecutive global indices
         (the size must be a multiple), in an unrolled loop; `aligned` params are then assumed aligned
         to lanes elements, so the compiler can merge a work-item's accesses into vector ones.
-        `symbolic`: size slots (slot_argument) rendered as by-value arguments, by name (Launch.symbolic)."""
+        `symbolic`: the symbolic sizes (slot_argument), by-value arguments, by slot (Launch.symbolic)."""
         from tracejit.codegen.simt import cstyle  # (the walk imports this module's targets' base)
         return cstyle.render(self, kernel, options, by_value, lanes, aligned, name, symbolic)

@@ -9,7 +9,7 @@ import numpy as np
 
 from tracejit.errors import DtypeError
 from tracejit.ir.kernel_ir import NEGATIVE_POWER, KOp
-from tracejit.ir.size_slots import Slot
+from tracejit.ir.sizes import Slot
 from tracejit.codegen.simt import c_helpers
 from tracejit.codegen import math_f32
 from tracejit.codegen.simt.mapping import positive_const
@@ -31,9 +31,9 @@ FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul":
 
 
 class CValues:
-    """Mixed into cstyle._Render: the expression of each value (a size slot's too: its argument or its literal),
-    given the renderer's target strings (self.t), options (self.o), instructions (self.ins), size slots taken
-    as arguments (self.symbolic) and index facts (self.index, self.nonneg)."""
+    """Mixed into cstyle._Render: the expression of each value (a size's too: its argument or its literal),
+    given the renderer's target strings (self.t), options (self.o), instructions (self.ins), symbolic sizes
+    (self.symbolic) and index facts (self.index, self.nonneg)."""
 
     def symbolic_arguments(self) -> tuple[tuple[str, object], ...]:
         """(dtype, value) of each symbolic slot's argument, in the order of their slots: an index value
@@ -51,7 +51,7 @@ class CValues:
         return True
 
     def slot(self, i: int, j: int, value, dt: np.dtype, index: bool = False) -> str:
-        """A size slot's value in the source: its argument where it is symbolic, else the literal."""
+        """The size at a slot in the source: its argument where it is symbolic, else the literal."""
         name = self.symbolic.get((i, j))
         return self.literal(value, dt, index) if name is None else self.argument(name)
 

@@ -10,11 +10,11 @@ from dataclasses import replace
 import numpy as np
 
 from tracejit.errors import DtypeError
-from tracejit.ir.kernel_ir import INDEX, Instr, KOp, Kernel, faults
+from tracejit.ir.kernel_ir import INDEX, Instr, KOp, KernelIR, faults
 from tracejit.ir.ops import ROUNDS_TO_FLOAT16
 from tracejit.codegen.simt import atomics, bitonic, c_helpers, group_scan, mma, tiled
 from tracejit.codegen.simt.c_values import CValues
-from tracejit.ir.size_slots import Slot
+from tracejit.ir.sizes import Slot
 from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import (LANES, ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype,
                    float16_totals, long_loops, ordered_loops, reorderable_updates,
@@ -32,17 +32,17 @@ STATEMENTS: dict[KOp, str] = {
 }
 
 
-def render(t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes, aligned, name, symbolic) -> Rendered:
+def render(t: CStyle, kernel: KernelIR, options: RenderOptions, by_value, lanes, aligned, name, symbolic) -> Rendered:
     """CStyle.render's work: the instruction walk in the target's spelling."""
     return _Render(t, kernel, options, by_value, lanes, aligned, name, symbolic).run()
 
 
 class _Render(CValues):
-    def __init__(self, t: CStyle, kernel: Kernel, options: RenderOptions, by_value, lanes=1, aligned=(),
+    def __init__(self, t: CStyle, kernel: KernelIR, options: RenderOptions, by_value, lanes=1, aligned=(),
                  name=None, symbolic=None):
         self.t, self.k, self.o = t, kernel, options
         self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
-        self.symbolic: dict[Slot, str] = {}   # size slot -> the name of the argument that holds it
+        self.symbolic: dict[Slot, str] = {}   # a symbolic size's slot -> the name of its argument
         self.lanes, self.aligned, self.name = lanes, aligned, name or kernel.name
         self.ins = kernel.instrs
         self.by_value = frozenset(i for i in by_value if not kernel.params[i].output)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import KOp, Kernel
+from tracejit.ir.kernel_ir import KOp, KernelIR
 from tracejit.codegen.simt.c_values import FLOAT_OPS
 from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
@@ -108,7 +108,7 @@ class CudaRendered(Rendered):
     vector_params: tuple[int, ...] = ()    # params whose addresses must be 16-byte aligned for it
 
 
-def render(kernel: Kernel, options: RenderOptions, by_value=frozenset(), symbolic=None) -> CudaRendered:
+def render(kernel: KernelIR, options: RenderOptions, by_value=frozenset(), symbolic=None) -> CudaRendered:
     r = RENDERER.render(kernel, options, by_value, symbolic=symbolic)
     vec = vector_params(kernel, by_value)
     if vec is None:
@@ -122,7 +122,7 @@ def render(kernel: Kernel, options: RenderOptions, by_value=frozenset(), symboli
     return CudaRendered(r.name, r.source, r.launch, v, vec)
 
 
-def vector_params(kernel: Kernel, by_value=frozenset()) -> tuple[int, ...] | None:
+def vector_params(kernel: KernelIR, by_value=frozenset()) -> tuple[int, ...] | None:
     """The params a float4 variant of `kernel` would move 16 bytes at a time, or None where it has none:
     an elementwise kernel (no loops) whose every load and store goes to the thread's own element, over
     a size that is a multiple of 4, with at least one float32 buffer."""

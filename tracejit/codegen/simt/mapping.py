@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import INDEX, KOp, Kernel
-from tracejit.ir.size_slots import Slot
+from tracejit.ir.kernel_ir import INDEX, KOp, KernelIR
+from tracejit.ir.sizes import Slot
 from tracejit.codegen.simt import bitonic
 
 LANES = 8                  # lanes of a laned max/min (Mapping._laned_extrema): a vector of float32 in AVX
@@ -88,7 +88,7 @@ class Launch:
     # and one compile; None where the kernel has no bounds check
     size: int | None = None
     size_bits: int = 32
-    # size slots rendered as arguments (issue 19: kernels differing only in them share one source), as
+    # the symbolic sizes (issue 19: kernels differing only in them share one source), as
     # (dtype, value), passed by value in this order after the error record, before the bounds check's limit
     symbolic: tuple[tuple[str, object], ...] = ()
     # float32 1.0 and 0.0 after those (WGSL: values its compilers cannot see, codegen.wgsl's opaque)
@@ -154,7 +154,7 @@ def positive_const(ins, i: int) -> bool:
 class Mapping:
     """The launch shape of one kernel and the facts about its values that rendering needs."""
 
-    def __init__(self, kernel: Kernel, options: RenderOptions, long_ranges: frozenset[int] = frozenset()):
+    def __init__(self, kernel: KernelIR, options: RenderOptions, long_ranges: frozenset[int] = frozenset()):
         """`long_ranges`: loops whose extent is an argument of the code (issue 19): the work-group, the
         accumulators' widths and the sums' blocks are those of a long loop, whatever its extent here, so
         that one source serves every extent."""
@@ -387,12 +387,12 @@ def float16_totals(instrs) -> set[int]:
 ORDERED_BELOW = 8
 
 
-def slot_argument(kernel: Kernel, slot: Slot) -> np.dtype | None:
-    """Whether a size slot (ir/size_slots.py) can be an argument of the C-style kernel, as a dtype (the
+def slot_argument(kernel: KernelIR, slot: Slot) -> np.dtype | None:
+    """Whether the size at a slot (ir/sizes.py) can be an argument of the C-style kernel, as a dtype (the
     index type, int64, stands for the kernel's own: Launch.symbolic has the one passed), else None. A
     constant of a 32- or 64-bit type and a loop's extent can; a local array's length (C arrays have
-    constant lengths), a sort's and a bounded index's axis size stay constants. A source with slots as
-    arguments is right for the kernel it was rendered from; another kernel of the template shares its
+    constant lengths), a sort's and a bounded index's axis size stay constants. A source with symbolic
+    sizes is right for the kernel it was rendered from; another kernel with its size-free key shares its
     compile only where its source is the same text (every choice taken from the values alike)."""
     i, j = slot
     x = kernel.instrs[i]
@@ -407,7 +407,7 @@ SLOT_DTYPES = tuple(np.dtype(t) for t in ("int32", "uint32", "int64", "uint64", 
 
 
 def long_loops(instrs, symbolic) -> frozenset[int]:
-    """The loops whose extent is an argument (`symbolic`: size slot -> name): every choice about them is the
+    """The loops whose extent is an argument (`symbolic`: slot -> name): every choice about them is the
     one for long loops, so that the source is the same text for every extent (issue 19). A float sum or
     product shorter than NumPy's pairwise block adds in order: the renderer branches on the extent at run
     time for those (ordered_loops)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.ir.kernel_ir import KOp, Kernel
+from tracejit.ir.kernel_ir import KOp, KernelIR
 from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 
@@ -119,5 +119,5 @@ class Metal(CStyle):
 RENDERER = Metal()
 
 
-def render(kernel: Kernel, options: RenderOptions = DEFAULT_OPTIONS, by_value=frozenset(), symbolic=None) -> Rendered:
+def render(kernel: KernelIR, options: RenderOptions = DEFAULT_OPTIONS, by_value=frozenset(), symbolic=None) -> Rendered:
     return RENDERER.render(kernel, options, by_value, symbolic=symbolic)

@@ -5,7 +5,7 @@ stored with vstore_half_rte (round to nearest even, like NumPy).
 """
 from __future__ import annotations
 
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 
@@ -52,5 +52,5 @@ class OpenCL(CStyle):
 RENDERER = OpenCL()
 
 
-def render(kernel: Kernel, options: RenderOptions, by_value=frozenset(), symbolic=None) -> Rendered:
+def render(kernel: KernelIR, options: RenderOptions, by_value=frozenset(), symbolic=None) -> Rendered:
     return RENDERER.render(kernel, options, by_value, symbolic=symbolic)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.codegen.simt.mapping import RenderOptions
 
 I32 = np.dtype("int32")
@@ -53,7 +53,7 @@ TILE = Tile(128, 128, 8, 8, 8, 256)
 MMA_TILE = Tile(128, 128, 32, 64, 64, 128, mma=True)
 
 
-def plan(kernel: Kernel, options: RenderOptions, by_value: frozenset[int]) -> Tile | None:
+def plan(kernel: KernelIR, options: RenderOptions, by_value: frozenset[int]) -> Tile | None:
     """The tile the kernel's product is rendered with, or None to render its instructions."""
     c = kernel.contraction
     if c is None or {c.a.param, c.b.param, c.out.param} & by_value:
@@ -64,7 +64,7 @@ def plan(kernel: Kernel, options: RenderOptions, by_value: frozenset[int]) -> Ti
     return tile
 
 
-def groups(kernel: Kernel, tile: Tile) -> int:
+def groups(kernel: KernelIR, tile: Tile) -> int:
     b, m, n, _ = kernel.contraction.sizes()
     return b * -(-m // tile.m) * -(-n // tile.n)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracejit.errors import DtypeError, UnsupportedError
-from tracejit.ir.kernel_ir import INDEX, Instr, KOp, Kernel
+from tracejit.ir.kernel_ir import INDEX, Instr, KOp, KernelIR
 from tracejit.codegen.simt import atomics, wgsl_functions
 from tracejit.codegen.simt.c_values import BOOL_OPS, COMPARISONS
 from tracejit.codegen.simt.c_target import CStyle
@@ -126,7 +126,7 @@ class WGSL(CStyle):
         return "i32"   # a kernel with 64-bit indices is refused once its dtypes are checked
 
 
-def render(kernel: Kernel, options: WGSLOptions, by_value=frozenset(), symbolic=None) -> WGSLRendered:
+def render(kernel: KernelIR, options: WGSLOptions, by_value=frozenset(), symbolic=None) -> WGSLRendered:
     return _WGSLRender(kernel, options, by_value, symbolic).run()
 
 
@@ -134,7 +134,7 @@ class _WGSLRender(FloatArithmetic, _Render):
     """The shared walk with WGSL's types, literals and ALU (32-bit values, NaN tested on the bits), and
     its module: storage buffers with bindings, one uniform struct for the scalars, 2-D dispatch."""
 
-    def __init__(self, kernel: Kernel, options: WGSLOptions, by_value, symbolic=None):
+    def __init__(self, kernel: KernelIR, options: WGSLOptions, by_value, symbolic=None):
         super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
                                                        max_local_size=options.max_local_size,
                                                        group_max_rows=options.group_max_rows,

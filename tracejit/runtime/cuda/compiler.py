@@ -11,7 +11,7 @@ from tracejit.codegen.simt import cuda as cuda_codegen
 from tracejit.codegen.simt import nvrtc
 from tracejit.codegen.simt.mapping import GROUP_MIN_REDUCE, Launch, RenderOptions
 from tracejit.ir.fuse import Program
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
 from tracejit.runtime.debug import log, stage
@@ -31,11 +31,12 @@ TRANSPOSE_TILES = ((32, 1),) * 4
 GROUP_STRIDE = 8
 
 @dataclass(frozen=True)
-class CompiledKernel:
+class CUDAKernel:
+    """A kernel compiled for CUDA: its name, CUDA C source, PTX, kernel IR and launch shape (what f.lower() lists)."""
     name: str
     source: str                    # CUDA C
     ptx: str
-    ir: Kernel
+    ir: KernelIR
     launch: Launch
     cached: bool = False           # the PTX came from the disk cache: nothing was compiled
     vector: tuple | None = None    # (name, source, ptx, launch) of the float4 variant
@@ -93,8 +94,8 @@ class CudaCompiler:
                f"{1e3 * (time.perf_counter() - t0):.0f} ms")
         return ptx, cached
 
-    def build(self, kernel: Kernel, by_value: frozenset[int], options: RenderOptions | None = None,
-              symbolic: dict | None = None) -> CompiledKernel:
+    def build(self, kernel: KernelIR, by_value: frozenset[int], options: RenderOptions | None = None,
+              symbolic: dict | None = None) -> CUDAKernel:
         with stage("render"):
             r = cuda_codegen.render(kernel, options or self.options, by_value, symbolic)
         with stage("compile"):   # kernels that differ only in their names compile once (cache_key.shared_source)
@@ -103,7 +104,7 @@ class CudaCompiler:
             if r.vector is not None:
                 vptx, vcached = self.ptx(r.vector.name, shared_source(r.vector.source, r.vector.name), SHARED_NAME)
                 vector, cached = (r.vector.name, r.vector.source, vptx, r.vector.launch), cached and vcached
-        return CompiledKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
+        return CUDAKernel(kernel.name, r.source, ptx, kernel, r.launch, cached, vector, r.vector_params)
 
 
 class CudaTarget(Device):

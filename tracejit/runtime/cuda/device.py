@@ -17,12 +17,12 @@ from tracejit.codegen.simt import nvrtc
 from tracejit.codegen.simt.mapping import RenderOptions
 from tracejit.errors import DeviceError
 from tracejit.ir.fuse import Program
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.runtime.cuda import driver as cu
 from tracejit.runtime import dlpack, emulator, gpu_nodes
 from tracejit.runtime.array import Array, own_copy
 from tracejit.runtime.cache.key import SHARED_NAME
-from tracejit.runtime.cuda.compiler import CompiledKernel, CudaCompiler, CudaTarget, EmulatedCudaCompiler, compile_arch
+from tracejit.runtime.cuda.compiler import CUDAKernel, CudaCompiler, CudaTarget, EmulatedCudaCompiler, compile_arch
 from tracejit.runtime.cuda.launch import BoundLaunch, CudaGraph, argument_dtypes, timed_by_events
 from tracejit.runtime.debug import stage
 from tracejit.runtime.device_info import ALL_DTYPES, DeviceInfo
@@ -30,7 +30,7 @@ from tracejit.runtime.device_interface import Device
 from tracejit.runtime.faults import RECORD_WORDS
 from tracejit.runtime.launch_plan import LaunchPlan
 from tracejit.runtime.sharing import plan_sharing
-from tracejit.runtime.size_templates import SizeTemplates
+from tracejit.runtime.symbolic_sizes import SymbolicSizes
 from tracejit.runtime.views import flat_view
 
 LOWER_ONLY = ("kernels can still be lowered and warmed for CUDA here (PTX for TRACEJIT_CUDA_ARCH, default "
@@ -47,7 +47,7 @@ _CURRENT = _Current()
 class CUDADevice(Device):
     """One GPU through the driver API: `cuda` (the first visible GPU) or `cuda:N`."""
     imports_foreign = True   # another library's arrays on this GPU, without a copy (import_foreign)
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
 
     @staticmethod
     def maybe_gpu() -> bool:
@@ -114,7 +114,7 @@ class CUDADevice(Device):
         self.pool = cu.Pool(self.name)
         self._functions: dict[tuple, object] = {}   # (PTX, entry point) -> function
         self._modules: list = []
-        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self.apply_memory_limit()
 
     def _attribute(self, attr) -> int:
@@ -298,7 +298,7 @@ class CUDADevice(Device):
     def compile(self, program: Program) -> LaunchPlan:
         return LaunchPlan(self, program)
 
-    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
+    def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: RenderOptions):
         c = self.compiler.build(kernel, by_value, options, symbolic)
         with stage("load"):
             fn = self._function(c.name, c.ptx, SHARED_NAME)   # (CudaCompiler.build)
@@ -307,7 +307,7 @@ class CUDADevice(Device):
                         "cuFuncGetAttribute")
         return c, fn, fits
 
-    def launcher(self, c: CompiledKernel, fn, scalars: list) -> BoundLaunch:
+    def launcher(self, c: CUDAKernel, fn, scalars: list) -> BoundLaunch:
         vfn = self._function(c.vector[0], c.vector[2], SHARED_NAME) if c.vector else None
         return BoundLaunch(c, fn, vfn, argument_dtypes(c, scalars, self.options))
 

@@ -27,7 +27,7 @@ from tracejit.codegen.simt import metal as metal_codegen
 from tracejit.codegen.simt.mapping import GROUP_MIN_REDUCE, Launch, RenderOptions
 from tracejit.errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from tracejit.ir.fuse import Program
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime import emulator
 from tracejit.runtime.array import Array, own_copy
@@ -40,7 +40,7 @@ from tracejit.runtime.faults import RECORD_BYTES, RECORD_WORDS
 from tracejit.runtime.launch_plan import LaunchPlan
 from tracejit.runtime.metal.launch import Dispatch, Launcher
 from tracejit.runtime.sharing import plan_sharing
-from tracejit.runtime.size_templates import SizeTemplates
+from tracejit.runtime.symbolic_sizes import SymbolicSizes
 from tracejit.runtime.views import flat_view
 
 INSTALL_HINT = "pip install 'tracejit[metal]' (pyobjc-framework-Metal)"
@@ -102,10 +102,11 @@ class DeviceBuffer(Buffer):
 
 
 @dataclass(frozen=True)
-class CompiledKernel:
+class MetalKernel:
+    """A kernel compiled for Metal: its name, MSL source, kernel IR and launch shape (what f.lower() lists)."""
     name: str
     source: str                # MSL
-    ir: Kernel
+    ir: KernelIR
     launch: Launch
     cached: bool = False
 
@@ -123,7 +124,7 @@ class MetalTarget(Device):
         kernels = []
         for k, keys in zip(program.kernels, program.launches):
             r = metal_codegen.render(k, self.options, by_value_params(program, keys))
-            kernels.append(CompiledKernel(k.name, r.source, k, r.launch))
+            kernels.append(MetalKernel(k.name, r.source, k, r.launch))
         return RenderedOnly(kernels, "this plan holds MSL only; call the kernel with device='metal' (on macOS) "
                                      "to run it")
 
@@ -134,7 +135,7 @@ _OPEN: list = []   # the MetalDevice of this process, once made
 class MetalDevice(Device):
     """The system default Metal GPU (`metal`)."""
 
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
     keeps_compiled_kernels = False
     no_disk_cache = ("each process builds its libraries and pipelines from MSL (macOS keeps its own cache of "
                      "compiled shaders); tracejit stores no Metal binaries")
@@ -181,7 +182,7 @@ class MetalDevice(Device):
         self._last = None            # the last command buffer committed
         self._commits = threading.Lock()   # the three above change together: threads commit and wait at once
         self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed, device="metal")
-        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self.apply_memory_limit()
         self._pipelines: dict[tuple, object] = {}   # (source, function) -> pipeline
         _OPEN.append(self)
@@ -343,15 +344,15 @@ class MetalDevice(Device):
     def compile(self, program: Program) -> LaunchPlan:
         return LaunchPlan(self, program)
 
-    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
+    def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: RenderOptions):
         with stage("render"):
             r = metal_codegen.render(kernel, options, by_value, symbolic)
         with stage("compile"):   # kernels that differ only in their names build once (cache_key.shared_source)
             pipeline, cached = self._pipeline(r.name, shared_source(r.source, r.name), SHARED_NAME)
-        return (CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), pipeline,
+        return (MetalKernel(kernel.name, r.source, kernel, r.launch, cached), pipeline,
                 int(pipeline.maxTotalThreadsPerThreadgroup()))
 
-    def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
+    def launcher(self, c: MetalKernel, pipeline, scalars: list) -> Launcher:
         return Launcher(c, pipeline, scalars, self.options)
 
     def enqueue(self, launches, bufs, error) -> None:

@@ -15,9 +15,9 @@ from tracejit.codegen.cpu import numba as numba_codegen
 from tracejit.errors import CompileError
 from tracejit.ir import library
 from tracejit.ir.fuse import Program
-from tracejit.ir.kernel_ir import Kernel, faults, has_atomics
+from tracejit.ir.kernel_ir import KernelIR, faults, has_atomics
 from tracejit.ir.layout import LayoutOptions
-from tracejit.ir.size_slots import size_slots
+from tracejit.ir.sizes import kernel_sizes
 from tracejit.runtime.numba import blas, llvm_jit, cache as numba_cache, library as numba_library, threads as numba_threads, tuning as numba_tuning
 from tracejit.runtime.array import Array
 from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
@@ -31,7 +31,7 @@ from tracejit.runtime.numba.compiler import compile_error, compile_native, direc
 from tracejit.runtime.numba.plan import NumbaPlan
 from tracejit.runtime.numba.output_pool import OutputPool
 from tracejit.runtime.sharing import plan_sharing
-from tracejit.runtime.size_templates import SizeTemplates
+from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
 _LOAD_LOCK = threading.RLock()   # kernel modules are imported and compiled one thread at a time
 
@@ -44,10 +44,11 @@ CHUNKS_MIN_WORK = 1 << 22
 
 
 @dataclass(frozen=True)
-class CompiledKernel:
+class NumbaKernel:
+    """A kernel compiled by Numba (or LLVM): its name, module source, kernel IR (what f.lower() lists)."""
     name: str
     source: str
-    ir: Kernel
+    ir: KernelIR
     parallel: bool
     cached: bool = False   # loaded from the disk cache: nothing was compiled
     # the arguments before the buffers: the global size (for a kernel not run in chunks), then the sizes that
@@ -63,14 +64,14 @@ class NumbaDevice(Device):
     # the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6 against 18); a machine's
     # own once `python -m tracejit tune` has measured them (runtime/numba/tuning.py)
     layout = LayoutOptions(library=True, transpose_tiles=((32, 8), (32, 8), (8, 4), (8, 4)))
-    inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (size_templates)
+    inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (symbolic_sizes)
 
     def __init__(self, index: int | None = None):
         if index:
             raise ValueError("the numba device has no index")
         self.modules: dict[str, object] = {}
         # which sizes of each kernel are arguments of its code
-        self.sizes = SizeTemplates(numba_codegen.slot_argument, "numba-sizes")
+        self.sizes = SymbolicSizes(numba_codegen.slot_argument, "numba-sizes")
         # (module key, loop, signature) -> (module, (entry point, dispatcher)): a kernel this process already loaded
         # (another size of a kernel whose sizes are arguments) costs a dict lookup, not a module load
         self._loaded: dict[tuple, tuple] = {}
@@ -174,14 +175,14 @@ class NumbaDevice(Device):
                     if program.ahead:   # warming: into the disk cache now, not on the second call
                         fn._driver(compile=True)
                 # nothing compiled, nor loaded: counted as a library call (Program.library_calls)
-                compiled.append((CompiledKernel(k.name, numba_library.library_source(call), k, True), (fn, fn)))
+                compiled.append((NumbaKernel(k.name, numba_library.library_source(call), k, True), (fn, fn)))
                 continue
             loop = _loop(k, beside_blas)
             if loop == "chunks" and not beside_blas and _on_openmp(k):
                 loop = "prange"
             with stage("render"):
-                sizes = size_slots(k)
-                # which sizes follow the shapes: asked of the twin only for a template not met before (warming
+                sizes = kernel_sizes(k)
+                # which sizes follow the shapes: asked of the twin only for a size-free key not met before (warming
                 # names its dimensions: asked always)
                 named = (lambda k=k, sizes=sizes, i=i: self.sizes.named(k, sizes, program.twin, i))
                 if program.every_loop:
@@ -194,13 +195,13 @@ class NumbaDevice(Device):
                 chunks = min(numba_threads.thread_count(), k.global_size)
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
                 lead = values
-            compiled.append((CompiledKernel(k.name, source, k, loop != "serial", cached, lead), fns))
+            compiled.append((NumbaKernel(k.name, source, k, loop != "serial", cached, lead), fns))
             if program.every_loop and program.dynamic is not False and (
                     named or i < len(program.twin.kernels) and program.twin.kernels[i].work != k.work):
                 self._other_loops(k, loop, sizes, named)
         return NumbaPlan(program, compiled, self)
 
-    def _build(self, kernel: Kernel, loop: str, sizes: dict, symbolic: dict):
+    def _build(self, kernel: KernelIR, loop: str, sizes: dict, symbolic: dict):
         """Render the kernel with these slots as arguments and load it: (source, the arguments' values,
         its functions, whether nothing was compiled)."""
         with stage("render"):
@@ -209,7 +210,7 @@ class NumbaDevice(Device):
         fns, cached = self._load(source, kernel, loop, values)
         return source, values, fns, cached
 
-    def _other_loops(self, kernel: Kernel, loop: str, sizes: dict, named: set) -> None:
+    def _other_loops(self, kernel: KernelIR, loop: str, sizes: dict, named: set) -> None:
         """A kernel whose work follows a dimension tj.spec named loops serially or in parallel by the size
         of each call: its other loop kinds are compiled too (into the disk cache), so that no size of
         the named dimension compiles at run time."""
@@ -251,14 +252,14 @@ class NumbaDevice(Device):
             ("compiler", numba_cache.compiler_versions() if loop is None else llvm_jit.versions()),
         ))
 
-    def _load(self, source: str, kernel: Kernel, loop: str, values: tuple = ()):
+    def _load(self, source: str, kernel: KernelIR, loop: str, values: tuple = ()):
         """Import the kernel's module (a real file, from the disk cache when it is there) and compile
         it with Numba, whose own cache beside the module makes a second process compile nothing. One
         thread at a time: a module is in sys.modules before it has finished executing."""
         with _LOAD_LOCK:
             return self._load_unlocked(source, kernel, loop, values)
 
-    def _load_unlocked(self, source: str, kernel: Kernel, loop: str, values: tuple):
+    def _load_unlocked(self, source: str, kernel: KernelIR, loop: str, values: tuple):
         shared = shared_source(source, kernel.name)
         ir_text = numba_codegen.native_ir(shared) if numba_codegen.native_mode() == "1" else None
         if ir_text is not None and direct_llvm():
@@ -368,7 +369,7 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 
 
-def _loop(kernel: Kernel, beside_blas: bool = False) -> str:
+def _loop(kernel: KernelIR, beside_blas: bool = False) -> str:
     """How the kernel loops over its global index (codegen.numba.LOOPS). Numba's CPU code has no atomics:
     a kernel combining updates into memory runs in order. In a program that calls BLAS every parallel
     kernel runs on tracejit's threads, which sleep when idle: OpenMP's threads (prange) spin after their
@@ -381,7 +382,7 @@ def _loop(kernel: Kernel, beside_blas: bool = False) -> str:
     return "chunks" if kernel.work >= CHUNKS_MIN_WORK or beside_blas else "prange"
 
 
-def _on_openmp(kernel: Kernel) -> bool:
+def _on_openmp(kernel: KernelIR) -> bool:
     """Whether a big kernel (CHUNKS_MIN_WORK) runs on OpenMP's threads rather than in chunks on tracejit's:
     where LLVM compiles it directly with a parallel entry point, whose compile costs what a chunked one's
     does. OpenMP's threads spin briefly between kernels where tracejit's sleep, and waking one cost ~60 us
@@ -392,11 +393,11 @@ def _on_openmp(kernel: Kernel) -> bool:
 
 
 def _argument(value, dtype: np.dtype):
-    """A size slot's value as the argument its kernel takes."""
+    """A symbolic size's value as the argument its kernel takes."""
     return int(value) if dtype == np.int64 else dtype.type(value)
 
 
-def _signature(kernel: Kernel, chunks: bool, values: tuple = ()):
+def _signature(kernel: KernelIR, chunks: bool, values: tuple = ()):
     import numba
     chunk = [numba.int64, numba.int64] if chunks else [numba.int64]   # [start, stop) of the global range, or its size
     chunk += [numba.int64 if isinstance(v, int) else numba.from_dtype(np.asarray(v).dtype) for v in values]

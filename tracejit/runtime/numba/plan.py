@@ -11,7 +11,7 @@ from numpy._core import multiarray
 
 from tracejit.errors import OutOfMemoryError
 from tracejit.ir.fuse import Program
-from tracejit.ir.kernel_ir import Kernel, fault_error, faults
+from tracejit.ir.kernel_ir import KernelIR, fault_error, faults
 from tracejit.ir.analysis import Buffer
 from tracejit.runtime.numba import output_pool
 from tracejit.runtime import profiler
@@ -28,7 +28,7 @@ def _entry_accepts(entry, call) -> bool:
 
 
 
-def _reporting(fn, kernel: Kernel):
+def _reporting(fn, kernel: KernelIR):
     """For graph replay: a kernel that can fault, given its own error record, raising what it records."""
     error = np.zeros(2, np.int64)
 

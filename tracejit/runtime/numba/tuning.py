@@ -27,7 +27,7 @@ from tracejit.runtime.cache.directory import cache_dir
 from tracejit.runtime.debug import log
 from tracejit.runtime.cache.disk import write_atomic
 from tracejit.runtime.numba.cache import compiler_versions, host_cpu
-from tracejit.runtime.size_templates import SizeTemplates
+from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
 CANDIDATES = ((8, 4), (8, 8), (16, 8), (16, 16), (32, 8), (32, 32))
 DTYPES = (np.uint8, np.int16, np.float32, np.float64)   # 1, 2, 4 and 8 bytes: transpose_tiles' four entries
@@ -71,8 +71,8 @@ def tuned_layout(layout: LayoutOptions) -> LayoutOptions:
     return dataclasses.replace(layout, transpose_tiles=tiles)
 
 
-class Unremembered(SizeTemplates):
-    """Size templates of this process only: the tuning's candidates (one kernel template with other tile
+class Unremembered(SymbolicSizes):
+    """Symbolic sizes of this process only: the tuning's candidates (one size-free key with other tile
     extents) stay specialised, and leave no record telling later processes to take their extents as arguments."""
 
     def _remembered(self, kernel, key):

@@ -14,7 +14,7 @@ from tracejit.codegen.simt import opencl as opencl_codegen
 from tracejit.codegen.simt.mapping import GROUP_MIN_REDUCE, Launch, RenderOptions
 from tracejit.errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from tracejit.ir.fuse import Program
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime import gpu_nodes
 from tracejit.runtime.array import Array, own_copy
@@ -30,7 +30,7 @@ from tracejit.runtime.opencl.discovery import (all_devices, build_lock, build_pr
                              pocl_cannot_write, refused_devices)
 from tracejit.runtime.opencl.launch import Launcher, profiled_seconds
 from tracejit.runtime.sharing import plan_sharing
-from tracejit.runtime.size_templates import SizeTemplates
+from tracejit.runtime.symbolic_sizes import SymbolicSizes
 from tracejit.runtime.views import flat_view
 
 INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU device)"
@@ -54,17 +54,18 @@ class DeviceBuffer(Buffer):
 
 
 @dataclass(frozen=True)
-class CompiledKernel:
+class OpenCLKernel:
+    """A kernel compiled for OpenCL: its name, OpenCL C source, kernel IR and launch shape (what f.lower() lists)."""
     name: str
     source: str
-    ir: Kernel
+    ir: KernelIR
     launch: Launch
     cached: bool = False   # the program binary came from the disk cache: nothing was compiled
 
 
 class OpenCLDevice(Device):
     """One OpenCL device: `opencl` (see TRACEJIT_OPENCL_DEVICE) or `opencl:N` in tj.devices() order."""
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
 
     @staticmethod
     def maybe_gpu() -> bool:
@@ -129,7 +130,7 @@ class OpenCLDevice(Device):
                                     keep_inputs_min=GROUP_MIN_REDUCE if gpu else None,
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
         self._programs: dict[str, object] = {}
-        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._limit: int | None = None   # tj.set_memory_limit
         self._peak = 0
         self.apply_memory_limit()
@@ -284,16 +285,16 @@ class OpenCLDevice(Device):
     def compile(self, program: Program) -> LaunchPlan:
         return LaunchPlan(self, program)
 
-    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: RenderOptions):
+    def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: RenderOptions):
         import pyopencl as cl
         with stage("render"):
             r = opencl_codegen.render(kernel, options, by_value, symbolic)
         with stage("compile"):   # kernels that differ only in their names build once (cache_key.shared_source)
             knl, cached = self._build(r.name, shared_source(r.source, r.name), SHARED_NAME)
         fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
-        return CompiledKernel(kernel.name, r.source, kernel, r.launch, cached), knl, fits
+        return OpenCLKernel(kernel.name, r.source, kernel, r.launch, cached), knl, fits
 
-    def launcher(self, c: CompiledKernel, knl, scalars: list) -> Launcher:
+    def launcher(self, c: OpenCLKernel, knl, scalars: list) -> Launcher:
         return Launcher(c, knl, scalars, self.options)
 
     def enqueue(self, launches, bufs, error) -> None:

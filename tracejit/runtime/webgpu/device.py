@@ -20,7 +20,7 @@ from tracejit.codegen.simt import cstyle, wgsl
 from tracejit.codegen.simt.mapping import GROUP_MIN_REDUCE
 from tracejit.errors import CompileError, DeviceError, OutOfMemoryError, UnsupportedError
 from tracejit.ir.fuse import Program
-from tracejit.ir.kernel_ir import Kernel
+from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime import gpu_nodes
 from tracejit.runtime.array import Array, own_copy
@@ -31,7 +31,7 @@ from tracejit.runtime.device_memory import Block, BlockPool, Buffer, RenderedOnl
 from tracejit.runtime.faults import RECORD_BYTES, RECORD_WORDS
 from tracejit.runtime.launch_plan import LaunchPlan
 from tracejit.runtime.sharing import plan_sharing
-from tracejit.runtime.size_templates import SizeTemplates
+from tracejit.runtime.symbolic_sizes import SymbolicSizes
 from tracejit.runtime.views import flat_view
 from tracejit.runtime.webgpu.launch import Dispatch, Launcher
 
@@ -99,10 +99,11 @@ class DeviceBuffer(Buffer):
 
 
 @dataclass(frozen=True)
-class CompiledKernel:
+class WebGPUKernel:
+    """A kernel compiled for WebGPU: its name, WGSL source, kernel IR and rendering (what f.lower() lists)."""
     name: str
     source: str                       # WGSL
-    ir: Kernel
+    ir: KernelIR
     rendered: wgsl.WGSLRendered
     cached: bool = False
 
@@ -125,7 +126,7 @@ class WebGPUTarget(Device):
         kernels = []
         for k, keys in zip(program.kernels, program.launches):
             r = wgsl.render(k, self.options, by_value_params(program, keys))
-            kernels.append(CompiledKernel(k.name, r.source, k, r))
+            kernels.append(WebGPUKernel(k.name, r.source, k, r))
         return RenderedOnly(kernels, "this plan holds WGSL only; call the kernel with device='webgpu' to run it")
 
 
@@ -134,7 +135,7 @@ _OPEN: list = []   # the WebGPUDevice of this process, once made
 
 class WebGPUDevice(Device):
     """The process's WebGPU adapter (`webgpu`)."""
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (size_templates)
+    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
 
     @staticmethod
     def compile_only(suffix: str | None):
@@ -207,7 +208,7 @@ class WebGPUDevice(Device):
         scalars = usage.STORAGE if self.options.scalars_in_storage else usage.UNIFORM
         self.uniforms = BlockPool(functools.partial(self._new_buffer, scalars | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple] = {}
-        self.sizes = SizeTemplates(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._sync = None
         self._tables: dict = {}
         self.apply_memory_limit()
@@ -345,15 +346,15 @@ class WebGPUDevice(Device):
     def compile(self, program: Program) -> LaunchPlan:
         return LaunchPlan(self, program)
 
-    def build(self, kernel: Kernel, by_value: frozenset[int], symbolic, options: wgsl.WGSLOptions):
+    def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: wgsl.WGSLOptions):
         """WebGPU says no more about a pipeline than the device's limits, which the rendering honours."""
         with stage("render"):
             r = wgsl.render(kernel, options, by_value, symbolic)
         with stage("compile"):
             cached = self._pipeline(r)
-        return CompiledKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[r.source], None
+        return WebGPUKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[r.source], None
 
-    def launcher(self, c: CompiledKernel, pipeline, scalars: list) -> Launcher:
+    def launcher(self, c: WebGPUKernel, pipeline, scalars: list) -> Launcher:
         return Launcher(c, *pipeline, scalars)
 
     def enqueue(self, launches, bufs, error) -> None:

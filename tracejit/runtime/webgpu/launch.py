@@ -10,7 +10,7 @@ from tracejit.errors import DtypeError
 from tracejit.runtime.device_memory import Buffer
 
 if TYPE_CHECKING:
-    from tracejit.runtime.webgpu.device import CompiledKernel, WebGPUDevice
+    from tracejit.runtime.webgpu.device import WebGPUKernel, WebGPUDevice
 
 WORD = {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}   # a uniform member's type, by dtype kind
 
@@ -44,7 +44,7 @@ class Launcher:
 
     __slots__ = ("compiled", "pipeline", "layout", "scalars", "size_uniform")
 
-    def __init__(self, compiled: "CompiledKernel", pipeline, layout, scalars: list):
+    def __init__(self, compiled: "WebGPUKernel", pipeline, layout, scalars: list):
         self.compiled, self.pipeline, self.layout = compiled, pipeline, layout
         self.scalars = [(p, scalars[p][0], WORD[scalars[p][1].kind]) for p in compiled.rendered.scalars]
         self.size_uniform = None

@@ -1,21 +1,19 @@
-"""The values of a kernel that a new shape may change: its size slots (issue 19).
-
-A slot is (instruction index, position in its arg, or -1 for the whole arg): a constant (a row length,
-1/n of a mean, a stride), a loop's extent, a BOUND's axis size, a LOCAL's length, a SORT's length, the
-global size. Kernels whose instructions are the same but for those values share a template; a renderer
-that can take some slots as arguments of its code (codegen.numba.slot_argument, codegen.cstyle.
-slot_argument) then serves every kernel of the template from one compile (runtime/size_templates.py).
-"""
+"""A kernel's sizes: the values a new shape may change (issue 19), each at a Slot, and the key of the kernel
+with them blanked. A renderer may take sizes as arguments of its code, symbolic sizes, so that one compile
+serves every kernel with that key (runtime/symbolic_sizes.py decides which)."""
 from __future__ import annotations
 
 import numpy as np
 
-from tracejit.ir.kernel_ir import KOp, Kernel
+from tracejit.ir.kernel_ir import KOp, KernelIR
 
+# Where a size sits: (instruction index, position in its arg, or -1 for the whole arg). A size is a constant
+# (a row length, 1/n of a mean, a stride), a loop's extent, a BOUND's axis size, a LOCAL's length, a SORT's
+# length or the global size.
 Slot = tuple[int, int]
 
 
-def size_slots(kernel: Kernel) -> dict[Slot, object]:
+def kernel_sizes(kernel: KernelIR) -> dict[Slot, object]:
     """{slot: value} for every value a new shape may change."""
     out: dict[Slot, object] = {}
     for i, x in enumerate(kernel.instrs):
@@ -30,10 +28,10 @@ def size_slots(kernel: Kernel) -> dict[Slot, object]:
     return out
 
 
-def template(kernel: Kernel, slots: dict | None = None) -> tuple:
-    """The kernel with its size slots (size_slots, given or found) blanked: kernels with one template
-    differ only in those values. A constant table stands for itself by its digest."""
-    slots = size_slots(kernel) if slots is None else slots
+def size_free_key(kernel: KernelIR, slots: dict | None = None) -> tuple:
+    """The kernel with its sizes (kernel_sizes, given or found) blanked: kernels with one key differ only in
+    those values. A constant table stands for itself by its digest."""
+    slots = kernel_sizes(kernel) if slots is None else slots
     instrs = []
     for i, x in enumerate(kernel.instrs):
         arg = x.arg
