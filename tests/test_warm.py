@@ -209,6 +209,23 @@ def test_recording_skips_functions_a_warming_process_cannot_import(tmp_path, mon
     assert not manifest.exists() or manifest.read_text() == ""
 
 
+@tj.kernel
+def _noisy(x, rng):
+    return x + rng.standard_normal(x.shape, dtype=np.float32)
+
+
+def test_a_recorded_generator_argument_is_written_and_warmed_as_one(tmp_path, monkeypatch):
+    manifest = tmp_path / "m.jsonl"
+    monkeypatch.setenv("TRACEJIT_RECORD", str(manifest))
+    _noisy(np.ones(3, np.float32), np.random.default_rng(0), device="numba")   # recording raised before
+    monkeypatch.delenv("TRACEJIT_RECORD")
+    (entry,) = read_manifest(str(manifest))
+    assert entry["args"] == ["float32[3]", "generator"]
+    assert isinstance(parse_arg("generator"), np.random.Generator)
+    report = tj.warm(str(manifest))
+    assert report.ok and [r.function for r in report] == [entry["function"]]
+
+
 def test_the_cache_command_needs_a_file_to_export(project, tmp_path):
     out = run(project, tmp_path, "-m", "tracejit", "cache", "export")
     assert out.returncode != 0 and "needs a FILE" in out.stderr

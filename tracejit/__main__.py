@@ -72,7 +72,7 @@ def _info(as_json: bool = False) -> int:
     from tracejit.runtime.cache.directory import cache_dir
     from tracejit.runtime.registry import default_device_name
     statuses = tj.devices()
-    facts: dict[str, object] = {}
+    facts: dict[str, tj.DeviceInfo | str] = {}   # what each device says of itself, or why it did not open
     for status in statuses:
         if status.available:
             try:
@@ -169,13 +169,13 @@ def _warm(args, parser) -> int:
             except ValueError:
                 static[name] = value
         entries = [{"function": args.function, "args": args.arg, "static": static, "devices": devices}]
+    progress: _Bar | _Lines
     if sys.stderr.isatty() and "TRACEJIT_WARM_PROGRESS" not in os.environ:
         progress = _Bar(sum(len(e.get("devices") or [None]) for e in entries))   # a result per device
     else:
         progress = _Lines()
     # this command's own bar or lines only: none of a compile's (runtime/progress.py) here or in the workers
     os.environ["TRACEJIT_PROGRESS"] = "0"
-    failed = 0
     results = []
     if args.jobs <= 1 or len(entries) == 1:
         for entry in entries:

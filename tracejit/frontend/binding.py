@@ -47,6 +47,7 @@ class Parameters:
     def bind(self, args: tuple, kwargs: dict, static: frozenset[int] = frozenset()) -> tuple:
         """The flat tuple of this call, with Python's errors for a call the function would refuse; the
         positions in `static` get their default itself where left out (a static value is keyed as it is)."""
+        keywords: dict[str, object]
         if self.simple and not kwargs and len(args) == len(self.fixed):
             flat, extra, keywords = list(args), (), {}
         else:

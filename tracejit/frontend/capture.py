@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -34,6 +35,21 @@ class _Input:
     owned: list = field(default_factory=list)   # (device, the graph's copy) per device that reads it
 
 
+class CaptureDevice(Protocol):
+    """What a graph asks of the device its calls run on (every device of runtime/ has it): the launches of a
+    call bound for good, run again and again, and the memory they use."""
+    name: str
+    returns_numpy: bool
+
+    def own(self, a): ...                                     # the graph's copy of an input on this device
+    def memory_of(self, value) -> int: ...                    # the allocation a value lives in
+    def share_memory(self, launches: list, scratch: set[int]) -> tuple[list, int]: ...
+    def prepare_replay(self, launches: list): ...
+    def replay(self, launches) -> None: ...
+    def feed(self, owned, a) -> None: ...                     # new data into the graph's copy of an input
+    def synchronize(self) -> None: ...
+
+
 def _where(a) -> str:
     return a.device.name if type(a) is Array else "host"
 
@@ -42,13 +58,13 @@ class Graph:
     """A captured sequence of kernel launches (`with tj.capture() as g:`): g(*inputs) feeds new data and replays,
     g.replay() replays on the buffers as they are; see the module docstring and docs/guide/capture.md."""
 
-    def __init__(self):
-        self.outputs = None
+    def __init__(self) -> None:
+        self.outputs: object = None               # what the block returns: a value, or a tuple or list of them
         self.inputs: list[_Input] = []
         self._by_id: dict[int, int] = {}          # id(external array) -> index in inputs
         self._externals: list = []                # keeps those ids unique while capturing
-        self._produced: dict[int, tuple] = {}     # id(value) -> (value, device)
-        self._segments: list[tuple[object, list]] = []
+        self._produced: dict[int, tuple[np.ndarray | Array, CaptureDevice]] = {}   # id(value) -> (value, device)
+        self._segments: list[tuple[CaptureDevice, list]] = []
         self._state = "new"
         self._shared = False
         self._scratch: dict[int, set[int]] = {}   # per device: memory the graph allocated
@@ -165,11 +181,12 @@ class Graph:
     def results(self, copy: bool = False):
         outputs = self.outputs
         single = not isinstance(outputs, (tuple, list))
-        values = [outputs] if single else list(outputs)
-        for v in values:
+        values = []
+        for v in list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]:
             if id(v) not in self._produced:
                 raise ArgumentError("g.outputs must be values that kernel calls inside the tj.capture() block "
                                     f"returned; got {type(v).__name__}")
+            values.append(self._produced[id(v)][0])   # v itself
         if copy:
             values = [v.copy() if isinstance(v, np.ndarray) else Array(v.device.clone(v._data), v.device)
                       for v in values]
@@ -215,6 +232,7 @@ class JitFunction:
     """A whole Python function of kernel calls: the first call per signature captures a graph, later
     calls with that signature feed their arrays to it and replay. Python scalars are part of the
     signature (a new value captures anew); arrays it reads other than its arguments are captured once."""
+    __name__: str   # the function's, as functools.update_wrapper sets it (with its __doc__, __wrapped__, ...)
 
     def __init__(self, fn, copy: bool = False):
         functools.update_wrapper(self, fn)

@@ -57,8 +57,8 @@ def every_size_other(args, infos: list[ArgInfo]) -> list:
     other = other_sizes([s for info in arrays for s in info.shape])
     out = []
     for a, info in zip(args, infos):
-        if info.kind == "array" and info.strides == Spec(info.shape, info.dtype).element_strides:
-            a = Spec(tuple(other[s] for s in info.shape), info.dtype)
+        if info.kind == "array" and info.contiguous:
+            a = Spec(tuple(other[s] for s in info.shape), info.value_dtype)
         out.append(a)
     return out
 
@@ -73,8 +73,8 @@ def named_axes_other(args, infos: list[ArgInfo], axes: dict[int, tuple[int, ...]
     out = list(args)
     for i, axs in axes.items():
         info = infos[i]
-        if info.strides == Spec(info.shape, info.dtype).element_strides:
-            out[i] = Spec(tuple(other[s] if d in axs else s for d, s in enumerate(info.shape)), info.dtype)
+        if info.contiguous:
+            out[i] = Spec(tuple(other[s] if d in axs else s for d, s in enumerate(info.shape)), info.value_dtype)
     return out
 
 
@@ -95,11 +95,10 @@ def changed_axes(known: list[list[ArgInfo]], new: list[ArgInfo]) -> dict[int, tu
 def size_free_key(infos: list[ArgInfo]) -> tuple:
     """What a signature is but for its sizes: kinds, dtypes, ranks, layouts (C-contiguous, else the strides),
     static values. Signatures with one key lower to the same kernels at every size (ir/layout.py, moving)."""
-    out = []
+    out: list[tuple] = []
     for a in infos:
         if a.kind == "array":
-            contiguous = a.strides == Spec(a.shape, a.dtype).element_strides
-            out.append((a.kind, a.dtype.str, len(a.shape), a.writeable, True if contiguous else a.strides))
+            out.append((a.kind, a.value_dtype.str, len(a.shape), a.writeable, True if a.contiguous else a.strides))
         elif a.kind in ("static", "default"):
             try:
                 out.append((a.kind, type(a.value).__name__, hash(a.value), repr(a.value)))
@@ -116,8 +115,7 @@ def _differ_but_in_size(a: ArgInfo, b: ArgInfo) -> bool:
     if a.kind in ("static", "default"):
         return not _same_value(a.value, b.value)
     # an array's layout: C-contiguous at both sizes (its strides follow its shape), or the same strides
-    return a.strides != b.strides and not (a.strides == Spec(a.shape, a.dtype).element_strides
-                                           and b.strides == Spec(b.shape, b.dtype).element_strides)
+    return a.strides != b.strides and not (a.contiguous and b.contiguous)
 
 
 def dynamic_axes(fname: str, dynamic: dict, names: list[str], static: tuple) -> dict[int, tuple[int, ...]]:
@@ -181,7 +179,7 @@ def signature_changes(names: list[str], old: list[ArgInfo], new: list[ArgInfo]) 
 
 def _kind(info: ArgInfo) -> str:
     if info.kind == "scalar":
-        return f"a Python {dict(b='bool', i='int', u='int', f='float').get(info.dtype.kind, info.dtype)}"
+        return f"a Python {dict(b='bool', i='int', u='int', f='float').get(info.value_dtype.kind, info.dtype)}"
     return f"a {info.dtype} array" if info.kind == "array" else info.kind
 
 

@@ -30,7 +30,7 @@ def is_instance(a) -> bool:
 class Instance:
     """An object's shape: its class, its attributes as a tree whose array leaves are arguments (`tree`,
     hashable: it keys the plan), and the attributes' values themselves for the copy the function sees."""
-    cls: type
+    cls: type[object]
     tree: tuple
     values: dict = field(compare=False, hash=False, repr=False)
 

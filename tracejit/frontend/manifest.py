@@ -6,10 +6,12 @@ import json
 import os
 import re
 
+import numpy as np
+
 from tracejit.errors import ArgumentError
 from tracejit.ir.dtypes import check
 from tracejit.runtime.debug import log
-from tracejit.frontend.signature import ArgInfo, Spec, spec
+from tracejit.frontend.signature import ArgInfo, spec
 
 ENV_RECORD = "TRACEJIT_RECORD"
 _SCALARS = {"int": 0, "float": 0.0, "bool": False}
@@ -26,24 +28,28 @@ def parse_arg(text) -> object:
         return spec(tuple(text["shape"]), text["dtype"], text.get("strides"))
     if text in _SCALARS:
         return _SCALARS[text]
+    if text == "generator":   # a np.random.Generator argument: any one compiles the same kernels
+        return np.random.default_rng()
     m = _ARRAY.match(str(text))
     dims = [_DIMENSION.match(s) for s in m.group(2).replace(" ", "").split(",") if s] if m else [None]
-    if not all(dims):
+    if m is None or not all(dims):
         raise ArgumentError(f"cannot read argument spec {text!r}: write dtype[shape] (float32[4096,1024], "
                             "float32[n,1024] for a symbolic dimension n, float32[n=4096,1024] to trace it at "
                             "4096, float32[] for 0-d) "
                             "or int / float / bool for a Python scalar")
     shape = tuple(int(d.group(3)) if d.group(3) else (d.group(1), int(d.group(2))) if d.group(2) else d.group(1)
-                  for d in dims)
+                  for d in dims if d is not None)   # (all are)
     return spec(shape, check(m.group(1), "argument spec", internal=False))
 
 
 def format_arg(info: ArgInfo) -> object:
+    if info.kind == "generator":
+        return "generator"
     if info.kind == "scalar":
-        return {"b": "bool", "i": "int", "f": "float"}[info.dtype.kind]
-    text = f"{info.dtype.name}[{','.join(map(str, info.shape))}]"
-    if info.strides != Spec(info.shape, info.dtype).element_strides:
-        return {"dtype": info.dtype.name, "shape": list(info.shape), "strides": list(info.strides)}
+        return {"b": "bool", "i": "int", "f": "float"}[info.value_dtype.kind]
+    text = f"{info.value_dtype.name}[{','.join(map(str, info.shape))}]"
+    if not info.contiguous:
+        return {"dtype": info.value_dtype.name, "shape": list(info.shape), "strides": list(info.strides)}
     return text
 
 

@@ -26,7 +26,7 @@ class Traced:
     integer arrays with Python-int arguments (int_comparisons.py), after those. `tuple_result` is None for a
     function that returns None (a procedure: it only assigns into its arguments)."""
 
-    def __init__(self, name: str, outputs: list[Node], tuple_result: bool, infos: list[ArgInfo],
+    def __init__(self, name: str, outputs: list[Node], tuple_result: bool | None, infos: list[ArgInfo],
                  assigned: tuple[int, ...] = (), checks: int = 0, streams: tuple = ()):
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
         self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ctypes
 import re
 import threading
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -28,6 +30,15 @@ from tracejit.runtime.array import Array
 from tracejit.frontend import capture, raw_parameters
 
 LANGUAGES = {"cuda": "CUDA C", "opencl": "OpenCL C", "metal": "MSL", "webgpu": "WGSL"}
+
+Dims = tuple[int, int, int]   # grid or block: (x, y, z)
+
+
+class _Compiled(Protocol):
+    """A RawKernel as one API has it (_Cuda, _OpenCL, _Metal, _WebGPU below)."""
+    def count(self) -> int | None: ...                        # the parameters the driver counts, if it does
+    def launch(self, bound: list, grid: Dims, block: Dims) -> None: ...
+    def info(self) -> dict: ...
 
 
 class RawKernel:
@@ -47,14 +58,15 @@ class RawKernel:
                                    "@numba.njit, or decorate NumPy code with @tj.kernel)")
         self.source, self.name, self.language = source, name, LANGUAGES[target]
         token = build_log.USER_SOURCE.set(True)   # compiler messages about the user's lines, not tracejit's
+        apis: dict[str, Callable[[object, str, str], _Compiled]] = {
+            "cuda": _Cuda, "opencl": _OpenCL, "metal": _Metal, "webgpu": _WebGPU}
         try:
-            self._impl = {"cuda": _Cuda, "opencl": _OpenCL, "metal": _Metal, "webgpu": _WebGPU}[target](
-                self.device, source, name)
+            self._impl = apis[target](self.device, source, name)
         finally:
             build_log.USER_SOURCE.reset(token)
         self.parameters = _parameters(self._impl.count(), raw_parameters.declared(target, source, name))
 
-    def __call__(self, *args, grid, block):
+    def __call__(self, *args: object, grid: int | tuple[int, ...], block: int | tuple[int, ...]) -> None:
         if capture.ACTIVE:
             raise UnsupportedError(f"RawKernel {self.name} cannot be captured into a graph yet; launch it outside "
                                    "tj.capture()")
@@ -65,7 +77,8 @@ class RawKernel:
         if limit is not None and np.prod(block) > limit:
             raise ArgumentError(f"RawKernel {self.name}: block {block} has {int(np.prod(block))} work-items; "
                                 f"{self.device.name} allows {limit} for this kernel (k.info)")
-        bound, copy_back = [], []
+        bound: list[Array | np.generic] = []   # the device's arrays, and scalars by value
+        copy_back = []
         for i, a in enumerate(args):
             if type(a) is Array:
                 if a.device is not self.device:
@@ -88,6 +101,7 @@ class RawKernel:
         """A call with more or fewer arguments than the kernel declares (a parameter left out would reach the
         kernel as the previous call's value on OpenCL, whose kernels keep their arguments between launches)."""
         names = self.parameters
+        assert names is not None   # a count is checked only where the kernel's parameters are known
         takes = f"RawKernel {self.name} takes {len(names)} argument{'s' * (len(names) != 1)} ({', '.join(names)})"
         if given < len(names):
             missing = ", ".join(f"{n} (argument {i})" for i, n in enumerate(names) if i >= given)
@@ -103,12 +117,13 @@ class RawKernel:
         return self._impl.info()
 
 
-def _dims(what: str, value) -> tuple[int, int, int]:
+def _dims(what: str, value) -> Dims:
     dims = (value,) if isinstance(value, (int, np.integer)) else \
         tuple(value) if isinstance(value, (tuple, list)) else None
     if not dims or len(dims) > 3 or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
         raise ArgumentError(f"{what}={value!r}: give a positive int, or a tuple of up to 3 (x, y, z)")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    x, y, z = [int(d) for d in dims] + [1] * (3 - len(dims))
+    return x, y, z
 
 
 def _parameters(count: int | None, names: list[str] | None) -> list[str] | None:

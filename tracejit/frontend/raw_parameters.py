@@ -35,7 +35,8 @@ def _c_parameters(text: str, name: str, qualifier: str) -> list[str] | None:
         statement = re.split(r"[;{}]", head)[-1]   # from the end of the previous statement to the name
         if not re.search(qualifier, statement):
             continue
-        inside, depth = [], 1
+        inside: list[str] = []
+        depth = 1
         for ch in text[m.end():]:
             depth += ch in "([<" and 1 or ch in ")]>" and -1 or 0
             if depth == 0:
@@ -43,7 +44,9 @@ def _c_parameters(text: str, name: str, qualifier: str) -> list[str] | None:
             inside.append(ch)
         else:
             return None
-        params, part, depth = [], [], 0
+        params: list[str] = []
+        part: list[str] = []
+        depth = 0
         for ch in "".join(inside):
             if ch == "," and depth == 0:
                 params.append("".join(part))

@@ -20,13 +20,16 @@ class Spec:
 
     @property
     def element_strides(self) -> tuple[int, ...]:
-        if self.strides is not None:
-            return self.strides
-        out, acc = [], 1
-        for s in reversed(self.shape):
-            out.append(acc)
-            acc *= s
-        return tuple(reversed(out))
+        return c_strides(self.shape) if self.strides is None else self.strides
+
+
+def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides in elements of a C-contiguous array of this shape."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
 
 
 SYMBOLIC_TRACE_SIZE = 256   # the size a symbolic dimension given by its name alone is traced at
@@ -75,6 +78,17 @@ class ArgInfo:
     strides: tuple[int, ...] = ()
     value: object = None       # static arguments only
     writeable: bool = True     # arrays: whether the kernel may assign into it
+
+    @property
+    def contiguous(self) -> bool:
+        """Arrays: whether the strides are those of C order."""
+        return self.strides == c_strides(self.shape)
+
+    @property
+    def value_dtype(self) -> np.dtype:
+        """The dtype of an array or a scalar, the kinds that have one."""
+        assert self.dtype is not None, self.kind
+        return self.dtype
 
 
 def arg_key(a):

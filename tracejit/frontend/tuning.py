@@ -57,7 +57,7 @@ def tune(report=None) -> dict:
                 for tile, f in kernels.items():
                     times[tile] = min(times[tile], _seconds(f, (x, y), out))
             default = defaults.transpose_tiles[slot]
-            best = min(times, key=times.get)
+            best = min(times, key=times.__getitem__)
             if default in times and times[best] > times[default] * (1 - tuning.MARGIN):
                 best = default
             chosen[slot] = best
