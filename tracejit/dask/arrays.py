@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from tracejit.dask.stages import PlanKey, StageRef, letter_chunks, plan_for, roo
 from tracejit.frontend.signature import Default, Spec, normalize
 from tracejit.dask import is_dask_array
 
+if TYPE_CHECKING:   # (Dask has no type information: for the reader)
+    import dask.array as da
+
 _recorded: set = set()   # plan keys this process has written to the TRACEJIT_RECORD manifest
 
 
@@ -34,7 +38,8 @@ def call(kernel, args: tuple, device: str | None):
         chunks = [_runs(a.chunks) if info.kind == "array" else None   # (in the order of the entry's "args")
                   for a, info in zip(arrays, plan.traced.infos) if info.kind in ("array", "scalar")]
         manifest.record(kernel, plan.traced.infos, device or registry.default_device_name(), {"chunks": chunks})
-    units, outputs = {}, {}
+    units: dict[int, da.Array] = {}     # unit index -> its value
+    outputs: dict[int, da.Array] = {}   # output index -> its value, where a stage computes it
     for index, stage in enumerate(plan.stages):
         leaf = _stage_layer(kernel, plan, StageRef(key, index, device), arrays, units, by_letter)
         for position, root in enumerate(stage.roots):
@@ -49,7 +54,9 @@ def call(kernel, args: tuple, device: str | None):
         if k in outputs:
             results.append(outputs[k])
             continue
-        u, steps = plan.direct(node)
+        found = plan.direct(node)
+        assert found is not None   # an output no stage computes is a unit's value, reshaped or cast
+        u, steps = found
         out = units[u]
         for step in steps:   # squeezes and casts of a reduction's result
             out = out.astype(step.dtype) if step.op is Op.CAST else out.reshape(step.shape)

@@ -4,6 +4,7 @@ std from (count, mean, M2) by Chan's formula, argmax and argmin from (value, ind
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from tracejit.numpy import reductions as R
 from tracejit.dask.plan import Unit
 from tracejit.numpy.tensor import Tensor
 
-_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+_REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 MOMENTS = np.dtype([("count", np.int64), ("mean", np.float64), ("m2", np.float64)])
 
 
@@ -29,6 +30,7 @@ def block_values(unit: Unit | None, block) -> list[Tensor]:
         mean = R.mean(x, axis=unit.axes, dtype=acc, keepdims=True)
         deviation = x.astype(acc) - mean
         return [mean, R.sum(deviation * deviation, axis=unit.axes, keepdims=True)]
+    assert stat is not None   # an arg unit comes from a recorded np.argmax / np.argmin
     axis = None if stat.axes is None else stat.axes[0]
     extreme, position = (R.max, R.argmax) if stat.kind == "argmax" else (R.min, R.argmin)
     return [extreme(x, axis=unit.axes, keepdims=True), position(x, axis=axis, keepdims=True)]
@@ -54,6 +56,7 @@ def pack(unit: Unit, values, block_shape: tuple[int, ...], offsets: tuple[int, .
         out["mean"], out["m2"] = first, next(values)
         return out
     out["value"], local = first, next(values)
+    assert unit.statistic is not None   # an arg unit comes from a recorded np.argmax / np.argmin
     if unit.statistic.axes is not None:
         out["index"] = local + offsets[unit.axes[0]]
     else:   # a flat index into the block, made a flat index into the whole array

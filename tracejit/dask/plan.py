@@ -81,6 +81,7 @@ class BlockPlan:
             axes = tuple(range(len(operand.shape))) if stat.axes is None else stat.axes
             kind = STATISTIC_KINDS[stat.kind]
         elif node.op is Op.REDUCE:
+            assert isinstance(node.arg, tuple)   # (kind, axes)
             operand, axes, kind = node.srcs[0], node.arg[1], node.arg[0]
         else:
             return False
@@ -171,7 +172,7 @@ class BlockPlan:
         ordered = sorted(groups.items(), key=lambda g: g[0][0])   # by level, stable
         stages = [Stage(level, letters, roots) for (level, letters), roots in ordered]
         for stage in stages:
-            sources = set()
+            sources: set[tuple] = set()   # (kind, what): axis_reads' sources
             for root in stage.roots:
                 node = self.units[root[1]].operand if root[0] == "unit" else self.outputs[root[1]]
                 sources.update(s for s in self._reads.reads(node) if s[0] in ("input", "cut"))
@@ -193,7 +194,8 @@ class BlockPlan:
                 for kind, u in stage.inputs:
                     if kind == "unit":
                         labels = self.labels(self.units[u].operand)
-                        out += [labels[d] for d in self.units[u].axes if labels[d] and labels[d] not in out]
+                        out += [label for label in (labels[d] for d in self.units[u].axes)
+                                if label and label not in out]
         return out
 
 

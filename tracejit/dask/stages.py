@@ -8,6 +8,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from tracejit.frontend import shipping
 from tracejit.dask.plan import BlockPlan, build_plan
 from tracejit.frontend.signature import Default
 
+if TYPE_CHECKING:   # for the annotation only: stage_kernel imports it where it is used
+    from tracejit.frontend.kernel import Kernel
+
 PLANS_KEPT = 64   # plans (kernel x argument shapes x chunked axes) a process keeps
 
 
@@ -27,7 +31,7 @@ PLANS_KEPT = 64   # plans (kernel x argument shapes x chunked axes) a process ke
 class PlanKey:
     """What a plan is made from: the kernel, its arguments (arrays as tj.spec of the whole array, Python
     scalars as 0 of their type, static values) and which axes of each array are cut into blocks."""
-    kernel: object
+    kernel: Kernel
     args: tuple
     chunked: tuple
 
@@ -104,11 +108,12 @@ class StageProgram:
         position = {_source(plan, inp): p for p, inp in enumerate(stage.inputs)}
 
         def leaf(node: Node, shape):
-            hidden = node.op is Op.INPUT and isinstance(node.arg, tuple)   # of argument arg[1] (int_comparisons)
-            source = ("input", node.arg[1] if hidden else node.arg) if node.op is Op.INPUT else ("cut", node)
+            # an INPUT keyed by a tuple: a hidden scalar of argument hidden[1] (int_comparisons)
+            hidden = node.arg if node.op is Op.INPUT and isinstance(node.arg, tuple) else None
+            source = ("input", node.arg if hidden is None else hidden[1]) if node.op is Op.INPUT else ("cut", node)
             p = position.get(source)
-            if hidden and p is not None:   # the same hidden scalar of the stage's own argument
-                return build.input_((node.arg[0], p, *node.arg[2:]), node.dtype, shape)
+            if hidden is not None and p is not None:   # the same hidden scalar of the stage's own argument
+                return build.input_((hidden[0], p, *hidden[2:]), node.dtype, shape)
             if p is None:
                 if node.op is Op.INPUT or plan.unit_index(node) is not None:   # (a unit rebuilt would be wrong)
                     raise InternalError(f"dask stage {self.index}: {source[0]} {node} is not among its inputs")
@@ -219,8 +224,8 @@ def letter_chunks(plan: BlockPlan, chunks: list) -> dict[str, tuple[int, ...]]:
         edges = {0}
         for i, k in plan.members(letter):
             edges.update(itertools.accumulate(chunks[i][k]))
-        edges = sorted(edges)
-        out[letter] = tuple(b - a for a, b in zip(edges, edges[1:])) or (0,)
+        bounds = sorted(edges)
+        out[letter] = tuple(b - a for a, b in zip(bounds, bounds[1:])) or (0,)
     return out
 
 
@@ -241,7 +246,7 @@ def warm_recorded(kernel, args: list, runs: list, static: dict, devices=None) ->
     chunks as run lengths per axis ([[size, count], ...]) and its static arguments."""
     bound = kernel._bind(tuple(args), static)
     positions = [i for i, a in enumerate(bound) if i not in kernel._static and not isinstance(a, Default)]
-    chunks = [None] * len(bound)
+    chunks: list[tuple[tuple[int, ...], ...] | None] = [None] * len(bound)   # per argument: its blocks per axis
     for i, axis_runs in zip(positions, runs):
         if axis_runs is not None:
             chunks[i] = tuple(tuple(size for size, count in axis for _ in range(count)) for axis in axis_runs)
