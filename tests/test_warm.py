@@ -131,6 +131,15 @@ def test_warming_named_dimensions_leaves_no_size_of_them_to_compile(project, tmp
     assert info["compiles"] == 0 and info["disk_hits"] == 5, info
 
 
+def test_a_named_dimension_the_function_takes_at_one_size_only_keeps_its_sizes_constant():
+    """The function cannot be traced at another n (a reshape to 32 x 32): there is no twin to say which
+    sizes follow n, so they stay constants, as without a name (lowering raised AttributeError on numba)."""
+    f = tj.kernel(lambda x: np.sin(x.reshape(32, 32)) * 2)
+    f.lower(tj.spec((("n", 1024),), "float32"), device="numba")
+    x = np.linspace(0, 1, 1024, dtype=np.float32)
+    np.testing.assert_allclose(f(x, device="numba"), np.sin(x.reshape(32, 32)) * 2, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.slow_emulated
 def test_a_recorded_manifest_warms_a_fresh_cache_in_parallel_workers(project, tmp_path, device):
     require_kept_kernels(device)

@@ -8,6 +8,7 @@ metal and webgpu where none is open) is a Device with `runs = False`. The GPU-AP
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -83,8 +84,9 @@ class Device(DeviceStats):
     binds_one_buffer_twice = True    # one buffer may be bound to two parameters of a kernel (not WebGPU's rule)
     keeps_compiled_kernels = True    # compiled kernels go to the disk cache (else no_disk_cache says why)
     no_disk_cache: str | None = None
-    # a static (suffix) -> compile-only target, for a target that compiles without its hardware (cuda: PTX)
-    compile_only = None
+    # a static (suffix) -> compile-only target, for a target that compiles without its hardware (cuda: PTX);
+    # None from it: the hardware is there
+    compile_only: Callable[[str | None], Device | None] | None = None
     imports_foreign = False          # takes another library's GPU arrays without a copy (import_foreign)
 
     @staticmethod

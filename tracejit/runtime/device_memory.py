@@ -66,7 +66,7 @@ class FreeLists:
     Threads share a pool: the lists and counts change under a lock, reentrant because a block's release
     can run inside the pool's own critical section (a garbage collection there finalizes a block)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.free: dict[int, list] = {}
         self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
         self.peak_bytes = 0

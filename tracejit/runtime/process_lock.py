@@ -12,8 +12,9 @@ from tracejit.runtime.debug import log
 
 try:
     import fcntl
+    _FLOCK = True
 except ImportError:   # Windows: no flock; the block runs unguarded
-    fcntl = None
+    _FLOCK = False
 
 WAIT_S = 300.0   # a build holding it longer has hung: go on without it rather than hang too
 
@@ -38,7 +39,7 @@ def held(path: Path, wait_s: float = WAIT_S) -> Iterator[bool]:
 
 
 def _open(path: Path) -> int | None:
-    if fcntl is None:
+    if not _FLOCK:
         return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -78,9 +78,10 @@ def compiled(device: str, name: str, start: float, end: float, kernels: int, cac
 class Profile:
     """The launches and compiles recorded while open (`events`, in the order they ended)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.events: list[Event] = []
-        self.opened = self.closed = None
+        self.opened: float | None = None   # perf_counter() when the block began, and ended
+        self.closed: float | None = None
 
     def __enter__(self) -> "Profile":
         self.opened = time.perf_counter()

@@ -67,11 +67,11 @@ def _candidates(preferred: list[str], rejected: list) -> list[str]:
         order.append((_rank(status.name), position, status.name))
     names = [name for _, _, name in sorted(order)]
     for name in [*preferred, *statuses]:
-        status = statuses.get(name.partition(":")[0])
-        if status is None:
+        found = statuses.get(name.partition(":")[0])
+        if found is None:
             rejected.append((name, "no such device"))
-        elif not status.available and name not in {n for n, _ in rejected}:
-            rejected.append((name, f"unavailable: {status.reason}"))
+        elif not found.available and name not in {n for n, _ in rejected}:
+            rejected.append((name, f"unavailable: {found.reason}"))
     usable = [p for p in preferred if p.partition(":")[0] in names]
     return usable + [n for n in names if n not in usable]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class SymbolicSizes:
         self.slot_argument, self.kind = slot_argument, kind
 
     def symbolic(self, kernel: KernelIR, loop: str, values: dict,
-                 named: "set | Callable[[], set]" = frozenset()) -> dict[Slot, str]:
+                 named: Set[Slot] | Callable[[], Set[Slot]] = frozenset()) -> dict[Slot, str]:
         """The sizes of this kernel to render as arguments, by slot: those that changed since the first
         kernel with its size-free key (a second row length of a softmax makes the row length symbolic, and
         every later one reuses that compile). The first with a key is specialised (none). `values`: the
@@ -49,7 +49,9 @@ class SymbolicSizes:
         if callable(named):   # (outside the lock: it may trace)
             with self._lock:
                 seen = self._seen.get(key)
-            named = named() if seen is None or not seen[1] else frozenset()
+            following = named() if seen is None or not seen[1] else frozenset()
+        else:
+            following = named
         with self._lock:
             seen = self._seen.get(key)
             if seen is None:
@@ -63,9 +65,9 @@ class SymbolicSizes:
             first, changed = seen
             new = {slot for slot, v in values.items() if not same(first[slot], v)
                    and self.slot_argument(kernel, slot) is not None} - changed
-            if named - changed:
-                log(1, f"{kernel.name}: {len(named - changed)} size(s) follow the shapes: arguments of its code")
-                changed |= named
+            if following - changed:
+                log(1, f"{kernel.name}: {len(following - changed)} size(s) follow the shapes: arguments of its code")
+                changed |= following
                 self._remember(kernel, key, changed)
             if new:
                 changes = ", ".join(dict.fromkeys(f"{first[slot]} -> {values[slot]}" for slot in sorted(new)))
@@ -86,7 +88,7 @@ class SymbolicSizes:
 
     def named(self, kernel: KernelIR, values: dict, twin: Program | None, index: int) -> set[Slot]:
         """The slots of the sizes of kernel `index` that differ in the program's twin (traced at other sizes of the
-        dimensions tj.spec named, or of those dynamic= makes symbolic): those follow the shapes. None
+        dimensions tj.spec named, or of those dynamic= makes symbolic): those follow the shapes. Empty
         where there is no twin, or where the twin's kernel has another shape of code (it would need a
         compile of its own: a threshold lies between the sizes)."""
         if twin is None or index >= len(twin.kernels) or index in twin.library_calls:

@@ -160,7 +160,7 @@ class DiskCache:
 
     def entries(self) -> list[tuple[Path, int, float]]:
         """(entry file, bytes including its artifacts, last use) for every entry."""
-        out = []
+        out: list[tuple[Path, int, float]] = []
         base = self.root / "entries"
         if not base.is_dir():
             return out

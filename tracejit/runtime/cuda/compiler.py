@@ -35,7 +35,7 @@ class CUDAKernel:
     """A kernel compiled for CUDA: its name, CUDA C source, PTX, kernel IR and launch shape (what f.lower() lists)."""
     name: str
     source: str                    # CUDA C
-    ptx: str
+    ptx: str | bytes               # PTX (emulated: the shared object the CPU emulator loads instead)
     ir: KernelIR
     launch: Launch
     cached: bool = False           # the PTX came from the disk cache: nothing was compiled
@@ -62,7 +62,9 @@ class CudaCompiler:
     @staticmethod
     def tensor_cores(arch: str) -> bool:
         """Whether float16 products use mma.sync: on sm_80 and later."""
-        return int(re.match(r"sm_(\d+)", arch).group(1)) >= 80
+        m = re.match(r"sm_(\d+)", arch)
+        assert m is not None, arch   # nvrtc.parse_arch and compile_arch write sm_<number>
+        return int(m.group(1)) >= 80
 
     def cache_key(self, name: str, source: str) -> CacheKey:
         return CacheKey("cuda", name, (
@@ -73,20 +75,23 @@ class CudaCompiler:
             ("compiler", nvrtc.version()),
         ))
 
-    def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[str, bool]:
+    def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[str | bytes, bool]:
         """The PTX of `source` (kernel `name`, its entry point `entry`, else `name`), compiled once per
-        process and kept in the disk cache; also whether it came from the cache (nothing compiled)."""
-        ptx = self._ptx.get(source)
-        if ptx is not None:
-            return ptx, True
+        process and kept in the disk cache; also whether it came from the cache (nothing compiled). (Bytes
+        only from EmulatedCompiler's: a shared object for the CPU emulator.)"""
+        known = self._ptx.get(source)
+        if known is not None:
+            return known, True
         t0 = time.perf_counter()
         key = self.cache_key(name, source)
         payload = CACHE.get(key)
-        ptx = nvrtc.as_ptx(payload) if payload is not None else None
-        if payload is not None and ptx is None:
+        loaded = nvrtc.as_ptx(payload) if payload is not None else None
+        if payload is not None and loaded is None:
             CACHE.reject(key, "holds no PTX")
-        cached = ptx is not None
-        if not cached:
+        cached = loaded is not None
+        if loaded is not None:
+            ptx = loaded
+        else:
             ptx = nvrtc.compile_ptx(name, source, self.arch)
             CACHE.put(key, ptx.encode())   # only after a successful build
         self._ptx[source] = ptx

@@ -83,6 +83,7 @@ class CUDADevice(Device):
             return None
         arch = nvrtc.parse_arch(suffix)
         why = reason if not ok else f"{arch} names an architecture to compile for, not a GPU; run on 'cuda'"
+        assert why is not None   # initialise says why where it fails
         return CudaTarget(arch, why, "cuda" if suffix is None else f"cuda:{suffix}")
 
     def __init__(self, index: int | None = None):
@@ -350,6 +351,7 @@ class CUDADevice(Device):
             d = cu.driver()
             err, module = d.cuModuleLoadData(ptx if isinstance(ptx, bytes) else ptx.encode() + b"\0")
             if err == d.CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+                assert isinstance(ptx, str)   # (only PTX has a version to refuse, not the emulator's objects)
                 raise DeviceError(f"the CUDA driver on this machine is older than {nvrtc.version()}: it rejects PTX ISA "
                                   f"{nvrtc.ptx_isa(ptx)}. Update the driver (CUDA 13.0 needs r580 or newer), or "
                                   "install an nvidia-cuda-nvrtc that matches the driver's CUDA version")

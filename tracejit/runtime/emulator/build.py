@@ -192,11 +192,11 @@ def _compile(dialect: str, name: str, source: str, keep: Path | None = None) -> 
                      str(src), "-o", str(obj)])
         if done.returncode != 0:
             raise CompileError(build_log.annotate(
-                f"the emulator's C++ compiler ({Path(compiler()).name}) rejected generated kernel {name}:", source,
+                f"the emulator's C++ compiler ({Path(_compiler()).name}) rejected generated kernel {name}:", source,
                 done.stderr, rf"{re.escape(str(src))}:(\d+):\d+"))
         linker = shutil.which("ld")
         link = [linker, "-shared", str(obj), "-o", str(out)] if linker else \
-            [compiler(), "-shared", "-nostdlib", str(obj), "-o", str(out)]
+            [_compiler(), "-shared", "-nostdlib", str(obj), "-o", str(out)]
         done = subprocess.run(link, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise DeviceError(f"the emulator could not link kernel {name}: {done.stderr[:2000]}")
@@ -204,10 +204,15 @@ def _compile(dialect: str, name: str, source: str, keep: Path | None = None) -> 
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([_compiler(), *FLAGS, *args], capture_output=True, text=True, check=False)
+
+
+def _compiler() -> str:
+    """compiler(), which building needs: DeviceError where there is none."""
     cxx = compiler()
     if cxx is None:
         raise DeviceError(unavailable_reason())
-    return subprocess.run([cxx, *FLAGS, *args], capture_output=True, text=True, check=False)
+    return cxx
 
 
 def _precompiled(dialect: str) -> Path:
@@ -227,7 +232,7 @@ def _precompile(dialect: str) -> Path:
     where = _work_dir() / "include"
     if not where.is_dir():
         shutil.copytree(INCLUDE, where)
-    if "g++" in Path(compiler()).name or "GCC" in compiler_version() or "gcc" in compiler_version():
+    if "g++" in Path(_compiler()).name or "GCC" in compiler_version() or "gcc" in compiler_version():
         header = where / PRELUDE[dialect]
         done = _run(["-x", "c++-header", str(header), "-o", f"{header}.gch"])
         if done.returncode != 0:

@@ -250,6 +250,7 @@ def driver() -> Driver:
 class EmulatedCompiler:
     """Mixed into CudaCompiler (see cuda_compiler): the artifact of a kernel is its shared object for the
     emulator, built from the CUDA C, instead of PTX; no NVRTC is needed."""
+    _ptx: dict[tuple[str, str], bytes]   # CudaCompiler's: here (source, entry) -> shared object
 
     def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[bytes, bool]:
         """The shared object of `source` with the emulator's entry for function `entry` (else `name`)."""

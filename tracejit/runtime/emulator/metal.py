@@ -217,13 +217,10 @@ class _CompileOptions:
 def modules(device: Device) -> dict[str, types.ModuleType]:
     """Modules in the shape of PyObjC's `Metal` and `objc`, for `device`."""
     metal = types.ModuleType("Metal")
-    metal.MTLCreateSystemDefaultDevice = lambda: device
-    metal.MTLResourceStorageModeShared = STORAGE_SHARED
-    metal.MTLCommandBufferStatusError = STATUS_ERROR
-    metal.MTLSize = MTLSize
-    metal.MTLCompileOptions = _CompileOptions
+    metal.__dict__.update(MTLCreateSystemDefaultDevice=lambda: device, MTLResourceStorageModeShared=STORAGE_SHARED,
+                          MTLCommandBufferStatusError=STATUS_ERROR, MTLSize=MTLSize, MTLCompileOptions=_CompileOptions)
     objc = types.ModuleType("objc")
-    objc.autorelease_pool = contextlib.nullcontext
+    objc.__dict__.update(autorelease_pool=contextlib.nullcontext)
     return {"Metal": metal, "objc": objc}
 
 

@@ -141,7 +141,7 @@ class MetalDevice(Device):
                      "compiled shaders); tracejit stores no Metal binaries")
 
     @staticmethod
-    def compile_only(suffix: str | None):
+    def compile_only(suffix: str | None) -> MetalTarget | None:
         if suffix:
             raise DeviceError("metal has one device per process: use 'metal'")
         return None if _OPEN else MetalTarget()

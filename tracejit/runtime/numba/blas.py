@@ -226,12 +226,13 @@ def gemm_arguments(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> tuple[int, 
     left, right, result = _operand(a, m, k), _operand(c, k, n), _operand(out, m, n)
     if left is None or right is None or result is None or result[0] != _NO_TRANS:
         return None
-    strides = (_batch_stride(a, b, left[1] * (m if left[0] == _NO_TRANS else k)),
-               _batch_stride(c, b, right[1] * (k if right[0] == _NO_TRANS else n)),
-               _batch_stride(out, b, result[1] * m))
-    if None in strides or max(b, m, n, k, left[1], right[1], result[1], *strides) > _INT_MAX:
+    stride_a = _batch_stride(a, b, left[1] * (m if left[0] == _NO_TRANS else k))
+    stride_c = _batch_stride(c, b, right[1] * (k if right[0] == _NO_TRANS else n))
+    stride_out = _batch_stride(out, b, result[1] * m)
+    if stride_a is None or stride_c is None or stride_out is None \
+            or max(b, m, n, k, left[1], right[1], result[1], stride_a, stride_c, stride_out) > _INT_MAX:
         return None
-    return (left[0], right[0], m, n, k, left[1], strides[0], right[1], strides[1], result[1], strides[2], b)
+    return (left[0], right[0], m, n, k, left[1], stride_a, right[1], stride_c, result[1], stride_out, b)
 
 
 def extent(transposed: bool, rows: int, cols: int, ld: int, stride: int, batch: int) -> int:

@@ -37,9 +37,9 @@ def compiler_versions() -> str:
 @functools.cache
 def numba_version() -> str:
     """Numba's version, without importing Numba where it is not imported yet (~0.2 s)."""
-    numba = sys.modules.get("numba")
-    if numba is not None:
-        return numba.__version__
+    loaded = sys.modules.get("numba")
+    if loaded is not None:
+        return loaded.__version__
     from importlib import metadata
     try:
         return metadata.version("numba")
@@ -84,8 +84,9 @@ def dispatcher(py_func, parallel: bool, nogil: bool, cache: bool = True):
     without it (and a warning, once) where that directory neither exists nor can be made: each process
     then compiles."""
     import numba
-    fn = numba.njit(cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
-                    no_cfunc_wrapper=True)(py_func)   # nothing calls a kernel through a C function pointer
+    fn = numba.njit(  # type: ignore[call-overload]  # Numba's stub lacks no_cfunc_wrapper, an option it takes
+        cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
+        no_cfunc_wrapper=True)(py_func)   # nothing calls a kernel through a C function pointer
     if cache:
         try:
             fn._cache = _function_cache_class()(py_func)   # what njit(cache=True) does, with our locator

@@ -184,10 +184,10 @@ class NumbaDevice(Device):
                 sizes = kernel_sizes(k)
                 # which sizes follow the shapes: asked of the twin only for a size-free key not met before (warming
                 # names its dimensions: asked always)
-                named = (lambda k=k, sizes=sizes, i=i: self.sizes.named(k, sizes, program.twin, i))
-                if program.every_loop:
-                    named = named()
-                symbolic = {} if program.dynamic is False else self.sizes.symbolic(k, loop, sizes, named)
+                ask = (lambda k=k, sizes=sizes, i=i: self.sizes.named(k, sizes, program.twin, i))
+                named = ask() if program.every_loop else None
+                symbolic = {} if program.dynamic is False else \
+                    self.sizes.symbolic(k, loop, sizes, ask if named is None else named)
             # (entry point, dispatcher), whether nothing was compiled
             source, values, fns, cached = self._build(k, loop, sizes, symbolic)
             lead = (k.global_size, *values)
@@ -196,8 +196,8 @@ class NumbaDevice(Device):
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
                 lead = values
             compiled.append((NumbaKernel(k.name, source, k, loop != "serial", cached, lead), fns))
-            if program.every_loop and program.dynamic is not False and (
-                    named or i < len(program.twin.kernels) and program.twin.kernels[i].work != k.work):
+            if named is not None and program.dynamic is not False and (   # (named: every_loop)
+                    named or _other_work(program.twin, i, k)):
                 self._other_loops(k, loop, sizes, named)
         return NumbaPlan(program, compiled, self)
 
@@ -312,6 +312,7 @@ class NumbaDevice(Device):
             with stage("disk cache"):
                 path, stored = numba_cache.module_file(key, modname, source)
             spec = importlib.util.spec_from_file_location(modname, path)
+            assert spec is not None and spec.loader is not None   # a .py file
             module = importlib.util.module_from_spec(spec)
             sys.modules[modname] = module  # numba's disk cache finds the module through sys.modules
             try:
@@ -321,6 +322,8 @@ class NumbaDevice(Device):
                 del sys.modules[modname]
                 raise CompileError(f"generated module {path} failed to import: {e}") from None
         fn = getattr(module, name)
+        file = module.__file__
+        assert file is not None   # made from a file (module_file)
         if not hasattr(fn, "compile"):
             # nogil: the chunks of a kernel run at once on several threads
             fn = numba_cache.dispatcher(fn, parallel=parallel, nogil=nogil)
@@ -335,16 +338,16 @@ class NumbaDevice(Device):
         if damage is None:
             misses = sum(fn.stats.cache_misses.values())
             # the overload for these very types (several share one module), under the time limit
-            entry, error = try_compile(fn, signature, key.name, module.__file__)
+            entry, error = try_compile(fn, signature, key.name, file)
             if error is not None:
                 if not numba_cache.numba_cache_files(fn):
                     raise compile_error(error, key.name, module) from None
                 damage = f"{type(error).__name__}: {first_lines(str(error), 1)}"   # failed to load them
         if damage is not None:
-            fn = numba_cache.rebuild_without_damaged_files(fn, key.name, module.__file__, damage)
+            fn = numba_cache.rebuild_without_damaged_files(fn, key.name, file, damage)
             setattr(module, name, fn)
             misses = sum(fn.stats.cache_misses.values())
-            entry, error = try_compile(fn, signature, key.name, module.__file__)
+            entry, error = try_compile(fn, signature, key.name, file)
             if error is not None:
                 raise compile_error(error, key.name, module) from None
         with stage("disk cache"):
@@ -392,8 +395,15 @@ def _on_openmp(kernel: KernelIR) -> bool:
     return parallel_entries() and numba_native.unsupported(kernel, "prange", None, True) is None
 
 
-def _argument(value, dtype: np.dtype):
-    """A symbolic size's value as the argument its kernel takes."""
+def _other_work(twin: Program | None, i: int, kernel: KernelIR) -> bool:
+    """Whether kernel i of the program's twin does other work than `kernel`: False without a twin (the
+    function did not trace or lower at other sizes: its sizes stay constants)."""
+    return twin is not None and i < len(twin.kernels) and twin.kernels[i].work != kernel.work
+
+
+def _argument(value, dtype: np.dtype | None):
+    """A symbolic size's value as the argument its kernel takes (`dtype`: slot_argument's)."""
+    assert dtype is not None   # a size is symbolic only where it can be an argument
     return int(value) if dtype == np.int64 else dtype.type(value)
 
 

@@ -3,6 +3,8 @@ stable sort) on views of its buffers (ir/library.py), and the launch of an MKL p
 (GemmLaunch, with blas.DRIVER)."""
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from tracejit.ir import library
@@ -43,7 +45,7 @@ class GemmLaunch:
         self.run, self.driver = run, driver   # driver(compile): see numba_device.NumbaDevice._gemm_driver
         self.positions = tuple(_leaf_position(call, x) for x in call.what.operands) + (call.out,)
         self.dtype = np.dtype(call.what.node.dtype)
-        self.arguments = None   # blas.driver_arguments's; False: none work
+        self.arguments: np.ndarray | Literal[False] | None = None   # blas.driver_arguments's; False: none work
         self.entry = None       # the driver's entry point, once loaded
 
     def __call__(self, *arrays):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from tracejit.runtime.opencl.launch import Launcher, profiled_seconds
 from tracejit.runtime.sharing import plan_sharing
 from tracejit.runtime.symbolic_sizes import SymbolicSizes
 from tracejit.runtime.views import flat_view
+
+if TYPE_CHECKING:   # (imported where used: the device is opened on demand)
+    import pyopencl as cl
 
 INSTALL_HINT = "pip install 'tracejit[opencl]' (pyopencl, and PoCL for a CPU device)"
 # PyPI's PoCL 3.0 (LLVM 14) cannot compile for CPUs newer than it, such as AMD's Zen 5
@@ -129,7 +133,7 @@ class OpenCLDevice(Device):
         self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=gpu, keep_row_max=min(16384, keep),
                                     keep_inputs_min=GROUP_MIN_REDUCE if gpu else None,
                                     sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES)
-        self._programs: dict[str, object] = {}
+        self._programs: dict[str, cl.Program] = {}
         self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._limit: int | None = None   # tj.set_memory_limit
         self._peak = 0
@@ -141,6 +145,7 @@ class OpenCLDevice(Device):
         import pyopencl as cl
         d = self.cl_device
         gpu = bool(d.type & cl.device_type.GPU)
+        unified: bool | None
         try:
             unified = bool(d.host_unified_memory)
         except cl.Error:   # an OpenCL 3.0 driver need not answer it
@@ -360,12 +365,14 @@ class OpenCLDevice(Device):
                     prg = self._from_binary(binary)
                 if prg is None:
                     prg, cached = self._from_source(name, source), False
-                    CACHE.put(key, prg.get_info(cl.program_info.BINARIES)[0])   # only after a successful build
+                    binaries = prg.get_info(cl.program_info.BINARIES)   # one per device (the stub says object)
+                    assert isinstance(binaries, list)
+                    CACHE.put(key, binaries[0])   # only after a successful build
                 self._programs[source] = prg
             log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return cl.Kernel(prg, entry or name), cached  # a kernel object per plan: each holds its own argument types
 
-    def _from_binary(self, binary: bytes):
+    def _from_binary(self, binary: bytes) -> cl.Program | None:
         import pyopencl as cl
         try:
             prg = cl.Program(self.context, [self.cl_device], [binary])
@@ -375,7 +382,7 @@ class OpenCLDevice(Device):
             log(1, f"cached OpenCL binary rejected by {self.name} ({e}); building from source")
             return None
 
-    def _from_source(self, name: str, source: str):
+    def _from_source(self, name: str, source: str) -> cl.Program:
         import pyopencl as cl
         raw, build_log = build_program(self.context, self.cl_device, source, opencl_codegen.BUILD_OPTIONS.encode())
         if raw is not None:

@@ -105,6 +105,7 @@ def _build_once(context, d, source: str, options: bytes):
             log = raw.get_build_info(d, cl.program_build_info.LOG)
         except cl.Error:
             log = ""
+        assert isinstance(log, str)   # (PyOpenCL's stub says object)
         return None, log.strip() or str(e)
 
 

@@ -3,12 +3,16 @@ types set once, a call's arguments for it, its time by the queue's profiling, it
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from tracejit.codegen.simt.mapping import RenderOptions, by_value_dtype
 from tracejit.errors import DeviceError
 from tracejit.runtime.device_memory import Buffer
+
+if TYPE_CHECKING:   # (device.py imports this module)
+    from tracejit.runtime.opencl.device import DeviceBuffer
 
 
 class Launcher:
@@ -39,8 +43,8 @@ class Launcher:
         record where it takes one, the trailing sizes."""
         for j in self.arrays:
             v = values[j]
-            if isinstance(v, Buffer):   # a device array; an upload of the call is its cl buffer already
-                values[j] = v.buf
+            if isinstance(v, Buffer):   # a device array (this device's); an upload of the call is its cl buffer already
+                values[j] = cast("DeviceBuffer", v).buf
         if self.takes_error:
             values.append(error)
         values += self.trailing

@@ -138,7 +138,7 @@ class WebGPUDevice(Device):
     inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
 
     @staticmethod
-    def compile_only(suffix: str | None):
+    def compile_only(suffix: str | None) -> WebGPUTarget | None:
         """lower() without an adapter: WGSL for WebGPU's default limits, unless the device is open already."""
         if suffix:
             raise DeviceError("webgpu has one device per process: use 'webgpu'")
@@ -207,7 +207,7 @@ class WebGPUDevice(Device):
                               device="webgpu")
         scalars = usage.STORAGE if self.options.scalars_in_storage else usage.UNIFORM
         self.uniforms = BlockPool(functools.partial(self._new_buffer, scalars | usage.COPY_DST), ALIGN)
-        self._pipelines: dict[str, tuple] = {}
+        self._pipelines: dict[str, tuple[object, object]] = {}   # WGSL -> (pipeline, its bind group layout)
         self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
         self._sync = None
         self._tables: dict = {}
@@ -354,7 +354,7 @@ class WebGPUDevice(Device):
             cached = self._pipeline(r)
         return WebGPUKernel(kernel.name, r.source, kernel, r, cached), self._pipelines[r.source], None
 
-    def launcher(self, c: WebGPUKernel, pipeline, scalars: list) -> Launcher:
+    def launcher(self, c: WebGPUKernel, pipeline: tuple[object, object], scalars: list) -> Launcher:
         return Launcher(c, *pipeline, scalars)
 
     def enqueue(self, launches, bufs, error) -> None:

@@ -2,15 +2,15 @@
 uniform that carries its scalars and sizes."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from tracejit.errors import DtypeError
-from tracejit.runtime.device_memory import Buffer
+from tracejit.runtime.device_memory import Block, Buffer
 
 if TYPE_CHECKING:
-    from tracejit.runtime.webgpu.device import WebGPUKernel, WebGPUDevice
+    from tracejit.runtime.webgpu.device import DeviceBuffer, WebGPUKernel, WebGPUDevice
 
 WORD = {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}   # a uniform member's type, by dtype kind
 
@@ -33,7 +33,7 @@ class Dispatch:
     def bind(self, dev: "WebGPUDevice") -> None:
         entries = []
         for i, b in enumerate(self.buffers):
-            block = b.block if isinstance(b, Buffer) else b   # an array, else a pool block
+            block = cast("DeviceBuffer", b).block if isinstance(b, Buffer) else b   # an array, else a pool block
             entries.append({"binding": i, "resource": {"buffer": block.buffer, "offset": 0, "size": block.nbytes}})
         self.bind_group = dev.device.create_bind_group(layout=self.layout, entries=entries)
 
@@ -47,7 +47,7 @@ class Launcher:
     def __init__(self, compiled: "WebGPUKernel", pipeline, layout, scalars: list):
         self.compiled, self.pipeline, self.layout = compiled, pipeline, layout
         self.scalars = [(p, scalars[p][0], WORD[scalars[p][1].kind]) for p in compiled.rendered.scalars]
-        self.size_uniform = None
+        self.size_uniform: Block | None = None
 
     def dispatch(self, dev: "WebGPUDevice", values: list, error) -> Dispatch:
         """The kernel's dispatch with these arguments (a DtypeError for a scalar WGSL cannot hold), bound."""
