@@ -1,9 +1,11 @@
 """Argument signatures: what a compiled plan is specialised on (shapes, dtypes, strides, static args)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tracejit.errors import ArgumentError, ArgumentValueError, DtypeError, UnsupportedError
 from tracejit.ir.dtypes import check, weak_dtype
@@ -35,15 +37,20 @@ def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 SYMBOLIC_TRACE_SIZE = 256   # the size a symbolic dimension given by its name alone is traced at
 
 
-def spec(shape, dtype, strides=None) -> Spec:
+# one dimension of a tj.spec: a size, the name of a symbolic dimension, or (its name, the size to trace at)
+Dimension = int | np.integer | str | tuple[str, int]
+
+
+def spec(shape: int | str | Sequence[Dimension], dtype: DTypeLike, strides: Sequence[int] | None = None) -> Spec:
     """tj.spec(shape, dtype): an argument for trace / lower / warm that carries no data. A string in the
     shape names a symbolic dimension: tj.spec(("n", 1024), "float32") is n rows of 1024, traced at
     SYMBOLIC_TRACE_SIZE rows; (("n", 4096), 1024) gives the size to trace at. Kernels compiled for it
     take its size as an argument where their code allows (on numba), so a call with any n reuses them."""
     shape = (shape,) if isinstance(shape, (int, str)) else tuple(shape)
-    names, sizes = [], []
+    names: list[str | None] = []
+    sizes: list[int] = []
     for d, s in enumerate(shape):
-        name = None
+        name: str | None = None
         if isinstance(s, str):   # "n": a symbolic dimension traced at a typical size
             s = (s, SYMBOLIC_TRACE_SIZE)
         if isinstance(s, tuple):   # ("n", 1024) inside the shape: a named dimension and the size to trace at

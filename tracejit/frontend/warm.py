@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +16,10 @@ from tracejit.runtime import progress, registry
 from tracejit.frontend import hooks
 from tracejit.frontend.manifest import parse_arg, read_manifest
 from tracejit.frontend.signature import Spec
+
+if TYPE_CHECKING:   # for the annotations only, as warm() imports Kernel where it uses it (and Dask is optional)
+    from distributed import Client
+    from tracejit.frontend.kernel import Kernel
 
 
 
@@ -51,7 +57,8 @@ class WarmReport(list):
         return "\n".join(map(str, self))
 
 
-def warm(kernel, *args, devices=None, client=None, **static) -> WarmReport:
+def warm(kernel: Kernel | str | os.PathLike[str], *args: object, devices: str | Sequence[str] | None = None,
+         client: Client | None = None, **static: object) -> WarmReport:
     """Compile `kernel` for these arguments (tj.spec, arrays, or scalars standing for their type) on each
     device into the disk cache, running nothing. Returns a report of what was compiled or already cached.
 

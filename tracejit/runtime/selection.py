@@ -7,13 +7,17 @@ the error lists every device and why it was rejected.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tracejit.errors import ArgumentError, DeviceError
 from tracejit.runtime import registry
 from tracejit.runtime.device_info import KINDS
 
-def select_device(kind: str | None = None, min_free_memory: int | None = None, dtypes=(), prefer=None) -> str:
+def select_device(kind: str | None = None, min_free_memory: int | None = None,
+                  dtypes: DTypeLike | Iterable[DTypeLike] = (), prefer: str | Iterable[str] | None = None) -> str:
     """The name of the best available device that is of `kind` ("cpu", "gpu" or "emulated"), has at
     least `min_free_memory` bytes free now (a device that cannot say how much is free does not
     qualify) and computes in every dtype of `dtypes`; `prefer`: a device name or names to take first
