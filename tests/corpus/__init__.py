@@ -16,8 +16,8 @@ from reference import assert_close, run_kernel, tolerances
 
 @dataclass(frozen=True)
 class Program:
-    """One corpus entry. `inputs(rng, dtype)` returns the positional arguments; `static` are keyword
-    arguments that stay Python values (head counts, loop counts). Results are compared with the
+    """One corpus entry. `inputs(rng, dtype)` returns the positional arguments; `static` are the settings
+    passed by keyword (head counts, loop counts, axes), as plain Python values. Results are compared with the
     default tolerance of their dtype: every program that runs today meets it."""
     name: str
     function: Callable[..., Any]
@@ -51,7 +51,9 @@ def run_program(p: Program, dtype: str, device: str) -> None:
     values and dtypes (reference.assert_close). Each side gets its own copy: some sources update
     their arguments in place."""
     args = p.inputs(np.random.default_rng(zlib.crc32(f"{p.name}-{dtype}".encode())), dtype)
-    kernel = tj.kernel(static=tuple(p.static))(p.function) if p.static else tj.kernel(p.function)
+    # decorated as a user would, without static=: the settings' numbers are Python numbers the kernel is
+    # specialised on where the code needs them as numbers (a loop count, a head count), as in NumPy
+    kernel = tj.kernel(p.function)
     kernel_args, numpy_args = _copies(args), _copies(args)
     positional, keywords = _call_of(p, kernel_args)
     result = run_kernel(kernel, *positional, device=device, **keywords)

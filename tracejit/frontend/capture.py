@@ -93,9 +93,12 @@ class Graph:
         args = kernel._bind(args, kwargs)
         name = device or kernel._device or registry.default_device_name()
         dev = registry.device(name)
-        args = kernel._normalize(args)
-        bound = tuple(a if i in kernel._static else self._argument(a, dev) for i, a in enumerate(args))
-        plan = kernel._plan_for(bound, getattr(dev, "name", name))
+
+        def planned():   # (again where the trace specialised Python-number arguments: they are static then)
+            bound = tuple(a if i in kernel._static else self._argument(a, dev)
+                          for i, a in enumerate(kernel._normalize(args)))
+            return kernel._plan_for(bound, getattr(dev, "name", name)), bound
+        plan, bound = kernel._with_numbers(planned)
         if plan.traced.assigned:
             raise UnsupportedError(f"{kernel.__name__} assigns into its argument(s) {list(plan.traced.assigned)}, which "
                                    "a captured graph cannot write back to the caller's arrays; call it outside "

@@ -11,7 +11,7 @@ from collections import OrderedDict
 import numpy as np
 
 
-from tracejit.errors import ArgumentError, TraceError, TracejitError, UnsupportedError
+from tracejit.errors import ArgumentError, InternalError, TraceError, TracejitError, UnsupportedError
 from tracejit.ir import build, faulting
 from tracejit.ir.simplify import simplify
 from tracejit.ir.verify import verify_graph, verify_kernel
@@ -20,7 +20,7 @@ from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
-from tracejit.numpy import allocation, random_draws
+from tracejit.numpy import allocation, python_numbers, random_draws
 from tracejit.frontend import capture, hooks, shipping
 from tracejit.frontend.dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       size_free_key, twin_sizes, with_sizes)
@@ -32,6 +32,15 @@ from tracejit.frontend.binding import Layout, Parameters
 from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
 from tracejit.numpy.tensor import Tensor, as_node
 from tracejit.frontend.manifest import record
+
+
+class NeedsNumbers(Exception):
+    """A trace used Python-number arguments as numbers (position -> the first such use): not an error, the
+    kernel keys them by value and traces again (Kernel._with_numbers)."""
+
+    def __init__(self, used: dict[int, str]):
+        super().__init__(used)
+        self.used = used
 
 
 class Kernel:
@@ -113,8 +122,7 @@ class Kernel:
             collection = hooks.collection_of(args)
             if collection is not None:   # f(dask_array): a Dask array, planned here, computed block by block
                 return self._collection_call(collection, args, device, out)
-            normalized = self._normalize(args, dev)
-            plan = self._plan_for(normalized, dev)
+            plan, normalized = self._planned(args, dev)
             try:
                 if profiler.ACTIVE:
                     return plan.timed(normalized, args, out)
@@ -148,6 +156,41 @@ class Kernel:
             raise ArgumentError(f"{self.__name__}: out= cannot take the results of a call with {collection.name}: "
                                 f"{collection.with_out}")
         return collection.call(self, args, device or self._device)
+
+    def _planned(self, args, dev, compile_only: bool = False) -> tuple["Plan", tuple]:
+        """The plan for a call's bound arguments, and the arguments as it takes them (_normalize)."""
+        def plan():
+            normalized = self._normalize(args, dev)
+            return self._plan_for(normalized, dev, compile_only), normalized
+        return self._with_numbers(plan)
+
+    def _with_numbers(self, make):
+        """make(), again after each trace that needed some Python-number arguments' values (a range bound, a
+        shape, int(), an `if`): the kernel is specialised on those arguments' values from then on."""
+        for _ in range(self._nparams + 1):
+            try:
+                return make()
+            except NeedsNumbers as e:
+                self._specialize(e.used)
+        raise InternalError(f"{self.__name__}: its trace kept asking for more Python-number arguments")
+
+    def _specialize(self, used: dict[int, str]) -> None:
+        """Key these Python-number arguments by value and trace them as the numbers they are (as static= does)."""
+        fixed = len(self._params.names)
+        variadic = [self._names[i] if i < len(self._names) else str(i) for i in used if i >= fixed]
+        if variadic:
+            raise TraceError(f"{self.__name__}: {', '.join(variadic)} (among *args or **kwargs) is used as "
+                             f"{used[next(i for i in used if i >= fixed)]}; pass it as a named parameter, whose "
+                             "value the kernel is specialised on")
+        with self._lock:
+            self._static = self._static | frozenset(used)
+            if type(self) is not Kernel and self.__dict__.pop("_fast", None) is not None:
+                self.__class__ = Kernel   # (the hot path keys no argument by value)
+            self._plans.clear()
+            self._lowered.clear()
+        for i, use in sorted(used.items()):
+            log(1, f"{self.__name__}: specialised on the value of {self._names[i]} (used as {use}); another "
+                   "value traces again")
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
@@ -201,7 +244,7 @@ class Kernel:
         collection = hooks.collection_of(args)
         if collection is not None:
             args = tuple(spec(a.shape, a.dtype) if collection.claims(a) else a for a in args)
-        return self._trace(self._normalize(args))
+        return self._with_numbers(lambda: self._trace(self._normalize(args)))
 
     def lower(self, *args, device=None, **kwargs) -> Plan:
         """The compiled plan for these arguments (arrays or tj.spec), kept for later calls. Needs no
@@ -212,7 +255,7 @@ class Kernel:
         collection = hooks.collection_of(args)
         if collection is not None:
             raise ArgumentError(f"{self.__name__}.lower: a call with {collection.name}: {collection.in_lower}")
-        return self._plan_for(self._normalize(args, dev), dev, compile_only=True)
+        return self._planned(args, dev, compile_only=True)[0]
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled), disk_hits (kernels that needed no compile: loaded
@@ -384,12 +427,15 @@ class Kernel:
                 node = build.input_(i, info.dtype, info.shape)
                 tensors.append(Tensor.argument(node, i, info.strides, info.writeable))
         self._counts["traces"] += count
+        numbers = {i: a for i, (a, info) in enumerate(zip(args, infos)) if info.kind == "scalar"}
         try:
             with stage("trace"), random_draws.drawing(len(infos)) as draws, allocation.traced_arrays(), \
-                    faulting.recorded() as can_fault:
+                    faulting.recorded() as can_fault, python_numbers.known(numbers) as used:
                 result = self._params.call(random_draws.visible(self.fn), tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
+        if used:   # a Python number the code needed as a number: traced again with it a constant
+            raise NeedsNumbers(used)
         tuple_result = isinstance(result, (tuple, list))
         # None: a procedure, which only assigns into its arguments (or does nothing); the call returns None
         results = list(result) if tuple_result else [] if result is None else [result]

@@ -1,6 +1,8 @@
-"""Graphs that read no input evaluated with NumPy: what a constant traced array (np.zeros(...) made in a
-kernel, then written with constants) is, where the frontend needs the value itself."""
+"""Graphs evaluated with NumPy where the frontend needs a value itself: a constant traced array (np.zeros(...)
+made in a kernel, then written with constants), or a number computed from the kernel's Python-number arguments."""
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -20,6 +22,24 @@ def constant_value(node: Node) -> np.ndarray | None:
         for n in order:
             values[n] = np.asarray(_evaluate(n, [values[s] for s in n.srcs]), n.dtype).reshape(n.shape)
     return values[node]
+
+
+def value_given(node: Node, inputs: Mapping[int, object]) -> tuple[np.ndarray, frozenset[int]] | None:
+    """The value of `node` where every kernel argument it depends on is among `inputs` (position -> value),
+    with the positions it read; None when it depends on another argument."""
+    order = toposort([node])
+    read = frozenset(n.arg for n in order if n.op is Op.INPUT)
+    if not read <= inputs.keys():
+        return None
+    values: dict[Node, np.ndarray] = {}
+    with np.errstate(all="ignore"):
+        for n in order:
+            value = inputs[n.arg] if n.op is Op.INPUT else _evaluate(n, [values[s] for s in n.srcs])
+            try:
+                values[n] = np.asarray(value, n.dtype).reshape(n.shape)
+            except (OverflowError, ValueError):   # a Python int past its traced dtype: not a value to use
+                return None
+    return values[node], read
 
 
 def _evaluate(n: Node, srcs: list[np.ndarray]):

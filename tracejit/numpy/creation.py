@@ -23,9 +23,8 @@ def _static(name: str, make):
     """tj.<name>: NumPy's own function on static arguments, its result embedded in the kernel."""
     def f(*args, **kwargs):
         kwargs.pop("like", None)
-        if any(isinstance(v, Tensor) for v in (*args, *kwargs.values())):
-            raise UnsupportedError(f"np.{name} got a traced value; shapes, counts, bounds and fill values of "
-                                   "arrays made inside a kernel must be plain Python values, known while tracing")
+        args = tuple(_python(v, name) for v in args)
+        kwargs = {k: _python(v, name) for k, v in kwargs.items()}
         out = make(*args, **kwargs)
         if isinstance(out, tuple):   # linspace(..., retstep=True): (samples, step)
             return (Tensor(array_node(out[0])), *out[1:])
@@ -33,6 +32,21 @@ def _static(name: str, make):
     f.__name__ = name
     f.__doc__ = f"numpy.{name}, made inside the kernel: a constant or index expression fused into its consumers."
     return f
+
+
+def _python(v, name: str):
+    """An argument of np.<name> as a Python value: a traced one computed from the kernel's Python-number
+    arguments alone becomes their value (the plan specialised on it); one read from an array is refused."""
+    if isinstance(v, (tuple, list)):
+        return type(v)(_python(x, name) for x in v)
+    if not isinstance(v, Tensor):
+        return v
+    value = v._known(f"np.{name}'s shape, count or bound")
+    if value is None or v.shape:
+        raise UnsupportedError(f"np.{name} got a traced value; shapes, counts, bounds and fill values of "
+                               "arrays made inside a kernel must be Python values, known while tracing (the "
+                               "kernel's int and float arguments are; values read from arrays are not)")
+    return value.reshape(()).item()
 
 
 zeros = _static("zeros", np.zeros)

@@ -18,7 +18,7 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import BINARY, PREDICATES, UNARY, Node, Op
 from tracejit.ir.ops import OPS
 from tracejit.numpy import int_comparisons
-from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, python_value
 
 __all__ = [
     "abs", "broadcast_to", "ceil", "clip", "cos", "erf", "exp", "exp2", "floor", "isfinite",
@@ -297,6 +297,7 @@ def broadcast_to(a, shape) -> Tensor:
 
 
 def _axis(axis: int | Tensor, ndim: int) -> int:
+    axis = python_value(axis, "an axis")
     if isinstance(axis, Tensor) and (axis.ndim or constant_value(axis._node) is None):
         raise TraceError("an axis argument is a traced value; axes must be plain Python ints. If it is a "
                          "parameter of the kernel, name it static: @tj.kernel(static=('axis',))")

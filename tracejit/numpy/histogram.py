@@ -13,7 +13,7 @@ from tracejit.numpy import functions as F
 from tracejit.numpy.creation import zeros
 from tracejit.numpy.indexing import searchsorted
 from tracejit.numpy.scatter import DENSE_MAX
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Tensor, as_node, python_value
 
 __all__ = ["digitize", "histogram"]
 
@@ -85,6 +85,7 @@ def _uniform_bins(values: Tensor, edges: Tensor, keep: Tensor) -> Tensor:
 def _edges(a: Tensor, bins, range) -> Tensor:
     if isinstance(bins, str):
         raise UnsupportedError(f"np.histogram(bins={bins!r}): estimated bin counts are not supported; pass an int")
+    bins = python_value(bins, "np.histogram's bins")
     if isinstance(bins, Tensor):
         raise UnsupportedError("np.histogram: traced bin edges are not supported; pass an int or static edges")
     if np.ndim(bins) == 1:

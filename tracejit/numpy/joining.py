@@ -13,7 +13,7 @@ from tracejit.ir import build
 from tracejit.ir.dtypes import check
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axis
-from tracejit.numpy.tensor import Casting, Tensor, as_node
+from tracejit.numpy.tensor import Casting, Tensor, as_node, python_value
 
 __all__ = ["append", "array_split", "column_stack", "concatenate", "dsplit", "dstack", "hsplit", "hstack",
            "split", "stack", "unstack", "vsplit", "vstack"]
@@ -194,6 +194,7 @@ def _pieces(node: Node, bounds: list[int], axis: int) -> list[Tensor]:
 
 
 def _static_split(indices_or_sections, name: str):
+    indices_or_sections = python_value(indices_or_sections, f"np.{name}'s sections or indices")
     if isinstance(indices_or_sections, Tensor):
         raise TraceError(f"np.{name}: the sections or indices are a traced value; they set the pieces' shapes, "
                          "so they must be plain Python values (name a kernel parameter static to pass them)")

@@ -26,7 +26,7 @@ def _static(value, what: str):
         return type(value)(_static(v, what) for v in value)
     if not isinstance(value, Tensor):
         return value
-    known = constant_value(value._node)
+    known = value._known(what) if not value.shape else constant_value(value._node)
     if known is None:
         raise TraceError(f"{what} is a traced value; it sets the result's shape, so it must be a plain Python "
                          "value (name a kernel parameter static to pass it)")

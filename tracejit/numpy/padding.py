@@ -11,7 +11,7 @@ from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import Node
 from tracejit.numpy import functions as F
 from tracejit.numpy.joining import as_array, join, periodic, slice_axis
-from tracejit.numpy.tensor import Tensor
+from tracejit.numpy.tensor import Tensor, python_value
 
 __all__ = ["pad"]
 
@@ -67,6 +67,7 @@ def _holds_tensor(value) -> bool:
 
 def _pad_width(pad_width, ndim: int) -> np.ndarray:
     """pad_width as NumPy reads it: an int, pairs, or a dict {axis: width or (before, after)}."""
+    pad_width = python_value(pad_width, "np.pad's widths")
     if isinstance(pad_width, dict):
         seq = [(0, 0)] * ndim
         for axis, width in pad_width.items():

@@ -15,7 +15,7 @@ from tracejit.ir.dtypes import check
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import philox
 from tracejit.numpy.captured import array_node
-from tracejit.numpy.tensor import Tensor
+from tracejit.numpy.tensor import Tensor, python_value
 
 U32 = philox.U32
 WORDS = 4   # per stream and call: key (2 words), counter (2 words)
@@ -151,6 +151,7 @@ def _draws() -> Draws:
 def _shape(size) -> tuple[int, ...]:
     if size is None:
         return ()
+    size = python_value(size, "a random draw's size")
     if isinstance(size, Tensor):
         raise UnsupportedError("a random draw's size is a traced value; sizes must be known while tracing")
     if isinstance(size, (int, np.integer)):
@@ -295,6 +296,7 @@ def _seeded(seed=None):
     gives: the generator starts over); without one, the global stream's."""
     if seed is None:
         return TracedGenerator(_draws().stream("global"))
+    seed = python_value(seed, "a seed")
     if isinstance(seed, Tensor):
         raise UnsupportedError("np.random.default_rng(seed) with a traced seed: seeds must be known while tracing")
     if _is_generator(seed):

@@ -17,7 +17,7 @@ from tracejit.ir.dtypes import BOOL, FLOAT64, INT64, check, identity, is_float, 
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axes, _axis, exp, isfinite, log, sqrt, subtract, true_divide, where as _where
 from tracejit.numpy.statistic_log import Statistic, note
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Tensor, as_node, python_value
 
 __all__ = [
     "all", "amax", "amin", "any", "argmax", "argmin", "average", "count_nonzero", "logsumexp", "max",
@@ -192,6 +192,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 
 
 def _ddof(ddof, correction, mean, name: str):
+    ddof, correction = python_value(ddof, f"np.{name}'s ddof"), python_value(correction, f"np.{name}'s correction")
     if mean is not None:
         raise UnsupportedError(f"np.{name}(..., mean=...) is not supported; tracejit fuses the mean into the "
                                "same kernel, so leave it out")

@@ -19,7 +19,7 @@ from tracejit.ir.graph import Node, Op
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _result
 from tracejit.numpy.indexing import _entry, _one_axis_each, advanced_index
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Tensor, as_node, python_value
 
 __all__ = ["bincount", "set_at"]
 
@@ -296,6 +296,7 @@ def bincount(x, weights=None, minlength=0) -> Tensor:
     """np.bincount with a static output length: `minlength` must be given, and every value of x must lie
     in [0, minlength) (NumPy would grow the output to max(x) + 1, a length known only from the data): a value
     outside raises IndexError when the kernel runs."""
+    minlength = python_value(minlength, "np.bincount's minlength")
     if isinstance(minlength, Tensor) or not minlength or minlength < 0:
         raise UnsupportedError(
             "np.bincount(x) inside a kernel needs minlength= (a positive Python int): its output length "

@@ -17,7 +17,7 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import reductions as R
 from tracejit.numpy.functions import _axes, _axis
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Tensor, as_node, python_value
 
 __all__ = ["argsort", "median", "nanmedian", "percentile", "quantile", "sort", "topk"]
 
@@ -40,6 +40,7 @@ def topk(x, k: int, axis: int = -1) -> tuple[Tensor, Tensor]:
     """The k largest values along axis, largest first, and their positions (int64). Equal values come
     in order of position, lowest first; NaN counts as larger than every number (np.sort puts it last)."""
     node = as_node(x)
+    k = python_value(k, "tj.topk's k")
     if isinstance(k, Tensor):
         raise TraceError("tj.topk: k is a traced value; k must be a Python int (name it static)")
     ax = _axis(axis, len(node.shape))
@@ -171,6 +172,7 @@ def _at_position(s: Node, ax: int, position: Node, dt) -> Node:
 
 
 def _static_q(q, name: str) -> np.ndarray:
+    q = python_value(q, f"np.{name}'s q")
     if isinstance(q, Tensor) and constant_value(q._node) is not None:   # np.linspace(0, 100, 5) in the code
         q = constant_value(q._node)
     if isinstance(q, Tensor):

@@ -11,7 +11,7 @@ from tracejit.ir import build
 from tracejit.ir.dtypes import check, weak_dtype
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node
-from tracejit.numpy import views
+from tracejit.numpy import python_numbers, views
 
 # what the traced functions take as an array, as as_node does: a traced array, a NumPy array or scalar, a
 # Python number or a (nested) list of them
@@ -19,6 +19,19 @@ ArrayLike = Union["Tensor", Node, np.ndarray, np.generic, bool, int, float, list
 Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]   # NumPy's casting rules, as its casting= takes
 
 MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
+
+
+def python_value(value, use: str):
+    """`value` as a Python value where the code needs one (an axis, a count, a shape): a 0-d traced value made
+    from constants or from the kernel's Python-number arguments becomes its number (python_numbers.py), lists
+    and tuples item by item; anything else comes back as it is, for the caller to refuse."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(python_value(v, use) for v in value)
+    if isinstance(value, Tensor) and not value.shape:
+        known = value._known(use)
+        if known is not None:
+            return known.reshape(()).item()
+    return value
 
 
 def as_node(x) -> Node:
@@ -140,13 +153,17 @@ class Tensor:
         return f"Tensor(shape={self.shape}, dtype={self.dtype})"
 
     # -- what tracing cannot do --
-    def _known(self):
-        """The value while tracing where the kernel made it from constants alone (np.arange(n)[2]), else None;
+    def _known(self, use: str):
+        """The value while tracing where the kernel made it from constants (np.arange(n)[2]) or from its
+        Python-number arguments alone (a plan then specialised on their values, python_numbers.py), else None;
         large arrays are not evaluated (a Python number comes from at most one element)."""
-        return constant_value(self._node) if self.size == 1 else None
+        if self.size != 1:
+            return None
+        value = constant_value(self._node)
+        return value if value is not None else python_numbers.value_of(self._node, use)
 
     def __bool__(self):
-        value = self._known()
+        value = self._known("a Python bool (`if`, `while`, `and`/`or`)")
         if value is not None:
             return bool(value)
         raise TraceError("a traced value was used as a Python bool (in `if`, `while`, `and`/`or`, or bool()); "
@@ -168,21 +185,21 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def __index__(self):
-        value = self._known()
+        value = self._known("a Python integer (a range bound, a shape, an index)")
         if value is not None and not self.shape and value.dtype.kind in "iub":
             return int(value)
         raise TraceError("a traced value was used as a Python integer (e.g. as an index or a range bound); "
                          "its value is not known while tracing")
 
     def __float__(self):
-        value = self._known()
+        value = self._known("float()")
         if value is not None:
             return float(value.reshape(()))
         raise TraceError("float() of a traced value; its value is not known while tracing. Keep it an array "
                          "(x.astype(np.float64)) or pass the number as a static argument")
 
     def __int__(self):
-        value = self._known()
+        value = self._known("int()")
         if value is not None:
             return int(value.reshape(()))
         return self.__index__()

@@ -1,0 +1,44 @@
+"""The kernel's Python-number arguments while it is traced: where the code needs one as a Python number (a range
+bound, a shape, a count, an index, int(), float(), an `if`), the value the kernel was called with, and which
+arguments were so used: the kernel's plan is then specialised on their values (frontend/kernel.py)."""
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import numpy as np
+
+from tracejit.ir.evaluate import value_given
+from tracejit.ir.graph import Node
+
+# (argument position -> its value, argument position -> the first use that needed it) of the trace running here
+_CURRENT: contextvars.ContextVar[tuple[Mapping[int, object], dict[int, str]] | None] = \
+    contextvars.ContextVar("tracejit_python_numbers", default=None)
+
+
+@contextmanager
+def known(values: Mapping[int, object]) -> Iterator[dict[int, str]]:
+    """Trace with these Python-number arguments' values at hand; yields the positions used as numbers."""
+    used: dict[int, str] = {}
+    token = _CURRENT.set((values, used))
+    try:
+        yield used
+    finally:
+        _CURRENT.reset(token)
+
+
+def value_of(node: Node, use: str) -> np.ndarray | None:
+    """The value of `node` where it is computed from Python-number arguments (and constants) alone, noting
+    those arguments as used for `use`; None where it depends on an array or nothing is known."""
+    state = _CURRENT.get()
+    if state is None:
+        return None
+    values, used = state
+    found = value_given(node, values)
+    if found is None:
+        return None
+    value, positions = found
+    for i in positions:
+        used.setdefault(i, use)
+    return value
