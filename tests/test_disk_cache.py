@@ -524,3 +524,48 @@ def test_a_read_only_numba_cache_as_a_non_root_user_loads_and_a_new_kernel_warns
     assert json.loads(loaded.stdout) == {"compiles": 0, "disk_hits": 2}
     assert new.returncode == 0 and "CacheWarning" in new.stderr, new.stderr
     assert json.loads(new.stdout) == {"compiles": 2, "disk_hits": 0}
+
+
+def test_sizing_an_entry_another_process_is_evicting_does_not_raise(tmp_path, monkeypatch):
+    """A soak's shared, capped cache raised FileNotFoundError into a kernel call: sizing an entry's artifacts
+    while another process's eviction removed them (the directory, or a file the walk had listed)."""
+    folder = tmp_path / "artifacts"
+    (folder / "__pycache__").mkdir(parents=True)
+    for name in ("m.py", "__pycache__/m.nbi"):
+        (folder / name).write_bytes(b"x" * 10)
+    assert disk_cache._tree_size(folder) == 20
+    real_stat = Path.stat
+
+    def vanished(self, *args, **kwargs):
+        if self.name == "m.nbi":
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return real_stat(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "stat", vanished)
+    assert disk_cache._tree_size(folder) == 10
+    monkeypatch.setattr(Path, "rglob", lambda self, pattern: (_ for _ in ()).throw(
+        FileNotFoundError(2, "No such file or directory", str(self))))
+    assert disk_cache._tree_size(folder) == 0
+
+
+_EVICTED_ONCE = """
+import os, shutil, numpy as np, tracejit as tj
+from tracejit.runtime.numba import cache
+real = cache.module_file
+evicted = []
+def module_file(key, modname, source):   # another process's eviction, between the write and the import
+    path, stored = real(key, modname, source)
+    if not evicted:
+        evicted.append(path)
+        shutil.rmtree(path.parent)
+    return path, stored
+cache.module_file = module_file
+x = np.arange(12, dtype=np.int32).reshape(3, 4)
+assert (tj.kernel(lambda x: x.argmax(axis=-1))(x) == x.argmax(axis=-1)).all() and evicted
+print("ok")
+"""
+
+
+def test_a_kernel_module_evicted_between_its_write_and_its_import_is_written_again(tmp_path):
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path), TRACEJIT_NUMBA_NATIVE="0", TRACEJIT_DEVICE="numba")
+    done = subprocess.run([sys.executable, "-c", _EVICTED_ONCE], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -306,9 +306,19 @@ def _remove_path(p: Path) -> bool:
 
 
 def _tree_size(path: Path) -> int:
-    if not path.is_dir():
-        return 0
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """Bytes of the files under `path`, which another process's eviction may be removing meanwhile (a soak's
+    shared cache raised FileNotFoundError into a kernel call here)."""
+    total = 0
+    try:
+        for p in path.rglob("*"):
+            try:
+                if p.is_file():
+                    total += p.stat().st_size
+            except OSError:   # removed since the walk listed it
+                pass
+    except OSError:   # the directory itself removed meanwhile
+        pass
+    return total
 
 
 def remove_stale_temp_files(root: Path, older_than_s: float = 3600.0) -> int:

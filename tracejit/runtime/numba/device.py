@@ -308,7 +308,7 @@ class NumbaDevice(Device):
             return hit[1], True
         module = sys.modules.get(modname)
         stored = True
-        if module is None:
+        for attempt in range(2) if module is None else ():
             with stage("disk cache"):
                 path, stored = numba_cache.module_file(key, modname, source)
             spec = importlib.util.spec_from_file_location(modname, path)
@@ -318,6 +318,13 @@ class NumbaDevice(Device):
             try:
                 with stage("import module"):
                     spec.loader.exec_module(module)
+                break
+            except FileNotFoundError:   # another process evicted the entry just now: written again, once
+                del sys.modules[modname]
+                if attempt:
+                    raise CompileError(f"generated module {path} was removed twice while it was imported (by "
+                                       "another process sharing a full kernel cache?); raise "
+                                       "TRACEJIT_CACHE_MAX_BYTES") from None
             except Exception as e:
                 del sys.modules[modname]
                 raise CompileError(f"generated module {path} failed to import: {e}") from None
