@@ -16,14 +16,15 @@ class TracejitError(Exception):
 
 
 class TraceError(TracejitError):
-    """The kernel function did something that cannot be traced: a traced value used in `if`, `while`,
-    `and`/`or` or `bool()`, in `float()` or `int()`, or as an index into a NumPy array or a Python
-    sequence (its value is not known while tracing); iterating over more than 64 rows of a traced value.
-    The message starts with the file and line of your code.
+    """The kernel function did something that cannot be traced: a value read from an array used in `if`,
+    `while`, `and`/`or` or `bool()`, in `float()` or `int()`, or as an index into a NumPy array or a Python
+    sequence (its value is not known while tracing; an int or float argument so used is fine: the kernel is
+    specialised on its value); iterating over more than 64 rows of a traced value. The message starts with the
+    file and line of your code.
 
     >>> tj.kernel(lambda x: x if x.sum() > 0 else -x)(np.ones(3))   # a traced value was used as a Python bool
-    Select values with np.where(x.sum() > 0, x, -x) (or tj.where); pass a value that decides control flow as a
-    static argument (@tj.kernel(static=("n",))).
+    Select values with np.where(x.sum() > 0, x, -x) (or tj.where); a number that decides control flow can be
+    passed as an int or float argument, which the kernel is specialised on.
     """
 
 
