@@ -47,6 +47,7 @@ from tracejit.numpy.movement import *  # noqa: F401,F403
 from tracejit.numpy.padding import *  # noqa: F401,F403
 from tracejit.numpy.scans import *  # noqa: F401,F403
 from tracejit.numpy.sorting import *  # noqa: F401,F403
+from tracejit.numpy.control_flow import *  # noqa: F401,F403
 from tracejit.frontend.kernel import kernel  # noqa: F401
 from tracejit.frontend.signature import spec  # noqa: F401
 from tracejit.numpy.tensor import Tensor  # noqa: F401

@@ -1,0 +1,100 @@
+"""tj.cond, tj.fori_loop and tj.while_loop (JAX's signatures) inside kernels on every device, and outside."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, run_kernel
+
+
+def relax(u, steps):   # a time-step loop through fori_loop, its count a Python-number argument
+    def body(i, v):
+        return 0.5 * v + 0.25 * (np.roll(v, 1) + np.roll(v, -1))
+    return tj.fori_loop(0, steps, body, u)
+
+
+def relax_numpy(u, steps):
+    for _ in range(steps):
+        u = 0.5 * u + 0.25 * (np.roll(u, 1) + np.roll(u, -1))
+    return u
+
+
+def halve_until(x, limit):   # a while_loop whose condition is on Python numbers carried with the array
+    def keep_going(state):
+        n, _ = state
+        return n < limit
+
+    def body(state):
+        n, v = state
+        return n + 1, v * 0.5
+    return tj.while_loop(keep_going, body, (0, x))[1]
+
+
+def signed(x, y):   # a predicate read from the arrays: both branches, selected
+    return tj.cond(x.sum() > y.sum(), lambda a, b: (a - b, a * 2), lambda a, b: (b - a, b * 2), x, y)
+
+
+def signed_numpy(x, y):
+    return (x - y, x * 2) if x.sum() > y.sum() else (y - x, y * 2)
+
+
+def test_fori_loop_runs_a_time_step_loop_as_numpy_does(device, rng):
+    u = rng.standard_normal(32).astype(np.float32)
+    kernel = tj.kernel(relax)
+    for steps in (3, 7):
+        assert_close(run_kernel(kernel, u, steps, device=device), relax_numpy(u, steps))
+
+
+def test_while_loop_on_python_numbers(device, rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    assert_close(run_kernel(tj.kernel(halve_until), x, 3, device=device), x * np.float32(0.125))
+
+
+def test_cond_on_a_value_read_from_arrays_selects_both_branches_results(device, rng):
+    kernel = tj.kernel(signed)
+    for _ in range(3):
+        x, y = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+        got = run_kernel(kernel, x, y, device=device)
+        for g, e in zip(got, signed_numpy(x, y)):
+            assert_close(g, e)
+    assert kernel.cache_info()["traces"] == 1   # the data decides when it runs, not when it is traced
+
+
+def test_cond_on_a_python_number_runs_one_branch(rng):
+    calls = []
+
+    def f(x, flag):
+        return tj.cond(flag, lambda v: calls.append("yes") or v + 1, lambda v: calls.append("no") or v - 1, x)
+    x = rng.standard_normal(4)
+    assert_close(tj.kernel(f)(x, 1), x + 1)
+    assert "no" not in calls
+
+
+def test_the_building_blocks_work_outside_a_kernel_on_numpy_values():
+    x = np.arange(4.0)
+    assert_close(tj.fori_loop(0, 3, lambda i, v: v + i, x), x + 3)
+    assert tj.while_loop(lambda n: n < 5, lambda n: n + 2, 0) == 6
+    assert_close(tj.cond(np.float64(1.0) > 0, lambda v: v * 2, lambda v: v, x), x * 2)
+
+
+def test_a_loop_bound_read_from_an_array_is_a_clear_error():
+    kernel = tj.kernel(lambda x: tj.fori_loop(0, x.sum().astype(np.int64), lambda i, v: v + 1, x))
+    with pytest.raises(tj.UnsupportedError, match="read from arrays.*does not compile loops as loops"):
+        kernel(np.ones(3))
+    kernel = tj.kernel(lambda x: tj.while_loop(lambda v: v.sum() < 10, lambda v: v * 2, x))
+    with pytest.raises(tj.UnsupportedError, match="condition is read from arrays"):
+        kernel(np.ones(3))
+
+
+def test_cond_branches_must_agree_and_not_assign():
+    with pytest.raises(tj.ShapeError, match="match in shape and dtype"):
+        tj.kernel(lambda x: tj.cond(x.sum() > 0, lambda v: v, lambda v: v[:2], x))(np.ones(3))
+
+    def assigns(x):
+        def yes(v):
+            v[0] = 1.0
+            return v
+        return tj.cond(x.sum() > 0, yes, lambda v: v, x)
+    with pytest.raises(tj.UnsupportedError, match="assigned into an operand"):
+        tj.kernel(assigns)(np.ones(3))
