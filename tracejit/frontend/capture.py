@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, overload
 
 import numpy as np
 
@@ -158,7 +159,7 @@ class Graph:
             else:
                 dev.replay(launches)
 
-    def __call__(self, *inputs, copy: bool = False):
+    def __call__(self, *inputs: object, copy: bool = False) -> Any:
         """Copy `inputs` (in the order the block first read them) into the captured input buffers,
         replay, and return the captured outputs (fresh copies with copy=True)."""
         self._check_ready()
@@ -181,7 +182,7 @@ class Graph:
         for dev, owned in entry.owned:
             dev.feed(owned, a)
 
-    def results(self, copy: bool = False):
+    def results(self, copy: bool = False) -> Any:
         outputs = self.outputs
         single = not isinstance(outputs, (tuple, list))
         values = []
@@ -237,12 +238,12 @@ class JitFunction:
     signature (a new value captures anew); arrays it reads other than its arguments are captured once."""
     __name__: str   # the function's, as functools.update_wrapper sets it (with its __doc__, __wrapped__, ...)
 
-    def __init__(self, fn, copy: bool = False):
+    def __init__(self, fn: Callable[..., object], copy: bool = False) -> None:
         functools.update_wrapper(self, fn)
         self.fn, self.copy = fn, copy
         self._graphs: dict = {}
 
-    def __call__(self, *args):
+    def __call__(self, *args: object) -> Any:
         key = tuple(map(_jit_key, args))
         entry = self._graphs.get(key)
         if entry is None:
@@ -288,7 +289,14 @@ def _jit_key(a):
     return ("static", a)
 
 
-def jit(fn=None, *, copy: bool = False):
+@overload
+def jit(fn: Callable[..., object], *, copy: bool = False) -> JitFunction: ...
+@overload
+def jit(fn: None = None, *, copy: bool = False) -> Callable[[Callable[..., object]], JitFunction]: ...
+
+
+def jit(fn: Callable[..., object] | None = None, *, copy: bool = False
+        ) -> JitFunction | Callable[[Callable[..., object]], JitFunction]:
     """@tj.jit or @tj.jit(copy=True): capture on the first call per signature, replay afterwards."""
     if fn is None:
         return lambda f: JitFunction(f, copy)

@@ -7,6 +7,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -43,10 +45,15 @@ class NeedsNumbers(Exception):
         self.used = used
 
 
+# what @tj.kernel(dynamic=...) takes: None, True, False, or parameter name -> its axes (an int for one)
+Dynamic = bool | dict[str, int | Sequence[int]] | None
+
+
 class Kernel:
     """A traced, compiled function, made by `@tj.kernel`. Call it like the original (docs/guide/arguments.md)."""
 
-    def __init__(self, fn, static=(), device=None, dynamic=None):
+    def __init__(self, fn: Callable[..., object] | staticmethod | classmethod, static: str | Sequence[str] = (),
+                 device: str | None = None, dynamic: Dynamic = None) -> None:
         # in a class body: a staticmethod is not bound, a classmethod binds the class (__get__)
         self._binds = "static" if isinstance(fn, staticmethod) else "class" if isinstance(fn, classmethod) else "self"
         fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
@@ -82,12 +89,14 @@ class Kernel:
             self.__class__ = fast_class(Kernel, self._nparams)
 
     # -- the hot path --
-    def __call__(self, *args, device=None, **kwargs):
+    def __call__(self, *args: object, device: str | None = None, **kwargs: object) -> Any:
+        """The function's results (arrays on the device, NumPy arrays on numba; a tuple of them, or None)
+        for these arguments. (Any: what they are depends on the function.)"""
         # a kernel without static arguments is an instance of hot_path.fast_class(its parameter count), whose
         # generated __call__ looks its plan up first
         return self._call(args, device, kwargs)
 
-    def __get__(self, obj, objtype=None):
+    def __get__(self, obj: object, objtype: type | None = None) -> Kernel | BoundKernel:
         """Defined in a class body, a kernel binds as a function does: the instance (the class, for a
         classmethod) is its first argument, its arrays arguments and its other attributes constants
         (instances.py); a staticmethod binds nothing."""
@@ -237,16 +246,16 @@ class Kernel:
         return self._params.bind(args, kwargs, self._static)
 
     # -- public staging API --
-    def trace(self, *args, **kwargs) -> Traced:
+    def trace(self, *args: object, **kwargs: object) -> Traced:
         """The graph IR for these arguments (arrays or tj.spec; a Dask array stands for its whole shape);
         compiles nothing."""
-        args = self._bind(args, kwargs)
-        collection = hooks.collection_of(args)
+        bound = self._bind(args, kwargs)
+        collection = hooks.collection_of(bound)
         if collection is not None:
-            args = tuple(spec(a.shape, a.dtype) if collection.claims(a) else a for a in args)
-        return self._with_numbers(lambda: self._trace(self._normalize(args)))
+            bound = tuple(spec(a.shape, a.dtype) if collection.claims(a) else a for a in bound)
+        return self._with_numbers(lambda: self._trace(self._normalize(bound)))
 
-    def lower(self, *args, device=None, **kwargs) -> Plan:
+    def lower(self, *args: object, device: str | None = None, **kwargs: object) -> Plan:
         """The compiled plan for these arguments (arrays or tj.spec), kept for later calls. Needs no
         hardware where the target compiles without it: device="cuda" (or "cuda:sm_90") on a machine
         with no GPU gives the PTX in .kernels[i].ptx."""
@@ -482,16 +491,16 @@ class BoundKernel:
     """A kernel read from an instance (or, for a classmethod, from its class): called with that first."""
     __slots__ = ("kernel", "bound")
 
-    def __init__(self, kernel: Kernel, bound):
+    def __init__(self, kernel: Kernel, bound: object) -> None:
         self.kernel, self.bound = kernel, bound
 
-    def __call__(self, *args, device=None, **kwargs):
+    def __call__(self, *args: object, device: str | None = None, **kwargs: object) -> Any:
         return self.kernel(self.bound, *args, device=device, **kwargs)
 
-    def trace(self, *args, **kwargs) -> Traced:
+    def trace(self, *args: object, **kwargs: object) -> Traced:
         return self.kernel.trace(self.bound, *args, **kwargs)
 
-    def lower(self, *args, device=None, **kwargs) -> Plan:
+    def lower(self, *args: object, device: str | None = None, **kwargs: object) -> Plan:
         return self.kernel.lower(self.bound, *args, device=device, **kwargs)
 
     def __getattr__(self, name):   # cache_info, __name__, __doc__, ...
@@ -529,7 +538,17 @@ def _user_location(tb) -> str:
     return where
 
 
-def kernel(fn=None, *, static=(), device=None, dynamic=None):
+@overload
+def kernel(fn: Callable[..., object] | staticmethod | classmethod, *, static: str | Sequence[str] = (),
+           device: str | None = None, dynamic: Dynamic = None) -> Kernel: ...
+@overload
+def kernel(fn: None = None, *, static: str | Sequence[str] = (), device: str | None = None,
+           dynamic: Dynamic = None) -> Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]: ...
+
+
+def kernel(fn: Callable[..., object] | staticmethod | classmethod | None = None, *, static: str | Sequence[str] = (),
+           device: str | None = None, dynamic: Dynamic = None
+           ) -> Kernel | Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]:
     """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
 
     dynamic: None (the default): every new shape is traced again; a dimension seen with a second value
