@@ -98,3 +98,34 @@ def test_cond_branches_must_agree_and_not_assign():
         return tj.cond(x.sum() > 0, yes, lambda v: v, x)
     with pytest.raises(tj.UnsupportedError, match="assigned into an operand"):
         tj.kernel(assigns)(np.ones(3))
+
+
+def edit_distance(a, b):   # dynamic programming written the Numba way, with Python's min
+    n, m = len(a), len(b)
+    D = np.zeros((n + 1, m + 1))
+    D[:, 0] = np.arange(n + 1)
+    D[0, :] = np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            D[i, j] = min(D[i - 1, j] + 1, D[i, j - 1] + 1, D[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
+    return D[n, m]
+
+
+def test_pythons_min_of_traced_values_runs_a_dynamic_programming_table(device, rng):
+    a, b = rng.integers(0, 3, 5), rng.integers(0, 3, 6)
+    assert_close(run_kernel(tj.kernel(edit_distance), a, b, device=device), edit_distance(a, b))
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
+def test_pythons_min_and_max_keep_pythons_answer_with_nan(device, order):
+    x = np.array([0.5, 2.0, np.nan], np.float32)
+    i, j, k = order
+
+    def f(x):
+        return min(x[i], x[j], x[k]), max(x[i], x[j]), max([x[k], x[i]]), min(x[j], 1.0)
+    for got, want in zip(run_kernel(tj.kernel(f), x, device=device), f(x)):
+        assert_close(got, np.float32(want))
+
+
+def test_min_with_a_key_or_of_plain_numbers_is_pythons_own():
+    assert tj.kernel(lambda x, n: x * min(3, 4, key=lambda v: -v) + min([n, 2]))(np.ones(2), 1)[0] == 5.0

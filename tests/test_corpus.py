@@ -19,7 +19,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # numexpr's expression lists
     # Numba's examples
     # numpy-benchmarks
-    "benchmarks.laplacien": (TRACE, "Python's max(1., traced) needs the value while tracing (use np.maximum)"),
     "benchmarks.check_mask": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),

@@ -22,7 +22,7 @@ from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
-from tracejit.numpy import allocation, python_numbers, random_draws
+from tracejit.numpy import allocation, python_builtins, python_numbers, random_draws
 from tracejit.frontend import capture, hooks, shipping
 from tracejit.frontend.dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       size_free_key, twin_sizes, with_sizes)
@@ -440,7 +440,7 @@ class Kernel:
         try:
             with stage("trace"), random_draws.drawing(len(infos)) as draws, allocation.traced_arrays(), \
                     faulting.recorded() as can_fault, python_numbers.known(numbers) as used:
-                result = self._params.call(random_draws.visible(self.fn), tensors)
+                result = self._params.call(python_builtins.visible(random_draws.visible(self.fn)), tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         if used:   # a Python number the code needed as a number: traced again with it a constant
