@@ -226,3 +226,19 @@ def test_a_program_of_100000_operations_matches_numpy(target, rng):
 
     out, expected = run(chain, (rng.random(1000),), target)
     assert_close(out, expected, rtol=1e-8)
+
+
+def test_a_trace_that_would_fill_memory_stops_at_the_users_line(monkeypatch):
+    """A Bellman-Ford loop traced element by element grew a process past 24 GiB until the system killed it:
+    a trace now stops at a limit scaled to the free memory, with an error naming the user's line."""
+    from tracejit.frontend import kernel as kernel_module
+    monkeypatch.setattr(kernel_module, "_trace_values", lambda: 20_000)
+
+    def relax(D):
+        for i in range(1, 100):
+            for j in range(1, 100):
+                D[i, j] = D[i - 1, j] + D[i, j - 1] * 0.5   # the line the error names
+        return D
+    with pytest.raises(tj.TraceError, match=r"test_deep_programs.py:\d+: the trace grew past 20,000 traced values"):
+        tj.kernel(relax)(np.ones((100, 100)))
+    assert_close(tj.kernel(lambda x: x * 2)(np.ones(3)), np.full(3, 2.0))   # the next trace has its own budget

@@ -22,12 +22,18 @@ def guarded(doing: str):
             except RecursionLimitError:
                 raise
             except RecursionError as e:
-                raise RecursionLimitError(_message(self.fn, doing, e.__traceback__)).with_traceback(None) from None
+                limit = sys.getrecursionlimit()
+                sys.setrecursionlimit(limit + 200)   # room to write the message at the depth that ran out
+                try:
+                    message = _message(self.fn, doing, e.__traceback__, limit)
+                finally:
+                    sys.setrecursionlimit(limit)
+                raise RecursionLimitError(message).with_traceback(None) from None
         return run
     return wrap
 
 
-def _message(fn, doing: str, tb) -> str:
+def _message(fn, doing: str, tb, limit: int) -> str:
     frames = []   # (file, line, function, whether it is the user's code) from the outermost in
     while tb is not None:
         code, module = tb.tb_frame.f_code, (tb.tb_frame.f_globals.get("__name__") or "").partition(".")[0]
@@ -57,6 +63,6 @@ def _message(fn, doing: str, tb) -> str:
         advice = (f"tracejit recursed this deep ({deepest} frames of {name} in {path}), though its walks of a "
                   "program are iterative: please report this with the program; meanwhile raise the limit "
                   "(sys.setrecursionlimit) or split the computation into several kernel calls.")
-    return (f"{where}Python's recursion limit ({sys.getrecursionlimit()}) was reached while {doing} "
+    return (f"{where}Python's recursion limit ({limit}) was reached while {doing} "
             f"{getattr(fn, '__name__', 'a kernel')}. {advice}")
 

@@ -1,7 +1,10 @@
 """The traced Tensor: a symbolic array that records NumPy-style operations as graph IR nodes."""
 from __future__ import annotations
 
+import contextvars
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal, Union
 
 import numpy as np
@@ -17,8 +20,31 @@ from tracejit.numpy import python_numbers, views
 # Python number or a (nested) list of them
 ArrayLike = Union["Tensor", Node, np.ndarray, np.generic, bool, int, float, list, tuple]
 Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]   # NumPy's casting rules, as its casting= takes
+Scalar = bool | int | float | np.generic   # a Python or NumPy number (an initial=, a bound)
 
 MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
+
+
+# [traced values left, the limit] of the trace running in this context (Kernel._trace): a trace that would fill the
+# machine's memory stops with an error at the user's line instead of being killed by the system
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("tracejit_trace_budget", default=None)
+
+
+@contextmanager
+def trace_budget(values: int) -> Iterator[None]:
+    """Trace at most `values` traced values (Tensors) in this block."""
+    token = _BUDGET.set([values, values])
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def _over_budget(limit: int) -> None:
+    raise TraceError(f"the trace grew past {limit:,} traced values, about half of this machine's free memory: "
+                     "a Python loop is traced step by step, and tracejit does not compile loops as loops "
+                     "yet. Write the loop's body with whole-array operations (slices, np.where, reductions), "
+                     "or split the work into several calls of the kernel")
 
 
 def python_value(value, use: str):
@@ -65,6 +91,11 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, node: Node):
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                _over_budget(budget[1])
         self._value = node          # roots: the current value
         self._base: Tensor | None = None          # views: the root whose memory they show ...
         self._steps: tuple[views.Step, ...] = ()  # ... through these movement steps
