@@ -1,9 +1,10 @@
-"""One kernel of a launch plan on an OpenCL device (runtime/opencl/device.py): its kernel object with the argument
-types set once, a call's arguments for it, its time by the queue's profiling, its binding for capture."""
+"""Launches on an OpenCL device: a plan's kernel object with the argument types set once, a call's arguments
+for it, its time by the queue's profiling, its binding for capture and replay, the fault records."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -11,8 +12,13 @@ from tracejit.codegen.simt.mapping import RenderOptions, by_value_dtype
 from tracejit.errors import DeviceError
 from tracejit.runtime.device_memory import Buffer
 
-if TYPE_CHECKING:   # (device.py imports this module)
-    from tracejit.runtime.opencl.device import DeviceBuffer
+from tracejit.runtime.faults import RECORD_BYTES, RECORD_WORDS
+
+if TYPE_CHECKING:   # (pyopencl is imported where used: the device is opened on demand)
+    import pyopencl as cl
+
+    from tracejit.runtime.opencl.compiler import OpenCLKernel
+    from tracejit.runtime.opencl.memory import DeviceBuffer
 
 
 class Launcher:
@@ -75,3 +81,57 @@ def profiled_seconds(event) -> float | None:
         return (event.profile.end - event.profile.start) * 1e-9
     except cl.Error:
         return None
+
+
+class OpenCLLaunches:
+    """Enqueues a plan's kernels (a role of OpenCLDevice, which sets these attributes; _allocate: OpenCLMemory's)."""
+    name: str
+    queue: cl.CommandQueue
+    options: RenderOptions
+    launches: int
+    _allocate: Callable[[int], Any]
+
+    def replay(self, launches) -> None:
+        """Kernels with their arguments set once, enqueued back to back."""
+        import pyopencl as cl
+        enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
+        self.launches += len(launches)
+        for knl, global_size, local_size, _ in launches:
+            enqueue(queue, knl, global_size, local_size)
+
+    def launcher(self, c: OpenCLKernel, knl, scalars: list) -> Launcher:
+        return Launcher(c, knl, scalars, self.options)
+
+    def enqueue(self, launches, bufs, error) -> None:
+        for launcher, keys in launches:
+            self._enqueue(launcher, [bufs[k] for k in keys], error)
+
+    def timed(self, launcher: Launcher, values, error) -> float | None:
+        return profiled_seconds(self._enqueue(launcher, values, error))
+
+    def _enqueue(self, launcher: Launcher, values, error):
+        """One kernel on the queue; its event."""
+        call = launcher.arguments(values, error)
+        try:
+            with launcher.lock:   # the kernel object's arguments are set and enqueued in one step
+                return launcher.kernel(self.queue, launcher.global_size, launcher.local_size, *call)
+        except Exception as e:
+            import pyopencl as cl   # not before: an import on every call costs the hot path
+            if isinstance(e, cl.Error):
+                raise launcher.refused(self.name, e) from None
+            raise
+
+    def bound(self, launcher: Launcher, values) -> tuple:
+        return launcher.bound(values)
+
+    def error_record(self):
+        import pyopencl as cl
+        record = self._allocate(RECORD_BYTES)
+        cl.enqueue_fill_buffer(self.queue, record, np.int32(0), 0, RECORD_BYTES)
+        return record
+
+    def read_record(self, record) -> np.ndarray:
+        import pyopencl as cl
+        words = np.zeros(RECORD_WORDS, np.int32)
+        cl.enqueue_copy(self.queue, words, record, is_blocking=True)
+        return words
