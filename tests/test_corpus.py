@@ -23,6 +23,9 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "benchmarks.wave_step": (TRACE, "`if` on a traced value stays an error: the program is scalar loop code"),
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
+    # numbers and loops
+    "numbers_and_loops.levenshtein": (TRACE, "`0 if a[i - 1] == b[j - 1] else 1` decides on values read from arrays: "
+                                             "a conditional expression is not compiled as a select yet (issue 46, 4)"),
 }
 
 
