@@ -14,7 +14,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.codegen.simt import wgsl
-from tracejit.runtime.webgpu.device import WebGPUTarget
+from tracejit.runtime.webgpu.compiler import WebGPUTarget
 
 REPO = Path(__file__).resolve().parents[1]
 INFO = {i.name: i for i in tj.devices()}["webgpu"]

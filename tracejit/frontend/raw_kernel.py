@@ -269,7 +269,7 @@ class _Metal:
 
 class _WebGPU:
     def __init__(self, dev, source, name):
-        from tracejit.runtime.webgpu.device import build_error_message
+        from tracejit.runtime.webgpu.compiler import build_error_message
         self.dev, self.name = dev, name
         m = re.search(rf"@workgroup_size\(([^)]*)\)[^{{]*?fn\s+{name}\s*\(", source, re.S)
         self.workgroup = None

@@ -1,16 +1,19 @@
-"""One kernel of a launch plan on the webgpu device (runtime/webgpu/device.py): a dispatch's bound buffers and the
-uniform that carries its scalars and sizes."""
+"""Launches on the webgpu device: a plan's kernel as a dispatch (its bound buffers and the uniform that carries
+its scalars and sizes), one command encoder per call, replay, the fault records."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tracejit.errors import DtypeError
-from tracejit.runtime.device_memory import Block, Buffer
+from tracejit.errors import DeviceError, DtypeError
+from tracejit.runtime.device_memory import Block, BlockPool, Buffer
+from tracejit.runtime.faults import RECORD_BYTES, RECORD_WORDS
 
 if TYPE_CHECKING:
-    from tracejit.runtime.webgpu.device import DeviceBuffer, WebGPUKernel, WebGPUDevice
+    from tracejit.runtime.webgpu.compiler import WebGPUKernel
+    from tracejit.runtime.webgpu.memory import DeviceBuffer
 
 WORD = {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}   # a uniform member's type, by dtype kind
 
@@ -30,7 +33,7 @@ class Dispatch:
         self.name, self.pipeline, self.layout, self.buffers, self.groups = name, pipeline, layout, buffers, groups
         self.bind_group = None
 
-    def bind(self, dev: "WebGPUDevice") -> None:
+    def bind(self, dev: WebGPULaunches) -> None:
         entries = []
         for i, b in enumerate(self.buffers):
             block = cast("DeviceBuffer", b).block if isinstance(b, Buffer) else b   # an array, else a pool block
@@ -49,7 +52,7 @@ class Launcher:
         self.scalars = [(p, scalars[p][0], WORD[scalars[p][1].kind]) for p in compiled.rendered.scalars]
         self.size_uniform: Block | None = None
 
-    def dispatch(self, dev: "WebGPUDevice", values: list, error) -> Dispatch:
+    def dispatch(self, dev: WebGPULaunches, values: list, error) -> Dispatch:
         """The kernel's dispatch with these arguments (a DtypeError for a scalar WGSL cannot hold), bound."""
         r = self.compiled.rendered
         bound = [values[p] for p in r.buffers]
@@ -62,7 +65,7 @@ class Launcher:
         launch.bind(dev)
         return launch
 
-    def _uniform(self, dev: "WebGPUDevice", values: list):
+    def _uniform(self, dev: WebGPULaunches, values: list):
         """The uniform of one dispatch: its scalar arguments, then the sizes. One holding only sizes is
         published only once written (a thread that found it unwritten could submit first, and its kernel
         would read a recycled uniform's stale limit: rows left unwritten, a wrong answer)."""
@@ -87,3 +90,58 @@ class Launcher:
         block = dev.uniforms.allocate(words.nbytes)
         dev.device.queue.write_buffer(block.buffer, 0, words)
         return block
+
+
+class WebGPULaunches:
+    """Submits a plan's dispatches (a role of WebGPUDevice, which sets these attributes and synchronize())."""
+    name: str
+    device: Any   # wgpu's GPUDevice
+    pool: BlockPool
+    uniforms: BlockPool
+    table_buffer: Callable[[Any], Block]   # (WebGPUMemory's)
+    launches: int
+    synchronize: Callable[[], None]
+
+    def replay(self, launches: list[Dispatch]) -> None:
+        """Every launch in one command encoder, one submit."""
+        self.launches += len(launches)
+        self._submit(launches)
+
+    def _submit(self, launches: list[Dispatch]) -> None:
+        enc = self.device.create_command_encoder()
+        for launch in launches:
+            pass_ = enc.begin_compute_pass()
+            pass_.set_pipeline(launch.pipeline)
+            pass_.set_bind_group(0, launch.bind_group)
+            pass_.dispatch_workgroups(*launch.groups, 1)
+            pass_.end()
+        self.device.queue.submit([enc.finish()])
+
+    def launcher(self, c: WebGPUKernel, pipeline: tuple[object, object], scalars: list) -> Launcher:
+        return Launcher(c, *pipeline, scalars)
+
+    def enqueue(self, launches, bufs, error) -> None:
+        """Every kernel of the call in one command encoder, one submit."""
+        self._run([launcher.dispatch(self, [bufs[k] for k in keys], error) for launcher, keys in launches])
+
+    def timed(self, launcher: Launcher, values, error) -> None:
+        self._run([launcher.dispatch(self, values, error)], wait=True)
+
+    def _run(self, launches: list[Dispatch], wait: bool = False) -> None:
+        try:
+            self._submit(launches)
+            if wait:
+                self.synchronize()
+        except Exception as e:
+            raise DeviceError(f"{self.name} refused to run {', '.join(d.name for d in launches)}: {e}") from None
+
+    def bound(self, launcher: Launcher, values) -> Dispatch:
+        return launcher.dispatch(self, values, None)
+
+    def error_record(self) -> Block:
+        record = self.pool.allocate(RECORD_BYTES)
+        self.device.queue.write_buffer(record.buffer, 0, np.zeros(RECORD_WORDS, np.int32))
+        return record
+
+    def read_record(self, record: Block):
+        return self.device.queue.read_buffer(record.buffer, 0, RECORD_BYTES)
