@@ -30,7 +30,7 @@ class BufferKey(NamedTuple):
     position `index` ("pending": renamed "tmp" before the program is built). A tuple: ("in", 0) is the
     first argument's key."""
     kind: Literal["in", "out", "tmp", "pending"]
-    index: int
+    index: int   # type: ignore[assignment]  # the field shadows tuple.index(), which nothing calls on a key
 
     @property
     def argument(self) -> bool:
@@ -286,7 +286,7 @@ def source_index(node: Node, idx: tuple[Expr, ...]):
     """Index into node.srcs[0] for a movement op, and for PAD the (expr, lo, hi) validity ranges."""
     src = node.srcs[0]
     if node.op is Op.PERMUTE:
-        out = [None] * len(idx)
+        out: list[Expr | None] = [None] * len(idx)   # each filled: arg is a permutation
         for k, p in enumerate(node.arg):
             out[p] = idx[k]
         return tuple(out), ()

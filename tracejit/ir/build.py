@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,7 +31,9 @@ def table(values: np.ndarray) -> Node:
     return Node.make(Op.TABLE, values.dtype, values.shape, (), Table.of(values))
 
 
-def input_(index: int, dtype, shape, weak: bool = False) -> Node:
+def input_(index: int | tuple, dtype, shape, weak: bool = False) -> Node:
+    """The argument at position `index`, or a hidden scalar passed beside the arguments, keyed by a tuple
+    (numpy/int_comparisons.py)."""
     return Node.make(Op.INPUT, dtype, shape, (), index, weak)
 
 
@@ -184,7 +187,7 @@ def expand(x: Node, shape: tuple[int, ...]) -> Node:
     return Node.make(Op.EXPAND, x.dtype, shape, (x,), shape, x.weak)
 
 
-def slice_(x: Node, spec: tuple[tuple[int, int, int], ...]) -> Node:
+def slice_(x: Node, spec: Sequence[tuple[int, int, int]]) -> Node:
     """Per dimension (start, step, length): element i of the result is element start + i*step of x."""
     spec = tuple((int(a), int(b), int(n)) for a, b, n in spec)
     for (start, step, n), size in zip(spec, x.shape):
@@ -195,7 +198,7 @@ def slice_(x: Node, spec: tuple[tuple[int, int, int], ...]) -> Node:
     return Node.make(Op.SLICE, x.dtype, shape, (x,), spec, x.weak)
 
 
-def pad(x: Node, pads: tuple[tuple[int, int], ...], fill) -> Node:
+def pad(x: Node, pads: Sequence[tuple[int, int]], fill) -> Node:
     """Extend each dimension by (before, after) elements equal to fill."""
     pads = tuple((int(a), int(b)) for a, b in pads)
     if all(p == (0, 0) for p in pads):

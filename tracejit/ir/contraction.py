@@ -54,7 +54,7 @@ class Contraction:
     out: Operand
 
     def sizes(self) -> tuple[int, int, int, int]:
-        return tuple(math.prod(r) for r in (self.batch, self.m, self.n, self.k))
+        return math.prod(self.batch), math.prod(self.m), math.prod(self.n), math.prod(self.k)
 
     def __str__(self) -> str:
         b, m, n, k = self.sizes()
@@ -125,14 +125,15 @@ def describe(gemm: library.Gemm, written: Node, reads: dict, out: Buffer, params
             return None
         found.append(_operand(position[where[0].key], where[1], axes, roles))
     offset = out.offset_of(_forward(gemm.node, written, axes, gemm.k))
-    if out.key not in position or found[0] is None or found[1] is None:
+    a, b = found
+    if out.key not in position or a is None or b is None:
         return None
     result = _operand(position[out.key], offset, axes, (gemm.batch, gemm.m, gemm.n))
     if result is None:
         return None
     shape = product.shape
-    return _merged(Contraction(gemm.node.dtype, *(tuple(shape[d] for d in r) for r in (gemm.batch, gemm.m, gemm.n, gemm.k)),
-                               *found, result))
+    batch, m, n, k = (tuple(shape[d] for d in r) for r in (gemm.batch, gemm.m, gemm.n, gemm.k))
+    return _merged(Contraction(gemm.node.dtype, batch, m, n, k, a, b, result))
 
 
 def _operand_offset(x: Node, axes: list[Var], reads: dict) -> tuple[Buffer, Expr] | None:
@@ -169,7 +170,13 @@ def _operand(param: int, offset: Expr, axes: list[Var], roles) -> Operand | None
     """The Operand at `offset` (in the product's axes), or None when it is not affine in them."""
     if any(not isinstance(atom, Var) for atom in offset.atoms()):
         return None
-    return Operand(param, offset.const, tuple(tuple(offset.coefficient(axes[d]) for d in r) for r in roles))
+
+    def stride(d: int) -> int:
+        c = offset.coefficient(axes[d])
+        assert c is not None   # every atom is a variable: the offset is affine in each
+        return c
+    first, second, third = (tuple(stride(d) for d in r) for r in roles)
+    return Operand(param, offset.const, (first, second, third))
 
 
 def _merged(c: Contraction) -> Contraction:
@@ -190,5 +197,7 @@ def _merged(c: Contraction) -> Contraction:
             d -= 1
 
     def op(o: Operand) -> Operand:
-        return Operand(o.param, o.offset, tuple(tuple(s) for s in strides[id(o)]))
-    return Contraction(c.dtype, *(tuple(roles[r]) for r in ("batch", "m", "n", "k")), op(c.a), op(c.b), op(c.out))
+        first, second, third = (tuple(s) for s in strides[id(o)])
+        return Operand(o.param, o.offset, (first, second, third))
+    batch, m, n, k = (tuple(roles[r]) for r in ("batch", "m", "n", "k"))
+    return Contraction(c.dtype, batch, m, n, k, op(c.a), op(c.b), op(c.out))

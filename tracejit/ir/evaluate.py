@@ -2,14 +2,14 @@
 made in a kernel, then written with constants), or a number computed from the kernel's Python-number arguments."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from tracejit.ir.graph import ELEMENTWISE, Node, Op, toposort
 from tracejit.ir.ops import NUMPY_OPS
 
-_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+_REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 def constant_value(node: Node) -> np.ndarray | None:

@@ -109,7 +109,10 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
     analyses = realizing.run()
     reads, writes = _assign_buffers(outputs, realized, inputs, order)
     _rename_buffers(analyses, realizing.reads, reads)
-    kernels, launches, accesses, calls = [], [], [], {}
+    kernels: list[KernelIR] = []
+    launches: list[list[BufferKey]] = []
+    accesses: list[list[tuple[BufferKey, object, dict]]] = []
+    calls: dict[int, library.Call] = {}
     node_kernels: dict[Node, tuple[int, ...]] = {}
     for group in _merge_elementwise(analyses, writes):
         for a in group:
@@ -122,18 +125,24 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         kernel, params = emit(name, group, reads, [writes[a.out] for a in group], options,
                               None if other is None else other.extents.get(name), extents[name],
                               None if moving is None else moving.get(name, frozenset()))
-        if options.tiled and what:
+        if options.tiled and isinstance(what, library.Gemm):
             kernel.contraction = contraction.describe(what, group[0].out, reads, writes[group[0].out], params)
         found = options.library and what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)
         if found:
             calls[len(kernels)] = found
         kernels.append(kernel)
-        launches.append([p.key for p in params])
-        accesses.append([(writes[a.out].key, a.offsets[-1], a.reads) for a in group])
-    used = {b.key: b for b in [*reads.values(), *writes.values()]}
-    return Program(kernels, launches, used, [writes[o].key for o in outputs], _narrowed_int_scalars(outputs),
+        launches.append([_key(p) for p in params])
+        accesses.append([(_key(writes[a.out]), a.offsets[-1], a.reads) for a in group])
+    used = {_key(b): b for b in [*reads.values(), *writes.values()]}
+    return Program(kernels, launches, used, [_key(writes[o]) for o in outputs], _narrowed_int_scalars(outputs),
                    accesses, calls, dynamic=dynamic, find_twin=find_twin, every_loop=every_loop, ahead=ahead,
                    graph=list(outputs), node_kernels=node_kernels, extents=extents)
+
+
+def _key(buffer: Buffer) -> BufferKey:
+    """The key of a buffer a kernel reads or writes: each is memory, never a layout only."""
+    assert buffer.key is not None, buffer
+    return buffer.key
 
 
 class _Realizing:
@@ -159,7 +168,7 @@ class _Realizing:
         self.done: dict[Node, list[Analysis]] = {}
         self.region: dict[Node, set[Node]] = {}      # write -> the nodes its analysis may look at
         self.held_by: dict[Node, set[Node]] = {}     # node -> the writes whose region holds it
-        for n in sorted((n for n in realized if n in self.position), key=self.position.get):
+        for n in sorted((n for n in realized if n in self.position), key=self.position.__getitem__):
             self._write(n)
 
     def _write(self, n: Node) -> None:
@@ -205,8 +214,8 @@ class _Realizing:
                     self.held_by.setdefault(x, set()).add(n)
                 i += 1
             analyses = [a for n in self.writes for a in self.done[n]]
-            fused_twice = [n for n, c in Counter(r.node for a in analyses for r in (*a.reduces, *a.scans)).items()
-                           if c > 1]
+            rows = (n for a in analyses for n in (*(r.node for r in a.reduces), *(s.node for s in a.scans)))
+            fused_twice = [n for n, c in Counter(rows).items() if c > 1]
             if not fused_twice:
                 return analyses
             i = min(self._add(n) for n in fused_twice)
@@ -288,10 +297,12 @@ def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:
     """NumPy (NEP 50) raises when a Python int does not fit the array's dtype; the plan checks these."""
     checks, ints, unsigned = set(), set(), set()
     for n in toposort(outputs):
-        src = n.srcs[0] if n.srcs else None
         if n.op is Op.INPUT and n.weak and n.dtype.kind == "i":
             ints.add(n.arg)
-        if n.op is Op.CAST and src.op is Op.INPUT and src.weak and src.dtype.kind == "i" \
+        if n.op is not Op.CAST:
+            continue
+        src = n.srcs[0]
+        if src.op is Op.INPUT and src.weak and src.dtype.kind == "i" \
                 and n.dtype.kind in "iu" and (n.dtype.itemsize < 8 or n.dtype.kind == "u"):
             checks.add((src.arg, n.dtype))
             if n.dtype == np.uint64:
@@ -317,7 +328,7 @@ def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]
             for i, group in enumerate(kernels):
                 if not group[0].reduces and not group[0].scans and not group[0].update \
                         and group[0].out.shape == a.out.shape and all(
-                        b.key.argument or position.get(b.key, i) < i for b in a.loads):
+                        _key(b).argument or position.get(b.key, i) < i for b in a.loads):
                     target = i
                     break
         if target is None:
@@ -333,7 +344,7 @@ def _assign_buffers(outputs, realized, inputs, order: list[Node]) -> tuple[dict[
     """Where each realized node is read from and, for those a kernel computes, written to (in order)."""
     reads: dict[Node, Buffer] = dict(inputs)
     writes: dict[Node, Buffer] = {}
-    out_index = {}
+    out_index: dict[Node, int] = {}
     for i, o in enumerate(outputs):
         out_index.setdefault(o, i)
     tmp = 0

@@ -33,9 +33,11 @@ def _unbroadcast(source: Node, idx: tuple[Expr, ...]) -> tuple[Node, tuple[Expr,
     """The index array before it was broadcast to the result's shape (expanded, given size-1 axes), and
     where it is read: an index then depends on the variables it varies along, no others."""
     while True:
-        src = source.srcs[0] if source.srcs else None
         if source.op is Op.CONST:   # the same everywhere (an int among index arrays: x[0, :, k])
             return source, tuple(Expr() for _ in source.shape)
+        if not source.srcs:
+            return source, idx
+        src = source.srcs[0]
         if source.op is Op.EXPAND:
             idx = tuple(Expr() if n == 1 else e for n, e in zip(src.shape, idx))
         elif source.op is Op.RESHAPE and [n for n in src.shape if n != 1] == [n for n in source.shape if n != 1]:
@@ -56,7 +58,7 @@ def row_loop(out_vars: list[Var], offsets: list[Expr]) -> list[Var]:
     indexed = set().union(*(_indexed_variables(o) for o in offsets))
     if not indexed:
         return []
-    inner = []
+    inner: list[Var] = []
     for v in reversed(out_vars):
         if v in indexed:
             break

@@ -4,28 +4,98 @@ from __future__ import annotations
 import math
 import weakref
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
 from tracejit.ir.ops import BINARY_NAMES, OPS, PREDICATE_NAMES, UNARY_NAMES
 
 
-class _OpEnum(str, Enum):
+class Op(str, Enum):
+    """Every graph op: the structural ones, then one per row of ops.OPS (Op.ADD is "add"), in the table's order.
+    Written out because a type checker knows only the members a class body names (an Enum built from the table
+    at run time had none for mypy); the check below the class keeps them equal to the table."""
+    INPUT = "input"
+    CONST = "const"
+    IOTA = "iota"          # element i is its index along axis `arg` (arrays made in a kernel)
+    TABLE = "table"        # a constant array embedded in the kernel (arg: a table.Table, C order)
+    CAST = "cast"
+    REDUCE = "reduce"
+    SCAN = "scan"          # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
+    SORT = "sort"          # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
+    RESHAPE = "reshape"    # movement (reshape to pad): become index arithmetic
+    PERMUTE = "permute"
+    EXPAND = "expand"
+    SLICE = "slice"
+    PAD = "pad"
+    GATHER = "gather"      # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
+    SCATTER = "scatter"    # srcs (target, positions, values), arg: combine op; see build.scatter
+    # elementwise: ops.OPS
+    NEG = "neg"
+    ABS = "abs"
+    SIGN = "sign"
+    INVERT = "invert"
+    RECIP = "recip"
+    EXP = "exp"
+    EXP2 = "exp2"
+    EXPM1 = "expm1"
+    LOG = "log"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    LOG1P = "log1p"
+    SQRT = "sqrt"
+    CBRT = "cbrt"
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ARCSIN = "arcsin"
+    ARCCOS = "arccos"
+    ARCTAN = "arctan"
+    SINH = "sinh"
+    COSH = "cosh"
+    TANH = "tanh"
+    ARCSINH = "arcsinh"
+    ARCCOSH = "arccosh"
+    ARCTANH = "arctanh"
+    ERF = "erf"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    TRUNC = "trunc"
+    RINT = "rint"
+    ISNAN = "isnan"
+    ISINF = "isinf"
+    SIGNBIT = "signbit"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    IDIV = "idiv"
+    MOD = "mod"
+    FMOD = "fmod"
+    POW = "pow"
+    MAX = "max"
+    MIN = "min"
+    ARCTAN2 = "arctan2"
+    HYPOT = "hypot"
+    COPYSIGN = "copysign"
+    LDEXP = "ldexp"
+    LT = "lt"
+    LE = "le"
+    EQ = "eq"
+    NE = "ne"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    SHL = "shl"
+    SHR = "shr"
+    WHERE = "where"
+
     def __repr__(self) -> str:
         return self.value
 
 
-# the structural ops here; every elementwise op is a row of ops.OPS (Op.ADD is "add", ...)
-_STRUCTURAL = ("input", "const",
-               "iota",    # element i is its index along axis `arg` (arrays made in a kernel)
-               "table",   # a constant array embedded in the kernel (arg: a table.Table, C order)
-               "cast", "reduce",
-               "scan",    # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
-               "sort",    # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
-               "reshape", "permute", "expand", "slice", "pad",   # movement: become index arithmetic
-               "gather",  # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
-               "scatter")  # srcs (target, positions, values), arg: combine op; see build.scatter
-Op = _OpEnum("Op", [(n.upper(), n) for n in (*_STRUCTURAL, *(d.name for d in OPS))], module=__name__)
+if [op.value for op in Op][-len(OPS):] != [d.name for d in OPS]:
+    raise ImportError("graph.Op's elementwise members must be ops.OPS's rows, in order: add the new row's op there")
 
 UNARY = frozenset(Op(n) for n in UNARY_NAMES)
 BINARY = frozenset(Op(n) for n in BINARY_NAMES)
@@ -46,7 +116,7 @@ class Node:
     dtype: np.dtype
     shape: tuple[int, ...]
     srcs: tuple["Node", ...]
-    arg: object
+    arg: Any    # what the op's row in Op says it holds: an axis, a tuple, a dtype, a Table, a constant
     weak: bool  # a Python scalar (NEP 50 weak type) not yet combined with a typed value
 
     @classmethod

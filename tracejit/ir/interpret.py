@@ -55,7 +55,7 @@ def run(kernel: KernelIR, buffers: list[np.ndarray], error: np.ndarray | None = 
                 inside = (w >= 0) & (w < size)
                 fault(f, ~inside, v)
                 vals[pc] = np.where(inside, w, 0).astype(np.int64)
-            elif op == KOp.POW and ins.dtype.kind == "i":
+            elif op == KOp.POW and ins.value_dtype.kind == "i":
                 b = vals[s[1]]
                 fault(NEGATIVE_POWER, b < 0, b)
                 vals[pc] = np.power(vals[s[0]], np.maximum(b, 0)).astype(ins.dtype)

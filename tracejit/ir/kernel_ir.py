@@ -14,11 +14,15 @@ import importlib
 import zlib
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tracejit.errors import InternalError
 from tracejit.ir.ops import BINARY_NAMES, OPS, TERNARY_NAMES, UNARY_NAMES
+
+if TYPE_CHECKING:   # contraction builds graphs, which kernel_ir does not import at run time
+    from tracejit.ir.contraction import Contraction
 
 INDEX = np.dtype("int64")
 _ERRORS = importlib.import_module("tracejit.errors")   # the module a fault names its error class in
@@ -64,16 +68,99 @@ STRUCTURE: tuple[InstrDef, ...] = (
 )
 
 
-class _KOpEnum(str, Enum):
-    """Renders as its name ("load"), as the bare strings did: printed IR, cache keys and sources are unchanged."""
-    __str__ = str.__str__
-    __format__ = str.__format__
-    __repr__ = str.__repr__
+class KOp(str, Enum):
+    """Every op of the kernel IR: STRUCTURE's rows, then ops.OPS's (KOp.LOAD is "load"; the ALU ops keep the graph
+    op names: KOp.ADD is "add"), in the tables' order. Written out because a type checker knows only the members a
+    class body names (an Enum built from the tables at run time had none for mypy); the check below the class
+    keeps them equal to the tables. Renders as its name ("load"), as the bare strings did: printed IR, cache keys
+    and sources are unchanged."""
+    PARAM = "param"
+    GLOBAL = "global"
+    CONST = "const"
+    CAST = "cast"
+    LOAD = "load"
+    STORE = "store"
+    RANGE = "range"
+    ENDRANGE = "endrange"
+    ACC = "acc"
+    UPDATE = "update"
+    LOCAL = "local"
+    TABLE = "table"
+    BOUND = "bound"
+    SORT = "sort"
+    ATOMIC = "atomic"
+    # elementwise: ops.OPS
+    NEG = "neg"
+    ABS = "abs"
+    SIGN = "sign"
+    INVERT = "invert"
+    RECIP = "recip"
+    EXP = "exp"
+    EXP2 = "exp2"
+    EXPM1 = "expm1"
+    LOG = "log"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    LOG1P = "log1p"
+    SQRT = "sqrt"
+    CBRT = "cbrt"
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ARCSIN = "arcsin"
+    ARCCOS = "arccos"
+    ARCTAN = "arctan"
+    SINH = "sinh"
+    COSH = "cosh"
+    TANH = "tanh"
+    ARCSINH = "arcsinh"
+    ARCCOSH = "arccosh"
+    ARCTANH = "arctanh"
+    ERF = "erf"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    TRUNC = "trunc"
+    RINT = "rint"
+    ISNAN = "isnan"
+    ISINF = "isinf"
+    SIGNBIT = "signbit"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    IDIV = "idiv"
+    MOD = "mod"
+    FMOD = "fmod"
+    POW = "pow"
+    MAX = "max"
+    MIN = "min"
+    ARCTAN2 = "arctan2"
+    HYPOT = "hypot"
+    COPYSIGN = "copysign"
+    LDEXP = "ldexp"
+    LT = "lt"
+    LE = "le"
+    EQ = "eq"
+    NE = "ne"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    SHL = "shl"
+    SHR = "shr"
+    WHERE = "where"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+    def __repr__(self) -> str:
+        return str.__repr__(self)
 
 
-# every op of the kernel IR (KOp.LOAD is "load"; the ALU ops keep the graph op names: KOp.ADD is "add")
-KOp = _KOpEnum("KOp", [(n.upper(), n) for n in (*(d.name for d in STRUCTURE), *(d.name for d in OPS))],
-               module=__name__)
+if [op.value for op in KOp] != [*(d.name for d in STRUCTURE), *(d.name for d in OPS)]:
+    raise ImportError("kernel_ir.KOp's members must be STRUCTURE's and ops.OPS's rows, in order: add the new row's op")
 
 ALU_UNARY = frozenset(KOp(n) for n in UNARY_NAMES)
 ALU_BINARY = frozenset(KOp(n) for n in BINARY_NAMES)
@@ -104,7 +191,7 @@ NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are no
 def faults(kernel: "KernelIR") -> list[Fault]:
     """The faults a kernel can record."""
     found = [x.arg[1] if x.op == KOp.BOUND else NEGATIVE_POWER for x in kernel.instrs
-             if x.op == KOp.BOUND or x.op == KOp.POW and x.dtype.kind == "i"]
+             if x.op == KOp.BOUND or x.op == KOp.POW and x.value_dtype.kind == "i"]
     return list(dict.fromkeys(found))
 
 
@@ -130,7 +217,14 @@ class Instr:
     op: KOp
     dtype: np.dtype | None
     srcs: tuple[int, ...] = ()
-    arg: object = None
+    arg: Any = None   # what the op's row (STRUCTURE, or None for ALU ops) says: an int, a tuple, a Table, a value
+
+    @property
+    def value_dtype(self) -> np.dtype:
+        """The dtype of an instruction that is a value (STORE, ENDRANGE, SORT, ATOMIC and an UPDATE not read as
+        a value have None)."""
+        assert self.dtype is not None, f"{self.op} is not a value"
+        return self.dtype
 
 
 @dataclass(frozen=True)
@@ -149,7 +243,7 @@ class KernelIR:
     global_size: int = 1
     work: int = 1      # element-operations per launch, a size hint for parallelisation
     # a matrix product SIMT targets may render as a tiled kernel instead of these instructions
-    contraction: object = None   # ir.contraction.Contraction
+    contraction: Contraction | None = None
 
     def format(self) -> str:
         lines = [f"kernel {self.name}(" + ", ".join(

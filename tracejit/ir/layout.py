@@ -50,23 +50,23 @@ def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]]
     of the dimension lowers to the same code."""
     pvars = [v for v in out_vars if v in rows]
     wvars = [v for v in out_vars if v not in rows]
-    moving = set(moving)
-    groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets, moving)
+    moving_names = set(moving)   # merge_vars adds the merged variables' names
+    groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets, moving_names)
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if plain:
         return LoopPlan(pvars, wvars, rgroups, subst, [{}])
     if not reduce_vars:
         tiles = [options.transpose_tiles[min(3, (size or 4).bit_length() - 1)]
                  for size in itemsizes or [4] * len(offsets)]
-        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets, tiles, moving)
+        pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets, tiles, moving_names)
         if options.gather_rows and not wvars:
-            pvars, wvars, subst = inner_row(pvars, subst, moving)
+            pvars, wvars, subst = inner_row(pvars, subst, moving_names)
     streamed = options.accumulate_rows and accumulate_rows(
-        len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets, moving)
+        len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets, moving_names)
     if streamed:
         pvars, row, subst = streamed
         return LoopPlan(pvars, wvars, rgroups, subst, [{}], row)
-    pvars, subst, tile = register_tile(len(reduce_vars), pvars, wvars, subst, offsets, moving)
+    pvars, subst, tile = register_tile(len(reduce_vars), pvars, wvars, subst, offsets, moving_names)
     return LoopPlan(pvars, wvars, rgroups, subst, tile)
 
 
@@ -106,7 +106,7 @@ def register_tile(n_reduces: int, pvars, wvars, subst, offsets, moving=frozenset
     element loop when some operand does not depend on the unrolled output variable. A moving variable
     (its extent symbolic) is tiled whatever its extent: the last block's copies past the end read and
     write the last index instead (clamped), the same value again from the same work-item."""
-    no_tile = (pvars, subst, [{}])
+    no_tile: tuple[list[Var], dict[Var, Expr], list[dict[Var, Expr]]] = (pvars, subst, [{}])
     if n_reduces != 1 or wvars or len(pvars) < 1:
         return no_tile
     offsets = [o.substitute(subst) for o in offsets[:-1]]  # the loads; the store is the last offset
@@ -117,7 +117,7 @@ def register_tile(n_reduces: int, pvars, wvars, subst, offsets, moving=frozenset
             chosen.append((var, factor))
     if not chosen:
         return no_tile
-    steps = [{}]
+    steps: list[dict[Var, tuple[Var, int, int]]] = [{}]
     for var, factor in chosen:
         outer = Var(f"{var.name}u", -(-var.extent // factor))
         pvars = [outer if v == var else v for v in pvars]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,12 +40,15 @@ VIEWS = MOVEMENT - {Op.PAD}
 LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})   # read where they are, never computed
 
 
-class _Library:
+class _Library(ABC):
     """What a library call has: `node`, the value it computes; `operands` (each kind's own), the views it
     reads; `sources`, where those views start (see plan)."""
     node: Node
     sources: tuple[Node, ...]
-    operands: tuple[Node, ...]
+
+    @property
+    @abstractmethod
+    def operands(self) -> tuple[Node, ...]: ...
 
     def leaves(self, written: set[Node]) -> tuple[Node, ...]:
         """The nodes the operands' views start from: arguments, constants, values written first (among
@@ -79,7 +84,8 @@ class Gemm(_Library):
 
     def sizes(self) -> tuple[int, int, int, int]:
         shape = self.node.srcs[0].shape
-        return tuple(math.prod(shape[d] for d in axes) for axes in (self.batch, self.m, self.n, self.k))
+        b, m, n, k = (math.prod(shape[d] for d in axes) for axes in (self.batch, self.m, self.n, self.k))
+        return b, m, n, k
 
     def describe(self) -> str:
         b, m, n, k = self.sizes()
@@ -160,7 +166,8 @@ def find_gemm(node: Node, min_work: int) -> Gemm | None:
         else:
             role = "m" if ys == 1 else "n"
         roles[role].append(d)
-    gemm = Gemm(node, x, y, *(tuple(roles[r]) for r in ("batch", "m", "n", "k", "unit")))
+    gemm = Gemm(node, x, y, tuple(roles["batch"]), tuple(roles["m"]), tuple(roles["n"]), tuple(roles["k"]),
+                tuple(roles["unit"]))
     b, m, n, k = gemm.sizes()
     if not gemm.k or b * m * n * k < min_work or min(m, n) < MIN_SIDE:
         return None
@@ -180,7 +187,8 @@ class Call:
     def write(self, operands: list[np.ndarray], out: np.ndarray, matmul=None) -> None:
         """The call on its operands' views, into `out`: the written node's contiguous array (`matmul`: see
         Gemm.run)."""
-        run = functools.partial(self.what.run, matmul=matmul) if isinstance(self.what, Gemm) else self.what.run
+        run: Callable[..., None] = (functools.partial(self.what.run, matmul=matmul) if isinstance(self.what, Gemm)
+                                    else self.what.run)
         result = out
         for node in reversed(self.views):   # back from the written node to the call's result, as views
             try:
@@ -277,5 +285,7 @@ def view(node: Node, leaves: dict) -> np.ndarray:
     if node.op in VIEWS:
         return evaluate.view(node, view(node.srcs[0], leaves))
     assert node.op in LEAVES - {Op.INPUT}, f"{node.op} is not a leaf of this call"
-    return constant_value(node)
+    value = constant_value(node)
+    assert value is not None   # a leaf but an input is a constant
+    return value
 

@@ -9,6 +9,7 @@ write it to memory first. analysis.py finds what the group reads and reduces; th
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -54,6 +55,7 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, itemsizes,
                       plain=bool(a.scans) or sorts or a.update, moving=moving)
     if a.scan_reversed:
+        assert a.scan_var is not None   # a scan's direction is the direction of its variable
         plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
 
@@ -91,16 +93,15 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
             continue
         op = red.node.arg[0]
         accs = [e.b.emit(KOp.ACC, red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
-        if red is cached:
-            e.keep_row(red)
+        kept_row = e.keep_row(red) if red is cached else None
         e.walking = (red if n == 0 else None, set(red.vars))
         opened = e.open_loops(rvars, "reduce")
         for acc, step in zip(accs, tile):
             with e.unrolled(step):
                 val = e.value(red.node.srcs[0], red.src_idx)
                 e.b.emit(KOp.UPDATE, None, (acc, val))
-                if red is cached:
-                    e.b.emit(KOp.STORE, None, (e.row[1], e.index(e.row_position(red.src_idx)), val))
+                if kept_row is not None:
+                    e.b.emit(KOp.STORE, None, (kept_row, e.index(e.row_position(red.src_idx)), val))
         e.close_loops(opened)
         e.reduced[red.node] = accs
     e.row_vars = [v for v in a.out_vars if v not in rows]
@@ -274,7 +275,7 @@ class _Emitter:
         self.reduced: dict[Node, list[int]] = {}
         self.sorted: dict[Node, tuple[int, int | None]] = {}   # a sort's local arrays: (keys, positions)
         self.sort_bytes = 0                                     # their size in all
-        self.row: tuple | None = None   # (reduction, local row) whose input values are kept
+        self.row: tuple[RowReduction, int] | None = None   # (reduction, local row) whose input values are kept
         self.row_vars: list[Var] = []   # set while emitting the write loop: where kept values are read
         # loads of the row kept in local memory (_inputs_to_keep): node -> its local row, and those stored
         self.inputs: dict[Node, int] = {}
@@ -291,9 +292,11 @@ class _Emitter:
         self._sources: dict = {}
         self._substituted: dict[Expr, Expr] = {}
 
-    def keep_row(self, red: RowReduction) -> None:
+    def keep_row(self, red: RowReduction) -> int:
+        """Keeps red's input values in a local row, which it returns."""
         size = math.prod(v.extent for v in red.vars)
         self.row = (red, self.b.emit(KOp.LOCAL, red.node.srcs[0].dtype, (), (size, None, size)))
+        return self.row[1]
 
     def keep_inputs(self, first: RowReduction, nodes: list[Node]) -> None:
         self.first = first
@@ -307,6 +310,7 @@ class _Emitter:
         storing, loop_vars = self.walking
         if local is None:
             return None
+        assert self.first is not None   # set with the inputs (keep_inputs)
         if storing is not None:
             if idx != storing.src_idx:
                 return None
@@ -324,7 +328,9 @@ class _Emitter:
     def row_position(self, idx, red: RowReduction | None = None) -> Expr:
         """Where element idx of the kept reduction input (or of a kept load, in `red`'s row) lives in the
         local row."""
-        red = red or self.row[0]
+        if red is None:
+            assert self.row is not None, "a row position of no kept row"
+            red = self.row[0]
         _, axes = red.node.arg
         src_shape = red.node.srcs[0].shape
         pos, stride = Expr(), 1
@@ -334,6 +340,7 @@ class _Emitter:
         return pos
 
     def _kept_value(self, node: Node, idx) -> int | None:
+        assert self.row is not None   # asked only where a row is kept
         red, local = self.row
         _, axes = red.node.arg
         same_row = all(e == k for d, (e, k) in enumerate(zip(idx, red.src_idx)) if d not in axes)
@@ -435,11 +442,11 @@ class _Emitter:
         if ref is not None:
             return ref
         stack = [(key, self._value(node, idx, top))]
-        ref = None
+        ref = None   # None: the generator on top is new, started with next()
         while stack:
             key, steps = stack[-1]
             try:
-                need = steps.send(ref)
+                need = next(steps) if ref is None else steps.send(ref)
             except StopIteration as done:
                 stack.pop()
                 ref = self._memo[-1][key] = done.value
@@ -447,9 +454,10 @@ class _Emitter:
             ref = self._known(need)
             if ref is None:
                 stack.append((need, self._value(*need, False)))
+        assert ref is not None   # the first generator's result
         return ref
 
-    def _value(self, node: Node, idx, top: bool):
+    def _value(self, node: Node, idx, top: bool) -> Generator[tuple[Node, tuple[Expr, ...]], int, int]:
         """A generator: yields (node, idx) for each source value it needs, returns node's instruction."""
         if self.inputs and not top:
             kept = self._kept_input(node, idx)

@@ -59,7 +59,7 @@ def merge_sorted(node: Node, block: int, stored: set[Node]) -> Node:
         stored.update(n for n in (keys, positions) if n is not None)
         keys, positions = _merge_pass(keys, positions)
         runs //= 2
-    out = positions if with_positions else keys
+    out = keys if positions is None else positions   # positions: there when with_positions
     out = build.slice_(build.reshape(out, (*rows, length)), [(0, 1, s) for s in rows] + [(0, 1, n)])
     inverse = tuple(sorted(range(len(x.shape)), key=lambda d: (kept + (axis,))[d]))
     return build.permute(out, inverse)
@@ -70,10 +70,13 @@ def _merge_pass(keys: Node, positions: Node | None) -> tuple[Node, Node | None]:
     *rows, runs, m = keys.shape
     pairs = (*rows, runs // 2, 2, m)
 
-    def halves(x: Node) -> tuple[Node, Node]:
+    def half(x: Node, h: int) -> Node:
         x = build.reshape(x, pairs)
-        return tuple(build.reshape(build.slice_(x, [(0, 1, s) for s in (*rows, runs // 2)] + [(h, 1, 1), (0, 1, m)]),
-                                   (*rows, runs // 2, m)) for h in (0, 1))
+        return build.reshape(build.slice_(x, [(0, 1, s) for s in (*rows, runs // 2)] + [(h, 1, 1), (0, 1, m)]),
+                             (*rows, runs // 2, m))
+
+    def halves(x: Node) -> tuple[Node, Node]:
+        return half(x, 0), half(x, 1)
 
     a, b = halves(keys)
     out_shape = (*rows, runs // 2, 2 * m)

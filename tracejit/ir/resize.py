@@ -46,7 +46,9 @@ def _sources_at(n: Node, shape: Shape, size_of) -> tuple[list[tuple[Node, Shape]
     if op in ELEMENTWISE or op is Op.SCAN or op is Op.SORT:
         _unchanged(n, shape, [arg[1]] if op is Op.SCAN else [arg[0]] if op is Op.SORT else [])
         return [(s, shape) for s in srcs], arg
-    src = srcs[0] if srcs else None
+    if not srcs:   # a leaf at a shape it cannot take
+        raise InternalError(f"resize: {op.value} {n.shape} cannot be computed at shape {shape}")
+    src = srcs[0]
     if op is Op.EXPAND:
         return [(src, tuple(1 if s == 1 else new for s, new in zip(src.shape, shape)))], shape
     if op is Op.PERMUTE:
@@ -58,16 +60,17 @@ def _sources_at(n: Node, shape: Shape, size_of) -> tuple[list[tuple[Node, Shape]
             raise InternalError(f"resize: reshape {src.shape} -> {n.shape} cannot become {new} -> {shape}")
         return [(src, new)], shape
     if op is Op.SLICE:
-        spec, new = [], []
+        spec: list[tuple[int, int, int]] = []
+        sizes: list[int] = []
         for d, ((start, step, count), s) in enumerate(zip(arg, src.shape)):
             if shape[d] == n.shape[d]:
                 spec.append((start, step, count))
-                new.append(s)
+                sizes.append(s)
             else:
                 _whole(n, d, (start, step, count) == (0, 1, s))
                 spec.append((0, 1, shape[d]))
-                new.append(shape[d])
-        return [(src, tuple(new))], tuple(spec)
+                sizes.append(shape[d])
+        return [(src, tuple(sizes))], tuple(spec)
     if op is Op.PAD:
         for d, p in enumerate(arg[0]):
             _whole(n, d, p == (0, 0) or shape[d] == n.shape[d])

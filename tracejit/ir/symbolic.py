@@ -8,6 +8,10 @@ strided indexing, and lets the layout pass see which dimensions can be merged.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # an index array is a graph node; expressions themselves need nothing of the graph
+    from tracejit.ir.graph import Node
 
 
 def _hash_once(cls):
@@ -83,7 +87,7 @@ class DataIndex:
     value counted from the end of an axis of `size` elements. The value is checked against the axis when
     the kernel runs (an IndexError otherwise) and clamped, so it always lies in [0, size - 1]. `axis`
     names the axis in that error; `tag` identifies `source` in printed expressions, stable across runs."""
-    source: object
+    source: Node
     at: tuple["Expr", ...]
     size: int
     axis: int

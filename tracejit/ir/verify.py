@@ -67,8 +67,8 @@ def _graph_problem(n: Node) -> str | None:
         op, axes = n.arg
         if op not in REDUCE_OPS or any(not 0 <= a < len(src.shape) for a in axes):
             return f"bad reduction {n.arg}"
-        want = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
-        return None if n.shape == want else f"shape should be {want}"
+        kept = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
+        return None if n.shape == kept else f"shape should be {kept}"
     if n.op is Op.SCAN:
         op, axis = n.arg
         ok = op in REDUCE_OPS and 0 <= axis < len(src.shape) and n.shape == src.shape
@@ -106,9 +106,9 @@ def _gather_problem(n: Node) -> str | None:
 
 
 def _scatter_problem(n: Node) -> str | None:
-    target, positions, values = n.srcs if len(n.srcs) == 3 else (None, None, None)
-    if target is None or n.arg not in REDUCE_OPS:
+    if len(n.srcs) != 3 or n.arg not in REDUCE_OPS:
         return f"a scatter takes (target, positions, values) and a combine op, not {len(n.srcs)} sources and {n.arg!r}"
+    target, positions, values = n.srcs
     if n.shape != target.shape or n.dtype != target.dtype or values.dtype != n.dtype or not n.shape:
         return "a scatter's result, target and values have one dtype; the result has the target's shape"
     if positions.dtype.kind not in "iu" or len(positions.shape) != 1 or values.shape != positions.shape + n.shape[1:]:
