@@ -14,7 +14,7 @@ import os
 from cuda_check import after_numba_lowering
 from tracejit.codegen.simt import msl_check
 from tracejit.errors import DtypeError, UnsupportedError
-from tracejit.runtime.metal.device import MetalTarget
+from tracejit.runtime.metal.compiler import MetalTarget
 
 
 def unavailable_reason() -> str | None:
