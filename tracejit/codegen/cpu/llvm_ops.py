@@ -34,9 +34,10 @@ _C_NAMES = {"exp2": "exp2", "expm1": "expm1", "log2": "log2", "log10": "log10", 
             "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
             "sinh": "sinh", "cosh": "cosh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
             "arctan2": "atan2", "hypot": "hypot"}
-LIBM = {**{(np.dtype(np.float32), op): c + "f" for op, c in _C_NAMES.items()},
-        **{(np.dtype(np.float64), op): c for op, c in _C_NAMES.items()},
-        (np.dtype(np.float64), "log"): "log", (np.dtype(np.float64), "erf"): "erf"}
+LIBM: dict[tuple[np.dtype, str], str] = {
+    **{(np.dtype(np.float32), op): c + "f" for op, c in _C_NAMES.items()},
+    **{(np.dtype(np.float64), op): c for op, c in _C_NAMES.items()},
+    (np.dtype(np.float64), "log"): "log", (np.dtype(np.float64), "erf"): "erf"}
 INT_OPS = frozenset({KOp.NEG, KOp.INVERT, KOp.ADD, KOp.SUB, KOp.MUL, KOp.POW, KOp.IDIV, KOp.MOD, KOp.MAX, KOp.MIN,
                      KOp.AND, KOp.OR, KOp.XOR, KOp.LT, KOp.LE, KOp.EQ, KOp.NE, KOp.WHERE, KOp.SHL, KOp.SHR,
                      KOp.SIGN, KOp.FMOD})

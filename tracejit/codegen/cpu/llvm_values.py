@@ -76,7 +76,7 @@ class Value:
     def __ge__(self, o): return self._compare(o, ">=")
     def __eq__(self, o): return self._compare(o, "==")   # noqa: PLR0124 - x == x is the NaN test
     def __ne__(self, o): return self._compare(o, "!=")
-    __hash__ = None
+    __hash__ = None   # type: ignore[assignment]  # unhashable, as == builds a comparison (typeshed: a method)
 
 
 def lift(x, ty: ir.Type):

@@ -145,7 +145,11 @@ def signature(kernel: KernelIR, symbolic: dict | None = None) -> list[ir.Type]:
     slot, as codegen.numba.render names them), then a pointer to each buffer's first element, and to the
     error record (int64: code, value) where the kernel can fault."""
     from tracejit.codegen.cpu.numba import slot_argument
-    sizes = [value_type(slot_argument(kernel, slot)) for slot in sorted(symbolic or {})]
+    sizes = []
+    for slot in sorted(symbolic or {}):
+        dt = slot_argument(kernel, slot)
+        assert dt is not None, slot   # a size is symbolic only where it can be an argument (SymbolicSizes)
+        sizes.append(value_type(dt))
     record = [ir.PointerType(I64)] if faults(kernel) else []   # the error record (codegen.numba's tj_error)
     return [I64, I64, *sizes, *(ir.PointerType(memory_type(p.dtype)) for p in kernel.params), *record]
 
@@ -191,7 +195,7 @@ class _Emitter:
         self.block: dict[int, ir.Value] = {}      # acc -> its float32 block accumulator
         self.loops: dict[int, list] = {}          # range -> the loops it opened
         from tracejit.codegen.cpu.numba import MATH_INLINE_MAX
-        calls = Counter(MATH.get((computed(self.ins[x.srcs[0]].dtype), x.op)) for x in self.ins if x.srcs)
+        calls = Counter(MATH.get((computed(self.ins[x.srcs[0]].value_dtype), x.op)) for x in self.ins if x.srcs)
         self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in MATH.values()}
         self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
 
@@ -267,7 +271,7 @@ class _Emitter:
             return self.value(x.srcs[0])
         if x.op != KOp.ACC:
             return self.values[j]
-        b, dt = self.b, x.dtype
+        b, dt = self.b, x.value_dtype
         v = b.load(self.slots[j])
         if self.wide[j]:
             v = b.fptrunc(v, value_type(dt))
@@ -289,7 +293,7 @@ class _Emitter:
         self.values[i] = self.buffers[x.arg]
 
     def render_const(self, i: int, x: Instr) -> None:
-        self.values[i] = self.sizes.get((i, -1)) or constant(x.arg, x.dtype)
+        self.values[i] = self.sizes.get((i, -1)) or constant(x.arg, x.value_dtype)
 
     def render_global(self, i: int, x: Instr) -> None:
         b = self.b
@@ -329,7 +333,7 @@ class _Emitter:
             self.close_loop(state)
 
     def render_acc(self, i: int, x: Instr) -> None:
-        b, dt = self.b, x.dtype
+        b, dt = self.b, x.value_dtype
         wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
                 and (i in self.rows.long_sums or dt != np.float32))
         self.wide[i] = wide
@@ -346,7 +350,7 @@ class _Emitter:
 
     def render_local(self, i: int, x: Instr) -> None:
         from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
-        dt = x.dtype
+        dt = x.value_dtype
         wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
         self.wide[i] = wide
         ty = F64 if wide else value_type(dt)   # (float16: float32 values, as codegen.numba's row)
@@ -354,7 +358,7 @@ class _Emitter:
         self.slots[i] = self.slot(ty, count, align=64)
 
     def render_load(self, i: int, x: Instr) -> None:
-        b, s, dt = self.b, x.srcs, x.dtype
+        b, s, dt = self.b, x.srcs, x.value_dtype
         v = b.load(self.element(s[0], s[1]))
         if self.ins[s[0]].op == KOp.LOCAL:
             if self.wide[s[0]]:
@@ -380,7 +384,7 @@ class _Emitter:
         b.store(v, ptr)
 
     def render_cast(self, i: int, x: Instr) -> None:
-        self.values[i] = cast(self.b, self.value(x.srcs[0]), self.ins[x.srcs[0]].dtype, x.dtype)
+        self.values[i] = cast(self.b, self.value(x.srcs[0]), self.ins[x.srcs[0]].value_dtype, x.value_dtype)
 
     def render_table(self, i: int, x: Instr) -> None:   # a constant array in the module, from its exact bytes
         data = bytearray(x.arg.data)
@@ -388,11 +392,11 @@ class _Emitter:
         table.initializer = ir.Constant(table.value_type, data)
         table.global_constant, table.linkage = True, "internal"
         table.align = 64
-        self.values[i] = self.b.bitcast(table, ir.PointerType(memory_type(x.dtype)))
+        self.values[i] = self.b.bitcast(table, ir.PointerType(memory_type(x.value_dtype)))
 
     def render_bound(self, i: int, x: Instr) -> None:
         s = x.srcs
-        self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].dtype,
+        self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].value_dtype,
                                     self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
 
     def render_alu(self, i: int, x: Instr) -> None:
@@ -446,7 +450,7 @@ class _Emitter:
         """An accumulator's step (codegen.numba's update): into its memory, or into a scratch row's element."""
         b, ins = self.b, self.ins
         acc = ins[x.srcs[0]]
-        red, adt = (acc.arg[0], acc.dtype) if acc.op == KOp.ACC else (acc.arg[1], acc.dtype)
+        red, adt = (acc.arg[0], acc.value_dtype) if acc.op == KOp.ACC else (acc.arg[1], acc.value_dtype)
         ptr = self.slots[x.srcs[0]] if acc.op == KOp.ACC else self.element(x.srcs[0], x.srcs[1])
         v = self.value(x.srcs[-1])
         wide = self.wide[x.srcs[0]]

@@ -184,7 +184,7 @@ class _Source:
         self.names[i] = self.params[x.arg]
 
     def render_const(self, i: int, x: Instr, a: list[str]) -> None:
-        self.names[i] = self.symbolic.get((i, -1)) or _literal(x.arg, x.dtype)
+        self.names[i] = self.symbolic.get((i, -1)) or _literal(x.arg, x.value_dtype)
 
     def render_table(self, i: int, x: Instr, a: list[str]) -> None:
         self.names[i] = x.arg.name   # a module-level array (render_module), which numba freezes into the code
@@ -229,7 +229,7 @@ class _Source:
             self.lines[at:] = _in_order_below(self.lines[at:], self.symbolic[(r, 0)], self.depth)
 
     def render_acc(self, i: int, x: Instr, a: list[str]) -> None:
-        name, dt = self.names[i], x.dtype
+        name, dt = self.names[i], x.value_dtype
         wide = wide_accumulator(dt, x.arg[0]) and i not in self.scanned and (i in self.rows.long_sums
                                                                                 or dt != np.float32)
         self.acc_wide[i] = wide
@@ -245,7 +245,7 @@ class _Source:
         s, ins = x.srcs, self.ins
         acc = ins[s[0]]
         red = acc.arg[0] if acc.op == KOp.ACC else acc.arg[1]
-        adt = acc.dtype
+        adt = acc.value_dtype
         target = f"v{s[0]}" if acc.op == KOp.ACC else _element(a[0], ins[s[1]], a[1])
         v, a[0] = a[-1], target
         if s[0] in self.blocked:   # float32 lanes over one block of the row, added in float64 per block
@@ -266,14 +266,14 @@ class _Source:
     def render_atomic(self, i: int, x: Instr, a: list[str]) -> None:
         # the global loop is serial (render_module's caller): updates in NumPy's order
         s, ins = x.srcs, self.ins
-        ref, bdt = _element(a[0], ins[s[1]], a[1]), ins[s[0]].dtype
+        ref, bdt = _element(a[0], ins[s[1]], a[1]), ins[s[0]].value_dtype
         if bdt == np.float16:
             self.out(f"{ref} = f32_to_f16({_combine(x.arg, bdt, f'f16_to_f32({ref})', a[2])})")
         else:
             self.out(f"{ref} = {_combine(x.arg, bdt, ref, a[2])}")
 
     def render_local(self, i: int, x: Instr, a: list[str]) -> None:
-        name, dt = self.names[i], x.dtype
+        name, dt = self.names[i], x.value_dtype
         # rows of accumulators for contractions: float32 up to NARROW_LOCAL_MAX terms, as BLAS does
         wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
         self.acc_wide[i] = wide
@@ -290,7 +290,7 @@ class _Source:
             self.out(scratch)
 
     def render_load(self, i: int, x: Instr, a: list[str]) -> None:
-        s, ins, dt = x.srcs, self.ins, x.dtype
+        s, ins, dt = x.srcs, self.ins, x.value_dtype
         val = _element(a[0], ins[s[1]], a[1])
         if ins[s[0]].op == KOp.LOCAL:
             val = f"{_ctype(dt)}({val})" if self.acc_wide[s[0]] else val
@@ -317,21 +317,21 @@ class _Source:
         self.out(f"{self.names[i]} = bound_index({a[0]}, {size}, {x.arg[1].code}, tj_error)")
 
     def render_cast(self, i: int, x: Instr, a: list[str]) -> None:
-        self.out(f"{self.names[i]} = {_cast(a[0], self.ins[x.srcs[0]].dtype, x.dtype)}")
+        self.out(f"{self.names[i]} = {_cast(a[0], self.ins[x.srcs[0]].value_dtype, x.value_dtype)}")
 
     def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
-        op, s, dt, ins, name = x.op, x.srcs, x.dtype, self.ins, self.names[i]
+        op, s, dt, ins, name = x.op, x.srcs, x.value_dtype, self.ins, self.names[i]
         if op == KOp.POW and dt.kind == "i":   # NumPy raises for a negative exponent
             exponent = f"nonnegative_exponent({a[1]}, {NEGATIVE_POWER.code}, tj_error)"
-            self.out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].dtype)}")
+            self.out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].value_dtype)}")
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
-            self.out(f"{name} = {_cast(_alu(op, a, dt, ins[s[0]].dtype), np.dtype('float32'), dt)}")
+            self.out(f"{name} = {_cast(_alu(op, a, dt, ins[s[0]].value_dtype), np.dtype('float32'), dt)}")
         elif dt == np.int64 and op in _WRAPPING and i not in self.index:
             self.out(f"{name} = {_WRAPPING[op].format(*a)}")
         elif dt == np.float32 and op in _FLOAT_CLOSED and all(ins[j].dtype == np.float32 for j in s):
             self.out(f"{name} = {_OPS[op].format(*a)}")   # float32 in, float32 out: no np.float32(...) around it
         else:
-            self.out(f"{name} = {_alu(op, a, dt, ins[s[0]].dtype)}")
+            self.out(f"{name} = {_alu(op, a, dt, ins[s[0]].value_dtype)}")
 
 
 _REASSOC_STEP = re.compile(r"^(\s*)(\w+) = reassoc_(add|mul)\(\2, (.*)\)$")
@@ -391,7 +391,7 @@ def _nan_apart(acc: Instr, scanned: bool) -> bool:
     comparison's select, which LLVM vectorises, where a NaN test in the same select kept the loop scalar
     (2.2 vs 6.0 ms for the row maxima of 4096x1024 float32 on one core). A scan's every prefix is read,
     so it keeps the NaN in the value."""
-    return acc.arg[0] in ("max", "min") and acc.dtype.kind == "f" and not scanned
+    return acc.arg[0] in ("max", "min") and acc.value_dtype.kind == "f" and not scanned
 
 
 def _combine(red: str, adt: np.dtype, cur: str, v: str) -> str:

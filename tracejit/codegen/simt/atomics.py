@@ -16,7 +16,7 @@ from tracejit.ir.kernel_ir import KOp
 _I32, _U32, _F32 = np.dtype("int32"), np.dtype("uint32"), np.dtype("float32")
 _WIDE = frozenset(np.dtype(d) for d in ("int64", "uint64", "float64"))
 # (op, dtype) -> function name, per dialect: the natively atomic updates
-_NATIVE = {
+_NATIVE: dict[str, dict[tuple[str, np.dtype], str]] = {
     "opencl": {(op, dt): f"atomic_{name}" for op, name in (("sum", "add"), ("max", "max"), ("min", "min"))
                for dt in (_I32, _U32)},
     "cuda": {**{(op, dt): f"atomic{name}" for op, name in (("sum", "Add"), ("max", "Max"), ("min", "Min"))

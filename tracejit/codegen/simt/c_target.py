@@ -2,6 +2,7 @@
 ids, barriers, type names, statements, and the hooks cstyle.py's instruction walk calls."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,10 @@ class CStyle:
     between memory and float registers where it has no half arithmetic: load_half(ptr, idx),
     store_half(ptr, idx, value) and round_half_helpers() (C functions tj_round_half(float) and
     tj_round_half_d(double))."""
+    # declared, not defined: each C target's own (WGSL, without half storage, never calls them)
+    load_half: Callable[[str, str], str]
+    store_half: Callable[[str, str, str], str]
+    round_half_helpers: Callable[[], str]
 
     # ---- what a target sets ----
     kernel_qualifier = "__kernel void"

@@ -4,15 +4,20 @@ the loads and stores of buffers, local arrays and constant tables."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracejit.errors import DtypeError
-from tracejit.ir.kernel_ir import NEGATIVE_POWER, KOp
+from tracejit.ir.kernel_ir import NEGATIVE_POWER, Instr, KOp
 from tracejit.ir.sizes import Slot
 from tracejit.codegen.simt import c_helpers
 from tracejit.codegen import math_f32
-from tracejit.codegen.simt.mapping import positive_const
+from tracejit.codegen.simt.mapping import RenderOptions, positive_const
+
+if TYPE_CHECKING:   # c_target reads this module's FLOAT_OPS
+    from tracejit.codegen.simt.c_target import CStyle
 
 # bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
 BOOL_OPS = {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
@@ -34,6 +39,20 @@ class CValues:
     """Mixed into cstyle._Render: the expression of each value (a size's too: its argument or its literal),
     given the renderer's target strings (self.t), options (self.o), instructions (self.ins), symbolic sizes
     (self.symbolic) and index facts (self.index, self.nonneg)."""
+    # what the renderer holds (set in _Render.__init__; declared here, where they are read)
+    t: CStyle
+    o: RenderOptions
+    ins: list[Instr]
+    symbolic: dict[Slot, str]                 # a symbolic size's slot -> its argument's name
+    index: set[int]                           # instructions computed in the index type
+    nonneg: set[int]                          # instructions known not to be negative
+    index_bits: int
+    idx: str                                  # the index type's name
+    by_value: frozenset[int]                  # parameters passed by value
+    names: list[str]                          # each instruction's variable, once written
+    helpers: dict[str, str]                   # helper functions the source needs, by name
+    ctype: Callable[[np.dtype], str]          # the type a value of a dtype is computed in
+    storage: Callable[[np.dtype], str]        # a buffer's element type
 
     def symbolic_arguments(self) -> tuple[tuple[str, object], ...]:
         """(dtype, value) of each symbolic slot's argument, in the order of their slots: an index value
@@ -43,7 +62,8 @@ class CValues:
             i = slot[0]
             x = self.ins[i]
             index = x.op == KOp.RANGE or i in self.index
-            out.append((f"int{self.index_bits}" if index else x.dtype.name, x.arg[0] if x.op == KOp.RANGE else x.arg))
+            out.append((f"int{self.index_bits}" if index else x.value_dtype.name,
+                        x.arg[0] if x.op == KOp.RANGE else x.arg))
         return tuple(out)
 
     def takes(self, slot: Slot) -> bool:
@@ -125,7 +145,7 @@ class CValues:
         return None
 
     def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
-        src = self.ins[self.ins[i].srcs[0]].dtype
+        src = self.ins[self.ins[i].srcs[0]].value_dtype
         t = self.ctype(dt)
         if src == np.bool_ and op in BOOL_OPS:
             return BOOL_OPS[op].format(*a)

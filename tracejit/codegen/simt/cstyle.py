@@ -132,7 +132,7 @@ class _Render(CValues):
         return self.t.types[dt]
 
     def vtype(self, i: int) -> str:
-        return self.idx if i in self.index else self.ctype(self.ins[i].dtype)
+        return self.idx if i in self.index else self.ctype(self.ins[i].value_dtype)
 
     def storage(self, dt: np.dtype) -> str:
         """The element type of a buffer (bool as a byte)."""
@@ -234,12 +234,12 @@ class _Render(CValues):
             return
         if group:
             # one tree per accumulator dtype (float16 and float32 sums share float32's); scans use it too
-            for dt in dict.fromkeys(self.acc_dtype(ins[a].dtype) for n in self.nests if n.kind in ("reduce", "scan")
-                                    for a in n.accs):
+            for dt in dict.fromkeys(self.acc_dtype(ins[a].value_dtype) for n in self.nests
+                                    if n.kind in ("reduce", "scan") for a in n.accs):
                 self.shared(t.array(f"tj_red_{dt.name}", self.tree_storage(dt), self.local_size, True))
             for i, x in enumerate(ins):
                 if x.op == KOp.LOCAL:
-                    self.shared(t.array(f"v{i}", self.local_storage(x.dtype), x.arg[0], True))
+                    self.shared(t.array(f"v{i}", self.local_storage(x.value_dtype), x.arg[0], True))
             self.out(t.let("lid", t.types[i32], t.local_id))
         self.nest_at = {n.ranges[0]: n for n in self.nests}
         self.inner = {r for n in self.nests if group for r in n.ranges[1:]}
@@ -287,7 +287,7 @@ class _Render(CValues):
         self.names[i] = self.k.params[x.arg].name
 
     def render_const(self, i: int, x: Instr, a: list[str]) -> None:
-        self.names[i] = self.slot(i, -1, x.arg, x.dtype, i in self.index)
+        self.names[i] = self.slot(i, -1, x.arg, x.value_dtype, i in self.index)
 
     def render_table(self, i: int, x: Instr, a: list[str]) -> None:
         self.names[i] = x.arg.name
@@ -348,7 +348,7 @@ class _Render(CValues):
                 self.out(t.let(f"v{r}", self.idx, expr))
         elif i in self.laned:   # LANES elements at a time, each into a lane of its own
             acc = self.laned[i]
-            adt = self.acc_dtype(self.ins[acc].dtype)
+            adt = self.acc_dtype(self.ins[acc].value_dtype)
             extent = self.slot(i, 0, x.arg[0], INDEX, True)
             lane, lanes = f"{name}_j", self.literal(LANES, i32)
             self.out(t.array(f"v{acc}_lane", self.ctype(adt), LANES, False))
@@ -392,7 +392,7 @@ class _Render(CValues):
             self.depth -= 1
             self.out("}")
             lane = f"v{r}_j"
-            step = self.combine(self.ins[acc].arg[0], self.acc_dtype(self.ins[acc].dtype), f"v{acc}",
+            step = self.combine(self.ins[acc].arg[0], self.acc_dtype(self.ins[acc].value_dtype), f"v{acc}",
                                 f"v{acc}_lane[{lane}]")
             self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {self.literal(LANES, i32)}",
                             f"{lane}++"))
@@ -407,7 +407,7 @@ class _Render(CValues):
             self._after_nest(self.closes[i])
 
     def render_acc(self, i: int, x: Instr, a: list[str]) -> None:
-        name, dt = self.names[i], x.dtype
+        name, dt = self.names[i], x.value_dtype
         adt = np.dtype("float64") if i in self.wide else self.acc_dtype(dt)
         self.out(self.t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
         if i in self.wide:  # read back narrowed after the loop, as the numba device does
@@ -419,7 +419,7 @@ class _Render(CValues):
         t, s = self.t, x.srcs
         target = self.ins[s[0]]
         red = target.arg[0] if target.op == KOp.ACC else target.arg[1]
-        adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.dtype)
+        adt = np.dtype("float64") if s[0] in self.wide else self.acc_dtype(target.value_dtype)
         if target.op == KOp.ACC and s[0] in self.laned.values():
             lane = f"v{next(r for r, a in self.laned.items() if a == s[0])}_j"
             self.out(f"v{s[0]}_lane[{lane}] = {self.combine(red, adt, f'v{s[0]}_lane[{lane}]', a[-1])};")
@@ -431,7 +431,7 @@ class _Render(CValues):
                 self.out(line)
             self.names[i] = self.names[s[0]]
         elif target.op == KOp.ACC and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
-            narrow = self.acc_dtype(target.dtype)
+            narrow = self.acc_dtype(target.value_dtype)
             total = self.combine(red, narrow, self.cast(f"v{s[0]}", adt, narrow), a[-1])
             if target.dtype == np.float16:
                 total = self.cast(total, narrow, target.dtype)
@@ -449,24 +449,24 @@ class _Render(CValues):
             self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
         else:
             ref = f"{a[0]}[{a[1]}]"
-            val = self.combine(red, adt, self.local_value(ref, target.dtype), a[-1])
-            self.out(f"{ref} = {self.local_stored(val, target.dtype)};")
+            val = self.combine(red, adt, self.local_value(ref, target.value_dtype), a[-1])
+            self.out(f"{ref} = {self.local_stored(val, target.value_dtype)};")
 
     def render_local(self, i: int, x: Instr, a: list[str]) -> None:
         if self.mode != "group":   # (in group mode a work-group array, declared by walk)
-            self.out(self.t.array(self.names[i], self.local_storage(x.dtype), x.arg[0], False))
+            self.out(self.t.array(self.names[i], self.local_storage(x.value_dtype), x.arg[0], False))
 
     def render_sort(self, i: int, x: Instr, a: list[str]) -> None:
         s = x.srcs
         for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, self.ins[s[0]].arg[0],
-                                    self.ins[s[0]].dtype):
+                                    self.ins[s[0]].value_dtype):
             self.out(line)
 
     def render_load(self, i: int, x: Instr, a: list[str]) -> None:
         if self._by_value_load(i):
-            self.names[i] = self._load(x.srcs, x.dtype)   # a scalar argument, declared in the signature
+            self.names[i] = self._load(x.srcs, x.value_dtype)   # a scalar argument, declared in the signature
         else:
-            self.out(self.t.let(self.names[i], self.ctype(x.dtype), self._load(x.srcs, x.dtype)))
+            self.out(self.t.let(self.names[i], self.ctype(x.value_dtype), self._load(x.srcs, x.value_dtype)))
 
     def render_store(self, i: int, x: Instr, a: list[str]) -> None:
         t, s, group = self.t, x.srcs, self.mode == "group"
@@ -494,11 +494,11 @@ class _Render(CValues):
         if i in self.index:   # an int32 limit (lower._limit): widened implicitly if at all
             self.out(self.t.let(self.names[i], self.idx, a[0]))
         else:
-            value = self.cast(a[0], self.ins[x.srcs[0]].dtype, x.dtype)
-            self.out(self.t.let(self.names[i], self.ctype(x.dtype), value))
+            value = self.cast(a[0], self.ins[x.srcs[0]].value_dtype, x.value_dtype)
+            self.out(self.t.let(self.names[i], self.ctype(x.value_dtype), value))
 
     def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
-        op, dt = x.op, x.dtype
+        op, dt = x.op, x.value_dtype
         value = self.alu(i, op, a, dt)
         if dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
             value = self.cast(value, np.dtype("float32"), dt)
@@ -518,7 +518,7 @@ class _Render(CValues):
                 self.out(t.barrier)
             return
         for acc in n.accs:
-            dt = self.acc_dtype(self.ins[acc].dtype)
+            dt = self.acc_dtype(self.ins[acc].value_dtype)
             for line in t.group_reduce(self, f"v{acc}", f"tj_red_{dt.name}", self.ins[acc].arg[0], dt,
                                        self.ins[acc].arg[1]):
                 self.out(line)

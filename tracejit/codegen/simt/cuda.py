@@ -130,7 +130,7 @@ def vector_params(kernel: KernelIR, by_value=frozenset()) -> tuple[int, ...] | N
     if kernel.global_size % VECTOR or kernel.global_size < VECTOR * WARP:
         return None
     g = next((i for i, x in enumerate(ins) if x.op == KOp.GLOBAL), None)
-    if g is None or any(x.op in (KOp.RANGE, KOp.LOCAL, KOp.ACC) or x.op == KOp.POW and x.dtype.kind == "i"
+    if g is None or any(x.op in (KOp.RANGE, KOp.LOCAL, KOp.ACC) or x.op == KOp.POW and x.value_dtype.kind == "i"
                         for x in ins):
         return None
     used = set()

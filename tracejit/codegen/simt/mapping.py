@@ -278,7 +278,7 @@ class Mapping:
 
     def _local_bytes(self, i: int) -> int:
         """A local array's bytes (elements of 4 bytes at least: WGSL's narrowest type)."""
-        return self.ins[i].arg[0] * max(4, self.ins[i].dtype.itemsize)
+        return self.ins[i].arg[0] * max(4, self.ins[i].value_dtype.itemsize)
 
     def _one_step_scan(self, nest: Nest) -> bool:
         """Whether a scan nest is one loop updating one accumulator: what group_scan.py splits over a
@@ -323,7 +323,7 @@ class Mapping:
                 continue
             acc = self.ins[n.accs[0]]
             body = self.ins[n.ranges[0] + 1:n.end]
-            if acc.arg[0] in ("max", "min") and acc.dtype.kind == "f" and n.accs[0] not in self.wide \
+            if acc.arg[0] in ("max", "min") and acc.value_dtype.kind == "f" and n.accs[0] not in self.wide \
                     and not any(x.op in (KOp.RANGE, KOp.STORE, KOp.ATOMIC, KOp.SORT, KOp.LOCAL) or
                                 x.op == KOp.UPDATE and x.srcs[0] != n.accs[0] for x in body):
                 out[n.ranges[0]] = n.accs[0]

@@ -218,6 +218,7 @@ def _stage_vectors(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
     which, ptr, base, start, extent, width, sizes, operand, strides, k_strides, local, row_major = o
     t, it = r.t, r.idx
     along = _vector_axis(operand, sizes, strides, k_sizes, k_strides, extent, nk)
+    assert along is not None   # staged by vectors only where it has an axis for them (see `vectors`)
     for kk, pos, name, spare in _vectors(tile, along, o, "tj_v"):
         r.out(f"{it} {name}k = tj_k0 + {kk}, {name}p = {start} + {pos};")
         where = tiled.sum_of(base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides))

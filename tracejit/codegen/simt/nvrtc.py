@@ -35,7 +35,7 @@ def parse_arch(arch: str | None) -> str:
         raise DeviceError(f"CUDA architecture {text!r} is not one like sm_80 or sm_90 "
                           f"(from {'the argument' if arch else ENV_ARCH})")
     number = m.group(1) + m.group(2) if m.group(1) else m.group(3) + m.group(4)
-    if int(re.match(r"\d+", number).group()) < 50:
+    if int(m.group(1) or m.group(3) + m.group(4)) < 50:   # the number without its letter
         raise DeviceError(f"CUDA architecture sm_{number} is older than sm_50, which NVRTC 13 no longer targets")
     return f"sm_{number}"
 

@@ -65,6 +65,7 @@ def plan(kernel: KernelIR, options: RenderOptions, by_value: frozenset[int]) -> 
 
 
 def groups(kernel: KernelIR, tile: Tile) -> int:
+    assert kernel.contraction is not None   # a kernel that plan() gave a tile
     b, m, n, _ = kernel.contraction.sizes()
     return b * -(-m // tile.m) * -(-n // tile.n)
 

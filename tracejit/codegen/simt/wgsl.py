@@ -22,7 +22,7 @@ from tracejit.errors import DtypeError, UnsupportedError
 from tracejit.ir.kernel_ir import INDEX, Instr, KOp, KernelIR
 from tracejit.codegen.simt import atomics, wgsl_functions
 from tracejit.codegen.simt.c_values import BOOL_OPS, COMPARISONS
-from tracejit.codegen.simt.c_target import CStyle
+from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.cstyle import SIZE_PARAM, _Render
 from tracejit.codegen.simt.mapping import index_values
 from tracejit.codegen.simt.wgsl_floats import FLOAT_COMPARISONS, ONE, ZERO, FloatArithmetic
@@ -54,10 +54,7 @@ class WGSLOptions:
 
 
 @dataclass(frozen=True)
-class WGSLRendered:
-    name: str
-    source: str
-    launch: Launch
+class WGSLRendered(Rendered):
     groups: tuple[int, int]           # dispatch_workgroups(x, y)
     buffers: tuple[int, ...]          # params bound as storage buffers, binding i = buffers[i]
     writable: tuple[bool, ...]        # per storage buffer: read_write (an output)
@@ -253,7 +250,7 @@ class _WGSLRender(FloatArithmetic, _Render):
         return f"{op}({a}, {b})"
 
     def alu(self, i: int, op: str, a: list[str], dt: np.dtype) -> str:
-        src = self.ins[self.ins[i].srcs[0]].dtype
+        src = self.ins[self.ins[i].srcs[0]].value_dtype
         t = self.ctype(dt)
         if src == np.bool_ and op in BOOL_OPS:
             return BOOL_OPS[op].format(*a)
@@ -345,7 +342,7 @@ class _WGSLRender(FloatArithmetic, _Render):
     def render_local(self, i: int, x: Instr, a: list[str]) -> None:
         if i in self.mapping.sliced:   # this invocation's slice of a work-group array, through a pointer
             name = self.names[i]
-            self.shared(f"var<workgroup> {name}: array<array<{self.local_storage(x.dtype)}, {x.arg[0]}>, "
+            self.shared(f"var<workgroup> {name}: array<array<{self.local_storage(x.value_dtype)}, {x.arg[0]}>, "
                         f"{self.local_size}>;")
             self.out(f"let {name}_p = &{name}[lid3.x];")
             self.names[i] = f"(*{name}_p)"
@@ -353,7 +350,7 @@ class _WGSLRender(FloatArithmetic, _Render):
         super().render_local(i, x, a)
 
     def bound(self, i: int, v: str) -> str:
-        dt, (size, fault) = self.ins[self.ins[i].srcs[0]].dtype, self.ins[i].arg
+        dt, (size, fault) = self.ins[self.ins[i].srcs[0]].value_dtype, self.ins[i].arg
         return f"{self._helper('tj_bound_' + self.ctype(dt))}({v}, {self.literal(size, INDEX, True)}, {fault.code}i)"
 
     # -- the module around the shared walk --
@@ -443,7 +440,7 @@ class _WGSLRender(FloatArithmetic, _Render):
     def argument(self, name: str) -> str:
         return f"tj_scalars.{name}"
 
-    def _uniform_type(self, dt: np.dtype) -> str:
+    def _uniform_type(self, dt: np.dtype | str) -> str:   # a dtype or its name (symbolic_arguments')
         return {"b": "u32", "i": "i32", "u": "u32", "f": "f32"}[np.dtype(dt).kind]
 
     def _scalar(self, s, dt: np.dtype) -> str:

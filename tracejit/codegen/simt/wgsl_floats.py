@@ -8,9 +8,11 @@ value with itself or with a zero constant are written out with their special cas
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from tracejit.ir.kernel_ir import KOp
+from tracejit.ir.kernel_ir import Instr, KOp
 
 # float ops -> WGSL; tj_ functions come from wgsl_functions: WGSL's exp, log, tanh, the inverse and
 # hyperbolic functions are accurate to thousands of ulps on some devices (or lose tiny values), it has
@@ -31,6 +33,9 @@ ONE, ZERO = "tj_scalars.tj_one", "tj_scalars.tj_zero"   # uniforms 1.0 and 0.0 (
 
 class FloatArithmetic:
     """The float part of _WGSLRender.alu (its instructions `ins`, helper calls `_call`, `_arith`)."""
+    ins: list[Instr]                          # declared here, set and defined by _WGSLRender
+    _call: Callable[[str, list[str]], str]
+    _arith: Callable[[str, str], str]
 
     uses_identities = False   # whether the source reads the uniforms 1.0 and 0.0 (opaque)
 
