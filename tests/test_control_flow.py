@@ -129,3 +129,40 @@ def test_pythons_min_and_max_keep_pythons_answer_with_nan(device, order):
 
 def test_min_with_a_key_or_of_plain_numbers_is_pythons_own():
     assert tj.kernel(lambda x, n: x * min(3, 4, key=lambda v: -v) + min([n, 2]))(np.ones(2), 1)[0] == 5.0
+
+
+def signs(x, n):
+    """Conditional expressions: on a value read from the array (both sides, selected), on a number argument
+    (Python decides), nested."""
+    s = x.sum()
+    return (x * 2 if s > 0 else -x) + (1 if n > 2 else 2) + (0.5 if x[0] > 0 else (0.25 if x[1] > 0 else 0.0))
+
+
+def test_conditional_expressions_on_array_values_select_as_numpy_decides(device, rng):
+    kernel = tj.kernel(signs)
+    for _ in range(4):
+        x = rng.standard_normal(5).astype(np.float32)
+        for n in (1, 3):
+            assert_close(run_kernel(kernel, x, n, device=device), signs(x, n))
+
+
+def test_a_conditional_expression_decided_in_python_computes_one_side_only():
+    def f(x, n):
+        return x[n] if n < 3 else x[0] * 10   # x[n] would be out of bounds for n = 5
+    assert_close(tj.kernel(f)(np.arange(4.0), 5), f(np.arange(4.0), 5))
+
+
+def test_a_rewritten_function_keeps_its_closure_and_its_line_numbers():
+    scale = 3.0
+
+    def f(x):
+        return x * scale if x.sum() > 0 else -x
+
+    def g(x):
+        y = x * scale if x.sum() > 0 else -x
+        return y + int(x[0])   # this line is named in the error
+    for x in (np.ones(2), -np.ones(2)):
+        assert_close(tj.kernel(f)(x), f(x))
+    line = g.__code__.co_firstlineno + 2
+    with pytest.raises(tj.TraceError, match=rf"test_control_flow.py:{line}: "):
+        tj.kernel(g)(np.ones(2))

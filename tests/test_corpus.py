@@ -24,8 +24,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
     # numbers and loops
-    "numbers_and_loops.levenshtein": (TRACE, "`0 if a[i - 1] == b[j - 1] else 1` decides on values read from arrays: "
-                                             "a conditional expression is not compiled as a select yet (issue 46, 4)"),
 }
 
 

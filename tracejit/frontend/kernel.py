@@ -22,7 +22,7 @@ from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
-from tracejit.numpy import allocation, python_builtins, python_numbers, random_draws
+from tracejit.numpy import allocation, conditional_expressions, python_builtins, python_numbers, random_draws
 from tracejit.frontend import capture, hooks, shipping
 from tracejit.frontend.dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
                       size_free_key, twin_sizes, with_sizes)
@@ -193,6 +193,11 @@ class Kernel:
             except NeedsNumbers as e:
                 self._specialize(e.used)
         raise InternalError(f"{self.__name__}: its trace kept asking for more Python-number arguments")
+
+    def _visible_function(self):
+        """The function as the trace runs it: its conditional expressions select traced values, its captured
+        Generators draw from tracejit's streams, and min/max of traced values select (numpy/)."""
+        return python_builtins.visible(random_draws.visible(conditional_expressions.visible(self.fn)))
 
     def _specialize(self, used: dict[int, str]) -> None:
         """Key these Python-number arguments by value and trace them as the numbers they are (as static= does)."""
@@ -452,7 +457,7 @@ class Kernel:
             with stage("trace"), random_draws.drawing(len(infos)) as draws, allocation.traced_arrays(), \
                     faulting.recorded() as can_fault, python_numbers.known(numbers) as used, \
                     trace_budget(_trace_values()):
-                result = self._params.call(python_builtins.visible(random_draws.visible(self.fn)), tensors)
+                result = self._params.call(self._visible_function(), tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         if used:   # a Python number the code needed as a number: traced again with it a constant
