@@ -1,19 +1,23 @@
 """CUDA C to PTX for one architecture, with no GPU needed: the compiler (NVRTC, the PTX kept in the disk
 cache; or the CPU emulator's build under TRACEJIT_EMULATE=cuda), and the compile-only target `cuda` (or
-`cuda:sm_90`, ...) for lower() and warm() where no GPU runs it."""
+`cuda:sm_90`, ...) for lower() and warm() where no GPU runs it; and the device's role that loads the PTX
+as driver modules (CUDAModules)."""
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracejit.codegen.simt import cuda as cuda_codegen
 from tracejit.codegen.simt import nvrtc
 from tracejit.codegen.simt.mapping import GROUP_MIN_REDUCE, Launch, RenderOptions
+from tracejit.errors import DeviceError
 from tracejit.ir.fuse import Program
 from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
+from tracejit.runtime.cuda import driver as cu
 from tracejit.runtime.debug import log, stage
 from tracejit.runtime.device_interface import Device
 from tracejit.runtime.device_memory import RenderedOnly, by_value_params
@@ -144,3 +148,42 @@ def compile_arch(cc: int) -> str:
     older = [a for a in known if a <= cc]
     return f"sm_{max(older) if older else min(known)}"
 
+
+class CUDAModules:
+    """Loads the compiler's PTX as driver modules (a role of CUDADevice, which sets these attributes)."""
+    name: str
+    compiler: CudaCompiler
+    _functions: dict[tuple, object]
+    _modules: list
+    _make_current: Callable[[], None]
+
+    def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: RenderOptions):
+        c = self.compiler.build(kernel, by_value, options, symbolic)
+        with stage("load"):
+            fn = self._function(c.name, c.ptx, SHARED_NAME)   # (CudaCompiler.build)
+        d = cu.driver()
+        fits = cu.check(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
+                        "cuFuncGetAttribute")
+        return c, fn, fits
+
+    def _function(self, name: str, ptx: str | bytes, entry: str | None = None):
+        """Kernel `name` of a PTX module (or, emulated, of a shared object), its entry point `entry` (else
+        `name`), loaded once per process (the driver finishes PTX for this GPU and keeps the result in its
+        own compute cache)."""
+        entry = entry or name
+        fn = self._functions.get((ptx, entry))   # a module may hold several (a raw kernel's source)
+        if fn is None:
+            self._make_current()
+            d = cu.driver()
+            err, module = d.cuModuleLoadData(ptx if isinstance(ptx, bytes) else ptx.encode() + b"\0")
+            if err == d.CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+                assert isinstance(ptx, str)   # (only PTX has a version to refuse, not the emulator's objects)
+                raise DeviceError(f"the CUDA driver on this machine is older than {nvrtc.version()}: it rejects PTX ISA "
+                                  f"{nvrtc.ptx_isa(ptx)}. Update the driver (CUDA 13.0 needs r580 or newer), or "
+                                  "install an nvidia-cuda-nvrtc that matches the driver's CUDA version")
+            if err != d.CUresult.CUDA_SUCCESS:
+                raise DeviceError(f"the CUDA driver could not load kernel {name} ({cu.error_text(err)})")
+            self._modules.append(module)
+            fn = self._functions[ptx, entry] = cu.check(d.cuModuleGetFunction(module, entry.encode()),
+                                                        "cuModuleGetFunction")
+        return fn

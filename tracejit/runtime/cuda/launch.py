@@ -1,16 +1,24 @@
 """Launches on a CUDA GPU: each kernel's arguments packed once (a ctypes holder per argument and the void*
-array cuLaunchKernel reads, updated in place per call), a launch timed by CUDA events, and captured launch
-lists as CUDA graphs."""
+array cuLaunchKernel reads, updated in place per call), a launch timed by CUDA events, captured launch
+lists as CUDA graphs, the fault records; and the device's role that launches on its stream (CUDALaunches)."""
 from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tracejit.codegen.simt.mapping import RenderOptions, by_value_dtype
 from tracejit.errors import DeviceError
+from tracejit.runtime import emulator
+from tracejit.runtime.cache.key import SHARED_NAME
 from tracejit.runtime.cuda import driver as cu
+from tracejit.runtime.faults import RECORD_WORDS
+
+if TYPE_CHECKING:
+    from tracejit.runtime.cuda.compiler import CUDAKernel
 
 VECTOR_ALIGN = 16
 # scalar arguments by value, as the kernels declare them (bool as a byte, float16 as its bits)
@@ -175,3 +183,61 @@ class CudaGraph:
             d.cuGraphDestroy(self.graph)
         except Exception:
             pass
+
+
+class CUDALaunches:
+    """Launches a plan's kernels on the stream (a role of CUDADevice, which sets these attributes; the methods are the other roles')."""
+    stream: Any   # the driver's CUstream
+    options: RenderOptions
+    launches: int
+    _make_current: Callable[[], None]
+    synchronize: Callable[[], None]
+    _function: Callable[..., Any]
+    allocate: Callable[..., cu.DeviceBuffer]
+    to_numpy: Callable[[cu.DeviceBuffer], np.ndarray]
+
+    def replay(self, launches) -> None:
+        """Recorded launches, one by one, or a CUDA graph of them with one driver call."""
+        self._make_current()
+        self.launches += len(launches)
+        if type(launches) is CudaGraph:
+            launches.launch()
+            return
+        for launch in launches:
+            launch.run(self.stream)
+
+    def prepare_replay(self, launches):
+        """A graph's launches, final before its first replay, become one CUDA graph."""
+        return CudaGraph(self, list(launches)) if launches else launches
+
+    def launcher(self, c: CUDAKernel, fn, scalars: list) -> BoundLaunch:
+        vfn = self._function(c.vector[0], c.vector[2], SHARED_NAME) if c.vector else None
+        return BoundLaunch(c, fn, vfn, argument_dtypes(c, scalars, self.options))
+
+    def enqueue(self, launches, bufs, error) -> None:
+        self._make_current()
+        for launch, keys in launches:
+            launch.launch([bufs[k] for k in keys], error, self.stream)
+
+    def timed(self, launch: BoundLaunch, values, error) -> float | None:
+        """By CUDA events on a GPU; by the host around the synchronised launch on the emulator (whose
+        driver keeps no event times)."""
+        self._make_current()
+        if not emulator.emulates("cuda"):
+            return timed_by_events(self.stream, launch, values, error)
+        launch.launch(values, error, self.stream)
+        self.synchronize()
+        return None
+
+    def bound(self, launch: BoundLaunch, values) -> BoundLaunch:
+        own = launch.copy()
+        own.set(values, None)
+        return own
+
+    def error_record(self) -> cu.DeviceBuffer:
+        record = self.allocate((RECORD_WORDS,), np.dtype("int32"))
+        cu.check(cu.driver().cuMemsetD32Async(record.ptr, 0, RECORD_WORDS, self.stream), "cuMemsetD32Async")
+        return record
+
+    def read_record(self, record: cu.DeviceBuffer) -> np.ndarray:
+        return self.to_numpy(record)
