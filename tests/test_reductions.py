@@ -246,6 +246,14 @@ def test_average_matches_numpy(device, rng):
     assert_matches(body, x, w_row, w_full, device=device)
 
 
+def test_average_takes_one_axis_in_a_sequence_with_1d_weights_as_numpy_does(device, rng):
+    x = random_array(rng, (4, 5), "float32", low=0, high=3)
+    w_row = random_array(rng, (5,), "float32", low=0.5, high=2)
+    assert_matches(lambda x, w: np.average(x, axis=(1,), weights=w), x, w_row, device=device)
+    with pytest.raises(ValueError, match="consistent with shape of a"):   # NumPy's own refusal of two axes
+        tj.kernel(lambda x, w: np.average(x, axis=(0, 1), weights=w)).trace(x, w_row)
+
+
 def logsumexp_reference(x, axis):
     """In float64, shifted by a fixed constant rather than by the maximum (rows here lie within ~100 of it)."""
     x64 = x.astype(np.float64)

@@ -3,9 +3,10 @@ builds them from static arguments and captured.array_node turns the result into 
 expression fused into its consumers; the `_like` forms and tril/triu of traced values build graph IR."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tracejit.errors import UnsupportedError
 from tracejit.ir import build
@@ -13,7 +14,7 @@ from tracejit.ir.dtypes import check
 from tracejit.ir.graph import Node
 from tracejit.numpy.captured import array_node
 from tracejit.numpy.joining import join
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Scalar, Tensor, as_node
 
 __all__ = ["arange", "empty", "empty_like", "eye", "full", "full_like", "identity", "linspace", "ones",
            "ones_like", "tri", "tril", "triu", "zeros", "zeros_like"]
@@ -54,7 +55,8 @@ ones = _static("ones", np.ones)
 _full = _static("full", np.full)
 
 
-def full(shape, fill_value, dtype=None, order="C", **kwargs) -> Tensor:
+def full(shape: int | Sequence[int], fill_value: ArrayLike, dtype: DTypeLike | None = None, order: str = "C",
+         **kwargs: object) -> Tensor:
     """numpy.full; a traced fill value is broadcast (cast to dtype, else its own dtype, as NumPy)."""
     if not isinstance(fill_value, Tensor):
         return _full(shape, fill_value, dtype, order, **kwargs)
@@ -71,7 +73,8 @@ tri = _static("tri", np.tri)
 empty = _static("empty", np.zeros)
 
 
-def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+def full_like(a: ArrayLike, fill_value: Scalar | Tensor, dtype: DTypeLike | None = None, order: str = "K",
+              subok: bool = True, shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
     """numpy.full_like: fill_value cast to the dtype as NumPy casts it (unsafe: full_like(ints, 2.7) is 2)."""
     node = as_node(a)
     dt = check(node.dtype if dtype is None else dtype, "full_like dtype", internal=False)
@@ -84,19 +87,22 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
     return Tensor(array_node(np.broadcast_to(value, shape)))
 
 
-def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True,
+               shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
     return full_like(a, 0, dtype, shape=shape)
 
 
-def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+def ones_like(a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True,
+              shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
     return full_like(a, 1, dtype, shape=shape)
 
 
-def empty_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
+def empty_like(a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True,
+               shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
     return full_like(a, 0, dtype, shape=shape)   # arbitrary in NumPy; zeros here
 
 
-def tril(m, k=0) -> Tensor:
+def tril(m: ArrayLike, k: int = 0) -> Tensor:
     """numpy.tril: elements above the k-th diagonal of the last two axes zeroed (a 1-D m is broadcast)."""
     from tracejit.numpy.functions import where
     node = as_node(m)
@@ -105,7 +111,7 @@ def tril(m, k=0) -> Tensor:
     return where(mask, Tensor(node), np.zeros(1, node.dtype))
 
 
-def triu(m, k=0) -> Tensor:
+def triu(m: ArrayLike, k: int = 0) -> Tensor:
     """numpy.triu: elements below the k-th diagonal of the last two axes zeroed."""
     from tracejit.numpy.functions import where
     node = as_node(m)

@@ -10,6 +10,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
@@ -140,7 +141,8 @@ def _broadcast_view(t: Term, labels: tuple[Label, ...], shape: tuple[int, ...]) 
 
 # --- np.einsum -------------------------------------------------------------------------------------
 
-def einsum(*operands, out=None, dtype=None, order="K", casting: Casting = "safe", optimize=False) -> Tensor:
+def einsum(*operands: object, out: Tensor | None = None, dtype: DTypeLike | None = None, order: str = "K",
+           casting: Casting = "safe", optimize: bool | str = False) -> Tensor:
     """np.einsum with a subscripts string ('ij,jk->ik', implicit output 'ij,jk', diagonals and traces
     'ii->i' and 'ii', broadcasting 'ij...,j...->...') or in the sublist form
     (np.einsum(a, [0, 1], b, [1, 2], [0, 2])), any number of operands, and `dtype=` / `casting=`.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -149,7 +149,7 @@ def _outside_int_range(ufunc, a: Node, b: Node) -> Node | None:
     return None
 
 
-def where(condition, x=None, y=None) -> Tensor:
+def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None = None) -> Tensor:
     if x is None or y is None:
         raise UnsupportedError("np.where(condition) with one argument returns indices, whose number depends on "
                                "the data; tracejit supports np.where(condition, x, y)")
@@ -172,21 +172,21 @@ def _where_result(x: tuple, y: tuple) -> np.dtype:
         raise ScalarOverflowError(f"np.where: {e}") from None
 
 
-def isfinite(x) -> Tensor:
+def isfinite(x: ArrayLike) -> Tensor:
     x = as_node(x)
     if not is_float(x.dtype):
         return Tensor(build.const(True, BOOL, x.shape))
     return ~(_unary("isnan", x) | _unary("isinf", x))
 
 
-def sigmoid(x) -> Tensor:
+def sigmoid(x: ArrayLike) -> Tensor:
     x = as_node(x)
     dt, weak = _result(np.exp, (x,))
     x = Tensor(build.cast(x, dt, weak))
     return 1.0 / (1.0 + exp(-x))
 
 
-def clip(a, a_min=None, a_max=None) -> Tensor:
+def clip(a: ArrayLike, a_min: ArrayLike | None = None, a_max: ArrayLike | None = None) -> Tensor:
     if as_node(a).dtype.kind in "iu":
         # as NumPy: a Python int bound beyond the integer dtype bounds nothing (np.clip(u8, -3, 300) is u8)
         info = np.iinfo(as_node(a).dtype)
@@ -270,7 +270,7 @@ def logical_not(x):
 
 # --- movement ------------------------------------------------------------------------------------
 
-def reshape(a, shape, order="C") -> Tensor:
+def reshape(a: ArrayLike, shape: int | Sequence[int], order: str = "C") -> Tensor:
     if order != "C":
         raise UnsupportedError(f"reshape(order={order!r}): only order='C' is supported")
     a = as_node(a)
@@ -285,13 +285,13 @@ def reshape(a, shape, order="C") -> Tensor:
     return Tensor(build.reshape(a, shape))
 
 
-def transpose(a, axes=None) -> Tensor:
+def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
     a = as_node(a)
     axes = tuple(reversed(range(len(a.shape)))) if axes is None else tuple(_axis(x, len(a.shape)) for x in axes)
     return Tensor(build.permute(a, axes))
 
 
-def broadcast_to(a, shape) -> Tensor:
+def broadcast_to(a: ArrayLike, shape: int | Sequence[int]) -> Tensor:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return Tensor(build.broadcast_to(as_node(a), shape))
 

@@ -5,6 +5,8 @@ reduced, fused). Beyond: each value's bin is computed (NumPy's arithmetic for eq
 edges otherwise) and the counts are a scatter-add (scatter.py)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tracejit.errors import UnsupportedError
@@ -13,12 +15,13 @@ from tracejit.numpy import functions as F
 from tracejit.numpy.creation import zeros
 from tracejit.numpy.indexing import searchsorted
 from tracejit.numpy.scatter import DENSE_MAX
-from tracejit.numpy.tensor import Tensor, as_node, python_value
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, python_value
 
 __all__ = ["digitize", "histogram"]
 
 
-def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tensor, Tensor]:
+def histogram(a: ArrayLike, bins: int | Sequence[float] | np.ndarray = 10, range: tuple[float, float] | None = None,
+              density: bool | None = None, weights: ArrayLike | None = None) -> tuple[Tensor, Tensor]:
     """np.histogram: (hist, bin_edges). bins is an int or a sequence of edges (not a traced array, not a
     string); range=(lo, hi) static, else the data's min and max as NumPy does (the edges are then traced)."""
     shape = as_node(a).shape
@@ -124,7 +127,7 @@ def _traced_edges(a: Tensor, n: int) -> Tensor:
     return F.where(F.equal(steps, n), hi, edges)
 
 
-def digitize(x, bins, right=False) -> Tensor:
+def digitize(x: ArrayLike, bins: Sequence[float] | np.ndarray, right: bool = False) -> Tensor:
     """np.digitize with static, monotonic bins: the index of the bin each value falls in."""
     if isinstance(bins, Tensor):
         raise UnsupportedError("np.digitize: traced bins are not supported (their direction must be known); "

@@ -18,7 +18,7 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _axis
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
 
 __all__ = ["searchsorted", "take", "take_along_axis"]
 
@@ -201,7 +201,8 @@ def _broadcast_indices(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
                                 + " ".join(str(tuple(s)) for s in shapes)) from None
 
 
-def take(a, indices, axis=None, out=None, mode="raise") -> Tensor:
+def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: Tensor | None = None,
+         mode: str = "raise") -> Tensor:
     """np.take: elements at `indices` along `axis` (of the flattened array for None); mode 'raise'
     (IndexError outside the axis), 'wrap' (modulo its length) or 'clip' (to its ends, negatives to 0)."""
     if out is not None:
@@ -236,7 +237,7 @@ def _wrap_or_clip(index: np.ndarray | Node, n: int, mode: str) -> np.ndarray | N
     return (F.remainder(i, max(n, 1)) if mode == "wrap" else F.clip(i, 0, max(n - 1, 0)))._node
 
 
-def take_along_axis(arr, indices, axis=-1) -> Tensor:
+def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int = -1) -> Tensor:
     """np.take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along `axis`, the other
     axes of arr and indices broadcast together (None: along the flattened arr, indices 1-D)."""
     a = as_node(arr)
@@ -260,7 +261,7 @@ def take_along_axis(arr, indices, axis=-1) -> Tensor:
     return Tensor(build.gather(build.expand(a, data_shape), (build.expand(index, tuple(shape)),), source_axes))
 
 
-def searchsorted(a, v, side="left", sorter=None) -> Tensor:
+def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike | None = None) -> Tensor:
     """np.searchsorted on a sorted 1-D `a` (or one sorted by `sorter`): for each value of v, how many
     elements of a come before it, NaN last as in NumPy's sort. Computed as that count, a reduction over
     a for every value: no binary search, so the work is len(a) * v.size."""

@@ -5,15 +5,17 @@ fused into their consumers, so no piece is ever written to memory on its own."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tracejit.errors import ShapeError, TraceError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.dtypes import check
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axis
-from tracejit.numpy.tensor import Casting, Tensor, as_node, python_value
+from tracejit.numpy.tensor import ArrayLike, Casting, Tensor, as_node, python_value
 
 __all__ = ["append", "array_split", "column_stack", "concatenate", "dsplit", "dstack", "hsplit", "hstack",
            "split", "stack", "unstack", "vsplit", "vstack"]
@@ -111,7 +113,8 @@ def _no_out(out, name: str) -> None:
 
 # --- joining -------------------------------------------------------------------------------------
 
-def concatenate(arrays, axis=0, out=None, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
+def concatenate(arrays: Sequence[ArrayLike], axis: int = 0, out: Tensor | None = None, *,
+                dtype: DTypeLike | None = None, casting: Casting = "same_kind") -> Tensor:
     _no_out(out, "concatenate")
     nodes = _sequence(arrays, "concatenate")
     if axis is None:
@@ -133,7 +136,8 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting: Casting = "sam
     return Tensor(join(_common_dtype(nodes, dtype, casting, "concatenate"), axis))
 
 
-def stack(arrays, axis=0, out=None, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
+def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: Tensor | None = None, *, dtype: DTypeLike | None = None,
+          casting: Casting = "same_kind") -> Tensor:
     _no_out(out, "stack")
     nodes = _sequence(arrays, "stack")
     if any(n.shape != nodes[0].shape for n in nodes):
@@ -158,26 +162,26 @@ def at_least(nodes: list[Node], ndim: int) -> list[Node]:
     return [grow(n) for n in nodes]
 
 
-def hstack(tup, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
+def hstack(tup: Sequence[ArrayLike], *, dtype: DTypeLike | None = None, casting: Casting = "same_kind") -> Tensor:
     nodes = at_least(_sequence(tup, "concatenate"), 1)
     return concatenate(nodes, axis=0 if len(nodes[0].shape) == 1 else 1, dtype=dtype, casting=casting)
 
 
-def vstack(tup, *, dtype=None, casting: Casting = "same_kind") -> Tensor:
+def vstack(tup: Sequence[ArrayLike], *, dtype: DTypeLike | None = None, casting: Casting = "same_kind") -> Tensor:
     return concatenate(at_least(_sequence(tup, "concatenate"), 2), axis=0, dtype=dtype, casting=casting)
 
 
-def dstack(tup) -> Tensor:
+def dstack(tup: Sequence[ArrayLike]) -> Tensor:
     return concatenate(at_least(_sequence(tup, "concatenate"), 3), axis=2)
 
 
-def column_stack(tup) -> Tensor:
+def column_stack(tup: Sequence[ArrayLike]) -> Tensor:
     """1-D arrays become columns (N, 1), 0-d ones (1, 1); the rest join along axis 1."""
     nodes = [build.reshape(n, (n.size, 1)) if len(n.shape) < 2 else n for n in _sequence(tup, "concatenate")]
     return concatenate(nodes, axis=1)
 
 
-def append(arr, values, axis=None) -> Tensor:
+def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Tensor:
     """As np.append: both flattened when axis is None, else a concatenate along axis."""
     arr, values = as_array(arr), as_array(values)
     if axis is None:
@@ -201,7 +205,7 @@ def _static_split(indices_or_sections, name: str):
     return indices_or_sections
 
 
-def array_split(ary, indices_or_sections, axis=0) -> list[Tensor]:
+def array_split(ary: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """As np.array_split: a count (the first `n % count` pieces one longer) or a list of split points."""
     node = as_array(ary)
     axis = _axis(axis, len(node.shape))
@@ -219,7 +223,7 @@ def array_split(ary, indices_or_sections, axis=0) -> list[Tensor]:
     return _pieces(node, [0, *points, length], axis)
 
 
-def split(ary, indices_or_sections, axis=0) -> list[Tensor]:
+def split(ary: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """As np.split: a count must divide the axis evenly (ValueError otherwise), or a list of split points."""
     node = as_array(ary)
     spec = _static_split(indices_or_sections, "split")
@@ -233,28 +237,28 @@ def split(ary, indices_or_sections, axis=0) -> list[Tensor]:
     return array_split(node, spec, axis)
 
 
-def hsplit(ary, indices_or_sections) -> list[Tensor]:
+def hsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int]) -> list[Tensor]:
     node = as_array(ary)
     if not node.shape:
         raise ShapeError("hsplit only works on arrays of 1 or more dimensions")
     return split(node, indices_or_sections, 1 if len(node.shape) > 1 else 0)
 
 
-def vsplit(ary, indices_or_sections) -> list[Tensor]:
+def vsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int]) -> list[Tensor]:
     node = as_array(ary)
     if len(node.shape) < 2:
         raise ShapeError("vsplit only works on arrays of 2 or more dimensions")
     return split(node, indices_or_sections, 0)
 
 
-def dsplit(ary, indices_or_sections) -> list[Tensor]:
+def dsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int]) -> list[Tensor]:
     node = as_array(ary)
     if len(node.shape) < 3:
         raise ShapeError("dsplit only works on arrays of 3 or more dimensions")
     return split(node, indices_or_sections, 2)
 
 
-def unstack(x, /, *, axis=0) -> tuple[Tensor, ...]:
+def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Tensor, ...]:
     """As np.unstack: the slices along axis, each without that axis."""
     node = as_array(x)
     if not node.shape:

@@ -2,6 +2,8 @@
 each one labelled contraction (einsum.contract), and np.linalg.norm from elementwise ops and reductions."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tracejit.errors import ShapeError, UnsupportedError
@@ -10,7 +12,7 @@ from tracejit.numpy import functions as F
 from tracejit.numpy import reductions as R
 from tracejit.numpy.einsum import contract, strong
 from tracejit.numpy.functions import _axes
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
 
 __all__ = ["dot", "inner", "matmul", "outer", "tensordot", "vdot"]
 
@@ -24,7 +26,7 @@ def _named(prefix: str, ndim: int) -> tuple[str, ...]:
     return tuple(f"{prefix}{d}" for d in range(ndim))
 
 
-def matmul(a, b) -> Tensor:
+def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
     """`a @ b`: stacks of matrices with NumPy's broadcasting of the leading (batch) axes; a 1-D
     operand is a row (left) or a column (right) whose axis leaves the result."""
     a, b = strong(a), strong(b)
@@ -46,7 +48,7 @@ def matmul(a, b) -> Tensor:
     return Tensor(contract([(a, a_labels), (b, b_labels)], out, "matmul"))
 
 
-def dot(a, b, out=None) -> Tensor:
+def dot(a: ArrayLike, b: ArrayLike, out: Tensor | None = None) -> Tensor:
     """np.dot: a product for scalars, else a sum over a's last axis and b's second-to-last (its only
     axis if 1-D); the result's axes are a's others, then b's. Integers accumulate in their own dtype
     and bools with `or`, as NumPy does."""
@@ -64,7 +66,7 @@ def dot(a, b, out=None) -> Tensor:
     return Tensor(contract([(a, a_free + ("k",)), (b, b_labels)], a_free + b_free, "np.dot"))
 
 
-def inner(a, b) -> Tensor:
+def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
     """np.inner: a sum over the last axis of both (a product for scalars); a's other axes, then b's."""
     a, b = strong(a), strong(b)
     if a.shape and b.shape and a.shape[-1] != b.shape[-1]:
@@ -75,7 +77,7 @@ def inner(a, b) -> Tensor:
     return Tensor(contract([(a, a_free + k), (b, b_free + k)], a_free + b_free, "np.inner"))
 
 
-def vdot(a, b) -> Tensor:
+def vdot(a: ArrayLike, b: ArrayLike) -> Tensor:
     """np.vdot: both flattened, then their dot product (a 0-d result)."""
     a, b = strong(a), strong(b)
     if a.size != b.size:
@@ -85,7 +87,7 @@ def vdot(a, b) -> Tensor:
                            (), "np.vdot"))
 
 
-def outer(a, b, out=None) -> Tensor:
+def outer(a: ArrayLike, b: ArrayLike, out: Tensor | None = None) -> Tensor:
     """np.outer: both flattened, every product of an element of a with one of b."""
     _no_out("outer", out)
     a, b = strong(a), strong(b)
@@ -93,7 +95,7 @@ def outer(a, b, out=None) -> Tensor:
                            ("i", "j"), "np.outer"))
 
 
-def tensordot(a, b, axes=2) -> Tensor:
+def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int] | Sequence[Sequence[int]] = 2) -> Tensor:
     """np.tensordot: a sum over `axes` (N: a's last N with b's first N; or a pair of axis sequences,
     paired in order); the result's axes are a's others, then b's."""
     a, b = strong(a), strong(b)

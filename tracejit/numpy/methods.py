@@ -3,6 +3,7 @@ on traced tensors; Tensor's methods of the same names call these."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -11,12 +12,12 @@ from tracejit.ir import build
 from tracejit.ir.dtypes import BOOL
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _axes, _axis
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
 
 __all__ = ["around", "ravel", "round", "squeeze", "swapaxes"]
 
 
-def squeeze(a, axis=None) -> Tensor:
+def squeeze(a: ArrayLike, axis: int | Sequence[int] | None = None) -> Tensor:
     a = as_node(a)
     if axis is None:
         return Tensor(build.reshape(a, tuple(s for s in a.shape if s != 1)))
@@ -27,7 +28,7 @@ def squeeze(a, axis=None) -> Tensor:
     return Tensor(build.reshape(a, tuple(s for d, s in enumerate(a.shape) if d not in axes)))
 
 
-def swapaxes(a, axis1, axis2) -> Tensor:
+def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Tensor:
     a = as_node(a)
     perm = list(range(len(a.shape)))
     i, j = _axis(axis1, len(perm)), _axis(axis2, len(perm))
@@ -35,7 +36,7 @@ def swapaxes(a, axis1, axis2) -> Tensor:
     return Tensor(build.permute(a, tuple(perm)))
 
 
-def ravel(a, order="C") -> Tensor:
+def ravel(a: ArrayLike, order: str = "C") -> Tensor:
     """order 'C' (row-major) or 'F' (column-major). 'A' and 'K' follow the memory layout, which a traced
     value does not have: they are refused."""
     if order not in ("C", "F"):
@@ -52,7 +53,7 @@ def copy(a, order="K", subok=False) -> Tensor:
     return Tensor(as_node(a))
 
 
-def round(a, decimals=0, out=None) -> Tensor:  # noqa: A001
+def round(a: ArrayLike, decimals: int = 0, out: Tensor | None = None) -> Tensor:  # noqa: A001
     """NumPy's algorithm: rint(x * 10**d) / 10**d for floats (x / 10**-d, rint, * 10**-d when d < 0);
     integers are unchanged for d >= 0 and rounded through float64 for d < 0."""
     if out is not None:

@@ -3,6 +3,9 @@ expand_dims, atleast_1d/2d/3d, broadcast_arrays), np.diff and np.trapezoid on tr
 of reshape, permute, expand and slice, so they are index arithmetic inside the kernels that read them."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import cast
+
 import numpy as np
 
 from tracejit.errors import ShapeError, TraceError, UnsupportedError
@@ -13,7 +16,7 @@ from tracejit.ir.graph import Node
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _axes, _axis
 from tracejit.numpy.joining import as_array, at_least, concatenate, join, periodic, slice_axis
-from tracejit.numpy.tensor import MAX_UNROLL, Tensor
+from tracejit.numpy.tensor import ArrayLike, MAX_UNROLL, Tensor
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "diff", "expand_dims", "flip", "fliplr",
            "flipud", "moveaxis", "repeat", "roll", "rot90", "tile", "trapezoid"]
@@ -35,26 +38,26 @@ def _static(value, what: str):
 
 # --- flips and rotations -------------------------------------------------------------------------
 
-def flip(m, axis=None) -> Tensor:
+def flip(m: ArrayLike, axis: int | Sequence[int] | None = None) -> Tensor:
     node = as_array(m)
     axes = _axes(axis, len(node.shape))
     spec = tuple((s - 1 if d in axes and s else 0, -1 if d in axes else 1, s) for d, s in enumerate(node.shape))
     return Tensor(build.slice_(node, spec))
 
 
-def fliplr(m) -> Tensor:
+def fliplr(m: ArrayLike) -> Tensor:
     if len(as_array(m).shape) < 2:
         raise ShapeError("Input must be >= 2-d.")
     return flip(m, 1)
 
 
-def flipud(m) -> Tensor:
+def flipud(m: ArrayLike) -> Tensor:
     if len(as_array(m).shape) < 1:
         raise ShapeError("Input must be >= 1-d.")
     return flip(m, 0)
 
 
-def rot90(m, k=1, axes=(0, 1)) -> Tensor:
+def rot90(m: ArrayLike, k: int = 1, axes: Sequence[int] = (0, 1)) -> Tensor:
     """As np.rot90: k quarter turns from the first axis towards the second."""
     node = as_array(m)
     axes = tuple(axes)
@@ -79,7 +82,7 @@ def rot90(m, k=1, axes=(0, 1)) -> Tensor:
 
 # --- rolling, tiling, repeating ------------------------------------------------------------------
 
-def roll(a, shift, axis=None) -> Tensor:
+def roll(a: ArrayLike, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
     """As np.roll: elements shifted along the axes (all of them flattened when axis is None), wrapping
     around; a shift is a modulo in the index."""
     node = as_array(a)
@@ -99,10 +102,10 @@ def roll(a, shift, axis=None) -> Tensor:
     return Tensor(node)
 
 
-def tile(A, reps) -> Tensor:
+def tile(A: ArrayLike, reps: int | Sequence[int]) -> Tensor:
     node = as_array(A)
-    reps = _static(reps, "np.tile's reps")
-    reps = tuple(int(r) for r in reps) if np.ndim(reps) else (int(reps),)
+    given = _static(reps, "np.tile's reps")
+    reps = tuple(int(r) for r in given) if np.ndim(given) else (int(given),)
     if any(r < 0 for r in reps):
         raise ShapeError("negative dimensions are not allowed")
     ndim = max(len(reps), len(node.shape))
@@ -122,7 +125,7 @@ def _repeat_each(x: Node, axis: int, count: int) -> Node:
     return build.reshape(grown, shape[:axis] + (shape[axis] * count,) + shape[axis + 1:])
 
 
-def repeat(a, repeats, axis=None) -> Tensor:
+def repeat(a: ArrayLike, repeats: ArrayLike, axis: int | None = None) -> Tensor:
     """As np.repeat, with an int count or a static count per element. Per-element counts are joined from
     runs of equal counts (one piece per run, at most MAX_UNROLL runs)."""
     node = as_array(a)
@@ -172,7 +175,7 @@ def _axis_tuple(axis, ndim: int, argument: str) -> tuple[int, ...]:
     return axes
 
 
-def moveaxis(a, source, destination) -> Tensor:
+def moveaxis(a: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     node = as_array(a)
     ndim = len(node.shape)
     source = _axis_tuple(source, ndim, "`source` argument")
@@ -185,9 +188,9 @@ def moveaxis(a, source, destination) -> Tensor:
     return Tensor(build.permute(node, tuple(order)))
 
 
-def expand_dims(a, axis) -> Tensor:
+def expand_dims(a: ArrayLike, axis: int | Sequence[int]) -> Tensor:
     node = as_array(a)
-    axes = _axis_tuple(axis, len(node.shape) + (1 if np.ndim(axis) == 0 else len(axis)), "")
+    axes = _axis_tuple(axis, len(node.shape) + (1 if np.ndim(axis) == 0 else len(cast("Sequence[int]", axis))), "")
     rest = iter(node.shape)
     shape = tuple(1 if d in axes else next(rest) for d in range(len(node.shape) + len(axes)))
     return Tensor(build.reshape(node, shape))
@@ -198,19 +201,19 @@ def _atleast(ndim: int, arys):
     return out[0] if len(out) == 1 else out
 
 
-def atleast_1d(*arys):
+def atleast_1d(*arys: ArrayLike) -> Tensor | list[Tensor]:
     return _atleast(1, arys)
 
 
-def atleast_2d(*arys):
+def atleast_2d(*arys: ArrayLike) -> Tensor | list[Tensor]:
     return _atleast(2, arys)
 
 
-def atleast_3d(*arys):
+def atleast_3d(*arys: ArrayLike) -> Tensor | list[Tensor]:
     return _atleast(3, arys)
 
 
-def broadcast_arrays(*args, subok=False) -> tuple[Tensor, ...]:
+def broadcast_arrays(*args: ArrayLike, subok: bool = False) -> tuple[Tensor, ...]:
     nodes = [as_array(a) for a in args]
     shape = build.broadcast_shapes(*(n.shape for n in nodes))
     return tuple(Tensor(build.broadcast_to(n, shape)) for n in nodes)
@@ -221,7 +224,8 @@ def broadcast_arrays(*args, subok=False) -> tuple[Tensor, ...]:
 _NO_VALUE = np._NoValue
 
 
-def diff(a, n=1, axis=-1, prepend=_NO_VALUE, append=_NO_VALUE) -> Tensor:
+def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: object = _NO_VALUE,   # (object: an array, or left out)
+         append: object = _NO_VALUE) -> Tensor:
     """As np.diff: the n-th forward difference along axis (`!=` for bools), after joining prepend and
     append (a scalar is broadcast to one slice) as NumPy does, with its dtype promotion."""
     n = int(_static(n, "np.diff's n"))
@@ -255,9 +259,10 @@ def _edge_slice(value, shape: tuple[int, ...], axis: int) -> Node:
     return build.broadcast_to(node, shape[:axis] + (1,) + shape[axis + 1:])
 
 
-def trapezoid(y, x=None, dx=1.0, axis=-1) -> Tensor:
+def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: float = 1.0, axis: int = -1) -> Tensor:
     """As np.trapezoid, computed as NumPy writes it: (d * (y[1:] + y[:-1]) / 2.0).sum(axis)."""
     y = Tensor(as_array(y))
+    d: float | Tensor
     if x is None:
         d = dx
     else:

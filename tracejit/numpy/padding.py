@@ -11,7 +11,7 @@ from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import Node
 from tracejit.numpy import functions as F
 from tracejit.numpy.joining import as_array, join, periodic, slice_axis
-from tracejit.numpy.tensor import Tensor, python_value
+from tracejit.numpy.tensor import ArrayLike, Tensor, python_value
 
 __all__ = ["pad"]
 
@@ -23,7 +23,7 @@ _MODES = {"constant": {"constant_values"}, "edge": set(), "wrap": set(), "empty"
 _SUPPORTED = ("constant", "edge", "reflect", "symmetric", "wrap", "empty")
 
 
-def pad(array, pad_width, mode="constant", **kwargs) -> Tensor:
+def pad(array: ArrayLike, pad_width: ArrayLike, mode: str = "constant", **kwargs: object) -> Tensor:
     """As np.pad with the modes constant (constant_values: a scalar, a pair, or pairs per axis), edge,
     reflect and symmetric (reflect_type 'even', or 'odd' up to one reflection), wrap, and empty (zeros)."""
     node = as_array(array)

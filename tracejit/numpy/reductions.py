@@ -7,9 +7,11 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from types import FrameType
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
@@ -17,7 +19,7 @@ from tracejit.ir.dtypes import BOOL, FLOAT64, INT64, check, identity, is_float, 
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axes, _axis, exp, isfinite, log, sqrt, subtract, true_divide, where as _where
 from tracejit.numpy.statistic_log import Statistic, note
-from tracejit.numpy.tensor import Tensor, as_node, python_value
+from tracejit.numpy.tensor import ArrayLike, Scalar, Tensor, as_node, python_value
 
 __all__ = [
     "all", "amax", "amin", "any", "argmax", "argmin", "average", "count_nonzero", "logsumexp", "max",
@@ -84,22 +86,28 @@ def _reduce(op: str, a, axis, keepdims: bool, dtype=None, initial=None, where=Tr
     return Tensor(_squeeze(out, axes, keepdims))
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:  # noqa: A001
+def sum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,  # noqa: A001
+        out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
+        where: ArrayLike = True) -> Tensor:
     _no_out(out, "sum")
     return _reduce("sum", a, axis, keepdims, dtype, initial, where)
 
 
-def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:
+def prod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+         out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
+         where: ArrayLike = True) -> Tensor:
     _no_out(out, "prod")
     return _reduce("prod", a, axis, keepdims, dtype, initial, where)
 
 
-def max(a, axis=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:  # noqa: A001
+def max(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,  # noqa: A001
+        initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
     _no_out(out, "max")
     return _reduce("max", a, axis, keepdims, None, initial, where)
 
 
-def min(a, axis=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:  # noqa: A001
+def min(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,  # noqa: A001
+        initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
     _no_out(out, "min")
     return _reduce("min", a, axis, keepdims, None, initial, where)
 
@@ -107,12 +115,14 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True) -> Ten
 amax, amin = max, min
 
 
-def any(a, axis=None, out=None, keepdims=False, *, where=True) -> Tensor:  # noqa: A001
+def any(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False, *,  # noqa: A001
+        where: ArrayLike = True) -> Tensor:
     _no_out(out, "any")
     return _reduce("max", _truth(a), axis, keepdims, where=where, logical=True)
 
 
-def all(a, axis=None, out=None, keepdims=False, *, where=True) -> Tensor:  # noqa: A001
+def all(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False, *,  # noqa: A001
+        where: ArrayLike = True) -> Tensor:
     _no_out(out, "all")
     return _reduce("min", _truth(a), axis, keepdims, where=where, logical=True)
 
@@ -122,11 +132,12 @@ def _truth(a) -> Node:
     return a if a.dtype == BOOL else build.binary(Op.NE, a, build.const(0, a.dtype, a.shape))
 
 
-def count_nonzero(a, axis=None, *, keepdims=False) -> Tensor:
+def count_nonzero(a: ArrayLike, axis: int | Sequence[int] | None = None, *, keepdims: bool = False) -> Tensor:
     return _reduce("sum", _truth(a), axis, keepdims, INT64)
 
 
-def ptp(a, axis=None, out=None, keepdims=False) -> Tensor:
+def ptp(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None,
+        keepdims: bool = False) -> Tensor:
     _no_out(out, "ptp")
     return subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
@@ -139,7 +150,8 @@ def _float_dtypes(a: Node, dtype) -> tuple[np.dtype, np.dtype]:
     return out_dt, (np.dtype("float32") if out_dt == np.float16 else out_dt)
 
 
-def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True) -> Tensor:
+def mean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+         out: Tensor | None = None, keepdims: bool = False, *, where: ArrayLike = True) -> Tensor:
     _no_out(out, "mean")
     a = as_node(a)
     out_dt, acc_dt = _float_dtypes(a, dtype)
@@ -175,16 +187,18 @@ def _mean(x: Node, axes, keepdims: bool, mask: Node | None) -> Node:
     return _squeeze(out, axes, keepdims)
 
 
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
-        correction=None) -> Tensor:
+def var(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+        out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
+        mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
     """Two-pass variance: the mean, then the mean of squared deviations from it (as NumPy computes it)."""
     _no_out(out, "var")
     a = as_node(a)
     return Tensor(_var(a, axis, dtype, _ddof(ddof, correction, mean, "var"), keepdims, _mask(where, a.shape)))
 
 
-def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
-        correction=None) -> Tensor:
+def std(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+        out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
+        mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
     _no_out(out, "std")
     a = as_node(a)
     return Tensor(_var(a, axis, dtype, _ddof(ddof, correction, mean, "std"), keepdims, _mask(where, a.shape),
@@ -241,12 +255,12 @@ def _var(a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root:
 
 # --- argmax, argmin ------------------------------------------------------------------------------
 
-def argmax(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+def argmax(a: ArrayLike, axis: int | None = None, out: Tensor | None = None, *, keepdims: bool = False) -> Tensor:
     _no_out(out, "argmax")
     return _arg("max", a, axis, keepdims, "argmax")
 
 
-def argmin(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+def argmin(a: ArrayLike, axis: int | None = None, out: Tensor | None = None, *, keepdims: bool = False) -> Tensor:
     _no_out(out, "argmin")
     return _arg("min", a, axis, keepdims, "argmin")
 
@@ -285,13 +299,13 @@ def _arg(op: str, a, axis, keepdims: bool, name: str, skip_nan: bool = False) ->
     return Tensor(build.cast(out, INT64))
 
 
-def nanargmax(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+def nanargmax(a: ArrayLike, axis: int | None = None, out: Tensor | None = None, *, keepdims: bool = False) -> Tensor:
     """argmax ignoring NaNs; an all-NaN slice gives -1 (NumPy raises ValueError)."""
     _no_out(out, "nanargmax")
     return _arg("max", a, axis, keepdims, "nanargmax", skip_nan=True)
 
 
-def nanargmin(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+def nanargmin(a: ArrayLike, axis: int | None = None, out: Tensor | None = None, *, keepdims: bool = False) -> Tensor:
     """argmin ignoring NaNs; an all-NaN slice gives -1 (NumPy raises ValueError)."""
     _no_out(out, "nanargmin")
     return _arg("min", a, axis, keepdims, "nanargmin", skip_nan=True)
@@ -308,13 +322,17 @@ def _not_nan(a: Node, where) -> Node | None:
     return keep if mask is None else build.binary(Op.AND, keep, mask)
 
 
-def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:
+def nansum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+           out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
+           where: ArrayLike = True) -> Tensor:
     _no_out(out, "nansum")
     a = as_node(a)
     return _reduce("sum", _fill(a, _not_nan(a, True), 0), axis, keepdims, dtype, initial, where)
 
 
-def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:
+def nanprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+            out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
+            where: ArrayLike = True) -> Tensor:
     _no_out(out, "nanprod")
     a = as_node(a)
     return _reduce("prod", _fill(a, _not_nan(a, True), 1), axis, keepdims, dtype, initial, where)
@@ -335,17 +353,20 @@ def _nan_extreme(op: str, a, axis, keepdims, initial, where) -> Tensor:
     return Tensor(build.where(none, build.const(math.nan, a.dtype, result.shape), result))
 
 
-def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:
+def nanmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,
+           initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
     _no_out(out, "nanmax")
     return _nan_extreme("max", a, axis, keepdims, initial, where)
 
 
-def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=True) -> Tensor:
+def nanmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,
+           initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
     _no_out(out, "nanmin")
     return _nan_extreme("min", a, axis, keepdims, initial, where)
 
 
-def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True) -> Tensor:
+def nanmean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+            out: Tensor | None = None, keepdims: bool = False, *, where: ArrayLike = True) -> Tensor:
     _no_out(out, "nanmean")
     a = as_node(a)
     if not is_float(a.dtype):
@@ -355,8 +376,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True) -
     return Tensor(build.cast(_mean(build.cast(a, acc_dt), _axes(axis, len(a.shape)), keepdims, keep), out_dt))
 
 
-def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
-           correction=None) -> Tensor:
+def nanvar(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+           out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
+           mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
     _no_out(out, "nanvar")
     a = as_node(a)
     ddof = _ddof(ddof, correction, mean, "nanvar")
@@ -365,8 +387,9 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     return Tensor(_var(a, axis, dtype, ddof, keepdims, _not_nan(a, where), nan_if_no_dof=True))
 
 
-def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
-           correction=None) -> Tensor:
+def nanstd(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+           out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
+           mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
     _no_out(out, "nanstd")
     a = as_node(a)
     ddof = _ddof(ddof, correction, mean, "nanstd")
@@ -377,7 +400,8 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 # --- weighted average, logsumexp -----------------------------------------------------------------
 
-def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+def average(a: ArrayLike, axis: int | Sequence[int] | None = None, weights: ArrayLike | None = None,
+            returned: bool = False, *, keepdims: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """np.average; a zero sum of weights gives inf/NaN (NumPy raises ZeroDivisionError)."""
     a = as_node(a)
     if weights is None:
@@ -393,7 +417,10 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             raise ShapeError("np.average: axis must be specified when shapes of a and weights differ")
         if len(w.shape) != 1:
             raise ShapeError("np.average: 1D weights expected when shapes of a and weights differ")
-        ax = _axis(axis, len(a.shape))
+        axes = _axes(axis, len(a.shape))   # an int, or a sequence (NumPy's: of one axis for 1-D weights)
+        if len(axes) != 1:
+            raise ShapeError("np.average: shape of weights must be consistent with shape of a along specified axis")
+        ax = axes[0]
         if w.shape[0] != a.shape[ax]:
             raise ShapeError(f"np.average: length of weights ({w.shape[0]}) differs from that of a along "
                              f"axis {axis} ({a.shape[ax]})")
@@ -405,7 +432,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     return (avg, Tensor(scale)) if returned else avg
 
 
-def logsumexp(x, axis=None, keepdims=False) -> Tensor:
+def logsumexp(x: ArrayLike, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """log(sum(exp(x))) shifted by the maximum so it neither overflows nor underflows; a slice of -inf
     gives -inf, as scipy.special.logsumexp. Result dtype: np.exp's for x (float64 for ints)."""
     x = as_node(x)

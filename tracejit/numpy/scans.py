@@ -4,36 +4,39 @@ dtypes. Each is one graph SCAN node; fusion decides how it runs (per row, or blo
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.dtypes import check, is_float, sum_dtype
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axis
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
 
 __all__ = ["cumprod", "cumsum", "nancumprod", "nancumsum"]
 
 
-def cumsum(a, axis=None, dtype=None, out=None) -> Tensor:
+def cumsum(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None, out: Tensor | None = None) -> Tensor:
     """Running sums along axis (None: of the flattened array). Ints and bools sum in int64 (uint64 for
     unsigned), as np.sum does."""
     _no_out(out, "cumsum")
     return _scan("sum", as_node(a), axis, dtype, "cumsum")
 
 
-def cumprod(a, axis=None, dtype=None, out=None) -> Tensor:
+def cumprod(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None, out: Tensor | None = None) -> Tensor:
     _no_out(out, "cumprod")
     return _scan("prod", as_node(a), axis, dtype, "cumprod")
 
 
-def nancumsum(a, axis=None, dtype=None, out=None) -> Tensor:
+def nancumsum(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None,
+              out: Tensor | None = None) -> Tensor:
     """cumsum with NaNs counted as zero (a leading run of NaNs gives zeros, as in NumPy)."""
     _no_out(out, "nancumsum")
     return _scan("sum", _nan_as(as_node(a), 0), axis, dtype, "nancumsum")
 
 
-def nancumprod(a, axis=None, dtype=None, out=None) -> Tensor:
+def nancumprod(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None,
+               out: Tensor | None = None) -> Tensor:
     """cumprod with NaNs counted as one."""
     _no_out(out, "nancumprod")
     return _scan("prod", _nan_as(as_node(a), 1), axis, dtype, "nancumprod")

@@ -19,7 +19,7 @@ from tracejit.ir.graph import Node, Op
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _result
 from tracejit.numpy.indexing import _entry, _one_axis_each, advanced_index
-from tracejit.numpy.tensor import Tensor, as_node, python_value
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, python_value
 
 __all__ = ["bincount", "set_at"]
 
@@ -209,7 +209,7 @@ def _empty(s: _Scatter) -> bool:
     return s.m == 0 or 0 in s.lengths
 
 
-def set_at(target, indices, values) -> Tensor:
+def set_at(target: ArrayLike, indices: ArrayLike, values: ArrayLike) -> Tensor:
     """The value of `target[indices] = values` for integer-array indices (NumPy's forms, with slices,
     None, ... and negative indices), as a new array: values broadcast to target[indices]'s shape and cast
     to target's dtype; where indices repeat, the last write wins (NumPy's behaviour)."""
@@ -292,7 +292,7 @@ def _rebind(tensor: Tensor, node: Node) -> None:
     store(tensor._root(), tensor._steps, node)
 
 
-def bincount(x, weights=None, minlength=0) -> Tensor:
+def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0) -> Tensor:
     """np.bincount with a static output length: `minlength` must be given, and every value of x must lie
     in [0, minlength) (NumPy would grow the output to max(x) + 1, a length known only from the data): a value
     outside raises IndexError when the kernel runs."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,18 +18,20 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import reductions as R
 from tracejit.numpy.functions import _axes, _axis
-from tracejit.numpy.tensor import Tensor, as_node, python_value
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, python_value
 
 __all__ = ["argsort", "median", "nanmedian", "percentile", "quantile", "sort", "topk"]
 
 
-def sort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
+def sort(a: ArrayLike, axis: int = -1, kind: str | None = None, order: str | Sequence[str] | None = None, *,
+         stable: bool | None = None) -> Tensor:
     """A sorted copy along axis (None: of the flattened array); NaNs last. Every kind is stable here."""
     x, ax = _row_axis(a, axis, order, "sort")
     return Tensor(build.sort(x, ax))
 
 
-def argsort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
+def argsort(a: ArrayLike, axis: int = -1, kind: str | None = None, order: str | Sequence[str] | None = None, *,
+            stable: bool | None = None) -> Tensor:
     """Positions that sort a along axis (int64), always stable: equal values keep their order, as
     kind="stable" in NumPy (which NumPy's default quicksort does not promise)."""
     x = as_node(a)
@@ -36,7 +39,7 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
     return Tensor(build.cast(build.sort(x, ax, indices=True), INT64))
 
 
-def topk(x, k: int, axis: int = -1) -> tuple[Tensor, Tensor]:
+def topk(x: ArrayLike, k: int, axis: int = -1) -> tuple[Tensor, Tensor]:
     """The k largest values along axis, largest first, and their positions (int64). Equal values come
     in order of position, lowest first; NaN counts as larger than every number (np.sort puts it last)."""
     node = as_node(x)
@@ -58,7 +61,8 @@ def topk(x, k: int, axis: int = -1) -> tuple[Tensor, Tensor]:
     return Tensor(values), Tensor(build.cast(positions, INT64))
 
 
-def median(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Tensor:
+def median(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None,
+           overwrite_input: bool = False, keepdims: bool = False) -> Tensor:
     """The middle of each sorted row (the mean of the two middle values for an even length, with np.mean's
     dtype: float64 for ints); NaN where the row has a NaN, as in NumPy."""
     _no_out(out, "median")
@@ -73,7 +77,8 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Ten
     return Tensor(build.reshape(_nan_if_any(s, ax, result), shape))
 
 
-def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Tensor:
+def nanmedian(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None,
+              overwrite_input: bool = False, keepdims: bool = False) -> Tensor:
     """median ignoring NaNs: the middle of the numbers of each row (NaN for a row of NaNs, as NumPy, which
     warns)."""
     _no_out(out, "nanmedian")
@@ -101,8 +106,9 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> 
     return Tensor(build.reshape(build.where(none, build.const(math.nan, x.dtype, result.shape), result), shape))
 
 
-def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
-               weights=None, interpolation=None) -> Tensor:
+def percentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None,
+               overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+               weights: ArrayLike | None = None, interpolation: str | None = None) -> Tensor:
     """q-th percentiles (q in [0, 100], a number or a short sequence known while tracing) by linear
     interpolation between the sorted values, with NumPy's arithmetic and result dtype."""
     _check_quantile_args(out, method, weights, interpolation, "percentile")
@@ -112,8 +118,9 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
     return _quantiles(a, q, np.true_divide(q_values, 100), axis, keepdims, "percentile")
 
 
-def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
-             weights=None, interpolation=None) -> Tensor:
+def quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None,
+             overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+             weights: ArrayLike | None = None, interpolation: str | None = None) -> Tensor:
     """q-th quantiles (q in [0, 1]); see percentile."""
     _check_quantile_args(out, method, weights, interpolation, "quantile")
     q_values = _static_q(q, "quantile")

@@ -4,6 +4,7 @@ with NumPy's result dtypes and its special cases (NaN, infinities, signed zeros)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -13,11 +14,11 @@ from tracejit.ir.graph import Op
 from tracejit.ir.ops import BY_NAME
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _BINARY, _UNARY, _broadcast, _result, _unary, _binary
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
 
 
-def _primitive(name: str, arity: int):
-    def f(*args):
+def _primitive(name: str, arity: int) -> Callable[..., Tensor]:
+    def f(*args: ArrayLike) -> Tensor:
         if len(args) != arity:
             raise TypeError(f"{name}() takes {arity} positional argument{'s' * (arity > 1)} ({len(args)} given)")
         return _unary(name, *args) if arity == 1 else _binary(name, *args)
@@ -49,7 +50,7 @@ def _const(value, like: Tensor) -> Tensor:
     return Tensor(build.const(value, like.dtype, (), like._node.weak))
 
 
-def logaddexp(x1, x2) -> Tensor:
+def logaddexp(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """log(exp(a) + exp(b)) without overflow, as NumPy: equal operands (infinities too) give a + log(2)."""
     (a, b), dt = _in_loop(np.logaddexp, x1, x2)
     d = a - b
@@ -58,7 +59,7 @@ def logaddexp(x1, x2) -> Tensor:
     return F.astype(F.where(a == b, a + _const(math.log(2), a), F.where(F.isnan(d), d, tail)), dt)
 
 
-def logaddexp2(x1, x2) -> Tensor:
+def logaddexp2(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     (a, b), dt = _in_loop(np.logaddexp2, x1, x2)
     d = a - b
     m = F.maximum(a, b)
@@ -66,8 +67,8 @@ def logaddexp2(x1, x2) -> Tensor:
     return F.astype(F.where(a == b, a + _const(1.0, a), F.where(F.isnan(d), d, tail)), dt)
 
 
-def _scaled(ufunc: np.ufunc, factor: float):
-    def f(x):
+def _scaled(ufunc: np.ufunc, factor: float) -> F.Unary:
+    def f(x: ArrayLike) -> Tensor:
         (x,), dt = _in_loop(ufunc, x)
         return F.astype(x * _const(factor, x), dt)   # by the factor rounded to the loop's dtype, as NumPy
     f.__name__ = ufunc.__name__
@@ -79,14 +80,14 @@ degrees, rad2deg = _scaled(np.degrees, 180 / math.pi), _scaled(np.rad2deg, 180 /
 radians, deg2rad = _scaled(np.radians, math.pi / 180), _scaled(np.deg2rad, math.pi / 180)
 
 
-def heaviside(x1, x2) -> Tensor:
+def heaviside(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     x, h0 = _in(np.heaviside, x1, x2)
     step = F.where(x < 0, _const(0, x), _const(1, x))
     return F.where(F.isnan(x), x, F.where(x == 0, h0, step))
 
 
-def _nan_ignoring(ufunc: np.ufunc, pick):
-    def f(x1, x2):
+def _nan_ignoring(ufunc: np.ufunc, pick: F.Binary) -> F.Binary:
+    def f(x1: ArrayLike, x2: ArrayLike) -> Tensor:
         a, b = _in(ufunc, x1, x2)
         if not is_float(a.dtype):
             return pick(a, b)
@@ -99,17 +100,17 @@ def _nan_ignoring(ufunc: np.ufunc, pick):
 fmax, fmin = _nan_ignoring(np.fmax, F.maximum), _nan_ignoring(np.fmin, F.minimum)
 
 
-def square(x) -> Tensor:
+def square(x: ArrayLike) -> Tensor:
     (x,) = _in(np.square, x)
     return x * x
 
 
-def positive(x) -> Tensor:
+def positive(x: ArrayLike) -> Tensor:
     (x,) = _in(np.positive, x)   # NumPy refuses bool
     return x
 
 
-def conjugate(x) -> Tensor:
+def conjugate(x: ArrayLike) -> Tensor:
     (x,) = _in(np.conjugate, x)   # real dtypes only: the value itself
     return x
 
@@ -117,31 +118,31 @@ def conjugate(x) -> Tensor:
 conj = conjugate
 
 
-def real(val) -> Tensor:
+def real(val: ArrayLike) -> Tensor:
     return Tensor(as_node(val))
 
 
-def imag(val) -> Tensor:
+def imag(val: ArrayLike) -> Tensor:
     x = as_node(val)
     return Tensor(build.const(0, x.dtype, x.shape))
 
 
-def fabs(x) -> Tensor:
+def fabs(x: ArrayLike) -> Tensor:
     (x,) = _in(np.fabs, x)
     return F.abs(x)
 
 
-def fix(x) -> Tensor:
+def fix(x: ArrayLike) -> Tensor:
     """Round towards zero; integers stay integers."""
     return F.trunc(x)
 
 
-def isposinf(x) -> Tensor:
+def isposinf(x: ArrayLike) -> Tensor:
     x = as_node(x)
     return Tensor(build.const(False, BOOL, x.shape)) if not is_float(x.dtype) else Tensor(x) == math.inf
 
 
-def isneginf(x) -> Tensor:
+def isneginf(x: ArrayLike) -> Tensor:
     x = as_node(x)
     return Tensor(build.const(False, BOOL, x.shape)) if not is_float(x.dtype) else Tensor(x) == -math.inf
 
@@ -151,30 +152,30 @@ def _truth(x) -> Tensor:
     return Tensor(x) if x.dtype == BOOL else F.not_equal(Tensor(x), 0)
 
 
-def logical_and(x1, x2) -> Tensor:
+def logical_and(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     return F.bitwise_and(_truth(x1), _truth(x2))
 
 
-def logical_or(x1, x2) -> Tensor:
+def logical_or(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     return F.bitwise_or(_truth(x1), _truth(x2))
 
 
-def logical_xor(x1, x2) -> Tensor:
+def logical_xor(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     return F.bitwise_xor(_truth(x1), _truth(x2))
 
 
-def logical_not(x) -> Tensor:
+def logical_not(x: ArrayLike) -> Tensor:
     return F.invert(_truth(x))
 
 
-def divmod_(x1, x2) -> tuple[Tensor, Tensor]:
+def divmod_(x1: ArrayLike, x2: ArrayLike) -> tuple[Tensor, Tensor]:
     return F.floor_divide(x1, x2), F.remainder(x1, x2)
 
 
 divmod_.__name__ = "divmod"
 
 
-def modf(x) -> tuple[Tensor, Tensor]:
+def modf(x: ArrayLike) -> tuple[Tensor, Tensor]:
     """(fractional part, integral part), both with x's sign; modf(inf) is (0, inf)."""
     (x,) = _in(np.modf, x)
     whole = F.trunc(x)
@@ -182,7 +183,8 @@ def modf(x) -> tuple[Tensor, Tensor]:
     return PRIMITIVES["copysign"](frac, x), whole
 
 
-def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tensor:
+def nan_to_num(x: ArrayLike, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Tensor:
     x = Tensor(as_node(x))
     if not is_float(x.dtype):
         return x
@@ -194,7 +196,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tensor:
     return F.where(x == -math.inf, _const(small, x), out)
 
 
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
+def isclose(a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """NumPy's formula: |a - b| <= atol + rtol * |b|, finite b, or a == b (b made inexact first)."""
     yn = as_node(b)
     if not yn.weak:
@@ -211,10 +213,10 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
     return out
 
 
-def sinc(x) -> Tensor:
+def sinc(x: ArrayLike) -> Tensor:
     """sin(pi x) / (pi x), 1 at 0: NumPy's own steps (pi * x, then 0 replaced by the dtype's eps)."""
-    x = Tensor(as_node(x)) * math.pi
-    y = F.where(x, x, _const(np.finfo(x.dtype).eps, x))
+    scaled: Tensor = Tensor(as_node(x)) * math.pi
+    y = F.where(scaled, scaled, _const(np.finfo(scaled.dtype).eps, scaled))
     return F.sin(y) / y
 
 
@@ -230,7 +232,7 @@ def _scale(x: Tensor, n: Tensor) -> Tensor:
     return Tensor(build.binary(Op.LDEXP, *_broadcast([x._node, n._node])))
 
 
-def ldexp(x1, x2) -> Tensor:
+def ldexp(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """x1 * 2**x2 as NumPy: the float dtype of NumPy's loop; an integer exponent beyond the dtype's range
     gives 0 or inf (with x1's sign)."""
     x, n = as_node(x1), as_node(x2)
@@ -259,7 +261,7 @@ def _frexp(x: Tensor) -> tuple[Tensor, Tensor]:
     return _scale(x, -e), e
 
 
-def frexp(x) -> tuple[Tensor, Tensor]:
+def frexp(x: ArrayLike) -> tuple[Tensor, Tensor]:
     """(mantissa, exponent) as NumPy: the mantissa in [0.5, 1) with x's sign (x itself for 0, inf, NaN),
     the exponent int32 (0 for those)."""
     node = as_node(x)
@@ -284,7 +286,7 @@ def _step(x: Tensor, e: Tensor, shrink: Tensor, dt: np.dtype) -> Tensor:
 _FLOAT16_NEXTAFTER_KEEPS_X = not np.signbit(np.nextafter(np.float16(0.0), np.float16(-0.0)))
 
 
-def nextafter(x1, x2) -> Tensor:
+def nextafter(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """The next float after x1 towards x2, as NumPy (C's nextafter; its own float16 loop) on every float
     dtype: x1 plus its step, exactly (float16 steps are float16's, computed in float32)."""
     (x, y), dt = _in_loop(np.nextafter, x1, x2)
@@ -300,7 +302,7 @@ def nextafter(x1, x2) -> Tensor:
     return F.astype(F.where(F.isnan(x) | F.isnan(y), x + y, out), dt)
 
 
-def spacing(x) -> Tensor:
+def spacing(x: ArrayLike) -> Tensor:
     """The distance from x to its neighbour away from zero, signed like x, as NumPy; spacing(+-0) is the
     smallest subnormal, of +-inf and NaN NaN. float16 follows NumPy's own loop: the positive distance to
     |x|'s neighbour towards zero for negative x."""
