@@ -11,7 +11,23 @@ from __future__ import annotations
 import os
 import re
 
+from typing import TYPE_CHECKING, Protocol
+
 from tracejit.errors import ArgumentError, UnsupportedError
+
+
+class PoolStats(Protocol):
+    """What the counters read of a device's pool (device_memory.FreeLists has it)."""
+    limit: int | None
+
+    @property
+    def active_bytes(self) -> int: ...
+
+    @property
+    def peak_bytes(self) -> int: ...
+
+    @property
+    def held_bytes(self) -> int: ...
 
 
 class DeviceStats:
@@ -22,6 +38,10 @@ class DeviceStats:
     compiles = 0
     last_error: str | None = None
     has_memory_pool = True   # its arrays come from a pool tracejit keeps (numba's are NumPy's: False)
+
+    if TYPE_CHECKING:   # set by the device as its own pool class; one without such a pool overrides what reads it
+        @property
+        def pool(self) -> PoolStats: ...
 
     def stats(self) -> dict:
         """launches, compiles, bytes_in_use, peak_bytes, pool_bytes (kept for reuse), last_error; a

@@ -3,7 +3,7 @@ capture's copies and shared intermediates."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +15,6 @@ from tracejit.runtime.views import flat_view
 
 if TYPE_CHECKING:   # (imported where used: the device is opened on demand)
     import pyopencl as cl
-    import pyopencl.tools as cl_tools
 
 
 class DeviceBuffer(Buffer):
@@ -32,7 +31,7 @@ class OpenCLMemory:
     """The device's buffers (a role of OpenCLDevice, which sets the attributes below)."""
     name: str
     queue: cl.CommandQueue
-    pool: cl_tools.MemoryPool
+    pool: Any   # pyopencl.tools.MemoryPool: not a PoolStats, so memory() and the limit are this class's own
     _limit: int | None
     _peak: int
 
