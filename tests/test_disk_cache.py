@@ -178,8 +178,8 @@ def test_a_changed_codegen_hash_misses(tmp_path, device):
     prelude = """
         import tracejit.runtime.cache.key as k
         k.tracejit_part = lambda: "0.1.0+edited"
-        import tracejit.runtime.numba.device, tracejit.runtime.opencl.compiler
-        tracejit.runtime.numba.device.tracejit_part = k.tracejit_part
+        import tracejit.runtime.numba.compiler, tracejit.runtime.opencl.compiler
+        tracejit.runtime.numba.compiler.tracejit_part = k.tracejit_part
         tracejit.runtime.opencl.compiler.tracejit_part = k.tracejit_part
     """
     assert run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")["compiles"] >= 2
@@ -237,7 +237,7 @@ def test_a_writer_killed_mid_write_leaves_no_visible_entry(tmp_path):
 def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
     # a cache of its own: the suite's other worker fills the shared one meanwhile
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba.device", "numba.cache", "symbolic_sizes", "opencl.compiler", "cuda.compiler"):
+    for module in ("numba.compiler", "numba.cache", "symbolic_sizes", "opencl.compiler", "cuda.compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
     if device == "opencl":
         dev = tj.device("opencl")
@@ -276,7 +276,7 @@ def test_a_failed_build_is_never_stored(monkeypatch, tmp_path, device):
 
 def test_a_full_disk_warns_and_still_computes(monkeypatch, tmp_path, device):
     monkeypatch.setattr(disk_cache, "CACHE", DiskCache(tmp_path))
-    for module in ("numba.device", "numba.cache", "symbolic_sizes", "opencl.compiler", "cuda.compiler"):
+    for module in ("numba.compiler", "numba.cache", "symbolic_sizes", "opencl.compiler", "cuda.compiler"):
         monkeypatch.setattr(f"tracejit.runtime.{module}.CACHE", disk_cache.CACHE)
 
     def full(path, data):

@@ -10,7 +10,7 @@ import numba
 import numpy as np
 import pytest
 
-from tracejit.runtime.numba.device import FASTMATH
+from tracejit.runtime.numba.cache import FASTMATH
 from tracejit.codegen.cpu.numba_math import erf_f32, exp_f32, log_f32, tanh_f32
 
 MAX_ULP = 2

@@ -22,7 +22,7 @@ def test_generated_module_is_a_real_file_in_the_cache_dir_and_in_sys_modules(tmp
     monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", mode)
     x = np.ones(7, np.float32)
     plan = tj.kernel(lambda a: a * 3 - 1).lower(x)
-    from tracejit.runtime.numba.device import SHARED_NAME
+    from tracejit.runtime.cache.key import SHARED_NAME
     source = plan.kernels[0].source.replace(plan.kernels[0].name, SHARED_NAME)   # compiled under one name
     modules = [m for name, m in sys.modules.items() if name.startswith("_tracejit_numba_")
                and source == open(m.__file__).read()]
