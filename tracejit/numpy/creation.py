@@ -20,19 +20,29 @@ __all__ = ["arange", "empty", "empty_like", "eye", "full", "full_like", "identit
            "ones_like", "tri", "tril", "triu", "zeros", "zeros_like"]
 
 
-def _static(name: str, make):
+def _static(name: str, make: Callable[..., np.ndarray]) -> Callable[..., Tensor]:
     """tj.<name>: NumPy's own function on static arguments, its result embedded in the kernel."""
-    def f(*args, **kwargs):
-        kwargs.pop("like", None)
-        args = tuple(_python(v, name) for v in args)
-        kwargs = {k: _python(v, name) for k, v in kwargs.items()}
-        out = make(*args, **kwargs)
-        if isinstance(out, tuple):   # linspace(..., retstep=True): (samples, step)
-            return (Tensor(array_node(out[0])), *out[1:])
-        return Tensor(array_node(out))
+    def f(*args: object, **kwargs: object) -> Tensor:
+        return Tensor(array_node(_made(name, make, args, kwargs)))
     f.__name__ = name
     f.__doc__ = f"numpy.{name}, made inside the kernel: a constant or index expression fused into its consumers."
     return f
+
+
+def _made(name: str, make: Callable, args: tuple, kwargs: dict):
+    """np.<name>(*args, **kwargs) (make) of the arguments as Python values."""
+    kwargs.pop("like", None)
+    args = tuple(_python(v, name) for v in args)
+    kwargs = {k: _python(v, name) for k, v in kwargs.items()}
+    return make(*args, **kwargs)
+
+
+def linspace(*args: object, **kwargs: object) -> Tensor | tuple[Tensor, float]:
+    """numpy.linspace, made inside the kernel: a constant or index expression fused into its consumers."""
+    out = _made("linspace", np.linspace, args, kwargs)
+    if isinstance(out, tuple):   # linspace(..., retstep=True): (samples, step)
+        return Tensor(array_node(out[0])), out[1]
+    return Tensor(array_node(out))
 
 
 def _python(v, name: str):
@@ -65,7 +75,6 @@ def full(shape: int | Sequence[int], fill_value: ArrayLike, dtype: DTypeLike | N
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return Tensor(build.broadcast_to(build.cast(node, dt), shape))
 arange = _static("arange", np.arange)
-linspace = _static("linspace", np.linspace)
 eye = _static("eye", np.eye)
 identity = _static("identity", np.identity)
 tri = _static("tri", np.tri)
@@ -119,7 +128,7 @@ def triu(m: ArrayLike, k: int = 0) -> Tensor:
     return where(mask, np.zeros(1, node.dtype), Tensor(node))
 
 
-NUMPY_FUNCTIONS: dict[Callable[..., object], Callable[..., Tensor]] = {
+NUMPY_FUNCTIONS: dict[Callable[..., object], Callable[..., object]] = {
     np.zeros_like: zeros_like, np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
     np.tril: tril, np.triu: triu, np.zeros: zeros, np.ones: ones, np.full: full, np.empty: empty,
     np.arange: arange, np.linspace: linspace, np.eye: eye, np.identity: identity, np.tri: tri,

@@ -256,15 +256,15 @@ bitwise_or: Binary = _make_binary("bitwise_or")
 bitwise_xor: Binary = _make_binary("bitwise_xor")
 
 
-def greater(a, b):
+def greater(a: ArrayLike, b: ArrayLike) -> Tensor:
     return less(b, a)
 
 
-def greater_equal(a, b):
+def greater_equal(a: ArrayLike, b: ArrayLike) -> Tensor:
     return less_equal(b, a)
 
 
-def logical_not(x):
+def logical_not(x: ArrayLike) -> Tensor:
     return equal(x, False) if as_node(x).dtype == BOOL else equal(x, 0)
 
 
