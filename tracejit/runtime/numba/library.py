@@ -42,7 +42,7 @@ class GemmLaunch:
     copy, or one cblas does not take: the first way, every call."""
 
     def __init__(self, call: library.Call, run, driver):
-        self.run, self.driver = run, driver   # driver(compile): see numba_device.NumbaDevice._gemm_driver
+        self.run, self.driver = run, driver   # driver(compile): see numba/compiler.py, NumbaModules._gemm_driver
         self.positions = tuple(_leaf_position(call, x) for x in call.what.operands) + (call.out,)
         self.dtype = np.dtype(call.what.node.dtype)
         self.arguments: np.ndarray | Literal[False] | None = None   # blas.driver_arguments's; False: none work
