@@ -25,7 +25,7 @@ from tracejit.runtime import profiler, registry
 from tracejit.runtime.array import Array
 from tracejit.frontend.signature import Default, value_key
 
-ACTIVE: list["Graph"] = []     # the graphs being captured, innermost last; Kernel.__call__ checks it
+ACTIVE: list[Graph] = []     # the graphs being captured, innermost last; Kernel.__call__ checks it
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Graph:
         self.scratch_bytes = 0                    # memory the graph's intermediates share, once replayed
 
     # -- capturing --
-    def __enter__(self) -> "Graph":
+    def __enter__(self) -> Graph:
         if self._state != "new":
             raise TracejitError("a graph captures once; use a new tj.capture() block")
         self._state = "capturing"

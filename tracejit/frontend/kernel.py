@@ -177,7 +177,7 @@ class Kernel:
                                 f"{collection.with_out}")
         return collection.call(self, args, device or self._device)
 
-    def _planned(self, args, dev, compile_only: bool = False) -> tuple["Plan", tuple]:
+    def _planned(self, args, dev, compile_only: bool = False) -> tuple[Plan, tuple]:
         """The plan for a call's bound arguments, and the arguments as it takes them (_normalize)."""
         def plan():
             normalized = self._normalize(args, dev)
@@ -217,7 +217,7 @@ class Kernel:
             log(1, f"{self.__name__}: specialised on the value of {self._names[i]} (used as {use}); another "
                    "value traces again")
 
-    def _plan_for(self, args, dev, compile_only: bool = False) -> "Plan":
+    def _plan_for(self, args, dev, compile_only: bool = False) -> Plan:
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
         one; compile_only: for a target that compiles without its hardware too (lower, warm)."""
         key = self._key(dev, args)

@@ -9,7 +9,7 @@ import uuid
 import weakref
 
 # token -> the kernel of this process (alive while a task, a cached plan or the caller holds it)
-_rebuilt: "weakref.WeakValueDictionary[str, object]" = weakref.WeakValueDictionary()
+_rebuilt: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
 

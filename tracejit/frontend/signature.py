@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import DTypeLike
 
-from tracejit.errors import ArgumentError, ArgumentValueError, DtypeError, UnsupportedError
+from tracejit.errors import ArgumentError, ArgumentValueError, DtypeError
 from tracejit.ir.dtypes import check, weak_dtype
 from tracejit.runtime.array import Array
 

@@ -49,7 +49,7 @@ class Buffer:
     size: int
 
     @staticmethod
-    def contiguous(key: BufferKey | None, dtype, shape) -> "Buffer":
+    def contiguous(key: BufferKey | None, dtype, shape) -> Buffer:
         strides, acc = [], 1
         for s in reversed(shape):
             strides.append(acc if s != 1 else 0)

@@ -3,7 +3,8 @@ for element (the graph can run on blocks along it), or the node reads across a s
 it). What a program over arrays cut into blocks (Dask) is split by: dask/plan.py."""
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Union
+from collections.abc import Callable
 
 from tracejit.ir.graph import ELEMENTWISE, Node, Op
 

@@ -51,7 +51,7 @@ class Program:
     # the same program traced with other sizes of its symbolic dimensions: sizes that differ between a
     # kernel and its twin are arguments of its code from the first compile. Traced on first use, by
     # find_twin(this program) (only a kernel whose size-free key was not met before asks)
-    find_twin: "Callable[[Program], Program | None] | None" = None
+    find_twin: Callable[[Program], Program | None] | None = None
     every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
     ahead: bool = False        # compiled ahead of its calls (warming): compile what its calls would later
     # the graph as scheduled (long reductions split, sorts merged: what the kernels compute) and, per node,
@@ -63,7 +63,7 @@ class Program:
     extents: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
-    def twin(self) -> "Program | None":
+    def twin(self) -> Program | None:
         if "_twin" not in self.__dict__:   # (a cache: the one attribute set after construction)
             object.__setattr__(self, "_twin", None if self.find_twin is None else self.find_twin(self))
         return self.__dict__["_twin"]
@@ -88,9 +88,9 @@ class Program:
 
 
 def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions(),
-             other: "Program | None" = None, moving: dict[str, frozenset] | None = None, *,
+             other: Program | None = None, moving: dict[str, frozenset] | None = None, *,
              dynamic: bool | dict | None = None, every_loop: bool = False, ahead: bool = False,
-             find_twin: "Callable[[Program], Program | None] | None" = None) -> Program:
+             find_twin: Callable[[Program], Program | None] | None = None) -> Program:
     """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
     the target's layout preferences. `other`: the same function scheduled at other sizes of its symbolic
     dimensions (issue 19): loop variables whose extent differs there get layouts that do not depend on it;

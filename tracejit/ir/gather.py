@@ -8,7 +8,7 @@ import weakref
 from tracejit.ir.graph import Node, Op, format_graph
 from tracejit.ir.symbolic import DataIndex, Expr, Var
 
-_TAGS: "weakref.WeakKeyDictionary[Node, str]" = weakref.WeakKeyDictionary()
+_TAGS: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
 
 
 def data_position(node: Node, idx: tuple[Expr, ...]) -> tuple[Expr, ...]:

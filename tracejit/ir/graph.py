@@ -110,17 +110,17 @@ class Node:
     """One graph node. Built only through `Node.make`, so equal nodes are the same object."""
 
     __slots__ = ("op", "dtype", "shape", "srcs", "arg", "weak", "__weakref__")
-    _interned: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+    _interned: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
 
     op: Op
     dtype: np.dtype
     shape: tuple[int, ...]
-    srcs: tuple["Node", ...]
+    srcs: tuple[Node, ...]
     arg: Any    # what the op's row in Op says it holds: an axis, a tuple, a dtype, a Table, a constant
     weak: bool  # a Python scalar (NEP 50 weak type) not yet combined with a typed value
 
     @classmethod
-    def make(cls, op: Op, dtype, shape, srcs=(), arg=None, weak: bool = False) -> "Node":
+    def make(cls, op: Op, dtype, shape, srcs=(), arg=None, weak: bool = False) -> Node:
         dtype = np.dtype(dtype)
         shape = tuple(int(s) for s in shape)
         key = (op, dtype.str, shape, tuple(srcs), _key_of(arg), weak)

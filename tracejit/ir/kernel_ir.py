@@ -188,7 +188,7 @@ class Fault:
 NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are not allowed.")
 
 
-def faults(kernel: "KernelIR") -> list[Fault]:
+def faults(kernel: KernelIR) -> list[Fault]:
     """The faults a kernel can record."""
     found = [x.arg[1] if x.op == KOp.BOUND else NEGATIVE_POWER for x in kernel.instrs
              if x.op == KOp.BOUND or x.op == KOp.POW and x.value_dtype.kind == "i"]
@@ -201,7 +201,7 @@ def has_atomics(kernel: KernelIR) -> bool:
     return any(x.op == KOp.ATOMIC for x in kernel.instrs)
 
 
-def fault_error(kernels: "list[KernelIR]", code: int, value: int) -> Exception:
+def fault_error(kernels: list[KernelIR], code: int, value: int) -> Exception:
     """The exception for the fault `code` that one of kernels recorded, with its offending value."""
     fault = next((f for k in kernels for f in faults(k) if f.code == code), None)
     if fault is None:   # the record was overwritten by something other than these kernels

@@ -185,7 +185,7 @@ def _sorts_last(dt: np.dtype):
     return True if dt.kind == "b" else int(np.iinfo(dt).max)
 
 
-def _row_to_keep(a: Analysis, group, keep_max: int) -> "RowReduction | None":
+def _row_to_keep(a: Analysis, group, keep_max: int) -> RowReduction | None:
     """The last reduction of a row kernel, when the write loop needs the very values it reduced
     (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
     red = a.reduces[-1]
@@ -205,7 +205,7 @@ def _row_to_keep(a: Analysis, group, keep_max: int) -> "RowReduction | None":
     return None
 
 
-def _inputs_to_keep(a: Analysis, group, buffers, cached: "RowReduction | None", options: LayoutOptions) -> list[Node]:
+def _inputs_to_keep(a: Analysis, group, buffers, cached: RowReduction | None, options: LayoutOptions) -> list[Node]:
     """The arrays the first reduction of a row reads that later loops of the row read again (softmax's x,
     read for its max, its sum and its result), when the target keeps them (a GPU's work-group shares the
     row in local memory: one read from global memory instead of two or three) and local memory has room
@@ -244,7 +244,7 @@ def _loads_reached(tops: list[Node], buffers, through_reductions: bool) -> list[
     return found
 
 
-def _emit_row_accumulation(e: "_Emitter", a: Analysis, rvars: list[Var], row: Var, group) -> None:
+def _emit_row_accumulation(e: _Emitter, a: Analysis, rvars: list[Var], row: Var, group) -> None:
     """i-k-j order: a local row of accumulators, the reduction loop outside, the row loop inside."""
     red = a.reduces[0]
     op, dt = red.node.arg[0], red.node.dtype

@@ -4,7 +4,7 @@ the whole axis it was written for."""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from tracejit.errors import InternalError
 from tracejit.ir.axis_reads import reshape_map

@@ -47,7 +47,7 @@ class Var:
 @_hash_once
 @dataclass(frozen=True)
 class Div:
-    x: "Expr"
+    x: Expr
     d: int
 
     def bounds(self):
@@ -58,7 +58,7 @@ class Div:
 @_hash_once
 @dataclass(frozen=True)
 class Mod:
-    x: "Expr"
+    x: Expr
     d: int
 
     def bounds(self):
@@ -68,7 +68,7 @@ class Mod:
 @_hash_once
 @dataclass(frozen=True)
 class Clamp:
-    x: "Expr"
+    x: Expr
     lo: int
     hi: int
     # kept whatever the bounds of x (a clamp to a symbolic extent: the code must be the same at every size,
@@ -88,7 +88,7 @@ class DataIndex:
     the kernel runs (an IndexError otherwise) and clamped, so it always lies in [0, size - 1]. `axis`
     names the axis in that error; `tag` identifies `source` in printed expressions, stable across runs."""
     source: Node
-    at: tuple["Expr", ...]
+    at: tuple[Expr, ...]
     size: int
     axis: int
     tag: str
@@ -111,7 +111,7 @@ class Expr:
     const: int = 0
 
     @staticmethod
-    def of(x: "Expr | Atom | int") -> "Expr":
+    def of(x: Expr | Atom | int) -> Expr:
         if isinstance(x, Expr):
             return x
         if isinstance(x, int):
@@ -128,7 +128,7 @@ class Expr:
     def is_const(self) -> bool:
         return not self.terms
 
-    def __add__(self, other) -> "Expr":
+    def __add__(self, other) -> Expr:
         # every Expr is normalised (_normalize's invariant, kept by * and by the remainders of // and %), so
         # adding a constant, or adding to one, only moves the constant
         if type(other) is int:
@@ -145,7 +145,7 @@ class Expr:
 
     __radd__ = __add__
 
-    def __mul__(self, k: int) -> "Expr":
+    def __mul__(self, k: int) -> Expr:
         assert isinstance(k, int)
         if k == 1:
             return self
@@ -155,10 +155,10 @@ class Expr:
 
     __rmul__ = __mul__
 
-    def __sub__(self, other) -> "Expr":
+    def __sub__(self, other) -> Expr:
         return self + Expr.of(other) * -1
 
-    def __floordiv__(self, d: int) -> "Expr":
+    def __floordiv__(self, d: int) -> Expr:
         if d == 1:
             return self
         # (q*d + r)*x // d is q*x + (r*x // d): only remainders of the coefficients stay under the division
@@ -170,7 +170,7 @@ class Expr:
             return q + lo // d
         return q + Expr.of(Div(rest, d))
 
-    def __mod__(self, d: int) -> "Expr":
+    def __mod__(self, d: int) -> Expr:
         if d == 1:
             return Expr()
         rest = Expr(tuple((a, c % d) for a, c in self.terms if c % d != 0), self.const % d)
@@ -181,7 +181,7 @@ class Expr:
             return rest - (lo // d) * d
         return Expr.of(Mod(rest, d))
 
-    def clamp(self, lo: int, hi: int) -> "Expr":
+    def clamp(self, lo: int, hi: int) -> Expr:
         a, b = self.bounds()
         if lo <= a and b <= hi:
             return self
@@ -206,7 +206,7 @@ class Expr:
                 return None
         return coef
 
-    def substitute(self, mapping: dict[Var, "Expr"]) -> "Expr":
+    def substitute(self, mapping: dict[Var, Expr]) -> Expr:
         out = Expr((), self.const)
         for atom, c in self.terms:
             if isinstance(atom, Var):

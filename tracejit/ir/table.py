@@ -25,7 +25,7 @@ class Table:
         object.__setattr__(self, "digest", h)
 
     @staticmethod
-    def of(array: np.ndarray) -> "Table":
+    def of(array: np.ndarray) -> Table:
         a = np.ascontiguousarray(array)
         return Table(a.astype(a.dtype.newbyteorder("<")).tobytes(), np.dtype(a.dtype).newbyteorder("="))
 

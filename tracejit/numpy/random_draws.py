@@ -11,7 +11,6 @@ import numpy as np
 
 from tracejit.errors import ArgumentError, ArgumentValueError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.dtypes import check
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import philox
 from tracejit.numpy.captured import array_node

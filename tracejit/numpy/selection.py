@@ -75,7 +75,7 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
             return tuple(MaskedSelection(self.mask, as_node(r)) for r in result)
         return MaskedSelection(self.mask, as_node(result))
 
-    def update(self, symbol: str, compute, operand) -> "MaskedSelection":
+    def update(self, symbol: str, compute, operand) -> MaskedSelection:
         """x[mask] op= operand: computed over the whole array; x's store keeps the selected places."""
         from tracejit.numpy.assign import check_inplace, check_writeable
         if self.source is not None:

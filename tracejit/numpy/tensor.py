@@ -105,7 +105,7 @@ class Tensor:
         self._argument: int | None = None   # roots that are array arguments of the kernel: their position
 
     @classmethod
-    def argument(cls, node: Node, position: int, strides: tuple[int, ...], writeable: bool) -> "Tensor":
+    def argument(cls, node: Node, position: int, strides: tuple[int, ...], writeable: bool) -> Tensor:
         """The array passed as argument `position`: the kernel's writes into it reach the caller's array."""
         t = cls(node)
         t._strides, t._read_only, t._argument = tuple(strides), not writeable, position
@@ -121,10 +121,10 @@ class Tensor:
             seen = self._seen = (base._value, views.apply(base._value, self._steps))
         return seen[1]
 
-    def _root(self) -> "Tensor":
+    def _root(self) -> Tensor:
         return self if self._base is None else self._base
 
-    def _view(self, steps: tuple, contiguous_only: bool = False) -> "Tensor":
+    def _view(self, steps: tuple, contiguous_only: bool = False) -> Tensor:
         """This array seen through more movement steps: a view of its root where NumPy makes one (a reshape
         NumPy can only do by copying, and a ravel of a non-contiguous array, give a new array instead)."""
         root, steps = self._root(), self._steps + steps
@@ -163,21 +163,21 @@ class Tensor:
         return self._node.size * self._node.dtype.itemsize
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         return view_call(F.transpose, self)
 
     @property
-    def mT(self) -> "Tensor":
+    def mT(self) -> Tensor:
         if self.ndim < 2:
             raise ShapeError(f"matrix transpose with ndim < 2 is undefined (shape {self.shape})")
         return view_call(_frontend("methods").swapaxes, self, -1, -2)
 
     @property
-    def real(self) -> "Tensor":
+    def real(self) -> Tensor:
         return self  # tracejit's dtypes are all real
 
     @property
-    def imag(self) -> "Tensor":
+    def imag(self) -> Tensor:
         return Tensor(build.const(0, self.dtype, self.shape))
 
     def __repr__(self) -> str:
@@ -239,14 +239,14 @@ class Tensor:
         return id(self)
 
     # -- methods (ndarray's; each calls the NumPy function of the same name, see _METHODS) --
-    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True) -> "Tensor":
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True) -> Tensor:
         return F.astype(self, dtype)
 
-    def reshape(self, *shape, order="C") -> "Tensor":
+    def reshape(self, *shape, order="C") -> Tensor:
         return view_call(F.reshape, self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
                          order)
 
-    def transpose(self, *axes) -> "Tensor":
+    def transpose(self, *axes) -> Tensor:
         axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
         return view_call(F.transpose, self, axes or None)
 
@@ -258,10 +258,10 @@ class Tensor:
         """In place, as NumPy's: an input array sorted inside the kernel is sorted for the caller too."""
         _frontend("assign").setitem(self, Ellipsis, _frontend("sorting").sort(self, axis, kind, order))
 
-    def flatten(self, order="C") -> "Tensor":
+    def flatten(self, order="C") -> Tensor:
         return _frontend("methods").ravel(self, order)
 
-    def conj(self) -> "Tensor":
+    def conj(self) -> Tensor:
         return self  # tracejit's dtypes are all real
 
     conjugate = conj
@@ -331,7 +331,7 @@ class Tensor:
     def __invert__(self): return F.invert(self)  # noqa: E704
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
-    def __getitem__(self, key) -> "Tensor":
+    def __getitem__(self, key) -> Tensor:
         mask = _frontend("assign").traced_mask(key)
         if mask is not None:   # its shape depends on the data: see selection.py for what works
             known = self._known_selection(key)

@@ -6,7 +6,7 @@ import math
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class Block:
 
     __slots__ = ("buffer", "nbytes", "tag", "__weakref__")
 
-    def __init__(self, buffer, nbytes: int, tag, pool: "BlockPool"):
+    def __init__(self, buffer, nbytes: int, tag, pool: BlockPool):
         self.buffer, self.nbytes, self.tag = buffer, nbytes, tag
         weakref.finalize(self, pool.release, buffer, nbytes)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tracejit.runtime import debug
 from tracejit.runtime.debug import log
 
-ACTIVE: list["Profile"] = []   # the profiles open, innermost last; launch paths test it
+ACTIVE: list[Profile] = []   # the profiles open, innermost last; launch paths test it
 _LOCK = threading.Lock()
 
 
@@ -83,7 +83,7 @@ class Profile:
         self.opened: float | None = None   # perf_counter() when the block began, and ended
         self.closed: float | None = None
 
-    def __enter__(self) -> "Profile":
+    def __enter__(self) -> Profile:
         self.opened = time.perf_counter()
         with _LOCK:
             ACTIVE.append(self)

@@ -86,7 +86,7 @@ class CStyle:
         """Lines for a float reduction's accumulating step that the compiler may reorder (opencl.py)."""
         return [statement]
 
-    def group_reduce(self, r: "cstyle._Render", acc: str, buf: str, op: str, dt: np.dtype, identity) -> list[str]:
+    def group_reduce(self, r: cstyle._Render, acc: str, buf: str, op: str, dt: np.dtype, identity) -> list[str]:
         """Lines that combine every work-item's `acc` of a work-group into the total, which every
         work-item then holds: a tree in the local array `buf` (one slot per work-item)."""
         b, i32 = self.barrier, np.dtype("int32")

@@ -240,7 +240,7 @@ def _stage_loop(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
     which, ptr, base, start, extent, width, sizes, _, strides, k_strides, local, _ = o
     it = r.idx
     k_fast = k_strides[-1] == 1
-    kk, pos = ("tj_e % {0}".format(tile.k), f"tj_e / {tile.k}") if k_fast else (f"tj_e / {width}", f"tj_e % {width}")
+    kk, pos = (f"tj_e % {tile.k}", f"tj_e / {tile.k}") if k_fast else (f"tj_e / {width}", f"tj_e % {width}")
     r.out("#pragma unroll 4")
     r.out(f"for (int tj_e = lid; tj_e < {width * tile.k}; tj_e += {tile.threads}) {{")
     r.out(f"    const {it} tj_sk = tj_k0 + {kk}, tj_sp = {start} + {pos};")

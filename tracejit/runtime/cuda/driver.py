@@ -82,7 +82,7 @@ class Block:
 
     __slots__ = ("ptr", "nbytes", "pool", "__weakref__")
 
-    def __init__(self, ptr: int, nbytes: int, pool: "Pool"):
+    def __init__(self, ptr: int, nbytes: int, pool: Pool):
         self.ptr, self.nbytes, self.pool = ptr, nbytes, pool
 
     def __del__(self):

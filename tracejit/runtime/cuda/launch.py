@@ -52,7 +52,7 @@ def argument_dtypes(compiled, scalars: list, options: RenderOptions) -> list:
     return dtypes + [v.dtype for v in trailing_arguments(compiled)]   # one list for both variants
 
 
-def timed_by_events(stream, launch: "BoundLaunch", values, error) -> float:
+def timed_by_events(stream, launch: BoundLaunch, values, error) -> float:
     """Seconds of one launch, by CUDA events (waited for)."""
     d = cu.driver()
     flags = d.CUevent_flags.CU_EVENT_DEFAULT.value
@@ -98,7 +98,7 @@ class BoundLaunch:
         self.error_at = len(arg_dtypes) - len(trailing) - 1 if launch.error_flag else None
         self.lock = threading.Lock()   # the held values are shared: one call at a time sets them and launches
 
-    def copy(self) -> "BoundLaunch":
+    def copy(self) -> BoundLaunch:
         """The same kernel with arguments of its own."""
         return BoundLaunch(self.kernel, self.fn, self.vector_fn, self.scalars)
 

@@ -47,7 +47,7 @@ class MetalTarget(Device):
     layout = _layout(metal_codegen.THREADGROUP_MEMORY)
     options = replace(metal_codegen.DEFAULT_OPTIONS, device="metal (MSL only, no device)")
 
-    def compile(self, program: Program) -> "RenderedOnly":
+    def compile(self, program: Program) -> RenderedOnly:
         kernels = []
         for k, keys in zip(program.kernels, program.launches):
             r = metal_codegen.render(k, self.options, by_value_params(program, keys))

@@ -83,7 +83,7 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
             fn(*args)
 
     # -- the roles together: a program's kernels, compiled (NumbaModules), in a plan (plan.py) --
-    def compile(self, program: Program) -> "NumbaPlan":
+    def compile(self, program: Program) -> NumbaPlan:
         compiled = []
         beside_blas = any(isinstance(c.what, library.Gemm) for c in program.library_calls.values()) \
             and not (blas.products_spin_long() and numba_threads.openmp_layer())

@@ -47,7 +47,7 @@ class Launcher:
 
     __slots__ = ("compiled", "pipeline", "layout", "scalars", "size_uniform")
 
-    def __init__(self, compiled: "WebGPUKernel", pipeline, layout, scalars: list):
+    def __init__(self, compiled: WebGPUKernel, pipeline, layout, scalars: list):
         self.compiled, self.pipeline, self.layout = compiled, pipeline, layout
         self.scalars = [(p, scalars[p][0], WORD[scalars[p][1].kind]) for p in compiled.rendered.scalars]
         self.size_uniform: Block | None = None
