@@ -60,6 +60,7 @@ class WGSLRendered(Rendered):
     writable: tuple[bool, ...]        # per storage buffer: read_write (an output)
     scalars: tuple[int, ...]          # params in the uniform, in member order (binding len(buffers))
     tables: tuple = ()                # constant tables bound last, read-only, as table_words() gives them
+    scalars_in_storage: bool = False  # the scalars' struct is a read-only storage buffer, not a uniform
 
     @property
     def uniform(self) -> bool:
@@ -156,11 +157,12 @@ class _WGSLRender(FloatArithmetic, _Render):
         self.tables = tuple(dict.fromkeys(x.arg for x in self.ins if x.op == KOp.TABLE))
         self.buffers = tuple(i for i in range(len(kernel.params)) if i not in self.by_value)
         total_buffers = len(self.buffers) + self.error_flag + len(self.tables)
-        allowed = options.max_storage_buffers - options.scalars_in_storage   # (one kept for the scalars)
-        if total_buffers > allowed:
+        self.total_buffers = total_buffers
+        self.scalars_in_storage = False   # decided with the declarations (run)
+        if total_buffers > options.max_storage_buffers:
             raise UnsupportedError(
                 f"kernel {kernel.name} reads and writes {total_buffers} arrays, and {options.device} allows "
-                f"{allowed} storage buffers per shader stage; split the computation into "
+                f"{options.max_storage_buffers} storage buffers per shader stage; split the computation into "
                 "calls with fewer array arguments, or use another device")
         groups_total = self.global_items // self.local_size
         self.nx = min(groups_total, options.max_workgroups)
@@ -403,7 +405,10 @@ class _WGSLRender(FloatArithmetic, _Render):
             members += [f"{SIZE_PARAM}: i32"] if self.size_checked else []
             members += [f"{ONE.split('.')[1]}: f32", f"{ZERO.split('.')[1]}: f32"] if self.uses_identities else []
             decl.append(f"struct TjScalars {{ {', '.join(members)} }};")
-            space = "storage, read" if self.wo.scalars_in_storage else "uniform"
+            # (where the storage buffers are all taken, a uniform: lavapipe may recompile such a kernel)
+            self.scalars_in_storage = (self.wo.scalars_in_storage
+                                       and self.total_buffers < self.wo.max_storage_buffers)
+            space = "storage, read" if self.scalars_in_storage else "uniform"
             decl.append(f"@group(0) @binding({len(buffers)}) var<{space}> tj_scalars: TjScalars;")
         if self.error_flag:   # the error record (see tj_fault)
             decl.append(f"@group(0) @binding({len(buffers) + uniform}) var<storage, read_write> tj_error: "
@@ -425,7 +430,8 @@ class _WGSLRender(FloatArithmetic, _Render):
                         self.k.global_size if self.size_checked else None, symbolic=symbolic,
                         identities=self.uses_identities)
         writable = tuple(self.k.params[p].output for p in buffers)
-        return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables)
+        return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables,
+                            self.scalars_in_storage)
 
     def takes(self, slot) -> bool:
         """32-bit uniform members only: an index value, or a constant of a 32-bit type (or float64, a

@@ -44,7 +44,7 @@ class WebGPUTarget(Device):
                            keep_row_max=(16384 - REDUCTION_SCRATCH) // 8, sort_bytes=16384 - REDUCTION_SCRATCH)
     options = wgsl.WGSLOptions(device="webgpu (WGSL only, no adapter)", f16=True)
 
-    def compile(self, program: Program) -> "RenderedOnly":
+    def compile(self, program: Program) -> RenderedOnly:
         kernels = []
         for k, keys in zip(program.kernels, program.launches):
             r = wgsl.render(k, self.options, by_value_params(program, keys))
@@ -86,7 +86,7 @@ class WebGPUCompiler:
             kinds = [wgpu.BufferBindingType.storage if w else wgpu.BufferBindingType.read_only_storage
                      for w in r.writable]
             if r.uniform:
-                kinds.append(wgpu.BufferBindingType.read_only_storage if self.options.scalars_in_storage
+                kinds.append(wgpu.BufferBindingType.read_only_storage if r.scalars_in_storage
                              else wgpu.BufferBindingType.uniform)
             if r.launch.error_flag:
                 kinds.append(wgpu.BufferBindingType.storage)

@@ -150,7 +150,8 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
         usage = wgpu.BufferUsage
         self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN,
                               device="webgpu")
-        scalars = usage.STORAGE if self.options.scalars_in_storage else usage.UNIFORM
+        # (both where a kernel may bind its scalars either way: webgpu/compiler.py)
+        scalars = usage.STORAGE | usage.UNIFORM if self.options.scalars_in_storage else usage.UNIFORM
         self.uniforms = BlockPool(functools.partial(self._new_buffer, scalars | usage.COPY_DST), ALIGN)
         self._pipelines: dict[str, tuple[object, object]] = {}   # WGSL -> (pipeline, its bind group layout)
         self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
