@@ -1,4 +1,5 @@
 """@tj.kernel: trace on the first call per signature, then dispatch straight to the cached plan."""
+
 from __future__ import annotations
 
 import functools
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 import numpy as np
+import psutil  # (here: a trace near the recursion limit has no room to import it)
 
 
 from tracejit.errors import ArgumentError, InternalError, TraceError, TracejitError, UnsupportedError
@@ -24,8 +26,17 @@ from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
 from tracejit.numpy import allocation, conditional_expressions, python_builtins, python_numbers, random_draws
 from tracejit.frontend import capture, hooks, shipping
-from tracejit.frontend.dynamic import (axes_of, changed_axes, dynamic_axes, every_size_other, named_axes_other, signature_changes,
-                      size_free_key, twin_sizes, with_sizes)
+from tracejit.frontend.dynamic import (
+    axes_of,
+    changed_axes,
+    dynamic_axes,
+    every_size_other,
+    named_axes_other,
+    signature_changes,
+    size_free_key,
+    twin_sizes,
+    with_sizes,
+)
 from tracejit.frontend.hot_path import fast_class, key_function
 from tracejit.frontend.plan import Plan, Traced
 from tracejit.frontend.recursion_limit import guarded
@@ -43,7 +54,6 @@ _BYTES_PER_TRACED_VALUE = 2048
 
 def _trace_values() -> int:
     """How many traced values a trace may make: half the memory free now, at least 200,000."""
-    import psutil
     return max(200_000, psutil.virtual_memory().available // 2 // _BYTES_PER_TRACED_VALUE)
 
 
@@ -63,15 +73,20 @@ Dynamic = bool | dict[str, int | Sequence[int]] | None
 class Kernel:
     """A traced, compiled function, made by `@tj.kernel`. Call it like the original (docs/guide/arguments.md)."""
 
-    def __init__(self, fn: Callable[..., object] | staticmethod | classmethod, static: str | Sequence[str] = (),
-                 device: str | None = None, dynamic: Dynamic = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., object] | staticmethod | classmethod,
+        static: str | Sequence[str] = (),
+        device: str | None = None,
+        dynamic: Dynamic = None,
+    ) -> None:
         # in a class body: a staticmethod is not bound, a classmethod binds the class (__get__)
         self._binds = "static" if isinstance(fn, staticmethod) else "class" if isinstance(fn, classmethod) else "self"
         fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
         self.fn = fn
-        self._dynamic = dynamic   # None, True, False, or {parameter name: axes}: see kernel()
+        self._dynamic = dynamic  # None, True, False, or {parameter name: axes}: see kernel()
         functools.update_wrapper(self, fn)
-        if not hasattr(self, "__name__"):   # a functools.partial, a callable object
+        if not hasattr(self, "__name__"):  # a functools.partial, a callable object
             self.__name__ = self.__qualname__ = getattr(getattr(fn, "func", None), "__name__", type(fn).__name__)
         self._signature = inspect.signature(fn)
         self._params = Parameters(self.__name__, self._signature)
@@ -81,15 +96,15 @@ class Kernel:
         # dynamic={"x": (0,)}: argument position -> its symbolic axes
         self._dynamic_axes = dynamic_axes(self.__name__, dynamic, names, static) if isinstance(dynamic, dict) else None
         self._nparams = len(names)
-        self._out_keyword = "out" not in names   # f(..., out=arr) writes the results into arr
+        self._out_keyword = "out" not in names  # f(..., out=arr) writes the results into arr
         self._device = device
         # least recently used last out: a server seeing ever new shapes keeps at most plan_cache_size()
         # plans per function (an evicted signature costs a trace and a disk-cache load when it returns)
         self._plans: OrderedDict = OrderedDict()
-        self._lock = threading.RLock()   # one trace and compile per signature, however many threads call
-        self._lowered: OrderedDict = OrderedDict()   # plans of compile-only targets (lower / warm), never run
+        self._lock = threading.RLock()  # one trace and compile per signature, however many threads call
+        self._lowered: OrderedDict = OrderedDict()  # plans of compile-only targets (lower / warm), never run
         self._counts = {"traces": 0, "compiles": 0, "disk_hits": 0, "library": 0, "hits": 0}
-        self._symbolic: dict[str, set] = {}   # device -> (argument, axis) seen with a second size (dynamic=None)
+        self._symbolic: dict[str, set] = {}  # device -> (argument, axis) seen with a second size (dynamic=None)
         # (device, signature but for sizes) -> kernel name -> (its loop variables, those moving): what the twin
         # found, so that a later shape lowers once, without a twin, where every kernel is one already met
         self._moving: dict[tuple, dict[str, tuple[frozenset, frozenset]]] = {}
@@ -116,19 +131,24 @@ class Kernel:
         return BoundKernel(self, objtype if self._binds == "class" else obj)
 
     def _call(self, args, device, kwargs):
-        if allocation.tracing():   # called by a kernel being traced: its function is part of that trace
+        if allocation.tracing():  # called by a kernel being traced: its function is part of that trace
             return self._inline(args, kwargs)
         if capture.ACTIVE:
             collection = hooks.collection_of(args)
             if collection is not None:
-                raise UnsupportedError(f"{self.__name__}: a call with {collection.name} inside tj.capture(): "
-                                       f"{collection.in_capture}")
+                raise UnsupportedError(
+                    f"{self.__name__}: a call with {collection.name} inside tj.capture(): {collection.in_capture}"
+                )
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
         # (binding is skipped where it changes nothing: all positional, arrays and numbers; it cost a cached call
         # with a static argument a third of its time)
-        if kwargs or len(args) != self._nparams or not self._params.simple or \
-                not all(type(a) in _PLAIN_ARGUMENTS for a in args):
+        if (
+            kwargs
+            or len(args) != self._nparams
+            or not self._params.simple
+            or not all(type(a) in _PLAIN_ARGUMENTS for a in args)
+        ):
             args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
         key = self._fast_key(dev, *args) if not self._static and len(args) == self._nparams else self._key(dev, args)
@@ -136,11 +156,13 @@ class Kernel:
         try:
             plan = plans.get(key)
         except TypeError:
-            raise ArgumentError(f"{self.__name__}: static arguments must be hashable (they key the compile "
-                                f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}") from None
+            raise ArgumentError(
+                f"{self.__name__}: static arguments must be hashable (they key the compile "
+                f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}"
+            ) from None
         if plan is None:
             collection = hooks.collection_of(args)
-            if collection is not None:   # f(dask_array): a Dask array, planned here, computed block by block
+            if collection is not None:  # f(dask_array): a Dask array, planned here, computed block by block
                 return self._collection_call(collection, args, device, out)
             plan, normalized = self._planned(args, dev)
             try:
@@ -151,13 +173,13 @@ class Kernel:
                 failed(plan.device, e)
                 raise
         self._counts["hits"] += 1
-        if len(plans) > 1:   # least recently used order: nothing to reorder for a function's only plan
+        if len(plans) > 1:  # least recently used order: nothing to reorder for a function's only plan
             try:
                 plans.move_to_end(key)
-            except KeyError:   # another thread evicted it just now: the plan still runs
+            except KeyError:  # another thread evicted it just now: the plan still runs
                 pass
         try:
-            if profiler.ACTIVE:   # each launch timed on its own (runtime/profiler.py)
+            if profiler.ACTIVE:  # each launch timed on its own (runtime/profiler.py)
                 return plan.timed(args, args, out)
             return plan.run(args) if out is None else plan.call(args, args, out)
         except Exception as e:
@@ -166,22 +188,27 @@ class Kernel:
 
     def _inline(self, args, kwargs):
         if self._out_keyword and kwargs.get("out") is not None:
-            raise UnsupportedError(f"{self.__name__}(..., out=...) called inside another kernel: its result is part "
-                                   "of the outer kernel's trace; assign it (out[...] = inner(x)) instead")
+            raise UnsupportedError(
+                f"{self.__name__}(..., out=...) called inside another kernel: its result is part "
+                "of the outer kernel's trace; assign it (out[...] = inner(x)) instead"
+            )
         kwargs = {k: v for k, v in kwargs.items() if k != "out" or not self._out_keyword}
         return self.fn(*args, **kwargs)
 
     def _collection_call(self, collection: hooks.Collection, args, device, out):
         if out is not None:
-            raise ArgumentError(f"{self.__name__}: out= cannot take the results of a call with {collection.name}: "
-                                f"{collection.with_out}")
+            raise ArgumentError(
+                f"{self.__name__}: out= cannot take the results of a call with {collection.name}: {collection.with_out}"
+            )
         return collection.call(self, args, device or self._device)
 
     def _planned(self, args, dev, compile_only: bool = False) -> tuple[Plan, tuple]:
         """The plan for a call's bound arguments, and the arguments as it takes them (_normalize)."""
+
         def plan():
             normalized = self._normalize(args, dev)
             return self._plan_for(normalized, dev, compile_only), normalized
+
         return self._with_numbers(plan)
 
     def _with_numbers(self, make):
@@ -204,18 +231,23 @@ class Kernel:
         fixed = len(self._params.names)
         variadic = [self._names[i] if i < len(self._names) else str(i) for i in used if i >= fixed]
         if variadic:
-            raise TraceError(f"{self.__name__}: {', '.join(variadic)} (among *args or **kwargs) is used as "
-                             f"{used[next(i for i in used if i >= fixed)]}; pass it as a named parameter, whose "
-                             "value the kernel is specialised on")
+            raise TraceError(
+                f"{self.__name__}: {', '.join(variadic)} (among *args or **kwargs) is used as "
+                f"{used[next(i for i in used if i >= fixed)]}; pass it as a named parameter, whose "
+                "value the kernel is specialised on"
+            )
         with self._lock:
             self._static = self._static | frozenset(used)
             if type(self) is not Kernel and self.__dict__.pop("_fast", None) is not None:
-                self.__class__ = Kernel   # (the hot path keys no argument by value)
+                self.__class__ = Kernel  # (the hot path keys no argument by value)
             self._plans.clear()
             self._lowered.clear()
         for i, use in sorted(used.items()):
-            log(1, f"{self.__name__}: specialised on the value of {self._names[i]} (used as {use}); another "
-                   "value traces again")
+            log(
+                1,
+                f"{self.__name__}: specialised on the value of {self._names[i]} (used as {use}); another "
+                "value traces again",
+            )
 
     def _plan_for(self, args, dev, compile_only: bool = False) -> Plan:
         """The cached plan for converted arguments (array-likes are keyed by what they became), or a new
@@ -224,7 +256,7 @@ class Kernel:
         plan = self._cached_plan(key, compile_only)
         if plan is None:
             with self._lock:
-                plan = self._cached_plan(key, compile_only)   # another thread may have made it meanwhile
+                plan = self._cached_plan(key, compile_only)  # another thread may have made it meanwhile
                 if plan is None:
                     plan = self._lower(args, dev, compile_only)
                     # a plan from a target that only compiles (no hardware, or none asked for yet) is kept
@@ -244,7 +276,7 @@ class Kernel:
         if plan is not None:
             try:
                 plans.move_to_end(key)
-            except KeyError:   # evicted by another thread meanwhile
+            except KeyError:  # evicted by another thread meanwhile
                 pass
         return plan
 
@@ -253,8 +285,13 @@ class Kernel:
 
     def _key(self, dev, args) -> tuple:
         if self._static:
-            return (dev, *[("static", value_key(a)) if i in self._static else arg_key(a)   # (1 and 1.0: two plans)
-                           for i, a in enumerate(args)])
+            return (
+                dev,
+                *[
+                    ("static", value_key(a)) if i in self._static else arg_key(a)  # (1 and 1.0: two plans)
+                    for i, a in enumerate(args)
+                ],
+            )
         return (dev, *map(arg_key, args))
 
     def _bind(self, args, kwargs) -> tuple:
@@ -293,14 +330,16 @@ class Kernel:
     def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
         t0 = time.perf_counter()
         # TRACEJIT_DEBUG=1 or tj.profile(): where the compile's time went, stage by stage
-        with compile_times(bool(profiler.ACTIVE)) as times, \
-                progress.task(f"compiling {self.__name__} for {device_name}"):   # (a bar past 2 s on a terminal)
-            with stage("device setup"):   # the first time: imports the device's compiler
+        with (
+            compile_times(bool(profiler.ACTIVE)) as times,
+            progress.task(f"compiling {self.__name__} for {device_name}"),
+        ):  # (a bar past 2 s on a terminal)
+            with stage("device setup"):  # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
             why = self._new_signature(args, dev.name) if debug.enabled(1) else None
-            named = twin_sizes(args)   # tj.spec(("n", 1024), ...): checked before tracing
+            named = twin_sizes(args)  # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args)
-            if not traced.outputs:   # a function that changes nothing and returns None: nothing to compile
+            if not traced.outputs:  # a function that changes nothing and returns None: nothing to compile
                 return Plan(traced, NOTHING, dev)
             axes = axes_of(self._dynamic_axes, traced.infos, self._names) if self._dynamic_axes else None
             # the function at other sizes of its symbolic dimensions (only a device that makes inner sizes
@@ -308,20 +347,21 @@ class Kernel:
             # layouts that do not depend on their extent (ir/layout.py, `moving`)
             inner = dev.inner_sizes_as_arguments
             twin_args = None
-            if named and inner:   # tj.spec(("n", 1024), ...)
+            if named and inner:  # tj.spec(("n", 1024), ...)
                 twin_args = [with_sizes(a, {k: v[1] for k, v in named.items()}) for a in args]
             elif self._dynamic is True and inner:
                 twin_args = every_size_other(args, traced.infos)
             elif axes and inner:
                 twin_args = named_axes_other(args, traced.infos, axes)
-            elif self._dynamic is None and inner:   # dimensions seen with a second value: symbolic from now
+            elif self._dynamic is None and inner:  # dimensions seen with a second value: symbolic from now
                 twin_args = self._symbolic_twin(args, traced.infos, dev)
-            program = self._schedule(traced, twin_args, dev, dynamic=self._dynamic, ahead=compile_only,
-                                     every_loop=bool(named and inner))   # warming: no size of n may compile later
+            program = self._schedule(
+                traced, twin_args, dev, dynamic=self._dynamic, ahead=compile_only, every_loop=bool(named and inner)
+            )  # warming: no size of n may compile later
             with stage("verify"):
                 for k in program.kernels:
                     verify_kernel(k)
-            if debug.enabled(3):   # (formatting costs: not done otherwise)
+            if debug.enabled(3):  # (formatting costs: not done otherwise)
                 log(3, str(traced))
                 for k in program.kernels:
                     log(3, k.format())
@@ -336,12 +376,26 @@ class Kernel:
         self._counts["compiles"] += len(program.kernels) - loaded - library
         self._counts["disk_hits"] += loaded
         self._counts["library"] += library
-        log(1, f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
-               f"{1e3 * (time.perf_counter() - t0):.0f} ms" + (f" ({times.summary()})" if times else "")
-               + (f"; {'recompiled' if loaded + library < len(program.kernels) else 'retraced (nothing compiled)'}: "
-                  f"{why}" if why else ""))
-        profiler.compiled(dev.name, self.__name__, t0, time.perf_counter(), len(program.kernels), loaded,
-                          times.summary() if times else "")
+        log(
+            1,
+            f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
+            f"{1e3 * (time.perf_counter() - t0):.0f} ms"
+            + (f" ({times.summary()})" if times else "")
+            + (
+                f"; {'recompiled' if loaded + library < len(program.kernels) else 'retraced (nothing compiled)'}: {why}"
+                if why
+                else ""
+            ),
+        )
+        profiler.compiled(
+            dev.name,
+            self.__name__,
+            t0,
+            time.perf_counter(),
+            len(program.kernels),
+            loaded,
+            times.summary() if times else "",
+        )
         for k in executable.kernels:
             log(4, k.source)
         record(self, traced.infos, dev.name)
@@ -350,7 +404,7 @@ class Kernel:
     def _twin(self, args) -> Traced | None:
         """The trace of these arguments (other sizes), or None where it does not trace."""
         try:
-            return self._trace(args, count=False)   # (a stage of its own)
+            return self._trace(args, count=False)  # (a stage of its own)
         except TracejitError as e:
             log(1, f"{self.__name__}: not traced at other sizes ({e}); its sizes become arguments once they change")
             return None
@@ -362,7 +416,7 @@ class Kernel:
         traced), else found by lowering the twin first. The program's twin (which of a kernel's sizes follow
         the shapes) is traced when first asked for: only a kernel whose size-free key was not met before asks."""
         if twin_args is None:
-            with stage("schedule"):   # fusion, layout and lowering to kernel IR
+            with stage("schedule"):  # fusion, layout and lowering to kernel IR
                 return traced.program(dev.layout, **fields)
 
         def find_twin(program):
@@ -371,8 +425,9 @@ class Kernel:
         known = self._moving.setdefault((dev.name, size_free_key(traced.infos)), {})
         if known:
             with stage("schedule"):
-                program = traced.program(dev.layout, moving={k: m for k, (_, m) in known.items()},
-                                         find_twin=find_twin, **fields)
+                program = traced.program(
+                    dev.layout, moving={k: m for k, (_, m) in known.items()}, find_twin=find_twin, **fields
+                )
             if all(known.get(k, (None,))[0] == frozenset(ext) for k, ext in program.extents.items()):
                 return program
         first = self._twin_program(twin_args, dev)
@@ -408,7 +463,7 @@ class Kernel:
         new = {(i, d) for i, axes in changed.items() for d in axes} - seen
         if new:
             self._symbolic[dev.name] = seen = seen | new
-            for key in [k for k in self._moving if k[0] == dev.name]:   # found again with the new axes
+            for key in [k for k in self._moving if k[0] == dev.name]:  # found again with the new axes
                 del self._moving[key]
             names = self._names_of(infos)
             log(1, f"{self.__name__}: now symbolic: {', '.join(f'{names[i]}: shape[{d}]' for i, d in sorted(new))}")
@@ -446,7 +501,7 @@ class Kernel:
                 tensors.append(info.value)
             elif info.kind == "scalar":
                 tensors.append(Tensor(build.input_(i, info.dtype, info.shape, weak=True)))
-            elif info.kind == "generator":   # a np.random.Generator: draws from its stream (random_draws.py)
+            elif info.kind == "generator":  # a np.random.Generator: draws from its stream (random_draws.py)
                 tensors.append(random_draws.argument(i))
             else:
                 node = build.input_(i, info.dtype, info.shape)
@@ -454,38 +509,55 @@ class Kernel:
         self._counts["traces"] += count
         numbers = {i: a for i, (a, info) in enumerate(zip(args, infos)) if info.kind == "scalar"}
         try:
-            with stage("trace"), random_draws.drawing(len(infos)) as draws, allocation.traced_arrays(), \
-                    faulting.recorded() as can_fault, python_numbers.known(numbers) as used, \
-                    trace_budget(_trace_values()):
+            with (
+                stage("trace"),
+                random_draws.drawing(len(infos)) as draws,
+                allocation.traced_arrays(),
+                faulting.recorded() as can_fault,
+                python_numbers.known(numbers) as used,
+                trace_budget(_trace_values()),
+            ):
                 result = self._params.call(self._visible_function(), tensors)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
-        if used:   # a Python number the code needed as a number: traced again with it a constant
+        if used:  # a Python number the code needed as a number: traced again with it a constant
             raise NeedsNumbers(used)
         tuple_result = isinstance(result, (tuple, list))
         # None: a procedure, which only assigns into its arguments (or does nothing); the call returns None
         results = list(result) if tuple_result else [] if result is None else [result]
         if any(isinstance(r, MaskedSelection) for r in results):
-            raise data_dependent()   # returning x[mask]: its shape is the data's
+            raise data_dependent()  # returning x[mask]: its shape is the data's
         try:
             outputs = [as_node(r) for r in results]
         except TracejitError as e:
             raise TraceError(f"{self.__name__} must return traced values or scalars: {e}") from None
         # arguments assigned into: their new values are outputs too, written back by the call
-        assigned = [i for i, t in enumerate(tensors) if isinstance(t, Tensor) and t._argument is not None
-                    and t._value is not build.input_(i, infos[i].dtype, infos[i].shape)]
+        assigned = [
+            i
+            for i, t in enumerate(tensors)
+            if isinstance(t, Tensor)
+            and t._argument is not None
+            and t._value is not build.input_(i, infos[i].dtype, infos[i].shape)
+        ]
         with stage("simplify"):
             simplified = simplify(outputs + [tensors[j]._value for j in assigned] + can_fault)
         n, m = len(outputs), len(outputs) + len(assigned)
         outputs, new_values, can_fault = simplified[:n], simplified[n:m], simplified[m:]
         changed = [(j, v) for j, v in zip(assigned, new_values) if v is not build.input_(j, v.dtype, v.shape)]
         outputs += [v for _, v in changed]
-        checks = faulting.checks(outputs, can_fault)   # powers and indexing no output reads still raise
+        checks = faulting.checks(outputs, can_fault)  # powers and indexing no output reads still raise
         outputs += checks
         with stage("verify"):
             verify_graph(outputs)
-        return Traced(self.__name__, outputs, None if result is None else tuple_result, infos,
-                      tuple(j for j, _ in changed), len(checks), draws.streams)
+        return Traced(
+            self.__name__,
+            outputs,
+            None if result is None else tuple_result,
+            infos,
+            tuple(j for j, _ in changed),
+            len(checks),
+            draws.streams,
+        )
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"
@@ -497,6 +569,7 @@ class Kernel:
 
 class _Nothing:
     """The executable of a function that computes nothing (it returns None and assigns into nothing)."""
+
     kernels: list = []
     program = None
 
@@ -506,6 +579,7 @@ NOTHING = _Nothing()
 
 class BoundKernel:
     """A kernel read from an instance (or, for a classmethod, from its class): called with that first."""
+
     __slots__ = ("kernel", "bound")
 
     def __init__(self, kernel: Kernel, bound: object) -> None:
@@ -520,7 +594,7 @@ class BoundKernel:
     def lower(self, *args: object, device: str | None = None, **kwargs: object) -> Plan:
         return self.kernel.lower(self.bound, *args, device=device, **kwargs)
 
-    def __getattr__(self, name):   # cache_info, __name__, __doc__, ...
+    def __getattr__(self, name):  # cache_info, __name__, __doc__, ...
         return getattr(self.kernel, name)
 
     def __repr__(self) -> str:
@@ -556,16 +630,26 @@ def _user_location(tb) -> str:
 
 
 @overload
-def kernel(fn: Callable[..., object] | staticmethod | classmethod, *, static: str | Sequence[str] = (),
-           device: str | None = None, dynamic: Dynamic = None) -> Kernel: ...
+def kernel(
+    fn: Callable[..., object] | staticmethod | classmethod,
+    *,
+    static: str | Sequence[str] = (),
+    device: str | None = None,
+    dynamic: Dynamic = None,
+) -> Kernel: ...
 @overload
-def kernel(fn: None = None, *, static: str | Sequence[str] = (), device: str | None = None,
-           dynamic: Dynamic = None) -> Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]: ...
+def kernel(
+    fn: None = None, *, static: str | Sequence[str] = (), device: str | None = None, dynamic: Dynamic = None
+) -> Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]: ...
 
 
-def kernel(fn: Callable[..., object] | staticmethod | classmethod | None = None, *, static: str | Sequence[str] = (),
-           device: str | None = None, dynamic: Dynamic = None
-           ) -> Kernel | Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]:
+def kernel(
+    fn: Callable[..., object] | staticmethod | classmethod | None = None,
+    *,
+    static: str | Sequence[str] = (),
+    device: str | None = None,
+    dynamic: Dynamic = None,
+) -> Kernel | Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]:
     """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
 
     dynamic: None (the default): every new shape is traced again; a dimension seen with a second value
@@ -582,7 +666,8 @@ def kernel(fn: Callable[..., object] | staticmethod | classmethod | None = None,
             f"@tj.kernel(dynamic={dynamic!r}): pass dynamic=True (every size of a kernel an argument from the "
             "first call), a dict of parameter name -> axes ({'x': (0,)}: those axes symbolic from the first "
             "call), leave `dynamic` out (sizes become arguments once a second value is seen) or pass "
-            "dynamic=False to compile every size on its own")
+            "dynamic=False to compile every size on its own"
+        )
     if fn is None:
         return lambda f: Kernel(f, static, device, dynamic)
     return Kernel(fn, static, device, dynamic)
