@@ -1,12 +1,13 @@
 """tracejit: NumPy-style Python functions traced, fused and compiled into fast kernels.
 
-    import tracejit as tj
+import tracejit as tj
 
-    @tj.kernel
-    def softmax(x):
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
+@tj.kernel
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 """
+
 from __future__ import annotations
 
 from tracejit.version import __version__  # noqa: F401
@@ -77,12 +78,14 @@ def asarray(obj, device: str | None = None) -> Array:
     if isinstance(obj, Array) and obj.device is dev:
         return obj
     if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, Array) and dev.imports_foreign:
-        return dev.import_foreign(obj)   # another library's GPU array on this GPU: no copy
+        return dev.import_foreign(obj)  # another library's GPU array on this GPU: no copy
     import numpy as np
     from tracejit.frontend.signature import normalize
+
     host = obj.numpy() if isinstance(obj, Array) else normalize(obj, "numba")
     host = host.numpy() if isinstance(host, Array) else np.asarray(host)
     from tracejit.frontend.signature import describe
+
     describe(host, 0)  # rejects unsupported dtypes with a clear error
     return Array(dev.from_numpy(host), dev)
 

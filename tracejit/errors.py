@@ -1,4 +1,5 @@
 """User-facing error classes: one per kind of mistake, each message says what happened and what to do."""
+
 from __future__ import annotations
 
 

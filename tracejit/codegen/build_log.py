@@ -1,4 +1,5 @@
 """Compiler messages made readable: each message followed by the generated line it points at."""
+
 from __future__ import annotations
 
 import contextvars

@@ -1,6 +1,7 @@
 """Reductions over Dask blocks: what a block contributes (computed in the stage kernel), the partial it is
 packed into, and how partials combine into NumPy's result: sums, products, extremes as themselves, var and
 std from (count, mean, M2) by Chan's formula, argmax and argmin from (value, index) with global indices."""
+
 from __future__ import annotations
 
 import math
@@ -26,11 +27,11 @@ def block_values(unit: Unit | None, block) -> list[Tensor]:
         return [Tensor(build.reduce(block, unit.kind, unit.axes))]
     x, stat = Tensor(block), unit.statistic
     if unit.kind == "moments":
-        acc = unit.node.dtype   # the dtype NumPy's var is computed in (float32 for float16)
+        acc = unit.node.dtype  # the dtype NumPy's var is computed in (float32 for float16)
         mean = R.mean(x, axis=unit.axes, dtype=acc, keepdims=True)
         deviation = x.astype(acc) - mean
         return [mean, R.sum(deviation * deviation, axis=unit.axes, keepdims=True)]
-    assert stat is not None   # an arg unit comes from a recorded np.argmax / np.argmin
+    assert stat is not None  # an arg unit comes from a recorded np.argmax / np.argmin
     axis = None if stat.axes is None else stat.axes[0]
     extreme, position = (R.max, R.argmax) if stat.kind == "argmax" else (R.min, R.argmin)
     return [extreme(x, axis=unit.axes, keepdims=True), position(x, axis=axis, keepdims=True)]
@@ -56,10 +57,10 @@ def pack(unit: Unit, values, block_shape: tuple[int, ...], offsets: tuple[int, .
         out["mean"], out["m2"] = first, next(values)
         return out
     out["value"], local = first, next(values)
-    assert unit.statistic is not None   # an arg unit comes from a recorded np.argmax / np.argmin
+    assert unit.statistic is not None  # an arg unit comes from a recorded np.argmax / np.argmin
     if unit.statistic.axes is not None:
         out["index"] = local + offsets[unit.axes[0]]
-    else:   # a flat index into the block, made a flat index into the whole array
+    else:  # a flat index into the block, made a flat index into the whole array
         where = np.unravel_index(local, block_shape)
         out["index"] = np.ravel_multi_index(tuple(w + o for w, o in zip(where, offsets)), unit.operand.shape)
     return out
@@ -77,7 +78,7 @@ def combine(x: np.ndarray, axis, keepdims: bool, *, kind: str, **_) -> np.ndarra
     if kind in ("var", "std"):
         n, mean, m2 = x["count"], x["mean"], x["m2"]
         total = n.sum(axis=axis, keepdims=True)
-        seen = n > 0   # an empty block's mean is NaN (0 / 0): it must count for nothing
+        seen = n > 0  # an empty block's mean is NaN (0 / 0): it must count for nothing
         with np.errstate(invalid="ignore", divide="ignore"):
             grand = np.where(seen, n * mean, 0).sum(axis=axis, keepdims=True) / total
             spread = np.where(seen, m2 + n * (mean - grand) ** 2, 0).sum(axis=axis, keepdims=True)
@@ -87,7 +88,7 @@ def combine(x: np.ndarray, axis, keepdims: bool, *, kind: str, **_) -> np.ndarra
         value, index = x["value"], x["index"]
         best = (np.max if kind == "argmax" else np.min)(value, axis=axis, keepdims=True)
         hit = value == best
-        if value.dtype.kind == "f":   # NaN wins, the first one (by position in the whole array) as in NumPy
+        if value.dtype.kind == "f":  # NaN wins, the first one (by position in the whole array) as in NumPy
             hit |= np.isnan(value) & np.isnan(best)
         out = np.empty(best.shape, x.dtype)
         out["value"] = best
@@ -102,7 +103,7 @@ def aggregate(x: np.ndarray, axis, keepdims: bool, *, kind: str, ddof: float = 0
     if kind in _REDUCE:
         return out
     if kind in ("var", "std"):
-        dof = np.maximum(out["count"] - ddof, 0)   # NumPy's var divides by max(n - ddof, 0)
+        dof = np.maximum(out["count"] - ddof, 0)  # NumPy's var divides by max(n - ddof, 0)
         with np.errstate(invalid="ignore", divide="ignore"):
             var = out["m2"] / dof
         return (np.sqrt(var) if kind == "std" else var).astype(dtype)

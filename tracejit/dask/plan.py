@@ -1,6 +1,7 @@
 """How a kernel runs over arrays cut into blocks (Dask): its graph split into stages that each run block by
 block, joined by reductions over blocks. Knows nothing of Dask itself: dask/arrays.py builds the
 Dask graph from a BlockPlan, and each worker rebuilds the same BlockPlan to run its stages (dask/stages.py)."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -21,28 +22,31 @@ _CAPTURED = "a NumPy array the kernel captured, laid along it"
 class Unit:
     """A value reduced over blocks: partials per block, combined by a tree reduction, then read as an input
     by the stages after it."""
-    node: Node                    # its value in the whole program
-    kind: str                     # "sum" | "prod" | "max" | "min" | "moments" (var, std) | "arg" (argmax, argmin)
-    operand: Node                 # what is reduced: a partial is computed from a block of it
-    axes: tuple[int, ...]         # the operand's reduced axes
-    level: int                    # 1 + the highest level of the units its operand reads
+
+    node: Node  # its value in the whole program
+    kind: str  # "sum" | "prod" | "max" | "min" | "moments" (var, std) | "arg" (argmax, argmin)
+    operand: Node  # what is reduced: a partial is computed from a block of it
+    axes: tuple[int, ...]  # the operand's reduced axes
+    level: int  # 1 + the highest level of the units its operand reads
     statistic: Statistic | None
 
 
 @dataclass
 class Stage:
     """Kernels run once per block of a grid: the block's share of some units (partials) or outputs."""
+
     level: int
-    letters: tuple[str, ...]            # the block grid: one letter per chunked dimension
-    roots: list[tuple[str, int]]        # ("output", k) or ("unit", index into BlockPlan.units)
-    inputs: list[tuple[str, int]] = field(default_factory=list)   # ("arg", position) or ("unit", index)
+    letters: tuple[str, ...]  # the block grid: one letter per chunked dimension
+    roots: list[tuple[str, int]]  # ("output", k) or ("unit", index into BlockPlan.units)
+    inputs: list[tuple[str, int]] = field(default_factory=list)  # ("arg", position) or ("unit", index)
 
 
 @dataclass(frozen=True)
 class Problem:
     """A chunked dimension that a stage reads across blocks: it must be made one block."""
+
     letter: str
-    members: tuple[tuple[int, int], ...]   # (argument position, axis) of the arrays that have it
+    members: tuple[tuple[int, int], ...]  # (argument position, axis) of the arrays that have it
     reason: str
 
 
@@ -81,15 +85,18 @@ class BlockPlan:
             axes = tuple(range(len(operand.shape))) if stat.axes is None else stat.axes
             kind = STATISTIC_KINDS[stat.kind]
         elif node.op is Op.REDUCE:
-            assert isinstance(node.arg, tuple)   # (kind, axes)
+            assert isinstance(node.arg, tuple)  # (kind, axes)
             operand, axes, kind = node.srcs[0], node.arg[1], node.arg[0]
         else:
             return False
         operand_reads = reads(operand)
-        if not any(r in axes and self._classes.chunked(source, k)
-                   for source, rs in operand_reads.items() for k, r in enumerate(rs)):
-            return False   # reduced within each block
-        for source, rs in self._free.reads(node).items():   # its axes are the dimensions they follow
+        if not any(
+            r in axes and self._classes.chunked(source, k)
+            for source, rs in operand_reads.items()
+            for k, r in enumerate(rs)
+        ):
+            return False  # reduced within each block
+        for source, rs in self._free.reads(node).items():  # its axes are the dimensions they follow
             for k, r in enumerate(rs):
                 if isinstance(r, int):
                     self._classes.join([(source, k), (("cut", node), r)])
@@ -113,13 +120,19 @@ class BlockPlan:
         """Per axis of an argument ("input", i) or unit ("cut", node): its chunked dimension's letter, or None."""
         node = source[1] if source[0] == "cut" else None
         ndim = len(node.shape) if node is not None else len(self.traced.infos[source[1]].shape)
-        return tuple(self.letters[self._classes.find(source, k)] if self._classes.chunked(source, k) else None
-                     for k in range(ndim))
+        return tuple(
+            self.letters[self._classes.find(source, k)] if self._classes.chunked(source, k) else None
+            for k in range(ndim)
+        )
 
     def members(self, letter: str) -> tuple[tuple[int, int], ...]:
         """(argument position, axis) of the argument axes in the dimension `letter`."""
-        return tuple((i, k) for i, info in enumerate(self.traced.infos) for k in range(len(info.shape))
-                     if info.kind == "array" and self.letters.get(self._classes.find(("input", i), k)) == letter)
+        return tuple(
+            (i, k)
+            for i, info in enumerate(self.traced.infos)
+            for k in range(len(info.shape))
+            if info.kind == "array" and self.letters.get(self._classes.find(("input", i), k)) == letter
+        )
 
     # -- what cannot run block by block --
     def roots(self) -> list[tuple[tuple[str, int], Node]]:
@@ -133,8 +146,11 @@ class BlockPlan:
         only size-1 axes added or removed and its dtype changed (x.sum(0) is the sum's unit squeezed): Dask
         does those to the unit's array, no kernel needed. None otherwise."""
         steps = []
-        while node not in self._unit_of and (node.op is Op.CAST or node.op is Op.RESHAPE and not any(
-                isinstance(r, str) for r in reshape_map(node.srcs[0].shape, node.shape))):
+        while node not in self._unit_of and (
+            node.op is Op.CAST
+            or node.op is Op.RESHAPE
+            and not any(isinstance(r, str) for r in reshape_map(node.srcs[0].shape, node.shape))
+        ):
             steps.append(node)
             node = node.srcs[0]
         return (self._unit_of[node], steps[::-1]) if node in self._unit_of else None
@@ -146,15 +162,23 @@ class BlockPlan:
                 for k, r in enumerate(rs):
                     if r is None or not self._classes.chunked(source, k):
                         continue
-                    reason = r if isinstance(r, str) else _POSITIONS if source[0] == "iota" else \
-                        _CAPTURED if source[0] == "table" else None
+                    reason = (
+                        r
+                        if isinstance(r, str)
+                        else _POSITIONS
+                        if source[0] == "iota"
+                        else _CAPTURED
+                        if source[0] == "table"
+                        else None
+                    )
                     letter = self.letters[self._classes.find(source, k)]
                     if reason and letter not in found:
                         found[letter] = Problem(letter, self.members(letter), reason)
             # two axes of one value, or of one argument, in one chunked dimension (x @ y with y = x.T elsewhere):
             # Dask has no block index for that
-            for labels in [self.labels(node)] + [self.source_labels(s) for s in self._reads.reads(node)
-                                                  if s[0] == "input"]:
+            for labels in [self.labels(node)] + [
+                self.source_labels(s) for s in self._reads.reads(node) if s[0] == "input"
+            ]:
                 for letter in {x for x in labels if x and labels.count(x) > 1} - set(found):
                     found[letter] = Problem(letter, self.members(letter), TWO_AXES)
         return list(found.values())
@@ -162,17 +186,19 @@ class BlockPlan:
     # -- the stages --
     def _stages(self) -> list[Stage]:
         outputs = [node for root, node in self.roots() if root[0] == "output"]
-        last = 1 + max((self.units[self._unit_of[s[1]]].level for o in outputs for s in self._reads.reads(o)
-                        if s[0] == "cut"), default=0)
+        last = 1 + max(
+            (self.units[self._unit_of[s[1]]].level for o in outputs for s in self._reads.reads(o) if s[0] == "cut"),
+            default=0,
+        )
         groups: OrderedDict = OrderedDict()
         for root, node in self.roots():
             level = self.units[root[1]].level if root[0] == "unit" else last
             letters = tuple(sorted({x for x in self.labels(node) if x}, key=lambda x: int(x[1:])))
             groups.setdefault((level, letters), []).append(root)
-        ordered = sorted(groups.items(), key=lambda g: g[0][0])   # by level, stable
+        ordered = sorted(groups.items(), key=lambda g: g[0][0])  # by level, stable
         stages = [Stage(level, letters, roots) for (level, letters), roots in ordered]
         for stage in stages:
-            sources: set[tuple] = set()   # (kind, what): axis_reads' sources
+            sources: set[tuple] = set()  # (kind, what): axis_reads' sources
             for root in stage.roots:
                 node = self.units[root[1]].operand if root[0] == "unit" else self.outputs[root[1]]
                 sources.update(s for s in self._reads.reads(node) if s[0] in ("input", "cut"))
@@ -194,8 +220,9 @@ class BlockPlan:
                 for kind, u in stage.inputs:
                     if kind == "unit":
                         labels = self.labels(self.units[u].operand)
-                        out += [label for label in (labels[d] for d in self.units[u].axes)
-                                if label and label not in out]
+                        out += [
+                            label for label in (labels[d] for d in self.units[u].axes) if label and label not in out
+                        ]
         return out
 
 
@@ -237,11 +264,15 @@ def build_plan(kernel, args: tuple, chunked: tuple) -> BlockPlan:
     with statistic_log.recording() as statistics:
         traced = kernel._trace(kernel._normalize(args))
     if traced.streams:
-        raise UnsupportedError(f"{kernel.__name__} draws random numbers (np.random), which a call with Dask arrays "
-                               "does not support (each block would need its own part of the stream); call it on "
-                               "NumPy arrays or tj.Arrays")
+        raise UnsupportedError(
+            f"{kernel.__name__} draws random numbers (np.random), which a call with Dask arrays "
+            "does not support (each block would need its own part of the stream); call it on "
+            "NumPy arrays or tj.Arrays"
+        )
     if traced.assigned:
         names = kernel._names
-        raise UnsupportedError(f"{kernel.__name__} assigns into its argument {names[traced.assigned[0]]!r}, which "
-                               "cannot be done to a Dask array; return the new value instead")
+        raise UnsupportedError(
+            f"{kernel.__name__} assigns into its argument {names[traced.assigned[0]]!r}, which "
+            "cannot be done to a Dask array; return the new value instead"
+        )
     return BlockPlan(traced, statistics, chunked)

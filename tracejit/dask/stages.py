@@ -1,6 +1,7 @@
 """What runs on a Dask worker: a kernel per plan stage, which traces the plan's graph at the sizes of the
 blocks it is called with, and the task that calls it on one block and packs what it returns. Plans and stage
 kernels are kept per process, so a worker traces and compiles each block signature once."""
+
 from __future__ import annotations
 
 import inspect
@@ -21,16 +22,17 @@ from tracejit.frontend import shipping
 from tracejit.dask.plan import BlockPlan, build_plan
 from tracejit.frontend.signature import Default
 
-if TYPE_CHECKING:   # for the annotation only: stage_kernel imports it where it is used
+if TYPE_CHECKING:  # for the annotation only: stage_kernel imports it where it is used
     from tracejit.frontend.kernel import Kernel
 
-PLANS_KEPT = 64   # plans (kernel x argument shapes x chunked axes) a process keeps
+PLANS_KEPT = 64  # plans (kernel x argument shapes x chunked axes) a process keeps
 
 
 @dataclass(frozen=True)
 class PlanKey:
     """What a plan is made from: the kernel, its arguments (arrays as tj.spec of the whole array, Python
     scalars as 0 of their type, static values) and which axes of each array are cut into blocks."""
+
     kernel: Kernel
     args: tuple
     chunked: tuple
@@ -42,6 +44,7 @@ class PlanKey:
 @dataclass(frozen=True)
 class StageRef:
     """One stage of one plan, as a Dask task names it."""
+
     key: PlanKey
     index: int
     device: str | None
@@ -72,6 +75,7 @@ def plan_for(key: PlanKey) -> BlockPlan:
 def stage_kernel(key: PlanKey, index: int):
     """The kernel of stage `index` (one per process: its plans are every block signature seen here)."""
     from tracejit.frontend.kernel import Kernel
+
     plan = plan_for(key)
     with _lock:
         kernel = _stage_kernels.get((key, index))
@@ -82,8 +86,11 @@ def stage_kernel(key: PlanKey, index: int):
                 # the block sizes along chunked dimensions are arguments of the code from the first compile: one
                 # kernel for the edge blocks too; the one-block axes (a softmax's rows) stay constants
                 inputs = plan.stages[index].inputs
-                dynamic = {f"a{p}": axes for p, inp in enumerate(inputs)
-                           if (axes := tuple(d for d, x in enumerate(plan.source_labels(_source(plan, inp))) if x))}
+                dynamic = {
+                    f"a{p}": axes
+                    for p, inp in enumerate(inputs)
+                    if (axes := tuple(d for d, x in enumerate(plan.source_labels(_source(plan, inp))) if x))
+                }
             kernel = Kernel(StageProgram(key, plan, index), device=user._device, dynamic=dynamic or None)
             _stage_kernels[(key, index)] = kernel
         return kernel
@@ -92,7 +99,7 @@ def stage_kernel(key: PlanKey, index: int):
 class StageProgram:
     """The function a stage kernel traces: the stage's roots at the sizes of the blocks it is given."""
 
-    recorded_elsewhere = True   # TRACEJIT_RECORD records the Dask call itself (dask/arrays.py)
+    recorded_elsewhere = True  # TRACEJIT_RECORD records the Dask call itself (dask/arrays.py)
 
     def __init__(self, key: PlanKey, plan: BlockPlan, index: int):
         self.key, self.plan, self.index = key, plan, index
@@ -100,7 +107,8 @@ class StageProgram:
         self.__module__ = __name__
         n = len(plan.stages[index].inputs)
         self.__signature__ = inspect.Signature(
-            [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(n)])
+            [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(n)]
+        )
 
     def __call__(self, *blocks):
         plan, stage = self.plan, self.plan.stages[self.index]
@@ -112,17 +120,18 @@ class StageProgram:
             hidden = node.arg if node.op is Op.INPUT and isinstance(node.arg, tuple) else None
             source = ("input", node.arg if hidden is None else hidden[1]) if node.op is Op.INPUT else ("cut", node)
             p = position.get(source)
-            if hidden is not None and p is not None:   # the same hidden scalar of the stage's own argument
+            if hidden is not None and p is not None:  # the same hidden scalar of the stage's own argument
                 return build.input_((hidden[0], p, *hidden[2:]), node.dtype, shape)
             if p is None:
-                if node.op is Op.INPUT or plan.unit_index(node) is not None:   # (a unit rebuilt would be wrong)
+                if node.op is Op.INPUT or plan.unit_index(node) is not None:  # (a unit rebuilt would be wrong)
                     raise InternalError(f"dask stage {self.index}: {source[0]} {node} is not among its inputs")
                 return None
             return build.input_(p, node.dtype, shape, node.weak)
 
         roots = [root_node(plan, r) for r in stage.roots]
-        at_blocks = resize([(n, block_shape(plan, n, sizes)) for n in roots], leaf,
-                           lambda n, d: block_shape(plan, n, sizes)[d])
+        at_blocks = resize(
+            [(n, block_shape(plan, n, sizes)) for n in roots], leaf, lambda n, d: block_shape(plan, n, sizes)[d]
+        )
         out = []
         for root, node in zip(stage.roots, at_blocks):
             out += dask_partials.block_values(plan.units[root[1]] if root[0] == "unit" else None, node)
@@ -198,6 +207,7 @@ def block_signatures(plan: BlockPlan, stage, key: PlanKey, letter_chunks: dict[s
     """The distinct argument lists (tj.spec per block input, scalars as they are) the stage kernel is called
     with over the whole grid: every combination of the distinct block sizes along its dimensions."""
     from tracejit.frontend.signature import Spec, spec
+
     letters = sorted({x for inp in stage.inputs for x in plan.source_labels(_source(plan, inp)) if x})
     choices = [sorted(set(letter_chunks[x])) for x in letters]
     for combo in itertools.product(*choices):
@@ -205,7 +215,7 @@ def block_signatures(plan: BlockPlan, stage, key: PlanKey, letter_chunks: dict[s
         args = []
         for inp in stage.inputs:
             if inp[0] == "arg" and not isinstance(key.args[inp[1]], Spec):
-                args.append(key.args[inp[1]])   # a Python scalar
+                args.append(key.args[inp[1]])  # a Python scalar
                 continue
             node = plan.units[inp[1]].node if inp[0] == "unit" else None
             whole = node.shape if node is not None else key.args[inp[1]].shape
@@ -213,7 +223,6 @@ def block_signatures(plan: BlockPlan, stage, key: PlanKey, letter_chunks: dict[s
             labels = plan.source_labels(_source(plan, inp))
             args.append(spec(tuple(sizes[x] if x else s for x, s in zip(labels, whole)), dtype))
         yield args
-
 
 
 def letter_chunks(plan: BlockPlan, chunks: list) -> dict[str, tuple[int, ...]]:
@@ -232,6 +241,7 @@ def letter_chunks(plan: BlockPlan, chunks: list) -> dict[str, tuple[int, ...]]:
 def warm_stages(key: PlanKey, chunks_by_letter: dict, devices=None) -> list[dict]:
     """Compile (or load) every stage kernel of the plan at every block shape it meets (tj.warm's results)."""
     from tracejit.frontend.warm import warm
+
     plan = plan_for(key)
     out = []
     for index, stage in enumerate(plan.stages):
@@ -246,7 +256,7 @@ def warm_recorded(kernel, args: list, runs: list, static: dict, devices=None) ->
     chunks as run lengths per axis ([[size, count], ...]) and its static arguments."""
     bound = kernel._bind(tuple(args), static)
     positions = [i for i, a in enumerate(bound) if i not in kernel._static and not isinstance(a, Default)]
-    chunks: list[tuple[tuple[int, ...], ...] | None] = [None] * len(bound)   # per argument: its blocks per axis
+    chunks: list[tuple[tuple[int, ...], ...] | None] = [None] * len(bound)  # per argument: its blocks per axis
     for i, axis_runs in zip(positions, runs):
         if axis_runs is not None:
             chunks[i] = tuple(tuple(size for size, count in axis for _ in range(count)) for axis in axis_runs)

@@ -1,5 +1,6 @@
 """Python's argument binding for kernels: a call's arguments as one flat tuple, the positions plans are
 keyed, traced and launched on, and that tuple back into a call of the user's function."""
+
 from __future__ import annotations
 
 import enum
@@ -20,6 +21,7 @@ class Layout:
     """The last item of a flat tuple that holds more than the fixed parameters: how many items of *args
     follow them, the keywords of **kwargs in the order they were passed, and how many arrays of objects
     (instances.py) come after those. It keys the plan: another count or other names trace anew."""
+
     count: int = 0
     keywords: tuple[str, ...] = ()
     leaves: int = 0
@@ -39,7 +41,7 @@ class Parameters:
         self.var_positional = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
         self.var_keyword = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
         self.fixed = self.positional + self.keyword_only
-        self.names = [p.name for p in self.fixed]          # of the fixed positions, in order
+        self.names = [p.name for p in self.fixed]  # of the fixed positions, in order
         self.variadic = self.var_positional is not None or self.var_keyword is not None
         # a call of len(names) positional arguments is complete as it stands (the hot path's case)
         self.simple = not self.keyword_only and not self.variadic
@@ -56,13 +58,15 @@ class Parameters:
             except TypeError as e:
                 raise ArgumentError(f"{self.fn_name}{self.signature}: {e}") from None
             given = bound.arguments
-            flat = [given[p.name] if p.name in given else p.default if i in static else default(p.default)
-                    for i, p in enumerate(self.fixed)]
+            flat = [
+                given[p.name] if p.name in given else p.default if i in static else default(p.default)
+                for i, p in enumerate(self.fixed)
+            ]
             extra = given.get(self.var_positional, ()) if self.var_positional else ()
             keywords = given.get(self.var_keyword, {}) if self.var_keyword else {}
             flat += [_variadic_item(a) for a in (*extra, *keywords.values())]
         for i, a in enumerate(flat):
-            if isinstance(a, type) and i not in static:   # a classmethod's class: a constant of the code
+            if isinstance(a, type) and i not in static:  # a classmethod's class: a constant of the code
                 flat[i] = Default(a)
         objects = [i for i, a in enumerate(flat) if i not in static and is_instance(a)]
         if not self.variadic and not objects:
@@ -80,7 +84,7 @@ class Parameters:
         layout = flat[-1] if flat else None
         layout = layout.value if isinstance(layout, Default) else layout
         if isinstance(layout, Layout):
-            body, leaves = list(flat[:len(flat) - 1 - layout.leaves]), iter(flat[len(flat) - 1 - layout.leaves:-1])
+            body, leaves = list(flat[: len(flat) - 1 - layout.leaves]), iter(flat[len(flat) - 1 - layout.leaves : -1])
         else:
             layout, body, leaves = Layout(), list(flat), iter(())
         copies = []
@@ -91,10 +95,10 @@ class Parameters:
                 body[i] = a.rebuild([next(leaves) for _ in range(a.count)])
                 copies.append((body[i], dict(body[i].__dict__), names[i]))
         n, fixed = len(self.positional), len(self.fixed)
-        positional = body[:n] + body[fixed:fixed + layout.count]
+        positional = body[:n] + body[fixed : fixed + layout.count]
         # a keyword-only parameter left to its default is left out (a ufunc refuses dtype= and signature= both)
         keywords = {p.name: v for p, v in zip(self.keyword_only, body[n:fixed]) if v is not p.default}
-        keywords.update(zip(layout.keywords, body[fixed + layout.count:]))
+        keywords.update(zip(layout.keywords, body[fixed + layout.count :]))
         result = fn(*positional, **keywords)
         code = getattr(fn, "__code__", None)
         defined = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
@@ -116,14 +120,18 @@ class Parameters:
         """static= names as flat positions, refused where they are not fixed parameters."""
         var = [s for s in static if s in (self.var_positional, self.var_keyword)]
         if var:
-            raise ArgumentError(f"{self.fn_name}: static={var!r} names *{var[0]}/**{var[0]}; the items of *args and "
-                                "**kwargs are traced (arrays and numbers), and strings, None, callables and "
-                                "other settings among them are constants of the code already: leave it out "
-                                "of static=")
+            raise ArgumentError(
+                f"{self.fn_name}: static={var!r} names *{var[0]}/**{var[0]}; the items of *args and "
+                "**kwargs are traced (arrays and numbers), and strings, None, callables and "
+                "other settings among them are constants of the code already: leave it out "
+                "of static="
+            )
         unknown = [s for s in static if s not in self.names]
         if unknown:
-            raise ArgumentError(f"{self.fn_name}: static argument(s) {unknown} are not parameters of the function "
-                                f"(its parameters: {self.names})")
+            raise ArgumentError(
+                f"{self.fn_name}: static argument(s) {unknown} are not parameters of the function "
+                f"(its parameters: {self.names})"
+            )
         return frozenset(self.names.index(s) for s in static)
 
 
@@ -145,9 +153,11 @@ def _variadic_item(a):
     as a static argument would be."""
     if is_instance(a):
         return a
-    setting = isinstance(a, (str, bytes, slice, type(None), type(Ellipsis), type, np.dtype)) or (
-        isinstance(a, enum.Enum) and not isinstance(a, (int, float))) or (
-        callable(a) and not hasattr(a, "__array__"))
+    setting = (
+        isinstance(a, (str, bytes, slice, type(None), type(Ellipsis), type, np.dtype))
+        or (isinstance(a, enum.Enum) and not isinstance(a, (int, float)))
+        or (callable(a) and not hasattr(a, "__array__"))
+    )
     if setting:
         try:
             hash(a)

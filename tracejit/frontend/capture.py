@@ -10,6 +10,7 @@ never writes to the caller's arrays. Values produced inside the block, outputs i
 graph's buffers: each replay overwrites them (CUDA-graph semantics; pass copy=True for fresh arrays).
 Python code in the block runs once, at capture; only kernel launches are replayed.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,29 +26,30 @@ from tracejit.runtime import profiler, registry
 from tracejit.runtime.array import Array
 from tracejit.frontend.signature import Default, value_key
 
-ACTIVE: list[Graph] = []     # the graphs being captured, innermost last; Kernel.__call__ checks it
+ACTIVE: list[Graph] = []  # the graphs being captured, innermost last; Kernel.__call__ checks it
 
 
 @dataclass
 class _Input:
-    where: str                 # "host", or the device name of a tj.Array
+    where: str  # "host", or the device name of a tj.Array
     shape: tuple[int, ...]
     dtype: np.dtype
-    owned: list = field(default_factory=list)   # (device, the graph's copy) per device that reads it
+    owned: list = field(default_factory=list)  # (device, the graph's copy) per device that reads it
 
 
 class CaptureDevice(Protocol):
     """What a graph asks of the device its calls run on (every device of runtime/ has it): the launches of a
     call bound for good, run again and again, and the memory they use."""
+
     name: str
     returns_numpy: bool
 
-    def own(self, a): ...                                     # the graph's copy of an input on this device
-    def memory_of(self, value) -> int: ...                    # the allocation a value lives in
+    def own(self, a): ...  # the graph's copy of an input on this device
+    def memory_of(self, value) -> int: ...  # the allocation a value lives in
     def share_memory(self, launches: list, scratch: set[int]) -> tuple[list, int]: ...
     def prepare_replay(self, launches: list): ...
     def replay(self, launches) -> None: ...
-    def feed(self, owned, a) -> None: ...                     # new data into the graph's copy of an input
+    def feed(self, owned, a) -> None: ...  # new data into the graph's copy of an input
     def synchronize(self) -> None: ...
 
 
@@ -60,16 +62,16 @@ class Graph:
     g.replay() replays on the buffers as they are; see the module docstring and docs/guide/capture.md."""
 
     def __init__(self) -> None:
-        self.outputs: object = None               # what the block returns: a value, or a tuple or list of them
+        self.outputs: object = None  # what the block returns: a value, or a tuple or list of them
         self.inputs: list[_Input] = []
-        self._by_id: dict[int, int] = {}          # id(external array) -> index in inputs
-        self._externals: list = []                # keeps those ids unique while capturing
-        self._produced: dict[int, tuple[np.ndarray | Array, CaptureDevice]] = {}   # id(value) -> (value, device)
+        self._by_id: dict[int, int] = {}  # id(external array) -> index in inputs
+        self._externals: list = []  # keeps those ids unique while capturing
+        self._produced: dict[int, tuple[np.ndarray | Array, CaptureDevice]] = {}  # id(value) -> (value, device)
         self._segments: list[tuple[CaptureDevice, list]] = []
         self._state = "new"
         self._shared = False
-        self._scratch: dict[int, set[int]] = {}   # per device: memory the graph allocated
-        self.scratch_bytes = 0                    # memory the graph's intermediates share, once replayed
+        self._scratch: dict[int, set[int]] = {}  # per device: memory the graph allocated
+        self.scratch_bytes = 0  # memory the graph's intermediates share, once replayed
 
     # -- capturing --
     def __enter__(self) -> Graph:
@@ -87,52 +89,64 @@ class Graph:
     def call(self, kernel, args, kwargs, device):
         """A kernel call inside the block: run it on the graph's buffers and record its launches."""
         if kernel._out_keyword and kwargs.get("out") is not None:
-            raise UnsupportedError(f"{kernel.__name__}(..., out=...) inside tj.capture() (or a tj.jit function) is not "
-                                   "supported: a captured graph keeps its results in its own buffers; use the returned "
-                                   "values (g.outputs)")
+            raise UnsupportedError(
+                f"{kernel.__name__}(..., out=...) inside tj.capture() (or a tj.jit function) is not "
+                "supported: a captured graph keeps its results in its own buffers; use the returned "
+                "values (g.outputs)"
+            )
         kwargs = {k: v for k, v in kwargs.items() if k != "out" or not kernel._out_keyword}
         args = kernel._bind(args, kwargs)
         name = device or kernel._device or registry.default_device_name()
         dev = registry.device(name)
 
-        def planned():   # (again where the trace specialised Python-number arguments: they are static then)
-            bound = tuple(a if i in kernel._static else self._argument(a, dev)
-                          for i, a in enumerate(kernel._normalize(args)))
+        def planned():  # (again where the trace specialised Python-number arguments: they are static then)
+            bound = tuple(
+                a if i in kernel._static else self._argument(a, dev) for i, a in enumerate(kernel._normalize(args))
+            )
             return kernel._plan_for(bound, getattr(dev, "name", name)), bound
+
         plan, bound = kernel._with_numbers(planned)
         if plan.traced.assigned:
-            raise UnsupportedError(f"{kernel.__name__} assigns into its argument(s) {list(plan.traced.assigned)}, which "
-                                   "a captured graph cannot write back to the caller's arrays; call it outside "
-                                   "tj.capture() (or tj.jit), or return the new values instead")
+            raise UnsupportedError(
+                f"{kernel.__name__} assigns into its argument(s) {list(plan.traced.assigned)}, which "
+                "a captured graph cannot write back to the caller's arrays; call it outside "
+                "tj.capture() (or tj.jit), or return the new values instead"
+            )
         if plan.traced.streams:
-            raise UnsupportedError(f"{kernel.__name__} draws random numbers (np.random), which a captured graph would "
-                                   "repeat on every replay; call it outside tj.capture() (or tj.jit)")
-        outputs, launches, allocated = plan.executable.bind(plan._with_words(bound))   # hidden scalars too
+            raise UnsupportedError(
+                f"{kernel.__name__} draws random numbers (np.random), which a captured graph would "
+                "repeat on every replay; call it outside tj.capture() (or tj.jit)"
+            )
+        outputs, launches, allocated = plan.executable.bind(plan._with_words(bound))  # hidden scalars too
         self._scratch.setdefault(id(dev), set()).update(dev.memory_of(a) for a in allocated)
-        dev.replay(launches)                       # run now: the block sees real values
+        dev.replay(launches)  # run now: the block sees real values
         if self._segments and self._segments[-1][0] is dev:
             self._segments[-1][1].extend(launches)
         else:
             self._segments.append((dev, list(launches)))
-        results = [o if dev.returns_numpy else Array(o, dev) for o in outputs[:len(plan.traced.results)]]
+        results = [o if dev.returns_numpy else Array(o, dev) for o in outputs[: len(plan.traced.results)]]
         for r in results:
             self._produced[id(r)] = (r, dev)
-        if plan.traced.tuple_result is None:   # a procedure
+        if plan.traced.tuple_result is None:  # a procedure
             return None
         return tuple(results) if plan.traced.tuple_result else results[0]
 
     def _argument(self, a, dev):
         if type(a) in (bool, int, float) or isinstance(a, (np.generic, Default)):
-            return a                               # a scalar (or a left-out default) is a constant of the graph
+            return a  # a scalar (or a left-out default) is a constant of the graph
         produced = self._produced.get(id(a))
         if produced is not None:
             if produced[1] is not dev:
-                raise UnsupportedError(f"a captured value made on {produced[1].name} is passed to a kernel on "
-                                       f"{dev.name}; inside tj.capture() each value stays on its device")
+                raise UnsupportedError(
+                    f"a captured value made on {produced[1].name} is passed to a kernel on "
+                    f"{dev.name}; inside tj.capture() each value stays on its device"
+                )
             return a
         if not isinstance(a, (np.ndarray, Array)):
-            raise ArgumentError(f"tj.capture() cannot take a {type(a).__name__} argument; pass numpy arrays, "
-                                "tj.Arrays or Python scalars")
+            raise ArgumentError(
+                f"tj.capture() cannot take a {type(a).__name__} argument; pass numpy arrays, "
+                "tj.Arrays or Python scalars"
+            )
         index = self._by_id.get(id(a))
         if index is None:
             index = self._by_id[id(a)] = len(self.inputs)
@@ -151,7 +165,7 @@ class Graph:
         """Run every recorded launch again, on the same buffers."""
         self._check_ready()
         for dev, launches in self._segments:
-            if profiler.ACTIVE:   # a replay is one event: its launches run back to back (one CUDA graph)
+            if profiler.ACTIVE:  # a replay is one event: its launches run back to back (one CUDA graph)
                 t0 = time.perf_counter()
                 dev.replay(launches)
                 dev.synchronize()
@@ -164,8 +178,10 @@ class Graph:
         replay, and return the captured outputs (fresh copies with copy=True)."""
         self._check_ready()
         if len(inputs) != len(self.inputs):
-            raise ArgumentError(f"this graph reads {len(self.inputs)} input array(s) (in the order the block "
-                                f"first read them); got {len(inputs)}")
+            raise ArgumentError(
+                f"this graph reads {len(self.inputs)} input array(s) (in the order the block "
+                f"first read them); got {len(inputs)}"
+            )
         for i, a in enumerate(inputs):
             self.feed(i, a)
         self.replay()
@@ -176,9 +192,11 @@ class Graph:
         if not isinstance(a, (np.ndarray, Array)):
             a = np.asarray(a)
         if _where(a) != entry.where or tuple(a.shape) != entry.shape or np.dtype(a.dtype) != entry.dtype:
-            raise ArgumentError(f"input {index} was captured as {entry.dtype.name}{list(entry.shape)} on "
-                                f"{entry.where}; got {np.dtype(a.dtype).name}{list(a.shape)} on {_where(a)}. "
-                                "Capture a new graph for other shapes, dtypes or devices")
+            raise ArgumentError(
+                f"input {index} was captured as {entry.dtype.name}{list(entry.shape)} on "
+                f"{entry.where}; got {np.dtype(a.dtype).name}{list(a.shape)} on {_where(a)}. "
+                "Capture a new graph for other shapes, dtypes or devices"
+            )
         for dev, owned in entry.owned:
             dev.feed(owned, a)
 
@@ -188,12 +206,15 @@ class Graph:
         values = []
         for v in list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]:
             if id(v) not in self._produced:
-                raise ArgumentError("g.outputs must be values that kernel calls inside the tj.capture() block "
-                                    f"returned; got {type(v).__name__}")
-            values.append(self._produced[id(v)][0])   # v itself
+                raise ArgumentError(
+                    "g.outputs must be values that kernel calls inside the tj.capture() block "
+                    f"returned; got {type(v).__name__}"
+                )
+            values.append(self._produced[id(v)][0])  # v itself
         if copy:
-            values = [v.copy() if isinstance(v, np.ndarray) else Array(v.device.clone(v._data), v.device)
-                      for v in values]
+            values = [
+                v.copy() if isinstance(v, np.ndarray) else Array(v.device.clone(v._data), v.device) for v in values
+            ]
         return values[0] if single else tuple(values)
 
     def _share_memory(self) -> None:
@@ -210,17 +231,22 @@ class Graph:
                 launches, nbytes = dev.share_memory(by_device[id(dev)], self._scratch[id(dev)] - kept)
                 shared[id(dev)] = iter(launches)
                 self.scratch_bytes += nbytes
-        self._segments = [(dev, _prepared(dev, [next(shared[id(dev)]) for _ in launches]))
-                          for dev, launches in self._segments]
+        self._segments = [
+            (dev, _prepared(dev, [next(shared[id(dev)]) for _ in launches])) for dev, launches in self._segments
+        ]
 
     def _check_ready(self) -> None:
         if self._state == "ready" and not self._shared:
             self._shared = True
             self._share_memory()
         if self._state != "ready":
-            raise TracejitError({"new": "this graph has captured nothing yet",
-                                 "capturing": "a graph cannot replay inside its own tj.capture() block",
-                                 "failed": "the tj.capture() block raised, so the graph is incomplete"}[self._state])
+            raise TracejitError(
+                {
+                    "new": "this graph has captured nothing yet",
+                    "capturing": "a graph cannot replay inside its own tj.capture() block",
+                    "failed": "the tj.capture() block raised, so the graph is incomplete",
+                }[self._state]
+            )
 
     def __repr__(self) -> str:
         launches = sum(len(x) for _, x in self._segments)
@@ -236,7 +262,8 @@ class JitFunction:
     """A whole Python function of kernel calls: the first call per signature captures a graph, later
     calls with that signature feed their arrays to it and replay. Python scalars are part of the
     signature (a new value captures anew); arrays it reads other than its arguments are captured once."""
-    __name__: str   # the function's, as functools.update_wrapper sets it (with its __doc__, __wrapped__, ...)
+
+    __name__: str  # the function's, as functools.update_wrapper sets it (with its __doc__, __wrapped__, ...)
 
     def __init__(self, fn: Callable[..., object], copy: bool = False) -> None:
         functools.update_wrapper(self, fn)
@@ -279,13 +306,14 @@ def _jit_key(a):
         return ("array", a.dtype, a.shape, a.strides)
     if type(a) is Array:
         return ("array", a.dtype, a.shape, a.device.name)
-    if type(a) in (bool, int, float) or isinstance(a, np.generic):   # the type too: np.float32(0.5) == 0.5
-        return ("scalar", value_key(a))   # and the sign of a zero: 1 / -0.0 is -inf
+    if type(a) in (bool, int, float) or isinstance(a, np.generic):  # the type too: np.float32(0.5) == 0.5
+        return ("scalar", value_key(a))  # and the sign of a zero: 1 / -0.0 is -inf
     try:
         hash(a)
     except TypeError:
-        raise ArgumentError(f"a tj.jit function's arguments must be arrays, scalars or hashable settings; "
-                            f"got {type(a).__name__}") from None
+        raise ArgumentError(
+            f"a tj.jit function's arguments must be arrays, scalars or hashable settings; got {type(a).__name__}"
+        ) from None
     return ("static", a)
 
 
@@ -295,8 +323,9 @@ def jit(fn: Callable[..., object], *, copy: bool = False) -> JitFunction: ...
 def jit(fn: None = None, *, copy: bool = False) -> Callable[[Callable[..., object]], JitFunction]: ...
 
 
-def jit(fn: Callable[..., object] | None = None, *, copy: bool = False
-        ) -> JitFunction | Callable[[Callable[..., object]], JitFunction]:
+def jit(
+    fn: Callable[..., object] | None = None, *, copy: bool = False
+) -> JitFunction | Callable[[Callable[..., object]], JitFunction]:
     """@tj.jit or @tj.jit(copy=True): capture on the first call per signature, replay afterwards."""
     if fn is None:
         return lambda f: JitFunction(f, copy)

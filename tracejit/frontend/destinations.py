@@ -7,6 +7,7 @@ the kernel writes and nothing the program reads overlaps it, or, for an argument
 the program reads that argument only at the element it writes (Program.writes_in_place); otherwise the
 value is computed into fresh memory and copied in after the launch.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,16 +23,22 @@ def check_assigned(name: str, assigned: tuple[int, ...], args, originals) -> Non
     for j in assigned:
         a = originals[j]
         if not isinstance(a, (np.ndarray, Array)):
-            raise UnsupportedError(f"{name} assigns into argument {j}, a {type(a).__name__} that became an array on the "
-                                   "way in, so the caller would not see the change; pass a numpy array or tj.Array")
+            raise UnsupportedError(
+                f"{name} assigns into argument {j}, a {type(a).__name__} that became an array on the "
+                "way in, so the caller would not see the change; pass a numpy array or tj.Array"
+            )
         if not _writeable(a):
-            raise AssignmentError(f"assignment destination is read-only: {name} assigns into argument {j}, which is "
-                                  "not writeable; pass a writeable array (x.copy())")
+            raise AssignmentError(
+                f"assignment destination is read-only: {name} assigns into argument {j}, which is "
+                "not writeable; pass a writeable array (x.copy())"
+            )
         for k, b in enumerate(originals):
             if k != j and isinstance(b, (np.ndarray, Array)) and overlap(a, b):
-                raise UnsupportedError(f"{name} assigns into argument {j}, which shares memory with argument {k}; in "
-                                       "NumPy a write through one shows through the other, which tracejit does not "
-                                       "follow between arguments: pass a copy of one of them")
+                raise UnsupportedError(
+                    f"{name} assigns into argument {j}, which shares memory with argument {k}; in "
+                    "NumPy a write through one shows through the other, which tracejit does not "
+                    "follow between arguments: pass a copy of one of them"
+                )
 
 
 def out_destinations(name: str, out, shapes: list, dtypes: list, device) -> list:
@@ -47,11 +54,15 @@ def out_destinations(name: str, out, shapes: list, dtypes: list, device) -> list
         if not isinstance(o, (np.ndarray, Array)):
             raise ArgumentError(f"{what} must be a numpy array or tj.Array, got {type(o).__name__}")
         if type(o) is Array and o.device is not device:
-            raise ArgumentError(f"{what} is a tj.Array on {o.device.name}; this call runs on {device.name}: pass an "
-                                f"array of {device.name} (or a numpy array)")
+            raise ArgumentError(
+                f"{what} is a tj.Array on {o.device.name}; this call runs on {device.name}: pass an "
+                f"array of {device.name} (or a numpy array)"
+            )
         if tuple(o.shape) != tuple(shape) or np.dtype(o.dtype) != np.dtype(dtype):
-            raise ArgumentError(f"{what} has shape {tuple(o.shape)} and dtype {np.dtype(o.dtype)}; the result has "
-                                f"shape {tuple(shape)} and dtype {np.dtype(dtype)}")
+            raise ArgumentError(
+                f"{what} has shape {tuple(o.shape)} and dtype {np.dtype(o.dtype)}; the result has "
+                f"shape {tuple(shape)} and dtype {np.dtype(dtype)}"
+            )
         if not _writeable(o):
             raise AssignmentError(f"{what} is read-only; pass a writeable array")
     return outs
@@ -78,7 +89,7 @@ def overlap(a, b) -> bool:
     if ha is not None or hb is not None or a.device is not b.device:
         return False
     da, db = a._data, b._data
-    if hasattr(da, "span"):   # raw device addresses (cuda)
+    if hasattr(da, "span"):  # raw device addresses (cuda)
         (lo_a, n_a), (lo_b, n_b) = da.span(), db.span()
         return n_a > 0 and n_b > 0 and lo_a < lo_b + n_b and lo_b < lo_a + n_a
     return a.device.memory_of(a) == a.device.memory_of(b)
@@ -104,6 +115,8 @@ def copy_into(dest, value, device) -> None:
         np.copyto(host, value if device.returns_numpy else device.to_numpy(value))
         return
     if not getattr(dest._data, "contiguous", True):
-        raise UnsupportedError(f"writing into a non-contiguous tj.Array on {dest.device.name} (a view of another "
-                               "library's memory) is not supported; pass a contiguous array")
-    dest.device.feed(dest, Array(value, device))   # on the device, or through the host from another one
+        raise UnsupportedError(
+            f"writing into a non-contiguous tj.Array on {dest.device.name} (a view of another "
+            "library's memory) is not supported; pass a contiguous array"
+        )
+    dest.device.feed(dest, Array(value, device))  # on the device, or through the host from another one

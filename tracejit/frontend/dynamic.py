@@ -4,6 +4,7 @@ axes of @tj.kernel(dynamic={"x": (0,)}), every dimension under dynamic=True, the
 ("n", 1024), and under the default dynamic=None those seen with a second size. On numba the sizes that
 differ between a kernel and its twin are arguments of its code from that compile (runtime/symbolic_sizes.py).
 """
+
 from __future__ import annotations
 
 from tracejit.errors import ArgumentError
@@ -19,8 +20,10 @@ def twin_sizes(args) -> dict[str, tuple[int, int]] | None:
         if type(a) is Spec and a.names:
             for d, name in enumerate(a.names):
                 if name is not None and sizes.setdefault(name, a.shape[d]) != a.shape[d]:
-                    raise ArgumentError(f"symbolic dimension {name!r} is {sizes[name]} in one tj.spec and "
-                                        f"{a.shape[d]} in another (argument {i}); a name stands for one size")
+                    raise ArgumentError(
+                        f"symbolic dimension {name!r} is {sizes[name]} in one tj.spec and "
+                        f"{a.shape[d]} in another (argument {i}); a name stands for one size"
+                    )
     other = other_sizes(sizes.values())
     return {name: (n, other[n]) for name, n in sizes.items()} or None
 
@@ -68,8 +71,9 @@ def named_axes_other(args, infos: list[ArgInfo], axes: dict[int, tuple[int, ...]
     as it is: @tj.kernel(dynamic={"x": (0,)}) traces them to find which of a kernel's sizes follow those
     axes. Arrays that are not C-contiguous stay as they are (their strides follow the shape)."""
     named = [(i, ax) for i, axs in axes.items() for ax in axs]
-    other = other_sizes([infos[i].shape[ax] for i, ax in named],
-                        avoid=[s for info in infos if info.kind == "array" for s in info.shape])
+    other = other_sizes(
+        [infos[i].shape[ax] for i, ax in named], avoid=[s for info in infos if info.kind == "array" for s in info.shape]
+    )
     out = list(args)
     for i, axs in axes.items():
         info = infos[i]
@@ -102,7 +106,7 @@ def size_free_key(infos: list[ArgInfo]) -> tuple:
         elif a.kind in ("static", "default"):
             try:
                 out.append((a.kind, type(a.value).__name__, hash(a.value), repr(a.value)))
-            except TypeError:   # an array-valued static: by identity
+            except TypeError:  # an array-valued static: by identity
                 out.append((a.kind, id(a.value)))
         else:
             out.append((a.kind, None if a.dtype is None else a.dtype.str))
@@ -124,13 +128,15 @@ def dynamic_axes(fname: str, dynamic: dict, names: list[str], static: tuple) -> 
     for name, axes in dynamic.items():
         if name not in names or name in static:
             why = "a static parameter (its value is part of the code)" if name in static else "not a parameter"
-            raise ArgumentError(f"{fname}: dynamic={{{name!r}: ...}}: {name!r} is {why}; name array parameters "
-                                f"of {names}")
+            raise ArgumentError(
+                f"{fname}: dynamic={{{name!r}: ...}}: {name!r} is {why}; name array parameters of {names}"
+            )
         axes = (axes,) if isinstance(axes, int) else axes
-        if not isinstance(axes, (tuple, list)) or not all(isinstance(a, int) and not isinstance(a, bool)
-                                                           for a in axes):
-            raise ArgumentError(f"{fname}: dynamic={{{name!r}: {axes!r}}}: give an axis or a tuple of axes "
-                                "(ints), as in dynamic={'x': (0,)}")
+        if not isinstance(axes, (tuple, list)) or not all(isinstance(a, int) and not isinstance(a, bool) for a in axes):
+            raise ArgumentError(
+                f"{fname}: dynamic={{{name!r}: {axes!r}}}: give an axis or a tuple of axes "
+                "(ints), as in dynamic={'x': (0,)}"
+            )
         out[names.index(name)] = tuple(axes)
     return out
 
@@ -142,13 +148,17 @@ def axes_of(dynamic_axes: dict, infos: list, names: list[str]) -> dict[int, tupl
     for i, axes in dynamic_axes.items():
         info = infos[i] if i < len(infos) else None
         if info is None or info.kind != "array":
-            raise ArgumentError(f"dynamic={{{names[i]!r}: {axes}}}: {names[i]!r} is "
-                                f"{'left out' if info is None else 'not an array'} in this call; only an "
-                                "array's axes can be symbolic")
+            raise ArgumentError(
+                f"dynamic={{{names[i]!r}: {axes}}}: {names[i]!r} is "
+                f"{'left out' if info is None else 'not an array'} in this call; only an "
+                "array's axes can be symbolic"
+            )
         bad = [a for a in axes if not -len(info.shape) <= a < len(info.shape)]
         if bad:
-            raise ArgumentError(f"dynamic={{{names[i]!r}: {axes}}}: axis {bad[0]} is out of range for "
-                                f"{names[i]!r}, an array of {len(info.shape)} dimension(s) (shape {info.shape})")
+            raise ArgumentError(
+                f"dynamic={{{names[i]!r}: {axes}}}: axis {bad[0]} is out of range for "
+                f"{names[i]!r}, an array of {len(info.shape)} dimension(s) (shape {info.shape})"
+            )
         out[i] = tuple(sorted({a % len(info.shape) for a in axes}))
     return out
 
@@ -172,8 +182,10 @@ def signature_changes(names: list[str], old: list[ArgInfo], new: list[ArgInfo]) 
         elif a.strides != b.strides:
             out.append(f"{name}: strides {a.strides} -> {b.strides} (in elements)")
         elif a.writeable != b.writeable:
-            out.append(f"{name}: {'writeable' if a.writeable else 'read-only'} -> "
-                       f"{'writeable' if b.writeable else 'read-only'}")
+            out.append(
+                f"{name}: {'writeable' if a.writeable else 'read-only'} -> "
+                f"{'writeable' if b.writeable else 'read-only'}"
+            )
     return out
 
 
@@ -186,5 +198,5 @@ def _kind(info: ArgInfo) -> str:
 def _same_value(a, b) -> bool:
     try:
         return bool(type(a) is type(b) and a == b)
-    except Exception:   # an array-valued static: compared by identity
+    except Exception:  # an array-valued static: compared by identity
         return a is b

@@ -1,5 +1,6 @@
 """What fused: the scheduled graph IR as a networkx DiGraph, and as Graphviz DOT with a cluster per kernel
 (`f.trace(*args).to_networkx()`, `python -m tracejit graph MODULE:FUNC --arg ... -o graph.svg`)."""
+
 from __future__ import annotations
 
 import shutil
@@ -9,7 +10,7 @@ from tracejit.errors import ArgumentError
 from tracejit.ir.fuse import Program
 from tracejit.ir.graph import Op, format_arg, toposort
 
-ARG_TEXT_MAX = 40   # a node's arg (axis, dtype, slice, constant) as shown, shortened beyond this
+ARG_TEXT_MAX = 40  # a node's arg (axis, dtype, slice, constant) as shown, shortened beyond this
 
 
 def to_networkx(program: Program, name: str):
@@ -21,6 +22,7 @@ def to_networkx(program: Program, name: str):
     attributes: `name`, `kernels` (every kernel's name, in launch order) and `outputs` (the returned
     nodes). Kernels NumPy runs (a BLAS matmul, a sort on numba) are kernels here too."""
     import networkx as nx
+
     order = toposort(program.graph)
     ids = {n: i for i, n in enumerate(order)}
     names = [k.name for k in program.kernels]
@@ -30,10 +32,16 @@ def to_networkx(program: Program, name: str):
         arg = "" if n.arg is None else format_arg(n.arg)
         if n.op is Op.INPUT:
             arg = f"argument {n.arg}"
-        g.add_node(ids[n], op=n.op.value, shape=n.shape, dtype=n.dtype.name,
-                   arg=arg if len(arg) <= ARG_TEXT_MAX else arg[:ARG_TEXT_MAX - 3] + "...",
-                   kernel=", ".join(names[k] for k in kernels) or None, kernels=kernels)
-        for pos, s in enumerate(n.srcs):   # x * x: one edge, operands (0, 1)
+        g.add_node(
+            ids[n],
+            op=n.op.value,
+            shape=n.shape,
+            dtype=n.dtype.name,
+            arg=arg if len(arg) <= ARG_TEXT_MAX else arg[: ARG_TEXT_MAX - 3] + "...",
+            kernel=", ".join(names[k] for k in kernels) or None,
+            kernels=kernels,
+        )
+        for pos, s in enumerate(n.srcs):  # x * x: one edge, operands (0, 1)
             if g.has_edge(ids[s], ids[n]):
                 g.edges[ids[s], ids[n]]["operands"] += (pos,)
             else:
@@ -44,6 +52,7 @@ def to_networkx(program: Program, name: str):
 def to_dot(g) -> str:
     """Graphviz DOT of a to_networkx graph: a cluster per kernel holding the nodes only it computes; an
     argument, and a value several kernels recompute, outside every cluster."""
+
     def quote(text) -> str:
         return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 

@@ -1,6 +1,7 @@
 """Objects passed to a kernel (the `self` of a method kernel, a parameter object): their array attributes,
 also inside lists, tuples and dicts, are arguments of the kernel; every other attribute is a constant of the
 code, keyed by value. The function sees a copy of the object with traced arrays in those places."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +20,17 @@ def is_instance(a) -> bool:
     setting, an array-like another library defines, nor a traced value)."""
     if isinstance(a, _PLAIN) or isinstance(a, type) or callable(a) and not hasattr(a, "__dict__"):
         return False
-    if any(hasattr(a, p) for p in ("__array__", "__array_interface__", "__cuda_array_interface__", "__dlpack__",
-                                   "__dask_graph__", "_node")):
+    if any(
+        hasattr(a, p)
+        for p in (
+            "__array__",
+            "__array_interface__",
+            "__cuda_array_interface__",
+            "__dlpack__",
+            "__dask_graph__",
+            "_node",
+        )
+    ):
         return False
     module = type(a).__module__
     return hasattr(a, "__dict__") and module != "builtins" and not module.startswith(("tracejit.", "numpy"))
@@ -30,6 +40,7 @@ def is_instance(a) -> bool:
 class Instance:
     """An object's shape: its class, its attributes as a tree whose array leaves are arguments (`tree`,
     hashable: it keys the plan), and the attributes' values themselves for the copy the function sees."""
+
     cls: type[object]
     tree: tuple
     values: dict = field(compare=False, hash=False, repr=False)
@@ -44,7 +55,6 @@ class Instance:
         copy.__dict__.update(self.values)
         copy.__dict__.update(_rebuild(self.tree, iter(leaves)))
         return copy
-
 
 
 def describe(obj, where: str) -> tuple[Instance, list]:
@@ -65,8 +75,10 @@ def _tree(v, path: str, leaves: list, top: bool = False):
         return (type(v).__name__, tuple(_tree(x, f"{path}[{i}]", leaves) for i, x in enumerate(v)))
     if isinstance(v, (np.random.Generator, np.random.RandomState)):
         # a constant it would be NumPy's own: its draws while tracing baked into the code, the same every call
-        raise ArgumentError(f"{path.rstrip('.')} is a NumPy random generator; pass it to the kernel as an argument "
-                            "(a Generator argument draws a fresh stream on every call, docs/guide/random.md)")
+        raise ArgumentError(
+            f"{path.rstrip('.')} is a NumPy random generator; pass it to the kernel as an argument "
+            "(a Generator argument draws a fresh stream on every call, docs/guide/random.md)"
+        )
     if is_instance(v):
         inner: list = []
         sub = _tree(dict(vars(v)), f"{path}.", inner, top=True)
@@ -82,15 +94,18 @@ def _tree(v, path: str, leaves: list, top: bool = False):
         pass
     frozen = _frozen(v)
     if frozen is None:
-        raise ArgumentError(f"{path.rstrip('.')} is a {type(v).__name__} that is neither an array nor hashable: a "
-                            "kernel keys its code on such values; make it a tuple or an array, or pass it as "
-                            "an argument")
+        raise ArgumentError(
+            f"{path.rstrip('.')} is a {type(v).__name__} that is neither an array nor hashable: a "
+            "kernel keys its code on such values; make it a tuple or an array, or pass it as "
+            "an argument"
+        )
     return ("constant", frozen, _Values(v))
 
 
 class _Values:
     """A nested object's attribute values (or a constant's value): carried in its tree, left out of
     comparison and hashing."""
+
     __slots__ = ("values",)
 
     def __init__(self, values: dict):
@@ -109,8 +124,9 @@ def _frozen(v):
         if isinstance(v, dict):
             return ("dict", tuple(sorted((k, value_key(x) if _hashable(x) else _frozen(x)) for k, x in v.items())))
         if isinstance(v, (list, set)):
-            items = tuple(value_key(x) if _hashable(x) else _frozen(x)
-                          for x in (sorted(v) if isinstance(v, set) else v))
+            items = tuple(
+                value_key(x) if _hashable(x) else _frozen(x) for x in (sorted(v) if isinstance(v, set) else v)
+            )
             return None if any(x is None and y is not None for x, y in zip(items, v)) else (type(v).__name__, items)
     except TypeError:
         return None
@@ -159,7 +175,7 @@ def _rebuild(tree, leaves):
     if kind in ("list", "tuple"):
         items = [_rebuild(t, leaves) for t in tree[1]]
         return items if kind == "list" else tuple(items)
-    cls, sub, values = tree[1], tree[2], tree[3].values   # "object"
+    cls, sub, values = tree[1], tree[2], tree[3].values  # "object"
     copy = cls.__new__(cls)
     copy.__dict__.update(values)
     copy.__dict__.update(_rebuild(sub, leaves))
@@ -172,6 +188,8 @@ def check_unchanged(seen, before: dict, fn_name: str, where: str) -> None:
     now = seen.__dict__
     changed = [k for k in now if k not in before or now[k] is not before[k]] + [k for k in before if k not in now]
     if changed:
-        raise UnsupportedError(f"{fn_name} sets {where}.{changed[0]}, which the caller's object would not see after "
-                               f"a compiled call; assign into the array in place ({where}.{changed[0]}[...] = ...) "
-                               "or return the new value")
+        raise UnsupportedError(
+            f"{fn_name} sets {where}.{changed[0]}, which the caller's object would not see after "
+            f"a compiled call; assign into the array in place ({where}.{changed[0]}[...] = ...) "
+            "or return the new value"
+        )

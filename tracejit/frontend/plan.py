@@ -1,5 +1,6 @@
 """What @tj.kernel's trace() and lower() return: the traced graph of one signature (Traced) and its compiled
 plan (Plan), which runs a call, writing assigned arguments back and results into out= where given."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,16 @@ class Traced:
     integer arrays with Python-int arguments (int_comparisons.py), after those. `tuple_result` is None for a
     function that returns None (a procedure: it only assigns into its arguments)."""
 
-    def __init__(self, name: str, outputs: list[Node], tuple_result: bool | None, infos: list[ArgInfo],
-                 assigned: tuple[int, ...] = (), checks: int = 0, streams: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        outputs: list[Node],
+        tuple_result: bool | None,
+        infos: list[ArgInfo],
+        assigned: tuple[int, ...] = (),
+        checks: int = 0,
+        streams: tuple = (),
+    ):
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
         self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)
         self.compared = int_comparisons.hidden(outputs)
@@ -35,27 +44,39 @@ class Traced:
     @property
     def results(self) -> list[Node]:
         """The returned values (without the new values of assigned arguments, and the checks)."""
-        return self.outputs[:len(self.outputs) - len(self.assigned) - self.checks]
+        return self.outputs[: len(self.outputs) - len(self.assigned) - self.checks]
 
     def __str__(self) -> str:
         text = format_graph(self.outputs, f"graph {self.name}")
         n = len(self.results)
         if self.assigned:
-            text += "\n  " + ", ".join(f"value {n + k} is written into argument {j}" for k, j in enumerate(self.assigned))
+            text += "\n  " + ", ".join(
+                f"value {n + k} is written into argument {j}" for k, j in enumerate(self.assigned)
+            )
         if self.checks:
             first = n + len(self.assigned)
-            text += "\n  " + ", ".join(f"value {first + k}" for k in range(self.checks)) + \
-                " computed for the errors it raises (a power or an index no returned value reads; NumPy raises for it)"
+            text += (
+                "\n  "
+                + ", ".join(f"value {first + k}" for k in range(self.checks))
+                + " computed for the errors it raises (a power or an index no returned value reads; "
+                "NumPy raises for it)"
+            )
         return text
 
     def to_networkx(self, device: str | None = None):
         """The graph as it is scheduled for `device` (None: the default device) as a networkx DiGraph: each
         node with its op, shape, dtype and the kernel it is fused into (frontend/graph_view.py)."""
         from tracejit.frontend.graph_view import to_networkx
+
         return to_networkx(self.program(registry.compiler(device).layout), self.name)
 
-    def program(self, options: LayoutOptions = LayoutOptions(), other: Program | None = None,
-                moving: dict | None = None, **fields) -> Program:
+    def program(
+        self,
+        options: LayoutOptions = LayoutOptions(),
+        other: Program | None = None,
+        moving: dict | None = None,
+        **fields,
+    ) -> Program:
         """The kernels of this graph; `other`: its twin's, or `moving`: the variables known to move, per
         kernel name; `fields`: the Program's dynamic, every_loop, ahead and find_twin (ir.fuse.schedule)."""
         inputs = {}
@@ -66,7 +87,7 @@ class Traced:
                 inputs[node] = input_buffer(i, node, info.strides)
             elif info.kind == "scalar":
                 node = build.input_(i, info.dtype, (), weak=True)
-                if read is None or node in read:   # an int only compared is read through its hidden scalars
+                if read is None or node in read:  # an int only compared is read through its hidden scalars
                     inputs[node] = input_buffer(i, node, ())
         for s in self.streams:
             for i in range(s.first, s.first + random_draws.WORDS):
@@ -85,7 +106,7 @@ class Plan:
     def __init__(self, traced: Traced, executable, device):
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
-        if not traced.outputs:   # a procedure that changes nothing: nothing to launch
+        if not traced.outputs:  # a procedure that changes nothing: nothing to launch
             self.run = lambda args: None
         elif traced.assigned or traced.checks:
             self.run = lambda args: self._call(args, args)
@@ -99,7 +120,7 @@ class Plan:
         self.runnable = device.runs
         self._inner_run = self.run
         self._compared = int_comparisons.values_of(traced.compared) if traced.compared else None
-        if traced.streams or traced.compared:   # each call's hidden scalars follow its arguments
+        if traced.streams or traced.compared:  # each call's hidden scalars follow its arguments
             hidden, run = self._with_words, self.run
             self.run = lambda args: run(hidden(args))
 
@@ -130,8 +151,11 @@ class Plan:
         if not streams and compared is None:
             return args
         args = tuple(args)
-        return args + (random_draws.call_words(streams, args) if streams else ()) + \
-            (compared(args) if compared is not None else ())
+        return (
+            args
+            + (random_draws.call_words(streams, args) if streams else ())
+            + (compared(args) if compared is not None else ())
+        )
 
     def _call(self, args, originals, out=None):
         traced = self.traced
@@ -146,8 +170,9 @@ class Plan:
         if out is not None:
             if not self._tuple and isinstance(out, tuple) and len(out) == 1:
                 out = out[0]
-            outs = destinations.out_destinations(traced.name, out, [r.shape for r in traced.results],
-                                                 [r.dtype for r in traced.results], self.device)
+            outs = destinations.out_destinations(
+                traced.name, out, [r.shape for r in traced.results], [r.dtype for r in traced.results], self.device
+            )
             dests[:n] = outs
         into, staged = {}, []
         for pos, dest in enumerate(dests):
@@ -158,12 +183,14 @@ class Plan:
                 else:
                     into[self.executable.program.outputs[pos]] = memory
         values = self.executable(args, into)
-        for pos in sorted(staged, key=lambda p: p < n):   # the arguments first, out= last: it has the final word
+        for pos in sorted(staged, key=lambda p: p < n):  # the arguments first, out= last: it has the final word
             destinations.copy_into(dests[pos], values[pos], self.device)
         if self._tuple is None:
             return None
-        results = [dests[i] if dests[i] is not None else Array(values[i], self.device) if self._wrap else values[i]
-                   for i in range(n)]
+        results = [
+            dests[i] if dests[i] is not None else Array(values[i], self.device) if self._wrap else values[i]
+            for i in range(n)
+        ]
         return tuple(results) if self._tuple else results[0]
 
     def _direct(self, pos: int, dest, dests, originals):
@@ -175,8 +202,9 @@ class Plan:
         if program.outputs.count(key) > 1:
             return None
         memory = destinations.writable_memory(dest, self.device, node.shape, node.dtype)
-        if memory is None or any(d is not None and i != pos and destinations.overlap(dest, d)
-                                 for i, d in enumerate(dests)):
+        if memory is None or any(
+            d is not None and i != pos and destinations.overlap(dest, d) for i, d in enumerate(dests)
+        ):
             return None
         for j, a in enumerate(originals):
             if isinstance(a, (np.ndarray, Array)) and destinations.overlap(dest, a):

@@ -1,12 +1,15 @@
 """The parameters a tj.RawKernel's source declares, in launch order, read from the source itself: a call must
 pass each of them (an argument left out would otherwise reach the kernel as the previous call's value)."""
+
 from __future__ import annotations
 
 import re
 
 _C_KERNEL = {"cuda": r"\b__global__\b", "opencl": r"\b(?:__kernel|kernel)\b", "metal": r"\bkernel\b"}
-_WGSL_BINDING = re.compile(r"@group\(\s*0\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var(?:\s*<[^>]*>)?\s+(\w+)|"
-                           r"@binding\(\s*(\d+)\s*\)\s*@group\(\s*0\s*\)\s*var(?:\s*<[^>]*>)?\s+(\w+)")
+_WGSL_BINDING = re.compile(
+    r"@group\(\s*0\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var(?:\s*<[^>]*>)?\s+(\w+)|"
+    r"@binding\(\s*(\d+)\s*\)\s*@group\(\s*0\s*\)\s*var(?:\s*<[^>]*>)?\s+(\w+)"
+)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -31,13 +34,13 @@ def _without_comments(source: str) -> str:
 def _c_parameters(text: str, name: str, qualifier: str) -> list[str] | None:
     """The parameter declarations of the kernel function `name`, split at their top-level commas."""
     for m in re.finditer(rf"\b{re.escape(name)}\s*\(", text):
-        head = text[max(0, m.start() - 400):m.start()]
-        statement = re.split(r"[;{}]", head)[-1]   # from the end of the previous statement to the name
+        head = text[max(0, m.start() - 400) : m.start()]
+        statement = re.split(r"[;{}]", head)[-1]  # from the end of the previous statement to the name
         if not re.search(qualifier, statement):
             continue
         inside: list[str] = []
         depth = 1
-        for ch in text[m.end():]:
+        for ch in text[m.end() :]:
             depth += ch in "([<" and 1 or ch in ")]>" and -1 or 0
             if depth == 0:
                 break
@@ -123,5 +126,5 @@ def _wgsl_functions(text: str) -> dict[str, str]:
             if depth == 0:
                 break
             i += 1
-        out[m.group(1)] = text[m.end():i]
+        out[m.group(1)] = text[m.end() : i]
     return out

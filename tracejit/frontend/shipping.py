@@ -1,6 +1,7 @@
 """Kernels sent to other processes (Dask workers): by name where their module can be imported (the kernel
 there is that module's own), else as their function and options, rebuilt once per process. Either way every
 task a process runs finds the plans and compiled kernels of the ones before it."""
+
 from __future__ import annotations
 
 import sys
@@ -32,7 +33,7 @@ def reduce(kernel):
         obj = module
         for part in qualname.split("."):
             obj = getattr(obj, part, None)
-        if obj is kernel:   # pickle's own by-name reference: the other process imports it (its __module__)
+        if obj is kernel:  # pickle's own by-name reference: the other process imports it (its __module__)
             return qualname
     names = kernel._names
     static = tuple(names[i] for i in sorted(kernel._static))
@@ -40,8 +41,16 @@ def reduce(kernel):
     # process: it travels by value, through the cloudpickle Numba ships (as Numba's own dispatchers do), so
     # multiprocessing's spawn, fork and forkserver workers and joblib can run it.
     from numba import cloudpickle
-    return rebuild_pickled, (_importable_class(kernel), token(kernel), cloudpickle.dumps(fn), static, kernel._device,
-                             kernel._dynamic, kernel._binds)
+
+    return rebuild_pickled, (
+        _importable_class(kernel),
+        token(kernel),
+        cloudpickle.dumps(fn),
+        static,
+        kernel._device,
+        kernel._dynamic,
+        kernel._binds,
+    )
 
 
 def _importable_class(kernel) -> type:
@@ -55,10 +64,11 @@ def _importable_class(kernel) -> type:
 def rebuild_pickled(cls, token: str, pickled: bytes, static, device, dynamic, binds: str = "self"):
     """The kernel `token` names in this process: made once from its pickled function, then the same one."""
     import pickle
+
     with _lock:
         kernel = _rebuilt.get(token)
         if kernel is None:
             kernel = _rebuilt[token] = cls(pickle.loads(pickled), static, device, dynamic)
             kernel.__dict__["_shipping_token"] = token
-            kernel._binds = binds   # (a staticmethod's or classmethod's function travels unwrapped)
+            kernel._binds = binds  # (a staticmethod's or classmethod's function travels unwrapped)
         return kernel

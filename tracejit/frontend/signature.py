@@ -1,4 +1,5 @@
 """Argument signatures: what a compiled plan is specialised on (shapes, dtypes, strides, static args)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,10 +16,11 @@ from tracejit.runtime.array import Array
 @dataclass(frozen=True)
 class Spec:
     """An abstract array argument (shape and dtype, C-contiguous unless strides are given in elements)."""
+
     shape: tuple[int, ...]
     dtype: np.dtype
     strides: tuple[int, ...] | None = None
-    names: tuple[str | None, ...] | None = None   # per dimension: the name of a symbolic one, else None
+    names: tuple[str | None, ...] | None = None  # per dimension: the name of a symbolic one, else None
 
     @property
     def element_strides(self) -> tuple[int, ...]:
@@ -34,7 +36,7 @@ def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-SYMBOLIC_TRACE_SIZE = 256   # the size a symbolic dimension given by its name alone is traced at
+SYMBOLIC_TRACE_SIZE = 256  # the size a symbolic dimension given by its name alone is traced at
 
 
 # one dimension of a tj.spec: a size, the name of a symbolic dimension, or (its name, the size to trace at)
@@ -51,40 +53,49 @@ def spec(shape: int | str | Sequence[Dimension], dtype: DTypeLike, strides: Sequ
     sizes: list[int] = []
     for d, s in enumerate(shape):
         name: str | None = None
-        if isinstance(s, str):   # "n": a symbolic dimension traced at a typical size
+        if isinstance(s, str):  # "n": a symbolic dimension traced at a typical size
             s = (s, SYMBOLIC_TRACE_SIZE)
-        if isinstance(s, tuple):   # ("n", 1024) inside the shape: a named dimension and the size to trace at
+        if isinstance(s, tuple):  # ("n", 1024) inside the shape: a named dimension and the size to trace at
             if len(s) != 2 or not isinstance(s[0], str) or not s[0].isidentifier():
-                raise ArgumentError(f"tj.spec({shape!r}, ...): dimension {d} is {s!r}; a symbolic dimension is a "
-                                    "name (\"n\") or a name and the size to trace at ((\"n\", 4096))")
+                raise ArgumentError(
+                    f"tj.spec({shape!r}, ...): dimension {d} is {s!r}; a symbolic dimension is a "
+                    'name ("n") or a name and the size to trace at (("n", 4096))'
+                )
             name, s = s
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise ArgumentError(f"tj.spec({shape!r}, ...): dimension {d} is {s!r}; a dimension is a whole "
-                                "number of elements, 0 or more")
+            raise ArgumentError(
+                f"tj.spec({shape!r}, ...): dimension {d} is {s!r}; a dimension is a whole number of elements, 0 or more"
+            )
         names.append(name)
         sizes.append(int(s))
     if strides is not None and any(names):
-        raise ArgumentError(f"tj.spec({shape!r}, ..., strides=...): a spec with symbolic dimensions is C-contiguous; "
-                            "leave strides out")
-    return Spec(tuple(sizes), check(dtype, "tj.spec", internal=False), None if strides is None else tuple(strides),
-                tuple(names) if any(names) else None)
+        raise ArgumentError(
+            f"tj.spec({shape!r}, ..., strides=...): a spec with symbolic dimensions is C-contiguous; leave strides out"
+        )
+    return Spec(
+        tuple(sizes),
+        check(dtype, "tj.spec", internal=False),
+        None if strides is None else tuple(strides),
+        tuple(names) if any(names) else None,
+    )
 
 
 @dataclass(frozen=True)
 class Default:
     """A parameter the caller left out: its default value, a constant of the function like a static
     argument (so `def norm(x, axis=-1)` works unchanged), keyed by value."""
+
     value: object
 
 
 @dataclass(frozen=True)
 class ArgInfo:
-    kind: str                  # "array" | "scalar" | "static" | "default" (a left-out parameter) | "generator"
+    kind: str  # "array" | "scalar" | "static" | "default" (a left-out parameter) | "generator"
     dtype: np.dtype | None = None
     shape: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
-    value: object = None       # static arguments only
-    writeable: bool = True     # arrays: whether the kernel may assign into it
+    value: object = None  # static arguments only
+    writeable: bool = True  # arrays: whether the kernel may assign into it
 
     @property
     def contiguous(self) -> bool:
@@ -136,31 +147,40 @@ def describe(a, position: int) -> ArgInfo:
     """What a kernel argument looks like to the tracer."""
     if type(a) is Default:
         return ArgInfo("default", value=a.value)
-    if type(a) in (bool, int, float):   # np.float64 is a float too, but a strong one (NEP 50)
+    if type(a) in (bool, int, float):  # np.float64 is a float too, but a strong one (NEP 50)
         return ArgInfo("scalar", weak_dtype(a))
     if isinstance(a, Spec):
         return ArgInfo("array", a.dtype, a.shape, a.element_strides)
     if isinstance(a, Array):
         d = a._data
         writeable = d.flags.writeable if isinstance(d, np.ndarray) else not getattr(d, "readonly", False)
-        return ArgInfo("array", np.dtype(d.dtype), tuple(d.shape), tuple(s // d.dtype.itemsize for s in d.strides),
-                       writeable=writeable)
+        return ArgInfo(
+            "array",
+            np.dtype(d.dtype),
+            tuple(d.shape),
+            tuple(s // d.dtype.itemsize for s in d.strides),
+            writeable=writeable,
+        )
     if type(a).__name__ == "Generator" and type(a).__module__.startswith("numpy.random"):
-        return ArgInfo("generator")   # its methods draw from tracejit's generator (random_draws.py)
+        return ArgInfo("generator")  # its methods draw from tracejit's generator (random_draws.py)
     if isinstance(a, complex):
         raise DtypeError(f"argument {position} is a Python complex; tracejit supports no complex dtypes")
     if not isinstance(a, np.ndarray):
-        raise ArgumentError(f"argument {position} of type {type(a).__name__} is not an array; pass a numpy "
-                            "array, tj.Array or Python scalar (or name it in static= if it is a setting)")
+        raise ArgumentError(
+            f"argument {position} of type {type(a).__name__} is not an array; pass a numpy "
+            "array, tj.Array or Python scalar (or name it in static= if it is a setting)"
+        )
     dt = check(a.dtype, f"argument {position}", internal=False)
     item = a.itemsize
     if any(s % item for s in a.strides):
-        raise ArgumentError(f"argument {position} has strides {a.strides} that are not a multiple of its "
-                            f"item size {item}; pass np.ascontiguousarray(x)")
+        raise ArgumentError(
+            f"argument {position} has strides {a.strides} that are not a multiple of its "
+            f"item size {item}; pass np.ascontiguousarray(x)"
+        )
     return ArgInfo("array", dt, a.shape, tuple(s // item for s in a.strides), writeable=a.flags.writeable)
 
 
-CUDA_DLPACK = 2   # kDLCUDA
+CUDA_DLPACK = 2  # kDLCUDA
 
 
 def _dlpack_device_type(a) -> int | None:
@@ -174,6 +194,7 @@ def cuda_array(a, device=None) -> Array:
     """A tj.Array over another library's CUDA array, without a copy, on the GPU of `device` when that
     is a cuda device, else the default GPU."""
     from tracejit.runtime import registry
+
     name = getattr(device, "name", device)
     dev = registry.device(name if isinstance(name, str) and name.startswith("cuda") else "cuda")
     return dev.import_foreign(a)
@@ -192,28 +213,36 @@ def normalize(a, device: str | None = None):
         return a
     if isinstance(a, np.generic):
         return np.asarray(a)
-    for builtin in (bool, int, float):   # subclasses (IntEnum members, ...) are their base's numbers
+    for builtin in (bool, int, float):  # subclasses (IntEnum members, ...) are their base's numbers
         if isinstance(a, builtin):
             return builtin(a)
     if isinstance(a, np.ma.MaskedArray):
-        raise ArgumentError("a masked array argument: tracejit computes on plain arrays and would drop the "
-                            "mask; pass a.filled(value), or a.data and the mask np.ma.getmaskarray(a) as two "
-                            "arguments and use np.where inside the kernel")
+        raise ArgumentError(
+            "a masked array argument: tracejit computes on plain arrays and would drop the "
+            "mask; pass a.filled(value), or a.data and the mask np.ma.getmaskarray(a) as two "
+            "arguments and use np.where inside the kernel"
+        )
     if isinstance(a, np.matrix):
-        raise ArgumentError("an np.matrix argument: its * and ** are matrix operations, which a kernel's "
-                            "arrays do not follow; pass np.asarray(m) (and write @ for a matrix product)")
-    if hasattr(a, "__cuda_array_interface__"):   # CuPy, PyTorch, Numba device arrays: read in place
+        raise ArgumentError(
+            "an np.matrix argument: its * and ** are matrix operations, which a kernel's "
+            "arrays do not follow; pass np.asarray(m) (and write @ for a matrix product)"
+        )
+    if hasattr(a, "__cuda_array_interface__"):  # CuPy, PyTorch, Numba device arrays: read in place
         arr = cuda_array(a, device)
         return normalize(arr, device)
     if hasattr(a, "__dlpack_device__") and _dlpack_device_type(a) == CUDA_DLPACK:
-        raise ArgumentError(f"a {type(a).__name__} on a CUDA device offers DLPack but no __cuda_array_interface__, "
-                            "which tracejit reads GPU arrays through; convert it (e.g. cupy.from_dlpack(x)) first")
+        raise ArgumentError(
+            f"a {type(a).__name__} on a CUDA device offers DLPack but no __cuda_array_interface__, "
+            "which tracejit reads GPU arrays through; convert it (e.g. cupy.from_dlpack(x)) first"
+        )
     if isinstance(a, (list, tuple, memoryview)) or hasattr(a, "__array__") or hasattr(a, "__array_interface__"):
         try:
             return np.asarray(a)
-        except ValueError as e:   # a ragged list: NumPy's "inhomogeneous shape"
-            raise ArgumentValueError(f"a {type(a).__name__} argument cannot become an array: {e}; pass lists of "
-                                     "equal length at each level (or a numpy array)") from None
+        except ValueError as e:  # a ragged list: NumPy's "inhomogeneous shape"
+            raise ArgumentValueError(
+                f"a {type(a).__name__} argument cannot become an array: {e}; pass lists of "
+                "equal length at each level (or a numpy array)"
+            ) from None
     if hasattr(a, "__dlpack__"):
         return np.from_dlpack(a)
     return a

@@ -1,5 +1,6 @@
 """`python -m tracejit tune`: the numba device's transpose tiles timed on this machine; the candidates, the
 record and how the device reads it are runtime/numba/tuning.py's."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,7 +49,7 @@ def tune(report=None) -> dict:
                 # specialised (its extents constants of its code) and remember nothing in the disk cache
                 device.sizes = tuning.Unremembered(sizes.slot_argument, sizes.kind)
                 kernels[tile] = kernel(_transpose_add)
-                kernels[tile](x, y, out=out, device=device.name)   # compiles with this tile
+                kernels[tile](x, y, out=out, device=device.name)  # compiles with this tile
                 if not np.array_equal(out, expected):
                     raise RuntimeError(f"tracejit tune: the {tile} tile computed a wrong x.T + y for {dtype.__name__}")
             device.layout, device.sizes = defaults, sizes
@@ -63,14 +64,21 @@ def tune(report=None) -> dict:
             chosen[slot] = best
             measured[np.dtype(dtype).name] = {f"{r}x{c}": round(t * 1e3, 3) for (r, c), t in times.items()}
             if report:
-                report(f"{np.dtype(dtype).name:>8} ({np.dtype(dtype).itemsize} bytes): {best[0]}x{best[1]}   "
-                       + "  ".join(f"{r}x{c} {t * 1e3:.2f} ms" for (r, c), t in times.items()))
+                report(
+                    f"{np.dtype(dtype).name:>8} ({np.dtype(dtype).itemsize} bytes): {best[0]}x{best[1]}   "
+                    + "  ".join(f"{r}x{c} {t * 1e3:.2f} ms" for (r, c), t in times.items())
+                )
     finally:
         device.layout, device.sizes = current, sizes
     machine = tuning.fingerprint()
-    record = {"transpose_tiles": [list(t) for t in chosen], "defaults": [list(t) for t in defaults.transpose_tiles],
-              "shape": list(tuning.SHAPE), "milliseconds": measured, "machine": machine,
-              "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    record = {
+        "transpose_tiles": [list(t) for t in chosen],
+        "defaults": [list(t) for t in defaults.transpose_tiles],
+        "shape": list(tuning.SHAPE),
+        "milliseconds": measured,
+        "machine": machine,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     tuning.save(record)
     device.layout = dataclasses.replace(defaults, transpose_tiles=tuple(chosen))
     return record

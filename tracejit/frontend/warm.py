@@ -1,5 +1,6 @@
 """Ahead-of-time warming: compile kernels for given signatures and devices into the disk cache without
 running them, or what a manifest (manifest.py) names."""
+
 from __future__ import annotations
 
 import importlib
@@ -17,10 +18,9 @@ from tracejit.frontend import hooks
 from tracejit.frontend.manifest import parse_arg, read_manifest
 from tracejit.frontend.signature import Spec
 
-if TYPE_CHECKING:   # for the annotations only, as warm() imports Kernel where it uses it (and Dask is optional)
+if TYPE_CHECKING:  # for the annotations only, as warm() imports Kernel where it uses it (and Dask is optional)
     from distributed import Client
     from tracejit.frontend.kernel import Kernel
-
 
 
 @dataclass
@@ -29,9 +29,9 @@ class WarmResult:
     device: str
     signature: str
     kernels: list[str] = field(default_factory=list)
-    compiled: int = 0          # kernels compiled now
-    cached: int = 0            # kernels already in the disk cache
-    library: int = 0           # kernels a library runs (numba's BLAS products, NumPy sorts): nothing to compile
+    compiled: int = 0  # kernels compiled now
+    cached: int = 0  # kernels already in the disk cache
+    library: int = 0  # kernels a library runs (numba's BLAS products, NumPy sorts): nothing to compile
     seconds: float = 0.0
     error: str | None = None
     worker: str | None = None  # the Dask worker it was warmed on (tj.warm(..., client=client))
@@ -40,10 +40,13 @@ class WarmResult:
         where = f"{self.device} at {self.worker}" if self.worker else self.device
         if self.error:
             return f"{self.function}({self.signature}) on {where}: FAILED: {self.error}"
-        what = f"{self.compiled} compiled, {self.cached} already cached" + \
-            (f", {self.library} run by a library" if self.library else "")
-        return f"{self.function}({self.signature}) on {where}: {len(self.kernels)} kernel(s), {what} " \
-               f"in {self.seconds:.2f} s"
+        what = f"{self.compiled} compiled, {self.cached} already cached" + (
+            f", {self.library} run by a library" if self.library else ""
+        )
+        return (
+            f"{self.function}({self.signature}) on {where}: {len(self.kernels)} kernel(s), {what} "
+            f"in {self.seconds:.2f} s"
+        )
 
 
 class WarmReport(list):
@@ -57,8 +60,13 @@ class WarmReport(list):
         return "\n".join(map(str, self))
 
 
-def warm(kernel: Kernel | str | os.PathLike[str], *args: object, devices: str | Sequence[str] | None = None,
-         client: Client | None = None, **static: object) -> WarmReport:
+def warm(
+    kernel: Kernel | str | os.PathLike[str],
+    *args: object,
+    devices: str | Sequence[str] | None = None,
+    client: Client | None = None,
+    **static: object,
+) -> WarmReport:
     """Compile `kernel` for these arguments (tj.spec, arrays, or scalars standing for their type) on each
     device into the disk cache, running nothing. Returns a report of what was compiled or already cached.
 
@@ -67,6 +75,7 @@ def warm(kernel: Kernel | str | os.PathLike[str], *args: object, devices: str | 
     block shape (dask/arrays.py). client (a dask.distributed Client): warmed on each of its workers,
     the first before the others, which then load its kernels from a shared TRACEJIT_CACHE_DIR."""
     from tracejit.frontend.kernel import Kernel
+
     if isinstance(kernel, (str, os.PathLike)):
         if args or static:
             raise ArgumentError("tj.warm(manifest_path) takes no arguments: the manifest names them")
@@ -78,7 +87,7 @@ def warm(kernel: Kernel | str | os.PathLike[str], *args: object, devices: str | 
     if not isinstance(kernel, Kernel):
         raise ArgumentError(f"tj.warm expects a @tj.kernel function, got {type(kernel).__name__}")
     collection = hooks.collection_of(args)
-    if collection is not None:   # (a Dask array: each stage's kernel at each block shape)
+    if collection is not None:  # (a Dask array: each stage's kernel at each block shape)
         fn, fn_args = collection.warming(kernel, kernel._bind(args, static))
         return _on(client, fn, *fn_args, devices)
     if client is not None:
@@ -92,7 +101,7 @@ def _warm_here(kernel, args, devices, static) -> list[dict]:
 
 def warm_entries(entries: list[dict]) -> list[dict]:
     results = []
-    with progress.task("warming", total=len(entries)) as shown:   # (a bar past 2 s on a terminal)
+    with progress.task("warming", total=len(entries)) as shown:  # (a bar past 2 s on a terminal)
         for entry in entries:
             results += warm_entry(entry)
             shown.advance()
@@ -105,10 +114,12 @@ def _on(client, fn, *args) -> WarmReport:
         return WarmReport(WarmResult(**r) for r in fn(*args))
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:
-        raise ArgumentError("tj.warm(..., client=client): the Dask cluster has no workers yet; wait for them "
-                            "(client.wait_for_workers(n)) before warming")
+        raise ArgumentError(
+            "tj.warm(..., client=client): the Dask cluster has no workers yet; wait for them "
+            "(client.wait_for_workers(n)) before warming"
+        )
     results = client.run(fn, *args, workers=workers[:1])
-    if len(workers) > 1:   # after the first: they find its kernels on disk where the cache is shared
+    if len(workers) > 1:  # after the first: they find its kernels on disk where the cache is shared
         results.update(client.run(fn, *args, workers=workers[1:]))
     return WarmReport(WarmResult(**dict(r, worker=w)) for w in workers for r in results[w])
 
@@ -149,6 +160,7 @@ def _describe_arg(a) -> str:
 def load_kernel(where: str):
     """The @tj.kernel object named "package.module:function" (or "...:Class.attribute")."""
     from tracejit.frontend.kernel import Kernel
+
     module_name, _, qualname = where.partition(":")
     if not module_name or not qualname:
         raise ArgumentError(f"{where!r}: name the kernel as MODULE:FUNCTION, e.g. mypkg.ops:softmax")
@@ -166,13 +178,17 @@ def warm_entry(entry: dict) -> list[dict]:
     try:
         kernel = load_kernel(entry["function"])
         args = [parse_arg(a) for a in entry["args"]]
-        for collection in hooks.COLLECTIONS:   # a call with Dask arrays: its stages at its block shapes
+        for collection in hooks.COLLECTIONS:  # a call with Dask arrays: its stages at its block shapes
             if entry.get(collection.manifest_field) is not None:
                 return collection.warm_recorded(kernel, args, entry, devices)
         report = warm(kernel, *args, devices=devices, **entry.get("static", {}))
-    except Exception as e:   # a worker reports; it never takes the whole warm run down
-        return [WarmResult(entry["function"], d, ", ".join(map(str, entry["args"])),
-                           error=f"{type(e).__name__}: {e}").__dict__ for d in devices]
+    except Exception as e:  # a worker reports; it never takes the whole warm run down
+        return [
+            WarmResult(
+                entry["function"], d, ", ".join(map(str, entry["args"])), error=f"{type(e).__name__}: {e}"
+            ).__dict__
+            for d in devices
+        ]
     for r in report:
         r.function = entry["function"]
     return [r.__dict__ for r in report]

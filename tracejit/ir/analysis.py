@@ -2,10 +2,12 @@
 math), the reductions and scans reached inside it, and which nodes must be realized first (`Realize`:
 a reduction whose result depends on more than the group's own index goes to memory before it).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+import functools
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -29,8 +31,9 @@ class BufferKey(NamedTuple):
     `index` ("tmp"), or, while fusion decides what to write, the temporary of the node at topological
     position `index` ("pending": renamed "tmp" before the program is built). A tuple: ("in", 0) is the
     first argument's key."""
+
     kind: Literal["in", "out", "tmp", "pending"]
-    index: int   # type: ignore[assignment]  # the field shadows tuple.index(), which nothing calls on a key
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index(), which nothing calls on a key
 
     @property
     def argument(self) -> bool:
@@ -41,7 +44,8 @@ class BufferKey(NamedTuple):
 @dataclass(frozen=True)
 class Buffer:
     """A memory region: `strides` and `offset` in elements locate the node's elements in it."""
-    key: BufferKey | None   # None: a layout only (Buffer.contiguous's strides)
+
+    key: BufferKey | None  # None: a layout only (Buffer.contiguous's strides)
     dtype: np.dtype
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -67,6 +71,7 @@ class Buffer:
 @dataclass
 class RowReduction:
     """A reduction, or a sort: a row walked whole before anything reads the result."""
+
     node: Node
     kept: tuple[Expr, ...]
     vars: list[Var]
@@ -76,7 +81,7 @@ class RowReduction:
 @dataclass
 class RowScan:
     node: Node
-    idx: tuple[Expr, ...]    # where the group reads it: the scan variable along its axis
+    idx: tuple[Expr, ...]  # where the group reads it: the scan variable along its axis
 
 
 @dataclass
@@ -86,16 +91,16 @@ class Analysis:
     out_idx: tuple[Expr, ...]
     reduces: list[RowReduction] = field(default_factory=list)  # in dependency order
     offsets: list[Expr] = field(default_factory=list)
-    itemsizes: list[int] = field(default_factory=list)   # the element size of each offset's array
+    itemsizes: list[int] = field(default_factory=list)  # the element size of each offset's array
     loads: list[Buffer] = field(default_factory=list)
-    reads: dict = field(default_factory=dict)   # buffer key -> the offsets it is read at
-    scans: list[RowScan] = field(default_factory=list)      # in dependency order
-    scan_var: Var | None = None      # the output variable every scan steps along (a loop, in order)
-    scan_reversed: bool = False      # the output walks it backwards: x[::-1].cumsum()[::-1]
-    update: bool = False             # a SCATTER's second kernel: over its updates, combined in atomically
+    reads: dict = field(default_factory=dict)  # buffer key -> the offsets it is read at
+    scans: list[RowScan] = field(default_factory=list)  # in dependency order
+    scan_var: Var | None = None  # the output variable every scan steps along (a loop, in order)
+    scan_reversed: bool = False  # the output walks it backwards: x[::-1].cumsum()[::-1]
+    update: bool = False  # a SCATTER's second kernel: over its updates, combined in atomically
 
 
-MIN_ROWS_FOR_ROW_KERNEL = 16   # fewer rows than this: reduce separately so the write loop is parallel
+MIN_ROWS_FOR_ROW_KERNEL = 16  # fewer rows than this: reduce separately so the write loop is parallel
 MIN_WRITE_FOR_SPLIT = 4096
 # A computed value needed at more elements than MAX_RECOMPUTE per element written, and costing at least
 # MIN_RECOMPUTE_COST operations on loaded values, is written to memory first: a stencil of a stencil (iterated
@@ -120,8 +125,8 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
     seen: set = set()
     found: dict[Node, RowReduction] = {}
     allowed = set(out_vars)
-    needed_at: dict[Node, int] = {}     # computed values: at how many indices that vary per element
-    memory: dict[Node, bool] = {}      # whether a value loads anything
+    needed_at: dict[Node, int] = {}  # computed values: at how many indices that vary per element
+    memory: dict[Node, bool] = {}  # whether a value loads anything
 
     scans: dict[Node, tuple[Expr, ...]] = {}
 
@@ -155,7 +160,7 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
                 if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
                     raise Realize(node)
             picked = decided(node.srcs[0], idx) if node.op is Op.WHERE else None
-            if picked is not None:   # only the branch the index selects is read
+            if picked is not None:  # only the branch the index selects is read
                 stack.append((node.srcs[1] if picked else node.srcs[2], idx, in_reduce))
             else:
                 stack.extend((s, idx, in_reduce) for s in reversed(node.srcs))
@@ -170,9 +175,9 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             scans[node] = idx
             a.scan_var, a.scan_reversed = step
             # post-order: a scan of a scan after the inner one
-            stack.append(lambda row=RowScan(node, idx): a.scans.append(row))
+            stack.append(functools.partial(a.scans.append, RowScan(node, idx)))
             stack.append((node.srcs[0], idx, False))
-        elif node.op in (Op.REDUCE, Op.SORT):   # a sort, like a reduction, walks whole rows first
+        elif node.op in (Op.REDUCE, Op.SORT):  # a sort, like a reduction, walks whole rows first
             axes = node.arg[1] if node.op is Op.REDUCE else (node.arg[0],)
             kept = tuple(Expr() if d in axes else e for d, e in enumerate(idx))
             if any(not e.variables() <= allowed for e in kept):
@@ -184,16 +189,18 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             k = len(found)
             rvars = [Var(f"r{k}_{d}", node.srcs[0].shape[d]) for d in axes if node.srcs[0].shape[d] != 1]
             it_r = iter(rvars)
-            src_idx = tuple((Expr.of(next(it_r)) if node.srcs[0].shape[d] != 1 else Expr()) if d in axes
-                            else e for d, e in enumerate(idx))
+            src_idx = tuple(
+                (Expr.of(next(it_r)) if node.srcs[0].shape[d] != 1 else Expr()) if d in axes else e
+                for d, e in enumerate(idx)
+            )
             found[node] = red = RowReduction(node, kept, rvars, src_idx)
-            stack.append(lambda red=red: a.reduces.append(red))   # post-order: inner reductions first
+            stack.append(lambda red=red: a.reduces.append(red))  # post-order: inner reductions first
             stack.append((node.srcs[0], src_idx, True))
         elif node.op is Op.GATHER:
-            if node.srcs[0].size:   # an empty axis is never read: every index into it is an error
+            if node.srcs[0].size:  # an empty axis is never read: every index into it is an error
                 stack.append((node.srcs[0], data_position(node, idx), in_reduce))
             stack.extend((s, idx, in_reduce) for s in reversed(node.srcs[1:]))
-        elif node.op is Op.SCATTER:   # only as `out`: elsewhere it is read from its buffer
+        elif node.op is Op.SCATTER:  # only as `out`: elsewhere it is read from its buffer
             if update:
                 stack.append((node.srcs[2], idx, False))
                 stack.append((node.srcs[1], idx[:1], False))
@@ -203,8 +210,11 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             src_idx, _ = source_index(node, idx)
             stack.append((node.srcs[0], src_idx, in_reduce))
 
-    a.offsets.append(Buffer.contiguous(None, out.dtype, out.shape).offset_of(
-        (_scatter_position(out, out_idx),) + out_idx[1:] if update else out_idx))
+    a.offsets.append(
+        Buffer.contiguous(None, out.dtype, out.shape).offset_of(
+            (_scatter_position(out, out_idx),) + out_idx[1:] if update else out_idx
+        )
+    )
     a.itemsizes.append(out.dtype.itemsize)
     if a.scans:
         rows = set(out_vars) - {a.scan_var}
@@ -224,7 +234,7 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             raise Realize(last)
         sorts = [r.node for r in a.reduces if r.node.op is Op.SORT]
         if sort_bytes is not None and len(sorts) > 1 and sum(map(local_bytes, sorts)) > sort_bytes:
-            raise Realize(sorts[0])   # each fits the work-group's memory, not all at once: one is stored
+            raise Realize(sorts[0])  # each fits the work-group's memory, not all at once: one is stored
     return a
 
 
@@ -286,7 +296,7 @@ def source_index(node: Node, idx: tuple[Expr, ...]):
     """Index into node.srcs[0] for a movement op, and for PAD the (expr, lo, hi) validity ranges."""
     src = node.srcs[0]
     if node.op is Op.PERMUTE:
-        out: list[Expr | None] = [None] * len(idx)   # each filled: arg is a permutation
+        out: list[Expr | None] = [None] * len(idx)  # each filled: arg is a permutation
         for k, p in enumerate(node.arg):
             out[p] = idx[k]
         return tuple(out), ()
@@ -327,9 +337,9 @@ def decided(node: Node, idx: tuple[Expr, ...]) -> bool | None:
             pads, fill = node.arg
             ranges = [(e.bounds(), before, n) for e, (before, _), n in zip(idx, pads, node.srcs[0].shape)]
             if any(hi < before or lo >= before + n for (lo, hi), before, n in ranges):
-                return bool(fill)   # always in the padding
+                return bool(fill)  # always in the padding
             if any(lo < before or hi >= before + n for (lo, hi), before, n in ranges):
-                return None         # in it for some values of the index only
+                return None  # in it for some values of the index only
         idx, _ = source_index(node, idx)
         node = node.srcs[0]
 

@@ -1,28 +1,30 @@
 """Which positions of its sources a graph reads, axis by axis: each node axis follows one source axis element
 for element (the graph can run on blocks along it), or the node reads across a source axis (it needs all of
 it). What a program over arrays cut into blocks (Dask) is split by: dask/plan.py."""
+
 from __future__ import annotations
 
-from typing import Union
 from collections.abc import Callable
 
 from tracejit.ir.graph import ELEMENTWISE, Node, Op
 
 # A source axis, seen from a node: the node axis that follows it (int), None where the node does not depend on
 # it (a size-1 axis), or a string saying what reads across it ("np.cumsum along it").
-Read = Union[int, str, None]
-Source = tuple   # ("input", position) | ("iota", node) | ("table", node) | ("cut", node)
-Reads = dict     # Source -> tuple[Read, ...], one per source axis
+Read = int | str | None
+Source = tuple  # ("input", position) | ("iota", node) | ("table", node) | ("cut", node)
+Reads = dict  # Source -> tuple[Read, ...], one per source axis
 
 TWO_AXES = "it is read along two axes at once (x + x.T)"
-_ACROSS = {Op.SCAN: "a running total (np.cumsum, ufunc.accumulate) along it",
-           Op.SORT: "sorting along it (np.sort, np.median, np.percentile, ...)",
-           Op.SLICE: "a slice or reversal along it (x[1:] - x[:-1], x[::-1])",
-           Op.PAD: "np.pad, np.roll or joining along it",
-           Op.RESHAPE: "a reshape that merges or splits it",
-           Op.REDUCE: "a reduction along it",
-           Op.GATHER: "indexing with an index array along it (x[idx], np.take)",
-           Op.SCATTER: "a scatter into it (x[idx] = v, np.add.at)"}
+_ACROSS = {
+    Op.SCAN: "a running total (np.cumsum, ufunc.accumulate) along it",
+    Op.SORT: "sorting along it (np.sort, np.median, np.percentile, ...)",
+    Op.SLICE: "a slice or reversal along it (x[1:] - x[:-1], x[::-1])",
+    Op.PAD: "np.pad, np.roll or joining along it",
+    Op.RESHAPE: "a reshape that merges or splits it",
+    Op.REDUCE: "a reduction along it",
+    Op.GATHER: "indexing with an index array along it (x[idx], np.take)",
+    Op.SCATTER: "a scatter into it (x[idx] = v, np.add.at)",
+}
 
 
 def axis_maps(node: Node) -> list[tuple[Read, ...]]:
@@ -32,7 +34,7 @@ def axis_maps(node: Node) -> list[tuple[Read, ...]]:
         return [tuple(range(len(node.shape)))] * len(srcs)
     (src, *rest) = srcs
     same = list(range(len(src.shape)))
-    if op is Op.EXPAND:   # a broadcast axis has size 1 in the source: nothing follows it
+    if op is Op.EXPAND:  # a broadcast axis has size 1 in the source: nothing follows it
         return [tuple(same)]
     if op is Op.PERMUTE:
         return [tuple(node.arg.index(d) for d in same)]
@@ -68,7 +70,7 @@ def reshape_map(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[Read, ...]:
         elif old[i] == new[j]:
             out[i] = j
             i, j = i + 1, j + 1
-        else:   # a run of axes merged or split: skip to where both products meet again
+        else:  # a run of axes merged or split: skip to where both products meet again
             a, b = old[i], new[j]
             i, j = i + 1, j + 1
             while a != b:
@@ -95,10 +97,13 @@ class AxisReads:
     reduction over blocks, computed before): it returns True for such a node, given `reads` to ask about the
     nodes below. `joined` collects, for every node axis met, the source axes that follow it together."""
 
-    def __init__(self, cut: Callable[[Node, Callable], bool] | None = None,
-                 below: Callable[[Node], tuple[Node, ...]] | None = None):
+    def __init__(
+        self,
+        cut: Callable[[Node, Callable], bool] | None = None,
+        below: Callable[[Node], tuple[Node, ...]] | None = None,
+    ):
         self._cut = cut
-        self._below = below   # the nodes a cut decision looks at (default: the node's sources)
+        self._below = below  # the nodes a cut decision looks at (default: the node's sources)
         self._memo: dict[Node, Reads] = {}
         self.joined: list[list[tuple[Source, int]]] = []
 
@@ -108,7 +113,7 @@ class AxisReads:
     def reads(self, node: Node) -> Reads:
         memo = self._memo
         stack = [(node, 0)]
-        while stack:   # iterative: graphs can be deeper than Python's recursion limit
+        while stack:  # iterative: graphs can be deeper than Python's recursion limit
             n, state = stack.pop()
             if n in memo:
                 continue
@@ -133,7 +138,7 @@ class AxisReads:
             return {("iota", n): (n.arg if n.shape[n.arg] > 1 else None,)}
         if n.op is Op.TABLE:
             return {("table", n): tuple(d if s > 1 else None for d, s in enumerate(n.shape))}
-        if not n.srcs:   # a constant
+        if not n.srcs:  # a constant
             return {}
         out: Reads = {}
         along: dict[int, list] = {}

@@ -1,4 +1,5 @@
 """Constructors for graph nodes: each checks its operands and infers the result's shape and dtype."""
+
 from __future__ import annotations
 
 import math
@@ -74,15 +75,16 @@ def _float_to_int(x: Node, dtype: np.dtype, weak: bool) -> Node:
     beyond: it is NumPy's only cast whose answer depends on where the element is), and uint64 goes through
     int64 from 2**63 up. The conversions left to the target (_raw) only ever see values in range."""
     if x.dtype == np.float16:
-        x = cast(x, np.float32)   # exact; float16's range is well inside every target's
+        x = cast(x, np.float32)  # exact; float16's range is well inside every target's
     if dtype == np.uint32:
         return cast(_uint32_bits(x), dtype, weak)
     wide = dtype.itemsize == 8
     t = _truncation(x, np.dtype(np.int64 if wide else np.int32))
     if dtype == np.uint64:
-        top = const(2.0 ** 63, x.dtype, x.shape)
-        high = binary(Op.XOR, _truncation(binary(Op.SUB, x, top), np.dtype(np.int64)),
-                      const(-2 ** 63, np.int64, x.shape))
+        top = const(2.0**63, x.dtype, x.shape)
+        high = binary(
+            Op.XOR, _truncation(binary(Op.SUB, x, top), np.dtype(np.int64)), const(-(2**63), np.int64, x.shape)
+        )
         t = where(binary(Op.LE, top, x), high, t)
     return cast(t, dtype, weak)
 
@@ -95,26 +97,28 @@ def _truncation(x: Node, dtype: np.dtype) -> Node:
     """x truncated to int32 or int64 as x86's cvtt does: the type's minimum for NaN and out-of-range values."""
     bits = dtype.itemsize * 8
     # -2**(bits-1) - 1 as x's dtype: in float32 it rounds to -2**(bits-1), whose conversion is the minimum anyway
-    low = const(float(np.float64(-2.0 ** (bits - 1) - 1).astype(x.dtype)), x.dtype, x.shape)
+    low = const(float(np.float64(-(2.0 ** (bits - 1)) - 1).astype(x.dtype)), x.dtype, x.shape)
     inside = binary(Op.AND, binary(Op.LT, low, x), binary(Op.LT, x, const(2.0 ** (bits - 1), x.dtype, x.shape)))
-    return where(inside, _raw(x, dtype), const(-2 ** (bits - 1), dtype, x.shape))
+    return where(inside, _raw(x, dtype), const(-(2 ** (bits - 1)), dtype, x.shape))
 
 
 def _uint32_bits(x: Node) -> Node:
     """The low 32 bits of x's int64 truncation (0 for NaN and beyond 2**63), with 32-bit integers only (WGSL
     has no 64-bit ones): below 2**31 the int32 truncation; above, the truncation modulo 2**32, which float
     arithmetic gives exactly (an integer below 2**32 that is a multiple of x's ulp), split at 2**31."""
+
     def c(v, dt=x.dtype):
         return const(v, dt, x.shape)
+
     t = unary(Op.TRUNC, x)
     a = unary(Op.ABS, t)
-    small = _raw(where(binary(Op.LT, a, c(2.0 ** 31)), t, c(0.0)), np.int32)
-    rest = binary(Op.SUB, t, binary(Op.MUL, unary(Op.FLOOR, binary(Op.MUL, t, c(2.0 ** -32))), c(2.0 ** 32)))
-    rest = where(binary(Op.LT, a, c(2.0 ** 63)), rest, c(0.0))   # NaN and beyond: 0, as int64's minimum gives
-    upper = binary(Op.LE, c(2.0 ** 31), rest)
-    low = _raw(where(upper, binary(Op.SUB, rest, c(2.0 ** 31)), rest), np.int32)
-    big = where(upper, binary(Op.XOR, low, c(-2 ** 31, np.int32)), low)
-    return where(binary(Op.LT, a, c(2.0 ** 31)), small, big)
+    small = _raw(where(binary(Op.LT, a, c(2.0**31)), t, c(0.0)), np.int32)
+    rest = binary(Op.SUB, t, binary(Op.MUL, unary(Op.FLOOR, binary(Op.MUL, t, c(2.0**-32))), c(2.0**32)))
+    rest = where(binary(Op.LT, a, c(2.0**63)), rest, c(0.0))  # NaN and beyond: 0, as int64's minimum gives
+    upper = binary(Op.LE, c(2.0**31), rest)
+    low = _raw(where(upper, binary(Op.SUB, rest, c(2.0**31)), rest), np.int32)
+    big = where(upper, binary(Op.XOR, low, c(-(2**31), np.int32)), low)
+    return where(binary(Op.LT, a, c(2.0**31)), small, big)
 
 
 def reduce(x: Node, op: str, axes: tuple[int, ...]) -> Node:
@@ -133,7 +137,7 @@ def scan(x: Node, op: str, axis: int) -> Node:
     ufunc.accumulate, whose callers cast to the result dtype first). Same shape and dtype as x."""
     assert op in REDUCE_OPS and 0 <= axis < len(x.shape), (op, axis, x.shape)
     if x.shape[axis] <= 1 or x.size == 0:
-        return x   # each element is its own running total
+        return x  # each element is its own running total
     return Node.make(Op.SCAN, x.dtype, x.shape, (x,), (op, int(axis)))
 
 
@@ -141,13 +145,14 @@ def sort(x: Node, axis: int, indices: bool = False) -> Node:
     """x sorted ascending along axis, NaN last, equal values in their order (np.sort), or with indices the
     int32 positions the sorted elements come from (np.argsort, kind="stable")."""
     assert 0 <= axis < len(x.shape) and x.shape[axis] < 2**31, (axis, x.shape)
-    if x.shape[axis] <= 1 or x.size == 0:   # already in order
+    if x.shape[axis] <= 1 or x.size == 0:  # already in order
         return iota(x.shape, axis, np.int32) if indices else x
-    if x.dtype == BOOL:   # sorted as bytes: False before True
+    if x.dtype == BOOL:  # sorted as bytes: False before True
         as_bytes = sort(cast(x, np.uint8), axis, indices)
         return as_bytes if indices else cast(as_bytes, BOOL)
-    return Node.make(Op.SORT, np.int32 if indices else x.dtype, x.shape, (x,),
-                     (int(axis), "indices" if indices else "values"))
+    return Node.make(
+        Op.SORT, np.int32 if indices else x.dtype, x.shape, (x,), (int(axis), "indices" if indices else "values")
+    )
 
 
 def reshape(x: Node, shape: tuple[int, ...]) -> Node:
@@ -237,8 +242,9 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     for i in range(ndim):
         dims = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
         if len(dims) > 1:
-            raise ShapeError("operands could not be broadcast together with shapes "
-                             + " ".join(str(tuple(s)) for s in shapes))
+            raise ShapeError(
+                "operands could not be broadcast together with shapes " + " ".join(str(tuple(s)) for s in shapes)
+            )
         out.append(dims.pop() if dims else 1)
     return tuple(out)
 

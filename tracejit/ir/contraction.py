@@ -8,6 +8,7 @@ to it says where the renderer finds each element of A, B and the result: per rol
 sizes of its axes and each operand's stride along them. Operands whose views are not affine in the
 product's axes (a reshape of a transpose) keep the generated loops.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ from tracejit.ir.graph import Node, Op, rewrite
 from tracejit.ir.analysis import Buffer, c_strides, source_index
 from tracejit.ir.symbolic import Expr, Var
 
-MIN_WORK = 1 << 12   # multiply-adds; below it one work-group's worth of loops fused with the neighbours wins
+MIN_WORK = 1 << 12  # multiply-adds; below it one work-group's worth of loops fused with the neighbours wins
 # split-K: a product of fewer result tiles (codegen/simt/tiled.py's 128 x 128) than SPLIT_GROUPS leaves most of a
 # GPU idle (64 x 768 @ 768 x 3072, a linear layer of 64 tokens: 24 work-groups for 132 multiprocessors), so
 # its contraction is cut into chunks of at least SPLIT_MIN_CHUNK, each chunk's product a batch of its own,
@@ -28,14 +29,17 @@ MIN_WORK = 1 << 12   # multiply-adds; below it one work-group's worth of loops f
 TILE_SIDE = 128
 SPLIT_GROUPS = 256
 SPLIT_MIN_CHUNK = 128
-NUMERIC = frozenset(np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                          "uint64", "float16", "float32", "float64"))
+NUMERIC = frozenset(
+    np.dtype(t)
+    for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64")
+)
 
 
 @dataclass(frozen=True)
 class Operand:
     """Where an operand's elements are in kernel parameter `param`: offset + sum of index * stride, per
     axis of each of its two roles (A: batch, m, k; B: batch, k, n; the result: batch, m, n)."""
+
     param: int
     offset: int
     strides: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -44,6 +48,7 @@ class Operand:
 @dataclass(frozen=True)
 class Contraction:
     """out[b, m, n] = sum over k of a[b, m, k] * b[b, k, n]; each role a tuple of axis sizes (outer first)."""
+
     dtype: np.dtype
     batch: tuple[int, ...]
     m: tuple[int, ...]
@@ -64,8 +69,12 @@ class Contraction:
 def find(node: Node):
     """What library.plan makes a kernel of its own on a SIMT target: a product of matrices of any
     numeric dtype (sorts stay generated)."""
-    if node.op is not Op.REDUCE or node.dtype not in NUMERIC or node.size < library.MIN_OUTPUT \
-            or node.srcs[0].dtype != node.dtype:
+    if (
+        node.op is not Op.REDUCE
+        or node.dtype not in NUMERIC
+        or node.size < library.MIN_OUTPUT
+        or node.srcs[0].dtype != node.dtype
+    ):
         return None
     return library.find_gemm(node, MIN_WORK)
 
@@ -93,11 +102,13 @@ def split_k(node: Node) -> Node:
     if chunks == 1:
         return node
     product, d = node.srcs[0], gemm.k[0]
-    shape = product.shape[:d] + (chunks, k // chunks) + product.shape[d + 1:]
-    x, y = (build.expand(build.reshape(v, v.shape[:d] + (chunks, k // chunks) + v.shape[d + 1:]), shape)
-            for v in (gemm.x, gemm.y))
+    shape = product.shape[:d] + (chunks, k // chunks) + product.shape[d + 1 :]
+    x, y = (
+        build.expand(build.reshape(v, v.shape[:d] + (chunks, k // chunks) + v.shape[d + 1 :]), shape)
+        for v in (gemm.x, gemm.y)
+    )
     partial = build.reduce(build.binary(Op.MUL, x, y), "sum", (d + 1,))
-    parts = build.reshape(partial, product.shape[:d] + (chunks,) + product.shape[d + 1:])
+    parts = build.reshape(partial, product.shape[:d] + (chunks,) + product.shape[d + 1 :])
     parts = build.permute(parts, (d,) + tuple(i for i in range(len(product.shape)) if i != d))
     whole = tuple((0, 1, size) for size in parts.shape[1:])
     return _pairwise([build.reshape(build.slice_(parts, ((c, 1, 1),) + whole), node.shape) for c in range(chunks)])
@@ -141,7 +152,7 @@ def _operand_offset(x: Node, axes: list[Var], reads: dict) -> tuple[Buffer, Expr
     idx = tuple(Expr.of(v) if s != 1 else Expr() for v, s in zip(axes, x.shape))
     while x not in reads:
         if x.op not in library.VIEWS:
-            return None   # a constant or a computed value the plan did not write first
+            return None  # a constant or a computed value the plan did not write first
         idx, _ = source_index(x, idx)
         x = x.srcs[0]
     buf = reads[x]
@@ -158,7 +169,7 @@ def _forward(node: Node, written: Node, axes: list[Var], k: tuple[int, ...]) -> 
     for view in reversed(chain):
         if view.op is Op.PERMUTE:
             idx = tuple(idx[p] for p in view.arg)
-        else:   # a reshape: through the flat position
+        else:  # a reshape: through the flat position
             flat = Expr()
             for e, st in zip(idx, c_strides(view.srcs[0].shape)):
                 flat = flat + e * st
@@ -173,8 +184,9 @@ def _operand(param: int, offset: Expr, axes: list[Var], roles) -> Operand | None
 
     def stride(d: int) -> int:
         c = offset.coefficient(axes[d])
-        assert c is not None   # every atom is a variable: the offset is affine in each
+        assert c is not None  # every atom is a variable: the offset is affine in each
         return c
+
     first, second, third = (tuple(stride(d) for d in r) for r in roles)
     return Operand(param, offset.const, (first, second, third))
 
@@ -184,14 +196,18 @@ def _merged(c: Contraction) -> Contraction:
     become one axis, so the kernel unravels fewer indices."""
     roles = {"batch": list(c.batch), "m": list(c.m), "n": list(c.n), "k": list(c.k)}
     # per role, the operands that have it and where in their strides it is
-    users = {"batch": [(c.a, 0), (c.b, 0), (c.out, 0)], "m": [(c.a, 1), (c.out, 1)],
-             "k": [(c.a, 2), (c.b, 1)], "n": [(c.b, 2), (c.out, 2)]}
+    users = {
+        "batch": [(c.a, 0), (c.b, 0), (c.out, 0)],
+        "m": [(c.a, 1), (c.out, 1)],
+        "k": [(c.a, 2), (c.b, 1)],
+        "n": [(c.b, 2), (c.out, 2)],
+    }
     strides = {id(o): [list(s) for s in o.strides] for o in (c.a, c.b, c.out)}
     for role, sizes in roles.items():
         d = len(sizes) - 1
         while d > 0:
             if all(strides[id(o)][r][d - 1] == strides[id(o)][r][d] * sizes[d] for o, r in users[role]):
-                sizes[d - 1:d + 1] = [sizes[d - 1] * sizes[d]]
+                sizes[d - 1 : d + 1] = [sizes[d - 1] * sizes[d]]
                 for o, r in users[role]:
                     del strides[id(o)][r][d - 1]
             d -= 1
@@ -199,5 +215,6 @@ def _merged(c: Contraction) -> Contraction:
     def op(o: Operand) -> Operand:
         first, second, third = (tuple(s) for s in strides[id(o)])
         return Operand(o.param, o.offset, (first, second, third))
+
     batch, m, n, k = (tuple(roles[r]) for r in ("batch", "m", "n", "k"))
     return Contraction(c.dtype, batch, m, n, k, op(c.a), op(c.b), op(c.out))

@@ -1,4 +1,5 @@
 """The dtypes tracejit knows, and NumPy's promotion rules (NEP 50) applied to traced values."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +7,23 @@ import numpy as np
 from tracejit.errors import DtypeError
 
 # uint64 is internal: NumPy sums uint8/16/32 into it.
-SUPPORTED = tuple(np.dtype(n) for n in (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64"))
+SUPPORTED = tuple(
+    np.dtype(n)
+    for n in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    )
+)
 _SUPPORTED_SET = frozenset(SUPPORTED)
 
 BOOL = np.dtype("bool")
@@ -28,8 +43,10 @@ def check(dtype, what: str = "argument", internal: bool = True) -> np.dtype:
         raise DtypeError(f"{what}: {dtype!r} is not a dtype") from e
     if dt not in _SUPPORTED_SET or (not internal and dt == UINT64):
         names = ", ".join(d.name for d in SUPPORTED if d != UINT64)
-        raise DtypeError(f"{what} has dtype {dt} which tracejit does not support; "
-                         f"supported dtypes: {names}. Convert with .astype() before the call.")
+        raise DtypeError(
+            f"{what} has dtype {dt} which tracejit does not support; "
+            f"supported dtypes: {names}. Convert with .astype() before the call."
+        )
     return dt
 
 
@@ -49,8 +66,9 @@ def weak_dtype(value) -> np.dtype:
         return INT64
     if isinstance(value, float):
         return FLOAT64
-    raise DtypeError(f"Python scalar {value!r} of type {type(value).__name__} is not supported "
-                     "(use bool, int or float)")
+    raise DtypeError(
+        f"Python scalar {value!r} of type {type(value).__name__} is not supported (use bool, int or float)"
+    )
 
 
 def _scalar_proxy(dt: np.dtype, weak: bool):

@@ -1,5 +1,6 @@
 """Graphs evaluated with NumPy where the frontend needs a value itself: a constant traced array (np.zeros(...)
 made in a kernel, then written with constants), or a number computed from the kernel's Python-number arguments."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -37,7 +38,7 @@ def value_given(node: Node, inputs: Mapping[int, object]) -> tuple[np.ndarray, f
             value = inputs[n.arg] if n.op is Op.INPUT else _evaluate(n, [values[s] for s in n.srcs])
             try:
                 values[n] = np.asarray(value, n.dtype).reshape(n.shape)
-            except (OverflowError, ValueError):   # a Python int past its traced dtype: not a value to use
+            except (OverflowError, ValueError):  # a Python int past its traced dtype: not a value to use
                 return None
     return values[node], read
 
@@ -72,5 +73,9 @@ def view(n: Node, x: np.ndarray) -> np.ndarray:
     if n.op is Op.EXPAND:
         return np.broadcast_to(x, n.shape)
     assert n.op is Op.SLICE, f"no NumPy evaluation for {n.op}"
-    return x[tuple(slice(start, start + step * count if start + step * count >= 0 else None, step)
-                   for start, step, count in n.arg)]
+    return x[
+        tuple(
+            slice(start, start + step * count if start + step * count >= 0 else None, step)
+            for start, step, count in n.arg
+        )
+    ]

@@ -3,6 +3,7 @@ indexing (an index outside its axis). NumPy raises for them even where their val
 np.isnan(a ** b) of integers (False whatever the power) or a power computed and dropped; the trace
 records each one made (recorded) and keeps those no output reads as checks (frontend/kernel.py), so a
 call raises where NumPy raises."""
+
 from __future__ import annotations
 
 import contextlib
@@ -45,6 +46,7 @@ def checks(outputs: list[Node], candidates: list[Node]) -> list[Node]:
     """For each candidate that can fault and that no output reads: a value a kernel must compute it for
     (its maximum: one element), so that its faults are recorded and raised."""
     from tracejit.ir import build
+
     seen: set[Node] = set()
     stack = list(outputs)
     while stack:
@@ -68,7 +70,7 @@ def _of_arguments(n: Node) -> bool:
         if x in seen:
             continue
         seen.add(x)
-        if x.op is Op.INPUT and not isinstance(x.arg, (int, tuple)):   # (tuples: hidden scalars of a call)
+        if x.op is Op.INPUT and not isinstance(x.arg, (int, tuple)):  # (tuples: hidden scalars of a call)
             return False
         stack.extend(x.srcs)
     return True

@@ -5,6 +5,7 @@ in a consumer's kernel would repeat a reduction (see analysis.Realize). Large re
 are split in two stages first, so their work spreads over all cores (or work-groups) and float sums
 accumulate in short runs.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -23,22 +24,23 @@ from tracejit.ir.layout import LayoutOptions
 from tracejit.ir.analysis import Analysis, Buffer, BufferKey, Realize, analyze
 from tracejit.ir.lower import emit
 
-SPLIT_MIN_REDUCE = 1 << 15   # reductions at least this long ...
-SPLIT_MAX_OUTPUT = 64        # ... into fewer values than this run in two stages
+SPLIT_MIN_REDUCE = 1 << 15  # reductions at least this long ...
+SPLIT_MAX_OUTPUT = 64  # ... into fewer values than this run in two stages
 SPLIT_CHUNK = 4096
-SPLIT_MIN_SCAN = 1 << 14     # scans at least this long over fewer rows than SPLIT_MAX_OUTPUT run blocked
-MAX_FUSED_DEPTH = 256        # dependent operations in one kernel at most (_deep_cuts)
-MAX_INDEX_NESTING = 128      # reshapes and pads in a row in one kernel at most (_deep_cuts) ...
-GATHER_NESTING = 4           # ... where a gather counts as this many
+SPLIT_MIN_SCAN = 1 << 14  # scans at least this long over fewer rows than SPLIT_MAX_OUTPUT run blocked
+MAX_FUSED_DEPTH = 256  # dependent operations in one kernel at most (_deep_cuts)
+MAX_INDEX_NESTING = 128  # reshapes and pads in a row in one kernel at most (_deep_cuts) ...
+GATHER_NESTING = 4  # ... where a gather counts as this many
 
 
 @dataclass(frozen=True)
 class Program:
     """Kernels and the buffers between them; a target-neutral launch plan, built complete by schedule()."""
+
     kernels: list[KernelIR]
-    launches: list[list[BufferKey]]     # per kernel, the buffer keys of its params
-    buffers: dict[BufferKey, Buffer]    # key -> buffer; kinds "in", "out" and "tmp"
-    outputs: list[BufferKey]            # buffer key per returned value
+    launches: list[list[BufferKey]]  # per kernel, the buffer keys of its params
+    buffers: dict[BufferKey, Buffer]  # key -> buffer; kinds "in", "out" and "tmp"
+    outputs: list[BufferKey]  # buffer key per returned value
     int_scalars: list[tuple[int, np.dtype]]  # Python-int arguments narrowed to a smaller int dtype
     # per kernel, per value it writes: (its buffer key, the offset it is stored at, offsets read per buffer key)
     accesses: list[list[tuple[BufferKey, object, dict]]] = field(default_factory=list)
@@ -52,8 +54,8 @@ class Program:
     # kernel and its twin are arguments of its code from the first compile. Traced on first use, by
     # find_twin(this program) (only a kernel whose size-free key was not met before asks)
     find_twin: Callable[[Program], Program | None] | None = None
-    every_loop: bool = False   # warming named dimensions: compile each loop kind their sizes can lead to
-    ahead: bool = False        # compiled ahead of its calls (warming): compile what its calls would later
+    every_loop: bool = False  # warming named dimensions: compile each loop kind their sizes can lead to
+    ahead: bool = False  # compiled ahead of its calls (warming): compile what its calls would later
     # the graph as scheduled (long reductions split, sorts merged: what the kernels compute) and, per node,
     # the kernels that compute it (more than one where a cheap value is recomputed); inputs have none
     graph: list[Node] = field(default_factory=list)
@@ -64,7 +66,7 @@ class Program:
 
     @property
     def twin(self) -> Program | None:
-        if "_twin" not in self.__dict__:   # (a cache: the one attribute set after construction)
+        if "_twin" not in self.__dict__:  # (a cache: the one attribute set after construction)
             object.__setattr__(self, "_twin", None if self.find_twin is None else self.find_twin(self))
         return self.__dict__["_twin"]
 
@@ -73,24 +75,35 @@ class Program:
         the output): the kernel that writes it reads that argument only at the very element it writes, no
         other value of that kernel and no later kernel reads the argument, so every read sees the old value."""
         in_key = BufferKey("in", in_index)
-        writer = next((k for k, values in enumerate(self.accesses) if any(key == out_key for key, _, _ in values)),
-                      None)
+        writer = next(
+            (k for k, values in enumerate(self.accesses) if any(key == out_key for key, _, _ in values)), None
+        )
         if writer is None:
             return False
         read = self.buffers.get(in_key)
         contiguous = Buffer.contiguous(None, read.dtype, read.shape).strides if read is not None else None
         if read is not None and (read.offset or read.strides != contiguous):
             return False
-        if any(in_key in launch for launch in self.launches[writer + 1:]):
+        if any(in_key in launch for launch in self.launches[writer + 1 :]):
             return False
-        return all(not reads.get(in_key) if key != out_key else all(o == store for o in reads.get(in_key, ()))
-                   for key, store, reads in self.accesses[writer])
+        return all(
+            not reads.get(in_key) if key != out_key else all(o == store for o in reads.get(in_key, ()))
+            for key, store, reads in self.accesses[writer]
+        )
 
 
-def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOptions = LayoutOptions(),
-             other: Program | None = None, moving: dict[str, frozenset] | None = None, *,
-             dynamic: bool | dict | None = None, every_loop: bool = False, ahead: bool = False,
-             find_twin: Callable[[Program], Program | None] | None = None) -> Program:
+def schedule(
+    outputs: list[Node],
+    inputs: dict[Node, Buffer],
+    options: LayoutOptions = LayoutOptions(),
+    other: Program | None = None,
+    moving: dict[str, frozenset] | None = None,
+    *,
+    dynamic: bool | dict | None = None,
+    every_loop: bool = False,
+    ahead: bool = False,
+    find_twin: Callable[[Program], Program | None] | None = None,
+) -> Program:
     """Partition the graph of `outputs` into kernels; `inputs` gives each argument's buffer, `options`
     the target's layout preferences. `other`: the same function scheduled at other sizes of its symbolic
     dimensions (issue 19): loop variables whose extent differs there get layouts that do not depend on it;
@@ -99,8 +112,13 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
     extents: dict[str, dict[str, int]] = {}
     stored: set[Node] = set()
     outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
-    outputs, calls_for = library.plan(outputs, stored) if options.library else \
-        contraction.plan(outputs, stored) if options.tiled else (outputs, {})
+    outputs, calls_for = (
+        library.plan(outputs, stored)
+        if options.library
+        else contraction.plan(outputs, stored)
+        if options.tiled
+        else (outputs, {})
+    )
     # a scatter is written to memory (its target copied in, then the updates combined)
     realized: set[Node] = set(outputs) | stored | {n for n in toposort(outputs) if n.op is Op.SCATTER}
     order = toposort(outputs)
@@ -122,9 +140,16 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         what = calls_for.get(group[0].out)
         name = f"k{len(kernels)}_{'matmul' if isinstance(what, library.Gemm) else _describe(group[0])}"
         extents[name] = {}
-        kernel, params = emit(name, group, reads, [writes[a.out] for a in group], options,
-                              None if other is None else other.extents.get(name), extents[name],
-                              None if moving is None else moving.get(name, frozenset()))
+        kernel, params = emit(
+            name,
+            group,
+            reads,
+            [writes[a.out] for a in group],
+            options,
+            None if other is None else other.extents.get(name),
+            extents[name],
+            None if moving is None else moving.get(name, frozenset()),
+        )
         if options.tiled and isinstance(what, library.Gemm):
             kernel.contraction = contraction.describe(what, group[0].out, reads, writes[group[0].out], params)
         found = options.library and what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)
@@ -134,9 +159,22 @@ def schedule(outputs: list[Node], inputs: dict[Node, Buffer], options: LayoutOpt
         launches.append([_key(p) for p in params])
         accesses.append([(_key(writes[a.out]), a.offsets[-1], a.reads) for a in group])
     used = {_key(b): b for b in [*reads.values(), *writes.values()]}
-    return Program(kernels, launches, used, [_key(writes[o]) for o in outputs], _narrowed_int_scalars(outputs),
-                   accesses, calls, dynamic=dynamic, find_twin=find_twin, every_loop=every_loop, ahead=ahead,
-                   graph=list(outputs), node_kernels=node_kernels, extents=extents)
+    return Program(
+        kernels,
+        launches,
+        used,
+        [_key(writes[o]) for o in outputs],
+        _narrowed_int_scalars(outputs),
+        accesses,
+        calls,
+        dynamic=dynamic,
+        find_twin=find_twin,
+        every_loop=every_loop,
+        ahead=ahead,
+        graph=list(outputs),
+        node_kernels=node_kernels,
+        extents=extents,
+    )
 
 
 def _key(buffer: Buffer) -> BufferKey:
@@ -163,11 +201,11 @@ class _Realizing:
         for i, o in enumerate(outputs):
             self.out_index.setdefault(o, i)
         self.reads: dict[Node, Buffer] = dict(inputs)
-        self.writes: list[Node] = []        # in topological order
-        self.at: list[int] = []             # their topological positions
+        self.writes: list[Node] = []  # in topological order
+        self.at: list[int] = []  # their topological positions
         self.done: dict[Node, list[Analysis]] = {}
-        self.region: dict[Node, set[Node]] = {}      # write -> the nodes its analysis may look at
-        self.held_by: dict[Node, set[Node]] = {}     # node -> the writes whose region holds it
+        self.region: dict[Node, set[Node]] = {}  # write -> the nodes its analysis may look at
+        self.held_by: dict[Node, set[Node]] = {}  # node -> the writes whose region holds it
         for n in sorted((n for n in realized if n in self.position), key=self.position.__getitem__):
             self._write(n)
 
@@ -261,14 +299,18 @@ def _deep_cuts(order: list[Node], realized: set[Node]) -> set[Node]:
         if n.op in ELEMENTWISE or n.op is Op.GATHER:
             d += 1
             g += GATHER_NESTING if n.op is Op.GATHER else 0
-        elif n.op in (Op.RESHAPE, Op.PAD):   # a division, modulo or clamp around the index: nested too
+        elif n.op in (Op.RESHAPE, Op.PAD):  # a division, modulo or clamp around the index: nested too
             g += 1
         # cut at a computed value where there is one: a loop of in-place assignments (a pad, then a where, per
         # step) cut at its pads read a buffer per cut in one kernel (64: past webgpu's 32); a view only where
         # no computed value comes to cut at (np.roll alone in a loop)
         computed = n.op in ELEMENTWISE or n.op is Op.GATHER
-        if n.size and (computed and (d >= MAX_FUSED_DEPTH or g >= MAX_INDEX_NESTING)
-                       or n.op in (Op.RESHAPE, Op.PAD) and g >= 2 * MAX_INDEX_NESTING):
+        if n.size and (
+            computed
+            and (d >= MAX_FUSED_DEPTH or g >= MAX_INDEX_NESTING)
+            or n.op in (Op.RESHAPE, Op.PAD)
+            and g >= 2 * MAX_INDEX_NESTING
+        ):
             cuts.add(n)
         depth[n] = (0, 0) if n in cuts or n in realized else (d, g)
     return cuts
@@ -302,8 +344,13 @@ def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:
         if n.op is not Op.CAST:
             continue
         src = n.srcs[0]
-        if src.op is Op.INPUT and src.weak and src.dtype.kind == "i" \
-                and n.dtype.kind in "iu" and (n.dtype.itemsize < 8 or n.dtype.kind == "u"):
+        if (
+            src.op is Op.INPUT
+            and src.weak
+            and src.dtype.kind == "i"
+            and n.dtype.kind in "iu"
+            and (n.dtype.itemsize < 8 or n.dtype.kind == "u")
+        ):
             checks.add((src.arg, n.dtype))
             if n.dtype == np.uint64:
                 unsigned.add(src.arg)
@@ -326,9 +373,13 @@ def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]
         target = None
         if not a.reduces and not a.scans and not a.update:
             for i, group in enumerate(kernels):
-                if not group[0].reduces and not group[0].scans and not group[0].update \
-                        and group[0].out.shape == a.out.shape and all(
-                        _key(b).argument or position.get(b.key, i) < i for b in a.loads):
+                if (
+                    not group[0].reduces
+                    and not group[0].scans
+                    and not group[0].update
+                    and group[0].out.shape == a.out.shape
+                    and all(_key(b).argument or position.get(b.key, i) < i for b in a.loads)
+                ):
                     target = i
                     break
         if target is None:
@@ -380,10 +431,12 @@ def _describe(a: Analysis) -> str:
 
 def _split_reductions(outputs: list[Node]) -> list[Node]:
     """Rewrite long reductions into few values as reduce(reduce(x viewed as (chunks, chunk)))."""
+
     def split_if_long(n: Node) -> Node:
         if n.op is Op.REDUCE and n.size < SPLIT_MAX_OUTPUT and n.srcs[0].size // max(n.size, 1) >= SPLIT_MIN_REDUCE:
             return _split(n)
         return n
+
     return rewrite(outputs, split_if_long)
 
 
@@ -406,18 +459,22 @@ def _split(node: Node) -> Node:
 def _merge_long_sorts(outputs: list[Node], sort_bytes: int | None, stored: set[Node]) -> list[Node]:
     """Rows too long for one work-group's memory are sorted in blocks, then merged (merge_sort.py); the
     runs between passes go to `stored`."""
+
     def merge_if_long(n: Node) -> Node:
         block = merge_sort.block_length(n, sort_bytes) if n.op is Op.SORT else None
         return n if block is None else merge_sort.merge_sorted(n, block, stored)
+
     return rewrite(outputs, merge_if_long)
 
 
 def _split_scans(outputs: list[Node]) -> list[Node]:
     """Rewrite long scans over few rows into blocks scanned in parallel (see _blocked_scan)."""
+
     def split_if_long(n: Node) -> Node:
         if n.op is Op.SCAN and n.shape[n.arg[1]] >= SPLIT_MIN_SCAN and n.size // n.shape[n.arg[1]] < SPLIT_MAX_OUTPUT:
             return _blocked_scan(n)
         return n
+
     return rewrite(outputs, split_if_long)
 
 
@@ -435,7 +492,7 @@ def _blocked_scan(node: Node) -> Node:
     n = x.shape[axis]
     kept = tuple(d for d in range(len(x.shape)) if d != axis)
     rows = tuple(x.shape[d] for d in kept)
-    chunk = 1 << math.isqrt(n - 1).bit_length()   # a power of two, at least sqrt(n)
+    chunk = 1 << math.isqrt(n - 1).bit_length()  # a power of two, at least sqrt(n)
     chunks = -(-n // chunk)
     ident = identity(op, x.dtype)
     whole = [(0, 1, s) for s in rows]

@@ -1,5 +1,6 @@
 """Integer-array indexing in the index arithmetic: where a GATHER node reads its data, as expressions
 whose gathered axes are DataIndex atoms (the index arrays' values, checked and clamped when they run)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,7 @@ def _unbroadcast(source: Node, idx: tuple[Expr, ...]) -> tuple[Node, tuple[Expr,
     """The index array before it was broadcast to the result's shape (expanded, given size-1 axes), and
     where it is read: an index then depends on the variables it varies along, no others."""
     while True:
-        if source.op is Op.CONST:   # the same everywhere (an int among index arrays: x[0, :, k])
+        if source.op is Op.CONST:  # the same everywhere (an int among index arrays: x[0, :, k])
             return source, tuple(Expr() for _ in source.shape)
         if not source.srcs:
             return source, idx
@@ -48,7 +49,7 @@ def _unbroadcast(source: Node, idx: tuple[Expr, ...]) -> tuple[Node, tuple[Expr,
         source = src
 
 
-MIN_GATHERED_ROWS = 16   # fewer rows than this: every element is a parallel index, as without a gather
+MIN_GATHERED_ROWS = 16  # fewer rows than this: every element is a parallel index, as without a gather
 
 
 def row_loop(out_vars: list[Var], offsets: list[Expr]) -> list[Var]:
@@ -64,7 +65,7 @@ def row_loop(out_vars: list[Var], offsets: list[Expr]) -> list[Var]:
             break
         inner.insert(0, v)
     rows = 1
-    for v in out_vars[:len(out_vars) - len(inner)]:
+    for v in out_vars[: len(out_vars) - len(inner)]:
         rows *= v.extent
     return inner if rows >= MIN_GATHERED_ROWS else []
 

@@ -1,4 +1,5 @@
 """Graph IR: immutable, hash-consed tensor-level nodes with static shape and dtype, and their printer."""
+
 from __future__ import annotations
 
 import math
@@ -15,21 +16,22 @@ class Op(str, Enum):
     """Every graph op: the structural ones, then one per row of ops.OPS (Op.ADD is "add"), in the table's order.
     Written out because a type checker knows only the members a class body names (an Enum built from the table
     at run time had none for mypy); the check below the class keeps them equal to the table."""
+
     INPUT = "input"
     CONST = "const"
-    IOTA = "iota"          # element i is its index along axis `arg` (arrays made in a kernel)
-    TABLE = "table"        # a constant array embedded in the kernel (arg: a table.Table, C order)
+    IOTA = "iota"  # element i is its index along axis `arg` (arrays made in a kernel)
+    TABLE = "table"  # a constant array embedded in the kernel (arg: a table.Table, C order)
     CAST = "cast"
     REDUCE = "reduce"
-    SCAN = "scan"          # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
-    SORT = "sort"          # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
-    RESHAPE = "reshape"    # movement (reshape to pad): become index arithmetic
+    SCAN = "scan"  # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
+    SORT = "sort"  # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
+    RESHAPE = "reshape"  # movement (reshape to pad): become index arithmetic
     PERMUTE = "permute"
     EXPAND = "expand"
     SLICE = "slice"
     PAD = "pad"
-    GATHER = "gather"      # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
-    SCATTER = "scatter"    # srcs (target, positions, values), arg: combine op; see build.scatter
+    GATHER = "gather"  # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
+    SCATTER = "scatter"  # srcs (target, positions, values), arg: combine op; see build.scatter
     # elementwise: ops.OPS
     NEG = "neg"
     ABS = "abs"
@@ -94,7 +96,7 @@ class Op(str, Enum):
         return self.value
 
 
-if [op.value for op in Op][-len(OPS):] != [d.name for d in OPS]:
+if [op.value for op in Op][-len(OPS) :] != [d.name for d in OPS]:
     raise ImportError("graph.Op's elementwise members must be ops.OPS's rows, in order: add the new row's op there")
 
 UNARY = frozenset(Op(n) for n in UNARY_NAMES)
@@ -116,7 +118,7 @@ class Node:
     dtype: np.dtype
     shape: tuple[int, ...]
     srcs: tuple[Node, ...]
-    arg: Any    # what the op's row in Op says it holds: an axis, a tuple, a dtype, a Table, a constant
+    arg: Any  # what the op's row in Op says it holds: an axis, a tuple, a dtype, a Table, a constant
     weak: bool  # a Python scalar (NEP 50 weak type) not yet combined with a typed value
 
     @classmethod

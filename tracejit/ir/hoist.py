@@ -1,5 +1,6 @@
 """Loop-invariant code motion on kernel IR: each pure instruction moves out to the outermost loop
 that still defines all of its sources, and duplicates that meet there are merged."""
+
 from __future__ import annotations
 
 from tracejit.ir.kernel_ir import IMPURE, Builder, KOp, KernelIR
@@ -10,12 +11,12 @@ from tracejit.ir.kernel_ir import IMPURE, Builder, KOp, KernelIR
 
 def hoist(kernel: KernelIR) -> KernelIR:
     instrs = kernel.instrs
-    level = [0] * len(instrs)          # loop depth an instruction has to stay at
+    level = [0] * len(instrs)  # loop depth an instruction has to stay at
     root: list = []
-    bodies = [root]                    # body lists of the open loops, outermost first
+    bodies = [root]  # body lists of the open loops, outermost first
     for i, x in enumerate(instrs):
         if x.op == KOp.RANGE:
-            level[i] = len(bodies)     # its variable lives one level deeper than the range itself
+            level[i] = len(bodies)  # its variable lives one level deeper than the range itself
             body: list = []
             bodies[-1].append((i, body))
             bodies.append(body)
@@ -30,7 +31,7 @@ def hoist(kernel: KernelIR) -> KernelIR:
             target = bodies[level[i]]
             if target is bodies[-1]:
                 target.append(i)
-            else:                      # just before the loop at that level that is still open
+            else:  # just before the loop at that level that is still open
                 target.insert(len(target) - 1, i)
     out = KernelIR(kernel.name, kernel.params, [], kernel.global_size, kernel.work)
     b = Builder(out)
@@ -51,6 +52,3 @@ def hoist(kernel: KernelIR) -> KernelIR:
 
     place(root)
     return out
-
-
-

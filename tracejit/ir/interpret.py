@@ -4,6 +4,7 @@ It runs every global index at once (values are arrays over g) and loops in Pytho
 but obvious; tests run renderers' output against it. Faults (kernel_ir.Fault) are raised, or written
 to an error record as the SIMT targets keep it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,7 @@ def run(kernel: KernelIR, buffers: list[np.ndarray], error: np.ndarray | None = 
         if error is None:
             raise fault_error([kernel], which.code, int(v))
         if error[3] == 0:
-            error[:3] = [which.code, *np.array([v]).astype(np.int64).view(np.int32)]   # little-endian halves
+            error[:3] = [which.code, *np.array([v]).astype(np.int64).view(np.int32)]  # little-endian halves
         error[3] += int(failed.sum())
 
     rows = np.arange(n)
@@ -70,7 +71,7 @@ def run(kernel: KernelIR, buffers: list[np.ndarray], error: np.ndarray | None = 
                     buf[rows, vals[s[1]]] = vals[s[2]]
                 else:
                     buf[vals[s[1]]] = vals[s[2]]
-            elif op == KOp.ATOMIC:   # every update applied, in the global index's order (np.ufunc.at)
+            elif op == KOp.ATOMIC:  # every update applied, in the global index's order (np.ufunc.at)
                 buf = vals[s[0]]
                 _COMBINE[ins.arg].at(buf, vals[s[1]], vals[s[2]].astype(buf.dtype))
             elif op == KOp.ACC:
@@ -80,11 +81,11 @@ def run(kernel: KernelIR, buffers: list[np.ndarray], error: np.ndarray | None = 
                 acc = vals[s[0]]
                 if target.op == KOp.ACC:
                     acc[...] = _COMBINE[target.arg[0]](acc, vals[s[1]]).astype(acc.dtype)
-                    vals[pc] = acc.copy()   # the running value (scans read it); later updates change acc
+                    vals[pc] = acc.copy()  # the running value (scans read it); later updates change acc
                 else:
                     idx = vals[s[1]]
                     acc[rows, idx] = _COMBINE[target.arg[1]](acc[rows, idx], vals[s[2]]).astype(acc.dtype)
-            elif op == KOp.SORT:   # by key (NaN last, as NumPy sorts), then by position
+            elif op == KOp.SORT:  # by key (NaN last, as NumPy sorts), then by position
                 length = ins.arg
                 arrays = [vals[j][:, :length] for j in s]
                 order = np.lexsort(arrays[::-1], axis=-1)

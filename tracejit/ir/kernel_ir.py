@@ -7,6 +7,7 @@ RANGEs to serial loops; a GPU renderer maps GLOBAL to work-groups or threads and
 "reduce" range over a work-group (tree reduction) or a "loop" range over its work-items, because
 the IR states which loops are reductions and with which operator.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -21,18 +22,19 @@ import numpy as np
 from tracejit.errors import InternalError
 from tracejit.ir.ops import BINARY_NAMES, OPS, TERNARY_NAMES, UNARY_NAMES
 
-if TYPE_CHECKING:   # contraction builds graphs, which kernel_ir does not import at run time
+if TYPE_CHECKING:  # contraction builds graphs, which kernel_ir does not import at run time
     from tracejit.ir.contraction import Contraction
 
 INDEX = np.dtype("int64")
-_ERRORS = importlib.import_module("tracejit.errors")   # the module a fault names its error class in
+_ERRORS = importlib.import_module("tracejit.errors")  # the module a fault names its error class in
 
 
 @dataclass(frozen=True)
 class InstrDef:
     """A structural instruction: its name, whether it is pure, and what its sources and arg are."""
+
     name: str
-    pure: bool      # a function of its sources: equal ones in one loop scope are one (Builder, hoist)
+    pure: bool  # a function of its sources: equal ones in one loop scope are one (Builder, hoist)
     meaning: str
 
 
@@ -43,28 +45,52 @@ STRUCTURE: tuple[InstrDef, ...] = (
     InstrDef("cast", True, "srcs: (value,): converted to the dtype"),
     InstrDef("load", True, "srcs: (param, LOCAL or TABLE, int64 index): its element; from a LOCAL not pure"),
     InstrDef("store", False, "srcs: (param or LOCAL, int64 index, value)"),
-    InstrDef("range", False, 'arg: (extent, kind): a loop; kind "reduce", "loop" or "scan" (run in order: its '
-                             "body UPDATEs accumulators whose running value it reads; the operator being "
-                             "associative, a GPU renderer may still split it over a work-group's items in "
-                             "chunks joined by a scan of their totals)"),
+    InstrDef(
+        "range",
+        False,
+        'arg: (extent, kind): a loop; kind "reduce", "loop" or "scan" (run in order: its '
+        "body UPDATEs accumulators whose running value it reads; the operator being "
+        "associative, a GPU renderer may still split it over a work-group's items in "
+        "chunks joined by a scan of their totals)",
+    ),
     InstrDef("endrange", False, "srcs: (range,): the loop's end"),
     InstrDef("acc", False, "arg: (sum/prod/max/min, identity): an accumulator"),
-    InstrDef("update", False, "srcs: (acc, value) or (LOCAL, index, value): combined into it; an UPDATE of an "
-                              "ACC with a dtype is also a value, the accumulator after the update"),
-    InstrDef("local", False, "arg: (size, the reduction it accumulates or None, that reduction's length): memory "
-                             "private to one global index"),
+    InstrDef(
+        "update",
+        False,
+        "srcs: (acc, value) or (LOCAL, index, value): combined into it; an UPDATE of an "
+        "ACC with a dtype is also a value, the accumulator after the update",
+    ),
+    InstrDef(
+        "local",
+        False,
+        "arg: (size, the reduction it accumulates or None, that reduction's length): memory "
+        "private to one global index",
+    ),
     InstrDef("table", True, "arg: an ir.table.Table: a constant array embedded in the kernel, read with LOAD"),
-    InstrDef("bound", True, "srcs: (index read from data,), arg: (axis size, Fault): an offset; a negative value "
-                            "counts from the end, one outside the axis records the Fault for the runtime to "
-                            "raise and reads element 0 instead"),
-    InstrDef("sort", False, "srcs: (LOCAL of keys, optionally a LOCAL of int32 positions), arg: n: their first n "
-                            "entries sorted in place by key, NaN after every number, equal keys by position (in "
-                            "any order without positions); the rest (padding to a power of two, keys that sort "
-                            "last) keeps its place"),
-    InstrDef("atomic", False, "srcs: (output param, int64 index, value), arg: sum/prod/max/min: combined into that "
-                              "element, every global index's update applied even where they hit one element: "
-                              "atomics on SIMT targets (codegen/simt/atomics.py), a serial global loop on the "
-                              "CPU, in the global index's order (see has_atomics)"),
+    InstrDef(
+        "bound",
+        True,
+        "srcs: (index read from data,), arg: (axis size, Fault): an offset; a negative value "
+        "counts from the end, one outside the axis records the Fault for the runtime to "
+        "raise and reads element 0 instead",
+    ),
+    InstrDef(
+        "sort",
+        False,
+        "srcs: (LOCAL of keys, optionally a LOCAL of int32 positions), arg: n: their first n "
+        "entries sorted in place by key, NaN after every number, equal keys by position (in "
+        "any order without positions); the rest (padding to a power of two, keys that sort "
+        "last) keeps its place",
+    ),
+    InstrDef(
+        "atomic",
+        False,
+        "srcs: (output param, int64 index, value), arg: sum/prod/max/min: combined into that "
+        "element, every global index's update applied even where they hit one element: "
+        "atomics on SIMT targets (codegen/simt/atomics.py), a serial global loop on the "
+        "CPU, in the global index's order (see has_atomics)",
+    ),
 )
 
 
@@ -74,6 +100,7 @@ class KOp(str, Enum):
     class body names (an Enum built from the tables at run time had none for mypy); the check below the class
     keeps them equal to the tables. Renders as its name ("load"), as the bare strings did: printed IR, cache keys
     and sources are unchanged."""
+
     PARAM = "param"
     GLOBAL = "global"
     CONST = "const"
@@ -176,6 +203,7 @@ class Fault:
     kernel records the first fault it meets (its code and the offending value) in an error record that
     the runtime reads after the launch and raises as `error` (a name in tracejit.errors or builtins)
     with `message`, whose {value} is that value."""
+
     error: str
     message: str
 
@@ -190,8 +218,11 @@ NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are no
 
 def faults(kernel: KernelIR) -> list[Fault]:
     """The faults a kernel can record."""
-    found = [x.arg[1] if x.op == KOp.BOUND else NEGATIVE_POWER for x in kernel.instrs
-             if x.op == KOp.BOUND or x.op == KOp.POW and x.value_dtype.kind == "i"]
+    found = [
+        x.arg[1] if x.op == KOp.BOUND else NEGATIVE_POWER
+        for x in kernel.instrs
+        if x.op == KOp.BOUND or x.op == KOp.POW and x.value_dtype.kind == "i"
+    ]
     return list(dict.fromkeys(found))
 
 
@@ -204,9 +235,10 @@ def has_atomics(kernel: KernelIR) -> bool:
 def fault_error(kernels: list[KernelIR], code: int, value: int) -> Exception:
     """The exception for the fault `code` that one of kernels recorded, with its offending value."""
     fault = next((f for k in kernels for f in faults(k) if f.code == code), None)
-    if fault is None:   # the record was overwritten by something other than these kernels
-        return InternalError(f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault "
-                                    f"(code {code}, value {value})")
+    if fault is None:  # the record was overwritten by something other than these kernels
+        return InternalError(
+            f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault (code {code}, value {value})"
+        )
     error = getattr(_ERRORS, fault.error, None) or getattr(builtins, fault.error)
     return error(fault.message.format(value=value))
 
@@ -214,10 +246,11 @@ def fault_error(kernels: list[KernelIR], code: int, value: int) -> Exception:
 @dataclass(frozen=True)
 class Instr:
     """`op` with sources given as indices of earlier instructions; `dtype` is the result's dtype."""
+
     op: KOp
     dtype: np.dtype | None
     srcs: tuple[int, ...] = ()
-    arg: Any = None   # what the op's row (STRUCTURE, or None for ALU ops) says: an int, a tuple, a Table, a value
+    arg: Any = None  # what the op's row (STRUCTURE, or None for ALU ops) says: an int, a tuple, a Table, a value
 
     @property
     def value_dtype(self) -> np.dtype:
@@ -231,7 +264,7 @@ class Instr:
 class Param:
     name: str
     dtype: np.dtype
-    size: int          # elements the kernel may touch (the flat buffer length)
+    size: int  # elements the kernel may touch (the flat buffer length)
     output: bool
 
 
@@ -241,13 +274,16 @@ class KernelIR:
     params: list[Param]
     instrs: list[Instr] = field(default_factory=list)
     global_size: int = 1
-    work: int = 1      # element-operations per launch, a size hint for parallelisation
+    work: int = 1  # element-operations per launch, a size hint for parallelisation
     # a matrix product SIMT targets may render as a tiled kernel instead of these instructions
     contraction: Contraction | None = None
 
     def format(self) -> str:
-        lines = [f"kernel {self.name}(" + ", ".join(
-            f"{'out ' if p.output else ''}{p.name}: {p.dtype.name}[{p.size}]" for p in self.params) + ")"]
+        lines = [
+            f"kernel {self.name}("
+            + ", ".join(f"{'out ' if p.output else ''}{p.name}: {p.dtype.name}[{p.size}]" for p in self.params)
+            + ")"
+        ]
         if self.contraction is not None:
             lines.append(f"  # {self.contraction}")
         depth = 1
@@ -297,13 +333,13 @@ class Builder:
         ins = self.kernel.instrs
         known = [bool(ins[s].arg) if ins[s].op == KOp.CONST and ins[s].dtype == np.bool_ else None for s in srcs]
         if op == KOp.WHERE:
-            if known[0] is None:   # where(c, True, False) is c
+            if known[0] is None:  # where(c, True, False) is c
                 return srcs[0] if dtype == np.bool_ and known[1:] == [True, False] else None
             pick = srcs[1] if known[0] else srcs[2]
             return pick if ins[pick].dtype == dtype else None
         if dtype != np.bool_ or any(ins[s].dtype != np.bool_ for s in srcs):
             return None
-        decisive = op == KOp.OR   # x or True is True, x and False is False; the other constant gives x
+        decisive = op == KOp.OR  # x or True is True, x and False is False; the other constant gives x
         for k, value in enumerate(known):
             if value is decisive:
                 return srcs[k]

@@ -1,6 +1,7 @@
 """Layout: how a kernel's index space is walked. Merge dimensions every access walks contiguously,
 tile transposed reads, and register-tile contractions. Each decision only rewrites loop variables
 (a substitution of index expressions), so lowering stays the same whatever is chosen."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,15 +12,16 @@ from tracejit.ir.symbolic import Clamp, Expr, Var
 @dataclass(frozen=True)
 class LayoutOptions:
     """What a target's memory and threads favour; each device passes its own."""
-    accumulate_rows: bool = True   # i-k-j rows of accumulators private to one global index (CPU caches)
-    keep_row_max: int = 16384      # longest reduction input kept in local memory for the write loop
+
+    accumulate_rows: bool = True  # i-k-j rows of accumulators private to one global index (CPU caches)
+    keep_row_max: int = 16384  # longest reduction input kept in local memory for the write loop
     # rows at least this long keep the arrays their first reduction reads in local memory for the loops
     # after it (lower._inputs_to_keep; GPUs, where a work-group shares the row); None: read them again
     keep_inputs_min: int | None = None
-    gather_rows: bool = True       # a gather's trailing axes that no index depends on are an inner loop (CPU)
+    gather_rows: bool = True  # a gather's trailing axes that no index depends on are an inner loop (CPU)
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
-    library: bool = False          # the launch plan runs matrix products and sorts as NumPy calls (ir/library.py)
-    tiled: bool = False            # matrix products are kernels of their own, rendered tiled (ir/contraction.py)
+    library: bool = False  # the launch plan runs matrix products and sorts as NumPy calls (ir/library.py)
+    tiled: bool = False  # matrix products are kernels of their own, rendered tiled (ir/contraction.py)
     # the tile (rows of the output, columns) of a transposed read (x.T + y), by the element size of the array
     # read across: 1, 2, 4 and 8 bytes
     transpose_tiles: tuple[tuple[int, int], ...] = ((32, 32),) * 4
@@ -31,17 +33,25 @@ class LayoutOptions:
 @dataclass
 class LoopPlan:
     """How one kernel walks its index space."""
-    pvars: list[Var]            # parallel variables, unravelled from the global index (innermost last)
-    wvars: list[Var]            # element loops inside each global index (rows written back)
-    rgroups: list[list[Var]]    # the loop variables of each reduction
-    subst: dict[Var, Expr]      # the analysis' variables in terms of the ones above
-    tile: list[dict]            # register-tile copies: a substitution each ([{}]: not tiled)
-    row: Var | None = None      # i-k-j: the block of outputs accumulated in local memory
+
+    pvars: list[Var]  # parallel variables, unravelled from the global index (innermost last)
+    wvars: list[Var]  # element loops inside each global index (rows written back)
+    rgroups: list[list[Var]]  # the loop variables of each reduction
+    subst: dict[Var, Expr]  # the analysis' variables in terms of the ones above
+    tile: list[dict]  # register-tile copies: a substitution each ([{}]: not tiled)
+    row: Var | None = None  # i-k-j: the block of outputs accumulated in local memory
 
 
-def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]], offsets: list[Expr],
-               options: LayoutOptions = LayoutOptions(), itemsizes: list[int] | None = None,
-               plain: bool = False, moving: frozenset[str] = frozenset()) -> LoopPlan:
+def plan_loops(
+    out_vars: list[Var],
+    rows: set[Var],
+    reduce_vars: list[list[Var]],
+    offsets: list[Expr],
+    options: LayoutOptions = LayoutOptions(),
+    itemsizes: list[int] | None = None,
+    plain: bool = False,
+    moving: frozenset[str] = frozenset(),
+) -> LoopPlan:
     """`rows`: the output variables the reductions depend on (all of them when there is none);
     `offsets`: every load's offset and, last, the store's, with the element size of each in `itemsizes`.
     `plain`: dimensions are merged, nothing else (scans and sorts walk their rows themselves: no tiles, no
@@ -50,19 +60,21 @@ def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]]
     of the dimension lowers to the same code."""
     pvars = [v for v in out_vars if v in rows]
     wvars = [v for v in out_vars if v not in rows]
-    moving_names = set(moving)   # merge_vars adds the merged variables' names
+    moving_names = set(moving)  # merge_vars adds the merged variables' names
     groups, subst = merge_vars([pvars, wvars] + reduce_vars, offsets, moving_names)
     pvars, wvars, rgroups = groups[0], groups[1], groups[2:]
     if plain:
         return LoopPlan(pvars, wvars, rgroups, subst, [{}])
     if not reduce_vars:
-        tiles = [options.transpose_tiles[min(3, (size or 4).bit_length() - 1)]
-                 for size in itemsizes or [4] * len(offsets)]
+        tiles = [
+            options.transpose_tiles[min(3, (size or 4).bit_length() - 1)] for size in itemsizes or [4] * len(offsets)
+        ]
         pvars, wvars, subst = tile_transposed(pvars, wvars, subst, offsets, tiles, moving_names)
         if options.gather_rows and not wvars:
             pvars, wvars, subst = inner_row(pvars, subst, moving_names)
     streamed = options.accumulate_rows and accumulate_rows(
-        len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets, moving_names)
+        len(reduce_vars), pvars, wvars, rgroups[0] if rgroups else [], subst, offsets, moving_names
+    )
     if streamed:
         pvars, row, subst = streamed
         return LoopPlan(pvars, wvars, rgroups, subst, [{}], row)
@@ -70,8 +82,9 @@ def plan_loops(out_vars: list[Var], rows: set[Var], reduce_vars: list[list[Var]]
     return LoopPlan(pvars, wvars, rgroups, subst, tile)
 
 
-def merge_vars(groups: list[list[Var]], offsets: list[Expr], moving: set[str] | None = None
-               ) -> tuple[list[list[Var]], dict[Var, Expr]]:
+def merge_vars(
+    groups: list[list[Var]], offsets: list[Expr], moving: set[str] | None = None
+) -> tuple[list[list[Var]], dict[Var, Expr]]:
     """Coalesce neighbours in each group (outer to inner) when all offsets allow; return the substitution.
     A merged variable is `moving` (a name added) where either of its parts is."""
     subst: dict[Var, Expr] = {}
@@ -97,7 +110,7 @@ def merge_vars(groups: list[list[Var]], offsets: list[Expr], moving: set[str] | 
     return new_groups, subst
 
 
-REGISTER_TILE = (4, 8)   # rows x columns of accumulators for contractions
+REGISTER_TILE = (4, 8)  # rows x columns of accumulators for contractions
 
 
 def register_tile(n_reduces: int, pvars, wvars, subst, offsets, moving=frozenset()):
@@ -163,7 +176,7 @@ def tile_transposed(pvars, wvars, subst, offsets, tiles, moving=frozenset()):
     return pvars, wvars, subst
 
 
-MIN_ROWS = 16          # parallel rows an elementwise kernel keeps when its inner dimension becomes a loop
+MIN_ROWS = 16  # parallel rows an elementwise kernel keeps when its inner dimension becomes a loop
 INNER_BLOCK = (1024, 512, 256, 128, 64)
 
 
@@ -179,8 +192,11 @@ def inner_row(pvars, subst, moving=frozenset()):
         rows *= v.extent
     if rows >= MIN_ROWS or any(v.name in moving for v in pvars[:-1]):
         return pvars[:-1], [j], subst
-    block = None if j.name in moving else \
-        next((b for b in INNER_BLOCK if j.extent % b == 0 and rows * (j.extent // b) >= MIN_ROWS), None)
+    block = (
+        None
+        if j.name in moving
+        else next((b for b in INNER_BLOCK if j.extent % b == 0 and rows * (j.extent // b) >= MIN_ROWS), None)
+    )
     if block is None:
         return pvars, [], subst
     outer, inner = Var(f"{j.name}b", j.extent // block), Var(f"{j.name}j", block)
@@ -211,8 +227,7 @@ def accumulate_rows(n_reduces: int, pvars, wvars, reduce_vars, subst, offsets, m
     j = pvars[-1]
     if j.name in moving:
         return None
-    if not any(o.coefficient(j) == 1 and all(o.coefficient(r) not in (1, None) for r in reduce_vars)
-               for o in offsets):
+    if not any(o.coefficient(j) == 1 and all(o.coefficient(r) not in (1, None) for r in reduce_vars) for o in offsets):
         return None
     block = next((b for b in ROW_BLOCK if j.extent % b == 0), None)
     if block is None:

@@ -15,6 +15,7 @@ is not copied); anything computed is written first, and the consumers (a bias, a
 pick) read the result from memory in the next kernel. The kernel IR lowered for these nodes as usual
 stays the reference: the interpreter, and every device without such a library, runs that.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,20 +30,21 @@ from tracejit.ir import build, evaluate
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import MOVEMENT, Node, Op, rewrite, toposort
 
-MIN_WORK = 1 << 16     # multiply-adds; below it the fused loops win (no pass over memory between kernels)
-MIN_SIDE = 8          # rows and columns of the product at least: a matrix-vector product or a row's sum of
-                      # squares (layernorm's variance) is memory-bound, and fused with its neighbours it wins
-MIN_OUTPUT = 64        # fewer results than this: the two-stage split reduction spreads the work better
-MIN_SORT = 1 << 16     # elements; NumPy's SIMD sort beats the generated merge sort by ~4x from here
+MIN_WORK = 1 << 16  # multiply-adds; below it the fused loops win (no pass over memory between kernels)
+MIN_SIDE = 8  # rows and columns of the product at least: a matrix-vector product or a row's sum of
+# squares (layernorm's variance) is memory-bound, and fused with its neighbours it wins
+MIN_OUTPUT = 64  # fewer results than this: the two-stage split reduction spreads the work better
+MIN_SORT = 1 << 16  # elements; NumPy's SIMD sort beats the generated merge sort by ~4x from here
 DTYPES = frozenset({np.dtype("float32"), np.dtype("float64")})
 # movement ops the plan applies as NumPy views (a pad would need a copy: its source is written first)
 VIEWS = MOVEMENT - {Op.PAD}
-LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})   # read where they are, never computed
+LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})  # read where they are, never computed
 
 
 class _Library(ABC):
     """What a library call has: `node`, the value it computes; `operands` (each kind's own), the views it
     reads; `sources`, where those views start (see plan)."""
+
     node: Node
     sources: tuple[Node, ...]
 
@@ -68,6 +70,7 @@ class _Library(ABC):
 class Gemm(_Library):
     """One product: `node` (the REDUCE) is x * y summed over k; x and y are the views before broadcasting
     (the product's rank, size 1 along the other operand's own axes); the axes of the product by role."""
+
     node: Node
     x: Node
     y: Node
@@ -75,7 +78,7 @@ class Gemm(_Library):
     m: tuple[int, ...]
     n: tuple[int, ...]
     k: tuple[int, ...]
-    unit: tuple[int, ...]   # size 1 in the product: in no role
+    unit: tuple[int, ...]  # size 1 in the product: in no role
     sources: tuple[Node, ...] = ()
 
     @property
@@ -101,7 +104,7 @@ class Gemm(_Library):
         target = out.transpose(self.batch + self.m + self.n + self.k + self.unit)
         try:
             into = target.reshape((b, m, n), copy=False)
-        except ValueError:   # the result's axes interleave: no (B, M, N) view of it
+        except ValueError:  # the result's axes interleave: no (B, M, N) view of it
             into = np.empty((b, m, n), out.dtype)
             matmul(a, c, into)
             target[...] = into.reshape(target.shape)
@@ -114,6 +117,7 @@ class Sort(_Library):
     """np.sort / np.argsort (kind="stable") of x along axis: the SORT node's values or int32 positions. Values
     are NumPy's default sort (SIMD introsort: NaN last, -0.0 and 0.0 in the order np.sort(x) gives them),
     positions its stable sort."""
+
     node: Node
     sources: tuple[Node, ...] = ()
 
@@ -130,13 +134,13 @@ class Sort(_Library):
         axis, what = self.node.arg
         if what == "indices":
             out[...] = np.argsort(x, axis=axis, kind="stable")
-        else:   # equal values are indistinguishable but for -0.0 and 0.0, which NumPy's np.sort orders its way
+        else:  # equal values are indistinguishable but for -0.0 and 0.0, which NumPy's np.sort orders its way
             out[...] = np.sort(x, axis=axis)
 
 
 def find(node: Node) -> Gemm | Sort | None:
     """The library call `node` is, if it is one worth making."""
-    if node.op is Op.SORT:   # small sorts stay fused with their producers and consumers
+    if node.op is Op.SORT:  # small sorts stay fused with their producers and consumers
         return Sort(node) if node.size >= MIN_SORT else None
     if node.dtype not in DTYPES or node.size < MIN_OUTPUT:
         return None
@@ -159,15 +163,16 @@ def find_gemm(node: Node, min_work: int) -> Gemm | None:
             role = "unit"
         elif d in node.arg[1]:
             if xs != size or ys != size:
-                return None   # a sum over one operand's axis alone: not a product of matrices
+                return None  # a sum over one operand's axis alone: not a product of matrices
             role = "k"
         elif xs == ys:
             role = "batch"
         else:
             role = "m" if ys == 1 else "n"
         roles[role].append(d)
-    gemm = Gemm(node, x, y, tuple(roles["batch"]), tuple(roles["m"]), tuple(roles["n"]), tuple(roles["k"]),
-                tuple(roles["unit"]))
+    gemm = Gemm(
+        node, x, y, tuple(roles["batch"]), tuple(roles["m"]), tuple(roles["n"]), tuple(roles["k"]), tuple(roles["unit"])
+    )
     b, m, n, k = gemm.sizes()
     if not gemm.k or b * m * n * k < min_work or min(m, n) < MIN_SIDE:
         return None
@@ -179,6 +184,7 @@ class Call:
     """A kernel the launch plan may run as a library call: the call, where each leaf of its operands is
     (its kernel parameter, how its elements lie there), the parameter written, and the views (reshapes and
     permutes) between the call's result and the node written there, in order."""
+
     what: Gemm | Sort
     leaves: tuple[tuple[Node, int, object], ...]
     out: int
@@ -187,14 +193,18 @@ class Call:
     def write(self, operands: list[np.ndarray], out: np.ndarray, matmul=None) -> None:
         """The call on its operands' views, into `out`: the written node's contiguous array (`matmul`: see
         Gemm.run)."""
-        run: Callable[..., None] = (functools.partial(self.what.run, matmul=matmul) if isinstance(self.what, Gemm)
-                                    else self.what.run)
+        run: Callable[..., None] = (
+            functools.partial(self.what.run, matmul=matmul) if isinstance(self.what, Gemm) else self.what.run
+        )
         result = out
-        for node in reversed(self.views):   # back from the written node to the call's result, as views
+        for node in reversed(self.views):  # back from the written node to the call's result, as views
             try:
-                result = result.transpose(np.argsort(node.arg)) if node.op is Op.PERMUTE else \
-                    result.reshape(node.srcs[0].shape, copy=False)
-            except ValueError:   # no view of the result's shape: compute it apart, then store it
+                result = (
+                    result.transpose(np.argsort(node.arg))
+                    if node.op is Op.PERMUTE
+                    else result.reshape(node.srcs[0].shape, copy=False)
+                )
+            except ValueError:  # no view of the result's shape: compute it apart, then store it
                 result = np.empty(self.what.node.shape, out.dtype)
                 run(*operands, result)
                 out[...] = view(self.views[-1], {self.what.node: result})
@@ -247,8 +257,11 @@ def plan(outputs: list[Node], stored: set[Node], find=find) -> tuple[list[Node],
         if what is None:
             continue
         written = n
-        while written not in outputs and len(consumers.get(written, ())) == 1 and \
-                consumers[written][0].op in (Op.RESHAPE, Op.PERMUTE):
+        while (
+            written not in outputs
+            and len(consumers.get(written, ())) == 1
+            and consumers[written][0].op in (Op.RESHAPE, Op.PERMUTE)
+        ):
             written = consumers[written][0]
         what = replace(what, sources=what.leaves(set(found)))
         found[written] = what
@@ -278,6 +291,7 @@ def call(what: Gemm | Sort, written: Node, params: list, reads: dict, out_key) -
 
 # ---- evaluation on the host, with NumPy (the runtime calls this; no device code involved) ----
 
+
 def view(node: Node, leaves: dict) -> np.ndarray:
     """`node` as a NumPy view, given the arrays of its leaves (`leaves[leaf]`); constants are made."""
     if node in leaves:
@@ -286,6 +300,5 @@ def view(node: Node, leaves: dict) -> np.ndarray:
         return evaluate.view(node, view(node.srcs[0], leaves))
     assert node.op in LEAVES - {Op.INPUT}, f"{node.op} is not a leaf of this call"
     value = constant_value(node)
-    assert value is not None   # a leaf but an input is a constant
+    assert value is not None  # a leaf but an input is a constant
     return value
-

@@ -6,6 +6,7 @@ A reduction reached inside the group becomes a loop nested in the same parallel 
 depends on nothing but that index (softmax, layernorm); otherwise `Realize` asks the scheduler to
 write it to memory first. analysis.py finds what the group reads and reduces; this file emits it.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,9 +29,16 @@ from tracejit.ir.symbolic import Clamp, DataIndex, Div, Expr, Mod, Var
 from tracejit.ir.table import MAX_KERNEL_BYTES
 
 
-def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buffer],
-         options: LayoutOptions = LayoutOptions(), other: dict[str, int] | None = None,
-         extents: dict[str, int] | None = None, moving: frozenset[str] | None = None) -> tuple[KernelIR, list[Buffer]]:
+def emit(
+    name: str,
+    group: list[Analysis],
+    buffers: dict,
+    out_buffers: list[Buffer],
+    options: LayoutOptions = LayoutOptions(),
+    other: dict[str, int] | None = None,
+    extents: dict[str, int] | None = None,
+    moving: frozenset[str] | None = None,
+) -> tuple[KernelIR, list[Buffer]]:
     """Kernel IR for analysed groups sharing one iteration space (several only when elementwise and of
     one shape); returns the kernel and the buffers its params refer to, outputs first. `other`: the
     extent of each variable in this kernel of the program's twin (the same function traced at other
@@ -46,16 +54,24 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     offsets = [o for g in group for o in g.offsets]
     itemsizes = [s for g in group for s in g.itemsizes]
     if a.scans:
-        rows = set(a.out_vars) - {a.scan_var}   # the scan variable is the write loop, walked in order
+        rows = set(a.out_vars) - {a.scan_var}  # the scan variable is the write loop, walked in order
     elif a.reduces:
         rows = set().union(*(e.variables() for r in a.reduces for e in r.kept))
     else:
         rows = set(a.out_vars) - set(row_loop(a.out_vars, offsets) if options.gather_rows else ())
     sorts = any(r.node.op is Op.SORT for r in a.reduces)
-    plan = plan_loops(a.out_vars, rows, [r.vars for r in a.reduces], offsets, options, itemsizes,
-                      plain=bool(a.scans) or sorts or a.update, moving=moving)
+    plan = plan_loops(
+        a.out_vars,
+        rows,
+        [r.vars for r in a.reduces],
+        offsets,
+        options,
+        itemsizes,
+        plain=bool(a.scans) or sorts or a.update,
+        moving=moving,
+    )
     if a.scan_reversed:
-        assert a.scan_var is not None   # a scan's direction is the direction of its variable
+        assert a.scan_var is not None  # a scan's direction is the direction of its variable
         plan = _walk_backwards(plan, a.scan_var)
     pvars, wvars, rgroups, tile = plan.pvars, plan.wvars, plan.rgroups, plan.tile
 
@@ -66,9 +82,12 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
     inner = sum(math.prod(v.extent for v in g) for g in rgroups) + math.prod(v.extent for v in wvars)
     if plan.row is not None:
         inner = plan.row.extent * (inner + 1)
-    kernel = KernelIR(name, [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out)
-                           for i, b in enumerate(params)], global_size=global_size,
-                    work=global_size * max(inner, 1) * len(group) * len(tile))
+    kernel = KernelIR(
+        name,
+        [Param(f"out{i}" if i < n_out else f"in{i - n_out}", b.dtype, b.size, i < n_out) for i, b in enumerate(params)],
+        global_size=global_size,
+        work=global_size * max(inner, 1) * len(group) * len(tile),
+    )
     # the parallel variables come from the global index g, innermost fastest
     gvar = Var("g", global_size)
     unravel, rest = {}, Expr.of(gvar)
@@ -82,8 +101,12 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
         return _check_tables(hoist(kernel)), params
     # a row of symbolic length stays out of local memory where its length is fixed in the source
-    keeps = a.reduces and wvars and len(tile) == 1 and not (
-        options.fixed_locals and any(v.name in moving for r in a.reduces for v in r.vars))
+    keeps = (
+        a.reduces
+        and wvars
+        and len(tile) == 1
+        and not (options.fixed_locals and any(v.name in moving for r in a.reduces for v in r.vars))
+    )
     cached = _row_to_keep(a, group, options.keep_row_max) if keeps else None
     if keeps:
         e.keep_inputs(a.reduces[0], _inputs_to_keep(a, group, buffers, cached, options))
@@ -106,13 +129,15 @@ def emit(name: str, group: list[Analysis], buffers: dict, out_buffers: list[Buff
         e.reduced[red.node] = accs
     e.row_vars = [v for v in a.out_vars if v not in rows]
     e.walking = (None, set(e.row_vars))
-    scan_accs = [e.b.emit(KOp.ACC, sc.node.dtype, (), (sc.node.arg[0], identity(sc.node.arg[0], sc.node.dtype)))
-                 for sc in a.scans]
+    scan_accs = [
+        e.b.emit(KOp.ACC, sc.node.dtype, (), (sc.node.arg[0], identity(sc.node.arg[0], sc.node.dtype)))
+        for sc in a.scans
+    ]
     opened = e.open_loops(wvars, "scan" if a.scans else "loop")
     for k, step in enumerate(tile):
         with e.unrolled(step):
             e.unroll_index = k
-            for sc, acc in zip(a.scans, scan_accs):   # one step of each scan, inner ones first
+            for sc, acc in zip(a.scans, scan_accs):  # one step of each scan, inner ones first
                 e.reduced[sc.node] = [e.b.emit(KOp.UPDATE, sc.node.dtype, (acc, e.value(sc.node.srcs[0], sc.idx)))]
             for i, g in enumerate(group):
                 val = e.value(g.out, g.out_idx, top=True)
@@ -137,9 +162,11 @@ def _check_tables(kernel: KernelIR) -> KernelIR:
     tables = {x.arg for x in kernel.instrs if x.op == KOp.TABLE}
     nbytes = sum(len(t.data) for t in tables)
     if nbytes > MAX_KERNEL_BYTES:
-        raise UnsupportedError(f"kernel {kernel.name} embeds {len(tables)} constant arrays of {nbytes} bytes in all, "
-                               f"more than the {MAX_KERNEL_BYTES} bytes of constant memory a GPU kernel has; pass "
-                               "the larger arrays to the kernel as arguments")
+        raise UnsupportedError(
+            f"kernel {kernel.name} embeds {len(tables)} constant arrays of {nbytes} bytes in all, "
+            f"more than the {MAX_KERNEL_BYTES} bytes of constant memory a GPU kernel has; pass "
+            "the larger arrays to the kernel as arguments"
+        )
     return kernel
 
 
@@ -154,9 +181,10 @@ def _emit_sort(e: _Emitter, red: RowReduction, fill: list[Var], sort_bytes: int 
     size = 1 << (n - 1).bit_length()
     with_positions = node.arg[1] == "indices"
     e.sort_bytes += local_bytes(node)
-    if sort_bytes is not None and e.sort_bytes > sort_bytes:   # fuse.py merges longer rows, analyze splits
-        raise InternalError(f"kernel sorts rows of {e.sort_bytes} bytes in all, beyond the {sort_bytes} of "
-                            "a work-group's memory")
+    if sort_bytes is not None and e.sort_bytes > sort_bytes:  # fuse.py merges longer rows, analyze splits
+        raise InternalError(
+            f"kernel sorts rows of {e.sort_bytes} bytes in all, beyond the {sort_bytes} of a work-group's memory"
+        )
     keys = e.b.emit(KOp.LOCAL, src.dtype, (), (size, None, size))
     # positions only for argsort: equal keys are indistinguishable in sorted values
     positions = e.b.emit(KOp.LOCAL, POSITION, (), (size, None, size)) if with_positions else None
@@ -190,8 +218,11 @@ def _row_to_keep(a: Analysis, group, keep_max: int) -> RowReduction | None:
     (softmax's exp(x - max)): those are kept in local memory instead of being computed twice."""
     red = a.reduces[-1]
     src = red.node.srcs[0]
-    if red.node.op is Op.SORT or src.op in (Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE) \
-            or math.prod(v.extent for v in red.vars) > keep_max:
+    if (
+        red.node.op is Op.SORT
+        or src.op in (Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE)
+        or math.prod(v.extent for v in red.vars) > keep_max
+    ):
         return None
     stack, seen = [g.out for g in group], set()
     while stack:
@@ -213,9 +244,14 @@ def _inputs_to_keep(a: Analysis, group, buffers, cached: RowReduction | None, op
     elementwise operations only, so the first loop reads every element of their row at its own index."""
     first = a.reduces[0]
     n = math.prod(v.extent for v in first.vars)
-    if options.keep_inputs_min is None or n < options.keep_inputs_min or a.scans or a.update \
-            or any(r.node.op is Op.SORT for r in a.reduces) \
-            or any(first.src_idx[d] != Expr.of(v) for d, v in zip(first.node.arg[1], first.vars)):
+    if (
+        options.keep_inputs_min is None
+        or n < options.keep_inputs_min
+        or a.scans
+        or a.update
+        or any(r.node.op is Op.SORT for r in a.reduces)
+        or any(first.src_idx[d] != Expr.of(v) for d, v in zip(first.node.arg[1], first.vars))
+    ):
         return []
     room = options.keep_row_max * 8 - (0 if cached is None else n * cached.node.srcs[0].dtype.itemsize)
     later = [r.node.srcs[0] for r in a.reduces[1:]] + [g.out for g in group]
@@ -273,10 +309,10 @@ class _Emitter:
         self.buffer_param = {id(p): self.params[i] for i, p in enumerate(params)}
         self.var_ref: dict[Var, int] = {}
         self.reduced: dict[Node, list[int]] = {}
-        self.sorted: dict[Node, tuple[int, int | None]] = {}   # a sort's local arrays: (keys, positions)
-        self.sort_bytes = 0                                     # their size in all
-        self.row: tuple[RowReduction, int] | None = None   # (reduction, local row) whose input values are kept
-        self.row_vars: list[Var] = []   # set while emitting the write loop: where kept values are read
+        self.sorted: dict[Node, tuple[int, int | None]] = {}  # a sort's local arrays: (keys, positions)
+        self.sort_bytes = 0  # their size in all
+        self.row: tuple[RowReduction, int] | None = None  # (reduction, local row) whose input values are kept
+        self.row_vars: list[Var] = []  # set while emitting the write loop: where kept values are read
         # loads of the row kept in local memory (_inputs_to_keep): node -> its local row, and those stored
         self.inputs: dict[Node, int] = {}
         self.inputs_stored: set[Node] = set()
@@ -284,7 +320,7 @@ class _Emitter:
         # the loop being emitted: (the first reduction while it stores the kept loads, else None; its variables)
         self.walking: tuple[RowReduction | None, set[Var]] = (None, set())
         self.unroll_index = 0
-        self.update = False             # emitting a SCATTER's update kernel
+        self.update = False  # emitting a SCATTER's update kernel
         self._unroll: dict = {}
         self._memo: list[dict] = [{}]
         # pure functions of their arguments, asked again by every unrolled copy of a register tile (the values'
@@ -310,7 +346,7 @@ class _Emitter:
         storing, loop_vars = self.walking
         if local is None:
             return None
-        assert self.first is not None   # set with the inputs (keep_inputs)
+        assert self.first is not None  # set with the inputs (keep_inputs)
         if storing is not None:
             if idx != storing.src_idx:
                 return None
@@ -320,8 +356,11 @@ class _Emitter:
             self.inputs_stored.add(node)
             return val
         axes = self.first.node.arg[1]
-        if node not in self.inputs_stored or not loop_vars or any(
-                (e.variables() - loop_vars) if d in axes else e != self.first.src_idx[d] for d, e in enumerate(idx)):
+        if (
+            node not in self.inputs_stored
+            or not loop_vars
+            or any((e.variables() - loop_vars) if d in axes else e != self.first.src_idx[d] for d, e in enumerate(idx))
+        ):
             return None
         return self.b.emit(KOp.LOAD, node.dtype, (local, self.index(self.row_position(idx, self.first))))
 
@@ -340,12 +379,15 @@ class _Emitter:
         return pos
 
     def _kept_value(self, node: Node, idx) -> int | None:
-        assert self.row is not None   # asked only where a row is kept
+        assert self.row is not None  # asked only where a row is kept
         red, local = self.row
         _, axes = red.node.arg
         same_row = all(e == k for d, (e, k) in enumerate(zip(idx, red.src_idx)) if d not in axes)
-        if node is not red.node.srcs[0] or not same_row or any(
-                not (e.variables() <= set(self.row_vars)) for d, e in enumerate(idx) if d in axes):
+        if (
+            node is not red.node.srcs[0]
+            or not same_row
+            or any(not (e.variables() <= set(self.row_vars)) for d, e in enumerate(idx) if d in axes)
+        ):
             return None
         return self.b.emit(KOp.LOAD, node.dtype, (local, self.index(self.row_position(idx))))
 
@@ -400,8 +442,9 @@ class _Emitter:
                 if isinstance(atom, (Div, Mod)):
                     ref = self.b.emit(KOp.IDIV if isinstance(atom, Div) else KOp.MOD, INDEX, (x, self.const(atom.d)))
                 else:
-                    ref = self.b.emit(KOp.MAX, INDEX, (self.b.emit(KOp.MIN, INDEX, (x, self._limit(atom))),
-                                                     self.const(atom.lo)))
+                    ref = self.b.emit(
+                        KOp.MAX, INDEX, (self.b.emit(KOp.MIN, INDEX, (x, self._limit(atom))), self.const(atom.lo))
+                    )
             terms.append(ref if c == 1 else self.b.emit(KOp.MUL, INDEX, (ref, self.const(c))))
         if expr.const or not terms:
             terms.append(self.const(expr.const))
@@ -415,14 +458,15 @@ class _Emitter:
         int32 constant of its own, cast, so that it is never one instruction with an index constant that
         happens to have its value at some size (the tile's factor, a row length), which would make the
         kernel's code depend on the size."""
-        if atom.kept and atom.hi < 2 ** 31:
+        if atom.kept and atom.hi < 2**31:
             return self.b.emit(KOp.CAST, INDEX, (self.b.emit(KOp.CONST, np.dtype(np.int32), (), atom.hi),))
         return self.const(atom.hi)
 
     def _bound(self, atom: DataIndex) -> int:
         """An index read from data, as an offset along its axis (see BOUND in kernel_ir)."""
-        fault = Fault("IndexOutOfBoundsError",
-                      f"index {{value}} is out of bounds for axis {atom.axis} with size {atom.size}")
+        fault = Fault(
+            "IndexOutOfBoundsError", f"index {{value}} is out of bounds for axis {atom.axis} with size {atom.size}"
+        )
         return self.b.emit(KOp.BOUND, INDEX, (self.value(atom.source, atom.at),), (atom.size, fault))
 
     def _known(self, key) -> int | None:
@@ -442,7 +486,7 @@ class _Emitter:
         if ref is not None:
             return ref
         stack = [(key, self._value(node, idx, top))]
-        ref = None   # None: the generator on top is new, started with next()
+        ref = None  # None: the generator on top is new, started with next()
         while stack:
             key, steps = stack[-1]
             try:
@@ -454,7 +498,7 @@ class _Emitter:
             ref = self._known(need)
             if ref is None:
                 stack.append((need, self._value(*need, False)))
-        assert ref is not None   # the first generator's result
+        assert ref is not None  # the first generator's result
         return ref
 
     def _value(self, node: Node, idx, top: bool) -> Generator[tuple[Node, tuple[Expr, ...]], int, int]:
@@ -488,17 +532,17 @@ class _Emitter:
             return self.b.emit(KOp.CAST, node.dtype, ((yield node.srcs[0], idx),))
         if node.op is Op.WHERE:
             picked = decided(node.srcs[0], idx)
-            if picked is not None:   # as analysis walks it: only the branch the index selects
+            if picked is not None:  # as analysis walks it: only the branch the index selects
                 return (yield node.srcs[1] if picked else node.srcs[2], idx)
         if node.op in ELEMENTWISE:
             srcs = []
             for s in node.srcs:
                 srcs.append((yield s, idx))
             return self.b.emit(KOp(node.op.value), node.dtype, tuple(srcs))
-        if node.op is Op.SCATTER:   # the value written at idx: the target's, or (update kernel) an update's
+        if node.op is Op.SCATTER:  # the value written at idx: the target's, or (update kernel) an update's
             return (yield node.srcs[2] if self.update else node.srcs[0], idx)
         if node.op is Op.GATHER:
-            for atom in gathered_atoms(node, idx):   # every index is checked, used by the data's offset or not
+            for atom in gathered_atoms(node, idx):  # every index is checked, used by the data's offset or not
                 self.index(Expr.of(atom))
             if node.srcs[0].size == 0:
                 return self.const(0, node.dtype)
@@ -513,17 +557,19 @@ class _Emitter:
         tests = []
         for expr, lo, hi in valid:
             least, most = expr.bounds()
-            if most < lo or least >= hi:   # always in the padding
+            if most < lo or least >= hi:  # always in the padding
                 return self.const(node.arg[1], node.dtype)
             if least < lo or most >= hi:
                 tests.append((expr, lo, hi))
-        val = (yield node.srcs[0], src_idx)
+        val = yield node.srcs[0], src_idx
         if not tests:
             return val
         cond = None
         for expr, lo, hi in tests:
             i = self.index(expr)
-            for c in (self.b.emit(KOp.LE, np.bool_, (self.const(lo), i)),
-                      self.b.emit(KOp.LT, np.bool_, (i, self.const(hi)))):
+            for c in (
+                self.b.emit(KOp.LE, np.bool_, (self.const(lo), i)),
+                self.b.emit(KOp.LT, np.bool_, (i, self.const(hi))),
+            ):
                 cond = c if cond is None else self.b.emit(KOp.AND, np.bool_, (cond, c))
         return self.b.emit(KOp.WHERE, node.dtype, (cond, val, self.const(node.arg[1], node.dtype)))

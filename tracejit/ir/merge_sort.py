@@ -8,6 +8,7 @@ runs at positions computed from data (graph GATHERs of the previous pass' runs, 
 inside the search they would be recomputed per step), so each pass is one kernel, and a consumer that
 reads a few positions of the last pass (a median) searches only for those.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,12 +44,12 @@ def merge_sorted(node: Node, block: int, stored: set[Node]) -> Node:
     n = x.shape[axis]
     kept = tuple(d for d in range(len(x.shape)) if d != axis)
     rows = tuple(x.shape[d] for d in kept)
-    runs = 1 << (-(-n // block) - 1).bit_length()            # a power of two of blocks
+    runs = 1 << (-(-n // block) - 1).bit_length()  # a power of two of blocks
     flat = build.reshape(build.permute(x, kept + (axis,)), (*rows, n))
     padded = build.pad(flat, [(0, 0)] * len(rows) + [(0, runs * block - n)], _sorts_last(x.dtype))
     blocks = build.reshape(padded, (*rows, runs, block))
     with_positions, length = what == "indices", runs * block
-    if with_positions:   # positions in the row: in the block, plus the block's offset
+    if with_positions:  # positions in the row: in the block, plus the block's offset
         positions = build.sort(blocks, len(rows) + 1, indices=True)
         keys = _take(blocks, positions)
         first = build.iota(positions.shape, len(rows), np.int32)
@@ -59,7 +60,7 @@ def merge_sorted(node: Node, block: int, stored: set[Node]) -> Node:
         stored.update(n for n in (keys, positions) if n is not None)
         keys, positions = _merge_pass(keys, positions)
         runs //= 2
-    out = keys if positions is None else positions   # positions: there when with_positions
+    out = keys if positions is None else positions  # positions: there when with_positions
     out = build.slice_(build.reshape(out, (*rows, length)), [(0, 1, s) for s in rows] + [(0, 1, n)])
     inverse = tuple(sorted(range(len(x.shape)), key=lambda d: (kept + (axis,))[d]))
     return build.permute(out, inverse)
@@ -72,8 +73,9 @@ def _merge_pass(keys: Node, positions: Node | None) -> tuple[Node, Node | None]:
 
     def half(x: Node, h: int) -> Node:
         x = build.reshape(x, pairs)
-        return build.reshape(build.slice_(x, [(0, 1, s) for s in (*rows, runs // 2)] + [(h, 1, 1), (0, 1, m)]),
-                             (*rows, runs // 2, m))
+        return build.reshape(
+            build.slice_(x, [(0, 1, s) for s in (*rows, runs // 2)] + [(h, 1, 1), (0, 1, m)]), (*rows, runs // 2, m)
+        )
 
     def halves(x: Node) -> tuple[Node, Node]:
         return half(x, 0), half(x, 1)
@@ -83,7 +85,7 @@ def _merge_pass(keys: Node, positions: Node | None) -> tuple[Node, Node | None]:
     k = build.iota(out_shape, len(out_shape) - 1, np.int32)
     lo = build.binary(Op.MAX, build.binary(Op.SUB, k, _const(m, k)), _const(0, k))
     hi = build.binary(Op.MIN, k, _const(m, k))
-    taken = lo   # elements taken from A: the largest i in [lo, hi] with A[i - 1] <= B[k - i]
+    taken = lo  # elements taken from A: the largest i in [lo, hi] with A[i - 1] <= B[k - i]
     step = 1 << m.bit_length()
     while step >= 1:
         candidate = build.binary(Op.ADD, taken, _const(step, taken))
@@ -97,8 +99,11 @@ def _merge_pass(keys: Node, positions: Node | None) -> tuple[Node, Node | None]:
     i, j = _clip(taken, m), _clip(from_b, m)
     a_i, b_j = _take(a, i), _take(b, j)
     # A's next element goes first unless A is used up, or B's is strictly smaller (ties: A first)
-    use_a = build.binary(Op.AND, build.binary(Op.LT, taken, _const(m, taken)),
-                         build.binary(Op.OR, build.binary(Op.LE, _const(m, from_b), from_b), _not_after(a_i, b_j)))
+    use_a = build.binary(
+        Op.AND,
+        build.binary(Op.LT, taken, _const(m, taken)),
+        build.binary(Op.OR, build.binary(Op.LE, _const(m, from_b), from_b), _not_after(a_i, b_j)),
+    )
     merged = build.where(use_a, a_i, b_j)
     if positions is None:
         return merged, None

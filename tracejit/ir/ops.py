@@ -1,6 +1,7 @@
 """The elementwise op table: each op is one row (IR name, arity, NumPy ufunc, operand kinds, its NumPy
 definition). The graph IR, kernel IR, interpreter, constant folding, the frontend and the docs read it;
 each renderer keeps its own table from these names to target code."""
+
 from __future__ import annotations
 
 import math
@@ -12,22 +13,23 @@ import numpy as np
 
 @dataclass(frozen=True)
 class OpDef:
-    name: str                    # the op in the graph IR and the kernel IR
+    name: str  # the op in the graph IR and the kernel IR
     arity: int
-    numpy: Callable              # what the op computes, on NumPy arrays of its operand dtype
-    ufunc: np.ufunc | None       # NumPy's ufunc: its name is tj.<name>, its type resolution the result dtype
-    kinds: str = "biuf"          # operand dtype kinds the IR op is defined for (the frontend casts first)
-    predicate: bool = False      # result is bool whatever the operands
-    ulps: tuple[int, int] = (0, 0)   # float32/float64 error against NumPy, measured on special and random
-                                     # values: (numba and opencl, GPU math libraries: webgpu, and cuda
-                                     # measured on an H200); 0 = the same value as NumPy
-    rounds: bool = True          # representable operands can give an unrepresentable result: a float16
-                                 # result computed in float32 is rounded to float16 after the op, as NumPy's loops do
+    numpy: Callable  # what the op computes, on NumPy arrays of its operand dtype
+    ufunc: np.ufunc | None  # NumPy's ufunc: its name is tj.<name>, its type resolution the result dtype
+    kinds: str = "biuf"  # operand dtype kinds the IR op is defined for (the frontend casts first)
+    predicate: bool = False  # result is bool whatever the operands
+    ulps: tuple[int, int] = (0, 0)  # float32/float64 error against NumPy, measured on special and random
+    # values: (numba and opencl, GPU math libraries: webgpu, and cuda
+    # measured on an H200); 0 = the same value as NumPy
+    rounds: bool = True  # representable operands can give an unrepresentable result: a float16
+    # result computed in float32 is rounded to float16 after the op, as NumPy's loops do
 
 
 def _shift(np_fn):
     """NumPy's shifts: a shift by the width or more (or a negative one) gives 0, or -1 for >> of a
     negative value; the operand dtype's width counts, not C's promoted int."""
+
     def f(a, b):
         bits = a.dtype.itemsize * 8
         big = (b.astype(np.int64) < 0) | (b.astype(np.int64) >= bits)
@@ -35,6 +37,7 @@ def _shift(np_fn):
             out = np_fn(a, np.where(big, 0, b).astype(a.dtype))
         over = np.where(a < 0, -1, 0) if np_fn is np.right_shift else 0
         return np.where(big, np.asarray(over).astype(a.dtype), out).astype(a.dtype)
+
     return f
 
 
@@ -44,7 +47,9 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 def _ldexp(x, n):
     """x * 2**n, n an integer held in x's dtype (the frontend clamps it to a range the dtype holds)."""
     return np.ldexp(x, n.astype(np.int32)).astype(x.dtype)
-_F = "f"           # float operands only: the frontend casts ints as NumPy's type resolution says
+
+
+_F = "f"  # float operands only: the frontend casts ints as NumPy's type resolution says
 
 OPS: tuple[OpDef, ...] = (
     # unary
@@ -96,7 +101,7 @@ OPS: tuple[OpDef, ...] = (
     OpDef("arctan2", 2, np.arctan2, np.arctan2, _F, ulps=(2, 2)),
     OpDef("hypot", 2, np.hypot, np.hypot, _F, ulps=(1, 2)),
     OpDef("copysign", 2, np.copysign, np.copysign, _F, rounds=False),
-    OpDef("ldexp", 2, _ldexp, None, _F),   # np.ldexp, frexp, nextafter and spacing are built on it
+    OpDef("ldexp", 2, _ldexp, None, _F),  # np.ldexp, frexp, nextafter and spacing are built on it
     OpDef("lt", 2, np.less, np.less, predicate=True),
     OpDef("le", 2, np.less_equal, np.less_equal, predicate=True),
     OpDef("eq", 2, np.equal, np.equal, predicate=True),

@@ -1,6 +1,7 @@
 """The same graph at other sizes along some of its axes: how a program written for whole arrays runs on one
 block of them (dask/stages.py). Constants keep their values, so a mean still divides by the count of
 the whole axis it was written for."""
+
 from __future__ import annotations
 
 import math
@@ -13,15 +14,16 @@ from tracejit.ir.graph import ELEMENTWISE, Node, Op
 Shape = tuple[int, ...]
 
 
-def resize(targets: list[tuple[Node, Shape]], leaf: Callable[[Node, Shape], Node | None],
-           size_of: Callable[[Node, int], int]) -> list[Node]:
+def resize(
+    targets: list[tuple[Node, Shape]], leaf: Callable[[Node, Shape], Node | None], size_of: Callable[[Node, int], int]
+) -> list[Node]:
     """Each target node rebuilt at its new shape. leaf(node, shape): the node that stands for an input (or for
     a value computed elsewhere) at that shape, None for a node to rebuild from its sources; size_of(node, axis):
     the new size of an axis that a reduction removes (nothing above it says)."""
     memo: dict[tuple[Node, Shape], Node] = {}
     for node, shape in targets:
         stack = [(node, tuple(shape), False)]
-        while stack:   # iterative: graphs can be deeper than Python's recursion limit
+        while stack:  # iterative: graphs can be deeper than Python's recursion limit
             n, shape, ready = stack.pop()
             if (n, shape) in memo:
                 continue
@@ -46,7 +48,7 @@ def _sources_at(n: Node, shape: Shape, size_of) -> tuple[list[tuple[Node, Shape]
     if op in ELEMENTWISE or op is Op.SCAN or op is Op.SORT:
         _unchanged(n, shape, [arg[1]] if op is Op.SCAN else [arg[0]] if op is Op.SORT else [])
         return [(s, shape) for s in srcs], arg
-    if not srcs:   # a leaf at a shape it cannot take
+    if not srcs:  # a leaf at a shape it cannot take
         raise InternalError(f"resize: {op.value} {n.shape} cannot be computed at shape {shape}")
     src = srcs[0]
     if op is Op.EXPAND:
@@ -92,5 +94,5 @@ def _unchanged(n: Node, shape: Shape, axes) -> None:
 
 
 def _whole(n: Node, axis: int, ok: bool) -> None:
-    if not ok:   # the planner keeps such axes whole (ir/axis_reads.py says which)
+    if not ok:  # the planner keeps such axes whole (ir/axis_reads.py says which)
         raise InternalError(f"resize: {n.op.value} {n.shape} needs all of axis {axis}")

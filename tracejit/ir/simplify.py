@@ -1,4 +1,5 @@
 """Graph simplification: constant folding and algebraic identities; dead code never survives a rewrite."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,9 +46,16 @@ def _simplify_node(n: Node) -> Node:
 
 
 # binary ops whose result is the same for every x once an operand is NaN
-_NAN_WINS = {**{op: float("nan") for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.FMOD, Op.MAX,
-                                            Op.MIN, Op.ARCTAN2)},
-             Op.LT: False, Op.LE: False, Op.EQ: False, Op.NE: True}
+_NAN_WINS = {
+    **{
+        op: float("nan")
+        for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.FMOD, Op.MAX, Op.MIN, Op.ARCTAN2)
+    },
+    Op.LT: False,
+    Op.LE: False,
+    Op.EQ: False,
+    Op.NE: True,
+}
 
 
 def _is_nan(n: Node) -> bool:

@@ -1,6 +1,7 @@
 """A kernel's sizes: the values a new shape may change (issue 19), each at a Slot, and the key of the kernel
 with them blanked. A renderer may take sizes as arguments of its code, symbolic sizes, so that one compile
 serves every kernel with that key (runtime/symbolic_sizes.py decides which)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,8 @@ def size_free_key(kernel: KernelIR, slots: dict | None = None) -> tuple:
             arg = None
         elif isinstance(arg, tuple) and any((i, j) in slots for j in range(len(arg))):
             arg = tuple(None if (i, j) in slots else a for j, a in enumerate(arg))
-        instrs.append((x.op, None if x.dtype is None else x.dtype.str, x.srcs,
-                       arg.digest if x.op == KOp.TABLE else repr(arg)))
+        instrs.append(
+            (x.op, None if x.dtype is None else x.dtype.str, x.srcs, arg.digest if x.op == KOp.TABLE else repr(arg))
+        )
     params = tuple((p.name, p.dtype.str, p.output) for p in kernel.params)
     return kernel.name, params, tuple(instrs)

@@ -5,12 +5,13 @@ Simplification knows the range of every variable, so reshapes that undo each oth
 (x // c) * c + x % c is x, and x % c is x when 0 <= x < c. That is what turns views into plain
 strided indexing, and lets the layout pass see which dimensions can be merged.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:   # an index array is a graph node; expressions themselves need nothing of the graph
+if TYPE_CHECKING:  # an index array is a graph node; expressions themselves need nothing of the graph
     from tracejit.ir.graph import Node
 
 
@@ -87,6 +88,7 @@ class DataIndex:
     value counted from the end of an axis of `size` elements. The value is checked against the axis when
     the kernel runs (an IndexError otherwise) and clamped, so it always lies in [0, size - 1]. `axis`
     names the axis in that error; `tag` identifies `source` in printed expressions, stable across runs."""
+
     source: Node
     at: tuple[Expr, ...]
     size: int
@@ -107,6 +109,7 @@ Atom = Var | Div | Mod | Clamp | DataIndex
 @dataclass(frozen=True)
 class Expr:
     """const + sum(coef * atom), terms sorted so that equal expressions compare equal."""
+
     terms: tuple[tuple[Atom, int], ...] = ()
     const: int = 0
 

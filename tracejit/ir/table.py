@@ -1,5 +1,6 @@
 """Constant tables: a NumPy array embedded in a kernel (a captured lookup table, a small mask), keyed by
 its content so equal tables are one node and a changed table is a different kernel."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,12 +11,13 @@ import numpy as np
 # The largest array embedded as a table. GPU constant memory is 64 KiB per kernel (CUDA, OpenCL's
 # guaranteed minimum); 4096 elements of float64 are half of that, leaving room for a second table.
 MAX_ELEMENTS = 4096
-MAX_KERNEL_BYTES = 64 * 1024   # all tables one kernel reads
+MAX_KERNEL_BYTES = 64 * 1024  # all tables one kernel reads
 
 
 @dataclass(frozen=True, eq=False)
 class Table:
     """The elements of a constant array, flattened in C order (dtype and length fixed)."""
+
     data: bytes
     dtype: np.dtype
     digest: str = field(init=False)
@@ -49,5 +51,5 @@ class Table:
     def __hash__(self) -> int:
         return hash((self.digest, self.dtype.str))
 
-    def __repr__(self) -> str:   # the printed IRs are keys: the digest stands for the content
+    def __repr__(self) -> str:  # the printed IRs are keys: the digest stands for the content
         return f"table<{self.dtype.name}[{self.size}]:{self.digest}>"

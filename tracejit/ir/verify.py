@@ -2,6 +2,7 @@
 
 A failure is a bug in tracejit, not in the user's code; the message names the offending node.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,8 +59,11 @@ def _graph_problem(n: Node) -> str | None:
         return None if n.shape == src.shape and n.arg == n.dtype else "cast changes shape or disagrees with arg"
     if n.op is Op.SORT:
         axis, what = n.arg
-        ok = 0 <= axis < len(src.shape) and n.shape == src.shape and (
-            what == "values" and n.dtype == src.dtype or what == "indices" and n.dtype == np.int32)
+        ok = (
+            0 <= axis < len(src.shape)
+            and n.shape == src.shape
+            and (what == "values" and n.dtype == src.dtype or what == "indices" and n.dtype == np.int32)
+        )
         return None if ok else f"bad sort {n.arg} of {src.dtype}{list(src.shape)}"
     if n.dtype != src.dtype:
         return "changes dtype"
@@ -141,8 +145,15 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
     if x.op == KOp.TABLE:
         return None if not x.srcs and isinstance(x.arg, Table) and x.arg.dtype == x.dtype else "bad table"
     if x.op == KOp.BOUND:
-        ok = (len(src) == 1 and src[0].dtype.kind in "iu" and x.dtype == INDEX and isinstance(x.arg, tuple)
-              and isinstance(x.arg[0], int) and x.arg[0] >= 0 and isinstance(x.arg[1], Fault))
+        ok = (
+            len(src) == 1
+            and src[0].dtype.kind in "iu"
+            and x.dtype == INDEX
+            and isinstance(x.arg, tuple)
+            and isinstance(x.arg[0], int)
+            and x.arg[0] >= 0
+            and isinstance(x.arg[1], Fault)
+        )
         return None if ok else "needs one integer value, an int64 result and (axis size, Fault)"
     if x.op in (KOp.LOAD, KOp.STORE):
         if src[0].op not in (KOp.PARAM, KOp.LOCAL, KOp.TABLE) or src[1].dtype != INDEX:
@@ -159,8 +170,13 @@ def _instr_problem(kernel, i, x, defined, open_ranges) -> str | None:
         if src[2].dtype != src[0].dtype or x.arg not in REDUCE_OPS or x.dtype is not None:
             return "an atomic update combines (sum, prod, max, min) a value of the buffer's dtype, and has no value"
     elif x.op == KOp.SORT:
-        if len(src) not in (1, 2) or any(s.op != KOp.LOCAL for s in src) or len(src) == 2 and (
-                src[1].dtype != np.int32 or src[0].arg[0] != src[1].arg[0]) or not 0 < x.arg <= src[0].arg[0]:
+        if (
+            len(src) not in (1, 2)
+            or any(s.op != KOp.LOCAL for s in src)
+            or len(src) == 2
+            and (src[1].dtype != np.int32 or src[0].arg[0] != src[1].arg[0])
+            or not 0 < x.arg <= src[0].arg[0]
+        ):
             return "sorts a local array of keys (and one of int32 positions, as long) over at most its length"
     elif x.op == KOp.RANGE:
         open_ranges.append(i)

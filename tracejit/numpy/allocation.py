@@ -18,6 +18,7 @@ a Cython function of numpy.random calls np.empty with the kernel's frame still t
 so a call counts as the user's only where the instruction running in that frame calls this very function
 (`_calls`); a traced array handed to C code that takes it for an ndarray would crash the interpreter.
 """
+
 from __future__ import annotations
 
 import dis
@@ -29,12 +30,12 @@ from contextlib import contextmanager
 import numpy as np
 
 _NAMES = ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity", "tri", "array", "asarray")
-_INTERNAL = ("tracejit.", "numpy", "_tracejit")   # callers that keep NumPy's functions
+_INTERNAL = ("tracejit.", "numpy", "_tracejit")  # callers that keep NumPy's functions
 
 _lock = threading.Lock()
 _tracing = threading.local()
-_installed: dict[str, object] = {}   # name -> NumPy's function while the wrappers are in place
-_depth = 0                           # traces running, on any thread
+_installed: dict[str, object] = {}  # name -> NumPy's function while the wrappers are in place
+_depth = 0  # traces running, on any thread
 
 
 @contextmanager
@@ -46,7 +47,8 @@ def traced_arrays():
             for name in _NAMES:
                 _installed[name] = original = getattr(np, name)
                 setattr(np, name, _wrapper(name, original))
-            import numpy.random as npr   # (imported before its functions are wrapped: its init calls np.empty)
+            import numpy.random as npr  # (imported before its functions are wrapped: its init calls np.empty)
+
             for name in _random_names(npr):
                 _installed["random." + name] = original = getattr(npr, name)
                 setattr(npr, name, _wrapper(name, original, random=True))
@@ -83,10 +85,13 @@ def _wrapper(name: str, original, random: bool = False):
         if getattr(_tracing, "active", False) and not _internal(caller) and _calls(caller, name, make):
             if random:
                 from tracejit.numpy import random_draws
+
                 return random_draws.while_tracing(name, original, args, kwargs)
             from tracejit.numpy import creation
+
             return creation.while_tracing(name, original, args, kwargs)
         return original(*args, **kwargs)
+
     make.__name__, make.__doc__ = name, original.__doc__
     make.__wrapped__ = original  # type: ignore[attr-defined]  # a function takes any attribute; typeshed names none
     return make
@@ -96,8 +101,20 @@ def _internal(frame) -> bool:
     return frame.f_globals.get("__name__", "").startswith(_INTERNAL)
 
 
-_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF",
-                    "LOAD_CLASSDEREF", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FROM_DICT_OR_GLOBALS"})
+_LOADS = frozenset(
+    {
+        "LOAD_ATTR",
+        "LOAD_METHOD",
+        "LOAD_GLOBAL",
+        "LOAD_NAME",
+        "LOAD_FAST",
+        "LOAD_DEREF",
+        "LOAD_CLASSDEREF",
+        "LOAD_FAST_CHECK",
+        "LOAD_FAST_AND_CLEAR",
+        "LOAD_FROM_DICT_OR_GLOBALS",
+    }
+)
 _VARIABLES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FAST_CHECK"})
 
 
@@ -107,7 +124,7 @@ def _calls(frame, name: str, fn) -> bool:
     frame called (np.random.rand -> np.empty) leaves the frame at the call of that C function instead."""
     callee = _callee(frame.f_code, frame.f_lasti)
     if callee is None:
-        return name in frame.f_code.co_names   # Python 3.10: no instruction positions; the code names it
+        return name in frame.f_code.co_names  # Python 3.10: no instruction positions; the code names it
     opname, argval = callee
     if argval == name:
         return True
@@ -122,7 +139,7 @@ def _callee(code, lasti: int):
     """(opname, argval) of the instruction that loads the callee of the call at `lasti` (the last load
     starting where the call expression starts), ("", None) where the instruction is no call of a loaded
     name, or None where the interpreter records no positions (Python 3.10)."""
-    if sys.version_info < (3, 11):   # (what 3.11 added: code.co_positions)
+    if sys.version_info < (3, 11):  # (what 3.11 added: code.co_positions)
         return None
     instructions = list(dis.get_instructions(code))
     # (3.11's f_lasti can point into the inline cache after the instruction)

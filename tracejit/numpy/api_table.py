@@ -1,6 +1,7 @@
 """The docs' table of the supported NumPy API, generated from the registries (the op table, the ufunc
 dispatch, numpy_protocol.FUNCTIONS): `python -m tracejit.numpy.api_table` prints it, and
 `python -m tracejit.numpy.api_table --update docs/reference/numpy-api.md` rewrites it there."""
+
 from __future__ import annotations
 
 from tracejit.numpy import numpy_protocol, ufuncs
@@ -19,27 +20,30 @@ def table() -> str:
         cpu, gpu = ufuncs.stated_ulps(ufunc.__name__)
         rows.append(f"| `np.{ufunc.__name__}` | {_DEVICES} | {_cell(cpu)} | {_cell(gpu)} |")
     functions = sorted({f"`np.{f.__name__}`" for f in numpy_protocol.FUNCTIONS})
-    return "\n".join([
-        START,
-        f"{len(numpy_protocol.UFUNCS)} ufuncs, each as `np.X(t)` and `tj.X` (operators included). Accuracy is the "
-        "largest error against NumPy measured on special and random float32/float64 values, in units in the last "
-        "place of NumPy's result (exact: the same value), on every device that has the dtype (webgpu: no float64 or int64; "
-        "metal: no float64); float16 is computed in float32 and rounded, within 1 ulp. "
-        "CUDA uses its math library, measured on an H200 with CUDA 13.0 (the GPU column; its float32 exp2, "
-        "log1p, arccos and arctanh and float64 arcsinh and hypot are 2 ulps from NumPy's, its float32 "
-        "logaddexp up to 64 where the result nears 0). Metal uses its library too (the GPU column is stated, "
-        "not measured: no Mac here), except Metal's erf, "
-        "expm1, log1p, cbrt and hypot, which MSL lacks: tracejit's own, within 2 ulps. NaN, infinities and "
-        "signed zeros follow NumPy everywhere, except that GPUs (webgpu) flush subnormals to zero (so there a "
-        "float32 `np.nextafter`, `np.spacing` or `np.ldexp` result below 1.2e-38, or `np.frexp` of such an input, "
-        "may be 0 or the input itself; float16 is exact, computed in float32) and WGSL's sin/cos/tan are stated "
-        "for |x| < 1e4.",
-        "",
-        *rows,
-        "",
-        f"Other NumPy functions ({len(functions)}): " + ", ".join(functions) + ".",
-        END,
-    ])
+    return "\n".join(
+        [
+            START,
+            f"{len(numpy_protocol.UFUNCS)} ufuncs, each as `np.X(t)` and `tj.X` (operators included). Accuracy is the "
+            "largest error against NumPy measured on special and random float32/float64 values, in units in the last "
+            "place of NumPy's result (exact: the same value), on every device that has the dtype "
+            "(webgpu: no float64 or int64; "
+            "metal: no float64); float16 is computed in float32 and rounded, within 1 ulp. "
+            "CUDA uses its math library, measured on an H200 with CUDA 13.0 (the GPU column; its float32 exp2, "
+            "log1p, arccos and arctanh and float64 arcsinh and hypot are 2 ulps from NumPy's, its float32 "
+            "logaddexp up to 64 where the result nears 0). Metal uses its library too (the GPU column is stated, "
+            "not measured: no Mac here), except Metal's erf, "
+            "expm1, log1p, cbrt and hypot, which MSL lacks: tracejit's own, within 2 ulps. NaN, infinities and "
+            "signed zeros follow NumPy everywhere, except that GPUs (webgpu) flush subnormals to zero (so there a "
+            "float32 `np.nextafter`, `np.spacing` or `np.ldexp` result below 1.2e-38, or `np.frexp` of such an input, "
+            "may be 0 or the input itself; float16 is exact, computed in float32) and WGSL's sin/cos/tan are stated "
+            "for |x| < 1e4.",
+            "",
+            *rows,
+            "",
+            f"Other NumPy functions ({len(functions)}): " + ", ".join(functions) + ".",
+            END,
+        ]
+    )
 
 
 def update(path: str) -> None:
@@ -53,6 +57,7 @@ def update(path: str) -> None:
 
 if __name__ == "__main__":
     import sys
+
     if sys.argv[1:2] == ["--update"]:
         update(sys.argv[2])
     else:

@@ -5,6 +5,7 @@ The graph IR is functional, so a write is a new value of the written array: wher
 the values brought into the array's index space with movement ops only (views.scatter). The Tensor that
 owns the memory (the root of the written view) is rebound to it; views of it see the change when read.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = ["copyto"]
 
 # --- t[key] = value ------------------------------------------------------------------------------
 
+
 def setitem(t: Tensor, key, value) -> None:
     """`t[key] = value`: value broadcast to the indexed region and cast to t's dtype as NumPy's setitem
     casts (unsafely: a float stored into an int array is truncated)."""
@@ -40,13 +42,13 @@ def setitem(t: Tensor, key, value) -> None:
     if constant is not None:
         _store_constant_mask(t, constant, value)
         return
-    if _has_array(key):   # integer-array indices: the scatter's new value of the whole array
+    if _has_array(key):  # integer-array indices: the scatter's new value of the whole array
         store(t._root(), t._steps, scatter.set_at(t, key, value)._node)
         return
     steps = t._steps + index_steps(t.shape, t.dtype, key)
     root = t._root()
     if isinstance(value, Tensor) and value._root() is root and value._steps == steps:
-        return   # x[k] op= v: the augmented operator already wrote through the view x[k]
+        return  # x[k] op= v: the augmented operator already wrote through the view x[k]
     region = views.shapes(root.shape, steps)[-1]
     store(root, steps, fit(value, region, root.dtype))
 
@@ -55,7 +57,7 @@ def index_steps(shape, dtype, key) -> tuple[views.Step, ...]:
     """The movement steps a basic index makes (IndexError and ShapeError as reading t[key] raises them)."""
     stand_in = views.probe(shape, dtype)
     steps = views.steps_from(_index(stand_in, key), stand_in)
-    assert steps is not None   # a basic index only moves: slices, new axes and ints
+    assert steps is not None  # a basic index only moves: slices, new axes and ints
     return steps
 
 
@@ -75,7 +77,7 @@ def fit(value, shape: tuple[int, ...], dtype: np.dtype) -> Node:
     region's shape (leading length-1 dimensions beyond the region's are dropped, as NumPy does)."""
     v = as_node(value)
     given = v.shape
-    if v.op is Op.CONST and v.weak:   # a Python scalar: NumPy's own checks (300 into uint8, NaN into int)
+    if v.op is Op.CONST and v.weak:  # a Python scalar: NumPy's own checks (300 into uint8, NaN into int)
         v = build.const(_python_scalar_as(v.arg, dtype), dtype, v.shape)
     else:
         v = build.cast(v, dtype)
@@ -101,8 +103,11 @@ def _python_scalar_as(value, dtype: np.dtype):
 
 def check_writeable(t: Tensor, message: str) -> None:
     if t._read_only:
-        why = ("it is a view made by np.broadcast_to (or another broadcast view)" if t._base is not None and
-               views.read_only(t._steps) else "the array argument is not writeable (x.flags.writeable is False)")
+        why = (
+            "it is a view made by np.broadcast_to (or another broadcast view)"
+            if t._base is not None and views.read_only(t._steps)
+            else "the array argument is not writeable (x.flags.writeable is False)"
+        )
         raise AssignmentError(f"{message}: {why}; write into a copy (y = x.copy()) instead")
 
 
@@ -111,6 +116,7 @@ def _has_array(key) -> bool:
 
 
 # --- boolean masks -------------------------------------------------------------------------------
+
 
 def _only(key):
     return key[0] if isinstance(key, tuple) and len(key) == 1 else key
@@ -128,7 +134,7 @@ def constant_mask(key) -> np.ndarray | None:
     if isinstance(k, list):
         try:
             k = np.asarray(k)
-        except Exception:   # noqa: BLE001 - a list of traced values: not a mask of constants
+        except Exception:  # noqa: BLE001 - a list of traced values: not a mask of constants
             return None
     return k if isinstance(k, np.ndarray) and k.dtype == BOOL and k.ndim > 0 else None
 
@@ -136,15 +142,17 @@ def constant_mask(key) -> np.ndarray | None:
 def _masked_values(t: Tensor, mask: Node, value) -> Node:
     """`value` as x[mask] = value spreads it: over the selected elements, broadcast against the axes
     the mask does not cover. One value per selected element depends on how many the mask selects."""
-    trailing = t.shape[len(mask.shape):]
+    trailing = t.shape[len(mask.shape) :]
     v = as_node(value)
     while len(v.shape) > len(trailing) and v.shape[0] == 1:
         v = build.reshape(v, v.shape[1:])
     if len(v.shape) > len(trailing):
-        raise UnsupportedError(f"x[mask] = values with one value per selected element (shape {as_node(value).shape}) "
-                               "depends on how many elements the mask selects, which is not known while tracing; "
-                               "write x = np.where(mask, values_shaped_like_x, x), x[mask] = y[mask] (the same mask), "
-                               "or assign one value (x[mask] = 0)")
+        raise UnsupportedError(
+            f"x[mask] = values with one value per selected element (shape {as_node(value).shape}) "
+            "depends on how many elements the mask selects, which is not known while tracing; "
+            "write x = np.where(mask, values_shaped_like_x, x), x[mask] = y[mask] (the same mask), "
+            "or assign one value (x[mask] = 0)"
+        )
     v = fit(v, trailing, t.dtype)
     return build.broadcast_to(v, t.shape)
 
@@ -155,7 +163,7 @@ def _store_constant_mask(t: Tensor, mask: np.ndarray, value) -> None:
     selected element, a gather of the values."""
     node = as_node(mask)
     check_mask(t.shape, node)
-    trailing = t.shape[mask.ndim:]
+    trailing = t.shape[mask.ndim :]
     if isinstance(value, MaskedSelection) or len(as_node(value).shape) <= len(trailing):
         _store_masked(t, node, value)
         return
@@ -170,7 +178,7 @@ def _store_constant_mask(t: Tensor, mask: np.ndarray, value) -> None:
 
 def _store_masked(t: Tensor, mask: Node, value) -> None:
     check_mask(t.shape, mask)
-    if isinstance(value, MaskedSelection):   # x[mask] = f(x[mask], y[mask]): the values sit at their places
+    if isinstance(value, MaskedSelection):  # x[mask] = f(x[mask], y[mask]): the values sit at their places
         values = build.cast(value.values_for(mask, t.shape), t.dtype)
     else:
         values = _masked_values(t, mask, value)
@@ -179,19 +187,35 @@ def _store_masked(t: Tensor, mask: Node, value) -> None:
 
 # --- augmented operators and out= ----------------------------------------------------------------
 
-_UFUNC_OF = {"+=": "add", "-=": "subtract", "*=": "multiply", "/=": "divide", "//=": "floor_divide",
-             "%=": "remainder", "**=": "power", "&=": "bitwise_and", "|=": "bitwise_or", "^=": "bitwise_xor",
-             "<<=": "left_shift", ">>=": "right_shift", "@=": "matmul"}
+_UFUNC_OF = {
+    "+=": "add",
+    "-=": "subtract",
+    "*=": "multiply",
+    "/=": "divide",
+    "//=": "floor_divide",
+    "%=": "remainder",
+    "**=": "power",
+    "&=": "bitwise_and",
+    "|=": "bitwise_or",
+    "^=": "bitwise_xor",
+    "<<=": "left_shift",
+    ">>=": "right_shift",
+    "@=": "matmul",
+}
 
 
 def check_inplace(result: Tensor, dest: Tensor, symbol: str) -> None:
     if result.shape != dest.shape:
-        raise ShapeError(f"non-broadcastable output operand with shape {dest.shape} doesn't match the broadcast "
-                         f"shape {result.shape} (x {symbol} y keeps x's shape)")
+        raise ShapeError(
+            f"non-broadcastable output operand with shape {dest.shape} doesn't match the broadcast "
+            f"shape {result.shape} (x {symbol} y keeps x's shape)"
+        )
     if not np.can_cast(result.dtype, dest.dtype, "same_kind"):
-        raise CastingError(f"Cannot cast ufunc '{_UFUNC_OF[symbol]}' output from dtype('{result.dtype}') to "
-                           f"dtype('{dest.dtype}') with casting rule 'same_kind' (x {symbol} y writes into x, as "
-                           f"in NumPy); write x = x {symbol[:-1]} y for a new array")
+        raise CastingError(
+            f"Cannot cast ufunc '{_UFUNC_OF[symbol]}' output from dtype('{result.dtype}') to "
+            f"dtype('{dest.dtype}') with casting rule 'same_kind' (x {symbol} y writes into x, as "
+            f"in NumPy); write x = x {symbol[:-1]} y for a new array"
+        )
 
 
 def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
@@ -199,7 +223,7 @@ def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
     is an argument, change), the result cast back to t's dtype ('same_kind'). A 0-d value that is not an
     argument is a NumPy scalar (or a Python scalar argument), which `op=` rebinds instead."""
     if t.ndim == 0 and t._base is None and t._argument is None:
-        return result   # a NumPy (or Python) scalar is immutable: x op= y is x = x op y, in its dtype
+        return result  # a NumPy (or Python) scalar is immutable: x op= y is x = x op y, in its dtype
     check_inplace(result, t, symbol)
     value = build.cast(result._node, t.dtype)
     check_writeable(t, "output array is read-only")
@@ -207,25 +231,32 @@ def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
     return t
 
 
-def write_out(out, result, casting: Casting = "same_kind", where=True, name: str = "ufunc",
-              exact: bool = False) -> Tensor:
+def write_out(
+    out, result, casting: Casting = "same_kind", where=True, name: str = "ufunc", exact: bool = False
+) -> Tensor:
     """A NumPy function's `out=`: the result, broadcast to out's shape (a ufunc's) or of exactly its shape
     (`exact`: reductions, np.round), cast under `casting`, stored in out where `where` is true. Returns out,
     as NumPy does."""
     if not isinstance(out, Tensor):
-        raise UnsupportedError(f"np.{name}(..., out=...) got a {type(out).__module__}.{type(out).__name__}; inside a "
-                               "kernel out= must be a traced array (an argument, or an array the kernel made, e.g. "
-                               "with np.empty_like): a NumPy array the function closes over cannot be written")
+        raise UnsupportedError(
+            f"np.{name}(..., out=...) got a {type(out).__module__}.{type(out).__name__}; inside a "
+            "kernel out= must be a traced array (an argument, or an array the kernel made, e.g. "
+            "with np.empty_like): a NumPy array the function closes over cannot be written"
+        )
     check_writeable(out, "output array is read-only")
     r = as_node(result)
     if exact and r.shape != out.shape:
         raise ShapeError(f"np.{name}(..., out=...): out has shape {out.shape}, the result has shape {r.shape}")
     if build.broadcast_shapes(r.shape, out.shape) != out.shape:
-        raise ShapeError(f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast "
-                         f"shape {build.broadcast_shapes(r.shape, out.shape)}")
+        raise ShapeError(
+            f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast "
+            f"shape {build.broadcast_shapes(r.shape, out.shape)}"
+        )
     if not np.can_cast(r.dtype, out.dtype, casting):
-        raise CastingError(f"Cannot cast ufunc '{name}' output from dtype('{r.dtype}') to dtype('{out.dtype}') with "
-                           f"casting rule '{casting}'")
+        raise CastingError(
+            f"Cannot cast ufunc '{name}' output from dtype('{r.dtype}') to dtype('{out.dtype}') with "
+            f"casting rule '{casting}'"
+        )
     value = build.broadcast_to(build.cast(r, out.dtype), out.shape)
     if where is not True:
         m = as_node(where)
@@ -237,7 +268,7 @@ def write_out(out, result, casting: Casting = "same_kind", where=True, name: str
 
 def copyto(dst, src, casting: Casting = "same_kind", where=True) -> None:
     """np.copyto: src broadcast into dst, under NumPy's casting rule, where `where` is true."""
-    if type(src) in (bool, int, float) and isinstance(dst, Tensor):   # weak: NumPy's own rules decide
+    if type(src) in (bool, int, float) and isinstance(dst, Tensor):  # weak: NumPy's own rules decide
         try:
             np.copyto(np.zeros((), dst.dtype), src, casting=casting)
         except TypeError as e:
@@ -252,4 +283,3 @@ def fill(t: Tensor, value) -> None:
 
 
 NUMPY_FUNCTIONS = {np.copyto: copyto}
-

@@ -1,6 +1,7 @@
 """NumPy arrays met while tracing (np.arange(n), np.tri(n), a captured lookup table) as graph IR: a
 broadcast constant, an index pattern whose NumPy evaluation reproduces the array bit for bit (arange,
 linspace where exact, eye/tri masks), or a table embedded in the kernel (at most MAX_ELEMENTS elements)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,17 +12,19 @@ from tracejit.ir.dtypes import check
 from tracejit.ir.graph import Node, Op
 from tracejit.ir.table import MAX_ELEMENTS
 
-_INDEX = np.dtype("int32")   # index patterns count in int32: every device has it, arrays here are small
+_INDEX = np.dtype("int32")  # index patterns count in int32: every device has it, arrays here are small
 
 
 def array_node(a: np.ndarray) -> Node:
     """The graph node for a NumPy array used as a value of the traced computation."""
-    if type(a) is not np.ndarray:   # a mask or matrix product would be silently lost
-        raise UnsupportedError(f"a {type(a).__module__}.{type(a).__name__} (a NumPy array subclass) is used inside "
-                               "the kernel; only plain arrays are embedded: pass np.asarray(...) of it, or pass it "
-                               "to the kernel as an argument")
+    if type(a) is not np.ndarray:  # a mask or matrix product would be silently lost
+        raise UnsupportedError(
+            f"a {type(a).__module__}.{type(a).__name__} (a NumPy array subclass) is used inside "
+            "the kernel; only plain arrays are embedded: pass np.asarray(...) of it, or pass it "
+            "to the kernel as an argument"
+        )
     dt = check(a.dtype, f"a NumPy array of shape {a.shape} used in the kernel", internal=False)
-    a = np.asarray(a, dt, order="C")   # ascontiguousarray would make a 0-d array 1-d
+    a = np.asarray(a, dt, order="C")  # ascontiguousarray would make a 0-d array 1-d
     if a.size == 0:
         return build.const(0, dt, a.shape)
     bits = _bits(a)
@@ -36,7 +39,8 @@ def array_node(a: np.ndarray) -> Node:
     raise UnsupportedError(
         f"a NumPy array of shape {a.shape} ({a.size} elements) is used inside the kernel; constants are "
         f"embedded in the kernel only up to {MAX_ELEMENTS} elements (or when they are all equal, an arange or "
-        "a triangle/diagonal mask). Pass it to the kernel as an argument instead")
+        "a triangle/diagonal mask). Pass it to the kernel as an argument instead"
+    )
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -45,6 +49,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 
 # --- where(lo <= j - i <= hi, v1, v0): eye, identity, tri, tril/triu of ones, band masks ------------
+
 
 def _diagonal_band(a: np.ndarray):
     if a.ndim != 2:
@@ -55,13 +60,13 @@ def _diagonal_band(a: np.ndarray):
     first_other = np.unravel_index(np.argmax(other), a.shape)
     v0 = bits[first_other]
     if not ((bits == v0) | ~other).all():
-        return None   # more than two values
+        return None  # more than two values
     # the mask as a function of the diagonal d = j - i, read off the first column and the first row
-    by_d = np.concatenate([~other[::-1, 0], ~other[0, 1:]])   # d = -(n-1) .. m-1
+    by_d = np.concatenate([~other[::-1, 0], ~other[0, 1:]])  # d = -(n-1) .. m-1
     inside = np.flatnonzero(by_d) - (a.shape[0] - 1)
     lo, hi = int(inside[0]), int(inside[-1])
     n, m = a.shape
-    cond = np.tri(n, m, k=hi, dtype=bool) & ~np.tri(n, m, k=lo - 1, dtype=bool)   # lo <= j - i <= hi
+    cond = np.tri(n, m, k=hi, dtype=bool) & ~np.tri(n, m, k=lo - 1, dtype=bool)  # lo <= j - i <= hi
     if not (cond == ~other).all():
         return None
     one, zero = a[0, 0], a[first_other]
@@ -83,12 +88,14 @@ def _diagonal_band(a: np.ndarray):
 # may do with float arithmetic (CUDA's -fmad, numba's fastmath reassoc/contract) can change a bit.
 # float16 is computed in float32 on some devices, so it is never a pattern.
 
+
 def _steps(a: np.ndarray):
     """Per axis of length > 1 the difference between the first two elements along it."""
     origin = a[(0,) * a.ndim]
     with np.errstate(all="ignore"):
-        return origin, [(d, a[tuple(1 if k == d else 0 for k in range(a.ndim))] - origin)
-                        for d in range(a.ndim) if a.shape[d] > 1]
+        return origin, [
+            (d, a[tuple(1 if k == d else 0 for k in range(a.ndim))] - origin) for d in range(a.ndim) if a.shape[d] > 1
+        ]
 
 
 def _affine(a: np.ndarray):
@@ -96,7 +103,7 @@ def _affine(a: np.ndarray):
         return None
     origin, found = _steps(a)
     steps = [(d, c) for d, c in found if c != 0]
-    if not steps:   # constant along the first row and column but not everywhere
+    if not steps:  # constant along the first row and column but not everywhere
         return None
     if a.dtype.kind == "f":
         return _scaled_integers(a, origin, steps)
@@ -114,8 +121,8 @@ def _index_sum(shape, dt: np.dtype, steps, origin: int, out: np.dtype):
             tv = iv if c == 1 else iv * dt.type(c)
             node = term if node is None else build.binary(Op.ADD, node, term)
             ref = tv if ref is None else ref + tv
-        assert node is not None and ref is not None   # callers pass at least one step
-        if origin != 0:   # adding a zero is simplified away, so the reference skips it too
+        assert node is not None and ref is not None  # callers pass at least one step
+        if origin != 0:  # adding a zero is simplified away, so the reference skips it too
             node = build.binary(Op.ADD, node, build.const(origin, dt, shape))
             ref = ref + dt.type(origin)
     return build.cast(node, out), np.broadcast_to(ref, shape).astype(out)
@@ -125,14 +132,14 @@ def _scaled_integers(a: np.ndarray, origin, steps):
     values = [origin, *(c for _, c in steps)]
     if not all(np.isfinite(v) for v in values):
         return None
-    ratios = [float(v).as_integer_ratio() for v in values]   # denominators are powers of two
+    ratios = [float(v).as_integer_ratio() for v in values]  # denominators are powers of two
     den = max(d for _, d in ratios)
     ints = [num * (den // d) for num, d in ratios]
     largest = abs(ints[0]) + sum(abs(m) * (a.shape[d] - 1) for (d, _), m in zip(steps, ints[1:]))
     if largest >= 2 ** (np.finfo(a.dtype).nmant + 1) or den > 2 ** -np.finfo(a.dtype).minexp:
-        return None   # not exact in the dtype, or a scale that would be subnormal
+        return None  # not exact in the dtype, or a scale that would be subnormal
     scale = a.dtype.type(1.0 / den)
-    it = np.dtype("int32") if largest < 2 ** 31 else np.dtype("int64")
+    it = np.dtype("int32") if largest < 2**31 else np.dtype("int64")
     node, ref = _index_sum(a.shape, it, [(d, m) for (d, _), m in zip(steps, ints[1:])], ints[0], a.dtype)
     if den != 1:
         node = build.binary(Op.MUL, node, build.const(scale.item(), a.dtype, a.shape))

@@ -6,6 +6,7 @@ The function is compiled again from its source with each conditional expression 
 (its sides become argument-less lambdas, so the side Python would not take is computed only where the
 test is traced); a function without source, a lambda, or one whose conditional expressions bind names
 (`:=`) or yield is left as it is."""
+
 from __future__ import annotations
 
 import ast
@@ -19,7 +20,7 @@ import numpy as np
 from tracejit.numpy.tensor import Tensor, python_value
 
 _NAME = "__tracejit_choose"
-_compiled: dict[types.CodeType, types.CodeType | None] = {}   # a function's code -> its rewritten code (None: none)
+_compiled: dict[types.CodeType, types.CodeType | None] = {}  # a function's code -> its rewritten code (None: none)
 
 
 def choose(test, yes, no):
@@ -29,8 +30,10 @@ def choose(test, yes, no):
     if not isinstance(test, Tensor):
         return yes() if test else no()
     if test.shape != ():
-        raise ValueError("The truth value of an array with more than one element is ambiguous (a conditional "
-                         "expression's test must be a single value)")
+        raise ValueError(
+            "The truth value of an array with more than one element is ambiguous (a conditional "
+            "expression's test must be a single value)"
+        )
     return np.where(test, yes(), no())
 
 
@@ -43,10 +46,12 @@ class _Rewrite(ast.NodeTransformer):
         if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
             return node
         self.count += 1
-        side = lambda body: ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
-                                                           defaults=[]), body=body)
-        call = ast.Call(func=ast.Name(id=_NAME, ctx=ast.Load()), args=[node.test, side(node.body), side(node.orelse)],
-                        keywords=[])
+        side = lambda body: ast.Lambda(
+            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=body
+        )
+        call = ast.Call(
+            func=ast.Name(id=_NAME, ctx=ast.Load()), args=[node.test, side(node.body), side(node.orelse)], keywords=[]
+        )
         return ast.copy_location(call, node)
 
 
@@ -70,19 +75,23 @@ def _rewritten(fn) -> types.CodeType | None:
     if not rewrite.count:
         return None
     fdef.decorator_list = []
-    ast.increment_lineno(fdef, code.co_firstlineno - 1)   # the user's lines in tracebacks and messages
+    ast.increment_lineno(fdef, code.co_firstlineno - 1)  # the user's lines in tracebacks and messages
     # a factory whose parameters are the function's free variables, so the copy keeps its closure
-    factory = ast.FunctionDef(name="__tracejit_factory", args=ast.arguments(
-        posonlyargs=[], args=[ast.arg(arg=n) for n in code.co_freevars], kwonlyargs=[], kw_defaults=[],
-        defaults=[]), body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))], decorator_list=[])
+    factory = ast.FunctionDef(
+        name="__tracejit_factory",
+        args=ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=n) for n in code.co_freevars], kwonlyargs=[], kw_defaults=[], defaults=[]
+        ),
+        body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))],
+        decorator_list=[],
+    )
     module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
     try:
         compiled = compile(module, code.co_filename, "exec")
     except SyntaxError:
         return None
     factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
-    inner = next((c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fdef.name),
-                 None)
+    inner = next((c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fdef.name), None)
     if inner is None or set(inner.co_freevars) - set(code.co_freevars):
         return None
     _compiled[code] = inner
@@ -99,8 +108,9 @@ def visible(fn):
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     new_globals = dict(fn.__globals__)
     new_globals[_NAME] = choose
-    copy = types.FunctionType(inner, new_globals, fn.__name__, fn.__defaults__,
-                              tuple(cells[n] for n in inner.co_freevars) or None)
+    copy = types.FunctionType(
+        inner, new_globals, fn.__name__, fn.__defaults__, tuple(cells[n] for n in inner.co_freevars) or None
+    )
     copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__qualname__ = fn.__qualname__
     return copy

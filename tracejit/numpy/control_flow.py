@@ -6,6 +6,7 @@ A predicate read from arrays selects between both branches' results, JAX's seman
 side effects. A loop whose bounds or condition are read from arrays needs loops compiled as loops, which
 tracejit does not do yet: that is a clear error, not a wrong answer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -18,9 +19,11 @@ from tracejit.numpy.tensor import Tensor, python_value
 
 __all__ = ["cond", "fori_loop", "while_loop"]
 
-_NOT_YET = ("is read from arrays, so it is known only when the kernel runs; tracejit does not compile loops as "
-            "loops yet (a Python loop over Python numbers is traced step by step). Compute a bound from the "
-            "kernel's int arguments, or run the loop outside the kernel")
+_NOT_YET = (
+    "is read from arrays, so it is known only when the kernel runs; tracejit does not compile loops as "
+    "loops yet (a Python loop over Python numbers is traced step by step). Compute a bound from the "
+    "kernel's int arguments, or run the loop outside the kernel"
+)
 
 
 def cond(pred, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands):
@@ -38,9 +41,11 @@ def cond(pred, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *ope
     before = [o._value if isinstance(o, Tensor) else None for o in operands]
     yes, no = true_fun(*operands), false_fun(*operands)
     if any(isinstance(o, Tensor) and o._value is not b for o, b in zip(operands, before)):
-        raise UnsupportedError("tj.cond with a predicate read from arrays runs both branches, and a branch "
-                               "assigned into an operand: both assignments would happen. Return the new value "
-                               "from each branch instead")
+        raise UnsupportedError(
+            "tj.cond with a predicate read from arrays runs both branches, and a branch "
+            "assigned into an operand: both assignments would happen. Return the new value "
+            "from each branch instead"
+        )
     return _select(pred, yes, no, "result")
 
 
@@ -101,10 +106,12 @@ def _select(pred: Tensor, yes, no, where: str):
         return None
     a, b = np.shape(yes), np.shape(no)
     ta, tb = _dtype(yes), _dtype(no)
-    weak = any(type(v) in (bool, int, float) for v in (yes, no))   # a Python number takes the other's dtype
+    weak = any(type(v) in (bool, int, float) for v in (yes, no))  # a Python number takes the other's dtype
     if a != b or (ta != tb and not weak):
-        raise ShapeError(f"tj.cond: the branches return {ta}{list(a)} and {tb}{list(b)} at {where}; they must "
-                         "match in shape and dtype (as in JAX)")
+        raise ShapeError(
+            f"tj.cond: the branches return {ta}{list(a)} and {tb}{list(b)} at {where}; they must "
+            "match in shape and dtype (as in JAX)"
+        )
     return np.where(pred, yes, no)
 
 

@@ -1,6 +1,7 @@
 """Arrays made inside a kernel (tj.zeros, np.arange, np.tri, np.zeros_like(t), np.tril(t), ...): NumPy
 builds them from static arguments and captured.array_node turns the result into a constant or an index
 expression fused into its consumers; the `_like` forms and tril/triu of traced values build graph IR."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -16,14 +17,31 @@ from tracejit.numpy.captured import array_node
 from tracejit.numpy.joining import join
 from tracejit.numpy.tensor import ArrayLike, Scalar, Tensor, as_node
 
-__all__ = ["arange", "empty", "empty_like", "eye", "full", "full_like", "identity", "linspace", "ones",
-           "ones_like", "tri", "tril", "triu", "zeros", "zeros_like"]
+__all__ = [
+    "arange",
+    "empty",
+    "empty_like",
+    "eye",
+    "full",
+    "full_like",
+    "identity",
+    "linspace",
+    "ones",
+    "ones_like",
+    "tri",
+    "tril",
+    "triu",
+    "zeros",
+    "zeros_like",
+]
 
 
 def _static(name: str, make: Callable[..., np.ndarray]) -> Callable[..., Tensor]:
     """tj.<name>: NumPy's own function on static arguments, its result embedded in the kernel."""
+
     def f(*args: object, **kwargs: object) -> Tensor:
         return Tensor(array_node(_made(name, make, args, kwargs)))
+
     f.__name__ = name
     f.__doc__ = f"numpy.{name}, made inside the kernel: a constant or index expression fused into its consumers."
     return f
@@ -40,7 +58,7 @@ def _made(name: str, make: Callable, args: tuple, kwargs: dict):
 def linspace(*args: object, **kwargs: object) -> Tensor | tuple[Tensor, float]:
     """numpy.linspace, made inside the kernel: a constant or index expression fused into its consumers."""
     out = _made("linspace", np.linspace, args, kwargs)
-    if isinstance(out, tuple):   # linspace(..., retstep=True): (samples, step)
+    if isinstance(out, tuple):  # linspace(..., retstep=True): (samples, step)
         return Tensor(array_node(out[0])), out[1]
     return Tensor(array_node(out))
 
@@ -54,9 +72,11 @@ def _python(v, name: str):
         return v
     value = v._known(f"np.{name}'s shape, count or bound")
     if value is None or v.shape:
-        raise UnsupportedError(f"np.{name} got a traced value; shapes, counts, bounds and fill values of "
-                               "arrays made inside a kernel must be Python values, known while tracing (the "
-                               "kernel's int and float arguments are; values read from arrays are not)")
+        raise UnsupportedError(
+            f"np.{name} got a traced value; shapes, counts, bounds and fill values of "
+            "arrays made inside a kernel must be Python values, known while tracing (the "
+            "kernel's int and float arguments are; values read from arrays are not)"
+        )
     return value.reshape(()).item()
 
 
@@ -65,8 +85,13 @@ ones = _static("ones", np.ones)
 _full = _static("full", np.full)
 
 
-def full(shape: int | Sequence[int], fill_value: ArrayLike, dtype: DTypeLike | None = None, order: str = "C",
-         **kwargs: object) -> Tensor:
+def full(
+    shape: int | Sequence[int],
+    fill_value: ArrayLike,
+    dtype: DTypeLike | None = None,
+    order: str = "C",
+    **kwargs: object,
+) -> Tensor:
     """numpy.full; a traced fill value is broadcast (cast to dtype, else its own dtype, as NumPy)."""
     if not isinstance(fill_value, Tensor):
         return _full(shape, fill_value, dtype, order, **kwargs)
@@ -74,6 +99,8 @@ def full(shape: int | Sequence[int], fill_value: ArrayLike, dtype: DTypeLike | N
     dt = check(node.dtype if dtype is None else dtype, "full dtype", internal=False)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return Tensor(build.broadcast_to(build.cast(node, dt), shape))
+
+
 arange = _static("arange", np.arange)
 eye = _static("eye", np.eye)
 identity = _static("identity", np.identity)
@@ -82,8 +109,16 @@ tri = _static("tri", np.tri)
 empty = _static("empty", np.zeros)
 
 
-def full_like(a: ArrayLike, fill_value: Scalar | Tensor, dtype: DTypeLike | None = None, order: str = "K",
-              subok: bool = True, shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
+def full_like(
+    a: ArrayLike,
+    fill_value: Scalar | Tensor,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: int | Sequence[int] | None = None,
+    *,
+    device: str | None = None,
+) -> Tensor:
     """numpy.full_like: fill_value cast to the dtype as NumPy casts it (unsafe: full_like(ints, 2.7) is 2)."""
     node = as_node(a)
     dt = check(node.dtype if dtype is None else dtype, "full_like dtype", internal=False)
@@ -96,24 +131,46 @@ def full_like(a: ArrayLike, fill_value: Scalar | Tensor, dtype: DTypeLike | None
     return Tensor(array_node(np.broadcast_to(value, shape)))
 
 
-def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True,
-               shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
+def zeros_like(
+    a: ArrayLike,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: int | Sequence[int] | None = None,
+    *,
+    device: str | None = None,
+) -> Tensor:
     return full_like(a, 0, dtype, shape=shape)
 
 
-def ones_like(a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True,
-              shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
+def ones_like(
+    a: ArrayLike,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: int | Sequence[int] | None = None,
+    *,
+    device: str | None = None,
+) -> Tensor:
     return full_like(a, 1, dtype, shape=shape)
 
 
-def empty_like(a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True,
-               shape: int | Sequence[int] | None = None, *, device: str | None = None) -> Tensor:
-    return full_like(a, 0, dtype, shape=shape)   # arbitrary in NumPy; zeros here
+def empty_like(
+    a: ArrayLike,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: int | Sequence[int] | None = None,
+    *,
+    device: str | None = None,
+) -> Tensor:
+    return full_like(a, 0, dtype, shape=shape)  # arbitrary in NumPy; zeros here
 
 
 def tril(m: ArrayLike, k: int = 0) -> Tensor:
     """numpy.tril: elements above the k-th diagonal of the last two axes zeroed (a 1-D m is broadcast)."""
     from tracejit.numpy.functions import where
+
     node = as_node(m)
     # (ignore: the checker cannot know that shape[-2:] holds at most two sizes, np.tri's N and M)
     mask = np.tri(*node.shape[-2:], k=k, dtype=bool)  # type: ignore[call-overload]
@@ -123,15 +180,28 @@ def tril(m: ArrayLike, k: int = 0) -> Tensor:
 def triu(m: ArrayLike, k: int = 0) -> Tensor:
     """numpy.triu: elements below the k-th diagonal of the last two axes zeroed."""
     from tracejit.numpy.functions import where
+
     node = as_node(m)
     mask = np.tri(*node.shape[-2:], k=k - 1, dtype=bool)  # type: ignore[call-overload]  # as in tril
     return where(mask, np.zeros(1, node.dtype), Tensor(node))
 
 
 NUMPY_FUNCTIONS: dict[Callable[..., object], Callable[..., object]] = {
-    np.zeros_like: zeros_like, np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
-    np.tril: tril, np.triu: triu, np.zeros: zeros, np.ones: ones, np.full: full, np.empty: empty,
-    np.arange: arange, np.linspace: linspace, np.eye: eye, np.identity: identity, np.tri: tri,
+    np.zeros_like: zeros_like,
+    np.ones_like: ones_like,
+    np.empty_like: empty_like,
+    np.full_like: full_like,
+    np.tril: tril,
+    np.triu: triu,
+    np.zeros: zeros,
+    np.ones: ones,
+    np.full: full,
+    np.empty: empty,
+    np.arange: arange,
+    np.linspace: linspace,
+    np.eye: eye,
+    np.identity: identity,
+    np.tri: tri,
 }
 
 
@@ -149,7 +219,7 @@ def while_tracing(name: str, original, args: tuple, kwargs: dict):
         except UnsupportedError:
             if _holds_traced((args, kwargs)):
                 raise
-            return original(*args, **kwargs)   # too large to embed in a kernel: NumPy's array, as it was
+            return original(*args, **kwargs)  # too large to embed in a kernel: NumPy's array, as it was
     return make(*args, **kwargs)
 
 
@@ -162,7 +232,7 @@ def _array(name: str, original, args: tuple, kwargs: dict):
     dtype = args[1] if len(args) > 1 else kwargs.get("dtype")
     ndmin = kwargs.get("ndmin", 0)
     if isinstance(obj, Tensor) and name == "asarray" and dtype is None:
-        return obj   # the same array: writes through it reach the caller's, as in NumPy
+        return obj  # the same array: writes through it reach the caller's, as in NumPy
     node = _stacked(obj)
     if dtype is not None:
         node = build.cast(node, check(dtype, f"np.{name} dtype", internal=False))
@@ -188,8 +258,10 @@ def _stacked(obj) -> Node:
         return build.const(0, np.dtype("float64"), (0,))
     parts = [_stacked(v) for v in obj]
     if any(p.shape != parts[0].shape for p in parts):
-        raise ValueError("setting an array element with a sequence. The requested array has an inhomogeneous "
-                         f"shape after 1 dimensions: its elements have shapes {[p.shape for p in parts]}")
+        raise ValueError(
+            "setting an array element with a sequence. The requested array has an inhomogeneous "
+            f"shape after 1 dimensions: its elements have shapes {[p.shape for p in parts]}"
+        )
     dt = np.result_type(*(p.dtype for p in parts))
     rows = [build.reshape(build.cast(p, dt), (1,) + p.shape) for p in parts]
     return join(rows, 0)

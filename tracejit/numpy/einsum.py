@@ -1,6 +1,7 @@
 """np.einsum, and the contraction it shares with dot, matmul, tensordot, inner, vdot and outer: axes
 named by labels, diagonals read as strided views, operands multiplied pairwise over broadcast views and
 summed: the broadcast-multiply-reduce pattern that fusion keeps in one kernel and the layout pass tiles."""
+
 from __future__ import annotations
 
 import math
@@ -20,17 +21,19 @@ from tracejit.numpy.tensor import Casting, Tensor, as_node
 
 __all__ = ["einsum"]
 
-Label = Hashable   # a subscript letter, or a negative int for a broadcast ('...') axis: -1 the last
+Label = Hashable  # a subscript letter, or a negative int for a broadcast ('...') axis: -1 the last
 
 
 @dataclass(frozen=True)
 class Term:
     """An operand whose axes are named by labels, no label twice."""
+
     node: Node
     labels: tuple[Label, ...]
 
 
 # --- the contraction -------------------------------------------------------------------------------
+
 
 def strong(x) -> Node:
     """x as the array NumPy's contractions make of it (np.asarray): a Python scalar is a float64 / int64
@@ -39,8 +42,9 @@ def strong(x) -> Node:
     return build.cast(node, node.dtype)
 
 
-def contract(operands: list[tuple[Node, tuple[Label, ...]]], output: tuple[Label, ...],
-             what: str = "np.einsum") -> Node:
+def contract(
+    operands: list[tuple[Node, tuple[Label, ...]]], output: tuple[Label, ...], what: str = "np.einsum"
+) -> Node:
     """Sum over every label missing from `output` of the product of the operands, with NumPy's einsum
     semantics: the result dtype is NumPy's promotion of the operands' (integers stay integers, bools
     are the `or` of `and`s), a label repeated within an operand takes its diagonal, and a label of size
@@ -50,7 +54,7 @@ def contract(operands: list[tuple[Node, tuple[Label, ...]]], output: tuple[Label
     terms = [_diagonal(build.cast(n, dtype), labels, k, what) for k, (n, labels) in enumerate(operands)]
     _check_sizes(terms, shapes, what)
     # a label only one operand has and the output lacks is summed out before any product
-    terms = [_sum_out(t, _needed(output, terms[:k] + terms[k + 1:])) for k, t in enumerate(terms)]
+    terms = [_sum_out(t, _needed(output, terms[:k] + terms[k + 1 :])) for k, t in enumerate(terms)]
     while len(terms) > 1:
         i, j = _cheapest_pair(terms)
         rest = [t for k, t in enumerate(terms) if k not in (i, j)]
@@ -69,8 +73,10 @@ def _diagonal(node: Node, labels: tuple[Label, ...], k: int, what: str) -> Term:
         q = labels.index(label, p + 1)
         n = node.shape[p]
         if node.shape[q] != n:
-            raise ShapeError(f"{what}: dimensions in operand {k} for collapsing index {label!r} don't match "
-                             f"({n} != {node.shape[q]}; its shape is {node.shape})")
+            raise ShapeError(
+                f"{what}: dimensions in operand {k} for collapsing index {label!r} don't match "
+                f"({n} != {node.shape[q]}; its shape is {node.shape})"
+            )
         others = [d for d in range(len(labels)) if d not in (p, q)]
         node = build.permute(node, (*others, p, q))
         node = build.reshape(node, tuple(node.shape[:-2]) + (n * n,))
@@ -80,7 +86,7 @@ def _diagonal(node: Node, labels: tuple[Label, ...], k: int, what: str) -> Term:
 
 
 def _check_sizes(terms: list[Term], shapes: list[tuple[int, ...]], what: str) -> None:
-    seen: dict[Label, tuple[int, int]] = {}   # label -> (size other than 1, operand)
+    seen: dict[Label, tuple[int, int]] = {}  # label -> (size other than 1, operand)
     for k, t in enumerate(terms):
         for label, n in zip(t.labels, t.node.shape):
             if n == 1:
@@ -88,8 +94,10 @@ def _check_sizes(terms: list[Term], shapes: list[tuple[int, ...]], what: str) ->
             m, other = seen.setdefault(label, (n, k))
             if m != n:
                 name = f"subscript {label!r}" if isinstance(label, str) else "a broadcast ('...') dimension"
-                raise ShapeError(f"{what}: operands {other} and {k} with shapes {shapes[other]} and {shapes[k]} "
-                                 f"disagree on the size of {name}: {m} != {n}")
+                raise ShapeError(
+                    f"{what}: operands {other} and {k} with shapes {shapes[other]} and {shapes[k]} "
+                    f"disagree on the size of {name}: {m} != {n}"
+                )
 
 
 def _needed(output: tuple[Label, ...], terms: list[Term]) -> set[Label]:
@@ -117,8 +125,9 @@ def _union(a: Term, b: Term) -> tuple[tuple[Label, ...], tuple[int, ...]]:
 def _cheapest_pair(terms: list[Term]) -> tuple[int, int]:
     """The two operands whose product has the fewest elements: a chain a @ b @ c is contracted along
     the chain, never through an outer product."""
-    costs = {(i, j): math.prod(_union(terms[i], terms[j])[1])
-             for i in range(len(terms)) for j in range(i + 1, len(terms))}
+    costs = {
+        (i, j): math.prod(_union(terms[i], terms[j])[1]) for i in range(len(terms)) for j in range(i + 1, len(terms))
+    }
     return min(costs, key=lambda pair: (costs[pair], pair))
 
 
@@ -141,8 +150,15 @@ def _broadcast_view(t: Term, labels: tuple[Label, ...], shape: tuple[int, ...]) 
 
 # --- np.einsum -------------------------------------------------------------------------------------
 
-def einsum(*operands: object, out: Tensor | None = None, dtype: DTypeLike | None = None, order: str = "K",
-           casting: Casting = "safe", optimize: bool | str = False) -> Tensor:
+
+def einsum(
+    *operands: object,
+    out: Tensor | None = None,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    casting: Casting = "safe",
+    optimize: bool | str = False,
+) -> Tensor:
     """np.einsum with a subscripts string ('ij,jk->ik', implicit output 'ij,jk', diagonals and traces
     'ii->i' and 'ii', broadcasting 'ij...,j...->...') or in the sublist form
     (np.einsum(a, [0, 1], b, [1, 2], [0, 2])), any number of operands, and `dtype=` / `casting=`.
@@ -163,9 +179,11 @@ def einsum(*operands: object, out: Tensor | None = None, dtype: DTypeLike | None
 
 def _cast(node: Node, dtype: np.dtype, casting: Casting) -> Node:
     if not np.can_cast(node.dtype, dtype, casting):
-        raise UnsupportedError(f"np.einsum(dtype={dtype}): cannot cast an operand from {node.dtype} to {dtype} "
-                               f"with casting={casting!r}; NumPy refuses this too. Pass casting='unsafe' or "
-                               "convert the operand with .astype() first")
+        raise UnsupportedError(
+            f"np.einsum(dtype={dtype}): cannot cast an operand from {node.dtype} to {dtype} "
+            f"with casting={casting!r}; NumPy refuses this too. Pass casting='unsafe' or "
+            "convert the operand with .astype() first"
+        )
     return build.cast(node, dtype)
 
 
@@ -178,11 +196,12 @@ def parse(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[tuple[La
         raise ShapeError(f"np.einsum: subscripts {subscripts!r} may contain '->' only once, before the output")
     parts = lhs.split(",")
     if len(parts) != len(shapes):
-        raise ShapeError(f"np.einsum: subscripts {subscripts!r} name {len(parts)} operand(s) but "
-                         f"{len(shapes)} were given")
+        raise ShapeError(
+            f"np.einsum: subscripts {subscripts!r} name {len(parts)} operand(s) but {len(shapes)} were given"
+        )
     inputs = [_operand_labels(p, shape, k) for k, (p, shape) in enumerate(zip(parts, shapes))]
     broadcast = max((sum(isinstance(label, int) for label in labels) for labels in inputs), default=0)
-    if not arrow:   # implicit output: the broadcast axes, then the letters used once, sorted
+    if not arrow:  # implicit output: the broadcast axes, then the letters used once, sorted
         counts = Counter(label for labels in inputs for label in labels if isinstance(label, str))
         return inputs, tuple(range(-broadcast, 0)) + tuple(sorted(lab for lab, c in counts.items() if c == 1))
     return inputs, _output_labels(rhs, broadcast, inputs)
@@ -193,8 +212,9 @@ def _letters(part: str, where: str) -> None:
         if c == ".":
             raise ShapeError(f"np.einsum: {where} {part!r} contains a '.' that is not part of an ellipsis ('...')")
         if c not in string.ascii_letters:
-            raise ShapeError(f"np.einsum: invalid subscript {c!r} in {where} {part!r}; subscripts must be "
-                             "letters (a-z, A-Z)")
+            raise ShapeError(
+                f"np.einsum: invalid subscript {c!r} in {where} {part!r}; subscripts must be letters (a-z, A-Z)"
+            )
     if part.count("...") > 1:
         raise ShapeError(f"np.einsum: {where} {part!r} has more than one ellipsis ('...')")
 
@@ -205,8 +225,10 @@ def _operand_labels(part: str, shape: tuple[int, ...], k: int) -> tuple[Label, .
     named = len(head) + len(tail)
     extra = len(shape) - named
     if extra < 0 or (extra and not ellipsis):
-        raise ShapeError(f"np.einsum: operand {k} has shape {shape} ({len(shape)} dimensions) but its subscripts "
-                         f"{part!r} name {named}" + ("" if ellipsis else "; use '...' for the axes not named"))
+        raise ShapeError(
+            f"np.einsum: operand {k} has shape {shape} ({len(shape)} dimensions) but its subscripts "
+            f"{part!r} name {named}" + ("" if ellipsis else "; use '...' for the axes not named")
+        )
     return tuple(head) + tuple(range(-extra, 0)) + tuple(tail)
 
 
@@ -214,8 +236,10 @@ def _output_labels(rhs: str, broadcast: int, inputs: list[tuple[Label, ...]]) ->
     _letters(rhs, "the output subscripts")
     head, ellipsis, tail = rhs.partition("...")
     if broadcast and not ellipsis:
-        raise ShapeError(f"np.einsum: the operands have {broadcast} broadcast ('...') dimension(s) but the output "
-                         f"subscripts {rhs!r} have no '...' to put them")
+        raise ShapeError(
+            f"np.einsum: the operands have {broadcast} broadcast ('...') dimension(s) but the output "
+            f"subscripts {rhs!r} have no '...' to put them"
+        )
     used = set().union(*inputs)
     for c, count in Counter(head + tail).items():
         if count > 1:

@@ -3,6 +3,7 @@
 Result dtypes are NumPy's own: each function asks the matching NumPy ufunc what it would return
 for the operands' dtypes (Python scalars passed as Python scalars, so NEP 50 applies).
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,9 +22,34 @@ from tracejit.numpy import int_comparisons
 from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, python_value
 
 __all__ = [
-    "abs", "broadcast_to", "ceil", "clip", "cos", "erf", "exp", "exp2", "floor", "isfinite",
-    "isinf", "isnan", "log", "log2", "maximum", "minimum", "power", "reciprocal",
-    "reshape", "rint", "sigmoid", "sign", "sin", "sqrt", "tan", "tanh", "transpose", "trunc",
+    "abs",
+    "broadcast_to",
+    "ceil",
+    "clip",
+    "cos",
+    "erf",
+    "exp",
+    "exp2",
+    "floor",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "log",
+    "log2",
+    "maximum",
+    "minimum",
+    "power",
+    "reciprocal",
+    "reshape",
+    "rint",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sqrt",
+    "tan",
+    "tanh",
+    "transpose",
+    "trunc",
     "where",
 ]
 
@@ -39,7 +65,7 @@ def _numpy_result(ufunc: np.ufunc, operands: tuple) -> np.dtype:
     try:
         with np.errstate(all="ignore"):
             return np.asarray(ufunc(*args)).dtype
-    except OverflowError as e:   # a Python int the other operand's dtype cannot hold (NEP 50)
+    except OverflowError as e:  # a Python int the other operand's dtype cannot hold (NEP 50)
         raise ScalarOverflowError(f"np.{ufunc.__name__}: {e}") from None
     except ValueError:
         # NumPy raised computing the probe's value (an integer to a negative power), not resolving its
@@ -76,10 +102,12 @@ def _broadcast(nodes: list[Node]) -> list[Node]:
 # name -> (graph op, NumPy ufunc that defines the result dtype): the op table's rows under their ufunc's
 # name, plus the other names NumPy has for them
 _TABLE = {d.ufunc.__name__: (Op(d.name), d.ufunc) for d in OPS if d.ufunc is not None and d.arity < 3}
-_UNARY = {**{n: v for n, v in _TABLE.items() if v[0] in UNARY},
-          "abs": (Op.ABS, np.absolute), "erf": (Op.ERF, np.exp)}
-_BINARY = {**{n: v for n, v in _TABLE.items() if v[0] in BINARY},
-           "true_divide": (Op.DIV, np.true_divide), "float_power": (Op.POW, np.float_power)}
+_UNARY = {**{n: v for n, v in _TABLE.items() if v[0] in UNARY}, "abs": (Op.ABS, np.absolute), "erf": (Op.ERF, np.exp)}
+_BINARY = {
+    **{n: v for n, v in _TABLE.items() if v[0] in BINARY},
+    "true_divide": (Op.DIV, np.true_divide),
+    "float_power": (Op.POW, np.float_power),
+}
 _INTEGER_IDENTITY = {Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT}
 _FALSE_FOR_INTEGERS = {Op.ISNAN, Op.ISINF}
 
@@ -104,8 +132,10 @@ def _unary(name: str, x) -> Tensor:
 def _integer_reciprocal(x: Node) -> Node:
     """NumPy's integer reciprocal is C's (int)(1.0 / x): 1 and -1 are their own, everything else is 0,
     and 1/0 (inf) converts to what x86 gives for the type: INT_MIN for 32- and 64-bit ints, 0 below."""
+
     def c(v):
         return build.const(v, x.dtype, x.shape)
+
     at_zero = np.iinfo(x.dtype).min if x.dtype.kind == "i" and x.dtype.itemsize >= 4 else 0
     out = build.where(build.binary(Op.EQ, x, c(0)), c(at_zero), c(0))
     out = build.where(build.binary(Op.EQ, x, c(1)), c(1), out)
@@ -121,7 +151,7 @@ def _binary(name: str, a, b) -> Tensor:
     compute = dt
     if dt == BOOL and op in (Op.LT, Op.LE, Op.EQ, Op.NE):
         settled = _outside_int_range(ufunc, a, b)
-        if settled is None:   # a Python-int argument: exact for whatever value a call passes
+        if settled is None:  # a Python-int argument: exact for whatever value a call passes
             settled = int_comparisons.compare(op, a, b)
         if settled is not None:
             return Tensor(settled)
@@ -138,12 +168,17 @@ def _outside_int_range(ufunc, a: Node, b: Node) -> Node | None:
     """NumPy compares an integer array with a Python int beyond its dtype exactly (u8 > -1 is True
     everywhere): such a comparison is the same for every element, so it is a constant."""
     for const, other in ((a, b), (b, a)):
-        if const.op is Op.CONST and const.weak and const.dtype.kind == "i" and other.dtype.kind in "iu" \
-                and not other.weak:
+        if (
+            const.op is Op.CONST
+            and const.weak
+            and const.dtype.kind == "i"
+            and other.dtype.kind in "iu"
+            and not other.weak
+        ):
             info, number = np.iinfo(other.dtype), const.arg
-            assert isinstance(number, int)   # a weak integer constant holds a Python int
+            assert isinstance(number, int)  # a weak integer constant holds a Python int
             if not info.min <= number <= info.max:
-                edge = int(info.min)   # any value of the dtype compares with the constant as its minimum does
+                edge = int(info.min)  # any value of the dtype compares with the constant as its minimum does
                 value = ufunc(number, edge) if const is a else ufunc(edge, number)
                 return build.const(bool(value), BOOL, build.broadcast_shapes(a.shape, b.shape))
     return None
@@ -151,8 +186,10 @@ def _outside_int_range(ufunc, a: Node, b: Node) -> Node | None:
 
 def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None = None) -> Tensor:
     if x is None or y is None:
-        raise UnsupportedError("np.where(condition) with one argument returns indices, whose number depends on "
-                               "the data; tracejit supports np.where(condition, x, y)")
+        raise UnsupportedError(
+            "np.where(condition) with one argument returns indices, whose number depends on "
+            "the data; tracejit supports np.where(condition, x, y)"
+        )
     c, x, y = as_node(condition), as_node(x), as_node(y)
     if c.dtype != BOOL:
         c = build.binary(Op.NE, c, build.const(0, c.dtype, c.shape))
@@ -168,7 +205,7 @@ def _where_result(x: tuple, y: tuple) -> np.dtype:
     args = [v if weak else np.ones((), dt) for dt, weak, v in (x, y)]
     try:
         return check(np.where(True, *args).dtype, "result of np.where")
-    except OverflowError as e:   # beyond the dtype (NumPy 2.5+) or beyond every integer dtype
+    except OverflowError as e:  # beyond the dtype (NumPy 2.5+) or beyond every integer dtype
         raise ScalarOverflowError(f"np.where: {e}") from None
 
 
@@ -203,6 +240,7 @@ Binary = Callable[[ArrayLike, ArrayLike], Tensor]
 def _make_unary(name: str) -> Unary:
     def f(x: ArrayLike) -> Tensor:
         return _unary(name, x)
+
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}, as numpy.{name}."
     return f
@@ -211,6 +249,7 @@ def _make_unary(name: str) -> Unary:
 def _make_binary(name: str) -> Binary:
     def f(a: ArrayLike, b: ArrayLike) -> Tensor:
         return _binary(name, a, b)
+
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}, as numpy.{name}."
     return f
@@ -270,6 +309,7 @@ def logical_not(x: ArrayLike) -> Tensor:
 
 # --- movement ------------------------------------------------------------------------------------
 
+
 def reshape(a: ArrayLike, shape: int | Sequence[int], order: str = "C") -> Tensor:
     if order != "C":
         raise UnsupportedError(f"reshape(order={order!r}): only order='C' is supported")
@@ -299,8 +339,10 @@ def broadcast_to(a: ArrayLike, shape: int | Sequence[int]) -> Tensor:
 def _axis(axis: int | Tensor, ndim: int) -> int:
     axis = python_value(axis, "an axis")
     if isinstance(axis, Tensor) and (axis.ndim or constant_value(axis._node) is None):
-        raise TraceError("an axis argument is a traced value; axes must be plain Python ints. If it is a "
-                         "parameter of the kernel, name it static: @tj.kernel(static=('axis',))")
+        raise TraceError(
+            "an axis argument is a traced value; axes must be plain Python ints. If it is a "
+            "parameter of the kernel, name it static: @tj.kernel(static=('axis',))"
+        )
     axis = int(axis)
     if not -ndim <= axis < ndim:
         raise ShapeError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
@@ -318,7 +360,6 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
 
 def astype(a, dtype) -> Tensor:
     return Tensor(build.cast(as_node(a), check(dtype, "astype target")))
-
 
 
 from tracejit.numpy.reductions import max, mean, min, prod, sum  # noqa: E402,F401  (reductions use the functions above)

@@ -3,6 +3,7 @@ last one closed, values outside the range ignored; edges may be traced (bins=int
 values times bins: each bin counts the values between its edges (every value compared with every edge,
 reduced, fused). Beyond: each value's bin is computed (NumPy's arithmetic for equal bins, a search of the
 edges otherwise) and the counts are a scatter-add (scatter.py)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,8 +21,13 @@ from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, python_value
 __all__ = ["digitize", "histogram"]
 
 
-def histogram(a: ArrayLike, bins: int | Sequence[float] | np.ndarray = 10, range: tuple[float, float] | None = None,
-              density: bool | None = None, weights: ArrayLike | None = None) -> tuple[Tensor, Tensor]:
+def histogram(
+    a: ArrayLike,
+    bins: int | Sequence[float] | np.ndarray = 10,
+    range: tuple[float, float] | None = None,
+    density: bool | None = None,
+    weights: ArrayLike | None = None,
+) -> tuple[Tensor, Tensor]:
     """np.histogram: (hist, bin_edges). bins is an int or a sequence of edges (not a traced array, not a
     string); range=(lo, hi) static, else the data's min and max as NumPy does (the edges are then traced)."""
     shape = as_node(a).shape
@@ -59,12 +65,12 @@ def _scattered_counts(a: Tensor, edges: Tensor, w: Tensor | None, uniform: bool)
     """Each value's bin, then a scatter-add of ones (or the weights) into the bins; values outside the
     edges (NaN too) go to one more bin, dropped."""
     n = edges.shape[0] - 1
-    common = np.result_type(a.dtype, edges.dtype)   # data and edges compared as NumPy compares them
+    common = np.result_type(a.dtype, edges.dtype)  # data and edges compared as NumPy compares them
     values, edges = F.astype(a, common), F.astype(edges, common)
     keep = F.less_equal(edges[0], values) & F.less_equal(values, edges[n])
     if uniform:
         index = _uniform_bins(values, edges, keep)
-    else:   # the last edge closes the last bin
+    else:  # the last edge closes the last bin
         index = F.minimum(F.subtract(searchsorted(edges, values, side="right"), 1), n - 1)
     index = F.where(keep, index, n)
     # counted in int32 (exact: at most a.size), returned as NumPy's int64: 32-bit atomics on every SIMT target
@@ -130,12 +136,15 @@ def _traced_edges(a: Tensor, n: int) -> Tensor:
 def digitize(x: ArrayLike, bins: Sequence[float] | np.ndarray, right: bool = False) -> Tensor:
     """np.digitize with static, monotonic bins: the index of the bin each value falls in."""
     if isinstance(bins, Tensor):
-        raise UnsupportedError("np.digitize: traced bins are not supported (their direction must be known); "
-                               "pass static bins, or use np.searchsorted(bins, x, side=...) for increasing bins")
+        raise UnsupportedError(
+            "np.digitize: traced bins are not supported (their direction must be known); "
+            "pass static bins, or use np.searchsorted(bins, x, side=...) for increasing bins"
+        )
     bins = np.asarray(bins)
     if bins.ndim != 1:
-        raise ValueError("object too deep for desired array" if bins.ndim else "object of too small depth for "
-                         "desired array")
+        raise ValueError(
+            "object too deep for desired array" if bins.ndim else "object of too small depth for desired array"
+        )
     increasing = bool(np.all(bins[1:] >= bins[:-1]))
     if not increasing and not np.all(bins[1:] <= bins[:-1]):
         raise ValueError("bins must be monotonically increasing or decreasing")

@@ -2,6 +2,7 @@
 np.take, np.take_along_axis, and np.searchsorted (a count of comparisons, no gather). Each indexing form
 is one GATHER node (build.gather), which fuses with what produces and consumes it. An index outside its
 axis raises IndexError as in NumPy: while tracing where the index is a constant, else when the kernel runs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,10 +27,12 @@ __all__ = ["searchsorted", "take", "take_along_axis"]
 # while it is a constant, else a graph node), a constant boolean mask, or None (a new axis, the ellipsis)
 Entry = tuple[str, slice | np.ndarray | Node | None]
 
-_SEQUENCES = (np.ndarray, list, tuple, range)   # NumPy reads these as index arrays
+_SEQUENCES = (np.ndarray, list, tuple, range)  # NumPy reads these as index arrays
 _TAKE_MODES = ("raise", "wrap", "clip")
-_VALID = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean arrays "
-          "are valid indices")
+_VALID = (
+    "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean arrays "
+    "are valid indices"
+)
 
 
 def is_array_index(k) -> bool:
@@ -43,8 +46,8 @@ def advanced_index(x: Node, key: tuple) -> Node:
     are adjacent in the key, else they come first."""
     spec, indexed, layout = _read_index(x, _one_axis_each(x, [_entry(k) for k in key]))
     shape = _broadcast_indices([indexed[d].shape for d in sorted(indexed)])
-    gathered: list[int] = []   # the result's shape without its new axes ...
-    final: list[int] = []      # ... and with them
+    gathered: list[int] = []  # the result's shape without its new axes ...
+    final: list[int] = []  # ... and with them
     source_axes: list[int | None] = [None] * len(x.shape)
     at = 0
     for kind, axis in layout:
@@ -53,21 +56,24 @@ def advanced_index(x: Node, key: tuple) -> Node:
             gathered += shape
             final += shape
         elif kind == "slice":
-            assert axis is not None   # a slice's entry names its axis
+            assert axis is not None  # a slice's entry names its axis
             source_axes[axis] = len(gathered)
             gathered.append(spec[axis][2])
             final.append(spec[axis][2])
-        else:   # a new axis
+        else:  # a new axis
             final.append(1)
     tail = (1,) * (len(gathered) - at - len(shape))
-    indices = [build.expand(build.reshape(build.broadcast_to(indexed[d], shape), (1,) * at + shape + tail),
-                            tuple(gathered)) for d in sorted(indexed)]
+    indices = [
+        build.expand(build.reshape(build.broadcast_to(indexed[d], shape), (1,) * at + shape + tail), tuple(gathered))
+        for d in sorted(indexed)
+    ]
     out = build.gather(build.slice_(x, tuple(spec)), tuple(indices), tuple(source_axes))
     return build.reshape(out, tuple(final))
 
 
-def _read_index(x: Node, entries: list[Entry]) \
-        -> tuple[list[tuple[int, int, int]], dict[int, Node], list[tuple[str, int | None]]]:
+def _read_index(
+    x: Node, entries: list[Entry]
+) -> tuple[list[tuple[int, int, int]], dict[int, Node], list[tuple[str, int | None]]]:
     """Per axis of x its slice (start, step, length; all of it where an array indexes it), the index
     arrays' nodes by axis, and the result's axes in order: ("new", None), ("slice", axis), and once
     ("indices", None) where NumPy puts the broadcast index arrays' axes."""
@@ -90,7 +96,7 @@ def _read_index(x: Node, entries: list[Entry]) \
             indexed[axis] = _index_node(value, size, axis)
             positions.append(position)
     adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
-    layout.insert(positions[0] if adjacent else 0, ("indices", None))   # no index array comes before the first
+    layout.insert(positions[0] if adjacent else 0, ("indices", None))  # no index array comes before the first
     return spec, indexed, layout
 
 
@@ -110,21 +116,24 @@ def _entry(k) -> Entry:
     if isinstance(k, Tensor):
         if k.dtype == BOOL:
             known = constant_value(k._node)
-            if known is not None:   # made from constants alone (np.arange(n) % 3 == 0): its count is known
+            if known is not None:  # made from constants alone (np.arange(n) % 3 == 0): its count is known
                 return _entry(known)
             raise UnsupportedError(
                 "indexing with a traced boolean mask (x[mask], x[x > 0]): the result's shape depends on the data. "
                 "Keep the shape with np.where(mask, x, 0), or reduce only the selected elements with a where= "
-                "argument (np.sum(x, where=mask), np.max(x, where=mask, initial=-np.inf))")
+                "argument (np.sum(x, where=mask), np.max(x, where=mask, initial=-np.inf))"
+            )
         if k.dtype.kind not in "iu":
-            raise InvalidIndexError(f"arrays used as indices must be of integer (or boolean) type, not {k.dtype}; "
-                                    "index with k.astype(np.int64)")
+            raise InvalidIndexError(
+                f"arrays used as indices must be of integer (or boolean) type, not {k.dtype}; "
+                "index with k.astype(np.int64)"
+            )
         return "index", k._node
     if isinstance(k, _SEQUENCES):
         a = np.asarray(k)
         if a.dtype == BOOL:
             return "mask", a
-        if a.size == 0 and a.dtype.kind == "f":   # an empty list: NumPy takes it as integers
+        if a.size == 0 and a.dtype.kind == "f":  # an empty list: NumPy takes it as integers
             a = a.astype(np.int64)
         if a.dtype.kind not in "iu":
             raise InvalidIndexError(f"arrays used as indices must be of integer (or boolean) type, not {a.dtype}")
@@ -139,18 +148,19 @@ def _one_axis_each(x: Node, entries: list[Entry]) -> list[Entry]:
     if sum(kind == "ellipsis" for kind, _ in entries) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     if used > len(x.shape):
-        raise ShapeError(f"too many indices: array of shape {x.shape} is {len(x.shape)}-dimensional, "
-                         f"but {used} were indexed")
+        raise ShapeError(
+            f"too many indices: array of shape {x.shape} is {len(x.shape)}-dimensional, but {used} were indexed"
+        )
     whole = [("slice", slice(None))] * (len(x.shape) - used)
     kinds = [kind for kind, _ in entries]
     at = kinds.index("ellipsis") if "ellipsis" in kinds else len(entries)
-    entries = entries[:at] + whole + entries[at + 1:]
+    entries = entries[:at] + whole + entries[at + 1 :]
     out: list[Entry] = []
     axis = 0
     for kind, value in entries:
         if kind == "mask":
-            assert isinstance(value, np.ndarray)   # a mask is a constant
-            out += [("index", i) for i in _mask_positions(value, x.shape[axis:axis + value.ndim], axis)]
+            assert isinstance(value, np.ndarray)  # a mask is a constant
+            out += [("index", i) for i in _mask_positions(value, x.shape[axis : axis + value.ndim], axis)]
             axis += value.ndim
             continue
         out.append((kind, value))
@@ -162,7 +172,7 @@ def _axes_read(entry: Entry) -> int:
     """How many axes of the array one entry of the index reads."""
     kind, value = entry
     if kind == "mask":
-        assert isinstance(value, np.ndarray)   # a mask is a constant
+        assert isinstance(value, np.ndarray)  # a mask is a constant
         return value.ndim
     return 1 if kind in ("slice", "index") else 0
 
@@ -173,8 +183,10 @@ def _mask_positions(mask: np.ndarray, shape: tuple[int, ...], axis: int) -> tupl
         raise UnsupportedError("a 0-d boolean array index is not supported; x[None] adds an axis")
     for d, (n, m) in enumerate(zip(shape, mask.shape)):
         if n != m:
-            raise InvalidIndexError(f"boolean index did not match indexed array along axis {axis + d}; size of axis "
-                                    f"is {n} but size of corresponding boolean axis is {m}")
+            raise InvalidIndexError(
+                f"boolean index did not match indexed array along axis {axis + d}; size of axis "
+                f"is {n} but size of corresponding boolean axis is {m}"
+            )
     return np.nonzero(mask)
 
 
@@ -182,9 +194,13 @@ def _index_node(index, size: int, axis: int) -> Node:
     """The graph node of an integer index array into an axis of `size` elements. A constant is checked
     now (NumPy's IndexError) and stored with negative values counted from the end."""
     if isinstance(index, Node):
-        while index.op is Op.CAST and index.srcs[0].dtype.kind in "iu" and index.dtype.kind in "iu" \
-                and np.can_cast(index.srcs[0].dtype, index.dtype, "safe"):
-            index = index.srcs[0]   # a widening cast changes no index (argmax's int64): WGSL has no int64
+        while (
+            index.op is Op.CAST
+            and index.srcs[0].dtype.kind in "iu"
+            and index.dtype.kind in "iu"
+            and np.can_cast(index.srcs[0].dtype, index.dtype, "safe")
+        ):
+            index = index.srcs[0]  # a widening cast changes no index (argmax's int64): WGSL has no int64
         return index
     bad = (index < -size) | (index >= size)
     if bad.any():
@@ -197,12 +213,15 @@ def _broadcast_indices(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     try:
         return build.broadcast_shapes(*shapes)
     except ShapeError:
-        raise InvalidIndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
-                                + " ".join(str(tuple(s)) for s in shapes)) from None
+        raise InvalidIndexError(
+            "shape mismatch: indexing arrays could not be broadcast together with shapes "
+            + " ".join(str(tuple(s)) for s in shapes)
+        ) from None
 
 
-def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: Tensor | None = None,
-         mode: str = "raise") -> Tensor:
+def take(
+    a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: Tensor | None = None, mode: str = "raise"
+) -> Tensor:
     """np.take: elements at `indices` along `axis` (of the flattened array for None); mode 'raise'
     (IndexError outside the axis), 'wrap' (modulo its length) or 'clip' (to its ends, negatives to 0)."""
     if out is not None:
@@ -212,12 +231,12 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: Tensor 
     a = as_node(a)
     a, axis = (build.reshape(a, (a.size,)), 0) if axis is None else (a, _axis(axis, len(a.shape)))
     kind, index = _entry(indices)
-    if kind == "mask":   # np.take reads booleans as the integers 0 and 1
-        assert isinstance(index, np.ndarray)   # a mask is a constant
+    if kind == "mask":  # np.take reads booleans as the integers 0 and 1
+        assert isinstance(index, np.ndarray)  # a mask is a constant
         kind, index = "index", index.astype(np.int64)
     if kind != "index":
         raise InvalidIndexError(f"np.take: indices must be integers or an integer array, not {indices!r}")
-    assert isinstance(index, (np.ndarray, Node))   # an index array
+    assert isinstance(index, (np.ndarray, Node))  # an index array
     if mode != "raise":
         n = a.shape[axis]
         if n == 0 and index.size:
@@ -244,7 +263,7 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int = -1) -> Tenso
     kind, index = _entry(indices)
     if kind != "index":
         raise InvalidIndexError("`indices` must be an integer array")
-    assert isinstance(index, (np.ndarray, Node))   # an index array
+    assert isinstance(index, (np.ndarray, Node))  # an index array
     ndim = len(index.shape)
     if axis is None:
         if ndim != 1:
@@ -269,8 +288,10 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLi
         raise UnsupportedError(f"np.searchsorted(side={side!r}): side must be 'left' or 'right'")
     a = as_node(a) if sorter is None else take(a, sorter)._node
     if len(a.shape) != 1:
-        raise ShapeError(f"np.searchsorted needs a 1-D array to search, not one of shape {a.shape} (NumPy: "
-                         "object too deep for desired array)")
+        raise ShapeError(
+            f"np.searchsorted needs a 1-D array to search, not one of shape {a.shape} (NumPy: "
+            "object too deep for desired array)"
+        )
     v = as_node(v)
     count = np.dtype(np.int32) if a.size < 2**31 else np.dtype(np.int64)
     if a.size == 0:
@@ -278,12 +299,11 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLi
     rows = Tensor(build.reshape(a, (1,) * len(v.shape) + a.shape))
     values = Tensor(build.reshape(v, v.shape + (1,)))
     nan_a, nan_v = F.isnan(rows), F.isnan(values)
-    if side == "left":   # a[i] sorts before v
+    if side == "left":  # a[i] sorts before v
         before = F.less(rows, values) | (nan_v & ~nan_a)
-    else:                # v does not sort before a[i]
+    else:  # v does not sort before a[i]
         before = ~(F.less(values, rows) | (nan_a & ~nan_v))
-    total = build.reduce(build.broadcast_to(build.cast(before._node, count), v.shape + a.shape), "sum",
-                         (len(v.shape),))
+    total = build.reduce(build.broadcast_to(build.cast(before._node, count), v.shape + a.shape), "sum", (len(v.shape),))
     return Tensor(build.cast(build.reshape(total, v.shape), np.int64))
 
 

@@ -1,6 +1,7 @@
 """An integer array compared with a Python-int argument, exactly as NumPy 2 compares them (u8 < 300 is True
 everywhere, i64 == 2**70 False): the int reaches the kernel as two hidden scalars each call computes, its value
 clamped to the array's dtype and the side it was clamped from, so any int of any call compares right."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,8 @@ import numpy as np
 from tracejit.ir import build
 from tracejit.ir.graph import Node, Op, toposort
 
-KIND = "int compared"   # INPUT args (KIND, argument position, dtype, "value" | "side"): the hidden scalars
-SIDE = np.dtype(np.int32)   # -1: the int is below the dtype's range, 1: above, 0: inside (the value is the int)
+KIND = "int compared"  # INPUT args (KIND, argument position, dtype, "value" | "side"): the hidden scalars
+SIDE = np.dtype(np.int32)  # -1: the int is below the dtype's range, 1: above, 0: inside (the value is the int)
 
 
 def _is_int_argument(n: Node) -> bool:
@@ -20,9 +21,14 @@ def compare(op: Op, a: Node, b: Node) -> Node | None:
     """a OP b (OP one of LT, LE, EQ, NE) where one side is a Python int computed at run time (an argument, or
     arithmetic of arguments) and the other an integer array: exact for every value of the int; None for
     other operands."""
-    for scalar, array, left in ((b, a, False), (a, b, True)):
-        if scalar.weak and scalar.dtype.kind == "i" and scalar.op is not Op.CONST and array.dtype.kind in "iu" \
-                and not array.weak:
+    for scalar, array, left in ((b, a, False), (a, b, True)):  # noqa: B007 (the ones that broke, below)
+        if (
+            scalar.weak
+            and scalar.dtype.kind == "i"
+            and scalar.op is not Op.CONST
+            and array.dtype.kind in "iu"
+            and not array.weak
+        ):
             break
     else:
         return None
@@ -41,7 +47,7 @@ def compare(op: Op, a: Node, b: Node) -> Node | None:
     if op is Op.NE:
         return build.binary(Op.OR, inside, build.binary(Op.NE, side, zero))
     below, above = (side, zero), (zero, side)
-    if op is Op.LT:   # x < int: also where the int is above; int < x: also where it is below
+    if op is Op.LT:  # x < int: also where the int is above; int < x: also where it is below
         return build.binary(Op.OR, inside, build.binary(Op.LT, *(below if left else above)))
     # x <= int: not where the int is below (side >= 0); int <= x: not where it is above (side <= 0)
     return build.binary(Op.AND, inside, build.binary(Op.LE, *(above if not left else below)))
@@ -50,23 +56,28 @@ def compare(op: Op, a: Node, b: Node) -> Node | None:
 def _in_int64(op: Op, array: Node, scalar: Node, left: bool) -> Node:
     """Arithmetic of Python-int arguments (x < n + 1), an int64 in the kernel: compared in int64, where every
     integer dtype but uint64 fits; against uint64, a negative int is below every element."""
+
     def cmp(x, s):
         return build.binary(op, s, x) if left else build.binary(op, x, s)
+
     i64 = np.dtype(np.int64)
     scalar = build.cast(scalar, i64)
     if array.dtype != np.uint64:
         return cmp(build.cast(array, i64), scalar)
     negative = build.binary(Op.LT, scalar, build.const(0, i64, scalar.shape))
     inside = cmp(array, build.cast(scalar, np.uint64))
-    if op is Op.NE or op is Op.LT and left or op is Op.LE and left:   # true wherever the int is below
+    if op is Op.NE or op is Op.LT and left or op is Op.LE and left:  # true wherever the int is below
         return build.binary(Op.OR, inside, negative)
     return build.binary(Op.AND, inside, build.binary(Op.LE, build.const(0, i64, scalar.shape), scalar))
 
 
 def hidden(outputs: list[Node]) -> tuple[tuple[tuple, np.dtype], ...]:
     """The hidden scalars a graph reads, in a fixed order: (INPUT arg, dtype) each."""
-    found = {n.arg: n.dtype for n in toposort(outputs)
-             if n.op is Op.INPUT and isinstance(n.arg, tuple) and n.arg[:1] == (KIND,)}
+    found = {
+        n.arg: n.dtype
+        for n in toposort(outputs)
+        if n.op is Op.INPUT and isinstance(n.arg, tuple) and n.arg[:1] == (KIND,)
+    }
     return tuple(sorted(found.items(), key=lambda item: item[0]))
 
 
@@ -87,4 +98,5 @@ def values_of(compared):
             else:
                 out.append(-1 if s < low else 1 if s > high else 0)
         return tuple(out)
+
     return values

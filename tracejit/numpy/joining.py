@@ -2,6 +2,7 @@
 hsplit, vsplit, dsplit) on traced tensors. A join reads each piece through a view shifted to its offset
 and picks the piece by index range (`where` on an iota), a split is a slice: both are index arithmetic
 fused into their consumers, so no piece is ever written to memory on its own."""
+
 from __future__ import annotations
 
 import itertools
@@ -17,18 +18,32 @@ from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axis
 from tracejit.numpy.tensor import ArrayLike, Casting, Tensor, as_node, python_value
 
-__all__ = ["append", "array_split", "column_stack", "concatenate", "dsplit", "dstack", "hsplit", "hstack",
-           "split", "stack", "unstack", "vsplit", "vstack"]
+__all__ = [
+    "append",
+    "array_split",
+    "column_stack",
+    "concatenate",
+    "dsplit",
+    "dstack",
+    "hsplit",
+    "hstack",
+    "split",
+    "stack",
+    "unstack",
+    "vsplit",
+    "vstack",
+]
 
 
 # --- views and the join ----------------------------------------------------------------------------
+
 
 def tile_axis(x: Node, axis: int, reps: int) -> Node:
     """x repeated `reps` times end to end along axis: a broadcast over a new axis, merged into it."""
     shape = x.shape
     grown = build.reshape(x, shape[:axis] + (1,) + shape[axis:])
     grown = build.expand(grown, shape[:axis] + (reps,) + shape[axis:])
-    return build.reshape(grown, shape[:axis] + (reps * shape[axis],) + shape[axis + 1:])
+    return build.reshape(grown, shape[:axis] + (reps * shape[axis],) + shape[axis + 1 :])
 
 
 def periodic(x: Node, axis: int, start: int, length: int) -> Node:
@@ -54,7 +69,7 @@ def join(nodes: list[Node], axis: int) -> Node:
     where the index along `axis` lies in its range: one load per piece, no piece materialised."""
     first = nodes[0]
     total = sum(n.shape[axis] for n in nodes)
-    shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
+    shape = first.shape[:axis] + (total,) + first.shape[axis + 1 :]
     pieces = [n for n in nodes if n.shape[axis]]
     if len(pieces) == 1:
         return pieces[0]
@@ -71,8 +86,9 @@ def _select(placed: list[Node], offsets: list[int], position: Node) -> Node:
         return placed[0]
     mid = len(placed) // 2
     before = build.binary(Op.LT, position, build.const(offsets[mid], position.dtype, position.shape))
-    return build.where(before, _select(placed[:mid], offsets[:mid], position),
-                       _select(placed[mid:], offsets[mid:], position))
+    return build.where(
+        before, _select(placed[:mid], offsets[:mid], position), _select(placed[mid:], offsets[mid:], position)
+    )
 
 
 def as_array(x) -> Node:
@@ -84,7 +100,7 @@ def as_array(x) -> Node:
 
 def _sequence(arrays, what: str) -> list[Node]:
     if isinstance(arrays, (Tensor, np.ndarray)):
-        arrays = list(arrays)   # NumPy iterates over the first axis of an array passed as the sequence
+        arrays = list(arrays)  # NumPy iterates over the first axis of an array passed as the sequence
     nodes = [as_array(a) for a in arrays]
     if not nodes:
         raise ShapeError(f"need at least one array to {what}")
@@ -99,9 +115,11 @@ def _common_dtype(nodes: list[Node], dtype, casting: Casting, name: str) -> list
         target = np.dtype(dtype)
         for n in nodes:
             if not np.can_cast(n.dtype, target, casting):
-                raise UnsupportedError(f"np.{name}: cannot cast array data from {n.dtype} to {target} according to "
-                                       f"the rule {casting!r} (NumPy refuses this too); pass casting='unsafe' or "
-                                       "cast the arrays with .astype() first")
+                raise UnsupportedError(
+                    f"np.{name}: cannot cast array data from {n.dtype} to {target} according to "
+                    f"the rule {casting!r} (NumPy refuses this too); pass casting='unsafe' or "
+                    "cast the arrays with .astype() first"
+                )
     target = check(target, f"result of np.{name}")
     return [build.cast(n, target) for n in nodes]
 
@@ -113,8 +131,15 @@ def _no_out(out, name: str) -> None:
 
 # --- joining -------------------------------------------------------------------------------------
 
-def concatenate(arrays: Sequence[ArrayLike], axis: int = 0, out: Tensor | None = None, *,
-                dtype: DTypeLike | None = None, casting: Casting = "same_kind") -> Tensor:
+
+def concatenate(
+    arrays: Sequence[ArrayLike],
+    axis: int = 0,
+    out: Tensor | None = None,
+    *,
+    dtype: DTypeLike | None = None,
+    casting: Casting = "same_kind",
+) -> Tensor:
     _no_out(out, "concatenate")
     nodes = _sequence(arrays, "concatenate")
     if axis is None:
@@ -126,23 +151,34 @@ def concatenate(arrays: Sequence[ArrayLike], axis: int = 0, out: Tensor | None =
     axis = _axis(axis, ndim)
     for i, n in enumerate(nodes):
         if len(n.shape) != ndim:
-            raise ShapeError(f"all the input arrays must have same number of dimensions, but the array at index 0 "
-                             f"has {ndim} dimension(s) and the array at index {i} has {len(n.shape)} dimension(s)")
+            raise ShapeError(
+                f"all the input arrays must have same number of dimensions, but the array at index 0 "
+                f"has {ndim} dimension(s) and the array at index {i} has {len(n.shape)} dimension(s)"
+            )
         for d, (a, b) in enumerate(zip(nodes[0].shape, n.shape)):
             if d != axis and a != b:
-                raise ShapeError(f"all the input array dimensions except for the concatenation axis must match "
-                                 f"exactly, but along dimension {d}, the array at index 0 has size {a} and the "
-                                 f"array at index {i} has size {b}")
+                raise ShapeError(
+                    f"all the input array dimensions except for the concatenation axis must match "
+                    f"exactly, but along dimension {d}, the array at index 0 has size {a} and the "
+                    f"array at index {i} has size {b}"
+                )
     return Tensor(join(_common_dtype(nodes, dtype, casting, "concatenate"), axis))
 
 
-def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: Tensor | None = None, *, dtype: DTypeLike | None = None,
-          casting: Casting = "same_kind") -> Tensor:
+def stack(
+    arrays: Sequence[ArrayLike],
+    axis: int = 0,
+    out: Tensor | None = None,
+    *,
+    dtype: DTypeLike | None = None,
+    casting: Casting = "same_kind",
+) -> Tensor:
     _no_out(out, "stack")
     nodes = _sequence(arrays, "stack")
     if any(n.shape != nodes[0].shape for n in nodes):
-        raise ShapeError("all input arrays must have the same shape (np.stack: "
-                         + ", ".join(str(n.shape) for n in nodes) + ")")
+        raise ShapeError(
+            "all input arrays must have the same shape (np.stack: " + ", ".join(str(n.shape) for n in nodes) + ")"
+        )
     shape = nodes[0].shape
     axis = _axis(axis, len(shape) + 1)
     expanded = [build.reshape(n, shape[:axis] + (1,) + shape[axis:]) for n in nodes]
@@ -151,6 +187,7 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: Tensor | None = None,
 
 def at_least(nodes: list[Node], ndim: int) -> list[Node]:
     """np.atleast_2d / atleast_3d shapes: (1, N) and (1, N, 1) for 1-D, (M, N, 1) for 2-D."""
+
     def grow(n: Node) -> Node:
         s = n.shape
         if len(s) >= ndim:
@@ -159,6 +196,7 @@ def at_least(nodes: list[Node], ndim: int) -> list[Node]:
             return build.reshape(n, (1,) * (ndim - len(s)) + s)
         shape = (1,) + s if len(s) == 1 else s
         return build.reshape(n, shape + (1,) * (ndim - len(shape)))
+
     return [grow(n) for n in nodes]
 
 
@@ -191,6 +229,7 @@ def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Tensor
 
 # --- splitting -----------------------------------------------------------------------------------
 
+
 def _pieces(node: Node, bounds: list[int], axis: int) -> list[Tensor]:
     """node[..., start:stop, ...] along axis for consecutive bounds, with Python's slice rules."""
     lead = (slice(None),) * axis
@@ -200,8 +239,10 @@ def _pieces(node: Node, bounds: list[int], axis: int) -> list[Tensor]:
 def _static_split(indices_or_sections, name: str):
     indices_or_sections = python_value(indices_or_sections, f"np.{name}'s sections or indices")
     if isinstance(indices_or_sections, Tensor):
-        raise TraceError(f"np.{name}: the sections or indices are a traced value; they set the pieces' shapes, "
-                         "so they must be plain Python values (name a kernel parameter static to pass them)")
+        raise TraceError(
+            f"np.{name}: the sections or indices are a traced value; they set the pieces' shapes, "
+            "so they must be plain Python values (name a kernel parameter static to pass them)"
+        )
     return indices_or_sections
 
 
@@ -213,7 +254,7 @@ def array_split(ary: ArrayLike, indices_or_sections: int | Sequence[int], axis: 
     spec = _static_split(indices_or_sections, "array_split")
     try:
         points = list(spec)
-    except TypeError:   # not a sequence: a count
+    except TypeError:  # not a sequence: a count
         sections = int(spec)
         if sections <= 0:
             raise ShapeError("number sections must be larger than 0.") from None
@@ -232,8 +273,9 @@ def split(ary: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 
     except TypeError:
         sections, length = spec, node.shape[_axis(axis, len(node.shape))]
         if length % sections:
-            raise ShapeError(f"array split does not result in an equal division ({length} elements into "
-                             f"{sections} sections)") from None
+            raise ShapeError(
+                f"array split does not result in an equal division ({length} elements into {sections} sections)"
+            ) from None
     return array_split(node, spec, axis)
 
 
@@ -264,12 +306,22 @@ def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Tensor, ...]:
     if not node.shape:
         raise ShapeError("Input array must be at least 1-d.")
     axis = _axis(axis, len(node.shape))
-    shape = node.shape[:axis] + node.shape[axis + 1:]
+    shape = node.shape[:axis] + node.shape[axis + 1 :]
     return tuple(Tensor(build.reshape(slice_axis(node, axis, i, 1, 1), shape)) for i in range(node.shape[axis]))
 
 
 NUMPY_FUNCTIONS = {
-    np.concatenate: concatenate, np.stack: stack, np.hstack: hstack, np.vstack: vstack, np.dstack: dstack,
-    np.column_stack: column_stack, np.split: split, np.array_split: array_split, np.hsplit: hsplit,
-    np.vsplit: vsplit, np.dsplit: dsplit, np.append: append, np.unstack: unstack,
+    np.concatenate: concatenate,
+    np.stack: stack,
+    np.hstack: hstack,
+    np.vstack: vstack,
+    np.dstack: dstack,
+    np.column_stack: column_stack,
+    np.split: split,
+    np.array_split: array_split,
+    np.hsplit: hsplit,
+    np.vsplit: vsplit,
+    np.dsplit: dsplit,
+    np.append: append,
+    np.unstack: unstack,
 }

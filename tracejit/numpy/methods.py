@@ -1,5 +1,6 @@
 """NumPy functions that mirror ndarray methods (np.squeeze, np.ravel, np.round, np.ndim, ...)
 on traced tensors; Tensor's methods of the same names call these."""
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ def squeeze(a: ArrayLike, axis: int | Sequence[int] | None = None) -> Tensor:
         return Tensor(build.reshape(a, tuple(s for s in a.shape if s != 1)))
     axes = _axes(axis, len(a.shape))
     if any(a.shape[d] != 1 for d in axes):
-        raise ShapeError(f"cannot select an axis to squeeze out which has size not equal to one "
-                         f"(shape {a.shape}, axis {axis})")
+        raise ShapeError(
+            f"cannot select an axis to squeeze out which has size not equal to one (shape {a.shape}, axis {axis})"
+        )
     return Tensor(build.reshape(a, tuple(s for d, s in enumerate(a.shape) if d not in axes)))
 
 
@@ -40,8 +42,10 @@ def ravel(a: ArrayLike, order: str = "C") -> Tensor:
     """order 'C' (row-major) or 'F' (column-major). 'A' and 'K' follow the memory layout, which a traced
     value does not have: they are refused."""
     if order not in ("C", "F"):
-        raise UnsupportedError(f"ravel(order={order!r}): order follows the memory layout, which a traced value "
-                               "does not have; use order='C' or 'F'")
+        raise UnsupportedError(
+            f"ravel(order={order!r}): order follows the memory layout, which a traced value "
+            "does not have; use order='C' or 'F'"
+        )
     a = as_node(a)
     if order == "F":
         a = build.permute(a, tuple(reversed(range(len(a.shape)))))
@@ -66,8 +70,10 @@ def round(a: ArrayLike, decimals: int = 0, out: Tensor | None = None) -> Tensor:
     if decimals == 0:
         return F.rint(a)
     if a.dtype == BOOL:
-        raise UnsupportedError(f"np.round of a bool array with decimals={decimals}: NumPy cannot cast the "
-                               "float result back to bool either; convert with .astype(float) first")
+        raise UnsupportedError(
+            f"np.round of a bool array with decimals={decimals}: NumPy cannot cast the "
+            "float result back to bool either; convert with .astype(float) first"
+        )
     scale = float(10 ** abs(decimals))
     to, back = (F.multiply, F.true_divide) if decimals > 0 else (F.true_divide, F.multiply)
     out = back(F.rint(to(Tensor(a), scale)), scale)
@@ -91,6 +97,13 @@ def size(a, axis=None) -> int:
 
 
 NUMPY_FUNCTIONS = {
-    np.squeeze: squeeze, np.swapaxes: swapaxes, np.ravel: ravel, np.copy: copy, np.round: round,
-    np.around: round, np.ndim: ndim, np.shape: shape, np.size: size,
+    np.squeeze: squeeze,
+    np.swapaxes: swapaxes,
+    np.ravel: ravel,
+    np.copy: copy,
+    np.round: round,
+    np.around: round,
+    np.ndim: ndim,
+    np.shape: shape,
+    np.size: size,
 }

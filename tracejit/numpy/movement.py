@@ -1,6 +1,7 @@
 """Rearranging and tiling (np.flip, fliplr, flipud, rot90, roll, tile, repeat), axes (moveaxis,
 expand_dims, atleast_1d/2d/3d, broadcast_arrays), np.diff and np.trapezoid on traced tensors: views made
 of reshape, permute, expand and slice, so they are index arithmetic inside the kernels that read them."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -18,8 +19,23 @@ from tracejit.numpy.functions import _axes, _axis
 from tracejit.numpy.joining import as_array, at_least, concatenate, join, periodic, slice_axis
 from tracejit.numpy.tensor import ArrayLike, MAX_UNROLL, Tensor
 
-__all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "diff", "expand_dims", "flip", "fliplr",
-           "flipud", "moveaxis", "repeat", "roll", "rot90", "tile", "trapezoid"]
+__all__ = [
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "broadcast_arrays",
+    "diff",
+    "expand_dims",
+    "flip",
+    "fliplr",
+    "flipud",
+    "moveaxis",
+    "repeat",
+    "roll",
+    "rot90",
+    "tile",
+    "trapezoid",
+]
 
 
 def _static(value, what: str):
@@ -31,12 +47,15 @@ def _static(value, what: str):
         return value
     known = value._known(what) if not value.shape else constant_value(value._node)
     if known is None:
-        raise TraceError(f"{what} is a traced value; it sets the result's shape, so it must be a plain Python "
-                         "value (name a kernel parameter static to pass it)")
+        raise TraceError(
+            f"{what} is a traced value; it sets the result's shape, so it must be a plain Python "
+            "value (name a kernel parameter static to pass it)"
+        )
     return known.item() if known.ndim == 0 else known
 
 
 # --- flips and rotations -------------------------------------------------------------------------
+
 
 def flip(m: ArrayLike, axis: int | Sequence[int] | None = None) -> Tensor:
     node = as_array(m)
@@ -82,6 +101,7 @@ def rot90(m: ArrayLike, k: int = 1, axes: Sequence[int] = (0, 1)) -> Tensor:
 
 # --- rolling, tiling, repeating ------------------------------------------------------------------
 
+
 def roll(a: ArrayLike, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
     """As np.roll: elements shifted along the axes (all of them flattened when axis is None), wrapping
     around; a shift is a modulo in the index."""
@@ -120,9 +140,9 @@ def tile(A: ArrayLike, reps: int | Sequence[int]) -> Tensor:
 def _repeat_each(x: Node, axis: int, count: int) -> Node:
     """Every element along axis `count` times in a row: a broadcast over a new axis after it, merged."""
     shape = x.shape
-    grown = build.reshape(x, shape[:axis + 1] + (1,) + shape[axis + 1:])
-    grown = build.expand(grown, shape[:axis + 1] + (count,) + shape[axis + 1:])
-    return build.reshape(grown, shape[:axis] + (shape[axis] * count,) + shape[axis + 1:])
+    grown = build.reshape(x, shape[: axis + 1] + (1,) + shape[axis + 1 :])
+    grown = build.expand(grown, shape[: axis + 1] + (count,) + shape[axis + 1 :])
+    return build.reshape(grown, shape[:axis] + (shape[axis] * count,) + shape[axis + 1 :])
 
 
 def repeat(a: ArrayLike, repeats: ArrayLike, axis: int | None = None) -> Tensor:
@@ -134,7 +154,7 @@ def repeat(a: ArrayLike, repeats: ArrayLike, axis: int | None = None) -> Tensor:
         node, axis = build.reshape(node, (node.size,)), 0
     else:
         axis = _axis(axis, len(node.shape))
-    counts = np.asarray(repeats).astype(np.intp)   # NumPy truncates float counts too
+    counts = np.asarray(repeats).astype(np.intp)  # NumPy truncates float counts too
     if counts.ndim > 1:
         raise ShapeError(f"np.repeat: repeats must be an int or a 1-D sequence, not of shape {counts.shape}")
     if counts.size == 1:
@@ -148,9 +168,11 @@ def repeat(a: ArrayLike, repeats: ArrayLike, axis: int | None = None) -> Tensor:
         raise ShapeError("repeats may not contain negative values.")
     runs = _runs(counts)
     if len(runs) > MAX_UNROLL:
-        raise UnsupportedError(f"np.repeat with per-element counts forming {len(runs)} runs of equal counts: "
-                               f"tracejit joins one piece per run and supports at most {MAX_UNROLL}. Use an int "
-                               "count, or counts that change less often")
+        raise UnsupportedError(
+            f"np.repeat with per-element counts forming {len(runs)} runs of equal counts: "
+            f"tracejit joins one piece per run and supports at most {MAX_UNROLL}. Use an int "
+            "count, or counts that change less often"
+        )
     pieces = [_repeat_each(slice_axis(node, axis, start, 1, length), axis, count) for start, length, count in runs]
     return Tensor(join(pieces, axis)) if pieces else Tensor(slice_axis(node, axis, 0, 1, 0))
 
@@ -167,6 +189,7 @@ def _runs(counts: np.ndarray) -> list[tuple[int, int, int]]:
 
 
 # --- axes ----------------------------------------------------------------------------------------
+
 
 def _axis_tuple(axis, ndim: int, argument: str) -> tuple[int, ...]:
     axes = tuple(_axis(a, ndim) for a in ((axis,) if np.ndim(axis) == 0 else axis))
@@ -224,8 +247,13 @@ def broadcast_arrays(*args: ArrayLike, subok: bool = False) -> tuple[Tensor, ...
 _NO_VALUE = np._NoValue
 
 
-def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: object = _NO_VALUE,   # (object: an array, or left out)
-         append: object = _NO_VALUE) -> Tensor:
+def diff(
+    a: ArrayLike,
+    n: int = 1,
+    axis: int = -1,
+    prepend: object = _NO_VALUE,  # (object: an array, or left out)
+    append: object = _NO_VALUE,
+) -> Tensor:
     """As np.diff: the n-th forward difference along axis (`!=` for bools), after joining prepend and
     append (a scalar is broadcast to one slice) as NumPy does, with its dtype promotion."""
     n = int(_static(n, "np.diff's n"))
@@ -256,7 +284,7 @@ def _edge_slice(value, shape: tuple[int, ...], axis: int) -> Node:
     node = as_array(value)
     if node.shape:
         return node
-    return build.broadcast_to(node, shape[:axis] + (1,) + shape[axis + 1:])
+    return build.broadcast_to(node, shape[:axis] + (1,) + shape[axis + 1 :])
 
 
 def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: float = 1.0, axis: int = -1) -> Tensor:
@@ -280,8 +308,19 @@ def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: float = 1.0, axis: i
 
 
 NUMPY_FUNCTIONS = {
-    np.flip: flip, np.fliplr: fliplr, np.flipud: flipud, np.rot90: rot90, np.roll: roll, np.tile: tile,
-    np.repeat: repeat, np.moveaxis: moveaxis, np.expand_dims: expand_dims, np.atleast_1d: atleast_1d,
-    np.atleast_2d: atleast_2d, np.atleast_3d: atleast_3d, np.broadcast_arrays: broadcast_arrays, np.diff: diff,
+    np.flip: flip,
+    np.fliplr: fliplr,
+    np.flipud: flipud,
+    np.rot90: rot90,
+    np.roll: roll,
+    np.tile: tile,
+    np.repeat: repeat,
+    np.moveaxis: moveaxis,
+    np.expand_dims: expand_dims,
+    np.atleast_1d: atleast_1d,
+    np.atleast_2d: atleast_2d,
+    np.atleast_3d: atleast_3d,
+    np.broadcast_arrays: broadcast_arrays,
+    np.diff: diff,
     np.trapezoid: trapezoid,
 }

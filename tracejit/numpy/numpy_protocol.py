@@ -1,4 +1,5 @@
 """NumPy's __array_ufunc__ / __array_function__ protocols mapped onto the op namespace."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,24 @@ from tracejit.errors import UnsupportedError
 from tracejit.ir.dtypes import check
 from tracejit.ir.evaluate import constant_value
 from tracejit.numpy import functions as F
-from tracejit.numpy import assign, creation, einsum, histogram, indexing, joining, linalg, methods, movement, padding, reductions, scans, scatter, sorting, statistics, ufuncs
+from tracejit.numpy import (
+    assign,
+    creation,
+    einsum,
+    histogram,
+    indexing,
+    joining,
+    linalg,
+    methods,
+    movement,
+    padding,
+    reductions,
+    scans,
+    scatter,
+    sorting,
+    statistics,
+    ufuncs,
+)
 from tracejit.numpy.tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
@@ -15,12 +33,26 @@ _REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.mini
 
 # Each frontend module lists the NumPy functions it implements (NUMPY_FUNCTIONS); this is their union.
 FUNCTIONS = {
-    np.where: F.where, np.clip: F.clip, np.transpose: F.transpose, np.reshape: F.reshape,
+    np.where: F.where,
+    np.clip: F.clip,
+    np.transpose: F.transpose,
+    np.reshape: F.reshape,
     np.broadcast_to: F.broadcast_to,
-    **reductions.NUMPY_FUNCTIONS, **methods.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **ufuncs.NUMPY_FUNCTIONS,
-    **linalg.NUMPY_FUNCTIONS, **einsum.NUMPY_FUNCTIONS, **statistics.NUMPY_FUNCTIONS, **indexing.NUMPY_FUNCTIONS,
-    **joining.NUMPY_FUNCTIONS, **movement.NUMPY_FUNCTIONS, **padding.NUMPY_FUNCTIONS,
-    **scatter.NUMPY_FUNCTIONS, **histogram.NUMPY_FUNCTIONS, **assign.NUMPY_FUNCTIONS, **scans.NUMPY_FUNCTIONS,
+    **reductions.NUMPY_FUNCTIONS,
+    **methods.NUMPY_FUNCTIONS,
+    **creation.NUMPY_FUNCTIONS,
+    **ufuncs.NUMPY_FUNCTIONS,
+    **linalg.NUMPY_FUNCTIONS,
+    **einsum.NUMPY_FUNCTIONS,
+    **statistics.NUMPY_FUNCTIONS,
+    **indexing.NUMPY_FUNCTIONS,
+    **joining.NUMPY_FUNCTIONS,
+    **movement.NUMPY_FUNCTIONS,
+    **padding.NUMPY_FUNCTIONS,
+    **scatter.NUMPY_FUNCTIONS,
+    **histogram.NUMPY_FUNCTIONS,
+    **assign.NUMPY_FUNCTIONS,
+    **scans.NUMPY_FUNCTIONS,
     **sorting.NUMPY_FUNCTIONS,
 }
 
@@ -29,11 +61,32 @@ FUNCTIONS = {
 DATA_DEPENDENT = frozenset({*sorting.REFUSED, np.where})
 # NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
 # np.ravel makes a view of contiguous data only
-VIEW_FUNCTIONS = frozenset({
-    np.transpose, np.reshape, np.squeeze, np.swapaxes, np.moveaxis, np.expand_dims, np.broadcast_to, np.atleast_1d,
-    np.atleast_2d, np.atleast_3d, np.flip, np.fliplr, np.flipud, np.rot90, np.split, np.array_split, np.hsplit,
-    np.vsplit, np.dsplit, np.unstack, np.real, np.ravel,
-})
+VIEW_FUNCTIONS = frozenset(
+    {
+        np.transpose,
+        np.reshape,
+        np.squeeze,
+        np.swapaxes,
+        np.moveaxis,
+        np.expand_dims,
+        np.broadcast_to,
+        np.atleast_1d,
+        np.atleast_2d,
+        np.atleast_3d,
+        np.flip,
+        np.fliplr,
+        np.flipud,
+        np.rot90,
+        np.split,
+        np.array_split,
+        np.hsplit,
+        np.vsplit,
+        np.dsplit,
+        np.unstack,
+        np.real,
+        np.ravel,
+    }
+)
 # out= of NumPy functions: (casting, whether out must have the result's shape rather than one it broadcasts
 # to); the reductions, np.round, np.take & co. take the result's shape cast 'unsafe', as NumPy's
 OUT_RULES = {np.clip: ("same_kind", False), np.concatenate: ("same_kind", True), np.einsum: ("safe", True)}
@@ -41,8 +94,11 @@ OUT_RULES = {np.clip: ("same_kind", False), np.concatenate: ("same_kind", True),
 
 def _name(func) -> str:
     mod = getattr(func, "__module__", "numpy") or "numpy"
-    mod = "np" if mod.startswith("numpy") and mod.count(".") <= 1 and "fft" not in mod and "linalg" not in mod \
+    mod = (
+        "np"
+        if mod.startswith("numpy") and mod.count(".") <= 1 and "fft" not in mod and "linalg" not in mod
         else mod.replace("numpy", "np")
+    )
     return f"{mod}.{func.__name__}"
 
 
@@ -74,8 +130,9 @@ def _into(ufunc, method, inputs, kwargs, outs: tuple):
         raise UnsupportedError(f"np.{ufunc.__name__} has {len(results)} output(s); out= gave {len(outs)}")
     if method != "__call__":
         casting = "unsafe" if "casting" not in kwargs else casting
-    written = tuple(r if o is None else assign.write_out(o, r, casting, where, ufunc.__name__)
-                    for o, r in zip(outs, results))
+    written = tuple(
+        r if o is None else assign.write_out(o, r, casting, where, ufunc.__name__) for o, r in zip(outs, results)
+    )
     return written if len(written) > 1 else written[0]
 
 
@@ -93,13 +150,15 @@ def array_function(func, args, kwargs):
     impl = FUNCTIONS.get(func) or sorting.REFUSED.get(func)
     if impl is None:
         constants = _constant_arguments((args, kwargs))
-        if constants is not None:   # arrays the kernel made from constants: NumPy computes it, as before a trace
+        if constants is not None:  # arrays the kernel made from constants: NumPy computes it, as before a trace
             args, kwargs = constants
             return func(*args, **kwargs)
-        raise UnsupportedError(f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
-                               + ", ".join(sorted({f.__name__ for f in FUNCTIONS})))
+        raise UnsupportedError(
+            f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
+            + ", ".join(sorted({f.__name__ for f in FUNCTIONS}))
+        )
     constants = _constant_arguments((args, kwargs)) if func in DATA_DEPENDENT else None
-    if constants is not None:   # np.nonzero(np.arange(n) > k): known while tracing, so NumPy computes it
+    if constants is not None:  # np.nonzero(np.arange(n) > k): known while tracing, so NumPy computes it
         return func(*constants[0], **constants[1])
     out = kwargs.pop("out", None)
     try:

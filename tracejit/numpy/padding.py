@@ -1,6 +1,7 @@
 """np.pad on traced tensors. Constant padding is one masked load; edge padding joins the edge slices to
 the array; wrap, reflect and symmetric read a periodic view of the array (or of it joined to its mirror
 image), so a padded axis is a modulo in the index. Axes are padded one after another, as NumPy does."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,10 +17,19 @@ from tracejit.numpy.tensor import ArrayLike, Tensor, python_value
 __all__ = ["pad"]
 
 # NumPy's modes and the keyword arguments each takes
-_MODES = {"constant": {"constant_values"}, "edge": set(), "wrap": set(), "empty": set(),
-          "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}, "linear_ramp": {"end_values"},
-          "maximum": {"stat_length"}, "mean": {"stat_length"}, "median": {"stat_length"},
-          "minimum": {"stat_length"}}
+_MODES = {
+    "constant": {"constant_values"},
+    "edge": set(),
+    "wrap": set(),
+    "empty": set(),
+    "reflect": {"reflect_type"},
+    "symmetric": {"reflect_type"},
+    "linear_ramp": {"end_values"},
+    "maximum": {"stat_length"},
+    "mean": {"stat_length"},
+    "median": {"stat_length"},
+    "minimum": {"stat_length"},
+}
 _SUPPORTED = ("constant", "edge", "reflect", "symmetric", "wrap", "empty")
 
 
@@ -46,19 +56,24 @@ def pad(array: ArrayLike, pad_width: ArrayLike, mode: str = "constant", **kwargs
 
 def _check_mode(mode, kwargs) -> None:
     if callable(mode):
-        raise UnsupportedError("np.pad with a function as mode calls Python on every vector; tracejit supports "
-                               f"the modes {', '.join(_SUPPORTED)}")
+        raise UnsupportedError(
+            "np.pad with a function as mode calls Python on every vector; tracejit supports "
+            f"the modes {', '.join(_SUPPORTED)}"
+        )
     if mode not in _MODES:
         raise ShapeError(f"mode '{mode}' is not supported")
     unexpected = set(kwargs) - _MODES[mode]
     if unexpected:
         raise ShapeError(f"unsupported keyword arguments for mode '{mode}': {unexpected}")
     if mode not in _SUPPORTED:
-        raise UnsupportedError(f"np.pad(mode={mode!r}) is not supported by tracejit; supported modes: "
-                               f"{', '.join(_SUPPORTED)}")
+        raise UnsupportedError(
+            f"np.pad(mode={mode!r}) is not supported by tracejit; supported modes: {', '.join(_SUPPORTED)}"
+        )
     if _holds_tensor(kwargs.get("constant_values", 0)):
-        raise UnsupportedError("np.pad's constant_values must be plain values known while tracing; to pad with a "
-                               "traced value, pad with 0 and select it with np.where on a mask padded the same way")
+        raise UnsupportedError(
+            "np.pad's constant_values must be plain values known while tracing; to pad with a "
+            "traced value, pad with 0 and select it with np.where on a mask padded the same way"
+        )
 
 
 def _holds_tensor(value) -> bool:
@@ -95,8 +110,10 @@ def _pairs(x, ndim: int, as_index: bool = False) -> list[tuple]:
     try:
         return [tuple(p) for p in np.broadcast_to(x, (ndim, 2)).tolist()]
     except ValueError:
-        raise ShapeError(f"np.pad: a pad argument of shape {x.shape} cannot be broadcast to ({ndim}, 2) "
-                         "(one (before, after) pair per axis)") from None
+        raise ShapeError(
+            f"np.pad: a pad argument of shape {x.shape} cannot be broadcast to ({ndim}, 2) "
+            "(one (before, after) pair per axis)"
+        ) from None
 
 
 def _fill(value, dtype: np.dtype):
@@ -141,7 +158,7 @@ def _pad_axis(x: Node, axis: int, before: int, after: int, mode: str, odd: bool)
 def _edge(x: Node, axis: int, index: int, width: int) -> Node:
     """x's slice at index along axis, repeated width times."""
     edge = slice_axis(x, axis, index, 1, 1)
-    return build.expand(edge, edge.shape[:axis] + (width,) + edge.shape[axis + 1:])
+    return build.expand(edge, edge.shape[:axis] + (width,) + edge.shape[axis + 1 :])
 
 
 def _pad_odd(x: Node, axis: int, before: int, after: int, symmetric: bool) -> Node:
@@ -151,11 +168,15 @@ def _pad_odd(x: Node, axis: int, before: int, after: int, symmetric: bool) -> No
     n = x.shape[axis]
     reach = n if symmetric else n - 1
     if x.dtype == BOOL:
-        raise UnsupportedError("np.pad(..., reflect_type='odd') of a bool array is not supported (NumPy computes "
-                               "2 * edge - x in int64 and casts it back to bool); cast to an integer dtype first")
+        raise UnsupportedError(
+            "np.pad(..., reflect_type='odd') of a bool array is not supported (NumPy computes "
+            "2 * edge - x in int64 and casts it back to bool); cast to an integer dtype first"
+        )
     if before > reach or after > reach:
-        raise UnsupportedError(f"np.pad(..., reflect_type='odd') wider than one reflection ({reach} for an axis of "
-                               f"{n}) is not supported by tracejit; pad in steps (np.pad of np.pad) instead")
+        raise UnsupportedError(
+            f"np.pad(..., reflect_type='odd') wider than one reflection ({reach} for an axis of "
+            f"{n}) is not supported by tracejit; pad in steps (np.pad of np.pad) instead"
+        )
     skip = 0 if symmetric else 1
     left = slice_axis(x, axis, skip + before - 1, -1, before)
     right = slice_axis(x, axis, n - 1 - skip, -1, after)

@@ -1,6 +1,7 @@
 """Philox-4x32-10 (Salmon et al., SC'11: "Parallel random numbers: as easy as 1, 2, 3") as element-wise graph
 ops on uint32 only, so that it fuses and runs alike on every target (WGSL has no 64-bit integers), and the
 conversions of its words to uniform floats and bounded integers."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,8 @@ from tracejit.ir.graph import Node, Op
 
 U32 = np.dtype("uint32")
 ROUNDS = 10
-M0, M1 = 0xD2511F53, 0xCD9E8D57   # the round multipliers
-W0, W1 = 0x9E3779B9, 0xBB67AE85   # the key schedule's increments (golden ratio, sqrt(3) - 1)
+M0, M1 = 0xD2511F53, 0xCD9E8D57  # the round multipliers
+W0, W1 = 0x9E3779B9, 0xBB67AE85  # the key schedule's increments (golden ratio, sqrt(3) - 1)
 
 
 def _c(value: int, shape) -> Node:
@@ -52,8 +53,7 @@ def philox4x32(counter: tuple[Node, Node, Node, Node], key: tuple[Node, Node]) -
             k0, k1 = _wrapping_add(k0, W0), _wrapping_add(k1, W1)
         hi0, lo0 = mulhilo(c0, M0)
         hi1, lo1 = mulhilo(c2, M1)
-        c0, c1, c2, c3 = (_op(Op.XOR, _op(Op.XOR, hi1, c1), k0), lo1,
-                          _op(Op.XOR, _op(Op.XOR, hi0, c3), k1), lo0)
+        c0, c1, c2, c3 = (_op(Op.XOR, _op(Op.XOR, hi1, c1), k0), lo1, _op(Op.XOR, _op(Op.XOR, hi0, c3), k1), lo0)
     return c0, c1, c2, c3
 
 
@@ -67,7 +67,7 @@ def flat_index(shape: tuple[int, ...]) -> Node:
         term = term if stride == 1 else _op(Op.MUL, term, stride)
         index = term if index is None else _op(Op.ADD, index, term)
         stride *= shape[axis]
-    assert index is not None   # shape is not empty
+    assert index is not None  # shape is not empty
     return index
 
 
@@ -78,19 +78,19 @@ def uniform(words: tuple[Node, ...], dtype: np.dtype) -> Node:
         a = build.cast(_op(Op.SHR, words[0], 5), dtype)
         b = build.cast(_op(Op.SHR, words[1], 6), dtype)
         shape = a.shape
-        mantissa = build.binary(Op.ADD, build.binary(Op.MUL, a, build.const(2.0 ** 26, dtype, shape)), b)
-        return build.binary(Op.MUL, mantissa, build.const(2.0 ** -53, dtype, shape))
+        mantissa = build.binary(Op.ADD, build.binary(Op.MUL, a, build.const(2.0**26, dtype, shape)), b)
+        return build.binary(Op.MUL, mantissa, build.const(2.0**-53, dtype, shape))
     f32 = np.dtype("float32")
     x = build.cast(_op(Op.SHR, words[0], 8), f32)
-    x = build.binary(Op.MUL, x, build.const(2.0 ** -24, f32, x.shape))
+    x = build.binary(Op.MUL, x, build.const(2.0**-24, f32, x.shape))
     return x if dtype == f32 else build.cast(x, dtype)
 
 
 def below(word: Node, n: int) -> Node:
     """Integers in [0, n) for 1 <= n <= 2**32 from one word: the high word of word * n (Lemire's multiply,
     without the rejection step: each value's probability is off by at most n / 2**32 of itself)."""
-    if n == 2 ** 32:
+    if n == 2**32:
         return word
-    if n & (n - 1) == 0:   # a power of two: the top bits, exactly uniform
+    if n & (n - 1) == 0:  # a power of two: the top bits, exactly uniform
         return _op(Op.SHR, word, 32 - int(math.log2(n))) if n > 1 else _c(0, word.shape)
     return mulhilo(word, n)[0]

@@ -2,6 +2,7 @@
 pairwise in Python (`b < a` takes b), which needs each comparison's value while tracing; here the same
 comparisons select, element by element, when the kernel runs (NaN included: Python keeps the earlier value
 where a comparison with NaN is false, and so does this)."""
+
 from __future__ import annotations
 
 import builtins
@@ -30,7 +31,7 @@ def _select(name: str, args: tuple, key, default):
         return getattr(builtins, name)(*args, **options)
     result = items[0]
     for v in items[1:]:
-        better = v < result if name == "min" else v > result   # Python's order of comparison
+        better = v < result if name == "min" else v > result  # Python's order of comparison
         result = np.where(better, v, result)
     return result
 

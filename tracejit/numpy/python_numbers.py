@@ -1,6 +1,7 @@
 """The kernel's Python-number arguments while it is traced: where the code needs one as a Python number (a range
 bound, a shape, a count, an index, int(), float(), an `if`), the value the kernel was called with, and which
 arguments were so used: the kernel's plan is then specialised on their values (frontend/kernel.py)."""
+
 from __future__ import annotations
 
 import contextvars
@@ -13,8 +14,9 @@ from tracejit.ir.evaluate import value_given
 from tracejit.ir.graph import Node
 
 # (argument position -> its value, argument position -> the first use that needed it) of the trace running here
-_CURRENT: contextvars.ContextVar[tuple[Mapping[int, object], dict[int, str]] | None] = \
-    contextvars.ContextVar("tracejit_python_numbers", default=None)
+_CURRENT: contextvars.ContextVar[tuple[Mapping[int, object], dict[int, str]] | None] = contextvars.ContextVar(
+    "tracejit_python_numbers", default=None
+)
 
 
 @contextmanager

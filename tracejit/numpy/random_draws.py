@@ -1,5 +1,6 @@
 """np.random.* and np.random.Generator methods called by a kernel function: draws of tracejit's counter-based
 generator (philox.py), keyed by four uint32 scalar arguments of the kernel that each call fills afresh."""
+
 from __future__ import annotations
 
 import threading
@@ -17,10 +18,11 @@ from tracejit.numpy.captured import array_node
 from tracejit.numpy.tensor import Tensor, python_value
 
 U32 = philox.U32
-WORDS = 4   # per stream and call: key (2 words), counter (2 words)
+WORDS = 4  # per stream and call: key (2 words), counter (2 words)
 
 
 # --- the global stream: tj.random.seed(n) --------------------------------------------------------------
+
 
 class _GlobalStream:
     """The key of np.random.* calls in kernels and the count of calls drawn with it so far (keyed from OS
@@ -40,7 +42,7 @@ class _GlobalStream:
             self.seed(None)
         with self.lock:
             calls = self.calls
-            self.calls = (calls + 1) % 2 ** 64
+            self.calls = (calls + 1) % 2**64
             key = self.key
         return (*key, calls & 0xFFFFFFFF, calls >> 32)
 
@@ -57,6 +59,7 @@ def seed(n: int | None = None) -> None:
 
 # --- streams of a trace and their words per call -------------------------------------------------------
 
+
 def _is_generator(value) -> bool:
     t = type(value)
     return t.__name__ == "Generator" and t.__module__.startswith("numpy.random")
@@ -66,22 +69,25 @@ def _is_generator(value) -> bool:
 class Stream:
     """Where a call's words come from: "global" (tj.random), "argument" (a Generator passed at `where`), or
     "captured" (a Generator the function reads from a global or a closure cell: `where` reads it)."""
+
     kind: str
-    first: int                       # input index of the first of its WORDS uint32 scalars
-    where: int | Callable[[], object] | None = None   # "argument": its position; "captured": what reads it
+    first: int  # input index of the first of its WORDS uint32 scalars
+    where: int | Callable[[], object] | None = None  # "argument": its position; "captured": what reads it
 
     def words(self, args) -> tuple[int, ...]:
         if self.kind == "global":
             return GLOBAL.next_words()
-        if isinstance(self.where, int):   # "argument"
+        if isinstance(self.where, int):  # "argument"
             g = args[self.where]
         else:
-            assert self.where is not None, self.kind   # "captured"
+            assert self.where is not None, self.kind  # "captured"
             g = self.where()
         if not _is_generator(g):
-            raise ArgumentError(f"a kernel traced with a np.random.Generator got a {type(g).__name__} in its "
-                                "place; pass a Generator (or call the kernel through a function of its own)")
-        raw = int(g.bit_generator.random_raw())   # the Generator's own stream: a fresh key per call
+            raise ArgumentError(
+                f"a kernel traced with a np.random.Generator got a {type(g).__name__} in its "
+                "place; pass a Generator (or call the kernel through a function of its own)"
+            )
+        raw = int(g.bit_generator.random_raw())  # the Generator's own stream: a fresh key per call
         return (raw & 0xFFFFFFFF, raw >> 32, 0, 0)
 
 
@@ -96,6 +102,7 @@ def call_words(streams, args) -> tuple:
 @dataclass
 class Draws:
     """The random draws of one trace: its streams, and a count that makes each draw's counters its own."""
+
     first_input: int
     streams: list = field(default_factory=list)
     count: int = 0
@@ -114,9 +121,11 @@ class Draws:
         """Four fresh uint32 words per element of `shape`: Philox of counter (element, draw, call) under the
         stream's key."""
         size = int(np.prod(shape, dtype=np.int64))
-        if size >= 2 ** 32:
-            raise UnsupportedError(f"a random draw of {size} elements: tracejit's generator counts elements in "
-                                   "32 bits; draw at most 2**32 - 1 at once")
+        if size >= 2**32:
+            raise UnsupportedError(
+                f"a random draw of {size} elements: tracejit's generator counts elements in "
+                "32 bits; draw at most 2**32 - 1 at once"
+            )
         draw = self.count
         self.count += 1
         k0, k1, c2, c3 = (build.broadcast_to(n, shape) for n in source)
@@ -147,6 +156,7 @@ def _draws() -> Draws:
 
 # --- distributions ------------------------------------------------------------------------------------
 
+
 def _shape(size) -> tuple[int, ...]:
     if size is None:
         return ()
@@ -169,7 +179,7 @@ class _Source:
     """Draws of one stream: the Generator's methods, built on its four scalar nodes (or constants)."""
 
     def __init__(self, nodes):
-        self._nodes = nodes   # the four nodes, or a function that adds the stream to the running trace
+        self._nodes = nodes  # the four nodes, or a function that adds the stream to the running trace
 
     def _words(self, shape):
         nodes = self._nodes() if callable(self._nodes) else self._nodes
@@ -184,9 +194,12 @@ class _Source:
         _no_out(out, "standard_normal")
         shape, dt = _shape(size), _float_dtype(dtype, "standard_normal")
         w = self._words(shape)
-        u1, u2 = (philox.uniform(w[:2], dt), philox.uniform(w[2:], dt)) if dt == np.float64 else \
-            (philox.uniform(w[:1], dt), philox.uniform(w[1:2], dt))
-        c = lambda v: build.const(v, dt, shape)   # noqa: E731
+        u1, u2 = (
+            (philox.uniform(w[:2], dt), philox.uniform(w[2:], dt))
+            if dt == np.float64
+            else (philox.uniform(w[:1], dt), philox.uniform(w[1:2], dt))
+        )
+        c = lambda v: build.const(v, dt, shape)  # noqa: E731
         # Box-Muller: r = sqrt(-2 log(1 - u1)) (1 - u1 is in (0, 1]), angle 2 pi u2
         r = build.unary(Op.SQRT, build.binary(Op.MUL, c(-2.0), build.unary(Op.LOG, build.binary(Op.SUB, c(1.0), u1))))
         return Tensor(build.binary(Op.MUL, r, build.unary(Op.COS, build.binary(Op.MUL, c(2 * np.pi), u2))))
@@ -195,7 +208,7 @@ class _Source:
         _no_out(out, "standard_exponential")
         shape, dt = _shape(size), _float_dtype(dtype, "standard_exponential")
         u = philox.uniform(self._words(shape), dt)
-        return Tensor(build.unary(Op.NEG, build.unary(Op.LOG1P, build.unary(Op.NEG, u))))   # -log(1 - u)
+        return Tensor(build.unary(Op.NEG, build.unary(Op.LOG1P, build.unary(Op.NEG, u))))  # -log(1 - u)
 
     def uniform(self, low=0.0, high=1.0, size=None):
         shape = _result_shape(size, low, high)
@@ -213,30 +226,38 @@ class _Source:
         if high is None:
             low, high = 0, low
         if any(isinstance(v, Tensor) or np.ndim(v) for v in (low, high)):
-            raise UnsupportedError("random integers: `low` and `high` must be Python integers known while "
-                                   "tracing (array bounds are not supported)")
+            raise UnsupportedError(
+                "random integers: `low` and `high` must be Python integers known while "
+                "tracing (array bounds are not supported)"
+            )
         low, high = int(low), int(high) + bool(endpoint)
         dt = np.dtype(dtype)
         if dt.kind not in "iu":
             raise UnsupportedError(f"random integers of dtype {dt}: use an integer dtype")
         info = np.iinfo(dt)
         if high <= low or low < info.min or high - 1 > info.max:
-            raise ArgumentValueError(f"random integers in [{low}, {high}) of dtype {dt}: "
-                                     + ("low >= high" if high <= low else f"out of bounds for {dt}"))
-        if high - low > 2 ** 32:
-            raise UnsupportedError(f"random integers in a range of {high - low} values: tracejit's generator draws "
-                                   "ranges of at most 2**32 values")
+            raise ArgumentValueError(
+                f"random integers in [{low}, {high}) of dtype {dt}: "
+                + ("low >= high" if high <= low else f"out of bounds for {dt}")
+            )
+        if high - low > 2**32:
+            raise UnsupportedError(
+                f"random integers in a range of {high - low} values: tracejit's generator draws "
+                "ranges of at most 2**32 values"
+            )
         shape = _shape(size)
         k = philox.below(self._words(shape)[0], high - low)
-        value = build.cast(k, dt)   # (wraps for narrow dtypes; adding low wraps back into [low, high))
+        value = build.cast(k, dt)  # (wraps for narrow dtypes; adding low wraps back into [low, high))
         if low:
             value = build.binary(Op.ADD, value, build.const(low, dt, shape))
         return Tensor(value)
 
     def choice(self, a, size=None, replace=True, p=None, axis=0, shuffle=True):
         if not replace or p is not None or axis != 0:
-            raise UnsupportedError("random choice: only choice(a, size) with replacement and equal probabilities "
-                                   "(no replace=False, p= or axis=) is supported in a kernel")
+            raise UnsupportedError(
+                "random choice: only choice(a, size) with replacement and equal probabilities "
+                "(no replace=False, p= or axis=) is supported in a kernel"
+            )
         if isinstance(a, (int, np.integer)):
             return self.integers(0, int(a), size)
         values = a if isinstance(a, Tensor) else Tensor(array_node(np.asarray(a)))
@@ -260,12 +281,21 @@ class TracedGenerator(_Source):
     """A np.random.Generator inside a traced function (passed, captured or made there)."""
 
     def __getattr__(self, name: str):
-        raise UnsupportedError(f"Generator.{name} is not supported inside a kernel; supported: "
-                               + ", ".join(GENERATOR_METHODS))
+        raise UnsupportedError(
+            f"Generator.{name} is not supported inside a kernel; supported: " + ", ".join(GENERATOR_METHODS)
+        )
 
 
-GENERATOR_METHODS = ("random", "uniform", "standard_normal", "normal", "standard_exponential", "exponential",
-                     "integers", "choice")
+GENERATOR_METHODS = (
+    "random",
+    "uniform",
+    "standard_normal",
+    "normal",
+    "standard_exponential",
+    "exponential",
+    "integers",
+    "choice",
+)
 
 
 def argument(position: int) -> TracedGenerator:
@@ -280,6 +310,7 @@ def captured(read, key) -> TracedGenerator:
 
 # --- the np.random functions ---------------------------------------------------------------------------
 
+
 def _global() -> _Source:
     return _Source(_draws().stream("global"))
 
@@ -287,6 +318,7 @@ def _global() -> _Source:
 def _dims(name):
     def f(*dims):
         return getattr(_global(), name)(dims)
+
     return f
 
 
@@ -321,7 +353,7 @@ FUNCTIONS = {
     "standard_exponential": lambda size=None: _global().standard_exponential(size),
     "exponential": lambda scale=1.0, size=None: _global().exponential(scale, size),
     "randint": _randint,
-    "random_integers": None,   # deprecated in NumPy: refused like the rest
+    "random_integers": None,  # deprecated in NumPy: refused like the rest
     "choice": lambda a, size=None, replace=True, p=None: _global().choice(a, size, replace, p),
     "default_rng": _seeded,
 }
@@ -332,9 +364,12 @@ def while_tracing(name: str, original, args, kwargs):
     """np.random.<name>(*args, **kwargs) called by the kernel function while it is traced."""
     impl = FUNCTIONS.get(name)
     if impl is None:
-        raise UnsupportedError(f"np.random.{name} is not supported inside a kernel; supported: "
-                               + ", ".join(f"np.random.{n}" for n in SUPPORTED)
-                               + "; and the Generator methods " + ", ".join(GENERATOR_METHODS))
+        raise UnsupportedError(
+            f"np.random.{name} is not supported inside a kernel; supported: "
+            + ", ".join(f"np.random.{n}" for n in SUPPORTED)
+            + "; and the Generator methods "
+            + ", ".join(GENERATOR_METHODS)
+        )
     try:
         return impl(*args, **kwargs)
     except TypeError as e:
@@ -344,6 +379,7 @@ def while_tracing(name: str, original, args, kwargs):
 
 
 # --- generators the kernel function captures ------------------------------------------------------------
+
 
 def visible(fn):
     """fn, or a copy of it whose captured Generators (in its globals or closure cells) are traced ones."""
@@ -363,6 +399,7 @@ def visible(fn):
     if not found and not held:
         return fn
     import types
+
     new_globals = dict(g)
     for n in found:
         new_globals[n] = captured(lambda n=n, g=g: g.get(n), key=("global", n))
@@ -378,5 +415,5 @@ def visible(fn):
 def _holds_generator(cell) -> bool:
     try:
         return _is_generator(cell.cell_contents)
-    except ValueError:   # an empty cell
+    except ValueError:  # an empty cell
         return False

@@ -1,5 +1,6 @@
 """Reductions and statistics (np.sum, np.var, np.argmax, np.nanmean, tj.logsumexp, ...) on traced tensors,
 with NumPy's axis, keepdims, dtype, initial and where arguments and NumPy's result dtypes."""
+
 from __future__ import annotations
 
 import builtins
@@ -22,9 +23,32 @@ from tracejit.numpy.statistic_log import Statistic, note
 from tracejit.numpy.tensor import ArrayLike, Scalar, Tensor, as_node, python_value
 
 __all__ = [
-    "all", "amax", "amin", "any", "argmax", "argmin", "average", "count_nonzero", "logsumexp", "max",
-    "mean", "min", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod", "nanstd", "nansum",
-    "nanvar", "prod", "ptp", "std", "sum", "var",
+    "all",
+    "amax",
+    "amin",
+    "any",
+    "argmax",
+    "argmin",
+    "average",
+    "count_nonzero",
+    "logsumexp",
+    "max",
+    "mean",
+    "min",
+    "nanargmax",
+    "nanargmin",
+    "nanmax",
+    "nanmean",
+    "nanmin",
+    "nanprod",
+    "nanstd",
+    "nansum",
+    "nanvar",
+    "prod",
+    "ptp",
+    "std",
+    "sum",
+    "var",
 ]
 
 _COMBINE = {"sum": Op.ADD, "prod": Op.MUL, "max": Op.MAX, "min": Op.MIN}  # how `initial` joins a result
@@ -65,6 +89,7 @@ def _count(mask: Node | None, shape, axes, dt) -> Node | float:
 
 # --- sum, prod, max, min -------------------------------------------------------------------------
 
+
 def _reduce(op: str, a, axis, keepdims: bool, dtype=None, initial=None, where=True, logical=False) -> Tensor:
     """`logical`: any/all, a max/min of bools whose identity (False/True) NumPy uses for empty slices."""
     a = as_node(a)
@@ -73,8 +98,9 @@ def _reduce(op: str, a, axis, keepdims: bool, dtype=None, initial=None, where=Tr
         if builtins.any(a.shape[d] == 0 for d in axes):
             raise ShapeError(f"zero-size array (shape {a.shape}) to reduction operation {op} which has no identity")
         if where is not True:
-            raise ShapeError(f"np.{op}(..., where=...) needs initial= (the value of a slice with no element "
-                             "selected), as in NumPy")
+            raise ShapeError(
+                f"np.{op}(..., where=...) needs initial= (the value of a slice with no element selected), as in NumPy"
+            )
     if dtype is not None:
         a = build.cast(a, check(dtype))
     elif op in ("sum", "prod"):
@@ -86,28 +112,52 @@ def _reduce(op: str, a, axis, keepdims: bool, dtype=None, initial=None, where=Tr
     return Tensor(_squeeze(out, axes, keepdims))
 
 
-def sum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,  # noqa: A001
-        out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
-        where: ArrayLike = True) -> Tensor:
+def sum(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,  # noqa: A001
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "sum")
     return _reduce("sum", a, axis, keepdims, dtype, initial, where)
 
 
-def prod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-         out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
-         where: ArrayLike = True) -> Tensor:
+def prod(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "prod")
     return _reduce("prod", a, axis, keepdims, dtype, initial, where)
 
 
-def max(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,  # noqa: A001
-        initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
+def max(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,  # noqa: A001
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "max")
     return _reduce("max", a, axis, keepdims, None, initial, where)
 
 
-def min(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,  # noqa: A001
-        initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
+def min(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,  # noqa: A001
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "min")
     return _reduce("min", a, axis, keepdims, None, initial, where)
 
@@ -115,14 +165,26 @@ def min(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | Non
 amax, amin = max, min
 
 
-def any(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False, *,  # noqa: A001
-        where: ArrayLike = True) -> Tensor:
+def any(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    *,  # noqa: A001
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "any")
     return _reduce("max", _truth(a), axis, keepdims, where=where, logical=True)
 
 
-def all(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False, *,  # noqa: A001
-        where: ArrayLike = True) -> Tensor:
+def all(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    *,  # noqa: A001
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "all")
     return _reduce("min", _truth(a), axis, keepdims, where=where, logical=True)
 
@@ -136,13 +198,15 @@ def count_nonzero(a: ArrayLike, axis: int | Sequence[int] | None = None, *, keep
     return _reduce("sum", _truth(a), axis, keepdims, INT64)
 
 
-def ptp(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None,
-        keepdims: bool = False) -> Tensor:
+def ptp(
+    a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False
+) -> Tensor:
     _no_out(out, "ptp")
     return subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
 # --- mean, var, std ------------------------------------------------------------------------------
+
 
 def _float_dtypes(a: Node, dtype) -> tuple[np.dtype, np.dtype]:
     """(result dtype, accumulation dtype): NumPy's float64 for ints and bools; float16 sums in float32."""
@@ -150,13 +214,21 @@ def _float_dtypes(a: Node, dtype) -> tuple[np.dtype, np.dtype]:
     return out_dt, (np.dtype("float32") if out_dt == np.float16 else out_dt)
 
 
-def mean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-         out: Tensor | None = None, keepdims: bool = False, *, where: ArrayLike = True) -> Tensor:
+def mean(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    *,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "mean")
     a = as_node(a)
     out_dt, acc_dt = _float_dtypes(a, dtype)
-    return Tensor(build.cast(_mean(build.cast(a, acc_dt), _axes(axis, len(a.shape)), keepdims,
-                                   _mask(where, a.shape)), out_dt))
+    return Tensor(
+        build.cast(_mean(build.cast(a, acc_dt), _axes(axis, len(a.shape)), keepdims, _mask(where, a.shape)), out_dt)
+    )
 
 
 def _warn_at_trace(message: str) -> None:
@@ -187,29 +259,49 @@ def _mean(x: Node, axes, keepdims: bool, mask: Node | None) -> Node:
     return _squeeze(out, axes, keepdims)
 
 
-def var(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-        out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
-        mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
+def var(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    *,
+    where: ArrayLike = True,
+    mean: ArrayLike | None = None,
+    correction: float | None = None,
+) -> Tensor:
     """Two-pass variance: the mean, then the mean of squared deviations from it (as NumPy computes it)."""
     _no_out(out, "var")
     a = as_node(a)
     return Tensor(_var(a, axis, dtype, _ddof(ddof, correction, mean, "var"), keepdims, _mask(where, a.shape)))
 
 
-def std(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-        out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
-        mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
+def std(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    *,
+    where: ArrayLike = True,
+    mean: ArrayLike | None = None,
+    correction: float | None = None,
+) -> Tensor:
     _no_out(out, "std")
     a = as_node(a)
-    return Tensor(_var(a, axis, dtype, _ddof(ddof, correction, mean, "std"), keepdims, _mask(where, a.shape),
-                       root=True))
+    return Tensor(
+        _var(a, axis, dtype, _ddof(ddof, correction, mean, "std"), keepdims, _mask(where, a.shape), root=True)
+    )
 
 
 def _ddof(ddof, correction, mean, name: str):
     ddof, correction = python_value(ddof, f"np.{name}'s ddof"), python_value(correction, f"np.{name}'s correction")
     if mean is not None:
-        raise UnsupportedError(f"np.{name}(..., mean=...) is not supported; tracejit fuses the mean into the "
-                               "same kernel, so leave it out")
+        raise UnsupportedError(
+            f"np.{name}(..., mean=...) is not supported; tracejit fuses the mean into the same kernel, so leave it out"
+        )
     if correction is not None:
         if ddof != 0:
             raise ShapeError(f"np.{name}: ddof and correction can't be provided simultaneously")
@@ -217,8 +309,9 @@ def _ddof(ddof, correction, mean, name: str):
     return ddof
 
 
-def _var(a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root: bool = False,
-         nan_if_no_dof: bool = False) -> Node:
+def _var(
+    a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root: bool = False, nan_if_no_dof: bool = False
+) -> Node:
     axes = _axes(axis, len(a.shape))
     out_dt, acc_dt = _float_dtypes(a, dtype)
     x = build.cast(a, acc_dt)
@@ -233,27 +326,34 @@ def _var(a: Node, axis, dtype, ddof, keepdims: bool, mask: Node | None, *, root:
         # Spelled out, since a division by a constant zero is where shader compilers take liberties
         # (std: the square root leaves inf and NaN as they are).
         positive = build.binary(Op.LT, build.const(0, acc_dt, total.shape), total)
-        out = build.where(positive, build.const(math.nan if nan_if_no_dof else math.inf, acc_dt, total.shape),
-                          build.const(math.nan, acc_dt, total.shape))
+        out = build.where(
+            positive,
+            build.const(math.nan if nan_if_no_dof else math.inf, acc_dt, total.shape),
+            build.const(math.nan, acc_dt, total.shape),
+        )
         return build.cast(_squeeze(out, axes, keepdims), out_dt)
     if isinstance(count, float):
         dof = build.const(count - ddof, acc_dt, total.shape)
     else:
         dof = build.binary(Op.SUB, count, build.const(ddof, acc_dt, count.shape))
         if nan_if_no_dof:  # NumPy's nanvar gives NaN where no degree of freedom is left
-            dof = build.where(build.binary(Op.LE, dof, build.const(0, acc_dt, dof.shape)),
-                              build.const(math.nan, acc_dt, dof.shape), dof)
+            dof = build.where(
+                build.binary(Op.LE, dof, build.const(0, acc_dt, dof.shape)),
+                build.const(math.nan, acc_dt, dof.shape),
+                dof,
+            )
         else:  # NumPy's var divides by max(count - ddof, 0)
             dof = build.binary(Op.MAX, dof, build.const(0, acc_dt, dof.shape))
     out = build.binary(Op.DIV, total, dof)
     if root:
         out = sqrt(Tensor(out))._node
-    if mask is None and axes:   # (a Dask array's var is combined from per-block moments: dask/plan.py)
+    if mask is None and axes:  # (a Dask array's var is combined from per-block moments: dask/plan.py)
         note(out, Statistic("std" if root else "var", a, axes, ddof))
     return build.cast(_squeeze(out, axes, keepdims), out_dt)
 
 
 # --- argmax, argmin ------------------------------------------------------------------------------
+
 
 def argmax(a: ArrayLike, axis: int | None = None, out: Tensor | None = None, *, keepdims: bool = False) -> Tensor:
     _no_out(out, "argmax")
@@ -290,11 +390,12 @@ def _arg(op: str, a, axis, keepdims: bool, name: str, skip_nan: bool = False) ->
     idx_dt = np.dtype(np.int32) if n < 2**31 else INT64
     index = build.where(hit, build.iota(x.shape, ax, idx_dt), build.const(n, idx_dt, x.shape))
     out = build.reduce(index, "min", (ax,))
-    if not skip_nan:   # (a Dask array's argmax is combined from per-block (value, index): dask/plan.py)
+    if not skip_nan:  # (a Dask array's argmax is combined from per-block (value, index): dask/plan.py)
         note(out, Statistic(name, a, None if axis is None else (ax,)))
     if valid is not None:  # no valid element: -1
-        out = build.where(build.binary(Op.EQ, out, build.const(n, idx_dt, out.shape)),
-                          build.const(-1, idx_dt, out.shape), out)
+        out = build.where(
+            build.binary(Op.EQ, out, build.const(n, idx_dt, out.shape)), build.const(-1, idx_dt, out.shape), out
+        )
     out = build.reshape(out, (1,) * ndim if keepdims else ()) if axis is None else _squeeze(out, (ax,), keepdims)
     return Tensor(build.cast(out, INT64))
 
@@ -313,6 +414,7 @@ def nanargmin(a: ArrayLike, axis: int | None = None, out: Tensor | None = None, 
 
 # --- NaN-ignoring reductions ---------------------------------------------------------------------
 
+
 def _not_nan(a: Node, where) -> Node | None:
     """Elements that take part: not NaN (floats only) and selected by where."""
     mask = _mask(where, a.shape)
@@ -322,17 +424,29 @@ def _not_nan(a: Node, where) -> Node | None:
     return keep if mask is None else build.binary(Op.AND, keep, mask)
 
 
-def nansum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-           out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
-           where: ArrayLike = True) -> Tensor:
+def nansum(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "nansum")
     a = as_node(a)
     return _reduce("sum", _fill(a, _not_nan(a, True), 0), axis, keepdims, dtype, initial, where)
 
 
-def nanprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-            out: Tensor | None = None, keepdims: bool = False, initial: Scalar | None = None,
-            where: ArrayLike = True) -> Tensor:
+def nanprod(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "nanprod")
     a = as_node(a)
     return _reduce("prod", _fill(a, _not_nan(a, True), 1), axis, keepdims, dtype, initial, where)
@@ -344,29 +458,49 @@ def _nan_extreme(op: str, a, axis, keepdims, initial, where) -> Tensor:
     if not is_float(a.dtype):
         return _reduce(op, a, axis, keepdims, None, initial, where)
     keep = _not_nan(a, where)
-    assert keep is not None   # a float array: never None, its NaNs are left out
+    assert keep is not None  # a float array: never None, its NaNs are left out
     result = _reduce(op, _fill(a, keep, identity(op, a.dtype)), axis, keepdims, None, initial)._node
     if initial is not None:
         return Tensor(result)
-    none = _reduce("min", build.binary(Op.EQ, keep, build.const(False, BOOL, a.shape)), axis, keepdims,
-                   logical=True)._node
+    none = _reduce(
+        "min", build.binary(Op.EQ, keep, build.const(False, BOOL, a.shape)), axis, keepdims, logical=True
+    )._node
     return Tensor(build.where(none, build.const(math.nan, a.dtype, result.shape), result))
 
 
-def nanmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,
-           initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
+def nanmax(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "nanmax")
     return _nan_extreme("max", a, axis, keepdims, initial, where)
 
 
-def nanmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: Tensor | None = None, keepdims: bool = False,
-           initial: Scalar | None = None, where: ArrayLike = True) -> Tensor:
+def nanmin(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    initial: Scalar | None = None,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "nanmin")
     return _nan_extreme("min", a, axis, keepdims, initial, where)
 
 
-def nanmean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-            out: Tensor | None = None, keepdims: bool = False, *, where: ArrayLike = True) -> Tensor:
+def nanmean(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    keepdims: bool = False,
+    *,
+    where: ArrayLike = True,
+) -> Tensor:
     _no_out(out, "nanmean")
     a = as_node(a)
     if not is_float(a.dtype):
@@ -376,9 +510,18 @@ def nanmean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeL
     return Tensor(build.cast(_mean(build.cast(a, acc_dt), _axes(axis, len(a.shape)), keepdims, keep), out_dt))
 
 
-def nanvar(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-           out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
-           mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
+def nanvar(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    *,
+    where: ArrayLike = True,
+    mean: ArrayLike | None = None,
+    correction: float | None = None,
+) -> Tensor:
     _no_out(out, "nanvar")
     a = as_node(a)
     ddof = _ddof(ddof, correction, mean, "nanvar")
@@ -387,9 +530,18 @@ def nanvar(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLi
     return Tensor(_var(a, axis, dtype, ddof, keepdims, _not_nan(a, where), nan_if_no_dof=True))
 
 
-def nanstd(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
-           out: Tensor | None = None, ddof: float = 0, keepdims: bool = False, *, where: ArrayLike = True,
-           mean: ArrayLike | None = None, correction: float | None = None) -> Tensor:
+def nanstd(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    dtype: DTypeLike | None = None,
+    out: Tensor | None = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    *,
+    where: ArrayLike = True,
+    mean: ArrayLike | None = None,
+    correction: float | None = None,
+) -> Tensor:
     _no_out(out, "nanstd")
     a = as_node(a)
     ddof = _ddof(ddof, correction, mean, "nanstd")
@@ -400,8 +552,15 @@ def nanstd(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLi
 
 # --- weighted average, logsumexp -----------------------------------------------------------------
 
-def average(a: ArrayLike, axis: int | Sequence[int] | None = None, weights: ArrayLike | None = None,
-            returned: bool = False, *, keepdims: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+
+def average(
+    a: ArrayLike,
+    axis: int | Sequence[int] | None = None,
+    weights: ArrayLike | None = None,
+    returned: bool = False,
+    *,
+    keepdims: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """np.average; a zero sum of weights gives inf/NaN (NumPy raises ZeroDivisionError)."""
     a = as_node(a)
     if weights is None:
@@ -417,13 +576,14 @@ def average(a: ArrayLike, axis: int | Sequence[int] | None = None, weights: Arra
             raise ShapeError("np.average: axis must be specified when shapes of a and weights differ")
         if len(w.shape) != 1:
             raise ShapeError("np.average: 1D weights expected when shapes of a and weights differ")
-        axes = _axes(axis, len(a.shape))   # an int, or a sequence (NumPy's: of one axis for 1-D weights)
+        axes = _axes(axis, len(a.shape))  # an int, or a sequence (NumPy's: of one axis for 1-D weights)
         if len(axes) != 1:
             raise ShapeError("np.average: shape of weights must be consistent with shape of a along specified axis")
         ax = axes[0]
         if w.shape[0] != a.shape[ax]:
-            raise ShapeError(f"np.average: length of weights ({w.shape[0]}) differs from that of a along "
-                             f"axis {axis} ({a.shape[ax]})")
+            raise ShapeError(
+                f"np.average: length of weights ({w.shape[0]}) differs from that of a along axis {axis} ({a.shape[ax]})"
+            )
         w = build.reshape(w, tuple(s if d == ax else 1 for d, s in enumerate(a.shape)))
     w = build.broadcast_to(build.cast(w, dt), a.shape)
     scale = _reduce("sum", w, axis, keepdims, dt)._node
@@ -447,9 +607,29 @@ def logsumexp(x: ArrayLike, axis: int | Sequence[int] | None = None, keepdims: b
 
 
 NUMPY_FUNCTIONS = {
-    np.sum: sum, np.prod: prod, np.max: max, np.min: min, np.amax: max, np.amin: min, np.mean: mean,
-    np.any: any, np.all: all, np.count_nonzero: count_nonzero, np.ptp: ptp, np.var: var, np.std: std,
-    np.argmax: argmax, np.argmin: argmin, np.nanargmax: nanargmax, np.nanargmin: nanargmin,
-    np.nansum: nansum, np.nanprod: nanprod, np.nanmax: nanmax, np.nanmin: nanmin, np.nanmean: nanmean,
-    np.nanvar: nanvar, np.nanstd: nanstd, np.average: average,
+    np.sum: sum,
+    np.prod: prod,
+    np.max: max,
+    np.min: min,
+    np.amax: max,
+    np.amin: min,
+    np.mean: mean,
+    np.any: any,
+    np.all: all,
+    np.count_nonzero: count_nonzero,
+    np.ptp: ptp,
+    np.var: var,
+    np.std: std,
+    np.argmax: argmax,
+    np.argmin: argmin,
+    np.nanargmax: nanargmax,
+    np.nanargmin: nanargmin,
+    np.nansum: nansum,
+    np.nanprod: nanprod,
+    np.nanmax: nanmax,
+    np.nanmin: nanmin,
+    np.nanmean: nanmean,
+    np.nanvar: nanvar,
+    np.nanstd: nanstd,
+    np.average: average,
 }

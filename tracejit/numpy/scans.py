@@ -1,6 +1,7 @@
 """Scans on traced tensors: np.cumsum, np.cumprod, their NaN-ignoring forms and the ufuncs' accumulate
 (np.add.accumulate, np.maximum.accumulate, ...), with NumPy's axis (None flattens), dtype= and result
 dtypes. Each is one graph SCAN node; fusion decides how it runs (per row, or blocked when long)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,15 +29,17 @@ def cumprod(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = Non
     return _scan("prod", as_node(a), axis, dtype, "cumprod")
 
 
-def nancumsum(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None,
-              out: Tensor | None = None) -> Tensor:
+def nancumsum(
+    a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None, out: Tensor | None = None
+) -> Tensor:
     """cumsum with NaNs counted as zero (a leading run of NaNs gives zeros, as in NumPy)."""
     _no_out(out, "nancumsum")
     return _scan("sum", _nan_as(as_node(a), 0), axis, dtype, "nancumsum")
 
 
-def nancumprod(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None,
-               out: Tensor | None = None) -> Tensor:
+def nancumprod(
+    a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None, out: Tensor | None = None
+) -> Tensor:
     """cumprod with NaNs counted as one."""
     _no_out(out, "nancumprod")
     return _scan("prod", _nan_as(as_node(a), 1), axis, dtype, "nancumprod")
@@ -53,13 +56,15 @@ def accumulate(ufunc: np.ufunc, array, axis=0, dtype=None) -> Tensor:
     if not a.shape:
         raise ShapeError(f"{name}: cannot accumulate on a scalar (a 0-d array), as in NumPy")
     if axis is None and len(a.shape) > 1:
-        raise ShapeError(f"{name}: accumulate does not allow multiple axes (axis=None of a {len(a.shape)}-d "
-                         "array); flatten first with .ravel()")
+        raise ShapeError(
+            f"{name}: accumulate does not allow multiple axes (axis=None of a {len(a.shape)}-d "
+            "array); flatten first with .ravel()"
+        )
     return _scan(ACCUMULATE[ufunc], a, 0 if axis is None else axis, dtype, name[3:])
 
 
 def _scan(op: str, a: Node, axis, dtype, name: str) -> Tensor:
-    if axis is None or not a.shape:   # NumPy scans a 0-d array as one of shape (1,)
+    if axis is None or not a.shape:  # NumPy scans a 0-d array as one of shape (1,)
         a = build.reshape(a, (a.size,))
     ax = _axis(0 if axis is None else axis, len(a.shape))
     if dtype is not None:

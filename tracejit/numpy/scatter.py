@@ -6,6 +6,7 @@ gather of the update positions:
   with its producers and consumers;
 - the SCATTER op beyond: the target written once, then each update combined into its position (atomics on
   SIMT targets, a serial loop on the CPU): O(n + m) work, two kernels."""
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,12 @@ __all__ = ["bincount", "set_at"]
 DENSE_MAX = 2**16
 # ufunc -> (reduction of the updates, the combining function); bool add/multiply are logical or/and
 _AT: dict[np.ufunc, tuple[str, F.Binary]] = {
-    np.add: ("sum", F.add), np.subtract: ("sum", F.subtract), np.multiply: ("prod", F.multiply),
-    np.maximum: ("max", F.maximum), np.minimum: ("min", F.minimum)}
+    np.add: ("sum", F.add),
+    np.subtract: ("sum", F.subtract),
+    np.multiply: ("prod", F.multiply),
+    np.maximum: ("max", F.maximum),
+    np.minimum: ("min", F.minimum),
+}
 
 
 class _Scatter:
@@ -43,9 +48,9 @@ class _Scatter:
         key = key if isinstance(key, tuple) else (key,)
         entries = _slice_as_indices(x, _one_axis_each(x, [_entry(k) for k in key]))
         self.x, self.what = x, what
-        self.indexed: list[tuple[int, np.ndarray | Node]] = []   # (axis, its index array)
-        self.specs: dict[int, tuple[int, int, int]] = {}   # the sliced axes' (start, step, length)
-        layout: list[tuple[str, int | None]] = []   # per entry of the key: (kind, axis; None for a new axis)
+        self.indexed: list[tuple[int, np.ndarray | Node]] = []  # (axis, its index array)
+        self.specs: dict[int, tuple[int, int, int]] = {}  # the sliced axes' (start, step, length)
+        layout: list[tuple[str, int | None]] = []  # per entry of the key: (kind, axis; None for a new axis)
         axis = 0
         for kind, value in entries:
             if kind == "new":
@@ -76,8 +81,11 @@ class _Scatter:
         dt = np.int32 if math.prod(self.shape_d) < 2**31 else np.int64
         flat = build.const(0, dt, self.shape_d)
         for i, stride in enumerate(strides):
-            flat = build.binary(Op.ADD, flat, build.binary(Op.MUL, build.iota(self.shape_d, i, dt),
-                                                              build.const(int(stride), dt, self.shape_d)))
+            flat = build.binary(
+                Op.ADD,
+                flat,
+                build.binary(Op.MUL, build.iota(self.shape_d, i, dt), build.const(int(stride), dt, self.shape_d)),
+            )
         full = tuple(x.shape[a] if a in self.axes else 1 for a in range(len(x.shape)))
         flat = build.reshape(flat, full)
         for axis, index in self.indexed:
@@ -101,7 +109,7 @@ class _Scatter:
         at = [i for i, (kind, _) in enumerate(layout) if kind == "index"]
         adjacent = at == list(range(at[0], at[0] + len(at)))
         rest = [e for e in layout if e[0] != "index"]
-        position = at[0] if adjacent else 0   # no index array comes before the first
+        position = at[0] if adjacent else 0  # no index array comes before the first
         return rest[:position] + [("indices", None)] + rest[position:]
 
     @property
@@ -119,22 +127,28 @@ class _Scatter:
 
     def values(self, v: Node, dtype) -> Node:
         """v broadcast to x[key]'s shape, cast to dtype, arranged as (m, L...)."""
-        shape = [n for kind, a in self.result_layout for n in (
-            self._index_shape() if kind == "indices" else (1,) if kind == "new" else (self._slice_length(a),))]
+        shape = [
+            n
+            for kind, a in self.result_layout
+            for n in (self._index_shape() if kind == "indices" else (1,) if kind == "new" else (self._slice_length(a),))
+        ]
         try:
             v = build.broadcast_to(v, tuple(shape))
         except ShapeError:
-            raise ShapeError(f"{self.what}: shape mismatch: value array of shape {v.shape} could not be broadcast "
-                             f"to indexing result of shape {tuple(shape)}") from None
+            raise ShapeError(
+                f"{self.what}: shape mismatch: value array of shape {v.shape} could not be broadcast "
+                f"to indexing result of shape {tuple(shape)}"
+            ) from None
         v = build.cast(v, dtype)
-        squeezed = [("indices", None) if kind == "indices" else (kind, a) for kind, a in self.result_layout
-                    if kind != "new"]
+        squeezed = [
+            ("indices", None) if kind == "indices" else (kind, a) for kind, a in self.result_layout if kind != "new"
+        ]
         v = build.reshape(v, tuple(self.m if kind == "indices" else self._slice_length(a) for kind, a in squeezed))
         first = [i for i, (kind, _) in enumerate(squeezed) if kind == "indices"]
         return build.permute(v, tuple(first + [i for i in range(len(squeezed)) if i not in first]))
 
     def _slice_length(self, axis: int | None) -> int:
-        assert axis is not None   # a slice's entry in the layout names its axis
+        assert axis is not None  # a slice's entry in the layout names its axis
         return self.specs[axis][2]
 
     def _index_shape(self) -> tuple[int, ...]:
@@ -160,7 +174,7 @@ class _Scatter:
         order = self.axes + self.others
         if all(self.specs[a] == (0, 1, x.shape[a]) for a in self.others):
             return build.permute(region, tuple(np.argsort(order)))
-        source_axes: list[int | None] = [None] * len(order)   # None: an axis the gather's indices give
+        source_axes: list[int | None] = [None] * len(order)  # None: an axis the gather's indices give
         indices, inside = [], build.const(True, np.bool_, x.shape)
         for i, a in enumerate(order):
             if a in self.axes:
@@ -181,7 +195,7 @@ def _slice_as_indices(x: Node, entries: list) -> list:
     at = kinds.index("slice")
     axis = sum(kind != "new" for kind in kinds[:at])
     positions = np.arange(*entries[at][1].indices(x.shape[axis]), dtype=np.int64)
-    return entries[:at] + [("index", positions)] + entries[at + 1:]
+    return entries[:at] + [("index", positions)] + entries[at + 1 :]
 
 
 def _slice_rows(size: int, start: int, step: int, n: int) -> tuple[Tensor, Tensor]:
@@ -245,18 +259,24 @@ def ufunc_at(ufunc: np.ufunc, a, indices, b=None) -> None:
     accumulated, into `a` (rebound to the new value)."""
     name = f"np.{ufunc.__name__}.at"
     if ufunc not in _AT:
-        raise UnsupportedError(f"{name} is not supported by tracejit; the supported ufunc.at methods are "
-                               + ", ".join(f"np.{u.__name__}.at" for u in _AT))
+        raise UnsupportedError(
+            f"{name} is not supported by tracejit; the supported ufunc.at methods are "
+            + ", ".join(f"np.{u.__name__}.at" for u in _AT)
+        )
     if b is None:
         raise UnsupportedError(f"{name} needs the values argument b")
     if not isinstance(a, Tensor):
-        raise UnsupportedError(f"{name} into a NumPy array that is not traced cannot be updated in place inside "
-                               "a kernel; make the array from a traced one (np.zeros_like(x)) or with tj.zeros")
+        raise UnsupportedError(
+            f"{name} into a NumPy array that is not traced cannot be updated in place inside "
+            "a kernel; make the array from a traced one (np.zeros_like(x)) or with tj.zeros"
+        )
     x, v = a._node, as_node(b)
     loop, _ = _result(ufunc, [x, v])
     if not np.can_cast(loop, x.dtype, "same_kind"):
-        raise DtypeError(f"{name}: Cannot cast ufunc '{ufunc.__name__}' output from {loop!r} to {x.dtype!r} with "
-                         "casting rule 'same_kind'")
+        raise DtypeError(
+            f"{name}: Cannot cast ufunc '{ufunc.__name__}' output from {loop!r} to {x.dtype!r} with "
+            "casting rule 'same_kind'"
+        )
     _rebind(a, _accumulate(ufunc, x, indices, v, loop, name))
 
 
@@ -269,15 +289,16 @@ def _accumulate(ufunc: np.ufunc, x: Node, indices, v: Node, loop: np.dtype, what
     if loop.kind == "b":
         reduction = {"sum": "max", "prod": "min"}.get(reduction, reduction)
     if not s.dense:
-        if ufunc is np.subtract:   # x - v1 - v2 == x + -v1 + -v2, exactly (integers wrap alike)
+        if ufunc is np.subtract:  # x - v1 - v2 == x + -v1 + -v2, exactly (integers wrap alike)
             values = build.unary(Op.NEG, values)
         updated = build.scatter(build.cast(s.region(), loop), s.positions, values, reduction)
         return s.put_back(build.cast(updated, x.dtype))
     shape = (s.n,) + s.lengths + (s.m,)
     k = len(s.lengths)
     hits = build.expand(build.reshape(s.matches(), (s.n,) + (1,) * k + (s.m,)), shape)
-    spread = build.expand(build.reshape(build.permute(values, tuple(range(1, k + 1)) + (0,)),
-                                        (1,) + s.lengths + (s.m,)), shape)
+    spread = build.expand(
+        build.reshape(build.permute(values, tuple(range(1, k + 1)) + (0,)), (1,) + s.lengths + (s.m,)), shape
+    )
     picked = build.where(hits, spread, build.const(identity(reduction, loop), loop, shape))
     total = build.reshape(build.reduce(picked, reduction, (k + 1,)), (s.n,) + s.lengths)
     merged = combine(Tensor(build.cast(s.region(), loop)), Tensor(total))
@@ -288,6 +309,7 @@ def _rebind(tensor: Tensor, node: Node) -> None:
     """Write `node` into `tensor`: NumPy updates the array in place (np.add.at), so a view writes into its
     base and an argument changes for the caller (assign.store)."""
     from tracejit.numpy.assign import check_writeable, store
+
     check_writeable(tensor, "output array is read-only")
     store(tensor._root(), tensor._steps, node)
 
@@ -301,17 +323,19 @@ def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0)
         raise UnsupportedError(
             "np.bincount(x) inside a kernel needs minlength= (a positive Python int): its output length "
             "max(x) + 1 depends on the data. Pass minlength=N, the number of bins; a value of x outside "
-            "[0, N) then raises IndexError")
+            "[0, N) then raises IndexError"
+        )
     x = as_node(x)
     if len(x.shape) != 1:
         raise ShapeError(f"np.bincount: object too deep for desired array (x has shape {x.shape}, needs 1-D)")
     if x.dtype.kind not in "iub":
-        raise DtypeError(f"np.bincount: Cannot cast array data from {x.dtype!r} to dtype('int64') according to "
-                         "the rule 'safe'")
-    index = Tensor(x) if x.dtype.kind != "b" else F.astype(Tensor(x), np.int32)   # False, True: bins 0 and 1
-    if x.dtype.kind == "i":   # a negative value is out of bounds, not counted from the end
+        raise DtypeError(
+            f"np.bincount: Cannot cast array data from {x.dtype!r} to dtype('int64') according to the rule 'safe'"
+        )
+    index = Tensor(x) if x.dtype.kind != "b" else F.astype(Tensor(x), np.int32)  # False, True: bins 0 and 1
+    if x.dtype.kind == "i":  # a negative value is out of bounds, not counted from the end
         index = F.where(F.less(index, 0), F.subtract(index, minlength), index)
-    if weights is None:   # counted in int32 (exact: at most x.size), returned as NumPy's int64: 32-bit atomics
+    if weights is None:  # counted in int32 (exact: at most x.size), returned as NumPy's int64: 32-bit atomics
         count = np.int32 if x.size < 2**31 else np.int64
         counts, v = build.const(0, count, (minlength,)), build.const(1, count, x.shape)
     else:
@@ -319,8 +343,12 @@ def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0)
         counts = build.const(0, np.float64, (minlength,))
     if v.shape != x.shape:
         raise ShapeError(f"np.bincount: The weights and list don't have the same length ({v.shape} vs {x.shape})")
-    return Tensor(build.cast(_accumulate(np.add, counts, index, v, counts.dtype, "np.bincount"), counts.dtype
-                             if weights is not None else np.int64))
+    return Tensor(
+        build.cast(
+            _accumulate(np.add, counts, index, v, counts.dtype, "np.bincount"),
+            counts.dtype if weights is not None else np.int64,
+        )
+    )
 
 
 NUMPY_FUNCTIONS = {np.bincount: bincount}

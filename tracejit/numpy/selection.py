@@ -2,6 +2,7 @@
 its elements at their places in x's shape. Elementwise arithmetic on selections of one mask (and on
 values that broadcast over the selected elements) stays a selection, and storing one back with that
 mask (`x[mask] = y[mask] ** 2`, `x[mask] += 1`) is a where(); any use whose shape is the count refuses."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,12 +16,15 @@ from tracejit.numpy.tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node
 def check_mask(shape, mask: Node) -> None:
     """NumPy's IndexError for a mask that does not match the leading axes it indexes."""
     if len(mask.shape) > len(shape):
-        raise ShapeError(f"too many indices: a boolean index of {len(mask.shape)} dimensions into an array of shape "
-                         f"{shape}")
+        raise ShapeError(
+            f"too many indices: a boolean index of {len(mask.shape)} dimensions into an array of shape {shape}"
+        )
     for axis, (n, m) in enumerate(zip(shape, mask.shape)):
         if n != m:
-            raise InvalidIndexError(f"boolean index did not match indexed array along axis {axis}; size of axis is {n} "
-                             f"but size of corresponding boolean axis is {m}")
+            raise InvalidIndexError(
+                f"boolean index did not match indexed array along axis {axis}; size of axis is {n} "
+                f"but size of corresponding boolean axis is {m}"
+            )
 
 
 def full_mask(mask: Node, shape) -> Node:
@@ -29,10 +33,12 @@ def full_mask(mask: Node, shape) -> Node:
 
 
 def data_dependent() -> UnsupportedError:
-    return UnsupportedError("x[mask] (boolean-mask indexing) has a shape that depends on the data, which is not "
-                            "known while tracing; use np.where(mask, x, 0), a reduction with where=mask "
-                            "(np.sum(x, where=mask)), or assign through it (x[mask] = v, x[mask] += v, "
-                            "x[mask] = f(x[mask]))")
+    return UnsupportedError(
+        "x[mask] (boolean-mask indexing) has a shape that depends on the data, which is not "
+        "known while tracing; use np.where(mask, x, 0), a reduction with where=mask "
+        "(np.sum(x, where=mask)), or assign through it (x[mask] = v, x[mask] += v, "
+        "x[mask] = f(x[mask]))"
+    )
 
 
 class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
@@ -45,13 +51,15 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
     def __init__(self, mask: Node, values: Node, source: Tensor | None = None):
         check_mask(values.shape, mask)
         self.mask, self.values = mask, values
-        self.source = source   # the array it was read from: x[mask] op= v writes there
+        self.source = source  # the array it was read from: x[mask] op= v writes there
 
     def values_for(self, mask: Node, shape) -> Node:
         """The values, to store with `mask` into an array of `shape` (the same mask and shape only)."""
         if mask is not self.mask or self.values.shape != tuple(shape):
-            raise UnsupportedError("x[mask] = y[other_mask]: the two masks may select different numbers of elements, "
-                                   "which is not known while tracing; use np.where")
+            raise UnsupportedError(
+                "x[mask] = y[other_mask]: the two masks may select different numbers of elements, "
+                "which is not known while tracing; use np.where"
+            )
         return self.values
 
     def _operand(self, x):
@@ -59,10 +67,10 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
         if isinstance(x, MaskedSelection):
             return Tensor(x.values_for(self.mask, self.values.shape))
         v = as_node(x)
-        trailing = self.values.shape[len(self.mask.shape):]
+        trailing = self.values.shape[len(self.mask.shape) :]
         while len(v.shape) > len(trailing) and v.shape[0] == 1:
             v = build.reshape(v, v.shape[1:])
-        if len(v.shape) > len(trailing):   # one value per selected element: pairs with the count
+        if len(v.shape) > len(trailing):  # one value per selected element: pairs with the count
             raise data_dependent()
         return x if v.shape == as_node(x).shape else Tensor(v)
 
@@ -70,6 +78,7 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
         if method != "__call__" or kwargs.get("out") is not None:
             raise data_dependent()
         from tracejit.numpy.numpy_protocol import array_ufunc
+
         result = array_ufunc(ufunc, method, tuple(self._operand(x) for x in inputs), kwargs)
         if isinstance(result, tuple):
             return tuple(MaskedSelection(self.mask, as_node(r)) for r in result)
@@ -78,6 +87,7 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
     def update(self, symbol: str, compute, operand) -> MaskedSelection:
         """x[mask] op= operand: computed over the whole array; x's store keeps the selected places."""
         from tracejit.numpy.assign import check_inplace, check_writeable
+
         if self.source is not None:
             check_writeable(self.source, "output array is read-only")
         current = Tensor(self.values)
@@ -110,6 +120,7 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
 def _update(symbol: str, compute):
     def method(self, other):
         return self.update(symbol, compute, other)
+
     method.__name__ = f"__i{AUGMENTED_NAMES[symbol]}__"
     return method
 

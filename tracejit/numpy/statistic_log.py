@@ -1,5 +1,6 @@
 """While a recording is open, the statistics a trace computes (var, std, argmax, argmin): which node holds the
 result and how it was asked for, so a program over Dask blocks can combine them from per-block partials."""
+
 from __future__ import annotations
 
 import contextlib
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 from tracejit.ir.graph import Node
 
-RECORDINGS: list[dict] = []   # open recordings (innermost last): result node -> Statistic
+RECORDINGS: list[dict] = []  # open recordings (innermost last): result node -> Statistic
 
 
 @dataclass(frozen=True)
@@ -15,9 +16,10 @@ class Statistic:
     """The node recorded is the statistic before it is squeezed and cast to its result dtype (var, std: in
     the dtype it is computed in, reduced axes kept; argmax, argmin: the index, flattened for axis=None), the
     part that stays one node whatever the code around it does with the result."""
-    kind: str                       # "var", "std", "argmax", "argmin"
-    source: Node                    # the array the statistic is of
-    axes: tuple[int, ...] | None    # reduced axes of source (argmax/argmin: one axis, or None: flattened)
+
+    kind: str  # "var", "std", "argmax", "argmin"
+    source: Node  # the array the statistic is of
+    axes: tuple[int, ...] | None  # reduced axes of source (argmax/argmin: one axis, or None: flattened)
     ddof: float = 0
 
 

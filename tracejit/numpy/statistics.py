@@ -1,4 +1,5 @@
 """np.cov and np.corrcoef on traced tensors: NumPy's algorithm (centre, X @ X.T / (N - ddof)) in its dtypes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,10 @@ from tracejit.numpy.tensor import Tensor, as_node
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None) -> Tensor:
     if fweights is not None or aweights is not None:
-        raise UnsupportedError("np.cov(fweights=..., aweights=...) is not supported by tracejit yet; compute the "
-                               "weighted moments with np.average(..., weights=...)")
+        raise UnsupportedError(
+            "np.cov(fweights=..., aweights=...) is not supported by tracejit yet; compute the "
+            "weighted moments with np.average(..., weights=...)"
+        )
     x = _variables(m, rowvar)
     out_dt = np.result_type(x.dtype, np.float64) if dtype is None else np.dtype(dtype)
     if y is not None:
@@ -26,7 +29,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         raise UnsupportedError("np.cov of an empty array is not supported by tracejit")
     ddof = (0 if bias else 1) if ddof is None else int(ddof)
     n = x.shape[1]
-    fact = n - ddof   # NumPy warns and divides by 0 when fact <= 0; so does this (inf/nan)
+    fact = n - ddof  # NumPy warns and divides by 0 when fact <= 0; so does this (inf/nan)
     centred = x - R.mean(x, axis=1, keepdims=True)
     c = linalg.matmul(centred, centred.T) / (float(fact) if fact > 0 else 0.0)
     return c.reshape(tuple(s for s in c.shape if s != 1))
@@ -56,10 +59,10 @@ def _stack_rows(a: Tensor, b: Tensor) -> Tensor:
 
 def corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dtype=None) -> Tensor:
     c = cov(x, y, rowvar, dtype=dtype)
-    if c.ndim == 0:   # a single variable: NumPy returns c / c
+    if c.ndim == 0:  # a single variable: NumPy returns c / c
         return c / c
     n = c.shape[0]
-    d = c.reshape(-1)[:: n + 1]   # the diagonal
+    d = c.reshape(-1)[:: n + 1]  # the diagonal
     stddev = F.sqrt(d)
     c = c / stddev[:, None]
     c = c / stddev[None, :]

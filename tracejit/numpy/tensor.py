@@ -1,4 +1,5 @@
 """The traced Tensor: a symbolic array that records NumPy-style operations as graph IR nodes."""
+
 from __future__ import annotations
 
 import contextvars
@@ -19,10 +20,10 @@ from tracejit.numpy import python_numbers, views
 # what the traced functions take as an array, as as_node does: a traced array, a NumPy array or scalar, a
 # Python number or a (nested) list of them
 ArrayLike = Union["Tensor", Node, np.ndarray, np.generic, bool, int, float, list, tuple]
-Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]   # NumPy's casting rules, as its casting= takes
-Scalar = bool | int | float | np.generic   # a Python or NumPy number (an initial=, a bound)
+Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]  # NumPy's casting rules, as its casting= takes
+Scalar = bool | int | float | np.generic  # a Python or NumPy number (an initial=, a bound)
 
-MAX_UNROLL = 64   # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
+MAX_UNROLL = 64  # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
 
 
 # [traced values left, the limit] of the trace running in this context (Kernel._trace): a trace that would fill the
@@ -41,10 +42,12 @@ def trace_budget(values: int) -> Iterator[None]:
 
 
 def _over_budget(limit: int) -> None:
-    raise TraceError(f"the trace grew past {limit:,} traced values, about half of this machine's free memory: "
-                     "a Python loop is traced step by step, and tracejit does not compile loops as loops "
-                     "yet. Write the loop's body with whole-array operations (slices, np.where, reductions), "
-                     "or split the work into several calls of the kernel")
+    raise TraceError(
+        f"the trace grew past {limit:,} traced values, about half of this machine's free memory: "
+        "a Python loop is traced step by step, and tracejit does not compile loops as loops "
+        "yet. Write the loop's body with whole-array operations (slices, np.where, reductions), "
+        "or split the work into several calls of the kernel"
+    )
 
 
 def python_value(value, use: str):
@@ -68,10 +71,11 @@ def as_node(x) -> Node:
         return x
     if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):  # strong, NEP 50
         return build.const(x.item(), check(x.dtype, "constant"), ())
-    if isinstance(x, (bool, int, float)):   # after np.generic: np.float64 is a float, yet strong
+    if isinstance(x, (bool, int, float)):  # after np.generic: np.float64 is a float, yet strong
         return build.const(x, weak_dtype(x), (), weak=True)
-    if isinstance(x, np.ndarray):   # np.arange(n), np.tri(n), a captured table: see captured.py
+    if isinstance(x, np.ndarray):  # np.arange(n), np.tri(n), a captured table: see captured.py
         from tracejit.numpy.captured import array_node
+
         return array_node(x)
     if isinstance(x, (list, tuple)):
         return as_node(np.asarray(x))
@@ -96,13 +100,13 @@ class Tensor:
             budget[0] -= 1
             if budget[0] < 0:
                 _over_budget(budget[1])
-        self._value = node          # roots: the current value
-        self._base: Tensor | None = None          # views: the root whose memory they show ...
+        self._value = node  # roots: the current value
+        self._base: Tensor | None = None  # views: the root whose memory they show ...
         self._steps: tuple[views.Step, ...] = ()  # ... through these movement steps
-        self._seen: tuple[Node, Node] | None = None   # views: (the root value last read, the view's value then)
+        self._seen: tuple[Node, Node] | None = None  # views: (the root value last read, the view's value then)
         self._strides: tuple[int, ...] | None = None  # roots: element strides of the memory (None: C order)
         self._read_only = False
-        self._argument: int | None = None   # roots that are array arguments of the kernel: their position
+        self._argument: int | None = None  # roots that are array arguments of the kernel: their position
 
     @classmethod
     def argument(cls, node: Node, position: int, strides: tuple[int, ...], writeable: bool) -> Tensor:
@@ -197,9 +201,11 @@ class Tensor:
         value = self._known("a Python bool (`if`, `while`, `and`/`or`)")
         if value is not None:
             return bool(value)
-        raise TraceError("a traced value was used as a Python bool (in `if`, `while`, `and`/`or`, or bool()); "
-                         "its value is not known while tracing. Use tj.where(cond, a, b) (or np.where) to "
-                         "select values instead")
+        raise TraceError(
+            "a traced value was used as a Python bool (in `if`, `while`, `and`/`or`, or bool()); "
+            "its value is not known while tracing. Use tj.where(cond, a, b) (or np.where) to "
+            "select values instead"
+        )
 
     def __len__(self) -> int:
         if not self.shape:
@@ -210,24 +216,30 @@ class Tensor:
         if not self.shape:
             raise UnsupportedError("iteration over a 0-d array (a traced value), as in NumPy")
         if self.shape[0] > MAX_UNROLL:
-            raise TraceError(f"iterating over a traced value unrolls one step per row; its first axis has "
-                             f"length {self.shape[0]}, over the limit of {MAX_UNROLL}. Use whole-array "
-                             "operations (broadcasting, reductions with axis=0) instead of a Python loop")
+            raise TraceError(
+                f"iterating over a traced value unrolls one step per row; its first axis has "
+                f"length {self.shape[0]}, over the limit of {MAX_UNROLL}. Use whole-array "
+                "operations (broadcasting, reductions with axis=0) instead of a Python loop"
+            )
         return (self[i] for i in range(self.shape[0]))
 
     def __index__(self):
         value = self._known("a Python integer (a range bound, a shape, an index)")
         if value is not None and not self.shape and value.dtype.kind in "iub":
             return int(value)
-        raise TraceError("a traced value was used as a Python integer (e.g. as an index or a range bound); "
-                         "its value is not known while tracing")
+        raise TraceError(
+            "a traced value was used as a Python integer (e.g. as an index or a range bound); "
+            "its value is not known while tracing"
+        )
 
     def __float__(self):
         value = self._known("float()")
         if value is not None:
             return float(value.reshape(()))
-        raise TraceError("float() of a traced value; its value is not known while tracing. Keep it an array "
-                         "(x.astype(np.float64)) or pass the number as a static argument")
+        raise TraceError(
+            "float() of a traced value; its value is not known while tracing. Keep it an array "
+            "(x.astype(np.float64)) or pass the number as a static argument"
+        )
 
     def __int__(self):
         value = self._known("int()")
@@ -243,8 +255,9 @@ class Tensor:
         return F.astype(self, dtype)
 
     def reshape(self, *shape, order="C") -> Tensor:
-        return view_call(F.reshape, self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
-                         order)
+        return view_call(
+            F.reshape, self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape, order
+        )
 
     def transpose(self, *axes) -> Tensor:
         axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
@@ -280,60 +293,136 @@ class Tensor:
     def __getattr__(self, name: str):
         # only reached when normal lookup fails: say whether NumPy has it, so the user knows why
         value = constant_value(self._node) if not name.startswith("_") and name in _NDARRAY_NAMES else None
-        if value is not None:   # made from constants alone (np.arange(5).tolist()): NumPy's, as before a trace
+        if value is not None:  # made from constants alone (np.arange(5).tolist()): NumPy's, as before a trace
             return getattr(value, name)
         if not name.startswith("_") and name in _NDARRAY_NAMES:
-            raise UnsupportedError(f"ndarray.{name} is not supported by tracejit on traced values; supported "
-                                   f"methods and attributes: {', '.join(sorted(_SUPPORTED_NAMES))}")
+            raise UnsupportedError(
+                f"ndarray.{name} is not supported by tracejit on traced values; supported "
+                f"methods and attributes: {', '.join(sorted(_SUPPORTED_NAMES))}"
+            )
         raise AttributeError(f"'Tensor' object (a traced ndarray) has no attribute {name!r}")
 
     # -- operators --
-    def __add__(self, o): return F.add(self, o)  # noqa: E704
-    def __radd__(self, o): return F.add(o, self)  # noqa: E704
-    def __sub__(self, o): return F.subtract(self, o)  # noqa: E704
-    def __rsub__(self, o): return F.subtract(o, self)  # noqa: E704
-    def __mul__(self, o): return F.multiply(self, o)  # noqa: E704
-    def __rmul__(self, o): return F.multiply(o, self)  # noqa: E704
-    def __truediv__(self, o): return F.true_divide(self, o)  # noqa: E704
-    def __rtruediv__(self, o): return F.true_divide(o, self)  # noqa: E704
-    def __floordiv__(self, o): return F.floor_divide(self, o)  # noqa: E704
-    def __rfloordiv__(self, o): return F.floor_divide(o, self)  # noqa: E704
-    def __mod__(self, o): return F.remainder(self, o)  # noqa: E704
-    def __rmod__(self, o): return F.remainder(o, self)  # noqa: E704
-    def __pow__(self, o): return F.power(self, o)  # noqa: E704
-    def __rpow__(self, o): return F.power(o, self)  # noqa: E704
-    def __matmul__(self, o): return _frontend("linalg").matmul(self, o)  # noqa: E704
-    def __rmatmul__(self, o): return _frontend("linalg").matmul(o, self)  # noqa: E704
-    def __and__(self, o): return F.bitwise_and(self, o)  # noqa: E704
-    def __rand__(self, o): return F.bitwise_and(o, self)  # noqa: E704
-    def __or__(self, o): return F.bitwise_or(self, o)  # noqa: E704
-    def __ror__(self, o): return F.bitwise_or(o, self)  # noqa: E704
-    def __xor__(self, o): return F.bitwise_xor(self, o)  # noqa: E704
-    def __rxor__(self, o): return F.bitwise_xor(o, self)  # noqa: E704
-    def __lt__(self, o): return F.less(self, o)  # noqa: E704
-    def __le__(self, o): return F.less_equal(self, o)  # noqa: E704
-    def __gt__(self, o): return F.less(o, self)  # noqa: E704
-    def __ge__(self, o): return F.less_equal(o, self)  # noqa: E704
-    def __eq__(self, o): return F.equal(self, o)  # noqa: E704
-    def __ne__(self, o): return F.not_equal(self, o)  # noqa: E704
-    def __lshift__(self, o): return _U().left_shift(self, o)  # noqa: E704
-    def __rlshift__(self, o): return _U().left_shift(o, self)  # noqa: E704
-    def __rshift__(self, o): return _U().right_shift(self, o)  # noqa: E704
-    def __rrshift__(self, o): return _U().right_shift(o, self)  # noqa: E704
-    def __divmod__(self, o): return F.floor_divide(self, o), F.remainder(self, o)  # noqa: E704
-    def __rdivmod__(self, o): return F.floor_divide(o, self), F.remainder(o, self)  # noqa: E704
-    def __neg__(self): return F.negative(self)  # noqa: E704
+    def __add__(self, o):
+        return F.add(self, o)  # noqa: E704
+
+    def __radd__(self, o):
+        return F.add(o, self)  # noqa: E704
+
+    def __sub__(self, o):
+        return F.subtract(self, o)  # noqa: E704
+
+    def __rsub__(self, o):
+        return F.subtract(o, self)  # noqa: E704
+
+    def __mul__(self, o):
+        return F.multiply(self, o)  # noqa: E704
+
+    def __rmul__(self, o):
+        return F.multiply(o, self)  # noqa: E704
+
+    def __truediv__(self, o):
+        return F.true_divide(self, o)  # noqa: E704
+
+    def __rtruediv__(self, o):
+        return F.true_divide(o, self)  # noqa: E704
+
+    def __floordiv__(self, o):
+        return F.floor_divide(self, o)  # noqa: E704
+
+    def __rfloordiv__(self, o):
+        return F.floor_divide(o, self)  # noqa: E704
+
+    def __mod__(self, o):
+        return F.remainder(self, o)  # noqa: E704
+
+    def __rmod__(self, o):
+        return F.remainder(o, self)  # noqa: E704
+
+    def __pow__(self, o):
+        return F.power(self, o)  # noqa: E704
+
+    def __rpow__(self, o):
+        return F.power(o, self)  # noqa: E704
+
+    def __matmul__(self, o):
+        return _frontend("linalg").matmul(self, o)  # noqa: E704
+
+    def __rmatmul__(self, o):
+        return _frontend("linalg").matmul(o, self)  # noqa: E704
+
+    def __and__(self, o):
+        return F.bitwise_and(self, o)  # noqa: E704
+
+    def __rand__(self, o):
+        return F.bitwise_and(o, self)  # noqa: E704
+
+    def __or__(self, o):
+        return F.bitwise_or(self, o)  # noqa: E704
+
+    def __ror__(self, o):
+        return F.bitwise_or(o, self)  # noqa: E704
+
+    def __xor__(self, o):
+        return F.bitwise_xor(self, o)  # noqa: E704
+
+    def __rxor__(self, o):
+        return F.bitwise_xor(o, self)  # noqa: E704
+
+    def __lt__(self, o):
+        return F.less(self, o)  # noqa: E704
+
+    def __le__(self, o):
+        return F.less_equal(self, o)  # noqa: E704
+
+    def __gt__(self, o):
+        return F.less(o, self)  # noqa: E704
+
+    def __ge__(self, o):
+        return F.less_equal(o, self)  # noqa: E704
+
+    def __eq__(self, o):
+        return F.equal(self, o)  # noqa: E704
+
+    def __ne__(self, o):
+        return F.not_equal(self, o)  # noqa: E704
+
+    def __lshift__(self, o):
+        return _U().left_shift(self, o)  # noqa: E704
+
+    def __rlshift__(self, o):
+        return _U().left_shift(o, self)  # noqa: E704
+
+    def __rshift__(self, o):
+        return _U().right_shift(self, o)  # noqa: E704
+
+    def __rrshift__(self, o):
+        return _U().right_shift(o, self)  # noqa: E704
+
+    def __divmod__(self, o):
+        return F.floor_divide(self, o), F.remainder(self, o)  # noqa: E704
+
+    def __rdivmod__(self, o):
+        return F.floor_divide(o, self), F.remainder(o, self)  # noqa: E704
+
+    def __neg__(self):
+        return F.negative(self)  # noqa: E704
 
     # augmented assignment (x += y, ...): see AUGMENTED below the class
 
-    def __pos__(self): return _U().positive(self)  # noqa: E704
-    def __abs__(self): return F.abs(self)  # noqa: E704
-    def __invert__(self): return F.invert(self)  # noqa: E704
+    def __pos__(self):
+        return _U().positive(self)  # noqa: E704
+
+    def __abs__(self):
+        return F.abs(self)  # noqa: E704
+
+    def __invert__(self):
+        return F.invert(self)  # noqa: E704
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
     def __getitem__(self, key) -> Tensor:
         mask = _frontend("assign").traced_mask(key)
-        if mask is not None:   # its shape depends on the data: see selection.py for what works
+        if mask is not None:  # its shape depends on the data: see selection.py for what works
             known = self._known_selection(key)
             if known is not None:
                 return known
@@ -350,20 +439,24 @@ class Tensor:
 
     # -- NumPy protocols: existing NumPy code traces unchanged --
     def __array__(self, dtype=None, copy=None):
-        value = constant_value(self._node)   # an array the kernel made from constants alone has a value
+        value = constant_value(self._node)  # an array the kernel made from constants alone has a value
         if value is None:
-            raise TraceError("a traced value was converted to a NumPy array (np.asarray / np.array, stored into a "
-                             "NumPy array, a NumPy function tracejit does not implement, or an index into a NumPy "
-                             "array: table[i]); keep it symbolic inside the kernel. To index a NumPy array, pass it "
-                             "to the kernel as an argument or write tj.take(table, i)")
+            raise TraceError(
+                "a traced value was converted to a NumPy array (np.asarray / np.array, stored into a "
+                "NumPy array, a NumPy function tracejit does not implement, or an index into a NumPy "
+                "array: table[i]); keep it symbolic inside the kernel. To index a NumPy array, pass it "
+                "to the kernel as an argument or write tj.take(table, i)"
+            )
         return value if dtype is None else value.astype(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from tracejit.numpy.numpy_protocol import array_ufunc
+
         return array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         from tracejit.numpy.numpy_protocol import array_function
+
         return array_function(func, args, kwargs)
 
 
@@ -376,8 +469,9 @@ def view_call(fn, a, *args, contiguous_only: bool = False, **kwargs):
     stand_in = views.probe(a.shape, a.dtype)
     probed = fn(Tensor(stand_in), *args, **kwargs)
     single = isinstance(probed, Tensor)
-    found = [views.steps_from(r._node, stand_in) if isinstance(r, Tensor) else None
-             for r in ([probed] if single else probed)]
+    found = [
+        views.steps_from(r._node, stand_in) if isinstance(r, Tensor) else None for r in ([probed] if single else probed)
+    ]
     chains = [steps for steps in found if steps is not None]
     if len(chains) < len(found):
         return fn(a, *args, **kwargs)
@@ -400,11 +494,12 @@ def _index(node: Node, key) -> Node:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     used = sum(1 for k in key if k is not None and k is not Ellipsis)
     if used > len(node.shape):
-        raise ShapeError(f"too many indices: array of shape {node.shape} is {len(node.shape)}-dimensional, "
-                         f"but {used} were indexed")
+        raise ShapeError(
+            f"too many indices: array of shape {node.shape} is {len(node.shape)}-dimensional, but {used} were indexed"
+        )
     if Ellipsis in key:
         i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(node.shape) - used) + key[i + 1:]
+        key = key[:i] + (slice(None),) * (len(node.shape) - used) + key[i + 1 :]
     else:
         key = key + (slice(None),) * (len(node.shape) - used)
     spec, out_shape, dim = [], [], 0
@@ -432,6 +527,7 @@ def _index(node: Node, key) -> Node:
 def _U():
     """The ufunc module, which needs functions (and so this module) loaded first."""
     from tracejit.numpy import ufuncs
+
     return ufuncs
 
 
@@ -454,7 +550,7 @@ def _frontend(module: str):
     return importlib.import_module(f"{__package__}.{module}")
 
 
-_VIEW_METHODS = {"squeeze": False, "swapaxes": False, "ravel": True}   # name -> a view only of contiguous data
+_VIEW_METHODS = {"squeeze": False, "swapaxes": False, "ravel": True}  # name -> a view only of contiguous data
 
 
 def _method(module: str, name: str):
@@ -465,6 +561,7 @@ def _method(module: str, name: str):
             return view_call(fn, self, *args, contiguous_only=_VIEW_METHODS[name], **kwargs)
         result = fn(self, *args, **kwargs)
         return result if out is None else _frontend("assign").write_out(out, result, "unsafe", name=name, exact=True)
+
     method.__name__ = name
     method.__doc__ = f"As ndarray.{name}: calls np.{name} on the traced value."
     return method
@@ -478,6 +575,7 @@ for _module, _names in _METHODS.items():
 def _augmented(symbol: str, compute):
     def method(self, other):
         return _frontend("assign").inplace(self, compute(self, other), symbol)
+
     method.__name__ = f"__i{AUGMENTED_NAMES[symbol]}__"
     method.__doc__ = f"x {symbol} y, computed into x's memory as NumPy does (see assign.inplace)."
     return method
@@ -485,16 +583,35 @@ def _augmented(symbol: str, compute):
 
 # x op= y: the operator's function, by symbol; MaskedSelection (x[mask] op= y) uses the same table
 AUGMENTED = {
-    "+=": lambda a, b: F.add(a, b), "-=": lambda a, b: F.subtract(a, b), "*=": lambda a, b: F.multiply(a, b),
-    "/=": lambda a, b: F.true_divide(a, b), "//=": lambda a, b: F.floor_divide(a, b),
-    "%=": lambda a, b: F.remainder(a, b), "**=": lambda a, b: F.power(a, b), "&=": lambda a, b: F.bitwise_and(a, b),
-    "|=": lambda a, b: F.bitwise_or(a, b), "^=": lambda a, b: F.bitwise_xor(a, b),
-    "<<=": lambda a, b: _U().left_shift(a, b), ">>=": lambda a, b: _U().right_shift(a, b),
+    "+=": lambda a, b: F.add(a, b),
+    "-=": lambda a, b: F.subtract(a, b),
+    "*=": lambda a, b: F.multiply(a, b),
+    "/=": lambda a, b: F.true_divide(a, b),
+    "//=": lambda a, b: F.floor_divide(a, b),
+    "%=": lambda a, b: F.remainder(a, b),
+    "**=": lambda a, b: F.power(a, b),
+    "&=": lambda a, b: F.bitwise_and(a, b),
+    "|=": lambda a, b: F.bitwise_or(a, b),
+    "^=": lambda a, b: F.bitwise_xor(a, b),
+    "<<=": lambda a, b: _U().left_shift(a, b),
+    ">>=": lambda a, b: _U().right_shift(a, b),
     "@=": lambda a, b: _frontend("linalg").matmul(a, b),
 }
-AUGMENTED_NAMES = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "truediv", "//=": "floordiv", "%=": "mod",
-                   "**=": "pow", "&=": "and", "|=": "or", "^=": "xor", "<<=": "lshift", ">>=": "rshift",
-                   "@=": "matmul"}
+AUGMENTED_NAMES = {
+    "+=": "add",
+    "-=": "sub",
+    "*=": "mul",
+    "/=": "truediv",
+    "//=": "floordiv",
+    "%=": "mod",
+    "**=": "pow",
+    "&=": "and",
+    "|=": "or",
+    "^=": "xor",
+    "<<=": "lshift",
+    ">>=": "rshift",
+    "@=": "matmul",
+}
 for _symbol, _compute in AUGMENTED.items():
     setattr(Tensor, f"__i{AUGMENTED_NAMES[_symbol]}__", _augmented(_symbol, _compute))
 

@@ -1,6 +1,7 @@
 """Every NumPy ufunc on traced tensors: the op table's rows as tj.<ufunc name>, and the ufuncs NumPy
 defines in terms of others (logaddexp, degrees, heaviside, fmax, ...) built here from those primitives,
 with NumPy's result dtypes and its special cases (NaN, infinities, signed zeros)."""
+
 from __future__ import annotations
 
 import math
@@ -22,6 +23,7 @@ def _primitive(name: str, arity: int) -> Callable[..., Tensor]:
         if len(args) != arity:
             raise TypeError(f"{name}() takes {arity} positional argument{'s' * (arity > 1)} ({len(args)} given)")
         return _unary(name, *args) if arity == 1 else _binary(name, *args)
+
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}, as numpy.{name}."
     return f
@@ -70,7 +72,8 @@ def logaddexp2(x1: ArrayLike, x2: ArrayLike) -> Tensor:
 def _scaled(ufunc: np.ufunc, factor: float) -> F.Unary:
     def f(x: ArrayLike) -> Tensor:
         (x,), dt = _in_loop(ufunc, x)
-        return F.astype(x * _const(factor, x), dt)   # by the factor rounded to the loop's dtype, as NumPy
+        return F.astype(x * _const(factor, x), dt)  # by the factor rounded to the loop's dtype, as NumPy
+
     f.__name__ = ufunc.__name__
     f.__doc__ = f"Elementwise {ufunc.__name__}, as numpy.{ufunc.__name__}."
     return f
@@ -92,6 +95,7 @@ def _nan_ignoring(ufunc: np.ufunc, pick: F.Binary) -> F.Binary:
         if not is_float(a.dtype):
             return pick(a, b)
         return F.where(F.isnan(b), a, F.where(F.isnan(a), b, pick(a, b)))
+
     f.__name__ = ufunc.__name__
     f.__doc__ = f"Elementwise {ufunc.__name__}, as numpy.{ufunc.__name__}: a NaN loses to a number."
     return f
@@ -106,12 +110,12 @@ def square(x: ArrayLike) -> Tensor:
 
 
 def positive(x: ArrayLike) -> Tensor:
-    (x,) = _in(np.positive, x)   # NumPy refuses bool
+    (x,) = _in(np.positive, x)  # NumPy refuses bool
     return x
 
 
 def conjugate(x: ArrayLike) -> Tensor:
-    (x,) = _in(np.conjugate, x)   # real dtypes only: the value itself
+    (x,) = _in(np.conjugate, x)  # real dtypes only: the value itself
     return x
 
 
@@ -183,8 +187,9 @@ def modf(x: ArrayLike) -> tuple[Tensor, Tensor]:
     return PRIMITIVES["copysign"](frac, x), whole
 
 
-def nan_to_num(x: ArrayLike, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
-               neginf: float | None = None) -> Tensor:
+def nan_to_num(
+    x: ArrayLike, copy: bool = True, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> Tensor:
     x = Tensor(as_node(x))
     if not is_float(x.dtype):
         return x
@@ -202,7 +207,7 @@ def isclose(a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08
     if not yn.weak:
         yn = build.cast(yn, check(np.result_type(yn.dtype, 1.0)))
     elif yn.dtype.kind in "bi" and yn.op is Op.CONST:
-        assert isinstance(yn.arg, int)   # a weak bool or int constant holds a Python bool or int
+        assert isinstance(yn.arg, int)  # a weak bool or int constant holds a Python bool or int
         yn = build.const(float(yn.arg), np.float64, (), True)
     elif yn.dtype.kind in "bi":
         yn = build.cast(yn, np.float64, True)
@@ -223,8 +228,11 @@ def sinc(x: ArrayLike) -> Tensor:
 # --- the float's own layout: ldexp, frexp, nextafter, spacing -------------------------------------
 # float dtype -> (significand bits, exponent of the smallest subnormal, an |n| at which ldexp(x, n) is
 # already 0 or inf for every x of the dtype: exponents are clamped to it, so the dtype holds them exactly)
-_LAYOUT = {np.dtype(np.float16): (11, -24, 48), np.dtype(np.float32): (24, -149, 320),
-           np.dtype(np.float64): (53, -1074, 2200)}
+_LAYOUT = {
+    np.dtype(np.float16): (11, -24, 48),
+    np.dtype(np.float32): (24, -149, 320),
+    np.dtype(np.float64): (53, -1074, 2200),
+}
 
 
 def _scale(x: Tensor, n: Tensor) -> Tensor:
@@ -266,9 +274,9 @@ def frexp(x: ArrayLike) -> tuple[Tensor, Tensor]:
     the exponent int32 (0 for those)."""
     node = as_node(x)
     probe = node.arg if node.weak and node.op is Op.CONST else np.ones((), node.dtype)
-    assert isinstance(probe, (int, float, np.ndarray))   # a weak constant holds a Python number
+    assert isinstance(probe, (int, float, np.ndarray))  # a weak constant holds a Python number
     dt = check(np.frexp(probe)[0].dtype)
-    t = F.astype(Tensor(node), np.float32 if dt == np.float16 else dt)   # float16 is exact in float32
+    t = F.astype(Tensor(node), np.float32 if dt == np.float16 else dt)  # float16 is exact in float32
     m, e = _frexp(t)
     return F.astype(m, dt), F.astype(e, np.int32)
 
@@ -295,10 +303,10 @@ def nextafter(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     up = y > x
     shrink = F.not_equal(up, x > 0) & F.equal(F.abs(m), 0.5)
     step = _step(x, e, shrink, dt)
-    out = PRIMITIVES["copysign"](x + F.where(up, step, -step), x)   # -tiny towards 0 is -0
+    out = PRIMITIVES["copysign"](x + F.where(up, step, -step), x)  # -tiny towards 0 is -0
     out = F.where(F.equal(x, 0), PRIMITIVES["copysign"](_const(float(info.smallest_subnormal), x), y), out)
     out = F.where(F.isinf(x), PRIMITIVES["copysign"](_const(float(info.max), x), x), out)
-    out = F.where(F.equal(x, y), x if dt == np.float16 and _FLOAT16_NEXTAFTER_KEEPS_X else y, out)   # +-0
+    out = F.where(F.equal(x, y), x if dt == np.float16 and _FLOAT16_NEXTAFTER_KEEPS_X else y, out)  # +-0
     return F.astype(F.where(F.isnan(x) | F.isnan(y), x + y, out), dt)
 
 
@@ -321,41 +329,132 @@ def spacing(x: ArrayLike) -> Tensor:
 
 
 _COMPOSITE_UFUNCS = {
-    np.logaddexp: logaddexp, np.logaddexp2: logaddexp2, np.degrees: degrees, np.rad2deg: rad2deg,
-    np.radians: radians, np.deg2rad: deg2rad, np.heaviside: heaviside, np.fmax: fmax, np.fmin: fmin,
-    np.square: square, np.positive: positive, np.conjugate: conjugate, np.fabs: fabs,
-    np.logical_and: logical_and, np.logical_or: logical_or, np.logical_xor: logical_xor,
-    np.logical_not: logical_not, np.divmod: divmod_, np.modf: modf, np.ldexp: ldexp, np.frexp: frexp,
-    np.nextafter: nextafter, np.spacing: spacing,
-    np.greater: F.greater, np.greater_equal: F.greater_equal, np.isfinite: F.isfinite,
+    np.logaddexp: logaddexp,
+    np.logaddexp2: logaddexp2,
+    np.degrees: degrees,
+    np.rad2deg: rad2deg,
+    np.radians: radians,
+    np.deg2rad: deg2rad,
+    np.heaviside: heaviside,
+    np.fmax: fmax,
+    np.fmin: fmin,
+    np.square: square,
+    np.positive: positive,
+    np.conjugate: conjugate,
+    np.fabs: fabs,
+    np.logical_and: logical_and,
+    np.logical_or: logical_or,
+    np.logical_xor: logical_xor,
+    np.logical_not: logical_not,
+    np.divmod: divmod_,
+    np.modf: modf,
+    np.ldexp: ldexp,
+    np.frexp: frexp,
+    np.nextafter: nextafter,
+    np.spacing: spacing,
+    np.greater: F.greater,
+    np.greater_equal: F.greater_equal,
+    np.isfinite: F.isfinite,
 }
 # every ufunc tracejit implements -> its implementation
-NUMPY_UFUNCS = {**{ufunc: PRIMITIVES[n] for n, (_, ufunc) in {**_UNARY, **_BINARY}.items() if n != "erf"},
-                **_COMPOSITE_UFUNCS}
-NUMPY_FUNCTIONS = {np.real: real, np.imag: imag, np.fix: fix, np.isposinf: isposinf, np.isneginf: isneginf,
-                   np.nan_to_num: nan_to_num, np.isclose: isclose, np.sinc: sinc}
+NUMPY_UFUNCS = {
+    **{ufunc: PRIMITIVES[n] for n, (_, ufunc) in {**_UNARY, **_BINARY}.items() if n != "erf"},
+    **_COMPOSITE_UFUNCS,
+}
+NUMPY_FUNCTIONS = {
+    np.real: real,
+    np.imag: imag,
+    np.fix: fix,
+    np.isposinf: isposinf,
+    np.isneginf: isneginf,
+    np.nan_to_num: nan_to_num,
+    np.isclose: isclose,
+    np.sinc: sinc,
+}
 
 _OWN = {n: f for n, f in PRIMITIVES.items() if not hasattr(F, n)}
 globals().update(_OWN)
 add, subtract, multiply, divide, true_divide = F.add, F.subtract, F.multiply, F.true_divide, F.true_divide
 floor_divide, remainder, mod, negative = F.floor_divide, F.remainder, F.remainder, F.negative
-less, less_equal, greater, greater_equal, equal, not_equal = (F.less, F.less_equal, F.greater,
-                                                              F.greater_equal, F.equal, F.not_equal)
+less, less_equal, greater, greater_equal, equal, not_equal = (
+    F.less,
+    F.less_equal,
+    F.greater,
+    F.greater_equal,
+    F.equal,
+    F.not_equal,
+)
 bitwise_and, bitwise_or, bitwise_xor, invert, absolute = F.bitwise_and, F.bitwise_or, F.bitwise_xor, F.invert, F.abs
-__all__ = sorted({*_OWN, "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder", "mod",
-                  "negative", "less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
-                  "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "absolute",
-                  "logaddexp", "logaddexp2", "degrees", "rad2deg", "radians", "deg2rad", "heaviside", "fmax",
-                  "fmin", "square", "positive", "conjugate", "conj", "real", "imag", "fabs", "fix", "isposinf",
-                  "isneginf", "logical_and", "logical_or", "logical_xor", "logical_not", "modf", "nan_to_num",
-                  "ldexp", "frexp", "nextafter", "spacing",
-                  "isclose", "sinc"})
+__all__ = sorted(
+    {
+        *_OWN,
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "true_divide",
+        "floor_divide",
+        "remainder",
+        "mod",
+        "negative",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "equal",
+        "not_equal",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "invert",
+        "absolute",
+        "logaddexp",
+        "logaddexp2",
+        "degrees",
+        "rad2deg",
+        "radians",
+        "deg2rad",
+        "heaviside",
+        "fmax",
+        "fmin",
+        "square",
+        "positive",
+        "conjugate",
+        "conj",
+        "real",
+        "imag",
+        "fabs",
+        "fix",
+        "isposinf",
+        "isneginf",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "logical_not",
+        "modf",
+        "nan_to_num",
+        "ldexp",
+        "frexp",
+        "nextafter",
+        "spacing",
+        "isclose",
+        "sinc",
+    }
+)
 
 # float32/float64 error against NumPy of the composites whose steps round (numba and opencl, GPUs: webgpu and
 # cuda), as measured on special and random values; the rest are exact. logaddexp's error near a zero result is in
 # ulps of that result, where the cancellation of max(x1, x2) against log1p(...) magnifies its steps'
-ULPS = {"logaddexp": (16, 64), "logaddexp2": (64, 128), "degrees": (2, 2), "rad2deg": (2, 2), "radians": (2, 2),
-        "deg2rad": (2, 2), "sinc": (2, 2), "isclose": (0, 0)}
+ULPS = {
+    "logaddexp": (16, 64),
+    "logaddexp2": (64, 128),
+    "degrees": (2, 2),
+    "rad2deg": (2, 2),
+    "radians": (2, 2),
+    "deg2rad": (2, 2),
+    "sinc": (2, 2),
+    "isclose": (0, 0),
+}
 
 
 def stated_ulps(name: str) -> tuple[int, int]:

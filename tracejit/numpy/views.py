@@ -2,6 +2,7 @@
 array plus the movement steps from the root to it. Its value is recomputed from the root's current value,
 so it sees writes made through the root or another view; a write through it scatters the new values back
 to the root through the inverted steps, with movement ops only, so everything stays fused."""
+
 from __future__ import annotations
 
 import math
@@ -14,11 +15,11 @@ from tracejit.ir import build
 from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import MOVEMENT, Node, Op
 
-Step = tuple[Op, object]   # (RESHAPE, shape) | (PERMUTE, perm) | (EXPAND, shape) | (SLICE, spec), as in the IR
-Shape = tuple[int, ...]    # a step's arg for RESHAPE, PERMUTE and EXPAND
-SliceSpec = tuple[tuple[int, int, int], ...]   # for SLICE: (start, step, length) per dimension
+Step = tuple[Op, object]  # (RESHAPE, shape) | (PERMUTE, perm) | (EXPAND, shape) | (SLICE, spec), as in the IR
+Shape = tuple[int, ...]  # a step's arg for RESHAPE, PERMUTE and EXPAND
+SliceSpec = tuple[tuple[int, int, int], ...]  # for SLICE: (start, step, length) per dimension
 
-_PROBE = "view probe"      # the arg of the stand-in input that view functions are run on
+_PROBE = "view probe"  # the arg of the stand-in input that view functions are run on
 
 
 def probe(shape: tuple[int, ...], dtype) -> Node:
@@ -45,7 +46,11 @@ def apply(node: Node, steps: tuple[Step, ...]) -> Node:
 
 # the arg each builder takes depends on the op (a shape, a permutation or a slice spec), as Node.arg does
 _MOVE: dict[Op, Callable[[Node, Any], Node]] = {
-    Op.RESHAPE: build.reshape, Op.PERMUTE: build.permute, Op.EXPAND: build.expand, Op.SLICE: build.slice_}
+    Op.RESHAPE: build.reshape,
+    Op.PERMUTE: build.permute,
+    Op.EXPAND: build.expand,
+    Op.SLICE: build.slice_,
+}
 
 
 def shapes(shape: tuple[int, ...], steps: tuple[Step, ...]) -> list[tuple[int, ...]]:
@@ -67,6 +72,7 @@ def read_only(steps: tuple[Step, ...]) -> bool:
 
 
 # --- memory layout: whether NumPy could make the view without a copy ---------------------------------
+
 
 def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     out, acc = [], 1
@@ -135,10 +141,11 @@ def is_c_contiguous(shape, strides) -> bool:
 
 # --- writes: values in a view's index space brought to its root's ------------------------------------
 
+
 def scatter(value: Node, steps: tuple[Step, ...], root_shape) -> tuple[Node, Node | None]:
     """`value` (shaped as the view) placed where the view's elements live in the root: (values, mask),
     mask None when the view covers every element of the root. Elements outside the view are filler."""
-    covers_all = value.size == math.prod(root_shape)   # the steps of a view never repeat an element
+    covers_all = value.size == math.prod(root_shape)  # the steps of a view never repeat an element
     mask = None if covers_all else build.const(True, BOOL, value.shape)
     for (op, arg), shape in reversed(list(zip(steps, shapes(root_shape, steps)))):
         value = _invert(op, arg, shape, value, 0)
@@ -154,7 +161,7 @@ def _invert(op: Op, arg, shape, x: Node, fill) -> Node:
         return build.reshape(x, shape)
     if op is Op.PERMUTE:
         inverse = tuple(int(i) for i in np.argsort(arg))
-        if x.op is Op.CONST:   # an all-true mask: nothing to move
+        if x.op is Op.CONST:  # an all-true mask: nothing to move
             return build.const(x.arg, x.dtype, shape)
         return build.permute(x, inverse)
     return _unslice(x, arg, shape, fill)
@@ -167,7 +174,7 @@ def _unslice(x: Node, spec, shape, fill) -> Node:
         x = build.slice_(x, tuple((n - 1, -1, n) if step < 0 else (0, 1, n) for _, step, n in spec))
     pads = []
     for d, ((start, step, n), size) in enumerate(zip(spec, shape)):
-        if step < 0:   # the flipped values go up from the lowest position the slice reaches
+        if step < 0:  # the flipped values go up from the lowest position the slice reaches
             start, step = start + (n - 1) * step, -step
         if step > 1 and n > 1:
             x = _dilate(x, d, step, fill)
@@ -179,9 +186,8 @@ def _unslice(x: Node, spec, shape, fill) -> Node:
 def _dilate(x: Node, axis: int, step: int, fill) -> Node:
     """step - 1 fillers between neighbours along axis: length n becomes (n - 1) * step + 1."""
     n = x.shape[axis]
-    split = x.shape[:axis] + (n, 1) + x.shape[axis + 1:]
+    split = x.shape[:axis] + (n, 1) + x.shape[axis + 1 :]
     x = build.reshape(x, split)
     x = build.pad(x, tuple((0, step - 1) if d == axis + 1 else (0, 0) for d in range(len(split))), fill)
-    x = build.reshape(x, x.shape[:axis] + (n * step,) + x.shape[axis + 2:])
-    return build.slice_(x, tuple((0, 1, (n - 1) * step + 1) if d == axis else (0, 1, s)
-                                 for d, s in enumerate(x.shape)))
+    x = build.reshape(x, x.shape[:axis] + (n * step,) + x.shape[axis + 2 :])
+    return build.slice_(x, tuple((0, 1, (n - 1) * step + 1) if d == axis else (0, 1, s) for d, s in enumerate(x.shape)))

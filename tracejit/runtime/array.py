@@ -1,4 +1,5 @@
 """tj.Array: a device-resident array; on the numba device its memory is a NumPy array."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,8 +50,9 @@ class Array:
         place. Other devices have none (hasattr is False)."""
         get = getattr(self.device, "cuda_array_interface", None)
         if get is None:
-            raise AttributeError(f"a tj.Array on {self.device.name} has no __cuda_array_interface__ (only arrays "
-                                 "on a cuda device do)")
+            raise AttributeError(
+                f"a tj.Array on {self.device.name} has no __cuda_array_interface__ (only arrays on a cuda device do)"
+            )
         return get(self._data)
 
     def __len__(self) -> int:
@@ -72,9 +74,9 @@ def own_copy(device, a) -> Array:
     return Array(device.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), device)
 
 
-
 def _from_host(data: np.ndarray, device: str) -> Array:
     """A pickled tj.Array made again on the device of that name in this process."""
     from tracejit.runtime import registry
+
     dev = registry.device(device)
     return Array(dev.from_numpy(data), dev)

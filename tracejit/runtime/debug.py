@@ -1,6 +1,7 @@
 """Diagnostics through the standard `logging` module, on the "tracejit" logger: TRACEJIT_DEBUG (or
 tj.set_debug) level 1 compiles with timings (each stage of each compile), 2 launches, 3 the IRs,
 4 generated source; and the stage times of one compile."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +21,7 @@ LOGGER = logging.getLogger("tracejit")
 KINDS = {1: "compile", 2: "launch", 3: "ir", 4: "source"}
 LEVELS = {1: logging.DEBUG, 2: logging.DEBUG - 1, 3: logging.DEBUG - 2, 4: logging.DEBUG - 3}
 _LOGGERS = {n: logging.getLogger(f"tracejit.{kind}") for n, kind in KINDS.items()}
-_level_callbacks: list = []   # called with the level tj.set_debug sets (runtime/profiler.py: launches timed)
+_level_callbacks: list = []  # called with the level tj.set_debug sets (runtime/profiler.py: launches timed)
 
 
 def log(level: int, message: str) -> None:
@@ -55,7 +56,7 @@ class _StderrHandler(logging.StreamHandler):
         return sys.stderr
 
     @stream.setter
-    def stream(self, value):   # (StreamHandler.__init__ sets it)
+    def stream(self, value):  # (StreamHandler.__init__ sets it)
         pass
 
     def handle(self, record):
@@ -87,7 +88,7 @@ def set_debug(level: int) -> None:
     else:
         LOGGER.setLevel(LEVELS[min(level, 4)])
         if _HANDLER not in LOGGER.handlers:
-            LOGGER.addHandler(_HANDLER)   # (silent while another handler takes the records)
+            LOGGER.addHandler(_HANDLER)  # (silent while another handler takes the records)
     for callback in _level_callbacks:
         callback(level)
 
@@ -102,12 +103,12 @@ def requested() -> int:
     return _requested
 
 
-_requested = max(0, int(os.environ.get("TRACEJIT_DEBUG", "0") or 0))   # (int() refuses a word, as before)
+_requested = max(0, int(os.environ.get("TRACEJIT_DEBUG", "0") or 0))  # (int() refuses a word, as before)
 if _requested:
     set_debug(_requested)
 
 
-OTHER = "other"   # time in no named stage
+OTHER = "other"  # time in no named stage
 
 
 class CompileTimes:
@@ -116,7 +117,7 @@ class CompileTimes:
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
-        self._open: list[list] = []   # [stage, since when it is counted], innermost last
+        self._open: list[list] = []  # [stage, since when it is counted], innermost last
 
     def enter(self, name: str) -> None:
         now = time.perf_counter()
@@ -129,7 +130,7 @@ class CompileTimes:
         if self._open:
             self._open.pop()
         if self._open:
-            self._open[-1][1] = now   # the enclosing stage counts again from here
+            self._open[-1][1] = now  # the enclosing stage counts again from here
 
     def _pause(self, now: float) -> None:
         if self._open:
@@ -141,8 +142,10 @@ class CompileTimes:
         """'stage 1.2, next stage 30, other 0.5 ms' in the order the stages first ran, then the time in
         none of them (tenths of a ms below 10 ms)."""
         order = [name for name in self.seconds if name != OTHER] + [OTHER] * (OTHER in self.seconds)
-        return ", ".join(f"{name} {1e3 * self.seconds[name]:.{1 if self.seconds[name] < 0.01 else 0}f}"
-                         for name in order) + " ms"
+        return (
+            ", ".join(f"{name} {1e3 * self.seconds[name]:.{1 if self.seconds[name] < 0.01 else 0}f}" for name in order)
+            + " ms"
+        )
 
 
 _TIMES: contextvars.ContextVar[CompileTimes | None] = contextvars.ContextVar("tracejit_compile_times", default=None)

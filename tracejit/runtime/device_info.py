@@ -4,6 +4,7 @@ Each device builds a DeviceInfo from its own API (cuDeviceGetAttribute and cuMem
 device queries, WebGPU's adapter info and limits, Metal's MTLDevice, the OS for the CPU); a field the
 API cannot answer is None, never a guess. Free memory is read afresh each time `info` is asked.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,6 +27,7 @@ class DeviceInfo:
     `subgroup_size`: threads per warp / SIMD-group where the API reports it; `dtypes`: the NumPy dtype
     names of the arrays kernels on it take and compute in (uint64 also comes out, as NumPy's sums of
     unsigned integers, where the device has 64-bit integers)."""
+
     name: str
     target: str
     kind: str
@@ -61,9 +63,10 @@ def host_memory() -> tuple[int | None, int | None]:
     MemTotal and MemAvailable), None where it cannot say."""
     try:
         import psutil
+
         memory = psutil.virtual_memory()
         return memory.total, memory.available
-    except Exception:   # noqa: BLE001 - an OS psutil cannot read: the facts are unknown, not guessed
+    except Exception:  # noqa: BLE001 - an OS psutil cannot read: the facts are unknown, not guessed
         return None, None
 
 
@@ -86,4 +89,5 @@ def host_vendor() -> str | None:
     except OSError:
         pass
     import platform
+
     return platform.processor() or None

@@ -6,6 +6,7 @@ callers read directly instead of probing with getattr. A compile-only target (cu
 metal and webgpu where none is open) is a Device with `runs = False`. The GPU-API devices also implement
 `KernelDevice`, the hooks of the launch plan they share (launch_plan.LaunchPlan).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,16 +24,17 @@ class DeviceInterface(Protocol):
     """The methods a device has. `compile` takes a tracejit.ir.fuse.Program and returns a plan with
     `.kernels` (each with .name, .source, .cached) that is called as `plan(args, into=None)` and returns
     the program's outputs as the device's arrays."""
+
     name: str
     layout: LayoutOptions
 
     @staticmethod
-    def probe() -> tuple[bool, str | None, str]: ...        # (available here, why not, description)
+    def probe() -> tuple[bool, str | None, str]: ...  # (available here, why not, description)
 
     def compile(self, program): ...
-    def from_numpy(self, a): ...                              # a host array -> the device's array
-    def to_numpy(self, data): ...                             # and back (waiting for the work writing it)
-    def clone(self, data): ...                                # a copy on the device
+    def from_numpy(self, a): ...  # a host array -> the device's array
+    def to_numpy(self, data): ...  # and back (waiting for the work writing it)
+    def clone(self, data): ...  # a copy on the device
     def synchronize(self) -> None: ...
 
 
@@ -42,8 +44,9 @@ class KernelDevice(DeviceInterface, Protocol):
     launches, its memory, its error records. A kernel's `values` are its arguments in parameter order (a
     device array for a buffer, a Python value for a scalar), `bufs[key]` for each buffer key of its
     parameters, in a list of the call's own that the device may change."""
-    options: object                                           # codegen options, with .max_local_size
-    sizes: object                                             # symbolic_sizes.SymbolicSizes
+
+    options: object  # codegen options, with .max_local_size
+    sizes: object  # symbolic_sizes.SymbolicSizes
 
     def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options):
         """Render and compile one kernel: (the compiled kernel, with .name, .source, .ir, .launch and
@@ -53,11 +56,13 @@ class KernelDevice(DeviceInterface, Protocol):
         """The plan's own launcher of one kernel. `scalars`, per parameter: None for a buffer, else (the
         call's argument, its dtype) for a value passed by value."""
 
-    def allocate(self, shape, dtype): ...                     # a device array from the pool
-    def upload_span(self, a, desc): ...                       # the memory a kernel reads of a host array, uploaded
-                                                              #   (a device array, or what launches take of one)
-    def error_record(self): ...                               # a zeroed fault record for one call (faults.py)
-    def read_record(self, record): ...                        # its bytes, once the call's kernels are done
+    def allocate(self, shape, dtype): ...  # a device array from the pool
+    def upload_span(self, a, desc):
+        ...  # the memory a kernel reads of a host array, uploaded
+        #   (a device array, or what launches take of one)
+
+    def error_record(self): ...  # a zeroed fault record for one call (faults.py)
+    def read_record(self, record): ...  # its bytes, once the call's kernels are done
 
     def enqueue(self, launches: list, bufs: dict, error) -> None:
         """Launch a call's kernels, (launcher, the buffer keys of its parameters) each, in order without
@@ -70,24 +75,25 @@ class KernelDevice(DeviceInterface, Protocol):
     def bound(self, launcher, values):
         """For graph capture: the kernel's launch with these arguments for good, as replay() takes it."""
 
-    def replay(self, launches) -> None: ...                   # captured launches, again, without waiting
+    def replay(self, launches) -> None: ...  # captured launches, again, without waiting
 
 
 class Device(DeviceStats):
     """The base of every device: the capabilities a device may have, off unless it says otherwise, and
     the counters and memory limit of DeviceStats."""
+
     name: str
     layout: LayoutOptions = LayoutOptions()
-    runs = True                      # kernels run here (False: a target that only compiles: lower, warm)
-    returns_numpy = False            # calls return NumPy arrays, not tj.Arrays (numba: host memory)
-    inner_sizes_as_arguments = False # row lengths and loop extents can be arguments of its code (symbolic_sizes)
-    binds_one_buffer_twice = True    # one buffer may be bound to two parameters of a kernel (not WebGPU's rule)
-    keeps_compiled_kernels = True    # compiled kernels go to the disk cache (else no_disk_cache says why)
+    runs = True  # kernels run here (False: a target that only compiles: lower, warm)
+    returns_numpy = False  # calls return NumPy arrays, not tj.Arrays (numba: host memory)
+    inner_sizes_as_arguments = False  # row lengths and loop extents can be arguments of its code (symbolic_sizes)
+    binds_one_buffer_twice = True  # one buffer may be bound to two parameters of a kernel (not WebGPU's rule)
+    keeps_compiled_kernels = True  # compiled kernels go to the disk cache (else no_disk_cache says why)
     no_disk_cache: str | None = None
     # a static (suffix) -> compile-only target, for a target that compiles without its hardware (cuda: PTX);
     # None from it: the hardware is there
     compile_only: Callable[[str | None], Device | None] | None = None
-    imports_foreign = False          # takes another library's GPU arrays without a copy (import_foreign)
+    imports_foreign = False  # takes another library's GPU arrays without a copy (import_foreign)
 
     @staticmethod
     def default_is_gpu() -> bool:

@@ -1,5 +1,6 @@
 """What the GPU-API runtimes share: contiguous device arrays, a caching pool of API buffers, the by-value
 parameters of a launch, and the plan of a target that only renders."""
+
 from __future__ import annotations
 
 import math
@@ -58,7 +59,8 @@ def over_limit(device: str, size: int, limit: int, in_use: int) -> OutOfMemoryEr
     return OutOfMemoryError(
         f"{device}: allocating {size} bytes would pass the memory limit of {limit} bytes ({in_use} bytes in use "
         "after emptying the pool); free device arrays you no longer need, or raise the limit "
-        "(tj.set_memory_limit, TRACEJIT_MEMORY_LIMIT)")
+        "(tj.set_memory_limit, TRACEJIT_MEMORY_LIMIT)"
+    )
 
 
 class FreeLists:
@@ -70,7 +72,7 @@ class FreeLists:
         self.free: dict[int, list] = {}
         self.active_blocks = self.active_bytes = self.held_blocks = self.held_bytes = 0
         self.peak_bytes = 0
-        self.limit: int | None = None   # tj.set_memory_limit: bytes the pool may hold, in use and kept
+        self.limit: int | None = None  # tj.set_memory_limit: bytes the pool may hold, in use and kept
         self._lock = threading.RLock()
 
     def admit(self, size: int, device: str) -> None:
@@ -122,8 +124,12 @@ class FreeLists:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"active_blocks": self.active_blocks, "held_blocks": self.held_blocks,
-                    "managed_bytes": self.active_bytes + self.held_bytes, "active_bytes": self.active_bytes}
+            return {
+                "active_blocks": self.active_blocks,
+                "held_blocks": self.held_blocks,
+                "managed_bytes": self.active_bytes + self.held_bytes,
+                "active_bytes": self.active_bytes,
+            }
 
 
 class BlockPool(FreeLists):
@@ -131,14 +137,19 @@ class BlockPool(FreeLists):
     DeviceError when it cannot); `stamp()` labels a buffer as it is released (metal: how much work had
     been committed, so a host write waits only when that work may still use it)."""
 
-    def __init__(self, create: Callable[[int], object], align: int, stamp: Callable[[], object] = lambda: None,
-                 device: str = "the device"):
+    def __init__(
+        self,
+        create: Callable[[int], object],
+        align: int,
+        stamp: Callable[[], object] = lambda: None,
+        device: str = "the device",
+    ):
         super().__init__()
         self.create, self.align, self.stamp, self.device = create, align, stamp, device
 
     def allocate(self, nbytes: int) -> Block:
         size = max(self.align, -(-nbytes // self.align) * self.align)
-        self.admit(size, self.device)   # a kept buffer reused counts against the limit too
+        self.admit(size, self.device)  # a kept buffer reused counts against the limit too
         found = self._take(size)
         buffer, tag = found if found is not None else (self.create(size), None)
         self._active(size)
@@ -156,6 +167,7 @@ def by_value_params(program: Program, keys) -> frozenset[int]:
 @dataclass
 class RenderedOnly:
     """The plan of a target that renders source without its device (lower() anywhere): it cannot run."""
+
     kernels: list
     refusal: str
 

@@ -6,6 +6,7 @@ the most ever at once, and bytes kept for reuse. The counts are plain integers, 
 several threads at once may lose an increment. A memory limit caps the bytes a device's pool holds
 (in use and kept); an allocation past it first empties the pool, then raises tj.OutOfMemoryError.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,6 +19,7 @@ from tracejit.errors import ArgumentError, UnsupportedError
 
 class PoolStats(Protocol):
     """What the counters read of a device's pool (device_memory.FreeLists has it)."""
+
     limit: int | None
 
     @property
@@ -34,12 +36,14 @@ class DeviceStats:
     """The counters and the memory limit of a device (a base of each device class). A device whose
     arrays live in a FreeLists pool (`self.pool`) needs nothing more; others override memory() and
     set_memory_limit()."""
+
     launches = 0
     compiles = 0
     last_error: str | None = None
-    has_memory_pool = True   # its arrays come from a pool tracejit keeps (numba's are NumPy's: False)
+    has_memory_pool = True  # its arrays come from a pool tracejit keeps (numba's are NumPy's: False)
 
-    if TYPE_CHECKING:   # set by the device as its own pool class; one without such a pool overrides what reads it
+    if TYPE_CHECKING:  # set by the device as its own pool class; one without such a pool overrides what reads it
+
         @property
         def pool(self) -> PoolStats: ...
 
@@ -47,8 +51,14 @@ class DeviceStats:
         """launches, compiles, bytes_in_use, peak_bytes, pool_bytes (kept for reuse), last_error; a
         memory figure the device cannot know is None."""
         in_use, peak, held = self.memory()
-        return {"launches": self.launches, "compiles": self.compiles, "bytes_in_use": in_use, "peak_bytes": peak,
-                "pool_bytes": held, "last_error": self.last_error}
+        return {
+            "launches": self.launches,
+            "compiles": self.compiles,
+            "bytes_in_use": in_use,
+            "peak_bytes": peak,
+            "pool_bytes": held,
+            "last_error": self.last_error,
+        }
 
     def memory(self) -> tuple[int | None, int | None, int | None]:
         """(bytes in use, peak bytes in use, bytes kept for reuse)."""
@@ -80,7 +90,7 @@ def failed(device, error: BaseException) -> None:
         device.record_error(error)
 
 
-DEFAULT_LIMIT: list = []   # [limit] once tj.set_memory_limit(n) named no device
+DEFAULT_LIMIT: list = []  # [limit] once tj.set_memory_limit(n) named no device
 
 
 def checked_limit(nbytes) -> int | None:
@@ -110,6 +120,8 @@ def parse_bytes(text: str, variable: str) -> int:
 
 def no_pool(device: str):
     """set_memory_limit on a device whose arrays are NumPy's (numba): not something it can enforce."""
-    raise UnsupportedError(f"{device} has no memory limit: its arrays are NumPy arrays in host memory, which "
-                           "tracejit does not allocate from a pool of its own; limit the process instead "
-                           "(ulimit -v, a container's memory limit)")
+    raise UnsupportedError(
+        f"{device} has no memory limit: its arrays are NumPy arrays in host memory, which "
+        "tracejit does not allocate from a pool of its own; limit the process instead "
+        "(ulimit -v, a container's memory limit)"
+    )

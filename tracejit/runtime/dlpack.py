@@ -1,13 +1,14 @@
 """DLPack export of device memory: a "dltensor" PyCapsule holding a DLManagedTensor (DLPack 0.8 ABI,
 which NumPy, PyTorch, CuPy and JAX all accept), built with ctypes. The capsule keeps the producer's
 memory alive until the consumer calls the deleter, or until the capsule dies unconsumed."""
+
 from __future__ import annotations
 
 import ctypes
 
 import numpy as np
 
-CPU, CUDA = 1, 2                 # DLDeviceType
+CPU, CUDA = 1, 2  # DLDeviceType
 _CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
 
 
@@ -20,9 +21,15 @@ class DLDataType(ctypes.Structure):
 
 
 class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class DLManagedTensor(ctypes.Structure):
@@ -33,14 +40,14 @@ _Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
 
 _NAME = b"dltensor"
-_live: dict[int, tuple] = {}     # address of a DLManagedTensor -> what must stay alive until its deleter runs
+_live: dict[int, tuple] = {}  # address of a DLManagedTensor -> what must stay alive until its deleter runs
 
 _new_capsule = ctypes.pythonapi.PyCapsule_New
 _new_capsule.restype = ctypes.py_object
 _new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _is_valid = ctypes.pythonapi.PyCapsule_IsValid
 _is_valid.restype = ctypes.c_int
-_is_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]   # raw pointers: a dying capsule must not be revived
+_is_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]  # raw pointers: a dying capsule must not be revived
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
 _get_pointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]

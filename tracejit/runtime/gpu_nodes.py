@@ -3,16 +3,21 @@ asks each GPU target's maybe_gpu() before probing it, and on a Linux machine wit
 device file it need not load a driver, import pyopencl or create an adapter to learn that (0.1-0.2 s of
 a CPU-only process's first call). A GPU whose driver makes none of these files is then not chosen
 automatically; naming its device (device="opencl") still uses it."""
+
 from __future__ import annotations
 
 import glob
 import sys
 
-NVIDIA = ("/dev/nvidia[0-9]*", "/dev/dxg")   # the NVIDIA driver's device files; WSL2's GPU
-ANY = (*NVIDIA,
-       "/dev/dri/renderD*",   # DRM render nodes: AMD, Intel, nouveau and most others
-       "/dev/kfd",            # AMD ROCm
-       "/dev/mali*", "/dev/kgsl-3d0", "/dev/galcore")   # Arm Mali, Qualcomm Adreno, Vivante: embedded OpenCL
+NVIDIA = ("/dev/nvidia[0-9]*", "/dev/dxg")  # the NVIDIA driver's device files; WSL2's GPU
+ANY = (
+    *NVIDIA,
+    "/dev/dri/renderD*",  # DRM render nodes: AMD, Intel, nouveau and most others
+    "/dev/kfd",  # AMD ROCm
+    "/dev/mali*",
+    "/dev/kgsl-3d0",
+    "/dev/galcore",
+)  # Arm Mali, Qualcomm Adreno, Vivante: embedded OpenCL
 
 
 def may_have_gpu(files: tuple[str, ...] = ANY) -> bool:

@@ -1,5 +1,6 @@
 """The launch plan of the GPU-API devices (opencl, cuda, metal, webgpu): what every call does, written once,
 around the few things a device does its own way (the hooks of device_interface.KernelDevice)."""
+
 from __future__ import annotations
 
 import time
@@ -29,7 +30,7 @@ class LaunchPlan:
         for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
             by_value, symbolic = by_value_params(program, keys), device.sizes.of(program, i, device.name)
             c, binary, fits = device.build(k, by_value, symbolic, device.options)
-            if fits is not None and fits < c.launch.local_size:   # its registers allow fewer threads per group
+            if fits is not None and fits < c.launch.local_size:  # its registers allow fewer threads per group
                 c, binary, _ = device.build(k, by_value, symbolic, replace(device.options, max_local_size=fits))
             scalars = [(key.index, program.buffers[key].dtype) if j in by_value else None for j, key in enumerate(keys)]
             self.kernels.append(c)
@@ -88,11 +89,17 @@ class LaunchPlan:
             seconds = dev.timed(launcher, values, error)
             end = time.perf_counter()
             launch = c.launch
-            profiler.launched(dev.name, c.name, t0 if seconds is None else end - seconds, end,
-                              sum(p.size * p.dtype.itemsize for p in c.ir.params),
-                              launch.global_items // launch.local_size, launch.local_size,
-                              "wall" if seconds is None else "device",
-                              f"{launch.mode} mode, {launch.global_items} work-items in groups of {launch.local_size}")
+            profiler.launched(
+                dev.name,
+                c.name,
+                t0 if seconds is None else end - seconds,
+                end,
+                sum(p.size * p.dtype.itemsize for p in c.ir.params),
+                launch.global_items // launch.local_size,
+                launch.local_size,
+                "wall" if seconds is None else "device",
+                f"{launch.mode} mode, {launch.global_items} work-items in groups of {launch.local_size}",
+            )
 
     def bind(self, args) -> tuple[list, list, list]:
         """For graph capture: fresh outputs and temporaries, and each kernel's launch with these arguments,

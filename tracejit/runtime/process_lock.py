@@ -1,5 +1,6 @@
 """An exclusive lock on a file (flock), held by one thread of one process at a time: for work on a cache
 that is not safe to share (PoCL's kernel cache while two processes build one program)."""
+
 from __future__ import annotations
 
 import os
@@ -12,11 +13,12 @@ from tracejit.runtime.debug import log
 
 try:
     import fcntl
+
     _FLOCK = True
-except ImportError:   # Windows: no flock; the block runs unguarded
+except ImportError:  # Windows: no flock; the block runs unguarded
     _FLOCK = False
 
-WAIT_S = 300.0   # a build holding it longer has hung: go on without it rather than hang too
+WAIT_S = 300.0  # a build holding it longer has hung: go on without it rather than hang too
 
 
 @contextmanager
@@ -35,7 +37,7 @@ def held(path: Path, wait_s: float = WAIT_S) -> Iterator[bool]:
             log(1, f"waited {wait_s:.0f} s for {path}; going on without it")
         yield locked
     finally:
-        os.close(fd)   # closing releases the lock
+        os.close(fd)  # closing releases the lock
 
 
 def _open(path: Path) -> int | None:
@@ -60,5 +62,5 @@ def _acquire(fd: int, wait_s: float) -> bool:
                 return False
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
-        except OSError:   # a file system without flock
+        except OSError:  # a file system without flock
             return False

@@ -12,6 +12,7 @@ runtimes without a timer read here). Outside a profile nothing is timed or waite
 paths test one list). Events of every thread go into every open profile. TRACEJIT_DEBUG=2 (tj.set_debug(2))
 logs the same launches: it opens a profile that keeps nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from tracejit.runtime import debug
 from tracejit.runtime.debug import log
 
-ACTIVE: list[Profile] = []   # the profiles open, innermost last; launch paths test it
+ACTIVE: list[Profile] = []  # the profiles open, innermost last; launch paths test it
 _LOCK = threading.Lock()
 
 
@@ -31,16 +32,17 @@ _LOCK = threading.Lock()
 class Event:
     """One launch or compile: `start` and `end` in seconds of time.perf_counter() (a device-timed launch:
     its device duration, placed at the host time it was waited for)."""
-    kind: str                  # "launch" | "compile"
-    name: str                  # the kernel, or the function compiled
+
+    kind: str  # "launch" | "compile"
+    name: str  # the kernel, or the function compiled
     device: str
     start: float
     end: float
     thread: int
-    grid: int | None = None    # work-groups (blocks) launched; None where the runtime has none (numba)
-    block: int | None = None   # work-items per group
-    nbytes: int = 0            # bytes the kernel's parameters span (read and written)
-    clock: str = "wall"        # "device" | "wall"
+    grid: int | None = None  # work-groups (blocks) launched; None where the runtime has none (numba)
+    block: int | None = None  # work-items per group
+    nbytes: int = 0  # bytes the kernel's parameters span (read and written)
+    clock: str = "wall"  # "device" | "wall"
     detail: dict = field(default_factory=dict)
 
     @property
@@ -53,8 +55,17 @@ def timing() -> bool:
     return bool(ACTIVE)
 
 
-def launched(device: str, name: str, start: float, end: float, nbytes: int, grid=None, block=None,
-             clock: str = "wall", note: str = "") -> None:
+def launched(
+    device: str,
+    name: str,
+    start: float,
+    end: float,
+    nbytes: int,
+    grid=None,
+    block=None,
+    clock: str = "wall",
+    note: str = "",
+) -> None:
     """A timed launch finished: logged at TRACEJIT_DEBUG=2 and recorded in every open profile."""
     dt = max(end - start, 1e-12)
     log(2, f"{name}: {1e6 * dt:.1f} us, {nbytes / dt / 1e9:.2f} GB/s ({clock} clock{', ' + note if note else ''})")
@@ -68,8 +79,15 @@ def launched(device: str, name: str, start: float, end: float, nbytes: int, grid
 def compiled(device: str, name: str, start: float, end: float, kernels: int, cached: int, stages: str) -> None:
     """A signature was lowered and compiled (or loaded): recorded in every open profile."""
     if ACTIVE:
-        event = Event("compile", name, device, start, end, threading.get_ident(),
-                      detail={"kernels": kernels, "loaded": cached, "stages": stages})
+        event = Event(
+            "compile",
+            name,
+            device,
+            start,
+            end,
+            threading.get_ident(),
+            detail={"kernels": kernels, "loaded": cached, "stages": stages},
+        )
         with _LOCK:
             for p in ACTIVE:
                 p.events.append(event)
@@ -80,7 +98,7 @@ class Profile:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self.opened: float | None = None   # perf_counter() when the block began, and ended
+        self.opened: float | None = None  # perf_counter() when the block began, and ended
         self.closed: float | None = None
 
     def __enter__(self) -> Profile:
@@ -106,8 +124,10 @@ class Profile:
         """Per kernel and device, in order of total time: calls, total and mean seconds, GB/s."""
         rows: dict[tuple, dict] = {}
         for e in self.launches:
-            r = rows.setdefault((e.name, e.device), {"kernel": e.name, "device": e.device, "calls": 0, "total": 0.0,
-                                                     "bytes": 0, "clock": e.clock})
+            r = rows.setdefault(
+                (e.name, e.device),
+                {"kernel": e.name, "device": e.device, "calls": 0, "total": 0.0, "bytes": 0, "clock": e.clock},
+            )
             r["calls"] += 1
             r["total"] += e.seconds
             r["bytes"] += e.nbytes
@@ -122,14 +142,18 @@ class Profile:
         lines = [f"{'kernel':<28} {'device':<8} {'calls':>6} {'total ms':>10} {'mean us':>10} {'GB/s':>8}  clock"]
         for r in rows:
             gbs = f"{r['gb_per_s']:.2f}" if r["gb_per_s"] is not None else "-"
-            lines.append(f"{r['kernel'][:28]:<28} {r['device']:<8} {r['calls']:>6} {1e3 * r['total']:>10.3f} "
-                         f"{1e6 * r['mean']:>10.1f} {gbs:>8}  {r['clock']}")
+            lines.append(
+                f"{r['kernel'][:28]:<28} {r['device']:<8} {r['calls']:>6} {1e3 * r['total']:>10.3f} "
+                f"{1e6 * r['mean']:>10.1f} {gbs:>8}  {r['clock']}"
+            )
         total = sum(r["total"] for r in rows)
         lines.append(f"{len(self.launches)} launch(es) of {len(rows)} kernel(s), {1e3 * total:.3f} ms in kernels")
         for e in self.compiles:
             d = e.detail
-            lines.append(f"compile {e.name} on {e.device}: {d['kernels']} kernel(s), {d['loaded']} loaded, "
-                         f"{1e3 * e.seconds:.1f} ms ({d['stages']})")
+            lines.append(
+                f"compile {e.name} on {e.device}: {d['kernels']} kernel(s), {d['loaded']} loaded, "
+                f"{1e3 * e.seconds:.1f} ms ({d['stages']})"
+            )
         return "\n".join(lines)
 
     def export_chrome_trace(self, path) -> None:
@@ -143,8 +167,18 @@ class Profile:
             args = {"clock": e.clock, "bytes": e.nbytes} if e.kind == "launch" else dict(e.detail)
             if e.grid is not None:
                 args.update(grid=e.grid, block=e.block)
-            trace.append({"name": e.name, "cat": e.kind, "ph": "X", "pid": pid[e.device], "tid": e.thread,
-                          "ts": 1e6 * (e.start - origin), "dur": 1e6 * e.seconds, "args": args})
+            trace.append(
+                {
+                    "name": e.name,
+                    "cat": e.kind,
+                    "ph": "X",
+                    "pid": pid[e.device],
+                    "tid": e.thread,
+                    "ts": 1e6 * (e.start - origin),
+                    "dur": 1e6 * e.seconds,
+                    "args": args,
+                }
+            )
         with open(os.fspath(path), "w") as f:
             json.dump({"traceEvents": trace, "displayTimeUnit": "ms"}, f)
 

@@ -1,5 +1,6 @@
 """Progress of long work (a compile, tj.warm) on stderr through tqdm: shown once the work has gone on for
 DELAY seconds, and only where stderr is a terminal outside CI and tests (TRACEJIT_PROGRESS=0: never)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -8,13 +9,13 @@ import sys
 import threading
 import time
 
-DELAY = 2.0      # seconds of work before a bar shows: shorter work shows nothing
-REFRESH = 0.25   # seconds between redraws (the elapsed time moves while one long step runs)
+DELAY = 2.0  # seconds of work before a bar shows: shorter work shows nothing
+REFRESH = 0.25  # seconds between redraws (the elapsed time moves while one long step runs)
 
-OPEN: list[Task] = []   # the tasks under way in every thread, first opened first; stage() tests it
+OPEN: list[Task] = []  # the tasks under way in every thread, first opened first; stage() tests it
 _cond = threading.Condition()
 _watcher: threading.Thread | None = None
-_broken = False   # the display failed once: none from then on
+_broken = False  # the display failed once: none from then on
 
 
 class Task:
@@ -31,6 +32,7 @@ class Task:
 
 class _Idle:
     """What `task` yields where no progress is shown: the same methods, doing nothing."""
+
     def advance(self, n: int = 1) -> None:
         pass
 
@@ -40,12 +42,16 @@ _IDLE = _Idle()
 
 def wanted() -> bool:
     """Whether progress may show: stderr is a terminal, and this is neither CI nor a test run."""
-    if _broken or os.environ.get("TRACEJIT_PROGRESS", "").strip() == "0" or os.environ.get("CI") \
-            or "PYTEST_CURRENT_TEST" in os.environ:
+    if (
+        _broken
+        or os.environ.get("TRACEJIT_PROGRESS", "").strip() == "0"
+        or os.environ.get("CI")
+        or "PYTEST_CURRENT_TEST" in os.environ
+    ):
         return False
     try:
         return sys.stderr is not None and sys.stderr.isatty()
-    except (AttributeError, ValueError):   # a replaced or closed stderr
+    except (AttributeError, ValueError):  # a replaced or closed stderr
         return False
 
 
@@ -78,7 +84,7 @@ def note(step: str) -> None:
 
 # -- the display: one thread, drawing the first open task's bar (the innermost's step beside it); a thread of
 # our own because tqdm redraws only when told, and one Numba or PoCL compile can take tens of seconds --
-_bar = None   # the tqdm bar shown now, for OPEN[0]
+_bar = None  # the tqdm bar shown now, for OPEN[0]
 _shown_for: Task | None = None
 
 
@@ -99,7 +105,7 @@ def _watch() -> None:
             _cond.wait(REFRESH)
             try:
                 _draw()
-            except Exception:   # noqa: BLE001 - a display that fails must not fail the work: none from now on
+            except Exception:  # noqa: BLE001 - a display that fails must not fail the work: none from now on
                 _broken = True
                 with contextlib.suppress(Exception):
                     _close()
@@ -117,12 +123,21 @@ def _draw() -> None:
         if time.monotonic() - first.opened < DELAY:
             return
         from tqdm import tqdm
-        tqdm.monitor_interval = 0   # (its own thread: this one redraws)
-        _bar = tqdm(total=first.total, desc=first.description, file=sys.stderr, leave=False, dynamic_ncols=True,
-                    initial=first.done, mininterval=0,
-                    bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}" if first.total
-                    else "{desc}: {elapsed}{postfix}")
-        _bar.start_t -= time.monotonic() - first.opened   # elapsed since the work began
+
+        tqdm.monitor_interval = 0  # (its own thread: this one redraws)
+        _bar = tqdm(
+            total=first.total,
+            desc=first.description,
+            file=sys.stderr,
+            leave=False,
+            dynamic_ncols=True,
+            initial=first.done,
+            mininterval=0,
+            bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}"
+            if first.total
+            else "{desc}: {elapsed}{postfix}",
+        )
+        _bar.start_t -= time.monotonic() - first.opened  # elapsed since the work began
         _shown_for = first
     bar = _bar
     if bar is None:

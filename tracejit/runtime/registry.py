@@ -1,4 +1,5 @@
 """The device registry: every target in one table, discovered at run time, and the default device."""
+
 from __future__ import annotations
 
 import importlib
@@ -26,7 +27,7 @@ AUTO_ORDER = ("cuda-gpu", "metal-gpu", "opencl-gpu", "webgpu-gpu", "numba")
 # its error and never breaks the import. Discovery reads every installed package's entry points
 # (importing importlib.metadata and the scan: 50-100 ms that `import tracejit` paid before).
 PLUGIN_GROUP = "tracejit.targets"
-PLUGINS: dict[str, str] = {}         # name -> "module:Class" (or why it was not taken, for a clash)
+PLUGINS: dict[str, str] = {}  # name -> "module:Class" (or why it was not taken, for a clash)
 _PLUGIN_PROBLEMS: dict[str, str] = {}
 _discovered = False
 
@@ -48,15 +49,17 @@ def _known(target: str) -> bool:
 
 def _discover_plugins() -> None:
     from importlib import metadata
+
     try:
         found = metadata.entry_points(group=PLUGIN_GROUP)
-    except Exception as e:   # a broken installation's metadata: reported, never raised
+    except Exception as e:  # a broken installation's metadata: reported, never raised
         _PLUGIN_PROBLEMS["(entry points)"] = f"could not read the {PLUGIN_GROUP} entry points: {e}"
         return
     for ep in found:
         if ep.name in TARGETS:
-            _PLUGIN_PROBLEMS[f"{ep.name} ({ep.value})"] = (f"a plugin cannot replace the built-in target {ep.name!r}; "
-                                                           "give it another name")
+            _PLUGIN_PROBLEMS[f"{ep.name} ({ep.value})"] = (
+                f"a plugin cannot replace the built-in target {ep.name!r}; give it another name"
+            )
             continue
         if ":" in ep.name or not ep.name.isidentifier():
             _PLUGIN_PROBLEMS[ep.name] = f"plugin target names are identifiers (like 'reference'); got {ep.name!r}"
@@ -68,9 +71,10 @@ def _discover_plugins() -> None:
 class TargetStatus:
     """One entry of tj.devices(): a target, whether it can run kernels here, and why not (with an
     install hint). A device's facts are tj.device(name).info (runtime/device_info.DeviceInfo)."""
+
     name: str
     available: bool
-    reason: str | None = None   # why not available, with an install hint
+    reason: str | None = None  # why not available, with an install hint
     description: str = ""
 
     def __str__(self) -> str:
@@ -80,7 +84,7 @@ class TargetStatus:
 
 _instances: dict[str, object] = {}
 _default: str | None = None
-_auto: str | None = None   # TRACEJIT_DEVICE or the automatic choice, found once per process
+_auto: str | None = None  # TRACEJIT_DEVICE or the automatic choice, found once per process
 
 
 def target_class(target: str):
@@ -98,9 +102,11 @@ def target_class(target: str):
             raise
         raise DeviceError(f"plugin {target} ({TARGETS[target]}) is broken: {type(e).__name__}: {e}") from None
     if target in PLUGINS and not (isinstance(obj, type) and issubclass(obj, Device)):
-        raise DeviceError(f"plugin target {target} ({TARGETS[target]}) is not a target class: a subclass of "
-                          "tracejit.runtime.device_interface.Device with probe(), compile(program) and the array "
-                          "methods (docs/guide/devices/plugins.md)")
+        raise DeviceError(
+            f"plugin target {target} ({TARGETS[target]}) is not a target class: a subclass of "
+            "tracejit.runtime.device_interface.Device with probe(), compile(program) and the array "
+            "methods (docs/guide/devices/plugins.md)"
+        )
     return obj
 
 
@@ -127,8 +133,10 @@ def device(name: str | None = None):
     if not isinstance(name, str):
         name = getattr(name, "name", name)
     if not isinstance(name, str):
-        raise ArgumentError(f"device must be a device name such as 'numba' or 'opencl:1', or a device "
-                            f"object; got {name!r} of type {type(name).__name__}")
+        raise ArgumentError(
+            f"device must be a device name such as 'numba' or 'opencl:1', or a device "
+            f"object; got {name!r} of type {type(name).__name__}"
+        )
     dev = _instances.get(name)
     if dev is not None:
         return dev
@@ -137,12 +145,14 @@ def device(name: str | None = None):
         raise DeviceError(f"unknown device {name!r}; known devices: {', '.join(TARGETS)}")
     try:
         cls = target_class(target)
-    except DeviceError as e:   # a broken plugin
+    except DeviceError as e:  # a broken plugin
         raise DeviceError(f"device {name!r} is not available: {e}") from None
-    if index and not index.isdigit():   # a naming mistake is reported before what this machine lacks
+    if index and not index.isdigit():  # a naming mistake is reported before what this machine lacks
         if cls.compile_only is not None:
-            raise DeviceError(f"device {name!r} names an architecture to compile for: lower() and tj.warm() take it, "
-                              f"but kernels run on a device such as {target!r} or {target}:0")
+            raise DeviceError(
+                f"device {name!r} names an architecture to compile for: lower() and tj.warm() take it, "
+                f"but kernels run on a device such as {target!r} or {target}:0"
+            )
         raise DeviceError(f"device {name!r}: the part after ':' must be a device number, like {target}:1")
     ok, reason, _ = cls.probe()
     if not ok:
@@ -163,7 +173,7 @@ def compiler(name: str | None = None):
     name = name or default_device_name()
     if not isinstance(name, str):
         return name
-    if name in _instances:           # the device is open: compile for it
+    if name in _instances:  # the device is open: compile for it
         return _instances[name]
     target, _, suffix = name.partition(":")
     if _known(target) and (not suffix or not suffix.isdigit()):
@@ -174,7 +184,7 @@ def compiler(name: str | None = None):
             found = _instances.get(key)
             if found is None:
                 found = make(suffix or None)
-                if found is None:        # the hardware is there: compile for it
+                if found is None:  # the hardware is there: compile for it
                     return device(name)
                 _instances[key] = found
             return found
@@ -221,7 +231,7 @@ def _qualifies(name: str) -> bool:
         if not cls.probe()[0]:
             return False
         return not kind or cls.default_is_gpu()
-    except Exception:   # a broken optional install must not stop the choice
+    except Exception:  # a broken optional install must not stop the choice
         return False
 
 
@@ -231,7 +241,7 @@ def reset_default_device() -> None:
     _default = _auto = None
 
 
-_named_device = device   # (set_memory_limit's parameter `device` hides the function)
+_named_device = device  # (set_memory_limit's parameter `device` hides the function)
 
 
 def set_memory_limit(nbytes: int | None, device: str | None = None) -> None:

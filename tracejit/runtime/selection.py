@@ -5,6 +5,7 @@ implementations of GPU APIs (PoCL, llvmpipe), then the CPU emulator; names in `p
 of them. Each candidate is opened and its DeviceInfo asked only until one qualifies; when none does,
 the error lists every device and why it was rejected.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -16,8 +17,13 @@ from tracejit.errors import ArgumentError, DeviceError
 from tracejit.runtime import registry
 from tracejit.runtime.device_info import KINDS
 
-def select_device(kind: str | None = None, min_free_memory: int | None = None,
-                  dtypes: DTypeLike | Iterable[DTypeLike] = (), prefer: str | Iterable[str] | None = None) -> str:
+
+def select_device(
+    kind: str | None = None,
+    min_free_memory: int | None = None,
+    dtypes: DTypeLike | Iterable[DTypeLike] = (),
+    prefer: str | Iterable[str] | None = None,
+) -> str:
     """The name of the best available device that is of `kind` ("cpu", "gpu" or "emulated"), has at
     least `min_free_memory` bytes free now (a device that cannot say how much is free does not
     qualify) and computes in every dtype of `dtypes`; `prefer`: a device name or names to take first
@@ -35,16 +41,26 @@ def select_device(kind: str | None = None, min_free_memory: int | None = None,
     for name in _candidates(preferred, rejected):
         try:
             info = registry.device(name).info
-        except Exception as e:   # a device that fails to open is a rejected candidate, not a crash
+        except Exception as e:  # a device that fails to open is a rejected candidate, not a crash
             rejected.append((name, f"could not be opened ({type(e).__name__}: {e})"))
             continue
         why = _unmet(info, kind, min_free_memory, wanted)
         if why is None:
             return name
         rejected.append((name, why))
-    wants = ", ".join(filter(None, [f"kind={kind!r}" if kind else "",
-                                    f"min_free_memory={min_free_memory}" if min_free_memory is not None else "",
-                                    f"dtypes={list(wanted)}" if wanted else ""])) or "no requirement"
+    wants = (
+        ", ".join(
+            filter(
+                None,
+                [
+                    f"kind={kind!r}" if kind else "",
+                    f"min_free_memory={min_free_memory}" if min_free_memory is not None else "",
+                    f"dtypes={list(wanted)}" if wanted else "",
+                ],
+            )
+        )
+        or "no requirement"
+    )
     lines = "\n".join(f"  {name}: {why}" for name, why in rejected)
     raise DeviceError(f"no device meets {wants}:\n{lines}")
 
@@ -89,13 +105,14 @@ def _rank(target: str) -> int:
     cls = registry.target_class(target)
     try:
         gpu = cls.maybe_gpu() and cls.default_is_gpu()
-    except Exception:   # a target that cannot say: after the CPU ones
+    except Exception:  # a target that cannot say: after the CPU ones
         return 3
     return 0 if gpu else 2
 
 
 def _emulated(target: str) -> bool:
     from tracejit.runtime import emulator
+
     return target in ("cuda", "metal") and emulator.emulates(target)
 
 

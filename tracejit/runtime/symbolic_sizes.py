@@ -1,6 +1,7 @@
 """Which sizes of a kernel are symbolic, arguments of its code (issue 19), for every device: those that
 changed since the first kernel with its size-free key (ir/sizes.py), those that follow a symbolic dimension
 (Program.twin), and those an earlier process made symbolic (kept in the disk cache)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -17,7 +18,7 @@ from tracejit.runtime.cache.key import tracejit_part
 from tracejit.runtime.debug import log, stage
 from tracejit.runtime.cache.disk import CACHE, CacheKey
 
-KEYS_MAX = 4096   # size-free keys whose sizes are tracked (forgetting one re-specialises its next size)
+KEYS_MAX = 4096  # size-free keys whose sizes are tracked (forgetting one re-specialises its next size)
 
 
 class SymbolicSizes:
@@ -35,8 +36,9 @@ class SymbolicSizes:
         self._lock = threading.Lock()
         self.slot_argument, self.kind = slot_argument, kind
 
-    def symbolic(self, kernel: KernelIR, loop: str, values: dict,
-                 named: Set[Slot] | Callable[[], Set[Slot]] = frozenset()) -> dict[Slot, str]:
+    def symbolic(
+        self, kernel: KernelIR, loop: str, values: dict, named: Set[Slot] | Callable[[], Set[Slot]] = frozenset()
+    ) -> dict[Slot, str]:
         """The sizes of this kernel to render as arguments, by slot: those that changed since the first
         kernel with its size-free key (a second row length of a softmax makes the row length symbolic, and
         every later one reuses that compile). The first with a key is specialised (none). `values`: the
@@ -46,7 +48,7 @@ class SymbolicSizes:
         remembered for later processes. A callable `named` is asked only for a key without symbolic sizes
         yet (it may trace the function at other sizes: Program.twin)."""
         key = (size_free_key(kernel, values), loop)
-        if callable(named):   # (outside the lock: it may trace)
+        if callable(named):  # (outside the lock: it may trace)
             with self._lock:
                 seen = self._seen.get(key)
             following = named() if seen is None or not seen[1] else frozenset()
@@ -55,24 +57,33 @@ class SymbolicSizes:
         with self._lock:
             seen = self._seen.get(key)
             if seen is None:
-                if len(self._seen) >= KEYS_MAX:   # forgetting only re-specialises a kernel's next size
+                if len(self._seen) >= KEYS_MAX:  # forgetting only re-specialises a kernel's next size
                     self._seen.clear()
                 # sizes seen to change in an earlier process (or named by a warm) are arguments at once:
                 # that compile is in the disk cache, and this size reuses it
-                known = {slot for slot in self._remembered(kernel, key) if slot in values
-                         and self.slot_argument(kernel, slot) is not None}
+                known = {
+                    slot
+                    for slot in self._remembered(kernel, key)
+                    if slot in values and self.slot_argument(kernel, slot) is not None
+                }
                 self._seen[key] = seen = (values, known)
             first, changed = seen
-            new = {slot for slot, v in values.items() if not same(first[slot], v)
-                   and self.slot_argument(kernel, slot) is not None} - changed
+            new = {
+                slot
+                for slot, v in values.items()
+                if not same(first[slot], v) and self.slot_argument(kernel, slot) is not None
+            } - changed
             if following - changed:
                 log(1, f"{kernel.name}: {len(following - changed)} size(s) follow the shapes: arguments of its code")
                 changed |= following
                 self._remember(kernel, key, changed)
             if new:
                 changes = ", ".join(dict.fromkeys(f"{first[slot]} -> {values[slot]}" for slot in sorted(new)))
-                log(1, f"{kernel.name}: sizes changed since its first compile ({changes}): now arguments of its "
-                       f"code, compiled once more and reused by later sizes")
+                log(
+                    1,
+                    f"{kernel.name}: sizes changed since its first compile ({changes}): now arguments of its "
+                    f"code, compiled once more and reused by later sizes",
+                )
                 changed |= new
                 self._remember(kernel, key, changed)
             return {slot: f"tj_s{n}" for n, slot in enumerate(sorted(changed))}
@@ -98,15 +109,22 @@ class SymbolicSizes:
         if size_free_key(kernel, values) != size_free_key(other, other_values):
             log(1, f"{kernel.name}: its code takes another shape at other sizes; its sizes stay constants")
             return set()
-        return {slot for slot, v in values.items() if not same(other_values[slot], v)
-                and self.slot_argument(kernel, slot) is not None}
+        return {
+            slot
+            for slot, v in values.items()
+            if not same(other_values[slot], v) and self.slot_argument(kernel, slot) is not None
+        }
 
     def _key(self, kernel: KernelIR, key: tuple) -> CacheKey:
         """The disk cache entry recording which sizes of a size-free key are symbolic."""
-        return CacheKey(self.kind, kernel.name, (
-            ("kernel", hashlib.sha256(repr(key).encode()).hexdigest()),
-            ("tracejit", tracejit_part()),
-        ))
+        return CacheKey(
+            self.kind,
+            kernel.name,
+            (
+                ("kernel", hashlib.sha256(repr(key).encode()).hexdigest()),
+                ("tracejit", tracejit_part()),
+            ),
+        )
 
     def _remembered(self, kernel: KernelIR, key: tuple) -> set[Slot]:
         """The slots of a key's sizes an earlier process made symbolic, from the disk cache (none if unknown)."""
@@ -116,7 +134,7 @@ class SymbolicSizes:
             return set()
         try:
             return {(int(i), int(j)) for i, j in json.loads(payload)}
-        except (ValueError, TypeError):   # not ours: the sizes are found again
+        except (ValueError, TypeError):  # not ours: the sizes are found again
             return set()
 
     def _remember(self, kernel: KernelIR, key: tuple, slots: set[Slot]) -> None:

@@ -1,4 +1,5 @@
 """The flat memory span behind a strided host array, as kernels index it (from its lowest address)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -3,19 +3,38 @@ IR (codegen/cpu/llvm_values.py): built from arithmetic and selects only (no libm
 vectorise a loop that calls them. NaN, infinities, signed zeros and subnormals behave as in NumPy; results
 are within 2 ulp of it. codegen/cpu/numba_math.py makes them Numba intrinsics; codegen/cpu/native.py calls
 them from the kernels it renders."""
+
 from __future__ import annotations
 
 import math
 
 from tracejit.codegen import math_f32 as M  # the coefficients, shared with the C-style renderers
-from tracejit.codegen.cpu.llvm_values import (F32, F64, I16, I32, I64, bitcast, convert, copysign, fabs, floor, fma, horner, host_scalef,
-                           scale, select, smax, smin)
+from tracejit.codegen.cpu.llvm_values import (
+    F32,
+    F64,
+    I16,
+    I32,
+    I64,
+    bitcast,
+    convert,
+    copysign,
+    fabs,
+    floor,
+    fma,
+    horner,
+    host_scalef,
+    scale,
+    select,
+    smax,
+    smin,
+)
 
-_SCALEF = host_scalef()   # (the object code's cache key includes the CPU)
+_SCALEF = host_scalef()  # (the object code's cache key includes the CPU)
 
 # ---------------------------------------------------------------------------------------------------
 # Powers of two and ldexp: x * 2**n rounded once, n an integral float within the frontend's clamp
 # (+-320 for float32, +-2200 for float64). A libm call would keep the loop scalar.
+
 
 def pow2_f32(n):
     """2**n for an integral float32 n in [-126, 127], built from its exponent bits."""
@@ -38,32 +57,31 @@ def ldexp_f64(x, n):
     k = convert(n, I64)
     for _ in range(2):
         big = k > 1023
-        x = x * select(big, 2.0 ** 1023, 1.0, F64)
+        x = x * select(big, 2.0**1023, 1.0, F64)
         k = select(big, k - 1023, k)
     for _ in range(2):
         small = k < -1022
-        x = x * select(small, 2.0 ** -969, 1.0, F64)
+        x = x * select(small, 2.0**-969, 1.0, F64)
         k = select(small, k + 969, k)
     return x * pow2_f64(smin(smax(k, -1022), 1023))
-
-
 
 
 # ---------------------------------------------------------------------------------------------------
 # exp: Cephes expf. x = n*ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial, times 2**n.
 
+
 def exp_f32(x):
     """np.exp for a float32 scalar; at most 1 ulp off over all float32 inputs."""
-    xc = select(x < M.EXP_HI, x, M.EXP_HI)   # NaN -> EXP_HI here (no NaN to int conversion); restored below
+    xc = select(x < M.EXP_HI, x, M.EXP_HI)  # NaN -> EXP_HI here (no NaN to int conversion); restored below
     xc = select(xc > M.EXP_LO, xc, M.EXP_LO)
-    n = floor(fma(xc, M.LOG2E, 0.5))         # nearest integer to x / ln2, in [-150, 128]
+    n = floor(fma(xc, M.LOG2E, 0.5))  # nearest integer to x / ln2, in [-150, 128]
     r = fma(n, -M.LN2_HI, xc)
     r = fma(n, -M.LN2_LO, r)
-    y = fma(horner(r, M.EXP_P), r * r, r) + 1.0   # exp(r) in [0.7, 1.42]
-    if _SCALEF:   # y * 2**n rounded once, in one instruction: the same bits as the two factors below
+    y = fma(horner(r, M.EXP_P), r * r, r) + 1.0  # exp(r) in [0.7, 1.42]
+    if _SCALEF:  # y * 2**n rounded once, in one instruction: the same bits as the two factors below
         y = scale(y, convert(n, I32))
-    else:   # 2**n in two factors, each a normal float32 even when 2**n is not: the result rounds once,
-        n1 = floor(n * 0.5)   # also into the subnormal range, and overflows to inf by itself
+    else:  # 2**n in two factors, each a normal float32 even when 2**n is not: the result rounds once,
+        n1 = floor(n * 0.5)  # also into the subnormal range, and overflows to inf by itself
         y = y * pow2_f32(n1) * pow2_f32(n - n1)
     return select(x == x, y, x)
 
@@ -72,13 +90,14 @@ def exp_f32(x):
 # tanh: Cephes tanhf. An odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above; both are
 # computed for |x| and the sign copied from x (so tanh(-0) = -0).
 
+
 def tanh_f32(x):
     """np.tanh for a float32 scalar; at most 1 ulp off over all float32 inputs."""
     a = fabs(x)
     s = a * a
     small = fma(horner(s, M.TANH_P) * s, a, a)
-    large = 1.0 - 2.0 / (exp_f32(a + a) + 1.0)   # exp overflow to inf gives exactly 1
-    return copysign(select(a < M.TANH_SPLIT, small, large), x)   # NaN takes the large path: NaN
+    large = 1.0 - 2.0 / (exp_f32(a + a) + 1.0)  # exp overflow to inf gives exactly 1
+    return copysign(select(a < M.TANH_SPLIT, small, large), x)  # NaN takes the large path: NaN
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -88,22 +107,22 @@ def tanh_f32(x):
 # Taylor polynomial to degree 13 (the remainder is below 0.04 ulp), times 2**n in two normal factors.
 
 _LOG2E_F64, _LN2_HI_F64, _LN2_LO_F64 = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
-_EXP_HI_F64, _EXP_LO_F64 = 710.0, -746.0   # exp overflows above, rounds to 0 below
-_EXP_TAYLOR_F64 = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))    # 1/13!, ..., 1/2!
+_EXP_HI_F64, _EXP_LO_F64 = 710.0, -746.0  # exp overflows above, rounds to 0 below
+_EXP_TAYLOR_F64 = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))  # 1/13!, ..., 1/2!
 
 
 def exp_f64(x):
     """np.exp for a float64 scalar, within 1 ulp of the correctly rounded result."""
-    xc = select(x < _EXP_HI_F64, x, _EXP_HI_F64)   # NaN -> _EXP_HI_F64 here; restored below
+    xc = select(x < _EXP_HI_F64, x, _EXP_HI_F64)  # NaN -> _EXP_HI_F64 here; restored below
     xc = select(xc > _EXP_LO_F64, xc, _EXP_LO_F64)
-    n = floor(fma(xc, _LOG2E_F64, 0.5))            # nearest integer to x / ln2, in [-1076, 1025]
+    n = floor(fma(xc, _LOG2E_F64, 0.5))  # nearest integer to x / ln2, in [-1076, 1025]
     r = fma(n, -_LN2_HI_F64, xc)
     r = fma(n, -_LN2_LO_F64, r)
-    y = fma(horner(r, _EXP_TAYLOR_F64), r * r, r) + 1.0   # exp(r) in [0.7, 1.42]
-    if _SCALEF:   # y * 2**n rounded once, in one instruction (vscalefpd): the two factors' bits
+    y = fma(horner(r, _EXP_TAYLOR_F64), r * r, r) + 1.0  # exp(r) in [0.7, 1.42]
+    if _SCALEF:  # y * 2**n rounded once, in one instruction (vscalefpd): the two factors' bits
         y = scale(y, convert(n, I32))
     else:
-        n1 = floor(n * 0.5)                        # 2**n as two normal factors: rounds once, also to subnormals
+        n1 = floor(n * 0.5)  # 2**n as two normal factors: rounds once, also to subnormals
         y = y * pow2_f64(convert(n1, I64)) * pow2_f64(convert(n - n1, I64))
     return select(x == x, y, x)
 
@@ -118,32 +137,33 @@ def tanh_f64(x):
     a = fabs(x)
     s = a * a
     small = fma(a, s * horner(s, _TANH_P_F64) / horner(s, _TANH_Q_F64), a)
-    large = 1.0 - 2.0 / (exp_f64(a + a) + 1.0)    # exp overflow to inf gives exactly 1
-    return copysign(select(a < 0.625, small, large), x)   # NaN takes the large path: NaN
+    large = 1.0 - 2.0 / (exp_f64(a + a) + 1.0)  # exp overflow to inf gives exactly 1
+    return copysign(select(a < 0.625, small, large), x)  # NaN takes the large path: NaN
 
 
 # ---------------------------------------------------------------------------------------------------
 # log: Cephes logf. x = m * 2**e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f**2/2 + f**3 * P(f)
 # for f = m - 1, plus e * ln2 in two parts.
 
+
 def log_f32(x):
     """np.log for a float32 scalar; at most 1 ulp off over all float32 inputs."""
-    subnormal = x < 2.0 ** -126                 # below the smallest normal float32
-    xs = select(subnormal, x * 2.0 ** 23, x)
+    subnormal = x < 2.0**-126  # below the smallest normal float32
+    xs = select(subnormal, x * 2.0**23, x)
     bits = bitcast(xs, I32)
     # For positive finite xs: xs = m * 2**e with m in [0.5, 1) (other inputs are replaced below).
     e = convert(bits >> 23, F32) - select(subnormal, 126.0 + 23.0, 126.0, F32)
     m = bitcast((bits & 0x007FFFFF) | 0x3F000000, F32)
     below = m < M.SQRT_HALF
     e = select(below, e - 1.0, e)
-    f = select(below, m + m, m) - 1.0           # exact
+    f = select(below, m + m, m) - 1.0  # exact
     z = f * f
     y = horner(f, M.LOG_P) * f * z
     y = fma(e, M.LN2_LO, y)
     y = fma(-0.5, z, y)
     r = fma(e, M.LN2_HI, f + y)
-    r = select(x < math.inf, r, x)              # +inf and NaN
-    r = select(x == 0.0, -math.inf, r)          # +-0
+    r = select(x < math.inf, r, x)  # +inf and NaN
+    r = select(x == 0.0, -math.inf, r)  # +-0
     return select(x < 0.0, math.nan, r)
 
 
@@ -152,18 +172,20 @@ def log_f32(x):
 # coefficients rounded to float32 one at a time, refitting the rest). |x| <= 0.9: erf(x) = x + x * P(x**2);
 # above, erf(|x|) = 1 - exp(Q(|x|)) with Q ~ log(erfc) on [0.9, 4]; beyond 4, erf rounds to +-1.
 
+
 def erf_f32(x):
     """math.erf for a float32 scalar; at most 1 ulp (7e-8) off over all float32 inputs."""
-    small = fma(horner(x * x, M.ERF_P), x, x)   # keeps the sign of -0
+    small = fma(horner(x * x, M.ERF_P), x, x)  # keeps the sign of -0
     a = fabs(x)
-    t = select(a < M.ERF_CLAMP, a, M.ERF_CLAMP)   # +-inf -> 4
+    t = select(a < M.ERF_CLAMP, a, M.ERF_CLAMP)  # +-inf -> 4
     large = copysign(1.0 - exp_f32(horner(t, M.ERFC_Q)), x)
-    return select(a > M.ERF_SPLIT, large, small)   # NaN takes the small path: NaN
+    return select(a > M.ERF_SPLIT, large, small)  # NaN takes the small path: NaN
 
 
 # ---------------------------------------------------------------------------------------------------
 # float16 storage: numba kernels keep such arrays as uint16 bit patterns and convert on load and store
 # (round to nearest even, as NumPy's astype), computing in float32; with selects only, so they vectorise.
+
 
 def f16_to_f32(bits16):
     """binary16 bits (uint16) -> float32; exact for every input."""
@@ -172,8 +194,8 @@ def f16_to_f32(bits16):
     exp = (h >> 10) & 0x1F
     man = h & 0x3FF
     normal = bitcast(sign | ((exp + 112) << 23) | (man << 13), F32)
-    special = bitcast(sign | 0x7F800000 | (man << 13), F32)   # inf, NaN (payload kept)
-    tiny = convert(man, F32) * 2.0 ** -24                      # subnormal, exact
+    special = bitcast(sign | 0x7F800000 | (man << 13), F32)  # inf, NaN (payload kept)
+    tiny = convert(man, F32) * 2.0**-24  # subnormal, exact
     tiny = select(sign != 0, -tiny, tiny)
     return select(exp == 0, tiny, select(exp == 31, special, normal))
 
@@ -185,19 +207,18 @@ def f32_to_f16(f):
     sign = (x >> 16) & 0x8000
     exp = (x >> 23) & 0xFF
     man = x & 0x7FFFFF
-    e = exp - 112                                    # the binary16 exponent field, if it were normal
+    e = exp - 112  # the binary16 exponent field, if it were normal
     base = (e << 10) | (man >> 13)
     rest = man & 0x1FFF
-    normal = base + _one_if((rest > 0x1000) | ((rest == 0x1000) & ((base & 1) == 1)))   # a carry may give inf
-    shift = smin(smax(14 - e, 1), 31)                # subnormal result: shift the full mantissa
+    normal = base + _one_if((rest > 0x1000) | ((rest == 0x1000) & ((base & 1) == 1)))  # a carry may give inf
+    shift = smin(smax(14 - e, 1), 31)  # subnormal result: shift the full mantissa
     full = man | 0x800000
     half = 1 << (shift - 1)
     sub = full >> shift
     rest_s = full & ((half << 1) - 1)
     subnormal = sub + _one_if((rest_s > half) | ((rest_s == half) & ((sub & 1) == 1)))
     nan_or_inf = select(man != 0, 0x7E00, 0x7C00, I64)
-    out = select(exp == 255, nan_or_inf,
-                 select(e >= 31, 0x7C00, select(e > 0, normal, select(e < -10, 0, subnormal))))
+    out = select(exp == 255, nan_or_inf, select(e >= 31, 0x7C00, select(e > 0, normal, select(e < -10, 0, subnormal))))
     return convert(sign | out, I16)
 
 

@@ -2,6 +2,7 @@
 under Numba (Numba's "contract" flag alone on float operations, Python's comparisons, integers wrapping in
 their dtype's width, index arithmetic rounding toward -inf): the pieces codegen/cpu/native.py's kernels
 are made of, and the tables of what it renders itself."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,42 +12,139 @@ from tracejit.codegen.cpu import llvm_math
 from tracejit.codegen.cpu.llvm_values import defined
 from tracejit.ir.kernel_ir import KOp
 
-STRICT = ("contract",)   # runtime.numba_cache.FASTMATH: what Numba puts on every float operation of a kernel
+STRICT = ("contract",)  # runtime.numba_cache.FASTMATH: what Numba puts on every float operation of a kernel
 I1, I8, I16, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
 
 # float ops by dtype: the ones written here (their results are NumPy's bits, or the numba renderer's own
 # math functions' bits, or Numba's lowering's: Python's // and % on floats)
-FLOAT_OPS = frozenset({KOp.NEG, KOp.ABS, KOp.RECIP, KOp.SQRT, KOp.FLOOR, KOp.CEIL, KOp.TRUNC, KOp.RINT, KOp.ISNAN,
-                       KOp.ISINF, KOp.SIGNBIT, KOp.SIGN, KOp.ADD, KOp.SUB, KOp.MUL, KOp.DIV, KOp.POW, KOp.MAX,
-                       KOp.MIN, KOp.COPYSIGN, KOp.LT, KOp.LE, KOp.EQ, KOp.NE, KOp.WHERE, KOp.IDIV, KOp.MOD,
-                       KOp.FMOD})
-MATH = {(np.dtype(np.float32), "exp"): "exp_f32", (np.dtype(np.float32), "tanh"): "tanh_f32",
-        (np.dtype(np.float32), "log"): "log_f32", (np.dtype(np.float32), "erf"): "erf_f32",
-        (np.dtype(np.float64), "exp"): "exp_f64", (np.dtype(np.float64), "tanh"): "tanh_f64",
-        (np.dtype(np.float32), "ldexp"): "ldexp_f32", (np.dtype(np.float64), "ldexp"): "ldexp_f64"}
+FLOAT_OPS = frozenset(
+    {
+        KOp.NEG,
+        KOp.ABS,
+        KOp.RECIP,
+        KOp.SQRT,
+        KOp.FLOOR,
+        KOp.CEIL,
+        KOp.TRUNC,
+        KOp.RINT,
+        KOp.ISNAN,
+        KOp.ISINF,
+        KOp.SIGNBIT,
+        KOp.SIGN,
+        KOp.ADD,
+        KOp.SUB,
+        KOp.MUL,
+        KOp.DIV,
+        KOp.POW,
+        KOp.MAX,
+        KOp.MIN,
+        KOp.COPYSIGN,
+        KOp.LT,
+        KOp.LE,
+        KOp.EQ,
+        KOp.NE,
+        KOp.WHERE,
+        KOp.IDIV,
+        KOp.MOD,
+        KOp.FMOD,
+    }
+)
+MATH = {
+    (np.dtype(np.float32), "exp"): "exp_f32",
+    (np.dtype(np.float32), "tanh"): "tanh_f32",
+    (np.dtype(np.float32), "log"): "log_f32",
+    (np.dtype(np.float32), "erf"): "erf_f32",
+    (np.dtype(np.float64), "exp"): "exp_f64",
+    (np.dtype(np.float64), "tanh"): "tanh_f64",
+    (np.dtype(np.float32), "ldexp"): "ldexp_f32",
+    (np.dtype(np.float64), "ldexp"): "ldexp_f64",
+}
 # the C library's functions, by (dtype, op), for the ufuncs Numba computes with them (codegen/cpu/numba.py's
 # np.sin(x) and the like on a scalar: Numba's lowering calls these, or LLVM intrinsics that become these
 # calls): the same calls give the same bits (tests/test_numba_native.py compares them on special values;
 # np.cbrt is not here: Numba computes it otherwise, and 12 of 96 float32 values differed by an ulp)
-_C_NAMES = {"exp2": "exp2", "expm1": "expm1", "log2": "log2", "log10": "log10", "log1p": "log1p",
-            "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
-            "sinh": "sinh", "cosh": "cosh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
-            "arctan2": "atan2", "hypot": "hypot"}
+_C_NAMES = {
+    "exp2": "exp2",
+    "expm1": "expm1",
+    "log2": "log2",
+    "log10": "log10",
+    "log1p": "log1p",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "arctan2": "atan2",
+    "hypot": "hypot",
+}
 LIBM: dict[tuple[np.dtype, str], str] = {
     **{(np.dtype(np.float32), op): c + "f" for op, c in _C_NAMES.items()},
     **{(np.dtype(np.float64), op): c for op, c in _C_NAMES.items()},
-    (np.dtype(np.float64), "log"): "log", (np.dtype(np.float64), "erf"): "erf"}
-INT_OPS = frozenset({KOp.NEG, KOp.INVERT, KOp.ADD, KOp.SUB, KOp.MUL, KOp.POW, KOp.IDIV, KOp.MOD, KOp.MAX, KOp.MIN,
-                     KOp.AND, KOp.OR, KOp.XOR, KOp.LT, KOp.LE, KOp.EQ, KOp.NE, KOp.WHERE, KOp.SHL, KOp.SHR,
-                     KOp.SIGN, KOp.FMOD})
-INDEX_OPS = frozenset({KOp.ADD, KOp.SUB, KOp.MUL, KOp.IDIV, KOp.MOD, KOp.MIN, KOp.MAX, KOp.NEG, KOp.LT, KOp.LE,
-                       KOp.EQ, KOp.NE, KOp.WHERE})
-BOOL_OPS = frozenset({KOp.INVERT, KOp.AND, KOp.OR, KOp.XOR, KOp.MAX, KOp.MIN, KOp.ADD, KOp.MUL, KOp.LT, KOp.LE,
-                      KOp.EQ, KOp.NE, KOp.WHERE})
-INTRINSIC = {"abs": "llvm.fabs", "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
-             "trunc": "llvm.trunc", "rint": "llvm.rint"}
+    (np.dtype(np.float64), "log"): "log",
+    (np.dtype(np.float64), "erf"): "erf",
+}
+INT_OPS = frozenset(
+    {
+        KOp.NEG,
+        KOp.INVERT,
+        KOp.ADD,
+        KOp.SUB,
+        KOp.MUL,
+        KOp.POW,
+        KOp.IDIV,
+        KOp.MOD,
+        KOp.MAX,
+        KOp.MIN,
+        KOp.AND,
+        KOp.OR,
+        KOp.XOR,
+        KOp.LT,
+        KOp.LE,
+        KOp.EQ,
+        KOp.NE,
+        KOp.WHERE,
+        KOp.SHL,
+        KOp.SHR,
+        KOp.SIGN,
+        KOp.FMOD,
+    }
+)
+INDEX_OPS = frozenset(
+    {KOp.ADD, KOp.SUB, KOp.MUL, KOp.IDIV, KOp.MOD, KOp.MIN, KOp.MAX, KOp.NEG, KOp.LT, KOp.LE, KOp.EQ, KOp.NE, KOp.WHERE}
+)
+BOOL_OPS = frozenset(
+    {
+        KOp.INVERT,
+        KOp.AND,
+        KOp.OR,
+        KOp.XOR,
+        KOp.MAX,
+        KOp.MIN,
+        KOp.ADD,
+        KOp.MUL,
+        KOp.LT,
+        KOp.LE,
+        KOp.EQ,
+        KOp.NE,
+        KOp.WHERE,
+    }
+)
+INTRINSIC = {
+    "abs": "llvm.fabs",
+    "sqrt": "llvm.sqrt",
+    "floor": "llvm.floor",
+    "ceil": "llvm.ceil",
+    "trunc": "llvm.trunc",
+    "rint": "llvm.rint",
+}
 FCMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
 
 
@@ -94,7 +192,7 @@ def int_power_function(module: ir.Module) -> ir.Function:
     b.position_at_end(loop)
     r, x, k = b.phi(I64), b.phi(I64), b.phi(I64)
     r2 = b.select(b.icmp_signed("!=", b.and_(k, one), zero), b.mul(r, x), r)
-    x2, k2 = b.mul(x, x), b.lshr(k, one)   # (a uint64 exponent may have its top bit set)
+    x2, k2 = b.mul(x, x), b.lshr(k, one)  # (a uint64 exponent may have its top bit set)
     for phi, start, step in ((r, one, r2), (x, a, x2), (k, e, k2)):
         phi.add_incoming(start, entry)
         phi.add_incoming(step, loop)
@@ -112,10 +210,10 @@ def constant(value, dt: np.dtype) -> ir.Constant:
     if dt == np.bool_:
         return ir.Constant(I1, int(bool(value)))
     if dt.kind == "f":
-        with np.errstate(over="ignore"):   # a float32 constant: the float rounded once, as np.float32 (to inf)
+        with np.errstate(over="ignore"):  # a float32 constant: the float rounded once, as np.float32 (to inf)
             return ir.Constant(value_type(dt), float(dt.type(value)))
     bits = 8 * dt.itemsize
-    wrapped = int(value) % (1 << bits)   # as the dtype's bits, written signed
+    wrapped = int(value) % (1 << bits)  # as the dtype's bits, written signed
     return ir.Constant(value_type(dt), wrapped - (1 << bits) if wrapped >> (bits - 1) else wrapped)
 
 
@@ -167,21 +265,24 @@ def float_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         except KeyError:
             fn = ir.Function(b.module, ir.FunctionType(t, [t] * len(a)), name)
         return b.call(fn, a)
-    if op in (KOp.COPYSIGN, KOp.POW):   # (Numba's x ** y on floats: llvm.pow, libm's pow or powf)
+    if op in (KOp.COPYSIGN, KOp.POW):  # (Numba's x ** y on floats: llvm.pow, libm's pow or powf)
         return b.call(b.module.declare_intrinsic(f"llvm.{op}", [t], ir.FunctionType(t, [t, t])), a)
     if op in (KOp.IDIV, KOp.MOD):
         return _float_divide(b, op, a[0], a[1])
-    if op == KOp.FMOD:   # np.fmod: C's fmod (Numba's np_real_fmod_impl), NaN for a zero divisor
+    if op == KOp.FMOD:  # np.fmod: C's fmod (Numba's np_real_fmod_impl), NaN for a zero divisor
         return b.frem(a[0], a[1])
-    if op == KOp.SIGN:   # codegen.numba's: 1, -1, +0 for either zero, a NaN itself
+    if op == KOp.SIGN:  # codegen.numba's: 1, -1, +0 for either zero, a NaN itself
         x, zero = a[0], ir.Constant(t, 0.0)
         small = b.select(b.fcmp_ordered("==", x, zero), zero, x)
-        return b.select(b.fcmp_ordered(">", x, zero), ir.Constant(t, 1.0),
-                        b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), small))
-    if op in (KOp.MAX, KOp.MIN):   # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
+        return b.select(
+            b.fcmp_ordered(">", x, zero),
+            ir.Constant(t, 1.0),
+            b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), small),
+        )
+    if op in (KOp.MAX, KOp.MIN):  # codegen.numba's _FLOAT_MINMAX: a NaN in either operand wins
         take = b.or_(b.fcmp_ordered(">" if op == KOp.MAX else "<", a[0], a[1]), b.fcmp_unordered("!=", a[0], a[0]))
         return b.select(take, a[0], a[1])
-    if op in FCMP:   # Python's: ordered, but != is true with a NaN
+    if op in FCMP:  # Python's: ordered, but != is true with a NaN
         compare = b.fcmp_unordered if op == KOp.NE else b.fcmp_ordered
         return compare(FCMP[op], a[0], a[1])
     if op == KOp.ISNAN:
@@ -203,10 +304,11 @@ def index_op(b: ir.IRBuilder, op: str, a: list):
         return b.sub(ir.Constant(I64, 0), a[0], flags=("nsw",))
     if op in (KOp.IDIV, KOp.MOD):
         zero = ir.Constant(I64, 0)
-        d = b.select(b.icmp_signed("==", a[1], zero), ir.Constant(I64, 1), a[1])   # (never 0: an axis size)
+        d = b.select(b.icmp_signed("==", a[1], zero), ir.Constant(I64, 1), a[1])  # (never 0: an axis size)
         q, r = b.sdiv(a[0], d), b.srem(a[0], d)
-        fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
-                                                                    b.icmp_signed("<", d, zero)))
+        fix = b.and_(
+            b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero))
+        )
         if op == KOp.IDIV:
             return b.sub(q, b.zext(fix, I64))
         return b.add(r, b.select(fix, d, zero))
@@ -229,9 +331,9 @@ def int_op(b: ir.IRBuilder, op: str, a: list, dt: np.dtype):
         return _int_divide(b, op, a[0], a[1], dt)
     compare = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
     zero = ir.Constant(t, 0)
-    if op in (KOp.SHL, KOp.SHR):   # codegen.numba's _SHIFTS: by the width or more (or a negative count), 0 or -1
-        inside = b.icmp_unsigned("<", a[1], ir.Constant(t, 8 * dt.itemsize))   # (a negative count is huge)
-        count = b.select(inside, a[1], zero)   # LLVM's shift by the width or more is poison
+    if op in (KOp.SHL, KOp.SHR):  # codegen.numba's _SHIFTS: by the width or more (or a negative count), 0 or -1
+        inside = b.icmp_unsigned("<", a[1], ir.Constant(t, 8 * dt.itemsize))  # (a negative count is huge)
+        count = b.select(inside, a[1], zero)  # LLVM's shift by the width or more is poison
         if op == KOp.SHL:
             return b.select(inside, b.shl(a[0], count), zero)
         if dt.kind == "u":
@@ -258,15 +360,16 @@ def _int_divide(b: ir.IRBuilder, op: str, x, y, dt: np.dtype):
     if dt.kind == "u":
         by_zero = b.icmp_unsigned("==", y, zero)
         d = b.select(by_zero, one, y)
-        return b.select(by_zero, zero, b.udiv(x, d) if op == KOp.IDIV else b.urem(x, d))   # (fmod: % unsigned)
+        return b.select(by_zero, zero, b.udiv(x, d) if op == KOp.IDIV else b.urem(x, d))  # (fmod: % unsigned)
     by_zero, by_minus_one = b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(t, -1))
     special = b.or_(by_zero, by_minus_one)
     d = b.select(special, one, y)
     q, r = b.sdiv(x, d), b.srem(x, d)
     if op == KOp.FMOD:
         return b.select(special, zero, r)
-    fix = b.and_(b.icmp_signed("!=", r, zero),
-                 b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
+    fix = b.and_(
+        b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero))
+    )
     if op == KOp.IDIV:
         q = b.sub(q, b.zext(fix, t))
         return b.select(by_zero, zero, b.select(by_minus_one, b.sub(zero, x), q))
@@ -281,7 +384,7 @@ def _float_divide(b: ir.IRBuilder, op: str, x, y):
     zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
     mod = b.frem(x, y)
     if op == KOp.MOD:
-        by_zero = mod   # fmod(x, 0) is NaN, which Numba returns
+        by_zero = mod  # fmod(x, 0) is NaN, which Numba returns
     else:
         by_zero = b.fdiv(x, y)
     div = b.fdiv(b.fsub(x, mod), y)
@@ -295,7 +398,7 @@ def _float_divide(b: ir.IRBuilder, op: str, x, y):
         div = b.select(fix, b.fsub(div, one), div)
         floor = b.call(b.module.declare_intrinsic("llvm.floor", [t]), [div])
         snapped = b.select(b.fcmp_ordered(">", b.fsub(div, floor), ir.Constant(t, 0.5)), b.fadd(floor, one), floor)
-        signed_zero = b.fdiv(b.fmul(b.fmul(div, div), x), y)   # 0 with the sign of x / y (NaN stays NaN)
+        signed_zero = b.fdiv(b.fmul(b.fmul(div, div), x), y)  # 0 with the sign of x / y (NaN stays NaN)
         result = b.select(b.fcmp_ordered("!=", div, zero), snapped, signed_zero)
     return b.select(b.fcmp_ordered("==", y, zero), by_zero, result)
 

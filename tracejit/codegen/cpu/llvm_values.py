@@ -5,6 +5,7 @@ makes them Numba intrinsics, and codegen/cpu/native.py calls them from the kerne
 Every float operation carries the "contract" flag alone, so Numba's fast-math pass leaves it as written
 and no caller's flags (a reduction's "reassoc") can undo a Cody-Waite reduction or a two-step scaling:
 the order written is the order computed. Selects replace branches, so loops that call these vectorise."""
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -19,6 +20,7 @@ class Value:
     """An LLVM value inside the function being built; Python numbers mixed with it become constants of
     its type. Integers are signed (shifts right are arithmetic); comparisons give an i1 Value, which
     select() takes. A Value has no truth value: `a if c else b` would not be code, so it raises."""
+
     __slots__ = ("b", "v")
 
     def __init__(self, builder: ir.IRBuilder, value):
@@ -41,19 +43,44 @@ class Value:
             raise TypeError(f"{float_op} is for floats; got {self.v.type}")
         return Value(self.b, getattr(self.b, int_op)(a, c))
 
-    def __add__(self, o): return self._binary(o, "fadd", "add")
-    def __radd__(self, o): return self._binary(o, "fadd", "add", swap=True)
-    def __sub__(self, o): return self._binary(o, "fsub", "sub")
-    def __rsub__(self, o): return self._binary(o, "fsub", "sub", swap=True)
-    def __mul__(self, o): return self._binary(o, "fmul", "mul")
-    def __rmul__(self, o): return self._binary(o, "fmul", "mul", swap=True)
-    def __truediv__(self, o): return self._binary(o, "fdiv", None)
-    def __rtruediv__(self, o): return self._binary(o, "fdiv", None, swap=True)
-    def __and__(self, o): return self._int(o, "and_")
-    def __or__(self, o): return self._int(o, "or_")
-    def __rshift__(self, o): return self._int(o, "ashr")
-    def __lshift__(self, o): return self._int(o, "shl")
-    def __rlshift__(self, o): return Value(self.b, self.b.shl(lift(o, self.v.type), self.v))
+    def __add__(self, o):
+        return self._binary(o, "fadd", "add")
+
+    def __radd__(self, o):
+        return self._binary(o, "fadd", "add", swap=True)
+
+    def __sub__(self, o):
+        return self._binary(o, "fsub", "sub")
+
+    def __rsub__(self, o):
+        return self._binary(o, "fsub", "sub", swap=True)
+
+    def __mul__(self, o):
+        return self._binary(o, "fmul", "mul")
+
+    def __rmul__(self, o):
+        return self._binary(o, "fmul", "mul", swap=True)
+
+    def __truediv__(self, o):
+        return self._binary(o, "fdiv", None)
+
+    def __rtruediv__(self, o):
+        return self._binary(o, "fdiv", None, swap=True)
+
+    def __and__(self, o):
+        return self._int(o, "and_")
+
+    def __or__(self, o):
+        return self._int(o, "or_")
+
+    def __rshift__(self, o):
+        return self._int(o, "ashr")
+
+    def __lshift__(self, o):
+        return self._int(o, "shl")
+
+    def __rlshift__(self, o):
+        return Value(self.b, self.b.shl(lift(o, self.v.type), self.v))
 
     def _int(self, other, op: str) -> Value:
         if self.is_float:
@@ -65,18 +92,30 @@ class Value:
 
     def _compare(self, other, op: str) -> Value:
         c = lift(other, self.v.type)
-        if self.is_float:   # ordered (false with a NaN), but != is unordered (true with a NaN), as in C
+        if self.is_float:  # ordered (false with a NaN), but != is unordered (true with a NaN), as in C
             compare = self.b.fcmp_unordered if op == "!=" else self.b.fcmp_ordered
             return Value(self.b, compare(op, self.v, c, flags=STRICT))
         return Value(self.b, self.b.icmp_signed(op, self.v, c))
 
-    def __lt__(self, o): return self._compare(o, "<")
-    def __le__(self, o): return self._compare(o, "<=")
-    def __gt__(self, o): return self._compare(o, ">")
-    def __ge__(self, o): return self._compare(o, ">=")
-    def __eq__(self, o): return self._compare(o, "==")   # noqa: PLR0124 - x == x is the NaN test
-    def __ne__(self, o): return self._compare(o, "!=")
-    __hash__ = None   # type: ignore[assignment]  # unhashable, as == builds a comparison (typeshed: a method)
+    def __lt__(self, o):
+        return self._compare(o, "<")
+
+    def __le__(self, o):
+        return self._compare(o, "<=")
+
+    def __gt__(self, o):
+        return self._compare(o, ">")
+
+    def __ge__(self, o):
+        return self._compare(o, ">=")
+
+    def __eq__(self, o):
+        return self._compare(o, "==")  # noqa: PLR0124 - x == x is the NaN test
+
+    def __ne__(self, o):
+        return self._compare(o, "!=")
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as == builds a comparison (typeshed: a method)
 
 
 def lift(x, ty: ir.Type):
@@ -165,14 +204,16 @@ def convert(x: Value, ty: ir.Type, unsigned: bool = False) -> Value:
 def scale(x: Value, k: Value) -> Value:
     """x * 2**k for an integer k, rounded once (LLVM's ldexp: vscalefps/pd on AVX-512, where it vectorises;
     elsewhere a libm call per lane, so callers use it only where host_scalef says)."""
-    fn = x.b.module.declare_intrinsic("llvm.ldexp", [x.v.type, k.v.type],
-                                      ir.FunctionType(x.v.type, [x.v.type, k.v.type]))
+    fn = x.b.module.declare_intrinsic(
+        "llvm.ldexp", [x.v.type, k.v.type], ir.FunctionType(x.v.type, [x.v.type, k.v.type])
+    )
     return Value(x.b, x.b.call(fn, [x.v, k.v]))
 
 
 def host_scalef() -> bool:
     """Whether this CPU scales vectors by powers of two in one instruction (AVX-512's vscalefps)."""
     import llvmlite.binding as llvm
+
     features = llvm.get_host_cpu_features()
     return bool(features.get("avx512f") and features.get("avx512vl"))
 
@@ -197,4 +238,3 @@ def defined(module: ir.Module, symbol: str, body, params, result, inline: bool) 
     values = [Value(builder, a) for a in fn.args]
     builder.ret(lift(body(*values), result))
     return fn
-

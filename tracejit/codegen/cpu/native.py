@@ -9,6 +9,7 @@ the whole kernel body, half or more of a first call's compile, are skipped (soft
 row-loop choices (codegen/cpu/rows.py), the same float32 math (codegen/cpu/llvm_math.py, as numba_math's
 intrinsics), the same scalar operations (codegen/cpu/llvm_ops.py).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -50,12 +51,21 @@ from tracejit.codegen.cpu.rows import BLOCKED_ROW_MAX, host_vector_bytes, row_lo
 from tracejit.ir.ops import ROUNDS_TO_FLOAT16
 from tracejit.codegen.simt.mapping import ORDERED_BELOW, float16_totals, index_values
 
-FUNCTION = "tj_native"   # the IR function's name; codegen/cpu/native_call.py renames it per compile
+FUNCTION = "tj_native"  # the IR function's name; codegen/cpu/native_call.py renames it per compile
 # op -> the method of _Emitter that writes it; every ALU op: render_alu
 STATEMENTS: dict[KOp, str] = {
-    KOp.PARAM: "render_param", KOp.CONST: "render_const", KOp.GLOBAL: "render_global", KOp.RANGE: "render_range",
-    KOp.ENDRANGE: "render_endrange", KOp.ACC: "render_acc", KOp.UPDATE: "render_update", KOp.LOCAL: "render_local",
-    KOp.LOAD: "render_load", KOp.STORE: "render_store", KOp.CAST: "render_cast", KOp.TABLE: "render_table",
+    KOp.PARAM: "render_param",
+    KOp.CONST: "render_const",
+    KOp.GLOBAL: "render_global",
+    KOp.RANGE: "render_range",
+    KOp.ENDRANGE: "render_endrange",
+    KOp.ACC: "render_acc",
+    KOp.UPDATE: "render_update",
+    KOp.LOCAL: "render_local",
+    KOp.LOAD: "render_load",
+    KOp.STORE: "render_store",
+    KOp.CAST: "render_cast",
+    KOp.TABLE: "render_table",
     KOp.BOUND: "render_bound",
 }
 
@@ -68,7 +78,8 @@ def unsupported(kernel: KernelIR, loop: str, symbolic: dict | None = None, paral
     """Why this kernel is rendered as Python for Numba instead (None: render() takes it). `parallel`: whether
     a kernel looped in parallel over its global index (prange) can be IR, which the runtime says: LLVM
     compiles it directly and its entry point runs it on OpenMP's threads (runtime/numba/llvm_jit.py)."""
-    from tracejit.codegen.cpu.numba import STACK_SCRATCH_MAX   # (codegen.numba imports this module)
+    from tracejit.codegen.cpu.numba import STACK_SCRATCH_MAX  # (codegen.numba imports this module)
+
     symbolic = symbolic or {}
     ins = kernel.instrs
     # (a prange loop calling the IR per index was no faster to compile and 30% slower to run)
@@ -83,10 +94,14 @@ def unsupported(kernel: KernelIR, loop: str, symbolic: dict | None = None, paral
         op = x.op
         if not _supported_dtype(x.dtype):
             return f"%{i} is {x.dtype}"
-        if op in (KOp.UPDATE, KOp.STORE) and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype \
-                or op == KOp.LOAD and x.dtype != ins[x.srcs[0]].dtype:
+        if (
+            op in (KOp.UPDATE, KOp.STORE)
+            and ins[x.srcs[-1]].dtype != ins[x.srcs[0]].dtype
+            or op == KOp.LOAD
+            and x.dtype != ins[x.srcs[0]].dtype
+        ):
             return f"%{i} converts between its value's and its memory's dtypes"
-        if op in STATEMENTS:   # a structural instruction it writes
+        if op in STATEMENTS:  # a structural instruction it writes
             if op == KOp.LOCAL and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
                 return "a scratch row is on the heap"
             continue
@@ -102,8 +117,9 @@ def unsupported(kernel: KernelIR, loop: str, symbolic: dict | None = None, paral
 
 def _itemsize(x) -> int:
     from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX
+
     wide = wide_accumulator(x.dtype, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
-    return 8 if wide else computed(x.dtype).itemsize   # (a float16 row holds float32 values, as codegen.numba's)
+    return 8 if wide else computed(x.dtype).itemsize  # (a float16 row holds float32 values, as codegen.numba's)
 
 
 def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
@@ -131,7 +147,7 @@ def _escapes(ins) -> str | None:
             if ins[s].op in (KOp.ACC, KOp.LOCAL, KOp.PARAM, KOp.CONST, KOp.UPDATE, KOp.TABLE):
                 continue
             scope = scope_of.get(s, ())
-            if tuple(open_loops[:len(scope)]) != scope:
+            if tuple(open_loops[: len(scope)]) != scope:
                 return f"%{s} is read outside its loop"
         scope_of[i] = tuple(open_loops)
         if x.op in (KOp.GLOBAL, KOp.RANGE):
@@ -145,12 +161,13 @@ def signature(kernel: KernelIR, symbolic: dict | None = None) -> list[ir.Type]:
     slot, as codegen.numba.render names them), then a pointer to each buffer's first element, and to the
     error record (int64: code, value) where the kernel can fault."""
     from tracejit.codegen.cpu.numba import slot_argument
+
     sizes = []
     for slot in sorted(symbolic or {}):
         dt = slot_argument(kernel, slot)
-        assert dt is not None, slot   # a size is symbolic only where it can be an argument (SymbolicSizes)
+        assert dt is not None, slot  # a size is symbolic only where it can be an argument (SymbolicSizes)
         sizes.append(value_type(dt))
-    record = [ir.PointerType(I64)] if faults(kernel) else []   # the error record (codegen.numba's tj_error)
+    record = [ir.PointerType(I64)] if faults(kernel) else []  # the error record (codegen.numba's tj_error)
     return [I64, I64, *sizes, *(ir.PointerType(memory_type(p.dtype)) for p in kernel.params), *record]
 
 
@@ -163,7 +180,7 @@ def render(kernel: KernelIR, loop: str, symbolic: dict | None = None) -> str:
     # (layernorm 4096x1024's LLVM time 128 -> ~75 ms; the call is once per chunk of rows)
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
-    if host_vector_bytes() == 64:   # runtime.numba_math.wide_vectors
+    if host_vector_bytes() == 64:  # runtime.numba_math.wide_vectors
         set.add(fn.attributes, '"prefer-vector-width"="512"')
     _Emitter(kernel, fn, symbolic or {}).run()
     return str(module)
@@ -172,29 +189,31 @@ def render(kernel: KernelIR, loop: str, symbolic: dict | None = None) -> str:
 class _Emitter:
     def __init__(self, kernel: KernelIR, fn: ir.Function, symbolic: dict):
         from tracejit.codegen.cpu.numba import _before_global_loop
+
         self.kernel, self.fn, self.ins = kernel, fn, kernel.instrs
         entry = fn.append_basic_block("entry")
         self.alloca = ir.IRBuilder(entry)
         self.b = ir.IRBuilder(fn.append_basic_block("start"))
         self.start, self.stop = fn.args[:2]
         slots = sorted(symbolic)
-        self.sizes = dict(zip(slots, fn.args[2:2 + len(slots)]))
-        self.buffers = fn.args[2 + len(slots):2 + len(slots) + len(kernel.params)]
+        self.sizes = dict(zip(slots, fn.args[2 : 2 + len(slots)]))
+        self.buffers = fn.args[2 + len(slots) : 2 + len(slots) + len(kernel.params)]
         self.record = fn.args[-1] if faults(kernel) else None
         self.index = index_values(self.ins)
         self.scanned = {x.srcs[0] for x in self.ins if x.op == KOp.UPDATE and x.dtype is not None}
-        self.totals16 = float16_totals(self.ins)   # float16 sums and products, rounded where read
+        self.totals16 = float16_totals(self.ins)  # float16 sums and products, rounded where read
         self.rows = row_loops(self.ins, symbolic, self.scanned, ordered_always=True)
-        self.plain = False   # inside the in-order copy of a loop (rows.ordered): no step reassociates
+        self.plain = False  # inside the in-order copy of a loop (rows.ordered): no step reassociates
         self.blocked = {a for accs in self.rows.blocks.values() for a in accs}
         self.before = _before_global_loop(self.ins)
         self.values: dict[int, ir.Value] = {}
-        self.slots: dict[int, ir.Value] = {}      # acc -> its memory; local -> its row
+        self.slots: dict[int, ir.Value] = {}  # acc -> its memory; local -> its row
         self.wide: dict[int, bool] = {}
-        self.nan: dict[int, ir.Value] = {}        # acc -> its NaN flag (_nan_apart)
-        self.block: dict[int, ir.Value] = {}      # acc -> its float32 block accumulator
-        self.loops: dict[int, list] = {}          # range -> the loops it opened
+        self.nan: dict[int, ir.Value] = {}  # acc -> its NaN flag (_nan_apart)
+        self.block: dict[int, ir.Value] = {}  # acc -> its float32 block accumulator
+        self.loops: dict[int, list] = {}  # range -> the loops it opened
         from tracejit.codegen.cpu.numba import MATH_INLINE_MAX
+
         calls = Counter(MATH.get((computed(self.ins[x.srcs[0]].value_dtype), x.op)) for x in self.ins if x.srcs)
         self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in MATH.values()}
         self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
@@ -202,10 +221,10 @@ class _Emitter:
     # -- structure --
     def run(self) -> None:
         free = {i for i, x in enumerate(self.ins) if x.op in (KOp.PARAM, KOp.CONST)}
-        for i in free:   # (values anywhere: what is hoisted before the global loop reads them)
+        for i in free:  # (values anywhere: what is hoisted before the global loop reads them)
             self.instr(i, self.ins[i])
         self.span(0, len(self.ins), free)
-        for state in self.loops.pop(next(iter(self.loops)), ()) if self.loops else ():   # the global loop's end
+        for state in self.loops.pop(next(iter(self.loops)), ()) if self.loops else ():  # the global loop's end
             self.close_loop(state)
         self.b.ret_void()
         self.alloca.branch(self.fn.basic_blocks[1])
@@ -217,7 +236,7 @@ class _Emitter:
         i = start
         while i < stop:
             x = self.ins[i]
-            if x.op == KOp.RANGE and i in self.rows.ordered and i != start:   # (start: this is its copy)
+            if x.op == KOp.RANGE and i in self.rows.ordered and i != start:  # (start: this is its copy)
                 b = self.b
                 short, long, joined = (self.fn.append_basic_block(n) for n in ("short", "long", "joined"))
                 b.cbranch(b.icmp_signed("<", self.extent(i), ir.Constant(I64, ORDERED_BELOW)), short, long)
@@ -267,7 +286,7 @@ class _Emitter:
     def value(self, j: int) -> ir.Value:
         """Instruction j's value where it is read: an accumulator's current value is loaded there."""
         x = self.ins[j]
-        if x.op == KOp.UPDATE:   # a scan's running value: its accumulator after the update
+        if x.op == KOp.UPDATE:  # a scan's running value: its accumulator after the update
             return self.value(x.srcs[0])
         if x.op != KOp.ACC:
             return self.values[j]
@@ -275,7 +294,7 @@ class _Emitter:
         v = b.load(self.slots[j])
         if self.wide[j]:
             v = b.fptrunc(v, value_type(dt))
-        if j in self.totals16:   # a float16 total, as NumPy's loop stores it
+        if j in self.totals16:  # a float16 total, as NumPy's loop stores it
             v = self.round16(v)
         if j in self.nan:
             v = b.select(b.load(self.nan[j]), ir.Constant(value_type(dt), float("nan")), v)
@@ -297,11 +316,11 @@ class _Emitter:
 
     def render_global(self, i: int, x: Instr) -> None:
         b = self.b
-        for j in sorted(self.before):   # loop-invariant values, once before the loop (codegen.numba)
+        for j in sorted(self.before):  # loop-invariant values, once before the loop (codegen.numba)
             self.instr(j, self.ins[j])
         var, state = self.open_loop(self.start, self.stop)
         assume = self.fn.module.declare_intrinsic("llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [I1]))
-        b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])   # numba_math.nonnegative_index
+        b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])  # numba_math.nonnegative_index
         self.values[i] = var
         self.loops[i] = [state]
 
@@ -309,7 +328,7 @@ class _Emitter:
         b, rows = self.b, self.rows
         extent, opened = self.extent(i), []
         start = ir.Constant(I64, 0)
-        if i in rows.split:   # blocks of the row, each summed in float32
+        if i in rows.split:  # blocks of the row, each summed in float32
             at, state = self.open_loop(start, extent, BLOCKED_ROW_MAX)
             opened.append(state)
             end = b.add(at, self.opaque(ir.Constant(I64, BLOCKED_ROW_MAX)))
@@ -334,8 +353,9 @@ class _Emitter:
 
     def render_acc(self, i: int, x: Instr) -> None:
         b, dt = self.b, x.value_dtype
-        wide = (wide_accumulator(dt, x.arg[0]) and i not in self.scanned
-                and (i in self.rows.long_sums or dt != np.float32))
+        wide = (
+            wide_accumulator(dt, x.arg[0]) and i not in self.scanned and (i in self.rows.long_sums or dt != np.float32)
+        )
         self.wide[i] = wide
         ty = F64 if wide else value_type(dt)
         if i not in self.slots:
@@ -350,10 +370,11 @@ class _Emitter:
 
     def render_local(self, i: int, x: Instr) -> None:
         from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX, STACK_SCRATCH_MAX
+
         dt = x.value_dtype
         wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
         self.wide[i] = wide
-        ty = F64 if wide else value_type(dt)   # (float16: float32 values, as codegen.numba's row)
+        ty = F64 if wide else value_type(dt)  # (float16: float32 values, as codegen.numba's row)
         count = STACK_SCRATCH_MAX // (8 if wide else computed(dt).itemsize) if (i, 0) in self.sizes else x.arg[0]
         self.slots[i] = self.slot(ty, count, align=64)
 
@@ -363,7 +384,7 @@ class _Emitter:
         if self.ins[s[0]].op == KOp.LOCAL:
             if self.wide[s[0]]:
                 v = b.fptrunc(v, value_type(dt))
-            if dt == np.float16 and self.ins[s[0]].arg[1] in ("sum", "prod"):   # a float16 total (contractions)
+            if dt == np.float16 and self.ins[s[0]].arg[1] in ("sum", "prod"):  # a float16 total (contractions)
                 v = self.round16(v)
         elif dt == np.float16:
             v = b.call(f16_function(self.fn.module, "f16_to_f32"), [v])
@@ -386,7 +407,7 @@ class _Emitter:
     def render_cast(self, i: int, x: Instr) -> None:
         self.values[i] = cast(self.b, self.value(x.srcs[0]), self.ins[x.srcs[0]].value_dtype, x.value_dtype)
 
-    def render_table(self, i: int, x: Instr) -> None:   # a constant array in the module, from its exact bytes
+    def render_table(self, i: int, x: Instr) -> None:  # a constant array in the module, from its exact bytes
         data = bytearray(x.arg.data)
         table = ir.GlobalVariable(self.fn.module, ir.ArrayType(I8, len(data)), f"table.{x.arg.name}")
         table.initializer = ir.Constant(table.value_type, data)
@@ -396,8 +417,12 @@ class _Emitter:
 
     def render_bound(self, i: int, x: Instr) -> None:
         s = x.srcs
-        self.values[i] = self.bound(self.value(s[0]), self.ins[s[0]].value_dtype,
-                                    self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]), x.arg[1].code)
+        self.values[i] = self.bound(
+            self.value(s[0]),
+            self.ins[s[0]].value_dtype,
+            self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0]),
+            x.arg[1].code,
+        )
 
     def render_alu(self, i: int, x: Instr) -> None:
         self.values[i] = self.alu(i, x)
@@ -421,7 +446,7 @@ class _Emitter:
         """numba_math.bound_index: an index read from data as an offset along an axis of `size` elements (a
         negative one counts from the end); one outside the axis is recorded and gives 0."""
         b, zero = self.b, ir.Constant(I64, 0)
-        if dt.kind == "u":   # compared as it is, not as an int64 it may not fit
+        if dt.kind == "u":  # compared as it is, not as an int64 it may not fit
             wide = v if v.type.width == 64 else b.zext(v, I64)
             ok = b.icmp_unsigned("<", wide, size)
             offset = wide
@@ -459,7 +484,7 @@ class _Emitter:
         elif wide:
             v = b.fpext(v, F64)
         cur = b.load(ptr)
-        if x.srcs[0] in self.nan:   # numba_math.max_step / min_step, and the NaN flag apart
+        if x.srcs[0] in self.nan:  # numba_math.max_step / min_step, and the NaN flag apart
             take = b.fcmp_ordered(">" if red == "max" else "<", v, cur, flags=("nnan", "nsz"))
             b.store(b.select(take, v, cur, flags=("nnan", "nsz")), ptr)
             flag = self.nan[x.srcs[0]]
@@ -467,7 +492,7 @@ class _Emitter:
             return
         if i in self.rows.reorderable and not self.plain:
             step = (b.fadd if red == "sum" else b.fmul)(cur, v, flags=("reassoc", "contract"))
-        elif adt == np.float16 and x.srcs[0] in self.scanned:   # each running total a float16, as NumPy's accumulate
+        elif adt == np.float16 and x.srcs[0] in self.scanned:  # each running total a float16, as NumPy's accumulate
             step = self.round16(combine(b, red, adt, cur, v))
         else:
             step = combine(b, red, adt, cur, v)
@@ -488,7 +513,7 @@ class _Emitter:
         if src.kind == "f":
             name = MATH.get((src, op))
             out = b.call(self.math(name, len(a)), a) if name is not None else float_op(b, op, a, src)
-            if x.dtype == np.float16 and op in ROUNDS_TO_FLOAT16:   # computed in float32, rounded like NumPy
+            if x.dtype == np.float16 and op in ROUNDS_TO_FLOAT16:  # computed in float32, rounded like NumPy
                 out = self.round16(out)
             return out
         if i in self.index:

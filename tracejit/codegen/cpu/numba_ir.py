@@ -7,6 +7,7 @@ compile spent about half its time compiling exp_f32 and the np.floor inside it. 
 costs a few hundred LLVM instructions in the kernel's own module, emitted once per module as an internal
 function that LLVM inlines (alwaysinline; or as it judges, for the `called` variant) before it
 vectorises the loop around it."""
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -38,9 +39,11 @@ def scalar_function(name: str, body, params: tuple[ir.Type, ...], result: ir.Typ
             if len(args) == len(params) and all(isinstance(a, (types.Number, types.Boolean)) for a in args):
                 return numba_result(*args), codegen
             return None
+
         # numba.extending.intrinsic reads the typer's arity from its signature
         arity = ", ".join(f"a{i}" for i in range(len(params)))
         scope = {"typer": typer}
         exec(f"def {name}(typingctx, {arity}):\n    return typer(typingctx, {arity})", scope)
         return intrinsic(scope[name])
+
     return make(True), make(False)

@@ -5,6 +5,7 @@ fmod, float16 conversions, a row sort; the steps and markers that let LLVM vecto
 The math functions are Numba intrinsics whose LLVM IR is written with codegen/cpu/llvm_values.py's Values: no
 separate Numba compile per function and process (which was half of softmax's first compile), and every
 operation in the order written (see codegen/cpu/numba_ir.py)."""
+
 from __future__ import annotations
 
 import numba
@@ -31,18 +32,18 @@ _STRICT = ("contract",)
 def _float_binary(name: str, emit):
     """An intrinsic of two operands of one float type (which also catches accidental float64 promotion),
     whose code is emit(builder, a, b)."""
+
     def typer(typingctx, a, b):
         if a == b and a in (types.float32, types.float64):
             return a(a, b), lambda context, builder, sig, args: emit(builder, *args)
         return None
+
     typer.__name__ = name
     return intrinsic(typer)
 
 
 def _strict_binop(opname):
     return _float_binary(f"_strict_{opname}", lambda b, x, y: getattr(b, opname)(x, y, flags=_STRICT))
-
-
 
 
 # A float sum's or product's accumulating step, the one operation of a kernel LLVM may reorder: the loop
@@ -57,9 +58,11 @@ def _select_step(cmpop):
     a flag of their own (codegen.numba._nan_apart): the compare and select carry nnan and nsz, without
     which LLVM keeps the loop scalar (softmax's row max). Where v is NaN the step is poison, never read:
     every use of the accumulator selects NaN by the flag instead."""
+
     def emit(builder, acc, v):
         take = builder.fcmp_ordered(cmpop, v, acc, flags=("nnan", "nsz"))
         return builder.select(take, v, acc, flags=("nnan", "nsz"))
+
     return _float_binary(f"select_step_{'max' if cmpop == '>' else 'min'}", emit)
 
 
@@ -70,6 +73,7 @@ min_step = _select_step("<")
 def _wrapping(opname):
     """int64 a op b that wraps like NumPy: Numba's own signed + - * carry LLVM's nsw flag (overflow
     cannot happen), so LLVM may fold (x + x) > 0 into x > 0 and change what a wrapped sum compares as."""
+
     def typer(typingctx, a, b):
         if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
             return None
@@ -77,7 +81,9 @@ def _wrapping(opname):
         def codegen(context, builder, sig, args):
             x, y = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
             return getattr(builder, opname)(x, y)
+
         return types.int64(a, b), codegen
+
     typer.__name__ = f"wrap_{opname}"
     return intrinsic(typer)
 
@@ -93,13 +99,17 @@ def nonnegative_index(typingctx, i):
     [start, stop) of its range, and without this LLVM keeps the wrap-around of negative indices on every
     load and store, which turns vector loads into gathers (GELU 3x slower)."""
     if i == types.int64:
+
         def codegen(context, builder, sig, args):
-            assume = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(1)]),
-                                                    "llvm.assume")
+            assume = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(1)]), "llvm.assume"
+            )
             builder.call(assume, [builder.icmp_signed(">=", args[0], ir.Constant(args[0].type, 0))])
             return args[0]
+
         return types.int64(i), codegen
     return None
+
 
 @intrinsic
 def opaque_extent(typingctx, n):
@@ -107,20 +117,25 @@ def opaque_extent(typingctx, n):
     vectorised as a loop of unknown length instead of being unrolled whole first (see codegen.numba_rows'
     OPAQUE_EXTENTS)."""
     if n == types.int64:
+
         def codegen(context, builder, sig, args):
             fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)])
             return builder.asm(fnty, "", "=r,0", [args[0]], False, "opaque_extent")
+
         return types.int64(n), codegen
     return None
+
 
 @intrinsic
 def wide_vectors(typingctx):
     """Nothing at run time: marks the function it is called in "prefer-vector-width"="512", so that LLVM
     vectorises its loops with 512-bit registers where its tuning for the host says 256 (codegen.numba_rows'
     host_vector_bytes says where). A string attribute, which llvmlite's add() (a list of keywords) refuses."""
+
     def codegen(context, builder, sig, args):
         set.add(builder.function.attributes, '"prefer-vector-width"="512"')
         return context.get_dummy_value()
+
     return types.none(), codegen
 
 
@@ -137,6 +152,7 @@ def stack_empty(typingctx, n, dtype):
 
     def codegen(context, builder, sig, args):
         from numba.np.arrayobj import populate_array
+
         element = context.get_data_type(array.dtype)
         intp = context.get_value_type(types.intp)
         with builder.goto_entry_block():
@@ -144,9 +160,11 @@ def stack_empty(typingctx, n, dtype):
             data.align = 64
         out = context.make_array(array)(context, builder)
         itemsize = ir.Constant(intp, context.get_abi_sizeof(element))
-        populate_array(out, data=data, shape=[ir.Constant(intp, count)], strides=[itemsize], itemsize=itemsize,
-                       meminfo=None)
+        populate_array(
+            out, data=data, shape=[ir.Constant(intp, count)], strides=[itemsize], itemsize=itemsize, meminfo=None
+        )
         return out._getvalue()
+
     return array(n, dtype), codegen
 
 
@@ -169,6 +187,7 @@ erf_f32, erf_f32_called = scalar_function("erf_f32", L.erf_f32, (F32,), F32)
 # Faults NumPy raises for, recorded in the kernel's error record (int64: code, value) for the runtime to
 # raise after the call: a prange loop cannot raise. The result is then any valid value.
 
+
 @numba.njit(inline="always")
 def nonnegative_exponent(b, code, error):
     """An integer exponent; a negative one (NumPy raises) is recorded and taken as 0."""
@@ -186,7 +205,7 @@ def bound_index(v, size, code, error):
     if v < 0:
         if v >= -size:
             return np.int64(v) + size
-    elif v < size:   # an unsigned index is compared as it is, not as an int64 it may not fit
+    elif v < size:  # an unsigned index is compared as it is, not as an int64 it may not fit
         return np.int64(v)
     error[0] = code
     error[1] = v
@@ -199,7 +218,7 @@ def int_power(a, b):
     in int64 (the caller casts to the result's type). Numba's own `*` of signed integers lets LLVM assume it
     never overflows: (70 ** 70 != 0) then folded to 70 != 0, True, where the wrapped power is 0."""
     r = np.int64(1)
-    x = wrap_add(a, 0)   # a as int64 (a uint64's bits kept)
+    x = wrap_add(a, 0)  # a as int64 (a uint64's bits kept)
     while b:
         if b & 1:
             r = wrap_mul(r, x)
@@ -228,7 +247,7 @@ round_f16, round_f16_called = scalar_function("round_f16", L.round_f16, (F32,), 
 
 # The kernel IR's sort: a stable merge sort written for kernels. Not inlined (it is called once per row)
 # and plain loops only, so numba compiles it in a fraction of the time its generic np.sort/np.argsort take.
-SORT_RUN = 16   # runs this long are sorted by insertion first
+SORT_RUN = 16  # runs this long are sorted by insertion first
 
 
 @numba.njit(inline="always")

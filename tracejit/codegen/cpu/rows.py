@@ -2,6 +2,7 @@
 float32 blocks of a row, the block totals in float64), which rows loop block by block, and which loop
 lengths are hidden from LLVM so that it vectorises the loop instead of unrolling it first (codegen/cpu/numba.py).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,6 +35,7 @@ def host_vector_bytes() -> int:
     """The widest float vector register tracejit's kernels are vectorised with on this CPU (16 without AVX):
     64 on AVX-512 cores but WIDE_VECTORS_SLOW."""
     import llvmlite.binding as llvm
+
     features = llvm.get_host_cpu_features()
     if features.get("avx512f") and not llvm.get_host_cpu_name().startswith(WIDE_VECTORS_SLOW):
         return 64
@@ -56,8 +58,14 @@ def _blocked_sums(ins, reorderable: set[int], scanned: set[int]) -> dict[int, li
         elif x.op == KOp.UPDATE and i in reorderable and open_ranges:
             acc = ins[x.srcs[0]]
             a = x.srcs[0]
-            if acc.op == KOp.ACC and acc.arg[0] == "sum" and wide_accumulator(acc.dtype, "sum") and a not in scanned \
-                    and open_ranges and depth_at[a] == len(open_ranges) - 1:
+            if (
+                acc.op == KOp.ACC
+                and acc.arg[0] == "sum"
+                and wide_accumulator(acc.dtype, "sum")
+                and a not in scanned
+                and open_ranges
+                and depth_at[a] == len(open_ranges) - 1
+            ):
                 accs = out.setdefault(open_ranges[-1], [])
                 if a not in accs:
                     accs.append(a)
@@ -79,9 +87,34 @@ def wide_accumulator(dt: np.dtype, reduction) -> bool:
 # Rows of 8 were slower with an unknown length, and so were loops with an exp in them (their bodies are too
 # big to be unrolled whole) and elementwise loops of 64 and more, which are vectorised as they are.
 OPAQUE_EXTENTS = {"reduce": (16, 2048), "loop": (16, 63)}
-_MATH_CALLS = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "cbrt", "sin", "cos", "tan",
-                         "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
-                         "erf", "pow", "arctan2", "hypot"))
+_MATH_CALLS = frozenset(
+    (
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "cbrt",
+        "sin",
+        "cos",
+        "tan",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "arcsinh",
+        "arccosh",
+        "arctanh",
+        "erf",
+        "pow",
+        "arctan2",
+        "hypot",
+    )
+)
 
 
 def _opaque_loops(ins) -> set[int]:
@@ -102,12 +135,12 @@ def _opaque_loops(ins) -> set[int]:
 
 @dataclass(frozen=True)
 class RowLoops:
-    reorderable: set[int]          # sum and prod updates that may add in any order
-    long_sums: set[int]            # their accumulators (a float32 sum shorter than 8 adds as NumPy's does)
-    blocks: dict[int, list[int]]   # range -> the sums added in float32 blocks inside it (_blocked_sums)
-    opaque: set[int]               # ranges whose constant length is hidden from LLVM (OPAQUE_EXTENTS)
-    split: set[int]                # ranges looped over block by block
-    ordered: set[int]              # ranges written twice: in order where their extent is below 8, else as long
+    reorderable: set[int]  # sum and prod updates that may add in any order
+    long_sums: set[int]  # their accumulators (a float32 sum shorter than 8 adds as NumPy's does)
+    blocks: dict[int, list[int]]  # range -> the sums added in float32 blocks inside it (_blocked_sums)
+    opaque: set[int]  # ranges whose constant length is hidden from LLVM (OPAQUE_EXTENTS)
+    split: set[int]  # ranges looped over block by block
+    ordered: set[int]  # ranges written twice: in order where their extent is below 8, else as long
 
 
 def row_loops(ins, symbolic: dict, scanned: set[int], ordered_always: bool = False) -> RowLoops:
@@ -121,11 +154,16 @@ def row_loops(ins, symbolic: dict, scanned: set[int], ordered_always: bool = Fal
     renderer's: it does not count on LLVM's choice of epilogue)."""
     reorderable = reorderable_updates(ins)
     argument_ranges = {i for (i, j) in symbolic if j == 0 and ins[i].op == KOp.RANGE}
-    long = {u for u in reorderable_updates(ins, argument_ranges)
-            if ins[ins[u].srcs[0]].arg[0] == "sum" and wide_accumulator(ins[ins[u].srcs[0]].dtype, "sum")}
+    long = {
+        u
+        for u in reorderable_updates(ins, argument_ranges)
+        if ins[ins[u].srcs[0]].arg[0] == "sum" and wide_accumulator(ins[ins[u].srcs[0]].dtype, "sum")
+    }
     reorderable |= long
     ordered: set[int] = set()
-    if ordered_always or host_vector_bytes() < 64:   # the sums that are short where the argument extents are (any extent alike)
+    if (
+        ordered_always or host_vector_bytes() < 64
+    ):  # the sums that are short where the argument extents are (any extent alike)
         ones = [replace(x, arg=(1, *x.arg[1:])) if i in argument_ranges else x for i, x in enumerate(ins)]
         short = long - reorderable_updates(ones)
         ends = {x.srcs[0]: j for j, x in enumerate(ins) if x.op == KOp.ENDRANGE}

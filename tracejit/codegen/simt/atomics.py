@@ -6,6 +6,7 @@ new value computed as the renderer combines values elsewhere (NaN-propagating ma
 arithmetic). Dtypes a target cannot update atomically (8/16-bit integers, bool, float16; 64-bit ones on
 Metal and WebGPU) are refused with the dtype, the device and the alternatives named.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,16 +18,31 @@ _I32, _U32, _F32 = np.dtype("int32"), np.dtype("uint32"), np.dtype("float32")
 _WIDE = frozenset(np.dtype(d) for d in ("int64", "uint64", "float64"))
 # (op, dtype) -> function name, per dialect: the natively atomic updates
 _NATIVE: dict[str, dict[tuple[str, np.dtype], str]] = {
-    "opencl": {(op, dt): f"atomic_{name}" for op, name in (("sum", "add"), ("max", "max"), ("min", "min"))
-               for dt in (_I32, _U32)},
-    "cuda": {**{(op, dt): f"atomic{name}" for op, name in (("sum", "Add"), ("max", "Max"), ("min", "Min"))
-                for dt in (_I32, _U32)}, ("sum", _F32): "atomicAdd"},
-    "metal": {(op, dt): f"atomic_fetch_{name}_explicit" for op, name in (("sum", "add"), ("max", "max"),
-                                                                         ("min", "min")) for dt in (_I32, _U32)},
-    "wgsl": {(op, dt): f"atomic{name}" for op, name in (("sum", "Add"), ("max", "Max"), ("min", "Min"))
-             for dt in (_I32, _U32)},
+    "opencl": {
+        (op, dt): f"atomic_{name}"
+        for op, name in (("sum", "add"), ("max", "max"), ("min", "min"))
+        for dt in (_I32, _U32)
+    },
+    "cuda": {
+        **{
+            (op, dt): f"atomic{name}"
+            for op, name in (("sum", "Add"), ("max", "Max"), ("min", "Min"))
+            for dt in (_I32, _U32)
+        },
+        ("sum", _F32): "atomicAdd",
+    },
+    "metal": {
+        (op, dt): f"atomic_fetch_{name}_explicit"
+        for op, name in (("sum", "add"), ("max", "max"), ("min", "min"))
+        for dt in (_I32, _U32)
+    },
+    "wgsl": {
+        (op, dt): f"atomic{name}"
+        for op, name in (("sum", "Add"), ("max", "Max"), ("min", "Min"))
+        for dt in (_I32, _U32)
+    },
 }
-_WIDE_DIALECTS = frozenset({"opencl", "cuda"})   # 64-bit compare-and-swap
+_WIDE_DIALECTS = frozenset({"opencl", "cuda"})  # 64-bit compare-and-swap
 
 
 def check(dialect: str, dt: np.dtype, device: str, atomics64: bool = True) -> None:
@@ -35,9 +51,11 @@ def check(dialect: str, dt: np.dtype, device: str, atomics64: bool = True) -> No
         return
     cast = "float32" if dt.kind == "f" else "int32" if dt.kind in "ib" else "uint32"
     what = "64-bit atomics" if dt in _WIDE else "atomics on elements narrower than 32 bits"
-    raise DtypeError(f"a scatter (np.add.at & co., np.bincount, np.histogram, x[idx] = v with many updates) of "
-                     f"{dt.name} cannot run on {device or dialect}: it has no {what}. Cast to {cast} first "
-                     f"(x.astype(np.{cast})), or use the numba device, which updates in order without atomics")
+    raise DtypeError(
+        f"a scatter (np.add.at & co., np.bincount, np.histogram, x[idx] = v with many updates) of "
+        f"{dt.name} cannot run on {device or dialect}: it has no {what}. Cast to {cast} first "
+        f"(x.astype(np.{cast})), or use the numba device, which updates in order without atomics"
+    )
 
 
 def render(r, i: int, a: list[str]) -> list[str]:
@@ -69,25 +87,57 @@ def _opencl_cas(r, buf, idx, v, dt, op) -> list[str]:
     to_value = {4: "as_float({})", 8: "as_double({})"}[dt.itemsize] if dt.kind == "f" else f"(({r.ctype(dt)}){{}})"
     to_bits = {4: "as_uint({})", 8: "as_ulong({})"}[dt.itemsize] if dt.kind == "f" else f"(({word}){{}})"
     pointer = f"volatile {r.t.global_qualifier} {word}*"
-    return _cas_loop(r, word, pointer, f"({pointer})&{buf}[{idx}]", "*tj_p", cmpxchg + "(tj_p, tj_seen, {desired})",
-                     to_value, to_bits, v, dt, op)
+    return _cas_loop(
+        r,
+        word,
+        pointer,
+        f"({pointer})&{buf}[{idx}]",
+        "*tj_p",
+        cmpxchg + "(tj_p, tj_seen, {desired})",
+        to_value,
+        to_bits,
+        v,
+        dt,
+        op,
+    )
 
 
 def _cuda_cas(r, buf, idx, v, dt, op) -> list[str]:
     word = r.t.unsigned[dt.itemsize]
-    floats = {4: ("__uint_as_float({})", "__float_as_uint({})"),
-              8: ("__longlong_as_double((long long){})", "(unsigned long long)__double_as_longlong({})")}
+    floats = {
+        4: ("__uint_as_float({})", "__float_as_uint({})"),
+        8: ("__longlong_as_double((long long){})", "(unsigned long long)__double_as_longlong({})"),
+    }
     to_value, to_bits = floats[dt.itemsize] if dt.kind == "f" else (f"(({r.ctype(dt)}){{}})", f"(({word}){{}})")
-    return _cas_loop(r, word, f"{word}*", f"({word}*)&{buf}[{idx}]", f"*(volatile {word}*)tj_p",
-                     "atomicCAS(tj_p, tj_seen, {desired})", to_value, to_bits, v, dt, op)
+    return _cas_loop(
+        r,
+        word,
+        f"{word}*",
+        f"({word}*)&{buf}[{idx}]",
+        f"*(volatile {word}*)tj_p",
+        "atomicCAS(tj_p, tj_seen, {desired})",
+        to_value,
+        to_bits,
+        v,
+        dt,
+        op,
+    )
 
 
 def _cas_loop(r, word, pointer, ptr, first, cas, to_value, to_bits, v, dt, op) -> list[str]:
     """C: read the element, combine, swap it in if unchanged meanwhile; otherwise again with what was seen."""
     desired = to_bits.format(r.combine(op, dt, to_value.format("tj_seen"), v))
-    return ["{", f"    {pointer} tj_p = {ptr};", f"    {word} tj_old = {first};", f"    {word} tj_seen;",
-            "    do {", "        tj_seen = tj_old;", f"        tj_old = {cas.format(desired=desired)};",
-            "    } while (tj_old != tj_seen);", "}"]
+    return [
+        "{",
+        f"    {pointer} tj_p = {ptr};",
+        f"    {word} tj_old = {first};",
+        f"    {word} tj_seen;",
+        "    do {",
+        "        tj_seen = tj_old;",
+        f"        tj_old = {cas.format(desired=desired)};",
+        "    } while (tj_old != tj_seen);",
+        "}",
+    ]
 
 
 _RELAXED = "memory_order_relaxed"
@@ -98,19 +148,29 @@ def _metal_cas(r, buf, idx, v, dt, op) -> list[str]:
     to_value = "as_type<float>({})" if dt.kind == "f" else "{}"
     to_bits = "as_type<uint>({})" if dt.kind == "f" else "{}"
     new = to_bits.format(r.combine(op, dt, to_value.format("tj_seen"), v))
-    return ["{", f"    device {kind}* tj_p = (device {kind}*)&{buf}[{idx}];",
-            f"    {word} tj_seen = atomic_load_explicit(tj_p, memory_order_relaxed);",
-            f"    while (!atomic_compare_exchange_weak_explicit(tj_p, &tj_seen, {new}, {_RELAXED}, {_RELAXED})) {{}}",
-            "}"]
+    return [
+        "{",
+        f"    device {kind}* tj_p = (device {kind}*)&{buf}[{idx}];",
+        f"    {word} tj_seen = atomic_load_explicit(tj_p, memory_order_relaxed);",
+        f"    while (!atomic_compare_exchange_weak_explicit(tj_p, &tj_seen, {new}, {_RELAXED}, {_RELAXED})) {{}}",
+        "}",
+    ]
 
 
 def _wgsl_cas(r, buf, idx, v, dt, op) -> list[str]:
     to_value = "bitcast<f32>({})" if dt.kind == "f" else "{}"
     to_bits = "bitcast<u32>({})" if dt.kind == "f" else "{}"
     new = to_bits.format(r.combine(op, dt, to_value.format("tj_seen"), v))
-    return ["{", f"    var tj_seen = atomicLoad(&{buf}[{idx}]);", "    loop {",
-            f"        let tj_r = atomicCompareExchangeWeak(&{buf}[{idx}], tj_seen, {new});",
-            "        if (tj_r.exchanged) { break; }", "        tj_seen = tj_r.old_value;", "    }", "}"]
+    return [
+        "{",
+        f"    var tj_seen = atomicLoad(&{buf}[{idx}]);",
+        "    loop {",
+        f"        let tj_r = atomicCompareExchangeWeak(&{buf}[{idx}], tj_seen, {new});",
+        "        if (tj_r.exchanged) { break; }",
+        "        tj_seen = tj_r.old_value;",
+        "    }",
+        "}",
+    ]
 
 
 _CAS = {"opencl": _opencl_cas, "cuda": _cuda_cas, "metal": _metal_cas, "wgsl": _wgsl_cas}

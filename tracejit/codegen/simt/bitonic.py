@@ -6,6 +6,7 @@ the pairs are spread over the work-group's items with a barrier after each step;
 work-item walks them. Comparing (key, position) makes it stable, and NaN sorts after every number, as in
 NumPy. Written in the target's spelling hooks (loop, let, select, is_nan), so every C-style target and
 WGSL share it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,13 +22,15 @@ def network(r, at: int, keys: str, positions: str | None, size: int, dt: np.dtyp
     i32, lit = t.types[I32], (lambda v: r.literal(v, I32))
     k, j, i = f"tj_k{at}", f"tj_j{at}", f"tj_i{at}"
     lo, hi, ct, pt = f"tj_lo{at}", f"tj_hi{at}", r.ctype(dt), t.types[I32]
-    start, step = (f"({i32})lid" if i32 != "i32" else "lid", f"{i} += {lit(r.local_size)}") if group \
-        else (lit(0), f"{i}++")
+    start, step = (
+        (f"({i32})lid" if i32 != "i32" else "lid", f"{i} += {lit(r.local_size)}") if group else (lit(0), f"{i}++")
+    )
     a, b, pa, pb = (f"tj_{n}{at}" for n in ("a", "b", "pa", "pb"))
     body = [
         t.let(lo, i32, f"(2 * {i} - ({i} & ({j} - {lit(1)})))"),
         t.let(hi, i32, f"({lo} + {j})"),
-        t.let(a, ct, r.local_value(f"{keys}[{lo}]", dt)), t.let(b, ct, r.local_value(f"{keys}[{hi}]", dt)),
+        t.let(a, ct, r.local_value(f"{keys}[{lo}]", dt)),
+        t.let(b, ct, r.local_value(f"{keys}[{hi}]", dt)),
     ]
     moved = [(keys, a, b)]
     if positions is not None:
@@ -38,14 +41,16 @@ def network(r, at: int, keys: str, positions: str | None, size: int, dt: np.dtyp
     body.append(t.let(swap, "bool", f"({after} == (({lo} & {k}) == {lit(0)}))"))
     for arr, first, second in moved:
         body += [f"{arr}[{lo}] = {r.select(swap, second, first)};", f"{arr}[{hi}] = {r.select(swap, first, second)};"]
-    return [t.loop(k, i32, lit(2), f"{k} <= {lit(size)}", f"{k} *= {lit(2)}"),
-            "    " + t.loop(j, i32, f"({k} / {lit(2)})", f"{j} > {lit(0)}", f"{j} /= {lit(2)}"),
-            "        " + t.loop(i, i32, start, f"{i} < {lit(size // 2)}", step),
-            *("            " + line for line in body),
-            "        }",
-            *(["        " + t.barrier] if group else []),
-            "    }",
-            "}"]
+    return [
+        t.loop(k, i32, lit(2), f"{k} <= {lit(size)}", f"{k} *= {lit(2)}"),
+        "    " + t.loop(j, i32, f"({k} / {lit(2)})", f"{j} > {lit(0)}", f"{j} /= {lit(2)}"),
+        "        " + t.loop(i, i32, start, f"{i} < {lit(size // 2)}", step),
+        *("            " + line for line in body),
+        "        }",
+        *(["        " + t.barrier] if group else []),
+        "    }",
+        "}",
+    ]
 
 
 def loop_iterations(size: int, items: int = 1) -> int:

@@ -1,6 +1,7 @@
 """How the C-style renderers (cstyle.py: OpenCL C, CUDA C, MSL; WGSL in part) spell values: literals, NumPy's
 integer and float arithmetic, comparisons, selects and casts, from per-op tables a target can replace, and
 the loads and stores of buffers, local arrays and constant tables."""
+
 from __future__ import annotations
 
 import math
@@ -16,43 +17,87 @@ from tracejit.codegen.simt import c_helpers
 from tracejit.codegen import math_f32
 from tracejit.codegen.simt.mapping import RenderOptions, positive_const
 
-if TYPE_CHECKING:   # c_target reads this module's FLOAT_OPS
+if TYPE_CHECKING:  # c_target reads this module's FLOAT_OPS
     from tracejit.codegen.simt.c_target import CStyle
 
 # bool operands (NumPy: + is or, * is and) and comparisons, as C, OpenCL, CUDA, MSL and WGSL all write them
-BOOL_OPS = {"add": "({0} || {1})", "max": "({0} || {1})", "or": "({0} || {1})", "mul": "({0} && {1})",
-            "min": "({0} && {1})", "and": "({0} && {1})", "xor": "({0} != {1})", "invert": "(!{0})"}
+BOOL_OPS = {
+    "add": "({0} || {1})",
+    "max": "({0} || {1})",
+    "or": "({0} || {1})",
+    "mul": "({0} && {1})",
+    "min": "({0} && {1})",
+    "and": "({0} && {1})",
+    "xor": "({0} != {1})",
+    "invert": "(!{0})",
+}
 COMPARISONS = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
 # float ops -> C (C99, OpenCL C, CUDA and MSL all have these; a target lists what it lacks in own_functions)
-FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-             "div": "({0} / {1})", "pow": "pow({0}, {1})", "abs": "fabs({0})", "signbit": "(signbit({0}) != 0)",
-             "arcsin": "asin({0})", "arccos": "acos({0})", "arctan": "atan({0})", "arcsinh": "asinh({0})",
-             "arccosh": "acosh({0})", "arctanh": "atanh({0})", "arctan2": "atan2({0}, {1})",
-             "ldexp": "ldexp({0}, (int)({1}))",
-             **{op: op + "({0}, {1})" for op in ("hypot", "copysign", "fmod")},
-             **{op: op + "({0})" for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
-                                             "cbrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "erf",
-                                             "floor", "ceil", "trunc", "rint")}}
+FLOAT_OPS = {
+    "neg": "(-{0})",
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "div": "({0} / {1})",
+    "pow": "pow({0}, {1})",
+    "abs": "fabs({0})",
+    "signbit": "(signbit({0}) != 0)",
+    "arcsin": "asin({0})",
+    "arccos": "acos({0})",
+    "arctan": "atan({0})",
+    "arcsinh": "asinh({0})",
+    "arccosh": "acosh({0})",
+    "arctanh": "atanh({0})",
+    "arctan2": "atan2({0}, {1})",
+    "ldexp": "ldexp({0}, (int)({1}))",
+    **{op: op + "({0}, {1})" for op in ("hypot", "copysign", "fmod")},
+    **{
+        op: op + "({0})"
+        for op in (
+            "exp",
+            "exp2",
+            "expm1",
+            "log",
+            "log2",
+            "log10",
+            "log1p",
+            "sqrt",
+            "cbrt",
+            "sin",
+            "cos",
+            "tan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "erf",
+            "floor",
+            "ceil",
+            "trunc",
+            "rint",
+        )
+    },
+}
 
 
 class CValues:
     """Mixed into cstyle._Render: the expression of each value (a size's too: its argument or its literal),
     given the renderer's target strings (self.t), options (self.o), instructions (self.ins), symbolic sizes
     (self.symbolic) and index facts (self.index, self.nonneg)."""
+
     # what the renderer holds (set in _Render.__init__; declared here, where they are read)
     t: CStyle
     o: RenderOptions
     ins: list[Instr]
-    symbolic: dict[Slot, str]                 # a symbolic size's slot -> its argument's name
-    index: set[int]                           # instructions computed in the index type
-    nonneg: set[int]                          # instructions known not to be negative
+    symbolic: dict[Slot, str]  # a symbolic size's slot -> its argument's name
+    index: set[int]  # instructions computed in the index type
+    nonneg: set[int]  # instructions known not to be negative
     index_bits: int
-    idx: str                                  # the index type's name
-    by_value: frozenset[int]                  # parameters passed by value
-    names: list[str]                          # each instruction's variable, once written
-    helpers: dict[str, str]                   # helper functions the source needs, by name
-    ctype: Callable[[np.dtype], str]          # the type a value of a dtype is computed in
-    storage: Callable[[np.dtype], str]        # a buffer's element type
+    idx: str  # the index type's name
+    by_value: frozenset[int]  # parameters passed by value
+    names: list[str]  # each instruction's variable, once written
+    helpers: dict[str, str]  # helper functions the source needs, by name
+    ctype: Callable[[np.dtype], str]  # the type a value of a dtype is computed in
+    storage: Callable[[np.dtype], str]  # a buffer's element type
 
     def symbolic_arguments(self) -> tuple[tuple[str, object], ...]:
         """(dtype, value) of each symbolic slot's argument, in the order of their slots: an index value
@@ -62,8 +107,9 @@ class CValues:
             i = slot[0]
             x = self.ins[i]
             index = x.op == KOp.RANGE or i in self.index
-            out.append((f"int{self.index_bits}" if index else x.value_dtype.name,
-                        x.arg[0] if x.op == KOp.RANGE else x.arg))
+            out.append(
+                (f"int{self.index_bits}" if index else x.value_dtype.name, x.arg[0] if x.op == KOp.RANGE else x.arg)
+            )
         return tuple(out)
 
     def takes(self, slot: Slot) -> bool:
@@ -99,12 +145,12 @@ class CValues:
         if index and self.idx == self.t.types[np.dtype("int32")]:
             dt = np.dtype("int32")
         if dt == np.int64:
-            return f"{v}{self.t.long_suffix}" if v != -2 ** 63 else f"(-9223372036854775807{self.t.long_suffix} - 1)"
+            return f"{v}{self.t.long_suffix}" if v != -(2**63) else f"(-9223372036854775807{self.t.long_suffix} - 1)"
         if dt == np.int32:
-            return str(v) if v != -2 ** 31 else "(-2147483647 - 1)"
+            return str(v) if v != -(2**31) else "(-2147483647 - 1)"
         if dt == np.uint32:
             return f"{v}u"
-        if dt == np.uint64:   # NumPy's sums of uint8/16/32
+        if dt == np.uint64:  # NumPy's sums of uint8/16/32
             return f"{v}U{self.t.long_suffix}"
         return f"(({self.t.types[dt]}){v})"
 
@@ -139,8 +185,12 @@ class CValues:
             return f"({a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]})"
         if op in (KOp.MAX, KOp.MIN):
             return self.minmax(op, src, a[0], a[1])
-        if op in (KOp.IDIV, KOp.MOD) and i in self.index and self.ins[i].srcs[0] in self.nonneg \
-                and positive_const(self.ins, self.ins[i].srcs[1]):
+        if (
+            op in (KOp.IDIV, KOp.MOD)
+            and i in self.index
+            and self.ins[i].srcs[0] in self.nonneg
+            and positive_const(self.ins, self.ins[i].srcs[1])
+        ):
             return f"({a[0]} {'/' if op == KOp.IDIV else '%'} {a[1]})"
         return None
 
@@ -161,8 +211,11 @@ class CValues:
         if op == KOp.ISNAN or op == KOp.ISINF:
             if src.kind != "f":
                 return "false"
-            return f"({a[0]} != {a[0]})" if op == KOp.ISNAN else \
-                f"({a[0]} == {self.t.infinity} || {a[0]} == -{self.t.infinity})"
+            return (
+                f"({a[0]} != {a[0]})"
+                if op == KOp.ISNAN
+                else f"({a[0]} == {self.t.infinity} || {a[0]} == -{self.t.infinity})"
+            )
         if dt.kind in "iu":
             if op in (KOp.ADD, KOp.SUB, KOp.MUL):
                 return self.wrap_int({"add": "+", "sub": "-", "mul": "*"}[op], a[0], a[1], dt)
@@ -173,15 +226,19 @@ class CValues:
             if op == KOp.INVERT:
                 return f"(({t})(~{a[0]}))"
             if op == KOp.ABS:
-                return f"(({t})({a[0]} < 0 ? {self.wrap_int('-', self.literal(0, dt), a[0], dt)} : {a[0]}))" \
-                    if dt.kind == "i" else a[0]
+                return (
+                    f"(({t})({a[0]} < 0 ? {self.wrap_int('-', self.literal(0, dt), a[0], dt)} : {a[0]}))"
+                    if dt.kind == "i"
+                    else a[0]
+                )
             if op == KOp.SIGN:
                 return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
             if op == KOp.POW:
                 fault = f", {NEGATIVE_POWER.code}, tj_error" if dt.kind == "i" else ""
                 return f"{c_helpers.arithmetic(self, 'pow', dt)}({a[0]}, {a[1]}{fault})"
-            if op == KOp.FMOD:   # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
-                return f"(({a[1]}) == 0{' || (' + a[1] + ') == -1' if dt.kind == 'i' else ''} ? ({t})0 : ({t})({a[0]} % {a[1]}))"
+            if op == KOp.FMOD:  # C's %, as NumPy's integer fmod; x % -1 overflows for the minimum
+                minus_one = f" || ({a[1]}) == -1" if dt.kind == "i" else ""
+                return f"(({a[1]}) == 0{minus_one} ? ({t})0 : ({t})({a[0]} % {a[1]}))"
             if op in (KOp.SHL, KOp.SHR):
                 return self.shift(op, a, dt)
             raise DtypeError(f"{op} is not defined for {dt.name}")
@@ -223,7 +280,7 @@ class CValues:
             self.helpers["round_half"] = self.t.round_half_helpers()
             if src == np.float64 and self.o.fp64:
                 return f"tj_round_half_d((double){v})"
-            return f"tj_round_half((float){v})"   # without fp64, a float64 scalar arrives as float
+            return f"tj_round_half((float){v})"  # without fp64, a float64 scalar arrives as float
         if src == np.bool_:
             return f"(({self.ctype(dst)})({v} ? 1 : 0))"
         return f"(({self.ctype(dst)}){v})"
@@ -254,7 +311,11 @@ class CValues:
         if dt == np.float64:
             return self.t.as_double.format(v)
         if dt.kind == "f":
-            return self.t.as_float.format(v) if self.ctype(dt) == "float" else f"(({self.ctype(dt)}){self.t.as_float.format(v)})"
+            return (
+                self.t.as_float.format(v)
+                if self.ctype(dt) == "float"
+                else f"(({self.ctype(dt)}){self.t.as_float.format(v)})"
+            )
         return v
 
     def _load(self, s, dt: np.dtype) -> str:

@@ -3,6 +3,7 @@ and set only their strings (qualifiers, thread ids, barrier, type names) and a f
 reuses the same instruction walk with its own statement spellings and ALU. codegen/simt/mapping.py decides how the
 kernel maps onto work-items (thread or group mode).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -16,19 +17,41 @@ from tracejit.codegen.simt import atomics, bitonic, c_helpers, group_scan, mma, 
 from tracejit.codegen.simt.c_values import CValues
 from tracejit.ir.sizes import Slot
 from tracejit.codegen.simt.c_target import CStyle, Rendered
-from tracejit.codegen.simt.mapping import (LANES, ORDERED_BELOW, WIDE_BLOCK, Launch, Mapping, Nest, RenderOptions, by_value_dtype,
-                   float16_totals, long_loops, ordered_loops, reorderable_updates,
-                   slot_argument)  # noqa: F401 (slot_argument: the devices' cstyle.slot_argument)
+from tracejit.codegen.simt.mapping import (
+    LANES,
+    ORDERED_BELOW,
+    WIDE_BLOCK,
+    Launch,
+    Mapping,
+    Nest,
+    RenderOptions,
+    by_value_dtype,
+    float16_totals,
+    long_loops,
+    ordered_loops,
+    reorderable_updates,
+)
 
 
-SIZE_PARAM = "tj_items"   # the bounds check's limit (Launch.size)
+SIZE_PARAM = "tj_items"  # the bounds check's limit (Launch.size)
 
 # op -> the method of _Render that writes it (a dialect may override any of them); every ALU op: render_alu
 STATEMENTS: dict[KOp, str] = {
-    KOp.PARAM: "render_param", KOp.CONST: "render_const", KOp.TABLE: "render_table", KOp.GLOBAL: "render_global",
-    KOp.RANGE: "render_range", KOp.ENDRANGE: "render_endrange", KOp.ACC: "render_acc", KOp.UPDATE: "render_update",
-    KOp.LOCAL: "render_local", KOp.SORT: "render_sort", KOp.LOAD: "render_load", KOp.STORE: "render_store",
-    KOp.ATOMIC: "render_atomic", KOp.BOUND: "render_bound", KOp.CAST: "render_cast",
+    KOp.PARAM: "render_param",
+    KOp.CONST: "render_const",
+    KOp.TABLE: "render_table",
+    KOp.GLOBAL: "render_global",
+    KOp.RANGE: "render_range",
+    KOp.ENDRANGE: "render_endrange",
+    KOp.ACC: "render_acc",
+    KOp.UPDATE: "render_update",
+    KOp.LOCAL: "render_local",
+    KOp.SORT: "render_sort",
+    KOp.LOAD: "render_load",
+    KOp.STORE: "render_store",
+    KOp.ATOMIC: "render_atomic",
+    KOp.BOUND: "render_bound",
+    KOp.CAST: "render_cast",
 }
 
 
@@ -38,11 +61,20 @@ def render(t: CStyle, kernel: KernelIR, options: RenderOptions, by_value, lanes,
 
 
 class _Render(CValues):
-    def __init__(self, t: CStyle, kernel: KernelIR, options: RenderOptions, by_value, lanes=1, aligned=(),
-                 name=None, symbolic=None):
+    def __init__(
+        self,
+        t: CStyle,
+        kernel: KernelIR,
+        options: RenderOptions,
+        by_value,
+        lanes=1,
+        aligned=(),
+        name=None,
+        symbolic=None,
+    ):
         self.t, self.k, self.o = t, kernel, options
         self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
-        self.symbolic: dict[Slot, str] = {}   # a symbolic size's slot -> the name of its argument
+        self.symbolic: dict[Slot, str] = {}  # a symbolic size's slot -> the name of its argument
         self.lanes, self.aligned, self.name = lanes, aligned, name or kernel.name
         self.ins = kernel.instrs
         self.by_value = frozenset(i for i in by_value if not kernel.params[i].output)
@@ -58,16 +90,20 @@ class _Render(CValues):
         # work-items): the padding work-items compute as the last one (their index clamped) and store nothing,
         # so that every size shares one source. Not with atomics or fault records, whose updates a padding
         # work-item would make: those check.
-        self.clamped = bool(symbolic) and not options.always_check and not faults(kernel) \
+        self.clamped = (
+            bool(symbolic)
+            and not options.always_check
+            and not faults(kernel)
             and not any(x.op == KOp.ATOMIC for x in kernel.instrs)
-        self.live = ""   # the condition under which a clamped work-item stores
+        )
+        self.live = ""  # the condition under which a clamped work-item stores
         long_ranges = long_loops(self.ins, self.symbolic)
         ordered = ordered_loops(self.ins, long_ranges)
         shape = kernel if lanes == 1 else replace(kernel, global_size=kernel.global_size // lanes)
         m = Mapping(shape, options, long_ranges)
-        if m.mode == "group":   # a row of several loops shared by a group has no extent to branch on
+        if m.mode == "group":  # a row of several loops shared by a group has no extent to branch on
             unhandled = {r for n in m.nests if len(n.ranges) > 1 for r in n.ranges} & ordered
-            if unhandled:   # such a short sum gets a source of its own (one more compile where it grows)
+            if unhandled:  # such a short sum gets a source of its own (one more compile where it grows)
                 long_ranges, ordered = long_ranges - unhandled, ordered - unhandled
                 m = Mapping(shape, options, long_ranges)
         self.mapping = m
@@ -75,19 +111,20 @@ class _Render(CValues):
         # work-item (group_ordered), any other loop written twice, in order and as a long loop (twice)
         self.group_ordered = {n.ranges[0] for n in m.nests if n.ranges[0] in ordered} if m.mode == "group" else set()
         self.twice = ordered - self.group_ordered
-        self.in_order = False   # rendering a loop's in-order copy
+        self.in_order = False  # rendering a loop's in-order copy
         self.nests, self.mode, self.local_size, self.global_items = m.nests, m.mode, m.local_size, m.global_items
         self.index, self.nonneg, self.wide, self.blocked, self.laned = m.index, m.nonneg, m.wide, m.blocked, m.laned
         ends = {x.srcs[0]: j for j, x in enumerate(self.ins) if x.op == KOp.ENDRANGE}
         self.ends = ends
         self.float16_totals = float16_totals(self.ins)
         self.reorderable = reorderable_updates(self.ins, long_ranges) - {
-            j for r in self.group_ordered for j in range(r, ends[r])}   # a work-item's part of a group's row: in order
+            j for r in self.group_ordered for j in range(r, ends[r])
+        }  # a work-item's part of a group's row: in order
         self.index_bits, self.idx = m.index_bits, t.index_type(m.index_bits)
         self.error_flag = bool(faults(kernel))
-        self.size_checked = False   # set by the walk where it checks the global index against the size
+        self.size_checked = False  # set by the walk where it checks the global index against the size
         self.tile = tiled.plan(kernel, options, self.by_value) if lanes == 1 else None
-        if self.tile is not None:   # a matrix product: a work-group per tile of the result
+        if self.tile is not None:  # a matrix product: a work-group per tile of the result
             self.k = replace(kernel, global_size=tiled.groups(kernel, self.tile))
             self.mode, self.local_size = "group", self.tile.threads
             self.global_items = self.k.global_size * self.local_size
@@ -98,8 +135,10 @@ class _Render(CValues):
             dt = x.dtype
             by_value = self._by_value_load(i) or x.op == KOp.PARAM and x.arg in self.by_value
             if dt == np.float64 and not self.o.fp64 and not by_value:
-                raise DtypeError(f"float64 is not supported on {self.o.device or 'this device'}: {self.t.no_fp64}; "
-                                 "compute in float32 (x.astype(np.float32)) or use another device")
+                raise DtypeError(
+                    f"float64 is not supported on {self.o.device or 'this device'}: {self.t.no_fp64}; "
+                    "compute in float32 (x.astype(np.float32)) or use another device"
+                )
             if dt is not None and dt not in self.t.types and not by_value:
                 raise DtypeError(f"{dt.name} is not supported on {self.o.device or 'this device'}")
         if not self.o.fp64:
@@ -116,9 +155,11 @@ class _Render(CValues):
             used = [j for j in x.srcs if j in loaded]
             if used and not (x.op == KOp.CAST and x.dtype in (np.float32, np.float16)):
                 use = x.op if x.dtype is None else f"{x.op} to {x.dtype.name}"
-                raise DtypeError(f"float64 is not supported on {device or 'this device'}: {why}, and a float64 "
-                                 f"scalar argument is used as float64 here ({use}), which float cannot compute as "
-                                 "NumPy does; pass it as np.float32 or use another device")
+                raise DtypeError(
+                    f"float64 is not supported on {device or 'this device'}: {why}, and a float64 "
+                    f"scalar argument is used as float64 here ({use}), which float cannot compute as "
+                    "NumPy does; pass it as np.float32 or use another device"
+                )
 
     def _by_value_load(self, i: int) -> bool:
         x = self.ins[i]
@@ -174,7 +215,7 @@ class _Render(CValues):
         symbolic = self.symbolic_arguments()
         for (_, name), (dt, _) in zip(sorted(self.symbolic.items()), symbolic):
             params.append(t.value_param(len(params), self.storage(np.dtype(dt)), name))
-        if self.size_checked:   # the bounds check's limit: an argument, so the size stays out of the source
+        if self.size_checked:  # the bounds check's limit: an argument, so the size stays out of the source
             params.append(t.value_param(len(params), self.idx, SIZE_PARAM))
         if t.max_params is not None and len(params) > t.max_params and self.symbolic:
             # its sizes as arguments pass what the target binds (a tiled product's many extents on Metal):
@@ -186,11 +227,21 @@ class _Render(CValues):
             for p_i in self.aligned:
                 p = self.k.params[p_i]
                 const = "" if p.output else "const "
-                self.lines.insert(0, "    " + t.assume_aligned(p.name, f"{const}{self.storage(p.dtype)}",
-                                                             self.lanes * p.dtype.itemsize))
-        launch = Launch(self.mode, self.local_size, self.global_items, tuple(sorted(self.by_value)), self.error_flag,
-                        self.mapping.group_limit if self.mode == "thread" and self.tile is None else self.local_size,
-                        self.k.global_size if self.size_checked else None, self.index_bits, symbolic)
+                self.lines.insert(
+                    0,
+                    "    " + t.assume_aligned(p.name, f"{const}{self.storage(p.dtype)}", self.lanes * p.dtype.itemsize),
+                )
+        launch = Launch(
+            self.mode,
+            self.local_size,
+            self.global_items,
+            tuple(sorted(self.by_value)),
+            self.error_flag,
+            self.mapping.group_limit if self.mode == "thread" and self.tile is None else self.local_size,
+            self.k.global_size if self.size_checked else None,
+            self.index_bits,
+            symbolic,
+        )
         body = "\n".join(self.lines)
         # the parameters too: a kernel that only stores float16 still names the half type there
         head = t.preamble(", ".join(params) + body + "\n".join(self.helpers.values()), self.o)
@@ -234,8 +285,9 @@ class _Render(CValues):
             return
         if group:
             # one tree per accumulator dtype (float16 and float32 sums share float32's); scans use it too
-            for dt in dict.fromkeys(self.acc_dtype(ins[a].value_dtype) for n in self.nests
-                                    if n.kind in ("reduce", "scan") for a in n.accs):
+            for dt in dict.fromkeys(
+                self.acc_dtype(ins[a].value_dtype) for n in self.nests if n.kind in ("reduce", "scan") for a in n.accs
+            ):
                 self.shared(t.array(f"tj_red_{dt.name}", self.tree_storage(dt), self.local_size, True))
             for i, x in enumerate(ins):
                 if x.op == KOp.LOCAL:
@@ -307,7 +359,7 @@ class _Render(CValues):
             self.out(f"const {self.idx} {name} = {self.lanes} * tj_item + tj_lane;")
         elif self.clamped and self.mode == "thread":
             expr, _ = self.global_index()
-            self.size_checked = True   # (the size argument: the clamp's limit)
+            self.size_checked = True  # (the size argument: the clamp's limit)
             self.out(t.let("tj_item", self.idx, expr))
             self.live = f"tj_item < {self.size_value()}"
             last = f"{self.size_value()} - {self.literal(1, INDEX, True)}"
@@ -327,10 +379,11 @@ class _Render(CValues):
         n = self.nest_at.get(i)
         if self.mode == "group" and n is not None:
             f = f"f{i}"
-            extent = self.slot(i, 0, n.extent, INDEX, True) if len(n.ranges) == 1 else \
-                self.literal(n.extent, INDEX, True)
+            extent = (
+                self.slot(i, 0, n.extent, INDEX, True) if len(n.ranges) == 1 else self.literal(n.extent, INDEX, True)
+            )
             start, step = "lid", self.literal(self.local_size, i32)
-            if i in self.group_ordered:   # a short row: its first work-item adds it in order, the others nothing
+            if i in self.group_ordered:  # a short row: its first work-item adds it in order, the others nothing
                 short = f"{extent} < {self.literal(ORDERED_BELOW, INDEX, True)}"
                 first = f"lid == {self.literal(0, i32)}"
                 start = self.select(short, self.select(first, self.literal(0, INDEX, True), extent), "lid")
@@ -346,7 +399,7 @@ class _Render(CValues):
                 if r != n.ranges[0]:
                     expr = f"({expr} % {self.literal(e, i32)})"
                 self.out(t.let(f"v{r}", self.idx, expr))
-        elif i in self.laned:   # LANES elements at a time, each into a lane of its own
+        elif i in self.laned:  # LANES elements at a time, each into a lane of its own
             acc = self.laned[i]
             adt = self.acc_dtype(self.ins[acc].value_dtype)
             extent = self.slot(i, 0, x.arg[0], INDEX, True)
@@ -355,21 +408,23 @@ class _Render(CValues):
             self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
             self.out(f"    v{acc}_lane[{lane}] = v{acc};")
             self.out("}")
-            self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32), f"{name}_b < {extent}",
-                            f"{name}_b += {lanes}"))
+            self.out(
+                t.loop(f"{name}_b", self.idx, self.literal(0, i32), f"{name}_b < {extent}", f"{name}_b += {lanes}")
+            )
             self.depth += 1
             self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {lanes}", f"{lane}++"))
             self.depth += 1
             at = f"{name}_b + {lane}"
-            if i in self.mapping.long_ranges or x.arg[0] % LANES:   # the last again past the end (a select:
+            if i in self.mapping.long_ranges or x.arg[0] % LANES:  # the last again past the end (a select:
                 last = f"{extent} - {self.literal(1, INDEX, True)}"  # PoCL's min() kept the loop scalar)
                 at = self.select(f"({at}) < {last}", f"({at})", last)
             self.out(t.let(name, self.idx, at))
-        elif i in self.blocked:   # runs of WIDE_BLOCK added in float, each run's total in double
+        elif i in self.blocked:  # runs of WIDE_BLOCK added in float, each run's total in double
             acc, block = self.blocked[i], self.literal(WIDE_BLOCK, i32)
             extent = self.slot(i, 0, x.arg[0], INDEX, True)
-            self.out(t.loop(f"{name}_b", self.idx, self.literal(0, i32),
-                            f"{name}_b < {extent}", f"{name}_b += {block}"))
+            self.out(
+                t.loop(f"{name}_b", self.idx, self.literal(0, i32), f"{name}_b < {extent}", f"{name}_b += {block}")
+            )
             self.depth += 1
             self.out(t.var(f"v{acc}_run", self.ctype(np.dtype("float32")), self.literal(0.0, np.dtype("float32"))))
             # an extent that is an argument may end in a shorter run
@@ -377,8 +432,15 @@ class _Render(CValues):
             self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {end}", f"{name}++"))
             self.depth += 1
         elif i not in self.inner:
-            self.out(t.loop(name, self.idx, self.literal(0, i32),
-                            f"{name} < {self.slot(i, 0, x.arg[0], INDEX, True)}", f"{name}++"))
+            self.out(
+                t.loop(
+                    name,
+                    self.idx,
+                    self.literal(0, i32),
+                    f"{name} < {self.slot(i, 0, x.arg[0], INDEX, True)}",
+                    f"{name}++",
+                )
+            )
             self.depth += 1
 
     def render_endrange(self, i: int, x: Instr, a: list[str]) -> None:
@@ -392,10 +454,12 @@ class _Render(CValues):
             self.depth -= 1
             self.out("}")
             lane = f"v{r}_j"
-            step = self.combine(self.ins[acc].arg[0], self.acc_dtype(self.ins[acc].value_dtype), f"v{acc}",
-                                f"v{acc}_lane[{lane}]")
-            self.out(t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {self.literal(LANES, i32)}",
-                            f"{lane}++"))
+            step = self.combine(
+                self.ins[acc].arg[0], self.acc_dtype(self.ins[acc].value_dtype), f"v{acc}", f"v{acc}_lane[{lane}]"
+            )
+            self.out(
+                t.loop(lane, self.ctype(i32), self.literal(0, i32), f"{lane} < {self.literal(LANES, i32)}", f"{lane}++")
+            )
             self.out(f"    v{acc} = {step};")
             self.out("}")
         if r in self.blocked:
@@ -412,7 +476,7 @@ class _Render(CValues):
         self.out(self.t.var(name, self.ctype(adt), self.literal(x.arg[1], adt)))
         if i in self.wide:  # read back narrowed after the loop, as the numba device does
             self.names[i] = f"(({self.ctype(dt)}){name})"
-        if i in self.float16_totals:   # a float16 total, as NumPy's loop stores it
+        if i in self.float16_totals:  # a float16 total, as NumPy's loop stores it
             self.names[i] = self.cast(self.names[i], np.dtype("float32"), dt)
 
     def render_update(self, i: int, x: Instr, a: list[str]) -> None:
@@ -430,7 +494,7 @@ class _Render(CValues):
             for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
                 self.out(line)
             self.names[i] = self.names[s[0]]
-        elif target.op == KOp.ACC and self.in_order and s[0] in self.wide:   # rounded each step, as NumPy's
+        elif target.op == KOp.ACC and self.in_order and s[0] in self.wide:  # rounded each step, as NumPy's
             narrow = self.acc_dtype(target.value_dtype)
             total = self.combine(red, narrow, self.cast(f"v{s[0]}", adt, narrow), a[-1])
             if target.dtype == np.float16:
@@ -446,34 +510,35 @@ class _Render(CValues):
             step = f"v{s[0]} = {self.combine(red, adt, f'v{s[0]}', a[-1])};"
             for line in t.reassociable(step) if i in self.reorderable and not self.in_order else [step]:
                 self.out(line)
-            self.names[i] = self.names[s[0]]   # a scan's running value: the accumulator as read back
+            self.names[i] = self.names[s[0]]  # a scan's running value: the accumulator as read back
         else:
             ref = f"{a[0]}[{a[1]}]"
             val = self.combine(red, adt, self.local_value(ref, target.value_dtype), a[-1])
             self.out(f"{ref} = {self.local_stored(val, target.value_dtype)};")
 
     def render_local(self, i: int, x: Instr, a: list[str]) -> None:
-        if self.mode != "group":   # (in group mode a work-group array, declared by walk)
+        if self.mode != "group":  # (in group mode a work-group array, declared by walk)
             self.out(self.t.array(self.names[i], self.local_storage(x.value_dtype), x.arg[0], False))
 
     def render_sort(self, i: int, x: Instr, a: list[str]) -> None:
         s = x.srcs
-        for line in bitonic.network(self, i, a[0], a[1] if len(s) == 2 else None, self.ins[s[0]].arg[0],
-                                    self.ins[s[0]].value_dtype):
+        for line in bitonic.network(
+            self, i, a[0], a[1] if len(s) == 2 else None, self.ins[s[0]].arg[0], self.ins[s[0]].value_dtype
+        ):
             self.out(line)
 
     def render_load(self, i: int, x: Instr, a: list[str]) -> None:
         if self._by_value_load(i):
-            self.names[i] = self._load(x.srcs, x.value_dtype)   # a scalar argument, declared in the signature
+            self.names[i] = self._load(x.srcs, x.value_dtype)  # a scalar argument, declared in the signature
         else:
             self.out(self.t.let(self.names[i], self.ctype(x.value_dtype), self._load(x.srcs, x.value_dtype)))
 
     def render_store(self, i: int, x: Instr, a: list[str]) -> None:
         t, s, group = self.t, x.srcs, self.mode == "group"
         line = self._store(s, a)
-        if self.live and self.ins[s[0]].op == KOp.PARAM:   # a padding work-item stores nothing
+        if self.live and self.ins[s[0]].op == KOp.PARAM:  # a padding work-item stores nothing
             line = t.guard(self.live, line)
-        if group and self.level == 0:   # one work-item of the group stores
+        if group and self.level == 0:  # one work-item of the group stores
             line = t.guard(f"lid == {self.literal(0, np.dtype('int32'))}", line)
         self.out(line)
         if group and self.level == 0 and self.ins[s[0]].op == KOp.LOCAL:
@@ -481,7 +546,7 @@ class _Render(CValues):
 
     def render_atomic(self, i: int, x: Instr, a: list[str]) -> None:
         lines = atomics.render(self, i, a)
-        if self.mode == "group" and self.level == 0:   # one work-item of the group updates, as it stores
+        if self.mode == "group" and self.level == 0:  # one work-item of the group updates, as it stores
             first = f"lid == {self.literal(0, np.dtype('int32'))}"
             lines = [f"if ({first}) {{", *("    " + line for line in lines), "}"]
         for line in lines:
@@ -491,7 +556,7 @@ class _Render(CValues):
         self.out(self.t.let(self.names[i], self.idx, self.bound(i, a[0])))
 
     def render_cast(self, i: int, x: Instr, a: list[str]) -> None:
-        if i in self.index:   # an int32 limit (lower._limit): widened implicitly if at all
+        if i in self.index:  # an int32 limit (lower._limit): widened implicitly if at all
             self.out(self.t.let(self.names[i], self.idx, a[0]))
         else:
             value = self.cast(a[0], self.ins[x.srcs[0]].value_dtype, x.value_dtype)
@@ -500,9 +565,10 @@ class _Render(CValues):
     def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
         op, dt = x.op, x.value_dtype
         value = self.alu(i, op, a, dt)
-        if dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:   # rounded like NumPy's loops
+        if dt == np.float16 and op in ROUNDS_TO_FLOAT16 and not self.o.fp16:  # rounded like NumPy's loops
             value = self.cast(value, np.dtype("float32"), dt)
         self.out(self.t.let(self.names[i], self.vtype(i), value))
+
     def acc_dtype(self, dt: np.dtype) -> np.dtype:
         """float16 accumulates in float32."""
         return np.dtype("float32") if dt == np.float16 else dt
@@ -511,14 +577,17 @@ class _Render(CValues):
         """Group mode: combine the work-items' partial accumulators; every work-item gets the total.
         A loop that filled local memory is followed by a barrier before anyone reads it."""
         t = self.t
-        stored_local = any(self.ins[j].op == KOp.STORE and self.ins[self.ins[j].srcs[0]].op == KOp.LOCAL
-                           for j in range(n.ranges[0], n.end))
+        stored_local = any(
+            self.ins[j].op == KOp.STORE and self.ins[self.ins[j].srcs[0]].op == KOp.LOCAL
+            for j in range(n.ranges[0], n.end)
+        )
         if n.kind != "reduce" or not n.accs:
             if stored_local:
                 self.out(t.barrier)
             return
         for acc in n.accs:
             dt = self.acc_dtype(self.ins[acc].value_dtype)
-            for line in t.group_reduce(self, f"v{acc}", f"tj_red_{dt.name}", self.ins[acc].arg[0], dt,
-                                       self.ins[acc].arg[1]):
+            for line in t.group_reduce(
+                self, f"v{acc}", f"tj_red_{dt.name}", self.ins[acc].arg[0], dt, self.ins[acc].arg[1]
+            ):
                 self.out(line)

@@ -5,6 +5,7 @@ Elementwise kernels whose float32 buffers are all read and written at the thread
 a float4 variant: each thread moves 16 bytes per buffer. The runtime launches it when every such
 buffer's address is 16-byte aligned (tracejit's own allocations always are), else the scalar kernel.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,8 @@ from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 
 WARP = 32
-VECTOR = 4                                 # float4
-SHARED_MEMORY = 48 * 1024                  # static shared memory every architecture from sm_50 on allows
+VECTOR = 4  # float4
+SHARED_MEMORY = 48 * 1024  # static shared memory every architecture from sm_50 on allows
 
 
 class CUDA(CStyle):
@@ -31,11 +32,23 @@ class CUDA(CStyle):
     group_id = "blockIdx.x"
     local_id = "threadIdx.x"
     global_id = "((long long)blockIdx.x * blockDim.x + threadIdx.x)"
-    types = {np.dtype(k): v for k, v in {
-        "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
-        "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
-        "uint64": "unsigned long long",
-        "float16": "__half", "float32": "float", "float64": "double"}.items()}
+    types = {
+        np.dtype(k): v
+        for k, v in {
+            "bool": "bool",
+            "int8": "signed char",
+            "uint8": "unsigned char",
+            "int16": "short",
+            "uint16": "unsigned short",
+            "int32": "int",
+            "uint32": "unsigned int",
+            "int64": "long long",
+            "uint64": "unsigned long long",
+            "float16": "__half",
+            "float32": "float",
+            "float64": "double",
+        }.items()
+    }
     unsigned = {4: "unsigned int", 8: "unsigned long long"}
     long_suffix = "LL"
     infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"
@@ -46,11 +59,14 @@ class CUDA(CStyle):
     fault_count = "atomicAdd(&{0}[3], 1)"
     # CUDA's hypot(5e-324, 1.8e308) is inf (seen on an H200, CUDA 13.0): an operand below 2**-60 of the other
     # leaves the larger one's magnitude (the square root of 1 + 2**-120 rounds to 1), the rest is CUDA's
-    float_ops = {**FLOAT_OPS, "hypot": "(fabs({0}) > fabs({1}) "
-                                       "? (fabs({1}) <= fabs({0}) * 0x1p-60 ? fabs({0}) : hypot({0}, {1})) "
-                                       ": (fabs({0}) <= fabs({1}) * 0x1p-60 ? fabs({1}) : hypot({0}, {1})))"}
+    float_ops = {
+        **FLOAT_OPS,
+        "hypot": "(fabs({0}) > fabs({1}) "
+        "? (fabs({1}) <= fabs({0}) * 0x1p-60 ? fabs({0}) : hypot({0}, {1})) "
+        ": (fabs({0}) <= fabs({1}) * 0x1p-60 ? fabs({1}) : hypot({0}, {1})))",
+    }
     load4, align16 = "*(const float4*)(&{0}[{1}])", "__align__(16)"
-    fma = "fma({0}, {1}, {2})"    # NVRTC runs with --fmad=false (nvrtc.py); a matrix product asks for FMA
+    fma = "fma({0}, {1}, {2})"  # NVRTC runs with --fmad=false (nvrtc.py); a matrix product asks for FMA
     atomic_dialect = "cuda"
 
     def preamble(self, source: str, options: RenderOptions) -> str:
@@ -69,8 +85,10 @@ class CUDA(CStyle):
 
     def round_half_helpers(self) -> str:
         q = self.helper_qualifier
-        return (f"{q} float tj_round_half(float x) {{ return __half2float(__float2half_rn(x)); }}\n"
-                f"{q} float tj_round_half_d(double x) {{ return __half2float(__double2half(x)); }}")
+        return (
+            f"{q} float tj_round_half(float x) {{ return __half2float(__float2half_rn(x)); }}\n"
+            f"{q} float tj_round_half_d(double x) {{ return __half2float(__double2half(x)); }}"
+        )
 
     def assume_aligned(self, name: str, ctype: str, nbytes: int) -> str:
         return f"{name} = ({ctype}*)__builtin_assume_aligned({name}, {nbytes});"
@@ -85,16 +103,23 @@ class CUDA(CStyle):
         wire = "int" if dt.itemsize < 4 or dt == np.bool_ else self.types[dt]
         back = (lambda v: f"(({r.ctype(dt)}){v})") if wire == "int" else (lambda v: v)
         # every lane of the warp shuffles, unconditionally; only then is the value combined
-        shuffle = [f"for (int o = {WARP // 2}; o > 0; o >>= 1) {{",
-                   f"    const {r.ctype(dt)} tj_moved = {back(f'__shfl_down_sync(0xffffffffu, ({wire}){acc}, o)')};",
-                   f"    {acc} = {r.combine(op, dt, acc, 'tj_moved')};", "}"]
+        shuffle = [
+            f"for (int o = {WARP // 2}; o > 0; o >>= 1) {{",
+            f"    const {r.ctype(dt)} tj_moved = {back(f'__shfl_down_sync(0xffffffffu, ({wire}){acc}, o)')};",
+            f"    {acc} = {r.combine(op, dt, acc, 'tj_moved')};",
+            "}",
+        ]
         warps = n // WARP
         lines = list(shuffle)
         if warps > 1:
-            lines += [f"if ((lid & {WARP - 1}) == 0) {buf}[lid / {WARP}] = {acc};", self.barrier,
-                      f"if (lid < {WARP}) {{",
-                      f"    {acc} = lid < {warps} ? {buf}[lid] : {r.literal(identity, dt)};",
-                      *("    " + s for s in shuffle), "}"]
+            lines += [
+                f"if ((lid & {WARP - 1}) == 0) {buf}[lid / {WARP}] = {acc};",
+                self.barrier,
+                f"if (lid < {WARP}) {{",
+                f"    {acc} = lid < {warps} ? {buf}[lid] : {r.literal(identity, dt)};",
+                *("    " + s for s in shuffle),
+                "}",
+            ]
         lines += [f"if (lid == 0) {buf}[0] = {acc};", self.barrier, f"{acc} = {buf}[0];", self.barrier]
         return lines
 
@@ -104,8 +129,8 @@ RENDERER = CUDA()
 
 @dataclass(frozen=True)
 class CudaRendered(Rendered):
-    vector: Rendered | None = None         # the float4 variant, where the kernel has one
-    vector_params: tuple[int, ...] = ()    # params whose addresses must be 16-byte aligned for it
+    vector: Rendered | None = None  # the float4 variant, where the kernel has one
+    vector_params: tuple[int, ...] = ()  # params whose addresses must be 16-byte aligned for it
 
 
 def render(kernel: KernelIR, options: RenderOptions, by_value=frozenset(), symbolic=None) -> CudaRendered:
@@ -115,9 +140,10 @@ def render(kernel: KernelIR, options: RenderOptions, by_value=frozenset(), symbo
         return CudaRendered(r.name, r.source, r.launch)
     # four consecutive elements per thread, loads and stores of 16-byte aligned float32 buffers: after
     # unrolling, the compiler merges each buffer's four accesses into one ld/st .v4.f32
-    v = RENDERER.render(kernel, options, by_value, lanes=VECTOR, aligned=vec, name=f"{kernel.name}_v4",
-                        symbolic=symbolic)
-    if v.launch.symbolic != r.launch.symbolic:   # the two take one argument list (cuda_launch.BoundLaunch)
+    v = RENDERER.render(
+        kernel, options, by_value, lanes=VECTOR, aligned=vec, name=f"{kernel.name}_v4", symbolic=symbolic
+    )
+    if v.launch.symbolic != r.launch.symbolic:  # the two take one argument list (cuda_launch.BoundLaunch)
         return CudaRendered(r.name, r.source, r.launch)
     return CudaRendered(r.name, r.source, r.launch, v, vec)
 
@@ -130,8 +156,9 @@ def vector_params(kernel: KernelIR, by_value=frozenset()) -> tuple[int, ...] | N
     if kernel.global_size % VECTOR or kernel.global_size < VECTOR * WARP:
         return None
     g = next((i for i, x in enumerate(ins) if x.op == KOp.GLOBAL), None)
-    if g is None or any(x.op in (KOp.RANGE, KOp.LOCAL, KOp.ACC) or x.op == KOp.POW and x.value_dtype.kind == "i"
-                        for x in ins):
+    if g is None or any(
+        x.op in (KOp.RANGE, KOp.LOCAL, KOp.ACC) or x.op == KOp.POW and x.value_dtype.kind == "i" for x in ins
+    ):
         return None
     used = set()
     for x in ins:

@@ -11,6 +11,7 @@
 Also: the work-group size, which values are index arithmetic and whether 32 bits hold them, which
 index values are non-negative, and which accumulators widen to double.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,12 +23,12 @@ from tracejit.ir.kernel_ir import INDEX, KOp, KernelIR
 from tracejit.ir.sizes import Slot
 from tracejit.codegen.simt import bitonic
 
-LANES = 8                  # lanes of a laned max/min (Mapping._laned_extrema): a vector of float32 in AVX
-WIDE_BLOCK = 64            # a work-item's wide float32 sum adds runs of this many in float (Mapping._blocked_sums)
-GROUP_MIN_REDUCE = 128     # a reduction this long gets a work-group instead of one work-item
+LANES = 8  # lanes of a laned max/min (Mapping._laned_extrema): a vector of float32 in AVX
+WIDE_BLOCK = 64  # a work-item's wide float32 sum adds runs of this many in float (Mapping._blocked_sums)
+GROUP_MIN_REDUCE = 128  # a reduction this long gets a work-group instead of one work-item
 GROUP_MAX_LOCAL = 256
-GROUP_MIN_SCAN = 256       # a scan this long gets a work-group instead of one work-item
-SCAN_CHUNK = 16            # the steps of a scan each work-item of a group walks in order, per tile
+GROUP_MIN_SCAN = 256  # a scan this long gets a work-group instead of one work-item
+SCAN_CHUNK = 16  # the steps of a scan each work-item of a group walks in order, per tile
 THREAD_LOCAL = 256
 THREAD_LOCAL_MIN_EXACT = 32  # smallest work-group that divides the size exactly, so no bounds check
 
@@ -35,19 +36,20 @@ THREAD_LOCAL_MIN_EXACT = 32  # smallest work-group that divides the size exactly
 @dataclass(frozen=True)
 class RenderOptions:
     """What the device allows; part of the compiled artifact's identity."""
-    device: str = ""               # for error messages
+
+    device: str = ""  # for error messages
     fp64: bool = True
-    fp16: bool = False             # half arithmetic; otherwise half is storage only, computed in float
+    fp16: bool = False  # half arithmetic; otherwise half is storage only, computed in float
     max_local_size: int = 256
     group_max_rows: int | None = None  # more rows than this run a row per work-item (CPU devices)
-    wide_sums: bool = False        # a work-item's own long float32/float16 sums accumulate in double (CPU)
-    own_math: bool = False         # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
+    wide_sums: bool = False  # a work-item's own long float32/float16 sums accumulate in double (CPU)
+    own_math: bool = False  # float32 exp/tanh/log/erf from math_f32 (the library's are scalar: CPU)
     # a work-item's own long float max/min runs in LANES lanes, combined after the loop (CPU: LLVM
     # vectorises neither the NaN-propagating select nor fmax as a reduction; the lanes are independent)
     laned_extrema: bool = False
-    atomics64: bool = True         # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
-    max_loop: int | None = None    # loop iterations one work-item may run in all (Mesa's llvmpipe: 65535)
-    tensor_cores: bool = False     # CUDA sm_80+ on the GPU itself: float16 products through mma.sync (mma.py)
+    atomics64: bool = True  # 64-bit compare-and-swap (OpenCL: cl_khr_int64_base_atomics), see atomics.py
+    max_loop: int | None = None  # loop iterations one work-item may run in all (Mesa's llvmpipe: 65535)
+    tensor_cores: bool = False  # CUDA sm_80+ on the GPU itself: float16 products through mma.sync (mma.py)
     # a row reduction's work-group grows to the row's length / group_stride work-items (a power of two, at
     # least group_min, at most GROUP_MAX_LOCAL): 1 gives each work-item one element while the group allows
     group_stride: int = 1
@@ -64,7 +66,7 @@ class RenderOptions:
     # (work-group memory of `local_bytes`, the work-group shrunk to fit), not in private memory. Mesa's
     # llvmpipe compiles an indexed private array in time growing with the square of its length (WGSL only)
     private_max: int | None = None
-    local_bytes: int = 16384       # work-group memory a kernel may use (WebGPU's default limit)
+    local_bytes: int = 16384  # work-group memory a kernel may use (WebGPU's default limit)
 
 
 def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:
@@ -77,12 +79,12 @@ def by_value_dtype(dt: np.dtype, options: RenderOptions) -> np.dtype:
 
 @dataclass(frozen=True)
 class Launch:
-    mode: str                      # "group" | "thread"
+    mode: str  # "group" | "thread"
     local_size: int
-    global_items: int              # work-items in all
-    by_value: tuple[int, ...]      # params passed as scalars, not buffers
-    error_flag: bool               # a trailing int buffer the kernel sets (integer power, negative exponent)
-    group_limit: int               # the largest work-group the source allows (thread mode: any size up to it)
+    global_items: int  # work-items in all
+    by_value: tuple[int, ...]  # params passed as scalars, not buffers
+    error_flag: bool  # a trailing int buffer the kernel sets (integer power, negative exponent)
+    group_limit: int  # the largest work-group the source allows (thread mode: any size up to it)
     # the bounds check's limit, passed as a last by-value argument (of the kernel's index type, `size_bits`
     # wide) after the error flag, so that kernels differing only in their global size share one source
     # and one compile; None where the kernel has no bounds check
@@ -98,12 +100,18 @@ class Launch:
         """The by-value arguments after the kernel's own parameters and error record, as NumPy scalars:
         the symbolic slots' values, the bounds check's limit, then 1.0 and 0.0 where the kernel takes them."""
         out = [np.dtype(dt).type(v) for dt, v in self.symbolic]
-        return out + ([] if self.size is None else [self.size_dtype.type(self.size)]) + \
-            ([np.float32(1.0), np.float32(0.0)] if self.identities else [])
+        return (
+            out
+            + ([] if self.size is None else [self.size_dtype.type(self.size)])
+            + ([np.float32(1.0), np.float32(0.0)] if self.identities else [])
+        )
 
     def trailing_dtypes(self) -> list[np.dtype]:
-        return [np.dtype(dt) for dt, _ in self.symbolic] + ([] if self.size is None else [self.size_dtype]) + \
-            [np.dtype(np.float32)] * (2 * self.identities)
+        return (
+            [np.dtype(dt) for dt, _ in self.symbolic]
+            + ([] if self.size is None else [self.size_dtype])
+            + [np.dtype(np.float32)] * (2 * self.identities)
+        )
 
     @property
     def size_dtype(self) -> np.dtype:
@@ -113,12 +121,13 @@ class Launch:
 @dataclass
 class Nest:
     """Perfectly nested ranges of one kind directly under the global index, walked as one flat range."""
+
     ranges: list[int]
     extents: list[int]
     kind: str
-    end: int                       # index of the outermost endrange
-    accs: list[int]                # accumulators updated inside
-    symbolic: bool = False         # an extent is an argument of the code: decided on as a long loop
+    end: int  # index of the outermost endrange
+    accs: list[int]  # accumulators updated inside
+    symbolic: bool = False  # an extent is an argument of the code: decided on as a long loop
 
     @property
     def extent(self) -> int:
@@ -143,7 +152,7 @@ def _thread_local_size(n: int, limit: int, fixed: bool = False) -> int:
         return limit
     if n <= limit:
         return _pow2_at_least(n)
-    exact = min(limit, n & -n)   # the largest power of two dividing n
+    exact = min(limit, n & -n)  # the largest power of two dividing n
     return exact if exact >= THREAD_LOCAL_MIN_EXACT else limit
 
 
@@ -164,26 +173,31 @@ class Mapping:
         self.mode = self._mode()
         # work-items a group's widest loop can use: a reduction's elements over group_stride, half a sort's,
         # a scan's chunks
-        big = max([GROUP_MAX_LOCAL if n.symbolic else -(-n.extent // options.group_stride)
-                   for n in self.nests if n.kind == "reduce"]
-                  + [size // 2 for size in self._sorts()]
-                  + [GROUP_MAX_LOCAL if n.symbolic else -(-n.extent // SCAN_CHUNK)
-                     for n in self.nests if n.kind == "scan"], default=1)
+        big = max(
+            [
+                GROUP_MAX_LOCAL if n.symbolic else -(-n.extent // options.group_stride)
+                for n in self.nests
+                if n.kind == "reduce"
+            ]
+            + [size // 2 for size in self._sorts()]
+            + [GROUP_MAX_LOCAL if n.symbolic else -(-n.extent // SCAN_CHUNK) for n in self.nests if n.kind == "scan"],
+            default=1,
+        )
         self.sliced: frozenset[int] = frozenset()
         if self.mode == "group":
             fit = min(options.max_local_size, GROUP_MAX_LOCAL)
             want = max(options.group_min, _pow2_at_least(big))
-            self.local_size = min(1 << (fit.bit_length() - 1), want)   # a power of two: the tree halves it
+            self.local_size = min(1 << (fit.bit_length() - 1), want)  # a power of two: the tree halves it
             self.global_items = kernel.global_size * self.local_size
             self.group_limit = self.local_size
         else:
             limit = min(options.max_local_size, THREAD_LOCAL)
             self.sliced = self._sliced_locals()
-            if self.sliced:   # the source declares the group's slices: its work-group has that size
+            if self.sliced:  # the source declares the group's slices: its work-group has that size
                 limit = min(limit, options.local_bytes // sum(self._local_bytes(i) for i in self.sliced))
             self.local_size = _thread_local_size(kernel.global_size, limit, options.fixed_local or bool(self.sliced))
             self.global_items = -(-kernel.global_size // self.local_size) * self.local_size
-            self.group_limit = 1 << (limit.bit_length() - 1)   # any size up to this: see Launch.group_limit
+            self.group_limit = 1 << (limit.bit_length() - 1)  # any size up to this: see Launch.group_limit
         self.index = self._index_values()
         self.index_bits = self._index_bits()
         self.nonneg = self._nonneg()
@@ -200,8 +214,11 @@ class Mapping:
                 ranges, cur = [i], i
                 while True:  # extend through perfectly nested ranges of the same kind
                     j = cur + 1
-                    while j < ends[cur] and ins[j].op not in (KOp.RANGE, KOp.ACC, KOp.LOCAL, KOp.STORE, KOp.UPDATE) \
-                            and not (ins[j].op == KOp.LOAD and ins[ins[j].srcs[0]].op == KOp.LOCAL):
+                    while (
+                        j < ends[cur]
+                        and ins[j].op not in (KOp.RANGE, KOp.ACC, KOp.LOCAL, KOp.STORE, KOp.UPDATE)
+                        and not (ins[j].op == KOp.LOAD and ins[ins[j].srcs[0]].op == KOp.LOCAL)
+                    ):
                         j += 1
                     if ins[j].op == KOp.RANGE and ins[j].arg[1] == x.arg[1] and ends[j] + 1 == ends[cur]:
                         ranges.append(j)
@@ -209,10 +226,23 @@ class Mapping:
                     else:
                         break
                 end = ends[i]
-                accs = sorted({ins[j].srcs[0] for j in range(i, end) if ins[j].op == KOp.UPDATE
-                               and ins[ins[j].srcs[0]].op == KOp.ACC})
-                nests.append(Nest(ranges, [ins[r].arg[0] for r in ranges], x.arg[1], end, accs,
-                                  any(r in self.long_ranges for r in ranges)))
+                accs = sorted(
+                    {
+                        ins[j].srcs[0]
+                        for j in range(i, end)
+                        if ins[j].op == KOp.UPDATE and ins[ins[j].srcs[0]].op == KOp.ACC
+                    }
+                )
+                nests.append(
+                    Nest(
+                        ranges,
+                        [ins[r].arg[0] for r in ranges],
+                        x.arg[1],
+                        end,
+                        accs,
+                        any(r in self.long_ranges for r in ranges),
+                    )
+                )
                 depth += 1
             elif x.op == KOp.RANGE:
                 depth += 1
@@ -224,7 +254,7 @@ class Mapping:
     def _mode(self) -> str:
         reduces = [n for n in self.nests if n.kind == "reduce"]
         if any(x.op == KOp.LOCAL and x.arg[1] is not None for x in self.ins):
-            return "thread"   # rows of accumulators belong to one work-item
+            return "thread"  # rows of accumulators belong to one work-item
         too_long = self.o.max_loop is not None and self.loop_iterations("thread") > self.o.max_loop
         few_rows = self.o.group_max_rows is None or self.k.global_size <= self.o.group_max_rows or too_long
         if any(x.op == KOp.RANGE and x.arg[1] == "scan" for x in self.ins):
@@ -239,9 +269,14 @@ class Mapping:
         # work-item on a CPU, which serves every length (a CPU's work-group is for a few long rows only,
         # and the few rows are the batch, which changes too)
         cpu = self.o.group_max_rows is not None
-        if few_rows and (long_sort or any((0 if cpu and n.symbolic and not too_long else n.long) >= GROUP_MIN_REDUCE
-                                          for n in reduces)) \
-                and all(len(n.accs) <= 1 for n in reduces):
+        if (
+            few_rows
+            and (
+                long_sort
+                or any((0 if cpu and n.symbolic and not too_long else n.long) >= GROUP_MIN_REDUCE for n in reduces)
+            )
+            and all(len(n.accs) <= 1 for n in reduces)
+        ):
             return "group"
         return "thread"
 
@@ -254,12 +289,17 @@ class Mapping:
         shared = {n.ranges[0]: n for n in self.nests} if group else {}
         merged = {r for n in shared.values() for r in n.ranges[1:]}
         items = self.local_size if group else 1
-        total, stack = 0, [1]   # stack: how often the innermost enclosing loop's body runs
+        total, stack = 0, [1]  # stack: how often the innermost enclosing loop's body runs
         for i, x in enumerate(self.ins):
             if x.op == KOp.RANGE:
                 n = shared.get(i)
-                count = 1 if i in merged else x.arg[0] if n is None else \
-                    -(-n.extent // self.local_size) * (2 if n.kind == "scan" else 1)
+                count = (
+                    1
+                    if i in merged
+                    else x.arg[0]
+                    if n is None
+                    else -(-n.extent // self.local_size) * (2 if n.kind == "scan" else 1)
+                )
                 total += 0 if i in merged else stack[-1] * (count + 1)
                 stack.append(count * stack[-1])
             elif x.op == KOp.ENDRANGE:
@@ -283,9 +323,13 @@ class Mapping:
     def _one_step_scan(self, nest: Nest) -> bool:
         """Whether a scan nest is one loop updating one accumulator: what group_scan.py splits over a
         work-group (a scan of a scan needs the inner one's prefix across the group first: in order)."""
-        body = self.ins[nest.ranges[0] + 1:nest.end]
-        return len(nest.ranges) == 1 and not any(x.op == KOp.RANGE for x in body) \
-            and sum(x.op == KOp.UPDATE for x in body) == 1 and len(nest.accs) == 1
+        body = self.ins[nest.ranges[0] + 1 : nest.end]
+        return (
+            len(nest.ranges) == 1
+            and not any(x.op == KOp.RANGE for x in body)
+            and sum(x.op == KOp.UPDATE for x in body) == 1
+            and len(nest.accs) == 1
+        )
 
     def _sorts(self) -> list[int]:
         """The length of every row the kernel sorts (a power of two)."""
@@ -296,18 +340,31 @@ class Mapping:
         with fp64, like the numba device (a group's tree keeps its partial sums short anyway)."""
         if not (self.o.wide_sums and self.o.fp64 and self.mode == "thread"):
             return set()
-        return {n.accs[0] for n in self.nests if n.kind == "reduce" and len(n.accs) == 1
-                and n.long >= GROUP_MIN_REDUCE and self.ins[n.accs[0]].arg[0] in ("sum", "prod")
-                and self.ins[n.accs[0]].dtype in (np.float32, np.float16)}
+        return {
+            n.accs[0]
+            for n in self.nests
+            if n.kind == "reduce"
+            and len(n.accs) == 1
+            and n.long >= GROUP_MIN_REDUCE
+            and self.ins[n.accs[0]].arg[0] in ("sum", "prod")
+            and self.ins[n.accs[0]].dtype in (np.float32, np.float16)
+        }
 
     def _blocked_sums(self) -> dict[int, int]:
         """{range: accumulator}: wide float32 sums over one range of a multiple of WIDE_BLOCK elements add
         each block in float, then the block's total in double: as accurate as NumPy's pairwise sum (which
         adds runs of 16 in float32), without a conversion per element (PoCL softmax 5.9 -> 4.3 ms)."""
-        return {n.ranges[0]: n.accs[0] for n in self.nests
-                if n.kind == "reduce" and len(n.ranges) == 1 and len(n.accs) == 1 and n.accs[0] in self.wide
-                and self.ins[n.accs[0]].arg[0] == "sum" and self.ins[n.accs[0]].dtype == np.float32
-                and (n.extent % WIDE_BLOCK == 0 or n.symbolic)}   # symbolic: a shorter last run (cstyle)
+        return {
+            n.ranges[0]: n.accs[0]
+            for n in self.nests
+            if n.kind == "reduce"
+            and len(n.ranges) == 1
+            and len(n.accs) == 1
+            and n.accs[0] in self.wide
+            and self.ins[n.accs[0]].arg[0] == "sum"
+            and self.ins[n.accs[0]].dtype == np.float32
+            and (n.extent % WIDE_BLOCK == 0 or n.symbolic)
+        }  # symbolic: a shorter last run (cstyle)
 
     def _laned_extrema(self) -> dict[int, int]:
         """{range: accumulator}: a float max or min over one long range in one work-item, the loop's body
@@ -322,18 +379,28 @@ class Mapping:
             if n.kind != "reduce" or len(n.ranges) != 1 or len(n.accs) != 1 or n.long < GROUP_MIN_REDUCE:
                 continue
             acc = self.ins[n.accs[0]]
-            body = self.ins[n.ranges[0] + 1:n.end]
-            if acc.arg[0] in ("max", "min") and acc.value_dtype.kind == "f" and n.accs[0] not in self.wide \
-                    and not any(x.op in (KOp.RANGE, KOp.STORE, KOp.ATOMIC, KOp.SORT, KOp.LOCAL) or
-                                x.op == KOp.UPDATE and x.srcs[0] != n.accs[0] for x in body):
+            body = self.ins[n.ranges[0] + 1 : n.end]
+            if (
+                acc.arg[0] in ("max", "min")
+                and acc.value_dtype.kind == "f"
+                and n.accs[0] not in self.wide
+                and not any(
+                    x.op in (KOp.RANGE, KOp.STORE, KOp.ATOMIC, KOp.SORT, KOp.LOCAL)
+                    or x.op == KOp.UPDATE
+                    and x.srcs[0] != n.accs[0]
+                    for x in body
+                )
+            ):
                 out[n.ranges[0]] = n.accs[0]
         return out
 
     def _index_bits(self) -> int:
-        biggest = max([self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]
-                      + [x.arg[0] for x in self.ins if x.op == KOp.RANGE]
-                      + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == KOp.CONST])
-        return 32 if biggest < 2 ** 30 else 64
+        biggest = max(
+            [self.global_items, *(p.size for p in self.k.params), *(n.extent for n in self.nests)]
+            + [x.arg[0] for x in self.ins if x.op == KOp.RANGE]
+            + [abs(int(self.ins[i].arg)) for i in self.index if self.ins[i].op == KOp.CONST]
+        )
+        return 32 if biggest < 2**30 else 64
 
     def _index_values(self) -> set[int]:
         return index_values(self.ins)
@@ -361,14 +428,20 @@ def index_values(instrs) -> set[int]:
     type when every size allows; numba keeps its own (non-wrapping) arithmetic for them."""
     out = set()
     for i, x in enumerate(instrs):
-        if x.op in (KOp.GLOBAL, KOp.RANGE, KOp.BOUND) or \
-                x.op == KOp.CONST and x.dtype == INDEX and abs(x.arg) < 2 ** 31:
+        if x.op in (KOp.GLOBAL, KOp.RANGE, KOp.BOUND) or x.op == KOp.CONST and x.dtype == INDEX and abs(x.arg) < 2**31:
             out.add(i)
-        elif x.op == KOp.CAST and x.dtype == INDEX and instrs[x.srcs[0]].op == KOp.CONST \
-                and instrs[x.srcs[0]].dtype == np.int32:   # a limit that follows a symbolic extent (lower._limit)
+        elif (
+            x.op == KOp.CAST
+            and x.dtype == INDEX
+            and instrs[x.srcs[0]].op == KOp.CONST
+            and instrs[x.srcs[0]].dtype == np.int32
+        ):  # a limit that follows a symbolic extent (lower._limit)
             out.add(i)
-        elif x.dtype == INDEX and x.op in (KOp.ADD, KOp.SUB, KOp.MUL, KOp.IDIV, KOp.MOD, KOp.MIN, KOp.MAX, KOp.NEG) \
-                and all(j in out for j in x.srcs):
+        elif (
+            x.dtype == INDEX
+            and x.op in (KOp.ADD, KOp.SUB, KOp.MUL, KOp.IDIV, KOp.MOD, KOp.MIN, KOp.MAX, KOp.NEG)
+            and all(j in out for j in x.srcs)
+        ):
             out.add(i)
     return out
 
@@ -378,8 +451,11 @@ def float16_totals(instrs) -> set[int]:
     totals are rounded to float16 where they are read, as NumPy's loops store them (a scan rounds each
     running total as it makes it)."""
     scanned = {x.srcs[0] for x in instrs if x.op == KOp.UPDATE and x.dtype is not None}
-    return {i for i, x in enumerate(instrs) if x.op == KOp.ACC and x.dtype == np.float16
-            and x.arg[0] in ("sum", "prod") and i not in scanned}
+    return {
+        i
+        for i, x in enumerate(instrs)
+        if x.op == KOp.ACC and x.dtype == np.float16 and x.arg[0] in ("sum", "prod") and i not in scanned
+    }
 
 
 # NumPy adds fewer than 8 elements one after another (its pairwise sum unrolls by 8 from there on), so a
@@ -443,7 +519,7 @@ def reorderable_updates(instrs, long_ranges=frozenset()) -> set[int]:
     inward, run at least ORDERED_BELOW times: the only steps a target may reassociate. `long_ranges`:
     loops counted as long whatever their extent (numba: extents that are arguments)."""
     out: set[int] = set()
-    open_ranges: list[int] = []   # extents of the loops open at each instruction
+    open_ranges: list[int] = []  # extents of the loops open at each instruction
     depth_at_acc: dict[int, int] = {}
     for i, x in enumerate(instrs):
         if x.op == KOp.RANGE:
@@ -455,6 +531,6 @@ def reorderable_updates(instrs, long_ranges=frozenset()) -> set[int]:
         elif x.op == KOp.UPDATE and x.dtype is None:
             acc = instrs[x.srcs[0]]
             if acc.op == KOp.ACC and acc.arg[0] in ("sum", "prod") and acc.dtype.kind == "f":
-                if math.prod(open_ranges[depth_at_acc[x.srcs[0]]:]) >= ORDERED_BELOW:
+                if math.prod(open_ranges[depth_at_acc[x.srcs[0]] :]) >= ORDERED_BELOW:
                     out.add(i)
     return out

@@ -13,6 +13,7 @@ integers, simd_shuffle_down trees where NumPy's NaN rules must hold), then acros
 through threadgroup memory. The SIMD width is read at run time ([[threads_per_simdgroup]]): 32 on
 Apple GPUs, 8 to 64 on the AMD and Intel GPUs of older Macs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,10 +23,11 @@ from tracejit.ir.kernel_ir import KOp, KernelIR
 from tracejit.codegen.simt.c_target import CStyle, Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 
-MAX_BUFFERS = 31                 # buffer argument table entries per kernel
-THREADGROUP_MEMORY = 32 * 1024   # every Metal GPU allows this much threadgroup memory
-DEFAULT_OPTIONS = RenderOptions(device="metal", fp64=False, fp16=False, max_local_size=256,
-                                always_check=True)   # one source for every global size
+MAX_BUFFERS = 31  # buffer argument table entries per kernel
+THREADGROUP_MEMORY = 32 * 1024  # every Metal GPU allows this much threadgroup memory
+DEFAULT_OPTIONS = RenderOptions(
+    device="metal", fp64=False, fp16=False, max_local_size=256, always_check=True
+)  # one source for every global size
 
 
 class Metal(CStyle):
@@ -38,10 +40,22 @@ class Metal(CStyle):
     group_id = "tj_group"
     local_id = "tj_lid"
     global_id = "tj_gid"
-    types = {np.dtype(k): v for k, v in {
-        "bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
-        "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong", "float16": "half",
-        "float32": "float"}.items()}
+    types = {
+        np.dtype(k): v
+        for k, v in {
+            "bool": "bool",
+            "int8": "char",
+            "uint8": "uchar",
+            "int16": "short",
+            "uint16": "ushort",
+            "int32": "int",
+            "uint32": "uint",
+            "int64": "long",
+            "uint64": "ulong",
+            "float16": "half",
+            "float32": "float",
+        }.items()
+    }
     unsigned = {4: "uint", 8: "ulong"}
     long_suffix = "L"
     infinity, nan = "as_type<float>(0x7f800000u)", "as_type<float>(0x7fc00000u)"
@@ -50,7 +64,7 @@ class Metal(CStyle):
     fault_count = "atomic_fetch_add_explicit((device atomic_int*)&{0}[3], 1, memory_order_relaxed)"
     atomic_dialect = "metal"
     no_fp64 = "the Metal Shading Language has no 64-bit floating point"
-    own_functions = frozenset({KOp.ERF, KOp.EXPM1, KOp.LOG1P, KOp.CBRT, KOp.HYPOT})   # not in MSL
+    own_functions = frozenset({KOp.ERF, KOp.EXPM1, KOp.LOG1P, KOp.CBRT, KOp.HYPOT})  # not in MSL
     max_params = MAX_BUFFERS
 
     def preamble(self, source: str, options: RenderOptions) -> str:
@@ -64,17 +78,21 @@ class Metal(CStyle):
 
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         if len(params) > self.max_params:
-            raise UnsupportedError(f"kernel {name} takes {len(params)} buffers and scalars, and Metal binds at most "
-                                   f"{MAX_BUFFERS} per kernel; split the computation into several @tj.kernel calls")
+            raise UnsupportedError(
+                f"kernel {name} takes {len(params)} buffers and scalars, and Metal binds at most "
+                f"{MAX_BUFFERS} per kernel; split the computation into several @tj.kernel calls"
+            )
         if launch.mode == "thread":
             builtins = ["uint tj_gid [[thread_position_in_grid]]"]
         else:
-            builtins = ["uint tj_group [[threadgroup_position_in_grid]]",
-                        "uint tj_lid [[thread_position_in_threadgroup]]",
-                        "uint tj_lane [[thread_index_in_simdgroup]]",
-                        "uint tj_sg [[simdgroup_index_in_threadgroup]]",
-                        "uint tj_nsg [[simdgroups_per_threadgroup]]",
-                        "uint tj_simd [[threads_per_simdgroup]]"]
+            builtins = [
+                "uint tj_group [[threadgroup_position_in_grid]]",
+                "uint tj_lid [[thread_position_in_threadgroup]]",
+                "uint tj_lane [[thread_index_in_simdgroup]]",
+                "uint tj_sg [[simdgroup_index_in_threadgroup]]",
+                "uint tj_nsg [[simdgroups_per_threadgroup]]",
+                "uint tj_simd [[threads_per_simdgroup]]",
+            ]
         joined = ",\n        ".join(params + builtins)
         return f"kernel void {name}(\n        {joined})"
 
@@ -90,7 +108,7 @@ class Metal(CStyle):
     def group_reduce(self, r, acc: str, buf: str, op: str, dt: np.dtype, identity) -> list[str]:
         """Each SIMD group reduces its lanes; lane 0 of each leaves its total in threadgroup memory;
         work-item 0 combines those (at most local_size / SIMD width) and every work-item reads the result."""
-        if dt.itemsize == 8:      # SIMD-group functions take 32-bit and narrower values only
+        if dt.itemsize == 8:  # SIMD-group functions take 32-bit and narrower values only
             return super().group_reduce(r, acc, buf, op, dt, identity)
         ctype = r.ctype(dt)
         narrow = dt.itemsize < 4 or dt == np.bool_
@@ -101,19 +119,28 @@ class Metal(CStyle):
             lines = [f"{acc} = ({ctype}){simd};" if dt != np.bool_ else f"{acc} = {simd} != 0;"]
         elif dt.kind == "f" and op == "sum":
             lines = [f"{acc} = simd_sum({acc});"]
-        else:                     # float max/min (NaN wins, as in NumPy) and products: a shuffle tree
+        else:  # float max/min (NaN wins, as in NumPy) and products: a shuffle tree
             wire = "int" if narrow else ctype
             back = (lambda v: f"(({ctype}){v})") if wire != ctype else (lambda v: v)
             # every lane shuffles, unconditionally; only then is the value combined
-            lines = ["for (uint o = tj_simd / 2; o > 0; o >>= 1) {",
-                     f"    const {ctype} tj_moved = {back(f'simd_shuffle_down(({wire}){acc}, (ushort)o)')};",
-                     f"    {acc} = {r.combine(op, dt, acc, 'tj_moved')};", "}"]
+            lines = [
+                "for (uint o = tj_simd / 2; o > 0; o >>= 1) {",
+                f"    const {ctype} tj_moved = {back(f'simd_shuffle_down(({wire}){acc}, (ushort)o)')};",
+                f"    {acc} = {r.combine(op, dt, acc, 'tj_moved')};",
+                "}",
+            ]
         b = self.barrier
-        return lines + [f"if (tj_lane == 0) {buf}[tj_sg] = {acc};", b,
-                        "if (lid == 0) {",
-                        f"    for (uint s = 1; s < tj_nsg; s++) {acc} = {r.combine(op, dt, acc, f'{buf}[s]')};",
-                        f"    {buf}[0] = {acc};", "}", b,
-                        f"{acc} = {buf}[0];", b]
+        return lines + [
+            f"if (tj_lane == 0) {buf}[tj_sg] = {acc};",
+            b,
+            "if (lid == 0) {",
+            f"    for (uint s = 1; s < tj_nsg; s++) {acc} = {r.combine(op, dt, acc, f'{buf}[s]')};",
+            f"    {buf}[0] = {acc};",
+            "}",
+            b,
+            f"{acc} = {buf}[0];",
+            b,
+        ]
 
 
 RENDERER = Metal()

@@ -17,6 +17,7 @@ Used where the CUDA device reports compute capability 8.0 or more (RenderOptions
 CPU SIMT emulator, whose tj_cuda.h computes the same instruction from the same fragments (tj_mma_m16n8k16),
 so the layout is tested without a GPU; NVRTC and ptxas check the PTX (tests/test_tiled.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,28 +26,61 @@ from tracejit.codegen.simt import tiled
 
 WARP = 32
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-PAD = 8   # halves after each staged row: 16 bytes, so rows stay aligned for vector access and banks differ
+PAD = 8  # halves after each staged row: 16 bytes, so rows stay aligned for vector access and banks differ
 
 
 def render(r, tile: tiled.Tile) -> None:
     """The body of CUDA renderer `r` for its kernel's float16 contraction."""
     warps_n = tile.n // tile.cols
-    assert tile.k % 16 == 0 and tile.rows % 16 == 0 and tile.cols % 8 == 0 and tile.m % tile.rows == 0 \
-        and tile.n % tile.cols == 0 and tile.threads == WARP * (tile.m // tile.rows) * warps_n, tile
+    assert (
+        tile.k % 16 == 0
+        and tile.rows % 16 == 0
+        and tile.cols % 8 == 0
+        and tile.m % tile.rows == 0
+        and tile.n % tile.cols == 0
+        and tile.threads == WARP * (tile.m // tile.rows) * warps_n
+    ), tile
     c, t, it = r.k.contraction, r.t, r.idx
     _, nm, nn, nk = c.sizes()
     tiles_m, tiles_n = -(-nm // tile.m), -(-nn // tile.n)
     a, b, out = (r.k.params[o.param].name for o in (c.a, c.b, c.out))
     lda, ldb = tile.k + PAD, tile.n + PAD
-    operands = (("a", a, "tj_abase", "tj_row0", nm, tile.m, c.m, c.a, c.a.strides[1], c.a.strides[2],
-                 lambda kk, pos: f"({pos}) * {lda} + {kk}", False),
-                ("b", b, "tj_bbase", "tj_col0", nn, tile.n, c.n, c.b, c.b.strides[2], c.b.strides[1],
-                 lambda kk, pos: f"({kk}) * {ldb} + {pos}", True))
+    operands = (
+        (
+            "a",
+            a,
+            "tj_abase",
+            "tj_row0",
+            nm,
+            tile.m,
+            c.m,
+            c.a,
+            c.a.strides[1],
+            c.a.strides[2],
+            lambda kk, pos: f"({pos}) * {lda} + {kk}",
+            False,
+        ),
+        (
+            "b",
+            b,
+            "tj_bbase",
+            "tj_col0",
+            nn,
+            tile.n,
+            c.n,
+            c.b,
+            c.b.strides[2],
+            c.b.strides[1],
+            lambda kk, pos: f"({kk}) * {ldb} + {pos}",
+            True,
+        ),
+    )
     along = [_vector_axis(o[7], o[6], o[8], c.k, o[9], o[4], nk) for o in operands]
     vectors = [o for o, v in zip(operands, along) if v is not None]
     # both tiles copied 16 bytes at a time straight into their layout: asynchronous copies into two buffers,
     # the next step's arriving while this one's products run
-    from tracejit.codegen.simt.cuda import SHARED_MEMORY   # cuda.py renders through cstyle.py, which imports this module
+    from tracejit.codegen.simt.cuda import SHARED_MEMORY  # cuda.py renders through cstyle.py, which imports this module
+
     sizes = {"a": tile.m * lda, "b": tile.k * ldb}
     pipelined = tile.double_buffer and along == ["k", "pos"] and 2 * 2 * sum(sizes.values()) <= SHARED_MEMORY
     for which, size in sizes.items():
@@ -84,7 +118,7 @@ def render(r, tile: tiled.Tile) -> None:
         r.depth += 1
     r.out(f"for ({it} tj_k0 = 0; tj_k0 < {nk}; tj_k0 += {tile.k}) {{")
     r.depth += 1
-    if vectors and not pipelined:   # 16 bytes a load where the pointers are aligned (a view's may not be)
+    if vectors and not pipelined:  # 16 bytes a load where the pointers are aligned (a view's may not be)
         r.out(f"if {aligned} {{")
         r.depth += 1
         for o in vectors:
@@ -115,8 +149,10 @@ def render(r, tile: tiled.Tile) -> None:
     r.depth += 1
     for q, (row, col) in enumerate((("0", "0"), ("0", "1"), ("8", "0"), ("8", "1"))):
         m, n = f"tj_m{q}", f"tj_n{q}"
-        r.out(f"const {it} {m} = tj_row0 + tj_wm + tj_i * 16 + tj_group + {row}, "
-              f"{n} = tj_col0 + tj_wn + tj_j * 8 + 2 * tj_pair + {col};")
+        r.out(
+            f"const {it} {m} = tj_row0 + tj_wm + tj_i * 16 + tj_group + {row}, "
+            f"{n} = tj_col0 + tj_wn + tj_j * 8 + 2 * tj_pair + {col};"
+        )
         where = tiled.sum_of("tj_obase", tiled.offset(m, c.m, c.out.strides[1]), tiled.offset(n, c.n, c.out.strides[2]))
         store = r.write(out, where, f"tj_c[tj_i][tj_j][{q}]", np.dtype("float16"))
         r.out(t.guard(f"{m} < {nm} && {n} < {nn}", store))
@@ -142,7 +178,9 @@ def _multiply(r, tile: tiled.Tile, lda: int, ldb: int, a_at: str, b_at: str) -> 
     r.out(f"for (int tj_j = 0; tj_j < {fn}; tj_j++) {{")
     r.depth += 1
     r.out(f"const __half* tj_bc = &tj_bs[{b_at} + (tj_ks + 2 * tj_pair) * {ldb} + tj_wn + tj_j * 8 + tj_group];")
-    r.out(f"const unsigned tj_b0 = tj_pack(tj_bc[0], tj_bc[{ldb}]), tj_b1 = tj_pack(tj_bc[{8 * ldb}], tj_bc[{9 * ldb}]);")
+    r.out(
+        f"const unsigned tj_b0 = tj_pack(tj_bc[0], tj_bc[{ldb}]), tj_b1 = tj_pack(tj_bc[{8 * ldb}], tj_bc[{9 * ldb}]);"
+    )
     r.out("#pragma unroll")
     r.out(f"for (int tj_i = 0; tj_i < {fm}; tj_i++) tj_mma_m16n8k16(tj_c[tj_i][tj_j], tj_a[tj_i], tj_b0, tj_b1);")
     r.depth -= 1
@@ -155,20 +193,28 @@ def _helpers(r, asynchronous: bool) -> None:
     """The device functions the kernel calls: inline PTX for NVRTC; the emulator's tj_cuda.h defines its own
     (TJ_EMULATED_MMA)."""
     q = r.t.helper_qualifier
-    r.helpers["tj_pack"] = (f"{q} unsigned tj_pack(__half lo, __half hi) {{\n"
-                            "    return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);\n}")
-    ptx = [f"{q} void tj_mma_m16n8k16(float* c, const unsigned* a, unsigned b0, unsigned b1) {{\n"
-           f'    asm volatile("{MMA} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"\n'
-           '        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
-           '        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));\n}']
-    if asynchronous:   # 16 bytes global -> shared without registers; bytes = 0 fills zeros (past the edges)
-        ptx += [f"{q} void tj_cp_async16(void* dst, const void* src, int bytes) {{\n"
-                '    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"\n'
-                '        :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes));\n}',
-                f'{q} void tj_cp_async_commit() {{ asm volatile("cp.async.commit_group;"); }}',
-                f'{q} void tj_cp_async_wait1() {{ asm volatile("cp.async.wait_group 1;" ::: "memory"); }}',
-                f'{q} void tj_cp_async_wait0() {{ asm volatile("cp.async.wait_group 0;" ::: "memory"); }}']
-    r.helpers["tj_mma_ptx" + ("_async" if asynchronous else "")] = "#ifndef TJ_EMULATED_MMA\n" + "\n".join(ptx) + "\n#endif"
+    r.helpers["tj_pack"] = (
+        f"{q} unsigned tj_pack(__half lo, __half hi) {{\n"
+        "    return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);\n}"
+    )
+    ptx = [
+        f"{q} void tj_mma_m16n8k16(float* c, const unsigned* a, unsigned b0, unsigned b1) {{\n"
+        f'    asm volatile("{MMA} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"\n'
+        '        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+        '        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));\n}'
+    ]
+    if asynchronous:  # 16 bytes global -> shared without registers; bytes = 0 fills zeros (past the edges)
+        ptx += [
+            f"{q} void tj_cp_async16(void* dst, const void* src, int bytes) {{\n"
+            '    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"\n'
+            '        :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes));\n}',
+            f'{q} void tj_cp_async_commit() {{ asm volatile("cp.async.commit_group;"); }}',
+            f'{q} void tj_cp_async_wait1() {{ asm volatile("cp.async.wait_group 1;" ::: "memory"); }}',
+            f'{q} void tj_cp_async_wait0() {{ asm volatile("cp.async.wait_group 0;" ::: "memory"); }}',
+        ]
+    r.helpers["tj_mma_ptx" + ("_async" if asynchronous else "")] = (
+        "#ifndef TJ_EMULATED_MMA\n" + "\n".join(ptx) + "\n#endif"
+    )
 
 
 def _stage_async(r, tile: tiled.Tile, o, k_sizes, nk: int, k0: str, at: str) -> None:
@@ -178,9 +224,14 @@ def _stage_async(r, tile: tiled.Tile, o, k_sizes, nk: int, k0: str, at: str) -> 
     which, ptr, base, start, extent, width, sizes, _, strides, k_strides, local, _ = o
     for kk, pos, name, spare in _vectors(tile, "k" if which == "a" else "pos", o, "tj_c"):
         r.out(f"{{ const {r.idx} {name}k = {k0} + {kk}, {name}p = {start} + {pos};")
-        where = tiled.sum_of(base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides))
+        where = tiled.sum_of(
+            base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides)
+        )
         inside = f"{name}p < {extent} && {name}k < {nk}"
-        copy = f"tj_cp_async16(&tj_{which}s[{at} + {local(kk, pos)}], {inside} ? &{ptr}[{where}] : {ptr}, {inside} ? 16 : 0);"
+        copy = (
+            f"tj_cp_async16(&tj_{which}s[{at} + {local(kk, pos)}], "
+            f"{inside} ? &{ptr}[{where}] : {ptr}, {inside} ? 16 : 0);"
+        )
         r.out(f"  {r.t.guard(spare, copy) if spare else copy} }}")
 
 
@@ -218,18 +269,24 @@ def _stage_vectors(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
     which, ptr, base, start, extent, width, sizes, operand, strides, k_strides, local, row_major = o
     t, it = r.t, r.idx
     along = _vector_axis(operand, sizes, strides, k_sizes, k_strides, extent, nk)
-    assert along is not None   # staged by vectors only where it has an axis for them (see `vectors`)
+    assert along is not None  # staged by vectors only where it has an axis for them (see `vectors`)
     for kk, pos, name, spare in _vectors(tile, along, o, "tj_v"):
         r.out(f"{it} {name}k = tj_k0 + {kk}, {name}p = {start} + {pos};")
-        where = tiled.sum_of(base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides))
+        where = tiled.sum_of(
+            base, tiled.offset(f"{name}p", sizes, strides), tiled.offset(f"{name}k", k_sizes, k_strides)
+        )
         r.out(f"uint4 {name} = make_uint4(0, 0, 0, 0);")
         inside = f"{spare} && " if spare else ""
-        r.out(t.guard(f"{inside}{name}p < {extent} && {name}k < {nk}",
-                      f"{name} = *(const uint4*)(&{ptr}[{where}]);"))
+        r.out(t.guard(f"{inside}{name}p < {extent} && {name}k < {nk}", f"{name} = *(const uint4*)(&{ptr}[{where}]);"))
         if (along == "pos") == row_major:
             store = f"*(uint4*)(&tj_{which}s[{local(kk, pos)}]) = {name};"
         else:
-            step_of = (lambda q: (f"{kk} + {q}", pos)) if along == "k" else (lambda q: (kk, f"{pos} + {q}"))
+            # (called at once, in this iteration: the defaults only say which kk and pos)
+            step_of = (
+                (lambda q, kk=kk, pos=pos: (f"{kk} + {q}", pos))
+                if along == "k"
+                else (lambda q, kk=kk, pos=pos: (kk, f"{pos} + {q}"))
+            )
             store = " ".join(f"tj_{which}s[{local(*step_of(q))}] = ((const __half*)&{name})[{q}];" for q in range(8))
         r.out(t.guard(spare, store) if spare else store)
 
@@ -245,5 +302,8 @@ def _stage_loop(r, tile: tiled.Tile, o, k_sizes, nk: int) -> None:
     r.out(f"for (int tj_e = lid; tj_e < {width * tile.k}; tj_e += {tile.threads}) {{")
     r.out(f"    const {it} tj_sk = tj_k0 + {kk}, tj_sp = {start} + {pos};")
     where = tiled.sum_of(base, tiled.offset("tj_sp", sizes, strides), tiled.offset("tj_sk", k_sizes, k_strides))
-    r.out(f"    tj_{which}s[{local(kk, pos)}] = tj_sp < {extent} && tj_sk < {nk} ? {ptr}[{where}] : __float2half_rn(0.0f);")
+    r.out(
+        f"    tj_{which}s[{local(kk, pos)}] = tj_sp < {extent} && tj_sk < {nk} ? "
+        f"{ptr}[{where}] : __float2half_rn(0.0f);"
+    )
     r.out("}")

@@ -12,6 +12,7 @@ It checks what the shim models, not everything Apple's compiler does. Use it on 
 
     python -m tracejit.codegen.simt.msl_check kernel.metal ...
 """
+
 from __future__ import annotations
 
 import os
@@ -26,20 +27,48 @@ from tracejit.codegen import build_log
 
 SHIM = Path(__file__).with_name("metal_shim")
 MAX_BUFFER_INDEX = 30
-CLANG_FLAGS = ("-x", "c++", "-std=c++17", "-target", "aarch64-linux-gnu", "-nostdinc", "-fsyntax-only",
-               "-Wno-unknown-attributes", "-ferror-limit=20")
+CLANG_FLAGS = (
+    "-x",
+    "c++",
+    "-std=c++17",
+    "-target",
+    "aarch64-linux-gnu",
+    "-nostdinc",
+    "-fsyntax-only",
+    "-Wno-unknown-attributes",
+    "-ferror-limit=20",
+)
 
 # attribute -> the types its parameter may have (None: a buffer, checked apart)
 _POSITION = {"uint", "ushort", "uint2", "ushort2", "uint3", "ushort3"}
 _INDEX = {"uint", "ushort"}
 BUILTINS: dict[str, set[str]] = {
-    **{a: _POSITION for a in ("thread_position_in_grid", "thread_position_in_threadgroup",
-                              "threadgroup_position_in_grid", "threads_per_grid", "threads_per_threadgroup",
-                              "threadgroups_per_grid", "dispatch_threads_per_threadgroup")},
-    **{a: _INDEX for a in ("thread_index_in_threadgroup", "thread_index_in_simdgroup", "thread_index_in_quadgroup",
-                           "simdgroup_index_in_threadgroup", "simdgroups_per_threadgroup", "threads_per_simdgroup",
-                           "thread_execution_width", "quadgroup_index_in_threadgroup",
-                           "quadgroups_per_threadgroup")},
+    **{
+        a: _POSITION
+        for a in (
+            "thread_position_in_grid",
+            "thread_position_in_threadgroup",
+            "threadgroup_position_in_grid",
+            "threads_per_grid",
+            "threads_per_threadgroup",
+            "threadgroups_per_grid",
+            "dispatch_threads_per_threadgroup",
+        )
+    },
+    **{
+        a: _INDEX
+        for a in (
+            "thread_index_in_threadgroup",
+            "thread_index_in_simdgroup",
+            "thread_index_in_quadgroup",
+            "simdgroup_index_in_threadgroup",
+            "simdgroups_per_threadgroup",
+            "threads_per_simdgroup",
+            "thread_execution_width",
+            "quadgroup_index_in_threadgroup",
+            "quadgroups_per_threadgroup",
+        )
+    },
 }
 KERNEL = re.compile(r"\bkernel\s+void\s+(\w+)\s*\(")
 PARAM = re.compile(r"^(?P<type>.*?)(?P<name>\w+)\s*\[\[\s*(?P<attr>[^\]]*?)\s*\]\]$", re.S)
@@ -98,12 +127,14 @@ def attribute_problems(source: str) -> list[str]:
         in_signatures.append((open_at, end))
         buffers: dict[int, str] = {}
         builtins: dict[str, str] = {}
-        for text, offset in split_params(source[open_at + 1:end]):
+        for text, offset in split_params(source[open_at + 1 : end]):
             line = _line_of(source, open_at + 1 + offset + len(text) - len(text.lstrip()))
             p = PARAM.match(" ".join(text.split()))
             if p is None:
-                problems.append(f"{line}: kernel {m.group(1)}: parameter `{' '.join(text.split())}` has no "
-                                "[[buffer(i)]] or builtin attribute")
+                problems.append(
+                    f"{line}: kernel {m.group(1)}: parameter `{' '.join(text.split())}` has no "
+                    "[[buffer(i)]] or builtin attribute"
+                )
                 continue
             ptype, name, attr = " ".join(p.group("type").split()), p.group("name"), p.group("attr")
             b = _BUFFER.match(attr)
@@ -116,15 +147,19 @@ def attribute_problems(source: str) -> list[str]:
                 buffers.setdefault(index, name)
                 space = ptype.split()[0] if ptype else ""
                 if space not in ("device", "constant") or not ptype.rstrip().endswith(("*", "&")):
-                    problems.append(f"{line}: {name}: a [[buffer({index})]] parameter must be a device or constant "
-                                    f"pointer or reference, not `{ptype.strip()}`")
+                    problems.append(
+                        f"{line}: {name}: a [[buffer({index})]] parameter must be a device or constant "
+                        f"pointer or reference, not `{ptype.strip()}`"
+                    )
             elif attr in BUILTINS:
                 if attr in builtins:
                     problems.append(f"{line}: {name}: [[{attr}]] is also given to {builtins[attr]}")
                 builtins.setdefault(attr, name)
                 if ptype.strip() not in BUILTINS[attr]:
-                    problems.append(f"{line}: {name}: [[{attr}]] needs one of {', '.join(sorted(BUILTINS[attr]))}, "
-                                    f"not `{ptype.strip()}`")
+                    problems.append(
+                        f"{line}: {name}: [[{attr}]] needs one of {', '.join(sorted(BUILTINS[attr]))}, "
+                        f"not `{ptype.strip()}`"
+                    )
             else:
                 problems.append(f"{line}: {name}: unknown attribute [[{attr}]]")
     for a in re.finditer(r"\[\[", source):
@@ -135,8 +170,9 @@ def attribute_problems(source: str) -> list[str]:
 
 def _clang(clang: str, text: str) -> tuple[bool, str]:
     try:
-        done = subprocess.run([clang, *CLANG_FLAGS, "-I", str(SHIM), "-"], input=text, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [clang, *CLANG_FLAGS, "-I", str(SHIM), "-"], input=text, capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise CompileError(f"could not run {clang} to check MSL: {e}") from None
     return done.returncode == 0, done.stderr
@@ -151,10 +187,13 @@ def check(source: str, name: str = "kernel", clang: str | None = None) -> None:
     ok, log = _clang(clang, source)
     if ok and not problems:
         return
-    text = "\n".join([f"<stdin>:{p.split(':', 1)[0]}:1: error: {p.split(':', 1)[1].strip()}" for p in problems]
-                     + ([log] if not ok else []))
-    raise CompileError(build_log.annotate(f"generated MSL kernel {name} fails the Metal check:", source, text,
-                                          r"<stdin>:(\d+):\d+:"))
+    text = "\n".join(
+        [f"<stdin>:{p.split(':', 1)[0]}:1: error: {p.split(':', 1)[1].strip()}" for p in problems]
+        + ([log] if not ok else [])
+    )
+    raise CompileError(
+        build_log.annotate(f"generated MSL kernel {name} fails the Metal check:", source, text, r"<stdin>:(\d+):\d+:")
+    )
 
 
 def check_many(sources: dict[str, str], clang: str | None = None) -> None:
@@ -167,8 +206,11 @@ def check_many(sources: dict[str, str], clang: str | None = None) -> None:
     for i, (name, source) in enumerate(sources.items()):
         if attribute_problems(source):
             check(source, name, clang)
-        body = "\n".join(line for line in source.splitlines()
-                         if line.strip() not in ("#include <metal_stdlib>", "using namespace metal;"))
+        body = "\n".join(
+            line
+            for line in source.splitlines()
+            if line.strip() not in ("#include <metal_stdlib>", "using namespace metal;")
+        )
         parts.append(f"namespace tj_check_{i} {{\n{body}\n}}")
     ok, _ = _clang(clang, "\n".join(parts))
     if not ok:

@@ -5,6 +5,7 @@ A newer NVRTC emits a newer ISA (13.x: 9.x), which older ptxas and drivers rejec
 pins nvidia-cuda-nvrtc to 13.0. The PTX targets a virtual architecture (compute_XX); the driver
 finishes it for the GPU it runs on.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,10 +33,11 @@ def parse_arch(arch: str | None) -> str:
     text = (arch or os.environ.get(ENV_ARCH) or DEFAULT_ARCH).strip().lower()
     m = re.fullmatch(r"(?:sm_|compute_)?(\d+)([a-z]?)|(\d+)\.(\d+)", text)
     if not m:
-        raise DeviceError(f"CUDA architecture {text!r} is not one like sm_80 or sm_90 "
-                          f"(from {'the argument' if arch else ENV_ARCH})")
+        raise DeviceError(
+            f"CUDA architecture {text!r} is not one like sm_80 or sm_90 (from {'the argument' if arch else ENV_ARCH})"
+        )
     number = m.group(1) + m.group(2) if m.group(1) else m.group(3) + m.group(4)
-    if int(m.group(1) or m.group(3) + m.group(4)) < 50:   # the number without its letter
+    if int(m.group(1) or m.group(3) + m.group(4)) < 50:  # the number without its letter
         raise DeviceError(f"CUDA architecture sm_{number} is older than sm_50, which NVRTC 13 no longer targets")
     return f"sm_{number}"
 
@@ -68,6 +70,7 @@ def include_dirs() -> tuple[str, ...]:
     found = []
     try:
         import nvidia
+
         for root in nvidia.__path__:
             found += sorted(str(p.parent) for p in Path(root).glob("*/include/cuda_fp16.h"))
     except ImportError:
@@ -89,8 +92,10 @@ def compile_ptx(name: str, source: str, arch: str, extra: tuple[str, ...] = ()) 
     if "#include <cuda_fp16.h>" in source:
         dirs = include_dirs()
         if not dirs:
-            raise DeviceError(f"kernel {name} uses float16, and NVRTC needs cuda_fp16.h, which was found neither "
-                              f"in the nvidia-cuda-runtime wheel nor under CUDA_HOME or /usr/local/cuda; {INSTALL_HINT}")
+            raise DeviceError(
+                f"kernel {name} uses float16, and NVRTC needs cuda_fp16.h, which was found neither "
+                f"in the nvidia-cuda-runtime wheel nor under CUDA_HOME or /usr/local/cuda; {INSTALL_HINT}"
+            )
         options += [f"--include-path={d}" for d in dirs]
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], [])
     _check(nvrtc, err, "nvrtcCreateProgram")
@@ -125,8 +130,9 @@ def _log(nvrtc, prog) -> str:
 
 def build_error_message(name: str, arch: str, source: str, build_log: str, compiler: str) -> str:
     """NVRTC's messages ('name.cu(12): error: ...'), each followed by the generated line it names."""
-    return annotate(f"{compiler} rejected generated CUDA kernel {name} for {arch}:", source, build_log,
-                    r"\.cu\((\d+)\)")
+    return annotate(
+        f"{compiler} rejected generated CUDA kernel {name} for {arch}:", source, build_log, r"\.cu\((\d+)\)"
+    )
 
 
 def as_ptx(payload: bytes) -> str | None:
@@ -146,8 +152,11 @@ def ptx_isa(ptx: str) -> str:
 
 def ptxas() -> str | None:
     """The ptxas that checks PTX without a GPU: PTXAS, else on PATH, else under CUDA_HOME / /usr/local/cuda."""
-    for candidate in (os.environ.get("PTXAS"), shutil.which("ptxas"),
-                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptxas")):
+    for candidate in (
+        os.environ.get("PTXAS"),
+        shutil.which("ptxas"),
+        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptxas"),
+    ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -159,8 +168,12 @@ def assemble(ptx: str, arch: str, name: str = "kernel") -> str:
     tool = ptxas()
     if tool is None:
         raise DeviceError("ptxas was not found (set PTXAS, put it on PATH, or install the CUDA toolkit)")
-    proc = subprocess.run([tool, f"--gpu-name={arch}", "--verbose", "--warn-on-spills", "-o", os.devnull, "-"],
-                          input=ptx.encode(), capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [tool, f"--gpu-name={arch}", "--verbose", "--warn-on-spills", "-o", os.devnull, "-"],
+        input=ptx.encode(),
+        capture_output=True,
+        timeout=120,
+    )
     report = (proc.stdout + proc.stderr).decode(errors="replace").strip()
     if proc.returncode != 0:
         raise CompileError(f"ptxas rejected the PTX of kernel {name} for {arch} (PTX ISA {ptx_isa(ptx)}):\n{report}")

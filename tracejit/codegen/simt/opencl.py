@@ -3,6 +3,7 @@
 Without cl_khr_fp16, float16 is only a storage format: loaded with vload_half, computed in float,
 stored with vstore_half_rte (round to nearest even, like NumPy).
 """
+
 from __future__ import annotations
 
 from tracejit.ir.kernel_ir import KernelIR
@@ -18,7 +19,7 @@ class OpenCL(CStyle):
         lines = []
         if "double" in source:
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
-        if "atom_cmpxchg(" in source:   # 64-bit atomics (atomics.py)
+        if "atom_cmpxchg(" in source:  # 64-bit atomics (atomics.py)
             lines.append("#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable")
         if options.fp16 and "half" in source:
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
@@ -41,12 +42,14 @@ class OpenCL(CStyle):
         return f"vstore_half_rte({value}, {idx}, {ptr})"
 
     def round_half_helpers(self) -> str:
-        return ("inline float tj_round_half(float x) {\n"
-                "    ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (const half*)&h);\n}\n"
-                "#ifdef cl_khr_fp64\n"
-                "inline float tj_round_half_d(double x) {\n"
-                "    ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (const half*)&h);\n}\n"
-                "#endif")
+        return (
+            "inline float tj_round_half(float x) {\n"
+            "    ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (const half*)&h);\n}\n"
+            "#ifdef cl_khr_fp64\n"
+            "inline float tj_round_half_d(double x) {\n"
+            "    ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (const half*)&h);\n}\n"
+            "#endif"
+        )
 
 
 RENDERER = OpenCL()

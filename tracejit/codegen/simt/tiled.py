@@ -20,6 +20,7 @@ measured 3-7x slower than the generated loops, so those devices do not tile (Lay
 CUDA float16 on sm_80+ takes MMA_TILE (mma.py). float16 is computed in float32 and rounded once at the
 end; integers wrap like NumPy's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,17 +35,17 @@ I32 = np.dtype("int32")
 
 @dataclass(frozen=True)
 class Tile:
-    m: int       # rows of the result per work-group
-    n: int       # columns of the result per work-group
-    k: int       # contraction step between barriers
-    rows: int    # rows of each work-item's register block
-    cols: int    # columns of each work-item's register block
+    m: int  # rows of the result per work-group
+    n: int  # columns of the result per work-group
+    k: int  # contraction step between barriers
+    rows: int  # rows of each work-item's register block
+    cols: int  # columns of each work-item's register block
     threads: int
-    mma: bool = False   # CUDA tensor cores (mma.py): rows and cols are then each warp's block
+    mma: bool = False  # CUDA tensor cores (mma.py): rows and cols are then each warp's block
     # a work-item's rows (columns) come in runs of this many neighbours, the runs spread over the tile: 4 lets
     # a GPU compiler read each run from local memory as one 16-byte load (LDS.128 on CUDA), 1 strides them
     run: int = 4
-    double_buffer: bool = True   # mma.py: the next step's tiles copied asynchronously while this one's multiply
+    double_buffer: bool = True  # mma.py: the next step's tiles copied asynchronously while this one's multiply
 
 
 TILE = Tile(128, 128, 8, 8, 8, 256)
@@ -59,13 +60,13 @@ def plan(kernel: KernelIR, options: RenderOptions, by_value: frozenset[int]) -> 
     if c is None or {c.a.param, c.b.param, c.out.param} & by_value:
         return None
     tile = MMA_TILE if options.tensor_cores and c.dtype == np.float16 else TILE
-    if tile.threads > options.max_local_size or groups(kernel, tile) * tile.threads >= 2 ** 31:
+    if tile.threads > options.max_local_size or groups(kernel, tile) * tile.threads >= 2**31:
         return None
     return tile
 
 
 def groups(kernel: KernelIR, tile: Tile) -> int:
-    assert kernel.contraction is not None   # a kernel that plan() gave a tile
+    assert kernel.contraction is not None  # a kernel that plan() gave a tile
     b, m, n, _ = kernel.contraction.sizes()
     return b * -(-m // tile.m) * -(-n // tile.n)
 
@@ -77,7 +78,7 @@ def render(r, tile: Tile) -> None:
     acc = r.acc_dtype(c.dtype)
     ct, it = r.ctype(acc), r.idx
     tiles_m, tiles_n = -(-nm // tile.m), -(-nn // tile.n)
-    across = tile.n // tile.cols    # work-items along a row of the tile
+    across = tile.n // tile.cols  # work-items along a row of the tile
     down = tile.m // tile.rows
     a, b, out = (r.k.params[o.param].name for o in (c.a, c.b, c.out))
     vector = t.load4 is not None and ct == "float" and _run(tile) == 4
@@ -96,25 +97,29 @@ def render(r, tile: Tile) -> None:
 
     def converted(ptr: str, where: str) -> str:
         return r.read(ptr, where, src) if src == acc else r.cast(r.read(ptr, where, src), src, acc)
+
     load = (converted, zero)
     stage(r, tile, "a", a, "tj_abase", "tj_row0", nm, tile.m, c.m, c.a.strides[1], c.k, c.a.strides[2], ct, load)
     stage(r, tile, "b", b, "tj_bbase", "tj_col0", nn, tile.n, c.n, c.b.strides[2], c.k, c.b.strides[1], ct, load)
     r.out(t.barrier)
     r.out(t.loop("tj_kk", it, "0", f"tj_kk < {tile.k}", "tj_kk++"))
     r.depth += 1
-    for v, count, width, item, items in (("a", tile.rows, tile.m, "tj_ty", down), ("b", tile.cols, tile.n, "tj_tx", across)):
+    for v, count, width, item, items in (
+        ("a", tile.rows, tile.m, "tj_ty", down),
+        ("b", tile.cols, tile.n, "tj_tx", across),
+    ):
         for i in range(count):
             where = sum_of(f"tj_kk * {width}", _spread(item, i, items, tile))
             if not vector:
                 r.out(t.let(f"tj_{v}{i}", ct, f"tj_{v}s[{where}]"))
-            elif i % 4 == 0:   # a run of 4: one 16-byte load
+            elif i % 4 == 0:  # a run of 4: one 16-byte load
                 r.out(f"const float4 tj_{v}{i}_4 = {t.load4.format(f'tj_{v}s', where)};")
             if vector and i % 4 == 3:
                 for q, part in enumerate("xyzw"):
                     r.out(t.let(f"tj_{v}{i - 3 + q}", ct, f"tj_{v}{i - 3}_4.{part}"))
     for i in range(tile.rows):
         for j in range(tile.cols):
-            if acc.kind == "f" and t.fma:   # one rounding per step, as BLAS's FMA loops
+            if acc.kind == "f" and t.fma:  # one rounding per step, as BLAS's FMA loops
                 r.out(f"tj_c{i}_{j} = {t.fma.format(f'tj_a{i}', f'tj_b{j}', f'tj_c{i}_{j}')};")
                 continue
             product = r.wrap_int("*", f"tj_a{i}", f"tj_b{j}", acc) if acc.kind in "iu" else f"(tj_a{i} * tj_b{j})"
@@ -130,7 +135,9 @@ def render(r, tile: Tile) -> None:
         r.out(t.let(f"tj_n{j}", it, sum_of("tj_col0", _spread("tj_tx", j, across, tile))))
     for i in range(tile.rows):
         for j in range(tile.cols):
-            where = sum_of("tj_obase", offset(f"tj_m{i}", c.m, c.out.strides[1]), offset(f"tj_n{j}", c.n, c.out.strides[2]))
+            where = sum_of(
+                "tj_obase", offset(f"tj_m{i}", c.m, c.out.strides[1]), offset(f"tj_n{j}", c.n, c.out.strides[2])
+            )
             value = f"tj_c{i}_{j}" if acc == c.dtype else r.cast(f"tj_c{i}_{j}", acc, c.dtype)
             r.out(t.guard(f"tj_m{i} < {nm} && tj_n{j} < {nn}", r.write(out, where, value, c.dtype)))
 
@@ -154,18 +161,34 @@ def prologue(r, tile: Tile, tiles_m: int, tiles_n: int) -> None:
     r.out(t.let("lid", t.types[I32], t.local_id))
     expr, launched = r.global_index()
     r.out(t.let("tj_tile", it, expr))
-    if launched != groups(r.k, tile):   # WGSL: a 2-D dispatch of whole rows of work-groups
+    if launched != groups(r.k, tile):  # WGSL: a 2-D dispatch of whole rows of work-groups
         r.out(t.guard(f"tj_tile >= {groups(r.k, tile)}", "return;"))
-    for name, value in (("tj_row0", f"(({_div('tj_tile', tiles_n)}) % {tiles_m}) * {tile.m}"),
-                        ("tj_col0", f"(tj_tile % {tiles_n}) * {tile.n}"),
-                        ("tj_batch", f"tj_tile / {tiles_m * tiles_n}")):
+    for name, value in (
+        ("tj_row0", f"(({_div('tj_tile', tiles_n)}) % {tiles_m}) * {tile.m}"),
+        ("tj_col0", f"(tj_tile % {tiles_n}) * {tile.n}"),
+        ("tj_batch", f"tj_tile / {tiles_m * tiles_n}"),
+    ):
         r.out(t.let(name, it, value))
     for name, o in (("tj_abase", c.a), ("tj_bbase", c.b), ("tj_obase", c.out)):
         r.out(t.let(name, it, sum_of(str(o.offset), offset("tj_batch", c.batch, o.strides[0]))))
 
 
-def stage(r, tile: Tile, which: str, ptr: str, base: str, start: str, extent: int, width: int,
-          sizes, strides, k_sizes, k_strides, ct: str, load) -> None:
+def stage(
+    r,
+    tile: Tile,
+    which: str,
+    ptr: str,
+    base: str,
+    start: str,
+    extent: int,
+    width: int,
+    sizes,
+    strides,
+    k_sizes,
+    k_strides,
+    ct: str,
+    load,
+) -> None:
     """Copy this step's tile of one operand (width rows or columns by tile.k) into local memory of type
     ct, zeros outside the operand; consecutive work-items take consecutive elements along its contiguous
     axis. load: (a function of the buffer and offset giving the value to keep, the zero of ct)."""

@@ -11,6 +11,7 @@ Inf and NaN come from bit patterns at run time (WGSL rejects them as constants),
 the bits, since shader compilers may assume x == x. Constant tables are read-only storage buffers that
 the runtime uploads once: a `const` array indexed at run time is copied into every invocation by naga.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,12 +30,34 @@ from tracejit.codegen.simt.wgsl_floats import FLOAT_COMPARISONS, ONE, ZERO, Floa
 from tracejit.codegen.simt.wgsl_functions import f32_literal as _f32
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 
-TYPES = {np.dtype(k): v for k, v in {
-    "bool": "bool", "int8": "i32", "int16": "i32", "int32": "i32", "uint8": "u32", "uint16": "u32",
-    "uint32": "u32", "float16": "f16", "float32": "f32"}.items()}
-STORAGE = {np.dtype(k): np.dtype(v) for k, v in {   # a buffer's element type on the device
-    "bool": "uint32", "int8": "int32", "int16": "int32", "int32": "int32", "uint8": "uint32",
-    "uint16": "uint32", "uint32": "uint32", "float16": "float16", "float32": "float32"}.items()}
+TYPES = {
+    np.dtype(k): v
+    for k, v in {
+        "bool": "bool",
+        "int8": "i32",
+        "int16": "i32",
+        "int32": "i32",
+        "uint8": "u32",
+        "uint16": "u32",
+        "uint32": "u32",
+        "float16": "f16",
+        "float32": "f32",
+    }.items()
+}
+STORAGE = {
+    np.dtype(k): np.dtype(v)
+    for k, v in {  # a buffer's element type on the device
+        "bool": "uint32",
+        "int8": "int32",
+        "int16": "int32",
+        "int32": "int32",
+        "uint8": "uint32",
+        "uint16": "uint32",
+        "uint32": "uint32",
+        "float16": "float16",
+        "float32": "float32",
+    }.items()
+}
 BOOL_ORDER = {"lt": "(!{0} && {1})", "le": "(!{0} || {1})"}
 WIDTH_BITS = {np.dtype("int8"): 8, np.dtype("int16"): 16, np.dtype("uint8"): 8, np.dtype("uint16"): 16}
 
@@ -42,48 +65,55 @@ WIDTH_BITS = {np.dtype("int8"): 8, np.dtype("int16"): 16, np.dtype("uint8"): 8, 
 @dataclass(frozen=True)
 class WGSLOptions:
     device: str = "webgpu"
-    f16: bool = False                 # the adapter has shader-f16
-    max_local_size: int = 256         # maxComputeInvocationsPerWorkgroup
-    max_workgroups: int = 65535       # maxComputeWorkgroupsPerDimension
-    max_storage_buffers: int = 8      # maxStorageBuffersPerShaderStage
+    f16: bool = False  # the adapter has shader-f16
+    max_local_size: int = 256  # maxComputeInvocationsPerWorkgroup
+    max_workgroups: int = 65535  # maxComputeWorkgroupsPerDimension
+    max_storage_buffers: int = 8  # maxStorageBuffersPerShaderStage
     group_max_rows: int | None = None  # more rows than this run a row per invocation (CPU adapters)
-    max_loop: int | None = None       # loop iterations an invocation may run in all (llvmpipe: 65535)
-    private_max: int | None = None    # longer arrays of one invocation go to work-group memory (simt.RenderOptions)
-    local_bytes: int = 16384          # maxComputeWorkgroupStorageSize
+    max_loop: int | None = None  # loop iterations an invocation may run in all (llvmpipe: 65535)
+    private_max: int | None = None  # longer arrays of one invocation go to work-group memory (simt.RenderOptions)
+    local_bytes: int = 16384  # maxComputeWorkgroupStorageSize
     scalars_in_storage: bool = False  # the scalars' struct in a read-only storage buffer, not a uniform (lavapipe)
 
 
 @dataclass(frozen=True)
 class WGSLRendered(Rendered):
-    groups: tuple[int, int]           # dispatch_workgroups(x, y)
-    buffers: tuple[int, ...]          # params bound as storage buffers, binding i = buffers[i]
-    writable: tuple[bool, ...]        # per storage buffer: read_write (an output)
-    scalars: tuple[int, ...]          # params in the uniform, in member order (binding len(buffers))
-    tables: tuple = ()                # constant tables bound last, read-only, as table_words() gives them
+    groups: tuple[int, int]  # dispatch_workgroups(x, y)
+    buffers: tuple[int, ...]  # params bound as storage buffers, binding i = buffers[i]
+    writable: tuple[bool, ...]  # per storage buffer: read_write (an output)
+    scalars: tuple[int, ...]  # params in the uniform, in member order (binding len(buffers))
+    tables: tuple = ()  # constant tables bound last, read-only, as table_words() gives them
     scalars_in_storage: bool = False  # the scalars' struct is a read-only storage buffer, not a uniform
 
     @property
     def uniform(self) -> bool:
         """Whether the kernel reads a uniform: its scalars, then its symbolic sizes (launch.symbolic), then
         the bounds check's limit (launch.size), then 1.0 and 0.0 (launch.identities)."""
-        return bool(self.scalars) or self.launch.size is not None or bool(self.launch.symbolic) \
-            or self.launch.identities
+        return (
+            bool(self.scalars) or self.launch.size is not None or bool(self.launch.symbolic) or self.launch.identities
+        )
 
 
 def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
     """How an array of dt lives in a WebGPU buffer; DtypeError where WGSL has no such type."""
     dt = np.dtype(dt)
     if dt == np.float16 and not options.f16:
-        raise DtypeError(f"float16 is not supported on {options.device}: the adapter lacks the shader-f16 feature "
-                         "(Vulkan/lavapipe has it, OpenGL does not); compute in float32 (x.astype(np.float32))")
+        raise DtypeError(
+            f"float16 is not supported on {options.device}: the adapter lacks the shader-f16 feature "
+            "(Vulkan/lavapipe has it, OpenGL does not); compute in float32 (x.astype(np.float32))"
+        )
     if dt == np.uint64:
-        raise DtypeError(f"uint64 is not supported on {options.device}: WGSL has no 64-bit types. NumPy sums and "
-                         "multiplies uint8/16/32 into uint64; ask for uint32 (x.sum(dtype=np.uint32)), which wraps "
-                         "past 2**32, or use another device")
+        raise DtypeError(
+            f"uint64 is not supported on {options.device}: WGSL has no 64-bit types. NumPy sums and "
+            "multiplies uint8/16/32 into uint64; ask for uint32 (x.sum(dtype=np.uint32)), which wraps "
+            "past 2**32, or use another device"
+        )
     if dt not in STORAGE:
-        raise DtypeError(f"{dt.name} is not supported on {options.device}: WGSL has no 64-bit types; use "
-                         f"{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'} "
-                         f"(x.astype(np.{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'}))")
+        raise DtypeError(
+            f"{dt.name} is not supported on {options.device}: WGSL has no 64-bit types; use "
+            f"{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'} "
+            f"(x.astype(np.{'float32' if dt.kind == 'f' else 'int32' if dt.kind == 'i' else 'uint32'}))"
+        )
     return STORAGE[dt]
 
 
@@ -99,6 +129,7 @@ def table_words(table) -> np.ndarray:
 class WGSL(CStyle):
     """WGSL's spelling of the C-style walk: `let`/`var` declarations, braces on every `if`, arrays as
     array<T, n>, work-group arrays at module scope."""
+
     types = TYPES
     barrier = "workgroupBarrier();"
     local_id = "i32(lid3.x)"
@@ -121,7 +152,7 @@ class WGSL(CStyle):
         return f"var{'<workgroup>' if shared else ''} {name}: array<{ctype}, {n}>;"
 
     def index_type(self, bits: int) -> str:
-        return "i32"   # a kernel with 64-bit indices is refused once its dtypes are checked
+        return "i32"  # a kernel with 64-bit indices is refused once its dtypes are checked
 
 
 def render(kernel: KernelIR, options: WGSLOptions, by_value=frozenset(), symbolic=None) -> WGSLRendered:
@@ -133,12 +164,23 @@ class _WGSLRender(FloatArithmetic, _Render):
     its module: storage buffers with bindings, one uniform struct for the scalars, 2-D dispatch."""
 
     def __init__(self, kernel: KernelIR, options: WGSLOptions, by_value, symbolic=None):
-        super().__init__(WGSL(), kernel, RenderOptions(device=options.device, fp64=False,
-                                                       max_local_size=options.max_local_size,
-                                                       group_max_rows=options.group_max_rows,
-                                                       max_loop=options.max_loop, always_check=True,
-                                                       fixed_local=True, private_max=options.private_max,
-                                                       local_bytes=options.local_bytes), by_value, symbolic=symbolic)
+        super().__init__(
+            WGSL(),
+            kernel,
+            RenderOptions(
+                device=options.device,
+                fp64=False,
+                max_local_size=options.max_local_size,
+                group_max_rows=options.group_max_rows,
+                max_loop=options.max_loop,
+                always_check=True,
+                fixed_local=True,
+                private_max=options.private_max,
+                local_bytes=options.local_bytes,
+            ),
+            by_value,
+            symbolic=symbolic,
+        )
         self.wo = options
         self._check_storage()
         iterations = self.mapping.loop_iterations()
@@ -148,28 +190,33 @@ class _WGSLRender(FloatArithmetic, _Render):
                 f"{options.device} stops an invocation's loops after {options.max_loop} in all (Mesa's llvmpipe "
                 "limit), which would "
                 "give a wrong answer. Split the work (smaller arrays, or a reduction over fewer elements per "
-                "row), or run it on another device")
+                "row), or run it on another device"
+            )
         if self.index_bits != 32:
-            raise UnsupportedError(f"kernel {kernel.name} indexes more than 2**30 elements, beyond WGSL's 32-bit "
-                                   f"integers on {options.device}")
-        self.module: list[str] = []           # var<workgroup> arrays
+            raise UnsupportedError(
+                f"kernel {kernel.name} indexes more than 2**30 elements, beyond WGSL's 32-bit "
+                f"integers on {options.device}"
+            )
+        self.module: list[str] = []  # var<workgroup> arrays
         # a storage buffer each: naga copies a dynamically indexed `const` array into every invocation
         self.tables = tuple(dict.fromkeys(x.arg for x in self.ins if x.op == KOp.TABLE))
         self.buffers = tuple(i for i in range(len(kernel.params)) if i not in self.by_value)
         total_buffers = len(self.buffers) + self.error_flag + len(self.tables)
         self.total_buffers = total_buffers
-        self.scalars_in_storage = False   # decided with the declarations (run)
+        self.scalars_in_storage = False  # decided with the declarations (run)
         if total_buffers > options.max_storage_buffers:
             raise UnsupportedError(
                 f"kernel {kernel.name} reads and writes {total_buffers} arrays, and {options.device} allows "
                 f"{options.max_storage_buffers} storage buffers per shader stage; split the computation into "
-                "calls with fewer array arguments, or use another device")
+                "calls with fewer array arguments, or use another device"
+            )
         groups_total = self.global_items // self.local_size
         self.nx = min(groups_total, options.max_workgroups)
         self.ny = -(-groups_total // self.nx) if self.nx else 1
         if self.ny > options.max_workgroups:
-            raise UnsupportedError(f"kernel {kernel.name} needs {groups_total} workgroups, more than {options.device} "
-                                   "can dispatch")
+            raise UnsupportedError(
+                f"kernel {kernel.name} needs {groups_total} workgroups, more than {options.device} can dispatch"
+            )
 
     # -- dtypes --
     def _check_dtypes(self) -> None:
@@ -189,9 +236,9 @@ class _WGSLRender(FloatArithmetic, _Render):
     def ctype(self, dt: np.dtype) -> str:
         dt = np.dtype(dt)
         if dt == np.float16:
-            return "f32"          # stored as f16, computed in f32 like the other devices
+            return "f32"  # stored as f16, computed in f32 like the other devices
         if dt == np.float64:
-            return "f32"          # a by-value Python float next to float32 data
+            return "f32"  # a by-value Python float next to float32 data
         if dt == INDEX or dt == np.int64:
             return "i32"
         return TYPES[dt]
@@ -211,7 +258,7 @@ class _WGSLRender(FloatArithmetic, _Render):
             return _f32(v)
         v = int(value)
         if index or self.ctype(dt) == "i32":
-            return f"{v}i" if v != -2 ** 31 else "(-2147483647i - 1i)"
+            return f"{v}i" if v != -(2**31) else "(-2147483647i - 1i)"
         return f"{v}u"
 
     def wrap(self, expr: str, dt: np.dtype) -> str:
@@ -240,10 +287,10 @@ class _WGSLRender(FloatArithmetic, _Render):
 
     # -- expressions --
     def wrap_int(self, op: str, a: str, b: str, dt: np.dtype) -> str:
-        return self.wrap(f"({a} {op} {b})", dt)   # i32/u32 arithmetic wraps in WGSL
+        return self.wrap(f"({a} {op} {b})", dt)  # i32/u32 arithmetic wraps in WGSL
 
     def minmax(self, op: str, dt: np.dtype, a: str, b: str) -> str:
-        if dt.kind == "f":   # NaN wins; each NaN test on its own, so no compiler can fold this into fmax
+        if dt.kind == "f":  # NaN wins; each NaN test on its own, so no compiler can fold this into fmax
             cmp = ">" if op == KOp.MAX else "<"
             isnan = self._helper("tj_isnan_f32")
             return f"select(select(select({b}, {a}, {a} {cmp} {b}), {a}, {isnan}(f32({a}))), {b}, {isnan}(f32({b})))"
@@ -256,9 +303,9 @@ class _WGSLRender(FloatArithmetic, _Render):
         t = self.ctype(dt)
         if src == np.bool_ and op in BOOL_OPS:
             return BOOL_OPS[op].format(*a)
-        if src == np.bool_ and op in BOOL_ORDER:    # WGSL orders no bools
+        if src == np.bool_ and op in BOOL_ORDER:  # WGSL orders no bools
             return BOOL_ORDER[op].format(*a)
-        if op in COMPARISONS and src.kind == "f":   # shader compilers may assume no NaN: test the bits
+        if op in COMPARISONS and src.kind == "f":  # shader compilers may assume no NaN: test the bits
             return self._call(FLOAT_COMPARISONS[op], a)
         if op in COMPARISONS:
             return f"({a[0]} {COMPARISONS[op]} {a[1]})"
@@ -273,7 +320,7 @@ class _WGSLRender(FloatArithmetic, _Render):
             return f"{self._helper(f'tj_{op}_f32')}(f32({a[0]}))"
         if dt.kind in "iu":
             if op in (KOp.ADD, KOp.SUB, KOp.MUL):
-                return self.wrap_int(dict(add='+', sub='-', mul='*')[op], a[0], a[1], dt)
+                return self.wrap_int(dict(add="+", sub="-", mul="*")[op], a[0], a[1], dt)
             if op == KOp.NEG:
                 return self.wrap_int("-", self.literal(0, dt), a[0], dt)
             if op in (KOp.AND, KOp.OR, KOp.XOR):
@@ -304,7 +351,7 @@ class _WGSLRender(FloatArithmetic, _Render):
         """NumPy's shifts: by the type's width or more (or a negative amount) 0, or -1 for >> of a
         negative value. WGSL shifts by a u32 and masks it, so the range is tested first."""
         t, bits = self.ctype(dt), 8 * dt.itemsize
-        zero, minus = (("0i", "-1i") if t == "i32" else ("0u", "0u"))
+        zero, minus = ("0i", "-1i") if t == "i32" else ("0u", "0u")
         inside = f"(bitcast<u32>({a[1]}) < {bits}u)"
         amount = f"(bitcast<u32>({a[1]}) & 31u)"
         if op == KOp.SHL:
@@ -314,18 +361,18 @@ class _WGSLRender(FloatArithmetic, _Render):
 
     def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
         t = self.ctype(dst)
-        if dst == np.bool_ and self.ctype(src) == "f32":   # NaN is true; compilers may assume no NaN
+        if dst == np.bool_ and self.ctype(src) == "f32":  # NaN is true; compilers may assume no NaN
             return f"({v} != 0.0f || {self._helper('tj_isnan_f32')}({v}))"
         if dst == np.bool_:
             zero = "0i" if self.ctype(src) == "i32" else "0u"
             return v if src == np.bool_ else f"({v} != {zero})"
         if src == np.bool_:
             return f"select({self.literal(0, dst)}, {self.literal(1, dst)}, {v})"
-        if dst == np.float16:   # round to half and back: the value a float16 array would hold
+        if dst == np.float16:  # round to half and back: the value a float16 array would hold
             return f"f32(f16({v}))" if self.ctype(src) == "f32" else f"f32(f16(f32({v})))"
         if t == "u32" and self.ctype(src) == "i32" or t == "i32" and self.ctype(src) == "u32":
-            return self.wrap(f"bitcast<{t}>({v})", dst)    # integer conversions wrap, as in C and NumPy
-        if t == "u32" and self.ctype(src) == "f32":        # through i32, so negative values wrap like C
+            return self.wrap(f"bitcast<{t}>({v})", dst)  # integer conversions wrap, as in C and NumPy
+        if t == "u32" and self.ctype(src) == "f32":  # through i32, so negative values wrap like C
             return self.wrap(f"bitcast<u32>(i32({v}))", dst)
         return self.wrap(f"{t}({v})", dst)
 
@@ -342,10 +389,12 @@ class _WGSLRender(FloatArithmetic, _Render):
         return name
 
     def render_local(self, i: int, x: Instr, a: list[str]) -> None:
-        if i in self.mapping.sliced:   # this invocation's slice of a work-group array, through a pointer
+        if i in self.mapping.sliced:  # this invocation's slice of a work-group array, through a pointer
             name = self.names[i]
-            self.shared(f"var<workgroup> {name}: array<array<{self.local_storage(x.value_dtype)}, {x.arg[0]}>, "
-                        f"{self.local_size}>;")
+            self.shared(
+                f"var<workgroup> {name}: array<array<{self.local_storage(x.value_dtype)}, {x.arg[0]}>, "
+                f"{self.local_size}>;"
+            )
             self.out(f"let {name}_p = &{name}[lid3.x];")
             self.names[i] = f"(*{name}_p)"
             return
@@ -400,19 +449,21 @@ class _WGSLRender(FloatArithmetic, _Render):
         uniform = bool(scalars) or self.size_checked or bool(symbolic) or self.uses_identities
         if uniform:
             members = [f"{self.k.params[i].name}: {self._uniform_type(self.k.params[i].dtype)}" for i in scalars]
-            members += [f"{name}: {self._uniform_type(dt)}" for (_, name), (dt, _) in zip(sorted(self.symbolic.items()),
-                                                                                           symbolic)]
+            members += [
+                f"{name}: {self._uniform_type(dt)}"
+                for (_, name), (dt, _) in zip(sorted(self.symbolic.items()), symbolic)
+            ]
             members += [f"{SIZE_PARAM}: i32"] if self.size_checked else []
             members += [f"{ONE.split('.')[1]}: f32", f"{ZERO.split('.')[1]}: f32"] if self.uses_identities else []
             decl.append(f"struct TjScalars {{ {', '.join(members)} }};")
             # (where the storage buffers are all taken, a uniform: lavapipe may recompile such a kernel)
-            self.scalars_in_storage = (self.wo.scalars_in_storage
-                                       and self.total_buffers < self.wo.max_storage_buffers)
+            self.scalars_in_storage = self.wo.scalars_in_storage and self.total_buffers < self.wo.max_storage_buffers
             space = "storage, read" if self.scalars_in_storage else "uniform"
             decl.append(f"@group(0) @binding({len(buffers)}) var<{space}> tj_scalars: TjScalars;")
-        if self.error_flag:   # the error record (see tj_fault)
-            decl.append(f"@group(0) @binding({len(buffers) + uniform}) var<storage, read_write> tj_error: "
-                        "array<atomic<i32>>;")
+        if self.error_flag:  # the error record (see tj_fault)
+            decl.append(
+                f"@group(0) @binding({len(buffers) + uniform}) var<storage, read_write> tj_error: array<atomic<i32>>;"
+            )
         first = len(buffers) + uniform + self.error_flag
         for b, t in enumerate(self.tables):
             elem = "i32" if table_words(t).dtype == np.int32 else "u32"
@@ -422,16 +473,35 @@ class _WGSLRender(FloatArithmetic, _Render):
         uses_f16 = any(x.dtype == np.float16 for x in self.ins) or any(p.dtype == np.float16 for p in self.k.params)
         enable = ["enable f16;"] if uses_f16 else []
         header = "\n".join(enable + decl + self.module)
-        signature = (f"@compute @workgroup_size({self.local_size})\nfn {self.k.name}(@builtin(global_invocation_id) gid: "
-                     "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, "
-                     "@builtin(num_workgroups) nwg: vec3<u32>) {")
+        signature = (
+            f"@compute @workgroup_size({self.local_size})\nfn {self.k.name}(@builtin(global_invocation_id) gid: "
+            "vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, "
+            "@builtin(num_workgroups) nwg: vec3<u32>) {"
+        )
         source = "\n\n".join([header, *self.helpers.values(), f"{signature}\n{body}\n}}\n"])
-        launch = Launch(self.mode, self.local_size, self.global_items, scalars, self.error_flag, self.local_size,
-                        self.k.global_size if self.size_checked else None, symbolic=symbolic,
-                        identities=self.uses_identities)
+        launch = Launch(
+            self.mode,
+            self.local_size,
+            self.global_items,
+            scalars,
+            self.error_flag,
+            self.local_size,
+            self.k.global_size if self.size_checked else None,
+            symbolic=symbolic,
+            identities=self.uses_identities,
+        )
         writable = tuple(self.k.params[p].output for p in buffers)
-        return WGSLRendered(self.k.name, source, launch, (self.nx, self.ny), buffers, writable, scalars, self.tables,
-                            self.scalars_in_storage)
+        return WGSLRendered(
+            self.k.name,
+            source,
+            launch,
+            (self.nx, self.ny),
+            buffers,
+            writable,
+            scalars,
+            self.tables,
+            self.scalars_in_storage,
+        )
 
     def takes(self, slot) -> bool:
         """32-bit uniform members only: an index value, or a constant of a 32-bit type (or float64, a
@@ -439,14 +509,14 @@ class _WGSLRender(FloatArithmetic, _Render):
         x = self.ins[slot[0]]
         if x.op == KOp.RANGE or x.dtype.kind == "f" or x.dtype.itemsize == 4:
             return True
-        if not hasattr(self, "_index_slots"):   # (asked before the Mapping, which has them too, exists)
+        if not hasattr(self, "_index_slots"):  # (asked before the Mapping, which has them too, exists)
             self._index_slots = index_values(self.ins)
         return slot[0] in self._index_slots
 
     def argument(self, name: str) -> str:
         return f"tj_scalars.{name}"
 
-    def _uniform_type(self, dt: np.dtype | str) -> str:   # a dtype or its name (symbolic_arguments')
+    def _uniform_type(self, dt: np.dtype | str) -> str:  # a dtype or its name (symbolic_arguments')
         return {"b": "u32", "i": "i32", "u": "u32", "f": "f32"}[np.dtype(dt).kind]
 
     def _scalar(self, s, dt: np.dtype) -> str:
@@ -461,7 +531,7 @@ class _WGSLRender(FloatArithmetic, _Render):
             return self._scalar(s, dt)
         ptr, idx = self.names[s[0]], self.names[s[1]]
         if self.ins[s[0]].op == KOp.TABLE and dt.kind == "f":
-            return f"bitcast<f32>({ptr}[{idx}])"   # see table_words
+            return f"bitcast<f32>({ptr}[{idx}])"  # see table_words
         if dt == np.float16 and self.ins[s[0]].op == KOp.LOCAL:
             return f"{ptr}[{idx}]"
         return self.read(ptr, idx, dt)

@@ -6,6 +6,7 @@ folded x - x, x + -x and 0 / x to 0 (NaN for inf and NaN in NumPy), x * 0.0 to 0
 each arithmetic result passes through an identity the compiler cannot see (opaque), and the folds of one
 value with itself or with a zero constant are written out with their special cases.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -17,27 +18,58 @@ from tracejit.ir.kernel_ir import Instr, KOp
 # float ops -> WGSL; tj_ functions come from wgsl_functions: WGSL's exp, log, tanh, the inverse and
 # hyperbolic functions are accurate to thousands of ulps on some devices (or lose tiny values), it has
 # no erf, expm1, log1p, log10, cbrt, hypot or copysign, and x / 0.0 may be 0 where it assumes no inf
-FLOAT_OPS = {"neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-             "div": "tj_div_f32({0}, {1})", "recip": "tj_div_f32(1.0f, {0})", "abs": "abs({0})",
-             "rint": "round({0})", "sign": "select(select(sign({0}), 0.0f, {0} == 0.0f), {0}, tj_isnan_f32({0}))",   # NaN, +0 as NumPy
-             **{op: op + "({0})" for op in ("floor", "ceil", "trunc", "sqrt", "exp2", "sin", "cos", "tan")},
-             **{op: f"tj_{op}_f32({{0}})" for op in ("exp", "expm1", "log", "log2", "log1p", "log10", "tanh", "erf", "cbrt",
-                                                      "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
-                                                      "arccosh", "arctanh")},
-             **{op: f"tj_{op}_f32({{0}}, {{1}})" for op in ("hypot", "copysign", "arctan2", "ldexp")}}
-FLOAT_COMPARISONS = {"lt": "({0} < {1})", "le": "({0} <= {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
-                     "eq": "({0} == {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
-                     "ne": "({0} != {1} || tj_isnan_f32({0}) || tj_isnan_f32({1}))"}
-ONE, ZERO = "tj_scalars.tj_one", "tj_scalars.tj_zero"   # uniforms 1.0 and 0.0 (Launch.identities): opaque
+FLOAT_OPS = {
+    "neg": "(-{0})",
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "div": "tj_div_f32({0}, {1})",
+    "recip": "tj_div_f32(1.0f, {0})",
+    "abs": "abs({0})",
+    "rint": "round({0})",
+    "sign": "select(select(sign({0}), 0.0f, {0} == 0.0f), {0}, tj_isnan_f32({0}))",  # NaN, +0 as NumPy
+    **{op: op + "({0})" for op in ("floor", "ceil", "trunc", "sqrt", "exp2", "sin", "cos", "tan")},
+    **{
+        op: f"tj_{op}_f32({{0}})"
+        for op in (
+            "exp",
+            "expm1",
+            "log",
+            "log2",
+            "log1p",
+            "log10",
+            "tanh",
+            "erf",
+            "cbrt",
+            "arcsin",
+            "arccos",
+            "arctan",
+            "sinh",
+            "cosh",
+            "arcsinh",
+            "arccosh",
+            "arctanh",
+        )
+    },
+    **{op: f"tj_{op}_f32({{0}}, {{1}})" for op in ("hypot", "copysign", "arctan2", "ldexp")},
+}
+FLOAT_COMPARISONS = {
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
+    "eq": "({0} == {1} && !tj_isnan_f32({0}) && !tj_isnan_f32({1}))",
+    "ne": "({0} != {1} || tj_isnan_f32({0}) || tj_isnan_f32({1}))",
+}
+ONE, ZERO = "tj_scalars.tj_one", "tj_scalars.tj_zero"  # uniforms 1.0 and 0.0 (Launch.identities): opaque
 
 
 class FloatArithmetic:
     """The float part of _WGSLRender.alu (its instructions `ins`, helper calls `_call`, `_arith`)."""
-    ins: list[Instr]                          # declared here, set and defined by _WGSLRender
+
+    ins: list[Instr]  # declared here, set and defined by _WGSLRender
     _call: Callable[[str, list[str]], str]
     _arith: Callable[[str, str], str]
 
-    uses_identities = False   # whether the source reads the uniforms 1.0 and 0.0 (opaque)
+    uses_identities = False  # whether the source reads the uniforms 1.0 and 0.0 (opaque)
 
     def float_alu(self, i: int, op: str, a: list[str]) -> str | None:
         """Float op `op` of instruction i on the rendered operands `a`; None for an op not rendered here."""

@@ -5,6 +5,7 @@ file times kept (Numba's own cache checks its module's time and size). Import re
 at relative paths, checks every entry's checksum and that its name is its key's digest, and moves the
 good ones into place atomically; a bad entry is rejected with its artifacts.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,11 @@ def describe(cache: DiskCache) -> str:
     by_target: dict[str, list[int]] = {}
     for path, size, _ in entries:
         by_target.setdefault(path.parent.parent.name, []).append(size)
-    lines = [f"kernel cache: {cache.root}",
-             f"  {len(entries)} entries, {sum(s for _, s, _ in entries) / 2**20:.1f} MiB "
-             f"(cap {max_bytes() / 2**20:.0f} MiB, TRACEJIT_CACHE_MAX_BYTES)"]
+    lines = [
+        f"kernel cache: {cache.root}",
+        f"  {len(entries)} entries, {sum(s for _, s, _ in entries) / 2**20:.1f} MiB "
+        f"(cap {max_bytes() / 2**20:.0f} MiB, TRACEJIT_CACHE_MAX_BYTES)",
+    ]
     for target, sizes in sorted(by_target.items()):
         lines.append(f"  {target:<8} {len(sizes)} entries, {sum(sizes) / 2**20:.1f} MiB")
     return "\n".join(lines)
@@ -79,7 +82,7 @@ def import_(cache: DiskCache, file: str) -> tuple[int, int]:
                 os.replace(artifacts, dest)
             dest = cache.root / "entries" / target / entry.name[:2] / entry.name
             make_private_dirs(dest.parent)
-            os.replace(entry, dest)   # last: an entry is visible only once its artifacts are in place
+            os.replace(entry, dest)  # last: an entry is visible only once its artifacts are in place
             imported += 1
         for index in (staging / "index").glob("*/*"):
             dest = cache.root / "index" / index.parent.name / index.name
@@ -93,8 +96,12 @@ def import_(cache: DiskCache, file: str) -> tuple[int, int]:
 
 def _safe(m: tarfile.TarInfo) -> bool:
     path = PurePosixPath(m.name)
-    return (m.isfile() or m.isdir()) and not path.is_absolute() and ".." not in path.parts \
+    return (
+        (m.isfile() or m.isdir())
+        and not path.is_absolute()
+        and ".." not in path.parts
         and path.parts[:1] in tuple((p,) for p in _PARTS)
+    )
 
 
 def _valid(entry: Path) -> bool:
@@ -102,5 +109,5 @@ def _valid(entry: Path) -> bool:
     blob = entry.read_bytes()
     if parse_entry(blob) is None:
         return False
-    header = json.loads(blob[len(MAGIC):blob.index(b"\n", len(MAGIC))])
+    header = json.loads(blob[len(MAGIC) : blob.index(b"\n", len(MAGIC))])
     return digest_of(header["target"], header["parts"]) == entry.name and header["target"] == entry.parent.parent.name

@@ -1,4 +1,5 @@
 """Where tracejit keeps files: TRACEJIT_CACHE_DIR, else the platform's user cache directory."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ def cache_dir() -> Path:
     try:
         make_private_dirs(root)
     except OSError:
-        pass   # unusable (read-only, a file, full): each reader and writer warns and goes on without it
+        pass  # unusable (read-only, a file, full): each reader and writer warns and goes on without it
     return root
 
 

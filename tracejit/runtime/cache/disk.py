@@ -6,6 +6,7 @@ whole entry or none; nothing in it is ever unpickled or executed on load. A back
 files for an entry in `artifacts(key)` (numba's module and Numba's own cache); they are counted and
 evicted with the entry. Failures to read or write warn once and fall back to compiling.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,9 @@ ENV_MAX_BYTES = "TRACEJIT_CACHE_MAX_BYTES"
 @dataclass(frozen=True)
 class CacheKey:
     """Named parts (kernel, target, device, options, tracejit, compiler ...) hashed in order."""
+
     target: str
-    name: str                         # the kernel's name, for messages
+    name: str  # the kernel's name, for messages
     parts: tuple[tuple[str, str], ...]
 
     @property
@@ -92,20 +94,25 @@ class DiskCache:
             return None, "miss"
         except OSError as e:
             if self.repair(path):
-                _warn_once(f"corrupt:{path}", f"cache entry {path} was damaged (a directory where a file "
-                                              "belongs, or a file where a directory belongs); it is removed "
-                                              "and the kernel rebuilt")
+                _warn_once(
+                    f"corrupt:{path}",
+                    f"cache entry {path} was damaged (a directory where a file "
+                    "belongs, or a file where a directory belongs); it is removed "
+                    "and the kernel rebuilt",
+                )
                 return None, "corrupt"
             _warn_once("read", f"cannot read the kernel cache at {self.root} ({e}); compiling instead")
             return None, "unreadable"
         payload = parse_entry(blob, key)
         if payload is None:
-            _warn_once(f"corrupt:{path}", f"cache entry {path} is corrupt (truncated or changed bytes); "
-                                          "it is removed and the kernel rebuilt")
+            _warn_once(
+                f"corrupt:{path}",
+                f"cache entry {path} is corrupt (truncated or changed bytes); it is removed and the kernel rebuilt",
+            )
             self.remove(path)
             return None, "corrupt"
         try:
-            os.utime(path)            # least recently used = oldest mtime
+            os.utime(path)  # least recently used = oldest mtime
         except OSError:
             pass
         return payload, "hit"
@@ -118,13 +125,22 @@ class DiskCache:
         self.remove(path)
 
     def put(self, key: CacheKey, payload: bytes) -> None:
-        header = json.dumps({"target": key.target, "name": key.name, "parts": dict(key.parts),
-                             "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)},
-                            sort_keys=True).encode()
+        header = json.dumps(
+            {
+                "target": key.target,
+                "name": key.name,
+                "parts": dict(key.parts),
+                "sha256": hashlib.sha256(payload).hexdigest(),
+                "size": len(payload),
+            },
+            sort_keys=True,
+        ).encode()
         blob = MAGIC + header + b"\n" + payload
         try:
-            for path, data in ((self._entry(key), blob),
-                               (self._index(key), json.dumps(dict(key.parts), sort_keys=True).encode())):
+            for path, data in (
+                (self._entry(key), blob),
+                (self._index(key), json.dumps(dict(key.parts), sort_keys=True).encode()),
+            ):
                 try:
                     write_atomic(path, data)
                 except OSError:
@@ -132,8 +148,11 @@ class DiskCache:
                         raise
                     write_atomic(path, data)
         except OSError as e:
-            _warn_once("write", f"cannot write the kernel cache at {self.root} ({e}); kernels are compiled "
-                                "but not kept for the next process")
+            _warn_once(
+                "write",
+                f"cannot write the kernel cache at {self.root} ({e}); kernels are compiled "
+                "but not kept for the next process",
+            )
             return
         # The bytes held are kept in a ledger that every put adds to, and set right by a full scan where
         # there is none (a new, cleared or imported cache) and whenever the cap is reached: scanning a
@@ -172,14 +191,15 @@ class DiskCache:
                     st = path.stat()
                 except OSError:
                     continue
-                out.append((path, st.st_size + _tree_size(self.root / "artifacts" / target.name / path.name),
-                            st.st_mtime))
+                out.append(
+                    (path, st.st_size + _tree_size(self.root / "artifacts" / target.name / path.name), st.st_mtime)
+                )
         return out
 
     def evict(self, limit: int) -> int:
         """Remove least recently used entries (and their artifacts) until the cache holds at most
         `limit` bytes; returns how many were removed."""
-        remove_stale_temp_files(self.root)   # left by writers killed mid-write
+        remove_stale_temp_files(self.root)  # left by writers killed mid-write
         entries = self.entries()
         total = sum(size for _, size, _ in entries)
         removed = 0
@@ -231,7 +251,7 @@ class DiskCache:
                     repaired |= _remove_path(d)
             if path.is_dir() and not path.is_symlink():
                 repaired |= _remove_path(path)
-        except OSError:   # a directory on the way cannot be read: not damage tracejit can mend
+        except OSError:  # a directory on the way cannot be read: not damage tracejit can mend
             pass
         return repaired
 
@@ -255,12 +275,15 @@ def parse_entry(blob: bytes, key: CacheKey | None = None) -> bytes | None:
     if end < 0:
         return None
     try:
-        header = json.loads(blob[len(MAGIC):end])
+        header = json.loads(blob[len(MAGIC) : end])
     except ValueError:
         return None
-    payload = blob[end + 1:]
-    if not isinstance(header, dict) or header.get("size") != len(payload) \
-            or header.get("sha256") != hashlib.sha256(payload).hexdigest():
+    payload = blob[end + 1 :]
+    if (
+        not isinstance(header, dict)
+        or header.get("size") != len(payload)
+        or header.get("sha256") != hashlib.sha256(payload).hexdigest()
+    ):
         return None
     if key is not None and (header.get("target") != key.target or header.get("parts") != dict(key.parts)):
         return None
@@ -314,9 +337,9 @@ def _tree_size(path: Path) -> int:
             try:
                 if p.is_file():
                     total += p.stat().st_size
-            except OSError:   # removed since the walk listed it
+            except OSError:  # removed since the walk listed it
                 pass
-    except OSError:   # the directory itself removed meanwhile
+    except OSError:  # the directory itself removed meanwhile
         pass
     return total
 

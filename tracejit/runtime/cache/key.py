@@ -1,4 +1,5 @@
 """The parts of a disk-cache key that every target shares: what tracejit's own code generation is."""
+
 from __future__ import annotations
 
 import functools

@@ -5,11 +5,12 @@ which exposes __cuda_array_interface__ and __dlpack__; CuPy / PyTorch / Numba de
 Compiling needs no GPU: where there is none, `cuda` (and `cuda:sm_90`, ...) is a compile-only target
 for lower() and warm(); its PTX lands in the disk cache under the architecture, for a GPU machine later.
 """
+
 from __future__ import annotations
 
 import threading
 
-from tracejit.codegen.simt import cstyle
+from tracejit.codegen.simt import mapping
 from tracejit.codegen.simt import nvrtc
 from tracejit.errors import DeviceError
 from tracejit.ir.fuse import Program
@@ -23,8 +24,10 @@ from tracejit.runtime.device_interface import Device
 from tracejit.runtime.launch_plan import LaunchPlan
 from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
-LOWER_ONLY = ("kernels can still be lowered and warmed for CUDA here (PTX for TRACEJIT_CUDA_ARCH, default "
-              f"{nvrtc.DEFAULT_ARCH}, or device='cuda:sm_90')")
+LOWER_ONLY = (
+    "kernels can still be lowered and warmed for CUDA here (PTX for TRACEJIT_CUDA_ARCH, default "
+    f"{nvrtc.DEFAULT_ARCH}, or device='cuda:sm_90')"
+)
 
 
 class _Current(threading.local):
@@ -36,8 +39,9 @@ _CURRENT = _Current()
 
 class CUDADevice(CUDAModules, CUDAMemory, CUDALaunches, Device):
     """One GPU through the driver API: `cuda` (the first visible GPU) or `cuda:N`."""
-    imports_foreign = True   # another library's arrays on this GPU, without a copy (import_foreign)
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
+
+    imports_foreign = True  # another library's arrays on this GPU, without a copy (import_foreign)
+    inner_sizes_as_arguments = True  # row lengths and loop extents too, not only the global size (symbolic_sizes)
 
     @staticmethod
     def maybe_gpu() -> bool:
@@ -73,7 +77,7 @@ class CUDADevice(CUDAModules, CUDAMemory, CUDALaunches, Device):
             return None
         arch = nvrtc.parse_arch(suffix)
         why = reason if not ok else f"{arch} names an architecture to compile for, not a GPU; run on 'cuda'"
-        assert why is not None   # initialise says why where it fails
+        assert why is not None  # initialise says why where it fails
         return CudaTarget(arch, why, "cuda" if suffix is None else f"cuda:{suffix}")
 
     def __init__(self, index: int | None = None):
@@ -97,15 +101,17 @@ class CUDADevice(CUDAModules, CUDAMemory, CUDALaunches, Device):
         self.stream_handle = int(self.stream)
         make = EmulatedCudaCompiler if emulator.emulates("cuda") else CudaCompiler
         arch = f"sm_{major}{minor}" if make is EmulatedCudaCompiler else compile_arch(major * 10 + minor)
-        self.compiler = make(arch,
-                                     self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
-                                     self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-                                     f"{self.name} ({self.description})")
+        self.compiler = make(
+            arch,
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            f"{self.name} ({self.description})",
+        )
         self.layout, self.options = self.compiler.layout, self.compiler.options
         self.pool = cu.Pool(self.name)
-        self._functions: dict[tuple, object] = {}   # (PTX, entry point) -> function
+        self._functions: dict[tuple, object] = {}  # (PTX, entry point) -> function
         self._modules: list = []
-        self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.sizes = SymbolicSizes(mapping.slot_argument, "simt-sizes")  # which sizes are arguments of the code
         self.apply_memory_limit()
 
     def _attribute(self, attr) -> int:
@@ -129,15 +135,26 @@ class CUDADevice(CUDAModules, CUDAMemory, CUDALaunches, Device):
         if not emulated:
             v = int(cu.check(d.cuDriverGetVersion(), "cuDriverGetVersion"))
             version = f"{v // 1000}.{v % 1000 // 10}"
-        cc = (self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-              self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
-        return DeviceInfo(self.name, "cuda", "emulated" if emulated else "gpu", "NVIDIA" if not emulated else
-                          "tracejit (CPU emulator)", version, int(total), int(free),
-                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), cc,
-                          bool(self._attribute(attr.CU_DEVICE_ATTRIBUTE_INTEGRATED)),
-                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
-                          self._attribute(attr.CU_DEVICE_ATTRIBUTE_WARP_SIZE), ALL_DTYPES)
+        cc = (
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+        )
+        return DeviceInfo(
+            self.name,
+            "cuda",
+            "emulated" if emulated else "gpu",
+            "NVIDIA" if not emulated else "tracejit (CPU emulator)",
+            version,
+            int(total),
+            int(free),
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            cc,
+            bool(self._attribute(attr.CU_DEVICE_ATTRIBUTE_INTEGRATED)),
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+            self._attribute(attr.CU_DEVICE_ATTRIBUTE_WARP_SIZE),
+            ALL_DTYPES,
+        )
 
     def synchronize(self) -> None:
         self._make_current()
@@ -157,4 +174,4 @@ def _describe(ordinal: int) -> str:
     major = cu.check(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute")
     minor = cu.check(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
     memory = cu.check(d.cuDeviceTotalMem(dev), "cuDeviceTotalMem")
-    return f"{name} (sm_{major}{minor}, {int(memory) / 2 ** 30:.0f} GiB)"
+    return f"{name} (sm_{major}{minor}, {int(memory) / 2**30:.0f} GiB)"

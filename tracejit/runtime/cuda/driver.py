@@ -1,5 +1,6 @@
 """The CUDA driver API (cuda.bindings.driver) as tracejit uses it: initialisation that reports why it
 failed instead of raising, error checking, and device memory with a caching allocator."""
+
 from __future__ import annotations
 
 import functools
@@ -12,8 +13,8 @@ from tracejit.runtime import emulator
 from tracejit.runtime.device_memory import FreeLists, contiguous_strides
 
 INSTALL_HINT = "pip install 'tracejit[cuda]' (cuda-python, nvidia-cuda-nvrtc 13.0, nvidia-cuda-runtime headers)"
-GRANULE = 512                    # allocations are rounded up to this many bytes, so blocks are reusable
-LARGE = 1 << 20                  # above this, to a multiple of LARGE_GRANULE
+GRANULE = 512  # allocations are rounded up to this many bytes, so blocks are reusable
+LARGE = 1 << 20  # above this, to a multiple of LARGE_GRANULE
 LARGE_GRANULE = 1 << 20
 
 
@@ -21,8 +22,10 @@ def driver():
     """cuda.bindings.driver, or the CPU emulator's driver under TRACEJIT_EMULATE=cuda."""
     if emulator.emulates("cuda"):
         from tracejit.runtime.emulator import cuda_driver as emulated
+
         return emulated.driver()
     from cuda.bindings import driver as d
+
     return d
 
 
@@ -34,6 +37,7 @@ def initialise() -> tuple[bool, str | None]:
         return False, emulator.problem()
     if emulator.emulates("cuda"):
         from tracejit.runtime.emulator import build
+
         reason = build.unavailable_reason()
         return reason is None, reason
     try:
@@ -42,7 +46,7 @@ def initialise() -> tuple[bool, str | None]:
         return False, f"cuda-python is not importable ({e}); {INSTALL_HINT}"
     try:
         (err,) = d.cuInit(0)
-    except Exception as e:   # no libcuda.so: cuda-pathfinder raises while loading it
+    except Exception as e:  # no libcuda.so: cuda-pathfinder raises while loading it
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return False, f"no NVIDIA driver (libcuda.so) could be loaded: {first}"
     if err != d.CUresult.CUDA_SUCCESS:
@@ -88,7 +92,7 @@ class Block:
     def __del__(self):
         try:
             self.pool.release(self.ptr, self.nbytes)
-        except Exception:   # interpreter shutdown: the driver frees the context's memory anyway
+        except Exception:  # interpreter shutdown: the driver frees the context's memory anyway
             pass
 
 
@@ -103,7 +107,7 @@ class Pool(FreeLists):
 
     def allocate(self, nbytes: int) -> Block:
         size = rounded(nbytes)
-        self.admit(size, self.name)   # a kept block reused counts against the limit too
+        self.admit(size, self.name)  # a kept block reused counts against the limit too
         ptr = self._take(size)
         if ptr is None:
             ptr = self._fresh(size)
@@ -114,11 +118,13 @@ class Pool(FreeLists):
         d = driver()
         err, ptr = d.cuMemAlloc(size)
         if err == d.CUresult.CUDA_ERROR_OUT_OF_MEMORY and self.held_blocks:
-            self.free_held()   # blocks held for reuse may be what is in the way
+            self.free_held()  # blocks held for reuse may be what is in the way
             err, ptr = d.cuMemAlloc(size)
         if err != d.CUresult.CUDA_SUCCESS:
-            raise OutOfMemoryError(f"{self.name} could not allocate {size} bytes ({error_text(err)}); "
-                              "free device arrays you no longer need")
+            raise OutOfMemoryError(
+                f"{self.name} could not allocate {size} bytes ({error_text(err)}); "
+                "free device arrays you no longer need"
+            )
         return int(ptr)
 
     def release(self, ptr: int, size: int) -> None:
@@ -140,7 +146,13 @@ class DeviceBuffer:
     __slots__ = ("ptr", "shape", "dtype", "strides", "size", "owner", "readonly")
 
     def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype, owner, strides=None, readonly=False):
-        self.ptr, self.shape, self.dtype, self.owner, self.readonly = ptr, tuple(shape), np.dtype(dtype), owner, readonly
+        self.ptr, self.shape, self.dtype, self.owner, self.readonly = (
+            ptr,
+            tuple(shape),
+            np.dtype(dtype),
+            owner,
+            readonly,
+        )
         self.size = math.prod(self.shape)
         self.strides = tuple(strides) if strides is not None else contiguous_strides(self.shape, self.dtype.itemsize)
 

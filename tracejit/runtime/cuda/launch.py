@@ -1,6 +1,7 @@
 """Launches on a CUDA GPU: each kernel's arguments packed once (a ctypes holder per argument and the void*
 array cuLaunchKernel reads, updated in place per call), a launch timed by CUDA events, captured launch
 lists as CUDA graphs, the fault records; and the device's role that launches on its stream (CUDALaunches)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -22,11 +23,23 @@ if TYPE_CHECKING:
 
 VECTOR_ALIGN = 16
 # scalar arguments by value, as the kernels declare them (bool as a byte, float16 as its bits)
-SCALAR_CTYPES = {np.dtype(k): v for k, v in {
-    "bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
-    "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64,
-    "uint64": ctypes.c_uint64,
-    "float16": ctypes.c_uint16, "float32": ctypes.c_float, "float64": ctypes.c_double}.items()}
+SCALAR_CTYPES = {
+    np.dtype(k): v
+    for k, v in {
+        "bool": ctypes.c_uint8,
+        "int8": ctypes.c_int8,
+        "uint8": ctypes.c_uint8,
+        "int16": ctypes.c_int16,
+        "uint16": ctypes.c_uint16,
+        "int32": ctypes.c_int32,
+        "uint32": ctypes.c_uint32,
+        "int64": ctypes.c_int64,
+        "uint64": ctypes.c_uint64,
+        "float16": ctypes.c_uint16,
+        "float32": ctypes.c_float,
+        "float64": ctypes.c_double,
+    }.items()
+}
 
 
 def _holder_type(dtype: np.dtype | None):
@@ -49,7 +62,7 @@ def argument_dtypes(compiled, scalars: list, options: RenderOptions) -> list:
     dtypes = [None if s is None else by_value_dtype(s[1], options) for s in scalars]
     if compiled.launch.error_flag:
         dtypes.append(None)
-    return dtypes + [v.dtype for v in trailing_arguments(compiled)]   # one list for both variants
+    return dtypes + [v.dtype for v in trailing_arguments(compiled)]  # one list for both variants
 
 
 def timed_by_events(stream, launch: BoundLaunch, values, error) -> float:
@@ -72,31 +85,48 @@ def timed_by_events(stream, launch: BoundLaunch, values, error) -> float:
 class BoundLaunch:
     """One kernel launch with its argument array built once; calls only change the held values."""
 
-    __slots__ = ("kernel", "fn", "grid", "block", "vector_fn", "vector_grid", "vector_block", "vector_params",
-                 "holders", "params", "address", "buffers", "scalars", "pointers", "driver", "error_at", "lock")
+    __slots__ = (
+        "kernel",
+        "fn",
+        "grid",
+        "block",
+        "vector_fn",
+        "vector_grid",
+        "vector_block",
+        "vector_params",
+        "holders",
+        "params",
+        "address",
+        "buffers",
+        "scalars",
+        "pointers",
+        "driver",
+        "error_at",
+        "lock",
+    )
 
     def __init__(self, compiled, fn, vector_fn, arg_dtypes: list):
         self.kernel, self.fn = compiled, fn
-        self.driver = cu.driver()   # a plan lives on one device, emulated or not: looked up once
+        self.driver = cu.driver()  # a plan lives on one device, emulated or not: looked up once
         launch = compiled.launch
         self.block = launch.local_size
         self.grid = launch.global_items // launch.local_size
         self.vector_fn, self.vector_params = vector_fn, compiled.vector_params
         self.vector_grid = self.vector_block = 0
-        if vector_fn is not None:   # its own launch shape: a quarter of the threads, in blocks of their own size
+        if vector_fn is not None:  # its own launch shape: a quarter of the threads, in blocks of their own size
             v = compiled.vector[3]
             self.vector_grid, self.vector_block = v.global_items // v.local_size, v.local_size
-        self.scalars = arg_dtypes                                # None for a pointer, else the scalar's dtype
+        self.scalars = arg_dtypes  # None for a pointer, else the scalar's dtype
         self.holders = [_holder_type(dt)() for dt in arg_dtypes]
         self.params = (ctypes.c_void_p * max(1, len(self.holders)))(*[ctypes.addressof(h) for h in self.holders])
         self.address = ctypes.addressof(self.params)
-        self.buffers: dict[int, cu.DeviceBuffer] = {}            # position -> device buffer (capture, sharing)
+        self.buffers: dict[int, cu.DeviceBuffer] = {}  # position -> device buffer (capture, sharing)
         self.pointers = [0] * len(arg_dtypes)
         trailing = trailing_arguments(compiled)
-        for holder, value in zip(self.holders[len(self.holders) - len(trailing):], trailing):
+        for holder, value in zip(self.holders[len(self.holders) - len(trailing) :], trailing):
             holder.value = value.item()
         self.error_at = len(arg_dtypes) - len(trailing) - 1 if launch.error_flag else None
-        self.lock = threading.Lock()   # the held values are shared: one call at a time sets them and launches
+        self.lock = threading.Lock()  # the held values are shared: one call at a time sets them and launches
 
     def copy(self) -> BoundLaunch:
         """The same kernel with arguments of its own."""
@@ -119,7 +149,7 @@ class BoundLaunch:
             self.run(stream)
 
     def set_buffer(self, pos: int, buf: cu.DeviceBuffer) -> None:
-        ptr = buf.lowest()   # kernels index a strided array from its lowest address
+        ptr = buf.lowest()  # kernels index a strided array from its lowest address
         self.holders[pos].value = ptr
         self.pointers[pos] = ptr
         self.buffers[pos] = buf
@@ -145,8 +175,10 @@ class BoundLaunch:
             fn, grid, block = self.fn, self.grid, self.block
         (err,) = d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, stream, self.address, 0)
         if err != d.CUresult.CUDA_SUCCESS:
-            raise DeviceError(f"CUDA refused to launch kernel {self.kernel.name} ({grid} blocks of {block} "
-                                 f"threads): {cu.error_text(err)}")
+            raise DeviceError(
+                f"CUDA refused to launch kernel {self.kernel.name} ({grid} blocks of {block} "
+                f"threads): {cu.error_text(err)}"
+            )
 
 
 class CudaGraph:
@@ -154,7 +186,7 @@ class CudaGraph:
 
     def __init__(self, device, launches: list[BoundLaunch]):
         d = cu.driver()
-        self.device, self.launches = device, launches   # the launches keep their memory alive
+        self.device, self.launches = device, launches  # the launches keep their memory alive
         device._make_current()
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         cu.check(d.cuStreamBeginCapture(device.stream, mode), "cuStreamBeginCapture")
@@ -186,8 +218,10 @@ class CudaGraph:
 
 
 class CUDALaunches:
-    """Launches a plan's kernels on the stream (a role of CUDADevice, which sets these attributes; the methods are the other roles')."""
-    stream: Any   # the driver's CUstream
+    """Launches a plan's kernels on the stream (a role of CUDADevice, which sets these attributes; the methods are
+    the other roles')."""
+
+    stream: Any  # the driver's CUstream
     options: RenderOptions
     launches: int
     _make_current: Callable[[], None]

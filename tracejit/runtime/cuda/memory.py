@@ -1,5 +1,6 @@
 """CUDA's memory: pooled device allocations, uploads and downloads on the device's stream, another library's
 arrays taken in place (__cuda_array_interface__), DLPack export, graph capture's copies and shared intermediates."""
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,10 @@ from tracejit.runtime.views import flat_view
 
 class CUDAMemory:
     """The device's buffers (a role of CUDADevice, which sets these attributes)."""
+
     name: str
     ordinal: int
-    stream: Any   # the driver's CUstream
+    stream: Any  # the driver's CUstream
     stream_handle: int
     pool: cu.Pool
     _make_current: Callable[[], None]
@@ -39,8 +41,9 @@ class CUDAMemory:
         host = np.ascontiguousarray(a)
         out = self.allocate(host.shape, host.dtype)
         if out.nbytes:
-            cu.check(cu.driver().cuMemcpyHtoDAsync(out.ptr, host.ctypes.data, out.nbytes, self.stream),
-                     "cuMemcpyHtoDAsync")
+            cu.check(
+                cu.driver().cuMemcpyHtoDAsync(out.ptr, host.ctypes.data, out.nbytes, self.stream), "cuMemcpyHtoDAsync"
+            )
         return out
 
     def upload_span(self, a, desc) -> cu.DeviceBuffer:
@@ -67,15 +70,20 @@ class CUDAMemory:
         buf = cu.from_interface(obj, what)
         self._make_current()
         d = cu.driver()
-        err, ptr_device = d.cuPointerGetAttribute(d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                                  buf.ptr) if buf.ptr else (d.CUresult.CUDA_SUCCESS, self.ordinal)
+        err, ptr_device = (
+            d.cuPointerGetAttribute(d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, buf.ptr)
+            if buf.ptr
+            else (d.CUresult.CUDA_SUCCESS, self.ordinal)
+        )
         if err == d.CUresult.CUDA_SUCCESS and int(ptr_device) != self.ordinal:
-            raise DeviceError(f"{what} lives on GPU {int(ptr_device)}, and this call runs on {self.name}; "
-                              f"pass device='cuda:{int(ptr_device)}' or move the array")
+            raise DeviceError(
+                f"{what} lives on GPU {int(ptr_device)}, and this call runs on {self.name}; "
+                f"pass device='cuda:{int(ptr_device)}' or move the array"
+            )
         stream = obj.__cuda_array_interface__.get("stream")
-        if stream:   # CAI v3: the producer's stream may still be writing it
+        if stream:  # CAI v3: the producer's stream may still be writing it
             self._wait_for(int(stream))
-        if not buf.size:   # an empty array may have no memory at all: kernels get a valid address anyway
+        if not buf.size:  # an empty array may have no memory at all: kernels get a valid address anyway
             return Array(self.allocate(buf.shape, buf.dtype), self)
         return Array(buf, self)
 
@@ -87,8 +95,14 @@ class CUDAMemory:
         d.cuEventDestroy(event)
 
     def cuda_array_interface(self, data: cu.DeviceBuffer) -> dict:
-        return {"shape": data.shape, "typestr": data.dtype.str, "data": (data.ptr, data.readonly),
-                "strides": None if data.contiguous else data.strides, "version": 3, "stream": self.stream_handle}
+        return {
+            "shape": data.shape,
+            "typestr": data.dtype.str,
+            "data": (data.ptr, data.readonly),
+            "strides": None if data.contiguous else data.strides,
+            "version": 3,
+            "stream": self.stream_handle,
+        }
 
     def dlpack(self, data: cu.DeviceBuffer, stream=None, **kwargs):
         """A DLPack capsule; the consumer's `stream` (None: the legacy default stream, -1: none) waits

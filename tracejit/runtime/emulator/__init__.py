@@ -8,6 +8,7 @@ metal devices is the same as on the hardware.
 or g++; `TRACEJIT_EMULATE_SEED` picks the launch orders (see build.py). It is a debugging tool: it runs the
 generated source as written, in an order the hardware could choose, and models nothing of speed.
 """
+
 from __future__ import annotations
 
 import functools

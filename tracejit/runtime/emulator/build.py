@@ -18,6 +18,7 @@ Launch orders: each launch runs its blocks and the threads between waits forward
 in turn (launch number modulo 3), shuffles seeded by TRACEJIT_EMULATE_SEED (default 0) and the launch number,
 so one seed gives the same results on every run.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -44,13 +45,23 @@ from tracejit.runtime.emulator import DESCRIPTION
 INCLUDE = Path(__file__).with_name("include")
 CORE = Path(__file__).with_name("tj_core.cpp")
 # -fno-threadsafe-statics: shared-memory arrays are static locals; a guard for them needs libstdc++, unlinked
-FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
-         "-fstack-clash-protection", "-w")
+FLAGS = (
+    "-std=c++17",
+    "-O1",
+    "-fPIC",
+    "-fno-exceptions",
+    "-fno-rtti",
+    "-fno-threadsafe-statics",
+    "-fstack-clash-protection",
+    "-w",
+)
 SEED_ENV = "TRACEJIT_EMULATE_SEED"
 DEBUG_ENV = "TRACEJIT_EMULATE_DEBUG"
 DEBUG_FLAGS = ("-g", "-O0")
-SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|__ballot|__any_sync|__all_sync|__activemask|"
-                  r"threadgroup_barrier|simdgroup_barrier|simd_")
+SYNC = re.compile(
+    r"__syncthreads|__syncwarp|__shfl|__ballot|__any_sync|__all_sync|__activemask|"
+    r"threadgroup_barrier|simdgroup_barrier|simd_"
+)
 PRELUDE = {"cuda": "tj_cuda.h", "metal": "metal_stdlib"}
 ELF = b"\x7fELF"
 
@@ -116,7 +127,7 @@ def metal_entry(source: str, name: str) -> str:
         if depth == 0:
             break
     args = []
-    for text, _ in split_params(source[m.end():end]):
+    for text, _ in split_params(source[m.end() : end]):
         p = PARAM.match(" ".join(text.split()))
         if p is None:
             raise CompileError(f"kernel {name}: parameter `{text.strip()}` has no attribute the emulator knows")
@@ -129,7 +140,7 @@ def metal_entry(source: str, name: str) -> str:
             args.append(f"({ptype}){METAL_BUILTINS[attr]}")
         else:
             raise CompileError(f"kernel {name}: the emulator does not provide [[{attr}]]")
-    return f'TJ_EXPORT void tj_thread_{name}(void** a) {{ {name}({", ".join(args)}); }}'
+    return f"TJ_EXPORT void tj_thread_{name}(void** a) {{ {name}({', '.join(args)}); }}"
 
 
 def entry(dialect: str, source: str, name: str) -> str:
@@ -140,17 +151,21 @@ def entry(dialect: str, source: str, name: str) -> str:
 
 # ---- compiling ----
 def cache_key(dialect: str, name: str, source: str) -> CacheKey:
-    return CacheKey(f"{dialect}-emulated", name, (
-        ("kernel", source_part(source)),
-        ("entry", name),   # the object holds the emulator's entry for this one function of the source
-        ("emulator", headers_hash()),
-        ("options", " ".join(FLAGS)),
-        ("tracejit", tracejit_part()),
-        ("compiler", compiler_version()),
-    ))
+    return CacheKey(
+        f"{dialect}-emulated",
+        name,
+        (
+            ("kernel", source_part(source)),
+            ("entry", name),  # the object holds the emulator's entry for this one function of the source
+            ("emulator", headers_hash()),
+            ("options", " ".join(FLAGS)),
+            ("tracejit", tracejit_part()),
+            ("compiler", compiler_version()),
+        ),
+    )
 
 
-BUILT: dict[str, int] = {}   # kernel sources built (compiled or found in the disk cache), per dialect
+BUILT: dict[str, int] = {}  # kernel sources built (compiled or found in the disk cache), per dialect
 
 
 def debugging() -> bool:
@@ -167,14 +182,13 @@ def build(dialect: str, name: str, source: str) -> tuple[bytes, bool]:
         return _compile(dialect, name, source, _work_dir()), False
     key = cache_key(dialect, name, source)
     image = CACHE.get(key)
-    if image is not None and image.startswith(ELF):   # anything else in the entry is not ours: rebuilt
+    if image is not None and image.startswith(ELF):  # anything else in the entry is not ours: rebuilt
         return image, True
     t0 = time.perf_counter()
     image = _compile(dialect, name, source)
-    CACHE.put(key, image)   # only after a successful build
+    CACHE.put(key, image)  # only after a successful build
     log(1, f"compiled {name} ({dialect}, {DESCRIPTION}) in {1e3 * (time.perf_counter() - t0):.0f} ms")
     return image, False
-
 
 
 def _compile(dialect: str, name: str, source: str, keep: Path | None = None) -> bytes:
@@ -188,15 +202,36 @@ def _compile(dialect: str, name: str, source: str, keep: Path | None = None) -> 
         src.write_text(f"{source}\n{entry(dialect, source, name)}\n")
         options = DEBUG_FLAGS if debugging() else ()
         headers = INCLUDE if debugging() else _precompiled(dialect)
-        done = _run([*options, "-I", str(headers), "-include", str(headers / PRELUDE[dialect]), "-x", "c++", "-c",
-                     str(src), "-o", str(obj)])
+        done = _run(
+            [
+                *options,
+                "-I",
+                str(headers),
+                "-include",
+                str(headers / PRELUDE[dialect]),
+                "-x",
+                "c++",
+                "-c",
+                str(src),
+                "-o",
+                str(obj),
+            ]
+        )
         if done.returncode != 0:
-            raise CompileError(build_log.annotate(
-                f"the emulator's C++ compiler ({Path(_compiler()).name}) rejected generated kernel {name}:", source,
-                done.stderr, rf"{re.escape(str(src))}:(\d+):\d+"))
+            raise CompileError(
+                build_log.annotate(
+                    f"the emulator's C++ compiler ({Path(_compiler()).name}) rejected generated kernel {name}:",
+                    source,
+                    done.stderr,
+                    rf"{re.escape(str(src))}:(\d+):\d+",
+                )
+            )
         linker = shutil.which("ld")
-        link = [linker, "-shared", str(obj), "-o", str(out)] if linker else \
-            [_compiler(), "-shared", "-nostdlib", str(obj), "-o", str(out)]
+        link = (
+            [linker, "-shared", str(obj), "-o", str(out)]
+            if linker
+            else [_compiler(), "-shared", "-nostdlib", str(obj), "-o", str(out)]
+        )
         done = subprocess.run(link, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise DeviceError(f"the emulator could not link kernel {name}: {done.stderr[:2000]}")
@@ -255,12 +290,16 @@ def core() -> ctypes.CDLL:
     out = _work_dir() / "tj_core.so"
     done = _run(["-shared", "-I", str(INCLUDE), str(CORE), "-o", str(out), "-lm"])
     if done.returncode != 0:
-        raise DeviceError(f"the emulator's scheduler (tj_core.cpp) does not compile with {compiler()}:\n"
-                          f"{done.stderr[:2000]}")
+        raise DeviceError(
+            f"the emulator's scheduler (tj_core.cpp) does not compile with {compiler()}:\n{done.stderr[:2000]}"
+        )
     library = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
     library.tj_launch.restype = ctypes.c_int
-    library.tj_launch.argtypes = ([ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 6
-                                  + [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_ulong])
+    library.tj_launch.argtypes = (
+        [ctypes.c_void_p, ctypes.c_void_p]
+        + [ctypes.c_uint] * 6
+        + [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_ulong]
+    )
     library.tj_error_text.restype = ctypes.c_char_p
     return library
 
@@ -284,9 +323,10 @@ class Module:
         """Run the kernel over the grid with the void* array at address `args`; an error's text, or None."""
         lib = core()
         mode, seed = _next_order()
-        with _LAUNCH:   # the scheduler and a module's shared memory are process-wide statics
-            rc = lib.tj_launch(self.entry, args, *grid, *block, int(not self.waits), mode, seed, self.shared,
-                               self.shared_size)
+        with _LAUNCH:  # the scheduler and a module's shared memory are process-wide statics
+            rc = lib.tj_launch(
+                self.entry, args, *grid, *block, int(not self.waits), mode, seed, self.shared, self.shared_size
+            )
             return (lib.tj_error_text().decode() or f"error {rc}") if rc else None
 
 
@@ -310,8 +350,8 @@ def load(image: bytes, name: str) -> Module:
     found = _modules.get(key)
     if found is not None:
         return found
-    core()   # first: the module's calls into the scheduler resolve against it
-    path = _work_dir() / f"{name}-{key[0][:16]}.so"   # kept until exit, so a debugger finds its symbols
+    core()  # first: the module's calls into the scheduler resolve against it
+    path = _work_dir() / f"{name}-{key[0][:16]}.so"  # kept until exit, so a debugger finds its symbols
     path.write_bytes(image)
     library = ctypes.CDLL(str(path))
     module = _modules[key] = Module(library, name)

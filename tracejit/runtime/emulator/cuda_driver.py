@@ -4,6 +4,7 @@ emulator's scheduler, a stream runs everything at once (in order), a CUDA graph 
 captured with the argument values of capture time. tracejit's cuda runtime runs on it unchanged: this
 replaces only what libcuda would do. It needs no cuda-python: the enums it takes and returns are its own.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -57,13 +58,15 @@ class CUstreamCaptureMode(enum.IntEnum):
 
 OK = CUresult.CUDA_SUCCESS
 NAME = f"tracejit SIMT emulator ({DESCRIPTION})"
-ATTRIBUTES = {CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: 8,
-              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: 0,
-              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: 48 * 1024,
-              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024,
-              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: 1,
-              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_WARP_SIZE: 32,
-              CUdevice_attribute.CU_DEVICE_ATTRIBUTE_INTEGRATED: 1}   # its memory is the host's
+ATTRIBUTES = {
+    CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: 8,
+    CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: 0,
+    CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: 48 * 1024,
+    CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024,
+    CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: 1,
+    CUdevice_attribute.CU_DEVICE_ATTRIBUTE_WARP_SIZE: 32,
+    CUdevice_attribute.CU_DEVICE_ATTRIBUTE_INTEGRATED: 1,
+}  # its memory is the host's
 
 
 class Function:
@@ -74,7 +77,7 @@ class Function:
         count = getattr(module.library, f"tj_params_{module.name}")
         count.restype = ctypes.c_uint
         sizes = (ctypes.c_uint * 256)()
-        self.sizes = list(sizes[:count(sizes)])
+        self.sizes = list(sizes[: count(sizes)])
 
     def copy_arguments(self, params: int):
         """The argument values behind a void* array, copied (what a captured launch keeps)."""
@@ -135,7 +138,7 @@ class Driver:
         if self.in_use + size > self.memory_limit:
             return CUresult.CUDA_ERROR_OUT_OF_MEMORY, 0
         block = (ctypes.c_uint8 * (size + 256))()
-        ptr = -(-ctypes.addressof(block) // 256) * 256        # 256-byte aligned, as cuMemAlloc's are
+        ptr = -(-ctypes.addressof(block) // 256) * 256  # 256-byte aligned, as cuMemAlloc's are
         self.memory[ptr] = block
         self.in_use += len(block)
         self.allocations += 1
@@ -193,12 +196,12 @@ class Driver:
     def cuFuncGetParamInfo(self, fn, index):
         if not 0 <= index < len(fn.sizes):
             return CUresult.CUDA_ERROR_INVALID_VALUE, 0, 0
-        return OK, sum(fn.sizes[:index]), fn.sizes[index]   # (offsets as if packed: nothing here reads them)
+        return OK, sum(fn.sizes[:index]), fn.sizes[index]  # (offsets as if packed: nothing here reads them)
 
     # -- launches --
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         self.launches += 1
-        if self.capturing is not None:   # a graph keeps the argument values of capture time
+        if self.capturing is not None:  # a graph keeps the argument values of capture time
             held, array = fn.copy_arguments(params)
             self.capturing.append((fn, (gx, gy, gz), (bx, by, bz), held, array))
             return (OK,)
@@ -250,11 +253,12 @@ def driver() -> Driver:
 class EmulatedCompiler:
     """Mixed into CudaCompiler (see cuda_compiler): the artifact of a kernel is its shared object for the
     emulator, built from the CUDA C, instead of PTX; no NVRTC is needed."""
-    _ptx: dict[tuple[str, str], bytes]   # CudaCompiler's: here (source, entry) -> shared object
+
+    _ptx: dict[tuple[str, str], bytes]  # CudaCompiler's: here (source, entry) -> shared object
 
     def ptx(self, name: str, source: str, entry: str | None = None) -> tuple[bytes, bool]:
         """The shared object of `source` with the emulator's entry for function `entry` (else `name`)."""
-        key = (source, entry or name)   # the entry is compiled into the object: one per function launched
+        key = (source, entry or name)  # the entry is compiled into the object: one per function launched
         image = self._ptx.get(key)
         if image is not None:
             return image, True

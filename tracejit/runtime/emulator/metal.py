@@ -5,6 +5,7 @@ scheduler when it is committed and waited for (a queue runs its command buffers 
 runtime runs on it unchanged. Method names and return conventions follow PyObjC: an NSError** argument is
 passed as None and comes back as the second item of a tuple.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,7 +48,7 @@ class _Contents:
 class Buffer:
     def __init__(self, n: int, device):
         self.memory = (ctypes.c_uint8 * n)()
-        self.address = ctypes.c_void_p(ctypes.addressof(self.memory))   # what a kernel's pointer holds
+        self.address = ctypes.c_void_p(ctypes.addressof(self.memory))  # what a kernel's pointer holds
         self.device = device
 
     def __del__(self):
@@ -89,11 +90,17 @@ class Encoder:
 
     def setBytes_length_atIndex_(self, data, length, index):
         assert isinstance(data, bytes) and len(data) == length
-        self.bound[index] = ctypes.create_string_buffer(data, max(length, 1))   # copied now, as Metal does
+        self.bound[index] = ctypes.create_string_buffer(data, max(length, 1))  # copied now, as Metal does
 
     def dispatchThreadgroups_threadsPerThreadgroup_(self, groups, local):
-        self.cb.dispatches.append((self.pipeline, dict(self.bound), (groups.width, groups.height, groups.depth),
-                                   (local.width, local.height, local.depth)))
+        self.cb.dispatches.append(
+            (
+                self.pipeline,
+                dict(self.bound),
+                (groups.width, groups.height, groups.depth),
+                (local.width, local.height, local.depth),
+            )
+        )
 
     def endEncoding(self):
         self.cb.ended = True
@@ -176,7 +183,7 @@ class Device:
     def newBufferWithLength_options_(self, n, options):
         assert options == STORAGE_SHARED and n > 0
         if self.in_use + n > self.memory_limit:
-            return None                      # as Metal does when it cannot allocate
+            return None  # as Metal does when it cannot allocate
         self.buffers += 1
         self.in_use += n
         return Buffer(n, self)
@@ -217,8 +224,13 @@ class _CompileOptions:
 def modules(device: Device) -> dict[str, types.ModuleType]:
     """Modules in the shape of PyObjC's `Metal` and `objc`, for `device`."""
     metal = types.ModuleType("Metal")
-    metal.__dict__.update(MTLCreateSystemDefaultDevice=lambda: device, MTLResourceStorageModeShared=STORAGE_SHARED,
-                          MTLCommandBufferStatusError=STATUS_ERROR, MTLSize=MTLSize, MTLCompileOptions=_CompileOptions)
+    metal.__dict__.update(
+        MTLCreateSystemDefaultDevice=lambda: device,
+        MTLResourceStorageModeShared=STORAGE_SHARED,
+        MTLCommandBufferStatusError=STATUS_ERROR,
+        MTLSize=MTLSize,
+        MTLCompileOptions=_CompileOptions,
+    )
     objc = types.ModuleType("objc")
     objc.__dict__.update(autorelease_pool=contextlib.nullcontext)
     return {"Metal": metal, "objc": objc}

@@ -9,6 +9,7 @@ On other systems nothing imports PyObjC: tj.devices() reports metal unavailable 
 f.lower(..., device="metal") renders the MSL with MetalTarget (tracejit.codegen.simt.msl_check compiles it
 against a shim of the Metal standard library).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,7 @@ import sys
 import threading
 from dataclasses import replace
 
-from tracejit.codegen.simt import cstyle
+from tracejit.codegen.simt import mapping
 from tracejit.codegen.simt import metal as metal_codegen
 from tracejit.errors import DeviceError
 from tracejit.ir.fuse import Program
@@ -40,10 +41,12 @@ def _bindings():
     """(Metal, objc): PyObjC's, or the CPU emulator's under TRACEJIT_EMULATE=metal."""
     if emulator.emulates("metal"):
         from tracejit.runtime.emulator import metal as emulated
+
         found = emulated.bindings()
         return found["Metal"], found["objc"]
     import Metal
     import objc
+
     return Metal, objc
 
 
@@ -54,6 +57,7 @@ def _system_device():
         return None, emulator.problem()
     if emulator.emulates("metal"):
         from tracejit.runtime.emulator import build
+
         reason = build.unavailable_reason()
         return (None, reason) if reason else (_bindings()[0].MTLCreateSystemDefaultDevice(), None)
     if sys.platform != "darwin":
@@ -64,23 +68,25 @@ def _system_device():
         return None, f"PyObjC's Metal framework is not importable ({e}); {INSTALL_HINT}"
     try:
         device = Metal.MTLCreateSystemDefaultDevice()
-    except Exception as e:   # noqa: BLE001  (whatever PyObjC raises, the reason is reported)
+    except Exception as e:  # noqa: BLE001  (whatever PyObjC raises, the reason is reported)
         return None, f"MTLCreateSystemDefaultDevice failed ({type(e).__name__}: {e})"
     if device is None:
         return None, "macOS reports no Metal device"
     return device, None
 
 
-_OPEN: list = []   # the MetalDevice of this process, once made
+_OPEN: list = []  # the MetalDevice of this process, once made
 
 
 class MetalDevice(MetalCompiler, MetalMemory, MetalLaunches, Device):
     """The system default Metal GPU (`metal`)."""
 
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
+    inner_sizes_as_arguments = True  # row lengths and loop extents too, not only the global size (symbolic_sizes)
     keeps_compiled_kernels = False
-    no_disk_cache = ("each process builds its libraries and pipelines from MSL (macOS keeps its own cache of "
-                     "compiled shaders); tracejit stores no Metal binaries")
+    no_disk_cache = (
+        "each process builds its libraries and pipelines from MSL (macOS keeps its own cache of "
+        "compiled shaders); tracejit stores no Metal binaries"
+    )
 
     @staticmethod
     def compile_only(suffix: str | None) -> MetalTarget | None:
@@ -116,17 +122,20 @@ class MetalDevice(MetalCompiler, MetalMemory, MetalLaunches, Device):
         self.queue = device.newCommandQueue()
         threads = int(device.maxThreadsPerThreadgroup().width)
         memory = int(device.maxThreadgroupMemoryLength())
-        self.options = replace(metal_codegen.DEFAULT_OPTIONS, device=f"metal ({self.description})",
-                               max_local_size=min(metal_codegen.DEFAULT_OPTIONS.max_local_size, threads))
+        self.options = replace(
+            metal_codegen.DEFAULT_OPTIONS,
+            device=f"metal ({self.description})",
+            max_local_size=min(metal_codegen.DEFAULT_OPTIONS.max_local_size, threads),
+        )
         self.layout = _layout(memory)
-        self._committed = 0          # command buffers committed
-        self._completed = 0          # of those, known to have finished
-        self._last = None            # the last command buffer committed
-        self._commits = threading.Lock()   # the three above change together: threads commit and wait at once
+        self._committed = 0  # command buffers committed
+        self._completed = 0  # of those, known to have finished
+        self._last = None  # the last command buffer committed
+        self._commits = threading.Lock()  # the three above change together: threads commit and wait at once
         self.pool = BlockPool(self._new_buffer, ALIGN, stamp=lambda: self._committed, device="metal")
-        self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self.sizes = SymbolicSizes(mapping.slot_argument, "simt-sizes")  # which sizes are arguments of the code
         self.apply_memory_limit()
-        self._pipelines: dict[tuple, object] = {}   # (source, function) -> pipeline
+        self._pipelines: dict[tuple, object] = {}  # (source, function) -> pipeline
         _OPEN.append(self)
 
     @property
@@ -136,11 +145,22 @@ class MetalDevice(MetalCompiler, MetalMemory, MetalLaunches, Device):
         outside a pipeline."""
         total = int(self.mtl.recommendedMaxWorkingSetSize())
         free = max(0, total - int(self.mtl.currentAllocatedSize()))
-        return DeviceInfo(self.name, "metal", "emulated" if emulator.emulates("metal") else "gpu",
-                          "tracejit (CPU emulator)" if emulator.emulates("metal") else "Apple", None, total, free,
-                          None, None, bool(self.mtl.hasUnifiedMemory()),
-                          int(self.mtl.maxThreadsPerThreadgroup().width), int(self.mtl.maxThreadgroupMemoryLength()),
-                          None, dtypes_without("float64"))
+        return DeviceInfo(
+            self.name,
+            "metal",
+            "emulated" if emulator.emulates("metal") else "gpu",
+            "tracejit (CPU emulator)" if emulator.emulates("metal") else "Apple",
+            None,
+            total,
+            free,
+            None,
+            None,
+            bool(self.mtl.hasUnifiedMemory()),
+            int(self.mtl.maxThreadsPerThreadgroup().width),
+            int(self.mtl.maxThreadgroupMemoryLength()),
+            None,
+            dtypes_without("float64"),
+        )
 
     def synchronize(self) -> None:
         self._wait()
@@ -159,8 +179,10 @@ class MetalDevice(MetalCompiler, MetalMemory, MetalLaunches, Device):
             self._completed = max(self._completed, committed)
         if last.status() == self.Metal.MTLCommandBufferStatusError:
             error = last.error()
-            raise DeviceError(f"{self.name}: a command buffer failed: "
-                              f"{error.localizedDescription() if error is not None else 'no error given'}")
+            raise DeviceError(
+                f"{self.name}: a command buffer failed: "
+                f"{error.localizedDescription() if error is not None else 'no error given'}"
+            )
 
     # -- the roles together: a program's launch plan (launch_plan.LaunchPlan) --
     def compile(self, program: Program) -> LaunchPlan:

@@ -1,5 +1,6 @@
 """Launches on the metal device: what goes at each [[buffer(i)]] of a kernel's dispatch, by-value arguments as
 Metal holds them, every dispatch of a call in one command buffer, replay, the fault records."""
+
 from __future__ import annotations
 
 import threading
@@ -36,10 +37,13 @@ class Launcher:
         launch = compiled.launch
         self.compiled, self.pipeline = compiled, pipeline
         # no double, float16 as float (see by_value_dtype), bool as a byte
-        self.scalars = [(j, np.dtype("uint8") if s[1] == np.bool_ else by_value_dtype(s[1], options))
-                        for j, s in enumerate(scalars) if s is not None]
+        self.scalars = [
+            (j, np.dtype("uint8") if s[1] == np.bool_ else by_value_dtype(s[1], options))
+            for j, s in enumerate(scalars)
+            if s is not None
+        ]
         self.takes_error = launch.error_flag
-        self.trailing = [v.tobytes() for v in launch.trailing()]   # symbolic sizes, the bounds check's limit
+        self.trailing = [v.tobytes() for v in launch.trailing()]  # symbolic sizes, the bounds check's limit
         self.groups, self.local = launch.global_items // launch.local_size, launch.local_size
 
     def dispatch(self, values: list, error) -> Dispatch:
@@ -54,10 +58,11 @@ class Launcher:
 
 class MetalLaunches:
     """Encodes and commits a plan's dispatches (a role of MetalDevice, which sets these attributes and _wait())."""
+
     name: str
-    Metal: Any   # PyObjC's Metal module, or the emulator's
+    Metal: Any  # PyObjC's Metal module, or the emulator's
     objc: Any
-    queue: Any   # the MTLCommandQueue
+    queue: Any  # the MTLCommandQueue
     options: RenderOptions
     pool: BlockPool
     launches: int
@@ -82,9 +87,11 @@ class MetalLaunches:
                         enc.setBytes_length_atIndex_(b, len(b), i)
                     else:
                         enc.setBuffer_offset_atIndex_((b.block if isinstance(b, DeviceBuffer) else b).buffer, 0, i)
-                groups, local = launch.groups, launch.local   # ints, or (x, y, z) for a RawKernel
-                groups, local = (groups, 1, 1) if isinstance(groups, int) else groups, \
-                    (local, 1, 1) if isinstance(local, int) else local
+                groups, local = launch.groups, launch.local  # ints, or (x, y, z) for a RawKernel
+                groups, local = (
+                    (groups, 1, 1) if isinstance(groups, int) else groups,
+                    (local, 1, 1) if isinstance(local, int) else local,
+                )
                 enc.dispatchThreadgroups_threadsPerThreadgroup_(size(*groups), size(*local))
             enc.endEncoding()
             with self._commits:

@@ -1,5 +1,6 @@
 """Metal's memory: pooled buffers in shared storage mode (the host reads and writes them once the work using
 them is done), uploads and downloads, graph capture's copies and shared intermediates."""
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,10 @@ class DeviceBuffer(Buffer):
 
 class MetalMemory:
     """The device's buffers (a role of MetalDevice, which sets these attributes and _wait())."""
+
     name: str
-    Metal: Any   # PyObjC's Metal module, or the emulator's
-    mtl: Any   # the MTLDevice
+    Metal: Any  # PyObjC's Metal module, or the emulator's
+    mtl: Any  # the MTLDevice
     pool: BlockPool
     _completed: int
     _wait: Callable[[], None]
@@ -37,7 +39,7 @@ class MetalMemory:
     def _new_buffer(self, nbytes: int):
         buffer = self.mtl.newBufferWithLength_options_(nbytes, self.Metal.MTLResourceStorageModeShared)
         if buffer is None:
-            self.pool.drop_held()   # buffers held for reuse may be what is in the way
+            self.pool.drop_held()  # buffers held for reuse may be what is in the way
             buffer = self.mtl.newBufferWithLength_options_(nbytes, self.Metal.MTLResourceStorageModeShared)
         if buffer is None:
             raise OutOfMemoryError(f"metal could not allocate {nbytes} bytes; free device arrays you no longer need")
@@ -77,8 +79,10 @@ class MetalMemory:
         return self._memory(data.block, nbytes).copy().view(data.dtype).reshape(data.shape)
 
     def dlpack(self, data, *args, **kwargs):
-        raise UnsupportedError(f"a tj.Array on {self.name} cannot be shared through DLPack (NumPy and torch import no "
-                               "Metal memory); call .numpy() for a host copy")
+        raise UnsupportedError(
+            f"a tj.Array on {self.name} cannot be shared through DLPack (NumPy and torch import no "
+            "Metal memory); call .numpy() for a host copy"
+        )
 
     dlpack_device = dlpack
 
@@ -112,8 +116,10 @@ class MetalMemory:
         return id(data.block)
 
     def share_memory(self, launches, scratch: set[int]):
-        uses = [[(pos, b.block, b.block.nbytes) for pos, b in enumerate(launch.buffers) if isinstance(b, DeviceBuffer)]
-                for launch in launches]
+        uses = [
+            [(pos, b.block, b.block.nbytes) for pos, b in enumerate(launch.buffers) if isinstance(b, DeviceBuffer)]
+            for launch in launches
+        ]
         assignment, nbytes = plan_sharing(uses, scratch, self.pool.allocate)
         for launch, used in zip(launches, uses):
             for pos, block, _ in used:

@@ -11,6 +11,7 @@ MKL's threads come from its GNU OpenMP layer (libgomp, which Numba's OpenMP laye
 system has libgomp, else from Intel's OpenMP with KMP_BLOCKTIME=0 unless set: Intel's threads otherwise
 spin for 200 ms after each product, on the cores the next fused kernel wants.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,9 +28,9 @@ from tracejit.runtime.debug import log
 from tracejit.runtime.numba import threads
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_THREADING = {"INTEL": 0, "GNU": 3}   # mkl_rt's MKL_Set_Threading_Layer values
+_THREADING = {"INTEL": 0, "GNU": 3}  # mkl_rt's MKL_Set_Threading_Layer values
 _lock = threading.Lock()
-_loaded: tuple | None = None           # (library or None, why not)
+_loaded: tuple | None = None  # (library or None, why not)
 
 
 def _find_mkl_rt() -> Path | None:
@@ -59,13 +60,13 @@ def _load():
         else:
             layer = _layer()
             if layer == "INTEL":
-                os.environ.setdefault("KMP_BLOCKTIME", "0")   # read when libiomp5 loads
+                os.environ.setdefault("KMP_BLOCKTIME", "0")  # read when libiomp5 loads
             try:
                 lib = ctypes.CDLL(str(path))
                 _symbols_for_compiled_code(path)
                 if layer in _THREADING:
                     lib.MKL_Set_Threading_Layer(ctypes.c_int(_THREADING[layer]))
-                i, p = ctypes.c_int, ctypes.c_void_p   # MKL_INT: int32 in mkl_rt's default LP64 interface
+                i, p = ctypes.c_int, ctypes.c_void_p  # MKL_INT: int32 in mkl_rt's default LP64 interface
                 for t, real in (("s", ctypes.c_float), ("d", ctypes.c_double)):
                     one = getattr(lib, f"cblas_{t}gemm")
                     one.argtypes = [i, i, i, i, i, i, real, p, i, p, i, real, p, i]
@@ -73,7 +74,7 @@ def _load():
                     batched.argtypes = [i, i, i, i, i, i, real, p, i, i, p, i, i, real, p, i, i, i]
                     one.restype = batched.restype = None
                 _loaded = (lib, "")
-                threads.limit_pools()   # tj.set_num_threads(n) before MKL (and its libgomp) loaded
+                threads.limit_pools()  # tj.set_num_threads(n) before MKL (and its libgomp) loaded
             except (OSError, AttributeError) as e:
                 _loaded = (None, f"{path} did not load: {e}")
         if choice == "mkl" and _loaded[0] is None:
@@ -83,8 +84,7 @@ def _load():
 
 def _layer() -> str:
     """MKL's threading layer: MKL_THREADING_LAYER, else GNU OpenMP where the system has libgomp."""
-    return os.environ.get("MKL_THREADING_LAYER", "").upper() or \
-        ("GNU" if ctypes.util.find_library("gomp") else "INTEL")
+    return os.environ.get("MKL_THREADING_LAYER", "").upper() or ("GNU" if ctypes.util.find_library("gomp") else "INTEL")
 
 
 # GNU OpenMP's threads spin after a parallel region for GOMP_SPINCOUNT rounds of a pause instruction before
@@ -104,13 +104,16 @@ def settle_openmp() -> None:
     if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
         return
     if os.environ.get("TRACEJIT_BLAS", "auto").lower() == "numpy" or _find_mkl_rt() is None or _layer() != "GNU":
-        return   # (_layer may ask ldconfig: ~2 ms, last)
+        return  # (_layer may ask ldconfig: ~2 ms, last)
     if _libgomp_loaded():
         global SPINS_LONG
         SPINS_LONG = True
-        log(1, "libgomp was loaded before the numba device opened: GOMP_SPINCOUNT is not set (its threads "
-               "spin up to ~10 ms after each product; set GOMP_SPINCOUNT=1000 before they start); kernels "
-               "beside products run on its threads")
+        log(
+            1,
+            "libgomp was loaded before the numba device opened: GOMP_SPINCOUNT is not set (its threads "
+            "spin up to ~10 ms after each product; set GOMP_SPINCOUNT=1000 before they start); kernels "
+            "beside products run on its threads",
+        )
         return
     os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
 
@@ -144,15 +147,19 @@ def _libgomp_loaded() -> bool:
     that cannot be found out."""
     try:
         from threadpoolctl import ThreadpoolController
-        return any("libgomp" in os.path.basename(c.filepath)
-                   for c in ThreadpoolController().select(internal_api="openmp").lib_controllers)
-    except Exception:   # noqa: BLE001 - an answer threadpoolctl cannot give is "loaded" (the cautious one)
+
+        return any(
+            "libgomp" in os.path.basename(c.filepath)
+            for c in ThreadpoolController().select(internal_api="openmp").lib_controllers
+        )
+    except Exception:  # noqa: BLE001 - an answer threadpoolctl cannot give is "loaded" (the cautious one)
         return True
 
 
 def _symbols_for_compiled_code(path: Path) -> None:
     """cblas's symbols made visible to the code Numba compiles and loads (DRIVER calls them by name)."""
     import llvmlite.binding as llvm
+
     try:
         llvm.load_library_permanently(str(path))
     except RuntimeError as e:
@@ -167,11 +174,11 @@ def describe() -> str:
 
 
 def backend() -> str:
-    """"mkl" or "numpy": what the numba device's matrix products run on in this process."""
+    """ "mkl" or "numpy": what the numba device's matrix products run on in this process."""
     return "mkl" if _load()[0] is not None else "numpy"
 
 
-_INT_MAX = 2 ** 31 - 1
+_INT_MAX = 2**31 - 1
 
 
 def _operand(x: np.ndarray, rows: int, cols: int) -> tuple[int, int] | None:
@@ -220,8 +227,11 @@ def gemm_arguments(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> tuple[int, 
         return None
     b, m, k = a.shape
     n = c.shape[2]
-    if not (m and n and k) or not out.flags.writeable \
-            or not all(x.flags.aligned and x.dtype.isnative for x in (a, c, out)):
+    if (
+        not (m and n and k)
+        or not out.flags.writeable
+        or not all(x.flags.aligned and x.dtype.isnative for x in (a, c, out))
+    ):
         return None
     left, right, result = _operand(a, m, k), _operand(c, k, n), _operand(out, m, n)
     if left is None or right is None or result is None or result[0] != _NO_TRANS:
@@ -229,8 +239,12 @@ def gemm_arguments(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> tuple[int, 
     stride_a = _batch_stride(a, b, left[1] * (m if left[0] == _NO_TRANS else k))
     stride_c = _batch_stride(c, b, right[1] * (k if right[0] == _NO_TRANS else n))
     stride_out = _batch_stride(out, b, result[1] * m)
-    if stride_a is None or stride_c is None or stride_out is None \
-            or max(b, m, n, k, left[1], right[1], result[1], stride_a, stride_c, stride_out) > _INT_MAX:
+    if (
+        stride_a is None
+        or stride_c is None
+        or stride_out is None
+        or max(b, m, n, k, left[1], right[1], result[1], stride_a, stride_c, stride_out) > _INT_MAX
+    ):
         return None
     return (left[0], right[0], m, n, k, left[1], stride_a, right[1], stride_c, result[1], stride_out, b)
 
@@ -251,12 +265,30 @@ def _gemm(lib, a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
     ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, b = args
     t = "s" if a.dtype == np.float32 else "d"
     if b == 1:
-        getattr(lib, f"cblas_{t}gemm")(_ROW_MAJOR, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, c.ctypes.data, ldb,
-                                       0.0, out.ctypes.data, ldc)
+        getattr(lib, f"cblas_{t}gemm")(
+            _ROW_MAJOR, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, c.ctypes.data, ldb, 0.0, out.ctypes.data, ldc
+        )
     else:
         getattr(lib, f"cblas_{t}gemm_batch_strided")(
-            _ROW_MAJOR, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, sa, c.ctypes.data, ldb, sb, 0.0, out.ctypes.data,
-            ldc, sc, b)
+            _ROW_MAJOR,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            1.0,
+            a.ctypes.data,
+            lda,
+            sa,
+            c.ctypes.data,
+            ldb,
+            sb,
+            0.0,
+            out.ctypes.data,
+            ldc,
+            sc,
+            b,
+        )
     return True
 
 
@@ -300,8 +332,9 @@ def driver_source(dtype: np.dtype) -> str:
     return DRIVER.format(t=t, real=real, size=np.dtype(dtype).itemsize, row_major=_ROW_MAJOR)
 
 
-def driver_arguments(buffers: tuple[np.ndarray, np.ndarray, np.ndarray],
-                     views: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray | None:
+def driver_arguments(
+    buffers: tuple[np.ndarray, np.ndarray, np.ndarray], views: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray | None:
     """DRIVER's p for the product views[2] = views[0] @ views[1], each view inside the flat buffer beside
     it, where gemm_arguments takes the views; else None. The offsets hold for every call whose buffers
     are laid out as these are."""
@@ -311,10 +344,11 @@ def driver_arguments(buffers: tuple[np.ndarray, np.ndarray, np.ndarray],
     ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch = args
     offsets, ends = [], []
     for buffer, view, (transposed, rows, cols, ld, stride) in zip(
-            buffers, views, ((ta == _TRANS, m, k, lda, sa), (tb == _TRANS, k, n, ldb, sb), (False, m, n, ldc, sc))):
+        buffers, views, ((ta == _TRANS, m, k, lda, sa), (tb == _TRANS, k, n, ldb, sb), (False, m, n, ldc, sc))
+    ):
         offset = view.ctypes.data - buffer.ctypes.data
         end = offset + extent(transposed, rows, cols, ld, stride, batch) * view.itemsize
-        if offset < 0 or end > buffer.nbytes:   # not inside the buffer: a copy NumPy made of it
+        if offset < 0 or end > buffer.nbytes:  # not inside the buffer: a copy NumPy made of it
             return None
         offsets.append(offset)
         ends.append(end)

@@ -1,6 +1,7 @@
 """Numba's own cache files for tracejit's generated modules: one locator (the __pycache__ beside the
 module, inside tracejit's cache), the SHA-256 checksums tracejit records after each build, damaged or
 unrecorded files removed and rebuilt, and saves that cannot be written reported instead of failed."""
+
 from __future__ import annotations
 
 import atexit
@@ -24,6 +25,7 @@ FASTMATH = {"contract"}
 def host_cpu() -> str:
     """The CPU as LLVM sees it (its name and a digest of its features): compiled code is for it alone."""
     import llvmlite.binding as llvm
+
     features = llvm.get_host_cpu_features().flatten()
     return f"{llvm.get_host_cpu_name()} {hashlib.sha256(features.encode()).hexdigest()[:16]}"
 
@@ -31,6 +33,7 @@ def host_cpu() -> str:
 @functools.cache
 def compiler_versions() -> str:
     import llvmlite
+
     return f"numba {numba_version()} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
 
 
@@ -41,10 +44,12 @@ def numba_version() -> str:
     if loaded is not None:
         return loaded.__version__
     from importlib import metadata
+
     try:
         return metadata.version("numba")
-    except metadata.PackageNotFoundError:   # importable but not installed as a distribution (a source tree)
+    except metadata.PackageNotFoundError:  # importable but not installed as a distribution (a source tree)
         import numba
+
         return numba.__version__
 
 
@@ -63,8 +68,10 @@ def rebuild_without_damaged_files(fn, name: str, path: str, damage: str):
     them whole; one without Numba's cache where they cannot be removed)."""
     damaged = numba_cache_files(fn)
     folder = damaged[0].parent if damaged else path
-    message = (f"Numba's cache files for kernel {name} in {folder} are damaged ({damage}); "
-               f"they were removed and the kernel is rebuilt")
+    message = (
+        f"Numba's cache files for kernel {name} in {folder} are damaged ({damage}); "
+        f"they were removed and the kernel is rebuilt"
+    )
     if damage == UNRECORDED:
         log(1, message)
     else:
@@ -84,17 +91,20 @@ def dispatcher(py_func, parallel: bool, nogil: bool, cache: bool = True):
     without it (and a warning, once) where that directory neither exists nor can be made: each process
     then compiles."""
     import numba
+
     fn = numba.njit(  # type: ignore[call-overload]  # Numba's stub lacks no_cfunc_wrapper, an option it takes
-        cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
-        no_cfunc_wrapper=True)(py_func)   # nothing calls a kernel through a C function pointer
+        cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy", no_cfunc_wrapper=True
+    )(py_func)  # nothing calls a kernel through a C function pointer
     if cache:
         try:
-            fn._cache = _function_cache_class()(py_func)   # what njit(cache=True) does, with our locator
+            fn._cache = _function_cache_class()(py_func)  # what njit(cache=True) does, with our locator
         except (RuntimeError, OSError) as e:
-            _warn_once(f"numba-locator:{os.path.dirname(py_func.__code__.co_filename)}",
-                       f"Numba cannot keep compiled kernels beside {py_func.__code__.co_filename} "
-                       f"({first_lines(str(e), 1)}); kernels are compiled in each process. Make the cache "
-                       f"directory writable or set TRACEJIT_CACHE_DIR to one that is")
+            _warn_once(
+                f"numba-locator:{os.path.dirname(py_func.__code__.co_filename)}",
+                f"Numba cannot keep compiled kernels beside {py_func.__code__.co_filename} "
+                f"({first_lines(str(e), 1)}); kernels are compiled in each process. Make the cache "
+                f"directory writable or set TRACEJIT_CACHE_DIR to one that is",
+            )
     return fn
 
 
@@ -109,7 +119,7 @@ def _function_cache_class():
 
     class Locator(caching.InTreeCacheLocator):
         def ensure_cache_path(self):
-            os.makedirs(self.get_cache_path(), exist_ok=True)   # an existing one is used as it is
+            os.makedirs(self.get_cache_path(), exist_ok=True)  # an existing one is used as it is
 
     class Impl(caching.CompileResultCacheImpl):
         _locator_classes = [Locator]
@@ -117,6 +127,7 @@ def _function_cache_class():
     class GuardedSaves(caching.FunctionCache):
         """A full disk, a read-only or vanished directory while Numba saves a compiled kernel costs the
         next process a compile, never this one its result."""
+
         _impl_class = Impl
 
         def load_overload(self, sig, target_context):
@@ -124,11 +135,12 @@ def _function_cache_class():
             the cache: loading machine code needs only Numba's runtime. A process whose kernels all come
             from the cache never imports the implementations of what Numba can compile."""
             from numba.core.runtime import rtsys
+
             rtsys.initialize(target_context)
             with self._guard_against_spurious_io_errors():
                 data = self._load_overload(sig, target_context)
             if data is None:
-                load_registries()   # Numba compiles next, and would do it there; timed apart from the compile
+                load_registries()  # Numba compiles next, and would do it there; timed apart from the compile
             return data
 
         def save_overload(self, sig, data):
@@ -136,9 +148,11 @@ def _function_cache_class():
                 with stage("disk cache"):
                     super().save_overload(sig, data)
             except OSError as e:
-                _warn_once(f"numba-save:{self._cache_path}",
-                           f"Numba could not write its cache files in {self._cache_path} ({e}); kernels are "
-                           f"compiled but not kept for the next process")
+                _warn_once(
+                    f"numba-save:{self._cache_path}",
+                    f"Numba could not write its cache files in {self._cache_path} ({e}); kernels are "
+                    f"compiled but not kept for the next process",
+                )
 
     return GuardedSaves
 
@@ -148,6 +162,7 @@ def load_registries() -> None:
     compile (about 100 modules, cffi's C parser among them; 0.1-0.25 s), and refresh its typing and target
     contexts with them. Timed as device setup, so that a kernel's compile time is its own."""
     from numba.core.registry import cpu_target
+
     with stage("device setup"):
         cpu_target.typing_context.refresh()
         cpu_target.target_context.refresh()
@@ -159,11 +174,13 @@ def numba_cache_files(fn) -> list[Path]:
     if cache_file is None:
         return []
     folder = Path(cache_file._cache_path)
-    stem = cache_file._index_name[:-len(".nbi")]
+    stem = cache_file._index_name[: -len(".nbi")]
     try:
-        return sorted(p for p in folder.iterdir()
-                      if p.name == cache_file._index_name or
-                      (p.name.startswith(stem + ".") and p.name.endswith(".nbc")))
+        return sorted(
+            p
+            for p in folder.iterdir()
+            if p.name == cache_file._index_name or (p.name.startswith(stem + ".") and p.name.endswith(".nbc"))
+        )
     except OSError:
         return []
 
@@ -202,7 +219,7 @@ def record_numba_files(fn) -> None:
             if not (manifest.is_file() and manifest.read_text() == text):
                 write_atomic(manifest, text.encode())
         except (OSError, UnicodeDecodeError):
-            pass   # a read-only cache: the next process finds the files unrecorded and rebuilds
+            pass  # a read-only cache: the next process finds the files unrecorded and rebuilds
 
 
 def _unlink(path: Path) -> None:
@@ -222,18 +239,21 @@ def module_file(key: CacheKey, modname: str, source: str) -> tuple[Path, bool]:
     path = CACHE.artifacts(key) / f"{modname}.py"
     payload, state = CACHE.lookup(key)
     if state == "hit" and payload != source.encode():
-        CACHE.remove(CACHE._entry(key))       # well-formed but not ours: planted or from a hash collision
+        CACHE.remove(CACHE._entry(key))  # well-formed but not ours: planted or from a hash collision
         state = "corrupt"
     try:
         # the module's directory or Numba's __pycache__ beside it replaced by a file (or the module by a
         # directory): removed, else Numba would keep its files elsewhere or nowhere, silently
         repaired = CACHE.repair(path) | CACHE.repair(path.parent / "__pycache__" / "index")
         if state == "corrupt" or repaired:
-            shutil.rmtree(path.parent, ignore_errors=True)   # Numba recompiles, nothing stale is loaded
+            shutil.rmtree(path.parent, ignore_errors=True)  # Numba recompiles, nothing stale is loaded
             if state != "corrupt":
-                _warn_once(f"corrupt:{path}", f"cache files of kernel {key.name} under {path.parent} were "
-                                              "damaged (a directory where a file belongs, or the reverse); "
-                                              "they are removed and the kernel rebuilt")
+                _warn_once(
+                    f"corrupt:{path}",
+                    f"cache files of kernel {key.name} under {path.parent} were "
+                    "damaged (a directory where a file belongs, or the reverse); "
+                    "they are removed and the kernel rebuilt",
+                )
             state = "corrupt"
         if not (path.is_file() and path.read_bytes() == source.encode()):
             write_atomic(path, source.encode())

@@ -1,5 +1,6 @@
 """The numba target: generated modules are real files imported as real modules, compiled by numba.njit
 (compiler.py), run by a plan (plan.py) on NumPy's arrays (memory.py). Here: the device, and how each kernel loops."""
+
 from __future__ import annotations
 
 import functools
@@ -12,7 +13,13 @@ from tracejit.ir.fuse import Program
 from tracejit.ir.kernel_ir import KernelIR, has_atomics
 from tracejit.ir.layout import LayoutOptions
 from tracejit.ir.sizes import kernel_sizes
-from tracejit.runtime.numba import blas, cache as numba_cache, library as numba_library, threads as numba_threads, tuning as numba_tuning
+from tracejit.runtime.numba import (
+    blas,
+    cache as numba_cache,
+    library as numba_library,
+    threads as numba_threads,
+    tuning as numba_tuning,
+)
 from tracejit.runtime.debug import stage
 from tracejit.runtime.device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
 from tracejit.runtime.device_interface import Device
@@ -22,7 +29,7 @@ from tracejit.runtime.numba.plan import NumbaPlan
 from tracejit.runtime.numba.output_pool import OutputPool
 from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
-PARALLEL_MIN_WORK = 1 << 16   # below this a serial kernel dispatches faster than a threaded one
+PARALLEL_MIN_WORK = 1 << 16  # below this a serial kernel dispatches faster than a threaded one
 # from this much work on, a parallel kernel that Numba compiles runs in chunks on tracejit's threads
 # (runtime/numba/threads.py): it compiles in half the time of a prange loop, and the threads' wake-up (10-60 us,
 # where OpenMP's spinning threads take a few) is a few percent of the run; one LLVM compiles directly runs
@@ -31,14 +38,14 @@ CHUNKS_MIN_WORK = 1 << 22
 
 
 class NumbaDevice(NumbaModules, NumbaMemory, Device):
-    returns_numpy = True                   # NumPy arrays in, NumPy arrays out
+    returns_numpy = True  # NumPy arrays in, NumPy arrays out
     has_memory_pool = False
     name = "numba"
     # NumPy's matmul (OpenBLAS) and sort: ir/library.py. Transposed reads in tiles, by default those measured best on
     # the 2-core Zen 4 VM (x.T + y, 4096^2: float32 8x4 19 ms against 32x32 25; int8 32x8 5.6 against 18); a machine's
     # own once `python -m tracejit tune` has measured them (runtime/numba/tuning.py)
     layout = LayoutOptions(library=True, transpose_tiles=((32, 8), (32, 8), (8, 4), (8, 4)))
-    inner_sizes_as_arguments = True        # row lengths and the like too, not only the global size (symbolic_sizes)
+    inner_sizes_as_arguments = True  # row lengths and the like too, not only the global size (symbolic_sizes)
 
     def __init__(self, index: int | None = None):
         if index:
@@ -49,8 +56,8 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
         # (module key, loop, signature) -> (module, (entry point, dispatcher)): a kernel this process already loaded
         # (another size of a kernel whose sizes are arguments) costs a dict lookup, not a module load
         self._loaded: dict[tuple, tuple] = {}
-        self._native: dict[str, tuple] = {}   # cache key digest -> (entry point, fallback): llvm_jit's kernels
-        self.outputs = OutputPool()   # large results' memory, taken back when the caller drops them
+        self._native: dict[str, tuple] = {}  # cache key digest -> (entry point, fallback): llvm_jit's kernels
+        self.outputs = OutputPool()  # large results' memory, taken back when the caller drops them
         self.layout = numba_tuning.tuned_layout(type(self).layout)
         blas.settle_openmp()
 
@@ -68,10 +75,25 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
         """This CPU as the OS describes it; its memory is the host's (free: what the OS has available)."""
         import llvmlite.binding as llvm
         import numba
+
         total, free = host_memory()
         llvm_version = ".".join(map(str, llvm.llvm_version_info))
-        return DeviceInfo(self.name, "numba", "cpu", host_vendor(), f"numba {numba.__version__}, LLVM {llvm_version}",
-                          total, free, numba_threads.thread_count(), None, True, None, None, None, ALL_DTYPES)
+        return DeviceInfo(
+            self.name,
+            "numba",
+            "cpu",
+            host_vendor(),
+            f"numba {numba.__version__}, LLVM {llvm_version}",
+            total,
+            free,
+            numba_threads.thread_count(),
+            None,
+            True,
+            None,
+            None,
+            None,
+            ALL_DTYPES,
+        )
 
     def synchronize(self) -> None:
         """Numba kernels finish before the call returns; nothing to wait for."""
@@ -85,16 +107,20 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
     # -- the roles together: a program's kernels, compiled (NumbaModules), in a plan (plan.py) --
     def compile(self, program: Program) -> NumbaPlan:
         compiled = []
-        beside_blas = any(isinstance(c.what, library.Gemm) for c in program.library_calls.values()) \
-            and not (blas.products_spin_long() and numba_threads.openmp_layer())
+        beside_blas = any(isinstance(c.what, library.Gemm) for c in program.library_calls.values()) and not (
+            blas.products_spin_long() and numba_threads.openmp_layer()
+        )
         for i, k in enumerate(program.kernels):
             call = program.library_calls.get(i)
-            if call is not None:   # MKL's or NumPy's matmul, NumPy's sort on views of the buffers
+            if call is not None:  # MKL's or NumPy's matmul, NumPy's sort on views of the buffers
                 fn = numba_library.library_kernel(call)
-                if isinstance(call.what, library.Gemm) and call.what.node.dtype in numba_library.DRIVEN \
-                        and blas.backend() == "mkl":
+                if (
+                    isinstance(call.what, library.Gemm)
+                    and call.what.node.dtype in numba_library.DRIVEN
+                    and blas.backend() == "mkl"
+                ):
                     fn = numba_library.GemmLaunch(call, fn, functools.partial(self._gemm_driver, call.what.node.dtype))
-                    if program.ahead:   # warming: into the disk cache now, not on the second call
+                    if program.ahead:  # warming: into the disk cache now, not on the second call
                         fn._driver(compile=True)
                 # nothing compiled, nor loaded: counted as a library call (Program.library_calls)
                 compiled.append((NumbaKernel(k.name, numba_library.library_source(call), k, True), (fn, fn)))
@@ -106,10 +132,13 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
                 sizes = kernel_sizes(k)
                 # which sizes follow the shapes: asked of the twin only for a size-free key not met before (warming
                 # names its dimensions: asked always)
-                ask = (lambda k=k, sizes=sizes, i=i: self.sizes.named(k, sizes, program.twin, i))
+                ask = lambda k=k, sizes=sizes, i=i: self.sizes.named(k, sizes, program.twin, i)
                 named = ask() if program.every_loop else None
-                symbolic = {} if program.dynamic is False else \
-                    self.sizes.symbolic(k, loop, sizes, ask if named is None else named)
+                symbolic = (
+                    {}
+                    if program.dynamic is False
+                    else self.sizes.symbolic(k, loop, sizes, ask if named is None else named)
+                )
             # (entry point, dispatcher), whether nothing was compiled
             source, values, fns, cached = self._build(k, loop, sizes, symbolic)
             lead = (k.global_size, *values)
@@ -118,8 +147,13 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
                 fns = tuple(numba_threads.chunked(fn, k.global_size, chunks) for fn in fns)
                 lead = values
             compiled.append((NumbaKernel(k.name, source, k, loop != "serial", cached, lead), fns))
-            if named is not None and program.dynamic is not False and (   # (named: every_loop)
-                    named or _other_work(program.twin, i, k)):
+            if (
+                named is not None
+                and program.dynamic is not False
+                and (  # (named: every_loop)
+                    named or _other_work(program.twin, i, k)
+                )
+            ):
                 self._other_loops(k, loop, sizes, named)
         return NumbaPlan(program, compiled, self)
 
@@ -144,6 +178,7 @@ def _on_openmp(kernel: KernelIR) -> bool:
     on the 2-core VM (sum of 16M float32: 1.33 -> 1.25 ms, torch's 1.28; rmsnorm 4096x1024: 0.73 -> 0.65 ms,
     hand-written Numba's 0.65). Not beside BLAS products (_loop)."""
     from tracejit.codegen.cpu import native as numba_native
+
     return parallel_entries() and numba_native.unsupported(kernel, "prange", None, True) is None
 
 

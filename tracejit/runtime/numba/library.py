@@ -1,6 +1,7 @@
 """The numba device's library calls: a kernel of the launch plan whose work is a NumPy call (BLAS matmul,
 stable sort) on views of its buffers (ir/library.py), and the launch of an MKL product from compiled code
 (GemmLaunch, with blas.DRIVER)."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -20,17 +21,20 @@ def library_kernel(call: library.Call):
 
     def run(*arrays, matmul=blas.matmul):
         values = {}
-        for leaf, i, buf in call.leaves:   # np.ndarray on the buffer: as_strided costs ~10 us a view
+        for leaf, i, buf in call.leaves:  # np.ndarray on the buffer: as_strided costs ~10 us a view
             flat = arrays[i].view(buf.dtype)
             item = flat.itemsize
-            values[leaf] = np.ndarray(buf.shape, flat.dtype, flat, buf.offset * item,
-                                      [s * item for s in buf.strides])
-        call.write([library.view(x, values) for x in what.operands], arrays[call.out].view(what.node.dtype).reshape(shape),
-                   matmul)
+            values[leaf] = np.ndarray(buf.shape, flat.dtype, flat, buf.offset * item, [s * item for s in buf.strides])
+        call.write(
+            [library.view(x, values) for x in what.operands],
+            arrays[call.out].view(what.node.dtype).reshape(shape),
+            matmul,
+        )
+
     return run
 
 
-DRIVEN = (np.float32, np.float64)   # the products blas.DRIVER launches
+DRIVEN = (np.float32, np.float64)  # the products blas.DRIVER launches
 
 
 class GemmLaunch:
@@ -42,11 +46,11 @@ class GemmLaunch:
     copy, or one cblas does not take: the first way, every call."""
 
     def __init__(self, call: library.Call, run, driver):
-        self.run, self.driver = run, driver   # driver(compile): see numba/compiler.py, NumbaModules._gemm_driver
+        self.run, self.driver = run, driver  # driver(compile): see numba/compiler.py, NumbaModules._gemm_driver
         self.positions = tuple(_leaf_position(call, x) for x in call.what.operands) + (call.out,)
         self.dtype = np.dtype(call.what.node.dtype)
-        self.arguments: np.ndarray | Literal[False] | None = None   # blas.driver_arguments's; False: none work
-        self.entry = None       # the driver's entry point, once loaded
+        self.arguments: np.ndarray | Literal[False] | None = None  # blas.driver_arguments's; False: none work
+        self.entry = None  # the driver's entry point, once loaded
 
     def __call__(self, *arrays):
         p, entry = self.arguments, self.entry
@@ -54,14 +58,22 @@ class GemmLaunch:
             i, j, o = self.positions
             a, c, out = arrays[i], arrays[j], arrays[o]
             dtype = self.dtype
-            if a.dtype == dtype and c.dtype == dtype and out.dtype == dtype and a.flags.c_contiguous \
-                    and c.flags.c_contiguous and out.flags.c_contiguous and entry(a, c, out, p):
+            if (
+                a.dtype == dtype
+                and c.dtype == dtype
+                and out.dtype == dtype
+                and a.flags.c_contiguous
+                and c.flags.c_contiguous
+                and out.flags.c_contiguous
+                and entry(a, c, out, p)
+            ):
                 return
         seen = []
 
         def matmul(a, c, into):
             seen.append((a, c, into))
             blas.matmul(a, c, into)
+
         self.run(*arrays, matmul=matmul)
         if p is None:
             p = self.arguments = self._arguments(arrays, seen) if None not in self.positions else False
@@ -75,11 +87,14 @@ class GemmLaunch:
         keeps the first way (a warning, once), and the call that asked still has its result."""
         try:
             return self.driver(compile=compile)
-        except Exception as e:   # noqa: BLE001 - the product runs the first way; nothing is lost
+        except Exception as e:  # noqa: BLE001 - the product runs the first way; nothing is lost
             self.arguments = False
-            _warn_once("mkl-driver", f"MKL's launcher for matrix products could not be built ({type(e).__name__}: "
-                                     f"{first_lines(str(e), 1)}); products call MKL through ctypes instead "
-                                     "(~30 us more per call)")
+            _warn_once(
+                "mkl-driver",
+                f"MKL's launcher for matrix products could not be built ({type(e).__name__}: "
+                f"{first_lines(str(e), 1)}); products call MKL through ctypes instead "
+                "(~30 us more per call)",
+            )
             return None
 
     def _arguments(self, arrays, seen):
@@ -98,7 +113,12 @@ def _leaf_position(call: library.Call, operand) -> int | None:
 
 def library_source(call: library.Call) -> str:
     what = call.what.describe()
-    by = {"mkl": "MKL's cblas gemm", "numpy": "numpy.matmul"}[blas.backend()] if isinstance(call.what, library.Gemm) \
+    by = (
+        {"mkl": "MKL's cblas gemm", "numpy": "numpy.matmul"}[blas.backend()]
+        if isinstance(call.what, library.Gemm)
         else "numpy"
-    return (f"# run as {what} by {by}, on views of the buffers (tracejit.ir.library, tracejit.runtime.numba.blas); the "
-            "kernel IR is the reference it replaces\n")
+    )
+    return (
+        f"# run as {what} by {by}, on views of the buffers (tracejit.ir.library, tracejit.runtime.numba.blas); the "
+        "kernel IR is the reference it replaces\n"
+    )

@@ -17,6 +17,7 @@ GNU OpenMP's threads (GOMP_parallel; see openmp), where Numba would have compile
 An array the entry point cannot take as it is (not an ndarray, not C-contiguous and aligned) raises
 TypeError; `fallback` calls it with contiguous copies instead and copies written results back.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -26,9 +27,9 @@ import threading
 
 import numpy as np
 
-_lock = threading.RLock()   # llvmlite's objects are not safe to share between threads
-_entries: dict[str, object] = {}   # symbol -> the builtin function calling it: an object loads once per process
-_method_defs: list = []   # PyMethodDef structs must outlive their functions: kept for the process's life
+_lock = threading.RLock()  # llvmlite's objects are not safe to share between threads
+_entries: dict[str, object] = {}  # symbol -> the builtin function calling it: an object loads once per process
+_method_defs: list = []  # PyMethodDef structs must outlive their functions: kept for the process's life
 
 METH_FASTCALL = 0x0080
 # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED: what the kernel's loads and stores assume of every array
@@ -55,8 +56,7 @@ def layout() -> tuple[int, int, int]:
 
     type_at = [k for k in range(0, 64, 8) if all(word(a, k) == id(np.ndarray) for a in arrays)]
     data_at = [k for k in range(8, 96, 8) if all(word(a, k) == a.ctypes.data for a in arrays)]
-    if len(type_at) != 1 or len(data_at) != 1 \
-            or not all(int32(a, data_at[0] + 48) == a.flags.num for a in arrays):
+    if len(type_at) != 1 or len(data_at) != 1 or not all(int32(a, data_at[0] + 48) == a.flags.num for a in arrays):
         raise Unavailable("the layout of NumPy's array objects in this interpreter is not the one expected")
     return type_at[0], data_at[0], data_at[0] + 48
 
@@ -65,12 +65,18 @@ def layout() -> tuple[int, int, int]:
 def _machine():
     """LLVM's target machine for this CPU (as Numba's JIT makes it) and the process's MCJIT engine."""
     import llvmlite.binding as llvm
+
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                           features=llvm.get_host_cpu_features().flatten(), opt=3,
-                                           reloc="static", codemodel="jitdefault", jit=True)
+    machine = target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=3,
+        reloc="static",
+        codemodel="jitdefault",
+        jit=True,
+    )
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
     # the objects the entry points use, by names of tracejit's own: Numba gives the C names of the
     # exception variables (PyExc_TypeError, a PyObject *) the objects' own addresses once it is imported
@@ -96,6 +102,7 @@ def openmp() -> bool:
     import llvmlite.binding as llvm
 
     from tracejit.runtime.numba.threads import limit_pools, thread_count
+
     path = ctypes.util.find_library("gomp")
     if path is None:
         return False
@@ -104,7 +111,7 @@ def openmp() -> bool:
     except RuntimeError:
         return False
     _omp_threads.value = thread_count()
-    limit_pools()   # tj.set_num_threads(n) before libgomp loaded (MKL's products may run on it)
+    limit_pools()  # tj.set_num_threads(n) before libgomp loaded (MKL's products may run on it)
     llvm.add_symbol("tracejit.omp_threads", ctypes.addressof(_omp_threads))
     os.register_at_fork(after_in_child=lambda: setattr(_omp_threads, "value", 0))
     return True
@@ -121,8 +128,11 @@ def versions() -> str:
     """What the object code depends on besides the IR and the CPU: for the cache key."""
     import llvmlite
     import llvmlite.binding as llvm
-    return (f"llvmlite {llvmlite.__version__} LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
-            f"python {sys.version.split()[0]} numpy-layout {layout()}")
+
+    return (
+        f"llvmlite {llvmlite.__version__} LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
+        f"python {sys.version.split()[0]} numpy-layout {layout()}"
+    )
 
 
 def compile_object(ir_text: str, function: str, symbol: str, serial: bool, parallel: bool = False) -> bytes:
@@ -131,6 +141,7 @@ def compile_object(ir_text: str, function: str, symbol: str, serial: bool, paral
     _native_module): the global size (serial: the kernel runs over [0, size); parallel: over parts of it on
     OpenMP's threads, see openmp) or a chunk's start and stop, then the sizes and the arrays."""
     import llvmlite.binding as llvm
+
     machine, _ = _machine()
     if parallel and not openmp():
         raise RuntimeError("no OpenMP runtime (libgomp) to run a parallel kernel on")
@@ -154,6 +165,7 @@ def _optimize(module, machine) -> None:
         options = llvm.create_pipeline_tuning_options()
         options.speed_level, options.loop_vectorization, options.slp_vectorization = 3, True, False
         return llvm.create_pass_builder(machine, options)
+
     functions = builder()
     passes = functions.getFunctionPassManager()
     for fn in module.functions:
@@ -172,6 +184,7 @@ def check_object(obj: bytes) -> None:
     section table and sections lie within it (llvmlite hands whatever it is given to LLVM, which reads
     a damaged or foreign file out of bounds)."""
     import struct
+
     if len(obj) < 64 or obj[:4] != b"\x7fELF":
         raise BadObject("is not an ELF object file")
     width, order = obj[4], obj[5]
@@ -181,14 +194,14 @@ def check_object(obj: bytes) -> None:
     e_type, machine = struct.unpack_from(end + "HH", obj, 16)
     if e_type != 1 or machine != _machine_code():
         raise BadObject("is not relocatable object code for this CPU")
-    shoff, = struct.unpack_from(end + "Q", obj, 40)
+    (shoff,) = struct.unpack_from(end + "Q", obj, 40)
     shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", obj, 58)
     if shentsize != 64 or not 0 < shnum < 1 << 16 or shstrndx >= shnum or shoff + shnum * 64 > len(obj):
         raise BadObject("has a section table outside the file")
     for i in range(shnum):
-        kind, = struct.unpack_from(end + "I", obj, shoff + 64 * i + 4)
+        (kind,) = struct.unpack_from(end + "I", obj, shoff + 64 * i + 4)
         offset, size = struct.unpack_from(end + "QQ", obj, shoff + 64 * i + 24)
-        if kind != 8 and offset + size > len(obj):   # (SHT_NOBITS takes no bytes of the file)
+        if kind != 8 and offset + size > len(obj):  # (SHT_NOBITS takes no bytes of the file)
             raise BadObject("has a section outside the file")
 
 
@@ -198,6 +211,7 @@ def _machine_code() -> int:
     import struct
 
     import llvmlite.binding as llvm
+
     machine, _ = _machine()
     with _lock:
         obj = machine.emit_object(llvm.parse_assembly("define void @f() { ret void }"))
@@ -208,6 +222,7 @@ def load(obj: bytes, symbol: str, name: str):
     """The entry point of `symbol` in object code `obj`, as a Python function named `name`; an object loads
     once per process. BadObject where `obj` is not object code (check_object)."""
     import llvmlite.binding as llvm
+
     with _lock:
         fn = _entries.get(symbol)
         if fn is not None:
@@ -226,8 +241,12 @@ def load(obj: bytes, symbol: str, name: str):
 
 
 class _MethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
-                ("ml_doc", ctypes.c_char_p)]
+    _fields_ = [
+        ("ml_name", ctypes.c_char_p),
+        ("ml_meth", ctypes.c_void_p),
+        ("ml_flags", ctypes.c_int),
+        ("ml_doc", ctypes.c_char_p),
+    ]
 
 
 def _builtin(address: int, name: str):
@@ -241,12 +260,14 @@ def _builtin(address: int, name: str):
 def fallback(fn):
     """`fn` for arrays its entry point refuses (views that are not C-contiguous or not aligned): called with
     contiguous copies, the copies of writable arrays copied back after (the kernel's results)."""
+
     def call(*args):
         fixed = [np.require(a, requirements="CA") if isinstance(a, np.ndarray) else a for a in args]
         fn(*fixed)
         for given, used in zip(args, fixed):
             if used is not given and given.flags.writeable:
                 np.copyto(given, used)
+
     return call
 
 
@@ -255,25 +276,35 @@ def _entry_ir(symbol: str, kinds: list[str], serial: bool, parallel: bool = Fals
     arguments after its start and stop are of `kinds` (LLVM's type names); `parallel`: over even parts of
     [0, size) on OpenMP's threads (`symbol`.omp, one part per thread)."""
     from llvmlite import ir
+
     type_at, data_at, flags_at = layout()
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     obj = i8.as_pointer()
-    scalar = {"i64": i64, "i32": i32, "i16": ir.IntType(16), "i8": i8, "i1": ir.IntType(1),
-              "double": ir.DoubleType(), "float": ir.FloatType()}
+    scalar = {
+        "i64": i64,
+        "i32": i32,
+        "i16": ir.IntType(16),
+        "i8": i8,
+        "i1": ir.IntType(1),
+        "double": ir.DoubleType(),
+        "float": ir.FloatType(),
+    }
     module = ir.Module("tracejit.entry")
-    kernel = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64, i64] + [obj if k == "ptr" else scalar[k]
-                                                                              for k in kinds]), symbol)
+    kernel = ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [i64, i64] + [obj if k == "ptr" else scalar[k] for k in kinds]), symbol
+    )
 
     def extern(name, result, *args):
         return ir.Function(module, ir.FunctionType(result, list(args)), name)
+
     as_int, as_float = extern("PyLong_AsLongLong", i64, obj), extern("PyFloat_AsDouble", ir.DoubleType(), obj)
     occurred, subtype = extern("PyErr_Occurred", obj), extern("PyType_IsSubtype", i32, obj, obj)
     set_string = extern("PyErr_SetString", ir.VoidType(), obj, obj)
     save, restore = extern("PyEval_SaveThread", obj), extern("PyEval_RestoreThread", ir.VoidType(), obj)
     incref = extern("Py_IncRef", ir.VoidType(), obj)
-    type_error = ir.GlobalVariable(module, i8, "tracejit.TypeError")   # the objects themselves (_machine)
+    type_error = ir.GlobalVariable(module, i8, "tracejit.TypeError")  # the objects themselves (_machine)
     none = ir.GlobalVariable(module, i8, "tracejit.None")
-    ndarray = ir.GlobalVariable(module, obj, f"{symbol}.ndarray")   # set to np.ndarray when loaded
+    ndarray = ir.GlobalVariable(module, obj, f"{symbol}.ndarray")  # set to np.ndarray when loaded
     ndarray.initializer = ir.Constant(obj, None)
 
     def text(name: str, value: str):
@@ -281,6 +312,7 @@ def _entry_ir(symbol: str, kinds: list[str], serial: bool, parallel: bool = Fals
         g = ir.GlobalVariable(module, ir.ArrayType(i8, len(data)), f"{symbol}.{name}")
         g.initializer, g.global_constant, g.linkage = ir.Constant(ir.ArrayType(i8, len(data)), data), True, "private"
         return g
+
     lead = 1 if serial else 2
     n = lead + len(kinds)
     wrong_count = text("count", f"a tracejit kernel takes {n} arguments")
@@ -314,8 +346,11 @@ def _entry_ir(symbol: str, kinds: list[str], serial: bool, parallel: bool = Fals
             expected = b.load(ndarray)
             b.cbranch(b.icmp_unsigned("==", of_type, expected), checked, exact)
             with b.goto_block(exact):
-                b.cbranch(b.icmp_signed("!=", b.call(subtype, [of_type, expected]), ir.Constant(i32, 0)),
-                          checked, refuse_array)
+                b.cbranch(
+                    b.icmp_signed("!=", b.call(subtype, [of_type, expected]), ir.Constant(i32, 0)),
+                    checked,
+                    refuse_array,
+                )
             b.position_at_end(checked)
             flags = b.and_(at(arg, flags_at, i32), ir.Constant(i32, NEEDED_FLAGS))
             b.cbranch(b.icmp_unsigned("==", flags, ir.Constant(i32, NEEDED_FLAGS)), taken, refuse_array)
@@ -324,8 +359,11 @@ def _entry_ir(symbol: str, kinds: list[str], serial: bool, parallel: bool = Fals
             continue
         floating = kind in ("double", "float")
         value = b.call(as_float if floating else as_int, [arg])
-        maybe = b.fcmp_ordered("==", value, ir.Constant(ir.DoubleType(), -1.0)) if floating \
+        maybe = (
+            b.fcmp_ordered("==", value, ir.Constant(ir.DoubleType(), -1.0))
+            if floating
             else b.icmp_signed("==", value, ir.Constant(i64, -1))
+        )
         check, good = fn.append_basic_block(f"a{k}.error"), fn.append_basic_block(f"a{k}.value")
         b.cbranch(maybe, check, good)
         with b.goto_block(check):
@@ -354,10 +392,11 @@ def _parallel_call(module, b, kernel, values: list, symbol: str) -> None:
     """kernel(0, size, *rest) as GOMP_parallel running `symbol`.omp on OpenMP's threads, each calling the
     kernel over its part of [0, size); serially where tracejit.omp_threads is 1 or less (a forked child)."""
     from llvmlite import ir
+
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     size, rest = values[1], values[2:]
     data_type = ir.LiteralStructType([i64] + [v.type for v in rest])
-    threads = ir.GlobalVariable(module, i32, "tracejit.omp_threads")   # llvm_jit._omp_threads
+    threads = ir.GlobalVariable(module, i32, "tracejit.omp_threads")  # llvm_jit._omp_threads
     outlined = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8.as_pointer()]), f"{symbol}.omp")
     outlined.linkage = "internal"
     ob = ir.IRBuilder(outlined.append_basic_block("entry"))
@@ -370,8 +409,9 @@ def _parallel_call(module, b, kernel, values: list, symbol: str) -> None:
     ob.call(kernel, [start, stop, *fields[1:]])
     ob.ret_void()
 
-    gomp = ir.Function(module, ir.FunctionType(ir.VoidType(), [outlined.type, i8.as_pointer(), i32, i32]),
-                       "GOMP_parallel")
+    gomp = ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [outlined.type, i8.as_pointer(), i32, i32]), "GOMP_parallel"
+    )
     n = b.load(threads)
     fn = b.function
     alone, spread, joined = (fn.append_basic_block(f"omp.{s}") for s in ("alone", "spread", "joined"))

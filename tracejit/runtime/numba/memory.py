@@ -1,5 +1,6 @@
 """The numba device's memory: NumPy arrays in and out (large results' blocks kept by output_pool.py), graph
 capture's copies and shared intermediates."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,6 +20,7 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 class NumbaMemory:
     """The device's arrays, NumPy's (a role of NumbaDevice, which sets these attributes)."""
+
     name: str
     outputs: OutputPool
 
@@ -63,12 +65,23 @@ class NumbaMemory:
 
     def share_memory(self, launches, scratch: set[int]):
         """Intermediates whose lifetimes do not overlap share blocks (see plan_sharing)."""
-        uses = [[(pos, _root(a), a.nbytes) for pos, a in enumerate(args) if isinstance(a, np.ndarray)]
-                for _, args in launches]
+        uses = [
+            [(pos, _root(a), a.nbytes) for pos, a in enumerate(args) if isinstance(a, np.ndarray)]
+            for _, args in launches
+        ]
         blocks, nbytes = plan_sharing(uses, scratch, lambda n: np.empty(n, np.uint8))
         out = []
         for (fn, args), used in zip(launches, uses):
-            roots = {pos: r for pos, r, _ in used}   # the arrays among the arguments (a global size is not)
-            out.append((fn, tuple(blocks[id(roots[pos])][:a.nbytes].view(a.dtype)
-                                  if pos in roots and id(roots[pos]) in blocks else a for pos, a in enumerate(args))))
+            roots = {pos: r for pos, r, _ in used}  # the arrays among the arguments (a global size is not)
+            out.append(
+                (
+                    fn,
+                    tuple(
+                        blocks[id(roots[pos])][: a.nbytes].view(a.dtype)
+                        if pos in roots and id(roots[pos]) in blocks
+                        else a
+                        for pos, a in enumerate(args)
+                    ),
+                )
+            )
         return out, nbytes

@@ -14,6 +14,7 @@ that they do not own their memory (`a.flags.owndata` is False), so `a.resize(...
 refuses any view. The pool keeps at most `limit` bytes of blocks nobody uses (TRACEJIT_OUTPUT_POOL, 1 GiB unless set,
 0 turns the pool off), dropping the oldest first; `release()` drops them all.
 """
+
 from __future__ import annotations
 
 import collections
@@ -29,6 +30,7 @@ DEFAULT_LIMIT = 1 << 30
 
 class Lease:
     """One block lent to the arrays of a result: NumPy's base object of each of them."""
+
     __slots__ = ("block", "returned", "__array_interface__")
 
     def __init__(self, block: np.ndarray, returned: collections.deque):
@@ -46,9 +48,9 @@ class OutputPool:
 
     def __init__(self, limit: int | None = None):
         self.limit = _environment_limit() if limit is None else limit
-        self._returned: collections.deque = collections.deque()   # blocks whose last array is gone
-        self._kept: dict[int, np.ndarray] = {}                     # id -> free block, oldest first
-        self._sizes: dict[int, list[int]] = {}                     # nbytes -> ids of free blocks
+        self._returned: collections.deque = collections.deque()  # blocks whose last array is gone
+        self._kept: dict[int, np.ndarray] = {}  # id -> free block, oldest first
+        self._sizes: dict[int, list[int]] = {}  # nbytes -> ids of free blocks
         self._held = 0
         self._lock = threading.Lock()
 
@@ -106,5 +108,6 @@ class OutputPool:
 
 def _environment_limit() -> int:
     from tracejit.runtime.device_stats import parse_bytes
+
     text = os.environ.get("TRACEJIT_OUTPUT_POOL", "").strip()
     return DEFAULT_LIMIT if not text else parse_bytes(text, "TRACEJIT_OUTPUT_POOL")

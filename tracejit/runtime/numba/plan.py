@@ -1,5 +1,6 @@
 """A numba program's launch plan: straight-line Python generated per plan (flat views of the arguments,
 outputs, each kernel's entry point, the results), its kept temporaries, and graph-capture binding."""
+
 from __future__ import annotations
 
 import functools
@@ -27,7 +28,6 @@ def _entry_accepts(entry, call) -> bool:
     return all(a.flags.writeable and a.flags.c_contiguous for a in call)
 
 
-
 def _reporting(fn, kernel: KernelIR):
     """For graph replay: a kernel that can fault, given its own error record, raising what it records."""
     error = np.zeros(2, np.int64)
@@ -37,8 +37,8 @@ def _reporting(fn, kernel: KernelIR):
         fn(*args, error)
         if error[0]:
             raise fault_error([kernel], int(error[0]), int(error[1]))
-    return run
 
+    return run
 
 
 class NumbaPlan:
@@ -63,7 +63,7 @@ class NumbaPlan:
             if key.argument:
                 bufs[key] = flat_view(args[key.index], buf)
             else:
-                arrays[key] = arr = np.empty(buf.shape, buf.dtype)   # whole arrays, viewed whole
+                arrays[key] = arr = np.empty(buf.shape, buf.dtype)  # whole arrays, viewed whole
                 bufs[key] = (arr.view(np.uint16) if buf.dtype == np.float16 else arr).reshape(-1)
         launches = []
         for (entry, dispatcher), keys, c in zip(self._fns, prog.launches, self.kernels):
@@ -87,19 +87,30 @@ class NumbaPlan:
         name = {key: f"b{i}" for i, key in enumerate(prog.buffers)}
         # NumPy's own empty, bound once (not the np.empty name: a wrapper while another thread traces, see
         # numpy/allocation.py)
-        env = {"np": np, "empty": multiarray.empty, "recycled": self.device.outputs.empty, "flat_view": flat_view,
-               "Array": Array,
-               "check_int_scalars": check_int_scalars,
-               "int_scalars": prog.int_scalars, "perf_counter": time.perf_counter, "log": log,
-               "fault_error": fault_error, "device": self.device, "launched": profiler.launched}
+        env = {
+            "np": np,
+            "empty": multiarray.empty,
+            "recycled": self.device.outputs.empty,
+            "flat_view": flat_view,
+            "Array": Array,
+            "check_int_scalars": check_int_scalars,
+            "int_scalars": prog.int_scalars,
+            "perf_counter": time.perf_counter,
+            "log": log,
+            "fault_error": fault_error,
+            "device": self.device,
+            "launched": profiler.launched,
+        }
         lines = ["def run(args, into=None):"]
         if prog.int_scalars:
             lines.append("    check_int_scalars(int_scalars, args)")
         kept = _kept_temporaries(prog)
-        if kept:   # the plan's own temporaries, taken from its pool (a call on another thread meanwhile: new ones)
+        if kept:  # the plan's own temporaries, taken from its pool (a call on another thread meanwhile: new ones)
             env["scratch_pool"], env["kept_shapes"] = [], [(prog.buffers[k].shape, prog.buffers[k].dtype) for k in kept]
-            lines += ["    scratch = scratch_pool.pop() if scratch_pool else [np.empty(s, d) for s, d in kept_shapes]",
-                      f"    {', '.join(name[k] + '_arr' for k in kept)}, = scratch"]
+            lines += [
+                "    scratch = scratch_pool.pop() if scratch_pool else [np.empty(s, d) for s, d in kept_shapes]",
+                f"    {', '.join(name[k] + '_arr' for k in kept)}, = scratch",
+            ]
         for key, buf in prog.buffers.items():
             b = name[key]
             if key.argument:
@@ -115,11 +126,13 @@ class NumbaPlan:
                     lines.append(f"    {b} = flat_view({data}, {b}_desc)")
             else:
                 env[f"{b}_dt"], env[f"{b}_key"] = buf.dtype, key
-                if key in prog.outputs:   # a destination given by the caller, or a fresh array
+                if key in prog.outputs:  # a destination given by the caller, or a fresh array
                     nbytes = math.prod(buf.shape) * buf.dtype.itemsize
-                    fresh = "recycled" if nbytes >= output_pool.MIN_BYTES else "empty"   # runtime/numba/output_pool.py
-                    lines.append(f"    {b}_arr = {fresh}({buf.shape!r}, {b}_dt) if into is None or {b}_key not in "
-                                 f"into else into[{b}_key]")
+                    fresh = "recycled" if nbytes >= output_pool.MIN_BYTES else "empty"  # runtime/numba/output_pool.py
+                    lines.append(
+                        f"    {b}_arr = {fresh}({buf.shape!r}, {b}_dt) if into is None or {b}_key not in "
+                        f"into else into[{b}_key]"
+                    )
                 elif key not in kept:
                     lines.append(f"    {b}_arr = empty({buf.shape!r}, {b}_dt)")
                 view = ".view(np.uint16)" if buf.dtype == np.float16 else ""
@@ -128,7 +141,7 @@ class NumbaPlan:
         for i, ((entry, dispatcher), keys) in enumerate(zip(fns, prog.launches)):
             env[f"entry{i}"], env[f"dispatch{i}"] = entry, dispatcher
             lead = []
-            for j, v in enumerate(self.kernels[i].lead):   # sizes: ints in the source, other values by name
+            for j, v in enumerate(self.kernels[i].lead):  # sizes: ints in the source, other values by name
                 if type(v) is int:
                     lead.append(str(v))
                 else:
@@ -136,24 +149,29 @@ class NumbaPlan:
                     lead.append(f"lead{i}_{j}")
             call_args = ", ".join([*lead, *(name[k] for k in keys)])
             can_fault = bool(faults(self.kernels[i].ir))
-            if can_fault:   # a fresh error record per call: calls from several threads do not share one
+            if can_fault:  # a fresh error record per call: calls from several threads do not share one
                 env[f"kernel{i}"] = self.kernels[i].ir
                 lines.append(f"    error{i} = np.zeros(2, np.int64)")
                 call_args += f", error{i}"
             lines += ["    t0 = perf_counter()"] if timed else []
-            lines += ["    try:", f"        entry{i}({call_args})",
-                      "    except TypeError:  # an argument of another numba type (read-only view)",
-                      f"        dispatch{i}({call_args})"]
+            lines += [
+                "    try:",
+                f"        entry{i}({call_args})",
+                "    except TypeError:  # an argument of another numba type (read-only view)",
+                f"        dispatch{i}({call_args})",
+            ]
             if can_fault:
-                lines += [f"    if error{i}[0]:",
-                          f"        raise fault_error([kernel{i}], int(error{i}[0]), int(error{i}[1]))"]
+                lines += [
+                    f"    if error{i}[0]:",
+                    f"        raise fault_error([kernel{i}], int(error{i}[0]), int(error{i}[1]))",
+                ]
             if timed:
                 kernel = self.kernels[i]
                 nbytes = sum(p.size * p.dtype.itemsize for p in kernel.ir.params)
                 env[f"name{i}"] = kernel.name
                 lines += [f"    launched('numba', name{i}, t0, perf_counter(), {nbytes})"]
         outs = [f"{name[k]}_arr" for k in prog.outputs]
-        if kept:   # back to the pool once every kernel is done with them (a call that raised drops them)
+        if kept:  # back to the pool once every kernel is done with them (a call that raised drops them)
             lines.append(f"    if len(scratch_pool) < {KEEP_SETS}:")
             lines.append("        scratch_pool.append(scratch)")
         lines.append(f"    device.launches += {len(fns)}")
@@ -161,8 +179,13 @@ class NumbaPlan:
         # NumPy's MemoryError for an output or temporary too big for host memory becomes a tracejit error
         # (still a MemoryError); the try costs nothing when nothing is raised
         env["out_of_memory"] = _out_of_memory
-        lines = [lines[0], "  try:", *[" " * 2 + line for line in lines[1:]],
-                 "  except MemoryError as e:", "    raise out_of_memory(e) from None"]
+        lines = [
+            lines[0],
+            "  try:",
+            *[" " * 2 + line for line in lines[1:]],
+            "  except MemoryError as e:",
+            "    raise out_of_memory(e) from None",
+        ]
         exec(compile("\n".join(lines), f"<tracejit plan runner {id(self):x}>", "exec"), env)
         return env["run"]
 
@@ -173,7 +196,7 @@ class NumbaPlan:
 # float64 weight copies took 3,600 page faults a call and ran 24 ms instead of 15 beside NumPy's calls.
 KEEP_MIN_BYTES = 1 << 18
 KEEP_MAX_BYTES = 1 << 28
-KEEP_SETS = 4   # sets kept per plan: one for each thread running the plan at once, up to this many
+KEEP_SETS = 4  # sets kept per plan: one for each thread running the plan at once, up to this many
 
 
 def _kept_temporaries(prog: Program) -> list:
@@ -185,5 +208,7 @@ def _kept_temporaries(prog: Program) -> list:
 def _out_of_memory(e: MemoryError) -> MemoryError:
     if isinstance(e, OutOfMemoryError):
         return e
-    return OutOfMemoryError(f"numba could not allocate an array this kernel needs ({e}); make the arrays smaller, "
-                            "or free arrays you no longer need")
+    return OutOfMemoryError(
+        f"numba could not allocate an array this kernel needs ({e}); make the arrays smaller, "
+        "or free arrays you no longer need"
+    )

@@ -3,6 +3,7 @@ the chunks run at once on a small pool of threads. Numba's own parallel loops (p
 cost several tenths of a second more to compile per kernel (parfor passes and a second compiled
 function), most of a new kernel's first call; its OpenMP threads start faster, which matters only
 for small kernels (numba_device.CHUNKS_MIN_WORK)."""
+
 from __future__ import annotations
 
 import functools
@@ -14,9 +15,9 @@ from queue import SimpleQueue
 from tracejit.errors import ArgumentError
 
 _lock = threading.Lock()
-_work: SimpleQueue | None = None   # (function, start, stop, args, done) for the pool's threads
-_pool_threads = 0                  # threads serving _work
-_requested: int | None = None      # tj.set_num_threads(n)
+_work: SimpleQueue | None = None  # (function, start, stop, args, done) for the pool's threads
+_pool_threads = 0  # threads serving _work
+_requested: int | None = None  # tj.set_num_threads(n)
 
 
 def thread_count() -> int:
@@ -31,7 +32,7 @@ def thread_count() -> int:
             return max(1, numba.config.NUMBA_NUM_THREADS)
         try:
             return max(1, int(os.environ["NUMBA_NUM_THREADS"]))
-        except ValueError:   # (Numba itself rejects a value that is not a number when imported)
+        except ValueError:  # (Numba itself rejects a value that is not a number when imported)
             pass
     omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if omp.isdigit() and int(omp) > 0:
@@ -71,9 +72,10 @@ def limit_pools() -> None:
     nothing)."""
     if _requested is not None:
         from threadpoolctl import threadpool_limits
+
         # twice: asking MKL its count loads its threading layer (libgomp), which the first pass missed
         for _ in range(2):
-            threadpool_limits(limits=_requested)   # (kept: no restore)
+            threadpool_limits(limits=_requested)  # (kept: no restore)
 
 
 @functools.cache
@@ -83,9 +85,10 @@ def openmp_layer() -> bool:
     try:
         import numba
         from numba.np.ufunc import parallel
+
         parallel._launch_threads()
         return numba.threading_layer() == "omp"
-    except Exception:   # noqa: BLE001 - an answer Numba cannot give is "no"
+    except Exception:  # noqa: BLE001 - an answer Numba cannot give is "no"
         return False
 
 
@@ -94,7 +97,7 @@ def chunked(fn, size: int, chunks: int):
     tj.set_num_threads(n): n, at most `size`, read at each call): all but the first on the pool, the first
     on the calling thread. An exception (Numba's TypeError for arguments of other types, which every
     chunk raises alike) is raised after every chunk has finished."""
-    parts: dict[int, tuple] = {}   # chunks -> (the first's bounds, the others')
+    parts: dict[int, tuple] = {}  # chunks -> (the first's bounds, the others')
 
     def split(chunks: int) -> tuple:
         bounds = [(size * c // chunks, size * (c + 1) // chunks) for c in range(chunks)]
@@ -112,13 +115,14 @@ def chunked(fn, size: int, chunks: int):
         error = None
         try:
             fn(*first, *args)
-        except BaseException as e:   # noqa: BLE001 - re-raised once the other chunks are done with the arguments
+        except BaseException as e:  # noqa: BLE001 - re-raised once the other chunks are done with the arguments
             error = e
         for _ in rest:
             failed = done.get()
             error = error or failed
         if error is not None:
             raise error
+
     return run
 
 
@@ -140,11 +144,11 @@ def _serve(work: SimpleQueue) -> None:
         fn, start, stop, args, done = work.get()
         try:
             fn(start, stop, *args)
-        except BaseException as e:   # noqa: BLE001 - handed to the launching thread
+        except BaseException as e:  # noqa: BLE001 - handed to the launching thread
             done.put(e)
         else:
             done.put(None)
-        del fn, args   # the arrays are not kept alive between launches
+        del fn, args  # the arrays are not kept alive between launches
 
 
 def _forget_pool() -> None:

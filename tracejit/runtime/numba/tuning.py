@@ -10,6 +10,7 @@ directory. The record's name comes from what makes the answer differ: the CPU mo
 cache sizes, and the versions of Numba and llvmlite that generate the code. The numba device reads it
 when it opens (`tuned_layout`); an unreadable record is a CacheWarning and the defaults.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,10 +31,10 @@ from tracejit.runtime.numba.cache import compiler_versions, host_cpu
 from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
 CANDIDATES = ((8, 4), (8, 8), (16, 8), (16, 16), (32, 8), (32, 32))
-DTYPES = (np.uint8, np.int16, np.float32, np.float64)   # 1, 2, 4 and 8 bytes: transpose_tiles' four entries
-SHAPE = (4096, 4096)   # y's shape (x is its transpose); 8-byte elements: half as many columns
+DTYPES = (np.uint8, np.int16, np.float32, np.float64)  # 1, 2, 4 and 8 bytes: transpose_tiles' four entries
+SHAPE = (4096, 4096)  # y's shape (x is its transpose); 8-byte elements: half as many columns
 MARGIN = 0.05
-ROUNDS, CALLS = 3, 5   # each candidate: the least, over ROUNDS taken in turn, of the median of CALLS calls
+ROUNDS, CALLS = 3, 5  # each candidate: the least, over ROUNDS taken in turn, of the median of CALLS calls
 
 
 def fingerprint() -> dict:
@@ -60,12 +61,17 @@ def tuned_layout(layout: LayoutOptions) -> LayoutOptions:
         if not path.exists():
             return layout
         tiles = tuple(tuple(t) for t in json.loads(path.read_text())["transpose_tiles"])
-        if len(tiles) != 4 or any(len(t) != 2 or any(type(n) is not int or not 1 <= n <= 256 for n in t)
-                                  for t in tiles):
+        if len(tiles) != 4 or any(
+            len(t) != 2 or any(type(n) is not int or not 1 <= n <= 256 for n in t) for t in tiles
+        ):
             raise ValueError(f"transpose_tiles {tiles!r} is not four [rows, columns] pairs")
     except (OSError, ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"tracejit: the tuning record {path} is unreadable ({e}); using the default transpose "
-                      "tiles. Run `python -m tracejit tune` again, or delete the file.", CacheWarning, stacklevel=2)
+        warnings.warn(
+            f"tracejit: the tuning record {path} is unreadable ({e}); using the default transpose "
+            "tiles. Run `python -m tracejit tune` again, or delete the file.",
+            CacheWarning,
+            stacklevel=2,
+        )
         return layout
     log(1, f"numba: transpose tiles {tiles} from {path}")
     return dataclasses.replace(layout, transpose_tiles=tiles)

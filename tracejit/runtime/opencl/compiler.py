@@ -1,5 +1,6 @@
 """OpenCL's compiler side: rendering a kernel to OpenCL C, building or loading its program (the disk cache's
 binary first), the cache key, the build log as an error message, and the compiled-kernel record."""
+
 from __future__ import annotations
 
 import time
@@ -14,35 +15,39 @@ from tracejit.ir.kernel_ir import KernelIR
 from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
 from tracejit.runtime.debug import log, stage
 from tracejit.runtime.cache.disk import CACHE, CacheKey
-from tracejit.runtime.opencl.discovery import (build_lock, build_program, is_pocl, pocl_cannot_write)
+from tracejit.runtime.opencl.discovery import build_lock, build_program, is_pocl, pocl_cannot_write
 
-if TYPE_CHECKING:   # (imported where used: the device is opened on demand)
+if TYPE_CHECKING:  # (imported where used: the device is opened on demand)
     import pyopencl as cl
 
 
 @dataclass(frozen=True)
 class OpenCLKernel:
     """A kernel compiled for OpenCL: its name, OpenCL C source, kernel IR and launch shape (what f.lower() lists)."""
+
     name: str
     source: str
     ir: KernelIR
     launch: Launch
-    cached: bool = False   # the program binary came from the disk cache: nothing was compiled
+    cached: bool = False  # the program binary came from the disk cache: nothing was compiled
 
 
 def _pyopencl_version() -> str:
     import pyopencl
+
     return pyopencl.VERSION_TEXT
 
 
 def build_error_message(name: str, device: str, source: str, build_log: str) -> str:
     """The compiler's messages, each followed by the generated line it points at."""
-    return build_log_text.annotate(f"the OpenCL compiler rejected generated kernel {name} on {device}:", source,
-                                   build_log, r":(\d+):\d+:")
+    return build_log_text.annotate(
+        f"the OpenCL compiler rejected generated kernel {name} on {device}:", source, build_log, r":(\d+):\d+:"
+    )
 
 
 class OpenCLCompiler:
     """Builds the device's programs (a role of OpenCLDevice, which sets the attributes below)."""
+
     name: str
     cl_device: cl.Device
     context: cl.Context
@@ -50,29 +55,38 @@ class OpenCLCompiler:
 
     def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: RenderOptions):
         import pyopencl as cl
+
         with stage("render"):
             r = opencl_codegen.render(kernel, options, by_value, symbolic)
-        with stage("compile"):   # kernels that differ only in their names build once (cache_key.shared_source)
+        with stage("compile"):  # kernels that differ only in their names build once (cache_key.shared_source)
             knl, cached = self._build(r.name, shared_source(r.source, r.name), SHARED_NAME)
         fits = knl.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
         return OpenCLKernel(kernel.name, r.source, kernel, r.launch, cached), knl, fits
 
     def cache_key(self, name: str, source: str) -> CacheKey:
         d = self.cl_device
-        return CacheKey("opencl", name, (
-            ("kernel", source_part(source)),
-            ("device", f"{d.platform.name.strip()} {d.platform.version.strip()} / {d.name.strip()} / "
-                       f"driver {d.driver_version.strip()}"),
-            ("options", opencl_codegen.BUILD_OPTIONS),
-            ("tracejit", tracejit_part()),
-            ("compiler", f"pyopencl {_pyopencl_version()}"),
-        ))
+        return CacheKey(
+            "opencl",
+            name,
+            (
+                ("kernel", source_part(source)),
+                (
+                    "device",
+                    f"{d.platform.name.strip()} {d.platform.version.strip()} / {d.name.strip()} / "
+                    f"driver {d.driver_version.strip()}",
+                ),
+                ("options", opencl_codegen.BUILD_OPTIONS),
+                ("tracejit", tracejit_part()),
+                ("compiler", f"pyopencl {_pyopencl_version()}"),
+            ),
+        )
 
     def _build(self, name: str, source: str, entry: str | None = None):
         """Kernel `name` of `source` (its entry point `entry`, else `name`), built once per process; the
         program binary comes from the disk cache when it is there. Returns (kernel, whether nothing was
         compiled)."""
         import pyopencl as cl
+
         prg, cached = self._programs.get(source), True
         if prg is None:
             t0 = time.perf_counter()
@@ -86,25 +100,27 @@ class OpenCLCompiler:
                     prg = self._from_binary(binary)
                 if prg is None:
                     prg, cached = self._from_source(name, source), False
-                    binaries = prg.get_info(cl.program_info.BINARIES)   # one per device (the stub says object)
+                    binaries = prg.get_info(cl.program_info.BINARIES)  # one per device (the stub says object)
                     assert isinstance(binaries, list)
-                    CACHE.put(key, binaries[0])   # only after a successful build
+                    CACHE.put(key, binaries[0])  # only after a successful build
                 self._programs[source] = prg
             log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return cl.Kernel(prg, entry or name), cached  # a kernel object per plan: each holds its own argument types
 
     def _from_binary(self, binary: bytes) -> cl.Program | None:
         import pyopencl as cl
+
         try:
             prg = cl.Program(self.context, [self.cl_device], [binary])
             prg.build(opencl_codegen.BUILD_OPTIONS)
             return prg
-        except cl.Error as e:   # a driver that no longer accepts it: build from source instead
+        except cl.Error as e:  # a driver that no longer accepts it: build from source instead
             log(1, f"cached OpenCL binary rejected by {self.name} ({e}); building from source")
             return None
 
     def _from_source(self, name: str, source: str) -> cl.Program:
         import pyopencl as cl
+
         raw, build_log = build_program(self.context, self.cl_device, source, opencl_codegen.BUILD_OPTIONS.encode())
         if raw is not None:
             return cl.Program(raw)

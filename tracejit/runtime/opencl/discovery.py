@@ -1,6 +1,7 @@
 """Which OpenCL devices there are, in a fixed order, and which one `opencl` means (TRACEJIT_OPENCL_DEVICE);
 why PoCL, the CPU platform, though installed, offers no device or cannot build (its cache directory); how a
 program is built where other processes share PoCL's cache (a lock, and one retry)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -30,6 +31,7 @@ def refused_devices() -> list[str]:
 
 def _listed() -> list:
     import pyopencl as cl
+
     found = []
     try:
         platforms = cl.get_platforms()
@@ -55,10 +57,14 @@ def _build_problem(d) -> str | None:
     key = d.int_ptr
     if key not in _build_problems:
         import pyopencl as cl
+
         with build_lock(d, _CHECK_SOURCE):
             built, log = build_program(cl.Context([d]), d, _CHECK_SOURCE, b"")
-        _build_problems[key] = None if built is not None else \
-            f"its compiler cannot build a one-line kernel ({' '.join(log.split())[:300]})"
+        _build_problems[key] = (
+            None
+            if built is not None
+            else f"its compiler cannot build a one-line kernel ({' '.join(log.split())[:300]})"
+        )
     return _build_problems[key]
 
 
@@ -87,8 +93,11 @@ def build_program(context, d, source: str, options: bytes):
     A program the compiler rejects says why (`error: ...`) and is not tried again."""
     built, log = _build_once(context, d, source, options)
     if built is None and is_pocl(d) and not re.search(r"\berror\b", log, re.IGNORECASE):
-        debug_log(1, f"building on {describe(d)} failed without a compiler message ({' '.join(log.split())[:200]}); "
-                     "once more in a PoCL cache directory of its own")
+        debug_log(
+            1,
+            f"building on {describe(d)} failed without a compiler message ({' '.join(log.split())[:200]}); "
+            "once more in a PoCL cache directory of its own",
+        )
         private = f" -D TRACEJIT_PRIVATE_BUILD={os.getpid()}_{os.urandom(6).hex()}".encode()
         built, log = _build_once(context, d, source, options + private)
     return built, log
@@ -96,7 +105,8 @@ def build_program(context, d, source: str, options: bytes):
 
 def _build_once(context, d, source: str, options: bytes):
     import pyopencl as cl
-    raw = cl._cl._Program(context, source)   # pyopencl's own build cache would unpickle files
+
+    raw = cl._cl._Program(context, source)  # pyopencl's own build cache would unpickle files
     try:
         raw.build(options, [d])
         return raw, ""
@@ -105,7 +115,7 @@ def _build_once(context, d, source: str, options: bytes):
             log = raw.get_build_info(d, cl.program_build_info.LOG)
         except cl.Error:
             log = ""
-        assert isinstance(log, str)   # (PyOpenCL's stub says object)
+        assert isinstance(log, str)  # (PyOpenCL's stub says object)
         return None, log.strip() or str(e)
 
 
@@ -113,6 +123,7 @@ def pocl_cache_problem() -> str | None:
     """Why PoCL, though installed, offers no device: it cannot create its kernel cache directory (a HOME
     that is not writable, as for a service user), and then lists no device at all. None if that is not it."""
     import pyopencl as cl
+
     try:
         if not any("portable computing language" in p.name.lower() for p in cl.get_platforms()):
             return None
@@ -126,8 +137,10 @@ def pocl_cache_problem() -> str | None:
         problem = "it is not writable"
     except OSError as e:
         problem = e.strerror or str(e)
-    return (f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
-            f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)")
+    return (
+        f"PoCL (the CPU OpenCL platform) found no device because it cannot create its cache directory "
+        f"{where} ({problem}); set POCL_CACHE_DIR to a writable directory (or make HOME writable)"
+    )
 
 
 def _pocl_cache_dir() -> str:
@@ -149,13 +162,16 @@ def pocl_cannot_write() -> str | None:
             os.fsync(f.fileno())
         return None
     except OSError as e:
-        return (f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
-                f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
-                f"directory with room")
+        return (
+            f"PoCL (the CPU OpenCL platform) builds programs in its cache directory {where}, which cannot "
+            f"be written ({e.strerror or e}); free space there or set POCL_CACHE_DIR to a writable "
+            f"directory with room"
+        )
 
 
 def describe(d) -> str:
     import pyopencl as cl
+
     kind = "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "accelerator"
     return f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, {d.max_compute_units} compute units)"
 
@@ -172,5 +188,7 @@ def choose(devices: list) -> int:
     for i, d in enumerate(devices):
         if want.lower() in describe(d).lower():
             return i
-    raise DeviceError(f"{ENV_DEVICE}={want!r} matches no OpenCL device; devices: "
-                      + "; ".join(f"opencl:{i} {describe(d)}" for i, d in enumerate(devices)))
+    raise DeviceError(
+        f"{ENV_DEVICE}={want!r} matches no OpenCL device; devices: "
+        + "; ".join(f"opencl:{i} {describe(d)}" for i, d in enumerate(devices))
+    )

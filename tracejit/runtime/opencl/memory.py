@@ -1,5 +1,6 @@
 """OpenCL's memory: pooled cl buffers, uploads and downloads, the memory limit and statistics, graph
 capture's copies and shared intermediates."""
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ from tracejit.runtime.device_memory import Buffer, over_limit
 from tracejit.runtime.sharing import plan_sharing
 from tracejit.runtime.views import flat_view
 
-if TYPE_CHECKING:   # (imported where used: the device is opened on demand)
+if TYPE_CHECKING:  # (imported where used: the device is opened on demand)
     import pyopencl as cl
 
 
@@ -29,9 +30,10 @@ class DeviceBuffer(Buffer):
 
 class OpenCLMemory:
     """The device's buffers (a role of OpenCLDevice, which sets the attributes below)."""
+
     name: str
     queue: cl.CommandQueue
-    pool: Any   # pyopencl.tools.MemoryPool: not a PoolStats, so memory() and the limit are this class's own
+    pool: Any  # pyopencl.tools.MemoryPool: not a PoolStats, so memory() and the limit are this class's own
     _limit: int | None
     _peak: int
 
@@ -56,8 +58,9 @@ class OpenCLMemory:
 
     def _allocate(self, nbytes: int):
         import pyopencl as cl
+
         pool = self.pool
-        if self._limit is not None:   # pyopencl's pool may reuse a kept block: counted as new, to be safe
+        if self._limit is not None:  # pyopencl's pool may reuse a kept block: counted as new, to be safe
             if pool.managed_bytes + nbytes > self._limit:
                 pool.free_held()
             if pool.active_bytes + nbytes > self._limit:
@@ -66,17 +69,19 @@ class OpenCLMemory:
         try:
             return self.pool.allocate(nbytes)
         except cl.Error as e:
-            self.pool.free_held()   # blocks held for reuse may be what is in the way
+            self.pool.free_held()  # blocks held for reuse may be what is in the way
             try:
                 return self.pool.allocate(nbytes)
             except cl.Error:
-                raise OutOfMemoryError(f"{self.name} could not allocate {nbytes} bytes ({e}); "
-                                  "free device arrays you no longer need") from None
+                raise OutOfMemoryError(
+                    f"{self.name} could not allocate {nbytes} bytes ({e}); free device arrays you no longer need"
+                ) from None
 
     def from_numpy(self, a: np.ndarray) -> DeviceBuffer:
         """Upload a host array. The copy is queued, so the host data is first staged in a private copy
         the caller cannot change before the transfer happens."""
         import pyopencl as cl
+
         out = self.allocate(a.shape, a.dtype)
         if out.buf is not None:
             staged = np.array(a, order="C", copy=True)
@@ -88,6 +93,7 @@ class OpenCLMemory:
         at least a byte (a kernel may read an element it then ignores). A cl buffer, not a DeviceBuffer: it
         lives for one call, and making a DeviceBuffer costs a call on the hot path a microsecond."""
         import pyopencl as cl
+
         staged = np.array(flat_view(a, desc), copy=True)
         buf = self._allocate(max(staged.nbytes, 1))
         if staged.nbytes:
@@ -96,20 +102,24 @@ class OpenCLMemory:
 
     def to_numpy(self, data: DeviceBuffer) -> np.ndarray:
         import pyopencl as cl
+
         host = np.empty(data.shape, data.dtype)
         if data.buf is not None:
             cl.enqueue_copy(self.queue, host, data.buf, is_blocking=True)
         return host
 
     def dlpack(self, data, *args, **kwargs):
-        raise UnsupportedError(f"a tj.Array on {self.name} cannot be shared through DLPack (OpenCL memory has no "
-                               "DLPack device type that NumPy or torch accept); call .numpy() for a host copy")
+        raise UnsupportedError(
+            f"a tj.Array on {self.name} cannot be shared through DLPack (OpenCL memory has no "
+            "DLPack device type that NumPy or torch accept); call .numpy() for a host copy"
+        )
 
     dlpack_device = dlpack
 
     # -- graph capture --
     def clone(self, data: DeviceBuffer) -> DeviceBuffer:
         import pyopencl as cl
+
         out = self.allocate(data.shape, data.dtype)
         if out.buf is not None:
             cl.enqueue_copy(self.queue, out.buf, data.buf)
@@ -121,6 +131,7 @@ class OpenCLMemory:
 
     def feed(self, owned: Array, a) -> None:
         import pyopencl as cl
+
         if owned._data.buf is None:
             return
         if type(a) is Array and a.device is self:
@@ -136,20 +147,27 @@ class OpenCLMemory:
     def share_memory(self, launches, scratch: set[int]):
         """Intermediates whose lifetimes do not overlap share pooled blocks (see plan_sharing)."""
         import pyopencl as cl
-        uses = [[(pos, a, a.size) for pos, a in enumerate(call) if isinstance(a, cl.MemoryObjectHolder)]
-                for _, _, _, call in launches]
+
+        uses = [
+            [(pos, a, a.size) for pos, a in enumerate(call) if isinstance(a, cl.MemoryObjectHolder)]
+            for _, _, _, call in launches
+        ]
         assignment, nbytes = plan_sharing(uses, scratch, self._allocate)
         out = []
-        for (knl, g, l, call), used in zip(launches, uses):
+        for (knl, g, local, call), used in zip(launches, uses):
             call = list(call)
             for pos, a, _ in used:
                 if id(a) in assignment:
                     call[pos] = assignment[id(a)]
                     knl.set_arg(pos, call[pos])
-            out.append((knl, g, l, call))
+            out.append((knl, g, local, call))
         return out, nbytes
 
     def memory_stats(self) -> dict[str, int]:
         """The caching allocator: blocks in use, blocks held for reuse, bytes managed."""
-        return {"active_blocks": self.pool.active_blocks, "held_blocks": self.pool.held_blocks,
-                "managed_bytes": self.pool.managed_bytes, "active_bytes": self.pool.active_bytes}
+        return {
+            "active_blocks": self.pool.active_blocks,
+            "held_blocks": self.pool.held_blocks,
+            "managed_bytes": self.pool.managed_bytes,
+            "active_bytes": self.pool.active_bytes,
+        }

@@ -1,5 +1,6 @@
 """WebGPU's compiler side: rendering a kernel to WGSL, building its shader module and pipeline, wgpu's
 validation messages as an error, the compiled-kernel record, and the compile-only target (WGSL without an adapter)."""
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,9 @@ REDUCTION_SCRATCH = 4096
 @dataclass(frozen=True)
 class WebGPUKernel:
     """A kernel compiled for WebGPU: its name, WGSL source, kernel IR and rendering (what f.lower() lists)."""
+
     name: str
-    source: str                       # WGSL
+    source: str  # WGSL
     ir: KernelIR
     rendered: wgsl.WGSLRendered
     cached: bool = False
@@ -40,8 +42,14 @@ class WebGPUTarget(Device):
 
     runs = False
     name = "webgpu"
-    layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=True,
-                           keep_row_max=(16384 - REDUCTION_SCRATCH) // 8, sort_bytes=16384 - REDUCTION_SCRATCH)
+    layout = LayoutOptions(
+        accumulate_rows=False,
+        gather_rows=False,
+        fixed_locals=True,
+        tiled=True,
+        keep_row_max=(16384 - REDUCTION_SCRATCH) // 8,
+        sort_bytes=16384 - REDUCTION_SCRATCH,
+    )
     options = wgsl.WGSLOptions(device="webgpu (WGSL only, no adapter)", f16=True)
 
     def compile(self, program: Program) -> RenderedOnly:
@@ -54,14 +62,19 @@ class WebGPUTarget(Device):
 
 def build_error_message(name: str, device: str, source: str, error: str) -> str:
     """wgpu's validation messages (naga names 'wgsl:LINE:COL'), each followed by the generated line."""
-    return build_log_text.annotate(f"WebGPU rejected generated WGSL kernel {name} on {device}:", source,
-                                   re.sub(r"\n\s*\n", "\n", error), r"wgsl:(\d+):\d+")
+    return build_log_text.annotate(
+        f"WebGPU rejected generated WGSL kernel {name} on {device}:",
+        source,
+        re.sub(r"\n\s*\n", "\n", error),
+        r"wgsl:(\d+):\d+",
+    )
 
 
 class WebGPUCompiler:
     """Builds the device's pipelines (a role of WebGPUDevice, which sets these attributes)."""
+
     name: str
-    device: Any   # wgpu's GPUDevice
+    device: Any  # wgpu's GPUDevice
     options: wgsl.WGSLOptions
     _pipelines: dict[str, tuple[object, object]]
 
@@ -78,25 +91,32 @@ class WebGPUCompiler:
         whether it was built before. The first time in a process is always a compile: wgpu-py exposes no
         pipeline cache, so nothing compiled can be kept on disk."""
         if r.source in self._pipelines:
-            return True     # built before in this process: nothing compiled now
+            return True  # built before in this process: nothing compiled now
         import wgpu
+
         t0 = time.perf_counter()
         try:
             module = self.device.create_shader_module(code=r.source)
-            kinds = [wgpu.BufferBindingType.storage if w else wgpu.BufferBindingType.read_only_storage
-                     for w in r.writable]
+            kinds = [
+                wgpu.BufferBindingType.storage if w else wgpu.BufferBindingType.read_only_storage for w in r.writable
+            ]
             if r.uniform:
-                kinds.append(wgpu.BufferBindingType.read_only_storage if r.scalars_in_storage
-                             else wgpu.BufferBindingType.uniform)
+                kinds.append(
+                    wgpu.BufferBindingType.read_only_storage if r.scalars_in_storage else wgpu.BufferBindingType.uniform
+                )
             if r.launch.error_flag:
                 kinds.append(wgpu.BufferBindingType.storage)
             kinds += [wgpu.BufferBindingType.read_only_storage] * len(r.tables)
-            layout = self.device.create_bind_group_layout(entries=[
-                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
-                for i, kind in enumerate(kinds)])
+            layout = self.device.create_bind_group_layout(
+                entries=[
+                    {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
+                    for i, kind in enumerate(kinds)
+                ]
+            )
             pipeline = self.device.create_compute_pipeline(
                 layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
-                compute={"module": module, "entry_point": r.name})
+                compute={"module": module, "entry_point": r.name},
+            )
         except Exception as e:
             raise CompileError(build_error_message(r.name, self.name, r.source, str(e))) from None
         self._pipelines[r.source] = (pipeline, layout)

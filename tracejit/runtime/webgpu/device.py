@@ -4,12 +4,13 @@ allocator) and launch.py (one command encoder per call). Results stay on the dev
 
 Buffers hold WGSL's 32-bit types: bool and 8/16-bit integers are widened to one 32-bit word per
 element on upload and narrowed on download (codegen/simt/wgsl.py computes them at their own width)."""
+
 from __future__ import annotations
 
 import functools
 import os
 
-from tracejit.codegen.simt import cstyle, wgsl
+from tracejit.codegen.simt import mapping, wgsl
 from tracejit.codegen.simt.mapping import GROUP_MIN_REDUCE
 from tracejit.errors import DeviceError
 from tracejit.ir.fuse import Program
@@ -24,9 +25,11 @@ from tracejit.runtime.webgpu.compiler import REDUCTION_SCRATCH, WebGPUCompiler, 
 from tracejit.runtime.webgpu.launch import WebGPULaunches
 from tracejit.runtime.webgpu.memory import WebGPUMemory
 
-INSTALL_HINT = ("pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvmpipe as is, on Vulkan/lavapipe "
-                "with Debian's mesa-vulkan-drivers)")
-CPU_ROWS_PER_CORE = 16     # CPU adapters (llvmpipe): group mode only for fewer rows than this per core
+INSTALL_HINT = (
+    "pip install 'tracejit[webgpu]' (wgpu-py; it runs on OpenGL/llvmpipe as is, on Vulkan/lavapipe "
+    "with Debian's mesa-vulkan-drivers)"
+)
+CPU_ROWS_PER_CORE = 16  # CPU adapters (llvmpipe): group mode only for fewer rows than this per core
 # Mesa's llvmpipe (and lavapipe, its Vulkan driver) stops an invocation's loops after this many iterations
 # in all (every level of every loop, and each entry into one, draws on one budget) and goes on as if they
 # had ended: a row of 200000 summed by one invocation silently sums 65535 of them, and a row of 2000 sorted
@@ -41,15 +44,20 @@ LLVMPIPE_PRIVATE_MAX = 256
 # per call without bound (test_webgpu). It inlines uniform buffers only, so the scalars go in a storage buffer.
 ALIGN = 16
 # limits worth more than WebGPU's defaults, asked for up to what the adapter allows
-WANTED_LIMITS = ("max-storage-buffers-per-shader-stage", "max-compute-invocations-per-workgroup",
-                 "max-compute-workgroup-size-x", "max-storage-buffer-binding-size", "max-buffer-size",
-                 "max-compute-workgroup-storage-size")
+WANTED_LIMITS = (
+    "max-storage-buffers-per-shader-stage",
+    "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x",
+    "max-storage-buffer-binding-size",
+    "max-buffer-size",
+    "max-compute-workgroup-storage-size",
+)
 
 
 @functools.cache
 def _adapter():
     """(adapter, None) or (None, why not). Never raises."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", _runtime_dir())   # else the Vulkan loader prints warnings
+    os.environ.setdefault("XDG_RUNTIME_DIR", _runtime_dir())  # else the Vulkan loader prints warnings
     try:
         import wgpu
     except ImportError as e:
@@ -57,7 +65,10 @@ def _adapter():
     try:
         adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     except Exception as e:
-        return None, f"no WebGPU adapter ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e) else ''}); {INSTALL_HINT}"
+        return (
+            None,
+            f"no WebGPU adapter ({type(e).__name__}: {_first_line(e)}); {INSTALL_HINT}",
+        )
     if adapter is None:
         return None, f"no WebGPU adapter found; {INSTALL_HINT}"
     return adapter, None
@@ -75,12 +86,13 @@ def _describe(adapter) -> str:
     return f"{info.get('device', '?')} ({info.get('backend_type', '?')}, {kind})".strip()
 
 
-_OPEN: list = []   # the WebGPUDevice of this process, once made
+_OPEN: list = []  # the WebGPUDevice of this process, once made
 
 
 class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
     """The process's WebGPU adapter (`webgpu`)."""
-    inner_sizes_as_arguments = True   # row lengths and loop extents too, not only the global size (symbolic_sizes)
+
+    inner_sizes_as_arguments = True  # row lengths and loop extents too, not only the global size (symbolic_sizes)
 
     @staticmethod
     def compile_only(suffix: str | None) -> WebGPUTarget | None:
@@ -115,6 +127,7 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
 
     def __init__(self, index: int | None = None):
         import wgpu
+
         if index:
             raise DeviceError("webgpu has one device per process: use 'webgpu'")
         adapter, reason = _adapter()
@@ -125,8 +138,9 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
         self.description = _describe(adapter)
         limits = adapter.limits
         features = ["shader-f16"] if "shader-f16" in adapter.features else []
-        self.device = adapter.request_device_sync(required_features=features,
-                                                  required_limits={k: limits[k] for k in WANTED_LIMITS if k in limits})
+        self.device = adapter.request_device_sync(
+            required_features=features, required_limits={k: limits[k] for k in WANTED_LIMITS if k in limits}
+        )
         dl = self.device.limits
         # As on an OpenCL CPU device, a row per invocation is fastest while rows fill the cores; measured on
         # llvmpipe at 4096x1024: sum 70 -> 12 ms, softmax 155 -> 52 ms, cumsum 48 -> 14 ms
@@ -134,27 +148,37 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
         llvmpipe = "llvmpipe" in adapter.info.get("device", "").lower()
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.options = wgsl.WGSLOptions(
-            device=f"webgpu ({self.description})", f16=bool(features),
+            device=f"webgpu ({self.description})",
+            f16=bool(features),
             max_local_size=min(dl["max-compute-invocations-per-workgroup"], dl["max-compute-workgroup-size-x"]),
             max_workgroups=dl["max-compute-workgroups-per-dimension"],
             max_storage_buffers=dl["max-storage-buffers-per-shader-stage"],
             group_max_rows=CPU_ROWS_PER_CORE * cores if cpu else None,
-            max_loop=LLVMPIPE_MAX_LOOP if llvmpipe else None, private_max=LLVMPIPE_PRIVATE_MAX if llvmpipe else None,
+            max_loop=LLVMPIPE_MAX_LOOP if llvmpipe else None,
+            private_max=LLVMPIPE_PRIVATE_MAX if llvmpipe else None,
             scalars_in_storage=llvmpipe and adapter.info.get("backend_type", "") == "Vulkan",
-            local_bytes=dl["max-compute-workgroup-storage-size"])
+            local_bytes=dl["max-compute-workgroup-storage-size"],
+        )
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
-        self.layout = LayoutOptions(accumulate_rows=False, gather_rows=False, fixed_locals=True, tiled=not cpu,
-                                    keep_row_max=min(4096, keep), keep_inputs_min=None if cpu else GROUP_MIN_REDUCE,
-                                    sort_bytes=keep * 8)
+        self.layout = LayoutOptions(
+            accumulate_rows=False,
+            gather_rows=False,
+            fixed_locals=True,
+            tiled=not cpu,
+            keep_row_max=min(4096, keep),
+            keep_inputs_min=None if cpu else GROUP_MIN_REDUCE,
+            sort_bytes=keep * 8,
+        )
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
-        self.pool = BlockPool(functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN,
-                              device="webgpu")
+        self.pool = BlockPool(
+            functools.partial(self._new_buffer, usage.STORAGE | usage.COPY_DST | usage.COPY_SRC), ALIGN, device="webgpu"
+        )
         # (both where a kernel may bind its scalars either way: webgpu/compiler.py)
         scalars = usage.STORAGE | usage.UNIFORM if self.options.scalars_in_storage else usage.UNIFORM
         self.uniforms = BlockPool(functools.partial(self._new_buffer, scalars | usage.COPY_DST), ALIGN)
-        self._pipelines: dict[str, tuple[object, object]] = {}   # WGSL -> (pipeline, its bind group layout)
-        self.sizes = SymbolicSizes(cstyle.slot_argument, "simt-sizes")   # which sizes are arguments of the code
+        self._pipelines: dict[str, tuple[object, object]] = {}  # WGSL -> (pipeline, its bind group layout)
+        self.sizes = SymbolicSizes(mapping.slot_argument, "simt-sizes")  # which sizes are arguments of the code
         self._sync = None
         self._tables: dict = {}
         self.apply_memory_limit()
@@ -168,10 +192,22 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
         kind = info.get("adapter_type", "")
         unified = True if kind in ("CPU", "IntegratedGPU") else False if kind == "DiscreteGPU" else None
         missing = ("int64", "float64") + (() if self.options.f16 else ("float16",))
-        return DeviceInfo(self.name, "webgpu", "cpu" if kind == "CPU" else "gpu", info.get("vendor") or None,
-                          info.get("description") or None, None, None, None, None, unified,
-                          self.options.max_local_size, int(limits["max-compute-workgroup-storage-size"]), None,
-                          dtypes_without(*missing))
+        return DeviceInfo(
+            self.name,
+            "webgpu",
+            "cpu" if kind == "CPU" else "gpu",
+            info.get("vendor") or None,
+            info.get("description") or None,
+            None,
+            None,
+            None,
+            None,
+            unified,
+            self.options.max_local_size,
+            int(limits["max-compute-workgroup-storage-size"]),
+            None,
+            dtypes_without(*missing),
+        )
 
     def synchronize(self) -> None:
         """Reading a buffer back waits for everything submitted before (wgpu-py's work-done callback does
@@ -187,3 +223,8 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
         if self._sync is None:
             self._sync = self.pool.allocate(4)
         return self._sync
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""

@@ -1,5 +1,6 @@
 """Launches on the webgpu device: a plan's kernel as a dispatch (its bound buffers and the uniform that carries
 its scalars and sizes), one command encoder per call, replay, the fault records."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from tracejit.runtime.webgpu.compiler import WebGPUKernel
     from tracejit.runtime.webgpu.memory import DeviceBuffer
 
-WORD = {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}   # a uniform member's type, by dtype kind
+WORD = {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}  # a uniform member's type, by dtype kind
 
 
 def _uniform_words(launch) -> np.ndarray:
@@ -36,7 +37,7 @@ class Dispatch:
     def bind(self, dev: WebGPULaunches) -> None:
         entries = []
         for i, b in enumerate(self.buffers):
-            block = cast("DeviceBuffer", b).block if isinstance(b, Buffer) else b   # an array, else a pool block
+            block = cast("DeviceBuffer", b).block if isinstance(b, Buffer) else b  # an array, else a pool block
             entries.append({"binding": i, "resource": {"buffer": block.buffer, "offset": 0, "size": block.nbytes}})
         self.bind_group = dev.device.create_bind_group(layout=self.layout, entries=entries)
 
@@ -70,10 +71,10 @@ class Launcher:
         published only once written (a thread that found it unwritten could submit first, and its kernel
         would read a recycled uniform's stale limit: rows left unwritten, a wrong answer)."""
         r = self.compiled.rendered
-        fixed = _uniform_words(r.launch)   # symbolic sizes and the bounds check's limit, after the scalars
+        fixed = _uniform_words(r.launch)  # symbolic sizes and the bounds check's limit, after the scalars
         members = len(r.scalars) + len(fixed)
         words = np.zeros(max(4, -(-members // 4) * 4), np.uint32)
-        words[len(r.scalars):members] = fixed
+        words[len(r.scalars) : members] = fixed
         if not r.scalars:
             if self.size_uniform is None:
                 block = dev.uniforms.allocate(words.nbytes)
@@ -85,8 +86,10 @@ class Launcher:
             try:
                 words[m] = np.array(v, word).view(np.uint32)
             except OverflowError:
-                raise DtypeError(f"the Python integer {v} (argument {argument}) does not fit int32, the widest "
-                                 f"integer on {dev.name} (WGSL has no 64-bit types); use another device") from None
+                raise DtypeError(
+                    f"the Python integer {v} (argument {argument}) does not fit int32, the widest "
+                    f"integer on {dev.name} (WGSL has no 64-bit types); use another device"
+                ) from None
         block = dev.uniforms.allocate(words.nbytes)
         dev.device.queue.write_buffer(block.buffer, 0, words)
         return block
@@ -94,11 +97,12 @@ class Launcher:
 
 class WebGPULaunches:
     """Submits a plan's dispatches (a role of WebGPUDevice, which sets these attributes and synchronize())."""
+
     name: str
-    device: Any   # wgpu's GPUDevice
+    device: Any  # wgpu's GPUDevice
     pool: BlockPool
     uniforms: BlockPool
-    table_buffer: Callable[[Any], Block]   # (WebGPUMemory's)
+    table_buffer: Callable[[Any], Block]  # (WebGPUMemory's)
     launches: int
     synchronize: Callable[[], None]
 

@@ -1,5 +1,6 @@
 """WebGPU's memory: pooled storage buffers (arrays in their storage type), uploads and downloads, constant
 tables, graph capture's copies and shared intermediates."""
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,9 @@ class DeviceBuffer(Buffer):
 
 class WebGPUMemory:
     """The device's buffers (a role of WebGPUDevice, which sets these attributes)."""
+
     name: str
-    device: Any   # wgpu's GPUDevice
+    device: Any  # wgpu's GPUDevice
     options: wgsl.WGSLOptions
     pool: BlockPool
     max_binding: int
@@ -40,16 +42,19 @@ class WebGPUMemory:
         try:
             return self.device.create_buffer(size=nbytes, usage=usage)
         except Exception as e:
-            raise OutOfMemoryError(f"webgpu could not allocate {nbytes} bytes ({e}); free device arrays you no longer "
-                              "need") from None
+            raise OutOfMemoryError(
+                f"webgpu could not allocate {nbytes} bytes ({e}); free device arrays you no longer need"
+            ) from None
 
     def allocate(self, shape, dtype) -> DeviceBuffer:
         storage = wgsl.storage_dtype(dtype, self.options)
         nbytes = math.prod(shape) * storage.itemsize
         if nbytes > self.max_binding:
-            raise OutOfMemoryError(f"an array of {nbytes} bytes is larger than {self.name} can bind to a kernel "
-                                   f"({self.max_binding} bytes); split the work, or use a device without "
-                                   f"this limit (numba, opencl)")
+            raise OutOfMemoryError(
+                f"an array of {nbytes} bytes is larger than {self.name} can bind to a kernel "
+                f"({self.max_binding} bytes); split the work, or use a device without "
+                f"this limit (numba, opencl)"
+            )
         return DeviceBuffer(self.pool.allocate(max(nbytes, 4)), shape, dtype, storage)
 
     def _upload(self, host: np.ndarray, shape, dtype) -> DeviceBuffer:
@@ -87,8 +92,10 @@ class WebGPUMemory:
         return np.frombuffer(raw, dtype=data.storage, count=data.size).astype(data.dtype).reshape(data.shape)
 
     def dlpack(self, data, *args, **kwargs):
-        raise UnsupportedError(f"a tj.Array on {self.name} cannot be shared through DLPack (WebGPU memory has no DLPack "
-                               "device type); call .numpy() for a host copy")
+        raise UnsupportedError(
+            f"a tj.Array on {self.name} cannot be shared through DLPack (WebGPU memory has no DLPack "
+            "device type); call .numpy() for a host copy"
+        )
 
     dlpack_device = dlpack
 
@@ -115,8 +122,14 @@ class WebGPUMemory:
         return id(data.block)
 
     def share_memory(self, launches, scratch: set[int]):
-        uses = [[(pos, buf.block, buf.block.nbytes) for pos, buf in enumerate(launch.buffers)
-                 if isinstance(buf, DeviceBuffer)] for launch in launches]
+        uses = [
+            [
+                (pos, buf.block, buf.block.nbytes)
+                for pos, buf in enumerate(launch.buffers)
+                if isinstance(buf, DeviceBuffer)
+            ]
+            for launch in launches
+        ]
         assignment, nbytes = plan_sharing(uses, scratch, self.pool.allocate)
         for launch, used in zip(launches, uses):
             changed = False
