@@ -4,6 +4,7 @@ bit-level NaN/Inf helpers they and the renderer use, and NumPy-exact //, % and *
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -24,6 +25,9 @@ _f32 = f32_literal
 def math_helpers() -> dict[str, str]:
     """tracejit's float32 exp/tanh/log/erf (math_f32's algorithms and coefficients) in WGSL: accurate to
     1 ulp where WGSL's builtins promise several, and tanh without exp's overflow at large |x|."""
+
+    # (math.e, the same double as np.e, which NumPy's stubs delete: mypy 2.4 refuses to read it)
+    log2_e, log10_e = _f32(np.log2(math.e)), _f32(np.log10(math.e))
 
     def horner(var, cs, acc="p"):
         return "\n    ".join([f"var {acc} = {_f32(cs[0])};"] + [f"{acc} = {acc} * {var} + {_f32(c)};" for c in cs[1:]])
@@ -88,8 +92,8 @@ def math_helpers() -> dict[str, str]:
             "    let p = ((((z * 0.09090909f + 0.11111111f) * z + 0.14285715f) * z + 0.2f) * z + 0.33333334f) * z;\n"
             "    return select(2.0f * (s * p + s), x, x == 0.0f);\n}"
         ),
-        "tj_log2_f32": (f"fn tj_log2_f32(x: f32) -> f32 {{\n    return tj_log_f32(x) * {_f32(np.log2(np.e))};\n}}"),
-        "tj_log10_f32": (f"fn tj_log10_f32(x: f32) -> f32 {{\n    return tj_log_f32(x) * {_f32(np.log10(np.e))};\n}}"),
+        "tj_log2_f32": (f"fn tj_log2_f32(x: f32) -> f32 {{\n    return tj_log_f32(x) * {log2_e};\n}}"),
+        "tj_log10_f32": (f"fn tj_log10_f32(x: f32) -> f32 {{\n    return tj_log_f32(x) * {log10_e};\n}}"),
         "tj_cbrt_f32": (
             "fn tj_cbrt_f32(x: f32) -> f32 {\n    let a = abs(x);\n"
             "    if (a == 0.0f || !tj_isfinite_f32(a)) { return x + x; }\n"
