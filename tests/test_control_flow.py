@@ -166,3 +166,54 @@ def test_a_rewritten_function_keeps_its_closure_and_its_line_numbers():
     line = g.__code__.co_firstlineno + 2
     with pytest.raises(tj.TraceError, match=rf"test_control_flow.py:{line}: "):
         tj.kernel(g)(np.ones(2))
+
+
+def branchy(x, n):
+    """`if` statements that bind names: on values read from the array (both branches, selected, nested), and on
+    a number argument (Python decides)."""
+    if x.sum() > 0:
+        y = x * 2
+        scale = 1.0
+    else:
+        y = -x
+        if x[0] > 0:
+            scale = 2.0
+        else:
+            scale = 3.0
+    if n > 2:
+        y = y + 1
+    return y * scale
+
+
+def test_if_statements_on_array_values_select_as_numpy_decides(device, rng):
+    kernel = tj.kernel(branchy)
+    for _ in range(5):
+        x = rng.standard_normal(4).astype(np.float32)
+        for n in (1, 3):
+            assert_close(run_kernel(kernel, x, n, device=device), branchy(x, n))
+
+
+def test_a_name_bound_in_one_branch_of_an_array_if_is_an_error_only_where_used():
+    def unused(x):
+        if x.sum() > 0:
+            extra = x * 2   # never read: the kernel runs as NumPy does
+        return x + 1
+
+    def used(x):
+        if x.sum() > 0:
+            extra = x * 2
+        return extra
+
+    assert_close(tj.kernel(unused)(np.ones(3)), np.ones(3) + 1)
+    with pytest.raises(tj.TraceError, match="`extra` is bound in only one branch"):
+        tj.kernel(used)(np.ones(3))
+
+
+def test_an_if_that_stores_into_an_array_is_left_as_python_runs_it():
+    def stores(x):
+        if x.sum() > 0:
+            x[0] = 1.0   # an effect both branches cannot share: not rewritten
+        return x
+
+    with pytest.raises(tj.TraceError, match="Python bool"):
+        tj.kernel(stores)(np.ones(3))

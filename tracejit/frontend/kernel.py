@@ -525,6 +525,9 @@ class Kernel:
         tuple_result = isinstance(result, (tuple, list))
         # None: a procedure, which only assigns into its arguments (or does nothing); the call returns None
         results = list(result) if tuple_result else [] if result is None else [result]
+        for r in results:
+            if isinstance(r, conditional_expressions.PartlyBound):
+                r._refuse()  # (a TraceError that says which name and why)
         if any(isinstance(r, MaskedSelection) for r in results):
             raise data_dependent()  # returning x[mask]: its shape is the data's
         try:

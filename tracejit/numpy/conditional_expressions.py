@@ -1,11 +1,15 @@
-"""Conditional expressions (`a if test else b`) in a kernel function: where the test is read from arrays, both
-sides are computed and the test selects between them when the kernel runs (`cost = 0 if a[i] == b[j] else 1`
-in a loop over elements); where it is a Python value, Python decides while tracing, as before.
+"""Conditionals in a kernel function: where the test is read from arrays, both sides are computed and the test
+selects between them when the kernel runs; where it is a Python value, Python decides while tracing, as before.
+- conditional expressions, `cost = 0 if a[i] == b[j] else 1`;
+- `if`/`else` statements whose branches only bind names (`y = ...`, nested such `if`s): each name bound in
+  either branch is selected. A branch that stores into an array, updates in place (`+=`), calls for its
+  effect, returns, loops or raises is left as Python runs it (an `if` on an array value there is still an
+  error).
 
-The function is compiled again from its source with each conditional expression made a call of `choose`
-(its sides become argument-less lambdas, so the side Python would not take is computed only where the
-test is traced); a function without source, a lambda, or one whose conditional expressions bind names
-(`:=`) or yield is left as it is."""
+The function is compiled again from its source: each conditional expression becomes a call of `choose` (its
+sides argument-less lambdas), each such `if` two functions of the names it binds and a call of `branches`, so
+the side Python would not take runs only where the test is traced. A function without source, a lambda, or
+one with `global`/`nonlocal` or whose conditionals bind names with `:=` or yield is left as it is."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tracejit.errors import TraceError
 from tracejit.numpy.tensor import Tensor, python_value
 
 _NAME = "__tracejit_choose"
@@ -37,9 +42,197 @@ def choose(test, yes, no):
     return np.where(test, yes(), no())
 
 
+class _Undefined:
+    def __repr__(self) -> str:
+        return "<not yet bound>"
+
+
+UNDEFINED = _Undefined()  # a name the `if` binds that had no value before it
+
+
+class PartlyBound:
+    """A name an `if` on an array value binds in one branch only: it has a value only sometimes, so any use of
+    it is an error (as reading it where Python had not bound it would be)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def _refuse(self, *args, **kwargs):
+        raise TraceError(
+            f"`{self._name}` is bound in only one branch of an `if` on a value read from arrays, so it "
+            "has a value only sometimes; give it a value before the `if`"
+        )
+
+    __getattr__ = _refuse
+    __bool__ = __index__ = __float__ = __int__ = __array__ = __len__ = __iter__ = __getitem__ = _refuse
+    __array_ufunc__ = __array_function__ = _refuse
+
+    def __repr__(self) -> str:
+        return f"<{self._name}: bound in only one branch of an `if` on an array value>"
+
+
+for _op in (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+):
+    setattr(PartlyBound, f"__{_op}__", PartlyBound._refuse)
+    setattr(PartlyBound, f"__r{_op}__", PartlyBound._refuse)
+for _op in ("neg", "pos", "abs", "invert"):
+    setattr(PartlyBound, f"__{_op}__", PartlyBound._refuse)
+
+
+def value_before(get):
+    """A name's value before the `if`, or UNDEFINED."""
+    try:
+        return get()
+    except NameError:  # (UnboundLocalError too)
+        return UNDEFINED
+
+
+def branches(test, then, orelse, before: tuple, names: tuple[str, ...]) -> tuple:
+    """The names an `if` binds, after it: then(*before) or orelse(*before) where Python decides, or where `test`
+    is a 0-d value read from arrays, each name selected between both branches' values."""
+    if isinstance(test, Tensor):
+        test = python_value(test, "an `if`'s test")
+    if not isinstance(test, Tensor):
+        return then(*before) if test else orelse(*before)
+    if test.shape != ():
+        raise ValueError(
+            "The truth value of an array with more than one element is ambiguous (an `if`'s test must "
+            "be a single value)"
+        )
+    yes, no = then(*before), orelse(*before)
+    out = []
+    for name, a, b in zip(names, yes, no):
+        if a is b:  # neither branch changed it
+            out.append(a)
+            continue
+        if a is UNDEFINED or b is UNDEFINED:  # an error where it is used, as Python's would be
+            out.append(PartlyBound(name))
+            continue
+        out.append(np.where(test, a, b))
+    return tuple(out)
+
+
+def _binds_only_names(statements: list[ast.stmt], rewritten: set[int]) -> bool:
+    """Whether these statements only bind names: assignments to names and `if`s already rewritten."""
+    for st in statements:
+        if isinstance(st, ast.Pass) or id(st) in rewritten:
+            continue
+        if isinstance(st, ast.Assign):
+            targets = [
+                t
+                for target in st.targets
+                for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])
+            ]
+            if all(isinstance(t, ast.Name) for t in targets):
+                continue
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+            continue
+        return False
+    return True
+
+
+def _bound_names(statements: list[ast.stmt]) -> list[str]:
+    """The names these statements (which bind names only) bind, in order."""
+    names: dict[str, None] = {}
+    for st in statements:
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AnnAssign) else []
+        for target in targets:
+            for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                if isinstance(t, ast.Name):
+                    names.setdefault(t.id)
+    return list(names)
+
+
 class _Rewrite(ast.NodeTransformer):
     def __init__(self) -> None:
         self.count = 0
+        self.rewritten: set[int] = set()  # ids of the statements a rewritten `if` became
+
+    def visit_If(self, node: ast.If) -> Any:
+        self.generic_visit(node)  # (inner ifs first: a rewritten one binds names only)
+        if not (_binds_only_names(node.body, self.rewritten) and _binds_only_names(node.orelse, self.rewritten)) or any(
+            isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)
+        ):
+            return node
+        names = _bound_names(node.body + node.orelse)
+        if not names:
+            return node
+        self.count += 1
+        k = self.count
+        params = ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[], kw_defaults=[], defaults=[]
+        )
+
+        def side(name: str, body: list[ast.stmt]) -> ast.FunctionDef:
+            result = ast.Return(value=ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load()))
+            return ast.FunctionDef(name=name, args=params, body=[*body, result], decorator_list=[], returns=None)
+
+        then, orelse = f"__tracejit_then_{k}", f"__tracejit_else_{k}"
+        lam = lambda value: ast.Lambda(
+            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=value
+        )
+        before = ast.Tuple(
+            elts=[
+                ast.Call(
+                    func=ast.Name(id="__tracejit_value_before", ctx=ast.Load()),
+                    args=[lam(ast.Name(id=n, ctx=ast.Load()))],
+                    keywords=[],
+                )
+                for n in names
+            ],
+            ctx=ast.Load(),
+        )
+        call = ast.Call(
+            func=ast.Name(id="__tracejit_branches", ctx=ast.Load()),
+            args=[
+                node.test,
+                ast.Name(id=then, ctx=ast.Load()),
+                ast.Name(id=orelse, ctx=ast.Load()),
+                before,
+                ast.Tuple(elts=[ast.Constant(value=n) for n in names], ctx=ast.Load()),
+            ],
+            keywords=[],
+        )
+        assign = ast.Assign(
+            targets=[ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())], value=call
+        )
+        # a name neither branch bound, with no value before: unbound after, as in Python
+        unbind = [
+            ast.If(
+                test=ast.Compare(
+                    left=ast.Name(id=n, ctx=ast.Load()),
+                    ops=[ast.Is()],
+                    comparators=[ast.Name(id="__tracejit_undefined", ctx=ast.Load())],
+                ),
+                body=[ast.Delete(targets=[ast.Name(id=n, ctx=ast.Del())])],
+                orelse=[],
+            )
+            for n in names
+        ]
+        out = [side(then, node.body), side(orelse, node.orelse or [ast.Pass()]), assign, *unbind]
+        for st in out:
+            ast.copy_location(st, node)
+            self.rewritten.add(id(st))  # (an enclosing if's branches may hold it)
+        return out
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         self.generic_visit(node)
@@ -70,11 +263,14 @@ def _rewritten(fn) -> types.CodeType | None:
     fdef = tree.body[0] if tree.body else None
     if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) or fdef.name != code.co_name:
         return None
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(fdef)):
+        return None
     rewrite = _Rewrite()
     fdef = rewrite.visit(fdef)
     if not rewrite.count:
         return None
     fdef.decorator_list = []
+    ast.fix_missing_locations(fdef)  # (the new nodes take their statement's lines, then all move)
     ast.increment_lineno(fdef, code.co_firstlineno - 1)  # the user's lines in tracebacks and messages
     # a factory whose parameters are the function's free variables, so the copy keeps its closure
     factory = ast.FunctionDef(
@@ -107,7 +303,14 @@ def visible(fn):
         return fn
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     new_globals = dict(fn.__globals__)
-    new_globals[_NAME] = choose
+    new_globals.update(
+        {
+            _NAME: choose,
+            "__tracejit_branches": branches,
+            "__tracejit_value_before": value_before,
+            "__tracejit_undefined": UNDEFINED,
+        }
+    )
     copy = types.FunctionType(
         inner, new_globals, fn.__name__, fn.__defaults__, tuple(cells[n] for n in inner.co_freevars) or None
     )
