@@ -217,3 +217,26 @@ def test_an_if_that_stores_into_an_array_is_left_as_python_runs_it():
 
     with pytest.raises(tj.TraceError, match="Python bool"):
         tj.kernel(stores)(np.ones(3))
+
+
+def test_conditionals_whose_sides_differ_in_shape_or_dtype_are_refused_on_array_values():
+    """NumPy's `y if c else a` is y or a itself: with a data-dependent c and sides of other shapes (or dtypes)
+    the result's shape would depend on the data; a select would broadcast and give the wrong shape."""
+    def shapes(x, y):
+        a = x[0] * 2
+        return y if x[0] > y[1] else a
+
+    def dtypes(x, k):
+        return x if x.sum() > 0 else k   # float32 array or an int64 array
+
+    x, y = np.ones(4, np.float32), np.zeros(4, np.float32)
+    with pytest.raises(tj.TraceError, match=r"differ \(float32\[4\] and float32\[\]\)"):
+        tj.kernel(shapes)(x, y)
+    with pytest.raises(tj.TraceError, match="would depend on the data"):
+        tj.kernel(dtypes)(x, np.arange(4))
+
+    def number(x):
+        return x if x.sum() > 0 else 0.5   # NumPy gives the array or the number itself
+
+    with pytest.raises(tj.TraceError, match="a Python float"):
+        tj.kernel(number)(x)

@@ -39,7 +39,7 @@ def choose(test, yes, no):
             "The truth value of an array with more than one element is ambiguous (a conditional "
             "expression's test must be a single value)"
         )
-    return np.where(test, yes(), no())
+    return select(test, yes(), no(), "the two sides of a conditional expression")
 
 
 class _Undefined:
@@ -48,6 +48,39 @@ class _Undefined:
 
 
 UNDEFINED = _Undefined()  # a name the `if` binds that had no value before it
+
+
+def select(test: Tensor, a, b, what: str):
+    """np.where(test, a, b) where NumPy's answer would be a or b itself: the same shape, and the same dtype (a
+    Python number beside an array of a dtype it does not change is fine); else which shape or dtype the result
+    has would depend on the data, which a compiled kernel cannot follow."""
+    shape_a, shape_b = np.shape(a), np.shape(b)
+    kinds = [type(v) in (bool, int, float) for v in (a, b)]
+    dtype_a, dtype_b = (None if weak else _dtype(v) for v, weak in zip((a, b), kinds))
+    if all(kinds):
+        same = type(a) is type(b)
+    elif any(kinds):
+        array, number = (b, a) if kinds[0] else (a, b)
+        same = np.result_type(_dtype(array), number) == _dtype(array)
+    else:
+        same = dtype_a == dtype_b
+    if shape_a != shape_b or not same:
+        raise TraceError(
+            f"{what} differ ({_describe(a)} and {_describe(b)}) where the test is read from arrays: "
+            "the result's shape or dtype would depend on the data. Make both the same (np.broadcast_to, "
+            ".astype), or decide on a Python value"
+        )
+    return np.where(test, a, b)
+
+
+def _dtype(value) -> np.dtype:
+    return value.dtype if isinstance(value, Tensor) else np.asarray(value).dtype
+
+
+def _describe(value) -> str:
+    if type(value) in (bool, int, float):
+        return f"a Python {type(value).__name__}"
+    return f"{_dtype(value)}{list(np.shape(value))}"
 
 
 class PartlyBound:
@@ -127,7 +160,7 @@ def branches(test, then, orelse, before: tuple, names: tuple[str, ...]) -> tuple
         if a is UNDEFINED or b is UNDEFINED:  # an error where it is used, as Python's would be
             out.append(PartlyBound(name))
             continue
-        out.append(np.where(test, a, b))
+        out.append(select(test, a, b, f"`{name}` after the two branches of an `if`"))
     return tuple(out)
 
 
