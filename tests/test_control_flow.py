@@ -240,3 +240,13 @@ def test_conditionals_whose_sides_differ_in_shape_or_dtype_are_refused_on_array_
 
     with pytest.raises(tj.TraceError, match="a Python float"):
         tj.kernel(number)(x)
+
+
+def test_pythons_min_of_arrays_is_refused_as_numpy_refuses_it():
+    def f(x):
+        return min(x, 0.5)
+
+    with pytest.raises(ValueError, match="truth value of an array"):
+        f(np.ones(3))
+    with pytest.raises(ValueError, match="truth value of an array"):
+        tj.kernel(f)(np.ones(3))

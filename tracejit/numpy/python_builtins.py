@@ -29,6 +29,11 @@ def _select(name: str, args: tuple, key, default):
     if key is not None or not any(isinstance(v, Tensor) for v in items):
         options = {"key": key} if default is _MISSING else {"key": key, "default": default}
         return getattr(builtins, name)(*args, **options)
+    if any(np.ndim(v) for v in items):  # Python compares them: NumPy refuses an array's truth value
+        raise ValueError(
+            f"The truth value of an array with more than one element is ambiguous ({name}() of arrays compares "
+            f"them as Python does; np.{'minimum' if name == 'min' else 'maximum'} works element by element)"
+        )
     result = items[0]
     for v in items[1:]:
         better = v < result if name == "min" else v > result  # Python's order of comparison
