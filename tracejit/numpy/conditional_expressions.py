@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tracejit.errors import TraceError
+from tracejit.errors import ShapeError, TraceError
 from tracejit.numpy.tensor import Tensor, python_value
 
 _NAME = "__tracejit_choose"
@@ -65,10 +65,10 @@ def select(test: Tensor, a, b, what: str):
     else:
         same = dtype_a == dtype_b
     if shape_a != shape_b or not same:
-        raise TraceError(
+        raise ShapeError(
             f"{what} differ ({_describe(a)} and {_describe(b)}) where the test is read from arrays: "
-            "the result's shape or dtype would depend on the data. Make both the same (np.broadcast_to, "
-            ".astype), or decide on a Python value"
+            "the result's shape or dtype would depend on the data; they must match in shape and dtype "
+            "(np.broadcast_to, .astype), or the test be a Python value"
         )
     return np.where(test, a, b)
 

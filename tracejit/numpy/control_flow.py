@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tracejit.errors import ShapeError, UnsupportedError
+from tracejit.numpy.conditional_expressions import select
 from tracejit.numpy.tensor import Tensor, python_value
 
 __all__ = ["cond", "fori_loop", "while_loop"]
@@ -104,16 +105,4 @@ def _select(pred: Tensor, yes, no, where: str):
         return {k: _select(pred, yes[k], no[k], f"{where}[{k!r}]") for k in yes}
     if yes is None and no is None:
         return None
-    a, b = np.shape(yes), np.shape(no)
-    ta, tb = _dtype(yes), _dtype(no)
-    weak = any(type(v) in (bool, int, float) for v in (yes, no))  # a Python number takes the other's dtype
-    if a != b or (ta != tb and not weak):
-        raise ShapeError(
-            f"tj.cond: the branches return {ta}{list(a)} and {tb}{list(b)} at {where}; they must "
-            "match in shape and dtype (as in JAX)"
-        )
-    return np.where(pred, yes, no)
-
-
-def _dtype(value) -> np.dtype:
-    return value.dtype if isinstance(value, Tensor) else np.asarray(value).dtype
+    return select(pred, yes, no, f"tj.cond's branch results at {where}")
