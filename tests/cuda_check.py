@@ -57,7 +57,10 @@ class Checker:
         self.assemblies = 0
 
     def check(self, traced) -> None:
-        program = traced.program(self.target.layout)
+        for program in traced.programs(self.target.layout):   # (a graph with loops: several)
+            self.check_program(program)
+
+    def check_program(self, program) -> None:
         compiler = self.target.compiler
         try:
             rendered = [cuda_codegen.render(k, compiler.options, by_value_params(program, keys))

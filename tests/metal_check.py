@@ -34,7 +34,10 @@ class Checker:
         self.refused = 0      # float64 or too many buffers: a clear error, which Metal's rules call for
 
     def check(self, traced) -> None:
-        program = traced.program(self.target.layout)
+        for program in traced.programs(self.target.layout):   # (a graph with loops: several)
+            self.check_program(program)
+
+    def check_program(self, program) -> None:
         try:
             kernels = self.target.compile(program).kernels
         except (DtypeError, UnsupportedError):

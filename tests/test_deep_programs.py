@@ -51,11 +51,16 @@ def test_an_elementwise_chain_of_5000_operations_matches_numpy(device, rng):
 
 def test_a_deep_chain_is_cut_into_kernels_of_bounded_depth():
     """LLVM's loop vectoriser is quadratic in a loop body: no kernel computes more than MAX_FUSED_DEPTH
-    dependent operations, so compile time grows linearly with a program's length."""
-    def chain(x):
+    dependent operations, so compile time grows linearly with a program's length. (The loop is in a helper
+    the kernel calls: only the kernel function's own loops are compiled as loops, a helper's are traced step by
+    step, making the deep chain.)"""
+    def grow(x):
         for i in range(2000):
             x = x * 1.5 + 0.25
         return x
+
+    def chain(x):
+        return grow(x)
 
     program = tj.kernel(chain).trace(np.ones(64)).program()
     assert len(program.kernels) == math.ceil(4000 / MAX_FUSED_DEPTH)
@@ -178,10 +183,13 @@ def test_a_loop_of_np_roll_alone_matches_numpy(device, rng):
 
 
 def test_a_deep_program_prints_as_graph_ir():
-    def chain(x):
+    def grow(x):   # (a helper's loop is traced step by step: a deep graph)
         for _ in range(3000):
             x = np.tanh(x)
         return x
+
+    def chain(x):
+        return grow(x)
 
     text = str(tj.kernel(chain).trace(np.ones(3)))
     assert text.count("tanh") == 3000
@@ -234,11 +242,29 @@ def test_a_trace_that_would_fill_memory_stops_at_the_users_line(monkeypatch):
     from tracejit.frontend import kernel as kernel_module
     monkeypatch.setattr(kernel_module, "_trace_values", lambda: 20_000)
 
-    def relax(D):
+    def sweep(D):   # a helper's loops are traced step by step
         for i in range(1, 100):
             for j in range(1, 100):
                 D[i, j] = D[i - 1, j] + D[i, j - 1] * 0.5   # the line the error names
         return D
+
+    def relax(D):
+        return sweep(D)
     with pytest.raises(tj.TraceError, match=r"test_deep_programs.py:\d+: the trace grew past 20,000 traced values"):
         tj.kernel(relax)(np.ones((100, 100)))
     assert_close(tj.kernel(lambda x: x * 2)(np.ones(3)), np.full(3, 2.0))   # the next trace has its own budget
+
+
+def test_the_same_loop_nest_in_the_kernel_itself_is_compiled_as_a_loop_and_matches_numpy(monkeypatch, rng):
+    """The loops of the kernel function itself are compiled as loops: the same nest runs within that budget."""
+    from tracejit.frontend import kernel as kernel_module
+    monkeypatch.setattr(kernel_module, "_trace_values", lambda: 20_000)
+
+    def relax(D):
+        for i in range(1, 100):
+            for j in range(1, 100):
+                D[i, j] = D[i - 1, j] + D[i, j - 1] * 0.5
+        return D
+    D = rng.random((100, 100))
+    expected = relax(D.copy())
+    assert_close(tj.kernel(relax)(D.copy()), expected, rtol=1e-12)

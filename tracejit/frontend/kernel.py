@@ -24,8 +24,8 @@ from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
-from tracejit.numpy import allocation, conditional_expressions, python_builtins, python_numbers, random_draws
-from tracejit.frontend import capture, hooks, shipping
+from tracejit.numpy import allocation, conditional_expressions, loops, python_builtins, python_numbers, random_draws
+from tracejit.frontend import capture, hooks, shipping, staged
 from tracejit.frontend.dynamic import (
     axes_of,
     changed_axes,
@@ -341,6 +341,30 @@ class Kernel:
             traced = self._trace(args)
             if not traced.outputs:  # a function that changes nothing and returns None: nothing to compile
                 return Plan(traced, NOTHING, dev)
+            if staged.has_loops(traced.outputs):  # loops compiled as loops: parts between them (staged.py)
+                if debug.enabled(3):
+                    log(3, str(traced))
+                try:
+                    with stage("schedule"):
+                        executable = staged.compile_graph(traced.outputs, traced.inputs(), traced.nargs, dev)
+                except TracejitError as e:  # (a body the device cannot compile: a 64-bit scalar on webgpu)
+                    log(1, f"{self.__name__}: its loops traced step by step for {dev.name}: {e}")
+                    try:
+                        with loops.step_by_step():
+                            traced = self._trace(args, count=False)
+                    except TracejitError as again:
+                        raise type(e)(
+                            f"{e}\n(in a loop compiled as a loop; traced step by step instead, it stops: {again})"
+                        ) from None
+                else:
+                    self._counted(executable, executable.library_calls, dev)
+                    log(
+                        1,
+                        f"{self.__name__}: {len(executable.kernels)} kernel(s) (loops compiled as loops) for "
+                        f"{dev.name} in {1e3 * (time.perf_counter() - t0):.0f} ms",
+                    )
+                    record(self, traced.infos, dev.name)
+                    return Plan(traced, executable, dev)
             axes = axes_of(self._dynamic_axes, traced.infos, self._names) if self._dynamic_axes else None
             # the function at other sizes of its symbolic dimensions (only a device that makes inner sizes
             # arguments asks): which of a kernel's sizes follow the shapes, and which loop variables get
@@ -370,12 +394,7 @@ class Kernel:
             except Exception as e:
                 failed(dev, e)
                 raise
-        loaded, library = sum(k.cached for k in executable.kernels), len(program.library_calls)
-        if isinstance(dev, DeviceStats):
-            dev.compiles += len(program.kernels) - loaded - library
-        self._counts["compiles"] += len(program.kernels) - loaded - library
-        self._counts["disk_hits"] += loaded
-        self._counts["library"] += library
+        loaded, library = self._counted(executable, len(program.library_calls), dev)
         log(
             1,
             f"{self.__name__}: {len(program.kernels)} kernel(s) for {dev.name} in "
@@ -400,6 +419,18 @@ class Kernel:
             log(4, k.source)
         record(self, traced.infos, dev.name)
         return Plan(traced, executable, dev)
+
+    def _counted(self, executable, library: int, dev) -> tuple[int, int]:
+        """Count a compile's kernels: compiled here, loaded (from the disk cache, or compiled already for
+        another size), run by a library; returns the loaded and library counts."""
+        loaded = sum(k.cached for k in executable.kernels)
+        compiled = len(executable.kernels) - loaded - library
+        if isinstance(dev, DeviceStats):
+            dev.compiles += compiled
+        self._counts["compiles"] += compiled
+        self._counts["disk_hits"] += loaded
+        self._counts["library"] += library
+        return loaded, library
 
     def _twin(self, args) -> Traced | None:
         """The trace of these arguments (other sizes), or None where it does not trace."""
@@ -515,7 +546,7 @@ class Kernel:
                 allocation.traced_arrays(),
                 faulting.recorded() as can_fault,
                 python_numbers.known(numbers) as used,
-                trace_budget(_trace_values()),
+                trace_budget(_trace_values(), tensors),
             ):
                 result = self._params.call(self._visible_function(), tensors)
         except TraceError as e:

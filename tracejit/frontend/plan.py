@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracejit.errors import UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.fuse import Program, input_buffer, schedule
-from tracejit.ir.graph import Node, format_graph, toposort
+from tracejit.ir.graph import Node, Op, format_graph, toposort
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime import registry
 from tracejit.runtime.array import Array
@@ -41,6 +42,34 @@ class Traced:
         self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)
         self.compared = int_comparisons.hidden(outputs)
 
+    def inputs(self) -> dict:
+        """The buffer of each INPUT node the graph reads: the arguments (read in place through their strides),
+        then the hidden scalars of a call (random words, compared ints), positions as `nargs` counts them."""
+        inputs = {}
+        read = set(toposort(self.outputs)) if self.compared else None
+        for i, info in enumerate(self.infos):
+            if info.kind == "array":
+                node = build.input_(i, info.dtype, info.shape)
+                inputs[node] = input_buffer(i, node, info.strides)
+            elif info.kind == "scalar":
+                node = build.input_(i, info.dtype, (), weak=True)
+                if read is None or node in read:  # an int only compared is read through its hidden scalars
+                    inputs[node] = input_buffer(i, node, ())
+        for s in self.streams:
+            for i in range(s.first, s.first + random_draws.WORDS):
+                node = build.input_(i, random_draws.U32, ())
+                inputs[node] = input_buffer(i, node, ())
+        first = len(self.infos) + random_draws.WORDS * len(self.streams)
+        for j, (arg, dtype) in enumerate(self.compared):
+            node = build.input_(arg, dtype, ())
+            inputs[node] = input_buffer(first + j, node, ())
+        return inputs
+
+    @property
+    def nargs(self) -> int:
+        """How many values a call passes its executable: the arguments, then the hidden scalars."""
+        return len(self.infos) + random_draws.WORDS * len(self.streams) + len(self.compared)
+
     @property
     def results(self) -> list[Node]:
         """The returned values (without the new values of assigned arguments, and the checks)."""
@@ -48,6 +77,9 @@ class Traced:
 
     def __str__(self) -> str:
         text = format_graph(self.outputs, f"graph {self.name}")
+        for loop in _loops_in(self.outputs):  # each loop compiled as a loop: its body's graph
+            inputs = ", ".join(repr(n.arg) for n in loop.inputs)
+            text += "\n" + format_graph(loop.outputs, f"body of the {loop.kind} loop {loop!r} (inputs {inputs})")
         n = len(self.results)
         if self.assigned:
             text += "\n  " + ", ".join(
@@ -70,6 +102,15 @@ class Traced:
 
         return to_networkx(self.program(registry.compiler(device).layout), self.name)
 
+    def programs(self, options: LayoutOptions = LayoutOptions()) -> list[Program]:
+        """The programs of this graph: its one program, or where it holds loops compiled as loops, the program
+        of each part between loops and of each loop's body (frontend/staged.py)."""
+        from tracejit.frontend import staged
+
+        if not staged.has_loops(self.outputs):
+            return [self.program(options)]
+        return staged.programs(self.outputs, self.inputs(), self.nargs, options)
+
     def program(
         self,
         options: LayoutOptions = LayoutOptions(),
@@ -79,25 +120,26 @@ class Traced:
     ) -> Program:
         """The kernels of this graph; `other`: its twin's, or `moving`: the variables known to move, per
         kernel name; `fields`: the Program's dynamic, every_loop, ahead and find_twin (ir.fuse.schedule)."""
-        inputs = {}
-        read = set(toposort(self.outputs)) if self.compared else None
-        for i, info in enumerate(self.infos):
-            if info.kind == "array":
-                node = build.input_(i, info.dtype, info.shape)
-                inputs[node] = input_buffer(i, node, info.strides)
-            elif info.kind == "scalar":
-                node = build.input_(i, info.dtype, (), weak=True)
-                if read is None or node in read:  # an int only compared is read through its hidden scalars
-                    inputs[node] = input_buffer(i, node, ())
-        for s in self.streams:
-            for i in range(s.first, s.first + random_draws.WORDS):
-                node = build.input_(i, random_draws.U32, ())
-                inputs[node] = input_buffer(i, node, ())
-        first = len(self.infos) + random_draws.WORDS * len(self.streams)
-        for j, (arg, dtype) in enumerate(self.compared):
-            node = build.input_(arg, dtype, ())
-            inputs[node] = input_buffer(first + j, node, ())
+        from tracejit.frontend import staged
+
+        if staged.has_loops(self.outputs):
+            raise UnsupportedError(
+                f"{self.name} holds loops compiled as loops: it is several programs (Traced.programs()), not one"
+            )
+        inputs = self.inputs()
         return schedule(self.outputs, inputs, options, other, moving, **fields)
+
+
+def _loops_in(outputs: list[Node]) -> list:
+    """The loops compiled as loops a graph holds, those in their bodies too, outermost first."""
+    found: list = []
+    todo = list(outputs)
+    while todo:
+        fresh = [n.arg[0] for n in toposort(todo) if n.op is Op.LOOP and n.arg[0] not in found]
+        fresh = list(dict.fromkeys(fresh))
+        found += fresh
+        todo = [o for loop in fresh for o in loop.outputs]
+    return found
 
 
 class Plan:
@@ -197,6 +239,8 @@ class Plan:
         """The memory of dest when the kernel can write output `pos` straight into it, else None (the
         value is then computed apart and copied in)."""
         program, traced = self.executable.program, self.traced
+        if program is None:  # a graph with loops (staged.py): its results are copied in
+            return None
         key = program.outputs[pos]
         node = traced.outputs[pos]
         if program.outputs.count(key) > 1:

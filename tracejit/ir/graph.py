@@ -32,6 +32,8 @@ class Op(str, Enum):
     PAD = "pad"
     GATHER = "gather"  # x[idx]: srcs (x, one index array per gathered axis), arg: see build.gather
     SCATTER = "scatter"  # srcs (target, positions, values), arg: combine op; see build.scatter
+    LOOP = "loop"  # value k of a loop compiled as a loop: arg (numpy.loops.Loop, k); srcs: its bounds or first
+    # test, the carried values' first values, the loop-invariant values the body reads (frontend/staged.py)
     # elementwise: ops.OPS
     NEG = "neg"
     ABS = "abs"
@@ -198,4 +200,22 @@ def rewrite(outputs, fn) -> list[Node]:
         srcs = tuple(new[s] for s in n.srcs)
         m = n if srcs == n.srcs else Node.make(n.op, n.dtype, n.shape, srcs, n.arg, n.weak)
         new[n] = fn(m)
+    return [new[o] for o in outputs]
+
+
+def replace(outputs, mapping: dict[Node, Node]) -> list[Node]:
+    """The graph of `outputs` with each node of `mapping` replaced by its value (what only a replaced node
+    reads is not visited)."""
+    new: dict[Node, Node] = dict(mapping)
+    stack = [(n, False) for n in reversed(list(outputs))]
+    while stack:
+        node, expanded = stack.pop()
+        if node in new:
+            continue
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((s, False) for s in reversed(node.srcs) if s not in new)
+            continue
+        srcs = tuple(new[s] for s in node.srcs)
+        new[node] = node if srcs == node.srcs else Node.make(node.op, node.dtype, node.shape, srcs, node.arg, node.weak)
     return [new[o] for o in outputs]

@@ -50,6 +50,9 @@ def _graph_problem(n: Node) -> str | None:
         return None if n.dtype == expected else f"result dtype should be {expected}"
     if n.op is Op.GATHER:
         return _gather_problem(n)
+    if n.op is Op.LOOP:  # (its body is verified where it is compiled, frontend/staged.py)
+        ok = isinstance(n.arg, tuple) and len(n.arg) == 2 and 0 <= n.arg[1] < n.arg[0].carried
+        return None if ok else f"bad loop value {n.arg!r}"
     if n.op is Op.SCATTER:
         return _scatter_problem(n)
     if len(srcs) != 1:

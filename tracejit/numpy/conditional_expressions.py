@@ -14,7 +14,9 @@ one with `global`/`nonlocal` or whose conditionals bind names with `:=` or yield
 from __future__ import annotations
 
 import ast
+import collections
 import inspect
+import os
 import textwrap
 import types
 from typing import Any
@@ -195,10 +197,254 @@ def _bound_names(statements: list[ast.stmt]) -> list[str]:
     return list(names)
 
 
+# methods that change a Python container in place: a loop whose body calls one is traced step by step
+_MUTATORS = frozenset(
+    "append extend insert pop remove clear update add discard setdefault popitem reverse appendleft extendleft "
+    "put".split()
+)
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+def _lambda(body: ast.expr) -> ast.Lambda:
+    return ast.Lambda(
+        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=body
+    )
+
+
+def _names_tuple(names, ctx) -> ast.Tuple:
+    return ast.Tuple(elts=[ast.Name(id=n, ctx=ctx()) for n in names], ctx=ctx())
+
+
+def _strings(names) -> ast.Tuple:
+    return ast.Tuple(elts=[ast.Constant(value=n) for n in names], ctx=ast.Load())
+
+
+def _loop_body_problem(statements: list[ast.stmt]) -> bool:
+    """Whether a loop body does something a compiled loop cannot follow: breaks or continues this loop,
+    returns, yields, binds with :=, changes a Python container, or assigns into something other than a name's
+    subscript."""
+
+    def visit(node: ast.AST, in_loop: bool) -> bool:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return any(isinstance(n, ast.NamedExpr) for n in ast.walk(node))
+        if isinstance(node, (ast.Break, ast.Continue)) and not in_loop:
+            return True
+        if isinstance(
+            node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.Import, ast.ImportFrom)
+        ):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+            return True
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _subscript_base(node) is None:
+            return True
+        inner = in_loop or isinstance(node, (ast.For, ast.While, ast.AsyncFor))
+        return any(visit(child, inner) for child in ast.iter_child_nodes(node))
+
+    return any(visit(st, False) for st in statements)
+
+
+def _subscript_base(node: ast.expr) -> str | None:
+    """The name `a` of a store into `a[...]` (or `a[...][...]`), else None."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _stored(statements: list[ast.stmt]) -> tuple[list[str], list[str]]:
+    """The names these statements bind (in order; not those of nested functions and comprehensions), and the
+    names they assign into by subscript."""
+    names: dict[str, None] = {}
+    bases: dict[str, None] = {}
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if not node.name.startswith("__tracejit_"):
+                names.setdefault(node.name)
+            return
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.setdefault(node.id)
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            base = _subscript_base(node)
+            if base is not None:
+                bases.setdefault(base)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
+            base = _subscript_base(node.target)
+            if base is not None:
+                bases.setdefault(base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for st in statements:
+        visit(st)
+    return list(names), list(bases)
+
+
+def _loads(node: ast.AST) -> collections.Counter:
+    """How many times each name is read in `node`."""
+    return collections.Counter(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+
+
+def _bound_before_read(statements: list[ast.stmt], name: str) -> bool:
+    """Whether each step of a loop with this body binds `name` (a plain assignment at its top level) before
+    anything reads it: then no step reads the one before's value (it is not carried)."""
+    for st in statements:
+        reads = _loads(st)[name] > 0
+        binds = isinstance(st, ast.Assign) and any(
+            isinstance(t, ast.Name)
+            and t.id == name
+            or isinstance(t, (ast.Tuple, ast.List))
+            and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
+            for t in st.targets
+        )
+        if binds and isinstance(st, ast.Assign):
+            return not _loads(st.value)[name]
+        if reads or name in _stored([st])[0]:
+            return False
+    return False
+
+
+def _is_range(node: ast.expr) -> bool:
+    """range(...) or numba's prange(...) (as `prange`, `numba.prange` or `nb.prange`), positional bounds only."""
+    if not isinstance(node, ast.Call) or node.keywords or not 1 <= len(node.args) <= 3:
+        return False
+    if any(isinstance(a, ast.Starred) for a in node.args):
+        return False
+    f = node.func
+    return (
+        isinstance(f, ast.Name) and f.id in ("range", "prange") or isinstance(f, ast.Attribute) and f.attr == "prange"
+    )
+
+
 class _Rewrite(ast.NodeTransformer):
-    def __init__(self) -> None:
+    def __init__(self, where: str = "", first_line: int = 1, function: ast.AST | None = None) -> None:
         self.count = 0
         self.rewritten: set[int] = set()  # ids of the statements a rewritten `if` became
+        self.where, self.first_line = where, first_line
+        self.reads = _loads(function) if function is not None else None  # the names the function reads, as written
+
+    def _live(self, node, names: list[str]) -> list[str]:
+        """The names a loop binds whose values matter beyond one step: read outside the loop, or read by a
+        step before it binds them (the others are each step's own, and are not carried)."""
+        if self.reads is None:
+            return names
+        inside = _loads(node)
+        return [n for n in names if self.reads[n] > inside[n] or not _bound_before_read(node.body, n)]
+
+    def _loop_parts(self, node, params: list[str], names: list[str], bases: list[str], k: int) -> tuple:
+        """The body as a function of `params` returning `names`, and the call's common arguments."""
+        result = ast.Return(
+            value=ast.Tuple(
+                elts=[_call("__tracejit_value_before", _lambda(ast.Name(id=n, ctx=ast.Load()))) for n in names],
+                ctx=ast.Load(),
+            )
+        )
+        args = ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=n) for n in params], kwonlyargs=[], kw_defaults=[], defaults=[]
+        )
+        body = ast.FunctionDef(
+            name=f"__tracejit_body_{k}", args=args, body=[*node.body, result], decorator_list=[], returns=None
+        )
+        before = ast.Tuple(
+            elts=[_call("__tracejit_value_before", _lambda(ast.Name(id=n, ctx=ast.Load()))) for n in names],
+            ctx=ast.Load(),
+        )
+        stored = ast.Tuple(elts=[_lambda(ast.Name(id=b, ctx=ast.Load())) for b in bases], ctx=ast.Load())
+        where = ast.Constant(value=f"{self.where}:{node.lineno + self.first_line - 1}")
+        return body, before, stored, where
+
+    def _finish_loop(self, node, made: list[ast.stmt], bound: list[str]) -> list[ast.stmt]:
+        unbind = [
+            ast.If(
+                test=ast.Compare(
+                    left=ast.Name(id=n, ctx=ast.Load()),
+                    ops=[ast.Is()],
+                    comparators=[ast.Name(id="__tracejit_undefined", ctx=ast.Load())],
+                ),
+                body=[ast.Delete(targets=[ast.Name(id=n, ctx=ast.Del())])],
+                orelse=[],
+            )
+            for n in bound
+        ]
+        out = [*made, *unbind]
+        for st in out:
+            ast.copy_location(st, node)
+        return out + list(node.orelse)  # (no break: the `else` always runs)
+
+    def visit_For(self, node: ast.For) -> Any:
+        names, bases = _stored(node.body)  # (of the body as written)
+        names = [n for n in names if not n.startswith("__tracejit_")]
+        live = self._live(node, names)
+        # (the index is bound by each step itself: it matters beyond the loop only where read outside it)
+        target_live = isinstance(node.target, ast.Name) and (
+            self.reads is None or self.reads[node.target.id] > _loads(node)[node.target.id]
+        )
+        self.generic_visit(node)  # (inner loops first)
+        if not (isinstance(node.target, ast.Name) and _is_range(node.iter)) or _loop_body_problem(node.body):
+            return node
+        target = node.target.id
+        if target in names:
+            return node
+        names = live
+        self.count += 1
+        k = self.count
+        body, before, stored, where = self._loop_parts(node, [target, *names], names, bases, k)
+        call = _call(
+            "__tracejit_for",
+            ast.Tuple(elts=list(node.iter.args), ctx=ast.Load()),  # type: ignore[attr-defined]
+            ast.Name(id=body.name, ctx=ast.Load()),
+            before,
+            _strings(names),
+            _call("__tracejit_value_before", _lambda(ast.Name(id=target, ctx=ast.Load())))
+            if target_live
+            else ast.Constant(value=None),
+            stored,
+            where,
+        )
+        after = target if target_live else "__tracejit_unused"  # (an index nothing reads after: not computed)
+        assign = ast.Assign(targets=[_names_tuple([*names, after], ast.Store)], value=call)
+        return self._finish_loop(node, [body, assign], [*names, after])
+
+    def visit_While(self, node: ast.While) -> Any:
+        names, bases = _stored(node.body)
+        names = [n for n in names if not n.startswith("__tracejit_")]
+        tested = _loads(node.test)
+        names = [n for n in names if tested[n] or n in self._live(node, [n])]  # (what the test reads is carried)
+        self.generic_visit(node)
+        if _loop_body_problem(node.body) or any(
+            isinstance(n, (ast.NamedExpr, ast.Yield, ast.Await)) for n in ast.walk(node.test)
+        ):
+            return node
+        self.count += 1
+        k = self.count
+        body, before, stored, where = self._loop_parts(node, names, names, bases, k)
+        args = ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[], kw_defaults=[], defaults=[]
+        )
+        test = ast.FunctionDef(
+            name=f"__tracejit_test_{k}", args=args, body=[ast.Return(value=node.test)], decorator_list=[], returns=None
+        )
+        call = _call(
+            "__tracejit_while",
+            ast.Name(id=test.name, ctx=ast.Load()),
+            ast.Name(id=body.name, ctx=ast.Load()),
+            before,
+            _strings(names),
+            stored,
+            where,
+        )
+        made: list[ast.stmt] = [test, body]
+        if names:
+            made.append(ast.Assign(targets=[_names_tuple(names, ast.Store)], value=call))
+        else:
+            made.append(ast.Expr(value=call))
+        return self._finish_loop(node, made, names)
 
     def visit_If(self, node: ast.If) -> Any:
         self.generic_visit(node)  # (inner ifs first: a rewritten one binds names only)
@@ -298,7 +544,7 @@ def _rewritten(fn) -> types.CodeType | None:
         return None
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(fdef)):
         return None
-    rewrite = _Rewrite()
+    rewrite = _Rewrite(os.path.basename(code.co_filename), code.co_firstlineno, fdef)
     fdef = rewrite.visit(fdef)
     if not rewrite.count:
         return None
@@ -329,6 +575,8 @@ def _rewritten(fn) -> types.CodeType | None:
 
 def visible(fn):
     """fn, or a copy of it whose conditional expressions select traced values (module docstring)."""
+    from tracejit.numpy import loops  # (loops needs this module)
+
     if not isinstance(fn, types.FunctionType):
         return fn
     inner = _rewritten(fn)
@@ -342,6 +590,8 @@ def visible(fn):
             "__tracejit_branches": branches,
             "__tracejit_value_before": value_before,
             "__tracejit_undefined": UNDEFINED,
+            "__tracejit_for": loops.for_range,
+            "__tracejit_while": loops.while_true,
         }
     )
     copy = types.FunctionType(

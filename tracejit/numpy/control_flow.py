@@ -1,10 +1,10 @@
 """tj.cond, tj.fori_loop and tj.while_loop with JAX's signatures, inside a kernel or outside it.
 
-A predicate, bound or condition that is a Python value (or made from the kernel's Python-number arguments,
-python_numbers.py) decides in Python as the trace runs: the loop's steps are traced one after the other.
-A predicate read from arrays selects between both branches' results, JAX's semantics for branches without
-side effects. A loop whose bounds or condition are read from arrays needs loops compiled as loops, which
-tracejit does not do yet: that is a clear error, not a wrong answer.
+A predicate that is a Python value (or made from the kernel's Python-number arguments, python_numbers.py)
+decides in Python as the trace runs; one read from arrays selects between both branches' results, JAX's
+semantics for branches without side effects. The loops are what a `for` over range() and a `while` in the
+kernel function become (numpy/loops.py): compiled as loops, their bodies traced once, their bounds and
+conditions read from arrays where they are.
 """
 
 from __future__ import annotations
@@ -15,17 +15,11 @@ from typing import Any
 import numpy as np
 
 from tracejit.errors import ShapeError, UnsupportedError
+from tracejit.numpy import loops
 from tracejit.numpy.conditional_expressions import select
 from tracejit.numpy.tensor import Tensor, python_value
 
 __all__ = ["cond", "fori_loop", "while_loop"]
-
-_NOT_YET = (
-    "is read from arrays, so it is known only when the kernel runs; tracejit does not compile loops as "
-    "loops yet (a Python loop over Python numbers is traced step by step). Compute a bound from the "
-    "kernel's int arguments, or run the loop outside the kernel"
-)
-
 
 def cond(pred, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands):
     """jax.lax.cond: true_fun(*operands) if pred else false_fun(*operands).
@@ -51,27 +45,73 @@ def cond(pred, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *ope
 
 
 def fori_loop(lower, upper, body_fun: Callable[[int, Any], Any], init_val):
-    """jax.lax.fori_loop: init_val passed through body_fun(i, val) for i in range(lower, upper); the bounds
-    are Python ints (or computed from the kernel's int arguments)."""
-    lo = _python_int(lower, "tj.fori_loop's lower bound")
-    hi = _python_int(upper, "tj.fori_loop's upper bound")
-    val = init_val
-    for i in range(lo, hi):
-        val = body_fun(i, val)
-    return val
+    """jax.lax.fori_loop: init_val passed through body_fun(i, val) for i in range(lower, upper). Compiled as a
+    loop (numpy/loops.py), as a `for` over range() in the kernel function is: the body is traced once, and the
+    bounds may be read from arrays; a short loop with bounds known while tracing is traced step by step."""
+    leaves, rebuild = _flatten(init_val, "tj.fori_loop's init_val")
+
+    def body(i, *values):
+        out = body_fun(i, rebuild(values))
+        flat, _ = _flatten(out, "tj.fori_loop's body_fun result")
+        if len(flat) != len(leaves):
+            raise ShapeError(
+                f"tj.fori_loop: body_fun returned {len(flat)} values where init_val has {len(leaves)}: "
+                "it must return a value of init_val's structure"
+            )
+        return tuple(flat)
+
+    names = tuple(f"val{_path(k)}" for k in range(len(leaves)))
+    out = loops.for_range((lower, upper), body, tuple(leaves), names, None, (), "tj.fori_loop")
+    return rebuild(out[: len(leaves)])
 
 
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val):
-    """jax.lax.while_loop: val = body_fun(val) while cond_fun(val); the condition is a Python value (or
-    computed from the kernel's Python-number arguments)."""
-    val = init_val
-    while True:
-        decided = _decided(cond_fun(val), "tj.while_loop's condition")
-        if decided is None:
-            raise UnsupportedError(f"tj.while_loop's condition {_NOT_YET}")
-        if not decided:
-            return val
-        val = body_fun(val)
+    """jax.lax.while_loop: val = body_fun(val) while cond_fun(val). Where the condition is read from arrays,
+    the rest of the loop is compiled as a loop that reads the condition back after each step (numpy/loops.py)."""
+    leaves, rebuild = _flatten(init_val, "tj.while_loop's init_val")
+
+    def test(*values):
+        return cond_fun(rebuild(values))
+
+    def body(*values):
+        flat, _ = _flatten(body_fun(rebuild(values)), "tj.while_loop's body_fun result")
+        if len(flat) != len(leaves):
+            raise ShapeError(
+                f"tj.while_loop: body_fun returned {len(flat)} values where init_val has {len(leaves)}: "
+                "it must return a value of init_val's structure"
+            )
+        return tuple(flat)
+
+    names = tuple(f"val{_path(k)}" for k in range(len(leaves)))
+    return rebuild(loops.while_true(test, body, tuple(leaves), names, (), "tj.while_loop"))
+
+
+def _path(k: int) -> str:
+    return f"[{k}]"
+
+
+def _flatten(tree, what: str) -> tuple[list, Callable[[Any], Any]]:
+    """The leaves of a tuple/list/dict/None structure of arrays and numbers, and a function that rebuilds the
+    structure from as many leaves."""
+    if isinstance(tree, (tuple, list)):
+        parts = [_flatten(t, what) for t in tree]
+        kind = type(tree)
+
+        def rebuild_seq(values):
+            out, at = [], 0
+            for leaves, rebuild in parts:
+                out.append(rebuild(values[at : at + len(leaves)]))
+                at += len(leaves)
+            return kind(out)
+
+        return [leaf for leaves, _ in parts for leaf in leaves], rebuild_seq
+    if isinstance(tree, dict):
+        keys = list(tree)
+        flat, rebuild_values = _flatten([tree[k] for k in keys], what)
+        return flat, lambda values: dict(zip(keys, rebuild_values(values)))
+    if tree is None:
+        return [], lambda values: None
+    return [tree], lambda values: values[0]
 
 
 def _decided(pred, use: str) -> bool | None:
@@ -84,13 +124,6 @@ def _decided(pred, use: str) -> bool | None:
     if np.ndim(pred) != 0:
         raise ShapeError(f"{use} must be a scalar, got an array of shape {np.shape(pred)}")
     return bool(pred)
-
-
-def _python_int(value, use: str) -> int:
-    value = python_value(value, use) if isinstance(value, Tensor) else value
-    if isinstance(value, Tensor):
-        raise UnsupportedError(f"{use} {_NOT_YET}")
-    return int(value)
 
 
 def _select(pred: Tensor, yes, no, where: str):

@@ -30,9 +30,10 @@ def known(values: Mapping[int, object]) -> Iterator[dict[int, str]]:
         _CURRENT.reset(token)
 
 
-def value_of(node: Node, use: str) -> np.ndarray | None:
+def value_of(node: Node, use: str, note: bool = True) -> np.ndarray | None:
     """The value of `node` where it is computed from Python-number arguments (and constants) alone, noting
-    those arguments as used for `use`; None where it depends on an array or nothing is known."""
+    those arguments as used for `use` (unless not `note`: a look that does not specialise the kernel); None
+    where it depends on an array or nothing is known."""
     state = _CURRENT.get()
     if state is None:
         return None
@@ -41,6 +42,6 @@ def value_of(node: Node, use: str) -> np.ndarray | None:
     if found is None:
         return None
     value, positions = found
-    for i in positions:
+    for i in positions if note else ():
         used.setdefault(i, use)
     return value

@@ -147,6 +147,12 @@ def drawing(first_input: int):
         _current.draws = outer
 
 
+def current_count() -> int:
+    """How many draws the trace running in this thread has made so far (0 outside a trace)."""
+    draws = getattr(_current, "draws", None)
+    return 0 if draws is None else draws.count
+
+
 def _draws() -> Draws:
     draws = getattr(_current, "draws", None)
     if draws is None:

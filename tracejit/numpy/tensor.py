@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import importlib
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, Union
@@ -26,27 +27,40 @@ Scalar = bool | int | float | np.generic  # a Python or NumPy number (an initial
 MAX_UNROLL = 64  # `for row in t`, `a, b = t`, zip(*t): at most this many rows, each traced separately
 
 
-# [traced values left, the limit] of the trace running in this context (Kernel._trace): a trace that would fill the
-# machine's memory stops with an error at the user's line instead of being killed by the system
-_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("tracejit_trace_budget", default=None)
+# [traced values left, the limit, the Tensors alive] of the trace running in this context (Kernel._trace): a trace
+# that would fill the machine's memory stops with an error at the user's line instead of being killed by the
+# system; a loop compiled as a loop (loops.py) finds the arrays its body may assign into among the living
+_BUDGET: contextvars.ContextVar[list | None] = contextvars.ContextVar("tracejit_trace_budget", default=None)
 
 
 @contextmanager
-def trace_budget(values: int) -> Iterator[None]:
-    """Trace at most `values` traced values (Tensors) in this block."""
-    token = _BUDGET.set([values, values])
+def trace_budget(values: int, arguments=()) -> Iterator[None]:
+    """Trace at most `values` traced values (Tensors) in this block; `arguments`: the kernel's, made before."""
+    token = _BUDGET.set([values, values, weakref.WeakSet(a for a in arguments if isinstance(a, Tensor))])
     try:
         yield
     finally:
         _BUDGET.reset(token)
 
 
+def tracing() -> bool:
+    """Whether a kernel's function is being traced here."""
+    return _BUDGET.get() is not None
+
+
+def living() -> list[Tensor]:
+    """The Tensors of the trace running here that are still referenced (empty outside a kernel's trace)."""
+    budget = _BUDGET.get()
+    return [] if budget is None else list(budget[2])
+
+
 def _over_budget(limit: int) -> None:
     raise TraceError(
         f"the trace grew past {limit:,} traced values, about half of this machine's free memory: "
-        "a Python loop is traced step by step, and tracejit does not compile loops as loops "
-        "yet. Write the loop's body with whole-array operations (slices, np.where, reductions), "
-        "or split the work into several calls of the kernel"
+        "a Python loop is traced step by step (a loop in a helper function, or one whose body uses its index "
+        "as a Python number, such as a slice bound; TRACEJIT_DEBUG=1 says why per loop). Move the loop into "
+        "the kernel function, write its body with whole-array operations (slices, np.where, reductions), or "
+        "split the work into several calls of the kernel"
     )
 
 
@@ -91,7 +105,7 @@ class Tensor:
     or is a view of a root (basic indexing, transpose, reshape, ...: see views.py). Assigning into either
     gives the root a new value (assign.py); a view's value is recomputed from its root's when read."""
 
-    __slots__ = ("_value", "_base", "_steps", "_seen", "_strides", "_read_only", "_argument")
+    __slots__ = ("_value", "_base", "_steps", "_seen", "_strides", "_read_only", "_argument", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, node: Node):
@@ -100,6 +114,7 @@ class Tensor:
             budget[0] -= 1
             if budget[0] < 0:
                 _over_budget(budget[1])
+            budget[2].add(self)
         self._value = node  # roots: the current value
         self._base: Tensor | None = None  # views: the root whose memory they show ...
         self._steps: tuple[views.Step, ...] = ()  # ... through these movement steps

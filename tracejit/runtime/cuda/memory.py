@@ -38,7 +38,7 @@ class CUDAMemory:
 
     def from_numpy(self, a: np.ndarray) -> cu.DeviceBuffer:
         """Upload a host array (queued; the driver has staged pageable memory when the call returns)."""
-        host = np.ascontiguousarray(a)
+        host = np.ascontiguousarray(a).reshape(np.shape(a))  # (ascontiguousarray makes a 0-d array 1-d)
         out = self.allocate(host.shape, host.dtype)
         if out.nbytes:
             cu.check(

@@ -34,7 +34,7 @@ class NumbaMemory:
     memory_limit = None
 
     def from_numpy(self, a: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(a)
+        return np.ascontiguousarray(a).reshape(np.shape(a))  # (ascontiguousarray makes a 0-d array 1-d)
 
     def clone(self, data: np.ndarray) -> np.ndarray:
         return data.copy()

@@ -1,0 +1,153 @@
+"""Loop-style programs as their authors wrote them: npbench's NumPy versions of PolyBench kernels (time-stepped
+stencils, Gram-Schmidt, LU, triangular solves; https://github.com/spcl/npbench, paraphrased from its numpy
+implementations), Numba's documentation examples of loops over elements, a CSR matrix-vector product written
+with loops, and a convergence loop. Their loops are compiled as loops where tracejit can (numpy/loops.py); the
+others run step by step, as before."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import program
+
+
+def jacobi_2d(TSTEPS, A, B):  # npbench jacobi_2d (numpy)
+    for t in range(1, TSTEPS):
+        B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
+        A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
+
+
+def heat_3d(TSTEPS, A, B):  # npbench heat_3d (numpy)
+    for t in range(1, TSTEPS):
+        B[1:-1, 1:-1, 1:-1] = (
+            0.125 * (A[2:, 1:-1, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[:-2, 1:-1, 1:-1]) +
+            0.125 * (A[1:-1, 2:, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, :-2, 1:-1]) +
+            0.125 * (A[1:-1, 1:-1, 2:] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, 1:-1, 0:-2]) +
+            A[1:-1, 1:-1, 1:-1])
+        A[1:-1, 1:-1, 1:-1] = (
+            0.125 * (B[2:, 1:-1, 1:-1] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[:-2, 1:-1, 1:-1]) +
+            0.125 * (B[1:-1, 2:, 1:-1] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[1:-1, :-2, 1:-1]) +
+            0.125 * (B[1:-1, 1:-1, 2:] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[1:-1, 1:-1, 0:-2]) +
+            B[1:-1, 1:-1, 1:-1])
+
+
+def fdtd_2d(TMAX, ex, ey, hz, _fict_):  # npbench fdtd_2d (numpy)
+    for t in range(TMAX):
+        ey[0, :] = _fict_[t]
+        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])
+        ex[:, 1:] -= 0.5 * (hz[:, 1:] - hz[:, :-1])
+        hz[:-1, :-1] -= 0.7 * (ex[:-1, 1:] - ex[:-1, :-1] + ey[1:, :-1] - ey[:-1, :-1])
+
+
+def seidel_2d(TSTEPS, N, A):  # npbench seidel_2d (numpy)
+    for t in range(0, TSTEPS - 1):
+        for i in range(1, N - 1):
+            A[i, 1:-1] += (A[i - 1, :-2] + A[i - 1, 1:-1] + A[i - 1, 2:] + A[i, 2:] + A[i + 1, :-2] +
+                           A[i + 1, 1:-1] + A[i + 1, 2:])
+            for j in range(1, N - 1):
+                A[i, j] += A[i, j - 1]
+                A[i, j] /= 9.0
+
+
+def gramschmidt(A):  # npbench gramschmidt (numpy)
+    Q = np.zeros_like(A)
+    R = np.zeros((A.shape[1], A.shape[1]), dtype=A.dtype)
+    for k in range(A.shape[1]):
+        nrm = np.dot(A[:, k], A[:, k])
+        R[k, k] = np.sqrt(nrm)
+        Q[:, k] = A[:, k] / R[k, k]
+        for j in range(k + 1, A.shape[1]):
+            R[k, j] = np.dot(Q[:, k], A[:, j])
+            A[:, j] -= Q[:, k] * R[k, j]
+    return Q, R
+
+
+def lu(A):  # npbench lu (numpy): slices bounded by the loop indices, so its loops run step by step
+    for i in range(A.shape[0]):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[:j, j]
+            A[i, j] /= A[j, j]
+        for j in range(i, A.shape[0]):
+            A[i, j] -= A[i, :i] @ A[:i, j]
+
+
+def trisolv(L, x, b):  # npbench trisolv (numpy)
+    for i in range(x.shape[0]):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+
+
+def floyd_warshall(path):  # npbench floyd_warshall (numpy)
+    for k in range(path.shape[0]):
+        path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
+
+
+def sum2d(arr):  # Numba's documentation, "A ~5 minute guide to Numba"
+    M, N = arr.shape
+    result = 0.0
+    for i in range(M):
+        for j in range(N):
+            result += arr[i, j]
+    return result
+
+
+def csr_matvec(indptr, indices, data, x):  # a sparse product as written for numba.njit
+    n = indptr.shape[0] - 1
+    y = np.zeros(n, dtype=data.dtype)
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            y[i] += data[k] * x[indices[k]]
+    return y
+
+
+def laplace_until_converged(u, tol):  # Jacobi iteration to a tolerance, as in numerical-methods courses
+    udiff = 1.0
+    while udiff > tol:
+        un = u.copy()
+        u[1:-1, 1:-1] = 0.25 * (un[2:, 1:-1] + un[:-2, 1:-1] + un[1:-1, 2:] + un[1:-1, :-2])
+        udiff = np.sum(np.abs(u - un)) / np.sum(np.abs(u))
+    return u
+
+
+def _stencil(n, shape=None):
+    shape = shape or (n, n)
+
+    def make(rng, dt):
+        return (5, rng.random(shape).astype(dt), rng.random(shape).astype(dt))
+    return make
+
+
+def _fdtd(rng, dt):
+    nx, ny, tmax = 10, 12, 6
+    return (tmax, rng.random((nx, ny)).astype(dt), rng.random((nx, ny)).astype(dt),
+            rng.random((nx, ny)).astype(dt), rng.random(tmax).astype(dt))
+
+
+def _csr(rng, dt):
+    dense = rng.random((9, 7)) * (rng.random((9, 7)) < 0.4)
+    indptr = np.concatenate([[0], np.cumsum((dense != 0).sum(1))]).astype(np.int32)
+    return indptr, np.nonzero(dense)[1].astype(np.int32), dense[dense != 0].astype(dt), rng.random(7).astype(dt)
+
+
+def _plate(rng, dt):
+    u = np.zeros((12, 12), dt)
+    u[0, :] = 1
+    return u, 1e-3
+
+
+def _lower(rng, dt):
+    L = np.tril(rng.random((8, 8))).astype(dt) + 4 * np.eye(8, dtype=dt)
+    return L, np.zeros(8, dt), rng.random(8).astype(dt)
+
+
+PROGRAMS = [
+    program(jacobi_2d, _stencil(12), ("float64", "float32")),
+    program(heat_3d, _stencil(6, (6, 6, 6)), ("float64", "float32")),
+    program(fdtd_2d, _fdtd, ("float64", "float32")),
+    program(seidel_2d, lambda rng, dt: (3, 8, rng.random((8, 8)).astype(dt)), ("float64", "float32")),
+    program(gramschmidt, lambda rng, dt: (rng.random((8, 6)).astype(dt) + np.eye(8, 6, dtype=dt),), ("float64",)),
+    program(lu, lambda rng, dt: (rng.random((6, 6)).astype(dt) + 6 * np.eye(6, dtype=dt),), ("float64",)),
+    program(trisolv, _lower, ("float64", "float32")),
+    program(floyd_warshall, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),
+    program(sum2d, lambda rng, dt: (rng.random((5, 7)).astype(dt),), ("float64",)),
+    program(csr_matvec, _csr, ("float64", "float32")),
+    program(laplace_until_converged, _plate, ("float64", "float32")),
+]

@@ -1,0 +1,351 @@
+"""Loops compiled as loops (numpy/loops.py, frontend/staged.py): the body traced once, its kernels run once per
+step. Each program is written as NumPy code is written, run on every device, and compared with NumPy running the
+same function; the compile counts show that the step count does not change what is compiled."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, run_kernel
+
+
+def float_dtype(device: str):
+    return np.float32 if device in ("webgpu", "metal") else np.float64
+
+
+def tolerance(dt) -> float:
+    return 1e-4 if dt == np.float32 else 1e-10
+
+
+def check(f, args, device, rtol=None):
+    """f run as a kernel on the device and by NumPy on copies of the same arguments: results and the arguments
+    it assigned into, equal."""
+    ours = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    theirs = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    got = run_kernel(tj.kernel(f), *ours, device=device)
+    expected = f(*theirs)
+    dts = [a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    rtol = rtol if rtol is not None else tolerance(dts[0]) if dts else 1e-12
+    if expected is None:
+        assert got is None
+    else:
+        for g, e in zip(got if isinstance(expected, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
+            g = np.asarray(g)
+            assert g.dtype == np.asarray(e).dtype, (g.dtype, np.asarray(e).dtype)
+            assert_close(g, e, rtol=rtol)
+    for a, e in zip(ours, theirs):
+        if isinstance(a, np.ndarray):
+            assert_close(a, e, rtol=rtol)
+
+
+# --- time steps ------------------------------------------------------------------------------------------------
+
+def heat(u, steps, nu):   # a procedure: updates u in place, returns nothing
+    for t in range(steps):
+        u[1:-1] = u[1:-1] + nu * (u[2:] - 2 * u[1:-1] + u[:-2])
+
+
+def wave(u, v, steps, dt):   # two arrays carried through in-place updates
+    for n in range(steps):
+        v[1:-1] += dt * (u[2:] - 2 * u[1:-1] + u[:-2])
+        u[1:-1] += dt * v[1:-1]
+
+
+def relax_copy(u, nt, c):   # CFD Python's idiom: a copy each step, the update reading the copy
+    for n in range(nt):
+        un = u.copy()
+        u[1:] = un[1:] - c * (un[1:] - un[:-1])
+    return u
+
+
+def test_a_time_step_procedure_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(heat, (rng.random(64).astype(dt), 200, 0.2), device)
+
+
+def test_two_arrays_updated_in_place_each_step_match_numpy(device, rng):
+    dt = float_dtype(device)
+    check(wave, (rng.random(40).astype(dt), np.zeros(40, dt), 150, 0.1), device)
+
+
+def test_a_copy_each_step_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(relax_copy, (rng.random(50).astype(dt), 120, 0.3), device)
+
+
+def test_10_and_10000_steps_compile_the_same_kernels():
+    kernel = tj.kernel(heat)
+    u = np.linspace(0, 1, 64)
+    kernel(u.copy(), 10, 0.2)
+    after_10 = kernel.cache_info()
+    u2 = u.copy()
+    kernel(u2, 10_000, 0.2)
+    after_10000 = kernel.cache_info()
+    assert after_10000["traces"] == after_10["traces"] == 1   # not specialised on the step count
+    assert after_10000["compiles"] == after_10["compiles"]
+    expected = u.copy()
+    heat(expected, 10_000, 0.2)
+    assert_close(u2, expected, rtol=1e-9)
+
+
+def test_a_loop_compiled_as_a_loop_is_said_under_debug(caplog):
+    tj.set_debug(1)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="tracejit"):
+            tj.kernel(heat)(np.ones(16), 100, 0.1)
+    finally:
+        tj.set_debug(0)
+    assert any("compiled as a loop" in r.getMessage() and "test_loops.py" in r.getMessage() for r in caplog.records)
+
+
+# --- element loops (the Numba idiom) ------------------------------------------------------------------------------
+
+def edit_distance(a, b):
+    n, m = a.shape[0], b.shape[0]
+    D = np.zeros((n + 1, m + 1), np.int64)
+    for i in range(n + 1):
+        D[i, 0] = i
+    for j in range(m + 1):
+        D[0, j] = j
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            D[i, j] = min(D[i - 1, j] + 1, D[i, j - 1] + 1, D[i - 1, j - 1] + cost)
+    return D[n, m]
+
+
+def recurrence(x, a, b):
+    for i in range(1, x.shape[0]):
+        x[i] = x[i - 1] * a[i] + b[i]
+    return x
+
+
+def dot_loop(x, y):   # an accumulator that starts as a Python number
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * y[i]
+    return s
+
+
+def count_positive(x):   # an int counter and a float sum in one loop
+    k = 0
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            k = k + 1
+            total = total + x[i]
+    return k, total
+
+
+def test_an_edit_distance_table_matches_numpy(device, rng):
+    a, b = rng.integers(0, 4, 9), rng.integers(0, 4, 11)
+    if device in ("webgpu", "metal"):
+        a, b = a.astype(np.int32), b.astype(np.int32)
+        pytest.skip("np.int64's table (np.zeros(..., np.int64)) is not on this device")
+    check(edit_distance, (a, b), device)
+
+
+def test_a_first_order_recurrence_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(recurrence, (rng.random(300).astype(dt), rng.random(300).astype(dt), rng.random(300).astype(dt)), device)
+
+
+def test_an_accumulator_that_starts_as_a_python_number_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(dot_loop, (rng.random(100).astype(dt), rng.random(100).astype(dt)), device)
+
+
+def test_counters_and_sums_under_an_if_on_array_values_match_numpy(device, rng):
+    dt = float_dtype(device)
+    if device in ("webgpu", "metal"):
+        pytest.skip("the counter is a Python int, int64 in NumPy: not on this device")
+    check(count_positive, (rng.standard_normal(60).astype(dt),), device)
+
+
+# --- bounds and tests read from arrays -------------------------------------------------------------------------------
+
+def csr_matvec(indptr, indices, data, x):
+    n = indptr.shape[0] - 1
+    y = np.zeros(n, data.dtype)
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            y[i] += data[k] * x[indices[k]]
+    return y
+
+
+def jacobi_until_converged(u, tol):
+    err = 1.0
+    while err > tol:
+        un = u.copy()
+        u[1:-1] = 0.5 * (un[2:] + un[:-2])
+        err = np.abs(u - un).max()
+    return u
+
+
+def triangle(x):   # an inner bound that is the outer loop's index
+    n = x.shape[0]
+    out = np.zeros(n, x.dtype)
+    for i in range(n):
+        for j in range(i):
+            out[i] += x[j]
+    return out
+
+
+def test_a_csr_matrix_vector_product_with_row_pointer_bounds_matches_numpy(device, rng):
+    dense = rng.random((12, 10)) * (rng.random((12, 10)) < 0.3)
+    indptr = np.concatenate([[0], np.cumsum((dense != 0).sum(1))]).astype(np.int32)
+    indices = np.nonzero(dense)[1].astype(np.int32)
+    dt = float_dtype(device)
+    data = dense[dense != 0].astype(dt)
+    x = rng.random(10).astype(dt)
+    check(csr_matvec, (indptr, indices, data, x), device)
+    assert_close(np.asarray(run_kernel(tj.kernel(csr_matvec), indptr, indices, data, x, device=device)),
+                 dense.astype(dt) @ x, rtol=tolerance(dt))
+
+
+def test_a_while_on_a_value_read_from_arrays_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    u = np.zeros(20, dt)
+    u[0], u[-1] = 1, 2
+    check(jacobi_until_converged, (u, 1e-3), device)
+
+
+def test_an_inner_bound_that_is_the_outer_index_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(triangle, (rng.random(25).astype(dt),), device)
+
+
+def test_a_zero_step_loop_with_bounds_from_an_array_leaves_its_values(device):
+    def f(x, n):
+        s = x * 1
+        for i in range(n[0]):
+            s = s + 1
+        return s
+    x = np.arange(4, dtype=np.float32)
+    for count in (0, 3):
+        got = run_kernel(tj.kernel(f), x, np.array([count], np.int32), device=device)
+        assert_close(np.asarray(got), x + count)
+
+
+# --- what a compiled loop must keep as Python would ------------------------------------------------------------------
+
+def alias_update(u, steps):   # assigning through another name of the same array
+    v = u
+    for _ in range(steps):
+        v[1:] = v[1:] + v[:-1]
+    return u
+
+
+def _update(a):
+    a[:] = a * 0.5 + 1
+
+
+def helper_mutates(u, steps):   # a helper that assigns into its argument
+    for _ in range(steps):
+        _update(u)
+    return u
+
+
+def index_after(x, n):
+    for i in range(n):
+        x = x + i
+    return x, i
+
+
+def grows_dtype(x, steps):   # an int array becomes float after the first step
+    for _ in range(steps):
+        x = x * 0.5
+    return x
+
+
+def test_assigning_through_an_alias_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(alias_update, (rng.random(16).astype(dt), 7), device)
+
+
+def test_a_helper_that_assigns_into_its_argument_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(helper_mutates, (rng.random(16).astype(dt), 30), device)
+
+
+def test_the_index_after_the_loop_is_its_last_value(device, rng):
+    dt = float_dtype(device)
+    if device in ("webgpu", "metal"):
+        pytest.skip("the index is a Python int, int64 in NumPy: not on this device")
+    check(index_after, (rng.random(5).astype(dt), 9), device)
+
+
+def test_a_value_whose_dtype_changes_after_the_first_step_matches_numpy(device):
+    if device in ("webgpu", "metal"):
+        pytest.skip("float64 results")
+    check(grows_dtype, (np.arange(6), 12), device)
+
+
+def test_a_loop_that_appends_to_a_list_is_traced_step_by_step(device, rng):
+    def rnn(x, w, steps):
+        states = []
+        h = x
+        for t in range(steps):
+            h = np.tanh(h * w)
+            states.append(h)
+        return np.stack(states)
+    dt = float_dtype(device)
+    check(rnn, (rng.random(8).astype(dt), rng.random(8).astype(dt), 6), device)
+
+
+def test_a_slice_bound_from_the_index_is_traced_step_by_step(device, rng):
+    def forward_substitution(L, b):
+        n = b.shape[0]
+        x = np.zeros_like(b)
+        for i in range(n):
+            x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+        return x
+    dt = float_dtype(device)
+    L = np.tril(rng.random((10, 10))).astype(dt) + np.eye(10, dtype=dt) * 2
+    check(forward_substitution, (L, rng.random(10).astype(dt)), device, rtol=1e-3 if dt == np.float32 else 1e-9)
+
+
+def test_random_draws_in_a_loop_differ_from_step_to_step():
+    @tj.kernel
+    def draws(x, steps):
+        out = np.zeros((steps, x.shape[0]))
+        for t in range(steps):
+            out[t] = x + np.random.random(x.shape[0])
+        return out
+    got = draws(np.zeros(4), 6)
+    assert len({tuple(row) for row in got}) == 6
+
+
+def test_a_loop_with_break_is_traced_step_by_step(device):
+    def first_over(x, limit):
+        total = 0.0
+        for i in range(x.shape[0]):
+            if total > limit:
+                break
+            total = total + 1.0
+        return x * total
+    x = np.ones(3, np.float32)
+    assert_close(np.asarray(run_kernel(tj.kernel(first_over), x, 5.0, device=device)), first_over(x, 5.0))
+
+
+def test_a_bound_read_from_arrays_in_a_loop_that_cannot_be_compiled_is_a_clear_error():
+    def f(x, n):
+        for i in range(n[0]):
+            x[:i] += 1   # the index as a slice bound: only a loop traced step by step can do this
+        return x
+    with pytest.raises(tj.UnsupportedError, match="bounds are read from arrays.*slice|bounds are read from arrays"):
+        tj.kernel(f)(np.ones(3), np.array([2]))
+
+
+def test_a_while_whose_carried_dtype_changes_is_a_clear_error():
+    def f(x):
+        y = np.arange(3)
+        while x.sum() < 10:
+            x = x + 1
+            y = y * 0.5
+        return x, y
+    with pytest.raises(tj.UnsupportedError, match="changes the dtype or shape of `y`"):
+        tj.kernel(f)(np.ones(3))

@@ -1,0 +1,275 @@
+"""Running a graph that holds loops compiled as loops (numpy/loops.py, LOOP nodes).
+
+The graph is cut at its loops into parts, each an ordinary program of the device (fused and compiled as any
+other): the part before the first loops computes what they start from and read; each loop runs its body's
+program once per step (the body is itself such a graph: loops nest); the part after reads the loops' results.
+A value is in a part's level: 0 for what needs no loop, else one more than the highest level among a loop's
+sources, and a part computes every value of its level. Kernel arguments and constants are read by each part
+where they are; what one part computes and a later one (or a loop) reads is an output of the first and an input
+of the second.
+
+A loop's bounds (where they are read from arrays) and a `while`'s test are read back to the host each time
+they are needed: on the numba device that is reading memory; on the GPU-API devices it waits for the kernels
+before it (one synchronisation per step of a `while`, one per loop with bounds from arrays).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracejit.errors import UnsupportedError
+from tracejit.ir import build
+from tracejit.ir.analysis import Buffer
+from tracejit.ir.fuse import input_buffer, schedule
+from tracejit.ir.graph import LEAVES, Node, Op, replace, toposort
+from tracejit.ir.verify import verify_graph, verify_kernel
+from tracejit.runtime.array import Array
+from tracejit.numpy.loops import Loop
+
+
+def has_loops(outputs: list[Node]) -> bool:
+    return any(n.op is Op.LOOP for n in toposort(outputs))
+
+
+def compile_graph(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, dev):
+    """The executable of `outputs` on `dev`: called with `nargs` arguments (`inputs` says which of the graph's
+    INPUT nodes each is), it returns the outputs' values as the device's executables do."""
+    if not has_loops(outputs):
+        present = set(toposort(outputs))
+        program = schedule(outputs, {n: b for n, b in inputs.items() if n in present}, dev.layout)
+        for k in program.kernels:
+            verify_kernel(k)
+        return dev.compile(program)
+    return Staged(outputs, inputs, nargs, dev)
+
+
+def programs(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, options) -> list:
+    """Every program the graph's parts and loop bodies are scheduled into for a target of these layout options,
+    compiling nothing (the test suite's source checks render them)."""
+    found: list = []
+
+    class _Collect:
+        layout, returns_numpy = options, True
+
+        @staticmethod
+        def compile(program):
+            found.append(program)
+            return _Nothing(program)
+
+    compile_graph(outputs, inputs, nargs, _Collect())
+    return found
+
+
+class _Nothing:
+    def __init__(self, program):
+        self.program, self.kernels = program, []
+
+
+def _contiguous(node: Node, index: int) -> Buffer:
+    strides, step = [], 1
+    for s in reversed(node.shape):
+        strides.append(step)
+        step *= s
+    return input_buffer(index, node, tuple(reversed(strides)))
+
+
+class _Part:
+    """One part of the graph between loops: its executable, what it reads besides the arguments, what it
+    computes."""
+
+    def __init__(self, computes: list[Node], reads: list[Node], executable):
+        self.computes, self.reads, self.executable = computes, reads, executable
+
+
+class _Body:
+    """A loop's body, compiled: its executable and the sources of its LOOP nodes."""
+
+    def __init__(self, loop: Loop, srcs: tuple[Node, ...], executable, results: dict[int, Node]):
+        self.loop, self.srcs, self.executable, self.results = loop, srcs, executable, results
+
+
+class Staged:
+    """The executable of a graph with loops (module docstring)."""
+
+    staged = True
+    program = None
+
+    def __init__(self, outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, dev):
+        self.device, self.outputs, self._inputs = dev, outputs, inputs
+        self._wrap = not dev.returns_numpy
+        order = toposort(outputs)
+        level: dict[Node, int] = {}
+        for n in order:
+            if n.op is Op.LOOP:
+                level[n] = 1 + max((level[s] for s in n.srcs), default=0)
+            else:
+                level[n] = max((level[s] for s in n.srcs), default=0)
+        # values a later part or a loop reads: computed by an earlier part (or a loop) and kept
+        kept: dict[Node, None] = {}
+        loops: dict[Loop, tuple[int, tuple[Node, ...], dict[int, Node]]] = {}
+        for n in order:
+            if n.op is Op.LOOP:
+                loop, k = n.arg
+                found = loops.setdefault(loop, (level[n], n.srcs, {}))
+                found[2][k] = n
+                for s in n.srcs:
+                    if not (s.op is Op.INPUT and s in inputs):
+                        kept.setdefault(s)
+            else:
+                for s in n.srcs:
+                    if s.op is Op.LOOP or (s.op not in LEAVES and level[s] < level[n]):
+                        kept.setdefault(s)
+        for o in outputs:
+            kept.setdefault(o)
+        self._parts: dict[int, _Part] = {}
+        for lv in sorted({level[n] for n in kept if n.op is not Op.LOOP}):
+            computes = [
+                n for n in kept if level[n] == lv and n.op is not Op.LOOP and not (n.op is Op.INPUT and n in inputs)
+            ]
+            if not computes:
+                continue
+            reads = _frontier(computes, lambda n, lv=lv: n.op is Op.LOOP or (n.op not in LEAVES and level[n] < lv))
+            fresh = {n: build.input_(nargs + j, n.dtype, n.shape, n.weak) for j, n in enumerate(reads)}
+            graph = replace(computes, fresh) if fresh else computes
+            present = set(toposort(graph))
+            part_inputs = {n: b for n, b in inputs.items() if n in present}
+            part_inputs.update({f: _contiguous(f, nargs + j) for j, f in enumerate(fresh.values())})
+            verify_graph(graph)
+            self._parts[lv] = _Part(computes, reads, compile_graph(graph, part_inputs, nargs + len(reads), dev))
+        self._loops: dict[int, list[_Body]] = {}
+        for loop, (lv, srcs, results) in loops.items():
+            body_inputs = {x: build.input_(p, x.dtype, x.shape, x.weak) for p, x in enumerate(loop.inputs)}
+            graph = replace(loop.outputs, body_inputs)
+            verify_graph(graph)
+            present = set(toposort(graph))
+            buffers = {x: _contiguous(x, p) for p, x in enumerate(body_inputs.values()) if x in present}
+            executable = compile_graph(graph, buffers, len(body_inputs), dev)
+            self._loops.setdefault(lv, []).append(_Body(loop, srcs, executable, results))
+        self.levels = sorted(set(self._parts) | set(self._loops))
+        self.kernels = [k for part in self._parts.values() for k in part.executable.kernels] + [
+            k for bodies in self._loops.values() for b in bodies for k in b.executable.kernels
+        ]
+
+    @property
+    def library_calls(self) -> int:
+        """How many of the kernels a library runs (numba's BLAS products, NumPy's sorts)."""
+        return sum(_library_calls(p.executable) for p in self._parts.values()) + sum(
+            _library_calls(b.executable) for bodies in self._loops.values() for b in bodies
+        )
+
+    # -- running --
+
+    def __call__(self, args, into=None) -> list:
+        values: dict[Node, object] = {}
+        args = tuple(args)
+        for lv in self.levels:
+            for body in self._loops.get(lv, ()):
+                self._run_loop(body, args, values)
+            part = self._parts.get(lv)
+            if part is not None:
+                extra = tuple(self._value(n, args, values) for n in part.reads)
+                for n, v in zip(part.computes, part.executable(args + extra)):
+                    values[n] = v
+        return [self._output(o, self._value(o, args, values)) for o in self.outputs]
+
+    def run(self, args):
+        outs = self(args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def bind(self, args):
+        raise UnsupportedError(
+            "a kernel with a loop compiled as a loop cannot be captured into a graph yet (its steps are run by the "
+            "host); call it outside tj.capture() (or tj.jit)"
+        )
+
+    def _output(self, node: Node, value):
+        """A result as executables return it: the device's memory (a Python number carried, or an argument
+        returned as it is, copied there)."""
+        if isinstance(value, Array):
+            return value._data
+        if isinstance(value, (int, float, bool, np.generic)) or self._wrap and isinstance(value, np.ndarray):
+            host = np.asarray(value, node.dtype)
+            return self.device.from_numpy(host) if self._wrap else host
+        return value
+
+    def _arg(self, value):
+        """A value one executable returned, as another takes it."""
+        if not self._wrap or isinstance(value, (Array, np.ndarray, np.generic, int, float, bool)):
+            return value  # (an argument as the call passed it)
+        return Array(value, self.device)
+
+    def _value(self, node: Node, args, values):
+        """A node's value as an executable takes it: computed (a device's memory wrapped as its array), or an
+        argument as the call passed it."""
+        if node in values:
+            value = values[node]
+            return self._read(value) if node.weak and node.shape == () else self._arg(value)
+        key = self._inputs[node].key
+        assert key is not None
+        return args[key.index]
+
+    def _read(self, value) -> int | bool | float:
+        """A 0-d value read back to the host (waits for the kernels that compute it)."""
+        if type(value) in (int, float, bool):
+            return value
+        if isinstance(value, Array):
+            return value.numpy().reshape(()).item()
+        if self._wrap and not isinstance(value, (np.ndarray, np.generic, int, float, bool)):
+            return Array(value, self.device).numpy().reshape(()).item()
+        return np.asarray(value).reshape(()).item()
+
+    def _run_loop(self, body: _Body, args, values) -> None:
+        loop = body.loop
+        srcs = [self._value(s, args, values) for s in body.srcs]
+        heads, carried = srcs[: loop.heads], srcs[loop.heads : loop.heads + loop.carried]
+        free = tuple(srcs[loop.heads + loop.carried :])
+        run = body.executable
+        n = loop.carried
+        first = 1 if loop.kind == "for" else 0
+        # a Python number carried (a weak 0-d value) is passed as one, as the kernel's Python-number arguments are
+        scalar = [x.weak and x.shape == () for x in loop.inputs[first : first + n]]
+
+        def taken(out):
+            return [self._read(v) if w else self._arg(v) for v, w in zip(out, scalar)]
+
+        if loop.kind == "for":
+            read = iter(heads)
+            start, stop, step = (int(self._read(next(read))) if b is None else b for b in loop.bounds)
+            if step == 0:
+                raise ValueError("range() arg 3 must not be zero")
+            for i in range(start, stop, step):
+                carried = taken(run((i, *carried, *free)))
+        else:
+            test = self._read(heads[0])
+            while test:
+                out = run((*carried, *free))
+                carried = taken(out[:n])
+                test = self._read(out[n])
+        for k, node in body.results.items():
+            v = carried[k]
+            values[node] = v._data if self._wrap and isinstance(v, Array) else v  # (a Python number stays one)
+
+
+def _frontier(computes: list[Node], read) -> list[Node]:
+    """The nodes where a part starts: those `read` says are computed before it, reached from `computes` through
+    nodes it computes itself, in a fixed order."""
+    own = set(computes)
+    found: dict[Node, None] = {}
+    seen: set[Node] = set()
+    stack = list(reversed(computes))
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n not in own and read(n):
+            found.setdefault(n)
+            continue
+        stack.extend(reversed(n.srcs))
+    return list(found)
+
+
+def _library_calls(executable) -> int:
+    if isinstance(executable, Staged):
+        return executable.library_calls
+    return len(executable.program.library_calls)

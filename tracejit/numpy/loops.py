@@ -1,0 +1,552 @@
+"""Loops in a kernel function compiled as loops: the body is traced once, its index and the values it carries
+from one step to the next standing in as inputs, and the kernels of that one trace run once per step when the
+kernel is called (frontend/staged.py runs them). A `for i in range(n)` of 10 or 10,000 steps compiles the same
+kernels, in the same time.
+
+The function is compiled again from its source (conditional_expressions.py does the rewriting): each
+`for <name> in range(...)` (or numba's `prange`) and each `while <test>` whose body neither breaks, continues,
+returns nor yields becomes a function of the names its body binds, and a call of `for_range` or `while_true`.
+What the body changes is found as it is traced:
+- the names it binds (`u = u + dt * f`, `err = np.abs(d).max()`): carried, each step's value the next one's;
+- the arrays it assigns into, through any name or view (`u[1:-1] = ...`, a helper that updates its argument):
+  every array alive when the loop starts stands in as an input while the body is traced, and those that took
+  a new value are carried too (their values after the loop are the loop's, as NumPy's arrays would be);
+- everything else the body reads and does not change (arguments, arrays computed before the loop, values
+  computed from them in the body) is computed once, before the loop.
+
+A loop is traced step by step instead (as Python runs it, what tracejit did before) where that is the only way:
+its steps are known and few (at most UNROLL: they fuse), or its body uses the index as a Python number (a slice
+bound `A[i, :i]`, a shape), changes the dtype or shape of what it carries from one step to the next after the
+first, draws random numbers, or carries Python lists, dicts or objects. TRACEJIT_DEBUG=1 says why, per loop.
+A loop whose bounds (or `while` test) are read from arrays has no such fallback: it is compiled, or refused with
+the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import logging
+import operator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracejit.errors import TracejitError, UnsupportedError
+from tracejit.ir import build
+from tracejit.ir.evaluate import constant_value
+from tracejit.ir.faulting import recorded
+from tracejit.ir.graph import Node, Op, replace, toposort
+from tracejit.ir.simplify import simplify
+from tracejit.numpy import python_numbers, random_draws
+from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
+from tracejit.numpy.tensor import Tensor, as_node, living, python_value, tracing
+
+_LOG = logging.getLogger("tracejit.compile")  # TRACEJIT_DEBUG=1 (runtime/debug.py; this layer does not import it)
+
+
+def log(level: int, message: str) -> None:
+    if _LOG.isEnabledFor(logging.DEBUG):
+        _LOG.debug(message, stacklevel=2)
+
+
+UNROLL = 4  # a loop of at most this many steps, known while tracing, is traced step by step: its steps fuse
+INDEX = np.dtype(np.int64)  # a `range` index is a Python int: weak int64, as the kernel's int arguments
+
+_serial = itertools.count()
+# False while a function is traced again with its loops step by step (a device could not compile their bodies)
+_COMPILING: contextvars.ContextVar[bool] = contextvars.ContextVar("tracejit_loops_compiled", default=True)
+
+
+@contextlib.contextmanager
+def step_by_step() -> Iterator[None]:
+    """Trace every loop step by step in this block, as tracejit did before it compiled loops."""
+    token = _COMPILING.set(False)
+    try:
+        yield
+    finally:
+        _COMPILING.reset(token)
+
+
+@dataclass(frozen=True, eq=False)
+class LoopInput:
+    """The INPUT arg of a value a loop body reads: position `position` of loop `loop`'s inputs."""
+
+    loop: int
+    position: int
+
+    def __repr__(self) -> str:
+        return f"loop{self.loop}.in{self.position}"
+
+
+class Loop:
+    """A loop compiled as a loop: the graph of its body, and how it runs (frontend/staged.py).
+
+    A LOOP node's sources are: for a `for`, the bounds not known while tracing (`bounds` has None in their
+    places); for a `while`, its first test; then the first value of each carried value; then each value the body
+    reads and does not change. `inputs` are the body's INPUT nodes in that order (a `for` has its index first,
+    where the bounds are): the index, each carried value, each unchanged one. `outputs` are each carried
+    value's next value, then (a `while`) the test of those."""
+
+    def __init__(self, kind: str, bounds, inputs: list[Node], outputs: list[Node], carried: int, where: str):
+        self.kind, self.bounds, self.inputs, self.outputs = kind, bounds, inputs, outputs
+        self.carried, self.where = carried, where
+
+    @property
+    def heads(self) -> int:
+        """How many of a LOOP node's sources come before the carried values' first values."""
+        return 1 if self.kind == "while" else sum(b is None for b in self.bounds)
+
+    def __repr__(self) -> str:
+        return f"{self.kind}@{self.where}"
+
+
+class _Unroll(Exception):
+    """This loop cannot be compiled as a loop (the message says why); it is traced step by step."""
+
+
+class _Rebound(Exception):
+    """Names the body rebinds that were passed as they are: traced again with stand-ins for them."""
+
+    def __init__(self, positions: set[int]):
+        self.positions = positions
+
+
+class _Changing(Exception):
+    """Carried values whose dtype or shape the body changes: {position: (first value, the body's)}."""
+
+    def __init__(self, changes: dict[int, tuple[Any, Any]], names: tuple[str, ...]):
+        self.changes = changes
+        described = ", ".join(f"`{names[j]}` ({_describe(a)} -> {_describe(b)})" for j, (a, b) in changes.items())
+        super().__init__(f"the loop changes the dtype or shape of {described} from one step to the next")
+
+
+def _describe(value) -> str:
+    if type(value) in (bool, int, float):
+        return f"a Python {type(value).__name__}"
+    node = as_node(value)
+    return f"{node.dtype}{list(node.shape)}"
+
+
+# -- the calls the rewritten source makes ---------------------------------------------------------------------
+
+
+def for_range(args: tuple, body: Callable, init: tuple, names: tuple[str, ...], target, stored: tuple, where: str):
+    """`for i in range(*args): names = body(i, *names)`; returns the names' values after the loop, then the
+    index's. `target`: the index's value before the loop (UNDEFINED if none; None: nothing reads it after the
+    loop, so it need not be computed); `stored`: functions giving the
+    objects the body assigns into by subscript (`x[...] = `), `where`: "file:line" of the `for`."""
+    bounds = [_peek(a) for a in args]  # (a bound from the kernel's Python numbers stays a runtime value ...)
+    for b in bounds:
+        if isinstance(b, Tensor) and (b.shape != () or b.dtype.kind not in "iub"):
+            raise TypeError(f"range() bounds must be integers, got {_describe(b)} (at {where})")
+    known = [int(b) if not isinstance(b, Tensor) else _number(b) for b in bounds]
+    if len(known) == 3 and known[2] == 0:
+        raise ValueError("range() arg 3 must not be zero")
+    steps = range(*known) if None not in known else None  # type: ignore[arg-type]
+    values = list(init)
+    if steps is not None and len(steps) <= UNROLL or not _COMPILING.get() or not tracing():  # (... unless step by step)
+        return _unrolled(range(*_numbers(args)), body, values, target)
+    reason = _refused(values, names, stored)
+    if reason is None:
+        start, stop, step = _three(bounds)
+        try:
+            return _compiled_for(start, stop, step, body, values, names, target, where, args)
+        except _Unroll as e:
+            reason = str(e)
+        except TracejitError as e:
+            reason = f"its body, traced once with the index unknown, stops: {e}"
+        except (TypeError, ValueError, IndexError, AttributeError, KeyError, NameError) as e:
+            reason = f"its body, traced once with the index unknown, raises {type(e).__name__}: {e}"
+    if steps is not None:
+        log(1, f"{where}: loop traced step by step ({len(steps)} steps): {reason}")
+        return _unrolled(range(*_numbers(args)), body, values, target)
+    raise UnsupportedError(
+        f"{where}: this loop's bounds are read from arrays, so it must run as a compiled loop, and it cannot: {reason}"
+    )
+
+
+def while_true(test: Callable, body: Callable, init: tuple, names: tuple[str, ...], stored: tuple, where: str):
+    """`while test(*names): names = body(*names)`; returns the names' values after the loop. Steps whose test is
+    a Python value run as Python runs them; from the first test read from arrays, the rest is one compiled loop
+    that reads its test back after each step."""
+    values = list(init)
+    while True:
+        decided = test(*values)
+        if isinstance(decided, Tensor):
+            # (traced step by step, a test read from arrays is the error it was before loops were compiled)
+            compiling = _COMPILING.get() and tracing()
+            decided = python_value(decided, "a `while` test") if compiling else bool(decided)
+        if isinstance(decided, Tensor):
+            break
+        if not decided:
+            return tuple(values)
+        values = list(body(*values))
+    if decided.shape != ():
+        raise ValueError(
+            "The truth value of an array with more than one element is ambiguous (a `while` test must be a "
+            "single value)"
+        )
+    reason = _refused(values, names, stored)
+    if reason is None:
+        try:
+            return _compiled_while(decided, test, body, values, names, where)
+        except _Unroll as e:
+            reason = str(e)
+        except TracejitError as e:
+            reason = f"its body, traced once, stops: {e}"
+        except (TypeError, ValueError, IndexError, AttributeError, KeyError) as e:
+            reason = f"its body, traced once, raises {type(e).__name__}: {e}"
+    raise UnsupportedError(
+        f"{where}: this `while` tests a value read from arrays, so it must run as a compiled loop, and it "
+        f"cannot: {reason}"
+    )
+
+
+def _unrolled(steps: range, body: Callable, values: list, target) -> tuple:
+    for i in steps:
+        values = list(body(i, *values))
+        target = i
+    return (*values, target)
+
+
+def _peek(value):
+    """A range() bound as the loop takes it: a Python int, or a 0-d traced value (one made from the kernel's
+    Python numbers included: the compiled loop reads it when it runs, and the kernel is not specialised on it)."""
+    if isinstance(value, Tensor):
+        known = constant_value(value._node) if value.shape == () else None
+        return value if known is None else int(known)
+    return operator.index(value) if not isinstance(value, (bool, int)) else int(value)
+
+
+def _number(value: Tensor) -> int | None:
+    """The value of a bound made from the kernel's Python numbers, without specialising the kernel on them."""
+    known = python_numbers.value_of(value._node, "a range bound", note=False) if value.shape == () else None
+    return None if known is None else int(known)
+
+
+def _numbers(args: tuple) -> list[int]:
+    """The bounds as numbers: the kernel is specialised on the Python numbers they are made from."""
+    out = []
+    for a in args:
+        v = python_value(a, "a range bound") if isinstance(a, Tensor) else a
+        if isinstance(v, Tensor):
+            raise UnsupportedError("a range() bound read from arrays, in a loop traced step by step")
+        out.append(operator.index(v))
+    return out
+
+
+def _three(bounds: list) -> tuple:
+    if len(bounds) == 1:
+        return 0, bounds[0], 1
+    if len(bounds) == 2:
+        return bounds[0], bounds[1], 1
+    return tuple(bounds)
+
+
+def _refused(values: list, names: tuple[str, ...], stored: tuple) -> str | None:
+    """Why a loop carrying these values (and assigning into the objects `stored` gives) must be traced step by
+    step, or None."""
+    for name, v in zip(names, values):
+        if isinstance(v, PartlyBound):
+            return f"`{name}` is bound in only one branch of an `if` before it"
+        if not (v is UNDEFINED or isinstance(v, (Tensor, bool, int, float, np.ndarray, np.generic))):
+            return f"it binds `{name}`, a {type(v).__name__} (only arrays and numbers are carried by a compiled loop)"
+    for get in stored:
+        try:
+            target = get()
+        except NameError:
+            continue
+        if not isinstance(target, Tensor):
+            return f"it assigns into a {type(target).__name__} (only arrays are carried by a compiled loop)"
+    return None
+
+
+# -- tracing the body once ---------------------------------------------------------------------------------------
+
+
+class _Trace:
+    """The body traced once: the stand-ins, and what it changed."""
+
+    def __init__(self, serial: int):
+        self.serial = serial
+        self.inputs: list[Node] = []  # the body's INPUT nodes so far (index, then carried, then ...)
+        # (kind, what, its stand-in (None: first bound in the body), next value)
+        self.carried: list[tuple[str, Any, Node | None, Node]] = []
+        self.test: Node | None = None
+        self.values: list = []  # the names' values before the loop
+        self.before: dict[int, Node] = {}  # id of each array alive -> its value before the loop
+        self.unchanged: dict[Node, Node] = {}  # stand-ins of the arrays the body left as they were -> their values
+
+    def stand_in(self, like: Node) -> Node:
+        node = build.input_(LoopInput(self.serial, len(self.inputs)), like.dtype, like.shape, weak=like.weak)  # type: ignore[arg-type]
+        self.inputs.append(node)
+        return node
+
+
+def _trace_body(call: Callable, index: bool, values: list, names: tuple[str, ...], fresh: set[int], test=None):
+    """Run the body once on stand-ins: `call(*args)` with the index's stand-in first where `index`, then each
+    name's value (a stand-in Tensor for the positions in `fresh` and for every non-array, else the object itself,
+    so that assigning into it reaches every alias). Every array alive stands in for its value meanwhile."""
+    trace = _Trace(next(_serial))
+    trace.values = values
+    args: list[Any] = []
+    if index:
+        args.append(Tensor(trace.stand_in(build.const(0, INDEX, (), weak=True))))
+    offset = len(args)
+    name_inputs: dict[int, Node] = {}
+    for j, v in enumerate(values):
+        if v is UNDEFINED or (j not in fresh and isinstance(v, Tensor)):
+            args.append(v)
+            continue
+        name_inputs[j] = trace.stand_in(as_node(v))
+        args.append(Tensor(name_inputs[j]))
+    made = {id(a) for j, a in enumerate(args) if j < offset or j - offset in name_inputs}  # (the stand-ins)
+    alive = [t for t in living() if t._base is None and id(t) not in made]
+    before = {id(t): t._value for t in alive}
+    roots = [t for t in alive if not _known_scalar(t._value)]
+    for t in roots:
+        t._value = trace.stand_in(t._value)
+    stand_ins = {id(t): t._value for t in roots}
+    draws = random_draws.current_count()
+    try:
+        with recorded():  # (faults of the body are its kernels' own: not checks of the function)
+            out = tuple(call(*args))
+            if test is not None:
+                trace.test = _test_node(test(*out))
+        if random_draws.current_count() != draws:
+            raise _Unroll("its body draws random numbers (each step would draw the same numbers)")
+        after = {id(t): t._value for t in alive}
+    finally:
+        for t in alive:
+            t._value = before[id(t)]
+    if any(after[id(t)] is not before[id(t)] for t in alive if id(t) not in stand_ins):
+        raise _Unroll("it assigns into a value made from the kernel's Python numbers")
+    # names rebound to another object than the one passed: traced again with a stand-in for them
+    rebound = {
+        j for j, (v, o) in enumerate(zip(values, out)) if j not in name_inputs and v is not UNDEFINED and o is not v
+    }
+    if rebound:
+        raise _Rebound(rebound)
+    changes = {}
+    for j, v in enumerate(values):
+        o = out[j]
+        if j not in name_inputs and v is not UNDEFINED:
+            continue  # the object passed, perhaps assigned into: carried as an array below if it changed
+        if v is UNDEFINED and o is UNDEFINED:
+            continue
+        if isinstance(o, PartlyBound):
+            raise _Unroll(f"`{names[j]}` is bound in only one branch of an `if` on a value read from arrays")
+        if not isinstance(o, (Tensor, bool, int, float, np.ndarray, np.generic)):
+            raise _Unroll(f"it binds `{names[j]}` to a {type(o).__name__} (only arrays and numbers are carried)")
+        if v is UNDEFINED:  # first bound in the body: never read before it is bound in a step
+            trace.carried.append(("name", j, None, as_node(o)))
+            continue
+        stand_in = name_inputs[j]
+        if isinstance(v, Tensor) and args[offset + j]._value is not stand_in:
+            raise _Unroll(
+                f"it assigns into `{names[j]}` and binds it again: which array that changes differs between steps"
+            )
+        nxt = as_node(o)
+        if (nxt.dtype, nxt.shape, nxt.weak) != (stand_in.dtype, stand_in.shape, stand_in.weak):
+            changes[j] = (v, o)
+        trace.carried.append(("name", j, stand_in, nxt))
+    if changes:
+        raise _Changing(changes, names)
+    for t in roots:
+        if after[id(t)] is not stand_ins[id(t)]:
+            trace.carried.append(("array", t, stand_ins[id(t)], after[id(t)]))
+    trace.unchanged = {stand_ins[id(t)]: before[id(t)] for t in roots if after[id(t)] is stand_ins[id(t)]}
+    trace.before = before
+    return trace
+
+
+def _known_scalar(node: Node) -> bool:
+    """A 0-d value made from constants and the kernel's Python-number arguments: left as it is while the body is
+    traced (code may need its number, python_numbers.py)."""
+    if node.shape != ():
+        return False
+    for n in toposort([node]):
+        if n.op is Op.LOOP or n.op is Op.INPUT and not (isinstance(n.arg, int) and n.weak and n.shape == ()):
+            return False
+    return True
+
+
+def _test_node(value) -> Node:
+    node = as_node(value)
+    if node.shape != ():
+        raise ValueError("The truth value of an array with more than one element is ambiguous (a `while` test)")
+    return node if node.dtype == np.bool_ else build.cast(node, np.dtype(np.bool_))
+
+
+def _trace_fixed(call: Callable, index: bool, values: list, names: tuple[str, ...], test=None):
+    """_trace_body, again with stand-ins for the names it rebinds until none is left."""
+    fresh: set[int] = set()
+    for _ in range(len(values) + 1):
+        try:
+            return _trace_body(call, index, values, names, fresh, test)
+        except _Rebound as e:
+            fresh |= e.positions
+    raise _Unroll("its names kept changing between traces of its body")
+
+
+# -- building the LOOP node ---------------------------------------------------------------------------------------
+
+
+def _compiled_for(start, stop, step, body, values, names, target, where, args):
+    steps = None  # known once the first step is peeled off
+    for _ in range(3):
+        try:
+            trace = _trace_fixed(body, True, values, names)
+            break
+        except _Changing as e:
+            if steps is None and all(_number(b) is not None for b in (start, stop, step) if isinstance(b, Tensor)):
+                steps = range(*_numbers(args))  # the first step as Python runs it; the rest a loop
+                if len(steps) <= UNROLL:
+                    return _unrolled(steps, body, values, target)
+                values = list(body(steps[0], *values))
+                target, steps = steps[0], steps[1:]
+                start, stop, step = steps.start, steps.stop, steps.step
+                continue
+            if all(type(values[j]) in (bool, int, float) for j in e.changes):  # `s = 0`, then `s = s + x[i]`
+                values = _widened(values, e.changes)
+                continue
+            raise _Unroll(str(e)) from None
+    else:
+        raise _Unroll("the dtypes or shapes of its carried values do not settle")
+    bounds = tuple(None if isinstance(b, Tensor) else int(b) for b in (start, stop, step))
+    heads = [as_node(b) for b in (start, stop, step) if isinstance(b, Tensor)]
+    results = _loop_nodes("for", bounds, heads, trace, where)
+    outs = _finish(trace, values, results)
+    if target is None:  # (nothing reads the index after the loop)
+        last = None
+    elif not any(isinstance(b, Tensor) for b in (start, stop, step)):
+        steps = range(start, stop, step)
+        last = steps[-1] if len(steps) else target
+    else:
+        last = _last_index(start, stop, step, target)
+    return (*outs, last)
+
+
+def _compiled_while(first_test: Tensor, test, body, values, names, where):
+    for _ in range(3):
+        try:
+            trace = _trace_fixed(body, False, values, names, test)
+            break
+        except _Changing as e:
+            if all(type(values[j]) in (bool, int, float) for j in e.changes):
+                values = _widened(values, e.changes)
+                continue
+            raise _Unroll(
+                f"{e}: give them their final dtype and shape before the loop (np.zeros(...), .astype(...))"
+            ) from None
+    else:
+        raise _Unroll("the dtypes or shapes of its carried values do not settle")
+    heads = [_test_node(first_test)]
+    results = _loop_nodes("while", None, heads, trace, where)
+    return _finish(trace, values, results)
+
+
+def _widened(values: list, changes: dict) -> list:
+    """The Python numbers among the carried values as the body's dtype and shape (0 + x[i] is x[i]'s dtype)."""
+    out = list(values)
+    for j, (first, nxt) in changes.items():
+        node = as_node(nxt)
+        out[j] = Tensor(build.broadcast_to(build.const(first, node.dtype, ()), node.shape))
+    return out
+
+
+def _loop_nodes(kind: str, bounds, heads: list[Node], trace: _Trace, where: str) -> list[Node | None]:
+    """The LOOP nodes of a traced body, one per carried value (None for one the body left as it was): its graph
+    closed over inputs of its own."""
+    serial = trace.serial
+    carried = list(trace.carried)
+    left = {k for k, (_, _, stand_in, nxt) in enumerate(carried) if nxt is stand_in}
+    mapping = dict(trace.unchanged)
+    firsts: list[Node] = []
+    for k, (kind_, what, stand_in, nxt) in enumerate(carried):
+        if kind_ == "array":
+            firsts.append(trace.before[id(what)])
+        elif stand_in is None:  # first bound in the body: its value before the first step is never read
+            firsts.append(build.const(0, nxt.dtype, nxt.shape, weak=nxt.weak))
+        else:
+            firsts.append(_first_of(trace.values[what], stand_in))
+        if k in left and stand_in is not None:
+            mapping[stand_in] = firsts[k]
+    keep = [k for k in range(len(carried)) if k not in left]
+    graph = [carried[k][3] for k in keep] + ([trace.test] if trace.test is not None else [])
+    graph = replace(graph, mapping) if mapping else graph
+    inputs = [trace.inputs[0]] if kind == "for" else []
+    for k in keep:
+        stand_in = carried[k][2]
+        if stand_in is None:
+            nxt = carried[k][3]
+            stand_in = trace.stand_in(nxt)
+        inputs.append(stand_in)
+    # values the body reads and does not change are computed before the loop: the largest parts of its graph that
+    # read no input of this loop and read something from outside it (what reads only constants stays inside)
+    own = set(inputs)
+    order = toposort(graph)
+    varies: dict[Node, bool] = {}
+    outside: dict[Node, bool] = {}
+    for n in order:
+        varies[n] = n in own or any(varies[s] for s in n.srcs)
+        outside[n] = (
+            n.op is Op.LOOP
+            or n.op is Op.INPUT
+            and not (isinstance(n.arg, LoopInput) and n.arg.loop == serial)
+            or any(outside[s] for s in n.srcs)
+        )
+    free: dict[Node, Node] = {}
+    for n in order:
+        for s in n.srcs if varies[n] else ():
+            if not varies[s] and outside[s] and s not in free:
+                free[s] = trace.stand_in(s)
+    for n in graph:
+        if not varies[n] and outside[n] and n not in free:
+            free[n] = trace.stand_in(n)
+    closed = simplify(replace(graph, free) if free else graph)
+    loop = Loop(kind, bounds, inputs + list(free.values()), closed, len(keep), where)
+    srcs = (*heads, *(firsts[k] for k in keep), *free)
+    nodes: list[Node | None] = [None] * len(carried)
+    for i, k in enumerate(keep):
+        o = closed[i]
+        nodes[k] = Node.make(Op.LOOP, o.dtype, o.shape, srcs, (loop, i), o.weak)
+    log(1, f"{where}: `{kind}` compiled as a loop: {len(keep)} value(s) carried, {len(free)} read unchanged")
+    return nodes
+
+
+def _first_of(value, stand_in: Node) -> Node:
+    """A carried name's value before the loop, as its stand-in's dtype and shape (a widened Python number)."""
+    node = as_node(value)
+    if (node.dtype, node.weak) != (stand_in.dtype, stand_in.weak):
+        node = build.cast(node, stand_in.dtype, stand_in.weak)
+    return node if node.shape == stand_in.shape else build.broadcast_to(node, stand_in.shape)
+
+
+def _finish(trace: _Trace, values: list, results: list) -> tuple:
+    """Give the arrays the loop assigned into their values after it; the names' values after it."""
+    out = list(values)
+    for c, node in zip(trace.carried, results):
+        kind, what, _, _ = c
+        if node is None:
+            continue
+        if kind == "array":
+            what._value = node
+        else:
+            out[what] = Tensor(node)
+    return tuple(out)
+
+
+def _last_index(start, stop, step, before):
+    """The index's value after a loop whose bounds are read from arrays: its last step's (before if none)."""
+    from tracejit.numpy import functions as F
+
+    count = F.maximum((stop - start + step - F.sign(step)) // step, 0)
+    last = start + (count - 1) * step
+    if before is UNDEFINED:
+        return last
+    return F.where(count > 0, last, before)
