@@ -78,13 +78,14 @@ def test_the_building_blocks_work_outside_a_kernel_on_numpy_values():
     assert_close(tj.cond(np.float64(1.0) > 0, lambda v: v * 2, lambda v: v, x), x * 2)
 
 
-def test_a_loop_bound_read_from_an_array_is_a_clear_error():
-    kernel = tj.kernel(lambda x: tj.fori_loop(0, x.sum().astype(np.int64), lambda i, v: v + 1, x))
-    with pytest.raises(tj.UnsupportedError, match="read from arrays.*does not compile loops as loops"):
-        kernel(np.ones(3))
+def test_loop_bounds_and_conditions_read_from_arrays_run_as_compiled_loops(device):
+    """fori_loop and while_loop go through the loops compiled as loops (numpy/loops.py): bounds and conditions
+    read from arrays are read when the kernel runs."""
+    x = np.ones(3, np.float32)
+    kernel = tj.kernel(lambda x: tj.fori_loop(0, x.sum().astype(np.int32), lambda i, v: v + 1, x))
+    np.testing.assert_allclose(np.asarray(run_kernel(kernel, x, device=device)), x + 3)
     kernel = tj.kernel(lambda x: tj.while_loop(lambda v: v.sum() < 10, lambda v: v * 2, x))
-    with pytest.raises(tj.UnsupportedError, match="condition is read from arrays"):
-        kernel(np.ones(3))
+    np.testing.assert_allclose(np.asarray(run_kernel(kernel, x, device=device)), x * 4)
 
 
 def test_cond_branches_must_agree_and_not_assign():

@@ -165,6 +165,53 @@ def test_counters_and_sums_under_an_if_on_array_values_match_numpy(device, rng):
     check(count_positive, (rng.standard_normal(60).astype(dt),), device)
 
 
+def bubble_sort(a):   # an `if` on array values whose branch assigns into the array
+    n = a.shape[0]
+    for i in range(n):
+        for j in range(n - i - 1):
+            if a[j] > a[j + 1]:
+                a[j], a[j + 1] = a[j + 1], a[j]
+    return a
+
+
+def bellman_ford(n, src, dst, w, source):   # relaxations under an `if` on array values
+    dist = np.full(n, np.inf)
+    dist[source] = 0.0
+    for _ in range(n - 1):
+        for e in range(src.shape[0]):
+            u, v = src[e], dst[e]
+            if dist[u] + w[e] < dist[v]:
+                dist[v] = dist[u] + w[e]
+    return dist
+
+
+def guarded_index(x, k):   # the untaken branch's index is out of bounds: NumPy never reads it
+    i = k[0]
+    if i < x.shape[0]:
+        x[i] = -1.0
+    else:
+        x[0] = x[i - x.shape[0]] + 1
+    return x
+
+
+def test_a_bubble_sort_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(bubble_sort, (rng.random(12).astype(dt),), device)
+
+
+def test_bellman_ford_relaxations_match_numpy(device):
+    if device in ("webgpu", "metal"):
+        pytest.skip("np.full(n, np.inf) is float64")
+    src, dst = np.array([0, 0, 1, 2, 3, 4, 1]), np.array([1, 2, 3, 3, 4, 5, 5])
+    check(bellman_ford, (6, src, dst, np.array([1., 4., 2., 1., 3., 1., 9.]), 0), device)
+
+
+def test_an_index_valid_only_in_the_branch_taken_raises_nothing(device):
+    dt = float_dtype(device)
+    for k in (2, 7):
+        check(guarded_index, (np.arange(5, dtype=dt), np.array([k], np.int32)), device)
+
+
 # --- bounds and tests read from arrays -------------------------------------------------------------------------------
 
 def csr_matvec(indptr, indices, data, x):
@@ -284,6 +331,41 @@ def test_a_value_whose_dtype_changes_after_the_first_step_matches_numpy(device):
     check(grows_dtype, (np.arange(6), 12), device)
 
 
+def test_assigning_into_a_name_that_is_an_argument_or_a_new_array_by_the_data_is_an_error():
+    """After a loop whose step count is read from arrays, `u` is the argument where it ran no step and a new
+    array otherwise; after an `if` on array values, the same. NumPy's `u += 1` then changes the caller's array
+    only sometimes: a clear error, never a silent difference."""
+    def after_loop(u, k):
+        for i in range(k[0]):
+            u = u * 2
+        u += 1
+
+    def after_if(u, v):
+        if v.sum() > 0:
+            u = u * 2
+        u += 1
+
+    def chosen(u, v):
+        w = u if v.sum() > 0 else v
+        w[0] = 5
+    with pytest.raises(tj.AssignmentError, match="`u` after the loop .* only sometimes"):
+        tj.kernel(after_loop)(np.ones(3), np.array([0]))
+    with pytest.raises(tj.AssignmentError, match="`u` after the `if`"):
+        tj.kernel(after_if)(np.ones(3), np.ones(3))
+    with pytest.raises(tj.AssignmentError, match="conditional expression"):
+        tj.kernel(chosen)(np.ones(3), np.ones(3))
+
+
+def test_a_name_rebound_in_a_loop_of_known_steps_may_be_assigned_into_after_it(device, rng):
+    def f(u, steps):
+        for i in range(steps):
+            u = u * 0.5
+        u += 1
+        return u
+    dt = float_dtype(device)
+    check(f, (rng.random(6).astype(dt), 9), device)
+
+
 def test_a_loop_that_appends_to_a_list_is_traced_step_by_step(device, rng):
     def rnn(x, w, steps):
         states = []
@@ -349,3 +431,35 @@ def test_a_while_whose_carried_dtype_changes_is_a_clear_error():
         return x, y
     with pytest.raises(tj.UnsupportedError, match="changes the dtype or shape of `y`"):
         tj.kernel(f)(np.ones(3))
+
+
+def test_capturing_a_kernel_with_a_compiled_loop_is_refused_with_the_reason():
+    @tj.kernel
+    def steps(u, n):
+        for t in range(n):
+            u = u * 0.5 + 1
+        return u
+    with pytest.raises(tj.UnsupportedError, match="compiled as a loop cannot be captured"):
+        with tj.capture():
+            steps(np.ones(4), 20)
+
+
+def test_the_graph_ir_prints_each_loop_body():
+    text = str(tj.kernel(heat).trace(np.ones(8), 50, 0.1))
+    assert "loop (for@test_loops.py" in text and "body of the for loop" in text
+
+
+def test_np_ndarray_of_a_shape_allocates_as_np_empty(device, rng):
+    def rows(x, n):
+        out = np.ndarray((n, x.shape[0]), dtype=x.dtype)
+        for i in range(n):
+            out[i] = x * i
+        return out
+    dt = float_dtype(device)
+    check(rows, (rng.random(5).astype(dt), 7), device)
+
+
+def test_lower_without_the_hardware_renders_the_parts_and_bodies():
+    """f.lower(..., device="cuda") on a machine without a GPU (and tj.warm): each part and loop body rendered."""
+    plan = tj.kernel(heat).lower(tj.spec((64,), np.float32), 100, 0.1, device="cuda")
+    assert plan.kernels and all("__global__" in k.source for k in plan.kernels)

@@ -208,6 +208,10 @@ class Staged:
         assert key is not None
         return args[key.index]
 
+    def _memory(self, value):
+        """An array's memory as executables take it in `into` (the device's own for a tj.Array)."""
+        return value._data if isinstance(value, Array) else value
+
     def _read(self, value) -> int | bool | float:
         """A 0-d value read back to the host (waits for the kernels that compute it)."""
         if type(value) in (int, float, bool):
@@ -232,19 +236,38 @@ class Staged:
         def taken(out):
             return [self._read(v) if w else self._arg(v) for v, w in zip(out, scalar)]
 
+        # each step writes its arrays into the memory of the step before last's, free once the last step read it
+        program = getattr(run, "program", None)
+        keys = list(program.outputs[:n]) if program is not None else []
+        if len(set(keys)) < len(keys) or any(k.argument for k in keys):
+            keys = []
+        spare: list = []
+
+        def step(args):
+            if not spare:
+                return run(args)
+            into = {k: self._memory(b) for k, b, w in zip(keys, spare, scalar) if not w}
+            return run(args, into)
+
         if loop.kind == "for":
             read = iter(heads)
-            start, stop, step = (int(self._read(next(read))) if b is None else b for b in loop.bounds)
-            if step == 0:
+            start, stop, step_ = (int(self._read(next(read))) if b is None else b for b in loop.bounds)
+            if step_ == 0:
                 raise ValueError("range() arg 3 must not be zero")
-            for i in range(start, stop, step):
-                carried = taken(run((i, *carried, *free)))
+            for count, i in enumerate(range(start, stop, step_)):
+                last = carried
+                carried = taken(step((i, *carried, *free)))
+                spare = last if count and keys else []  # (the first step's were the loop's first values)
         else:
             test = self._read(heads[0])
+            count = 0
             while test:
-                out = run((*carried, *free))
+                last = carried
+                out = step((*carried, *free))
                 carried = taken(out[:n])
                 test = self._read(out[n])
+                spare = last if count and keys else []
+                count += 1
         for k, node in body.results.items():
             v = carried[k]
             values[node] = v._data if self._wrap and isinstance(v, Array) else v  # (a Python number stays one)
@@ -272,4 +295,5 @@ def _frontier(computes: list[Node], read) -> list[Node]:
 def _library_calls(executable) -> int:
     if isinstance(executable, Staged):
         return executable.library_calls
-    return len(executable.program.library_calls)
+    program = getattr(executable, "program", None)  # (a target that only renders has none: it runs nothing)
+    return len(program.library_calls) if program is not None else 0

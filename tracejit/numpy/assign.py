@@ -22,7 +22,7 @@ from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import indexing, scatter, views
 from tracejit.numpy.selection import MaskedSelection, check_mask, full_mask
-from tracejit.numpy.tensor import Casting, Tensor, _index, as_node
+from tracejit.numpy.tensor import Casting, MayAlias, Tensor, _index, as_node, current_guard
 
 __all__ = ["copyto"]
 
@@ -68,6 +68,9 @@ def store(root: Tensor, steps, value: Node) -> None:
     current = views.apply(root._value, steps)
     if value is current:
         return
+    guard = current_guard()
+    if guard is not None:  # a branch of an `if` on array values: the region changes only where its test holds
+        value = build.where(build.broadcast_to(guard, value.shape), value, current)
     values, mask = views.scatter(value, steps, root.shape)
     root._value = values if mask is None else build.where(mask, values, root._value)
 
@@ -102,6 +105,11 @@ def _python_scalar_as(value, dtype: np.dtype):
 
 
 def check_writeable(t: Tensor, message: str) -> None:
+    alias = t._read_only
+    if isinstance(alias, MayAlias):  # an array that is one of two depending on the data (tensor.may_alias)
+        if alias.resolve is not None and alias.resolve():
+            return  # (this trace is traced again, the choice known: python_numbers.py)
+        raise AssignmentError(f"{message}: {alias.why}")
     if t._read_only:
         why = (
             "it is a view made by np.broadcast_to (or another broadcast view)"

@@ -24,7 +24,10 @@ from typing import Any
 import numpy as np
 
 from tracejit.errors import ShapeError, TraceError
-from tracejit.numpy.tensor import Tensor, python_value
+from tracejit.ir import build
+from tracejit.ir.graph import Op
+from tracejit.numpy import allocation
+from tracejit.numpy.tensor import Tensor, as_node, guarded, living, may_alias, python_value
 
 _NAME = "__tracejit_choose"
 _compiled: dict[types.CodeType, types.CodeType | None] = {}  # a function's code -> its rewritten code (None: none)
@@ -41,7 +44,31 @@ def choose(test, yes, no):
             "The truth value of an array with more than one element is ambiguous (a conditional "
             "expression's test must be a single value)"
         )
-    return select(test, yes(), no(), "the two sides of a conditional expression")
+    before = {id(t) for t in living()}
+    a, b = yes(), no()
+    out = select(test, a, b, "the two sides of a conditional expression")
+    if any(isinstance(v, Tensor) and id(v) in before for v in (a, b)):
+        may_alias(out, _ALIAS.format(what="this value of a conditional expression", where="the test"))
+    return out
+
+
+_ALIAS = (
+    "{what} is one array or another depending on {where}, a value read from arrays; NumPy would assign into "
+    "the array it is, which a compiled kernel cannot follow. Assign into a copy (`y = y.copy()`) or compute a "
+    "new array instead of assigning into it"
+)
+
+
+def construct(cls, *args, **kwargs):
+    """`cls(*args, **kwargs)`, where the code calls `np.ndarray(shape, dtype)` (an allocation, as some code
+    writes np.empty) while a kernel is traced: a traced array to assign into, as np.empty makes."""
+    if cls is np.ndarray and allocation.tracing() and len(args) <= 2 and set(kwargs) <= {"shape", "dtype", "order"}:
+        from tracejit.numpy import creation
+
+        shape = args[0] if args else kwargs["shape"]
+        dtype = args[1] if len(args) > 1 else kwargs.get("dtype", float)
+        return creation.empty(shape, dtype, kwargs.get("order") or "C")
+    return cls(*args, **kwargs)
 
 
 class _Undefined:
@@ -141,9 +168,11 @@ def value_before(get):
         return UNDEFINED
 
 
-def branches(test, then, orelse, before: tuple, names: tuple[str, ...]) -> tuple:
+def branches(test, then, orelse, before: tuple, names: tuple[str, ...], stored: tuple = ()) -> tuple:
     """The names an `if` binds, after it: then(*before) or orelse(*before) where Python decides, or where `test`
-    is a 0-d value read from arrays, each name selected between both branches' values."""
+    is a 0-d value read from arrays, each name selected between both branches' values. Both branches are then
+    traced, each guarded by its side of the test (tensor.guarded): what they assign into arrays (`stored`: the
+    objects assigned into by subscript) changes only where their side holds."""
     if isinstance(test, Tensor):
         test = python_value(test, "an `if`'s test")
     if not isinstance(test, Tensor):
@@ -153,7 +182,20 @@ def branches(test, then, orelse, before: tuple, names: tuple[str, ...]) -> tuple
             "The truth value of an array with more than one element is ambiguous (an `if`'s test must "
             "be a single value)"
         )
-    yes, no = then(*before), orelse(*before)
+    for get in stored:  # a Python list or dict assigned into in a branch: both branches would change it
+        try:
+            target = get()
+        except NameError:
+            continue
+        if not isinstance(target, Tensor):
+            bool(test)  # (the TraceError of an `if` on an array value)
+    alive = {id(t) for t in living()}
+    condition = as_node(test)
+    condition = condition if condition.dtype == np.bool_ else build.cast(condition, np.dtype(np.bool_))
+    with guarded(condition):
+        yes = then(*before)
+    with guarded(build.unary(Op.INVERT, condition)):
+        no = orelse(*before)
     out = []
     for name, a, b in zip(names, yes, no):
         if a is b:  # neither branch changed it
@@ -162,7 +204,15 @@ def branches(test, then, orelse, before: tuple, names: tuple[str, ...]) -> tuple
         if a is UNDEFINED or b is UNDEFINED:  # an error where it is used, as Python's would be
             out.append(PartlyBound(name))
             continue
-        out.append(select(test, a, b, f"`{name}` after the two branches of an `if`"))
+        chosen = select(test, a, b, f"`{name}` after the two branches of an `if`")
+        if any(isinstance(v, Tensor) and id(v) in alive for v in (a, b)):  # an array from before the `if`
+            may_alias(
+                chosen,
+                _ALIAS.format(what=f"`{name}` after the `if`", where="its test").replace(
+                    "`y = y.copy()`", f"`{name} = {name}.copy()`"
+                ),
+            )
+        out.append(chosen)
     return tuple(out)
 
 
@@ -183,6 +233,22 @@ def _binds_only_names(statements: list[ast.stmt], rewritten: set[int]) -> bool:
             continue
         return False
     return True
+
+
+def _effects_only(statements: list[ast.stmt], rewritten: set[int]) -> bool:
+    """Whether a branch of an `if` does only what both branches can do, guarded by the test: bind names, assign
+    into arrays (through names, views, helper functions), call functions, loop; no return, break, continue,
+    raise, assert, yield, or change of a Python container."""
+    for st in statements:
+        if id(st) in rewritten:
+            continue
+        if not isinstance(
+            st, (ast.Pass, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While)
+        ):
+            return False
+        if any(isinstance(n, (ast.Raise, ast.Assert, ast.Try, ast.With, ast.Delete)) for n in ast.walk(st)):
+            return False
+    return not _loop_body_problem(statements)
 
 
 def _bound_names(statements: list[ast.stmt]) -> list[str]:
@@ -448,12 +514,17 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_If(self, node: ast.If) -> Any:
         self.generic_visit(node)  # (inner ifs first: a rewritten one binds names only)
-        if not (_binds_only_names(node.body, self.rewritten) and _binds_only_names(node.orelse, self.rewritten)) or any(
-            isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)
-        ):
+        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
             return node
+        bases: list[str] = []
         names = _bound_names(node.body + node.orelse)
-        if not names:
+        if names and _binds_only_names(node.body, self.rewritten) and _binds_only_names(node.orelse, self.rewritten):
+            pass
+        elif _effects_only(node.body, self.rewritten) and _effects_only(node.orelse, self.rewritten):
+            # branches that assign into arrays too: both traced, their assignments guarded by the test
+            names, bases = _stored(node.body + node.orelse)
+            names = [n for n in names if not n.startswith("__tracejit_")]
+        else:
             return node
         self.count += 1
         k = self.count
@@ -488,11 +559,17 @@ class _Rewrite(ast.NodeTransformer):
                 ast.Name(id=orelse, ctx=ast.Load()),
                 before,
                 ast.Tuple(elts=[ast.Constant(value=n) for n in names], ctx=ast.Load()),
+                ast.Tuple(elts=[_lambda(ast.Name(id=b, ctx=ast.Load())) for b in bases], ctx=ast.Load()),
             ],
             keywords=[],
         )
-        assign = ast.Assign(
-            targets=[ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())], value=call
+        assign: ast.stmt = (
+            ast.Assign(
+                targets=[ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())],
+                value=call,
+            )
+            if names
+            else ast.Expr(value=call)
         )
         # a name neither branch bound, with no value before: unbound after, as in Python
         unbind = [
@@ -512,6 +589,21 @@ class _Rewrite(ast.NodeTransformer):
             ast.copy_location(st, node)
             self.rewritten.add(id(st))  # (an enclosing if's branches may hold it)
         return out
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "ndarray" or isinstance(f, ast.Name) and f.id == "ndarray":
+            self.count += 1  # np.ndarray(shape, dtype): an allocation, see construct
+            return ast.copy_location(
+                ast.Call(
+                    func=ast.Name(id="__tracejit_construct", ctx=ast.Load()),
+                    args=[f, *node.args],
+                    keywords=node.keywords,
+                ),
+                node,
+            )
+        return node
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         self.generic_visit(node)
@@ -591,6 +683,7 @@ def visible(fn):
             "__tracejit_value_before": value_before,
             "__tracejit_undefined": UNDEFINED,
             "__tracejit_for": loops.for_range,
+            "__tracejit_construct": construct,
             "__tracejit_while": loops.while_true,
         }
     )

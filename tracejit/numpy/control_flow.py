@@ -21,6 +21,7 @@ from tracejit.numpy.tensor import Tensor, python_value
 
 __all__ = ["cond", "fori_loop", "while_loop"]
 
+
 def cond(pred, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands):
     """jax.lax.cond: true_fun(*operands) if pred else false_fun(*operands).
 

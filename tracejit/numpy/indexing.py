@@ -19,7 +19,7 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _axis
-from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, current_guard
 
 __all__ = ["searchsorted", "take", "take_along_axis"]
 
@@ -67,6 +67,11 @@ def advanced_index(x: Node, key: tuple) -> Node:
         build.expand(build.reshape(build.broadcast_to(indexed[d], shape), (1,) * at + shape + tail), tuple(gathered))
         for d in sorted(indexed)
     ]
+    guard = current_guard()
+    if guard is not None:  # a branch of an `if` on array values: where it does not run, its indices may be any
+        indices = [
+            build.where(build.broadcast_to(guard, i.shape), i, build.const(0, i.dtype, i.shape)) for i in indices
+        ]
     out = build.gather(build.slice_(x, tuple(spec)), tuple(indices), tuple(source_axes))
     return build.reshape(out, tuple(final))
 

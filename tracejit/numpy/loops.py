@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from tracejit.errors import TracejitError, UnsupportedError
+from tracejit.errors import AssignmentError, TracejitError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.faulting import recorded
@@ -43,7 +43,7 @@ from tracejit.ir.graph import Node, Op, replace, toposort
 from tracejit.ir.simplify import simplify
 from tracejit.numpy import python_numbers, random_draws
 from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
-from tracejit.numpy.tensor import Tensor, as_node, living, python_value, tracing
+from tracejit.numpy.tensor import Tensor, as_node, living, may_alias, python_value, tracing
 
 _LOG = logging.getLogger("tracejit.compile")  # TRACEJIT_DEBUG=1 (runtime/debug.py; this layer does not import it)
 
@@ -155,6 +155,8 @@ def for_range(args: tuple, body: Callable, init: tuple, names: tuple[str, ...], 
         start, stop, step = _three(bounds)
         try:
             return _compiled_for(start, stop, step, body, values, names, target, where, args)
+        except AssignmentError:
+            raise  # (the code's own error, whatever the index: step by step it raises it too)
         except _Unroll as e:
             reason = str(e)
         except TracejitError as e:
@@ -194,6 +196,8 @@ def while_true(test: Callable, body: Callable, init: tuple, names: tuple[str, ..
     if reason is None:
         try:
             return _compiled_while(decided, test, body, values, names, where)
+        except AssignmentError:
+            raise
         except _Unroll as e:
             reason = str(e)
         except TracejitError as e:
@@ -278,6 +282,7 @@ class _Trace:
         self.carried: list[tuple[str, Any, Node | None, Node]] = []
         self.test: Node | None = None
         self.values: list = []  # the names' values before the loop
+        self.names: tuple[str, ...] = ()
         self.before: dict[int, Node] = {}  # id of each array alive -> its value before the loop
         self.unchanged: dict[Node, Node] = {}  # stand-ins of the arrays the body left as they were -> their values
 
@@ -292,7 +297,7 @@ def _trace_body(call: Callable, index: bool, values: list, names: tuple[str, ...
     name's value (a stand-in Tensor for the positions in `fresh` and for every non-array, else the object itself,
     so that assigning into it reaches every alias). Every array alive stands in for its value meanwhile."""
     trace = _Trace(next(_serial))
-    trace.values = values
+    trace.values, trace.names = values, names
     args: list[Any] = []
     if index:
         args.append(Tensor(trace.stand_in(build.const(0, INDEX, (), weak=True))))
@@ -396,6 +401,20 @@ def _trace_fixed(call: Callable, index: bool, values: list, names: tuple[str, ..
 # -- building the LOOP node ---------------------------------------------------------------------------------------
 
 
+def _specialiser(args: tuple):
+    """For a loop whose bounds are made from the kernel's Python numbers: a function that specialises the kernel
+    on them (True), else True (the bounds are read from arrays: nothing to specialise on)."""
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    if all(_number(a) is not None for a in tensors):
+
+        def specialise() -> bool:
+            _numbers(args)
+            return True
+
+        return specialise
+    return True
+
+
 def _compiled_for(start, stop, step, body, values, names, target, where, args):
     steps = None  # known once the first step is peeled off
     for _ in range(3):
@@ -411,7 +430,7 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args):
                 target, steps = steps[0], steps[1:]
                 start, stop, step = steps.start, steps.stop, steps.step
                 continue
-            if all(type(values[j]) in (bool, int, float) for j in e.changes):  # `s = 0`, then `s = s + x[i]`
+            if all(_weak(values[j]) for j in e.changes):  # `s = 0`, then `s = s + x[i]`
                 values = _widened(values, e.changes)
                 continue
             raise _Unroll(str(e)) from None
@@ -420,7 +439,7 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args):
     bounds = tuple(None if isinstance(b, Tensor) else int(b) for b in (start, stop, step))
     heads = [as_node(b) for b in (start, stop, step) if isinstance(b, Tensor)]
     results = _loop_nodes("for", bounds, heads, trace, where)
-    outs = _finish(trace, values, results)
+    outs = _finish(trace, values, results, where, maybe_none=_specialiser(args) if heads else False)
     if target is None:  # (nothing reads the index after the loop)
         last = None
     elif not any(isinstance(b, Tensor) for b in (start, stop, step)):
@@ -437,7 +456,7 @@ def _compiled_while(first_test: Tensor, test, body, values, names, where):
             trace = _trace_fixed(body, False, values, names, test)
             break
         except _Changing as e:
-            if all(type(values[j]) in (bool, int, float) for j in e.changes):
+            if all(_weak(values[j]) for j in e.changes):
                 values = _widened(values, e.changes)
                 continue
             raise _Unroll(
@@ -447,7 +466,13 @@ def _compiled_while(first_test: Tensor, test, body, values, names, where):
         raise _Unroll("the dtypes or shapes of its carried values do not settle")
     heads = [_test_node(first_test)]
     results = _loop_nodes("while", None, heads, trace, where)
-    return _finish(trace, values, results)
+    return _finish(trace, values, results, where, maybe_none=True)
+
+
+def _weak(value) -> bool:
+    """A Python number, or a value made from Python numbers alone (NEP 50's weak scalars): its first step's
+    arithmetic takes the other operand's dtype, so it may start as the body's dtype."""
+    return type(value) in (bool, int, float) or isinstance(value, Tensor) and value._node.weak and value.shape == ()
 
 
 def _widened(values: list, changes: dict) -> list:
@@ -455,7 +480,8 @@ def _widened(values: list, changes: dict) -> list:
     out = list(values)
     for j, (first, nxt) in changes.items():
         node = as_node(nxt)
-        out[j] = Tensor(build.broadcast_to(build.const(first, node.dtype, ()), node.shape))
+        start = build.cast(as_node(first), node.dtype)
+        out[j] = Tensor(build.broadcast_to(start, node.shape))
     return out
 
 
@@ -527,8 +553,10 @@ def _first_of(value, stand_in: Node) -> Node:
     return node if node.shape == stand_in.shape else build.broadcast_to(node, stand_in.shape)
 
 
-def _finish(trace: _Trace, values: list, results: list) -> tuple:
-    """Give the arrays the loop assigned into their values after it; the names' values after it."""
+def _finish(trace: _Trace, values: list, results: list, where: str = "", maybe_none=False) -> tuple:
+    """Give the arrays the loop assigned into their values after it; the names' values after it. `maybe_none`:
+    the loop may run no step (a name bound to an array before it may then still be that very array); a
+    function that specialises the kernel on the Python numbers its step count comes from, where it does."""
     out = list(values)
     for c, node in zip(trace.carried, results):
         kind, what, _, _ = c
@@ -536,8 +564,18 @@ def _finish(trace: _Trace, values: list, results: list) -> tuple:
             continue
         if kind == "array":
             what._value = node
-        else:
-            out[what] = Tensor(node)
+            continue
+        out[what] = Tensor(node)
+        if maybe_none and isinstance(values[what], Tensor):
+            name = trace.names[what]
+            may_alias(
+                out[what],
+                f"`{name}` after the loop at {where} is the array it was before the loop where the loop ran no "
+                f"step, a new one otherwise, and how many steps it runs is read from arrays; NumPy would assign "
+                f"into the first only sometimes, which a compiled kernel cannot follow. Assign into a copy "
+                f"(`{name} = {name}.copy()`) or compute a new array instead",
+                maybe_none if callable(maybe_none) else None,
+            )
     return tuple(out)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import importlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal, Union
 
@@ -15,7 +15,7 @@ from tracejit.errors import IndexOutOfBoundsError, ShapeError, TraceError, Unsup
 from tracejit.ir import build
 from tracejit.ir.dtypes import check, weak_dtype
 from tracejit.ir.evaluate import constant_value
-from tracejit.ir.graph import Node
+from tracejit.ir.graph import Node, Op
 from tracejit.numpy import python_numbers, views
 
 # what the traced functions take as an array, as as_node does: a traced array, a NumPy array or scalar, a
@@ -41,6 +41,48 @@ def trace_budget(values: int, arguments=()) -> Iterator[None]:
         yield
     finally:
         _BUDGET.reset(token)
+
+
+class MayAlias:
+    """Why an array may not be assigned into: it is one array or another depending on the data (may_alias)."""
+
+    def __init__(self, why: str, resolve: Callable[[], bool] | None = None):
+        self.why, self.resolve = why, resolve
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def may_alias(t, why: str, resolve: Callable[[], bool] | None = None):
+    """`t` (a value an `if` or a loop on array values made) marked as possibly the very array it was made
+    from, depending on the data: NumPy would assign into that array through it only sometimes, which a kernel
+    cannot follow, so assigning into it is an error saying `why` (reading it is fine). `resolve`: where the
+    choice depends on the kernel's Python numbers only, a function that specialises the kernel on them (the
+    trace runs again with them known, python_numbers.py) and returns True."""
+    if isinstance(t, Tensor) and t.ndim:
+        t._read_only = MayAlias(why, resolve)
+    return t
+
+
+# the condition under which the statements being traced run: inside a branch of an `if` on array values, whose
+# both branches are traced (conditional_expressions.branches); assignments then change only where it holds
+_GUARD: contextvars.ContextVar[Node | None] = contextvars.ContextVar("tracejit_guard", default=None)
+
+
+def current_guard() -> Node | None:
+    """The 0-d bool under which assignments traced now take effect (None: always)."""
+    return _GUARD.get()
+
+
+@contextmanager
+def guarded(condition: Node) -> Iterator[None]:
+    """Trace the block as running only where `condition` (a 0-d bool) holds, inside any guard around it."""
+    outer = _GUARD.get()
+    token = _GUARD.set(condition if outer is None else build.binary(Op.AND, outer, condition))
+    try:
+        yield
+    finally:
+        _GUARD.reset(token)
 
 
 def tracing() -> bool:
@@ -120,7 +162,7 @@ class Tensor:
         self._steps: tuple[views.Step, ...] = ()  # ... through these movement steps
         self._seen: tuple[Node, Node] | None = None  # views: (the root value last read, the view's value then)
         self._strides: tuple[int, ...] | None = None  # roots: element strides of the memory (None: C order)
-        self._read_only = False
+        self._read_only: bool | MayAlias = False  # MayAlias: why it may not be assigned into
         self._argument: int | None = None  # roots that are array arguments of the kernel: their position
 
     @classmethod

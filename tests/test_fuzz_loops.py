@@ -1,0 +1,126 @@
+"""A fuzzer of loops (issue 46): random procedures and functions with `for` loops over range() (bounds from
+Python numbers, from the arrays' shapes, from an int array, from the outer loop's index) and `while` loops whose
+test reads an array, bodies that assign into slices and single elements, rebind names, accumulate, call a
+helper that assigns into its argument, and branch on array values. Each program is written to a real source file
+(its loops are compiled from its source, as a user's are), run as a kernel, and compared with NumPy running the
+same function: results, and the arrays it assigned into."""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import tracejit as tj
+from reference import assert_close
+
+EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 15   # more: TRACEJIT_FUZZ_EXAMPLES=150
+_COUNT = itertools.count()
+_DIR = tempfile.mkdtemp(prefix="tracejit-fuzz-loops-")   # the programs' module files, removed at exit
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
+
+_HEADERS = [   # (the loop's first line, its index name or None)
+    ("for i in range(n):", "i"),
+    ("for i in range(1, u.shape[0] - 1):", "i"),
+    ("for i in range(m, 2 * n + 3):", "i"),
+    ("for i in range(3):", "i"),          # short and known: traced step by step
+    ("for i in range(k[0]):", "i"),       # bounds read from an array
+    ("for i in range(u.shape[0] - 1, 0, -2):", "i"),
+    ("while c[0] < n:", None),            # a test read from an array
+]
+_PLAIN = [   # statements any body may hold
+    "u[1:-1] = u[1:-1] * 0.5 + v[:-2] * 0.25",
+    "u[1:] += v[:-1] * 0.125",
+    "v = v * 0.75 + u * 0.25",
+    "s = s + u.sum() * 0.01",
+    "w = u.copy()\nu[:] = w[::-1] * 0.5 + 1.0",
+    "_halve_evens(v)",
+    "t = np.tanh(v)\nv[::2] = t[1::2]",
+    "if u[0] > v[0]:\n    s = s + 1.0\nelse:\n    s = s - 0.5",
+    "a = u if v.sum() > 0 else v\nu = u + a * 0.01",
+    "if u[0] > v[0]:\n    u[1] = v[2]\nelse:\n    v[3] += 1.0\n    s = s * 0.5",
+]
+_INDEXED = [   # statements that read the index
+    "s = s + u[i % 8] * 0.01",
+    "u[i % 8] = v[(i + 1) % 8]",
+    "v[i % 8] += 1.0",
+    "for j in range(i % 3):\n    v[j] = v[j] * 0.5 + u[j + 1]",
+    "u = u + (i % 4) * 0.0625",
+    "if u[i % 8] > v[(i + 3) % 8]:\n    u[i % 8], v[(i + 3) % 8] = v[(i + 3) % 8], u[i % 8]",
+]
+
+
+@st.composite
+def programs(draw) -> tuple[list[str], bool]:
+    """The lines of a function's body (a loop, maybe two), and whether it returns a value (else a procedure)."""
+    lines = ["s = 0.0", "c = np.zeros(1, np.int32)"]
+    for _ in range(draw(st.integers(1, 2))):
+        header, index = draw(st.sampled_from(_HEADERS))
+        pool = _PLAIN + (_INDEXED if index else [])
+        body = [draw(st.sampled_from(pool)) for _ in range(draw(st.integers(1, 3)))]
+        if index is None:
+            body.append("c = c + 1")
+        lines.append(header)
+        lines += ["    " + line for part in body for line in part.split("\n")]
+    returns = draw(st.booleans())
+    lines.append("return u + v * 2 + s" if returns else "u += s")
+    return lines, returns
+
+
+def _function(lines: list[str]):
+    """The program as a function in a real module file."""
+    body = "\n".join("    " + s for s in lines)
+    source = (
+        "import numpy as np\n\n\ndef _halve_evens(a):\n    a[::2] *= 0.5\n\n\n"
+        f"def program(u, v, k, n, m):\n{body}\n"
+    )
+    path = os.path.join(_DIR, f"tracejit_fuzz_loops_{os.getpid()}_{next(_COUNT)}.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.program, source
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+@given(program=programs(), seed=st.integers(0, 2**16), n=st.integers(0, 9), m=st.integers(0, 4),
+       count=st.integers(0, 6))
+def test_random_loops_match_numpy(device, program, seed, n, m, count):
+    lines, _ = program
+    fn, source = _function(lines)
+    note(source)
+    rng = np.random.default_rng(seed)
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    u, v = (rng.standard_normal(8).astype(dt) for _ in range(2))
+    k = np.array([count], np.int32)
+    ours, theirs = (u.copy(), v.copy()), (u.copy(), v.copy())
+    try:
+        got = tj.kernel(fn)(*ours, k, n, m, device=device)
+    except tj.DtypeError:   # a device without 64-bit integers, where the body computes with the Python-int index
+        assert device in ("webgpu", "metal"), device
+        return
+    except tj.AssignmentError as e:   # assigning into a name that is the argument or a new array, by the data
+        assert "only sometimes" in str(e), str(e)
+        return
+    except tj.UnsupportedError as e:   # the one refusal: bounds or a test read from arrays (no fallback to
+        # stepping), and an array assigned into then bound again (which array it changes differs between steps)
+        assert "read from arrays" in str(e) and "differs between steps" in str(e), str(e)
+        return
+    expected = fn(*theirs, k, n, m)
+    rtol = 1e-4 if dt == np.float32 else 1e-9
+    if expected is None:
+        assert got is None
+    else:
+        assert_close(np.asarray(got), expected, rtol=rtol, atol=rtol)
+    for a, b in zip(ours, theirs):
+        assert_close(a, b, rtol=rtol, atol=rtol)
