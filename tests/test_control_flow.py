@@ -210,14 +210,30 @@ def test_a_name_bound_in_one_branch_of_an_array_if_is_an_error_only_where_used()
         tj.kernel(used)(np.ones(3))
 
 
-def test_an_if_that_stores_into_an_array_is_left_as_python_runs_it():
+def test_an_if_that_stores_into_an_array_runs_both_branches_guarded(device, rng):
     def stores(x):
         if x.sum() > 0:
-            x[0] = 1.0   # an effect both branches cannot share: not rewritten
+            x[0] = 1.0   # changes x only where the test holds
+        else:
+            x[1:] += 2.0
         return x
 
+    for sign in (1, -1):
+        x = (rng.random(3) * sign).astype(np.float32)
+        expected = stores(x.copy())
+        got = x.copy()
+        np.testing.assert_allclose(np.asarray(run_kernel(tj.kernel(stores), got, device=device)), expected)
+        np.testing.assert_allclose(got, expected)
+
+
+def test_an_if_on_an_array_value_that_returns_is_left_as_python_runs_it():
+    def returns(x):
+        if x.sum() > 0:
+            return x   # a branch both sides cannot share: not rewritten
+        return -x
+
     with pytest.raises(tj.TraceError, match="Python bool"):
-        tj.kernel(stores)(np.ones(3))
+        tj.kernel(returns)(np.ones(3))
 
 
 def test_conditionals_whose_sides_differ_in_shape_or_dtype_are_refused_on_array_values():
