@@ -26,6 +26,7 @@ import tracejit as tj
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from corpus import loops as corpus_loops  # noqa: E402
+from corpus import numbers_and_loops  # noqa: E402
 
 
 # --- the programs as NumPy users write them (the corpus's where they are there) --------------------------------
@@ -38,20 +39,6 @@ def heat_1d(u, steps, nu):
 def floyd_warshall(path):   # the min-plus update written with broadcasting (np.add.outer is issue 48's)
     for k in range(path.shape[0]):
         path[:] = np.minimum(path, path[:, k, None] + path[None, k, :])
-
-
-def edit_distance(a, b):
-    n, m = a.shape[0], b.shape[0]
-    D = np.zeros((n + 1, m + 1), np.int64)
-    for i in range(n + 1):
-        D[i, 0] = i
-    for j in range(m + 1):
-        D[0, j] = j
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            D[i, j] = min(D[i - 1, j] + 1, D[i, j - 1] + 1, D[i - 1, j - 1] + cost)
-    return D[n, m]
 
 
 # --- the same algorithms for numba.njit ---------------------------------------------------------------------------
@@ -138,7 +125,7 @@ def floyd_warshall_nb(path):
 @numba.njit(cache=True)
 def edit_distance_nb(a, b):
     n, m = a.shape[0], b.shape[0]
-    D = np.zeros((n + 1, m + 1), np.int64)
+    D = np.zeros((n + 1, m + 1))
     for i in range(n + 1):
         D[i, 0] = i
     for j in range(m + 1):
@@ -195,7 +182,7 @@ def cases(quick: bool) -> list:
         ("floyd_warshall", floyd_warshall, floyd_warshall_nb, (P,)),
         ("trisolv", corpus_loops.trisolv, trisolv_nb, (L, np.zeros(nt), rng.random(nt))),
         ("lu", corpus_loops.lu, lu_nb, (LU,)),
-        ("edit_distance", edit_distance, edit_distance_nb, (rng.integers(0, 4, 40 // s), rng.integers(0, 4, 40 // s))),
+        ("edit_distance", numbers_and_loops.levenshtein, edit_distance_nb, (rng.integers(0, 4, 40 // s), rng.integers(0, 4, 40 // s))),
         ("sum2d", corpus_loops.sum2d, sum2d_nb, (rng.random((100 // s, 100 // s)),)),
         ("csr_matvec", corpus_loops.csr_matvec, csr_matvec_nb, csr),
     ]

@@ -2,6 +2,8 @@
 dtype-aware tolerances. Tests run a kernel body once through tracejit and once on plain NumPy arrays."""
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import math
 import os
 import re
@@ -295,3 +297,19 @@ def divides_indices(source: str) -> bool:
     if native is not None:
         return "sdiv" in native or "srem" in native
     return "//" in source or "%" in source
+
+
+_MODULES = itertools.count()   # (module_from_source's file names)
+
+
+def module_from_source(source: str, directory: str, stem: str):
+    """A module written to `directory` as a real file (so tracejit reads the functions' source, as it reads a
+    user's) and imported under a name made unique from `stem`."""
+    path = os.path.join(directory, f"{stem}_{os.getpid()}_{next(_MODULES)}.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -5,11 +5,8 @@ kernel (written to a real source file, as a user's code is) and compared with th
 from __future__ import annotations
 
 import atexit
-import importlib.util
-import itertools
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np
@@ -17,10 +14,9 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import tracejit as tj
-from reference import assert_close
+from reference import assert_close, module_from_source
 
 EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 25   # more: TRACEJIT_FUZZ_EXAMPLES=250
-_COUNT = itertools.count()
 _DIR = tempfile.mkdtemp(prefix="tracejit-fuzz-branches-")   # the programs' module files, removed at exit
 atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 
@@ -52,13 +48,7 @@ def _function(lines: list[str]):
     """The program as a function in a real module file (its conditionals are rewritten from its source)."""
     body = "\n".join("    " + s for s in ["a = x", "b = y", *lines, "return a + b * 2"])
     source = f"import numpy as np\n\n\ndef program(x, y, n):\n{body}\n"
-    path = os.path.join(_DIR, f"tracejit_fuzz_branches_{os.getpid()}_{next(_COUNT)}.py")
-    with open(path, "w") as f:
-        f.write(source)
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = module_from_source(source, _DIR, "tracejit_fuzz_branches")
     return module.program, source
 
 

@@ -8,11 +8,8 @@ same function: results, and the arrays it assigned into."""
 from __future__ import annotations
 
 import atexit
-import importlib.util
-import itertools
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np
@@ -20,10 +17,9 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import tracejit as tj
-from reference import assert_close
+from reference import assert_close, module_from_source
 
 EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 15   # more: TRACEJIT_FUZZ_EXAMPLES=150
-_COUNT = itertools.count()
 _DIR = tempfile.mkdtemp(prefix="tracejit-fuzz-loops-")   # the programs' module files, removed at exit
 atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 
@@ -82,13 +78,7 @@ def _function(lines: list[str]):
         "import numpy as np\n\n\ndef _halve_evens(a):\n    a[::2] *= 0.5\n\n\n"
         f"def program(u, v, k, n, m):\n{body}\n"
     )
-    path = os.path.join(_DIR, f"tracejit_fuzz_loops_{os.getpid()}_{next(_COUNT)}.py")
-    with open(path, "w") as f:
-        f.write(source)
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = module_from_source(source, _DIR, "tracejit_fuzz_loops")
     return module.program, source
 
 

@@ -288,6 +288,23 @@ def _strings(names) -> ast.Tuple:
     return ast.Tuple(elts=[ast.Constant(value=n) for n in names], ctx=ast.Load())
 
 
+def _unbind(names) -> list[ast.stmt]:
+    """`if name is UNDEFINED: del name` for each name: one that had no value before and was not bound is
+    unbound after, as in Python."""
+    return [
+        ast.If(
+            test=ast.Compare(
+                left=ast.Name(id=n, ctx=ast.Load()),
+                ops=[ast.Is()],
+                comparators=[ast.Name(id="__tracejit_undefined", ctx=ast.Load())],
+            ),
+            body=[ast.Delete(targets=[ast.Name(id=n, ctx=ast.Del())])],
+            orelse=[],
+        )
+        for n in names
+    ]
+
+
 def _loop_body_problem(statements: list[ast.stmt]) -> bool:
     """Whether a loop body does something a compiled loop cannot follow: breaks or continues this loop,
     returns, yields, binds with :=, changes a Python container, or assigns into something other than a name's
@@ -426,19 +443,7 @@ class _Rewrite(ast.NodeTransformer):
         return body, before, stored, where
 
     def _finish_loop(self, node, made: list[ast.stmt], bound: list[str]) -> list[ast.stmt]:
-        unbind = [
-            ast.If(
-                test=ast.Compare(
-                    left=ast.Name(id=n, ctx=ast.Load()),
-                    ops=[ast.Is()],
-                    comparators=[ast.Name(id="__tracejit_undefined", ctx=ast.Load())],
-                ),
-                body=[ast.Delete(targets=[ast.Name(id=n, ctx=ast.Del())])],
-                orelse=[],
-            )
-            for n in bound
-        ]
-        out = [*made, *unbind]
+        out = [*made, *_unbind(bound)]
         for st in out:
             ast.copy_location(st, node)
         return out + list(node.orelse)  # (no break: the `else` always runs)
@@ -571,20 +576,7 @@ class _Rewrite(ast.NodeTransformer):
             if names
             else ast.Expr(value=call)
         )
-        # a name neither branch bound, with no value before: unbound after, as in Python
-        unbind = [
-            ast.If(
-                test=ast.Compare(
-                    left=ast.Name(id=n, ctx=ast.Load()),
-                    ops=[ast.Is()],
-                    comparators=[ast.Name(id="__tracejit_undefined", ctx=ast.Load())],
-                ),
-                body=[ast.Delete(targets=[ast.Name(id=n, ctx=ast.Del())])],
-                orelse=[],
-            )
-            for n in names
-        ]
-        out = [side(then, node.body), side(orelse, node.orelse or [ast.Pass()]), assign, *unbind]
+        out = [side(then, node.body), side(orelse, node.orelse or [ast.Pass()]), assign, *_unbind(names)]
         for st in out:
             ast.copy_location(st, node)
             self.rewritten.add(id(st))  # (an enclosing if's branches may hold it)

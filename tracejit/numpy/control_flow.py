@@ -52,16 +52,9 @@ def fori_loop(lower, upper, body_fun: Callable[[int, Any], Any], init_val):
     leaves, rebuild = _flatten(init_val, "tj.fori_loop's init_val")
 
     def body(i, *values):
-        out = body_fun(i, rebuild(values))
-        flat, _ = _flatten(out, "tj.fori_loop's body_fun result")
-        if len(flat) != len(leaves):
-            raise ShapeError(
-                f"tj.fori_loop: body_fun returned {len(flat)} values where init_val has {len(leaves)}: "
-                "it must return a value of init_val's structure"
-            )
-        return tuple(flat)
+        return _leaves_like(body_fun(i, rebuild(values)), len(leaves), "tj.fori_loop")
 
-    names = tuple(f"val{_path(k)}" for k in range(len(leaves)))
+    names = tuple(f"val[{k}]" for k in range(len(leaves)))
     out = loops.for_range((lower, upper), body, tuple(leaves), names, None, (), "tj.fori_loop")
     return rebuild(out[: len(leaves)])
 
@@ -75,20 +68,21 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
         return cond_fun(rebuild(values))
 
     def body(*values):
-        flat, _ = _flatten(body_fun(rebuild(values)), "tj.while_loop's body_fun result")
-        if len(flat) != len(leaves):
-            raise ShapeError(
-                f"tj.while_loop: body_fun returned {len(flat)} values where init_val has {len(leaves)}: "
-                "it must return a value of init_val's structure"
-            )
-        return tuple(flat)
+        return _leaves_like(body_fun(rebuild(values)), len(leaves), "tj.while_loop")
 
-    names = tuple(f"val{_path(k)}" for k in range(len(leaves)))
+    names = tuple(f"val[{k}]" for k in range(len(leaves)))
     return rebuild(loops.while_true(test, body, tuple(leaves), names, (), "tj.while_loop"))
 
 
-def _path(k: int) -> str:
-    return f"[{k}]"
+def _leaves_like(out, count: int, what: str) -> tuple:
+    """The leaves of a body_fun's result, which must have init_val's structure (`count` leaves)."""
+    flat, _ = _flatten(out, f"{what}'s body_fun result")
+    if len(flat) != count:
+        raise ShapeError(
+            f"{what}: body_fun returned {len(flat)} values where init_val has {count}: it must return a value "
+            "of init_val's structure"
+        )
+    return tuple(flat)
 
 
 def _flatten(tree, what: str) -> tuple[list, Callable[[Any], Any]]:
