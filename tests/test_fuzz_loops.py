@@ -1,5 +1,6 @@
 """A fuzzer of loops (issue 46): random procedures and functions with `for` loops over range() (bounds from
-Python numbers, from the arrays' shapes, from an int array, from the outer loop's index) and `while` loops whose
+Python numbers, from the arrays' shapes, from an int array, from the outer loop's index; slices bounded by the
+index) and `while` loops whose
 test reads an array, bodies that assign into slices and single elements, rebind names, accumulate, call a
 helper that assigns into its argument, and branch on array values. Each program is written to a real source file
 (its loops are compiled from its source, as a user's are), run as a kernel, and compared with NumPy running the
@@ -51,6 +52,10 @@ _INDEXED = [   # statements that read the index
     "for j in range(i % 3):\n    v[j] = v[j] * 0.5 + u[j + 1]",
     "u = u + (i % 4) * 0.0625",
     "if u[i % 8] > v[(i + 3) % 8]:\n    u[i % 8], v[(i + 3) % 8] = v[(i + 3) % 8], u[i % 8]",
+    "u[:i % 8] += 0.5",
+    "s = s + u[:i % 8] @ v[:i % 8] * 0.01",
+    "v[i % 8:] = v[i % 8:] * 0.5 + 0.25",
+    "u[1:] = u[:-1] * 0.5\nv[-(i % 3) - 1:] -= u[-(i % 3) - 1:].sum() * 0.1",
 ]
 
 

@@ -415,11 +415,21 @@ def test_a_loop_with_break_is_traced_step_by_step(device):
 
 def test_a_bound_read_from_arrays_in_a_loop_that_cannot_be_compiled_is_a_clear_error():
     def f(x, n):
-        for i in range(n[0]):
-            x[:i] += 1   # the index as a slice bound: only a loop traced step by step can do this
+        for i in range(1, n[0]):
+            x[i] = x[:i].mean()   # the slice's length as a number: only a loop traced step by step can do this
         return x
-    with pytest.raises(tj.UnsupportedError, match="bounds are read from arrays.*slice|bounds are read from arrays"):
+    with pytest.raises(tj.UnsupportedError, match="bounds are read from arrays.*length is not known"):
         tj.kernel(f)(np.ones(3), np.array([2]))
+
+
+def test_a_slice_bounded_by_an_index_read_from_arrays_is_assigned_through(device, rng):
+    def f(x, n):
+        for i in range(n[0]):
+            x[:i] += 1
+            x[i:] *= 0.5
+        return x
+    dt = float_dtype(device)
+    check(f, (rng.random(6).astype(dt), np.array([4], np.int32)), device)
 
 
 def test_a_while_whose_carried_dtype_changes_is_a_clear_error():
@@ -463,3 +473,62 @@ def test_lower_without_the_hardware_renders_the_parts_and_bodies():
     """f.lower(..., device="cuda") on a machine without a GPU (and tj.warm): each part and loop body rendered."""
     plan = tj.kernel(heat).lower(tj.spec((64,), np.float32), 100, 0.1, device="cuda")
     assert plan.kernels and all("__global__" in k.source for k in plan.kernels)
+
+
+# --- slices bounded by the loop's index ------------------------------------------------------------------------------
+
+def trisolv(L, x, b):   # npbench's: the row's slice up to the index, a dot product of two such slices
+    for i in range(x.shape[0]):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+
+
+def lu_inner(A):   # npbench's LU: slices bounded by both loops' indices
+    for i in range(A.shape[0]):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[:j, j]
+            A[i, j] /= A[j, j]
+        for j in range(i, A.shape[0]):
+            A[i, j] -= A[i, :i] @ A[:i, j]
+
+
+def right_looking(A):   # an LU written with column slices below the pivot, updated in place
+    n = A.shape[0]
+    for k in range(n - 1):
+        A[k + 1:, k] /= A[k, k]
+        A[k + 1:, k + 1:] -= np.outer(A[k + 1:, k], A[k, k + 1:])
+    return A
+
+
+def prefix_means(x):   # a use whose value depends on the slice's length: the loop is traced step by step
+    out = np.zeros_like(x)
+    for i in range(1, x.shape[0]):
+        out[i] = x[:i].mean()
+    return out
+
+
+def test_a_triangular_solve_with_index_bounded_slices_is_one_compiled_loop(device, rng, caplog):
+    dt = float_dtype(device)
+    L = np.tril(rng.random((20, 20))).astype(dt) + 20 * np.eye(20, dtype=dt)
+    check(trisolv, (L, np.zeros(20, dt), rng.random(20).astype(dt)), device)
+
+
+def test_lu_with_index_bounded_slices_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(lu_inner, (rng.random((9, 9)).astype(dt) + 9 * np.eye(9, dtype=dt),), device)
+
+
+def test_a_use_that_needs_the_slice_length_is_traced_step_by_step(device, rng):
+    dt = float_dtype(device)
+    check(prefix_means, (rng.random(12).astype(dt),), device)
+    check(right_looking, (rng.random((7, 7)).astype(dt) + 7 * np.eye(7, dtype=dt),), device)
+
+
+def test_slice_bounds_do_not_specialise_the_kernel():
+    kernel = tj.kernel(trisolv)
+    for n in (30, 31):   # (a new shape: a new plan; the loop is one compiled loop each time)
+        L = np.tril(np.ones((n, n))) + n * np.eye(n)
+        x, expected = np.zeros(n), np.zeros(n)
+        kernel(L, x, np.ones(n))
+        trisolv(L, expected, np.ones(n))
+        assert_close(x, expected, rtol=1e-12)
+    assert kernel.cache_info()["traces"] == 2

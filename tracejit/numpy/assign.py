@@ -20,9 +20,9 @@ from tracejit.errors import (
 from tracejit.ir import build
 from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import Node, Op
-from tracejit.numpy import indexing, scatter, views
+from tracejit.numpy import bounded_slices, indexing, scatter, views
 from tracejit.numpy.selection import MaskedSelection, check_mask, full_mask
-from tracejit.numpy.tensor import Casting, MayAlias, Tensor, _index, as_node, current_guard
+from tracejit.numpy.tensor import Casting, MayAlias, Tensor, _has_traced_slice, _index, as_node, current_guard
 
 __all__ = ["copyto"]
 
@@ -34,6 +34,9 @@ def setitem(t: Tensor, key, value) -> None:
     """`t[key] = value`: value broadcast to the indexed region and cast to t's dtype as NumPy's setitem
     casts (unsafely: a float stored into an int array is truncated)."""
     check_writeable(t, "assignment destination is read-only")
+    if _has_traced_slice(key) and bounded_slices.bounded(key):  # x[:i] = ..., i known when the kernel runs
+        bounded_slices.setitem(t, key, value)
+        return
     mask = traced_mask(key)
     if mask is not None:
         _store_masked(t, mask, value)

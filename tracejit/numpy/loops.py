@@ -287,7 +287,9 @@ class _Trace:
         self.unchanged: dict[Node, Node] = {}  # stand-ins of the arrays the body left as they were -> their values
 
     def stand_in(self, like: Node) -> Node:
-        node = build.input_(LoopInput(self.serial, len(self.inputs)), like.dtype, like.shape, weak=like.weak)  # type: ignore[arg-type]
+        # (weak: a Python number, which only a 0-d value is; an array made from one by broadcasting is not)
+        weak = like.weak and like.shape == ()
+        node = build.input_(LoopInput(self.serial, len(self.inputs)), like.dtype, like.shape, weak=weak)  # type: ignore[arg-type]
         self.inputs.append(node)
         return node
 
@@ -527,13 +529,22 @@ def _loop_nodes(kind: str, bounds, heads: list[Node], trace: _Trace, where: str)
             or any(outside[s] for s in n.srcs)
         )
     free: dict[Node, Node] = {}
+
+    def hoist(s: Node) -> None:
+        # a reshape, broadcast or transpose costs nothing where it is read: what it moves is computed before
+        # the loop instead (not the broadcast array)
+        while s.op in (Op.RESHAPE, Op.EXPAND, Op.PERMUTE) and outside[s.srcs[0]]:
+            s = s.srcs[0]
+        if s not in free:
+            free[s] = trace.stand_in(s)
+
     for n in order:
         for s in n.srcs if varies[n] else ():
-            if not varies[s] and outside[s] and s not in free:
-                free[s] = trace.stand_in(s)
+            if not varies[s] and outside[s]:
+                hoist(s)
     for n in graph:
-        if not varies[n] and outside[n] and n not in free:
-            free[n] = trace.stand_in(n)
+        if not varies[n] and outside[n]:
+            hoist(n)
     closed = simplify(replace(graph, free) if free else graph)
     loop = Loop(kind, bounds, inputs + list(free.values()), closed, len(keep), where)
     srcs = (*heads, *(firsts[k] for k in keep), *free)

@@ -119,6 +119,11 @@ def python_value(value, use: str):
     return value
 
 
+def _has_traced_slice(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, slice) and (isinstance(k.start, Tensor) or isinstance(k.stop, Tensor)) for k in keys)
+
+
 def as_node(x) -> Node:
     """A graph node for a Tensor, Python scalar or NumPy scalar / 0-d array."""
     if isinstance(x, Tensor):
@@ -478,6 +483,8 @@ class Tensor:
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
     def __getitem__(self, key) -> Tensor:
+        if _has_traced_slice(key) and _frontend("bounded_slices").bounded(key):  # x[:i], i known when run
+            return _frontend("bounded_slices").getitem(self, key)
         mask = _frontend("assign").traced_mask(key)
         if mask is not None:  # its shape depends on the data: see selection.py for what works
             known = self._known_selection(key)

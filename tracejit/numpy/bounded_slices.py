@@ -1,0 +1,241 @@
+"""`x[a:b]` where a bound is read when the kernel runs: the index of a loop compiled as a loop (`L[i, :i]`,
+`A[k + 1:, k]`), or a value read from arrays. Its length is not known while tracing, so the slice keeps its
+elements at their places along the whole axis (`values`, the array with that axis full) with `inside`, a bool
+vector saying which places are in the slice. What does not depend on the length works:
+- elementwise arithmetic with Python numbers, 0-d values, and slices of the same bounds (the same `inside`);
+- sums, and dot products and matrix products that contract the sliced axis of two slices of the same bounds
+  (`L[i, :i] @ x[:i]`, `A[i, :j] @ A[:j, j]`): both operands are zero outside the slice, so the product of
+  the whole axes is the product of the slices;
+- storing one back through the same bounds, or storing a number (`x[a:b] = ...`, `x[a:b] -= ...`): a where().
+Anything whose shape is the slice's length (its .shape, len(), indexing into it, other NumPy functions)
+refuses with an UnsupportedError; inside a loop compiled as a loop that makes the loop run step by step, with
+its index a Python number again (numpy/loops.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracejit.errors import UnsupportedError
+from tracejit.ir import build
+from tracejit.ir.graph import Node, Op
+from tracejit.numpy.tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node, python_value
+
+INDEX = np.dtype(np.int64)
+
+
+def refusal(what: str = "this use") -> UnsupportedError:
+    return UnsupportedError(
+        f"{what} of a slice whose bound is known only when the kernel runs (a loop's index, or a value read from "
+        "arrays): its length is not known while tracing. Such a slice supports arithmetic with numbers and with "
+        "slices of the same bounds, .sum(), dot products and @ over the sliced axis, and assignment through the "
+        "same bounds"
+    )
+
+
+def _unknown(bound) -> bool:
+    return isinstance(bound, Tensor) and isinstance(python_value(bound, "a slice bound"), Tensor)
+
+
+def _key_tuple(key) -> tuple:
+    return key if isinstance(key, tuple) else (key,)
+
+
+def bounded(key) -> bool:
+    """Whether an index holds a slice with a bound known only when the kernel runs."""
+    return any(isinstance(k, slice) and (_unknown(k.start) or _unknown(k.stop)) for k in _key_tuple(key))
+
+
+def split(t: Tensor, key) -> tuple[tuple, int, Node]:
+    """For an index with such a slice: the index with that slice whole, the axis of t[whole index] it is,
+    and the bool vector of the places along that axis inside the slice."""
+    key = _key_tuple(key)
+    found = [n for n, k in enumerate(key) if isinstance(k, slice) and (_unknown(k.start) or _unknown(k.stop))]
+    if len(found) != 1:
+        raise refusal("more than one such bound in one index is not supported: an index")
+    at = found[0]
+    dim = axis = 0
+    for k in key[:at]:
+        if k is None:
+            axis += 1
+        elif isinstance(k, slice):
+            dim, axis = dim + 1, axis + 1
+        elif isinstance(k, (bool, np.bool_)) or k is Ellipsis:
+            raise refusal("an index with ... or a bool beside")
+        elif isinstance(k, (int, np.integer)) or isinstance(k, Tensor) and k.shape == () and k.dtype.kind in "iu":
+            dim += 1
+        else:
+            raise refusal("an index with an array beside")
+    s = key[at]
+    if s.step is not None and python_value(s.step, "a slice step") != 1:
+        raise refusal("a step other than 1 with")
+    length = t.shape[dim]
+    places = build.iota((length,), 0, INDEX)
+    start = _bound(s.start, 0, length)
+    stop = _bound(s.stop, length, length)
+    inside = build.binary(
+        Op.AND, build.binary(Op.LE, start, places), build.binary(Op.LT, places, stop)
+    )  # (start <= p < stop)
+    whole = key[:at] + (slice(None),) + key[at + 1 :]
+    return whole, axis, inside
+
+
+def _bound(value, default: int, length: int) -> Node:
+    """A slice bound as Python takes it (None: the default; negative: from the end; clipped to [0, length]),
+    broadcast over the axis's places."""
+    if value is None:
+        node = build.const(default, INDEX, ())
+    else:
+        value = python_value(value, "a slice bound")
+        node = as_node(value)
+        if node.dtype.kind not in "iu":
+            raise TypeError("slice indices must be integers or None or have an __index__ method")
+        node = build.cast(node, INDEX)
+        n = build.const(length, INDEX, ())
+        zero = build.const(0, INDEX, ())
+        node = build.where(build.binary(Op.LT, node, zero), build.binary(Op.ADD, node, n), node)
+        node = build.binary(Op.MIN, build.binary(Op.MAX, node, zero), n)
+    return build.broadcast_to(node, (length,))
+
+
+def getitem(t: Tensor, key) -> BoundedSlice:
+    whole, axis, inside = split(t, key)
+    return BoundedSlice(t[whole]._node, axis, inside)
+
+
+def setitem(t: Tensor, key, value) -> None:
+    """t[key] = value for a key with such a slice: where() over the whole axis."""
+    whole, axis, inside = split(t, key)
+    region = t[whole]
+    if isinstance(value, BoundedSlice):
+        v = value.values_for(axis, inside, region.shape)
+    else:
+        v = as_node(value)
+        if v.shape != ():
+            raise refusal("storing an array (its length must be the slice's) into")
+        v = build.broadcast_to(build.cast(v, region.dtype), region.shape)
+    mask = _along(inside, axis, region.shape)
+    t[whole] = Tensor(build.where(mask, build.cast(v, region.dtype), region._node))
+
+
+def _along(inside: Node, axis: int, shape: tuple[int, ...]) -> Node:
+    """The places vector as a mask of `shape`, along `axis`."""
+    lead = tuple(1 if d != axis else n for d, n in enumerate(shape))
+    return build.expand(build.reshape(inside, lead), tuple(shape))
+
+
+class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
+    """A slice of a traced array whose bound is known only when the kernel runs (module docstring)."""
+
+    __slots__ = ("values", "axis", "inside")
+    __array_priority__ = 1002
+
+    def __init__(self, values: Node, axis: int, inside: Node):
+        self.values, self.axis, self.inside = values, axis, inside
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.values.shape)
+
+    def values_for(self, axis: int, inside: Node, shape) -> Node:
+        if axis != self.axis or inside is not self.inside or self.values.shape != tuple(shape):
+            raise refusal("combining it with a slice of other bounds, or of another shape, as in")
+        return self.values
+
+    def _operand(self, x):
+        if isinstance(x, BoundedSlice):
+            return Tensor(x.values_for(self.axis, self.inside, self.values.shape))
+        if isinstance(x, (bool, int, float, complex)) or as_node(x).shape == ():
+            return x
+        raise refusal("arithmetic with a whole array (its shape must match the slice's length)")
+
+    def _zeroed(self) -> Tensor:
+        """The values with the places outside the slice zero."""
+        v = self.values
+        return Tensor(build.where(_along(self.inside, self.axis, v.shape), v, build.const(0, v.dtype, v.shape)))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from tracejit.numpy.numpy_protocol import array_ufunc
+
+        if method != "__call__" or kwargs.get("out") is not None or ufunc.nout != 1:
+            raise refusal(f"np.{ufunc.__name__}.{method}" if method != "__call__" else f"np.{ufunc.__name__}(out=)")
+        if ufunc is np.matmul:
+            return _contract(*inputs)
+        if ufunc.nin > 2 or ufunc is np.power and any(as_node(self._operand(x)).dtype.kind in "iu" for x in inputs):
+            raise refusal(f"np.{ufunc.__name__}")  # (an int power faults where the data outside is negative)
+        result = array_ufunc(ufunc, method, tuple(self._operand(x) for x in inputs), kwargs)
+        return BoundedSlice(as_node(result), self.axis, self.inside)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func is np.dot or func is np.matmul:
+            if kwargs:
+                raise refusal(f"np.{func.__name__} with keywords")
+            return _contract(*args)
+        if func is np.sum:
+            return args[0].sum(*args[1:], **kwargs) if isinstance(args[0], BoundedSlice) else _refuse_sum()
+        raise refusal(f"np.{func.__name__}")
+
+    def sum(self, axis=None, dtype=None, keepdims=False) -> Tensor:
+        return self._zeroed().sum(axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def dot(self, other) -> Tensor:
+        return _contract(self, other)
+
+    def __array__(self, dtype=None, copy=None):
+        raise refusal("converting to a NumPy array")
+
+    def __getattr__(self, name):
+        raise refusal(f".{name}")
+
+    def __getitem__(self, key):
+        raise refusal("indexing into")
+
+    def __len__(self):
+        raise refusal("len()")
+
+    def __iter__(self):
+        raise refusal("iteration over")
+
+    def __bool__(self):
+        raise refusal("the truth value")
+
+    def __repr__(self) -> str:
+        return f"<a slice along axis {self.axis} of a traced array of shape {self.values.shape}, bounds known when run>"
+
+
+def _refuse_sum():
+    raise refusal("np.sum")
+
+
+def _contract(a, b) -> Tensor:
+    """a @ b (np.dot of 1-D and 2-D operands) where the contracted axis is a slice with the same bounds in both:
+    the product of the operands zeroed outside the slice."""
+    if not (isinstance(a, BoundedSlice) and isinstance(b, BoundedSlice)):
+        raise refusal("a product of a slice and a whole array (the contracted lengths must match) as in a")
+    if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
+        raise refusal("a product of arrays of more than two dimensions with")
+    if a.axis != a.ndim - 1 or b.axis != (0 if b.ndim == 1 else b.ndim - 2) or a.inside is not b.inside:
+        raise refusal("a product that does not contract the sliced axis of both, as in a")
+    if a.values.shape[a.axis] != b.values.shape[b.axis]:
+        raise refusal("a product of slices of axes of other lengths, as in a")
+    return a._zeroed() @ b._zeroed()
+
+
+def _update(symbol: str, compute):
+    def method(self, other):
+        from tracejit.numpy.assign import check_inplace
+
+        current = Tensor(self.values)
+        result = compute(current, self._operand(other))
+        check_inplace(result, current, symbol)  # (NumPy's same_kind rule: an int slice -= 0.5 raises)
+        return BoundedSlice(build.cast(as_node(result), self.values.dtype), self.axis, self.inside)
+
+    method.__name__ = f"__i{AUGMENTED_NAMES[symbol]}__"
+    return method
+
+
+for _symbol, _compute in AUGMENTED.items():
+    setattr(BoundedSlice, f"__i{AUGMENTED_NAMES[_symbol]}__", _update(_symbol, _compute))
