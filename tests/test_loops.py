@@ -401,16 +401,83 @@ def test_random_draws_in_a_loop_differ_from_step_to_step():
     assert len({tuple(row) for row in got}) == 6
 
 
-def test_a_loop_with_break_is_traced_step_by_step(device):
-    def first_over(x, limit):
-        total = 0.0
-        for i in range(x.shape[0]):
-            if total > limit:
-                break
-            total = total + 1.0
-        return x * total
-    x = np.ones(3, np.float32)
-    assert_close(np.asarray(run_kernel(tj.kernel(first_over), x, 5.0, device=device)), first_over(x, 5.0))
+def converge(u, maxiter, tol):   # the convergence loop: a for over the iteration budget with a break
+    for it in range(maxiter):
+        un = u.copy()
+        u[1:-1] = 0.5 * (un[2:] + un[:-2])
+        if np.abs(u - un).max() < tol:
+            break
+    return u, it
+
+
+def first_negative(x):   # a search: the index after the break
+    found = -1
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            found = i
+            break
+    return found
+
+
+def positives(x):   # continue, and the loop's else (run when no break stopped it)
+    s = x[0] * 0
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            continue
+        s = s + x[i]
+    else:
+        s = s * 2
+    return s
+
+
+def test_a_convergence_loop_with_break_compiles_and_stops_where_numpy_does(device):
+    dt = float_dtype(device)
+    u = np.zeros(16, dt)
+    u[-1] = 1
+    if device in ("webgpu", "metal"):
+        pytest.skip("the iteration count is a Python int, int64 in NumPy: not on this device")
+    check(converge, (u, 400, 1e-3), device)
+
+
+def test_break_at_the_first_step_and_at_none(device):
+    if device in ("webgpu", "metal"):
+        pytest.skip("the index is a Python int, int64 in NumPy: not on this device")
+    dt = float_dtype(device)
+    for x in ([-1, 2, 3], [3, -1, 2], [1, 2, 3]):
+        check(first_negative, (np.array(x, dt),), device)
+
+
+def test_continue_and_for_else_match_numpy(device, rng):
+    dt = float_dtype(device)
+    check(positives, (rng.standard_normal(10).astype(dt),), device)
+
+
+def grow_until(x):   # a while with a break and an else
+    c = np.zeros(1, np.int32)
+    while c[0] < 10:
+        c = c + 1
+        if x[c[0] % 4] > 0.5:
+            break
+        x = x * 1.5
+    else:
+        x = x - 100
+    return x, c
+
+
+def test_a_while_with_break_and_else_matches_numpy(device):
+    dt = float_dtype(device)
+    for x in ([0.1, 0.2, 0.3, 0.4], [0.1, 0.9, 0.3, 0.4], [-1, -1, -1, -1]):
+        check(grow_until, (np.array(x, dt),), device)
+
+
+def test_a_break_in_a_loop_compiles_as_a_loop(caplog):
+    tj.set_debug(1)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="tracejit"):
+            tj.kernel(converge)(np.zeros(8), 50, 1e-3)
+    finally:
+        tj.set_debug(0)
+    assert any("compiled as a loop" in r.getMessage() for r in caplog.records)
 
 
 def test_a_bound_read_from_arrays_in_a_loop_that_cannot_be_compiled_is_a_clear_error():

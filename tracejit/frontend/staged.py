@@ -254,7 +254,10 @@ class Staged:
             start, stop, step_ = (int(self._read(next(read))) if b is None else b for b in loop.bounds)
             if step_ == 0:
                 raise ValueError("range() arg 3 must not be zero")
+            until = loop.until
             for count, i in enumerate(range(start, stop, step_)):
+                if until is not None and self._read(carried[until]):  # (a break in the step before)
+                    break
                 last = carried
                 carried = taken(step((i, *carried, *free)))
                 spare = last if count and keys else []  # (the first step's were the loop's first values)

@@ -331,6 +331,114 @@ def _loop_body_problem(statements: list[ast.stmt]) -> bool:
     return any(visit(st, False) for st in statements)
 
 
+def _exits(statements: list[ast.stmt]) -> tuple[bool, bool]:
+    """Whether these statements `break` and whether they `continue` the loop they are the body of (not an inner
+    loop's, not a nested function's)."""
+    found = [False, False]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.For, ast.While)):
+            return
+        if isinstance(node, ast.Break):
+            found[0] = True
+        if isinstance(node, ast.Continue):
+            found[1] = True
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for st in statements:
+        visit(st)
+    return found[0], found[1]
+
+
+def _has_inner_loop(statements: list[ast.stmt]) -> bool:
+    """Whether a loop body holds another loop (a body with a break and an inner loop is left as Python runs
+    it: its flags are not carried through the inner loop's rewriting yet)."""
+    return any(isinstance(n, (ast.For, ast.While, ast.AsyncFor)) for st in statements for n in ast.walk(st))
+
+
+def _flag(name: str, value: bool) -> ast.Assign:
+    return ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Constant(value=value))
+
+
+def _unless(flags: list[str], body: list[ast.stmt]) -> ast.If:
+    """`if not (flag or ...): body`, as a test both Python and traced flags take (neither)."""
+    test = _call("__tracejit_neither", *(ast.Name(id=f, ctx=ast.Load()) for f in flags))
+    return ast.If(test=test, body=body or [ast.Pass()], orelse=[])
+
+
+def _without_exits(statements: list[ast.stmt], stop: str | None, skip: str | None) -> list[ast.stmt]:
+    """A loop body's statements with each `break` setting `stop` and each `continue` setting `skip`, and every
+    statement that may follow one run only while neither is set: what Python skips after a break or a continue
+    does nothing (an `if` on array values runs both branches, guarded, numpy/tensor.guarded)."""
+    flags = [f for f in (stop, skip) if f is not None]
+    out: list[ast.stmt] = []
+    for at, st in enumerate(statements):
+        if isinstance(st, ast.Break):
+            assert stop is not None
+            out.append(_flag(stop, True))
+            return out
+        if isinstance(st, ast.Continue):
+            assert skip is not None
+            out.append(_flag(skip, True))
+            return out
+        if any(_exits([st])):
+            if isinstance(st, ast.If):
+                st.body = _without_exits(st.body, stop, skip)
+                st.orelse = _without_exits(st.orelse, stop, skip)
+            out.append(st)
+            rest = statements[at + 1 :]
+            if rest:
+                out.append(_unless(flags, _without_exits(rest, stop, skip)))
+            return out
+        out.append(st)
+    return out
+
+
+def pick(stop, before, index):
+    """A loop's last index that ran: `index` unless the loop has stopped (`stop`), where it is `before`."""
+    if before is UNDEFINED:
+        return index
+    if isinstance(stop, Tensor):
+        stop = python_value(stop, "a loop's break")
+    if not isinstance(stop, Tensor):
+        return before if stop else index
+    index = as_node(index)  # (both Python ints: as the index's dtype)
+    return Tensor(build.where(as_node(stop), build.cast(as_node(before), index.dtype, index.weak), index))
+
+
+def unless_stopped(stop, test):
+    """`test and not stop`, for a `while` with a break: a Python bool where both are known, else traced."""
+    return _both(test, neither(stop))
+
+
+def _both(a, b):
+    values = [python_value(v, "a `while` test") if isinstance(v, Tensor) else v for v in (a, b)]
+    if not any(isinstance(v, Tensor) for v in values):
+        return bool(values[0]) and bool(values[1])
+    nodes = []
+    for v in values:
+        node = as_node(v)
+        if node.shape != ():
+            raise ValueError("The truth value of an array with more than one element is ambiguous")
+        nodes.append(node if node.dtype == np.bool_ else build.cast(node, np.dtype(np.bool_)))
+    return Tensor(build.binary(Op.AND, nodes[0], nodes[1]))
+
+
+def neither(*flags):
+    """not any(flags): a Python bool where every flag is one, else the traced value of it."""
+    values = [python_value(f, "a loop's break") if isinstance(f, Tensor) else f for f in flags]
+    if not any(isinstance(v, Tensor) for v in values):
+        return not any(values)
+    out = None
+    for v in values:
+        node = as_node(v)
+        node = node if node.dtype == np.bool_ else build.cast(node, np.dtype(np.bool_))
+        out = node if out is None else build.binary(Op.OR, out, node)
+    assert out is not None
+    return Tensor(build.unary(Op.INVERT, out))
+
+
 def _subscript_base(node: ast.expr) -> str | None:
     """The name `a` of a store into `a[...]` (or `a[...][...]`), else None."""
     while isinstance(node, ast.Subscript):
@@ -411,6 +519,9 @@ class _Rewrite(ast.NodeTransformer):
         self.rewritten: set[int] = set()  # ids of the statements a rewritten `if` became
         self.where, self.first_line = where, first_line
         self.reads = _loads(function) if function is not None else None  # the names the function reads, as written
+        # of the loops whose break/continue became flags: the names each carries, the flag that stops it
+        self.carried: dict[int, list[str]] = {}
+        self.until: dict[int, str | None] = {}
 
     def _live(self, node, names: list[str]) -> list[str]:
         """The names a loop binds whose values matter beyond one step: read outside the loop, or read by a
@@ -446,12 +557,22 @@ class _Rewrite(ast.NodeTransformer):
         out = [*made, *_unbind(bound)]
         for st in out:
             ast.copy_location(st, node)
+            self.rewritten.add(id(st))  # (an enclosing if's branches may hold it: both may run it, guarded)
         return out + list(node.orelse)  # (no break: the `else` always runs)
 
     def visit_For(self, node: ast.For) -> Any:
+        breaks, continues = _exits(node.body)
+        if (
+            (breaks or continues)
+            and isinstance(node.target, ast.Name)
+            and _is_range(node.iter)
+            and not _has_inner_loop(node.body)
+        ):
+            return self._for_with_exits(node, breaks, continues)
         names, bases = _stored(node.body)  # (of the body as written)
-        names = [n for n in names if not n.startswith("__tracejit_")]
-        live = self._live(node, names)
+        names = [n for n in names if n != "__tracejit_unused"]  # (an index nothing reads)
+        live = self.carried.get(id(node))
+        live = self._live(node, names) if live is None else [n for n in names if n in live]
         # (the index is bound by each step itself: it matters beyond the loop only where read outside it)
         target_live = isinstance(node.target, ast.Name) and (
             self.reads is None or self.reads[node.target.id] > _loads(node)[node.target.id]
@@ -477,16 +598,99 @@ class _Rewrite(ast.NodeTransformer):
             else ast.Constant(value=None),
             stored,
             where,
+            ast.Constant(value=self.until.get(id(node))),
         )
         after = target if target_live else "__tracejit_unused"  # (an index nothing reads after: not computed)
         assign = ast.Assign(targets=[_names_tuple([*names, after], ast.Store)], value=call)
         return self._finish_loop(node, [body, assign], [*names, after])
 
+    def _for_with_exits(self, node: ast.For, breaks: bool, continues: bool) -> list[ast.stmt]:
+        """A `for` whose body breaks or continues it, as one that does not (then rewritten as any other)."""
+        # `break` and `continue` become flags: the steps after a break, and the rest of a step after a
+        # continue, do nothing; a compiled loop stops after the step that set `stop` (loops.for_range)
+        self.count += 1
+        k = self.count
+        stop = f"__tracejit_stop_{k}" if breaks else None
+        skip = f"__tracejit_skip_{k}" if continues else None
+        at = f"__tracejit_at_{k}"
+        assert isinstance(node.target, ast.Name)  # (visit_For checked)
+        target = node.target.id
+        live = self.reads is None or self.reads[target] > _loads(node)[target]
+        names = [n for n in _stored(node.body)[0] if n != "__tracejit_unused"]
+        carried = self._live(node, names)  # (of the body as written: the flags' ifs would hide it)
+        body = _without_exits(node.body, stop, skip)
+        head: list[ast.stmt] = []
+        if live:  # the index after the loop: the last step's that ran (Python's, after a break too)
+            head.append(
+                ast.Assign(
+                    targets=[ast.Name(id=at, ctx=ast.Store())],
+                    value=_call(
+                        "__tracejit_pick",
+                        ast.Name(id=stop, ctx=ast.Load()) if stop else ast.Constant(value=False),
+                        ast.Name(id=at, ctx=ast.Load()),
+                        ast.Name(id=target, ctx=ast.Load()),
+                    ),
+                )
+            )
+        inner = [_flag(skip, False)] if skip else []
+        node.body = head + ([_unless([stop], inner + body)] if stop else inner + body)
+        before_loop = ([_flag(stop, False)] if stop else []) + (
+            [  # (the index before the loop: where no step runs, it stays)
+                ast.Assign(
+                    targets=[ast.Name(id=at, ctx=ast.Store())],
+                    value=_call("__tracejit_value_before", _lambda(ast.Name(id=target, ctx=ast.Load()))),
+                ),
+            ]
+            if live
+            else []
+        )
+        after_loop: list = []
+        if live:
+            after_loop.append(
+                ast.If(
+                    test=ast.Compare(
+                        left=_call("__tracejit_value_before", _lambda(ast.Name(id=at, ctx=ast.Load()))),
+                        ops=[ast.IsNot()],
+                        comparators=[ast.Name(id="__tracejit_undefined", ctx=ast.Load())],
+                    ),
+                    body=[
+                        ast.Assign(
+                            targets=[ast.Name(id=target, ctx=ast.Store())], value=ast.Name(id=at, ctx=ast.Load())
+                        )
+                    ],
+                    orelse=[],
+                )
+            )
+        if node.orelse:  # (runs when no break stopped the loop)
+            after_loop.append(_unless([stop], node.orelse) if stop else node.orelse)
+            node.orelse = []
+        self.until[id(node)] = stop  # (the loop stops on `stop`)
+        self.carried[id(node)] = carried + [f for f in (stop, at) if f and (f == stop or live)]
+        rewritten = self.visit_For(node)
+        after = [x for st in after_loop for x in (st if isinstance(st, list) else [st])]
+        for st in before_loop + after:
+            ast.copy_location(st, node)
+            ast.fix_missing_locations(st)
+        out = [*before_loop, *(rewritten if isinstance(rewritten, list) else [rewritten])]
+        for st in after:
+            made = self.visit(st)
+            out += made if isinstance(made, list) else [made]
+        return out
+
     def visit_While(self, node: ast.While) -> Any:
+        breaks, continues = _exits(node.body)
+        if (breaks or continues) and not _has_inner_loop(
+            node.body
+        ):  # as visit_For's: flags, the rest guarded; the test false once `stop` is set
+            return self._while_with_exits(node, breaks, continues)
         names, bases = _stored(node.body)
-        names = [n for n in names if not n.startswith("__tracejit_")]
+        names = [n for n in names if n != "__tracejit_unused"]  # (an index nothing reads)
         tested = _loads(node.test)
-        names = [n for n in names if tested[n] or n in self._live(node, [n])]  # (what the test reads is carried)
+        live = self.carried.get(id(node))
+        if live is None:
+            names = [n for n in names if tested[n] or n in self._live(node, [n])]  # (what the test reads is carried)
+        else:
+            names = [n for n in names if n in live]
         self.generic_visit(node)
         if _loop_body_problem(node.body) or any(
             isinstance(n, (ast.NamedExpr, ast.Yield, ast.Await)) for n in ast.walk(node.test)
@@ -528,7 +732,7 @@ class _Rewrite(ast.NodeTransformer):
         elif _effects_only(node.body, self.rewritten) and _effects_only(node.orelse, self.rewritten):
             # branches that assign into arrays too: both traced, their assignments guarded by the test
             names, bases = _stored(node.body + node.orelse)
-            names = [n for n in names if not n.startswith("__tracejit_")]
+            names = [n for n in names if n != "__tracejit_unused"]  # (an index nothing reads)
         else:
             return node
         self.count += 1
@@ -580,6 +784,35 @@ class _Rewrite(ast.NodeTransformer):
         for st in out:
             ast.copy_location(st, node)
             self.rewritten.add(id(st))  # (an enclosing if's branches may hold it)
+        return out
+
+    def _while_with_exits(self, node: ast.While, breaks: bool, continues: bool) -> list[ast.stmt]:
+        """A `while` whose body breaks or continues it, as one that does not (then rewritten as any other)."""
+        self.count += 1
+        k = self.count
+        stop = f"__tracejit_stop_{k}" if breaks else None
+        skip = f"__tracejit_skip_{k}" if continues else None
+        names = [n for n in _stored(node.body)[0] if n != "__tracejit_unused"]
+        tested = _loads(node.test)
+        carried = [n for n in names if tested[n] or n in self._live(node, [n])]
+        body = _without_exits(node.body, stop, skip)
+        node.body = ([_flag(skip, False)] if skip else []) + body
+        before_loop: list[ast.stmt] = [_flag(stop, False)] if stop else []
+        if stop:
+            node.test = _call("__tracejit_unless_stopped", ast.Name(id=stop, ctx=ast.Load()), node.test)
+        after: list[ast.stmt] = []
+        if node.orelse:
+            after = [_unless([stop], node.orelse)] if stop else list(node.orelse)
+            node.orelse = []
+        self.carried[id(node)] = carried + ([stop] if stop else [])
+        rewritten = self.visit_While(node)
+        for st in before_loop + after:
+            ast.copy_location(st, node)
+            ast.fix_missing_locations(st)
+        out = [*before_loop, *(rewritten if isinstance(rewritten, list) else [rewritten])]
+        for st in after:
+            made = self.visit(st)
+            out += made if isinstance(made, list) else [made]
         return out
 
     def visit_Call(self, node: ast.Call) -> Any:
@@ -676,6 +909,9 @@ def visible(fn):
             "__tracejit_undefined": UNDEFINED,
             "__tracejit_for": loops.for_range,
             "__tracejit_construct": construct,
+            "__tracejit_neither": neither,
+            "__tracejit_pick": pick,
+            "__tracejit_unless_stopped": unless_stopped,
             "__tracejit_while": loops.while_true,
         }
     )

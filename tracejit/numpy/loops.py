@@ -94,6 +94,7 @@ class Loop:
     def __init__(self, kind: str, bounds, inputs: list[Node], outputs: list[Node], carried: int, where: str):
         self.kind, self.bounds, self.inputs, self.outputs = kind, bounds, inputs, outputs
         self.carried, self.where = carried, where
+        self.until: int | None = None  # a carried bool that stops the loop once set (a `break`)
 
     @property
     def heads(self) -> int:
@@ -134,11 +135,21 @@ def _describe(value) -> str:
 # -- the calls the rewritten source makes ---------------------------------------------------------------------
 
 
-def for_range(args: tuple, body: Callable, init: tuple, names: tuple[str, ...], target, stored: tuple, where: str):
+def for_range(
+    args: tuple,
+    body: Callable,
+    init: tuple,
+    names: tuple[str, ...],
+    target,
+    stored: tuple,
+    where: str,
+    until: str | None = None,
+):
     """`for i in range(*args): names = body(i, *names)`; returns the names' values after the loop, then the
     index's. `target`: the index's value before the loop (UNDEFINED if none; None: nothing reads it after the
     loop, so it need not be computed); `stored`: functions giving the
-    objects the body assigns into by subscript (`x[...] = `), `where`: "file:line" of the `for`."""
+    objects the body assigns into by subscript (`x[...] = `), `where`: "file:line" of the `for`; `until`: the
+    name of a flag the body sets to stop the loop after that step (a `break`, conditional_expressions.py)."""
     bounds = [_peek(a) for a in args]  # (a bound from the kernel's Python numbers stays a runtime value ...)
     for b in bounds:
         if isinstance(b, Tensor) and (b.shape != () or b.dtype.kind not in "iub"):
@@ -148,13 +159,14 @@ def for_range(args: tuple, body: Callable, init: tuple, names: tuple[str, ...], 
         raise ValueError("range() arg 3 must not be zero")
     steps = range(*known) if None not in known else None  # type: ignore[arg-type]
     values = list(init)
+    stop = names.index(until) if until is not None else None
     if steps is not None and len(steps) <= UNROLL or not _COMPILING.get() or not tracing():  # (... unless step by step)
-        return _unrolled(range(*_numbers(args)), body, values, target)
+        return _unrolled(range(*_numbers(args)), body, values, target, stop)
     reason = _refused(values, names, stored)
     if reason is None:
-        start, stop, step = _three(bounds)
+        start, stop_, step = _three(bounds)
         try:
-            return _compiled_for(start, stop, step, body, values, names, target, where, args)
+            return _compiled_for(start, stop_, step, body, values, names, target, where, args, stop)
         except AssignmentError:
             raise  # (the code's own error, whatever the index: step by step it raises it too)
         except _Unroll as e:
@@ -165,7 +177,7 @@ def for_range(args: tuple, body: Callable, init: tuple, names: tuple[str, ...], 
             reason = f"its body, traced once with the index unknown, raises {type(e).__name__}: {e}"
     if steps is not None:
         log(1, f"{where}: loop traced step by step ({len(steps)} steps): {reason}")
-        return _unrolled(range(*_numbers(args)), body, values, target)
+        return _unrolled(range(*_numbers(args)), body, values, target, stop)
     raise UnsupportedError(
         f"{where}: this loop's bounds are read from arrays, so it must run as a compiled loop, and it cannot: {reason}"
     )
@@ -210,11 +222,20 @@ def while_true(test: Callable, body: Callable, init: tuple, names: tuple[str, ..
     )
 
 
-def _unrolled(steps: range, body: Callable, values: list, target) -> tuple:
+def _unrolled(steps: range, body: Callable, values: list, target, stop: int | None = None) -> tuple:
     for i in steps:
+        if stop is not None and _stopped(values[stop]):
+            break
         values = list(body(i, *values))
         target = i
     return (*values, target)
+
+
+def _stopped(flag) -> bool:
+    """Whether a loop's stop flag is set, where that is known while tracing (else the steps run, guarded)."""
+    if isinstance(flag, Tensor):
+        flag = python_value(flag, "a loop's break")
+    return not isinstance(flag, Tensor) and bool(flag)
 
 
 def _peek(value):
@@ -417,7 +438,7 @@ def _specialiser(args: tuple):
     return True
 
 
-def _compiled_for(start, stop, step, body, values, names, target, where, args):
+def _compiled_for(start, stop, step, body, values, names, target, where, args, until: int | None = None):
     steps = None  # known once the first step is peeled off
     for _ in range(3):
         try:
@@ -427,9 +448,11 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args):
             if steps is None and all(_number(b) is not None for b in (start, stop, step) if isinstance(b, Tensor)):
                 steps = range(*_numbers(args))  # the first step as Python runs it; the rest a loop
                 if len(steps) <= UNROLL:
-                    return _unrolled(steps, body, values, target)
+                    return _unrolled(steps, body, values, target, until)
                 values = list(body(steps[0], *values))
                 target, steps = steps[0], steps[1:]
+                if until is not None and _stopped(values[until]):
+                    return (*values, target)
                 start, stop, step = steps.start, steps.stop, steps.step
                 continue
             if all(_weak(values[j]) for j in e.changes):  # `s = 0`, then `s = s + x[i]`
@@ -440,8 +463,10 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args):
         raise _Unroll("the dtypes or shapes of its carried values do not settle")
     bounds = tuple(None if isinstance(b, Tensor) else int(b) for b in (start, stop, step))
     heads = [as_node(b) for b in (start, stop, step) if isinstance(b, Tensor)]
-    results = _loop_nodes("for", bounds, heads, trace, where)
-    outs = _finish(trace, values, results, where, maybe_none=_specialiser(args) if heads else False)
+    results = _loop_nodes("for", bounds, heads, trace, where, until)
+    # (a loop that may run no step leaves a rebound name the array it was: a break can stop it at its first)
+    maybe_none = True if until is not None else _specialiser(args) if heads else False
+    outs = _finish(trace, values, results, where, maybe_none=maybe_none)
     if target is None:  # (nothing reads the index after the loop)
         last = None
     elif not any(isinstance(b, Tensor) for b in (start, stop, step)):
@@ -487,7 +512,9 @@ def _widened(values: list, changes: dict) -> list:
     return out
 
 
-def _loop_nodes(kind: str, bounds, heads: list[Node], trace: _Trace, where: str) -> list[Node | None]:
+def _loop_nodes(
+    kind: str, bounds, heads: list[Node], trace: _Trace, where: str, until: int | None = None
+) -> list[Node | None]:
     """The LOOP nodes of a traced body, one per carried value (None for one the body left as it was): its graph
     closed over inputs of its own."""
     serial = trace.serial
@@ -547,6 +574,9 @@ def _loop_nodes(kind: str, bounds, heads: list[Node], trace: _Trace, where: str)
             hoist(n)
     closed = simplify(replace(graph, free) if free else graph)
     loop = Loop(kind, bounds, inputs + list(free.values()), closed, len(keep), where)
+    loop.until = next(  # the carried stop flag of a loop with a break: the runner stops once it is set
+        (i for i, k in enumerate(keep) if until is not None and carried[k][:2] == ("name", until)), None
+    )
     srcs = (*heads, *(firsts[k] for k in keep), *free)
     nodes: list[Node | None] = [None] * len(carried)
     for i, k in enumerate(keep):
@@ -595,7 +625,7 @@ def _last_index(start, stop, step, before):
     from tracejit.numpy import functions as F
 
     count = F.maximum((stop - start + step - F.sign(step)) // step, 0)
-    last = start + (count - 1) * step
+    last = Tensor(build.cast(as_node(start + (count - 1) * step), INDEX, weak=True))  # (a Python int, as the index)
     if before is UNDEFINED:
         return last
-    return F.where(count > 0, last, before)
+    return Tensor(build.where(as_node(count > 0), as_node(last), build.cast(as_node(before), INDEX, weak=True)))
