@@ -84,13 +84,15 @@ def select(test: Tensor, a, b, what: str):
     Python number beside an array of a dtype it does not change is fine); else which shape or dtype the result
     has would depend on the data, which a compiled kernel cannot follow."""
     shape_a, shape_b = np.shape(a), np.shape(b)
-    kinds = [type(v) in (bool, int, float) for v in (a, b)]
+    # a Python number, or a 0-d value made from Python numbers alone (NEP 50's weak scalars: a loop's carried
+    # `s = 0.0`), beside an array of a dtype it keeps: NumPy's arithmetic casts it to that dtype either way
+    kinds = [type(v) in (bool, int, float) or isinstance(v, Tensor) and v.shape == () and v._node.weak for v in (a, b)]
     dtype_a, dtype_b = (None if weak else _dtype(v) for v, weak in zip((a, b), kinds))
     if all(kinds):
-        same = type(a) is type(b)
+        same = type(_number(a)) is type(_number(b))
     elif any(kinds):
         array, number = (b, a) if kinds[0] else (a, b)
-        same = np.result_type(_dtype(array), number) == _dtype(array)
+        same = np.result_type(_dtype(array), _number(number)) == _dtype(array)
     else:
         same = dtype_a == dtype_b
     if shape_a != shape_b or not same:
@@ -100,6 +102,13 @@ def select(test: Tensor, a, b, what: str):
             "(np.broadcast_to, .astype), or the test be a Python value"
         )
     return np.where(test, a, b)
+
+
+def _number(value):
+    """A Python number of a weak value's kind (a weak 0-d Tensor's, or the number itself): what promotion sees."""
+    if isinstance(value, Tensor):
+        return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}[value.dtype.kind]
+    return value
 
 
 def _dtype(value) -> np.dtype:
