@@ -643,16 +643,14 @@ class _Rewrite(ast.NodeTransformer):
             )
         inner = [_flag(skip, False)] if skip else []
         node.body = head + ([_unless([stop], inner + body)] if stop else inner + body)
-        before_loop = ([_flag(stop, False)] if stop else []) + (
-            [  # (the index before the loop: where no step runs, it stays)
+        before_loop: list[ast.stmt] = [_flag(stop, False)] if stop else []
+        if live:  # (the index before the loop: where no step runs, it stays)
+            before_loop.append(
                 ast.Assign(
                     targets=[ast.Name(id=at, ctx=ast.Store())],
                     value=_call("__tracejit_value_before", _lambda(ast.Name(id=target, ctx=ast.Load()))),
-                ),
-            ]
-            if live
-            else []
-        )
+                )
+            )
         after_loop: list = []
         if live:
             after_loop.append(
@@ -675,12 +673,15 @@ class _Rewrite(ast.NodeTransformer):
             node.orelse = []
         self.until[id(node)] = stop  # (the loop stops on `stop`)
         self.carried[id(node)] = carried + [f for f in (stop, at) if f and (f == stop or live)]
-        rewritten = self.visit_For(node)
         after = [x for st in after_loop for x in (st if isinstance(st, list) else [st])]
-        for st in before_loop + after:
+        return self._around(node, before_loop, self.visit_For(node), after)
+
+    def _around(self, node, before: list[ast.stmt], rewritten, after: list[ast.stmt]) -> list[ast.stmt]:
+        """A rewritten loop with the statements its flags need before it and after it (those rewritten too)."""
+        for st in before + after:
             ast.copy_location(st, node)
             ast.fix_missing_locations(st)
-        out = [*before_loop, *(rewritten if isinstance(rewritten, list) else [rewritten])]
+        out = [*before, *(rewritten if isinstance(rewritten, list) else [rewritten])]
         for st in after:
             made = self.visit(st)
             out += made if isinstance(made, list) else [made]
@@ -814,15 +815,7 @@ class _Rewrite(ast.NodeTransformer):
             after = [_unless([stop], node.orelse)] if stop else list(node.orelse)
             node.orelse = []
         self.carried[id(node)] = carried + ([stop] if stop else [])
-        rewritten = self.visit_While(node)
-        for st in before_loop + after:
-            ast.copy_location(st, node)
-            ast.fix_missing_locations(st)
-        out = [*before_loop, *(rewritten if isinstance(rewritten, list) else [rewritten])]
-        for st in after:
-            made = self.visit(st)
-            out += made if isinstance(made, list) else [made]
-        return out
+        return self._around(node, before_loop, self.visit_While(node), after)
 
     def visit_Call(self, node: ast.Call) -> Any:
         self.generic_visit(node)
