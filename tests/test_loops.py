@@ -355,6 +355,15 @@ def test_assigning_into_a_name_that_is_an_argument_or_a_new_array_by_the_data_is
     with pytest.raises(tj.AssignmentError, match="conditional expression"):
         tj.kernel(chosen)(np.ones(3), np.ones(3))
 
+    def maybe_rebound(u, v, n):   # every step may `continue` before v is bound again (found by the fuzzer)
+        for i in range(n):
+            if v[1] < 0:
+                continue
+            v = v * 0.75 + u * 0.25
+        v[::2] *= 0.5
+    with pytest.raises(tj.AssignmentError, match="`v` after the loop .* may still be the array"):
+        tj.kernel(maybe_rebound)(np.ones(8), -np.ones(8), 5)
+
 
 def test_a_name_rebound_in_a_loop_of_known_steps_may_be_assigned_into_after_it(device, rng):
     def f(u, steps):

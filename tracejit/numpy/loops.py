@@ -43,7 +43,7 @@ from tracejit.ir.graph import Node, Op, replace, toposort
 from tracejit.ir.simplify import simplify
 from tracejit.numpy import python_numbers, random_draws
 from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
-from tracejit.numpy.tensor import Tensor, as_node, living, may_alias, python_value, tracing
+from tracejit.numpy.tensor import MayAlias, Tensor, as_node, living, may_alias, python_value, tracing
 
 _LOG = logging.getLogger("tracejit.compile")  # TRACEJIT_DEBUG=1 (runtime/debug.py; this layer does not import it)
 
@@ -304,6 +304,7 @@ class _Trace:
         self.test: Node | None = None
         self.values: list = []  # the names' values before the loop
         self.names: tuple[str, ...] = ()
+        self.aliased: set[int] = set()  # names a step may leave the array they were (an `if` on array values)
         self.before: dict[int, Node] = {}  # id of each array alive -> its value before the loop
         self.unchanged: dict[Node, Node] = {}  # stand-ins of the arrays the body left as they were -> their values
 
@@ -381,6 +382,8 @@ def _trace_body(call: Callable, index: bool, values: list, names: tuple[str, ...
         nxt = as_node(o)
         if (nxt.dtype, nxt.shape, nxt.weak) != (stand_in.dtype, stand_in.shape, stand_in.weak):
             changes[j] = (v, o)
+        if isinstance(o, Tensor) and isinstance(o._read_only, MayAlias):  # (a step may leave it as it was)
+            trace.aliased.add(j)
         trace.carried.append(("name", j, stand_in, nxt))
     if changes:
         raise _Changing(changes, names)
@@ -607,7 +610,16 @@ def _finish(trace: _Trace, values: list, results: list, where: str = "", maybe_n
             what._value = node
             continue
         out[what] = Tensor(node)
-        if maybe_none and isinstance(values[what], Tensor):
+        if isinstance(values[what], Tensor) and what in trace.aliased:
+            name = trace.names[what]
+            may_alias(
+                out[what],
+                f"`{name}` after the loop at {where} may still be the array it was before the loop (a step "
+                f"binds it again only where an `if` on values read from arrays says so, or a `continue` skips "
+                f"it); NumPy would assign into the first only sometimes, which a compiled kernel cannot follow. "
+                f"Assign into a copy (`{name} = {name}.copy()`) or compute a new array instead",
+            )
+        elif maybe_none and isinstance(values[what], Tensor):
             name = trace.names[what]
             may_alias(
                 out[what],
