@@ -27,6 +27,7 @@ from tracejit.errors import ShapeError, TraceError
 from tracejit.ir import build
 from tracejit.ir.graph import Op
 from tracejit.numpy import allocation
+from tracejit.numpy.functions import select_numbers
 from tracejit.numpy.tensor import Tensor, as_node, guarded, living, may_alias, python_value
 
 _NAME = "__tracejit_choose"
@@ -101,7 +102,7 @@ def select(test: Tensor, a, b, what: str):
             "the result's shape or dtype would depend on the data; they must match in shape and dtype "
             "(np.broadcast_to, .astype), or the test be a Python value"
         )
-    return np.where(test, a, b)
+    return select_numbers(test, a, b)
 
 
 def _number(value):

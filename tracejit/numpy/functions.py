@@ -190,12 +190,22 @@ def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None 
             "np.where(condition) with one argument returns indices, whose number depends on "
             "the data; tracejit supports np.where(condition, x, y)"
         )
-    c, x, y = as_node(condition), as_node(x), as_node(y)
+    return _where(condition, x, y, keep_weak=False)  # (an array: np.where(c, True, 0) is int64, not weak)
+
+
+def select_numbers(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
+    """np.where(condition, x, y), except that where x and y are both Python numbers (weak) the result is too:
+    Python's `x if c else y` (conditional_expressions.select) gives one of them, not an array."""
+    return _where(condition, x, y, keep_weak=True)
+
+
+def _where(condition: ArrayLike, x: ArrayLike, y: ArrayLike, keep_weak: bool) -> Tensor:
+    c, xn, yn = as_node(condition), as_node(x), as_node(y)
     if c.dtype != BOOL:
         c = build.binary(Op.NE, c, build.const(0, c.dtype, c.shape))
-    dt, weak = _where_result(_probe(x), _probe(y)), x.weak and y.weak
-    c, x, y = _broadcast([c, build.cast(x, dt, weak), build.cast(y, dt, weak)])
-    return Tensor(build.where(c, x, y))
+    dt, weak = _where_result(_probe(xn), _probe(yn)), keep_weak and xn.weak and yn.weak
+    c, xn, yn = _broadcast([c, build.cast(xn, dt, weak), build.cast(yn, dt, weak)])
+    return Tensor(build.where(c, xn, yn))
 
 
 @functools.lru_cache(maxsize=1024)
