@@ -212,6 +212,62 @@ def test_an_index_valid_only_in_the_branch_taken_raises_nothing(device):
         check(guarded_index, (np.arange(5, dtype=dt), np.array([k], np.int32)), device)
 
 
+def guarded_expression(x, k):   # the side not taken would read outside the array: NumPy never reads it
+    i = k[0]
+    y = x[i] if i < x.shape[0] else -1.0
+    return y + x[0]
+
+
+def short_circuit(x, k):   # `and`/`or`: the right side runs only where Python would run it
+    i = k[0]
+    a = i < x.shape[0] and x[i] > 0.5
+    b = i >= x.shape[0] or x[i] < 0.25
+    return a, b
+
+
+def count_while_and(x, t):   # a `while` whose test is an `and` that guards its index
+    j = 0
+    while j < x.shape[0] and x[j] < t:
+        j += 1
+    return j
+
+
+def sort_with_tmp(X):   # Numba's bubblesort: `tmp` bound only in the branch, each step's own
+    N = len(X)
+    for end in range(N, 1, -1):
+        for i in range(end - 1):
+            if X[i] > X[i + 1]:
+                tmp = X[i]
+                X[i] = X[i + 1]
+                X[i + 1] = tmp
+    return X
+
+
+def test_a_name_bound_only_in_a_branch_inside_a_loop_is_each_steps_own(device, rng):
+    check(sort_with_tmp, (rng.random(9).astype(float_dtype(device)),), device)
+
+
+def test_a_conditional_expression_reads_only_the_side_taken(device):
+    dt = float_dtype(device)
+    for k in (2, 9):
+        check(guarded_expression, (np.arange(5, dtype=dt) * 0.3, np.array([k], np.int32)), device)
+
+
+def test_and_and_or_on_array_values_short_circuit_as_python(device):
+    dt = float_dtype(device)
+    x = np.array([0.1, 0.9, 0.3, 0.6], dt)
+    for k in (0, 1, 3, 4, 7):
+        check(short_circuit, (x, np.array([k], np.int32)), device)
+
+
+def test_a_while_on_an_and_that_guards_its_index_matches_numpy(device, rng):
+    if device in ("webgpu", "metal"):
+        pytest.skip("the count is a Python int: int64")
+    x = np.sort(rng.random(9))
+    for t in (0.0, 0.5, 2.0):
+        check(count_while_and, (x, t), device)
+
+
 # --- bounds and tests read from arrays -------------------------------------------------------------------------------
 
 def csr_matvec(indptr, indices, data, x):

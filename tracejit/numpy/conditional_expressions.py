@@ -46,11 +46,42 @@ def choose(test, yes, no):
             "expression's test must be a single value)"
         )
     before = {id(t) for t in living()}
-    a, b = yes(), no()
+    a, b = _both_sides(test, yes, no)
     out = select(test, a, b, "the two sides of a conditional expression")
     if any(isinstance(v, Tensor) and id(v) in before for v in (a, b)):
         may_alias(out, _ALIAS.format(what="this value of a conditional expression", where="the test"))
     return out
+
+
+def _both_sides(test: Tensor, yes, no):
+    """yes() and no(), each traced as running only where the test says it runs (an index in the side Python
+    does not take, `x[i] if i < n else 0`, may be outside its axis: it is not read)."""
+    condition = as_node(test)
+    condition = condition if condition.dtype == np.bool_ else build.cast(condition, np.dtype(np.bool_))
+    with guarded(condition):
+        a = yes()
+    with guarded(build.unary(Op.INVERT, condition)):
+        b = no()
+    return a, b
+
+
+def both(first, second):
+    """`first() and second()` as Python computes it; where the first is a 0-d value read from arrays, the second
+    is traced as running only where the first holds, and the result selected as `second if first else first`."""
+    a = first()
+    test = python_value(a, "an `and`'s operand") if isinstance(a, Tensor) else a
+    if not isinstance(test, Tensor):
+        return second() if test else a
+    return choose(test, second, lambda: a)
+
+
+def either(first, second):
+    """`first() or second()`, as `both`: `first if first else second`."""
+    a = first()
+    test = python_value(a, "an `or`'s operand") if isinstance(a, Tensor) else a
+    if not isinstance(test, Tensor):
+        return a if test else second()
+    return choose(test, lambda: a, second)
 
 
 _ALIAS = (
@@ -211,8 +242,8 @@ def branches(test, then, orelse, before: tuple, names: tuple[str, ...], stored: 
         if a is b:  # neither branch changed it
             out.append(a)
             continue
-        if a is UNDEFINED or b is UNDEFINED:  # an error where it is used, as Python's would be
-            out.append(PartlyBound(name))
+        if any(v is UNDEFINED or isinstance(v, PartlyBound) for v in (a, b)):  # an error where it is used, as
+            out.append(PartlyBound(name))  # Python's would be (a name bound in one branch, an earlier step's too)
             continue
         chosen = select(test, a, b, f"`{name}` after the two branches of an `if`")
         if any(isinstance(v, Tensor) and id(v) in alive for v in (a, b)):  # an array from before the `if`
@@ -493,22 +524,40 @@ def _loads(node: ast.AST) -> collections.Counter:
 
 
 def _bound_before_read(statements: list[ast.stmt], name: str) -> bool:
-    """Whether each step of a loop with this body binds `name` (a plain assignment at its top level) before
-    anything reads it: then no step reads the one before's value (it is not carried)."""
+    """Whether each step of a loop with this body binds `name` before anything reads it, on every path through
+    its `if`s (`if a[i] > a[i + 1]: tmp = a[i]; a[i] = a[i + 1]; a[i + 1] = tmp`): then no step reads the one
+    before's value (it is not carried)."""
+    return _first_use(statements, name) == "binds"
+
+
+def _first_use(statements: list[ast.stmt], name: str) -> str:
+    """What a block does first with `name` on its paths: "reads" (some path may read it before binding it),
+    "binds" (every path binds it, by a plain assignment, before reading it), or "neither"."""
     for st in statements:
-        reads = _loads(st)[name] > 0
-        binds = isinstance(st, ast.Assign) and any(
-            isinstance(t, ast.Name)
-            and t.id == name
-            or isinstance(t, (ast.Tuple, ast.List))
-            and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
-            for t in st.targets
-        )
-        if binds and isinstance(st, ast.Assign):
-            return not _loads(st.value)[name]
-        if reads or name in _stored([st])[0]:
-            return False
-    return False
+        if isinstance(st, ast.If):
+            if _loads(st.test)[name]:
+                return "reads"
+            uses = {_first_use(st.body, name), _first_use(st.orelse, name)}
+            if "reads" in uses:
+                return "reads"
+            if uses == {"binds"}:
+                return "binds"
+            continue
+        if isinstance(st, ast.Assign):
+            if _loads(st.value)[name] or any(_loads(t)[name] for t in st.targets):
+                return "reads"
+            if any(
+                isinstance(t, ast.Name)
+                and t.id == name
+                or isinstance(t, (ast.Tuple, ast.List))
+                and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
+                for t in st.targets
+            ):
+                return "binds"
+            continue
+        if _loads(st)[name] or name in _stored([st])[0]:
+            return "reads"  # (a loop, an augmented assignment, ...: taken as a read)
+    return "neither"
 
 
 def _is_range(node: ast.expr) -> bool:
@@ -833,6 +882,18 @@ class _Rewrite(ast.NodeTransformer):
             )
         return node
 
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        """`a and b and c` as both(a, both(b, c)) with each later operand a lambda (Python's short circuit)."""
+        self.generic_visit(node)
+        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
+            return node
+        self.count += 1
+        helper = "__tracejit_both" if isinstance(node.op, ast.And) else "__tracejit_either"
+        out = node.values[-1]
+        for value in reversed(node.values[:-1]):
+            out = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[_lambda(value), _lambda(out)], keywords=[])
+        return ast.copy_location(out, node)
+
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         self.generic_visit(node)
         if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
@@ -912,6 +973,8 @@ def visible(fn):
             "__tracejit_undefined": UNDEFINED,
             "__tracejit_for": loops.for_range,
             "__tracejit_construct": construct,
+            "__tracejit_both": both,
+            "__tracejit_either": either,
             "__tracejit_neither": neither,
             "__tracejit_pick": pick,
             "__tracejit_unless_stopped": unless_stopped,

@@ -307,6 +307,7 @@ class _Trace:
         self.aliased: set[int] = set()  # names a step may leave the array they were (an `if` on array values)
         self.before: dict[int, Node] = {}  # id of each array alive -> its value before the loop
         self.unchanged: dict[Node, Node] = {}  # stand-ins of the arrays the body left as they were -> their values
+        self.partly: list[int] = []  # names first bound in the body, in one branch of an `if` on array values
 
     def stand_in(self, like: Node) -> Node:
         # (weak: a Python number, which only a 0-d value is; an array made from one by broadcasting is not)
@@ -368,7 +369,10 @@ def _trace_body(call: Callable, index: bool, values: list, names: tuple[str, ...
         if v is UNDEFINED and o is UNDEFINED:
             continue
         if isinstance(o, PartlyBound):
-            raise _Unroll(f"`{names[j]}` is bound in only one branch of an `if` on a value read from arrays")
+            if v is not UNDEFINED:
+                raise _Unroll(f"`{names[j]}` is bound in only one branch of an `if` on a value read from arrays")
+            trace.partly.append(j)  # (`if a[i] > a[i + 1]: tmp = a[i]; ...`: each step's own, then only sometimes)
+            continue
         if not isinstance(o, (Tensor, bool, int, float, np.ndarray, np.generic)):
             raise _Unroll(f"it binds `{names[j]}` to a {type(o).__name__} (only arrays and numbers are carried)")
         if v is UNDEFINED:  # first bound in the body: never read before it is bound in a step
@@ -602,6 +606,8 @@ def _finish(trace: _Trace, values: list, results: list, where: str = "", maybe_n
     the loop may run no step (a name bound to an array before it may then still be that very array); a
     function that specialises the kernel on the Python numbers its step count comes from, where it does."""
     out = list(values)
+    for j in trace.partly:  # (a value only sometimes after the loop: an error where it is used)
+        out[j] = PartlyBound(trace.names[j])
     for c, node in zip(trace.carried, results):
         kind, what, _, _ = c
         if node is None:
