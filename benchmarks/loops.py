@@ -41,6 +41,14 @@ def floyd_warshall(path):   # the min-plus update written with broadcasting (np.
         path[:] = np.minimum(path, path[:, k, None] + path[None, k, :])
 
 
+def floyd_warshall_elements(path):   # the same, over elements, as written for numba.njit
+    n = path.shape[0]
+    for k in range(n):
+        for i in range(n):
+            for j in range(n):
+                path[i, j] = min(path[i, j], path[i, k] + path[k, j])
+
+
 # --- the same algorithms for numba.njit ---------------------------------------------------------------------------
 
 @numba.njit(cache=True)
@@ -172,7 +180,9 @@ def cases(quick: bool) -> list:
     nl = 24 // s
     LU = rng.random((nl, nl)) + nl * np.eye(nl)
     P = rng.integers(1, 100, (192 // s, 192 // s)).astype(np.float64)
-    dense = rng.random((400 // s, 300 // s)) * (rng.random((400 // s, 300 // s)) < 0.05)
+    dense = rng.random((4000 // s, 3000 // s)) * (rng.random((4000 // s, 3000 // s)) < 0.05)
+    F = rng.integers(1, 100, (120 // s, 120 // s)).astype(np.float64)
+    ne = 2000 // s
     indptr = np.concatenate([[0], np.cumsum((dense != 0).sum(1))]).astype(np.int64)
     csr = (indptr, np.nonzero(dense)[1].astype(np.int64), dense[dense != 0], rng.random(dense.shape[1]))
     return [
@@ -182,8 +192,9 @@ def cases(quick: bool) -> list:
         ("floyd_warshall", floyd_warshall, floyd_warshall_nb, (P,)),
         ("trisolv", corpus_loops.trisolv, trisolv_nb, (L, np.zeros(nt), rng.random(nt))),
         ("lu", corpus_loops.lu, lu_nb, (LU,)),
-        ("edit_distance", numbers_and_loops.levenshtein, edit_distance_nb, (rng.integers(0, 4, 40 // s), rng.integers(0, 4, 40 // s))),
-        ("sum2d", corpus_loops.sum2d, sum2d_nb, (rng.random((100 // s, 100 // s)),)),
+        ("floyd_elements", floyd_warshall_elements, floyd_warshall_nb, (F,)),
+        ("edit_distance", numbers_and_loops.levenshtein, edit_distance_nb, (rng.integers(0, 4, ne), rng.integers(0, 4, ne))),
+        ("sum2d", corpus_loops.sum2d, sum2d_nb, (rng.random((1000 // s, 1000 // s)),)),
         ("csr_matvec", corpus_loops.csr_matvec, csr_matvec_nb, csr),
     ]
 
@@ -208,12 +219,13 @@ class _Loops(logging.Handler):
 
     def __init__(self):
         super().__init__(logging.DEBUG)
-        self.compiled = self.stepped = 0
+        self.compiled = self.stepped = self.elements = 0
 
     def emit(self, record):
         message = record.getMessage()
         self.compiled += "compiled as a loop" in message
         self.stepped += "traced step by step" in message
+        self.elements += "is a loop over elements" in message
 
 
 def main() -> None:
@@ -246,7 +258,7 @@ def main() -> None:
             "numba_ms": 1e3 * median_seconds(nb, args, budget),
             "tracejit_ms": 1e3 * median_seconds(kernel, args, budget),
             "first_call_s": first,
-            "loops": f"{handler.compiled} loop, {handler.stepped} steps",
+            "loops": f"{handler.compiled} loop, {handler.stepped} steps, {handler.elements} over elements",
             "kernels": kernel.cache_info()["compiles"] + kernel.cache_info()["disk_hits"],
         }
         rows.append(row)

@@ -118,10 +118,97 @@ def test_random_loops_match_numpy(device, program, seed, n, m, count):
         assert (
             "read from arrays" in str(e) and "differs between steps" in str(e)
             or exits and "bound in only one branch" in str(e)
-            or exits and "used as a Python bool" in str(e) and "for j in" in source
+            or exits and "used as a Python" in str(e) and "for j in" in source
         ), str(e)
         return
     expected = fn(*theirs, k, n, m)
+    rtol = 1e-4 if dt == np.float32 else 1e-9
+    if expected is None:
+        assert got is None
+    else:
+        assert_close(np.asarray(got), expected, rtol=rtol, atol=rtol)
+    for a, b in zip(ours, theirs):
+        assert_close(a, b, rtol=rtol, atol=rtol)
+
+
+# --- loops over elements (ir/element_loops.py: one compiled function on the numba device) ---------------------------
+
+_OUTER = [   # (header, lines first in the body)
+    ("for i in range(n):", []),
+    ("for i in range(x.shape[0]):", []),
+    ("for i in range(1, x.shape[0] - 1):", []),
+    ("for i in range(x.shape[0] - 1, -1, -1):", []),
+    ("for i in range(k[0]):", []),
+    ("for i in range(2, n, 3):", []),
+    ("while t < n:", ["i = t", "t = t + 1"]),
+]
+_INNER = [
+    ("for j in range(i):", []),
+    ("for j in range(i, x.shape[0]):", []),
+    ("for j in range(k[0], n):", []),
+    ("for j in range(0, x.shape[0], 2):", []),
+    ("for j in range(i % 3):", []),   # (few steps, known only from the outer index)
+]
+_ELEMENT = [   # statements over elements; {a} is i or j
+    "x[{a} % 8] = y[({a} + 3) % 8] * 0.5 + x[{a} % 8]",
+    "s += x[{a} % 8]",
+    "y[{a} % 8] = min(y[{a} % 8], x[({a} + 1) % 8] + 1.0)",
+    "if x[{a} % 8] > y[{a} % 8]:\n    x[{a} % 8], y[{a} % 8] = y[{a} % 8], x[{a} % 8]",
+    "if x[{a} % 8] > 0.5:\n    s += 1.0\nelse:\n    y[({a} + 1) % 8] -= 0.25",
+    "x[-1 - {a} % 8] += y[{a} % 8 - 8] * 0.125",
+    "A[{a} % 5, ({a} * 2) % 6] += x[{a} % 8]",
+    "s = s * 0.5 + A[{a} % 5, {a} % 6]",
+    "c = x[{a} % 8] if y[{a} % 8] > 0 else -y[{a} % 8]\ns += c",
+    "m = 0\nwhile m < 2 and x[(m + {a}) % 8] > 0.1:\n    m = m + 1\ns += m",
+]
+_EXITS = ["if s > 3.0:\n    break", "if x[i % 8] < 0:\n    continue"]
+
+
+@st.composite
+def element_programs(draw) -> list[str]:
+    lines = ["s = 0.0", "t = 0"]
+    header, first = draw(st.sampled_from(_OUTER))
+    lines.append(header)
+    body = list(first)
+    for _ in range(draw(st.integers(1, 3))):
+        choice = draw(st.integers(0, 5))
+        if choice == 0:
+            inner, _ = draw(st.sampled_from(_INNER))
+            body.append(inner)
+            body += ["    " + line for _ in range(draw(st.integers(1, 2)))
+                     for line in draw(st.sampled_from(_ELEMENT)).format(a="j").split("\n")]
+        elif choice == 1:
+            body += draw(st.sampled_from(_EXITS)).split("\n")
+        else:
+            body += draw(st.sampled_from(_ELEMENT)).format(a="i").split("\n")
+    lines += ["    " + line for line in body]
+    lines.append(draw(st.sampled_from(["return x + y * 2 + s + t", "return A.sum() + s", "x += s"])))
+    return lines
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+@given(lines=element_programs(), seed=st.integers(0, 2**16), n=st.integers(0, 9), count=st.integers(0, 6))
+def test_random_loops_over_elements_match_numpy(device, lines, seed, n, count):
+    body = "\n".join("    " + s for s in lines)
+    source = f"import numpy as np\n\n\ndef program(x, y, A, n, k):\n{body}\n"
+    fn = module_from_source(source, _DIR, "tracejit_fuzz_element_loops").program
+    note(source)
+    rng = np.random.default_rng(seed)
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    x, y = (rng.standard_normal(8).astype(dt) for _ in range(2))
+    A = rng.standard_normal((5, 6)).astype(dt)
+    k = np.array([count], np.int32)
+    ours, theirs = (x.copy(), y.copy(), A.copy()), (x.copy(), y.copy(), A.copy())
+    try:
+        got = tj.kernel(fn)(*ours, n, k, device=device)
+    except tj.DtypeError:   # the Python-int index or counter: int64, which webgpu and metal lack
+        assert device in ("webgpu", "metal"), device
+        return
+    except (tj.UnsupportedError, tj.TraceError) as e:   # a break or continue on array values beside an inner loop
+        assert ("break" in source or "continue" in source) and (
+            "used as a Python" in str(e) or "bound in only one branch" in str(e)), str(e)
+        return
+    expected = fn(*theirs, n, k)
     rtol = 1e-4 if dt == np.float32 else 1e-9
     if expected is None:
         assert got is None

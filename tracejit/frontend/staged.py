@@ -18,12 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.ir import build
+from tracejit.ir import build, element_loops
 from tracejit.ir.analysis import Buffer
 from tracejit.ir.fuse import input_buffer, schedule
 from tracejit.ir.graph import LEAVES, Node, Op, replace, toposort
 from tracejit.ir.verify import verify_graph, verify_kernel
 from tracejit.runtime.array import Array
+from tracejit.runtime.debug import log
 from tracejit.numpy.loops import Loop
 
 
@@ -50,6 +51,10 @@ def programs(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, option
 
     class _Collect:
         layout, returns_numpy = options, True
+
+        @staticmethod
+        def element_loop(plan):
+            return None  # (its body's programs are rendered)
 
         @staticmethod
         def compile(program):
@@ -137,7 +142,19 @@ class Staged:
             verify_graph(graph)
             self._parts[lv] = _Part(computes, reads, compile_graph(graph, part_inputs, nargs + len(reads), dev))
         self._loops: dict[int, list[_Body]] = {}
+        # who reads each value (a loop once for all its LOOP nodes): a loop over elements may update in place the
+        # memory of a value nothing else reads
+        self._users: dict[Node, set] = {}
+        for n in order:
+            for s in n.srcs:
+                self._users.setdefault(s, set()).add(n.arg[0] if n.op is Op.LOOP else n)
+        for o in outputs:
+            self._users.setdefault(o, set()).add(None)
         for loop, (lv, srcs, results) in loops.items():
+            element = _element_loop(loop, dev)
+            if element is not None:
+                self._loops.setdefault(lv, []).append(_Body(loop, srcs, element, results))
+                continue
             body_inputs = {x: build.input_(p, x.dtype, x.shape, x.weak) for p, x in enumerate(loop.inputs)}
             graph = replace(loop.outputs, body_inputs)
             verify_graph(graph)
@@ -161,10 +178,11 @@ class Staged:
 
     def __call__(self, args, into=None) -> list:
         values: dict[Node, object] = {}
+        owned: set[Node] = set()  # values in memory a loop over elements made (not views of anything else)
         args = tuple(args)
         for lv in self.levels:
             for body in self._loops.get(lv, ()):
-                self._run_loop(body, args, values)
+                self._run_loop(body, args, values, owned)
             part = self._parts.get(lv)
             if part is not None:
                 extra = tuple(self._value(n, args, values) for n in part.reads)
@@ -222,12 +240,21 @@ class Staged:
             return Array(value, self.device).numpy().reshape(()).item()
         return np.asarray(value).reshape(()).item()
 
-    def _run_loop(self, body: _Body, args, values) -> None:
+    def _run_loop(self, body: _Body, args, values, owned: set[Node]) -> None:
         loop = body.loop
         srcs = [self._value(s, args, values) for s in body.srcs]
         heads, carried = srcs[: loop.heads], srcs[loop.heads : loop.heads + loop.carried]
         free = tuple(srcs[loop.heads + loop.carried :])
         run = body.executable
+        if getattr(run, "element", False):  # the whole loop nest in one call
+            firsts = body.srcs[loop.heads : loop.heads + loop.carried]
+            once = [body.srcs.count(s) == 1 for s in firsts]  # (a value carried twice, or also read: copied)
+            donated = [s in owned and self._users.get(s) == {loop} and o for s, o in zip(firsts, once)]
+            finals = run([self._read(h) for h in heads], carried, free, donated)
+            for k, node in body.results.items():
+                values[node] = finals[k]
+                owned.add(node)
+            return
         n = loop.carried
         first = 1 if loop.kind == "for" else 0
         # a Python number carried (a weak 0-d value) is passed as one, as the kernel's Python-number arguments are
@@ -274,6 +301,20 @@ class Staged:
         for k, node in body.results.items():
             v = carried[k]
             values[node] = v._data if self._wrap and isinstance(v, Array) else v  # (a Python number stays one)
+
+
+def _element_loop(loop: Loop, dev):
+    """The loop as one function with its loops in it, where it is a loop over elements and the device runs such
+    loops (ir/element_loops.py), else None (its body's kernels run once per step)."""
+    try:
+        plan = element_loops.plan(loop)
+    except element_loops.NotElementLoop as e:
+        log(1, f"the loop at {loop.where} runs its body's kernels once per step: not a loop over elements ({e})")
+        return None
+    element = dev.element_loop(plan)
+    if element is not None:
+        log(1, f"the loop at {loop.where} is a loop over elements: one function runs the whole loop nest")
+    return element
 
 
 def _frontier(computes: list[Node], read) -> list[Node]:

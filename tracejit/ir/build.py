@@ -236,6 +236,27 @@ def scatter(target: Node, positions: Node, values: Node, op: str) -> Node:
     return Node.make(Op.SCATTER, target.dtype, target.shape, (target, positions, values), op)
 
 
+def flat_positions(shape: tuple[int, ...]) -> Node:
+    """An array of `shape` whose elements are their own flat (C order) positions: int32 where they fit."""
+    dt = np.dtype(np.int32 if math.prod(shape) < 2**31 else np.int64)
+    flat = const(0, dt, shape)
+    step = 1
+    for axis in reversed(range(len(shape))):
+        flat = binary(Op.ADD, flat, binary(Op.MUL, iota(shape, axis, dt), const(step, dt, shape)))
+        step *= shape[axis]
+    return flat
+
+
+def store_element(x: Node, position: Node, value: Node) -> Node:
+    """x with the element at flat `position` (0-d, flat_positions' dtype, inside x) replaced by `value` (0-d,
+    x's dtype): x[i, j] = v as one select, which a loop over elements (ir/element_loops.py) reads back as the
+    store it is (element_store)."""
+    assert position.shape == value.shape == () and value.dtype == x.dtype, (position, value, x)
+    flat = flat_positions(x.shape)
+    at = binary(Op.EQ, flat, broadcast_to(position, x.shape))
+    return where(at, broadcast_to(value, x.shape), x)
+
+
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     ndim = max((len(s) for s in shapes), default=0)
     out = []

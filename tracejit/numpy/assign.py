@@ -19,10 +19,20 @@ from tracejit.errors import (
 )
 from tracejit.ir import build
 from tracejit.ir.dtypes import BOOL
+from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import bounded_slices, indexing, scatter, views
 from tracejit.numpy.selection import MaskedSelection, check_mask, full_mask
-from tracejit.numpy.tensor import Casting, MayAlias, Tensor, _has_traced_slice, _index, as_node, current_guard
+from tracejit.numpy.tensor import (
+    Casting,
+    MayAlias,
+    Tensor,
+    _has_traced_slice,
+    _index,
+    as_node,
+    current_guard,
+    in_loop_body,
+)
 
 __all__ = ["copyto"]
 
@@ -72,6 +82,17 @@ def store(root: Tensor, steps, value: Node) -> None:
     if value is current:
         return
     guard = current_guard()
+    if value.size == 1 and root.size > 1 and in_loop_body():  # x[2, 0] = v in a loop: scatter.set_at's form, which
+        # a loop over elements reads back as the store it is (ir/element_loops.py); elsewhere the constant mask
+        position = constant_value(views.apply(build.flat_positions(root.shape), steps))
+        assert position is not None  # (positions and movement ops only: known)
+        stored = build.store_element(
+            root._value, build.const(int(position.reshape(())), position.dtype), build.reshape(value, ())
+        )
+        if guard is not None:
+            stored = build.where(build.broadcast_to(guard, stored.shape), stored, root._value)
+        root._value = stored
+        return
     if guard is not None:  # a branch of an `if` on array values: the region changes only where its test holds
         value = build.where(build.broadcast_to(guard, value.shape), value, current)
     values, mask = views.scatter(value, steps, root.shape)

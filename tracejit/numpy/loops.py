@@ -43,7 +43,7 @@ from tracejit.ir.graph import Node, Op, replace, toposort
 from tracejit.ir.simplify import simplify
 from tracejit.numpy import python_numbers, random_draws
 from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
-from tracejit.numpy.tensor import MayAlias, Tensor, as_node, living, may_alias, python_value, tracing
+from tracejit.numpy.tensor import MayAlias, Tensor, as_node, living, loop_body, may_alias, python_value, tracing
 
 _LOG = logging.getLogger("tracejit.compile")  # TRACEJIT_DEBUG=1 (runtime/debug.py; this layer does not import it)
 
@@ -343,7 +343,7 @@ def _trace_body(call: Callable, index: bool, values: list, names: tuple[str, ...
     stand_ins = {id(t): t._value for t in roots}
     draws = random_draws.current_count()
     try:
-        with recorded():  # (faults of the body are its kernels' own: not checks of the function)
+        with recorded(), loop_body():  # (faults of the body are its kernels' own: not checks of the function)
             out = tuple(call(*args))
             if test is not None:
                 trace.test = _test_node(test(*out))

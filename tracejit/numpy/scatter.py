@@ -77,22 +77,14 @@ class _Scatter:
     def _update_positions(self) -> Node:
         """Each update's flat position along the indexed axes (m,), read through a gather of those positions
         so that an index outside its axis raises IndexError as x[idx] does."""
-        x, strides = self.x, np.cumprod((1,) + self.shape_d[:0:-1])[::-1]
-        dt = np.int32 if math.prod(self.shape_d) < 2**31 else np.int64
-        flat = build.const(0, dt, self.shape_d)
-        for i, stride in enumerate(strides):
-            flat = build.binary(
-                Op.ADD,
-                flat,
-                build.binary(Op.MUL, build.iota(self.shape_d, i, dt), build.const(int(stride), dt, self.shape_d)),
-            )
+        x = self.x
         full = tuple(x.shape[a] if a in self.axes else 1 for a in range(len(x.shape)))
-        flat = build.reshape(flat, full)
+        flat = build.reshape(build.flat_positions(self.shape_d), full)
         for axis, index in self.indexed:
             if x.shape[axis] == 0 and math.prod(_shape(index)) != 0:
                 raise IndexOutOfBoundsError(f"index 0 is out of bounds for axis {axis} with size 0")
         if math.prod(self.shape_d) == 0:
-            return build.const(0, dt, (0,))
+            return build.const(0, flat.dtype, (0,))
         key = tuple(self._key(a) for a in range(len(x.shape)))
         gathered = advanced_index(flat, key)
         return build.reshape(gathered, (gathered.size,))
@@ -232,6 +224,9 @@ def set_at(target: ArrayLike, indices: ArrayLike, values: ArrayLike) -> Tensor:
     v = s.values(as_node(values), x.dtype)
     if _empty(s):
         return Tensor(x)
+    value = as_node(values)
+    if s.m == 1 and not s.others and value.shape == ():  # one element, x[i, j] = v: a point store
+        return Tensor(build.store_element(x, build.reshape(s.positions, ()), build.cast(value, x.dtype)))
     last = _last_update(s)
     dt = last.dtype
     written = build.binary(Op.LT, build.const(-1, dt, (s.n,)), last)

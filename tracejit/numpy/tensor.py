@@ -85,6 +85,24 @@ def guarded(condition: Node) -> Iterator[None]:
         _GUARD.reset(token)
 
 
+_LOOP_BODY: contextvars.ContextVar[bool] = contextvars.ContextVar("tracejit_loop_body", default=False)
+
+
+@contextmanager
+def loop_body() -> Iterator[None]:
+    """Trace the block as the body of a loop compiled as a loop (numpy/loops.py)."""
+    token = _LOOP_BODY.set(True)
+    try:
+        yield
+    finally:
+        _LOOP_BODY.reset(token)
+
+
+def in_loop_body() -> bool:
+    """Whether the body of a loop compiled as a loop is being traced here."""
+    return _LOOP_BODY.get()
+
+
 def tracing() -> bool:
     """Whether a kernel's function is being traced here."""
     return _BUDGET.get() is not None

@@ -105,6 +105,18 @@ class Device(DeviceStats):
         """False when this target can tell cheaply that there is no GPU for it (no probe needed)."""
         return True
 
+    def element_loop(self, plan):
+        """A loop over elements (ir/element_loops.py) as one call, or None (its body's kernels then run once per
+        step). A sequential loop over single elements runs faster on one CPU core than on one GPU thread, and far
+        faster than one launch per step: the numba device's compiled function runs it on the host, this device's
+        arrays copied there and back once per run of the loop (runtime/numba/element_loops.py). None where Numba
+        is not installed, or where this target only compiles."""
+        if not self.runs:
+            return None
+        from tracejit.runtime.numba.element_loops import on_host
+
+        return on_host(plan, self)
+
     def prepare_replay(self, launches):
         """A captured graph's launches, final before its first replay, in the form replay() takes."""
         return launches

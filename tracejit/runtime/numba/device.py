@@ -104,6 +104,12 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
         for fn, args in launches:
             fn(*args)
 
+    def element_loop(self, plan):
+        """A loop over elements (ir/element_loops.py) as one compiled function (element_loops.py)."""
+        from tracejit.runtime.numba.element_loops import ElementLoop
+
+        return ElementLoop(plan, self)
+
     # -- the roles together: a program's kernels, compiled (NumbaModules), in a plan (plan.py) --
     def compile(self, program: Program) -> NumbaPlan:
         compiled = []

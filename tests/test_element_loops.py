@@ -1,0 +1,281 @@
+"""Loops over elements, the Numba idiom (ir/element_loops.py): loop nests that read and write single elements run
+as one compiled function on the numba device (and as loops of kernels elsewhere). Each program is written as a
+Numba user writes it, run on every device, and compared with NumPy (plain Python loops) on the same arguments."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close, run_kernel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from corpus.numbers_and_loops import levenshtein  # noqa: E402
+from test_loops import check, float_dtype  # noqa: E402
+
+
+def floyd_warshall(path):   # all pairs' shortest paths, as written for numba.njit
+    n = path.shape[0]
+    for k in range(n):
+        for i in range(n):
+            for j in range(n):
+                path[i, j] = min(path[i, j], path[i, k] + path[k, j])
+
+
+def matmul_loops(A, B):   # the textbook triple loop into a preallocated result
+    n, m = A.shape
+    p = B.shape[1]
+    C = np.zeros((n, p), A.dtype)
+    for i in range(n):
+        for j in range(p):
+            acc = 0.0
+            for k in range(m):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+    return C
+
+
+def running_max(x):   # an `if` on an element, a carried value and a store
+    out = np.empty_like(x)
+    best = x[0]
+    for i in range(x.shape[0]):
+        if x[i] > best:
+            best = x[i]
+        out[i] = best
+    return out
+
+
+def insertion_sort(a):   # a `while` inside a `for`, its test on an element
+    for i in range(1, a.shape[0]):
+        key = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > key:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = key
+    return a
+
+
+def sieve(n):   # a bool table, inner bounds and step from the outer index
+    is_prime = np.ones(n, dtype=np.bool_)
+    is_prime[0] = False
+    is_prime[1] = False
+    for i in range(2, n):
+        if is_prime[i]:
+            for j in range(i * i, n, i):
+                is_prime[j] = False
+    return is_prime
+
+
+def first_above(x, t):   # a break, the index after it
+    found = -1
+    for i in range(x.shape[0]):
+        if x[i] > t:
+            found = i
+            break
+    return found
+
+
+def wrap_around(x):   # negative indices count from the end
+    n = x.shape[0]
+    out = np.zeros_like(x)
+    for i in range(n):
+        out[i] = x[i - 1] + x[i - n]
+    return out
+
+
+def conv2d_loops(image, kernel):   # a 2-D convolution (valid), four nested loops
+    H, W = image.shape
+    kh, kw = kernel.shape
+    out = np.zeros((H - kh + 1, W - kw + 1), image.dtype)
+    for i in range(H - kh + 1):
+        for j in range(W - kw + 1):
+            s = 0.0
+            for a in range(kh):
+                for b in range(kw):
+                    s += image[i + a, j + b] * kernel[a, b]
+            out[i, j] = s
+    return out
+
+
+def escape_times(cr, ci, maxiter):   # Mandelbrot's escape time per point, with real arithmetic and a break
+    out = np.zeros(cr.shape[0], np.int32)
+    for p in range(cr.shape[0]):
+        zr = 0.0
+        zi = 0.0
+        for _k in range(maxiter):
+            zr, zi = zr * zr - zi * zi + cr[p], 2 * zr * zi + ci[p]
+            if zr * zr + zi * zi > 4.0:
+                break
+            out[p] += 1
+    return out
+
+
+def smooth_in_place(u, steps):   # a procedure over the caller's array: element updates of an argument
+    n = u.shape[0]
+    for _t in range(steps):
+        for i in range(1, n - 1):
+            u[i] = 0.5 * u[i] + 0.25 * (u[i - 1] + u[i + 1])
+
+
+def int_accumulate(x):   # int32 elements, wrapping as NumPy's int32 does
+    total = np.int32(0)
+    for i in range(x.shape[0]):
+        total = total * np.int32(31) + x[i]
+    return total
+
+
+def out_of_bounds(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i + 1]
+    return s
+
+
+def test_an_edit_distance_table_as_written_for_numba_matches_numpy(device, rng):
+    if device in ("webgpu", "metal"):
+        pytest.skip("the table is float64")
+    check(levenshtein, (rng.integers(0, 4, 9), rng.integers(0, 4, 11)), device)
+
+
+def test_floyd_warshall_over_elements_matches_numpy(device, rng):
+    check(floyd_warshall, (rng.integers(1, 50, (7, 7)).astype(float_dtype(device)),), device)
+
+
+def test_a_triple_loop_matrix_product_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(matmul_loops, (rng.random((5, 4)).astype(dt), rng.random((4, 6)).astype(dt)), device)
+
+
+def test_a_running_maximum_matches_numpy(device, rng):
+    check(running_max, (rng.standard_normal(20).astype(float_dtype(device)),), device)
+
+
+def test_an_insertion_sort_with_a_while_over_elements_matches_numpy(device, rng):
+    if device == "webgpu":
+        pytest.skip("the while's index is a Python int: int64 on webgpu")
+    check(insertion_sort, (rng.standard_normal(12).astype(float_dtype(device)),), device)
+
+
+def test_a_sieve_with_bounds_and_step_from_the_outer_index_matches_numpy(device):
+    if device in ("webgpu", "metal"):
+        pytest.skip("the bounds are Python ints: int64")
+    check(sieve, (40,), device)
+
+
+def test_a_break_over_elements_matches_numpy(device, rng):
+    x = rng.random(30).astype(float_dtype(device))
+    if device in ("webgpu", "metal"):
+        pytest.skip("the index found is a Python int: int64")
+    for t in (0.5, 0.99, 2.0):
+        check(first_above, (x, t), device)
+
+
+def test_negative_indices_count_from_the_end(device, rng):
+    check(wrap_around, (rng.random(9).astype(float_dtype(device)),), device)
+
+
+def test_a_2d_convolution_written_with_loops_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(conv2d_loops, (rng.random((8, 9)).astype(dt), rng.random((3, 2)).astype(dt)), device)
+
+
+def test_escape_times_with_a_break_match_numpy(device, rng):
+    if device in ("webgpu", "metal"):
+        pytest.skip("Python floats: float64")
+    cr, ci = rng.uniform(-2, 1, 25), rng.uniform(-1.2, 1.2, 25)
+    check(escape_times, (cr, ci, 30), device)
+
+
+def test_a_procedure_updating_its_argument_element_by_element_matches_numpy(device, rng):
+    check(smooth_in_place, (rng.random(15).astype(float_dtype(device)), 6), device)
+
+
+def test_int32_arithmetic_over_elements_wraps_as_numpy(device, rng):
+    check(int_accumulate, (rng.integers(-2**31, 2**31 - 1, 50).astype(np.int32),), device)
+
+
+def test_an_index_outside_its_axis_raises_numpys_index_error(device, rng):
+    x = rng.random(6).astype(float_dtype(device))
+    with pytest.raises(IndexError) as theirs:
+        out_of_bounds(x)
+    with pytest.raises(IndexError) as ours:
+        run_kernel(tj.kernel(out_of_bounds), x, device=device)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_loops_over_elements_run_as_one_function_on_numba(caplog, rng):
+    """The whole nest is one function (said under TRACEJIT_DEBUG=1); a loop with whole-array work is not."""
+    def whole_arrays(u, steps):
+        for _t in range(steps):
+            u[1:-1] = 0.5 * (u[2:] + u[:-2])
+        return u
+
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        run_kernel(tj.kernel(floyd_warshall), rng.random((6, 6)), device="numba")
+        run_kernel(tj.kernel(whole_arrays), rng.random(10), 7, device="numba")
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("is a loop over elements" in m for m in said) == 1, said
+    assert any("not a loop over elements (it computes" in m for m in said), said
+
+
+def test_a_600_by_600_table_matches_a_row_by_row_reference(rng):
+    """360,000 element steps (one launch per step would take minutes: the nest is one function)."""
+    a, b = rng.integers(0, 4, 600), rng.integers(0, 4, 600)
+    assert tj.kernel(levenshtein)(a, b, device="numba") == _edit_distance_reference(a, b)
+
+
+def _edit_distance_reference(a, b) -> float:
+    """The same table, row by row with NumPy (the element loops in Python would take seconds)."""
+    prev = np.arange(len(b) + 1, dtype=np.float64)
+    for i in range(1, len(a) + 1):
+        cur = np.empty_like(prev)
+        cur[0] = i
+        sub = prev[:-1] + (a[i - 1] != b)
+        best = np.minimum(sub, prev[1:] + 1)
+        for j in range(1, len(b) + 1):  # the left neighbour's dependency: a short scalar pass
+            cur[j] = min(best[j - 1], cur[j - 1] + 1)
+        prev = cur
+    return float(prev[-1])
+
+
+def test_stores_into_an_argument_are_written_back_and_values_match(rng):
+    u = rng.random(12)
+    expected = u.copy()
+    smooth_in_place(expected, 3)
+    assert tj.kernel(smooth_in_place)(u, 3, device="numba") is None
+    assert_close(u, expected, rtol=1e-12)
+
+
+def twins(x):   # b = a.copy() is a's value under a second name: each changed on its own
+    n = x.shape[0]
+    a = np.zeros(n, x.dtype)
+    for i in range(n):
+        a[i] = x[i]
+    b = a.copy()
+    for i in range(n):
+        a[i] = a[i] * 2
+        b[i] = b[i] + 1
+    return a, b
+
+
+def twins_inside(x):   # the same inside an outer loop
+    n = x.shape[0]
+    a = np.zeros(n, x.dtype)
+    for _ in range(5):
+        b = a.copy()
+        for i in range(n):
+            a[i] += x[i]
+            b[i] -= x[i]
+        a[0] = b[0]
+    return a
+
+
+def test_a_copy_under_a_second_name_is_changed_on_its_own(device, rng):
+    x = rng.random(7).astype(float_dtype(device))
+    check(twins, (x,), device)
+    check(twins_inside, (x,), device)

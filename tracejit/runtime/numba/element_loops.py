@@ -1,0 +1,121 @@
+"""Running a loop over elements (ir/element_loops.py) on the numba device: its function (codegen/cpu/element_loops.py)
+compiled by Numba into the disk cache like the kernels' modules, called once for the whole loop nest.
+
+The arrays the loop carries are copied once before it (the first values may be the caller's arrays or values
+other parts of the program still read), then updated in place by the function."""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+
+import numpy as np
+
+from tracejit import errors
+from tracejit.codegen.cpu import element_loops as render_loops
+from tracejit.ir.element_loops import Plan
+from tracejit.runtime.array import Array
+from tracejit.runtime.debug import log, stage
+from tracejit.runtime.numba import compiler
+
+
+class ElementLoop:
+    """A loop over elements, compiled: called with the LOOP node's sources' values (its bounds read from arrays or
+    first test, the carried values' first values, the values the body reads), it returns the carried values'
+    values after the loop."""
+
+    element = True
+    kernels: tuple = ()  # (it is no kernel of the IR: f.lower() lists the loop's source under its kernels' parts)
+    program = None
+
+    def __init__(self, plan: Plan, device):
+        import numba
+
+        self.plan = plan
+        loop = plan.loop
+        with stage("render"):
+            rendered = render_loops.render(plan)
+        self.source, self.faults = rendered.source, {f.code: f for f in rendered.faults}
+        first = 1 if loop.kind == "for" else 0
+        self.carried = loop.inputs[first : first + loop.carried]
+        self.free = loop.inputs[first + loop.carried :]
+        self.heads = loop.heads
+        head = numba.types.boolean if loop.kind == "while" else numba.types.int64
+        flat = [numba.types.Array(numba.from_dtype(x.dtype), 1, "C") for x in self.carried]
+        free = [
+            numba.types.Array(numba.from_dtype(x.dtype), 1, "C") if x.shape else numba.from_dtype(x.dtype)
+            for x in self.free
+        ]
+        signature = numba.types.void(*[head] * self.heads, *flat, *free, numba.types.Array(numba.types.int64, 1, "C"))
+        key = device._key(self.source, render_loops.NAME)
+        with compiler._LOAD_LOCK:
+            (self._entry, _), self.cached = device._load_function(
+                self.source, key, render_loops.NAME, signature, parallel=False, nogil=False
+            )
+
+    def __call__(self, heads, carried, free, donated=()) -> list:
+        """`donated`: per carried value, whether its first value is memory this loop may update in place (one
+        another loop over elements made, that nothing else reads)."""
+        loop = self.plan.loop
+        if loop.kind == "for":
+            heads = [int(h) for h in heads]
+            read = iter(heads)
+            if [next(read) if b is None else b for b in loop.bounds][2] == 0:
+                raise ValueError("range() arg 3 must not be zero")
+        else:
+            heads = [bool(h) for h in heads]
+        memory = []
+        for x, value, given in itertools.zip_longest(self.carried, carried, donated):
+            if given and x.shape and isinstance(value, np.ndarray) and value.dtype == x.dtype:
+                memory.append(value.reshape(-1))
+            else:
+                memory.append(np.array(value, x.dtype, order="C", ndmin=1).reshape(-1))  # (a copy, updated in place)
+        reads = [
+            np.ascontiguousarray(value, x.dtype).reshape(-1) if x.shape else x.dtype.type(value)
+            for x, value in zip(self.free, free)
+        ]
+        error = np.zeros(2, np.int64)
+        self._entry(*heads, *memory, *reads, error)
+        if error[0]:
+            fault = self.faults[int(error[0])]
+            kind = getattr(errors, fault.error, None) or getattr(builtins, fault.error)
+            raise kind(fault.message.format(value=int(error[1])))
+        return [
+            m.reshape(x.shape) if x.shape else (m[0].item() if x.weak else m.reshape(()))
+            for x, m in zip(self.carried, memory)
+        ]
+
+
+class OnHost:
+    """A loop over elements of a GPU-API device's program, run on the host: the values it starts from copied to the
+    host, the loop run there by the numba device's function, the arrays it leaves copied back to the device."""
+
+    element = True
+    kernels: tuple = ()
+    program = None
+
+    def __init__(self, loop: ElementLoop, device):
+        self.loop, self.device = loop, device
+
+    def __call__(self, heads, carried, free, donated=()) -> list:
+        finals = self.loop(heads, [_host(v) for v in carried], [_host(v) for v in free])
+        return [v if type(v) in (bool, int, float) else self.device.from_numpy(np.array(v, order="C")) for v in finals]
+
+
+def _host(value):
+    """A value as the host has it: a device's array copied there (a number or a NumPy array as it is)."""
+    if isinstance(value, Array):
+        return value.numpy()
+    return value
+
+
+def on_host(plan: Plan, device) -> OnHost | None:
+    """`plan` run on the host for `device` (None where the numba device is not available here)."""
+    from tracejit.runtime import registry
+
+    try:
+        host = registry.device("numba")
+    except errors.DeviceError:
+        return None
+    log(1, f"the loop over elements at {plan.loop.where} runs on the host: its arrays are copied there and back once")
+    return OnHost(ElementLoop(plan, host), device)
