@@ -107,6 +107,66 @@ def laplace_until_converged(u, tol):  # Jacobi iteration to a tolerance, as in n
     return u
 
 
+def bubblesort(X):  # Numba's examples/bubblesort.py
+    N = len(X)
+    for end in range(N, 1, -1):
+        for i in range(end - 1):
+            cur = X[i]
+            if cur > X[i + 1]:
+                tmp = X[i]
+                X[i] = X[i + 1]
+                X[i + 1] = tmp
+
+
+def pairwise_numba(X):  # pairwise distances as written for Numba (J. VanderPlas, "Numba vs. Cython")
+    M = X.shape[0]
+    N = X.shape[1]
+    D = np.empty((M, M), dtype=np.float64)
+    for i in range(M):
+        for j in range(M):
+            d = 0.0
+            for k in range(N):
+                tmp = X[i, k] - X[j, k]
+                d += tmp * tmp
+            D[i, j] = np.sqrt(d)
+    return D
+
+
+def floyd_warshall_loops(dist):  # all-pairs shortest paths over elements, as written for numba.njit
+    n = dist.shape[0]
+    for k in range(n):
+        for i in range(n):
+            for j in range(n):
+                if dist[i, k] + dist[k, j] < dist[i, j]:
+                    dist[i, j] = dist[i, k] + dist[k, j]
+    return dist
+
+
+def mandel(x, y, max_iters):  # Numba's documentation (the Mandelbrot example)
+    i = 0
+    c = complex(x, y)
+    z = 0.0j
+    for i in range(max_iters):
+        z = z * z + c
+        if (z.real * z.real + z.imag * z.imag) >= 4:
+            return i
+    return 255
+
+
+def create_fractal(min_x, max_x, min_y, max_y, image, iters):  # Numba's documentation, around mandel
+    height = image.shape[0]
+    width = image.shape[1]
+    pixel_size_x = (max_x - min_x) / width
+    pixel_size_y = (max_y - min_y) / height
+    for x in range(width):
+        real = min_x + x * pixel_size_x
+        for y in range(height):
+            imag = min_y + y * pixel_size_y
+            color = mandel(real, imag, iters)
+            image[y, x] = color
+    return image
+
+
 def _stencil(n, shape=None):
     shape = shape or (n, n)
 
@@ -150,4 +210,8 @@ PROGRAMS = [
     program(sum2d, lambda rng, dt: (rng.random((5, 7)).astype(dt),), ("float64",)),
     program(csr_matvec, _csr, ("float64", "float32")),
     program(laplace_until_converged, _plate, ("float64", "float32")),
+    program(bubblesort, lambda rng, dt: (rng.random(12).astype(dt),), ("float64", "float32", "int32")),
+    program(pairwise_numba, lambda rng, dt: (rng.random((7, 3)).astype(dt),), ("float64", "float32")),
+    program(floyd_warshall_loops, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),
+    program(create_fractal, lambda rng, dt: (-2.0, 1.0, -1.0, 1.0, np.zeros((6, 9), dt), 20), ("uint8",)),
 ]
