@@ -94,6 +94,19 @@ def element_store(node: Node) -> tuple[Node, Node, Node] | None:
     return None
 
 
+def store_mask(node: Node) -> tuple[Node, ...] | None:
+    """The indices of the element a store's mask (build.store_element's `table == table[i, j]`) picks, where
+    `node` is one (they may come from outside a loop, the mask may not: element_store reads it whole)."""
+    if node.op is not Op.EQ or node.shape == ():
+        return None
+    position = _broadcast_source(node.srcs[1])
+    if position is None or not is_flat_positions(node.srcs[0]):
+        return None
+    if position.op is Op.GATHER and position.srcs[0] is node.srcs[0]:
+        return position.srcs[1:]
+    return () if position.op is Op.CONST else None
+
+
 _FLAT: weakref.WeakKeyDictionary[Node, bool] = weakref.WeakKeyDictionary()
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from tracejit.errors import AssignmentError, TracejitError, UnsupportedError
-from tracejit.ir import build
+from tracejit.ir import build, element_loops
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.faulting import recorded
 from tracejit.ir.graph import Node, Op, replace, toposort
@@ -565,6 +565,12 @@ def _loop_nodes(
     free: dict[Node, Node] = {}
 
     def hoist(s: Node) -> None:
+        mask = element_loops.store_mask(s)
+        if mask is not None:  # where a store of one element goes (x[i, j] = v, i from outside): kept whole, so that
+            for index in mask:  # a loop over elements reads it back as the store it is; its indices come from outside
+                if outside[index] and not varies[index]:
+                    hoist(index)
+            return
         # a reshape, broadcast or transpose costs nothing where it is read: what it moves is computed before
         # the loop instead (not the broadcast array)
         while s.op in (Op.RESHAPE, Op.EXPAND, Op.PERMUTE) and outside[s.srcs[0]]:

@@ -49,6 +49,7 @@ class _Writer:
         self.count = 0
         self.faults: dict[int, Fault] = {}
         self.helpers: set[str] = set()
+        self.positions: dict[Node, str] = {}  # a store's position: its offset, as rendered
         self.known: dict[Node, tuple[int, int]] = {}  # an integer value's bounds, where they are known
         self.checked: list[dict[tuple[str, int], str]] = [{}]  # per loop: indices checked against an axis
 
@@ -157,7 +158,8 @@ class _Writer:
                 if guard is not None:
                     self.out(f"if {self.name(guard, names)}:")
                     self.depth += 1
-                self.out(f"{names[plan.memory[x]]}[{self.name(at, names)}] = {self.name(value, names)}")
+                where = self.positions.get(at) or self.name(at, names)
+                self.out(f"{names[plan.memory[x]]}[{where}] = {self.name(value, names)}")
                 if guard is not None:
                     self.depth -= 1
             else:
@@ -166,6 +168,12 @@ class _Writer:
                 loop = inner.loop
                 srcs = [self.name(s, names) if s.shape == () else names[plan.memory[s]] for s in n.srcs]
                 h, c = loop.heads, loop.carried
+                first = 1 if loop.kind == "for" else 0
+                for x, src in zip(loop.inputs[first + c :], n.srcs[h + c :]):  # (an outer index's bounds hold inside)
+                    if src in self.known:
+                        self.known[x] = self.known[src]
+                    elif src.op is Op.CONST and src.dtype.kind in "iu":
+                        self.known[x] = (int(src.arg), int(src.arg))
                 results = self.loop(inner, srcs[:h], srcs[h : h + c], srcs[h + c :])
                 for k, node in st.values.items():
                     names[node] = results[k]
@@ -187,7 +195,8 @@ class _Writer:
         if n.op is Op.GATHER:
             source = n.srcs[0]
             offset = self.offset(source.shape, n.srcs[1:], [self.name(s, names) for s in n.srcs[1:]])
-            if is_flat_positions(source):  # a store's position
+            if is_flat_positions(source):  # a store's position (an int64 offset where a store uses it)
+                self.positions[n] = offset
                 self.out(f"{v} = {offset}" if dt == np.int64 else f"{v} = {_ctype(dt)}({offset})")
             else:
                 self.out(f"{v} = {names[plan.memory[source]]}[{offset}]")
