@@ -20,7 +20,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # Numba's examples
     # numpy-benchmarks
     "benchmarks.wave_step": (TRACE, "`assert` on a traced value stays an error (a check when the kernel runs)"),
-    "benchmarks.growcut": (TRACE, "float() / `if` on traced scalars stay errors: the program is scalar loop code"),
     # everyday science
     # numbers and loops
     # loop-style programs

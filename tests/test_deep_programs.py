@@ -51,11 +51,10 @@ def test_an_elementwise_chain_of_5000_operations_matches_numpy(device, rng):
 
 def test_a_deep_chain_is_cut_into_kernels_of_bounded_depth():
     """LLVM's loop vectoriser is quadratic in a loop body: no kernel computes more than MAX_FUSED_DEPTH
-    dependent operations, so compile time grows linearly with a program's length. (The loop is in a helper
-    the kernel calls: only the kernel function's own loops are compiled as loops, a helper's are traced step by
-    step, making the deep chain.)"""
+    dependent operations, so compile time grows linearly with a program's length. (The loop is over a list, not
+    range(): it is traced step by step, making the deep chain.)"""
     def grow(x):
-        for i in range(2000):
+        for i in list(range(2000)):
             x = x * 1.5 + 0.25
         return x
 
@@ -183,8 +182,8 @@ def test_a_loop_of_np_roll_alone_matches_numpy(device, rng):
 
 
 def test_a_deep_program_prints_as_graph_ir():
-    def grow(x):   # (a helper's loop is traced step by step: a deep graph)
-        for _ in range(3000):
+    def grow(x):   # (a loop over a list is traced step by step: a deep graph)
+        for _ in [None] * 3000:
             x = np.tanh(x)
         return x
 
@@ -242,9 +241,9 @@ def test_a_trace_that_would_fill_memory_stops_at_the_users_line(monkeypatch):
     from tracejit.frontend import kernel as kernel_module
     monkeypatch.setattr(kernel_module, "_trace_values", lambda: 20_000)
 
-    def sweep(D):   # a helper's loops are traced step by step
-        for i in range(1, 100):
-            for j in range(1, 100):
+    def sweep(D):   # loops over lists are traced step by step
+        for i in list(range(1, 100)):
+            for j in list(range(1, 100)):
                 D[i, j] = D[i - 1, j] + D[i, j - 1] * 0.5   # the line the error names
         return D
 

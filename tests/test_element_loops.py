@@ -4,6 +4,7 @@ Numba user writes it, run on every device, and compared with NumPy (plain Python
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -279,3 +280,46 @@ def test_a_copy_under_a_second_name_is_changed_on_its_own(device, rng):
     x = rng.random(7).astype(float_dtype(device))
     check(twins, (x,), device)
     check(twins_inside, (x,), device)
+
+
+def window_floor(idx, radius):   # numpy-benchmarks' growcut helpers: an `if` that returns, on the loop's index
+    if radius > idx:
+        return 0
+    else:
+        return idx - radius
+
+
+def local_energy(x, radius):   # a helper with a branch and a loop of its own; math on values read from arrays
+    n = x.shape[0]
+    out = np.zeros(n, x.dtype)
+    for i in range(n):
+        s = 0.0
+        for j in range(window_floor(i, radius), min(i + radius + 1, n)):
+            s += x[j] * x[j]
+        out[i] = math.sqrt(s) + math.exp(-abs(x[i]))
+    return out
+
+
+def helper_loop(x):
+    return _prefix_sums(x) * 2
+
+
+def _prefix_sums(x):   # a loop in a helper: compiled as the kernel's own loops are
+    out = np.empty_like(x)
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i]
+        out[i] = total
+    return out
+
+
+def test_helpers_with_branches_that_return_and_math_functions_match_numpy(device, rng):
+    if device in ("webgpu", "metal"):
+        pytest.skip("math's results are Python floats: float64")
+    check(local_energy, (rng.standard_normal(11), 2), device)
+
+
+def test_a_loop_in_a_helper_function_compiles_as_a_loop(device, rng, caplog):
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(helper_loop, (rng.random(40).astype(float_dtype(device)),), device)
+    assert any("compiled as a loop" in r.getMessage() for r in caplog.records)

@@ -14,9 +14,12 @@ one with `global`/`nonlocal` or whose conditionals bind names with `:=` or yield
 from __future__ import annotations
 
 import ast
+import builtins
 import collections
 import inspect
+import math
 import os
+import sysconfig
 import textwrap
 import types
 from typing import Any
@@ -785,6 +788,12 @@ class _Rewrite(ast.NodeTransformer):
         self.generic_visit(node)  # (inner ifs first: a rewritten one binds names only)
         if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
             return node
+        sides = [node.body, node.orelse]
+        if all(len(b) == 1 and isinstance(b[0], ast.Return) and b[0].value is not None for b in sides):
+            # `if c: return a else: return b` (a helper's clamp): return a if c else b
+            self.count += 1
+            choice = _call(_NAME, node.test, _lambda(node.body[0].value), _lambda(node.orelse[0].value))  # type: ignore[attr-defined]
+            return ast.copy_location(ast.Return(value=choice), node)
         bases: list[str] = []
         names = _bound_names(node.body + node.orelse)
         if names and _binds_only_names(node.body, self.rewritten) and _binds_only_names(node.orelse, self.rewritten):
@@ -908,6 +917,87 @@ class _Rewrite(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
 
+_BUILTIN_NAMES = frozenset(dir(builtins))
+# where installed code lives (the standard library, site-packages, tracejit itself): not a user's helper
+_INSTALLED = tuple(
+    sorted(
+        {
+            os.path.join(os.path.abspath(p), "")
+            for p in (*sysconfig.get_paths().values(), os.path.dirname(os.path.dirname(__file__)))
+        }
+    )
+)
+
+
+def helper(f):
+    """What a call in a kernel's code calls: a function of the user's own (defined in a file outside the standard
+    library, the installed packages and tracejit) compiled again from its source as the kernel function is
+    (visible: its conditionals, `and`/`or` and loops on values read from arrays); a function of Python's math
+    module, given a value read from arrays, NumPy's version of it computed in float64 (a Python float, as math's
+    result is; a domain error gives NaN, as in Numba, not ValueError); anything else as it is."""
+    if type(f) is types.FunctionType:
+        path = f.__code__.co_filename
+        if path.startswith("<") or os.path.abspath(path).startswith(_INSTALLED):
+            return f
+        return visible(f)
+    if isinstance(f, types.BuiltinFunctionType) and getattr(f, "__module__", None) == "math":
+        return _MATH.get(f.__name__, f)
+    return f
+
+
+def _math(name: str, ufunc, arity: int):
+    fn = getattr(math, name)
+
+    def call(*args):
+        if len(args) != arity or not any(isinstance(a, Tensor) for a in args):
+            return fn(*args)
+        values = [as_node(a) for a in args]
+        for a in values:
+            if a.shape != ():
+                raise TypeError(f"only 0-d arrays can be converted to Python scalars (math.{name} of {a.shape})")
+        out = ufunc(*(Tensor(build.cast(a, np.dtype(np.float64))) for a in values))
+        return Tensor(build.cast(as_node(out), np.dtype(np.float64), weak=True))
+
+    call.__name__ = name
+    return call
+
+
+_MATH = {
+    name: _math(name, ufunc, arity)
+    for name, ufunc, arity in (
+        *((n, getattr(np, n), 1) for n in ("sqrt", "exp", "log", "log10", "log2", "log1p", "expm1")),
+        *((n, getattr(np, n), 1) for n in ("sin", "cos", "tan", "sinh", "cosh", "tanh")),
+        *((n, getattr(np, "arc" + n[1:]), 1) for n in ("asin", "acos", "atan", "asinh", "acosh", "atanh")),
+        ("fabs", np.abs, 1),
+        ("atan2", np.arctan2, 2),
+        ("hypot", np.hypot, 2),
+        ("pow", np.power, 2),
+        ("copysign", np.copysign, 2),
+    )
+}
+
+
+class _Helpers(ast.NodeTransformer):
+    """The calls of the rewritten function made through `helper` (after the rewrite, whose analyses read the calls
+    as written: `states.append(h)` changes a list): a helper of the user's is compiled from its source too."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        f = node.func
+        if not (
+            isinstance(f, ast.Name)
+            and (f.id in _BUILTIN_NAMES or f.id.startswith("__tracejit") or f.id == "prange")
+            or isinstance(f, ast.Attribute)
+            and f.attr in ("prange", "ndarray")
+        ):  # (range(), len(), and numba's prange are what they are)
+            self.count += 1
+            node.func = _call("__tracejit_helper", f)
+        return node
+
+
 def _rewritten(fn) -> types.CodeType | None:
     code = fn.__code__
     if code in _compiled:
@@ -927,7 +1017,9 @@ def _rewritten(fn) -> types.CodeType | None:
         return None
     rewrite = _Rewrite(os.path.basename(code.co_filename), code.co_firstlineno, fdef)
     fdef = rewrite.visit(fdef)
-    if not rewrite.count:
+    helpers = _Helpers()
+    fdef = helpers.visit(fdef)
+    if not rewrite.count and not helpers.count:
         return None
     fdef.decorator_list = []
     ast.fix_missing_locations(fdef)  # (the new nodes take their statement's lines, then all move)
@@ -974,6 +1066,7 @@ def visible(fn):
             "__tracejit_for": loops.for_range,
             "__tracejit_construct": construct,
             "__tracejit_both": both,
+            "__tracejit_helper": helper,
             "__tracejit_either": either,
             "__tracejit_neither": neither,
             "__tracejit_pick": pick,
