@@ -121,7 +121,11 @@ def test_random_loops_match_numpy(device, program, seed, n, m, count):
             or exits and "used as a Python" in str(e) and "for j in" in source
         ), str(e)
         return
-    expected = fn(*theirs, k, n, m)
+    _same(got, fn(*theirs, k, n, m), ours, theirs, dt)
+
+
+def _same(got, expected, ours, theirs, dt) -> None:
+    """The kernel's result and the arrays it assigned into, as NumPy's."""
     rtol = 1e-4 if dt == np.float32 else 1e-9
     if expected is None:
         assert got is None
@@ -208,11 +212,4 @@ def test_random_loops_over_elements_match_numpy(device, lines, seed, n, count):
         assert ("break" in source or "continue" in source) and (
             "used as a Python" in str(e) or "bound in only one branch" in str(e)), str(e)
         return
-    expected = fn(*theirs, n, k)
-    rtol = 1e-4 if dt == np.float32 else 1e-9
-    if expected is None:
-        assert got is None
-    else:
-        assert_close(np.asarray(got), expected, rtol=rtol, atol=rtol)
-    for a, b in zip(ours, theirs):
-        assert_close(a, b, rtol=rtol, atol=rtol)
+    _same(got, fn(*theirs, n, k), ours, theirs, dt)
