@@ -323,3 +323,24 @@ def test_a_loop_in_a_helper_function_compiles_as_a_loop(device, rng, caplog):
     with caplog.at_level(logging.DEBUG, logger="tracejit"):
         check(helper_loop, (rng.random(40).astype(float_dtype(device)),), device)
     assert any("compiled as a loop" in r.getMessage() for r in caplog.records)
+
+
+def float_and_int(x, k):   # float() and int() of values read from arrays, as Python numbers
+    s = float(x.sum())
+    n = int(k[0])
+    total = 0.0
+    for i in range(n):
+        total += x[i] / s
+    return x / s + total
+
+
+def int_of_a_float(x):
+    return x * int(x.max())
+
+
+def test_float_and_int_of_values_read_from_arrays_are_python_numbers(device, rng):
+    if device in ("webgpu", "metal"):
+        pytest.skip("Python's numbers are 64-bit")
+    check(float_and_int, (rng.random(7).astype(np.float32), np.array([5], np.int32)), device)
+    with pytest.raises(tj.TraceError, match=r"test_element_loops.py:\d+: a traced value was used as a Python integer"):
+        tj.kernel(int_of_a_float)(rng.random(3), device=device)

@@ -942,7 +942,29 @@ def helper(f):
         return visible(f)
     if isinstance(f, types.BuiltinFunctionType) and getattr(f, "__module__", None) == "math":
         return _MATH.get(f.__name__, f)
+    if f is float:
+        return _float
+    if f is int:
+        return _int
     return f
+
+
+def _float(x=0.0, /):
+    """float(x): of a 0-d value read from arrays, that value as a Python float (float64, weak), exactly as
+    float() converts it; no read back."""
+    if isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biuf":
+        return Tensor(build.cast(as_node(x), np.dtype(np.float64), weak=True))
+    return float(x)
+
+
+def _int(x=0, /, *args):
+    """int(x): of a 0-d integer or bool value read from arrays, that value as a Python int (int64, weak). Of a
+    float one, an error as before: int() of NaN or infinity raises in Python, which a kernel cannot."""
+    if not args and isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biu":
+        if x.dtype == np.uint64:
+            return int(x)  # (beyond int64: the error a traced value gives)
+        return Tensor(build.cast(as_node(x), np.dtype(np.int64), weak=True))
+    return int(x, *args)
 
 
 def _math(name: str, ufunc, arity: int):
@@ -989,7 +1011,7 @@ class _Helpers(ast.NodeTransformer):
         f = node.func
         if not (
             isinstance(f, ast.Name)
-            and (f.id in _BUILTIN_NAMES or f.id.startswith("__tracejit") or f.id == "prange")
+            and (f.id in _BUILTIN_NAMES - {"float", "int"} or f.id.startswith("__tracejit") or f.id == "prange")
             or isinstance(f, ast.Attribute)
             and f.attr in ("prange", "ndarray")
         ):  # (range(), len(), and numba's prange are what they are)
