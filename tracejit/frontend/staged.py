@@ -23,6 +23,7 @@ from tracejit.ir.analysis import Buffer
 from tracejit.ir.fuse import input_buffer, schedule
 from tracejit.ir.graph import LEAVES, Node, Op, replace, toposort
 from tracejit.ir.verify import verify_graph, verify_kernel
+from tracejit.runtime import host_loops
 from tracejit.runtime.array import Array
 from tracejit.runtime.debug import log
 from tracejit.numpy.loops import Loop
@@ -50,7 +51,7 @@ def programs(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, option
     found: list = []
 
     class _Collect:
-        layout, returns_numpy = options, True
+        layout, returns_numpy, runs = options, True, False
 
         @staticmethod
         def element_loop(plan):
@@ -312,6 +313,8 @@ def _element_loop(loop: Loop, dev):
         log(1, f"the loop at {loop.where} runs its body's kernels once per step: not a loop over elements ({e})")
         return None
     element = dev.element_loop(plan)
+    if element is None and dev.runs:  # (a GPU-API device's: on the host, its arrays copied there and back once)
+        element = host_loops.on_host(plan, dev)
     if element is not None:
         log(1, f"the loop at {loop.where} is a loop over elements: one function runs the whole loop nest")
     return element

@@ -106,16 +106,9 @@ class Device(DeviceStats):
         return True
 
     def element_loop(self, plan):
-        """A loop over elements (ir/element_loops.py) as one call, or None (its body's kernels then run once per
-        step). A sequential loop over single elements runs faster on one CPU core than on one GPU thread, and far
-        faster than one launch per step: the numba device's compiled function runs it on the host, this device's
-        arrays copied there and back once per run of the loop (runtime/numba/element_loops.py). None where Numba
-        is not installed, or where this target only compiles."""
-        if not self.runs:
-            return None
-        from tracejit.runtime.numba.element_loops import on_host
-
-        return on_host(plan, self)
+        """A loop over elements (ir/element_loops.py) as one call on this device, or None: the frontend then runs it
+        on the host (runtime/host_loops.py), or where that cannot be, runs its body's kernels once per step."""
+        return None
 
     def prepare_replay(self, launches):
         """A captured graph's launches, final before its first replay, in the form replay() takes."""

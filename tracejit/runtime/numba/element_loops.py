@@ -14,8 +14,7 @@ import numpy as np
 from tracejit import errors
 from tracejit.codegen.cpu import element_loops as render_loops
 from tracejit.ir.element_loops import Plan
-from tracejit.runtime.array import Array
-from tracejit.runtime.debug import log, stage
+from tracejit.runtime.debug import stage
 from tracejit.runtime.numba import compiler
 
 
@@ -84,38 +83,3 @@ class ElementLoop:
             m.reshape(x.shape) if x.shape else (m[0].item() if x.weak else m.reshape(()))
             for x, m in zip(self.carried, memory)
         ]
-
-
-class OnHost:
-    """A loop over elements of a GPU-API device's program, run on the host: the values it starts from copied to the
-    host, the loop run there by the numba device's function, the arrays it leaves copied back to the device."""
-
-    element = True
-    kernels: tuple = ()
-    program = None
-
-    def __init__(self, loop: ElementLoop, device):
-        self.loop, self.device = loop, device
-
-    def __call__(self, heads, carried, free, donated=()) -> list:
-        finals = self.loop(heads, [_host(v) for v in carried], [_host(v) for v in free])
-        return [v if type(v) in (bool, int, float) else self.device.from_numpy(np.array(v, order="C")) for v in finals]
-
-
-def _host(value):
-    """A value as the host has it: a device's array copied there (a number or a NumPy array as it is)."""
-    if isinstance(value, Array):
-        return value.numpy()
-    return value
-
-
-def on_host(plan: Plan, device) -> OnHost | None:
-    """`plan` run on the host for `device` (None where the numba device is not available here)."""
-    from tracejit.runtime import registry
-
-    try:
-        host = registry.device("numba")
-    except errors.DeviceError:
-        return None
-    log(1, f"the loop over elements at {plan.loop.where} runs on the host: its arrays are copied there and back once")
-    return OnHost(ElementLoop(plan, host), device)
