@@ -212,6 +212,11 @@ class Fault:
         """The fault's number in error records: the same in every kernel, so kernels can share a record."""
         return zlib.crc32(f"{self.error}: {self.message}".encode()) & 0x7FFFFFFF or 1
 
+    def exception(self, value: int) -> Exception:
+        """The exception to raise for this fault with its offending value."""
+        error = getattr(_ERRORS, self.error, None) or getattr(builtins, self.error)
+        return error(self.message.format(value=value))
+
 
 NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are not allowed.")
 
@@ -239,8 +244,7 @@ def fault_error(kernels: list[KernelIR], code: int, value: int) -> Exception:
         return InternalError(
             f"kernels {', '.join(k.name for k in kernels)} recorded an unknown fault (code {code}, value {value})"
         )
-    error = getattr(_ERRORS, fault.error, None) or getattr(builtins, fault.error)
-    return error(fault.message.format(value=value))
+    return fault.exception(value)
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,10 @@ other parts of the program still read), then updated in place by the function.""
 
 from __future__ import annotations
 
-import builtins
 import itertools
 
 import numpy as np
 
-from tracejit import errors
 from tracejit.codegen.cpu import element_loops as render_loops
 from tracejit.ir.element_loops import Plan
 from tracejit.runtime.debug import stage
@@ -76,9 +74,7 @@ class ElementLoop:
         error = np.zeros(2, np.int64)
         self._entry(*heads, *memory, *reads, error)
         if error[0]:
-            fault = self.faults[int(error[0])]
-            kind = getattr(errors, fault.error, None) or getattr(builtins, fault.error)
-            raise kind(fault.message.format(value=int(error[1])))
+            raise self.faults[int(error[0])].exception(int(error[1]))
         return [
             m.reshape(x.shape) if x.shape else (m[0].item() if x.weak else m.reshape(()))
             for x, m in zip(self.carried, memory)
