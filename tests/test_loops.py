@@ -232,19 +232,9 @@ def count_while_and(x, t):   # a `while` whose test is an `and` that guards its 
     return j
 
 
-def sort_with_tmp(X):   # Numba's bubblesort: `tmp` bound only in the branch, each step's own
-    N = len(X)
-    for end in range(N, 1, -1):
-        for i in range(end - 1):
-            if X[i] > X[i + 1]:
-                tmp = X[i]
-                X[i] = X[i + 1]
-                X[i + 1] = tmp
-    return X
-
-
 def test_a_name_bound_only_in_a_branch_inside_a_loop_is_each_steps_own(device, rng):
-    check(sort_with_tmp, (rng.random(9).astype(float_dtype(device)),), device)
+    from corpus.loops import bubblesort   # Numba's example: `tmp` bound only in the branch, each step's own
+    check(bubblesort, (rng.random(9).astype(float_dtype(device)),), device)
 
 
 def test_a_conditional_expression_reads_only_the_side_taken(device):
