@@ -344,3 +344,9 @@ def test_float_and_int_of_values_read_from_arrays_are_python_numbers(device, rng
     check(float_and_int, (rng.random(7).astype(np.float32), np.array([5], np.int32)), device)
     with pytest.raises(tj.TraceError, match=r"test_element_loops.py:\d+: a traced value was used as a Python integer"):
         tj.kernel(int_of_a_float)(rng.random(3), device=device)
+
+
+def test_the_loop_nests_source_is_printed_under_debug_level_4(caplog, rng):
+    with caplog.at_level(logging.DEBUG - 3, logger="tracejit"):
+        run_kernel(tj.kernel(matmul_loops), rng.random((6, 5)), rng.random((5, 7)), device="numba")
+    assert any("def tj_element_loop(" in r.getMessage() for r in caplog.records)

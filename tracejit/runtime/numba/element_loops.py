@@ -12,7 +12,7 @@ import numpy as np
 
 from tracejit.codegen.cpu import element_loops as render_loops
 from tracejit.ir.element_loops import Plan
-from tracejit.runtime.debug import stage
+from tracejit.runtime.debug import log, stage
 from tracejit.runtime.numba import compiler
 
 
@@ -33,6 +33,7 @@ class ElementLoop:
         with stage("render"):
             rendered = render_loops.render(plan)
         self.source, self.faults = rendered.source, {f.code: f for f in rendered.faults}
+        log(4, self.source)  # (TRACEJIT_DEBUG=4 prints every generated source)
         first = 1 if loop.kind == "for" else 0
         self.carried = loop.inputs[first : first + loop.carried]
         self.free = loop.inputs[first + loop.carried :]
