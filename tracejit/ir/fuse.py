@@ -18,7 +18,7 @@ import numpy as np
 
 from tracejit.ir import build, contraction, library, merge_sort
 from tracejit.ir.dtypes import identity
-from tracejit.ir.graph import ELEMENTWISE, Node, Op, rewrite, toposort
+from tracejit.ir.graph import ELEMENTWISE, LEAVES, Node, Op, rewrite, toposort
 from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.ir.analysis import Analysis, Buffer, BufferKey, Realize, analyze
@@ -123,7 +123,8 @@ def schedule(
     realized: set[Node] = set(outputs) | stored | {n for n in toposort(outputs) if n.op is Op.SCATTER}
     order = toposort(outputs)
     realized |= _deep_cuts(order, realized)
-    realizing = _Realizing(outputs, order, realized, inputs, options.sort_bytes)
+    budget = None if options.max_buffers is None else _read_budget(options.max_buffers)
+    realizing = _Realizing(outputs, order, realized, inputs, options.sort_bytes, budget)
     analyses = realizing.run()
     reads, writes = _assign_buffers(outputs, realized, inputs, order)
     _rename_buffers(analyses, realizing.reads, reads)
@@ -132,7 +133,7 @@ def schedule(
     accesses: list[list[tuple[BufferKey, object, dict]]] = []
     calls: dict[int, library.Call] = {}
     node_kernels: dict[Node, tuple[int, ...]] = {}
-    for group in _merge_elementwise(analyses, writes):
+    for group in _merge_elementwise(analyses, writes, budget):
         for a in group:
             for n in _computed(a.out, reads):
                 if len(kernels) not in node_kernels.get(n, ()):
@@ -194,8 +195,10 @@ class _Realizing:
     the end, a temporary's buffer key names its node's topological position (its final number depends on
     how many temporaries come before it: _rename_buffers)."""
 
-    def __init__(self, outputs: list[Node], order: list[Node], realized: set[Node], inputs: dict, sort_bytes):
-        self.order, self.realized, self.sort_bytes = order, realized, sort_bytes
+    def __init__(
+        self, outputs: list[Node], order: list[Node], realized: set[Node], inputs: dict, sort_bytes, budget=None
+    ):
+        self.order, self.realized, self.sort_bytes, self.budget = order, realized, sort_bytes, budget
         self.position = {n: i for i, n in enumerate(order)}
         self.out_index: dict[Node, int] = {}
         for i, o in enumerate(outputs):
@@ -247,6 +250,12 @@ class _Realizing:
                 except Realize as r:
                     i = min(i, self._add(r.node))
                     continue
+                if self.budget is not None and _buffers(self.done[n]) > self.budget:  # (a device's limit)
+                    wide = [s for s in dict.fromkeys(n.srcs) if s not in self.realized and s.op not in LEAVES]
+                    if wide:  # the values it computes from, written first: their kernels read what it read
+                        del self.done[n]
+                        i = min(i, *(self._add(s) for s in wide))
+                        continue
                 self.region[n] = region = _region(n, self.reads)
                 for x in region:
                     self.held_by.setdefault(x, set()).add(n)
@@ -316,6 +325,13 @@ def _deep_cuts(order: list[Node], realized: set[Node]) -> set[Node]:
     return cuts
 
 
+BUFFERS_SPARE = 4  # of a kernel's buffers (LayoutOptions.max_buffers), kept for the error flag, tables, sizes
+
+
+def _read_budget(max_buffers: int) -> int:
+    return max(2, max_buffers - BUFFERS_SPARE)
+
+
 def _computed(out: Node, reads: dict) -> list[Node]:
     """The nodes a kernel writing `out` computes: `out` and what it uses, up to values read from memory."""
     seen, stack = {out}, [out]
@@ -360,11 +376,12 @@ def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:
     return sorted(checks, key=lambda t: (t[0], t[1].str))
 
 
-def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]:
+def _merge_elementwise(analyses: list[Analysis], writes, budget: int | None = None) -> list[list[Analysis]]:
     """Put independent elementwise groups of one shape in one kernel (one pass over the index space).
 
     A group joins an earlier kernel only if everything it reads is an argument or written by a kernel
-    before that one, so no kernel reads what it writes and the order stays valid."""
+    before that one, so no kernel reads what it writes and the order stays valid, and (budget) the kernel
+    reads and writes no more than `budget` arrays."""
     kernels: list[list[Analysis]] = []
     position: dict[object, int] = {}
     for a in analyses:
@@ -379,6 +396,7 @@ def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]
                     and not group[0].update
                     and group[0].out.shape == a.out.shape
                     and all(_key(b).argument or position.get(b.key, i) < i for b in a.loads)
+                    and (budget is None or _buffers([*group, a]) <= budget)
                 ):
                     target = i
                     break
@@ -389,6 +407,11 @@ def _merge_elementwise(analyses: list[Analysis], writes) -> list[list[Analysis]]
             kernels[target].append(a)
         position[writes[a.out].key] = target
     return kernels
+
+
+def _buffers(group: list[Analysis]) -> int:
+    """The arrays a kernel of these groups reads and writes."""
+    return len({_key(b) for a in group for b in a.loads}) + len(group)
 
 
 def _assign_buffers(outputs, realized, inputs, order: list[Node]) -> tuple[dict[Node, Buffer], dict[Node, Buffer]]:

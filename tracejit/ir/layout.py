@@ -28,6 +28,10 @@ class LayoutOptions:
     # local arrays have lengths fixed in the source (C-style targets): a row whose length is symbolic is
     # not kept in local memory (lower._row_to_keep, _inputs_to_keep), so that one source serves every length
     fixed_locals: bool = False
+    # arrays one kernel may read and write at most (webgpu's storage buffers per shader stage, Metal's argument
+    # table), constant tables and the error flag included: the schedule writes values to memory sooner so that
+    # no kernel reads more (a loop traced step by step fuses many values into one kernel)
+    max_buffers: int | None = None
 
 
 @dataclass

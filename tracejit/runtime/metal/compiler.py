@@ -31,6 +31,7 @@ def _layout(threadgroup_memory: int) -> LayoutOptions:
         keep_row_max=min(4096, (threadgroup_memory - REDUCTION_SCRATCH) // 8),
         keep_inputs_min=GROUP_MIN_REDUCE,
         sort_bytes=threadgroup_memory - REDUCTION_SCRATCH,
+        max_buffers=metal_codegen.MAX_BUFFERS,
     )
 
 

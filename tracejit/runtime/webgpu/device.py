@@ -168,6 +168,7 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
             keep_row_max=min(4096, keep),
             keep_inputs_min=None if cpu else GROUP_MIN_REDUCE,
             sort_bytes=keep * 8,
+            max_buffers=dl["max-storage-buffers-per-shader-stage"],
         )
         self.max_binding = dl["max-storage-buffer-binding-size"]
         usage = wgpu.BufferUsage
