@@ -128,6 +128,7 @@ class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
 
     __slots__ = ("values", "axis", "inside")
     __array_priority__ = 1002
+    _tracejit_defer = True  # (Tensor's operators leave `x * s` to it: numpy/tensor.py)
 
     def __init__(self, values: Node, axis: int, inside: Node):
         self.values, self.axis, self.inside = values, axis, inside

@@ -534,12 +534,37 @@ class Tensor:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from tracejit.numpy.numpy_protocol import array_ufunc
 
+        if any(_defers(x) for x in (*inputs, *(kwargs.get("out") or ()))):
+            return NotImplemented
         return array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         from tracejit.numpy.numpy_protocol import array_function
 
+        if any(getattr(t, "_tracejit_defer", False) for t in types):
+            return NotImplemented
         return array_function(func, args, kwargs)
+
+
+def _defers(x) -> bool:
+    """Whether x is a traced value of its own kind that computes with Tensors itself (numpy/bounded_slices.py):
+    Tensor's operators and NumPy's protocols leave the operation to it."""
+    return getattr(type(x), "_tracejit_defer", False)
+
+
+def _deferring(method):
+    def operator(self, o):
+        return NotImplemented if _defers(o) else method(self, o)
+
+    operator.__name__, operator.__doc__ = method.__name__, method.__doc__
+    return operator
+
+
+_BINARY = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift"}
+for _name, _operator in list(vars(Tensor).items()):
+    _op = _name[2:-2]
+    if _name.startswith("__") and (_op in _BINARY | {"lt", "le", "gt", "ge", "eq", "ne"} or _op[1:] in _BINARY):
+        setattr(Tensor, _name, _deferring(_operator))
 
 
 def view_call(fn, a, *args, contiguous_only: bool = False, **kwargs):
