@@ -174,10 +174,10 @@ def cases(quick: bool) -> list:
     s = 4 if quick else 1
     n2 = 256 // s
     A2 = rng.random((n2, n2))
-    G = rng.random((128 // s, 96 // s)) + np.eye(128 // s, 96 // s)
-    nt = 64 // s
+    G = rng.random((400 // s, 300 // s)) + np.eye(400 // s, 300 // s)
+    nt = 2000 // s
     L = np.tril(rng.random((nt, nt))) + nt * np.eye(nt)
-    nl = 24 // s
+    nl = 200 // s
     LU = rng.random((nl, nl)) + nl * np.eye(nl)
     P = rng.integers(1, 100, (192 // s, 192 // s)).astype(np.float64)
     dense = rng.random((4000 // s, 3000 // s)) * (rng.random((4000 // s, 3000 // s)) < 0.05)

@@ -221,7 +221,7 @@ def test_loops_over_elements_run_as_one_function_on_numba(caplog, rng):
         run_kernel(tj.kernel(whole_arrays), rng.random(10), 7, device="numba")
     said = [r.getMessage() for r in caplog.records]
     assert sum("is a loop over elements" in m for m in said) == 1, said
-    assert any("not a loop over elements (it computes" in m for m in said), said
+    assert any("not a loop over elements (it stores into a region" in m for m in said), said
 
 
 def test_a_600_by_600_table_matches_a_row_by_row_reference(rng):
@@ -350,3 +350,93 @@ def test_the_loop_nests_source_is_printed_under_debug_level_4(caplog, rng):
     with caplog.at_level(logging.DEBUG - 3, logger="tracejit"):
         run_kernel(tj.kernel(matmul_loops), rng.random((6, 5)), rng.random((5, 7)), device="numba")
     assert any("def tj_element_loop(" in r.getMessage() for r in caplog.records)
+
+
+# --- many elements at once: slices the index bounds, rows and columns it picks ------------------------------------
+# A loop over elements may also store, and sum, many elements per step: the slices and rows it picks become loops
+# inside the compiled function, narrowed to the places the index bounds (ir/element_loops.py, slabs).
+
+def forward_substitution(L, b):   # a dot product over the slice the index bounds (npbench trisolv's form)
+    x = np.zeros_like(b)
+    for i in range(b.shape[0]):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+    return x
+
+
+def rows_and_columns(A, x):   # rows and columns the index picks: stored, read, a row read in reverse
+    for i in range(A.shape[0]):
+        A[i, :] += A[i, ::-1] * 0.25            # (reads the row it writes at other places: through a copy)
+        A[:, (i + 1) % A.shape[1]] -= x[:A.shape[0]] * A[i, 0]
+        A[i, 1:] = x[2:A.shape[1] + 1]
+        if x[i] > 0.5:
+            A[:, 0] = 1.0
+    return A
+
+
+def tails_and_sums(x, y, A):   # x[i:] stored, sums and maxima over slices, rows and columns
+    s = 0.0
+    for i in range(x.shape[0]):
+        x[i:] = x[i:] * 0.5 + y[i]
+        s += x[:i].sum() + A[i % A.shape[0]].max() - A[:, i % A.shape[1]].min()
+        A[(i + 1) % A.shape[0], i % A.shape[1]:] = A[i % A.shape[0], i % A.shape[1]:] * 0.5
+    return x, s
+
+
+def column_out_of_bounds(A, k):
+    for i in range(A.shape[0]):
+        A[:, k + i] = 0.0
+    return A
+
+
+def test_a_dot_product_over_a_slice_the_index_bounds_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    L = (np.tril(rng.random((9, 9))) + 4 * np.eye(9)).astype(dt)
+    check(forward_substitution, (L, rng.random(9).astype(dt)), device)
+
+
+def test_rows_and_columns_the_index_picks_match_numpy(device, rng):
+    dt = float_dtype(device)
+    check(rows_and_columns, (rng.standard_normal((5, 6)).astype(dt), rng.random(8).astype(dt)), device)
+
+
+def test_stores_and_reductions_over_slices_match_numpy(device, rng):
+    dt = float_dtype(device)
+    x, y, A = rng.standard_normal(7).astype(dt), rng.standard_normal(7).astype(dt), rng.random((4, 5)).astype(dt)
+    if device in ("webgpu", "metal"):
+        pytest.skip("s is a Python float: float64")
+    check(tails_and_sums, (x, y, A), device)
+
+
+def test_a_column_outside_its_axis_raises_numpys_index_error(device, rng):
+    A = rng.random((3, 4)).astype(float_dtype(device))
+    if device in ("webgpu", "metal"):
+        pytest.skip("the index is a Python int: int64")
+    with pytest.raises(IndexError) as theirs:
+        column_out_of_bounds(A.copy(), 2)
+    with pytest.raises(IndexError) as ours:
+        run_kernel(tj.kernel(column_out_of_bounds), A.copy(), 2, device=device)
+    assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("name", ["trisolv", "lu", "gramschmidt", "cholesky", "ludcmp", "symm"])
+def test_npbench_decompositions_run_as_one_function_on_numba(name, caplog, rng):
+    """npbench's NumPy versions of the decompositions and triangular solves: their loops, slices bounded by the
+    index and all, run as one compiled function (one line under TRACEJIT_DEBUG=1 says so), at a size where
+    launching their kernels per step was slower than NumPy."""
+    from corpus import loops
+
+    n = 40
+    spd = loops._spd(rng, n, np.float64)
+    args = {
+        "trisolv": (np.tril(spd), np.zeros(n), rng.random(n)),
+        "lu": (spd,),
+        "gramschmidt": (rng.random((n + 5, n)) + np.eye(n + 5, n),),
+        "cholesky": (spd,),
+        "ludcmp": (spd, rng.random(n)),
+        "symm": (1.5, 1.2, rng.random((n, n - 3)), spd, rng.random((n, n - 3))),
+    }[name]
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(getattr(loops, name), args, "numba", rtol=1e-9)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("is a loop over elements" in m for m in said), said
+    assert not any("once per step" in m for m in said), said

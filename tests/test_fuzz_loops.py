@@ -164,6 +164,17 @@ _ELEMENT = [   # statements over elements; {a} is i or j
     "s = s * 0.5 + A[{a} % 5, {a} % 6]",
     "c = x[{a} % 8] if y[{a} % 8] > 0 else -y[{a} % 8]\ns += c",
     "m = 0\nwhile m < 2 and x[(m + {a}) % 8] > 0.1:\n    m = m + 1\ns += m",
+    # many elements at once, slices bounded by the index (the loop nests inside the compiled function)
+    "x[:{a} % 8] += y[:{a} % 8] * 0.5",
+    "s += x[:{a} % 8] @ y[:{a} % 8]",
+    "y[{a} % 8:] = y[{a} % 8:] * 0.5 + 0.25",
+    "A[{a} % 5, :] = A[({a} + 1) % 5, :] * 0.5",
+    "A[:, {a} % 6] -= x[:5] * A[{a} % 5, 0]",
+    "A[{a} % 5, :] += A[{a} % 5, ::-1] * 0.25",
+    "if x[{a} % 8] > 0.5:\n    A[:, {a} % 6] = 1.0",
+    "s += A[:, {a} % 6].sum() + A[{a} % 5].max()",
+    "A[({a} + 1) % 5, {a} % 6:] = A[{a} % 5, {a} % 6:] * 0.5",
+    "A[{a} % 5, 1:] = x[3:]",
 ]
 _EXITS = ["if s > 3.0:\n    break", "if x[i % 8] < 0:\n    continue"]
 

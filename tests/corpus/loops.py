@@ -61,7 +61,7 @@ def gramschmidt(A):  # npbench gramschmidt (numpy)
     return Q, R
 
 
-def lu(A):  # npbench lu (numpy): slices bounded by the loop indices, so its loops run step by step
+def lu(A):  # npbench lu (numpy): slices bounded by the loop indices
     for i in range(A.shape[0]):
         for j in range(i):
             A[i, j] -= A[i, :j] @ A[:j, j]
@@ -73,6 +73,42 @@ def lu(A):  # npbench lu (numpy): slices bounded by the loop indices, so its loo
 def trisolv(L, x, b):  # npbench trisolv (numpy)
     for i in range(x.shape[0]):
         x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+
+
+def cholesky(A):  # npbench cholesky (numpy)
+    A[0, 0] = np.sqrt(A[0, 0])
+    for i in range(1, A.shape[0]):
+        for j in range(i):
+            A[i, j] -= np.dot(A[i, :j], A[j, :j])
+            A[i, j] /= A[j, j]
+        A[i, i] -= np.dot(A[i, :i], A[i, :i])
+        A[i, i] = np.sqrt(A[i, i])
+
+
+def ludcmp(A, b):  # npbench ludcmp (numpy): LU, then forward and backward substitution
+    x = np.zeros_like(b)
+    y = np.zeros_like(b)
+    for i in range(A.shape[0]):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[:j, j]
+            A[i, j] /= A[j, j]
+        for j in range(i, A.shape[0]):
+            A[i, j] -= A[i, :i] @ A[:i, j]
+    for i in range(A.shape[0]):
+        y[i] = b[i] - A[i, :i] @ y[:i]
+    for i in range(A.shape[0] - 1, -1, -1):
+        x[i] = (y[i] - A[i, i + 1:] @ x[i + 1:]) / A[i, i]
+    return x, y
+
+
+def symm(alpha, beta, C, A, B):  # npbench symm (numpy): column slices bounded by the row
+    temp2 = np.empty((C.shape[1], ), dtype=C.dtype)
+    C *= beta
+    for i in range(C.shape[0]):
+        for j in range(C.shape[1]):
+            C[:i, j] += alpha * B[i, j] * A[i, :i]
+            temp2[j] = B[:i, j] @ A[i, :i]
+        C[i, :] += alpha * B[i, :] * A[i, i] + alpha * temp2
 
 
 def floyd_warshall(path):  # npbench floyd_warshall (numpy)
@@ -193,6 +229,12 @@ def _plate(rng, dt):
     return u, 1e-3
 
 
+def _spd(rng, n, dt):
+    """A symmetric positive definite matrix, well conditioned."""
+    A = rng.random((n, n))
+    return (A @ A.T + n * np.eye(n)).astype(dt)
+
+
 def _lower(rng, dt):
     L = np.tril(rng.random((8, 8))).astype(dt) + 4 * np.eye(8, dtype=dt)
     return L, np.zeros(8, dt), rng.random(8).astype(dt)
@@ -206,6 +248,10 @@ PROGRAMS = [
     program(gramschmidt, lambda rng, dt: (rng.random((8, 6)).astype(dt) + np.eye(8, 6, dtype=dt),), ("float64",)),
     program(lu, lambda rng, dt: (rng.random((6, 6)).astype(dt) + 6 * np.eye(6, dtype=dt),), ("float64",)),
     program(trisolv, _lower, ("float64", "float32")),
+    program(cholesky, lambda rng, dt: (_spd(rng, 7, dt),), ("float64", "float32")),
+    program(ludcmp, lambda rng, dt: (_spd(rng, 7, dt), rng.random(7).astype(dt)), ("float64", "float32")),
+    program(symm, lambda rng, dt: (1.5, 1.2, rng.random((6, 5)).astype(dt), rng.random((6, 6)).astype(dt),
+                                   rng.random((6, 5)).astype(dt)), ("float64", "float32")),
     program(floyd_warshall, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),
     program(sum2d, lambda rng, dt: (rng.random((5, 7)).astype(dt),), ("float64",)),
     program(csr_matvec, _csr, ("float64", "float32")),

@@ -10,7 +10,16 @@ per step (frontend/staged.py). The arrays it carries are updated in place.
   outside its axis raises IndexError as in NumPy);
 - a store of one element (build.store_element, what `x[i, j] = v` traces to), under a 0-d test where the
   store is in a branch of an `if` on array values (assign.store's where(guard, new, old));
+- a reduction to one value of an expression over many elements (`L[i, :i] @ x[:i]`, `A[:, k].sum()`);
+- a store of many elements ("slab": where(tests, value, x), what `Q[:, k] = v`, `A[i, 1:] = x[2:]`
+  (scatter._slab) and `x[:i] -= v` (bounded_slices) trace to), x replaced by value where the tests hold;
+- an array an inner loop reads, computed here into memory of its own ("temporary": `Q[:, k]` read in the
+  loop over j), or, where it reads no array (a slice's mask), computed where the inner loop reads it (alias);
 - an inner loop of the same kind.
+The expressions of the last three are elementwise and movement ops, reads of arrays at places they compute
+(GATHER) and pads; codegen/cpu/element_loops.py renders each as loops over the places its tests allow.
+A store over a region no index chooses (a stencil's `u[1:-1] = ...`) is not planned: parallel kernels run it
+faster.
 
 Stores are in place, so each array's values form a chain of versions, each made from the one before by one
 store or one inner loop; every read of a version comes before the store that makes the next one. A body that
@@ -74,6 +83,8 @@ class Plan:
     memory: dict[Node, Node] = field(default_factory=dict)
     stores: dict[Node, tuple[Node, Node, Node, Node | None]] = field(default_factory=dict)  # (x, at, value, guard)
     reads: dict[Node, tuple[Node, int]] = field(default_factory=dict)  # an element at a fixed offset: (x, offset)
+    slabs: dict[Node, tuple[Node, tuple[Node, ...], Node]] = field(default_factory=dict)  # (x, tests, value)
+    aliases: dict[Node, Node] = field(default_factory=dict)  # an input the loop around computes where read: how
 
 
 def element_store(node: Node) -> tuple[Node, Node, Node] | None:
@@ -124,7 +135,7 @@ def _broadcast_source(node: Node) -> Node | None:
     """The 0-d value `node` is a broadcast of (reshapes and expands of it), else None."""
     while node.shape != () and node.op in (Op.EXPAND, Op.RESHAPE) and node.srcs[0].size == 1:
         node = node.srcs[0]
-    return node if node.shape == () else None
+    return node if node.shape == () or node.op is Op.REDUCE and node.size == 1 else None  # (x @ y: a 0-d value)
 
 
 _MOVEMENT = frozenset({Op.RESHAPE, Op.SLICE, Op.PERMUTE, Op.EXPAND})
@@ -211,6 +222,11 @@ class _Planner:
         if n in self.inputs or n in self.deps:
             return
         _check_dtype(n)
+        if n.op is Op.REDUCE and n.size == 1:  # (x[:i] @ y[:i], A[:, k].sum(): a loop over the elements it reads)
+            deps: list[Node] = []
+            self.expression(n.srcs[0], n, deps, set())
+            self.statement(n, "value", deps)
+            return
         if n.shape != ():
             raise NotElementLoop(f"it computes with whole arrays ({n.op.value} of shape {n.shape})")
         if n.op is Op.LOOP:
@@ -238,7 +254,7 @@ class _Planner:
             return
         if n.op in _MOVEMENT:  # x[0] of an array: the element at a fixed offset (movement ops only)
             source, offset = element_at(n)
-            if source.shape == ():
+            if source.shape == () or source.op is Op.REDUCE and source.size == 1:
                 self.value(source)
                 self.statement(n, "value", [source] if source not in self.inputs else [])
                 return
@@ -268,7 +284,8 @@ class _Planner:
                 guard, store = test, n.srcs[1]
         found = element_store(store)
         if found is None:
-            raise NotElementLoop(f"it computes {n.op.value} of arrays of shape {n.shape}")
+            self.slab(n)
+            return
         x, at, value = found
         self.array(x)
         self.value(at)
@@ -282,6 +299,80 @@ class _Planner:
         self.plan.memory[n] = self.plan.memory[x]
         self.plan.stores[n] = (x, at, value, guard)
         self.statement(n, "store", deps, guard=guard)
+
+    def slab(self, n: Node) -> None:
+        """A store of many elements: where(test, value, x) for an array version x (x[:, k] = v, x[a:b] -= v, and
+        where(g, ..., x) around it in a branch), x with the places where every test holds replaced by value."""
+        if n.op is not Op.WHERE or not self.is_array(n.srcs[2]):
+            raise NotElementLoop(f"it computes {n.op.value} of arrays of shape {n.shape}")
+        tests, value, x = [n.srcs[0]], n.srcs[1], n.srcs[2]
+        while value.op is Op.WHERE and value.srcs[2] is x:
+            tests.append(value.srcs[0])
+            value = value.srcs[1]
+        if all(constant_value(t) is not None for t in tests):  # u[1:-1] = f(u[2:], u[:-2]): a step of a stencil
+            raise NotElementLoop(
+                "it stores into a region of an array its index does not choose (a stencil's step "
+                "runs faster as parallel kernels)"
+            )
+        self.array(x)
+        deps: list[Node] = [] if x in self.inputs else [x]
+        seen: set[Node] = set()
+        for t in (*tests, value):
+            self.expression(t, n, deps, seen)
+        self._mutates(x, n)
+        self.plan.memory[n] = self.plan.memory[x]
+        self.plan.slabs[n] = (x, tuple(tests), value)
+        self.statement(n, "slab", deps)
+
+    def temporary(self, n: Node) -> None:
+        """An array computed element by element into memory of its own (what an inner loop reads of the values
+        of this step: x[:, k], a mask)."""
+        if n in self.plan.memory:
+            return
+        deps: list[Node] = []
+        self.expression(n, n, deps, set(), whole=False)
+        self.plan.memory[n] = n
+        self.statement(n, "temporary", deps)
+
+    def computed(self, n: Node) -> bool:
+        """Whether n reads no array: computed from places, constants and 0-d values alone."""
+        if n.shape == () or n.op in (Op.CONST, Op.IOTA) or n.op is Op.REDUCE and n.size == 1:
+            return True
+        if self.is_array(n) or n.op not in ELEMENTWISE and n.op not in _MOVEMENT:
+            return False
+        return all(self.computed(s) for s in n.srcs)
+
+    def is_array(self, n: Node) -> bool:
+        """Whether n is an array version: an input, an inner loop's array, or a store into one."""
+        if n in self.plan.memory or n in self.inputs or n.op is Op.LOOP:
+            return True
+        if n.op is not Op.WHERE or n.shape == ():
+            return False
+        return element_store(n) is not None or self.is_array(n.srcs[2])
+
+    def expression(self, n: Node, reader: Node, deps: list[Node], seen: set[Node], whole: bool = True) -> None:
+        """An array-shaped value that statement `reader` computes element by element (elementwise and movement
+        ops, reads of arrays at places it computes): the statements of its 0-d values and arrays (whole: n
+        itself may be one)."""
+        if n in seen:
+            return
+        seen.add(n)
+        if n.shape == () or n.op is Op.REDUCE and n.size == 1:
+            self.value(n)
+        elif whole and self.is_array(n):
+            self.array(n)
+            self.readers.setdefault(n, []).append(reader)
+        elif n.op in (Op.CONST, Op.IOTA):
+            return
+        elif n.op in ELEMENTWISE or n.op in _MOVEMENT or n.op in (Op.GATHER, Op.PAD):
+            _check_dtype(n)
+            for s in n.srcs:
+                self.expression(s, reader, deps, seen)
+            return
+        else:
+            raise NotElementLoop(f"it computes {n.op.value} of arrays of shape {n.shape}")
+        if n not in self.inputs:
+            deps.append(n)
 
     def _mutates(self, version: Node, statement: Node) -> None:
         if self.mutator.get(version, statement) is not statement:
@@ -302,6 +393,13 @@ class _Planner:
                 carry = heads <= j < heads + carried
                 if s.shape == ():
                     self.value(s)
+                elif not carry and not self.is_array(s):  # (an array the inner loop reads, computed here)
+                    if self.computed(s):  # a mask, places: the inner loop computes it where it reads it
+                        inner.aliases[loop.inputs[j - heads + (1 if loop.kind == "for" else 0)]] = s
+                        self.expression(s, n, deps, set())
+                        continue
+                    self.temporary(s)
+                    self.readers.setdefault(s, []).append(n)
                 else:
                     self.array(s)
                     if carry:

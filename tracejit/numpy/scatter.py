@@ -20,7 +20,7 @@ from tracejit.ir.graph import Node, Op
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _result
 from tracejit.numpy.indexing import _entry, _one_axis_each, advanced_index
-from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, python_value
+from tracejit.numpy.tensor import ArrayLike, Tensor, as_node, in_loop_body, python_value
 
 __all__ = ["bincount", "set_at"]
 
@@ -227,6 +227,8 @@ def set_at(target: ArrayLike, indices: ArrayLike, values: ArrayLike) -> Tensor:
     value = as_node(values)
     if s.m == 1 and not s.others and value.shape == ():  # one element, x[i, j] = v: a point store
         return Tensor(build.store_element(x, build.reshape(s.positions, ()), build.cast(value, x.dtype)))
+    if s.m == 1 and in_loop_body() and all(s.specs[a][1] == 1 or s.specs[a][2] <= 1 for a in s.others):
+        return Tensor(_slab(s, v))  # Q[:, k] = v in a loop: the form a loop over elements reads back as a store
     last = _last_update(s)
     dt = last.dtype
     written = build.binary(Op.LT, build.const(-1, dt, (s.n,)), last)
@@ -236,6 +238,42 @@ def set_at(target: ArrayLike, indices: ArrayLike, values: ArrayLike) -> Tensor:
     picked = build.gather(v, (rows,), (None,) + tuple(range(1, len(out_shape))))
     written = build.expand(build.reshape(written, (s.n,) + (1,) * len(s.lengths)), out_shape)
     return Tensor(s.put_back(build.where(written, picked, s.region())))
+
+
+def _slab(s: _Scatter, v: Node) -> Node:
+    """x[i, a:b, j] = v for 0-d indices i, j and slices of step 1: where(iota_0 == i & iota_2 == j & a <= iota_1
+    < b, v placed, x), one test of each indexed axis's place against its (checked, nonnegative) index, which a
+    loop over elements (ir/element_loops.py) runs as a loop over the slices' places only."""
+    x = s.x
+    mask: Node | None = None
+    pads = []
+    for axis in range(len(x.shape)):
+        start, _, length = s.specs.get(axis, (0, 1, x.shape[axis]))
+        pads.append((start, x.shape[axis] - start - length))
+        if axis in s.axes or length == x.shape[axis]:
+            continue
+        place = build.iota(x.shape, axis, np.int64)
+        inside = build.binary(
+            Op.AND,
+            build.binary(Op.LE, build.const(start, np.int64, x.shape), place),
+            build.binary(Op.LT, place, build.const(start + length, np.int64, x.shape)),
+        )
+        mask = inside if mask is None else build.binary(Op.AND, mask, inside)
+    position = build.reshape(s.positions, ())  # (flat along the indexed axes; read through a checked gather)
+    stride = 1
+    for axis in reversed(s.axes):
+        n = x.shape[axis]
+        at = position
+        if len(s.axes) > 1:
+            at = build.binary(Op.IDIV, at, build.const(stride, at.dtype, ())) if stride > 1 else at
+            at = build.binary(Op.MOD, at, build.const(n, at.dtype, ()))
+        stride *= n
+        test = build.binary(Op.EQ, build.iota(x.shape, axis, at.dtype), build.broadcast_to(at, x.shape))
+        mask = test if mask is None else build.binary(Op.AND, test, mask)
+    assert mask is not None  # (s.axes is never empty)
+    lengths = tuple(1 if a in s.axes else s.specs[a][2] for a in range(len(x.shape)))
+    placed = build.pad(build.reshape(v, lengths), [(0, 0) if a in s.axes else p for a, p in enumerate(pads)], 0)
+    return build.where(mask, build.expand(placed, x.shape), x)
 
 
 def _last_update(s: _Scatter) -> Node:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _cast, _ctype, _literal
+from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _cast, _combine, _ctype, _literal
+from tracejit.ir.dtypes import identity
 from tracejit.ir.element_loops import Plan, element_at, is_flat_positions
-from tracejit.ir.graph import Node, Op
+from tracejit.ir.graph import ELEMENTWISE, Node, Op
 from tracejit.ir.kernel_ir import NEGATIVE_POWER, Fault, KOp
 
 NAME = "tj_element_loop"
@@ -28,7 +29,21 @@ _INTERVALS = {
     KOp.MUL: lambda a, b, c, d: (a * c, a * d, b * c, b * d),
 }
 _OPS_PLAIN = {KOp.ADD: "({0} + {1})", KOp.SUB: "({0} - {1})", KOp.MUL: "({0} * {1})"}
+_HELPERS = (
+    *("int_power", "int_fmod", "ldexp_f64", "exp_f32", "tanh_f32", "log_f32", "erf_f32", "exp_f64", "tanh_f64"),
+    *("ldexp_f32", "wrap_add", "wrap_sub", "wrap_mul"),
+)
 ZERO_STEP = Fault("ValueError", "range() arg 3 must not be zero")
+
+
+def flat(shape: tuple[int, ...], places: list[str] | tuple[str, ...]) -> str:
+    """The flat (C order) offset of the element at `places` (rendered, inside their axes)."""
+    terms, step = [], 1
+    for size, place in zip(reversed(shape), reversed(places)):
+        if place != "0":
+            terms.append(place if step == 1 else f"{place} * {step}")
+        step *= size
+    return " + ".join(reversed(terms)) or "0"
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,8 @@ class _Writer:
         self.positions: dict[Node, str] = {}  # a store's position: its offset, as rendered
         self.known: dict[Node, tuple[int, int]] = {}  # an integer value's bounds, where they are known
         self.checked: list[dict[tuple[str, int], str]] = [{}]  # per loop: indices checked against an axis
+        self.scopes: list[dict[Node, str]] = []  # the names of the loops around the one being written
+        self.aliases: dict[Node, Node] = {}  # an inner loop's input: the value of the loop around it it is
 
     def fresh(self, stem: str) -> str:
         self.count += 1
@@ -122,7 +139,7 @@ class _Writer:
             if loop.until is not None:
                 self.out(f"if {names[carried[loop.until]]}:")
                 self.out("    break")
-            self.body(plan, names)
+            self.scoped(plan, names)
             if scalars:
                 self.out(
                     f"{', '.join(names[x] for x, _ in scalars)} = {', '.join(self.name(o, names) for _, o in scalars)}"
@@ -133,7 +150,7 @@ class _Writer:
             self.out(f"{test} = {heads[0]}")
             self.out(f"while {test}:")
             self.depth += 1
-            self.body(plan, names)
+            self.scoped(plan, names)
             targets = [names[x] for x, _ in scalars] + [test]
             values = [self.name(o, names) for _, o in scalars] + [self.name(loop.outputs[n], names)]
             self.out(f"{', '.join(targets)} = {', '.join(values)}")
@@ -144,8 +161,15 @@ class _Writer:
     def name(self, n: Node, names: dict[Node, str]) -> str:
         if n in names:
             return names[n]
+        for scope in reversed(self.scopes):  # (a value of a loop around, in an inner loop's alias)
+            if n in scope:
+                return scope[n]
         assert n.op is Op.CONST, n  # (every other value is named by its statement)
         return _literal(n.arg, n.dtype)
+
+    def scoped(self, plan: Plan, names: dict[Node, str]) -> None:
+        self.aliases.update(plan.aliases)
+        self.body(plan, names)
 
     def body(self, plan: Plan, names: dict[Node, str]) -> None:
         self.checked.append({})
@@ -153,6 +177,10 @@ class _Writer:
             n = st.node
             if st.kind == "value":
                 self.value(plan, n, names)
+            elif st.kind == "slab":
+                _Slab(self, plan, names).store(n)
+            elif st.kind == "temporary":
+                _Slab(self, plan, names).temporary(n)
             elif st.kind == "store":
                 x, at, value, guard = plan.stores[n]
                 if guard is not None:
@@ -166,7 +194,10 @@ class _Writer:
                 inner = st.inner
                 assert inner is not None
                 loop = inner.loop
-                srcs = [self.name(s, names) if s.shape == () else names[plan.memory[s]] for s in n.srcs]
+                srcs = [
+                    self.name(s, names) if s.shape == () else names[plan.memory[s]] if s in plan.memory else "None"
+                    for s in n.srcs
+                ]  # (None: an alias, computed where the inner loop reads it)
                 h, c = loop.heads, loop.carried
                 first = 1 if loop.kind == "for" else 0
                 for x, src in zip(loop.inputs[first + c :], n.srcs[h + c :]):  # (an outer index's bounds hold inside)
@@ -174,7 +205,9 @@ class _Writer:
                         self.known[x] = self.known[src]
                     elif src.op is Op.CONST and src.dtype.kind in "iu":
                         self.known[x] = (int(src.arg), int(src.arg))
+                self.scopes.append(names)
                 results = self.loop(inner, srcs[:h], srcs[h : h + c], srcs[h + c :])
+                self.scopes.pop()
                 for k, node in st.values.items():
                     names[node] = results[k]
         self.checked.pop()
@@ -201,10 +234,16 @@ class _Writer:
             else:
                 self.out(f"{v} = {names[plan.memory[source]]}[{offset}]")
             return
-        a = [self.name(s, names) for s in n.srcs]
-        if n.op is Op.CAST:
-            self.out(f"{v} = {_cast(a[0], n.srcs[0].dtype, dt)}")
+        if n.op is Op.REDUCE:
+            _Slab(self, plan, names).reduction(n, v)
             return
+        self.out(f"{v} = {self.compute(n, [self.name(s, names) for s in n.srcs])}")
+
+    def compute(self, n: Node, a: list[str]) -> str:
+        """An elementwise op of operands `a` (rendered), as NumPy computes it in n's dtype."""
+        dt = n.dtype
+        if n.op is Op.CAST:
+            return _cast(a[0], n.srcs[0].dtype, dt)
         op = KOp(n.op.value)
         if op == KOp.POW and dt.kind == "i":
             self.helpers.update(("int_power", "nonnegative_exponent"))
@@ -219,17 +258,18 @@ class _Writer:
             expr = _WRAPPING[op.value].format(*a)
         else:
             expr = _alu(op, a, dt, n.srcs[0].dtype)
-        for helper in ("int_power", "int_fmod", "ldexp_f64", "exp_f32", "tanh_f32", "log_f32", "erf_f32"):
+        self.note_helpers(expr)
+        return expr
+
+    def note_helpers(self, expr: str) -> None:
+        """Import the helpers (codegen/cpu/numba_math.py) an expression calls."""
+        for helper in _HELPERS:
             if f"{helper}(" in expr:
                 self.helpers.add(helper)
-        for helper in ("exp_f64", "tanh_f64", "ldexp_f32"):
-            if f"{helper}(" in expr:
-                self.helpers.add(helper)
-        self.out(f"{v} = {expr}")
 
     def bounds(self, n: Node) -> tuple[int, int] | None:
         """The bounds of an int64 sum, difference or product of values with known bounds, where they fit."""
-        if n.dtype != np.int64 or n.op.value not in ("add", "sub", "mul"):
+        if n.dtype != np.int64 or n.op.value not in ("add", "sub", "mul") or n.shape != ():
             return None
         found = []
         for s in n.srcs:
@@ -247,10 +287,20 @@ class _Writer:
     def offset(self, shape: tuple[int, ...], indices: tuple[Node, ...], names: list[str]) -> str:
         """The flat offset of an element, each index checked against its axis (a negative one counts from the
         end; one outside records IndexError and returns)."""
-        terms, step = [], 1
-        for axis in reversed(range(len(shape))):
-            size, index, name = shape[axis], indices[axis], names[axis]
-            lo, hi = (int(index.arg), int(index.arg)) if index.op is Op.CONST else self.known.get(index, (-1, size))
+        spans = [
+            (int(i.arg), int(i.arg)) if i.op is Op.CONST else self.known.get(i, (-1, size))
+            for i, size in zip(indices, shape)
+        ]
+        return self.checked_offset(shape, names, spans)
+
+    def checked_offset(self, shape: tuple[int, ...], names: list[str], spans: list[tuple[int, int]]) -> str:
+        """offset() of indices rendered as `names` whose bounds are `spans` (inside an axis: no check)."""
+        return flat(shape, self.checked_indices(shape, names, spans))
+
+    def checked_indices(self, shape: tuple[int, ...], names: list[str], spans: list[tuple[int, int]]) -> list[str]:
+        """Each index as a place inside its axis: checked (once per loop), a negative one counted from the end."""
+        found = []
+        for axis, (size, name, (lo, hi)) in enumerate(zip(shape, names, spans)):
             checked = next((c[(name, size)] for c in reversed(self.checked) if (name, size) in c), None)
             o: str
             if 0 <= lo and hi < size:
@@ -272,6 +322,359 @@ class _Writer:
                 self.fault(fault, name)
                 self.depth -= 1
                 self.checked[-1][(name, size)] = o
-            terms.append(o if step == 1 else f"{o} * {step}")
-            step *= size
-        return " + ".join(reversed(terms)) or "0"
+            found.append(o)
+        return found
+
+
+_SHAPING = (Op.EXPAND, Op.RESHAPE, Op.PERMUTE)
+
+
+class _Slab:
+    """Statements of a loop over elements that compute many elements (ir/element_loops.py): a store of many
+    (x[:, k] = v, x[a:b] -= v: where(tests, value, x)) and a full reduction (x[:i] @ y[:i]). Each is a nest of
+    loops over the places of an array, narrowed to the ranges its tests allow (`iota == k` fixes a place, `a <=
+    iota < b` bounds one; a sum over where(test, v, 0) needs only the places where the test holds), the values
+    computed element by element as the kernels' renderer computes them."""
+
+    def __init__(self, w: _Writer, plan: Plan, names: dict[Node, str]):
+        self.w, self.plan, self.names = w, plan, names
+        self.memo: dict[tuple[Node, tuple[str, ...]], str] = {}
+        self.vars: set[str] = set()
+        self.reads: list[tuple[str, str]] = []  # every array element read: (memory, flat offset)
+
+    # -- the statements --
+
+    def reduction(self, n: Node, v: str) -> None:
+        red, _ = n.arg
+        src = n.srcs[0]
+        self.w.out(f"{v} = {_literal(identity(red, n.dtype), n.dtype)}")
+        tests = self.zero_outside(src) if red == "sum" else []
+        idx, opened = self.open(src, src.shape, tests, exact=False)
+        expr = _combine(red, n.dtype, v, self.at(src, idx))
+        self.w.note_helpers(expr)
+        self.w.out(f"{v} = {expr}")
+        self.close(opened)
+
+    def store(self, n: Node) -> None:
+        x, tests, value = self.plan.slabs[n]
+        memory = self.names[self.plan.memory[x]]
+        start, checked, count = len(self.w.lines), dict(self.w.checked[-1]), len(self.reads)
+        idx, opened = self.open(value, x.shape, list(tests), exact=True)
+        at = flat(x.shape, idx)
+        self.w.out(f"{memory}[{at}] = {self.at(value, idx)}")
+        self.close(opened)
+        if all(offset == at for m, offset in self.reads[count:] if m == memory):
+            return
+        # value reads x at other places than the one it writes: into a temporary first, then copied
+        del self.w.lines[start:]
+        self.w.checked[-1] = checked
+        self.memo.clear()
+        temporary = self.w.fresh("tmp")
+        self.w.out(f"{temporary} = np.empty({x.size}, np.{x.dtype.name})")
+        idx, opened = self.open(value, x.shape, list(tests), exact=False)
+        kept = [t for t in tests if self.memo.get((self.w.aliases.get(t, t), idx)) != "True"]
+        at = flat(x.shape, idx)
+        new = self.at(value, idx)
+        if kept:
+            test = " and ".join(self.at(t, idx) for t in kept)
+            new = f"({new} if {test} else {memory}[{at}])"
+        self.w.out(f"{temporary}[{at}] = {new}")
+        self.close(opened)
+        idx, opened = self.open(value, x.shape, list(tests), exact=False)
+        at = flat(x.shape, idx)
+        self.w.out(f"{memory}[{at}] = {temporary}[{at}]")
+        self.close(opened)
+
+    def temporary(self, n: Node) -> None:
+        memory = self.names[n] = self.w.fresh("tmp")
+        self.w.out(f"{memory} = np.empty({n.size}, np.{n.dtype.name})")
+        idx, opened = self.open(n, n.shape, [], exact=True)
+        self.w.out(f"{memory}[{flat(n.shape, idx)}] = {self.at(n, idx, whole=False)}")
+        self.close(opened)
+
+    # -- the loop nest --
+
+    def open(self, value: Node, shape: tuple[int, ...], tests: list[Node], exact: bool) -> tuple[tuple[str, ...], int]:
+        """Write the loops over `shape`'s places the tests allow (exact: and an `if` of the tests that are not
+        ranges); the places, rendered, and the number of blocks opened."""
+        w = self.w
+        for t in (*tests, value):  # an index read from 0-d values: checked once, before the loops
+            self.precheck(t, set())
+        names = tuple(w.fresh("e") if size != 1 else "0" for size in shape)
+        self.vars = {p for p in names if p != "0"}
+        lows: dict[str, list[str]] = {}
+        highs: dict[str, list[str]] = {}
+        fixed: dict[str, list[str]] = {}
+        rest: list[Node] = []
+        absorbed: list[Node] = []
+        opened = 0
+        for t in (w.aliases.get(t, t) for t in tests):
+            s = self.scalar(t)
+            if s is not None:
+                if exact:  # (else the caller tests it where it needs to)
+                    w.out(f"if {s}:")
+                    w.depth, opened = w.depth + 1, opened + 1
+                    absorbed.append(t)
+            elif self.limits(t, names, lows, highs, fixed, absorbed):
+                absorbed.append(t)
+            else:
+                rest.append(t)
+        places = list(names)
+        guards = []
+        for axis, (p, size) in enumerate(zip(names, shape)):
+            if p not in fixed:
+                continue
+            value_at, *others = fixed[p]
+            places[axis] = value_at
+            guards.append(f"0 <= {value_at} < {size}")
+            guards += [f"{o} == {value_at}" for o in others]
+            guards += [f"{lo} <= {value_at}" for lo in lows.get(p, [])]
+            guards += [f"{value_at} < {hi}" for hi in highs.get(p, [])]
+        if guards:
+            w.out(f"if {' and '.join(guards)}:")
+            w.depth, opened = w.depth + 1, opened + 1
+        w.checked.append({})
+        for p, size in zip(names, shape):
+            if p == "0" or p in fixed:
+                continue
+            lo = f"max(0, {', '.join(lows[p])})" if p in lows else "0"
+            hi = f"min({size}, {', '.join(highs[p])})" if p in highs else str(size)
+            w.out(f"for {p} in range({lo}, {hi}):")
+            w.depth, opened = w.depth + 1, opened + 1
+        idx = tuple(places)
+        for t in absorbed:
+            self.memo[(t, idx)] = "True"
+        if exact and rest:
+            test = " and ".join(self.at(t, idx) for t in rest)
+            w.out(f"if {test}:")
+            w.depth, opened = w.depth + 1, opened + 1
+        return idx, opened
+
+    def close(self, opened: int) -> None:
+        self.w.depth -= opened
+        self.w.checked.pop()
+
+    def limits(
+        self,
+        test: Node,
+        idx: tuple[str, ...],
+        lows: dict[str, list[str]],
+        highs: dict[str, list[str]],
+        fixed: dict[str, list[str]],
+        absorbed: list[Node],
+    ) -> bool:
+        """Whether `test` at idx is ranges of the loops' places (`iota == s`, `s <= iota`, `iota < s` and their
+        `and`), which it adds to lows, highs and fixed (absorbed: its parts that are)."""
+        test = self.w.aliases.get(test, test)
+        if test.op is Op.AND and test.dtype == np.bool_:
+            found = [self.limits(s, idx, lows, highs, fixed, absorbed) for s in test.srcs]
+            for s, ok in zip(test.srcs, found):
+                if ok:
+                    absorbed.append(self.w.aliases.get(s, s))
+            return all(found)
+        if test.op not in (Op.EQ, Op.LT, Op.LE) or test.srcs[0].dtype.kind not in "iu":
+            return False
+        a, b = test.srcs
+        va, vb, sa, sb = self.var(a, idx), self.var(b, idx), self.scalar(a), self.scalar(b)
+        if test.op is Op.EQ and (va and sb or vb and sa):
+            value = self.place(b) or sb if va else self.place(a) or sa
+            fixed.setdefault(va or vb, []).append(value)  # type: ignore[arg-type]
+        elif va and sb:  # place < s, place <= s
+            highs.setdefault(va, []).append(sb if test.op is Op.LT else f"{sb} + 1")
+        elif sa and vb:  # s < place, s <= place
+            lows.setdefault(vb, []).append(sa if test.op is Op.LE else f"{sa} + 1")
+        else:
+            return False
+        return True
+
+    def zero_outside(self, e: Node) -> list[Node]:
+        """Tests outside which e is zero (a sum over e needs only the places where they hold): where(t, v, 0),
+        and products and sums of such with the same tests (a float's 0 * inf is NaN: both sides must be zero)."""
+        e = self.w.aliases.get(e, e)
+        if e.op is Op.WHERE:
+            z = e.srcs[2]
+            return [e.srcs[0]] if z.op is Op.CONST and z.arg == 0 else []
+        if e.op in (Op.NEG, Op.CAST):
+            return self.zero_outside(e.srcs[0])
+        if e.op in (Op.MUL, Op.ADD, Op.SUB):
+            a, b = self.zero_outside(e.srcs[0]), self.zero_outside(e.srcs[1])
+            if len(a) == len(b) and all(s is t for s, t in zip(a, b)):
+                return a
+            return a + b if e.op is Op.MUL and e.dtype.kind in "iub" else []
+        return []
+
+    # -- what a value is at a place --
+
+    def scalar(self, n: Node) -> str | None:
+        """The value n is a broadcast of, rendered, where it is one (a constant, a 0-d value, a full reduction, or
+        elementwise ops of those: written where first needed)."""
+        n = self.w.aliases.get(n, n)
+        if n.op is Op.CONST:
+            return _literal(n.arg, n.dtype)
+        m = n
+        while m.shape != () and m.op in _SHAPING and m.srcs[0].size == 1:
+            m = m.srcs[0]
+        if m.shape == () or m.op is Op.REDUCE and m.size == 1:
+            return self.w.positions.get(m) or self.w.name(m, self.names)
+        if not self.invariant(n):
+            return None
+        return self.compute_at(n, ("0",) * len(n.shape))
+
+    def invariant(self, n: Node) -> bool:
+        """Whether n is the same at every place: elementwise ops of constants and broadcast 0-d values, and an
+        element read at such indices."""
+        n = self.w.aliases.get(n, n)
+        if n.op is Op.CONST or n.shape == () or n.op is Op.REDUCE and n.size == 1:
+            return True
+        if n in self.plan.memory:
+            return False
+        if n.op in _SHAPING and n.srcs[0].size == 1 or n.op in ELEMENTWISE:
+            return all(self.invariant(s) for s in n.srcs)
+        if n.op is Op.GATHER and n.size == 1:
+            return all(self.invariant(s) for s in n.srcs[1:])
+        return False
+
+    def place(self, n: Node) -> str | None:
+        """Where n is an element read from places (x[:, k] = v's test: `iota == places[k]`, k checked and
+        counted from the end), that checked index, as element reads render it; else None."""
+        n = self.w.aliases.get(n, n)
+        while n.shape != () and n.op in _SHAPING and n.srcs[0].size == 1:
+            n = n.srcs[0]
+        if n.op is not Op.GATHER or n.size != 1 or not all(self.invariant(s) for s in n.srcs[1:]):
+            return None
+        places = self.gather_places(n, ("0",) * len(n.shape))
+        return iota_at(n.srcs[0], places, self.w.aliases)
+
+    def var(self, n: Node, idx: tuple[str, ...]) -> str | None:
+        """The loop place n is at idx, where it is one (an iota, moved, cast between integer types)."""
+        p = iota_at(n, idx, self.w.aliases)
+        return p if p in self.vars else None
+
+    def precheck(self, n: Node, seen: set[Node]) -> None:
+        n = self.w.aliases.get(n, n)
+        if n in seen or n.shape == () or self.scalar(n) is not None or n in self.plan.memory:
+            return
+        seen.add(n)
+        if n.op is Op.GATHER:
+            indices = iter(n.srcs[1:])
+            for size, axis in zip(n.srcs[0].shape, n.arg):
+                if axis is None:
+                    index = next(indices)
+                    found = self.scalar(index)
+                    if found is not None:
+                        self.w.checked_indices((size,), [found], [self.span(index, size)])
+        for s in n.srcs:
+            self.precheck(s, seen)
+
+    def span(self, index: Node, size: int) -> tuple[int, int]:
+        while index.shape != () and index.op in _SHAPING:
+            index = index.srcs[0]
+        if index.op is Op.CONST:
+            return int(index.arg), int(index.arg)
+        return self.w.known.get(index, (-1, size))
+
+    def at(self, n: Node, idx: tuple[str, ...], whole: bool = True) -> str:
+        """n's element at idx, rendered (lines computing it written where needed; whole: n itself may be an
+        array in memory)."""
+        s = self.scalar(n)
+        if s is not None:
+            return s
+        return self.compute_at(self.w.aliases.get(n, n), idx, whole)
+
+    def compute_at(self, n: Node, idx: tuple[str, ...], whole: bool = True) -> str:
+        key = (n, idx)
+        if key in self.memo:
+            return self.memo[key]
+        w = self.w
+        if whole and n in self.plan.memory:  # an array's element
+            memory = self.names[self.plan.memory[n]]
+            offset = flat(n.shape, idx)
+            self.reads.append((memory, offset))
+            expr = f"{memory}[{offset}]"
+        elif n.op is Op.IOTA:
+            expr = f"np.{n.dtype.name}({idx[n.arg]})"
+        elif n.op in _SHAPING or n.op is Op.SLICE:
+            found = self.memo[key] = self.at(n.srcs[0], source_index(n, idx))
+            return found
+        elif n.op is Op.GATHER:
+            expr = self.gather(n, idx)
+        elif n.op is Op.PAD:  # the source's element where idx is inside it (read clamped), else the fill
+            src, (pads, fill) = n.srcs[0], n.arg
+            places: list[str] = []
+            inside: list[str] = []
+            for p, size, (before, _) in zip(idx, src.shape, pads):
+                if (before, size) == (0, n.shape[len(places)]):
+                    places.append(p)
+                    continue
+                at = p if before == 0 else f"({p} - {before})"
+                places.append("0" if size == 1 and before == 0 else f"min(max({at}, 0), {size - 1})")
+                inside.append(f"{before} <= {p} < {before + size}")
+            expr = f"({self.at(src, tuple(places))} if {' and '.join(inside)} else {_literal(fill, n.dtype)})"
+        else:
+            expr = w.compute(n, [self.at(s, idx) for s in n.srcs])
+        v = self.memo[key] = w.fresh("a")
+        w.out(f"{v} = {expr}")
+        return v
+
+    def gather(self, n: Node, idx: tuple[str, ...]) -> str:
+        source, places = n.srcs[0], self.gather_places(n, idx)
+        if source in self.plan.memory:
+            memory = self.names[self.plan.memory[source]]
+            offset = flat(source.shape, places)
+            self.reads.append((memory, offset))
+            return f"{memory}[{offset}]"
+        return self.at(source, places)
+
+    def gather_places(self, n: Node, idx: tuple[str, ...]) -> tuple[str, ...]:
+        """The place in a GATHER's source its place idx reads, each gathered index checked."""
+        source, indices = n.srcs[0], iter(n.srcs[1:])
+        names, spans = [], []
+        for size, axis in zip(source.shape, n.arg):
+            if axis is not None:
+                names.append(idx[axis])
+                spans.append((0, 0))
+                continue
+            index = next(indices)
+            s = self.scalar(index)
+            names.append(s if s is not None else self.at(index, idx))
+            spans.append(self.span(index, size) if s is not None else (-1, size))
+        return tuple(self.w.checked_indices(source.shape, names, spans))
+
+
+def iota_at(n: Node, idx: tuple[str, ...], aliases: dict[Node, Node]) -> str | None:
+    """The place n's value is at idx, where n is an iota (moved, cast between integer types), else None."""
+    while True:
+        n = aliases.get(n, n)
+        if n.op is Op.IOTA:
+            return idx[n.arg]
+        if n.op in _SHAPING:
+            idx = source_index(n, idx)
+        elif not (n.op is Op.CAST and n.dtype.kind in "iu" and n.srcs[0].dtype.kind in "iu"):
+            return None
+        n = n.srcs[0]
+
+
+def source_index(n: Node, idx: tuple[str, ...]) -> tuple[str, ...]:
+    """The place in a movement op's source that its place idx reads."""
+    src = n.srcs[0]
+    if n.op is Op.EXPAND:
+        return tuple("0" if s == 1 else p for s, p in zip(src.shape, idx))
+    if n.op is Op.PERMUTE:
+        out = [""] * len(idx)
+        for p, axis in zip(idx, n.arg):
+            out[axis] = p
+        return tuple(out)
+    if n.op is Op.SLICE:
+        return tuple(
+            p if (start, step) == (0, 1) else f"({start} + {p} * {step})" for (start, step, _), p in zip(n.arg, idx)
+        )
+    kept = [p for p, s in zip(idx, n.shape) if s != 1]  # a reshape
+    if [s for s in n.shape if s != 1] == [s for s in src.shape if s != 1]:
+        it = iter(kept)
+        return tuple(next(it) if s != 1 else "0" for s in src.shape)
+    at, out, step = flat(n.shape, idx), [], 1
+    for k, size in reversed(list(enumerate(src.shape))):
+        part = f"({at})" if step == 1 else f"(({at}) // {step})"
+        out.append("0" if size == 1 else part if k == 0 else f"({part} % {size})")
+        step *= size
+    return tuple(reversed(out))
