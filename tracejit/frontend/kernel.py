@@ -24,7 +24,15 @@ from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
-from tracejit.numpy import allocation, conditional_expressions, loops, python_builtins, python_numbers, random_draws
+from tracejit.numpy import (
+    allocation,
+    conditional_expressions,
+    loops,
+    python_builtins,
+    python_numbers,
+    random_draws,
+    source_rewrite,
+)
 from tracejit.frontend import capture, hooks, shipping, staged
 from tracejit.frontend.dynamic import (
     axes_of,
@@ -224,7 +232,7 @@ class Kernel:
     def _visible_function(self):
         """The function as the trace runs it: its conditional expressions select traced values, its captured
         Generators draw from tracejit's streams, and min/max of traced values select (numpy/)."""
-        return python_builtins.visible(random_draws.visible(conditional_expressions.visible(self.fn)))
+        return python_builtins.visible(random_draws.visible(source_rewrite.visible(self.fn)))
 
     def _specialize(self, used: dict[int, str]) -> None:
         """Key these Python-number arguments by value and trace them as the numbers they are (as static= does)."""

@@ -3,7 +3,7 @@ from one step to the next standing in as inputs, and the kernels of that one tra
 kernel is called (frontend/staged.py runs them). A `for i in range(n)` of 10 or 10,000 steps compiles the same
 kernels, in the same time.
 
-The function is compiled again from its source (conditional_expressions.py does the rewriting): each
+The function is compiled again from its source (source_rewrite.py does the rewriting): each
 `for <name> in range(...)` (or numba's `prange`) and each `while <test>` whose body neither breaks, continues,
 returns nor yields becomes a function of the names its body binds, and a call of `for_range` or `while_true`.
 What the body changes is found as it is traced:
@@ -149,7 +149,7 @@ def for_range(
     index's. `target`: the index's value before the loop (UNDEFINED if none; None: nothing reads it after the
     loop, so it need not be computed); `stored`: functions giving the
     objects the body assigns into by subscript (`x[...] = `), `where`: "file:line" of the `for`; `until`: the
-    name of a flag the body sets to stop the loop after that step (a `break`, conditional_expressions.py)."""
+    name of a flag the body sets to stop the loop after that step (a `break`, source_rewrite.py)."""
     bounds = [_peek(a) for a in args]  # (a bound from the kernel's Python numbers stays a runtime value ...)
     for b in bounds:
         if isinstance(b, Tensor) and (b.shape != () or b.dtype.kind not in "iub"):
