@@ -355,14 +355,15 @@ def _narrowed_int_scalars(outputs) -> list[tuple[int, np.dtype]]:
     """NumPy (NEP 50) raises when a Python int does not fit the array's dtype; the plan checks these."""
     checks, ints, unsigned = set(), set(), set()
     for n in toposort(outputs):
-        if n.op is Op.INPUT and n.weak and n.dtype.kind == "i":
-            ints.add(n.arg)
+        if n.op is Op.INPUT and n.weak and n.dtype.kind == "i" and n.shape == ():  # (a weak array read by a part
+            ints.add(n.arg)  # of a staged program is no Python int)
         if n.op is not Op.CAST:
             continue
         src = n.srcs[0]
         if (
             src.op is Op.INPUT
             and src.weak
+            and src.shape == ()
             and src.dtype.kind == "i"
             and n.dtype.kind in "iu"
             and (n.dtype.itemsize < 8 or n.dtype.kind == "u")
