@@ -440,3 +440,57 @@ def test_npbench_decompositions_run_as_one_function_on_numba(name, caplog, rng):
     said = [r.getMessage() for r in caplog.records]
     assert any("is a loop over elements" in m for m in said), said
     assert not any("once per step" in m for m in said), said
+
+
+def mixed_nest(x, y, A):   # an inner loop over elements, a row store, a loop of four known steps (unrolled)
+    for i in range(x.shape[0]):
+        for j in range(i):
+            A[j % 5, (j * 2) % 6] += x[j % 8]
+        A[i % 5, :] = A[(i + 1) % 5, :] * 0.5
+        for j in range(0, x.shape[0], 2):
+            x[j % 8] = y[(j + 3) % 8] * 0.5 + x[j % 8]
+    return x + y * 2
+
+
+def staged_nest(x, y, A):   # the same with a stencil's store: its steps run as kernels, the inner loop as one function
+    for i in range(x.shape[0]):
+        for j in range(i):
+            A[j % 5, (j * 2) % 6] += x[j % 8]
+        A[i % 5, :] = A[(i + 1) % 5, :] * 0.5
+        y[1:] = y[1:] * 0.5
+    return x + y * 2
+
+
+def sparse_rows(indptr, indices, data, x):   # y[i] += ... over a row's nonzeros: y[i] kept in a register
+    y = np.zeros(indptr.shape[0] - 1, data.dtype)
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            y[i] += data[k] * x[indices[k]]
+    return y
+
+
+def test_a_nest_with_a_row_store_and_an_unrolled_loop_matches_numpy(device, rng):
+    """Found by the element-loop fuzzer: the unrolled loop's stores (constant places: element stores), and where
+    the steps run as kernels, a weak int array one part of the step computes and the next reads (range-checked as
+    if it were a Python int argument: a crash)."""
+    dt = float_dtype(device)
+    args = (rng.standard_normal(8).astype(dt), rng.standard_normal(8).astype(dt), rng.standard_normal((5, 6)).astype(dt))
+    check(mixed_nest, args, device)
+    check(staged_nest, args, device)
+
+
+def test_an_element_kept_in_a_register_through_an_inner_loop_is_stored_and_faults_as_numpy(device, rng):
+    dt = float_dtype(device)
+    if device in ("webgpu", "metal"):
+        pytest.skip("the row pointers are int64")
+    indptr = np.array([0, 2, 2, 5, 6], np.int64)
+    indices = np.array([0, 3, 1, 2, 3, 0], np.int64)
+    data, x = rng.random(6).astype(dt), rng.random(4).astype(dt)
+    check(sparse_rows, (indptr, indices, data, x), device)
+    bad = indices.copy()
+    bad[3] = 7
+    with pytest.raises(IndexError) as theirs:
+        sparse_rows(indptr, bad, data, x)
+    with pytest.raises(IndexError) as ours:
+        run_kernel(tj.kernel(sparse_rows), indptr, bad, data, x, device=device)
+    assert str(ours.value) == str(theirs.value)

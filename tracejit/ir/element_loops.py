@@ -132,7 +132,9 @@ def is_flat_positions(table: Node) -> bool:
 
 
 def _broadcast_source(node: Node) -> Node | None:
-    """The 0-d value `node` is a broadcast of (reshapes and expands of it), else None."""
+    """The 0-d value `node` is a broadcast of (reshapes and expands of it, a constant), else None."""
+    if node.op is Op.CONST and node.shape != ():  # (x[6] = 1.0: both a constant array)
+        return build.const(node.arg, node.dtype, ())
     while node.shape != () and node.op in (Op.EXPAND, Op.RESHAPE) and node.srcs[0].size == 1:
         node = node.srcs[0]
     return node if node.shape == () or node.op is Op.REDUCE and node.size == 1 else None  # (x @ y: a 0-d value)

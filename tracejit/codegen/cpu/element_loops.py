@@ -11,6 +11,7 @@ NumPy's IndexError.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ _INTERVALS = {
     KOp.MUL: lambda a, b, c, d: (a * c, a * d, b * c, b * d),
 }
 _OPS_PLAIN = {KOp.ADD: "({0} + {1})", KOp.SUB: "({0} - {1})", KOp.MUL: "({0} * {1})"}
+_BINDS = re.compile(r"^\s*(?:for\s+)?([A-Za-z_]\w*)\s*(?:=|\+=|-=|\bin\b)")  # a name a line of a loop binds
 _HELPERS = (
     *("int_power", "int_fmod", "ldexp_f64", "exp_f32", "tanh_f32", "log_f32", "erf_f32", "exp_f64", "tanh_f64"),
     *("ldexp_f32", "wrap_add", "wrap_sub", "wrap_mul"),
@@ -206,11 +208,41 @@ class _Writer:
                     elif src.op is Op.CONST and src.dtype.kind in "iu":
                         self.known[x] = (int(src.arg), int(src.arg))
                 self.scopes.append(names)
+                start = len(self.lines)
                 results = self.loop(inner, srcs[:h], srcs[h : h + c], srcs[h + c :])
                 self.scopes.pop()
+                self.promote(start, [m for m, x in zip(srcs[h : h + c], n.srcs[h : h + c]) if x.shape])
                 for k, node in st.values.items():
                     names[node] = results[k]
         self.checked.pop()
+
+    def promote(self, start: int, memories: list[str]) -> None:
+        """In the inner loop written from line `start`: an array it carries whose every read and store in the loop
+        is of one element at a place the loop does not change (`y[i] += data[k] * x[indices[k]]` over k) kept in
+        a variable through the loop, read before it and stored after (LLVM cannot: the arrays might overlap)."""
+        lines = self.lines
+        head = next((k for k in range(start, len(lines)) if lines[k].lstrip().startswith(("for ", "while "))), None)
+        if head is None:
+            return
+        indent = len(lines[head]) - len(lines[head].lstrip())
+        end = head + 1
+        while end < len(lines) and len(lines[end]) - len(lines[end].lstrip()) > indent:
+            end += 1
+        body = lines[head:end]
+        bound = {m.group(1) for line in body for m in _BINDS.finditer(line)}
+        for memory in dict.fromkeys(memories):
+            places = {m.group(1) for line in body for m in re.finditer(rf"\b{memory}\[([^\[\]]*)\]", line)}
+            if len(places) != 1:
+                continue
+            (place,) = places
+            if set(re.findall(r"[A-Za-z_]\w*", place)) & bound:
+                continue
+            element = f"{memory}[{place}]"
+            kept = self.fresh("p")
+            body = [line.replace(element, kept) for line in body]
+            pad = " " * indent
+            body = [f"{pad}{kept} = {element}", *body, f"{pad}{element} = {kept}"]
+        lines[head:end] = body
 
     def value(self, plan: Plan, n: Node, names: dict[Node, str]) -> None:
         if n.op is Op.CONST:
