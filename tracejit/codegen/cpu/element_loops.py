@@ -30,7 +30,8 @@ _INTERVALS = {
     KOp.MUL: lambda a, b, c, d: (a * c, a * d, b * c, b * d),
 }
 _OPS_PLAIN = {KOp.ADD: "({0} + {1})", KOp.SUB: "({0} - {1})", KOp.MUL: "({0} * {1})"}
-_BINDS = re.compile(r"^\s*(?:for\s+)?([A-Za-z_]\w*)\s*(?:=|\+=|-=|\bin\b)")  # a name a line of a loop binds
+# the names a line of a loop binds: `for i in`, `a = `, `a, b = `, `a += `
+_BINDS = re.compile(r"^\s*(?:for\s+)?([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?:[-+*/%&|^]?=(?!=)|\bin\b)")
 _HELPERS = (
     *("int_power", "int_fmod", "ldexp_f64", "exp_f32", "tanh_f32", "log_f32", "erf_f32", "exp_f64", "tanh_f64"),
     *("ldexp_f32", "wrap_add", "wrap_sub", "wrap_mul"),
@@ -229,7 +230,7 @@ class _Writer:
         while end < len(lines) and len(lines[end]) - len(lines[end].lstrip()) > indent:
             end += 1
         body = lines[head:end]
-        bound = {m.group(1) for line in body for m in _BINDS.finditer(line)}
+        bound = {name.strip() for line in body for m in _BINDS.finditer(line) for name in m.group(1).split(",")}
         for memory in dict.fromkeys(memories):
             places = {m.group(1) for line in body for m in re.finditer(rf"\b{memory}\[([^\[\]]*)\]", line)}
             if len(places) != 1:
