@@ -83,17 +83,27 @@ def rebuild_without_damaged_files(fn, name: str, path: str, damage: str):
             _unlink(f)
     removed = not any(os.path.lexists(f) for f in damaged)
     options = fn.targetoptions
-    return dispatcher(fn.py_func, options.get("parallel", False), options.get("nogil", False), cache=removed)
+    contract = bool(options.get("fastmath", FASTMATH))
+    return dispatcher(
+        fn.py_func, options.get("parallel", False), options.get("nogil", False), cache=removed, contract=contract
+    )
 
 
-def dispatcher(py_func, parallel: bool, nogil: bool, cache: bool = True):
+def dispatcher(py_func, parallel: bool, nogil: bool, cache: bool = True, contract: bool = True):
     """numba.njit with Numba's disk cache in the __pycache__ beside the module, inside tracejit's cache;
     without it (and a warning, once) where that directory neither exists nor can be made: each process
-    then compiles."""
+    then compiles. contract: a * b + c may be one fused multiply-add (kernels); not in a loop over elements,
+    whose chains of sums it lengthens (an FMA's latency is an add's and more on AMD's cores: Gram-Schmidt's
+    dot products 1.6x slower), and whose sums NumPy rounds after each product."""
     import numba
 
     fn = numba.njit(  # type: ignore[call-overload]  # Numba's stub lacks no_cfunc_wrapper, an option it takes
-        cache=False, parallel=parallel, nogil=nogil, fastmath=FASTMATH, error_model="numpy", no_cfunc_wrapper=True
+        cache=False,
+        parallel=parallel,
+        nogil=nogil,
+        fastmath=FASTMATH if contract else set(),
+        error_model="numpy",
+        no_cfunc_wrapper=True,
     )(py_func)  # nothing calls a kernel through a C function pointer
     if cache:
         try:

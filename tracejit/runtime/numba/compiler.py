@@ -366,10 +366,13 @@ class NumbaModules:
         fns = self._native[key.digest] = (entry, llvm_jit.fallback(entry))
         return fns, cached
 
-    def _load_function(self, source: str, key: CacheKey, name: str, signature, parallel: bool, nogil: bool):
+    def _load_function(
+        self, source: str, key: CacheKey, name: str, signature, parallel: bool, nogil: bool, contract: bool = True
+    ):
         """Function `name` of the module `source` (the disk cache's file under `key`), compiled by Numba for
-        `signature`: ((entry point, dispatcher), whether nothing was compiled). Under _LOAD_LOCK."""
-        memo = (key.digest, parallel, nogil, signature)
+        `signature` (contract: numba_cache.dispatcher's): ((entry point, dispatcher), whether nothing was
+        compiled). Under _LOAD_LOCK."""
+        memo = (key.digest, parallel, nogil, signature, contract)
         modname = f"_tracejit_numba_{key.digest[:24]}"
         hit = self._loaded.get(memo)
         if hit is not None and sys.modules.get(modname) is hit[0]:  # (the module may have been dropped)
@@ -404,7 +407,7 @@ class NumbaModules:
         assert file is not None  # made from a file (module_file)
         if not hasattr(fn, "compile"):
             # nogil: the chunks of a kernel run at once on several threads
-            fn = numba_cache.dispatcher(fn, parallel=parallel, nogil=nogil)
+            fn = numba_cache.dispatcher(fn, parallel=parallel, nogil=nogil, contract=contract)
             setattr(module, name, fn)
         if parallel:  # tj.set_num_threads(n) before Numba was imported: its parallel loops in this thread
             numba_threads.limit_numba()

@@ -48,7 +48,7 @@ class ElementLoop:
         key = device._key(self.source, render_loops.NAME)
         with compiler._LOAD_LOCK:
             (self._entry, _), self.cached = device._load_function(
-                self.source, key, render_loops.NAME, signature, parallel=False, nogil=False
+                self.source, key, render_loops.NAME, signature, parallel=False, nogil=False, contract=False
             )
 
     def __call__(self, heads, carried, free, donated=()) -> list:
