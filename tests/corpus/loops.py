@@ -111,6 +111,75 @@ def symm(alpha, beta, C, A, B):  # npbench symm (numpy): column slices bounded b
         C[i, :] += alpha * B[i, :] * A[i, i] + alpha * temp2
 
 
+def match(b1, b2):
+    if b1 + b2 == 3:
+        return 1
+    else:
+        return 0
+
+
+def nussinov(N, seq):  # npbench nussinov (numpy): a dynamic-programming table over elements, a helper
+    table = np.zeros((N, N), np.int32)
+    for i in range(N - 1, -1, -1):
+        for j in range(i + 1, N):
+            if j - 1 >= 0:
+                table[i, j] = max(table[i, j], table[i, j - 1])
+            if i + 1 < N:
+                table[i, j] = max(table[i, j], table[i + 1, j])
+            if j - 1 >= 0 and i + 1 < N:
+                if i < j - 1:
+                    table[i, j] = max(table[i, j], table[i + 1, j - 1] + match(seq[i], seq[j]))
+                else:
+                    table[i, j] = max(table[i, j], table[i + 1, j - 1])
+            for k in range(i + 1, j):
+                table[i, j] = max(table[i, j], table[i, k] + table[k + 1, j])
+    return table
+
+
+def adi(TSTEPS, N, u):  # npbench adi (numpy): columns and rows the loop index picks, partial slices of them
+    v = np.empty(u.shape, dtype=u.dtype)
+    p = np.empty(u.shape, dtype=u.dtype)
+    q = np.empty(u.shape, dtype=u.dtype)
+
+    DX = 1.0 / N
+    DY = 1.0 / N
+    DT = 1.0 / TSTEPS
+    B1 = 2.0
+    B2 = 1.0
+    mul1 = B1 * DT / (DX * DX)
+    mul2 = B2 * DT / (DY * DY)
+
+    a = -mul1 / 2.0
+    b = 1.0 + mul2
+    c = a
+    d = -mul2 / 2.0
+    e = 1.0 + mul2
+    f = d
+
+    for t in range(1, TSTEPS + 1):
+        v[0, 1:N - 1] = 1.0
+        p[1:N - 1, 0] = 0.0
+        q[1:N - 1, 0] = v[0, 1:N - 1]
+        for j in range(1, N - 1):
+            p[1:N - 1, j] = -c / (a * p[1:N - 1, j - 1] + b)
+            q[1:N - 1, j] = (-d * u[j, 0:N - 2] + (1.0 + 2.0 * d) * u[j, 1:N - 1] - f * u[j, 2:N] -
+                             a * q[1:N - 1, j - 1]) / (a * p[1:N - 1, j - 1] + b)
+        v[N - 1, 1:N - 1] = 1.0
+        for j in range(N - 2, 0, -1):
+            v[j, 1:N - 1] = p[1:N - 1, j] * v[j + 1, 1:N - 1] + q[1:N - 1, j]
+
+        u[1:N - 1, 0] = 1.0
+        p[1:N - 1, 0] = 0.0
+        q[1:N - 1, 0] = u[1:N - 1, 0]
+        for j in range(1, N - 1):
+            p[1:N - 1, j] = -f / (d * p[1:N - 1, j - 1] + e)
+            q[1:N - 1, j] = (-a * v[0:N - 2, j] + (1.0 + 2.0 * a) * v[1:N - 1, j] - c * v[2:N, j] -
+                             d * q[1:N - 1, j - 1]) / (d * p[1:N - 1, j - 1] + e)
+        u[1:N - 1, N - 1] = 1.0
+        for j in range(N - 2, 0, -1):
+            u[1:N - 1, j] = p[1:N - 1, j] * u[1:N - 1, j + 1] + q[1:N - 1, j]
+
+
 def floyd_warshall(path):  # npbench floyd_warshall (numpy)
     for k in range(path.shape[0]):
         path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
@@ -252,6 +321,8 @@ PROGRAMS = [
     program(ludcmp, lambda rng, dt: (_spd(rng, 7, dt), rng.random(7).astype(dt)), ("float64", "float32")),
     program(symm, lambda rng, dt: (1.5, 1.2, rng.random((6, 5)).astype(dt), rng.random((6, 6)).astype(dt),
                                    rng.random((6, 5)).astype(dt)), ("float64", "float32")),
+    program(nussinov, lambda rng, dt: (10, rng.integers(0, 4, 10).astype(dt)), ("int32", "int64")),
+    program(adi, lambda rng, dt: (6, 9, rng.random((9, 9)).astype(dt)), ("float64", "float32")),
     program(floyd_warshall, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),
     program(sum2d, lambda rng, dt: (rng.random((5, 7)).astype(dt),), ("float64",)),
     program(csr_matvec, _csr, ("float64", "float32")),
