@@ -338,12 +338,58 @@ def int_of_a_float(x):
     return x * int(x.max())
 
 
+def bin_counts(x, dx, nbins):   # Numba-style binning: an index computed with int() from a float read from x
+    counts = np.zeros(nbins, np.int64)
+    for i in range(x.shape[0]):
+        j = int(x[i] / dx)
+        if j < nbins:
+            counts[j] += 1
+    return counts
+
+
+def roundings(x):   # math.floor, ceil and trunc of floats read from x: Python ints
+    out = np.zeros(x.shape[0], np.int64)
+    for i in range(x.shape[0]):
+        out[i] = math.floor(x[i]) + math.ceil(x[i]) * 10 + math.trunc(x[i]) * 100
+    return out
+
+
 def test_float_and_int_of_values_read_from_arrays_are_python_numbers(device, rng):
     if device in ("webgpu", "metal"):
         pytest.skip("Python's numbers are 64-bit")
     check(float_and_int, (rng.random(7).astype(np.float32), np.array([5], np.int32)), device)
-    with pytest.raises(tj.TraceError, match=r"test_element_loops.py:\d+: a traced value was used as a Python integer"):
-        tj.kernel(int_of_a_float)(rng.random(3), device=device)
+    check(int_of_a_float, (rng.random(3) * 10,), device)
+    check(bin_counts, (rng.random(40) * 10, 0.7, 12), device)
+    check(roundings, (rng.standard_normal(15) * 5,), device)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("program", [int_of_a_float, bin_counts])
+def test_int_of_nan_or_infinity_raises_pythons_error_when_the_kernel_runs(device, rng, program, bad):
+    if device in ("webgpu", "metal"):
+        pytest.skip("Python's numbers are 64-bit")
+    x = rng.random(9) * 10
+    x[4] = bad
+    args = (x, 0.7, 12) if program is bin_counts else (x,)
+    try:
+        program(*args)
+    except (ValueError, OverflowError) as e:
+        theirs = e
+    else:
+        assert program is int_of_a_float and bad == -np.inf  # (the maximum is finite)
+        check(program, args, device)
+        return
+    with pytest.raises(type(theirs)) as ours:
+        run_kernel(tj.kernel(program), *args, device=device)
+    assert str(ours.value) == str(theirs)
+
+
+def test_int_of_a_float_beyond_int64_is_a_clear_overflow_error(rng):
+    """Python makes a larger int; tracejit's Python ints are int64, so it says so rather than wrap."""
+    x = rng.random(5)
+    x[2] = 1e30
+    with pytest.raises(OverflowError, match="beyond the int64 range"):
+        tj.kernel(int_of_a_float)(x, device="numba")
 
 
 def test_the_loop_nests_source_is_printed_under_debug_level_4(caplog, rng):

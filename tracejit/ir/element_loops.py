@@ -38,6 +38,7 @@ import numpy as np
 
 from tracejit.ir import build
 from tracejit.ir.evaluate import constant_value
+from tracejit.ir.faulting import fault_of
 from tracejit.ir.graph import ELEMENTWISE, Node, Op, replace, toposort
 
 
@@ -247,7 +248,7 @@ class _Planner:
             for s in indices:
                 self.value(s)
             deps = [s for s in indices if s not in self.inputs]
-            if not is_flat_positions(source):  # (a store's position: no memory read)
+            if not is_flat_positions(source) and fault_of(n) is None:  # (a store's position, a check: no read)
                 self.array(source)
                 self.readers.setdefault(source, []).append(n)
                 if source not in self.inputs:

@@ -8,10 +8,42 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import TYPE_CHECKING
 
 from tracejit.ir.graph import Node, Op
 
+if TYPE_CHECKING:
+    from tracejit.ir.kernel_ir import Fault
+
 _local = threading.local()
+_CHECKS: dict[int, Fault] = {}  # check()'s faults by code: its reads are known by their table alone
+
+
+def check(ok: Node, fault: Fault) -> Node:
+    """A 0-d int64 zero (weak, as a Python 0) whose computation raises `fault` when the kernel runs where the
+    0-d bool `ok` is False (int() of NaN: Python's errors that a kernel finds only when it runs): a read of a
+    one-element table at 0 where ok holds, at 1 (outside it) where not, its IndexError replaced by `fault`.
+    Added to a value, the check runs wherever the value is computed. The table holds the fault's code (and
+    the read minus the code is the zero), so the read is known for what it is after any rewrite of the graph
+    (fault_of)."""
+    from tracejit.ir import build
+
+    assert ok.shape == () and ok.dtype == bool, ok
+    _CHECKS[fault.code] = fault
+    index = build.where(ok, build.const(0, "int64", ()), build.const(1, "int64", ()))
+    code = build.const(fault.code, "int64", (), weak=True)
+    read = build.gather(build.const(fault.code, "int64", (1,), weak=True), (index,), (None,))
+    return build.binary(Op.SUB, read, code)
+
+
+def fault_of(n: Node) -> Fault | None:
+    """The error a GATHER made by check() raises in place of its IndexError, else None."""
+    if n.op is not Op.GATHER:
+        return None
+    table = n.srcs[0]
+    if table.op is not Op.CONST or table.shape != (1,) or not table.weak or table.dtype != "int64":
+        return None
+    return _CHECKS.get(table.arg)
 
 
 def can_fault(n: Node) -> bool:

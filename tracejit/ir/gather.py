@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 
+from tracejit.ir.faulting import fault_of
 from tracejit.ir.graph import Node, Op, format_graph
 from tracejit.ir.symbolic import DataIndex, Expr, Var
 
@@ -26,7 +27,7 @@ def gathered_atoms(node: Node, idx: tuple[Expr, ...]) -> list[DataIndex]:
     atoms = []
     for s, d in zip(node.srcs[1:], axes):
         source, at = _unbroadcast(s, idx)
-        atoms.append(DataIndex(source, at, data.shape[d], d, tag(source)))
+        atoms.append(DataIndex(source, at, data.shape[d], d, tag(source), fault_of(node)))
     return atoms
 
 

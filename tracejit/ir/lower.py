@@ -464,7 +464,7 @@ class _Emitter:
 
     def _bound(self, atom: DataIndex) -> int:
         """An index read from data, as an offset along its axis (see BOUND in kernel_ir)."""
-        fault = Fault(
+        fault = atom.fault or Fault(
             "IndexOutOfBoundsError", f"index {{value}} is out of bounds for axis {atom.axis} with size {atom.size}"
         )
         return self.b.emit(KOp.BOUND, INDEX, (self.value(atom.source, atom.at),), (atom.size, fault))

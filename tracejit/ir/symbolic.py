@@ -94,6 +94,7 @@ class DataIndex:
     size: int
     axis: int
     tag: str
+    fault: object = None  # the error in place of the IndexError (faulting.check's: a kernel_ir.Fault)
 
     def bounds(self):
         return 0, max(self.size - 1, 0)
@@ -216,7 +217,7 @@ class Expr:
                 out = out + Expr.of(mapping.get(atom, atom)) * c
             elif isinstance(atom, DataIndex):
                 at = tuple(e.substitute(mapping) for e in atom.at)
-                out = out + Expr.of(DataIndex(atom.source, at, atom.size, atom.axis, atom.tag)) * c
+                out = out + Expr.of(DataIndex(atom.source, at, atom.size, atom.axis, atom.tag, atom.fault)) * c
             else:
                 x = atom.x.substitute(mapping)
                 if isinstance(atom, Div):

@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from tracejit.ir import build
+from tracejit.ir import build, faulting
+from tracejit.ir.graph import Node, Op
+from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy.conditional_expressions import (
     UNDEFINED,
     both,
@@ -699,13 +701,55 @@ def _float(x=0.0, /):
 
 
 def _int(x=0, /, *args):
-    """int(x): of a 0-d integer or bool value read from arrays, that value as a Python int (int64, weak). Of a
-    float one, an error as before: int() of NaN or infinity raises in Python, which a kernel cannot."""
+    """int(x): of a 0-d value read from arrays, that value as a Python int (int64, weak). A float is truncated
+    toward zero, and NaN, infinity and values beyond int64 raise when the kernel runs (Python's ValueError and
+    OverflowError; a Python int beyond int64 is one tracejit cannot make)."""
     if not args and isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biu":
         if x.dtype == np.uint64:
             return int(x)  # (beyond int64: the error a traced value gives)
         return Tensor(build.cast(as_node(x), np.dtype(np.int64), weak=True))
+    if not args and isinstance(x, Tensor) and x.shape == () and x.dtype.kind == "f":
+        return Tensor(checked_int(as_node(x)))
     return int(x, *args)
+
+
+NAN_TO_INT = Fault("ValueError", "cannot convert float NaN to integer")
+INFINITY_TO_INT = Fault("OverflowError", "cannot convert float infinity to integer")
+BEYOND_INT64 = Fault(
+    "OverflowError", "int() of a float beyond the int64 range: tracejit's Python ints are 64-bit integers"
+)
+
+
+def checked_int(x: Node) -> Node:
+    """int(x) of a 0-d float value: truncated toward zero, int64, weak; NaN, infinity and values beyond int64
+    raise when the kernel runs (faulting.check), as Python's int() raises."""
+    f = build.cast(x, np.dtype(np.float64))
+    size = build.unary(Op.ABS, f)
+    finite_nan = build.binary(Op.EQ, f, f)  # (not NaN)
+    not_inf = build.binary(Op.NE, size, build.const(np.inf, np.float64, ()))
+    fits = build.binary(Op.LT, size, build.const(2.0**63, np.float64, ()))
+    fits = build.binary(
+        Op.OR, fits, build.binary(Op.OR, build.unary(Op.INVERT, finite_nan), build.unary(Op.INVERT, not_inf))
+    )  # (NaN and infinity have errors of their own)
+    value = build.cast(f, np.dtype(np.int64), weak=True)
+    for ok, fault in ((finite_nan, NAN_TO_INT), (not_inf, INFINITY_TO_INT), (fits, BEYOND_INT64)):
+        value = build.binary(Op.ADD, value, faulting.check(ok, fault))
+    return value
+
+
+def _rounding(name: str, op: Op):
+    """math.floor, math.ceil, math.trunc: of a 0-d float value read from arrays, a Python int (checked_int)."""
+    fn = getattr(math, name)
+
+    def call(x):
+        if isinstance(x, Tensor) and x.shape == () and x.dtype.kind == "f":
+            return Tensor(checked_int(build.unary(op, build.cast(as_node(x), np.dtype(np.float64)))))
+        if isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biu":
+            return _int(x)
+        return fn(x)
+
+    call.__name__ = name
+    return call
 
 
 def _math(name: str, ufunc, arity: int):
@@ -738,6 +782,7 @@ _MATH = {
         ("copysign", np.copysign, 2),
     )
 }
+_MATH.update({name: _rounding(name, op) for name, op in (("floor", Op.FLOOR), ("ceil", Op.CEIL), ("trunc", Op.TRUNC))})
 
 
 class _Helpers(ast.NodeTransformer):

@@ -19,6 +19,7 @@ import numpy as np
 from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _cast, _combine, _ctype, _literal
 from tracejit.ir.dtypes import identity
 from tracejit.ir.element_loops import Plan, element_at, is_flat_positions
+from tracejit.ir.faulting import fault_of
 from tracejit.ir.graph import ELEMENTWISE, Node, Op
 from tracejit.ir.kernel_ir import NEGATIVE_POWER, Fault, KOp
 
@@ -69,7 +70,7 @@ class _Writer:
         self.helpers: set[str] = set()
         self.positions: dict[Node, str] = {}  # a store's position: its offset, as rendered
         self.known: dict[Node, tuple[int, int]] = {}  # an integer value's bounds, where they are known
-        self.checked: list[dict[tuple[str, int], str]] = [{}]  # per loop: indices checked against an axis
+        self.checked: list[dict[tuple, str]] = [{}]  # per loop: indices checked against an axis (and a fault)
         self.scopes: list[dict[Node, str]] = []  # the names of the loops around the one being written
         self.aliases: dict[Node, Node] = {}  # an inner loop's input: the value of the loop around it it is
 
@@ -260,7 +261,11 @@ class _Writer:
             return
         if n.op is Op.GATHER:
             source = n.srcs[0]
-            offset = self.offset(source.shape, n.srcs[1:], [self.name(s, names) for s in n.srcs[1:]])
+            fault = fault_of(n)
+            offset = self.offset(source.shape, n.srcs[1:], [self.name(s, names) for s in n.srcs[1:]], fault)
+            if fault is not None:  # (faulting.check's: the check made, the table's one value)
+                names[n] = _literal(fault.code, dt)
+                return
             if is_flat_positions(source):  # a store's position (an int64 offset where a store uses it)
                 self.positions[n] = offset
                 self.out(f"{v} = {offset}" if dt == np.int64 else f"{v} = {_ctype(dt)}({offset})")
@@ -317,24 +322,25 @@ class _Writer:
         lo, hi = min(corners), max(corners)
         return (lo, hi) if -(2**62) < lo and hi < 2**62 else None
 
-    def offset(self, shape: tuple[int, ...], indices: tuple[Node, ...], names: list[str]) -> str:
+    def offset(
+        self, shape: tuple[int, ...], indices: tuple[Node, ...], names: list[str], fault: Fault | None = None
+    ) -> str:
         """The flat offset of an element, each index checked against its axis (a negative one counts from the
-        end; one outside records IndexError and returns)."""
+        end; one outside records IndexError, or `fault`, and returns)."""
         spans = [
             (int(i.arg), int(i.arg)) if i.op is Op.CONST else self.known.get(i, (-1, size))
             for i, size in zip(indices, shape)
         ]
-        return self.checked_offset(shape, names, spans)
+        return flat(shape, self.checked_indices(shape, names, spans, fault))
 
-    def checked_offset(self, shape: tuple[int, ...], names: list[str], spans: list[tuple[int, int]]) -> str:
-        """offset() of indices rendered as `names` whose bounds are `spans` (inside an axis: no check)."""
-        return flat(shape, self.checked_indices(shape, names, spans))
-
-    def checked_indices(self, shape: tuple[int, ...], names: list[str], spans: list[tuple[int, int]]) -> list[str]:
+    def checked_indices(
+        self, shape: tuple[int, ...], names: list[str], spans: list[tuple[int, int]], error: Fault | None = None
+    ) -> list[str]:
         """Each index as a place inside its axis: checked (once per loop), a negative one counted from the end."""
         found = []
         for axis, (size, name, (lo, hi)) in enumerate(zip(shape, names, spans)):
-            checked = next((c[(name, size)] for c in reversed(self.checked) if (name, size) in c), None)
+            key = (name, size) if error is None else (name, size, error.code)
+            checked = next((c[key] for c in reversed(self.checked) if key in c), None)
             o: str
             if 0 <= lo and hi < size:
                 o = name
@@ -349,12 +355,12 @@ class _Writer:
                 self.out(f"    {o} += {size}")
                 self.out(f"if {o} < 0 or {o} >= {size}:")
                 self.depth += 1
-                fault = Fault(
+                fault = error or Fault(
                     "IndexOutOfBoundsError", f"index {{value}} is out of bounds for axis {axis} with size {size}"
                 )
                 self.fault(fault, name)
                 self.depth -= 1
-                self.checked[-1][(name, size)] = o
+                self.checked[-1][key] = o
             found.append(o)
         return found
 
