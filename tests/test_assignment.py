@@ -461,3 +461,40 @@ def test_a_python_loop_over_fixed_positions_lowers_to_code_linear_in_its_length(
     assert_close(run_kernel(f, x, alpha, device=device), smoothing(x, alpha))
     lines = sum(len(k.source.splitlines()) for k in f.lower(x, alpha, device=device).kernels)
     assert lines < 12 * len(x), lines
+
+
+# --- x[i] for a traced i: NumPy's view, a copy in the trace ----------------------------------------------------------
+
+def through_a_picked_row(force, which, plunk):   # the wave benchmark's `force[which][1] += plunk`
+    force[which][1] += plunk
+    return force
+
+
+def row_update(x, k, v):   # x[i] -= v, i read from an array: Python stores the result back into x[i]
+    x[k[0]] -= v
+    return x
+
+
+def through_a_row_read_from_data(x, k):
+    x[k[0]][1] = 5.0
+    return x
+
+
+def test_a_write_through_x_i_for_an_int_argument_i_changes_x(device, rng):
+    f = rng.random((5, 2)).astype(np.float32)
+    expected = through_a_picked_row(f.copy(), 3, 2.0)
+    assert_close(np.asarray(run_kernel(tj.kernel(through_a_picked_row), f.copy(), 3, 2.0, device=device)), expected)
+
+
+def test_an_augmented_assignment_to_x_i_for_an_index_read_from_data_matches_numpy(device, rng):
+    x, v = rng.random((4, 3)).astype(np.float32), rng.random(3).astype(np.float32)
+    k = np.array([2], np.int32)
+    assert_close(np.asarray(run_kernel(tj.kernel(row_update), x.copy(), k, v, device=device)),
+                 row_update(x.copy(), k, v))
+
+
+def test_a_write_into_x_i_for_an_index_read_from_data_is_a_clear_error_not_a_lost_write(rng):
+    """NumPy's x[i][1] = 5 writes into x through the view x[i]; tracejit's x[i] is a copy there, so it says so
+    rather than drop the write."""
+    with pytest.raises(tj.AssignmentError, match=r"x\[i\] for an index i known only when the kernel runs"):
+        tj.kernel(through_a_row_read_from_data)(rng.random((4, 3)), np.array([1], np.int32), device="numba")

@@ -32,6 +32,7 @@ from tracejit.numpy.tensor import (
     as_node,
     current_guard,
     in_loop_body,
+    picked_view,
 )
 
 __all__ = ["copyto"]
@@ -258,7 +259,8 @@ def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
         return result  # a NumPy (or Python) scalar is immutable: x op= y is x = x op y, in its dtype
     check_inplace(result, t, symbol)
     value = build.cast(result._node, t.dtype)
-    check_writeable(t, "output array is read-only")
+    if not picked_view(t):  # (x[i] op= v, i traced: Python stores the result back into x[i] after)
+        check_writeable(t, "output array is read-only")
     store(t._root(), t._steps, value)
     return t
 

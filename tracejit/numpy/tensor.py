@@ -511,7 +511,16 @@ class Tensor:
             return _frontend("selection").MaskedSelection(mask, self._node, self)
         if _is_element(key, self.ndim):
             return Tensor(_index(self._node, key))
-        return view_call(lambda t: Tensor(_index(t._node, key)), self)
+        result = view_call(lambda t: Tensor(_index(t._node, key)), self)
+        picked = _traced_picks(key)
+        if picked and isinstance(result, Tensor) and result.ndim:
+            # NumPy's x[i] is a view, which writes through change x; this one is a copy (the index is traced)
+            def resolve() -> bool:  # an index from the kernel's Python numbers: known once specialised on them
+                use = "an index of a view that is assigned into (x[i][j] = v)"
+                return all(python_numbers.value_of(k._node, use) is not None for k in picked)
+
+            may_alias(result, _PICKED_VIEW, resolve)
+        return result
 
     def __setitem__(self, key, value):
         _frontend("assign").setitem(self, key, value)
@@ -544,6 +553,31 @@ class Tensor:
         if any(getattr(t, "_tracejit_defer", False) for t in types):
             return NotImplemented
         return array_function(func, args, kwargs)
+
+
+_PICKED_VIEW = (
+    "it is x[i] for an index i known only when the kernel runs: NumPy's x[i] is a view of x that writes change, "
+    "which tracejit does not follow for such an index yet; write through one index instead (x[i, j] += v)"
+)
+
+
+def picked_view(t: Tensor) -> bool:
+    """Whether t is x[i] for a traced index i (a copy where NumPy's is a view: _PICKED_VIEW)."""
+    return isinstance(t._read_only, MayAlias) and t._read_only.why is _PICKED_VIEW
+
+
+def _traced_picks(key) -> list[Tensor]:
+    """The traced 0-d integers of a key that is basic indexing in NumPy (ints, slices, None, ...): its result
+    is a view there; empty where the key holds none, or holds arrays or masks (a copy in NumPy too)."""
+    picked = []
+    for k in key if isinstance(key, tuple) else (key,):
+        if isinstance(k, Tensor):
+            if k.shape != () or k.dtype.kind not in "iu":
+                return []
+            picked.append(k)
+        elif not (k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer)) and not isinstance(k, bool)):
+            return []
+    return picked
 
 
 def _defers(x) -> bool:
