@@ -267,3 +267,65 @@ def test_pythons_min_of_arrays_is_refused_as_numpy_refuses_it():
         f(np.ones(3))
     with pytest.raises(ValueError, match="truth value of an array"):
         tj.kernel(f)(np.ones(3))
+
+
+# --- assert --------------------------------------------------------------------------------------------------------
+
+def normalized(x):   # an assert on a value read from the array: a check when the kernel runs
+    s = np.sqrt((x * x).sum())
+    assert s != 0, "x is all zeros"
+    return x / s
+
+
+def reciprocal_steps(x):   # an assert in a loop compiled as a loop, without a message
+    out = np.zeros_like(x)
+    for i in range(1, x.shape[0]):
+        d = x[i] - x[i - 1]
+        assert d != 0
+        out[i] = 1.0 / d
+    return out
+
+
+def scaled(x, n):   # an assert on an int argument: Python's, while tracing
+    assert n > 0, "n must be positive"
+    return x * n
+
+
+def _assert_helper(x):
+    assert x.min() >= 0, "negative values"
+    return np.sqrt(x)
+
+
+def calls_a_helper_with_an_assert(x):
+    return _assert_helper(x) + 1
+
+
+@pytest.mark.parametrize("program, good, bad", [
+    (normalized, np.arange(1.0, 6.0), np.zeros(4)),
+    (reciprocal_steps, np.arange(1.0, 6.0), np.array([1.0, 2.0, 2.0, 3.0])),
+    (calls_a_helper_with_an_assert, np.arange(4.0), np.array([1.0, -2.0, 3.0])),
+])
+def test_an_assert_on_values_read_from_arrays_raises_numpys_assertion_error_when_the_kernel_runs(
+        device, program, good, bad):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    good, bad = good.astype(dt), bad.astype(dt)
+    if device in ("webgpu", "metal") and program is reciprocal_steps:
+        pytest.skip("the loop's index is a Python int: int64")
+    assert_close(np.asarray(run_kernel(tj.kernel(program), good, device=device)), program(good))
+    with pytest.raises(AssertionError) as theirs:
+        program(bad)
+    with pytest.raises(AssertionError) as ours:
+        run_kernel(tj.kernel(program), bad, device=device)
+    assert str(ours.value) == _message(theirs.value)
+
+
+def _message(e: AssertionError) -> str:
+    """The assert's own message (pytest adds the failing expression to asserts in test modules)."""
+    text = str(e)
+    return "" if text.startswith("assert ") else text.split("\nassert ")[0]
+
+
+def test_an_assert_on_an_int_argument_is_pythons_while_tracing():
+    assert_close(tj.kernel(scaled)(np.arange(3.0), 2, device="numba"), scaled(np.arange(3.0), 2))
+    with pytest.raises(AssertionError, match="n must be positive"):
+        tj.kernel(scaled)(np.arange(3.0), 0, device="numba")

@@ -19,7 +19,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # numexpr's expression lists
     # Numba's examples
     # numpy-benchmarks
-    "benchmarks.wave_step": (TRACE, "`assert` on a traced value stays an error (a check when the kernel runs)"),
     # everyday science
     # numbers and loops
     # loop-style programs

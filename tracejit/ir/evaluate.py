@@ -61,7 +61,33 @@ def _evaluate(n: Node, srcs: list[np.ndarray]):
     if n.op is Op.PAD:
         pads, fill = n.arg
         return np.pad(srcs[0], pads, constant_values=fill)
+    if n.op is Op.GATHER:
+        return _gather(n, srcs[0], srcs[1:])
     return view(n, srcs[0])
+
+
+def _gather(n: Node, data: np.ndarray, indices: list[np.ndarray]) -> np.ndarray:
+    """build.gather's value: an index outside its axis raises what the kernel would (IndexError, or a
+    faulting.check's error)."""
+    from tracejit.ir.faulting import fault_of
+
+    grids = np.indices(n.shape, sparse=True) if n.shape else ()
+    read = iter(indices)
+    places = []
+    for axis, (size, source) in enumerate(zip(data.shape, n.arg)):
+        if source is not None:
+            places.append(grids[source])
+            continue
+        index = np.asarray(next(read), np.int64)
+        outside = (index < -size) | (index >= size)
+        if outside.any():
+            value = int(index[outside].flat[0])
+            fault = fault_of(n)
+            if fault is not None:
+                raise fault.exception(value)
+            raise IndexError(f"index {value} is out of bounds for axis {axis} with size {size}")
+        places.append(np.where(index < 0, index + size, index))
+    return data[tuple(places)]
 
 
 def view(n: Node, x: np.ndarray) -> np.ndarray:

@@ -215,7 +215,7 @@ class Fault:
     def exception(self, value: int) -> Exception:
         """The exception to raise for this fault with its offending value."""
         error = getattr(_ERRORS, self.error, None) or getattr(builtins, self.error)
-        return error(self.message.format(value=value))
+        return error(self.message.format(value=value)) if self.message else error()  # (`assert x`: no message)
 
 
 NEGATIVE_POWER = Fault("ValueError", "Integers to negative integer powers are not allowed.")

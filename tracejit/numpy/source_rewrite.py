@@ -18,6 +18,7 @@ import collections
 import inspect
 import math
 import os
+import sys
 import sysconfig
 import textwrap
 import types
@@ -40,7 +41,7 @@ from tracejit.numpy.conditional_expressions import (
     unless_stopped,
     value_before,
 )
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Tensor, as_node, python_value
 
 
 _NAME = "__tracejit_choose"
@@ -709,7 +710,8 @@ def _int(x=0, /, *args):
             return int(x)  # (beyond int64: the error a traced value gives)
         return Tensor(build.cast(as_node(x), np.dtype(np.int64), weak=True))
     if not args and isinstance(x, Tensor) and x.shape == () and x.dtype.kind == "f":
-        return Tensor(checked_int(as_node(x)))
+        known = python_value(x, "int()")  # (made from the kernel's Python numbers: Python's int() of it)
+        return int(known) if not isinstance(known, Tensor) else Tensor(checked_int(as_node(x)))
     return int(x, *args)
 
 
@@ -743,6 +745,9 @@ def _rounding(name: str, op: Op):
 
     def call(x):
         if isinstance(x, Tensor) and x.shape == () and x.dtype.kind == "f":
+            known = python_value(x, f"math.{name}()")
+            if not isinstance(known, Tensor):
+                return fn(known)
             return Tensor(checked_int(build.unary(op, build.cast(as_node(x), np.dtype(np.float64)))))
         if isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biu":
             return _int(x)
@@ -785,6 +790,69 @@ _MATH = {
 _MATH.update({name: _rounding(name, op) for name, op in (("floor", Op.FLOOR), ("ceil", Op.CEIL), ("trunc", Op.TRUNC))})
 
 
+_FAILED = "__tracejit_failed"
+
+
+class _Asserts(ast.NodeTransformer):
+    """`assert test, message` on values read from arrays, a check when the kernel runs (numpy/assertions.py): the
+    function counts its first failed assert in a name of its own, which its loops and branches carry as any name
+    they bind, and each `return` (and its end) passes through `finish`. Python without -O only (-O drops asserts);
+    nested functions and lambdas are left as they are."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.count = 0
+
+    def run(self, fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if sys.flags.optimize or not any(isinstance(n, ast.Assert) for n in self._own(fdef)):
+            return
+        fdef.body = [self.visit(st) for st in fdef.body]
+        start = ast.Assign(targets=[ast.Name(id=_FAILED, ctx=ast.Store())], value=_call("__tracejit_no_failure"))
+        docstring = 1 if ast.get_docstring(fdef) is not None else 0
+        fdef.body[docstring:docstring] = [start]
+        if not isinstance(fdef.body[-1], ast.Return):
+            fdef.body.append(ast.Expr(value=self._finish(ast.Constant(value=None))))
+
+    def _own(self, node: ast.AST):
+        """The nodes of a function's body, not those of functions and lambdas inside it."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            yield child
+            yield from self._own(child)
+
+    def _finish(self, value: ast.expr) -> ast.Call:
+        return _call(
+            "__tracejit_finish",
+            ast.Name(id=_FAILED, ctx=ast.Load()),
+            value,
+            ast.Constant(value=self.where),
+            ast.Constant(value=self.count),
+        )
+
+    def visit_FunctionDef(self, node):  # (a nested function: its own)
+        return node
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Assert(self, node: ast.Assert) -> Any:
+        self.count += 1
+        message = node.msg if node.msg is not None else ast.Constant(value=None)
+        call = _call(
+            "__tracejit_assert",
+            ast.Name(id=_FAILED, ctx=ast.Load()),
+            ast.Constant(value=self.count),
+            node.test,
+            _lambda(message),
+            ast.Constant(value=self.where),
+        )
+        return ast.copy_location(ast.Assign(targets=[ast.Name(id=_FAILED, ctx=ast.Store())], value=call), node)
+
+    def visit_Return(self, node: ast.Return) -> Any:
+        value = node.value if node.value is not None else ast.Constant(value=None)
+        return ast.copy_location(ast.Return(value=self._finish(value)), node)
+
+
 class _Helpers(ast.NodeTransformer):
     """The calls of the rewritten function made through `helper` (after the rewrite, whose analyses read the calls
     as written: `states.append(h)` changes a list): a helper of the user's is compiled from its source too."""
@@ -823,11 +891,13 @@ def _rewritten(fn) -> types.CodeType | None:
         return None
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(fdef)):
         return None
+    asserts = _Asserts(f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}")
+    asserts.run(fdef)
     rewrite = _Rewrite(os.path.basename(code.co_filename), code.co_firstlineno, fdef)
     fdef = rewrite.visit(fdef)
     helpers = _Helpers()
     fdef = helpers.visit(fdef)
-    if not rewrite.count and not helpers.count:
+    if not rewrite.count and not helpers.count and not asserts.count:
         return None
     fdef.decorator_list = []
     ast.fix_missing_locations(fdef)  # (the new nodes take their statement's lines, then all move)
@@ -856,7 +926,7 @@ def _rewritten(fn) -> types.CodeType | None:
 
 def visible(fn):
     """fn, or a copy of it whose conditional expressions select traced values (module docstring)."""
-    from tracejit.numpy import loops  # (loops needs this module)
+    from tracejit.numpy import assertions, loops  # (loops needs this module)
 
     if not isinstance(fn, types.FunctionType):
         return fn
@@ -880,6 +950,9 @@ def visible(fn):
             "__tracejit_pick": pick,
             "__tracejit_unless_stopped": unless_stopped,
             "__tracejit_while": loops.while_true,
+            "__tracejit_no_failure": assertions.no_failure,
+            "__tracejit_assert": assertions.check,
+            "__tracejit_finish": assertions.finish,
         }
     )
     copy = types.FunctionType(
