@@ -540,3 +540,26 @@ def test_an_element_kept_in_a_register_through_an_inner_loop_is_stored_and_fault
     with pytest.raises(IndexError) as ours:
         run_kernel(tj.kernel(sparse_rows), indptr, bad, data, x, device=device)
     assert str(ours.value) == str(theirs.value)
+
+
+def two_row_stores(x, A, n):   # found by the element-loop fuzzer (the per-step form crashed in lowering)
+    for i in range(n):
+        A[i % 5, :] = A[(i + 1) % 5, :] * 0.5
+        for j in range(i):
+            A[j % 5, (j * 2) % 6] += x[j % 8]
+        A[i % 5, :] = A[(i + 1) % 5, :] * 0.5
+    return A
+
+
+def test_loops_over_elements_also_run_as_kernels_per_step(monkeypatch, rng):
+    """What runs where a loop over elements cannot (no Numba on a GPU-API device; the test suite renders these
+    programs for every device): the body's kernels once per step. An index a kernel reads from memory (a row
+    number hoisted out of the inner loop) was recomputed from what it was made of, which the kernel does not
+    read: a KeyError in lowering."""
+    from tracejit.ir import element_loops
+
+    def refuse(loop):
+        raise element_loops.NotElementLoop("this test runs the body's kernels")
+
+    monkeypatch.setattr(element_loops, "plan", refuse)
+    check(two_row_stores, (rng.standard_normal(8), rng.standard_normal((5, 6)), 5), "numba")

@@ -198,7 +198,7 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             stack.append((node.srcs[0], src_idx, True))
         elif node.op is Op.GATHER:
             if node.srcs[0].size:  # an empty axis is never read: every index into it is an error
-                stack.append((node.srcs[0], data_position(node, idx), in_reduce))
+                stack.append((node.srcs[0], data_position(node, idx, buffers), in_reduce))
             stack.extend((s, idx, in_reduce) for s in reversed(node.srcs[1:]))
         elif node.op is Op.SCATTER:  # only as `out`: elsewhere it is read from its buffer
             if update:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from collections.abc import Container
 
 from tracejit.ir.faulting import fault_of
 from tracejit.ir.graph import Node, Op, format_graph
@@ -13,28 +14,33 @@ from tracejit.ir.symbolic import DataIndex, Expr, Var
 _TAGS: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
 
 
-def data_position(node: Node, idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
-    """The index into node.srcs[0] (the data) of the GATHER node's element at idx."""
-    atoms = iter(gathered_atoms(node, idx))
+def data_position(node: Node, idx: tuple[Expr, ...], realized: Container[Node] = ()) -> tuple[Expr, ...]:
+    """The index into node.srcs[0] (the data) of the GATHER node's element at idx (`realized`: the values read
+    from memory, as gathered_atoms)."""
+    atoms = iter(gathered_atoms(node, idx, realized))
     return tuple(Expr.of(next(atoms)) if a is None else idx[a] for a in node.arg)
 
 
-def gathered_atoms(node: Node, idx: tuple[Expr, ...]) -> list[DataIndex]:
+def gathered_atoms(node: Node, idx: tuple[Expr, ...], realized: Container[Node] = ()) -> list[DataIndex]:
     """Every index the GATHER node reads at idx, including those of axes its data does not vary along
-    (a broadcast or size-1 axis), which the data's offset drops but NumPy checks all the same."""
+    (a broadcast or size-1 axis), which the data's offset drops but NumPy checks all the same. An index array
+    in `realized` (read from memory by the kernel) is read there, not computed again from what it broadcasts."""
     data = node.srcs[0]
     axes = [d for d, a in enumerate(node.arg) if a is None]
     atoms = []
     for s, d in zip(node.srcs[1:], axes):
-        source, at = _unbroadcast(s, idx)
+        source, at = _unbroadcast(s, idx, realized)
         atoms.append(DataIndex(source, at, data.shape[d], d, tag(source), fault_of(node)))
     return atoms
 
 
-def _unbroadcast(source: Node, idx: tuple[Expr, ...]) -> tuple[Node, tuple[Expr, ...]]:
+def _unbroadcast(source: Node, idx: tuple[Expr, ...], realized: Container[Node] = ()) -> tuple[Node, tuple[Expr, ...]]:
     """The index array before it was broadcast to the result's shape (expanded, given size-1 axes), and
-    where it is read: an index then depends on the variables it varies along, no others."""
+    where it is read: an index then depends on the variables it varies along, no others. It stops at a value
+    in `realized`: the kernel reads that from memory, and what it was computed from may not be at hand."""
     while True:
+        if source in realized:
+            return source, idx
         if source.op is Op.CONST:  # the same everywhere (an int among index arrays: x[0, :, k])
             return source, tuple(Expr() for _ in source.shape)
         if not source.srcs:

@@ -542,11 +542,11 @@ class _Emitter:
         if node.op is Op.SCATTER:  # the value written at idx: the target's, or (update kernel) an update's
             return (yield node.srcs[2] if self.update else node.srcs[0], idx)
         if node.op is Op.GATHER:
-            for atom in gathered_atoms(node, idx):  # every index is checked, used by the data's offset or not
+            for atom in gathered_atoms(node, idx, self.buffers):  # every index checked, used by the offset or not
                 self.index(Expr.of(atom))
             if node.srcs[0].size == 0:
                 return self.const(0, node.dtype)
-            return (yield node.srcs[0], data_position(node, idx))
+            return (yield node.srcs[0], data_position(node, idx, self.buffers))
         key = (node, idx)
         found = self._sources.get(key)
         if found is None:
