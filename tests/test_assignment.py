@@ -498,3 +498,22 @@ def test_a_write_into_x_i_for_an_index_read_from_data_is_a_clear_error_not_a_los
     rather than drop the write."""
     with pytest.raises(tj.AssignmentError, match=r"x\[i\] for an index i known only when the kernel runs"):
         tj.kernel(through_a_row_read_from_data)(rng.random((4, 3)), np.array([1], np.int32), device="numba")
+
+
+def drift(pos, vel, dt, steps):   # row = pos[i]; row += ...: NumPy's row is a view, so pos changes
+    for _ in range(steps):
+        for i in range(pos.shape[0]):
+            p = pos[i]
+            p += vel[i] * dt
+    return pos
+
+
+def test_an_in_place_update_of_a_row_picked_by_a_loop_index_changes_the_array(device, rng):
+    """The loop index is traced, so pos[i] is a copy in the trace; its in-place update is written back into
+    pos (it was lost: the result was pos unchanged)."""
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    if device in ("webgpu", "metal"):
+        pytest.skip("the loop's index is a Python int: int64")
+    pos, vel = rng.random((6, 3)).astype(dt), rng.random((6, 3)).astype(dt)
+    expected = drift(pos.copy(), vel, 0.1, 4)
+    assert_close(np.asarray(run_kernel(tj.kernel(drift), pos.copy(), vel, 0.1, 4, device=device)), expected)

@@ -45,6 +45,8 @@ def setitem(t: Tensor, key, value) -> None:
     """`t[key] = value`: value broadcast to the indexed region and cast to t's dtype as NumPy's setitem
     casts (unsafely: a float stored into an int array is truncated)."""
     check_writeable(t, "assignment destination is read-only")
+    if isinstance(value, Tensor) and picked_view(value) and _written_through(value, t, key):
+        return  # x[i] op= v, i traced: the augmented operator already wrote x[i] (inplace)
     if _has_traced_slice(key) and bounded_slices.bounded(key):  # x[:i] = ..., i known when the kernel runs
         bounded_slices.setitem(t, key, value)
         return
@@ -65,6 +67,15 @@ def setitem(t: Tensor, key, value) -> None:
         return  # x[k] op= v: the augmented operator already wrote through the view x[k]
     region = views.shapes(root.shape, steps)[-1]
     store(root, steps, fit(value, region, root.dtype))
+
+
+def _written_through(value: Tensor, t: Tensor, key) -> bool:
+    """Whether value is t[key] for a traced index, changed in place and written into t since (inplace)."""
+    alias = value._read_only
+    if not isinstance(alias, MayAlias) or alias.through is None:
+        return False
+    source, picked_key = alias.through
+    return source is t and picked_key is key and alias.written is value._value
 
 
 def index_steps(shape, dtype, key) -> tuple[views.Step, ...]:
@@ -259,9 +270,16 @@ def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
         return result  # a NumPy (or Python) scalar is immutable: x op= y is x = x op y, in its dtype
     check_inplace(result, t, symbol)
     value = build.cast(result._node, t.dtype)
-    if not picked_view(t):  # (x[i] op= v, i traced: Python stores the result back into x[i] after)
+    picked = picked_view(t)
+    if not picked:
         check_writeable(t, "output array is read-only")
     store(t._root(), t._steps, value)
+    alias = t._read_only
+    if picked and isinstance(alias, MayAlias) and alias.through is not None:
+        # row = x[i]; row -= v with i traced: NumPy's row is a view, its change is x's
+        source, key = alias.through
+        setitem(source, key, t)
+        alias.written = t._value  # (x[i] -= v: Python's store back after it writes nothing new)
     return t
 
 

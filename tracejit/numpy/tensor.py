@@ -7,7 +7,7 @@ import importlib
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class MayAlias:
 
     def __init__(self, why: str, resolve: Callable[[], bool] | None = None):
         self.why, self.resolve = why, resolve
+        self.through: tuple[Tensor, Any] | None = None  # x[i] for a traced i: (x, i), where writes go too
+        self.written: Node | None = None  # its value last written into x (numpy/assign.inplace)
 
     def __bool__(self) -> bool:
         return True
@@ -520,6 +522,9 @@ class Tensor:
                 return all(python_numbers.value_of(k._node, use) is not None for k in picked)
 
             may_alias(result, _PICKED_VIEW, resolve)
+            alias = result._read_only
+            assert isinstance(alias, MayAlias)
+            alias.through = (self, key)  # (row op= v writes through: assign.inplace)
         return result
 
     def __setitem__(self, key, value):
