@@ -16,7 +16,6 @@ import ast
 import builtins
 import collections
 import inspect
-import math
 import os
 import sys
 import sysconfig
@@ -24,11 +23,7 @@ import textwrap
 import types
 from typing import Any
 
-import numpy as np
 
-from tracejit.ir import build, faulting
-from tracejit.ir.graph import Node, Op
-from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy.conditional_expressions import (
     UNDEFINED,
     both,
@@ -41,7 +36,7 @@ from tracejit.numpy.conditional_expressions import (
     unless_stopped,
     value_before,
 )
-from tracejit.numpy.tensor import Tensor, as_node, python_value
+from tracejit.numpy import python_math
 
 
 _NAME = "__tracejit_choose"
@@ -685,109 +680,12 @@ def helper(f):
             return f
         return visible(f)
     if isinstance(f, types.BuiltinFunctionType) and getattr(f, "__module__", None) == "math":
-        return _MATH.get(f.__name__, f)
+        return python_math.MATH.get(f.__name__, f)
     if f is float:
-        return _float
+        return python_math.float_of
     if f is int:
-        return _int
+        return python_math.int_of
     return f
-
-
-def _float(x=0.0, /):
-    """float(x): of a 0-d value read from arrays, that value as a Python float (float64, weak), exactly as
-    float() converts it; no read back."""
-    if isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biuf":
-        return Tensor(build.cast(as_node(x), np.dtype(np.float64), weak=True))
-    return float(x)
-
-
-def _int(x=0, /, *args):
-    """int(x): of a 0-d value read from arrays, that value as a Python int (int64, weak). A float is truncated
-    toward zero, and NaN, infinity and values beyond int64 raise when the kernel runs (Python's ValueError and
-    OverflowError; a Python int beyond int64 is one tracejit cannot make)."""
-    if not args and isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biu":
-        if x.dtype == np.uint64:
-            return int(x)  # (beyond int64: the error a traced value gives)
-        return Tensor(build.cast(as_node(x), np.dtype(np.int64), weak=True))
-    if not args and isinstance(x, Tensor) and x.shape == () and x.dtype.kind == "f":
-        known = python_value(x, "int()")  # (made from the kernel's Python numbers: Python's int() of it)
-        return int(known) if not isinstance(known, Tensor) else Tensor(checked_int(as_node(x)))
-    return int(x, *args)
-
-
-NAN_TO_INT = Fault("ValueError", "cannot convert float NaN to integer")
-INFINITY_TO_INT = Fault("OverflowError", "cannot convert float infinity to integer")
-BEYOND_INT64 = Fault(
-    "OverflowError", "int() of a float beyond the int64 range: tracejit's Python ints are 64-bit integers"
-)
-
-
-def checked_int(x: Node) -> Node:
-    """int(x) of a 0-d float value: truncated toward zero, int64, weak; NaN, infinity and values beyond int64
-    raise when the kernel runs (faulting.check), as Python's int() raises."""
-    f = build.cast(x, np.dtype(np.float64))
-    size = build.unary(Op.ABS, f)
-    finite_nan = build.binary(Op.EQ, f, f)  # (not NaN)
-    not_inf = build.binary(Op.NE, size, build.const(np.inf, np.float64, ()))
-    fits = build.binary(Op.LT, size, build.const(2.0**63, np.float64, ()))
-    fits = build.binary(
-        Op.OR, fits, build.binary(Op.OR, build.unary(Op.INVERT, finite_nan), build.unary(Op.INVERT, not_inf))
-    )  # (NaN and infinity have errors of their own)
-    value = build.cast(f, np.dtype(np.int64), weak=True)
-    for ok, fault in ((finite_nan, NAN_TO_INT), (not_inf, INFINITY_TO_INT), (fits, BEYOND_INT64)):
-        value = build.binary(Op.ADD, value, faulting.check(ok, fault))
-    return value
-
-
-def _rounding(name: str, op: Op):
-    """math.floor, math.ceil, math.trunc: of a 0-d float value read from arrays, a Python int (checked_int)."""
-    fn = getattr(math, name)
-
-    def call(x):
-        if isinstance(x, Tensor) and x.shape == () and x.dtype.kind == "f":
-            known = python_value(x, f"math.{name}()")
-            if not isinstance(known, Tensor):
-                return fn(known)
-            return Tensor(checked_int(build.unary(op, build.cast(as_node(x), np.dtype(np.float64)))))
-        if isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biu":
-            return _int(x)
-        return fn(x)
-
-    call.__name__ = name
-    return call
-
-
-def _math(name: str, ufunc, arity: int):
-    fn = getattr(math, name)
-
-    def call(*args):
-        if len(args) != arity or not any(isinstance(a, Tensor) for a in args):
-            return fn(*args)
-        values = [as_node(a) for a in args]
-        for a in values:
-            if a.shape != ():
-                raise TypeError(f"only 0-d arrays can be converted to Python scalars (math.{name} of {a.shape})")
-        out = ufunc(*(Tensor(build.cast(a, np.dtype(np.float64))) for a in values))
-        return Tensor(build.cast(as_node(out), np.dtype(np.float64), weak=True))
-
-    call.__name__ = name
-    return call
-
-
-_MATH = {
-    name: _math(name, ufunc, arity)
-    for name, ufunc, arity in (
-        *((n, getattr(np, n), 1) for n in ("sqrt", "exp", "log", "log10", "log2", "log1p", "expm1")),
-        *((n, getattr(np, n), 1) for n in ("sin", "cos", "tan", "sinh", "cosh", "tanh")),
-        *((n, getattr(np, "arc" + n[1:]), 1) for n in ("asin", "acos", "atan", "asinh", "acosh", "atanh")),
-        ("fabs", np.abs, 1),
-        ("atan2", np.arctan2, 2),
-        ("hypot", np.hypot, 2),
-        ("pow", np.power, 2),
-        ("copysign", np.copysign, 2),
-    )
-}
-_MATH.update({name: _rounding(name, op) for name, op in (("floor", Op.FLOOR), ("ceil", Op.CEIL), ("trunc", Op.TRUNC))})
 
 
 _FAILED = "__tracejit_failed"
