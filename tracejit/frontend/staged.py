@@ -113,14 +113,20 @@ class Staged:
         # values a later part or a loop reads: computed by an earlier part (or a loop) and kept
         kept: dict[Node, None] = {}
         loops: dict[Loop, tuple[int, tuple[Node, ...], dict[int, Node]]] = {}
+        elements: dict[Loop, object] = {}  # the loops over elements, compiled
         for n in order:
             if n.op is Op.LOOP:
                 loop, k = n.arg
                 found = loops.setdefault(loop, (level[n], n.srcs, {}))
                 found[2][k] = n
+                if loop not in elements:
+                    elements[loop] = _element_loop(loop, dev)
                 for s in n.srcs:
-                    if not (s.op is Op.INPUT and s in inputs):
-                        kept.setdefault(s)
+                    if s.op is Op.INPUT and s in inputs:
+                        continue
+                    if s.op is Op.CONST and elements[loop] is not None:
+                        continue  # (made where the loop runs: np.zeros is memory the loop may update in place)
+                    kept.setdefault(s)
             else:
                 for s in n.srcs:
                     if s.op is Op.LOOP or (s.op not in LEAVES and level[s] < level[n]):
@@ -152,7 +158,7 @@ class Staged:
         for o in outputs:
             self._users.setdefault(o, set()).add(None)
         for loop, (lv, srcs, results) in loops.items():
-            element = _element_loop(loop, dev)
+            element = elements[loop]
             if element is not None:
                 self._loops.setdefault(lv, []).append(_Body(loop, srcs, element, results))
                 continue
@@ -243,14 +249,21 @@ class Staged:
 
     def _run_loop(self, body: _Body, args, values, owned: set[Node]) -> None:
         loop = body.loop
-        srcs = [self._value(s, args, values) for s in body.srcs]
+        made: set[Node] = set()  # constants a loop over elements starts from, in memory of their own
+        srcs = []
+        for s in body.srcs:
+            if s.op is Op.CONST and s not in values:
+                srcs.append(_constant(s))
+                made.add(s)
+            else:
+                srcs.append(self._value(s, args, values))
         heads, carried = srcs[: loop.heads], srcs[loop.heads : loop.heads + loop.carried]
         free = tuple(srcs[loop.heads + loop.carried :])
         run = body.executable
         if getattr(run, "element", False):  # the whole loop nest in one call
             firsts = body.srcs[loop.heads : loop.heads + loop.carried]
             once = [body.srcs.count(s) == 1 for s in firsts]  # (a value carried twice, or also read: copied)
-            donated = [s in owned and self._users.get(s) == {loop} and o for s, o in zip(firsts, once)]
+            donated = [(s in owned or s in made) and self._users.get(s) == {loop} and o for s, o in zip(firsts, once)]
             finals = run([self._read(h) for h in heads], carried, free, donated)
             for k, node in body.results.items():
                 values[node] = finals[k]
@@ -318,6 +331,15 @@ def _element_loop(loop: Loop, dev):
     if element is not None:
         log(1, f"the loop at {loop.where} is a loop over elements: one function runs the whole loop nest")
     return element
+
+
+def _constant(node: Node):
+    """A constant's value as a loop over elements takes it: a Python number, or a NumPy array of its own."""
+    if node.shape == ():
+        return node.arg if node.weak else np.asarray(node.arg, node.dtype)
+    if node.arg == 0:
+        return np.zeros(node.shape, node.dtype)  # (pages the loop touches first, not filled twice)
+    return np.full(node.shape, node.arg, node.dtype)
 
 
 def _frontier(computes: list[Node], read) -> list[Node]:

@@ -23,7 +23,10 @@ class OnHost:
         self.loop, self.device = loop, device
 
     def __call__(self, heads, carried, free, donated=()) -> list:
-        finals = self.loop(heads, [_host(v) for v in carried], [_host(v) for v in free])
+        # (host memory given to the loop, a constant it starts from, is updated in place; a copy of a device's is not
+        # assumed to be one)
+        given = [bool(d) and isinstance(v, np.ndarray) for v, d in zip(carried, donated)]
+        finals = self.loop(heads, [_host(v) for v in carried], [_host(v) for v in free], given)
         return [v if type(v) in (bool, int, float) else self.device.from_numpy(np.array(v, order="C")) for v in finals]
 
 
