@@ -147,6 +147,21 @@ def test_floyd_warshall_over_elements_matches_numpy(device, rng):
     check(floyd_warshall, (rng.integers(1, 50, (7, 7)).astype(float_dtype(device)),), device)
 
 
+def test_floyd_warshall_with_negative_cycles_matches_numpy(device, rng):
+    # path[i, k] changes in the loop over j where j == k and path[k, k] < 0: read again after that step
+    check(floyd_warshall, (rng.integers(-6, 40, (9, 9)).astype(float_dtype(device)),), device)
+
+
+def test_a_read_the_inner_loop_does_not_move_is_made_once_per_part_of_the_loop(caplog, rng):
+    # (codegen/cpu/element_loops.py's hoist: path[i, k] read before the loop over j and again after j == k; the
+    # fuzzer test_reads_beside_a_store_that_moves_with_the_index_match_numpy checks the values)
+    with caplog.at_level(logging.DEBUG - 3, logger="tracejit"):
+        check(floyd_warshall, (rng.integers(-6, 40, (8, 8)).astype(np.float64),), "numba")
+    (source,) = [r.getMessage() for r in caplog.records if "def tj_element_loop(" in r.getMessage()]
+    part = source.index("for part")
+    assert source.count("= c0[i2 * 8 + i1]") == 1 and source.index("= c0[i2 * 8 + i1]") > part, source
+
+
 def test_a_triple_loop_matrix_product_matches_numpy(device, rng):
     dt = float_dtype(device)
     check(matmul_loops, (rng.random((5, 4)).astype(dt), rng.random((4, 6)).astype(dt)), device)

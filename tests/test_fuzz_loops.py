@@ -224,3 +224,40 @@ def test_random_loops_over_elements_match_numpy(device, lines, seed, n, count):
             "used as a Python" in str(e) or "bound in only one branch" in str(e)), str(e)
         return
     _same(got, fn(*theirs, n, k), ours, theirs, dt)
+
+
+# --- a read at a place the inner loop does not change, beside a store that moves with its index ------------------
+# (codegen/cpu/element_loops.py's split: the read made once per part of the loop, the loop cut after the step that
+# may store there; Floyd-Warshall's path[i, k] beside path[i, j] = ...)
+
+_MOVING_STORES = ["A[i, j]", "A[i, j + 1]", "A[i, j - 1]", "A[j, i]", "A[j + 1, i % 3]", "B[i, j]"]
+_FIXED_READS = ["A[i, k]", "A[k, i]", "A[k, k]", "A[i, 0]", "A[i - 1, k]", "A[i, -1]", "B[k, i]"]
+_UPDATES = [
+    "{s} = min({s}, {r} + A[k, j % 3])",
+    "{s} = {s} * 0.5 - {r}",
+    "if {r} < {s}:\n    {s} = {r} - 1.0",
+    "t = {r}\n{s} = {s} + t * 0.25\nu = {r}\n{s} = {s} - u * 0.125",
+]
+_SPANS = ["range(1, n - 1)", "range(k, n - 1)", "range(k + 1, n - 1)", "range(1, k)", "range(n - 2, 0, -1)"]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+@given(
+    store=st.sampled_from(_MOVING_STORES),
+    read=st.sampled_from(_FIXED_READS),
+    update=st.sampled_from(_UPDATES),
+    span=st.sampled_from(_SPANS),
+    seed=st.integers(0, 2**16),
+)
+def test_reads_beside_a_store_that_moves_with_the_index_match_numpy(store, read, update, span, seed):
+    body = update.format(s=store, r=read).split("\n")
+    lines = ["n = A.shape[0]", "for k in range(n):", "    for i in range(n):", f"        for j in {span}:"]
+    lines += ["            " + line for line in body]
+    source = "import numpy as np\n\n\ndef program(A, B):\n" + "".join(f"    {line}\n" for line in lines)
+    fn = module_from_source(source, _DIR, "tracejit_fuzz_moving_stores").program
+    note(source)
+    rng = np.random.default_rng(seed)
+    A = rng.integers(-3, 9, (6, 6)).astype(np.float64)   # (negative entries: min() changes the element read)
+    B = rng.integers(-3, 9, (6, 6)).astype(np.float64)
+    ours, theirs = (A.copy(), B.copy()), (A.copy(), B.copy())
+    _same(tj.kernel(fn)(*ours, device="numba"), fn(*theirs), ours, theirs, np.float64)

@@ -110,8 +110,11 @@ class _Writer:
 
     # -- a loop --
 
-    def loop(self, plan: Plan, heads: list[str], inits: list[str], free: list[str]) -> list[str]:
-        """Write the loop; the names of its carried values after it (an array: its memory's)."""
+    def loop(
+        self, plan: Plan, heads: list[str], inits: list[str], free: list[str], spans: list | None = None
+    ) -> list[str]:
+        """Write the loop; the names of its carried values after it (an array: its memory's). `spans`: per head,
+        its value's bounds where they are known (an inner loop's bounds computed from the outer index)."""
         loop = plan.loop
         first = 1 if loop.kind == "for" else 0
         n = loop.carried
@@ -135,11 +138,18 @@ class _Writer:
                 self.depth += 1
                 self.fault(ZERO_STEP, "0")
                 self.depth -= 1
+            head = len(self.lines)
             self.out(f"for {index} in range({', '.join(bounds)}):")
             self.depth += 1
             steps = range(*loop.bounds) if None not in loop.bounds and loop.bounds[2] != 0 else None
             if steps:
                 self.known[loop.inputs[0]] = (min(steps[0], steps[-1]), max(steps[0], steps[-1]))
+            elif loop.bounds[2] is not None and loop.bounds[2] != 0 and spans is not None:
+                spread = iter(spans)
+                (a, b), (c, d) = ((int(x), int(x)) if x is not None else next(spread) for x in loop.bounds[:2])
+                # (the index stays between the least start and the greatest stop, where it takes a value)
+                if a is not None and c is not None:
+                    self.known[loop.inputs[0]] = (a, d - 1) if loop.bounds[2] > 0 else (c + 1, b)
             if loop.until is not None:
                 self.out(f"if {names[carried[loop.until]]}:")
                 self.out("    break")
@@ -149,6 +159,7 @@ class _Writer:
                     f"{', '.join(names[x] for x, _ in scalars)} = {', '.join(self.name(o, names) for _, o in scalars)}"
                 )
             self.depth -= 1
+            self.hoist(plan, head, bounds[0], bounds[1], names, cut=loop.bounds[2] == 1 and loop.until is None)
         else:
             test = self.fresh("t")
             self.out(f"{test} = {heads[0]}")
@@ -211,7 +222,11 @@ class _Writer:
                         self.known[x] = (int(src.arg), int(src.arg))
                 self.scopes.append(names)
                 start = len(self.lines)
-                results = self.loop(inner, srcs[:h], srcs[h : h + c], srcs[h + c :])
+                spans = [
+                    self.known.get(s) or ((int(s.arg), int(s.arg)) if s.op is Op.CONST else (None, None))
+                    for s in n.srcs[:h]
+                ]
+                results = self.loop(inner, srcs[:h], srcs[h : h + c], srcs[h + c :], spans)
                 self.scopes.pop()
                 self.promote(start, [m for m, x in zip(srcs[h : h + c], n.srcs[h : h + c]) if x.shape])
                 for k, node in st.values.items():
@@ -245,6 +260,106 @@ class _Writer:
             pad = " " * indent
             body = [f"{pad}{kept} = {element}", *body, f"{pad}{element} = {kept}"]
         lines[head:end] = body
+
+    def hoist(self, plan: Plan, head: int, lo: str, hi: str, names: dict[Node, str], cut: bool) -> None:
+        """In the loop written from line `head` (`for i in range(lo, hi, ...)`), the reads of an element at a place
+        the loop does not change (LLVM cannot move them: to it, any store may change any array):
+        - of an array the loop does not store into: read once, before the loop;
+        - where `cut` (a step of 1, no break), of an array the loop stores into once per step, at a place that
+          moves with i (Floyd-Warshall's `path[i, k]` beside `path[i, j] = ...` in the loop over j): the loop is
+          cut after the one step that may store at the place read (j == k) and the element read again there,
+          once per part. Each part then reads one value, and LLVM can vectorise it."""
+        lines = self.lines
+        indent = len(lines[head]) - len(lines[head].lstrip())
+        end = head + 1
+        while end < len(lines) and len(lines[end]) - len(lines[end].lstrip()) > indent:
+            end += 1
+        body = lines[head + 1 : end]
+        var = plan.loop.inputs[0]
+        bound = {names[var]} | {
+            name.strip() for line in body for m in _BINDS.finditer(line) for name in m.group(1).split(",")
+        }
+        writes: dict[str, list[int]] = {}
+        for k, line in enumerate(body):
+            m = re.match(r"\s*(\w+)\[", line)
+            if m:
+                writes.setdefault(m.group(1), []).append(k)
+        reads: dict[tuple[str, str], list[int]] = {}  # (memory, place) -> the lines that read it
+        top = " " * (indent + 4)
+        for k, line in enumerate(body):
+            m = re.fullmatch(rf"{top}\w+ = (\w+)\[([^\[\]]*)\]", line)
+            if m and not _names(m.group(2)) & bound:
+                reads.setdefault((m.group(1), m.group(2)), []).append(k)
+        pad = " " * indent
+        before: list[str] = []
+        for (memory, place), at_lines in reads.items():
+            if memory not in writes:
+                kept = self.fresh("p")
+                before.append(f"{pad}{kept} = {memory}[{place}]")
+                for k in at_lines:
+                    body[k] = f"{body[k].split(' = ', 1)[0]} = {kept}"
+        split = self.cut(plan, body, bound, reads, writes, names, lo, hi, pad) if cut else None
+        if split is None:
+            lines[head:end] = [*before, lines[head], *body]
+        else:
+            lines[head:end] = [*before, *split]
+
+    def cut(
+        self,
+        plan: Plan,
+        body: list[str],
+        bound: set[str],
+        reads: dict[tuple[str, str], list[int]],
+        writes: dict[str, list[int]],
+        names: dict[Node, str],
+        lo: str,
+        hi: str,
+        pad: str,
+    ) -> list[str] | None:
+        """The loop cut in two after the step that may store at a place one of its reads reads (hoist's second
+        case), else None."""
+        var = plan.loop.inputs[0]
+        for st in plan.statements:
+            if st.kind != "store":
+                continue
+            x, at, _, _ = plan.stores[st.node]
+            moving = _moving_axis(at, var)
+            memory = names[plan.memory[x]]
+            if moving is None or len(writes.get(memory, ())) != 1:
+                continue
+            axis, shift = moving
+            shape = at.srcs[0].shape
+            places = [self.name(i, names) for i in at.srcs[1:]]
+            if self.positions.get(at) != flat(shape, places):
+                continue  # (an index counted from the end, or checked in the loop)
+            places[axis] = "0"
+            start = flat(shape, places)  # the store's place where i + shift is 0
+            if _names(start) & bound:
+                continue
+            (write,) = writes[memory]
+            found = [(place, ks) for (m, place), ks in reads.items() if m == memory and max(ks) < write]
+            if not found:
+                continue
+            place, at_lines = found[0]
+            stride = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+            d, cut, part, kept = self.fresh("d"), self.fresh("cut"), self.fresh("part"), self.fresh("p")
+            step = d if stride == 1 else f"{d} // {stride}"
+            after = f"{step} + {1 - shift}" if shift != 1 else step  # (the step after the one that stores there)
+            first = f"min(max({after}, {lo}), {hi})"
+            out = [f"{pad}{d} = {place}" + (f" - ({start})" if start != "0" else "")]
+            if stride == 1:
+                out.append(f"{pad}{cut} = {first}")
+            else:  # (no step stores there unless the distance is a whole number of strides)
+                out += [f"{pad}{cut} = {hi}", f"{pad}if {d} % {stride} == 0:", f"{pad}    {cut} = {first}"]
+            out += [f"{pad}for {part} in range(2):", f"{pad}    {kept} = {memory}[{place}]"]
+            bounds = f"{lo} if {part} == 0 else {cut}, {cut} if {part} == 0 else {hi}, 1"
+            out.append(f"{pad}    for {names[var]} in range({bounds}):")
+            for k, line in enumerate(body):
+                if k in at_lines:
+                    line = f"{line.split(' = ', 1)[0]} = {kept}"
+                out.append("    " + line)
+            return out
+        return None
 
     def value(self, plan: Plan, n: Node, names: dict[Node, str]) -> None:
         if n.op is Op.CONST:
@@ -678,6 +793,26 @@ class _Slab:
             names.append(s if s is not None else self.at(index, idx))
             spans.append(self.span(index, size) if s is not None else (-1, size))
         return tuple(self.w.checked_indices(source.shape, names, spans))
+
+
+def _moving_axis(at: Node, var: Node) -> tuple[int, int] | None:
+    """(axis, shift) where a store's position `at` (a GATHER of flat positions) has index var + shift on that axis
+    (var a loop's index), else None."""
+    if at.op is not Op.GATHER or not is_flat_positions(at.srcs[0]):
+        return None
+    for axis, index in enumerate(at.srcs[1:]):
+        if index is var:
+            return axis, 0
+        if index.op in (Op.ADD, Op.SUB) and index.srcs[0] is var and index.srcs[1].op is Op.CONST:
+            shift = int(index.srcs[1].arg)
+            return axis, shift if index.op is Op.ADD else -shift
+        if index.op is Op.ADD and index.srcs[1] is var and index.srcs[0].op is Op.CONST:
+            return axis, int(index.srcs[0].arg)
+    return None
+
+
+def _names(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z_]\w*", text))
 
 
 def iota_at(n: Node, idx: tuple[str, ...], aliases: dict[Node, Node]) -> str | None:
