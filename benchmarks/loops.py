@@ -155,11 +155,11 @@ def sum2d_nb(arr):
     return result
 
 
-@numba.njit(cache=True)
-def csr_matvec_nb(indptr, indices, data, x):
+@numba.njit(cache=True, parallel=True)
+def csr_matvec_nb(indptr, indices, data, x):   # rows are independent: a skilled user writes prange
     n = indptr.shape[0] - 1
     y = np.zeros(n, data.dtype)
-    for i in range(n):
+    for i in numba.prange(n):
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             s += data[k] * x[indices[k]]

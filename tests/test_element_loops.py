@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import math
 import sys
+from unittest import mock
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.runtime.numba import element_loops as numba_element_loops
 from reference import assert_close, run_kernel
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -578,3 +581,54 @@ def test_loops_over_elements_also_run_as_kernels_per_step(monkeypatch, rng):
 
     monkeypatch.setattr(element_loops, "plan", refuse)
     check(two_row_stores, (rng.standard_normal(8), rng.standard_normal((5, 6)), 5), "numba")
+
+
+# --- independent steps in parts on threads (ir/loop_dependence.py; runtime/numba/element_loops.py) ----------------
+
+def row_scan(A, B):   # each step reads and writes row i only: independent steps
+    n, m = A.shape
+    for i in range(n):
+        for j in range(1, m):
+            A[i, j] = max(A[i, j], A[i, j - 1]) + B[i, j]
+
+
+def row_scan_prange(A, B):   # the same, as written for numba.njit(parallel=True)
+    n, m = A.shape
+    for i in numba.prange(n):
+        for j in range(1, m):
+            A[i, j] = max(A[i, j], A[i, j - 1]) + B[i, j]
+
+
+def row_from_the_one_before(A):   # a step reads the row the step before wrote: in order, prange or not
+    n, m = A.shape
+    for i in numba.prange(1, n):
+        for j in range(m):
+            A[i, j] = A[i - 1, j] * 0.5 + A[i, j]
+
+
+def picked_columns(A, idx):   # an index read from data, checked in each part
+    for i in range(A.shape[0]):
+        A[i, 0] = A[i, idx[i]] * 2.0
+
+
+@pytest.mark.parametrize("program", [row_scan, row_scan_prange, row_from_the_one_before])
+def test_steps_run_in_parts_on_threads_only_where_they_are_independent(caplog, rng, program):
+    A, B = rng.standard_normal((64, 40)), rng.standard_normal((64, 40))
+    args = (A, B) if program is not row_from_the_one_before else (A,)
+    with mock.patch.object(numba_element_loops, "PARALLEL_MIN_WORK", 0), caplog.at_level(logging.DEBUG, "tracejit"):
+        check(program, args, "numba")
+    in_parts = any("are independent: they run in parts" in r.getMessage() for r in caplog.records)
+    assert in_parts == (program is not row_from_the_one_before)
+
+
+def test_the_first_failing_step_in_order_raises_when_steps_run_in_parts(rng):
+    # rows 3 and 7 pick a column outside A: NumPy stops at row 3; so must the parts (row 7's in another part)
+    A = rng.standard_normal((10, 4))
+    idx = np.zeros(10, np.int64)
+    idx[3], idx[7] = 50, 70
+    threads = mock.patch.object(numba_element_loops.numba_threads, "thread_count", lambda: 3)   # (rows 0-2, 3-5, 6-9)
+    with mock.patch.object(numba_element_loops, "PARALLEL_MIN_WORK", 0), threads:
+        with pytest.raises(IndexError, match="index 50 is out of bounds"):
+            tj.kernel(picked_columns)(A.copy(), idx, device="numba")
+    with pytest.raises(IndexError, match="index 50 is out of bounds"):
+        picked_columns(A.copy(), idx)

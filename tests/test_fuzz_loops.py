@@ -12,6 +12,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 from hypothesis import HealthCheck, given, note, settings
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 import tracejit as tj
 from reference import assert_close, module_from_source
+from tracejit.runtime.numba import element_loops
 
 EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 15   # more: TRACEJIT_FUZZ_EXAMPLES=150
 _DIR = tempfile.mkdtemp(prefix="tracejit-fuzz-loops-")   # the programs' module files, removed at exit
@@ -261,3 +263,45 @@ def test_reads_beside_a_store_that_moves_with_the_index_match_numpy(store, read,
     B = rng.integers(-3, 9, (6, 6)).astype(np.float64)
     ours, theirs = (A.copy(), B.copy()), (A.copy(), B.copy())
     _same(tj.kernel(fn)(*ours, device="numba"), fn(*theirs), ours, theirs, np.float64)
+
+
+# --- loops whose steps are independent, run in parts on threads (ir/loop_dependence.py), and loops that look so ---
+
+_STEP_STATEMENTS = [   # one step's work; {i} is the outer index
+    "for j in range(m):\n    A[{i}, j] = A[{i}, j] * 0.5 + B[{i}, j]",
+    "s = 0.0\nfor j in range(m):\n    s += B[{i}, j] * x[j]\nA[{i}, 0] = s",
+    "A[{i}, {i} % 3] = A[{i}, 1] * 0.5 + B[{i}, 0]",
+    "if A[{i}, 0] > 0:\n    A[{i}, 1] = -A[{i}, 1]",
+    "for j in range(1, m):\n    A[{i}, j] = max(A[{i}, j], A[{i}, j - 1])",
+    "t = 0\nwhile t < 3 and A[{i}, t] < 1.0:\n    t += 1\nA[{i}, 3] = t",
+    "B[{i}, 0] = A[{i}, m - 1] - B[{i}, 1]",
+    # steps that depend on each other: run in order
+    "x[{i} % 4] += A[{i}, 0]",
+    "A[{i} - 1, 0] = A[{i}, 2]",
+    "A[{i}, 2] = A[-1 - {i}, 0] * 0.25",
+    "A[{i}, :] = A[{i}, :] * 0.5",
+    "for j in range(m):\n    A[j % 6, {i} % 5] += 0.125",
+]
+_STEP_RANGES = ["range(n)", "range(1, n)", "range(k, n)", "range(k, n - 1)", "range(n - 1, -1, -1)"]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+@given(
+    header=st.sampled_from(_STEP_RANGES),
+    picks=st.lists(st.sampled_from(_STEP_STATEMENTS), min_size=1, max_size=3),
+    k=st.integers(-3, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_loops_whose_steps_may_run_on_threads_match_numpy(header, picks, k, seed):
+    body = [line for pick in picks for line in pick.format(i="i").split("\n")]
+    lines = ["n, m = A.shape", f"for i in {header}:", *("    " + line for line in body), "return A.sum() + x.sum()"]
+    source = "import numpy as np\n\n\ndef program(A, B, x, k):\n" + "".join(f"    {line}\n" for line in lines)
+    fn = module_from_source(source, _DIR, "tracejit_fuzz_parallel_steps").program
+    note(source)
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal((9, 6)), rng.standard_normal((9, 6))
+    x = rng.standard_normal(6)
+    ours, theirs = (A.copy(), B.copy(), x.copy()), (A.copy(), B.copy(), x.copy())
+    with mock.patch.object(element_loops, "PARALLEL_MIN_WORK", 0):   # (threads for any work: the parts are tested)
+        got = tj.kernel(fn)(*ours, k, device="numba")
+    _same(got, fn(*theirs, k), ours, theirs, np.float64)

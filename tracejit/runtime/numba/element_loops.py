@@ -11,9 +11,13 @@ import itertools
 import numpy as np
 
 from tracejit.codegen.cpu import element_loops as render_loops
+from tracejit.ir import loop_dependence
 from tracejit.ir.element_loops import Plan
 from tracejit.runtime.debug import log, stage
 from tracejit.runtime.numba import compiler
+from tracejit.runtime.numba import threads as numba_threads
+
+PARALLEL_MIN_WORK = 1 << 16  # element operations below which one thread runs the loop sooner than several
 
 
 class ElementLoop:
@@ -30,8 +34,11 @@ class ElementLoop:
 
         self.plan = plan
         loop = plan.loop
+        # steps that are independent run in parts on threads, where the work pays for waking them
+        self.independent = loop_dependence.independent(plan)
+        self.step_work = loop_dependence.work(plan)
         with stage("render"):
-            rendered = render_loops.render(plan)
+            rendered = render_loops.render(plan, parts=self.independent is not None)
         self.source, self.faults = rendered.source, {f.code: f for f in rendered.faults}
         log(4, self.source)  # (TRACEJIT_DEBUG=4 prints every generated source)
         first = 1 if loop.kind == "for" else 0
@@ -44,21 +51,33 @@ class ElementLoop:
             numba.types.Array(numba.from_dtype(x.dtype), 1, "C") if x.shape else numba.from_dtype(x.dtype)
             for x in self.free
         ]
-        signature = numba.types.void(*[head] * self.heads, *flat, *free, numba.types.Array(numba.types.int64, 1, "C"))
+        parts = [numba.types.int64] * 2 if self.independent is not None else []
+        error = numba.types.Array(numba.types.int64, 1, "C")
+        signature = numba.types.void(*parts, *[head] * self.heads, *flat, *free, error)
         key = device._key(self.source, render_loops.NAME)
         with compiler._LOAD_LOCK:
             (self._entry, _), self.cached = device._load_function(
-                self.source, key, render_loops.NAME, signature, parallel=False, nogil=False, contract=False
+                self.source,
+                key,
+                render_loops.NAME,
+                signature,
+                parallel=False,
+                nogil=self.independent is not None,
+                contract=False,
             )
+        if self.independent is not None:
+            log(1, f"the steps of the loop at {loop.where} are independent: they run in parts on threads")
 
     def __call__(self, heads, carried, free, donated=()) -> list:
         """`donated`: per carried value, whether its first value is memory this loop may update in place (one
         another loop over elements made, that nothing else reads)."""
         loop = self.plan.loop
+        steps = None
         if loop.kind == "for":
             heads = [int(h) for h in heads]
             read = iter(heads)
-            if [next(read) if b is None else b for b in loop.bounds][2] == 0:
+            steps = [next(read) if b is None else b for b in loop.bounds]
+            if steps[2] == 0:
                 raise ValueError("range() arg 3 must not be zero")
         else:
             heads = [bool(h) for h in heads]
@@ -72,11 +91,31 @@ class ElementLoop:
             np.ascontiguousarray(value, x.dtype).reshape(-1) if x.shape else x.dtype.type(value)
             for x, value in zip(self.free, free)
         ]
-        error = np.zeros(2, np.int64)
-        self._entry(*heads, *memory, *reads, error)
+        if self.independent is None:
+            error = np.zeros(2, np.int64)
+            self._entry(*heads, *memory, *reads, error)
+        else:
+            assert steps is not None
+            error = self._in_parts(steps[0], steps[1], (*heads, *memory, *reads))
         if error[0]:
             raise self.faults[int(error[0])].exception(int(error[1]))
         return [
             m.reshape(x.shape) if x.shape else (m[0].item() if x.weak else m.reshape(()))
             for x, m in zip(self.carried, memory)
         ]
+
+    def _in_parts(self, start: int, stop: int, args: tuple) -> np.ndarray:
+        """Run the independent steps [start, stop): in parts on threads where the index stays inside the axes it
+        picks (a negative one would count from the end) and the work pays for the threads, else in one call. The
+        error the first step to fail in the loop's order recorded (each part records its own)."""
+        assert self.independent is not None
+        count = min(numba_threads.thread_count(), stop - start)
+        inside = 0 <= start and stop <= min(self.independent.sizes, default=stop)
+        if count < 2 or not inside or (stop - start) * self.step_work < PARALLEL_MIN_WORK:
+            error = np.zeros(2, np.int64)
+            self._entry(start, stop, *args, error)
+            return error
+        errors = np.zeros((count, 2), np.int64)
+        bounds = [start + (stop - start) * c // count for c in range(count + 1)]
+        numba_threads.run_parts(self._entry, [(bounds[c], bounds[c + 1], (*args, errors[c])) for c in range(count)])
+        return next((e for e in errors if e[0]), errors[0])

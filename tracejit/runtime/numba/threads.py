@@ -109,21 +109,28 @@ def chunked(fn, size: int, chunks: int):
         if count <= 1:
             return fn(0, size, *args)
         first, rest = parts.get(count) or split(count)
-        work, done = _queue(count - 1), SimpleQueue()
-        for start, stop in rest:
-            work.put((fn, start, stop, args, done))
-        error = None
-        try:
-            fn(*first, *args)
-        except BaseException as e:  # noqa: BLE001 - re-raised once the other chunks are done with the arguments
-            error = e
-        for _ in rest:
-            failed = done.get()
-            error = error or failed
-        if error is not None:
-            raise error
+        run_parts(fn, [(*first, args)] + [(start, stop, args) for start, stop in rest])
 
     return run
+
+
+def run_parts(fn, parts: list[tuple]) -> None:
+    """fn(start, stop, *args) for each (start, stop, args) of `parts` at once: all but the first on the pool, the
+    first on the calling thread. An exception is raised after every part has finished."""
+    first, rest = parts[0], parts[1:]
+    work, done = _queue(len(rest)), SimpleQueue[BaseException | None]()
+    for start, stop, args in rest:
+        work.put((fn, start, stop, args, done))
+    error = None
+    try:
+        fn(first[0], first[1], *first[2])
+    except BaseException as e:  # noqa: BLE001 - re-raised once the other parts are done with the arguments
+        error = e
+    for _ in rest:
+        failed = done.get()
+        error = error or failed
+    if error is not None:
+        raise error
 
 
 def _queue(threads: int) -> SimpleQueue:
