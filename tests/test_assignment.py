@@ -493,11 +493,39 @@ def test_an_augmented_assignment_to_x_i_for_an_index_read_from_data_matches_nump
                  row_update(x.copy(), k, v))
 
 
-def test_a_write_into_x_i_for_an_index_read_from_data_is_a_clear_error_not_a_lost_write(rng):
-    """NumPy's x[i][1] = 5 writes into x through the view x[i]; tracejit's x[i] is a copy there, so it says so
-    rather than drop the write."""
-    with pytest.raises(tj.AssignmentError, match=r"x\[i\] for an index i known only when the kernel runs"):
-        tj.kernel(through_a_row_read_from_data)(rng.random((4, 3)), np.array([1], np.int32), device="numba")
+def test_a_write_into_x_i_for_an_index_read_from_data_changes_x(device, rng):
+    """NumPy's x[i][1] = 5 writes into x through the view x[i]: so does the kernel (x[i, 1] = 5)."""
+    x = rng.random((4, 3)).astype(np.float32)
+    k = np.array([1], np.int32)
+    expected = through_a_row_read_from_data(x.copy(), k)
+    assert_close(np.asarray(run_kernel(tj.kernel(through_a_row_read_from_data), x.copy(), k, device=device)), expected)
+
+
+def row_then_array(A):   # row = A[i]; A changes; row shows the change (a view), and row's writes reach A
+    n = A.shape[0]
+    out = np.zeros(n, A.dtype)
+    for i in range(n):
+        row = A[i]
+        A[i, 2] = 5.0
+        row[0] = row[2] + 1
+        out[i] = row[2] + A[i, 0]
+    return out, A
+
+
+def each_row(A):   # for row in A: row[j] = ... writes into A
+    for row in A:
+        row[0] = row[1] * 2 + row[0]
+    return A
+
+
+@pytest.mark.parametrize("program", [row_then_array, each_row])
+def test_a_row_picked_by_a_loop_index_is_a_view_both_ways(device, rng, program):
+    if device in ("webgpu", "metal"):
+        pytest.skip("the loop's index is a Python int: int64")
+    A = rng.random((7, 3))
+    expected, ours = program(A.copy()), run_kernel(tj.kernel(program), A.copy(), device=device)
+    for e, g in zip(expected if isinstance(expected, tuple) else (expected,), ours if isinstance(ours, tuple) else (ours,)):
+        assert_close(np.asarray(g), e)
 
 
 def drift(pos, vel, dt, steps):   # row = pos[i]; row += ...: NumPy's row is a view, so pos changes

@@ -44,7 +44,36 @@ __all__ = ["copyto"]
 def setitem(t: Tensor, key, value) -> None:
     """`t[key] = value`: value broadcast to the indexed region and cast to t's dtype as NumPy's setitem
     casts (unsafely: a float stored into an int array is truncated)."""
+    through = _through_pick(t, key)
+    if through is not None:  # row = x[i] (i traced, `for row in x`), row[j] = v: NumPy's row is a view of x
+        _setitem(t, key, value)
+        setitem(*through, value)
+        return
     check_writeable(t, "assignment destination is read-only")
+    _setitem(t, key, value)
+
+
+def _through_pick(t: Tensor, key) -> tuple[Tensor, tuple] | None:
+    """(x, (i, *key)) where t is x[i] for traced indices i (a copy where NumPy's is a view: picked_view) and key
+    is ints and slices, so that t[key] = v is x[i, *key] = v as well; else None."""
+    alias = t._read_only
+    if not (picked_view(t) and isinstance(alias, MayAlias) and alias.through is not None):
+        return None
+    source, picked = alias.through
+    picked = picked if isinstance(picked, tuple) else (picked,)
+    key = key if isinstance(key, tuple) else (key,)
+    if not all(isinstance(k, Tensor) or isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in picked):
+        return None  # (x[i, :] and the like: the places of row[j] in x are not one index away)
+    for k in key:
+        if isinstance(k, Tensor) and k.shape == () and k.dtype.kind in "iu" or isinstance(k, slice):
+            continue
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            continue
+        return None
+    return source, (*picked, *key)
+
+
+def _setitem(t: Tensor, key, value) -> None:
     if isinstance(value, Tensor) and picked_view(value) and _written_through(value, t, key):
         return  # x[i] op= v, i traced: the augmented operator already wrote x[i] (inplace)
     if _has_traced_slice(key) and bounded_slices.bounded(key):  # x[:i] = ..., i known when the kernel runs

@@ -50,6 +50,17 @@ class MayAlias:
         self.why, self.resolve = why, resolve
         self.through: tuple[Tensor, Any] | None = None  # x[i] for a traced i: (x, i), where writes go too
         self.written: Node | None = None  # its value last written into x (numpy/assign.inplace)
+        self.seen: Node | None = None  # x[i]: the value of x's root it was read from (Tensor._node reads it again)
+
+    def refresh(self, t: Tensor) -> Node:
+        """x[i] for a traced i (`through`): read again from x where x changed since, as NumPy's view shows it."""
+        assert self.through is not None
+        source, key = self.through
+        now = source._root()._value
+        if now is not self.seen:
+            self.seen = now
+            t._value = _index(source._node, key)
+        return t._value
 
     def __bool__(self) -> bool:
         return True
@@ -201,6 +212,9 @@ class Tensor:
     def _node(self) -> Node:
         base = self._base
         if base is None:
+            alias = self._read_only
+            if alias.__class__ is MayAlias and alias.through is not None:
+                return alias.refresh(self)
             return self._value
         seen = self._seen
         if seen is None or seen[0] is not base._value:
@@ -525,6 +539,7 @@ class Tensor:
             alias = result._read_only
             assert isinstance(alias, MayAlias)
             alias.through = (self, key)  # (row op= v writes through: assign.inplace)
+            alias.seen = self._root()._value
         return result
 
     def __setitem__(self, key, value):
