@@ -34,6 +34,8 @@ _HEADERS = [   # (the loop's first line, its index name or None)
     ("for i in range(k[0]):", "i"),       # bounds read from an array
     ("for i in range(u.shape[0] - 1, 0, -2):", "i"),
     ("while c[0] < n:", None),            # a test read from an array
+    ("for i, e in enumerate(u[:6]):", "i"),   # over an array itself (loops.for_each)
+    ("for i, e in zip(range(2, 9), v):", "i"),
 ]
 _PLAIN = [   # statements any body may hold
     "u[1:-1] = u[1:-1] * 0.5 + v[:-2] * 0.25",
@@ -147,6 +149,8 @@ _OUTER = [   # (header, lines first in the body)
     ("for i in range(k[0]):", []),
     ("for i in range(2, n, 3):", []),
     ("while t < n:", ["i = t", "t = t + 1"]),
+    ("for i, w in enumerate(y):", ["s += w * 0.5"]),
+    ("for w in A:", ["i = t", "t = t + 1", "w[1] = w[0] + x[i % 8]"]),   # (rows: views of A)
 ]
 _INNER = [
     ("for j in range(i):", []),

@@ -654,3 +654,108 @@ def test_slice_bounds_do_not_specialise_the_kernel():
         trisolv(L, expected, np.ones(n))
         assert_close(x, expected, rtol=1e-12)
     assert kernel.cache_info()["traces"] == 2
+
+
+# --- loops over an array itself: its rows or elements, enumerate and zip of them (loops.for_each) -----------------
+
+def columns_scaled(A):   # for over A.T: its columns
+    out = np.zeros(A.shape[1])
+    for j, col in enumerate(A.T, start=1):
+        out[j - 1] = col.max() * j
+    return out
+
+
+def pairs_with_a_range(x, y):   # zip of a range and two arrays
+    s = 0.0
+    for i, a, b in zip(range(3, 100), x, y):
+        s += i * a - b
+    return s
+
+
+def zip_with_a_list(x):   # a Python list cannot be read at a traced position: the steps are traced one by one
+    weights = [0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]
+    s = 0.0
+    for w, v in zip(weights, x):
+        s = s + w * v
+    return s
+
+
+def last_item(x):   # the item's name read after the loop: the last item
+    s = 0.0
+    for v in x:
+        s += v
+    return s + v
+
+
+def over_a_dict(x):   # any other iterable: Python iterates it
+    for name, scale in {"a": 2.0, "b": 0.5, "c": 3.0}.items():
+        x = x * scale + (name == "b")
+    return x
+
+
+def first_negative_row(A):   # a break in a loop over rows
+    found = -1
+    for i, row in enumerate(A):
+        if row.min() < 0:
+            found = i
+            break
+    return found
+
+
+def skip_rows(A, x):   # a continue in a loop over zip of rows and elements
+    total = np.zeros(A.shape[1], A.dtype)
+    for row, v in zip(A, x):
+        if v < 0.5:
+            continue
+        total += row * v
+    return total
+
+
+@pytest.mark.parametrize(
+    "program",
+    [columns_scaled, pairs_with_a_range, zip_with_a_list, last_item, over_a_dict, first_negative_row, skip_rows],
+)
+def test_loops_over_arrays_enumerate_and_zip_match_numpy(device, rng, program):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    args = (rng.random((9, 6)).astype(dt),) if program is columns_scaled else (rng.random(12).astype(dt),)
+    if program is pairs_with_a_range:
+        args = (rng.random(12).astype(dt), rng.random(12).astype(dt))
+    if program is first_negative_row:
+        args = (rng.random((12, 4)).astype(dt),)
+        args[0][7, 2] = args[0][9, 0] = -1.0   # (rows 7 and 9: the break at 7)
+    if program is skip_rows:
+        args = (rng.random((12, 4)).astype(dt), rng.random(12).astype(dt))
+    try:
+        check(program, args, device)
+    except tj.DtypeError:   # (the Python-int counter or float64 total: webgpu and metal have no 64-bit types)
+        assert device in ("webgpu", "metal")
+
+
+def test_a_loop_over_an_array_compiles_as_a_loop(caplog, rng):
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(columns_scaled, (rng.random((30, 40)),), "numba")
+    said = [r.getMessage() for r in caplog.records]
+    assert any("compiled as a loop" in m for m in said) and not any("step by step" in m for m in said), said
+
+
+def test_a_loop_over_an_empty_array_leaves_its_name_unbound_as_python_does():
+    def program(x):
+        for v in x:
+            pass
+        return x + v
+
+    with pytest.raises(NameError):   # (UnboundLocalError in Python: a NameError)
+        tj.kernel(program)(np.zeros(0))
+    with pytest.raises(NameError):
+        program(np.zeros(0))
+
+
+def test_a_loop_over_a_0d_array_raises_pythons_type_error():
+    def program(x):
+        s = x * 0
+        for v in x.sum():
+            s = s + v
+        return s
+
+    with pytest.raises(TypeError, match="0-d"):
+        tj.kernel(program)(np.ones(3))

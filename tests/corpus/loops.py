@@ -272,6 +272,50 @@ def create_fractal(min_x, max_x, min_y, max_y, image, iters):  # Numba's documen
     return image
 
 
+# Loops over an array itself, not over range(): its rows or elements, enumerate and zip of them.
+
+def crc16(data, poly=0x8408):  # npbench crc16 (numpy), adapted there from a public gist: a loop over bytes
+    '''
+    CRC-16-CCITT Algorithm
+    '''
+    crc = 0xFFFF
+    for b in data:
+        cur_byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (cur_byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            cur_byte >>= 1
+    crc = (~crc & 0xFFFF)
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+
+    return crc & 0xFFFF
+
+
+def row_norms(A):  # a loop over the rows of a matrix, as a newcomer from another language writes it
+    out = np.empty(A.shape[0])
+    for i, row in enumerate(A):
+        out[i] = np.sqrt(np.sum(row * row))
+    return out
+
+
+def polyline_length(xs, ys):  # zip of two coordinate arrays, consecutive points
+    total = 0.0
+    px, py = xs[0], ys[0]
+    for x, y in zip(xs[1:], ys[1:]):
+        total += np.hypot(x - px, y - py)
+        px, py = x, y
+    return total
+
+
+def horner(coeffs, x):  # a polynomial by Horner's rule, a loop over its coefficients
+    result = np.zeros_like(x)
+    for c in coeffs:
+        result = result * x + c
+    return result
+
+
 def _stencil(n, shape=None):
     shape = shape or (n, n)
 
@@ -331,4 +375,9 @@ PROGRAMS = [
     program(pairwise_numba, lambda rng, dt: (rng.random((7, 3)).astype(dt),), ("float64", "float32")),
     program(floyd_warshall_loops, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),
     program(create_fractal, lambda rng, dt: (-2.0, 1.0, -1.0, 1.0, np.zeros((6, 9), dt), 20), ("uint8",)),
+    program(crc16, lambda rng, dt: (rng.integers(0, 256, 40).astype(dt),), ("uint8", "int32")),
+    program(row_norms, lambda rng, dt: (rng.random((9, 5)).astype(dt),), ("float64",)),
+    program(polyline_length, lambda rng, dt: (rng.random(30).astype(dt), rng.random(30).astype(dt)),
+            ("float64", "float32")),
+    program(horner, lambda rng, dt: (rng.random(7).astype(dt), rng.random(20).astype(dt)), ("float64", "float32")),
 ]

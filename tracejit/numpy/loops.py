@@ -183,6 +183,87 @@ def for_range(
     )
 
 
+def for_each(iterable, body: Callable, init: tuple, names: tuple[str, ...], stored: tuple, where: str):
+    """`for item in iterable: names = body(position, *names)`, the body reading its item with item_at; returns
+    the names' values after the loop. Over a traced array's first axis (`for row in A`), enumerate or zip of
+    such arrays and ranges (as enumerate_ and zip_ give them), the positions are `range(len)`, compiled as
+    for_range compiles it; any other iterable Python iterates, its steps traced one by one."""
+    seq = positional(iterable)
+    if seq is None:
+        values = list(init)
+        for item in iterable:
+            values = list(body(_Given(item), *values))
+        return (*values, None)
+    return for_range((seq[0],), body, init, names, None, stored, where)
+
+
+@dataclass(frozen=True)
+class _Given:
+    """An item Python's iteration gave (for_each's loops over other iterables)."""
+
+    item: Any
+
+
+def item_at(iterable, position):
+    """A `for` over an iterable: the item at `position` (of for_each's range), read from the iterable as it is
+    at this step (NumPy's iterator reads the array's current values), or the item Python's iteration gave."""
+    if isinstance(position, _Given):
+        return position.item
+    seq = positional(iterable)
+    assert seq is not None, iterable  # (for_each gave a position: the iterable is one)
+    return seq[1](position)
+
+
+def positional(iterable) -> tuple[int, Callable] | None:
+    """(length, item(i)) where `iterable`'s items can be read by a position the loop computes, else None."""
+    if isinstance(iterable, Tensor) and iterable.ndim >= 1:
+        return iterable.shape[0], iterable.__getitem__
+    if isinstance(iterable, _Positional):
+        return iterable.length, iterable.item
+    return None
+
+
+def length(iterable) -> int:
+    """The number of positions of an iterable `positional` reads by position."""
+    seq = positional(iterable)
+    assert seq is not None, iterable  # (source_rewrite.py asks only where it is one)
+    return seq[0]
+
+
+@dataclass(frozen=True)
+class _Positional:
+    """enumerate(x) or zip(x, y, ...) of traced arrays (and ranges), as for_each reads them by position."""
+
+    length: int
+    item: Callable
+
+
+def enumerate_(iterable, start=0):
+    """enumerate() as a `for` over it in a kernel sees it (source_rewrite.py): by position where `iterable` is a
+    traced array, else Python's."""
+    seq = positional(iterable)
+    if seq is None or not isinstance(start, int):
+        return enumerate(iterable, start)
+    length, item = seq
+    return _Positional(length, lambda i: (i + start, item(i)))
+
+
+def zip_(*iterables, **options):
+    """zip() as a `for` over it in a kernel sees it: by position where one of its iterables is a traced array and
+    the others are such arrays or ranges, else Python's."""
+    parts = [positional(x) or _range_positional(x) for x in iterables]
+    if options or not parts or None in parts or not any(isinstance(x, (Tensor, _Positional)) for x in iterables):
+        return zip(*iterables, **options)
+    found = [p for p in parts if p is not None]
+    return _Positional(min(n for n, _ in found), lambda i: tuple(item(i) for _, item in found))
+
+
+def _range_positional(r) -> tuple[int, Callable] | None:
+    if not isinstance(r, range):
+        return None
+    return len(r), lambda i: r.start + i * r.step
+
+
 def while_true(test: Callable, body: Callable, init: tuple, names: tuple[str, ...], stored: tuple, where: str):
     """`while test(*names): names = body(*names)`; returns the names' values after the loop. Steps whose test is
     a Python value run as Python runs them; from the first test read from arrays, the rest is one compiled loop

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import builtins
 import collections
+import copy
 import inspect
 import os
 import sys
@@ -302,6 +303,25 @@ def _first_use(statements: list[ast.stmt], name: str) -> str:
     return "neither"
 
 
+def _iterable(node: ast.expr) -> ast.expr:
+    """A `for`'s iterable as loops.for_each takes it: enumerate() and zip() as loops.enumerate_ and loops.zip_
+    (by position where they hold traced arrays, else Python's)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("enumerate", "zip"):
+        return ast.Call(
+            func=ast.Name(id=f"__tracejit_{node.func.id}", ctx=ast.Load()), args=node.args, keywords=node.keywords
+        )
+    return node
+
+
+def _target_names(target: ast.expr) -> list[str] | None:
+    """The names a `for` binds where its target is a name or a tuple of names, else None."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts):
+        return [e.id for e in target.elts]  # type: ignore[attr-defined]
+    return None
+
+
 def _is_range(node: ast.expr) -> bool:
     """range(...) or numba's prange(...) (as `prange`, `numba.prange` or `nb.prange`), positional bounds only."""
     if not isinstance(node, ast.Call) or node.keywords or not 1 <= len(node.args) <= 3:
@@ -370,6 +390,10 @@ class _Rewrite(ast.NodeTransformer):
             and not _has_inner_loop(node.body)
         ):
             return self._for_with_exits(node, breaks, continues)
+        if (breaks or continues) and not _is_range(node.iter) and not _has_inner_loop(node.body):
+            positions = self._over_positions(node)
+            if positions is not None:
+                return positions
         names, bases = _stored(node.body)  # (of the body as written)
         names = [n for n in names if n != "__tracejit_unused"]  # (an index nothing reads)
         live = self.carried.get(id(node))
@@ -379,7 +403,11 @@ class _Rewrite(ast.NodeTransformer):
             self.reads is None or self.reads[node.target.id] > _loads(node)[node.target.id]
         )
         self.generic_visit(node)  # (inner loops first)
-        if not (isinstance(node.target, ast.Name) and _is_range(node.iter)) or _loop_body_problem(node.body):
+        if _loop_body_problem(node.body):
+            return node
+        if not _is_range(node.iter):
+            return self._for_each(node, names, live, bases)
+        if not isinstance(node.target, ast.Name):
             return node
         target = node.target.id
         if target in names:
@@ -404,6 +432,80 @@ class _Rewrite(ast.NodeTransformer):
         after = target if target_live else "__tracejit_unused"  # (an index nothing reads after: not computed)
         assign = ast.Assign(targets=[_names_tuple([*names, after], ast.Store)], value=call)
         return self._finish_loop(node, [body, assign], [*names, after])
+
+    def _for_each(self, node: ast.For, names: list[str], live: list[str], bases: list[str]):
+        """`for row in A:`, `for i, x in enumerate(a):`, `for x, y in zip(a, b):`: the iterable evaluated once, as
+        Python does, then a call of loops.for_each, which compiles the loop over positions where it is a traced
+        array (or enumerate/zip of them), and iterates it as Python does otherwise. Each step reads its item
+        from the iterable as it is then (`__tracejit_at`: an array the body changes in place shows it, as NumPy's
+        iterator does)."""
+        t = node.target
+        targets = _target_names(t)
+        if targets is None or set(targets) & set(names):
+            return node  # (the body rebinds the item's name)
+        if any(self.reads is None or self.reads[n] > _loads(node)[n] for n in targets):
+            return node  # (the item's names read after the loop: Python's loop)
+        self.count += 1
+        k = self.count
+        iterable, position = f"__tracejit_iterable_{k}", f"__tracejit_item_{k}"
+        first = ast.Assign(targets=[ast.Name(id=iterable, ctx=ast.Store())], value=_iterable(node.iter))
+        at = _call("__tracejit_at", ast.Name(id=iterable, ctx=ast.Load()), ast.Name(id=position, ctx=ast.Load()))
+        unpack = ast.Assign(targets=[t], value=at)
+        inner = ast.For(target=t, iter=node.iter, body=[unpack, *node.body], orelse=[])
+        for made in (first, unpack, inner):
+            ast.fix_missing_locations(ast.copy_location(made, node))
+        body, before, stored, where = self._loop_parts(inner, [position, *live], live, bases, k)
+        call = _call(
+            "__tracejit_for_each",
+            ast.Name(id=iterable, ctx=ast.Load()),
+            ast.Name(id=body.name, ctx=ast.Load()),
+            before,
+            _strings(live),
+            stored,
+            where,
+        )
+        assign = ast.Assign(targets=[_names_tuple([*live, "__tracejit_unused"], ast.Store)], value=call)
+        return self._finish_loop(node, [first, body, assign], [*live, "__tracejit_unused"])
+
+    def _over_positions(self, node: ast.For) -> list[ast.stmt] | None:
+        """A `for` over an array itself (as _for_each takes it) that breaks or continues: the iterable evaluated
+        once; where it is a traced array, `for p in range(len): item = at(p); ...` (compiled as such loops with
+        exits are), else the loop as written, over it."""
+        t = node.target
+        targets = _target_names(t)
+        if targets is None or set(targets) & set(_stored(node.body)[0]):
+            return None  # (the body rebinds the item's name: each step's would differ with the break's flags)
+        self.count += 1
+        k = self.count
+        iterable, position = f"__tracejit_iterable_{k}", f"__tracejit_position_{k}"
+        first = ast.Assign(targets=[ast.Name(id=iterable, ctx=ast.Store())], value=_iterable(node.iter))
+        unpack = ast.Assign(
+            targets=[copy.deepcopy(t)],
+            value=_call("__tracejit_at", ast.Name(id=iterable, ctx=ast.Load()), ast.Name(id=position, ctx=ast.Load())),
+        )
+        ranged = ast.For(
+            target=ast.Name(id=position, ctx=ast.Store()),
+            iter=_call("range", _call("__tracejit_length", ast.Name(id=iterable, ctx=ast.Load()))),
+            body=[unpack, *copy.deepcopy(node.body)],
+            orelse=copy.deepcopy(node.orelse),
+        )
+        written = copy.deepcopy(node)
+        written.iter = ast.Name(id=iterable, ctx=ast.Load())
+        for made in (first, unpack, ranged, written):
+            ast.fix_missing_locations(ast.copy_location(made, node))
+        compiled = self.visit_For(ranged)
+        as_written = self.generic_visit(written)
+        test = _call("__tracejit_positional", ast.Name(id=iterable, ctx=ast.Load()))
+        choice = ast.If(
+            test=test,
+            body=compiled if isinstance(compiled, list) else [compiled],
+            orelse=[as_written],  # type: ignore[list-item]
+        )
+        out = [first, choice]
+        for st in out:
+            ast.fix_missing_locations(ast.copy_location(st, node))
+            self.rewritten.add(id(st))
+        return out
 
     def _for_with_exits(self, node: ast.For, breaks: bool, continues: bool) -> list[ast.stmt]:
         """A `for` whose body breaks or continues it, as one that does not (then rewritten as any other)."""
@@ -840,6 +942,12 @@ def visible(fn):
             "__tracejit_value_before": value_before,
             "__tracejit_undefined": UNDEFINED,
             "__tracejit_for": loops.for_range,
+            "__tracejit_for_each": loops.for_each,
+            "__tracejit_at": loops.item_at,
+            "__tracejit_positional": lambda iterable: loops.positional(iterable) is not None,
+            "__tracejit_length": loops.length,
+            "__tracejit_enumerate": loops.enumerate_,
+            "__tracejit_zip": loops.zip_,
             "__tracejit_construct": construct,
             "__tracejit_both": both,
             "__tracejit_helper": helper,
