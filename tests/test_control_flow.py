@@ -226,14 +226,94 @@ def test_an_if_that_stores_into_an_array_runs_both_branches_guarded(device, rng)
         np.testing.assert_allclose(got, expected)
 
 
-def test_an_if_on_an_array_value_that_returns_is_left_as_python_runs_it():
-    def returns(x):
-        if x.sum() > 0:
-            return x   # a branch both sides cannot share: not rewritten
-        return -x
+def early_return(x):   # an `if` on an array value that returns, then the rest of the function
+    if x.sum() > 0:
+        return x * 2
+    y = -x
+    return y + 1
 
-    with pytest.raises(tj.TraceError, match="Python bool"):
-        tj.kernel(returns)(np.ones(3))
+
+def safe_ratio(a, b):   # a helper's guard: the classic early return
+    if b == 0:
+        return 0.0
+    return a / b
+
+
+def ratios(x, y):
+    out = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = safe_ratio(x[i], y[i])
+    return out
+
+
+def nested_returns(x, t):   # returns in nested ifs, one on a Python number, a fall off the end in a procedure
+    if t > 2:
+        if x.max() > 0.5:
+            return x - 1
+        elif x.min() < 0.1:
+            return x + 1
+    s = x.sum()
+    if not s > 3:
+        return x * s
+    return x / s
+
+
+def early_procedure(u, steps):   # returns early with nothing; otherwise updates u in place
+    if u.max() > 10:
+        return
+    for _ in range(steps):
+        u[1:-1] = 0.5 * (u[2:] + u[:-2])
+
+
+@pytest.mark.parametrize("program", [early_return, ratios, nested_returns, early_procedure])
+def test_an_if_on_array_values_that_returns_early_computes_both_sides_and_selects(device, rng, program):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    x = rng.random(7).astype(dt)
+    if program is early_return:
+        cases = [(x,), (-x,)]
+    elif program is ratios:
+        y = rng.random(7).astype(dt)
+        y[2] = 0
+        cases = [(x, y)]
+    elif program is nested_returns:
+        cases = [(x, 3), (x * 0.4, 3), (x * 0.4 + 0.2, 3), (x, 1), (x * 0.1, 1)]
+    else:
+        cases = [(x, 4), (x * 20, 4)]
+    for args in cases:
+        ours, theirs = [a.copy() if isinstance(a, np.ndarray) else a for a in args], list(args)
+        theirs = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        try:
+            got = run_kernel(tj.kernel(program), *ours, device=device)
+        except tj.DtypeError:   # (the loop's Python-int index: int64, which webgpu and metal lack)
+            assert device in ("webgpu", "metal") and program is ratios
+            return
+        expected = program(*theirs)
+        if expected is None:
+            assert got is None
+        else:
+            np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)
+        np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+
+
+def test_an_early_return_whose_sides_differ_in_shape_is_refused_on_array_values():
+    def differs(x):
+        if x.sum() > 0:
+            return x[:2]
+        return x
+
+    with pytest.raises(tj.TraceError, match="would depend on the data"):
+        tj.kernel(differs)(np.ones(3))
+
+
+def test_a_return_inside_a_loop_is_left_as_python_runs_it():
+    def search(x):
+        for i in range(x.shape[0]):
+            if x[i] > 0.5:
+                return i
+        return -1
+
+    with pytest.raises(tj.TraceError):
+        tj.kernel(search)(np.linspace(0, 1, 9))
 
 
 def test_conditionals_whose_sides_differ_in_shape_or_dtype_are_refused_on_array_values():
@@ -329,3 +409,30 @@ def test_an_assert_on_an_int_argument_is_pythons_while_tracing():
     assert_close(tj.kernel(scaled)(np.arange(3.0), 2, device="numba"), scaled(np.arange(3.0), 2))
     with pytest.raises(AssertionError, match="n must be positive"):
         tj.kernel(scaled)(np.arange(3.0), 0, device="numba")
+
+
+def bools(x, flag):   # bool() and `not` of values read from arrays, and Python's arithmetic on bools
+    b = bool(x[0] > 0.5)
+    c = not (x.sum() > 2)
+    count = b + c + bool(x[1]) + flag
+    if not b:
+        count = count * 10
+    return count, -b, ~c, b & c, x * bool(x[2] - x[2])
+
+
+def test_bool_and_not_of_values_read_from_arrays_are_pythons(device, rng):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    for x in (rng.random(4).astype(dt), np.array([0.9, 0.0, np.nan, 1.0], dt), np.array([0.1, 0, 3, 4], dt)):
+        for flag in (True, False):
+            try:
+                got = run_kernel(tj.kernel(bools), x.copy(), flag, device=device)
+            except tj.DtypeError:   # (Python ints: int64, which webgpu and metal lack)
+                assert device in ("webgpu", "metal")
+                return
+            for g, e in zip(got, bools(x.copy(), flag)):
+                np.testing.assert_array_equal(np.asarray(g), e)
+
+
+def test_bool_of_an_array_with_more_than_one_element_is_numpys_error():
+    with pytest.raises(ValueError, match="more than one element is ambiguous"):
+        tj.kernel(lambda x: x * bool(x[:2]))(np.ones(3))

@@ -39,9 +39,9 @@ def f32(*shape):
 
 def test_if_on_traced_value_raises_trace_error_suggesting_where(device):
     @tj.kernel
-    def relu(x):
+    def relu(x):   # (an early return both sides can share computes both and selects: test_control_flow.py)
         if x.sum() > 0:  # <- if on traced value
-            return x
+            raise ValueError("positive")
         return -x
 
     with pytest.raises(tj.TraceError, match=r"tj\.where") as caught:
@@ -50,9 +50,9 @@ def test_if_on_traced_value_raises_trace_error_suggesting_where(device):
 
 
 def test_bool_of_traced_value_raises_trace_error_suggesting_where(device):
-    @tj.kernel
-    def truthy(x):
-        return x * bool(x.max() > 1)  # <- bool of traced value
+    # bool() in the kernel function's code is computed (test_control_flow.py); in a lambda, whose source is not
+    # rewritten, it is Python's bool() of a value unknown while tracing
+    truthy = tj.kernel(lambda x: x * bool(x.max() > 1))  # <- bool of traced value
 
     with pytest.raises(tj.TraceError, match=r"tj\.where") as caught:
         truthy(f32(3), device=device)
@@ -305,7 +305,7 @@ def test_trace_errors_name_the_users_file_even_when_its_path_says_numpy(tmp_path
     folder = tmp_path / "numpy_kernels"
     folder.mkdir()
     (folder / "heat_numpy.py").write_text(
-        "import tracejit as tj\n\n@tj.kernel\ndef step(u):\n    if u.sum() > 0:\n        return u\n    return -u\n")
+        "import tracejit as tj\n\n@tj.kernel\ndef step(u):\n    if u.sum() > 0:\n        raise ValueError\n    return -u\n")
     monkeypatch.syspath_prepend(str(folder))
     import importlib
     module = importlib.import_module("heat_numpy")

@@ -51,7 +51,7 @@ from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import MaskedSelection, data_dependent
 from tracejit.frontend.binding import Layout, Parameters
 from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
-from tracejit.numpy.tensor import Tensor, as_node, trace_budget
+from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
 from tracejit.frontend.manifest import record
 
 
@@ -538,8 +538,9 @@ class Kernel:
                 tensors.append(a)
             elif info.kind == "default":
                 tensors.append(info.value)
-            elif info.kind == "scalar":
-                tensors.append(Tensor(build.input_(i, info.dtype, info.shape, weak=True)))
+            elif info.kind == "scalar":  # (a Python bool's arithmetic is Python's: True + True is 2)
+                kind = PythonBool if type(a) is bool else Tensor
+                tensors.append(kind(build.input_(i, info.dtype, info.shape, weak=True)))
             elif info.kind == "generator":  # a np.random.Generator: draws from its stream (random_draws.py)
                 tensors.append(random_draws.argument(i))
             else:

@@ -12,7 +12,7 @@ import numpy as np
 from tracejit.ir import build, faulting
 from tracejit.ir.graph import Node, Op
 from tracejit.ir.kernel_ir import Fault
-from tracejit.numpy.tensor import Tensor, as_node, python_value
+from tracejit.numpy.tensor import PythonBool, Tensor, as_node, python_value
 
 
 def float_of(x=0.0, /):
@@ -35,6 +35,32 @@ def int_of(x=0, /, *args):
         known = python_value(x, "int()")  # (made from the kernel's Python numbers: Python's int() of it)
         return int(known) if not isinstance(known, Tensor) else Tensor(checked_int(as_node(x)))
     return int(x, *args)
+
+
+def bool_of(x=False, /):
+    """bool(x): of a value read from arrays with one element, its truth (x != 0: NaN is true) as a Python bool
+    (weak), no read back; of more elements or none, NumPy's ValueError."""
+    if isinstance(x, Tensor):
+        if x.size != 1:
+            return bool(x)  # (NumPy's ValueError: Tensor.__bool__)
+        known = python_value(x, "bool()")  # (made from the kernel's Python numbers: Python's bool() of it)
+        if not isinstance(known, Tensor):
+            return bool(known)
+        node = build.reshape(as_node(x), ())
+        if node.dtype != np.bool_:
+            node = build.binary(Op.NE, node, build.const(0, node.dtype, ()))
+        return PythonBool(build.cast(node, np.dtype(np.bool_), weak=True))
+    return bool(x)
+
+
+def not_(x):
+    """`not x`: of a value read from arrays (bool_of), the traced negation; of anything else, Python's."""
+    if isinstance(x, Tensor):
+        truth = bool_of(x)
+        if not isinstance(truth, Tensor):
+            return not truth
+        return PythonBool(build.cast(build.unary(Op.INVERT, as_node(truth)), np.dtype(np.bool_), weak=True))
+    return not x
 
 
 NAN_TO_INT = Fault("ValueError", "cannot convert float NaN to integer")

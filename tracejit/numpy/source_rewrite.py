@@ -732,6 +732,12 @@ class _Rewrite(ast.NodeTransformer):
             )
         return node
 
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):  # `not x` of a value read from arrays: its negation (python_math.not_)
+            return ast.copy_location(_call("__tracejit_not", node.operand), node)
+        return node
+
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         """`a and b and c` as both(a, both(b, c)) with each later operand a lambda (Python's short circuit)."""
         self.generic_visit(node)
@@ -787,6 +793,8 @@ def helper(f):
         return python_math.float_of
     if f is int:
         return python_math.int_of
+    if f is bool:
+        return python_math.bool_of
     return f
 
 
@@ -865,13 +873,80 @@ class _Helpers(ast.NodeTransformer):
         f = node.func
         if not (
             isinstance(f, ast.Name)
-            and (f.id in _BUILTIN_NAMES - {"float", "int"} or f.id.startswith("__tracejit") or f.id == "prange")
+            and (f.id in _BUILTIN_NAMES - {"float", "int", "bool"} or f.id.startswith("__tracejit") or f.id == "prange")
             or isinstance(f, ast.Attribute)
             and f.attr in ("prange", "ndarray")
         ):  # (range(), len(), and numba's prange are what they are)
             self.count += 1
             node.func = _call("__tracejit_helper", f)
         return node
+
+
+_RESULT = "__tracejit_result"
+
+
+def _lift_returns(fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function whose `if`s return early (`if b == 0: return 0.0` then `return a / b`), its returns only in
+    `if`s and at its end (none in a loop, a `with` or a `try`): rewritten so that each `if` holds the rest of
+    the function in its branch that does not return, every branch binds the result to a name, and one `return`
+    ends the function. An `if` on values read from arrays can then compute both branches and select (as an
+    `if` that binds names does), where it could not return from the middle of a traced function. Whether it
+    did anything."""
+
+    def returns_in(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Return) for n in _own_nodes(node))
+
+    def plain(stmts: list[ast.stmt]) -> bool:  # returns only at the end, or in ifs (made of such statements)
+        for k, st in enumerate(stmts):
+            if isinstance(st, ast.Return):
+                if k != len(stmts) - 1:
+                    return False
+            elif isinstance(st, ast.If):
+                if not (plain(st.body) and plain(st.orelse)):
+                    return False
+            elif returns_in(st):
+                return False
+        return True
+
+    def lifted(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        """stmts, every path through them ending in an assignment of the result (a fall off the end: None)."""
+        for k, st in enumerate(stmts):
+            if isinstance(st, ast.Return):
+                value = st.value if st.value is not None else ast.Constant(value=None)
+                bind = ast.Assign(targets=[ast.Name(id=_RESULT, ctx=ast.Store())], value=value)
+                return [*stmts[:k], ast.copy_location(bind, st)]
+            if isinstance(st, ast.If) and returns_in(st):
+                rest = stmts[k + 1 :]
+                branch = ast.If(
+                    test=st.test,
+                    body=lifted(st.body + copy.deepcopy(rest)),
+                    orelse=lifted(st.orelse + copy.deepcopy(rest)),
+                )
+                return [*stmts[:k], ast.copy_location(branch, st)]
+        end = ast.Assign(targets=[ast.Name(id=_RESULT, ctx=ast.Store())], value=ast.Constant(value=None))
+        return [*stmts, ast.copy_location(end, stmts[-1]) if stmts else end]
+
+    body = fdef.body
+    early = any(isinstance(st, ast.If) and returns_in(st) for st in body)
+    if not early or not plain(body) or sum(1 for n in _own_nodes(fdef) if isinstance(n, ast.Return)) > 16:
+        return False  # (nothing to do, returns it cannot lift, or a function whose copies would grow too much)
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(fdef)):
+        return False
+    docstring = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
+    final = ast.Return(value=ast.Name(id=_RESULT, ctx=ast.Load()))
+    fdef.body = [*docstring, *lifted(body[len(docstring) :]), ast.copy_location(final, body[-1])]
+    return True
+
+
+def _own_nodes(node: ast.AST):
+    """The nodes of `node` outside the functions, lambdas and classes it defines."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        yield n
+        stack.extend(ast.iter_child_nodes(n))
 
 
 def _rewritten(fn) -> types.CodeType | None:
@@ -891,13 +966,14 @@ def _rewritten(fn) -> types.CodeType | None:
         return None
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(fdef)):
         return None
+    lifted = _lift_returns(fdef)
     asserts = _Asserts(f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}")
     asserts.run(fdef)
     rewrite = _Rewrite(os.path.basename(code.co_filename), code.co_firstlineno, fdef)
     fdef = rewrite.visit(fdef)
     helpers = _Helpers()
     fdef = helpers.visit(fdef)
-    if not rewrite.count and not helpers.count and not asserts.count:
+    if not rewrite.count and not helpers.count and not asserts.count and not lifted:
         return None
     fdef.decorator_list = []
     ast.fix_missing_locations(fdef)  # (the new nodes take their statement's lines, then all move)
@@ -943,6 +1019,7 @@ def visible(fn):
             "__tracejit_undefined": UNDEFINED,
             "__tracejit_for": loops.for_range,
             "__tracejit_for_each": loops.for_each,
+            "__tracejit_not": python_math.not_,
             "__tracejit_at": loops.item_at,
             "__tracejit_positional": lambda iterable: loops.positional(iterable) is not None,
             "__tracejit_length": loops.length,

@@ -294,6 +294,13 @@ class Tensor:
         return value if value is not None else python_numbers.value_of(self._node, use)
 
     def __bool__(self):
+        if self.size != 1:  # (NumPy's error, whatever the values)
+            raise ValueError(
+                "The truth value of an empty array is ambiguous. Use `array.size > 0` to check that an array is not "
+                "empty."
+                if self.size == 0
+                else "The truth value of an array with more than one element is ambiguous. Use a.any() or a.all()"
+            )
         value = self._known("a Python bool (`if`, `while`, `and`/`or`)")
         if value is not None:
             return bool(value)
@@ -400,45 +407,59 @@ class Tensor:
 
     # -- operators --
     def __add__(self, o):
+        self, o = _python_ints(self, o)
         return F.add(self, o)  # noqa: E704
 
     def __radd__(self, o):
+        self, o = _python_ints(self, o)
         return F.add(o, self)  # noqa: E704
 
     def __sub__(self, o):
+        self, o = _python_ints(self, o)
         return F.subtract(self, o)  # noqa: E704
 
     def __rsub__(self, o):
+        self, o = _python_ints(self, o)
         return F.subtract(o, self)  # noqa: E704
 
     def __mul__(self, o):
+        self, o = _python_ints(self, o)
         return F.multiply(self, o)  # noqa: E704
 
     def __rmul__(self, o):
+        self, o = _python_ints(self, o)
         return F.multiply(o, self)  # noqa: E704
 
     def __truediv__(self, o):
+        self, o = _python_ints(self, o)
         return F.true_divide(self, o)  # noqa: E704
 
     def __rtruediv__(self, o):
+        self, o = _python_ints(self, o)
         return F.true_divide(o, self)  # noqa: E704
 
     def __floordiv__(self, o):
+        self, o = _python_ints(self, o)
         return F.floor_divide(self, o)  # noqa: E704
 
     def __rfloordiv__(self, o):
+        self, o = _python_ints(self, o)
         return F.floor_divide(o, self)  # noqa: E704
 
     def __mod__(self, o):
+        self, o = _python_ints(self, o)
         return F.remainder(self, o)  # noqa: E704
 
     def __rmod__(self, o):
+        self, o = _python_ints(self, o)
         return F.remainder(o, self)  # noqa: E704
 
     def __pow__(self, o):
+        self, o = _python_ints(self, o)
         return F.power(self, o)  # noqa: E704
 
     def __rpow__(self, o):
+        self, o = _python_ints(self, o)
         return F.power(o, self)  # noqa: E704
 
     def __matmul__(self, o):
@@ -502,17 +523,21 @@ class Tensor:
         return F.floor_divide(o, self), F.remainder(o, self)  # noqa: E704
 
     def __neg__(self):
+        (self,) = _python_ints(self)
         return F.negative(self)  # noqa: E704
 
     # augmented assignment (x += y, ...): see AUGMENTED below the class
 
     def __pos__(self):
+        (self,) = _python_ints(self)
         return _U().positive(self)  # noqa: E704
 
     def __abs__(self):
+        (self,) = _python_ints(self)
         return F.abs(self)  # noqa: E704
 
     def __invert__(self):
+        (self,) = _python_ints(self)
         return F.invert(self)  # noqa: E704
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
@@ -584,6 +609,27 @@ _PICKED_VIEW = (
 def picked_view(t: Tensor) -> bool:
     """Whether t is x[i] for a traced index i (a copy where NumPy's is a view: _PICKED_VIEW)."""
     return isinstance(t._read_only, MayAlias) and t._read_only.why is _PICKED_VIEW
+
+
+class PythonBool(Tensor):
+    """A traced value that is a Python bool in the user's code: bool() or `not` of a value read from arrays
+    (python_math.py), a bool argument of the kernel. Python's arithmetic on such values is int arithmetic
+    (_python_ints); a weak bool alone cannot say so (NumPy's np.isfinite(1.5) is a NumPy bool)."""
+
+    __slots__ = ()
+
+
+def _python_ints(*operands):
+    """Operands of Python's arithmetic operators where every one is a Python bool: as Python ints (weak int64),
+    since Python's True + True is 2, -True is -1 and ~True is -2 (NumPy's bools would give True, an error,
+    False)."""
+    if all(isinstance(x, (bool, PythonBool)) for x in operands):
+        if any(isinstance(x, Tensor) for x in operands):
+            return tuple(
+                Tensor(build.cast(as_node(x), np.dtype(np.int64), weak=True)) if isinstance(x, Tensor) else int(x)
+                for x in operands
+            )
+    return operands
 
 
 def _traced_picks(key) -> list[Tensor]:
