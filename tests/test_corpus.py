@@ -22,7 +22,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # everyday science
     # numbers and loops
     # loop-style programs
-    "loops.floyd_warshall": (NEEDS, "np.add.outer (the ufunc methods: issue 48)"),
 }
 
 

@@ -359,3 +359,50 @@ def test_a_constant_non_finite_numerator_floor_divides_and_mods_to_nan(numerator
             got = run_kernel(tj.kernel(body), x, device=device)
             with np.errstate(all="ignore"):
                 assert_close(got, body(x))
+
+
+# --- the ufunc methods: outer, and reduce of the logical ufuncs (issue 48, item 4) ----------------------------------
+
+_OUTER = [*BINARY, "add", "subtract", "multiply", "equal", "less", "greater_equal", "logical_and", "logical_xor"]
+
+
+def test_ufunc_outer_matches_numpy_for_every_binary_ufunc(device, rng):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    x, y = rng.uniform(-3, 3, 5).astype(dt), rng.uniform(-3, 3, (2, 3)).astype(dt)
+
+    def first(x, y):   # (two kernels: Metal binds at most 31 buffers)
+        return tuple(getattr(np, n).outer(x, y) for n in _OUTER[:14])
+
+    def second(x, y):
+        return tuple(getattr(np, n).outer(y, x[1:3]) for n in _OUTER[14:])
+
+    for body, names in ((first, _OUTER[:14]), (second, _OUTER[14:])):
+        got = run_kernel(tj.kernel(body), x, y, device=device)
+        with np.errstate(all="ignore"):
+            expected = body(x, y)
+        for name, g, e in zip(names, got, expected):
+            if e.dtype.kind == "f":
+                assert_ulps(g, e, stated_ulps(name, device, dt), f"np.{name}.outer", device != "numba")
+            else:
+                assert_close(g, e, what=f"np.{name}.outer")
+
+
+def test_ufunc_outer_takes_numbers_lists_and_dtype_as_numpy(rng):
+    x = rng.random(4)
+
+    def f(x):
+        return np.add.outer(x, 2.0), np.multiply.outer([1, 2], x, dtype=np.float32), np.maximum.outer(x[0], x)
+
+    for g, e in zip(tj.kernel(f)(x), f(x)):
+        assert_close(g, e)
+
+
+def test_logical_reduce_matches_numpy(device, rng):
+    x = rng.random((4, 5)).astype(np.float32)
+
+    def f(x):
+        return (np.logical_or.reduce(x > 0.9), np.logical_and.reduce(x > 0.05, axis=1), np.logical_or.reduce(x > 2, axis=None),
+                np.logical_and.reduce(x, axis=(0, 1), keepdims=True))
+
+    for g, e in zip(run_kernel(tj.kernel(f), x, device=device), f(x)):
+        assert_close(g, e)

@@ -29,7 +29,14 @@ from tracejit.numpy import (
 from tracejit.numpy.tensor import Tensor, view_call
 
 UFUNCS = {**ufuncs.NUMPY_UFUNCS, np.matmul: linalg.matmul}
-_REDUCE_UFUNCS = {np.add: F.sum, np.multiply: F.prod, np.maximum: F.max, np.minimum: F.min}
+_REDUCE_UFUNCS = {
+    np.add: F.sum,
+    np.multiply: F.prod,
+    np.maximum: F.max,
+    np.minimum: F.min,
+    np.logical_and: reductions.all,
+    np.logical_or: reductions.any,
+}
 
 # Each frontend module lists the NumPy functions it implements (NUMPY_FUNCTIONS); this is their union.
 FUNCTIONS = {
@@ -111,6 +118,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
         kwargs.setdefault("axis", 0)  # ufunc.reduce's default, unlike np.sum's None
         return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
+    if method == "outer" and ufunc in UFUNCS and ufunc is not np.matmul and set(kwargs) <= {"dtype"}:
+        return _outer(ufunc, inputs, kwargs)
     if method == "at" and not kwargs:
         return scatter.ufunc_at(ufunc, *inputs)
     if method == "accumulate" and ufunc in scans.ACCUMULATE and set(kwargs) <= {"axis", "dtype"}:
@@ -134,6 +143,15 @@ def _into(ufunc, method, inputs, kwargs, outs: tuple):
         r if o is None else assign.write_out(o, r, casting, where, ufunc.__name__) for o, r in zip(outs, results)
     )
     return written if len(written) > 1 else written[0]
+
+
+def _outer(ufunc, inputs, kwargs):
+    """ufunc.outer(a, b): ufunc(a[..., None, ...], b), a's axes first (b.ndim new axes after them)."""
+    if len(inputs) != 2:
+        raise TypeError(f"{ufunc.__name__}.outer() takes exactly 2 arguments ({len(inputs)} given)")
+    a, b = inputs
+    shape = np.shape(a) + (1,) * np.ndim(b)
+    return _call(ufunc, (F.reshape(a, shape) if isinstance(a, Tensor) else np.reshape(a, shape), b), kwargs)
 
 
 def _call(ufunc, inputs, kwargs):
