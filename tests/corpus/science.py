@@ -313,6 +313,28 @@ def softmax_inplace(X):  # scikit-learn's utils.extmath.softmax (copy=True): in 
     return X
 
 
+
+def temperature_gradient(T, dx):  # heat flux from a temperature field, with np.gradient's central differences
+    dTdy, dTdx = np.gradient(T, dx)
+    k = 0.6
+    return -k * dTdx, -k * dTdy
+
+
+def resample(t, y, t_new):  # a signal resampled at new times by linear interpolation
+    return np.interp(t_new, t, y)
+
+
+def smooth_and_detrend(y, t):  # a running mean by convolution, a quadratic trend by np.polyval
+    kernel = np.ones(5) / 5
+    smooth = np.convolve(y, kernel, mode="same")
+    trend = np.polyval([0.1, -0.2, 0.05], t)
+    return smooth - trend
+
+
+def triangle_normals(v0, v1, v2):  # unit normals of triangles, np.cross of two edges
+    n = np.cross(v1 - v0, v2 - v0)
+    return n / np.linalg.norm(n, axis=1, keepdims=True)
+
 def _n(*shape, scale=1.0, low=None):
     def make(rng, dt):
         if low is not None:
@@ -389,4 +411,9 @@ PROGRAMS = [
     program(relu, _n((30, 7)), BOTH),
     program(relu_backward, _n((30, 7), (30, 7)), BOTH),
     program(softmax_inplace, _n((16, 10), scale=3), BOTH),
+    program(temperature_gradient, lambda rng, dt: _n((9, 11), low=0)(rng, dt) + (0.25,), BOTH),
+    program(resample, lambda rng, dt: (np.linspace(0, 2, 30).astype(dt), rng.random(30).astype(dt),
+                                       rng.uniform(-0.1, 2.1, 45).astype(dt)), BOTH),
+    program(smooth_and_detrend, lambda rng, dt: (rng.random(40).astype(dt), np.linspace(0, 1, 40).astype(dt)), BOTH),
+    program(triangle_normals, _n((12, 3), (12, 3), (12, 3)), BOTH),
 ]

@@ -750,6 +750,7 @@ _METHODS = {
     "movement": ("repeat",),
     "scans": ("cumsum", "cumprod"),
     "sorting": ("argsort",),
+    "numerical": ("diagonal", "trace"),
 }
 
 
