@@ -759,3 +759,34 @@ def test_a_loop_over_a_0d_array_raises_pythons_type_error():
 
     with pytest.raises(TypeError, match="0-d"):
         tj.kernel(program)(np.ones(3))
+
+
+# --- windows: slices along several axes whose bounds move with the index but whose lengths are constants -----------
+
+def local_means(A):   # a 3 x 3 window around each interior point (bounded_slices.windows)
+    n, m = A.shape
+    out = np.zeros((n - 2, m - 2), A.dtype)
+    for i in range(1, n - 1):
+        for j in range(1, m - 1):
+            out[i - 1, j - 1] = A[i - 1:i + 2, j - 1:j + 2].mean()
+    return out
+
+
+def test_windows_that_move_with_the_loop_indices_match_numpy(device, rng):
+    A = rng.random((9, 7)).astype(np.float32 if device in ("webgpu", "metal") else np.float64)
+    try:
+        check(local_means, (A,), device)
+    except tj.DtypeError:   # (the loops' Python-int indices: int64, which webgpu and metal lack)
+        assert device in ("webgpu", "metal")
+
+
+def test_a_window_past_the_end_of_an_axis_is_a_clear_error(rng):
+    def whole(A):
+        out = np.zeros(A.shape)
+        for i in range(A.shape[0]):
+            for j in range(A.shape[1]):
+                out[i, j] = A[i - 1:i + 2, j - 1:j + 2].sum()   # NumPy: shorter windows at the edges
+        return out
+
+    with pytest.raises(IndexError, match="reaches past the ends of an axis"):
+        tj.kernel(whole)(rng.random((6, 6)))

@@ -272,6 +272,21 @@ def create_fractal(min_x, max_x, min_y, max_y, image, iters):  # Numba's documen
     return image
 
 
+def life(board, steps):  # Conway's game of life with loops over cells and a 3 x 3 window, as taught
+    n, m = board.shape
+    for _ in range(steps):
+        new = board.copy()
+        for i in range(1, n - 1):
+            for j in range(1, m - 1):
+                s = board[i - 1:i + 2, j - 1:j + 2].sum() - board[i, j]
+                if board[i, j] == 1 and (s < 2 or s > 3):
+                    new[i, j] = 0
+                elif board[i, j] == 0 and s == 3:
+                    new[i, j] = 1
+        board = new
+    return board
+
+
 # Loops over an array itself, not over range(): its rows or elements, enumerate and zip of them.
 
 def crc16(data, poly=0x8408):  # npbench crc16 (numpy), adapted there from a public gist: a loop over bytes
@@ -375,6 +390,7 @@ PROGRAMS = [
     program(pairwise_numba, lambda rng, dt: (rng.random((7, 3)).astype(dt),), ("float64", "float32")),
     program(floyd_warshall_loops, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),
     program(create_fractal, lambda rng, dt: (-2.0, 1.0, -1.0, 1.0, np.zeros((6, 9), dt), 20), ("uint8",)),
+    program(life, lambda rng, dt: ((rng.random((12, 10)) < 0.4).astype(dt), 3), ("int32", "int64", "uint8")),
     program(crc16, lambda rng, dt: (rng.integers(0, 256, 40).astype(dt),), ("uint8", "int32")),
     program(row_norms, lambda rng, dt: (rng.random((9, 5)).astype(dt),), ("float64",)),
     program(polyline_length, lambda rng, dt: (rng.random(30).astype(dt), rng.random(30).astype(dt)),

@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.ir import build
+from tracejit.ir import build, faulting
 from tracejit.ir.graph import Node, Op
+from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy.tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node, python_value
 
 INDEX = np.dtype(np.int64)
@@ -97,9 +98,93 @@ def _bound(value, default: int, length: int) -> Node:
     return build.broadcast_to(node, (length,))
 
 
-def getitem(t: Tensor, key) -> BoundedSlice:
+def getitem(t: Tensor, key) -> BoundedSlice | Tensor:
+    window = windows(t, key)
+    if window is not None:
+        return window
     whole, axis, inside = split(t, key)
     return BoundedSlice(t[whole]._node, axis, inside)
+
+
+def windows(t: Tensor, key) -> Tensor | None:
+    """t[i - 1:i + 2, j - 1:j + 2]: slices along several axes whose bounds are read when the kernel runs but whose
+    lengths are constants (stop - start, as written): each a gather of that many places from its start, a value
+    of known shape. NumPy's slice has that length only where it lies inside the axis (or wholly in its negative
+    indices); elsewhere it is shorter, which such a value cannot follow: the kernel raises there instead of
+    answering (faulting.check). One such slice is a BoundedSlice instead, which follows every length. None where
+    the index is not of this form."""
+    key = _key_tuple(key)
+    found = [n for n, k in enumerate(key) if isinstance(k, slice) and (_unknown(k.start) or _unknown(k.stop))]
+    if len(found) < 2 or len(key) > t.ndim:
+        return None
+    if not all(isinstance(k, slice) or isinstance(k, (int, np.integer, Tensor)) for k in key):
+        return None  # (None, Ellipsis, arrays: the axes' places are not one per key entry)
+    lengths = {}
+    for n in found:
+        k = key[n]
+        length = _constant_length(k.start, k.stop)
+        if k.step not in (None, 1) or length is None or length < 0:
+            return None
+        lengths[n] = length
+    whole = tuple(slice(None) if n in lengths else k for n, k in enumerate(key))
+    result = t[whole]
+    for n, length in lengths.items():
+        axis = sum(1 for k in key[:n] if isinstance(k, slice))
+        size = t.shape[n]
+        start = build.cast(as_node(key[n].start), INDEX)
+        zero, top = build.const(0, INDEX, ()), build.const(size, INDEX, ())
+        inside = build.binary(
+            Op.AND,
+            build.binary(Op.LE, zero, start),
+            build.binary(Op.LE, start, build.const(size - length, INDEX, ())),
+        )
+        behind = build.binary(  # (wholly in the negative indices: x[-3:-1])
+            Op.AND,
+            build.binary(Op.LE, build.const(-size, INDEX, ()), start),
+            build.binary(Op.LE, start, build.const(-length - 1, INDEX, ())),
+        )
+        fault = Fault(
+            "IndexError",
+            f"a slice of {length} elements whose bounds are known only when the kernel runs (a loop's index) "
+            f"reaches past the ends of an axis of size {size}: NumPy gives a shorter slice there, which tracejit "
+            "cannot follow when it slices along more than one axis so; keep the bounds inside the array",
+        )
+        ok = build.binary(Op.OR, inside, behind)
+        offset = build.where(build.binary(Op.LT, start, zero), build.binary(Op.ADD, start, top), start)
+        last = build.const(size - length, INDEX, ())  # (clamped: where the check fails, its error is the one)
+        offset = build.binary(Op.MIN, build.binary(Op.MAX, offset, zero), last)
+        offset = build.binary(Op.ADD, offset, build.cast(faulting.check(ok, fault), INDEX))
+        places = build.binary(
+            Op.ADD, build.broadcast_to(build.reshape(offset, (1,)), (length,)), build.iota((length,), 0, INDEX)
+        )
+        result = np.take(result, Tensor(places), axis=axis)  # type: ignore[assignment]  # (a Tensor: the protocol)
+    return result
+
+
+def _constant_length(start, stop) -> int | None:
+    """stop - start where both are a common value plus constants (i - 1 and i + 2: 3), else None."""
+    base_a, a = _base_and_offset(start)
+    base_b, b = _base_and_offset(stop)
+    return b - a if base_a is base_b and base_a is not None else None
+
+
+def _base_and_offset(bound) -> tuple[Node | None, int]:
+    if bound is None or not isinstance(bound, Tensor):
+        return None, 0
+    node, offset = as_node(bound), 0
+    while node.op in (Op.ADD, Op.SUB) and node.shape == ():
+        a, b = node.srcs
+        if b.op is Op.CONST and b.dtype.kind in "iu":
+            offset += int(b.arg) if node.op is Op.ADD else -int(b.arg)
+            node = a
+        elif a.op is Op.CONST and a.dtype.kind in "iu" and node.op is Op.ADD:
+            offset += int(a.arg)
+            node = b
+        else:
+            break
+    while node.op is Op.CAST and node.srcs[0].dtype.kind in "iu":
+        node = node.srcs[0]
+    return node, offset
 
 
 def setitem(t: Tensor, key, value) -> None:
