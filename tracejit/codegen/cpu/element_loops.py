@@ -504,15 +504,15 @@ class _Writer:
             else:
                 o = self.fresh("o")
                 self.out(f"{o} = np.int64({name})")
-                self.out(f"if {o} < 0:")
+                self.out(f"if {o} < 0 or {o} >= {size}:")  # (rare: one unsigned comparison where it is not)
                 self.out(f"    {o} += {size}")
-                self.out(f"if {o} < 0 or {o} >= {size}:")
-                self.depth += 1
+                self.out(f"    if {o} < 0 or {o} >= {size}:")
+                self.depth += 2
                 fault = error or Fault(
                     "IndexOutOfBoundsError", f"index {{value}} is out of bounds for axis {axis} with size {size}"
                 )
                 self.fault(fault, name)
-                self.depth -= 1
+                self.depth -= 2
                 self.checked[-1][key] = o
             found.append(o)
         return found
