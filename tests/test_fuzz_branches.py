@@ -29,12 +29,14 @@ def statements(draw, depth=0) -> list[str]:
     """Lines of a branch body that bind a and b (nested ifs included), indented by the caller."""
     lines = []
     for name in ("a", "b"):
-        kind = draw(st.sampled_from(["plain", "ifexp", "min", "max", "if"] if depth < 2 else ["plain", "ifexp"]))
+        kind = draw(st.sampled_from(["plain", "ifexp", "min", "max", "if", "return"] if depth < 2 else ["plain", "ifexp"]))
         v1, v2 = draw(st.sampled_from(_VALUES[:7])), draw(st.sampled_from(_VALUES))
         if kind == "plain":
             lines.append(f"{name} = {v1}")
         elif kind == "ifexp":
             lines.append(f"{name} = {v1} if {draw(st.sampled_from(_TESTS))} else {v2}")
+        elif kind == "return":   # an early return (source_rewrite._lift_returns: the rest is the other branch)
+            lines += [f"if {draw(st.sampled_from(_TESTS))}:", f"    return {v1} - 1", f"{name} = {v2}"]
         elif kind in ("min", "max"):
             lines.append(f"{name} = {kind}(({v1})[0], ({v1})[1] * 0.5) + x * 0")   # (a vector, as the others)
         else:
