@@ -131,9 +131,9 @@ def test_failed_trace_does_not_poison_the_kernel(device):
 
 @pytest.mark.parametrize(("body", "name"), [
     (lambda x: np.fft.fft(x), "fft"),
-    (lambda x: np.convolve(x, x), "convolve"),
+    (lambda x: np.unwrap(x), "unwrap"),
     (lambda x: np.gcd(x, x), "gcd"),
-], ids=["np.fft.fft", "np.convolve", "np.gcd"])
+], ids=["np.fft.fft", "np.unwrap", "np.gcd"])
 def test_unsupported_numpy_function_raises_unsupported_error_naming_it(body, name, device):
     with pytest.raises(tj.UnsupportedError, match=name) as caught:
         tj.kernel(body)(f32(8), device=device)
