@@ -436,3 +436,35 @@ def test_bool_and_not_of_values_read_from_arrays_are_pythons(device, rng):
 def test_bool_of_an_array_with_more_than_one_element_is_numpys_error():
     with pytest.raises(ValueError, match="more than one element is ambiguous"):
         tj.kernel(lambda x: x * bool(x[:2]))(np.ones(3))
+
+
+def validated(x, n):   # input validation as written: raise a built-in exception on a value read from arrays
+    if x.min() < 0:
+        raise ValueError("negative entries")
+    if n > 5:   # (on a Python number: Python's raise, while tracing)
+        raise RuntimeError
+    for i in range(x.shape[0]):
+        if x[i] > 100:
+            raise OverflowError(f"entry {i} too large")
+    return np.sqrt(x)
+
+
+def test_an_if_on_array_values_that_raises_a_builtin_exception_raises_it_when_the_kernel_runs(device, rng):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    x = rng.random(6).astype(dt)
+    try:
+        got = run_kernel(tj.kernel(validated), x, 2, device=device)
+    except tj.DtypeError:   # (the loop's Python-int index: int64, which webgpu and metal lack)
+        assert device in ("webgpu", "metal")
+        return
+    np.testing.assert_allclose(np.asarray(got), validated(x, 2), rtol=1e-6)
+    bad = x.copy()
+    bad[2] = -1
+    with pytest.raises(ValueError, match="negative entries"):
+        run_kernel(tj.kernel(validated), bad, 2, device=device)
+    with pytest.raises(RuntimeError):
+        run_kernel(tj.kernel(validated), x, 9, device=device)
+    big = x.copy()
+    big[4] = 1000
+    with pytest.raises(OverflowError, match="too large"):
+        run_kernel(tj.kernel(validated), big, 2, device=device)

@@ -38,10 +38,13 @@ def f32(*shape):
 
 
 def test_if_on_traced_value_raises_trace_error_suggesting_where(device):
+    class Positive(Exception):
+        pass
+
     @tj.kernel
-    def relu(x):   # (an early return both sides can share computes both and selects: test_control_flow.py)
+    def relu(x):   # (an early return, or a raise of a built-in exception, compiles: test_control_flow.py)
         if x.sum() > 0:  # <- if on traced value
-            raise ValueError("positive")
+            raise Positive("positive")
         return -x
 
     with pytest.raises(tj.TraceError, match=r"tj\.where") as caught:
@@ -305,10 +308,11 @@ def test_trace_errors_name_the_users_file_even_when_its_path_says_numpy(tmp_path
     folder = tmp_path / "numpy_kernels"
     folder.mkdir()
     (folder / "heat_numpy.py").write_text(
-        "import tracejit as tj\n\n@tj.kernel\ndef step(u):\n    if u.sum() > 0:\n        raise ValueError\n    return -u\n")
+        "import tracejit as tj\n\nclass Up(Exception):\n    pass\n\n@tj.kernel\ndef step(u):\n    if u.sum() > 0:\n"
+        "        raise Up\n    return -u\n")
     monkeypatch.syspath_prepend(str(folder))
     import importlib
     module = importlib.import_module("heat_numpy")
     with pytest.raises(tj.TraceError) as caught:
         module.step(np.ones(4, np.float32))
-    assert f"{folder / 'heat_numpy.py'}:5: " in str(caught.value)
+    assert f"{folder / 'heat_numpy.py'}:8: " in str(caught.value)

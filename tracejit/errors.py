@@ -18,13 +18,13 @@ class TracejitError(Exception):
 
 class TraceError(TracejitError):
     """The kernel function did something that cannot be traced: a value read from an array used where Python
-    needs it while tracing: in an `if` whose branch raises or returns from inside a loop, in a lambda's
-    conditional or `bool()`, as an index into a NumPy array or a Python sequence (its value is not known while
-    tracing; an int or float argument so used is fine: the kernel is specialised on its value); iterating over
-    more than 64 rows of a traced value in a way that is not compiled as a loop. (Conditional expressions, `if`s
-    that bind names, assign or return early, `while`, `for` over arrays, `and`/`or`/`not`, `float()`, `int()` and
-    `bool()` in the kernel function and your helpers compile: see Loops and branches.) The message starts with
-    the file and line of your code.
+    needs it while tracing: in an `if` whose branch raises an exception of your own class or returns from inside
+    a loop, in a lambda's conditional or `bool()`, as an index into a NumPy array or a Python sequence (its value
+    is not known while tracing; an int or float argument so used is fine: the kernel is specialised on its
+    value); iterating over more than 64 rows of a traced value in a way that is not compiled as a loop.
+    (Conditional expressions, `if`s that bind names, assign, return early or raise a built-in exception,
+    `while`, `for` over arrays, `and`/`or`/`not`, `float()`, `int()` and `bool()` in the kernel function and your
+    helpers compile: see Loops and branches.) The message starts with the file and line of your code.
 
     >>> tj.kernel(lambda x: x if x.sum() > 0 else -x)(np.ones(3))   # a traced value was used as a Python bool
     Select values with np.where(x.sum() > 0, x, -x) (or tj.where); a number that decides control flow can be

@@ -1,4 +1,5 @@
-"""`assert` in a kernel function, as numpy/source_rewrite.py rewrites it (unless Python runs with -O, which drops
+"""`assert` in a kernel function (and `if test: raise ValueError(...)` of a built-in exception, the same check
+raising that exception), as numpy/source_rewrite.py rewrites it (unless Python runs with -O, which drops
 asserts): where the test is a Python value, Python's assert, while tracing; where it is read from arrays, a check
 when the kernel runs. The function carries the number of its first assert that failed (`failed`, 0: none) as a
 value of its own, through its loops and branches like any name it binds, and before it returns, a check per
@@ -26,13 +27,17 @@ def no_failure() -> Tensor:
     return Tensor(build.const(0, np.dtype(np.int64), (), weak=True))
 
 
-def check(failed, number: int, test, message, where: str):
+def check(failed, number: int, test, message, where: str, raising: bool = False):
     """`assert test, message()` as the function's `number`th assert: Python's where the test is a Python value;
-    else `failed` becomes `number` where it is 0 and the test fails, and the message is kept for the check."""
+    else `failed` becomes `number` where it is 0 and the test fails, and the message is kept for the check.
+    `raising`: `if not test: raise message()` instead (message() gives a built-in exception or its class), the
+    same check raising that exception."""
     if isinstance(test, Tensor):
-        test = python_value(test, "an assert's test")
+        test = python_value(test, "an assert's test" if not raising else "an `if` that raises")
     if not isinstance(test, Tensor):
         if not test:
+            if raising:
+                raise message()
             text = message()
             raise AssertionError(*(() if text is None else (_shown(text),)))
         return failed
@@ -42,8 +47,13 @@ def check(failed, number: int, test, message, where: str):
             f"{where}: an assert on an array of shape {node.shape}: the truth value of an array with more than one "
             "element is ambiguous; assert x.all() or x.any()"
         )
-    text = message()
-    _messages()[(where, number)] = "" if text is None else _shown(text)
+    if raising:
+        exc = message()
+        exc = exc() if isinstance(exc, type) else exc
+        _messages()[(where, number)] = (type(exc).__name__, _shown(exc) if exc.args else "")
+    else:
+        text = message()
+        _messages()[(where, number)] = ("AssertionError", "" if text is None else _shown(text))
     fails = build.binary(
         Op.AND,
         build.binary(Op.EQ, as_node(failed), build.const(0, np.int64, ())),
@@ -64,10 +74,11 @@ def finish(failed, value, where: str, count: int):
         )
     messages = _messages()
     for number in range(1, count + 1):
-        text = messages.get((where, number))
-        if text is not None:
+        found = messages.get((where, number))
+        if found is not None:
+            error, text = found
             ok = build.binary(Op.NE, as_node(failed), build.const(number, np.int64, ()))
-            faulting.check(ok, Fault("AssertionError", text.replace("{", "{{").replace("}", "}}")))
+            faulting.check(ok, Fault(error, text.replace("{", "{{").replace("}", "}}")))
     return value
 
 
@@ -75,7 +86,7 @@ def _shown(message) -> str:
     """An assert's message as a string, saying so where it shows traced values (made while tracing)."""
     text = str(message)
     if "Tensor(" in text:
-        text += " (the assert's message shows values known only when the kernel runs as Tensor(...))"
+        text += " (the message shows values known only when the kernel runs as Tensor(...))"
     return text
 
 

@@ -812,7 +812,8 @@ class _Asserts(ast.NodeTransformer):
         self.count = 0
 
     def run(self, fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if sys.flags.optimize or not any(isinstance(n, ast.Assert) for n in self._own(fdef)):
+        asserts = not sys.flags.optimize and any(isinstance(n, ast.Assert) for n in self._own(fdef))
+        if not asserts and not any(_raising_if(n) is not None for n in self._own(fdef)):
             return
         fdef.body = [self.visit(st) for st in fdef.body]
         start = ast.Assign(targets=[ast.Name(id=_FAILED, ctx=ast.Store())], value=_call("__tracejit_no_failure"))
@@ -843,7 +844,29 @@ class _Asserts(ast.NodeTransformer):
 
     visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
 
+    def visit_If(self, node: ast.If) -> Any:
+        """`if test: raise ValueError("...")` (a built-in exception): a check as an assert's, raising that
+        exception (numpy/assertions.py); Python's own where the test is a Python value."""
+        exc = _raising_if(node)
+        if exc is None:
+            return self.generic_visit(node)
+        self.count += 1
+        call = _call(
+            "__tracejit_assert",
+            ast.Name(id=_FAILED, ctx=ast.Load()),
+            ast.Constant(value=self.count),
+            ast.UnaryOp(op=ast.Not(), operand=node.test),
+            _lambda(exc),
+            ast.Constant(value=self.where),
+            ast.Constant(value=True),
+        )
+        return ast.fix_missing_locations(
+            ast.copy_location(ast.Assign(targets=[ast.Name(id=_FAILED, ctx=ast.Store())], value=call), node)
+        )
+
     def visit_Assert(self, node: ast.Assert) -> Any:
+        if sys.flags.optimize:
+            return node  # (Python drops it)
         self.count += 1
         message = node.msg if node.msg is not None else ast.Constant(value=None)
         call = _call(
@@ -880,6 +903,28 @@ class _Helpers(ast.NodeTransformer):
             self.count += 1
             node.func = _call("__tracejit_helper", f)
         return node
+
+
+_EXCEPTIONS = frozenset(  # Python's own exception classes: a kernel's check can raise them by name (Fault)
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, Exception)
+)
+
+
+def _raising_if(node: ast.AST) -> ast.expr | None:
+    """The exception of `if test: raise E(args)` (or `raise E`), E a built-in exception, with no else: what the
+    assert pass makes a check of; else None."""
+    if not isinstance(node, ast.If) or node.orelse or len(node.body) != 1 or not isinstance(node.body[0], ast.Raise):
+        return None
+    raise_ = node.body[0]
+    exc = raise_.exc
+    if raise_.cause is not None or exc is None:
+        return None
+    name = exc.func if isinstance(exc, ast.Call) else exc
+    if not isinstance(name, ast.Name) or name.id not in _EXCEPTIONS:
+        return None
+    if isinstance(exc, ast.Call) and (exc.keywords or any(isinstance(a, ast.Starred) for a in exc.args)):
+        return None
+    return exc
 
 
 _RESULT = "__tracejit_result"
