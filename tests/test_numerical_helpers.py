@@ -84,3 +84,25 @@ def test_unsupported_forms_say_so():
         tj.kernel(lambda f, x: np.gradient(f, x))(np.ones(4), np.arange(4.0))
     with pytest.raises(tj.UnsupportedError, match="period"):
         tj.kernel(lambda x: np.interp(x, [0.0, 1.0], [1.0, 2.0], period=2.0))(np.ones(3))
+
+
+def digitized(x, bins):   # bins passed as an argument: read from arrays
+    return np.digitize(x, bins), np.digitize(x, bins, right=True), np.digitize(x, bins[::-1]), np.digitize(x, bins[:1])
+
+
+def test_digitize_with_bins_read_from_arrays_matches_numpy(device, rng):
+    dt = _dtype(device)
+    x = np.concatenate([rng.uniform(-1, 11, 20), [0.0, 2.5, 10.0]]).astype(dt)
+    for bins in (np.array([0.0, 1.0, 2.5, 4.0, 10.0], dt), np.array([1.0, 1.0, 2.0], dt)):
+        try:
+            got = run_kernel(tj.kernel(digitized), x, bins, device=device)
+        except tj.DtypeError:   # (int64 indices: webgpu and metal have no 64-bit types)
+            assert device in ("webgpu", "metal")
+            return
+        for g, e in zip(got, digitized(x, bins)):
+            assert_close(g, e)
+
+
+def test_digitize_with_bins_neither_increasing_nor_decreasing_raises_numpys_error(rng):
+    with pytest.raises(ValueError, match="monotonically increasing or decreasing"):
+        tj.kernel(np.digitize)(rng.random(5), np.array([0.0, 2.0, 1.0]))

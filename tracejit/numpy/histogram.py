@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.ir import build
+from tracejit.ir import build, faulting
+from tracejit.ir.graph import Op
+from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy import functions as F
 from tracejit.numpy.creation import zeros
 from tracejit.numpy.indexing import searchsorted
@@ -133,13 +135,12 @@ def _traced_edges(a: Tensor, n: int) -> Tensor:
     return F.where(F.equal(steps, n), hi, edges)
 
 
-def digitize(x: ArrayLike, bins: Sequence[float] | np.ndarray, right: bool = False) -> Tensor:
-    """np.digitize with static, monotonic bins: the index of the bin each value falls in."""
+def digitize(x: ArrayLike, bins: Sequence[float] | np.ndarray | Tensor, right: bool = False) -> Tensor:
+    """np.digitize: the index of the bin each value falls in, for monotonic bins. Bins read from arrays: both
+    directions computed and the one the bins have selected (increasing where they are both, as NumPy decides),
+    and bins that are neither raise NumPy's ValueError when the kernel runs."""
     if isinstance(bins, Tensor):
-        raise UnsupportedError(
-            "np.digitize: traced bins are not supported (their direction must be known); "
-            "pass static bins, or use np.searchsorted(bins, x, side=...) for increasing bins"
-        )
+        return _digitize_traced(x, bins, right)
     bins = np.asarray(bins)
     if bins.ndim != 1:
         raise ValueError(
@@ -152,6 +153,26 @@ def digitize(x: ArrayLike, bins: Sequence[float] | np.ndarray, right: bool = Fal
     if increasing:
         return searchsorted(bins, x, side=side)
     return bins.size - searchsorted(bins[::-1].copy(), x, side=side)
+
+
+_NOT_MONOTONIC = Fault("ValueError", "bins must be monotonically increasing or decreasing")
+
+
+def _digitize_traced(x: ArrayLike, bins: Tensor, right: bool) -> Tensor:
+    if bins.ndim != 1:
+        raise ValueError(
+            "object too deep for desired array" if bins.ndim else "object of too small depth for desired array"
+        )
+    side = "left" if right else "right"
+    n = bins.shape[0]
+    up = searchsorted(bins, x, side=side)
+    if n < 2:
+        return up  # (NumPy: increasing)
+    increasing = as_node((bins[1:] >= bins[:-1]).all())
+    decreasing = as_node((bins[1:] <= bins[:-1]).all())
+    down = n - searchsorted(bins[::-1], x, side=side)
+    check = faulting.check(build.binary(Op.OR, increasing, decreasing), _NOT_MONOTONIC)
+    return F.where(Tensor(increasing), up, down) + Tensor(build.cast(check, np.dtype(np.int64)))
 
 
 NUMPY_FUNCTIONS = {np.histogram: histogram, np.digitize: digitize}
