@@ -273,6 +273,20 @@ def test_python_int_beyond_int64_is_an_overflow_error_on_every_device(device, dt
     assert isinstance(info.value, OverflowError) and str(value) in str(info.value)
 
 
+def test_a_python_int_out_of_bounds_for_the_dtype_it_meets_raises_even_where_the_result_is_unused(device):
+    # (found by test_fuzz_dtypes: the narrowing cast of a dead value left the graph, and its check with it)
+    def f(x, s):
+        unused = x + s   # NumPy raises here for s = 255 and an int8 x
+        return -x
+
+    kernel = tj.kernel(f, device=device)
+    np.testing.assert_array_equal(np.asarray(kernel(np.ones(3, np.int8), 7)), -np.ones(3, np.int8))
+    with pytest.raises(OverflowError, match="255"):
+        kernel(np.ones(3, np.int8), 255)
+    with pytest.raises(OverflowError):
+        f(np.ones(3, np.int8), 255)
+
+
 def test_output_too_big_for_memory_is_a_tracejit_memory_error(device):
     f = tj.kernel(lambda x: np.broadcast_to(x, (2**40, 2**10)) + 1, device=device)
     with pytest.raises(tj.TracejitError) as info:

@@ -63,7 +63,7 @@ def cast(x: Node, dtype, weak: bool = False) -> Node:
             return const(np.asarray(x.arg, x.dtype).astype(dtype).item(), dtype, x.shape, weak)
     if x.dtype.kind == "f" and dtype.kind in "iu":
         return _float_to_int(x, dtype, weak)
-    return Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak)
+    return note(Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak))
 
 
 def _float_to_int(x: Node, dtype: np.dtype, weak: bool) -> Node:

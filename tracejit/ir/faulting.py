@@ -55,10 +55,21 @@ def can_fault(n: Node) -> bool:
     return False
 
 
+def narrows_python_int(n: Node) -> bool:
+    """Whether n casts a Python-int argument (a weak 0-d int64 input) to a narrower or unsigned int dtype: NumPy
+    (NEP 50) raises OverflowError where the int does not fit, which the plan checks on each call (fuse's
+    int_scalars), so such a cast must stay in the graph even where nothing reads it."""
+    if n.op is not Op.CAST or n.dtype.kind not in "iu" or not (n.dtype.itemsize < 8 or n.dtype.kind == "u"):
+        return False
+    src = n.srcs[0]
+    return src.op is Op.INPUT and src.weak and src.shape == () and src.dtype.kind == "i"
+
+
 def note(n: Node) -> Node:
-    """n, recorded when it can fault and a trace is recording (build.binary and build.gather call this)."""
+    """n, recorded when it can fault (or narrows a Python int) and a trace is recording (build.binary,
+    build.gather and build.cast call this)."""
     nodes = getattr(_local, "nodes", None)
-    if nodes is not None and can_fault(n):
+    if nodes is not None and (can_fault(n) or narrows_python_int(n)):
         nodes.append(n)
     return n
 
@@ -75,8 +86,9 @@ def recorded():
 
 
 def checks(outputs: list[Node], candidates: list[Node]) -> list[Node]:
-    """For each candidate that can fault and that no output reads: a value a kernel must compute it for
-    (its maximum: one element), so that its faults are recorded and raised."""
+    """For each candidate that can fault (or narrows a Python int) and that no output reads: a value a kernel
+    must compute it for (its maximum: one element), so that its faults are recorded and raised (and the Python
+    int checked)."""
     from tracejit.ir import build
 
     seen: set[Node] = set()
@@ -88,7 +100,7 @@ def checks(outputs: list[Node], candidates: list[Node]) -> list[Node]:
             stack.extend(n.srcs)
     out = []
     for n in dict.fromkeys(candidates):
-        if n not in seen and can_fault(n) and _of_arguments(n):
+        if n not in seen and (can_fault(n) or narrows_python_int(n)) and _of_arguments(n):
             out.append(build.reduce(n, "max", tuple(range(len(n.shape)))) if n.shape else n)
     return out
 
