@@ -1,5 +1,7 @@
 """Graph capture and replay on every device: replay equals eager for chains of kernels, with new
 inputs and repeated replays; @tj.jit; the error cases; what replay does and does not repeat."""
+import re
+
 import numpy as np
 import pytest
 
@@ -222,6 +224,23 @@ def test_intermediates_share_memory_when_their_lifetimes_allow(device, rng):
 
 
 @tj.kernel
+def total(x):
+    return x.sum()
+
+
+def test_a_0d_array_fed_or_computed_in_the_graph_is_read_on_every_replay(device, rng):
+    # (a 0-d input is passed to kernels by value, read when a call starts: a replay must not repeat that number)
+    x = rng.standard_normal(50).astype(np.float32)
+    with tj.capture() as g:
+        g.outputs = scale(x, np.array(2.0, np.float32), device=device)
+    assert_close(np.asarray(g(x, np.array(-3.0, np.float32))), x * np.float32(-3) + 1, rtol=1e-6)
+    with tj.capture() as g:
+        g.outputs = scale(x, total(x, device=device), device=device)
+    x2 = rng.standard_normal(50).astype(np.float32)
+    assert_close(np.asarray(g(x2)), x2 * x2.sum() + 1, rtol=1e-5, atol=1e-5)
+
+
+@tj.kernel
 def counts(labels, weights):
     total = np.zeros(1000, np.float32)
     np.add.at(total, labels, weights)   # 10^5 updates: the scatter op (a copy kernel, then the updates)
@@ -244,3 +263,158 @@ def test_a_scatter_replays_its_copy_before_its_updates_every_time(device, rng):
     for _ in range(3):   # the updates would pile up if the target were not written afresh
         labels, weights = data()
         assert_close(np.asarray(g(labels, weights)), expected(labels, weights), rtol=1e-4, atol=1e-3)
+
+
+# --- loops compiled as loops: each step's launches recorded, the whole loop replayed ------------------------------
+
+@tj.kernel
+def diffuse(u, steps: int):
+    for t in range(steps):
+        u = u + 0.1 * (np.roll(u, 1) - 2 * u + np.roll(u, -1))
+    return u
+
+
+def diffuse_numpy(u, steps):
+    for t in range(steps):
+        u = u + np.float32(0.1) * (np.roll(u, 1) - 2 * u + np.roll(u, -1))
+    return u
+
+
+@tj.kernel
+def smooth_and_center(u, outer: int, inner: int):
+    for t in range(outer):
+        for s in range(inner):
+            u = 0.5 * (u + np.roll(u, 1))
+        u = u - u.mean()
+    return u
+
+
+def smooth_and_center_numpy(u, outer, inner):
+    for t in range(outer):
+        for s in range(inner):
+            u = np.float32(0.5) * (u + np.roll(u, 1))
+        u = u - u.mean()
+    return u
+
+
+def test_a_time_step_loop_replays_every_step_with_new_inputs(device, rng):
+    u = rng.standard_normal(300).astype(np.float32)
+    with tj.capture() as g:
+        g.outputs = diffuse(u, 40, device=device)
+    assert_close(np.asarray(g.outputs), diffuse_numpy(u, 40), rtol=1e-5, atol=1e-6)   # the block ran for real
+    for _ in range(2):
+        u2 = rng.standard_normal(300).astype(np.float32)
+        out = g(u2)
+        assert out.dtype == np.float32
+        assert_close(np.asarray(out), diffuse_numpy(u2, 40), rtol=1e-5, atol=1e-6)
+
+
+def test_a_replayed_loop_keeps_two_steps_of_memory_whatever_its_length(device, rng):
+    u = rng.standard_normal(1000).astype(np.float32)
+    scratch = []
+    for steps in (5, 60):
+        with tj.capture() as g:
+            g.outputs = diffuse(u, steps, device=device)
+        g(u)
+        scratch.append(g.scratch_bytes)
+    assert scratch[0] == scratch[1]
+    assert scratch[1] <= 6 * u.nbytes
+
+
+def test_nested_loops_and_jit_replay(device, rng):
+    @tj.jit
+    def block(u):
+        return smooth_and_center(u, 3, 4, device=device)
+
+    for _ in range(3):   # the first call captures, the others replay
+        u = rng.standard_normal(64).astype(np.float32)
+        assert_close(np.asarray(block(u)), smooth_and_center_numpy(u, 3, 4), rtol=1e-4, atol=1e-5)
+
+
+def test_zero_steps_replay_the_first_values(device, rng):
+    u = rng.standard_normal(32).astype(np.float32)
+    with tj.capture() as g:
+        g.outputs = diffuse(u, 0, device=device)
+    u2 = rng.standard_normal(32).astype(np.float32)
+    assert_close(np.asarray(g(u2)), u2)
+
+
+@tj.kernel
+def edit_distance(a, b):
+    n, m = len(a), len(b)
+    D = np.zeros((n + 1, m + 1), np.int32)
+    for i in range(n + 1):
+        D[i, 0] = i
+    for j in range(m + 1):
+        D[0, j] = j
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            D[i, j] = min(D[i - 1, j] + 1, D[i, j - 1] + 1, D[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
+    return D[n, m]
+
+
+def test_a_loop_over_elements_replays_on_numba_and_is_refused_where_it_runs_on_the_host(device, rng):
+    a, b = rng.integers(0, 3, 20).astype(np.int32), rng.integers(0, 3, 25).astype(np.int32)
+    if device != "numba":
+        with pytest.raises(tj.UnsupportedError, match=r"the loop at test_capture.py:\d+ cannot be captured.*"
+                           r"loop over elements"):
+            with tj.capture():
+                edit_distance(a, b, device=device)
+        return
+    with tj.capture() as g:
+        g.outputs = edit_distance(a, b, device=device)
+    for _ in range(2):   # (the table starts from zeros again on every replay)
+        a2, b2 = rng.integers(0, 3, 20).astype(np.int32), rng.integers(0, 3, 25).astype(np.int32)
+        assert int(np.asarray(g(a2, b2))) == int(edit_distance.__wrapped__(a2, b2))
+
+
+@tj.kernel
+def relax_until(u, tol):
+    err = 1.0
+    while err > tol:
+        v = 0.5 * (u + np.roll(u, 1))
+        err = np.abs(v - u).max()
+        u = v
+    return u
+
+
+@tj.kernel
+def steps_from_data(u, counts):
+    for t in range(counts[0]):
+        u = 0.5 * (u + np.roll(u, 1))
+    return u
+
+
+@tj.kernel
+def eliminate(A):
+    n = A.shape[0]
+    for k in range(n - 1):
+        A = A - np.outer(np.where(np.arange(n, dtype=np.int32) > k, A[:, k] / A[k, k], 0.0), A[k])
+    return A
+
+
+def test_what_a_replay_cannot_repeat_is_refused_naming_the_loop(device, rng):
+    u = rng.standard_normal(64).astype(np.float32)
+    cases = [(relax_until, (u, 1e-3), "a `while` reads its test"),
+             (steps_from_data, (u, np.array([3], np.int32)), "its bounds are read back")]
+    for kernel, args, why in cases:
+        with pytest.raises(tj.UnsupportedError, match=r"the loop at test_capture.py:\d+ cannot be captured.*" + why):
+            with tj.capture():
+                kernel(*args, device=device)
+        kernel(*args, device=device)   # (called outside a capture it runs)
+
+
+def test_a_loop_whose_index_picks_a_column_replays_where_its_check_can_be_reported(device, rng):
+    def matrix():
+        return rng.standard_normal((8, 8)).astype(np.float32) + 8 * np.eye(8, dtype=np.float32)
+    try:
+        with tj.capture() as g:
+            g.outputs = eliminate(matrix(), device=device)
+    except tj.UnsupportedError as e:   # (the index is checked when the body runs: a replay cannot report it)
+        assert device not in ("numba", "webgpu")
+        assert re.search(rf"the loop at test_capture.py:\d+ cannot be captured.*cannot report on {device}", str(e))
+        return
+    # numba reports from a replay; webgpu traces this loop step by step (its index is an int64 there)
+    assert device in ("numba", "webgpu")
+    A = matrix()
+    assert_close(np.asarray(g(A)), eliminate.__wrapped__(A), rtol=1e-4, atol=1e-5)

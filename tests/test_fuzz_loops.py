@@ -126,6 +126,31 @@ def test_random_loops_match_numpy(device, program, seed, n, m, count):
         ), str(e)
         return
     _same(got, fn(*theirs, k, n, m), ours, theirs, dt)
+    if program[1]:   # a function: captured, and replayed on new data (each step's launches recorded), working on
+        # copies of its arguments (a captured graph does not assign into the caller's arrays)
+        copying, _ = _function(["u = u.copy()", "v = v.copy()", *lines])
+        _replays_as_numpy(tj.kernel(copying), copying, device, (u, v, k, n, m), rng, dt)
+
+
+def _replays_as_numpy(kernel, fn, device, args, rng, dt) -> None:
+    """The kernel captured on `args`, then replayed on new values of its float arrays, as NumPy computes them;
+    or refused with a reason a replay gives (something read back to the host, an error only a call reports)."""
+    def copies(values):
+        return [a.copy() if isinstance(a, np.ndarray) else a for a in values]
+    try:
+        with tj.capture() as g:
+            g.outputs = kernel(*copies(args), device=device)
+    except tj.UnsupportedError as e:
+        assert any(why in str(e) for why in ("cannot be captured into a graph", "assigns into its argument",
+                                             "can raise an error NumPy would raise")), str(e)
+        return
+    fresh = [rng.standard_normal(a.shape).astype(dt) if isinstance(a, np.ndarray) and a.dtype == dt else a
+             for a in args]
+    expected = fn(*copies(fresh))
+    tol = dict(rtol=1e-4 if dt == np.float32 else 1e-9, atol=1e-5)
+    inputs = [a for a in fresh if isinstance(a, np.ndarray)]   # (the graph's: its arrays, in the order passed)
+    assert_close(np.asarray(g(*inputs)), expected, **tol)
+    assert_close(np.asarray(g(*inputs)), expected, **tol)   # (again: loops start from their first values)
 
 
 def _same(got, expected, ours, theirs, dt) -> None:
@@ -230,6 +255,11 @@ def test_random_loops_over_elements_match_numpy(device, lines, seed, n, count):
             "used as a Python" in str(e) or "bound in only one branch" in str(e)), str(e)
         return
     _same(got, fn(*theirs, n, k), ours, theirs, dt)
+    if lines[-1].startswith("return"):   # captured and replayed, on copies of its arguments (see above)
+        body = "\n".join("    " + s for s in ["x = x.copy()", "y = y.copy()", "A = A.copy()", *lines])
+        source = f"import numpy as np\n\n\ndef program(x, y, A, n, k):\n{body}\n"
+        copying = module_from_source(source, _DIR, "tracejit_fuzz_element_loops").program
+        _replays_as_numpy(tj.kernel(copying), copying, device, (x, y, A, n, k), rng, dt)
 
 
 # --- a read at a place the inner loop does not change, beside a store that moves with its index ------------------

@@ -565,15 +565,16 @@ def test_a_while_whose_carried_dtype_changes_is_a_clear_error():
         tj.kernel(f)(np.ones(3))
 
 
-def test_capturing_a_kernel_with_a_compiled_loop_is_refused_with_the_reason():
+def test_a_kernel_with_a_compiled_loop_is_captured_step_by_step():   # (every device: test_capture.py)
     @tj.kernel
     def steps(u, n):
         for t in range(n):
             u = u * 0.5 + 1
         return u
-    with pytest.raises(tj.UnsupportedError, match="compiled as a loop cannot be captured"):
-        with tj.capture():
-            steps(np.ones(4), 20)
+    with tj.capture() as g:
+        g.outputs = steps(np.ones(4), 20)
+    u = np.arange(4.0)
+    assert_close(g(u), steps.__wrapped__(u, 20))
 
 
 def test_the_graph_ir_prints_each_loop_body():

@@ -201,11 +201,30 @@ class Staged:
         outs = self(args)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def bind(self, args):
-        raise UnsupportedError(
-            "a kernel with a loop compiled as a loop cannot be captured into a graph yet (its steps are run by the "
-            "host); call it outside tj.capture() (or tj.jit)"
-        )
+    def bind(self, args, into=None) -> tuple[list, list, list]:
+        """For graph capture (frontend/capture.py): every launch of a call, bound for good in the form the device's
+        replay() takes, the outputs, and every array the launches allocated; launches nothing. A `for` loop's
+        steps are bound one after another, each step's arrays in the memory of the step before last's and its
+        temporaries in the step before's, so a replay runs the whole loop as one sequence of launches (one CUDA
+        graph on cuda, one command buffer on metal and webgpu) in the memory of two steps; a Python number the
+        kernel computes stays the 0-d memory it is computed in. What a call reads back to the host while it runs
+        to decide what to launch cannot be bound (a `while`'s test, a `break`, bounds read from arrays, a loop
+        over elements a GPU-API device runs on the host): such a kernel is refused, naming the loop. (`into`, the
+        memory of outputs, is not taken: a part's outputs are its own.)"""
+        bound = _Bound()
+        values: dict[Node, object] = {}
+        args = tuple(args)
+        for lv in self.levels:
+            for body in self._loops.get(lv, ()):
+                self._bind_loop(body, args, values, bound)
+            part = self._parts.get(lv)
+            if part is not None:
+                extra = tuple(self._value(n, args, values, binding=True) for n in part.reads)
+                for n, v in zip(part.computes, bound.add(part.executable.bind(args + extra))):
+                    values[n] = v
+        # (a Python number returned stays the device's memory: a replay computes it anew)
+        outputs = [self._output(o, values[o] if o in values else self._value(o, args, values)) for o in self.outputs]
+        return outputs, bound.launches, bound.allocated
 
     def _output(self, node: Node, value):
         """A result as executables return it: the device's memory (a Python number carried, or an argument
@@ -223,12 +242,15 @@ class Staged:
             return value  # (an argument as the call passed it)
         return Array(value, self.device)
 
-    def _value(self, node: Node, args, values):
+    def _value(self, node: Node, args, values, binding: bool = False):
         """A node's value as an executable takes it: computed (a device's memory wrapped as its array), or an
-        argument as the call passed it."""
+        argument as the call passed it. A Python number computed is read back to the host, as the executables take
+        Python numbers; while binding it stays the memory it is computed in (bind() passes 0-d memory as such)."""
         if node in values:
             value = values[node]
-            return self._read(value) if node.weak and node.shape == () else self._arg(value)
+            if node.weak and node.shape == () and not (binding and type(value) not in (int, float, bool)):
+                return self._read(value)
+            return self._arg(value)
         key = self._inputs[node].key
         assert key is not None
         return args[key.index]
@@ -315,6 +337,86 @@ class Staged:
         for k, node in body.results.items():
             v = carried[k]
             values[node] = v._data if self._wrap and isinstance(v, Array) else v  # (a Python number stays one)
+
+    def _bind_loop(self, body: _Body, args, values, bound: _Bound) -> None:
+        """bind() of one loop: its steps' launches one after another (see bind)."""
+        loop = body.loop
+
+        def refuse(why: str):
+            raise UnsupportedError(
+                f"the loop at {loop.where} cannot be captured into a graph: {why}; call the kernel outside "
+                "tj.capture() (or tj.jit)"
+            )
+
+        srcs = [
+            _constant(s) if s.op is Op.CONST and s not in values else self._value(s, args, values, binding=True)
+            for s in body.srcs
+        ]
+        heads, carried = srcs[: loop.heads], srcs[loop.heads : loop.heads + loop.carried]
+        free = tuple(srcs[loop.heads + loop.carried :])
+        run = body.executable
+        if getattr(run, "element", False):  # (its bounds and tests read where it runs, when it runs)
+            if not hasattr(run, "bind"):
+                refuse("it is a loop over elements, which this device runs on the host (numba runs it as a launch)")
+            finals = bound.add(run.bind(heads, carried, free))
+        else:
+            if loop.kind == "while":
+                refuse("a `while` reads its test back to the host after every step")
+            if loop.until is not None:
+                refuse("a `break` is read back to the host after every step")
+            if any(type(h) not in (int, float, bool) for h in heads):
+                refuse("its bounds are read back to the host from arrays")
+            n = loop.carried
+            read = iter(heads)
+            start, stop, step_ = (int(next(read)) if b is None else b for b in loop.bounds)
+            if step_ == 0:
+                raise ValueError("range() arg 3 must not be zero")
+            program = getattr(run, "program", None)
+            keys = list(program.outputs[:n]) if program is not None else []
+            if len(set(keys)) < len(keys) or any(k.argument for k in keys):
+                keys = []
+            names = getattr(run, "allocations", None)
+            own = set(program.outputs) if program is not None else set()
+            temporaries: dict = {}  # the step before's temporaries, by buffer key
+            spare: list = []
+            for count, i in enumerate(range(start, stop, step_)):
+                into = dict(temporaries)
+                into.update((k, self._memory(b)) for k, b in zip(keys, spare))
+                last = carried
+                try:
+                    outs = bound.add(run.bind((i, *carried, *free), into))
+                except UnsupportedError as e:
+                    if str(e).startswith("the loop at"):
+                        raise
+                    refuse(
+                        "its body can raise an error NumPy would raise (an index out of bounds, an integer to a "
+                        f"negative power), which a captured graph cannot report on {self.device.name} (numba can)"
+                    )
+                if names is not None:
+                    temporaries = {k: m for k, m in zip(names, bound.last) if k not in own}
+                carried = [self._arg(v) for v in outs[:n]]
+                spare = last if count and keys else []
+            finals = carried
+        for k, node in body.results.items():
+            v = finals[k]
+            values[node] = v._data if self._wrap and isinstance(v, Array) else v
+
+
+class _Bound:
+    """What bind() gathers: the launches in order, every array they allocated, and those of the last bind added."""
+
+    def __init__(self) -> None:
+        self.launches: list = []
+        self.allocated: list = []
+        self.last: list = []
+
+    def add(self, bound: tuple[list, list, list]) -> list:
+        """One executable's bind(): its launches and arrays gathered; its outputs returned."""
+        outputs, launches, allocated = bound
+        self.launches.extend(launches)
+        self.allocated.extend(allocated)
+        self.last = allocated
+        return outputs
 
 
 def _element_loop(loop: Loop, dev):

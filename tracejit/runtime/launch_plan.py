@@ -24,11 +24,13 @@ class LaunchPlan:
     when a kernel can fault, and return device arrays without waiting (inside tj.profile(), each launch
     timed and waited for)."""
 
-    def __init__(self, device, program: Program):
-        self.device, self.program = device, program
+    def __init__(self, device, program: Program, in_memory: frozenset = frozenset()):
+        """`in_memory`: the keys of 0-d inputs passed as the device's memory, not by value (see `_for`)."""
+        self.device, self.program, self._in_memory = device, program, in_memory
         self.kernels, self._launches = [], []
         for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            by_value, symbolic = by_value_params(program, keys), device.sizes.of(program, i, device.name)
+            by_value = by_value_params(program, keys) - {j for j, key in enumerate(keys) if key in in_memory}
+            symbolic = device.sizes.of(program, i, device.name)
             c, binary, fits = device.build(k, by_value, symbolic, device.options)
             if fits is not None and fits < c.launch.local_size:  # its registers allow fewer threads per group
                 c, binary, _ = device.build(k, by_value, symbolic, replace(device.options, max_local_size=fits))
@@ -40,6 +42,25 @@ class LaunchPlan:
         self._faulting = next((c for c in self.kernels if c.launch.error_flag), None)
         self._irs = [c.ir for c in self.kernels]
         self._int_scalars, self._outputs = program.int_scalars, program.outputs
+        self._zero_d = [k for k, b in self._inputs if b.shape == () and k not in in_memory]
+        self._variants: dict[frozenset, LaunchPlan] = {}
+
+    def _for(self, args, captured: bool = False) -> LaunchPlan:
+        """The plan for these arguments. A 0-d input is passed by value, read when the call starts; one that is
+        the device's memory (a value an earlier call computed, a loop's step) is passed as memory instead, by
+        kernels built for that once: reading it would wait for the kernels computing it, and a captured graph
+        would replay the number it read (`captured`: any array is, a host array uploaded)."""
+        if not self._zero_d:
+            return self
+        memory = frozenset(
+            k for k in self._zero_d if _in_memory(args[k.index], self.device) or captured and _is_array(args[k.index])
+        )
+        if not memory:
+            return self
+        plan = self._variants.get(memory)
+        if plan is None:
+            plan = self._variants[memory] = LaunchPlan(self.device, self.program, self._in_memory | memory)
+        return plan
 
     def _buffers(self, args, into=None) -> tuple[dict, dict]:
         """What each buffer of a call is: a 0-d input's Python value, a tj.Array's memory on this device,
@@ -49,7 +70,7 @@ class LaunchPlan:
         bufs, staged, results = {}, {}, {}
         for key, desc in self._inputs:
             a = args[key.index]
-            if desc.shape == ():
+            if desc.shape == () and key not in self._in_memory:
                 bufs[key] = a.numpy().reshape(()).item() if type(a) is Array else np.asarray(a).item()
             elif type(a) is Array and a.device is dev:
                 bufs[key] = a._data
@@ -67,6 +88,10 @@ class LaunchPlan:
         dev = self.device
         if self._int_scalars:
             check_int_scalars(self._int_scalars, args)
+        if self._zero_d:
+            plan = self._for(args)
+            if plan is not self:
+                return plan(args, into)
         bufs, results = self._buffers(args, into)
         # the call's own record, for all its kernels (a fault's code names it in any kernel): a record shared
         # with calls in other threads would be zeroed and read by them
@@ -101,12 +126,30 @@ class LaunchPlan:
                 f"{launch.mode} mode, {launch.global_items} work-items in groups of {launch.local_size}",
             )
 
-    def bind(self, args) -> tuple[list, list, list]:
-        """For graph capture: fresh outputs and temporaries, and each kernel's launch with these arguments,
-        in the form the device's replay() takes; launches nothing. Also returns every array it allocated."""
+    @property
+    def allocations(self) -> list:
+        """The keys of the buffers a call allocates (outputs and temporaries), in the order bind() returns them."""
+        return [key for key, _, _ in self._allocs]
+
+    def bind(self, args, into=None) -> tuple[list, list, list]:
+        """For graph capture: fresh outputs and temporaries (or the arrays of `into`, by buffer key), and each
+        kernel's launch with these arguments, in the form the device's replay() takes; launches nothing. Also
+        returns every array it allocated or took, in the order of `allocations`."""
         check_int_scalars(self._int_scalars, args)
         if self._faulting is not None:
             raise UnsupportedError(CAPTURE_REFUSED.format(name=self._faulting.name, device=self.device.name))
-        bufs, results = self._buffers(args)
+        plan = self._for(args, captured=True)
+        if plan is not self:
+            return plan.bind(args, into)
+        bufs, results = self._buffers(args, into)
         launches = [self.device.bound(launcher, [bufs[k] for k in keys]) for launcher, keys in self._launches]
         return [results[k] for k in self._outputs], launches, list(results.values())
+
+
+def _in_memory(a, device) -> bool:
+    """Whether an argument is memory of `device` (a tj.Array there)."""
+    return type(a) is Array and a.device is device
+
+
+def _is_array(a) -> bool:
+    return isinstance(a, (np.ndarray, Array))

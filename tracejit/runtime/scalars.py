@@ -9,6 +9,8 @@ from tracejit.errors import ScalarOverflowError
 
 def check_int_scalars(checks: list[tuple[int, np.dtype]], args) -> None:
     for pos, dt in checks:
+        if not isinstance(args[pos], (int, np.integer)):
+            continue  # (memory a kernel computed the number in: of its dtype already; a captured graph's)
         info = np.iinfo(dt)
         if not info.min <= args[pos] <= info.max:
             if dt == np.int64:

@@ -104,6 +104,29 @@ class ElementLoop:
             for x, m in zip(self.carried, memory)
         ]
 
+    def bind(self, heads, carried, free) -> tuple[list, list, list]:
+        """For graph capture (frontend/staged.py): the loop as one launch bound for good, as the device's replay()
+        takes it, its carried values in memory of its own, and that memory; runs nothing. Each run fills that memory
+        with the first values, reads the bounds and the values the body reads where they are then, and runs the loop
+        nest in place. (The capture may move graph memory into shared blocks, flat: each array is given its shape
+        again.)"""
+        memory = [np.empty(x.shape, x.dtype) for x in self.carried]
+        shapes = [x.shape for x in (*self.carried, *self.free)]
+        nh, nc = len(heads), len(carried)
+
+        def run(*args):
+            given = [a.reshape(-1)[0] if isinstance(a, np.ndarray) else a for a in args[:nh]]
+            firsts, reads, outs = args[nh : nh + nc], args[nh + nc : len(args) - nc], args[len(args) - nc :]
+            shaped = [a.reshape(shape) if isinstance(a, np.ndarray) else a for a, shape in zip((*outs, *reads), shapes)]
+            outs, reads = shaped[:nc], shaped[nc:]
+            for out, first in zip(outs, firsts):
+                np.copyto(out, first.reshape(out.shape) if isinstance(first, np.ndarray) else first)
+            for out, final in zip(outs, self(given, outs, reads, [True] * nc)):
+                if not (isinstance(final, np.ndarray) and np.shares_memory(out, final)):
+                    np.copyto(out, final)  # (a 0-d value is copied by the call)
+
+        return memory, [(run, (*heads, *carried, *free, *memory))], list(memory)
+
     def _in_parts(self, start: int, stop: int, args: tuple) -> np.ndarray:
         """Run the independent steps [start, stop): in parts on threads where the index stays inside the axes it
         picks (a negative one would count from the end) and the work pays for the threads, else in one call. The

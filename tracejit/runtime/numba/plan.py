@@ -52,10 +52,15 @@ class NumbaPlan:
         with stage("runner"):
             self.run = self._make_runner(self._fns)
 
-    def bind(self, args) -> tuple[list[np.ndarray], list[tuple], list[np.ndarray]]:
-        """For graph capture: fresh outputs and temporaries, and each kernel as (function, arguments)
-        bound to these very buffers, to be run again and again; runs nothing. Also returns every array
-        it allocated."""
+    @property
+    def allocations(self) -> list:
+        """The keys of the buffers a call allocates (outputs and temporaries), in the order bind() returns them."""
+        return [key for key in self.program.buffers if not key.argument]
+
+    def bind(self, args, into=None) -> tuple[list[np.ndarray], list[tuple], list[np.ndarray]]:
+        """For graph capture: fresh outputs and temporaries (or the C-contiguous arrays of `into`, by buffer
+        key), and each kernel as (function, arguments) bound to these very buffers, to be run again and again;
+        runs nothing. Also returns every array it allocated or took, in the order of `allocations`."""
         prog = self.program
         check_int_scalars(prog.int_scalars, args)
         bufs, arrays = {}, {}
@@ -63,7 +68,8 @@ class NumbaPlan:
             if key.argument:
                 bufs[key] = flat_view(args[key.index], buf)
             else:
-                arrays[key] = arr = np.empty(buf.shape, buf.dtype)  # whole arrays, viewed whole
+                given = into.get(key) if into else None
+                arrays[key] = arr = np.empty(buf.shape, buf.dtype) if given is None else given  # (viewed whole)
                 bufs[key] = (arr.view(np.uint16) if buf.dtype == np.float16 else arr).reshape(-1)
         launches = []
         for (entry, dispatcher), keys, c in zip(self._fns, prog.launches, self.kernels):
