@@ -646,6 +646,22 @@ def test_a_use_that_needs_the_slice_length_is_traced_step_by_step(device, rng):
     check(right_looking, (rng.random((7, 7)).astype(dt) + 7 * np.eye(7, dtype=dt),), device)
 
 
+def masked_elimination(A):   # the loop index compared with an int32 array (np.where on the rows below k)
+    n = A.shape[0]
+    for k in range(n - 1):
+        A = A - np.outer(np.where(np.arange(n, dtype=np.int32) > k, A[:, k] / A[k, k], 0), A[k])
+    return A
+
+
+def test_the_index_compared_with_an_int32_array_stays_a_compiled_loop_on_every_device(device, rng, caplog):
+    # (its bounds are known while tracing: the comparison is made in int32, which webgpu and metal have)
+    dt = float_dtype(device)
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(masked_elimination, (rng.random((12, 12)).astype(dt) + 12 * np.eye(12, dtype=dt),), device)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("compiled as a loop" in m for m in said) and not any("step by step" in m for m in said), said
+
+
 def test_slice_bounds_do_not_specialise_the_kernel():
     kernel = tj.kernel(trisolv)
     for n in (30, 31):   # (a new shape: a new plan; the loop is one compiled loop each time)

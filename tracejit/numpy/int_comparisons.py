@@ -4,6 +4,8 @@ clamped to the array's dtype and the side it was clamped from, so any int of any
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tracejit.ir import build
@@ -11,6 +13,16 @@ from tracejit.ir.graph import Node, Op, toposort
 
 KIND = "int compared"  # INPUT args (KIND, argument position, dtype, "value" | "side"): the hidden scalars
 SIDE = np.dtype(np.int32)  # -1: the int is below the dtype's range, 1: above, 0: inside (the value is the int)
+
+
+_SPANS: weakref.WeakKeyDictionary[Node, tuple[int, int]] = weakref.WeakKeyDictionary()
+
+
+def known_span(node: Node, lo: int, hi: int) -> None:
+    """Record that the Python int `node` only takes values in [lo, hi] (a loop's index, its bounds known while
+    tracing): compared with an array of a dtype that holds them, it is cast to that dtype (no int64 in the kernel,
+    which webgpu and metal lack)."""
+    _SPANS[node] = (lo, hi)
 
 
 def _is_int_argument(n: Node) -> bool:
@@ -34,6 +46,10 @@ def compare(op: Op, a: Node, b: Node) -> Node | None:
         return None
     dt, shape = array.dtype, build.broadcast_shapes(a.shape, b.shape)
     array = build.broadcast_to(array, shape)
+    span = _SPANS.get(scalar)
+    if span is not None and np.iinfo(dt).min <= span[0] and span[1] <= np.iinfo(dt).max:
+        cast = build.broadcast_to(build.cast(scalar, dt), shape)  # (exact: every value it takes fits)
+        return build.binary(op, cast, array) if left else build.binary(op, array, cast)
     if not _is_int_argument(scalar):
         return _in_int64(op, array, build.broadcast_to(scalar, shape), left)
     value = build.broadcast_to(build.input_((KIND, scalar.arg, dt.str, "value"), dt, ()), shape)

@@ -41,7 +41,7 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.faulting import recorded
 from tracejit.ir.graph import Node, Op, replace, toposort
 from tracejit.ir.simplify import simplify
-from tracejit.numpy import python_numbers, random_draws
+from tracejit.numpy import int_comparisons, python_numbers, random_draws
 from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
 from tracejit.numpy.tensor import MayAlias, Tensor, as_node, living, loop_body, may_alias, python_value, tracing
 
@@ -345,6 +345,14 @@ def _numbers(args: tuple) -> list[int]:
     return out
 
 
+def _span(start, stop, step) -> tuple[int, int] | None:
+    """The least and greatest values a `for`'s index takes, where its bounds are known while tracing."""
+    if any(isinstance(b, Tensor) for b in (start, stop, step)):
+        return None
+    steps = range(int(start), int(stop), int(step)) if int(step) else range(0)
+    return (min(steps[0], steps[-1]), max(steps[0], steps[-1])) if steps else None
+
+
 def _three(bounds: list) -> tuple:
     if len(bounds) == 1:
         return 0, bounds[0], 1
@@ -398,7 +406,9 @@ class _Trace:
         return node
 
 
-def _trace_body(call: Callable, index: bool, values: list, names: tuple[str, ...], fresh: set[int], test=None):
+def _trace_body(
+    call: Callable, index: bool, values: list, names: tuple[str, ...], fresh: set[int], test=None, span=None
+):
     """Run the body once on stand-ins: `call(*args)` with the index's stand-in first where `index`, then each
     name's value (a stand-in Tensor for the positions in `fresh` and for every non-array, else the object itself,
     so that assigning into it reaches every alias). Every array alive stands in for its value meanwhile."""
@@ -406,7 +416,10 @@ def _trace_body(call: Callable, index: bool, values: list, names: tuple[str, ...
     trace.values, trace.names = values, names
     args: list[Any] = []
     if index:
-        args.append(Tensor(trace.stand_in(build.const(0, INDEX, (), weak=True))))
+        node = trace.stand_in(build.const(0, INDEX, (), weak=True))
+        if span is not None:  # (bounds known while tracing: the values the index takes)
+            int_comparisons.known_span(node, *span)
+        args.append(Tensor(node))
     offset = len(args)
     name_inputs: dict[int, Node] = {}
     for j, v in enumerate(values):
@@ -498,12 +511,12 @@ def _test_node(value) -> Node:
     return node if node.dtype == np.bool_ else build.cast(node, np.dtype(np.bool_))
 
 
-def _trace_fixed(call: Callable, index: bool, values: list, names: tuple[str, ...], test=None):
+def _trace_fixed(call: Callable, index: bool, values: list, names: tuple[str, ...], test=None, span=None):
     """_trace_body, again with stand-ins for the names it rebinds until none is left."""
     fresh: set[int] = set()
     for _ in range(len(values) + 1):
         try:
-            return _trace_body(call, index, values, names, fresh, test)
+            return _trace_body(call, index, values, names, fresh, test, span)
         except _Rebound as e:
             fresh |= e.positions
     raise _Unroll("its names kept changing between traces of its body")
@@ -530,7 +543,7 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args, u
     steps = None  # known once the first step is peeled off
     for _ in range(3):
         try:
-            trace = _trace_fixed(body, True, values, names)
+            trace = _trace_fixed(body, True, values, names, span=_span(start, stop, step))
             break
         except _Changing as e:
             if steps is None and all(_number(b) is not None for b in (start, stop, step) if isinstance(b, Tensor)):
