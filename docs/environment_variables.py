@@ -22,6 +22,12 @@ LIBRARY: dict[str, tuple[str, str]] = {
         "2 GiB",
         "The disk cache's size cap in bytes; the least recently used entries go first "
         "([Caching and warming](../guide/caching.md#where))."),
+    "TRACEJIT_FALLBACK": (
+        "on",
+        "`0`: a call tracejit does not compile (`np.linalg.eig`, `scipy.special.gamma`) raises `tj.UnsupportedError` "
+        "at its line instead of running with NumPy on the host in the middle of the kernel; "
+        "`@tj.kernel(fallback=...)` overrides it ([NumPy in kernels](../guide/numpy.md#what-tracejit-does-not-compile-"
+        "runs-with-numpy))."),
     "TRACEJIT_PLAN_CACHE_SIZE": (
         "128",
         "Plans (signatures) each function keeps in memory per kind of target; an evicted one is traced again "

@@ -25,6 +25,10 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     atexit.register(shutil.rmtree, _runtime_dir, ignore_errors=True)
     os.environ["XDG_RUNTIME_DIR"] = _runtime_dir
 
+# a call tracejit does not compile is refused, not run with NumPy: a fallback must never hide a missing feature or
+# a bug from the suite (tests/test_fallback.py turns it on where it is the subject)
+os.environ["TRACEJIT_FALLBACK"] = "0"
+
 if "TRACEJIT_CACHE_DIR" not in os.environ:
     # Set before tracejit is imported, in case it reads the variable at import time.
     _cache_dir = tempfile.mkdtemp(prefix="tracejit-test-cache-")

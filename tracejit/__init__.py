@@ -21,6 +21,7 @@ from tracejit.errors import (  # noqa: F401
     CompileTimeoutError,
     DeviceError,
     DtypeError,
+    FallbackWarning,
     IndexOutOfBoundsError,
     InvalidIndexError,
     InternalError,

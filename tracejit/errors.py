@@ -201,3 +201,16 @@ class CacheWarning(UserWarning):
     >>> tj.kernel(lambda x: x * 2 + 1)(np.ones(3))   # CacheWarning: cannot read the kernel cache at ...
     Point TRACEJIT_CACHE_DIR at a writable directory of your own (it is created private, 0700).
     """
+
+
+class FallbackWarning(UserWarning):
+    """A call tracejit does not compile ran with NumPy (or the library called) on the host, in the middle of the
+    kernel: the compiled parts before and after it still fuse, and its result is NumPy's. Said once per call
+    site, with what it cost the first time.
+
+    >>> os.environ["TRACEJIT_FALLBACK"] = "1"   # the default (tracejit's own test suite turns fallback off)
+    >>> warnings.simplefilter("error", tj.FallbackWarning)   # (raised, to show it here)
+    >>> tj.kernel(lambda a: np.linalg.inv(a) * 2)(np.eye(3))   # FallbackWarning: np.linalg.inv is not compiled ...
+    Silence it with warnings.filterwarnings("ignore", category=tj.FallbackWarning); refuse such calls
+    instead with @tj.kernel(fallback=False) or TRACEJIT_FALLBACK=0 (a tj.UnsupportedError at the line).
+    """

@@ -27,6 +27,7 @@ from tracejit.runtime.device_stats import DeviceStats, failed
 from tracejit.numpy import (
     allocation,
     conditional_expressions,
+    host_calls,
     loops,
     python_builtins,
     python_numbers,
@@ -87,12 +88,14 @@ class Kernel:
         static: str | Sequence[str] = (),
         device: str | None = None,
         dynamic: Dynamic = None,
+        fallback: bool | None = None,
     ) -> None:
         # in a class body: a staticmethod is not bound, a classmethod binds the class (__get__)
         self._binds = "static" if isinstance(fn, staticmethod) else "class" if isinstance(fn, classmethod) else "self"
         fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
         self.fn = fn
         self._dynamic = dynamic  # None, True, False, or {parameter name: axes}: see kernel()
+        self._fallback = fallback  # None: as TRACEJIT_FALLBACK says (numpy/host_calls.py)
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):  # a functools.partial, a callable object
             self.__name__ = self.__qualname__ = getattr(getattr(fn, "func", None), "__name__", type(fn).__name__)
@@ -556,6 +559,7 @@ class Kernel:
                 faulting.recorded() as can_fault,
                 python_numbers.known(numbers) as used,
                 trace_budget(_trace_values(), tensors),
+                host_calls.allowed(self._fallback),
             ):
                 result = self._params.call(self._visible_function(), tensors)
         except TraceError as e:
@@ -679,10 +683,16 @@ def kernel(
     static: str | Sequence[str] = (),
     device: str | None = None,
     dynamic: Dynamic = None,
+    fallback: bool | None = None,
 ) -> Kernel: ...
 @overload
 def kernel(
-    fn: None = None, *, static: str | Sequence[str] = (), device: str | None = None, dynamic: Dynamic = None
+    fn: None = None,
+    *,
+    static: str | Sequence[str] = (),
+    device: str | None = None,
+    dynamic: Dynamic = None,
+    fallback: bool | None = None,
 ) -> Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]: ...
 
 
@@ -692,6 +702,7 @@ def kernel(
     static: str | Sequence[str] = (),
     device: str | None = None,
     dynamic: Dynamic = None,
+    fallback: bool | None = None,
 ) -> Kernel | Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]:
     """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
 
@@ -703,7 +714,11 @@ def kernel(
     from the end); the other dimensions behave as with None. False: the sizes inside a kernel stay
     constants of its code, so each new one compiles. On every device the global size (a numba kernel's
     loop bound, a SIMT
-    kernel's bounds check) is an argument either way."""
+    kernel's bounds check) is an argument either way.
+
+    fallback: a call tracejit does not compile (np.linalg.eig, scipy.special.gamma) runs with NumPy on the host
+    in the middle of the kernel, with a tj.FallbackWarning once per call site (True; None, the default: as
+    TRACEJIT_FALLBACK says, on unless it is 0), or is refused with a tj.UnsupportedError at its line (False)."""
     if dynamic not in (None, False, True) and not isinstance(dynamic, dict):
         raise UnsupportedError(
             f"@tj.kernel(dynamic={dynamic!r}): pass dynamic=True (every size of a kernel an argument from the "
@@ -711,6 +726,8 @@ def kernel(
             "call), leave `dynamic` out (sizes become arguments once a second value is seen) or pass "
             "dynamic=False to compile every size on its own"
         )
+    if fallback not in (None, True, False):
+        raise UnsupportedError(f"@tj.kernel(fallback={fallback!r}): pass True or False")
     if fn is None:
-        return lambda f: Kernel(f, static, device, dynamic)
-    return Kernel(fn, static, device, dynamic)
+        return lambda f: Kernel(f, static, device, dynamic, fallback)
+    return Kernel(fn, static, device, dynamic, fallback)

@@ -15,6 +15,8 @@ before it (one synchronisation per step of a `while`, one per loop with bounds f
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from tracejit.errors import UnsupportedError
@@ -26,11 +28,17 @@ from tracejit.ir.verify import verify_graph, verify_kernel
 from tracejit.runtime import host_loops
 from tracejit.runtime.array import Array
 from tracejit.runtime.debug import log
+from tracejit.numpy import host_calls
+from tracejit.numpy.host_calls import HostCall
 from tracejit.numpy.loops import Loop
 
 
+_CUTS = (Op.LOOP, Op.HOST)  # where the graph is cut into parts: loops, and calls run with NumPy on the host
+
+
 def has_loops(outputs: list[Node]) -> bool:
-    return any(n.op is Op.LOOP for n in toposort(outputs))
+    """Whether the graph holds a loop compiled as a loop or a call run on the host (a Staged runs it)."""
+    return any(n.op in _CUTS for n in toposort(outputs))
 
 
 def compile_graph(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, dev):
@@ -106,7 +114,7 @@ class Staged:
         order = toposort(outputs)
         level: dict[Node, int] = {}
         for n in order:
-            if n.op is Op.LOOP:
+            if n.op in _CUTS:
                 level[n] = 1 + max((level[s] for s in n.srcs), default=0)
             else:
                 level[n] = max((level[s] for s in n.srcs), default=0)
@@ -114,8 +122,15 @@ class Staged:
         kept: dict[Node, None] = {}
         loops: dict[Loop, tuple[int, tuple[Node, ...], dict[int, Node]]] = {}
         elements: dict[Loop, object] = {}  # the loops over elements, compiled
+        hosts: dict[HostCall, tuple[int, tuple[Node, ...], dict[int, Node]]] = {}
         for n in order:
-            if n.op is Op.LOOP:
+            if n.op is Op.HOST:
+                call, k = n.arg
+                hosts.setdefault(call, (level[n], n.srcs, {}))[2][k] = n
+                for s in n.srcs:
+                    if not (s.op is Op.INPUT and s in inputs):
+                        kept.setdefault(s)
+            elif n.op is Op.LOOP:
                 loop, k = n.arg
                 found = loops.setdefault(loop, (level[n], n.srcs, {}))
                 found[2][k] = n
@@ -129,18 +144,18 @@ class Staged:
                     kept.setdefault(s)
             else:
                 for s in n.srcs:
-                    if s.op is Op.LOOP or (s.op not in LEAVES and level[s] < level[n]):
+                    if s.op in _CUTS or (s.op not in LEAVES and level[s] < level[n]):
                         kept.setdefault(s)
         for o in outputs:
             kept.setdefault(o)
         self._parts: dict[int, _Part] = {}
-        for lv in sorted({level[n] for n in kept if n.op is not Op.LOOP}):
+        for lv in sorted({level[n] for n in kept if n.op not in _CUTS}):
             computes = [
-                n for n in kept if level[n] == lv and n.op is not Op.LOOP and not (n.op is Op.INPUT and n in inputs)
+                n for n in kept if level[n] == lv and n.op not in _CUTS and not (n.op is Op.INPUT and n in inputs)
             ]
             if not computes:
                 continue
-            reads = _frontier(computes, lambda n, lv=lv: n.op is Op.LOOP or (n.op not in LEAVES and level[n] < lv))
+            reads = _frontier(computes, lambda n, lv=lv: n.op in _CUTS or (n.op not in LEAVES and level[n] < lv))
             fresh = {n: build.input_(nargs + j, n.dtype, n.shape, n.weak) for j, n in enumerate(reads)}
             graph = replace(computes, fresh) if fresh else computes
             present = set(toposort(graph))
@@ -154,7 +169,7 @@ class Staged:
         self._users: dict[Node, set] = {}
         for n in order:
             for s in n.srcs:
-                self._users.setdefault(s, set()).add(n.arg[0] if n.op is Op.LOOP else n)
+                self._users.setdefault(s, set()).add(n.arg[0] if n.op in _CUTS else n)
         for o in outputs:
             self._users.setdefault(o, set()).add(None)
         for loop, (lv, srcs, results) in loops.items():
@@ -169,7 +184,10 @@ class Staged:
             buffers = {x: _contiguous(x, p) for p, x in enumerate(body_inputs.values()) if x in present}
             executable = compile_graph(graph, buffers, len(body_inputs), dev)
             self._loops.setdefault(lv, []).append(_Body(loop, srcs, executable, results))
-        self.levels = sorted(set(self._parts) | set(self._loops))
+        self._hosts: dict[int, list[tuple[HostCall, tuple[Node, ...], dict[int, Node]]]] = {}
+        for call, (lv, srcs, results) in hosts.items():
+            self._hosts.setdefault(lv, []).append((call, srcs, results))
+        self.levels = sorted(set(self._parts) | set(self._loops) | set(self._hosts))
         self.kernels = [k for part in self._parts.values() for k in part.executable.kernels] + [
             k for bodies in self._loops.values() for b in bodies for k in b.executable.kernels
         ]
@@ -190,6 +208,8 @@ class Staged:
         for lv in self.levels:
             for body in self._loops.get(lv, ()):
                 self._run_loop(body, args, values, owned)
+            for call, srcs, results in self._hosts.get(lv, ()):
+                self._run_host(call, srcs, results, args, values)
             part = self._parts.get(lv)
             if part is not None:
                 extra = tuple(self._value(n, args, values) for n in part.reads)
@@ -215,6 +235,11 @@ class Staged:
         values: dict[Node, object] = {}
         args = tuple(args)
         for lv in self.levels:
+            for call, _, _ in self._hosts.get(lv, ()):
+                raise UnsupportedError(
+                    f"{call.where}: {call.name} runs with NumPy on the host (a fallback: tracejit does not compile "
+                    "it), which a captured graph cannot replay; call the kernel outside tj.capture() (or tj.jit)"
+                )
             for body in self._loops.get(lv, ()):
                 self._bind_loop(body, args, values, bound)
             part = self._parts.get(lv)
@@ -268,6 +293,22 @@ class Staged:
         if self._wrap and not isinstance(value, (np.ndarray, np.generic, int, float, bool)):
             return Array(value, self.device).numpy().reshape(()).item()
         return np.asarray(value).reshape(()).item()
+
+    def _run_host(self, call: HostCall, srcs, results: dict[int, Node], args, values) -> None:
+        """A call run with NumPy on the host: its values read there (a GPU-API device's copied, after the kernels
+        computing them), its results put where the next part reads them."""
+        t0 = time.perf_counter()
+        given = []
+        for s in srcs:
+            v = self._value(s, args, values)
+            given.append(v.numpy() if isinstance(v, Array) else v)
+        outs = call(given)
+        for k, node in results.items():
+            a = outs[k]
+            values[node] = self.device.from_numpy(np.ascontiguousarray(a)) if self._wrap else a
+        seconds = time.perf_counter() - t0
+        log(1, f"{call.where}: {call.name} ran with NumPy on the host in {seconds * 1e3:.2f} ms")
+        host_calls.warn_once(call, seconds)
 
     def _run_loop(self, body: _Body, args, values, owned: set[Node]) -> None:
         loop = body.loop

@@ -225,6 +225,8 @@ class _Planner:
         if n in self.inputs or n in self.deps:
             return
         _check_dtype(n)
+        if n.op is Op.HOST:
+            raise NotElementLoop(f"it calls {n.arg[0].name}, which runs with NumPy on the host")
         if n.op is Op.REDUCE and n.size == 1:  # (x[:i] @ y[:i], A[:, k].sum(): a loop over the elements it reads)
             deps: list[Node] = []
             self.expression(n.srcs[0], n, deps, set())
@@ -273,6 +275,8 @@ class _Planner:
         if n in self.plan.memory:
             return
         _check_dtype(n)
+        if n.op is Op.HOST:
+            raise NotElementLoop(f"it calls {n.arg[0].name}, which runs with NumPy on the host")
         if n in self.inputs:
             self.plan.memory[n] = n
             return

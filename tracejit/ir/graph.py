@@ -34,6 +34,8 @@ class Op(str, Enum):
     SCATTER = "scatter"  # srcs (target, positions, values), arg: combine op; see build.scatter
     LOOP = "loop"  # value k of a loop compiled as a loop: arg (numpy.loops.Loop, k); srcs: its bounds or first
     # test, the carried values' first values, the loop-invariant values the body reads (frontend/staged.py)
+    HOST = "host"  # value k of a call run with NumPy on the host: arg (numpy.host_calls.HostCall, k); srcs: the
+    # traced values it is passed (frontend/staged.py runs it between the compiled parts)
     # elementwise: ops.OPS
     NEG = "neg"
     ABS = "abs"

@@ -53,6 +53,9 @@ def _graph_problem(n: Node) -> str | None:
     if n.op is Op.LOOP:  # (its body is verified where it is compiled, frontend/staged.py)
         ok = isinstance(n.arg, tuple) and len(n.arg) == 2 and 0 <= n.arg[1] < n.arg[0].carried
         return None if ok else f"bad loop value {n.arg!r}"
+    if n.op is Op.HOST:  # (a call run with NumPy: numpy/host_calls.py checks its results when it runs)
+        ok = isinstance(n.arg, tuple) and len(n.arg) == 2 and 0 <= n.arg[1] < len(n.arg[0].leaves)
+        return None if ok else f"bad host call value {n.arg!r}"
     if n.op is Op.SCATTER:
         return _scatter_problem(n)
     if len(srcs) != 1:

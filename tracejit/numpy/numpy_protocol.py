@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from tracejit.errors import UnsupportedError
@@ -13,6 +15,7 @@ from tracejit.numpy import (
     creation,
     einsum,
     histogram,
+    host_calls,
     indexing,
     joining,
     linalg,
@@ -126,9 +129,22 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         return scatter.ufunc_at(ufunc, *inputs)
     if method == "accumulate" and ufunc in scans.ACCUMULATE and set(kwargs) <= {"axis", "dtype"}:
         return scans.accumulate(ufunc, *inputs, **kwargs)
-    what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-    extra = f" with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else ""
-    raise UnsupportedError(f"{what}{extra} is not supported by tracejit")
+    what = _ufunc_name(ufunc) + ("" if method == "__call__" else f".{method}")
+    why = f"not with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else "not implemented"
+    return host_calls.fallback(getattr(ufunc, method), inputs, kwargs, what, why)
+
+
+def _ufunc_name(ufunc) -> str:
+    """A ufunc as its user wrote it: np.<name> for NumPy's, the library's own module path for another's
+    (scipy.special.gamma, not np.gamma)."""
+    name = str(getattr(ufunc, "__name__", ufunc))
+    if getattr(np, name, None) is ufunc:
+        return f"np.{name}"
+    for module in ("scipy.special",):
+        found = sys.modules.get(module)
+        if found is not None and getattr(found, name, None) is ufunc:
+            return f"{module}.{name}"
+    return name
 
 
 def _into(ufunc, method, inputs, kwargs, outs: tuple):
@@ -173,10 +189,7 @@ def array_function(func, args, kwargs):
         if constants is not None:  # arrays the kernel made from constants: NumPy computes it, as before a trace
             args, kwargs = constants
             return func(*args, **kwargs)
-        raise UnsupportedError(
-            f"{_name(func)} is not supported by tracejit; supported NumPy functions: "
-            + ", ".join(sorted({f.__name__ for f in FUNCTIONS}))
-        )
+        return host_calls.fallback(func, args, kwargs, _name(func), "not implemented")
     constants = _constant_arguments((args, kwargs)) if func in DATA_DEPENDENT else None
     if constants is not None:  # np.nonzero(np.arange(n) > k): known while tracing, so NumPy computes it
         return func(*constants[0], **constants[1])

@@ -1,0 +1,141 @@
+"""Fallback to NumPy (issue 47): a call tracejit does not compile runs with NumPy on the host in the middle of the
+kernel, on every device, with NumPy's values and dtypes; what comes before and after still compiles; one
+tj.FallbackWarning per call site; refused where fallback is off (the rest of the suite runs that way), where the
+result's shape depends on the data, where the call works in place, and inside a captured graph."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from reference import assert_close
+
+
+def float_dtype(device):
+    return np.float32 if device in ("webgpu", "metal") else np.float64
+
+
+def tolerance(dt):
+    return dict(rtol=1e-4, atol=1e-5) if dt == np.float32 else dict(rtol=1e-10, atol=1e-12)
+
+
+def quiet(kernel, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tj.FallbackWarning)
+        return kernel(*args, **kwargs)
+
+
+def solve_then_scale(a, b):
+    x = np.linalg.solve(a * 2.0, b + 1.0)   # before: fused kernels; the solve: NumPy's LAPACK
+    return x * x.sum() + 1.0                # after: kernels reading the solve's result
+
+
+def eigen_parts(x):
+    w, v = np.linalg.eigh(x @ x.T)          # a named tuple of two arrays
+    q, r = np.linalg.qr(x)
+    return w.sum() + v[0] * 2, np.abs(q).sum(axis=0) + np.diag(r)
+
+
+def unwrap_by(x, period):
+    return np.unwrap(x * 2, period=period) + period   # a Python number passed as one
+
+
+def gcd_of(a, b):
+    return np.gcd(a * 2, b) + 1                       # a ufunc tracejit does not implement
+
+
+@pytest.mark.parametrize("program", [solve_then_scale, eigen_parts])
+def test_linear_algebra_falls_back_on_every_device(device, rng, program):
+    dt = float_dtype(device)
+    a = rng.standard_normal((5, 5)).astype(dt) + 5 * np.eye(5, dtype=dt)
+    args = (a, rng.standard_normal(5).astype(dt)) if program is solve_then_scale else (a,)
+    got = quiet(tj.kernel(program, fallback=True), *args, device=device)
+    expected = program(*args)
+    for g, e in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
+        assert np.asarray(g).dtype == e.dtype
+        assert_close(np.asarray(g), e, **tolerance(dt))
+
+
+def test_a_function_and_a_ufunc_fall_back_with_python_numbers_as_numbers(device, rng):
+    dt = float_dtype(device)
+    x = (rng.standard_normal(20) * 3).astype(dt)
+    got = quiet(tj.kernel(unwrap_by, fallback=True), x, 4.0, device=device)
+    assert np.asarray(got).dtype == unwrap_by(x, 4.0).dtype
+    assert_close(np.asarray(got), unwrap_by(x, 4.0), **tolerance(dt))
+    a, b = rng.integers(1, 50, 12).astype(np.int32), rng.integers(1, 50, 12).astype(np.int32)
+    got = quiet(tj.kernel(gcd_of, fallback=True), a, b, device=device)
+    assert np.asarray(got).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), gcd_of(a, b))
+
+
+def test_the_call_inside_a_compiled_loop_runs_at_every_step(rng):
+    def power_iteration(A, v, steps: int):
+        for _ in range(steps):
+            v = np.linalg.solve(A, v)
+            v = v / np.sqrt(v @ v)
+        return v
+    A = rng.standard_normal((6, 6)) + 6 * np.eye(6)
+    v = rng.standard_normal(6)
+    assert_close(quiet(tj.kernel(power_iteration, fallback=True), A, v, 30), power_iteration(A, v, 30), rtol=1e-10)
+
+
+def test_one_warning_per_call_site_naming_the_users_line(rng):
+    def twice(a):
+        b = np.linalg.inv(a)        # two sites, two warnings
+        return b + np.linalg.inv(a * 2)
+    kernel = tj.kernel(twice, fallback=True)
+    a = rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    with pytest.warns(tj.FallbackWarning) as caught:
+        kernel(a)
+    said = [str(w.message) for w in caught if issubclass(w.category, tj.FallbackWarning)]
+    assert len(said) == 2 and all("test_fallback.py:" in m and "np.linalg.inv" in m for m in said), said
+    assert all(w.filename == __file__ for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tj.FallbackWarning)   # (the second call warns no more)
+        assert_close(kernel(a), twice(a), rtol=1e-12)
+
+
+def test_fallback_off_refuses_at_the_users_line(rng, monkeypatch):
+    def inverse(a):
+        return np.linalg.inv(a) * 2
+    a = np.eye(3)
+    with pytest.raises(tj.UnsupportedError, match=r"test_fallback.py:\d+: np.linalg.inv is not supported by tracejit"):
+        tj.kernel(inverse, fallback=False)(a)
+    assert os.environ["TRACEJIT_FALLBACK"] == "0"   # (conftest: the suite runs with fallback off)
+    with pytest.raises(tj.UnsupportedError, match="np.linalg.inv is not supported"):
+        tj.kernel(inverse)(a)
+    monkeypatch.setenv("TRACEJIT_FALLBACK", "1")
+    assert_close(quiet(tj.kernel(inverse), a), inverse(a))
+
+
+def test_what_a_fallback_cannot_follow_is_refused_with_the_reason(rng):
+    def unique_values(x):
+        return np.setdiff1d(np.round(x), np.round(x[0])) * 2   # its length depends on the values
+
+    def fill(a):
+        np.fill_diagonal(a, 0.0)                    # works in place
+        return a
+
+    def spectrum(x):
+        return np.fft.fft(x).real                   # complex (issue 48)
+    cases = [(unique_values, "depends on the values"), (fill, "works in place"), (spectrum, "complex128")]
+    for program, why in cases:
+        with pytest.raises(tj.UnsupportedError, match=why):
+            quiet(tj.kernel(program, fallback=True), rng.standard_normal((4, 4)))
+
+
+def test_a_captured_graph_refuses_a_fallback_naming_its_line(rng):
+    kernel = tj.kernel(solve_then_scale, fallback=True)
+    with pytest.raises(tj.UnsupportedError, match=r"test_fallback.py:\d+: np.linalg.solve runs with NumPy"):
+        with tj.capture():
+            quiet(kernel, np.eye(3), np.ones(3))
+
+
+def test_a_result_whose_shape_changes_with_the_data_is_caught_when_it_runs():
+    def trimmed(x):
+        return np.trim_zeros(x) * 2   # the stand-ins have no zeros at their ends: tracing sees x's shape
+    kernel = tj.kernel(trimmed, fallback=True)
+    assert_close(quiet(kernel, np.arange(1.0, 4.0)), trimmed(np.arange(1.0, 4.0)))
+    with pytest.raises(tj.UnsupportedError, match=r"np.trim_zeros returned float64\[2\] where tracing"):
+        quiet(kernel, np.array([0.0, 1.0, 2.0]))

@@ -1,0 +1,261 @@
+"""Fallback to NumPy: a call tracejit does not compile (np.linalg.eig, np.fft.rfft, scipy.special.gamma, np.unwrap)
+runs with NumPy, or the library called, on the host, in the middle of the kernel (issue 47).
+
+While tracing, the call becomes HOST nodes (one per array it returns) whose sources are the traced values it is
+passed; the graph is cut there as at a loop (frontend/staged.py), so what comes before and after still fuses and
+compiles. The result's shapes and dtypes are learnt while tracing by calling the function on stand-in data of the
+arguments' shapes and dtypes (an identity matrix, then random values: both must agree, else the shape depends on
+the data, which is refused); each call checks that the real result has them. When the kernel runs, the values the
+call needs are read to the host (on a GPU-API device: copied, after the kernels before it), the function is
+called with them as NumPy arrays (a Python number as a Python number), and its results go on to the device.
+
+Only what tracejit does not implement falls back: a call it implements never does, and an error of tracejit is
+never hidden by one. `@tj.kernel(fallback=False)` or TRACEJIT_FALLBACK=0 refuses instead (a tj.UnsupportedError
+at the user's line); the test suite runs that way. Each call site warns once (tj.FallbackWarning), with what the
+call cost the first time it ran."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import sys
+import threading
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tracejit.errors import FallbackWarning, UnsupportedError
+from tracejit.ir.graph import Node, Op
+from tracejit.numpy.tensor import Tensor, as_node
+
+_ALLOWED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("tracejit_fallback", default=None)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+_WARNED: set[str] = set()  # the call sites warned about in this process
+_LOCK = threading.Lock()
+
+
+def enabled() -> bool:
+    """Whether a call tracejit does not compile falls back to NumPy in the kernel being traced."""
+    allowed = _ALLOWED.get()
+    if allowed is None:
+        return os.environ.get("TRACEJIT_FALLBACK", "1").strip().lower() not in ("0", "false", "no", "off")
+    return allowed
+
+
+@contextlib.contextmanager
+def allowed(flag: bool | None):
+    """Trace with fallback on (True), off (False), or as TRACEJIT_FALLBACK says (None)."""
+    token = _ALLOWED.set(flag)
+    try:
+        yield
+    finally:
+        _ALLOWED.reset(token)
+
+
+class _Slot:
+    """Where the j-th traced value goes in a call's arguments."""
+
+    __slots__ = ("j",)
+
+    def __init__(self, j: int):
+        self.j = j
+
+
+class HostCall:
+    """One call site's call, as the kernel runs it: the function, its arguments with slots for the traced values,
+    and the shapes and dtypes of what it returns (the leaves of `structure`)."""
+
+    def __init__(self, func: Callable, name: str, template, numbers: list[bool], leaves: list, structure, where: str):
+        self.func, self.name, self.template, self.numbers = func, name, template, numbers
+        self.leaves, self.structure, self.where = leaves, structure, where
+        self.site: tuple[str, int] = (where, 0)  # (the user's file, line): where the warning points
+
+    def __repr__(self) -> str:
+        return f"{self.name}@{self.where}"
+
+    def __call__(self, values: list) -> list[np.ndarray]:
+        """The call on these values of its traced arguments (NumPy arrays, or Python numbers where the kernel had
+        them), its results checked against what tracing learnt."""
+        values = [_number(v) if n else v for v, n in zip(values, self.numbers)]
+        args, kwargs = _fill(self.template, values)
+        result = self.func(*args, **kwargs)
+        out = []
+        for leaf, (shape, dtype) in zip(_leaves(result), self.leaves):
+            a = np.asarray(leaf)
+            if a.shape != shape or a.dtype != dtype:
+                raise UnsupportedError(
+                    f"{self.where}: {self.name} returned {a.dtype}{list(a.shape)} where tracing it on stand-in data "
+                    f"gave {dtype}{list(shape)}: its result depends on the values in a way tracejit cannot follow "
+                    "yet; compute it outside the kernel"
+                )
+            out.append(a)
+        return out
+
+
+def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str):
+    """`func(*args, **kwargs)` with traced values among the arguments, as HOST nodes: the result's structure
+    (an array, a tuple or NumPy's named result tuple of them) with a Tensor for each array. UnsupportedError
+    where fallback is off, or where the result cannot be known from shapes and dtypes alone."""
+    site = _user_site()
+    where = f"{os.path.basename(site[0])}:{site[1]}"
+    if not enabled():
+        raise UnsupportedError(
+            f"{where}: {name} is not supported by tracejit ({why}); with fallback on (the default, "
+            "TRACEJIT_FALLBACK=1) it would run with NumPy on the host in the middle of the kernel. What compiles: "
+            "docs/reference/numpy-api.md"
+        )
+    traced: list[Tensor] = []
+    template = _template((args, kwargs), traced)
+    numbers = [t._node.weak and t.shape == () for t in traced]
+    result = _stand_in_result(func, template, traced, numbers, name, where)
+    leaves = []
+    for leaf in _leaves(result):
+        a = np.asarray(leaf)
+        if a.dtype.kind not in "biuf":
+            raise UnsupportedError(
+                f"{where}: {name} returns {a.dtype}, which tracejit cannot hold yet (complex: issue 48); compute "
+                "it outside the kernel"
+            )
+        leaves.append((a.shape, a.dtype))
+    call = HostCall(func, name, template, numbers, leaves, _structure(result), where)
+    call.site = site
+    srcs = tuple(as_node(t) for t in traced)
+    nodes = [Node.make(Op.HOST, dtype, shape, srcs, (call, k)) for k, (shape, dtype) in enumerate(leaves)]
+    return _rebuild(call.structure, [Tensor(n) for n in nodes])
+
+
+def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], name: str, where: str):
+    """The call on stand-in data twice (an identity matrix along the last two axes, then random values): the
+    first result, where both agree on shapes and dtypes."""
+    rng = np.random.default_rng(0)
+    results: list = []
+    for kind in ("eye", "random"):
+        values = [_stand_in(t.shape, t.dtype, kind, rng, n) for t, n in zip(traced, numbers)]
+        args, kwargs = _fill(template, values)
+        before = [np.copy(v) if isinstance(v, np.ndarray) else v for v in values]
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = func(*args, **kwargs)
+        except Exception as e:  # (the function's own error on this data: try the next, else say it)
+            if kind == "random" and not results:
+                raise UnsupportedError(
+                    f"{where}: {name} is not supported by tracejit, and falling back to NumPy needs its result's "
+                    f"shapes and dtypes, which calling it on stand-in data of the arguments' shapes could not "
+                    f"give ({type(e).__name__}: {e}); compute it outside the kernel"
+                ) from None
+            continue
+        changed = any(
+            isinstance(b, np.ndarray) and not np.array_equal(b, v, equal_nan=True) for b, v in zip(before, values)
+        )
+        if changed or result is None:
+            raise UnsupportedError(
+                f"{where}: {name} is not supported by tracejit, and it works in place on its arguments, which a "
+                "fallback to NumPy (on copies of the values) cannot do; write the update with indexing and "
+                "assignment, or do it outside the kernel"
+            )
+        results.append(result)
+    described = [[(np.shape(x), np.asarray(x).dtype) for x in _leaves(r)] for r in results]
+    if len(described) == 2 and described[0] != described[1]:
+        raise UnsupportedError(
+            f"{where}: {name} is not supported by tracejit, and its result's shape depends on the values (not only "
+            "on the arguments' shapes), which a fallback to NumPy cannot follow yet; compute it outside the kernel"
+        )
+    return results[0]
+
+
+def _stand_in(shape, dtype, kind: str, rng, number: bool):
+    if number:
+        return {"b": True, "f": 1.0}.get(dtype.kind, 1)
+    if kind == "eye" and len(shape) >= 2:
+        return np.broadcast_to(np.eye(shape[-2], shape[-1], dtype=dtype), shape).copy()
+    if kind == "eye":
+        return np.ones(shape, dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return rng.integers(0, 3, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _template(value, traced: list[Tensor]):
+    """`value` (nested tuples, lists and dicts) with each traced value a _Slot, gathered into `traced`."""
+    if isinstance(value, Tensor):
+        traced.append(value)
+        return _Slot(len(traced) - 1)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_template(v, traced) for v in value)
+    if isinstance(value, dict):
+        return {k: _template(v, traced) for k, v in value.items()}
+    return value
+
+
+def _fill(template, values: list):
+    """The (args, kwargs) of a template, each slot given its value."""
+
+    def fill(t):
+        if isinstance(t, _Slot):
+            return values[t.j]
+        if isinstance(t, (tuple, list)):
+            return type(t)(fill(v) for v in t)
+        if isinstance(t, dict):
+            return {k: fill(v) for k, v in t.items()}
+        return t
+
+    return fill(template)
+
+
+def _leaves(result) -> list:
+    """The arrays of a result: itself, or the items of a tuple (NumPy's named result tuples too)."""
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def _structure(result) -> Any:
+    """How to make a result again from its leaves: None (one array), else the tuple type (a named one: its class)."""
+    return type(result) if isinstance(result, tuple) else None
+
+
+def _rebuild(structure, leaves: list):
+    if structure is None:
+        return leaves[0]
+    return structure(*leaves) if structure is not tuple else tuple(leaves)
+
+
+def _number(value):
+    """A Python number the kernel had as one (read from 0-d memory where the kernel computed it)."""
+    a = np.asarray(value)
+    return a.reshape(()).item()
+
+
+def _user_site() -> tuple[str, int]:
+    """(file, line) of the user's code that made the call (the innermost frame outside tracejit and NumPy)."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not (path.startswith(_PACKAGE) or path.startswith(_NUMPY) or frame.f_code.co_filename.startswith("<")):
+            return path, frame.f_lineno
+        frame = frame.f_back
+    return "<unknown>", 0
+
+
+def warn_once(call: HostCall, seconds: float) -> None:
+    """tj.FallbackWarning for the call's site, the first time it ran in this process (`seconds`: its cost, the
+    copies of its values to the host and back included)."""
+    with _LOCK:
+        if call.where in _WARNED:
+            return
+        _WARNED.add(call.where)
+    path, line = call.site
+    warnings.warn_explicit(
+        f"{call.where}: {call.name} is not compiled by tracejit: it ran with NumPy on the host in the middle of the "
+        f"kernel ({seconds * 1e3:.2f} ms the first time, its values' copies to the host and back included); "
+        "the compiled parts before and after it still fuse. @tj.kernel(fallback=False) refuses instead",
+        FallbackWarning,
+        path,
+        line,
+    )
