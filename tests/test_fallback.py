@@ -139,3 +139,26 @@ def test_a_result_whose_shape_changes_with_the_data_is_caught_when_it_runs():
     assert_close(quiet(kernel, np.arange(1.0, 4.0)), trimmed(np.arange(1.0, 4.0)))
     with pytest.raises(tj.UnsupportedError, match=r"np.trim_zeros returned float64\[2\] where tracing"):
         quiet(kernel, np.array([0.0, 1.0, 2.0]))
+
+
+def test_explain_lists_kernels_loops_breaks_and_synchronisations(rng):
+    def program(a, b, steps: int):
+        x = np.linalg.solve(a * 2.0, b + 1.0)
+        for t in range(steps):
+            x = 0.5 * (x + np.roll(x, 1))
+        while x.max() > 1.0:
+            x = x * 0.5
+        return x * x.sum()
+    kernel = tj.kernel(program, fallback=True)
+    a, b = 3 * np.eye(4), np.ones(4)
+    text = kernel.explain(a, b, 10)
+    assert text.startswith("program(float64[4, 4], float64[4], int64 (a Python number)) on numba:")
+    assert "1 break(s)" in text and "break at test_fallback.py:" in text and "np.linalg.solve" in text
+    assert "for loop at test_fallback.py:" in text and "while loop at test_fallback.py:" in text
+    assert "synchronisation: its test, read after every step" in text
+    # on a GPU-API device the break also copies its values to the host (not a wait on numba)
+    if "opencl" in {d.name for d in tj.devices() if d.available}:
+        on_gpu = kernel.explain(a, b, 10, device="opencl")
+        assert "synchronisation: the values it reads are copied to the host" in on_gpu
+        assert "(host memory on numba: no wait)" not in on_gpu
+    assert_close(quiet(kernel, a, b, 10), program(a, b, 10))   # (what it explained runs)

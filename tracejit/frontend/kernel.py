@@ -15,7 +15,7 @@ import numpy as np
 import psutil  # (here: a trace near the recursion limit has no room to import it)
 
 
-from tracejit.errors import ArgumentError, InternalError, TraceError, TracejitError, UnsupportedError
+from tracejit.errors import ArgumentError, DeviceError, InternalError, TraceError, TracejitError, UnsupportedError
 from tracejit.ir import build, faulting
 from tracejit.ir.simplify import simplify
 from tracejit.ir.verify import verify_graph, verify_kernel
@@ -34,7 +34,7 @@ from tracejit.numpy import (
     random_draws,
     source_rewrite,
 )
-from tracejit.frontend import capture, hooks, shipping, staged
+from tracejit.frontend import capture, explain, hooks, shipping, staged
 from tracejit.frontend.dynamic import (
     axes_of,
     changed_axes,
@@ -329,6 +329,18 @@ class Kernel:
         if collection is not None:
             raise ArgumentError(f"{self.__name__}.lower: a call with {collection.name}: {collection.in_lower}")
         return self._planned(args, dev, compile_only=True)[0]
+
+    def explain(self, *args: object, device: str | None = None, **kwargs: object) -> str:
+        """What a call with these arguments does, as text: its kernels in order, its loops and how they run, every
+        break (a call run with NumPy on the host) and every synchronisation (a value read back to the host).
+        Compiles what the call would (on a device that is not here, what it compiles without its hardware)."""
+        dev = device or self._device or registry.default_device_name()
+        bound = self._bind(args, kwargs)
+        try:
+            registry.device(dev)
+        except DeviceError:  # (not here: what it compiles without its hardware)
+            return explain.explain(self._planned(bound, dev, compile_only=True)[0])
+        return explain.explain(self._planned(bound, dev)[0])
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled), disk_hits (kernels that needed no compile: loaded
