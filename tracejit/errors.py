@@ -210,7 +210,7 @@ class FallbackWarning(UserWarning):
 
     >>> os.environ["TRACEJIT_FALLBACK"] = "1"   # the default (tracejit's own test suite turns fallback off)
     >>> warnings.simplefilter("error", tj.FallbackWarning)   # (raised, to show it here)
-    >>> tj.kernel(lambda a: np.linalg.inv(a) * 2)(np.eye(3))   # FallbackWarning: np.linalg.inv is not compiled ...
+    >>> tj.kernel(lambda a: np.i0(a) * 2)(np.eye(3))   # FallbackWarning: np.i0 is not compiled by tracejit ...
     Silence it with warnings.filterwarnings("ignore", category=tj.FallbackWarning); refuse such calls
     instead with @tj.kernel(fallback=False) or TRACEJIT_FALLBACK=0 (a tj.UnsupportedError at the line).
     """

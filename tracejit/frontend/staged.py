@@ -308,7 +308,7 @@ class Staged:
             values[node] = self.device.from_numpy(np.ascontiguousarray(a)) if self._wrap else a
         seconds = time.perf_counter() - t0
         log(1, f"{call.where}: {call.name} ran with NumPy on the host in {seconds * 1e3:.2f} ms")
-        host_calls.warn_once(call, seconds)
+        host_calls.warn_once(call, seconds, self.device.name, self._wrap)
 
     def _run_loop(self, body: _Body, args, values, owned: set[Node]) -> None:
         loop = body.loop

@@ -4,7 +4,7 @@ dispatch, numpy_protocol.FUNCTIONS): `python -m tracejit.numpy.api_table` prints
 
 from __future__ import annotations
 
-from tracejit.numpy import numpy_protocol, ufuncs
+from tracejit.numpy import host_calls, numpy_protocol, ufuncs
 
 START, END = "<!-- api-table:start (python -m tracejit.numpy.api_table) -->", "<!-- api-table:end -->"
 _DEVICES = "numba, opencl, cuda, metal, webgpu"
@@ -20,6 +20,7 @@ def table() -> str:
         cpu, gpu = ufuncs.stated_ulps(ufunc.__name__)
         rows.append(f"| `np.{ufunc.__name__}` | {_DEVICES} | {_cell(cpu)} | {_cell(gpu)} |")
     functions = sorted({f"`np.{f.__name__}`" for f in numpy_protocol.FUNCTIONS})
+    linalg = sorted(f"`np.linalg.{f.__name__}`" for f in host_calls.LINALG_ON_HOST)
     return "\n".join(
         [
             START,
@@ -41,6 +42,14 @@ def table() -> str:
             *rows,
             "",
             f"Other NumPy functions ({len(functions)}): " + ", ".join(functions) + ".",
+            "",
+            f"Linear algebra ({len(linalg)}), NumPy's own LAPACK calls on the host in the middle of the kernel (the "
+            "same values and dtypes as NumPy, stacked matrices and `LinAlgError` included; on a GPU-API device the "
+            "values are copied to the host and back, with a `tj.FallbackWarning`): " + ", ".join(linalg) + ".",
+            "",
+            "Any other NumPy function or ufunc runs with NumPy on the host in the middle of the kernel, with a "
+            "`tj.FallbackWarning` (`@tj.kernel(fallback=False)` refuses it instead): "
+            "[NumPy inside a kernel](../guide/numpy.md#what-tracejit-does-not-compile-runs-with-numpy).",
             END,
         ]
     )

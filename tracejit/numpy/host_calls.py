@@ -39,6 +39,22 @@ _WARNED: set[str] = set()  # the call sites warned about in this process
 _LOCK = threading.Lock()
 
 
+# the nearest thing that compiles, for calls that have one
+NEAREST = {
+    "np.argpartition": "tj.topk(x, k) (the k largest and their positions, sorted)",
+    "np.partition": "tj.topk(x, k) or np.sort",
+    "scipy.special.expit": "tj.sigmoid(x)",
+    "scipy.special.erf": "tj.erf(x)",
+    "scipy.special.logsumexp": "tj.logsumexp(x, axis=...)",
+    "scipy.special.softmax": "np.exp(x - tj.logsumexp(x, axis=..., keepdims=True))",
+}
+
+
+def _nearest(name: str) -> str:
+    found = NEAREST.get(name)
+    return f"; what compiles instead: {found}" if found else ""
+
+
 def enabled() -> bool:
     """Whether a call tracejit does not compile falls back to NumPy in the kernel being traced."""
     allowed = _ALLOWED.get()
@@ -74,6 +90,7 @@ class HostCall:
         self.func, self.name, self.template, self.numbers = func, name, template, numbers
         self.leaves, self.structure, self.where = leaves, structure, where
         self.site: tuple[str, int] = (where, 0)  # (the user's file, line): where the warning points
+        self.library = False  # NumPy's LAPACK as tracejit's own way to compute it (LINALG_ON_HOST), not a fallback
 
     def __repr__(self) -> str:
         return f"{self.name}@{self.where}"
@@ -97,17 +114,31 @@ class HostCall:
         return out
 
 
-def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str):
+# np.linalg's functions whose results' shapes and dtypes follow from their arguments': NumPy's own LAPACK calls on
+# the host are how tracejit computes them (no warning on the numba device, where the values already are; on a
+# GPU-API device they are copied there and back, and that warns). eig and eigvals are not among them: their dtype
+# (real or complex) depends on the values.
+LINALG_ON_HOST = frozenset(
+    getattr(np.linalg, name)
+    for name in (
+        "solve inv det slogdet cholesky qr eigh eigvalsh svd lstsq pinv matrix_power matrix_rank cond multi_dot "
+        "tensorsolve tensorinv"
+    ).split()
+)
+
+
+def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, library: bool = False):
     """`func(*args, **kwargs)` with traced values among the arguments, as HOST nodes: the result's structure
     (an array, a tuple or NumPy's named result tuple of them) with a Tensor for each array. UnsupportedError
-    where fallback is off, or where the result cannot be known from shapes and dtypes alone."""
+    where fallback is off, or where the result cannot be known from shapes and dtypes alone. `library`: the call
+    is how tracejit computes it (LINALG_ON_HOST), not a fallback: made whether or not fallback is on."""
     site = _user_site()
     where = f"{os.path.basename(site[0])}:{site[1]}"
-    if not enabled():
+    if not library and not enabled():
         raise UnsupportedError(
-            f"{where}: {name} is not supported by tracejit ({why}); with fallback on (the default, "
-            "TRACEJIT_FALLBACK=1) it would run with NumPy on the host in the middle of the kernel. What compiles: "
-            "docs/reference/numpy-api.md"
+            f"{where}: {name} is not supported by tracejit ({why}){_nearest(name)}; with fallback on (the "
+            "default, TRACEJIT_FALLBACK=1) it would run with NumPy on the host in the middle of the kernel. What "
+            "compiles: docs/reference/numpy-api.md"
         )
     traced: list[Tensor] = []
     template = _template((args, kwargs), traced)
@@ -123,7 +154,7 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str):
             )
         leaves.append((a.shape, a.dtype))
     call = HostCall(func, name, template, numbers, leaves, _structure(result), where)
-    call.site = site
+    call.site, call.library = site, library
     srcs = tuple(as_node(t) for t in traced)
     nodes = [Node.make(Op.HOST, dtype, shape, srcs, (call, k)) for k, (shape, dtype) in enumerate(leaves)]
     return _rebuild(call.structure, [Tensor(n) for n in nodes])
@@ -163,8 +194,9 @@ def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], 
     described = [[(np.shape(x), np.asarray(x).dtype) for x in _leaves(r)] for r in results]
     if len(described) == 2 and described[0] != described[1]:
         raise UnsupportedError(
-            f"{where}: {name} is not supported by tracejit, and its result's shape depends on the values (not only "
-            "on the arguments' shapes), which a fallback to NumPy cannot follow yet; compute it outside the kernel"
+            f"{where}: {name} is not supported by tracejit, and its result's shape or dtype depends on the values "
+            "(not only on the arguments' shapes and dtypes), which a fallback to NumPy cannot follow yet; compute it "
+            "outside the kernel"
         )
     return results[0]
 
@@ -243,18 +275,32 @@ def _user_site() -> tuple[str, int]:
     return "<unknown>", 0
 
 
-def warn_once(call: HostCall, seconds: float) -> None:
+def warn_once(call: HostCall, seconds: float, device: str, copied: bool) -> None:
     """tj.FallbackWarning for the call's site, the first time it ran in this process (`seconds`: its cost, the
-    copies of its values to the host and back included)."""
+    copies of its values to the host and back included, where `copied`: a GPU-API device's). A library call
+    (LINALG_ON_HOST) warns only where its values were copied."""
+    if call.library and not copied:
+        return
     with _LOCK:
         if call.where in _WARNED:
             return
         _WARNED.add(call.where)
     path, line = call.site
+    if call.library:
+        warnings.warn_explicit(
+            f"{call.where}: {call.name} runs on the host (NumPy's LAPACK): on {device} its values were copied there "
+            f"and its results back ({seconds * 1e3:.2f} ms the first time); generated kernels for it on GPU-API "
+            "devices are not built yet",
+            FallbackWarning,
+            path,
+            line,
+        )
+        return
     warnings.warn_explicit(
         f"{call.where}: {call.name} is not compiled by tracejit: it ran with NumPy on the host in the middle of the "
         f"kernel ({seconds * 1e3:.2f} ms the first time, its values' copies to the host and back included); "
-        "the compiled parts before and after it still fuse. @tj.kernel(fallback=False) refuses instead",
+        f"the compiled parts before and after it still fuse{_nearest(call.name)}. @tj.kernel(fallback=False) "
+        "refuses instead",
         FallbackWarning,
         path,
         line,

@@ -189,6 +189,8 @@ def array_function(func, args, kwargs):
         if constants is not None:  # arrays the kernel made from constants: NumPy computes it, as before a trace
             args, kwargs = constants
             return func(*args, **kwargs)
+        if func in host_calls.LINALG_ON_HOST:  # (NumPy's LAPACK on the host: how tracejit computes these)
+            return host_calls.fallback(func, args, kwargs, _name(func), "LAPACK", library=True)
         return host_calls.fallback(func, args, kwargs, _name(func), "not implemented")
     constants = _constant_arguments((args, kwargs)) if func in DATA_DEPENDENT else None
     if constants is not None:  # np.nonzero(np.arange(n) > k): known while tracing, so NumPy computes it
