@@ -98,8 +98,21 @@ def _ints(*values):
     return lambda rng, dt: values
 
 
+def azimint_naive(data, radius, npt):  # npbench, azimint_naive/azimint_naive_numpy.py (x[mask].mean() per bin)
+    rmax = radius.max()
+    res = np.zeros(npt, dtype=np.float64)
+    for i in range(npt):
+        r1 = rmax * i / npt
+        r2 = rmax * (i + 1) / npt
+        mask_r12 = np.logical_and((r1 <= radius), (radius < r2))
+        values_r12 = data[mask_r12]
+        res[i] = values_r12.mean()
+    return res
+
+
 PROGRAMS = [
     program(linear_convection_1d, _ints(41, 25, 1.0), ("float64",)),
+    program(azimint_naive, lambda rng, dt: (rng.random(400).astype(dt), rng.random(400).astype(dt), 12), ("float64",)),
     program(diffusion_1d, _ints(41, 20, 0.3), ("float64",)),
     program(convection_2d, _ints(21, 21, 10, 1.0), ("float64",)),
     program(diffusion_2d, _ints(17, 17, 10, .05), ("float64",)),

@@ -9,7 +9,9 @@ import numpy as np
 
 from tracejit.errors import InvalidIndexError, ShapeError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.graph import Node
+from tracejit.ir import faulting
+from tracejit.ir.graph import Node, Op
+from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy.tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node
 
 
@@ -35,9 +37,9 @@ def full_mask(mask: Node, shape) -> Node:
 def data_dependent() -> UnsupportedError:
     return UnsupportedError(
         "x[mask] (boolean-mask indexing) has a shape that depends on the data, which is not "
-        "known while tracing; use np.where(mask, x, 0), a reduction with where=mask "
-        "(np.sum(x, where=mask)), or assign through it (x[mask] = v, x[mask] += v, "
-        "x[mask] = f(x[mask]))"
+        "known while tracing; reduce it (x[mask].sum(), .mean(), .max(), over all axes or axis 0), use "
+        "np.where(mask, x, 0), a reduction with where=mask (np.sum(x, where=mask)), or assign through it "
+        "(x[mask] = v, x[mask] += v, x[mask] = f(x[mask]))"
     )
 
 
@@ -95,8 +97,106 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
         check_inplace(result, current, symbol)
         return MaskedSelection(self.mask, build.cast(result._node, current.dtype), self.source)
 
+    # -- reductions: over the selected elements (the count is never needed as a shape) --
+
+    def _reduce(self, name: str, axis=None, dtype=None, out=None, keepdims=False, **extra):
+        """x[mask].<name>(axis, ...) (sum, mean, max, ...): the reduction over the selected places with where=. The
+        selection's axis 0 is the mask's axes; a reduction that keeps it (its length the count) is refused. A max
+        or min of no elements raises NumPy's ValueError when the kernel runs."""
+        from tracejit.numpy import reductions as R
+        from tracejit.numpy.functions import _axes
+
+        if out is not None:
+            raise UnsupportedError(f"x[mask].{name}(out=...) is not supported while tracing; use the returned value")
+        lead, trailing = len(self.mask.shape), self.values.shape[len(self.mask.shape) :]
+        ndim = 1 + len(trailing)
+        axes = tuple(range(ndim)) if axis is None else _axes(axis, ndim)
+        if 0 not in axes:
+            raise data_dependent()
+        over = tuple(range(lead)) + tuple(lead + a - 1 for a in axes if a != 0)
+        where = Tensor(full_mask(self.mask, self.values.shape))
+        values = Tensor(self.values)
+        kwargs = dict(extra, axis=over, where=where)
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        if name in ("max", "min"):
+            dt = self.values.dtype
+            info = np.finfo(dt) if dt.kind == "f" else np.iinfo(dt) if dt.kind in "iu" else None
+            if info is not None:
+                kwargs["initial"] = (
+                    (-np.inf if name == "max" else np.inf)
+                    if dt.kind == "f"
+                    else (info.min if name == "max" else info.max)
+                )
+            result = getattr(R, name)(values, **kwargs)
+            count = as_node(R.sum(Tensor(self.mask)))
+            fault = Fault(
+                "ValueError",
+                f"zero-size array to reduction operation {'maximum' if name == 'max' else 'minimum'} which has "
+                "no identity",
+            )
+            checked = build.binary(
+                Op.ADD,
+                count,
+                build.cast(
+                    faulting.check(build.binary(Op.LT, build.const(0, count.dtype, ()), count), fault), count.dtype
+                ),
+            )
+            ok = build.binary(Op.LT, build.const(0, count.dtype, ()), checked)
+            result = Tensor(
+                build.where(
+                    build.expand(build.reshape(ok, (1,) * len(result.shape)), result.shape) if result.shape else ok,
+                    as_node(result),
+                    as_node(result),
+                )
+            )
+        else:
+            result = getattr(R, name)(values, **kwargs)
+        if keepdims:
+            shape = tuple(1 if a in axes else n for a, n in enumerate((1, *trailing)))
+            result = Tensor(build.reshape(as_node(result), shape))
+        return result
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=None):
+        return self._reduce("sum", axis, dtype, out, keepdims, **({} if initial is None else {"initial": initial}))
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=None):
+        return self._reduce("prod", axis, dtype, out, keepdims, **({} if initial is None else {"initial": initial}))
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        return self._reduce("mean", axis, dtype, out, keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return self._reduce("std", axis, dtype, out, keepdims, ddof=ddof)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return self._reduce("var", axis, dtype, out, keepdims, ddof=ddof)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        return self._reduce("max", axis, None, out, keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        return self._reduce("min", axis, None, out, keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        return self._reduce("any", axis, None, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return self._reduce("all", axis, None, out, keepdims)
+
+    @property
+    def size(self):
+        """How many elements are selected (a traced int: known when the kernel runs)."""
+        trailing = int(np.prod(self.values.shape[len(self.mask.shape) :], dtype=np.int64))
+        from tracejit.numpy import reductions as R
+
+        return R.sum(Tensor(self.mask)) * trailing
+
     def __array_function__(self, func, types, args, kwargs):
-        raise data_dependent()
+        name = _REDUCTIONS.get(func)
+        if name is None or not args or args[0] is not self:
+            raise data_dependent()
+        return getattr(self, name)(*args[1:], **kwargs)
 
     def __array__(self, dtype=None, copy=None):
         raise data_dependent()
@@ -127,3 +227,19 @@ def _update(symbol: str, compute):
 
 for _symbol, _compute in AUGMENTED.items():
     setattr(MaskedSelection, f"__i{AUGMENTED_NAMES[_symbol]}__", _update(_symbol, _compute))
+
+
+# np.<function>(x[mask], ...) that reduce the selection: the method of the same name
+_REDUCTIONS = {
+    np.sum: "sum",
+    np.prod: "prod",
+    np.mean: "mean",
+    np.std: "std",
+    np.var: "var",
+    np.max: "max",
+    np.amax: "max",
+    np.min: "min",
+    np.amin: "min",
+    np.any: "any",
+    np.all: "all",
+}
