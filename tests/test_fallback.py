@@ -170,3 +170,53 @@ def test_a_refusal_names_what_compiles_instead_where_there_is_one(rng):
     with pytest.raises(tj.UnsupportedError, match=r"test_fallback.py:\d+: np.argpartition .*what compiles instead: "
                                                   r"tj.topk"):
         tj.kernel(kth, fallback=False)(rng.standard_normal(8))
+
+
+def _lacking():
+    """Every function of np, np.linalg and np.fft dispatched through __array_function__ that tracejit does not
+    implement, and every ufunc it does not: what falls back."""
+    from tracejit.numpy.numpy_protocol import FUNCTIONS, UFUNCS
+    found = []
+    for module in (np, np.linalg, np.fft):
+        for name in sorted(dir(module)):
+            f = getattr(module, name)
+            if isinstance(f, np.ufunc):
+                if f not in UFUNCS and module is np:
+                    found.append(f)
+            elif type(f).__name__ == "_ArrayFunctionDispatcher" and f not in FUNCTIONS:
+                found.append(f)
+    return found
+
+
+@pytest.mark.parametrize("device", ["numba", "opencl"])
+def test_every_numpy_function_tracejit_lacks_runs_as_numpy_or_is_refused_with_the_reason(device):
+    if device not in {d.name for d in tj.devices() if d.available}:
+        pytest.skip(f"{device} is not available here")
+    rng = np.random.default_rng(7)
+    samples = [rng.standard_normal(6), rng.standard_normal((4, 4)) + 4 * np.eye(4), rng.integers(1, 9, 6)]
+    ran, refused = [], []
+    for f in _lacking():
+        for x in samples:
+            args = (x, x) if isinstance(f, np.ufunc) and f.nin == 2 else (x,)
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    expected = f(*args)
+            except Exception:   # (not NumPy's function of this input)
+                continue
+            try:
+                got = quiet(tj.kernel(lambda *a: f(*a), fallback=True), *args, device=device)
+            except tj.TracejitError as e:   # said, with the reason, never a crash
+                assert "test_fallback.py:" in str(e) or "depends on the data" in str(e) or "traced" in str(e), str(e)
+                refused.append(f.__name__)
+                break
+            got = got if isinstance(got, tuple) else (got,)
+            expected = expected if isinstance(expected, tuple) else (expected,)
+            assert len(got) == len(expected), f.__name__
+            for g, e in zip(got, expected):
+                assert np.asarray(g).dtype == np.asarray(e).dtype, (f.__name__, np.asarray(g).dtype)
+                np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-12, atol=1e-12, equal_nan=True,
+                                           err_msg=f.__name__)
+            ran.append(f.__name__)
+            break
+    assert len(ran) >= 40 and "gcd" in ran and "i0" in ran, (ran, refused)
