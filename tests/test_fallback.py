@@ -220,3 +220,12 @@ def test_every_numpy_function_tracejit_lacks_runs_as_numpy_or_is_refused_with_th
             ran.append(f.__name__)
             break
     assert len(ran) >= 40 and "gcd" in ran and "i0" in ran, (ran, refused)
+
+
+def test_a_python_number_that_sets_the_results_shape_specialises_the_kernel(rng):
+    def tiled(x, n):
+        return np.resize(x, n) * 2      # (np.resize is not compiled: its count sets the shape)
+    kernel = tj.kernel(tiled, fallback=True)
+    x = rng.standard_normal(3)
+    for n in (2, 5):
+        assert_close(quiet(kernel, x, n), tiled(x, n))

@@ -30,6 +30,7 @@ import numpy as np
 
 from tracejit.errors import FallbackWarning, UnsupportedError
 from tracejit.ir.graph import Node, Op
+from tracejit.numpy import python_numbers
 from tracejit.numpy.tensor import Tensor, as_node
 
 _ALLOWED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("tracejit_fallback", default=None)
@@ -141,7 +142,7 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
             "compiles: docs/reference/numpy-api.md"
         )
     traced: list[Tensor] = []
-    template = _template((args, kwargs), traced)
+    template = _template((args, kwargs), traced, f"an argument of {name}")
     numbers = [t._node.weak and t.shape == () for t in traced]
     result = _stand_in_result(func, template, traced, numbers, name, where)
     leaves = []
@@ -215,15 +216,22 @@ def _stand_in(shape, dtype, kind: str, rng, number: bool):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def _template(value, traced: list[Tensor]):
-    """`value` (nested tuples, lists and dicts) with each traced value a _Slot, gathered into `traced`."""
+def _template(value, traced: list[Tensor], use: str):
+    """`value` (nested tuples, lists and dicts) with each traced value a _Slot, gathered into `traced`. A Python
+    number made from the kernel's Python-number arguments alone is that number (the kernel is specialised on
+    them, numpy/python_numbers.py): it may set the result's shape (np.tile(x, n))."""
     if isinstance(value, Tensor):
+        node = value._node
+        if node.weak and node.shape == ():
+            known = python_numbers.value_of(node, use)
+            if known is not None:
+                return np.asarray(known).reshape(()).item()
         traced.append(value)
         return _Slot(len(traced) - 1)
     if isinstance(value, (tuple, list)):
-        return type(value)(_template(v, traced) for v in value)
+        return type(value)(_template(v, traced, use) for v in value)
     if isinstance(value, dict):
-        return {k: _template(v, traced) for k, v in value.items()}
+        return {k: _template(v, traced, use) for k, v in value.items()}
     return value
 
 
