@@ -12,7 +12,7 @@ from tracejit.ir.graph import Op
 def explain(plan) -> str:
     """The text of f.explain for a plan (frontend/plan.py's Plan)."""
     dev = plan.device
-    on_host = getattr(dev, "returns_numpy", False)
+    on_host = dev.returns_numpy
     lines: list[str] = []
     counts = {"kernels": 0, "breaks": 0, "syncs": 0}
 
