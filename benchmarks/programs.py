@@ -45,7 +45,7 @@ def stencil_cases(quick: bool) -> list:
     n, m = (256, 96) if quick else (1024, 280)
     u = rng.random((n, n)).astype(np.float32)
     ru, rv = rng.random((m, m)), rng.random((m, m))
-    return [("diffusion_result", corpus_benchmarks.diffusion_result, (u, np.zeros_like(u)), {"iterNum": 10}),
+    return [("diffusion", corpus_benchmarks.diffusion, (u, np.zeros_like(u)), {"iterNum": 10}),
             ("grayscott", corpus_benchmarks.grayscott, (0.16, 0.08, 0.04, 0.06, ru, rv), {"counts": 40})]
 
 

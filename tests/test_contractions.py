@@ -289,7 +289,12 @@ BLAS_PROGRAMS = {   # name -> (body, operand shapes, kernels on numba, of which 
     "computed operand": (lambda a, b: (a * 2 - 1) @ b, [(64, 48), (48, 40)], 2, 1),
     "padded operand": (lambda a, b: np.pad(a, ((0, 0), (1, 1))) @ b, [(64, 46), (48, 40)], 2, 1),
     "chain": (lambda a, b, c: a @ b @ c, [(64, 48), (48, 40), (40, 32)], 2, 2),
-    "vector @ matrix": (lambda v, m: v @ m, [(256,), (256, 512)], 1, 0),   # memory-bound: fused loops
+    # a matrix read from memory times a vector: BLAS's gemv (y @ A along the columns: 5x the generated loops)
+    "vector @ matrix": (lambda v, m: v @ m, [(256,), (256, 512)], 1, 1),
+    "matrix @ vector": (lambda m, v: m @ v + 1, [(512, 256), (256,)], 2, 1),
+    # ... but a matrix the kernel computes, or a small one, stays fused (no pass to write it first)
+    "vector @ computed matrix": (lambda v, m: v @ (m * 2), [(256,), (256, 512)], 1, 0),
+    "vector @ small matrix": (lambda v, m: v @ m, [(64,), (64, 128)], 1, 0),
     "row sums of squares": (lambda x: ((x - x.mean(1, keepdims=True)) ** 2).sum(1), [(256, 512)], 1, 0),
 }
 

@@ -31,8 +31,10 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import MOVEMENT, Node, Op, rewrite, toposort
 
 MIN_WORK = 1 << 16  # multiply-adds; below it the fused loops win (no pass over memory between kernels)
-MIN_SIDE = 8  # rows and columns of the product at least: a matrix-vector product or a row's sum of
-# squares (layernorm's variance) is memory-bound, and fused with its neighbours it wins
+MIN_SIDE = 8  # rows and columns of the product at least: a row's sum of squares (layernorm's variance) or a
+# matrix-vector product of a computed matrix is memory-bound, and fused with its neighbours it wins
+MIN_MATVEC = 1 << 14  # elements of a matrix read from memory times a vector: BLAS's gemv reads it faster than the
+# generated loops (y @ A sums down the columns: 5x slower at 5500^2; see find_gemm)
 MIN_OUTPUT = 64  # fewer results than this: the two-stage split reduction spreads the work better
 MIN_SORT = 1 << 16  # elements; NumPy's SIMD sort beats the generated merge sort by ~4x from here
 DTYPES = frozenset({np.dtype("float32"), np.dtype("float64")})
@@ -144,12 +146,15 @@ def find(node: Node) -> Gemm | Sort | None:
         return Sort(node) if node.size >= MIN_SORT else None
     if node.dtype not in DTYPES or node.size < MIN_OUTPUT:
         return None
-    return find_gemm(node, MIN_WORK)
+    return find_gemm(node, MIN_WORK, matvec=True)
 
 
-def find_gemm(node: Node, min_work: int) -> Gemm | None:
+def find_gemm(node: Node, min_work: int, matvec: bool = False) -> Gemm | None:
     """`node` as a product of matrices (see Gemm) of at least `min_work` multiply-adds and MIN_SIDE rows
-    and columns, or None. Also what SIMT targets tile (ir/contraction.py)."""
+    and columns, or None. Also what SIMT targets tile (ir/contraction.py). `matvec`: also a matrix times a vector
+    (`y @ A`, `A @ x`) whose matrix of at least MIN_MATVEC elements is read straight from memory (an argument's
+    view): BLAS's gemv reads it once at the memory's speed on every core, where the generated reduction along
+    its columns (`y @ A`) does not; a matrix computed by the kernel stays fused instead (no pass to write it)."""
     if node.op is not Op.REDUCE or node.arg[0] != "sum":
         return None
     product = node.srcs[0]
@@ -174,9 +179,23 @@ def find_gemm(node: Node, min_work: int) -> Gemm | None:
         node, x, y, tuple(roles["batch"]), tuple(roles["m"]), tuple(roles["n"]), tuple(roles["k"]), tuple(roles["unit"])
     )
     b, m, n, k = gemm.sizes()
-    if not gemm.k or b * m * n * k < min_work or min(m, n) < MIN_SIDE:
+    if not gemm.k or b * m * n * k < min_work:
+        return None
+    if min(m, n) < MIN_SIDE and not (matvec and _matrix_times_vector(gemm)):
         return None
     return gemm
+
+
+def _matrix_times_vector(gemm: Gemm) -> bool:
+    """Whether the product is one matrix (k by n, or m by k, at least MIN_MATVEC elements) read from memory times
+    a vector (see find_gemm)."""
+    b, m, n, k = gemm.sizes()
+    if b != 1 or min(m, n) != 1 or max(m, n) < MIN_SIDE or k < MIN_SIDE or max(m, n) * k < MIN_MATVEC:
+        return False
+    matrix = gemm.y if m == 1 else gemm.x
+    while matrix.op in VIEWS:
+        matrix = matrix.srcs[0]
+    return matrix.op in (Op.INPUT, Op.CONST)
 
 
 @dataclass(frozen=True)
