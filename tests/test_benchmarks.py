@@ -48,3 +48,17 @@ def test_the_replay_benchmark_runs_and_checks_its_results(capsys):
     assert module.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "eager/replay" in out and "numba" in out
+
+
+def test_the_program_benchmarks_build_their_cases_from_the_corpus():
+    # (benchmarks/programs.py and loops.py read programs of tests/corpus by name: a rename there broke
+    # programs.py unnoticed once; building the cases checks the names, running them is the benchmarks' job)
+    spec = importlib.util.spec_from_file_location("tracejit_programs_bench", BENCH.parent / "programs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases = module.stencil_cases(quick=True)
+    assert [name for name, *_ in cases] == ["diffusion", "grayscott"]
+    for _, fn, args, keywords in cases:
+        assert callable(fn) and args and keywords
+    spec = importlib.util.spec_from_file_location("tracejit_loops_bench", BENCH.parent / "loops.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))   # (its programs are the corpus's, by name)
