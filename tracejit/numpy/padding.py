@@ -1,6 +1,7 @@
 """np.pad on traced tensors. Constant padding is one masked load; edge padding joins the edge slices to
-the array; wrap, reflect and symmetric read a periodic view of the array (or of it joined to its mirror
-image), so a padded axis is a modulo in the index. Axes are padded one after another, as NumPy does."""
+the array; reflect and symmetric join the mirrored ends to it where each side is within one reflection; wrap,
+and wider reflections, read a periodic view of the array (or of it joined to its mirror image), so a padded axis
+is a modulo in the index. Axes are padded one after another, as NumPy does."""
 
 from __future__ import annotations
 
@@ -150,6 +151,13 @@ def _pad_axis(x: Node, axis: int, before: int, after: int, mode: str, odd: bool)
         return periodic(x, axis, -before, before + n + after)
     if odd:
         return _pad_odd(x, axis, before, after, mode == "symmetric")
+    skip = 1 if mode == "reflect" else 0  # (reflecting leaves out the end points; symmetric repeats them)
+    if before <= n - skip and after <= n - skip:
+        # within one reflection: the mirrored ends joined to x, each element read by a comparison of its place,
+        # where the periodic view takes a division by the period (2n - 2 when reflecting) for every element
+        left = slice_axis(x, axis, before - 1 + skip, -1, before)
+        right = slice_axis(x, axis, n - 1 - skip, -1, after)
+        return join([piece for piece, width in ((left, before), (x, n), (right, after)) if width], axis)
     # one period of the mirrored axis: x, then x backwards (without its end points when reflecting)
     backwards = slice_axis(x, axis, n - 1, -1, n) if mode == "symmetric" else slice_axis(x, axis, n - 2, -1, n - 2)
     return periodic(join([x, backwards], axis), axis, -before, before + n + after)
