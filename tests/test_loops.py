@@ -807,3 +807,31 @@ def test_a_window_past_the_end_of_an_axis_is_a_clear_error(rng):
 
     with pytest.raises(IndexError, match="reaches past the ends of an axis"):
         tj.kernel(whole)(rng.random((6, 6)))
+
+
+def neighbour_columns(A):   # the loop index and its neighbours pick columns and rows
+    n = A.shape[0]
+    s = np.zeros(n, A.dtype)
+    for k in range(1, n - 1):
+        s = s + A[:, k - 1] * A[k + 1] - A[:, k]
+    return s
+
+
+def one_column_too_far(A):
+    s = np.zeros(A.shape[0], A.dtype)
+    for k in range(A.shape[1]):
+        s = s + A[:, k + 1]   # k + 1 reaches the axis's size at the last step: NumPy's IndexError
+    return s
+
+
+def test_picks_by_the_loop_index_inside_the_axis_are_not_checked_and_others_still_raise(device, rng):
+    # (the index is clamped to its bounds in the body's programs, so lowering proves k - 1, k, k + 1 inside the
+    # axis: no error record to read after each step; webgpu, without int64 to clamp in, keeps the checks)
+    dt = float_dtype(device)
+    A = rng.standard_normal((12, 12)).astype(dt)
+    check(neighbour_columns, (A,), device)
+    text = tj.kernel(neighbour_columns).explain(A, device=device)
+    if device != "webgpu":
+        assert "0 synchronisation(s)" in text and "for loop at test_loops.py:" in text, text
+    with pytest.raises(IndexError, match="index 12 is out of bounds for axis 1 with size 12"):
+        run_kernel(tj.kernel(one_column_too_far), A, device=device)

@@ -59,7 +59,7 @@ def programs(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, option
     found: list = []
 
     class _Collect:
-        layout, returns_numpy, runs = options, True, False
+        layout, returns_numpy, runs, computes_int64 = options, True, False, True
 
         @staticmethod
         def element_loop(plan):
@@ -178,11 +178,17 @@ class Staged:
                 self._loops.setdefault(lv, []).append(_Body(loop, srcs, element, results))
                 continue
             body_inputs = {x: build.input_(p, x.dtype, x.shape, x.weak) for p, x in enumerate(loop.inputs)}
+            stand_ins = list(body_inputs.values())
+            span = _index_span(loop) if dev.computes_int64 else None  # (the clamp computes with the int64 index)
+            if span is not None:  # the index clamped to the values it takes: its picks need no check (value_range)
+                index = body_inputs[loop.inputs[0]]
+                low, high = (build.const(v, index.dtype, (), weak=True) for v in span)
+                body_inputs[loop.inputs[0]] = build.binary(Op.MIN, build.binary(Op.MAX, index, low), high)
             graph = replace(loop.outputs, body_inputs)
             verify_graph(graph)
             present = set(toposort(graph))
-            buffers = {x: _contiguous(x, p) for p, x in enumerate(body_inputs.values()) if x in present}
-            executable = compile_graph(graph, buffers, len(body_inputs), dev)
+            buffers = {x: _contiguous(x, p) for p, x in enumerate(stand_ins) if x in present}
+            executable = compile_graph(graph, buffers, len(stand_ins), dev)
             self._loops.setdefault(lv, []).append(_Body(loop, srcs, executable, results))
         self._hosts: dict[int, list[tuple[HostCall, tuple[Node, ...], dict[int, Node]]]] = {}
         for call, (lv, srcs, results) in hosts.items():
@@ -458,6 +464,14 @@ class _Bound:
         self.allocated.extend(allocated)
         self.last = allocated
         return outputs
+
+
+def _index_span(loop: Loop) -> tuple[int, int] | None:
+    """The least and greatest value of a `for` loop's index, where its bounds are known while tracing."""
+    if loop.kind != "for" or any(b is None for b in loop.bounds):
+        return None
+    steps = range(*loop.bounds) if loop.bounds[2] else range(0)
+    return (min(steps[0], steps[-1]), max(steps[0], steps[-1])) if steps else None
 
 
 def _element_loop(loop: Loop, dev):

@@ -25,6 +25,7 @@ from tracejit.ir.hoist import hoist
 from tracejit.ir.merge_sort import POSITION, local_bytes
 from tracejit.ir.kernel_ir import INDEX, Builder, Fault, KOp, KernelIR, Param
 from tracejit.ir.layout import LayoutOptions, LoopPlan, plan_loops
+from tracejit.ir.value_range import clamped_range
 from tracejit.ir.symbolic import Clamp, DataIndex, Div, Expr, Mod, Var
 from tracejit.ir.table import MAX_KERNEL_BYTES
 
@@ -463,7 +464,11 @@ class _Emitter:
         return self.const(atom.hi)
 
     def _bound(self, atom: DataIndex) -> int:
-        """An index read from data, as an offset along its axis (see BOUND in kernel_ir)."""
+        """An index read from data, as an offset along its axis (see BOUND in kernel_ir); where the graph proves
+        it inside the axis (ir/value_range.py: a loop's index, clamped to its bounds), the value, with no check."""
+        known = clamped_range(atom.source)
+        if known is not None and 0 <= known[0] and known[1] < atom.size and atom.fault is None:
+            return self.b.emit(KOp.CAST, INDEX, (self.value(atom.source, atom.at),))
         fault = atom.fault or Fault(
             "IndexOutOfBoundsError", f"index {{value}} is out of bounds for axis {atom.axis} with size {atom.size}"
         )

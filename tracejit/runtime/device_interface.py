@@ -88,6 +88,7 @@ class Device(DeviceStats):
     returns_numpy = False  # calls return NumPy arrays, not tj.Arrays (numba: host memory)
     inner_sizes_as_arguments = False  # row lengths and loop extents can be arguments of its code (symbolic_sizes)
     binds_one_buffer_twice = True  # one buffer may be bound to two parameters of a kernel (not WebGPU's rule)
+    computes_int64 = True  # its kernels compute with 64-bit integers (WGSL has none: only index arithmetic there)
     keeps_compiled_kernels = True  # compiled kernels go to the disk cache (else no_disk_cache says why)
     no_disk_cache: str | None = None
     # a static (suffix) -> compile-only target, for a target that compiles without its hardware (cuda: PTX);

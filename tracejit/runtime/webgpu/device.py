@@ -105,6 +105,7 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
     # WebGPU refuses one buffer bound both read-only and read-write in a dispatch: no kernel writes over memory
     # it also reads (an argument assigned in place, f(x, out=x)); such values are computed apart and copied in
     binds_one_buffer_twice = False
+    computes_int64 = False
     no_disk_cache = "wgpu-py exposes no pipeline cache, so each process builds its pipelines"
 
     @staticmethod
