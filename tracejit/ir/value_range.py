@@ -23,9 +23,10 @@ def value_range(node: Node) -> tuple[int, int] | None:
 
 
 def clamped_range(node: Node) -> tuple[int, int] | None:
-    """value_range of a value clamped by min/max (seen through views and casts), else None: what lowering drops a
-    bounds check for. (Other proven values, an iota or a constant table, keep their check: it is how the SIMT
-    renderers know them for index arithmetic.)"""
+    """value_range of a scalar input clamped by min/max by constants (a loop's index: frontend/staged.py), seen
+    through views, casts and constant offsets, else None: what lowering drops a bounds check for. (Other proven
+    values, an iota, a constant table, a clamp of an array, keep their check: the SIMT renderers read a checked
+    index as index arithmetic, which is how WGSL holds an int64 index without int64.)"""
     root = node
     while True:
         if root.op in _VIEWS or root.op is Op.CAST:
@@ -37,7 +38,15 @@ def clamped_range(node: Node) -> tuple[int, int] | None:
             root = others[0]
         else:
             break
-    return value_range(node) if root.op in (Op.MIN, Op.MAX) else None
+    if root.op not in (Op.MIN, Op.MAX):
+        return None
+    leaf = root
+    while leaf.op in (Op.MIN, Op.MAX):  # (down to the clamped value: a Python-int input, the loop's index)
+        others = [s for s in leaf.srcs if s.op is not Op.CONST]
+        if len(others) != 1:
+            return None
+        leaf = others[0]
+    return value_range(node) if leaf.op is Op.INPUT and leaf.shape == () else None
 
 
 def _bounds(node: Node, depth: int) -> Bound:
