@@ -229,3 +229,19 @@ def test_a_python_number_that_sets_the_results_shape_specialises_the_kernel(rng)
     x = rng.standard_normal(3)
     for n in (2, 5):
         assert_close(quiet(kernel, x, n), tiled(x, n))
+
+
+def test_scipy_is_named_as_scipy_at_the_users_line(rng):
+    special = pytest.importorskip("scipy.special")
+
+    def gamma_twice(x):
+        return special.gamma(x) * 2        # a SciPy ufunc tracejit lacks: it falls back
+
+    def log_total(x):
+        return special.logsumexp(x) + 1    # a SciPy function converting its argument: no fallback can run it
+    x = rng.uniform(0.5, 3, 6)
+    with pytest.warns(tj.FallbackWarning, match=r"test_fallback.py:\d+: scipy.special.gamma is not compiled"):
+        assert_close(tj.kernel(gamma_twice, fallback=True)(x), gamma_twice(x), rtol=1e-12)
+    with pytest.raises(tj.TraceError, match=r"test_fallback.py:\d+: scipy.special.logsumexp converts a traced value"
+                                            r".*what compiles instead: tj.logsumexp"):
+        tj.kernel(log_total, fallback=True)(x)

@@ -52,7 +52,7 @@ from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import MaskedSelection, data_dependent
 from tracejit.frontend.binding import Layout, Parameters
 from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
-from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
+from tracejit.numpy.tensor import PythonBool, Tensor, as_node, installed_library, trace_budget
 from tracejit.frontend.manifest import record
 
 
@@ -682,14 +682,20 @@ def plan_cache_size() -> int:
 
 def _user_location(tb) -> str:
     """'file:line: ' of the innermost frame outside tracejit and NumPy (told by the frame's module, not its
-    path: a user's kernels/heat_numpy.py is the user's): where the user's code went wrong."""
-    where = ""
+    path: a user's kernels/heat_numpy.py is the user's), and outside installed libraries where the user's code
+    called one (scipy.special.logsumexp failing inside SciPy: the user's line that called it): where the user's
+    code went wrong."""
+    where, library = "", ""
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__") or ""
         if module.partition(".")[0] not in ("tracejit", "numpy"):
-            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}: "
+            found = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}: "
+            if installed_library(tb.tb_frame.f_code.co_filename):
+                library = library or found
+            else:
+                where = found
         tb = tb.tb_next
-    return where
+    return where or library
 
 
 @overload

@@ -31,7 +31,7 @@ import numpy as np
 from tracejit.errors import FallbackWarning, UnsupportedError
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import python_numbers
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Tensor, as_node, installed_library
 
 _ALLOWED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("tracejit_fallback", default=None)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +51,8 @@ NEAREST = {
 }
 
 
-def _nearest(name: str) -> str:
+def nearest(name: str) -> str:
+    """'; what compiles instead: ...' for a call that has a nearest thing (NEAREST), else ''."""
     found = NEAREST.get(name)
     return f"; what compiles instead: {found}" if found else ""
 
@@ -137,7 +138,7 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
     where = f"{os.path.basename(site[0])}:{site[1]}"
     if not library and not enabled():
         raise UnsupportedError(
-            f"{where}: {name} is not supported by tracejit ({why}){_nearest(name)}; with fallback on (the "
+            f"{name} is not supported by tracejit ({why}){nearest(name)}; with fallback on (the "
             "default, TRACEJIT_FALLBACK=1) it would run with NumPy on the host in the middle of the kernel. What "
             "compiles: docs/reference/numpy-api.md"
         )
@@ -150,7 +151,7 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
         a = np.asarray(leaf)
         if a.dtype.kind not in "biuf":
             raise UnsupportedError(
-                f"{where}: {name} returns {a.dtype}, which tracejit cannot hold yet (complex: issue 48); compute "
+                f"{name} returns {a.dtype}, which tracejit cannot hold yet (complex: issue 48); compute "
                 "it outside the kernel"
             )
         leaves.append((a.shape, a.dtype))
@@ -177,7 +178,7 @@ def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], 
         except Exception as e:  # (the function's own error on this data: try the next, else say it)
             if kind == "random" and not results:
                 raise UnsupportedError(
-                    f"{where}: {name} is not supported by tracejit, and falling back to NumPy needs its result's "
+                    f"{name} is not supported by tracejit, and falling back to NumPy needs its result's "
                     f"shapes and dtypes, which calling it on stand-in data of the arguments' shapes could not "
                     f"give ({type(e).__name__}: {e}); compute it outside the kernel"
                 ) from None
@@ -187,7 +188,7 @@ def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], 
         )
         if changed or result is None:
             raise UnsupportedError(
-                f"{where}: {name} is not supported by tracejit, and it works in place on its arguments, which a "
+                f"{name} is not supported by tracejit, and it works in place on its arguments, which a "
                 "fallback to NumPy (on copies of the values) cannot do; write the update with indexing and "
                 "assignment, or do it outside the kernel"
             )
@@ -195,7 +196,7 @@ def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], 
     described = [[(np.shape(x), np.asarray(x).dtype) for x in _leaves(r)] for r in results]
     if len(described) == 2 and described[0] != described[1]:
         raise UnsupportedError(
-            f"{where}: {name} is not supported by tracejit, and its result's shape or dtype depends on the values "
+            f"{name} is not supported by tracejit, and its result's shape or dtype depends on the values "
             "(not only on the arguments' shapes and dtypes), which a fallback to NumPy cannot follow yet; compute it "
             "outside the kernel"
         )
@@ -275,12 +276,17 @@ def _number(value):
 def _user_site() -> tuple[str, int]:
     """(file, line) of the user's code that made the call (the innermost frame outside tracejit and NumPy)."""
     frame: types.FrameType | None = sys._getframe(1)
+    library = None  # (an installed library's frame: the user's call of it is further out)
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
-        if not (path.startswith(_PACKAGE) or path.startswith(_NUMPY) or frame.f_code.co_filename.startswith("<")):
-            return path, frame.f_lineno
+        if not (path.startswith(_PACKAGE) or path.startswith(_NUMPY)):
+            if not installed_library(path):
+                return (path if not frame.f_code.co_filename.startswith("<") else frame.f_code.co_filename), (
+                    frame.f_lineno
+                )
+            library = library or (path, frame.f_lineno)
         frame = frame.f_back
-    return "<unknown>", 0
+    return library or ("<unknown>", 0)
 
 
 def warn_once(call: HostCall, seconds: float, device: str, copied: bool) -> None:
@@ -307,7 +313,7 @@ def warn_once(call: HostCall, seconds: float, device: str, copied: bool) -> None
     warnings.warn_explicit(
         f"{call.where}: {call.name} is not compiled by tracejit: it ran with NumPy on the host in the middle of the "
         f"kernel ({seconds * 1e3:.2f} ms the first time, its values' copies to the host and back included); "
-        f"the compiled parts before and after it still fuse{_nearest(call.name)}. @tj.kernel(fallback=False) "
+        f"the compiled parts before and after it still fuse{nearest(call.name)}. @tj.kernel(fallback=False) "
         "refuses instead",
         FallbackWarning,
         path,
