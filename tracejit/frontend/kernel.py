@@ -52,7 +52,8 @@ from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import MaskedSelection, data_dependent
 from tracejit.frontend.binding import Layout, Parameters
 from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
-from tracejit.numpy.tensor import PythonBool, Tensor, as_node, installed_library, trace_budget
+from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
+from tracejit.numpy.user_frames import installed_library
 from tracejit.frontend.manifest import record
 
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import sys
 import threading
-import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -30,12 +28,10 @@ import numpy as np
 
 from tracejit.errors import FallbackWarning, UnsupportedError
 from tracejit.ir.graph import Node, Op
-from tracejit.numpy import python_numbers
-from tracejit.numpy.tensor import Tensor, as_node, installed_library
+from tracejit.numpy import python_numbers, user_frames
+from tracejit.numpy.tensor import Tensor, as_node
 
 _ALLOWED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("tracejit_fallback", default=None)
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
 _WARNED: set[str] = set()  # the call sites warned about in this process
 _LOCK = threading.Lock()
 
@@ -134,7 +130,7 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
     (an array, a tuple or NumPy's named result tuple of them) with a Tensor for each array. UnsupportedError
     where fallback is off, or where the result cannot be known from shapes and dtypes alone. `library`: the call
     is how tracejit computes it (LINALG_ON_HOST), not a fallback: made whether or not fallback is on."""
-    site = _user_site()
+    site = user_frames.user_site()
     where = f"{os.path.basename(site[0])}:{site[1]}"
     if not library and not enabled():
         raise UnsupportedError(
@@ -271,22 +267,6 @@ def _number(value):
     """A Python number the kernel had as one (read from 0-d memory where the kernel computed it)."""
     a = np.asarray(value)
     return a.reshape(()).item()
-
-
-def _user_site() -> tuple[str, int]:
-    """(file, line) of the user's code that made the call (the innermost frame outside tracejit and NumPy)."""
-    frame: types.FrameType | None = sys._getframe(1)
-    library = None  # (an installed library's frame: the user's call of it is further out)
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not (path.startswith(_PACKAGE) or path.startswith(_NUMPY)):
-            if not installed_library(path):
-                return (path if not frame.f_code.co_filename.startswith("<") else frame.f_code.co_filename), (
-                    frame.f_lineno
-                )
-            library = library or (path, frame.f_lineno)
-        frame = frame.f_back
-    return library or ("<unknown>", 0)
 
 
 def warn_once(call: HostCall, seconds: float, device: str, copied: bool) -> None:

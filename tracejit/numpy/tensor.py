@@ -9,8 +9,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal, Union
 
-import sys
-import types
 
 import numpy as np
 
@@ -19,7 +17,7 @@ from tracejit.ir import build
 from tracejit.ir.dtypes import check, weak_dtype
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node, Op
-from tracejit.numpy import python_numbers, views
+from tracejit.numpy import python_numbers, user_frames, views
 
 # what the traced functions take as an array, as as_node does: a traced array, a NumPy array or scalar, a
 # Python number or a (nested) list of them
@@ -580,7 +578,7 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         value = constant_value(self._node)  # an array the kernel made from constants alone has a value
         if value is None:
-            entry = _library_entry()
+            entry = user_frames.library_entry()
             if entry is not None:  # a library function of the user's code converts its argument
                 from tracejit.numpy.host_calls import nearest
 
@@ -837,29 +835,3 @@ for _symbol, _compute in AUGMENTED.items():
 
 _NDARRAY_NAMES = frozenset(dir(np.ndarray))
 _SUPPORTED_NAMES = frozenset(n for n in dir(Tensor) if not n.startswith("_")) & _NDARRAY_NAMES
-
-
-def installed_library(path: str) -> bool:
-    """Whether a source file belongs to an installed package (site-packages), not the user's own code."""
-    return "site-packages" in path or "dist-packages" in path
-
-
-def _library_entry() -> str | None:
-    """The installed library's function the user's code called, that is converting a traced value right now
-    (scipy.special.logsumexp: the outermost frame of an installed package other than NumPy and tracejit, whose
-    caller is the user's), as its public dotted name; None where no such frame is on the stack."""
-    frame: types.FrameType | None = sys._getframe(2)
-    entry = None
-    while frame is not None:
-        module = frame.f_globals.get("__name__") or ""
-        top = module.partition(".")[0]
-        if top not in ("tracejit", "numpy") and installed_library(frame.f_code.co_filename):
-            entry = frame
-        elif entry is not None and top not in ("tracejit", "numpy"):
-            break  # (the user's frame that called the library)
-        frame = frame.f_back
-    if entry is None:
-        return None
-    module = entry.f_globals.get("__name__") or ""
-    public = ".".join(part for part in module.split(".") if not part.startswith("_"))
-    return f"{public}.{entry.f_code.co_name}"
