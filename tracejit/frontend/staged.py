@@ -30,7 +30,7 @@ from tracejit.runtime.array import Array
 from tracejit.runtime.debug import log
 from tracejit.numpy import host_calls
 from tracejit.numpy.host_calls import HostCall
-from tracejit.numpy.loops import Loop
+from tracejit.numpy.loops import Loop, index_span
 
 
 _CUTS = (Op.LOOP, Op.HOST)  # where the graph is cut into parts: loops, and calls run with NumPy on the host
@@ -470,8 +470,7 @@ def _index_span(loop: Loop) -> tuple[int, int] | None:
     """The least and greatest value of a `for` loop's index, where its bounds are known while tracing."""
     if loop.kind != "for" or any(b is None for b in loop.bounds):
         return None
-    steps = range(*loop.bounds) if loop.bounds[2] else range(0)
-    return (min(steps[0], steps[-1]), max(steps[0], steps[-1])) if steps else None
+    return index_span(*loop.bounds)
 
 
 def _element_loop(loop: Loop, dev):

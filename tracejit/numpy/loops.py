@@ -349,7 +349,12 @@ def _span(start, stop, step) -> tuple[int, int] | None:
     """The least and greatest values a `for`'s index takes, where its bounds are known while tracing."""
     if any(isinstance(b, Tensor) for b in (start, stop, step)):
         return None
-    steps = range(int(start), int(stop), int(step)) if int(step) else range(0)
+    return index_span(int(start), int(stop), int(step))
+
+
+def index_span(start: int, stop: int, step: int) -> tuple[int, int] | None:
+    """The least and greatest values of range(start, stop, step), None where it is empty (or step is 0)."""
+    steps = range(start, stop, step) if step else range(0)
     return (min(steps[0], steps[-1]), max(steps[0], steps[-1])) if steps else None
 
 
