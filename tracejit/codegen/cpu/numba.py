@@ -249,7 +249,7 @@ class _Source:
             lines[self.at_global : self.at_global] = self.pre
         if self.vectors512 and (loop != "prange" or self.at_global is None):
             lines.insert(0, "    wide_vectors()")
-        src = "\n".join(lines)
+        src = "\n".join(_with_bodies(lines))
         lead = ["tj_start", "tj_stop"] if loop == "chunks" else ["tj_size"]  # see the global loop
         sizes = [name for _, name in sorted(self.symbolic.items())]
         header = f"def {self.kernel.name}({', '.join(lead + sizes + self.params)}):"
@@ -377,7 +377,15 @@ class _Source:
         self.out(f"{self.names[i]} = {val}")
 
     def render_sort(self, i: int, x: Instr, a: list[str]) -> None:
-        self.out(f"sort_row({a[0]}, {a[1] if len(x.srcs) == 2 else None}, {self.symbolic.get((i, -1)) or x.arg})")
+        n = self.symbolic.get((i, -1)) or x.arg
+        positions = a[1] if len(x.srcs) == 2 else None
+        dt = self.ins[x.srcs[0]].value_dtype
+        if (
+            dt is not None and dt.kind in "iub" and dt.itemsize == 1
+        ):  # (a counting sort: one pass to count, one to place)
+            self.out(f"sort_row_bytes({a[0]}, {positions}, {n}, {0x80 if dt.kind == 'i' else 0})")
+            return
+        self.out(f"sort_row({a[0]}, {positions}, {n})")
 
     def render_store(self, i: int, x: Instr, a: list[str]) -> None:
         s, ins = x.srcs, self.ins
@@ -573,6 +581,20 @@ def native_ir(source: str) -> str | None:
     return source.split("r'''", 1)[1].split("'''", 1)[0]
 
 
+def _with_bodies(lines: list[str]) -> list[str]:
+    """The lines with `pass` in each block left empty (a loop whose every statement is loop-invariant, moved before
+    it: a kernel of one element)."""
+    out: list[str] = []
+    for k, line in enumerate(lines):
+        out.append(line)
+        if line.rstrip().endswith(":"):
+            depth = len(line) - len(line.lstrip())
+            after = lines[k + 1] if k + 1 < len(lines) else ""
+            if not after.strip() or len(after) - len(after.lstrip()) <= depth:
+                out.append(" " * (depth + 4) + "pass")
+    return out
+
+
 def render_module(kernels: list[tuple[KernelIR, str]], symbolic: dict | None = None, parallel: bool = False) -> str:
     """A whole importable module: imports, float16 helpers when needed, constant tables, then each kernel
     (`symbolic`: see render; for a module of one kernel). A module of one kernel that codegen/cpu/native.py
@@ -604,6 +626,7 @@ def render_module(kernels: list[tuple[KernelIR, str]], symbolic: dict | None = N
         "int_fmod",
         "ldexp_f64",
         "sort_row",
+        "sort_row_bytes",
         "wrap_add",
         "wrap_sub",
         "wrap_mul",
