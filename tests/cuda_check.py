@@ -126,8 +126,8 @@ def after_numba_lowering(check) -> None:
     """Wrap Kernel._lower: each plan lowered for the numba device also goes through check(traced)."""
     original = kernel_module.Kernel._lower
 
-    def lower_and_check(self, args, device_name, compile_only=False):
-        plan = original(self, args, device_name, compile_only)
+    def lower_and_check(self, args, device_name, compile_only=False, sizes=()):
+        plan = original(self, args, device_name, compile_only, sizes)
         if plan.device.name == "numba" and not getattr(_paused, "on", False):
             check(plan.traced)
         return plan

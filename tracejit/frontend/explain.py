@@ -37,6 +37,13 @@ def explain(plan) -> str:
 
     def staged(executable: Staged, depth: int) -> None:
         for lv in executable.levels:
+            for node in executable._sizes.get(lv, ()):
+                _, count, where = node.arg
+                sync(
+                    depth,
+                    f"the count of the selection at {where} ({count} in this call), read back and checked: another "
+                    "count traces the kernel again and reuses its kernels",
+                )
             for body in executable._loops.get(lv, ()):
                 loop = body.loop
                 if getattr(body.executable, "element", False):

@@ -27,6 +27,7 @@ from tracejit.runtime.device_stats import DeviceStats, failed
 from tracejit.numpy import (
     allocation,
     conditional_expressions,
+    data_sizes,
     host_calls,
     loops,
     python_builtins,
@@ -48,8 +49,9 @@ from tracejit.frontend.dynamic import (
 )
 from tracejit.frontend.hot_path import fast_class, key_function
 from tracejit.frontend.plan import Plan, Traced
+from tracejit.frontend.sized import SizedPlan
 from tracejit.frontend.recursion_limit import guarded
-from tracejit.numpy.selection import MaskedSelection, data_dependent
+from tracejit.numpy.selection import arrays
 from tracejit.frontend.binding import Layout, Parameters
 from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
 from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
@@ -271,6 +273,13 @@ class Kernel:
                 plan = self._cached_plan(key, compile_only)  # another thread may have made it meanwhile
                 if plan is None:
                     plan = self._lower(args, dev, compile_only)
+                    if plan.traced.sizes is not None:  # sizes that depend on the data: a plan per count
+                        if compile_only:
+                            raise UnsupportedError(
+                                f"{self.__name__} has sizes that depend on the data (x[mask], np.nonzero, np.unique, "
+                                "...), known only when it runs: it cannot be compiled ahead of a call"
+                            )
+                        plan = SizedPlan(self, args, dev, plan)
                     # a plan from a target that only compiles (no hardware, or none asked for yet) is kept
                     # apart: a later call lowers for the device itself
                     plans = self._plans if plan.runnable else self._lowered
@@ -341,7 +350,10 @@ class Kernel:
             registry.device(dev)
         except DeviceError:  # (not here: what it compiles without its hardware)
             return explain.explain(self._planned(bound, dev, compile_only=True)[0])
-        return explain.explain(self._planned(bound, dev)[0])
+        plan, normalized = self._planned(bound, dev)
+        if isinstance(plan, SizedPlan):  # (the plan of these arguments' counts: run once, nothing written back)
+            plan.settle(normalized)
+        return explain.explain(plan)
 
     def cache_info(self) -> dict[str, int]:
         """Counters: traces, compiles (kernels compiled), disk_hits (kernels that needed no compile: loaded
@@ -351,7 +363,7 @@ class Kernel:
         return dict(self._counts, plans=len(self._plans))
 
     @guarded("lowering")
-    def _lower(self, args, device_name, compile_only: bool = False) -> Plan:
+    def _lower(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         t0 = time.perf_counter()
         # TRACEJIT_DEBUG=1 or tj.profile(): where the compile's time went, stage by stage
         with (
@@ -362,7 +374,7 @@ class Kernel:
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
             why = self._new_signature(args, dev.name) if debug.enabled(1) else None
             named = twin_sizes(args)  # tj.spec(("n", 1024), ...): checked before tracing
-            traced = self._trace(args)
+            traced = self._trace(args, sizes=sizes)
             if not traced.outputs:  # a function that changes nothing and returns None: nothing to compile
                 return Plan(traced, NOTHING, dev)
             if staged.has_loops(traced.outputs):  # loops compiled as loops: parts between them (staged.py)
@@ -375,7 +387,7 @@ class Kernel:
                     log(1, f"{self.__name__}: its loops traced step by step for {dev.name}: {e}")
                     try:
                         with loops.step_by_step():
-                            traced = self._trace(args, count=False)
+                            traced = self._trace(args, count=False, sizes=sizes)
                     except TracejitError as again:
                         raise type(e)(
                             f"{e}\n(in a loop compiled as a loop; traced step by step instead, it stops: {again})"
@@ -550,7 +562,11 @@ class Kernel:
         return "; ".join(changes) or "a signature evicted from the plan cache came back"
 
     @guarded("tracing")
-    def _trace(self, args, count: bool = True) -> Traced:
+    def _trace(self, args, count: bool = True, sizes: tuple[int, ...] | None = None) -> Traced:
+        """The graph of a call with these arguments. `sizes`: the counts of its sizes that depend on the data
+        (numpy/data_sizes.py), in the order the trace meets them; where it meets one more, the graph returned is
+        the probe that computes that count (Traced.probe). None: such a size is refused (tracing alone cannot know
+        it)."""
         infos = [ArgInfo("static", value=a) if i in self._static else describe(a, i) for i, a in enumerate(args)]
         tensors = []
         for i, (a, info) in enumerate(zip(args, infos)):
@@ -577,8 +593,21 @@ class Kernel:
                 python_numbers.known(numbers) as used,
                 trace_budget(_trace_values(), tensors),
                 host_calls.allowed(self._fallback),
+                data_sizes.known(sizes or ()) as found,
             ):
-                result = self._params.call(self._visible_function(), tensors)
+                try:
+                    # (returning x[mask]: the selected elements, their count read when it runs)
+                    result = arrays(self._params.call(self._visible_function(), tensors))
+                except data_sizes.NeedsSize as e:
+                    if used:
+                        raise NeedsNumbers(used) from None
+                    if sizes is None:
+                        raise UnsupportedError(
+                            f"{e.where}: {self.__name__} has a size that depends on the data (x[mask], np.nonzero, "
+                            "np.unique, ...): its graph is known only once a call has read that count; call it "
+                            "(f.explain(*args) shows what a call does)"
+                        ) from None
+                    return _probe(self.__name__, e, infos, draws.streams, found.used)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         if used:  # a Python number the code needed as a number: traced again with it a constant
@@ -589,8 +618,6 @@ class Kernel:
         for r in results:
             if isinstance(r, conditional_expressions.PartlyBound):
                 r._refuse()  # (a TraceError that says which name and why)
-        if any(isinstance(r, MaskedSelection) for r in results):
-            raise data_dependent()  # returning x[mask]: its shape is the data's
         try:
             outputs = [as_node(r) for r in results]
         except TracejitError as e:
@@ -610,10 +637,11 @@ class Kernel:
         changed = [(j, v) for j, v in zip(assigned, new_values) if v is not build.input_(j, v.dtype, v.shape)]
         outputs += [v for _, v in changed]
         checks = faulting.checks(outputs, can_fault)  # powers and indexing no output reads still raise
+        checks += list(found.nodes.values())  # every count a size depends on is checked, read or not
         outputs += checks
         with stage("verify"):
             verify_graph(outputs)
-        return Traced(
+        traced = Traced(
             self.__name__,
             outputs,
             None if result is None else tuple_result,
@@ -622,9 +650,17 @@ class Kernel:
             len(checks),
             draws.streams,
         )
+        traced.sizes = found.used if found.nodes else None
+        return traced
 
     def __repr__(self) -> str:
         return f"<tracejit.kernel {self.__name__}>"
+
+    def _sized_plan(self, args, dev: str, sizes: tuple[int, ...]) -> Plan:
+        """The plan of a call whose sizes that depend on the data have these counts (those after them unknown: a
+        probe), for frontend/sized.py."""
+        with self._lock:
+            return self._lower(args, dev, sizes=sizes)
 
     def __reduce__(self):
         # sent to another process (a Dask worker): rebuilt there once from its function and options
@@ -679,6 +715,15 @@ def plan_cache_size() -> int:
         return max(1, int(value)) if value else PLAN_CACHE_SIZE
     except ValueError:
         raise ArgumentError(f"{ENV_PLAN_CACHE_SIZE}={value!r} is not a whole number of plans") from None
+
+
+def _probe(name: str, stop: data_sizes.NeedsSize, infos, streams, known: tuple[int, ...]) -> Traced:
+    """The graph that computes the count a trace stopped at (NeedsSize), read back by the call (frontend/sized.py)."""
+    outputs = [data_sizes.probe(stop.index, stop.count, stop.where)]
+    verify_graph(outputs)
+    traced = Traced(name, outputs, None, infos, (), 1, streams)
+    traced.sizes, traced.probe = known, True
+    return traced
 
 
 def _user_location(tb) -> str:

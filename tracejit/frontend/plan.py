@@ -26,7 +26,12 @@ class Traced:
     `streams`: the random streams the function draws from (random_draws.py), each four uint32 scalar inputs
     after the arguments, which every call fills afresh. `compared`: the hidden scalars of its comparisons of
     integer arrays with Python-int arguments (int_comparisons.py), after those. `tuple_result` is None for a
-    function that returns None (a procedure: it only assigns into its arguments)."""
+    function that returns None (a procedure: it only assigns into its arguments). `sizes`: the counts of its sizes
+    that depend on the data (numpy/data_sizes.py), None where it has none; `probe`: a graph that only computes the
+    count after those (frontend/sized.py)."""
+
+    sizes: tuple[int, ...] | None = None
+    probe = False
 
     def __init__(
         self,
@@ -199,9 +204,11 @@ class Plan:
             + (compared(args) if compared is not None else ())
         )
 
-    def _call(self, args, originals, out=None):
+    def _call(self, args, originals, out=None, seed=None):
+        """A call with its hidden scalars in `args`; `seed`: what an earlier plan of the call computed (from
+        SizeChanged: frontend/sized.py), which the executable does not compute again."""
         traced = self.traced
-        if not traced.assigned and not traced.checks and out is None:
+        if not traced.assigned and not traced.checks and out is None and seed is None:
             return self._inner_run(args)
         n = len(traced.results)
         dests = [None] * len(traced.outputs)
@@ -224,7 +231,7 @@ class Plan:
                     staged.append(pos)
                 else:
                     into[self.executable.program.outputs[pos]] = memory
-        values = self.executable(args, into)
+        values = self.executable(args, into) if seed is None else self.executable(args, into, seed=seed)
         for pos in sorted(staged, key=lambda p: p < n):  # the arguments first, out= last: it has the final word
             destinations.copy_into(dests[pos], values[pos], self.device)
         if self._tuple is None:

@@ -10,7 +10,10 @@ of the second.
 
 A loop's bounds (where they are read from arrays) and a `while`'s test are read back to the host each time
 they are needed: on the numba device that is reading memory; on the GPU-API devices it waits for the kernels
-before it (one synchronisation per step of a `while`, one per loop with bounds from arrays).
+before it (one synchronisation per step of a `while`, one per loop with bounds from arrays). So is the count of a
+size that depends on the data (a SIZE node, numpy/data_sizes.py), checked against the one the graph was traced
+with: another raises SizeChanged with what was computed so far, from which the graph traced with that count goes
+on (`seed`).
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from tracejit.runtime import host_loops
 from tracejit.runtime.array import Array
 from tracejit.runtime.debug import log
 from tracejit.numpy import host_calls
+from tracejit.numpy.data_sizes import SizeChanged
 from tracejit.numpy.host_calls import HostCall
 from tracejit.numpy.loops import Loop, index_span
 
 
-_CUTS = (Op.LOOP, Op.HOST)  # where the graph is cut into parts: loops, and calls run with NumPy on the host
+# where the graph is cut into parts: loops, calls run with NumPy on the host, counts read back
+_CUTS = (Op.LOOP, Op.HOST, Op.SIZE)
 
 
 def has_loops(outputs: list[Node]) -> bool:
@@ -123,8 +128,14 @@ class Staged:
         loops: dict[Loop, tuple[int, tuple[Node, ...], dict[int, Node]]] = {}
         elements: dict[Loop, object] = {}  # the loops over elements, compiled
         hosts: dict[HostCall, tuple[int, tuple[Node, ...], dict[int, Node]]] = {}
+        self._sizes: dict[int, list[Node]] = {}
         for n in order:
-            if n.op is Op.HOST:
+            if n.op is Op.SIZE:
+                self._sizes.setdefault(level[n], []).append(n)
+                for s in n.srcs:
+                    if not (s.op is Op.INPUT and s in inputs):
+                        kept.setdefault(s)
+            elif n.op is Op.HOST:
                 call, k = n.arg
                 hosts.setdefault(call, (level[n], n.srcs, {}))[2][k] = n
                 for s in n.srcs:
@@ -193,7 +204,7 @@ class Staged:
         self._hosts: dict[int, list[tuple[HostCall, tuple[Node, ...], dict[int, Node]]]] = {}
         for call, (lv, srcs, results) in hosts.items():
             self._hosts.setdefault(lv, []).append((call, srcs, results))
-        self.levels = sorted(set(self._parts) | set(self._loops) | set(self._hosts))
+        self.levels = sorted(set(self._parts) | set(self._loops) | set(self._hosts) | set(self._sizes))
         self.kernels = [k for part in self._parts.values() for k in part.executable.kernels] + [
             k for bodies in self._loops.values() for b in bodies for k in b.executable.kernels
         ]
@@ -207,21 +218,39 @@ class Staged:
 
     # -- running --
 
-    def __call__(self, args, into=None) -> list:
-        values: dict[Node, object] = {}
+    def __call__(self, args, into=None, seed=None) -> list:
+        """The outputs' values. `seed`: values a call computed already (graph node -> value, from SizeChanged), which
+        parts, loops and calls computing nothing else are not run again for."""
+        values: dict[Node, object] = dict(seed) if seed else {}
         owned: set[Node] = set()  # values in memory a loop over elements made (not views of anything else)
         args = tuple(args)
         for lv in self.levels:
+            for node in self._sizes.get(lv, ()):
+                self._check_size(node, args, values)
             for body in self._loops.get(lv, ()):
-                self._run_loop(body, args, values, owned)
+                if not (seed and all(n in values for n in body.results.values())):
+                    self._run_loop(body, args, values, owned)
             for call, srcs, results in self._hosts.get(lv, ()):
-                self._run_host(call, srcs, results, args, values)
+                if not (seed and all(n in values for n in results.values())):
+                    self._run_host(call, srcs, results, args, values)
             part = self._parts.get(lv)
-            if part is not None:
+            if part is not None and not (seed and all(n in values for n in part.computes)):
                 extra = tuple(self._value(n, args, values) for n in part.reads)
                 for n, v in zip(part.computes, part.executable(args + extra)):
                     values[n] = v
         return [self._output(o, self._value(o, args, values)) for o in self.outputs]
+
+    def _check_size(self, node: Node, args, values) -> None:
+        """A data-dependent size: its count read back (waiting for the kernels computing it), which must be the one
+        traced (else SizeChanged); its value is its payload's."""
+        if node in values:
+            return
+        index, expected, _ = node.arg
+        count = int(self._read(self._value(node.srcs[0], args, values)))
+        if count != expected:
+            raise SizeChanged(index, count, values)
+        payload = self._value(node.srcs[1], args, values)
+        values[node] = payload._data if self._wrap and isinstance(payload, Array) else payload
 
     def run(self, args):
         outs = self(args)
@@ -241,6 +270,12 @@ class Staged:
         values: dict[Node, object] = {}
         args = tuple(args)
         for lv in self.levels:
+            for node in self._sizes.get(lv, ()):
+                raise UnsupportedError(
+                    f"{node.arg[2]}: a size that depends on the data (x[mask], np.nonzero, np.unique, ...) is read "
+                    "back to the host when the kernel runs, which a captured graph cannot replay; call the kernel "
+                    "outside tj.capture() (or tj.jit)"
+                )
             for call, _, _ in self._hosts.get(lv, ()):
                 raise UnsupportedError(
                     f"{call.where}: {call.name} runs with NumPy on the host (a fallback: tracejit does not compile "

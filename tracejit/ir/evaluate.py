@@ -16,7 +16,7 @@ _REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "prod": np.prod,
 def constant_value(node: Node) -> np.ndarray | None:
     """The value of `node` as a NumPy array, or None when it depends on a kernel argument."""
     order = toposort([node])
-    if any(n.op in (Op.INPUT, Op.LOOP, Op.HOST) for n in order):
+    if any(n.op in (Op.INPUT, Op.LOOP, Op.HOST, Op.SIZE) for n in order):
         return None
     values: dict[Node, np.ndarray] = {}
     with np.errstate(all="ignore"):
@@ -30,7 +30,7 @@ def value_given(node: Node, inputs: Mapping[int, object]) -> tuple[np.ndarray, f
     with the positions it read; None when it depends on another argument."""
     order = toposort([node])
     read = frozenset(n.arg for n in order if n.op is Op.INPUT)
-    if not read <= inputs.keys() or any(n.op in (Op.LOOP, Op.HOST) for n in order):
+    if not read <= inputs.keys() or any(n.op in (Op.LOOP, Op.HOST, Op.SIZE) for n in order):
         return None
     values: dict[Node, np.ndarray] = {}
     with np.errstate(all="ignore"):

@@ -36,6 +36,9 @@ class Op(str, Enum):
     # test, the carried values' first values, the loop-invariant values the body reads (frontend/staged.py)
     HOST = "host"  # value k of a call run with NumPy on the host: arg (numpy.host_calls.HostCall, k); srcs: the
     # traced values it is passed (frontend/staged.py runs it between the compiled parts)
+    SIZE = "size"  # a size that depends on the data (numpy/data_sizes.py): srcs (count, payload), arg (k, the count
+    # the trace was made with or None, "file:line"); its value is the payload's once frontend/staged.py has read the
+    # count back to the host and found it the one traced (a probe's SIZE has no payload: it only reads the count)
     # elementwise: ops.OPS
     NEG = "neg"
     ABS = "abs"

@@ -134,7 +134,13 @@ class Sort(_Library):
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:
         axis, what = self.node.arg
-        if what == "indices":
+        key = self.node.srcs[0]
+        if what == "indices" and x.ndim == 1 and key.op is Op.CAST and key.srcs[0].dtype == np.bool_:
+            # a mask sorted as bytes (the selected first: numpy/data_sizes.py): the 0s' positions, then the 1s'
+            zeros = np.flatnonzero(x == 0)
+            out[: zeros.size] = zeros
+            out[zeros.size :] = np.flatnonzero(x)
+        elif what == "indices":
             out[...] = np.argsort(x, axis=axis, kind="stable")
         else:  # equal values are indistinguishable but for -0.0 and 0.0, which NumPy's np.sort orders its way
             out[...] = np.sort(x, axis=axis)

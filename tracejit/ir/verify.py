@@ -56,6 +56,10 @@ def _graph_problem(n: Node) -> str | None:
     if n.op is Op.HOST:  # (a call run with NumPy: numpy/host_calls.py checks its results when it runs)
         ok = isinstance(n.arg, tuple) and len(n.arg) == 2 and 0 <= n.arg[1] < len(n.arg[0].leaves)
         return None if ok else f"bad host call value {n.arg!r}"
+    if n.op is Op.SIZE:  # (numpy/data_sizes.py)
+        ok = isinstance(n.arg, tuple) and len(n.arg) == 3 and len(srcs) in (1, 2) and srcs[0].shape == ()
+        ok = ok and srcs[0].dtype.kind == "i" and (n.shape, n.dtype) == ((srcs[-1].shape, srcs[-1].dtype))
+        return None if ok else f"bad data-dependent size {n.arg!r} of {srcs}"
     if n.op is Op.SCATTER:
         return _scatter_problem(n)
     if len(srcs) != 1:

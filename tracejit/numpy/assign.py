@@ -219,15 +219,41 @@ def _masked_values(t: Tensor, mask: Node, value) -> Node:
     v = as_node(value)
     while len(v.shape) > len(trailing) and v.shape[0] == 1:
         v = build.reshape(v, v.shape[1:])
-    if len(v.shape) > len(trailing):
-        raise UnsupportedError(
-            f"x[mask] = values with one value per selected element (shape {as_node(value).shape}) "
-            "depends on how many elements the mask selects, which is not known while tracing; "
-            "write x = np.where(mask, values_shaped_like_x, x), x[mask] = y[mask] (the same mask), "
-            "or assign one value (x[mask] = 0)"
-        )
+    if len(v.shape) > len(trailing):  # one value per selected element: the count is the data's (data_sizes.py)
+        return _per_selected(t, mask, value)
     v = fit(v, trailing, t.dtype)
     return build.broadcast_to(v, t.shape)
+
+
+def _per_selected(t: Tensor, mask: Node, value) -> Node:
+    """x[mask] = values with one value (row) per selected element: the k-th selected element takes values[k]. How
+    many the mask selects is read when the kernel runs (numpy/data_sizes.py); NumPy's ValueError where it is not
+    the number of values."""
+    from tracejit.numpy import data_sizes
+
+    trailing = t.shape[len(mask.shape) :]
+    n = data_sizes.positions(mask, "x[mask] = values").shape[0]
+    v = as_node(value)
+    while len(v.shape) > len(trailing) + 1 and v.shape[0] == 1:
+        v = build.reshape(v, v.shape[1:])
+    if v.shape[0] != n:
+        raise ShapeError(
+            f"NumPy boolean array indexing assignment cannot assign {v.shape[0]} input values to the {n} output "
+            "values where the mask is true"
+        )
+    if n == 0:
+        return t._node
+    values = fit(v, (n,) + trailing, t.dtype)
+    flat = build.reshape(mask, (mask.size,))
+    dt = np.int32  # (data_sizes.positions holds at most 2**31 - 1 elements)
+    rank = build.binary(Op.SUB, build.scan(build.cast(flat, dt), "sum", 0), build.const(1, dt, flat.shape))
+    rank = build.binary(
+        Op.MAX,
+        build.binary(Op.MIN, rank, build.const(n - 1, dt, flat.shape)),
+        build.const(0, dt, flat.shape),
+    )
+    rows = data_sizes.take_rows(values, rank)  # (the selected places' values; the others' are not kept)
+    return build.reshape(rows, t.shape)
 
 
 def _store_constant_mask(t: Tensor, mask: np.ndarray, value) -> None:
@@ -251,8 +277,9 @@ def _store_constant_mask(t: Tensor, mask: np.ndarray, value) -> None:
 
 def _store_masked(t: Tensor, mask: Node, value) -> None:
     check_mask(t.shape, mask)
-    if isinstance(value, MaskedSelection):  # x[mask] = f(x[mask], y[mask]): the values sit at their places
-        values = build.cast(value.values_for(mask, t.shape), t.dtype)
+    placed = value.values_for(mask, t.shape) if isinstance(value, MaskedSelection) else None
+    if placed is not None:  # x[mask] = f(x[mask], y[mask]): the values sit at their places
+        values = build.cast(placed, t.dtype)
     else:
         values = _masked_values(t, mask, value)
     store(t._root(), t._steps, build.where(full_mask(mask, t.shape), values, t._node))

@@ -185,11 +185,12 @@ def _outside_int_range(ufunc, a: Node, b: Node) -> Node | None:
 
 
 def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None = None) -> Tensor:
+    if x is None and y is None:  # the indices of the non-zero elements: how many depends on the data
+        from tracejit.numpy.data_sizes import nonzero
+
+        return nonzero(condition)  # type: ignore[return-value]
     if x is None or y is None:
-        raise UnsupportedError(
-            "np.where(condition) with one argument returns indices, whose number depends on "
-            "the data; tracejit supports np.where(condition, x, y)"
-        )
+        raise ValueError("either both or neither of x and y should be given")
     return _where(condition, x, y, keep_weak=False)  # (an array: np.where(c, True, 0) is int64, not weak)
 
 

@@ -13,6 +13,7 @@ from tracejit.numpy import functions as F
 from tracejit.numpy import (
     assign,
     creation,
+    data_sizes,
     einsum,
     histogram,
     host_calls,
@@ -66,11 +67,12 @@ FUNCTIONS = {
     **assign.NUMPY_FUNCTIONS,
     **scans.NUMPY_FUNCTIONS,
     **sorting.NUMPY_FUNCTIONS,
+    **data_sizes.NUMPY_FUNCTIONS,
 }
 
 # Functions whose result shape depends on the data: of arrays the kernel made from constants alone
 # (np.where(np.arange(n) > k)) NumPy computes them while tracing, as it did before a trace.
-DATA_DEPENDENT = frozenset({*sorting.REFUSED, np.where})
+DATA_DEPENDENT = frozenset({*data_sizes.NUMPY_FUNCTIONS, np.where})
 # NumPy functions whose results are views of their first argument: writes through them reach it (views.py);
 # np.ravel makes a view of contiguous data only
 VIEW_FUNCTIONS = frozenset(
@@ -183,7 +185,7 @@ def _call(ufunc, inputs, kwargs):
 
 
 def array_function(func, args, kwargs):
-    impl = FUNCTIONS.get(func) or sorting.REFUSED.get(func)
+    impl = FUNCTIONS.get(func)
     if impl is None:
         constants = _constant_arguments((args, kwargs))
         if constants is not None:  # arrays the kernel made from constants: NumPy computes it, as before a trace

@@ -1,9 +1,14 @@
 """`x[mask]` while tracing: how many elements a boolean mask selects is not known, so the selection keeps
 its elements at their places in x's shape. Elementwise arithmetic on selections of one mask (and on
-values that broadcast over the selected elements) stays a selection, and storing one back with that
-mask (`x[mask] = y[mask] ** 2`, `x[mask] += 1`) is a where(); any use whose shape is the count refuses."""
+values that broadcast over the selected elements) stays a selection, storing one back with that
+mask (`x[mask] = y[mask] ** 2`, `x[mask] += 1`) is a where(), and a reduction over the selected elements is one
+with where=mask: none of these needs the count. Any other use (a shape, another array's elements one per selected
+element, a function that is not a reduction, a result returned) makes the selection an array of the count's length
+(`array()`, numpy/data_sizes.py: the count is read when the kernel runs)."""
 
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
@@ -13,6 +18,10 @@ from tracejit.ir import faulting
 from tracejit.ir.graph import Node, Op
 from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy.tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node
+
+
+class _NeedsArray(Exception):
+    """A use of a selection that needs it as an array of the count's length."""
 
 
 def check_mask(shape, mask: Node) -> None:
@@ -34,54 +43,84 @@ def full_mask(mask: Node, shape) -> Node:
     return build.expand(build.reshape(mask, mask.shape + (1,) * (len(shape) - len(mask.shape))), shape)
 
 
-def data_dependent() -> UnsupportedError:
-    return UnsupportedError(
-        "x[mask] (boolean-mask indexing) has a shape that depends on the data, which is not "
-        "known while tracing; reduce it (x[mask].sum(), .mean(), .max(), over all axes or axis 0), use "
-        "np.where(mask, x, 0), a reduction with where=mask (np.sum(x, where=mask)), or assign through it "
-        "(x[mask] = v, x[mask] += v, x[mask] = f(x[mask]))"
-    )
+def arrays(values):
+    """`values` (a value, or a tuple, list or dict of them) with every selection made an array."""
+    if isinstance(values, MaskedSelection):
+        return values.array()
+    if isinstance(values, (tuple, list)):
+        items = [arrays(v) for v in values]
+        if all(a is b for a, b in zip(items, values)):
+            return values
+        return type(values)(*items) if hasattr(values, "_fields") else type(values)(items)
+    if isinstance(values, dict):
+        return {k: arrays(v) for k, v in values.items()}
+    return values
 
 
 class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
     """The elements of an array of `shape` that `mask` selects, as `values` (of that shape: only the
     selected places matter). NumPy's operators come from the mixin, through __array_ufunc__."""
 
-    __slots__ = ("mask", "values", "source")
+    __slots__ = ("mask", "values", "source", "where", "_array")
     __array_priority__ = 1001
 
     def __init__(self, mask: Node, values: Node, source: Tensor | None = None):
         check_mask(values.shape, mask)
         self.mask, self.values = mask, values
         self.source = source  # the array it was read from: x[mask] op= v writes there
+        self._array: Tensor | None = None
+        from tracejit.numpy.data_sizes import site
 
-    def values_for(self, mask: Node, shape) -> Node:
-        """The values, to store with `mask` into an array of `shape` (the same mask and shape only)."""
+        self.where = site()  # the user's line that selected (the count is read back there, as errors say)
+
+    def array(self) -> Tensor:
+        """The selection as NumPy has it: the selected elements (rows) in order, an array of the count's length."""
+        if self._array is None:
+            from tracejit.numpy.data_sizes import select
+
+            self._array = Tensor(select(self.values, self.mask, self.where))
+        return self._array
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def ndim(self) -> int:
+        return 1 + len(self.values.shape) - len(self.mask.shape)
+
+    def values_for(self, mask: Node, shape) -> Node | None:
+        """The values at their places, to store with `mask` into an array of `shape`; None for another mask or
+        shape (the two may select different numbers of elements: then the selection is taken as an array)."""
         if mask is not self.mask or self.values.shape != tuple(shape):
-            raise UnsupportedError(
-                "x[mask] = y[other_mask]: the two masks may select different numbers of elements, "
-                "which is not known while tracing; use np.where"
-            )
+            return None
         return self.values
 
     def _operand(self, x):
         """An operand of elementwise arithmetic with the selection, as a Tensor or scalar of the full shape."""
         if isinstance(x, MaskedSelection):
-            return Tensor(x.values_for(self.mask, self.values.shape))
+            values = x.values_for(self.mask, self.values.shape)
+            if values is None:
+                raise _NeedsArray
+            return Tensor(values)
         v = as_node(x)
         trailing = self.values.shape[len(self.mask.shape) :]
         while len(v.shape) > len(trailing) and v.shape[0] == 1:
             v = build.reshape(v, v.shape[1:])
         if len(v.shape) > len(trailing):  # one value per selected element: pairs with the count
-            raise data_dependent()
+            raise _NeedsArray
         return x if v.shape == as_node(x).shape else Tensor(v)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if method != "__call__" or kwargs.get("out") is not None:
-            raise data_dependent()
         from tracejit.numpy.numpy_protocol import array_ufunc
 
-        result = array_ufunc(ufunc, method, tuple(self._operand(x) for x in inputs), kwargs)
+        try:
+            if method != "__call__" or kwargs.get("out") is not None:
+                raise _NeedsArray
+            operands = tuple(self._operand(x) for x in inputs)
+        except _NeedsArray:
+            return array_ufunc(ufunc, method, arrays(inputs), arrays(kwargs))
+        result = array_ufunc(ufunc, method, operands, kwargs)
         if isinstance(result, tuple):
             return tuple(MaskedSelection(self.mask, as_node(r)) for r in result)
         return MaskedSelection(self.mask, as_node(result))
@@ -111,8 +150,10 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
         lead, trailing = len(self.mask.shape), self.values.shape[len(self.mask.shape) :]
         ndim = 1 + len(trailing)
         axes = tuple(range(ndim)) if axis is None else _axes(axis, ndim)
-        if 0 not in axes:
-            raise data_dependent()
+        if 0 not in axes:  # (the count's axis kept)
+            return getattr(self.array(), name)(
+                axis=axis, keepdims=keepdims, **extra, **({} if dtype is None else {"dtype": dtype})
+            )
         over = tuple(range(lead)) + tuple(lead + a - 1 for a in axes if a != 0)
         where = Tensor(full_mask(self.mask, self.values.shape))
         values = Tensor(self.values)
@@ -186,35 +227,94 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
 
     @property
     def size(self):
-        """How many elements are selected (a traced int: known when the kernel runs)."""
+        """How many elements are selected: in arithmetic a traced int (x[m].sum() / x[m].size needs no count read
+        back), where Python needs the number (if, int(), a shape, a comparison with a number) the count."""
         trailing = int(np.prod(self.values.shape[len(self.mask.shape) :], dtype=np.int64))
         from tracejit.numpy import reductions as R
 
-        return R.sum(Tensor(self.mask)) * trailing
+        count = SelectedCount(as_node(R.sum(Tensor(self.mask)) * trailing))
+        count._selection = self
+        return count
 
     def __array_function__(self, func, types, args, kwargs):
         name = _REDUCTIONS.get(func)
         if name is None or not args or args[0] is not self:
-            raise data_dependent()
+            return func(*arrays(args), **arrays(kwargs))
         return getattr(self, name)(*args[1:], **kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise data_dependent()
+        return self.array().__array__(dtype, copy)
 
     def __getattr__(self, name):
-        raise data_dependent()
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.array(), name)
+
+    def __getitem__(self, key):
+        return self.array()[arrays(key)]
 
     def __len__(self):
-        raise data_dependent()
+        return len(self.array())
 
     def __iter__(self):
-        raise data_dependent()
+        return iter(self.array())
 
     def __bool__(self):
-        raise data_dependent()
+        return bool(self.array())
+
+    def __int__(self):
+        return int(self.array())
+
+    def __float__(self):
+        return float(self.array())
+
+    def __index__(self):
+        return self.array().__index__()
 
     def __repr__(self) -> str:
         return f"<the elements of a traced array of shape {self.values.shape} a boolean mask selects>"
+
+
+class SelectedCount(Tensor):
+    """x[mask].size (MaskedSelection.size): a traced int, but the count itself wherever Python needs a number."""
+
+    __slots__ = ("_selection",)
+    __hash__ = Tensor.__hash__
+
+    def _number(self) -> int:
+        return self._selection.array().size
+
+    def _known(self, use: str):
+        return np.asarray(self._number())  # (an `if`, a shape, a range bound: the count, read when it runs)
+
+    def __bool__(self):
+        return self._number() != 0
+
+    def __int__(self):
+        return self._number()
+
+    def __index__(self):
+        return self._number()
+
+    def __float__(self):
+        return float(self._number())
+
+
+def _comparison(name: str):
+    compare = getattr(operator, name)
+    traced = getattr(Tensor, f"__{name}__")
+
+    def method(self, other):
+        if type(other) in (int, float, np.int64, np.float64, np.int32):  # (a Python number: the count compared)
+            return compare(self._number(), other)
+        return traced(self, other)
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(SelectedCount, f"__{_name}__", _comparison(_name))
 
 
 def _update(symbol: str, compute):

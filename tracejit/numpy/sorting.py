@@ -326,39 +326,6 @@ def _no_out(out, name: str) -> None:
         raise UnsupportedError(f"np.{name}(..., out=...) is not supported while tracing; use the returned value")
 
 
-def _data_dependent_shape(name: str, alternative: str):
-    def refuse(*args, **kwargs):
-        raise UnsupportedError(
-            f"np.{name}: the shape of its result depends on the data, which is not known "
-            f"while tracing (a kernel's shapes are fixed when it compiles). {alternative}"
-        )
-
-    refuse.__name__ = name
-    return refuse
-
-
-# NumPy functions refused with a reason and what to write instead (numpy_protocol consults this)
-REFUSED = {
-    np.unique: _data_dependent_shape(
-        "unique",
-        "Sort and mark the first of each run of equal values instead: s = np.sort(x); "
-        "new = s[1:] != s[:-1] (with s[0] always new); new.sum() + 1 counts the distinct values.",
-    ),
-    np.nonzero: _data_dependent_shape(
-        "nonzero",
-        "Keep a mask instead (np.where(x != 0, x, 0), np.count_nonzero(x)), or take "
-        "np.argsort(x == 0, kind='stable'): the positions of the nonzero elements first, in order.",
-    ),
-    np.flatnonzero: _data_dependent_shape(
-        "flatnonzero",
-        "Keep a mask instead (x != 0), or take np.argsort(x.ravel() == 0, kind='stable'): the "
-        "positions of the nonzero elements first, in order.",
-    ),
-    np.argwhere: _data_dependent_shape(
-        "argwhere", "Keep a mask instead (x != 0), or take np.argsort(x == 0, kind='stable') along an axis."
-    ),
-}
-
 NUMPY_FUNCTIONS = {
     np.sort: sort,
     np.argsort: argsort,

@@ -172,9 +172,17 @@ def as_node(x) -> Node:
         return array_node(x)
     if isinstance(x, (list, tuple)):
         return as_node(np.asarray(x))
-    if isinstance(x, _frontend("selection").MaskedSelection):
-        raise _frontend("selection").data_dependent()
+    if isinstance(x, _frontend("selection").MaskedSelection):  # x[mask] as an array (data_sizes.py)
+        return x.array()._node
     raise UnsupportedError(f"cannot use a value of type {type(x).__name__} in a traced computation")
+
+
+def _selections_as_arrays(key):
+    """An index holding x[mask] selections (y[x[m] > 0]), each as the array it is (selection.py)."""
+    selection = _frontend("selection").MaskedSelection
+    if isinstance(key, selection) or (type(key) is tuple and any(isinstance(k, selection) for k in key)):
+        return _frontend("selection").arrays(key)
+    return key
 
 
 class Tensor:
@@ -543,6 +551,7 @@ class Tensor:
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
     def __getitem__(self, key) -> Tensor:
+        key = _selections_as_arrays(key)
         if _has_traced_slice(key) and _frontend("bounded_slices").bounded(key):  # x[:i], i known when run
             return _frontend("bounded_slices").getitem(self, key)
         mask = _frontend("assign").traced_mask(key)
@@ -569,7 +578,7 @@ class Tensor:
         return result
 
     def __setitem__(self, key, value):
-        _frontend("assign").setitem(self, key, value)
+        _frontend("assign").setitem(self, _selections_as_arrays(key), value)
 
     def fill(self, value) -> None:
         _frontend("assign").fill(self, value)
@@ -760,6 +769,7 @@ _METHODS = {
     "movement": ("repeat",),
     "scans": ("cumsum", "cumprod"),
     "sorting": ("argsort",),
+    "data_sizes": ("nonzero",),
     "numerical": ("diagonal", "trace"),
 }
 
@@ -788,6 +798,14 @@ def _method(module: str, name: str):
 for _module, _names in _METHODS.items():
     for _name in _names:
         setattr(Tensor, _name, _method(_module, _name))
+
+
+def _compress(self, condition, axis=None, out=None):
+    """As ndarray.compress: np.compress(condition, x, axis)."""
+    return _frontend("data_sizes").compress(condition, self, axis, out)
+
+
+Tensor.compress = _compress  # type: ignore[attr-defined]
 
 
 def _augmented(symbol: str, compute):

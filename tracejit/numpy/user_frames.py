@@ -28,7 +28,7 @@ def user_site() -> tuple[str, int]:
     while frame is not None:
         name = frame.f_code.co_filename
         path = os.path.abspath(name)
-        if not (path.startswith(_PACKAGE) or path.startswith(_NUMPY)):
+        if not (path.startswith(_PACKAGE) or path.startswith(_NUMPY) or name.startswith("<tracejit")):
             if not installed_library(path):
                 return (name if name.startswith("<") else path), frame.f_lineno
             library = library or (path, frame.f_lineno)

@@ -257,6 +257,30 @@ def _sorts_before(a, b):
 
 
 @numba.njit
+def sort_row_bytes(keys, positions, n, flip):
+    """sort_row for one-byte integer keys (a mask sorted as bytes: numpy/data_sizes.py): a stable counting sort,
+    two passes over the row. `flip` is 0x80 for signed keys (their order is that of the byte with its top bit
+    flipped), else 0."""
+    counts = np.zeros(257, np.int64)
+    for i in range(n):
+        counts[((np.int64(keys[i]) & 0xFF) ^ flip) + 1] += 1
+    for v in range(256):
+        counts[v + 1] += counts[v]
+    ordered = np.empty(n, keys.dtype)
+    moved = np.empty(n, np.int32) if positions is None else np.empty(n, positions.dtype)
+    for i in range(n):
+        b = (np.int64(keys[i]) & 0xFF) ^ flip
+        at = counts[b]
+        counts[b] = at + 1
+        ordered[at] = keys[i]
+        if positions is not None:
+            moved[at] = positions[i]
+    keys[:n] = ordered
+    if positions is not None:
+        positions[:n] = moved[:n]
+
+
+@numba.njit
 def sort_row(keys, positions, n):
     """The first n keys in order, NaN last, equal keys keeping their order (stable); positions (None: not
     kept) move with their keys."""
