@@ -297,3 +297,39 @@ def test_sorting_masks_as_bytes_on_numba_matches_numpy(rng):
         got = tj.kernel(lambda v: (np.sort(v, axis=1), np.argsort(v, axis=1, kind="stable")))(v)
         np.testing.assert_array_equal(got[0], np.sort(v, axis=1))
         np.testing.assert_array_equal(got[1], np.argsort(v, axis=1, kind="stable"))
+
+
+def histogram_of_computed_edges(x):
+    edges = np.linspace(x.min(), x.max(), 11)
+    return (*np.histogram(x, bins=edges), *np.histogram(x, bins=8, range=(x.min(), x.mean())))
+
+
+@pytest.mark.parametrize("bins", ["auto", "fd", "doane", "scott", "rice", "sturges", "sqrt"])
+def test_histogram_with_a_number_of_bins_estimated_from_the_data(device, rng, bins):
+    if device in ("webgpu", "metal"):
+        pytest.skip("NumPy estimates bin widths in float64, which webgpu and metal do not have")
+    kernel = tj.kernel(lambda x: np.histogram(x, bins=bins))
+    for x in (rng.standard_normal(500), rng.integers(0, 40, 300), rng.standard_normal(200) * 3):
+        got, expected = kernel(x, device=device), np.histogram(x, bins=bins)
+        for g, e in zip(got, expected):
+            g = np.asarray(g)
+            assert g.dtype == e.dtype and g.shape == e.shape
+            assert_close(g, e, rtol=1e-12)
+    x = rng.standard_normal(400)
+    got = tj.kernel(lambda x: np.histogram(x, bins=bins, range=(-1.0, 1.5)))(x, device=device)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.histogram(x, bins=bins, range=(-1.0, 1.5))[0])
+
+
+def test_histogram_with_edges_and_range_computed_in_the_kernel(device, rng):
+    x = rng.standard_normal(600).astype(float_dtype(device))
+    if not int64_results(device):
+        pytest.skip("a histogram's counts are int64, which webgpu does not hold")
+    got = tj.kernel(histogram_of_computed_edges)(x, device=device)
+    expected = histogram_of_computed_edges(x)
+    for k in (0, 2):   # (counts, edges) twice
+        np.testing.assert_array_equal(np.asarray(got[k]), expected[k])
+        assert_close(np.asarray(got[k + 1]), expected[k + 1], rtol=1e-6 if x.dtype == np.float32 else 1e-14)
+    with pytest.raises(ValueError, match="must increase monotonically"):
+        tj.kernel(lambda x: np.histogram(x, bins=x[:5]))(np.array([3.0, 1, 2, 5, 4], x.dtype), device=device)
+    with pytest.raises(ValueError, match="max must be larger than min"):
+        tj.kernel(lambda x: np.histogram(x, bins=4, range=(x.max(), x.min())))(x, device=device)

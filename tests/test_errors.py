@@ -249,9 +249,15 @@ def test_an_error_in_a_value_nothing_uses_is_raised_as_numpy_raises_it(device):
     np.testing.assert_array_equal(f(a, a, np.array([0, 2], np.int32), device=device), a * 2)
 
 
-def test_where_with_one_argument_explains_what_is_supported(device):
-    with pytest.raises(tj.UnsupportedError, match="np.where\\(condition, x, y\\)"):
-        tj.kernel(lambda x: np.where(x > 1))(np.arange(3.0), device=device)
+def test_where_with_one_of_x_and_y_raises_numpys_error(device):
+    # (np.where(cond) alone is np.nonzero: tests/test_data_sizes.py)
+    with pytest.raises(ValueError, match="either both or neither of x and y should be given"):
+        tj.kernel(lambda x: np.where(x > 1, x))(np.arange(3.0), device=device)
+
+
+def test_a_nested_result_is_refused_saying_what_a_kernel_returns(device):
+    with pytest.raises(tj.TraceError, match="returns a tuple of traced values as result 0.*one flat tuple"):
+        tj.kernel(lambda x: ((x + 1, x * 2), x))(np.arange(3.0), device=device)
 
 
 # ---- bad input that a dependency used to reject with its own exception (issue 15, item 4) ----

@@ -615,9 +615,14 @@ class Kernel:
         tuple_result = isinstance(result, (tuple, list))
         # None: a procedure, which only assigns into its arguments (or does nothing); the call returns None
         results = list(result) if tuple_result else [] if result is None else [result]
-        for r in results:
+        for k, r in enumerate(results):
             if isinstance(r, conditional_expressions.PartlyBound):
                 r._refuse()  # (a TraceError that says which name and why)
+            if isinstance(r, (tuple, list, dict)) and any(isinstance(v, Tensor) for v in _leaves(r)):
+                raise TraceError(
+                    f"{self.__name__} returns a {type(r).__name__} of traced values as result {k}: a kernel returns an "
+                    "array, a number, or one flat tuple of them; return (a, b, c) and group them after the call"
+                )
         try:
             outputs = [as_node(r) for r in results]
         except TracejitError as e:
@@ -715,6 +720,15 @@ def plan_cache_size() -> int:
         return max(1, int(value)) if value else PLAN_CACHE_SIZE
     except ValueError:
         raise ArgumentError(f"{ENV_PLAN_CACHE_SIZE}={value!r} is not a whole number of plans") from None
+
+
+def _leaves(value) -> list:
+    """The values of nested tuples, lists and dicts."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
 
 
 def _probe(name: str, stop: data_sizes.NeedsSize, infos, streams, known: tuple[int, ...]) -> Traced:

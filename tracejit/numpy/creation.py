@@ -4,6 +4,8 @@ expression fused into its consumers; the `_like` forms and tril/triu of traced v
 
 from __future__ import annotations
 
+import inspect
+
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -56,11 +58,46 @@ def _made(name: str, make: Callable, args: tuple, kwargs: dict):
 
 
 def linspace(*args: object, **kwargs: object) -> Tensor | tuple[Tensor, float]:
-    """numpy.linspace, made inside the kernel: a constant or index expression fused into its consumers."""
+    """numpy.linspace, made inside the kernel: a constant or index expression fused into its consumers; with
+    bounds read from arrays (np.linspace(x.min(), x.max(), 11)), NumPy's arithmetic on them."""
+    bound = inspect.signature(np.linspace).bind(*args, **kwargs)
+    start, stop = bound.arguments.get("start"), bound.arguments.get("stop")
+    if any(isinstance(v, Tensor) and v._known("np.linspace's bounds") is None for v in (start, stop)):
+        return _traced_linspace(**bound.arguments)
     out = _made("linspace", np.linspace, args, kwargs)
     if isinstance(out, tuple):  # linspace(..., retstep=True): (samples, step)
         return Tensor(array_node(out[0])), out[1]
     return Tensor(array_node(out))
+
+
+def _traced_linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+    """np.linspace(start, stop, num) with 0-d bounds read from arrays, as NumPy computes it: i * step + start (or i
+    / div * delta where the step is zero), the last sample exactly stop."""
+    from tracejit.numpy import functions as F
+
+    num = _python(num, "linspace")
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    if any(as_node(v).shape != () for v in (start, stop)) or _python(axis, "linspace") != 0:
+        raise UnsupportedError("np.linspace with array bounds read from arrays: only 0-d bounds are supported")
+    div = (num - 1) if endpoint else num
+    dt = np.result_type(*(np.empty(0, as_node(v).dtype) if isinstance(v, Tensor) else v for v in (start, stop)), 1.0)
+    first, last = (Tensor(build.cast(as_node(v), dt)) for v in (start, stop))
+    delta = last - first
+    y = Tensor(build.iota((num,), 0, dt))
+    if div > 0:
+        step = delta / div
+        y = F.where(step == 0, y / div * delta, y * step)
+    else:
+        step = Tensor(build.const(np.nan, dt, ()))
+        y = y * delta
+    y = y + first
+    if endpoint and num > 1:
+        y = F.where(Tensor(build.iota((num,), 0, np.int64)) == num - 1, last, y)
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        y = F.astype(F.floor(y) if dtype.kind in "iu" else y, dtype)
+    return (y, step) if retstep else y
 
 
 def _python(v, name: str):

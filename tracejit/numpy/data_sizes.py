@@ -121,6 +121,14 @@ def site() -> str:
     return f"{os.path.basename(file)}:{line}"
 
 
+def number(count: Node, what: str) -> int:
+    """A 0-d int the code needs as a Python number that the data decides (np.histogram(bins="auto")'s number of
+    bins): read back when the kernel runs, as a selection's count is."""
+    assert count.shape == () and count.dtype.kind == "i", count
+    n, _ = _sized(count, count, what)
+    return n
+
+
 def positions(mask: Node, what: str, where: str | None = None) -> Node:
     """The flat (C order) positions of the True elements of a bool mask, in order: an int32 array of the count's
     length (np.flatnonzero as int32)."""

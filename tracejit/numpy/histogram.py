@@ -15,6 +15,7 @@ from tracejit.ir import build, faulting
 from tracejit.ir.graph import Op
 from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy import functions as F
+from tracejit.numpy import reductions
 from tracejit.numpy.creation import zeros
 from tracejit.numpy.indexing import searchsorted
 from tracejit.numpy.scatter import DENSE_MAX
@@ -34,7 +35,12 @@ def histogram(
     string); range=(lo, hi) static, else the data's min and max as NumPy does (the edges are then traced)."""
     shape = as_node(a).shape
     a = Tensor(build.reshape(as_node(a), (as_node(a).size,)))
-    edges = _edges(a, bins, range)
+    if isinstance(bins, str):  # a number of bins estimated from the data: read back when the kernel runs
+        if weights is not None:
+            raise TypeError("Automated estimation of the number of bins is not supported for weighted data")
+        edges = _estimated_edges(a, bins, range)
+    else:
+        edges = _edges(a, bins, range)
     w = None
     if weights is not None:
         given = as_node(weights)
@@ -94,11 +100,15 @@ def _uniform_bins(values: Tensor, edges: Tensor, keep: Tensor) -> Tensor:
 
 
 def _edges(a: Tensor, bins, range) -> Tensor:
-    if isinstance(bins, str):
-        raise UnsupportedError(f"np.histogram(bins={bins!r}): estimated bin counts are not supported; pass an int")
     bins = python_value(bins, "np.histogram's bins")
-    if isinstance(bins, Tensor):
-        raise UnsupportedError("np.histogram: traced bin edges are not supported; pass an int or static edges")
+    if isinstance(bins, Tensor):  # edges computed in the kernel
+        if bins.ndim != 1:
+            raise ValueError("`bins` must be 1d, when an array")
+        if bins.shape[0] < 2:
+            return bins
+        ok = as_node((bins[:-1] <= bins[1:]).all())
+        check = faulting.check(ok, _NOT_INCREASING)
+        return bins + Tensor(build.cast(check, bins.dtype))
     if np.ndim(bins) == 1:
         edges = np.asarray(bins)
         if np.any(edges[:-1] > edges[1:]):
@@ -107,6 +117,8 @@ def _edges(a: Tensor, bins, range) -> Tensor:
     if np.ndim(bins) != 0 or int(bins) < 1:
         raise ValueError("`bins` must be positive, when an integer")
     n = int(bins)
+    if range is not None and any(isinstance(python_value(v, "np.histogram's range"), Tensor) for v in range):
+        return _range_edges(a, *range, n)
     if range is not None:
         lo, hi = range
         if lo > hi:
@@ -133,6 +145,96 @@ def _traced_edges(a: Tensor, n: int) -> Tensor:
     steps = np.arange(n + 1, dtype=dtype)
     edges = steps * ((hi - lo) / n) + lo
     return F.where(F.equal(steps, n), hi, edges)
+
+
+_NOT_INCREASING = Fault("ValueError", "`bins` must increase monotonically, when an array")
+_BAD_RANGE = Fault("ValueError", "max must be larger than min in range parameter.")
+_NOT_FINITE = Fault("ValueError", "supplied range is not finite")
+
+
+def _range_edges(a: Tensor, lo, hi, n: int) -> Tensor:
+    """np.histogram's edges for a range read from arrays: NumPy's checks (raised when the kernel runs), equal
+    bounds widened by 0.5, then np.linspace(lo, hi, n + 1)."""
+    from tracejit.numpy.creation import linspace
+
+    lo, hi = (Tensor(as_node(v)) for v in (lo, hi))
+    dtype = np.result_type(np.empty(0, lo.dtype), np.empty(0, hi.dtype), np.empty(0, a.dtype))
+    dtype = np.dtype(np.float64) if dtype.kind in "iub" else dtype
+    lo, hi = F.astype(lo, dtype), F.astype(hi, dtype)
+    ordered = faulting.check(as_node(F.less_equal(lo, hi)), _BAD_RANGE)
+    finite = faulting.check(as_node(F.isfinite(lo) & F.isfinite(hi)), _NOT_FINITE)
+    lo = lo + Tensor(build.cast(build.binary(Op.ADD, ordered, finite), dtype))
+    same = F.equal(lo, hi)
+    lo, hi = F.where(same, lo - 0.5, lo), F.where(same, hi + 0.5, hi)
+    return linspace(lo, hi, n + 1)  # type: ignore[return-value]
+
+
+def _estimated_edges(a: Tensor, name: str, range) -> Tensor:
+    """np.histogram(bins="auto" or another of NumPy's estimators): the bin width NumPy's estimator gives, the number
+    of bins from it (a size that depends on the data: numpy/data_sizes.py reads it back when the kernel runs), the
+    edges over the data's range (or the range given, the data outside it left out of the estimate, as NumPy)."""
+    from tracejit.numpy import data_sizes
+
+    if name not in _ESTIMATORS:
+        raise ValueError(f"{name!r} is not a valid estimator for `bins`")
+    if a.size == 0:
+        return _edges(a, 1, range)
+    outer = _edges(a, 1, range)  # (NumPy's outer edges: the range given, else the data's, widened where equal)
+    first, last = outer[0], outer[1]
+    if range is not None:
+        inside = (a >= first) & (a <= last)
+        a = Tensor(data_sizes.select(as_node(a), as_node(inside)))
+        if a.size == 0:
+            return outer
+    width = _ESTIMATORS[name](F.astype(a, np.float64), a.size)
+    if a.dtype.kind in "iu":
+        width = F.where(width < 1, 1.0, width)
+    span = F.astype(last, np.float64) - F.astype(first, np.float64)
+    bins = F.where(width > 0, F.ceil(span / F.where(width > 0, width, 1.0)), 1.0)
+    count = data_sizes.number(as_node(F.astype(bins, np.int64)), f"np.histogram(bins={name!r})")
+    return _range_edges(a, first, last, count)
+
+
+def _ptp(x: Tensor) -> Tensor:
+    return F.max(x) - F.min(x)
+
+
+def _sturges(x: Tensor, n: int) -> Tensor:
+    return _ptp(x) / (np.log2(n) + 1.0)
+
+
+def _fd(x: Tensor, n: int) -> Tensor:
+    from tracejit.numpy.sorting import percentile
+
+    q75, q25 = percentile(x, 75), percentile(x, 25)
+    return 2.0 * (q75 - q25) * n ** (-1.0 / 3.0)
+
+
+def _doane(x: Tensor, n: int) -> Tensor:
+    if n <= 2:
+        return Tensor(build.const(0.0, np.float64, ()))
+    sg1 = np.sqrt(6.0 * (n - 2) / ((n + 1.0) * (n + 3)))
+    sigma = reductions.std(x)
+    g1 = reductions.mean(((x - reductions.mean(x)) / F.where(sigma > 0, sigma, 1.0)) ** 3)
+    width = _ptp(x) / (1.0 + np.log2(n) + F.log2(1.0 + F.abs(g1) / sg1))
+    return F.where(sigma > 0, width, 0.0)
+
+
+def _auto(x: Tensor, n: int) -> Tensor:
+    fd, sturges = _fd(x, n), _sturges(x, n)
+    return F.where(fd != 0, F.minimum(fd, sturges), sturges)
+
+
+# NumPy's bin-width estimators (numpy.lib._histograms_impl), of the data as float64 and its size
+_ESTIMATORS = {
+    "auto": _auto,
+    "fd": _fd,
+    "doane": _doane,
+    "scott": lambda x, n: (24.0 * np.pi**0.5 / n) ** (1.0 / 3.0) * reductions.std(x),
+    "rice": lambda x, n: _ptp(x) / (2.0 * n ** (1.0 / 3)),
+    "sturges": _sturges,
+    "sqrt": lambda x, n: _ptp(x) / np.sqrt(n),
+}
 
 
 def digitize(x: ArrayLike, bins: Sequence[float] | np.ndarray | Tensor, right: bool = False) -> Tensor:

@@ -43,7 +43,10 @@ def library_entry() -> str | None:
     frame: types.FrameType | None = sys._getframe(1)
     entry = None
     while frame is not None:
-        top = (frame.f_globals.get("__name__") or "").partition(".")[0]
+        module = frame.f_globals.get("__name__") or ""
+        if module.startswith("tracejit.frontend."):
+            break  # (the trace's own entry: what calls the kernel is outside it, a test runner or a server)
+        top = module.partition(".")[0]
         if top not in ("tracejit", "numpy") and installed_library(frame.f_code.co_filename):
             entry = frame
         elif entry is not None and top not in ("tracejit", "numpy"):
