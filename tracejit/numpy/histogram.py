@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tracejit.errors import UnsupportedError
 from tracejit.ir import build, faulting
 from tracejit.ir.graph import Op
 from tracejit.ir.kernel_ir import Fault
