@@ -117,7 +117,8 @@ def _edges(a: Tensor, bins, range) -> Tensor:
         raise ValueError("`bins` must be positive, when an integer")
     n = int(bins)
     if range is not None and any(isinstance(python_value(v, "np.histogram's range"), Tensor) for v in range):
-        return _range_edges(a, *range, n)
+        lo, hi = range
+        return _range_edges(a, lo, hi, n)
     if range is not None:
         lo, hi = range
         if lo > hi:
