@@ -40,9 +40,9 @@ def program(function: Callable[..., Any], inputs: Callable[[np.random.Generator,
 def all_programs() -> list[Program]:
     """Every program of every corpus module, in a stable order."""
     from . import (benchmarks, cumulative_and_order, linalg, loops, numba_examples, numbers_and_loops, numexpr_exprs,
-                   procedures, science, transformer)
+                   procedures, science, selections, transformer)
     return [p for module in (transformer, numexpr_exprs, numba_examples, benchmarks, science, cumulative_and_order,
-                                   procedures, numbers_and_loops, loops, linalg)
+                                   procedures, numbers_and_loops, loops, linalg, selections)
             for p in module.PROGRAMS]
 
 

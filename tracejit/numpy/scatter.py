@@ -14,9 +14,10 @@ import math
 import numpy as np
 
 from tracejit.errors import DtypeError, IndexOutOfBoundsError, ShapeError, UnsupportedError
-from tracejit.ir import build
+from tracejit.ir import build, faulting
 from tracejit.ir.dtypes import identity
 from tracejit.ir.graph import Node, Op
+from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _result
 from tracejit.numpy.indexing import _entry, _one_axis_each, advanced_index
@@ -348,16 +349,16 @@ def _rebind(tensor: Tensor, node: Node) -> None:
 
 
 def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0) -> Tensor:
-    """np.bincount with a static output length: `minlength` must be given, and every value of x must lie
-    in [0, minlength) (NumPy would grow the output to max(x) + 1, a length known only from the data): a value
-    outside raises IndexError when the kernel runs."""
+    """np.bincount. Without minlength the output's length is max(x) + 1, a size that depends on the data (read back
+    when the kernel runs: numpy/data_sizes.py); with minlength= it is that many bins, fused with no read-back, and
+    a value of x outside [0, minlength) raises IndexError when the kernel runs (NumPy would grow the output)."""
     minlength = python_value(minlength, "np.bincount's minlength")
-    if isinstance(minlength, Tensor) or not minlength or minlength < 0:
-        raise UnsupportedError(
-            "np.bincount(x) inside a kernel needs minlength= (a positive Python int): its output length "
-            "max(x) + 1 depends on the data. Pass minlength=N, the number of bins; a value of x outside "
-            "[0, N) then raises IndexError"
-        )
+    if isinstance(minlength, Tensor) or minlength < 0:
+        raise UnsupportedError("np.bincount's minlength must be a non-negative Python int, known while tracing")
+    if not minlength:
+        minlength = _length_of_data(as_node(x))
+        if not minlength:
+            return Tensor(build.const(0, np.float64 if weights is not None else np.int64, (0,)))
     x = as_node(x)
     if len(x.shape) != 1:
         raise ShapeError(f"np.bincount: object too deep for desired array (x has shape {x.shape}, needs 1-D)")
@@ -382,6 +383,27 @@ def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0)
             counts.dtype if weights is not None else np.int64,
         )
     )
+
+
+_NEGATIVE = Fault("ValueError", "'list' argument must have no negative elements")
+
+
+def _length_of_data(x: Node) -> int:
+    """np.bincount's length without minlength: max(x) + 1 (0 for no x), read back when the kernel runs; a negative
+    value raises NumPy's ValueError there."""
+    if x.size == 0:
+        return 0
+    if x.dtype.kind not in "iub" or len(x.shape) != 1:
+        return 1  # (bincount's own checks raise NumPy's errors)
+    from tracejit.numpy import data_sizes
+
+    dt = np.dtype(np.int32 if x.dtype.itemsize < 4 or x.dtype == np.int32 else np.int64)  # (webgpu: no int64)
+    values = build.cast(x, dt)
+    low = build.reshape(build.reduce(values, "min", (0,)), ())
+    top = build.reshape(build.reduce(values, "max", (0,)), ())
+    check = build.cast(faulting.check(build.binary(Op.LE, build.const(0, dt, ()), low), _NEGATIVE), dt)
+    length = build.binary(Op.ADD, build.binary(Op.ADD, top, build.const(1, dt, ())), check)
+    return data_sizes.number(length, "np.bincount(x) without minlength")
 
 
 NUMPY_FUNCTIONS = {np.bincount: bincount}
