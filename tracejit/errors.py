@@ -62,12 +62,15 @@ class InvalidIndexError(TraceError, IndexError):
 
 class UnsupportedError(TraceError, TypeError):
     """A NumPy function, ndarray method, operator or argument that tracejit does not implement (named in the
-    message), a function whose result shape depends on the data (np.unique, np.nonzero, a boolean mask
-    read as an array), or one NumPy itself refuses for these dtypes (np.positive of bools).
+    message, with the user's line) where no fallback to NumPy runs it (fallback=False, TRACEJIT_FALLBACK=0, an
+    in-place or complex-valued call, a captured graph), something a captured graph or f.trace() cannot hold (a
+    size that depends on the data, read back when the kernel runs), or one NumPy itself refuses for these dtypes
+    (np.positive of bools).
 
-    >>> tj.kernel(lambda x: np.unique(x))(np.ones(3))   # the shape of its result depends on the data
-    Follow the alternative the message gives (a mask; np.where(mask, x, 0); a reduction with where=), or
-    call the function with NumPy outside the kernel. The supported API is listed in the docs.
+    >>> tj.kernel(lambda x: np.unwrap(x), fallback=False)(np.ones(3))   # not compiled, and no fallback asked
+    Use what the message names as compiling instead (np.argpartition: tj.topk), let the call fall back to NumPy
+    (the default: a tj.FallbackWarning says what it cost), or call the function with NumPy outside the kernel.
+    The supported API is listed in the docs (reference/numpy-api.md).
     """
 
 
