@@ -156,8 +156,18 @@ def test_table_too_large_raises_an_error_that_says_to_pass_it_as_an_argument(rng
 
 
 def test_creation_from_a_traced_value_says_what_must_be_static():
-    with pytest.raises(tj.UnsupportedError, match=r"np.linspace got a traced value.*Python values.*read from arrays"):
-        tj.kernel(lambda x: np.linspace(0, x.max(), 5)).trace(np.ones(3))
+    with pytest.raises(tj.UnsupportedError, match=r"np.zeros got a traced value.*Python values.*read from arrays"):
+        tj.kernel(lambda x: np.zeros(x.argmax())).trace(np.ones(3))
+
+
+def test_linspace_between_bounds_read_from_arrays_matches_numpy(device, rng):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    x = rng.standard_normal(20).astype(dt)
+    for body in (lambda x: np.linspace(x.min(), x.max(), 7), lambda x: np.linspace(0, x.max(), 5, endpoint=False),
+                 lambda x: np.linspace(x.min(), x.min(), 1), lambda x: np.linspace(x[0], x[1], 4)[::-1]):
+        got, expected = np.asarray(tj.kernel(body)(x, device=device)), body(x)
+        assert got.dtype == expected.dtype
+        assert_close(got, expected, rtol=1e-6 if dt == np.float32 else 1e-14)
 
 
 def test_tables_one_kernel_reads_are_limited_to_gpu_constant_memory(rng):

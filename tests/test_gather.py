@@ -142,7 +142,7 @@ def test_indices_numpy_refuses_are_refused_with_its_error():
     cases = [(lambda x, i: x[i.astype(np.float32)], tj.InvalidIndexError, "integer"),
              (lambda x, i: x[i, np.zeros((2, 2), np.int32)], tj.InvalidIndexError, "could not be broadcast"),
              (lambda x, i: x[np.array([True, False])], tj.InvalidIndexError, "boolean index did not match"),
-             (lambda x, i: x[x > 0], tj.UnsupportedError, "np.where\\(mask, x, 0\\).*where="),
+             (lambda x, i: x[x > 0], tj.UnsupportedError, "size that depends on the data.*call it"),
              (lambda x, i: np.take_along_axis(x, i, axis=0), tj.ShapeError, "same number of dimensions")]
     for body, error, message in cases:
         with pytest.raises(error, match=message):

@@ -93,7 +93,7 @@ def _traced_linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=No
         y = y * delta
     y = y + first
     if endpoint and num > 1:
-        y = F.where(Tensor(build.iota((num,), 0, np.int64)) == num - 1, last, y)
+        y = F.where(Tensor(build.iota((num,), 0, np.int32)) == num - 1, last, y)
     if dtype is not None:
         dtype = np.dtype(dtype)
         y = F.astype(F.floor(y) if dtype.kind in "iu" else y, dtype)
