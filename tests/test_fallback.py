@@ -245,3 +245,27 @@ def test_scipy_is_named_as_scipy_at_the_users_line(rng):
     with pytest.raises(tj.TraceError, match=r"test_fallback.py:\d+: scipy.special.logsumexp converts a traced value"
                                             r".*what compiles instead: tj.logsumexp"):
         tj.kernel(log_total, fallback=True)(x)
+
+
+def test_a_call_leaves_no_reference_cycle_holding_its_arrays():
+    # (a closure that called itself held a fallback's arrays until Python's collector ran: a fresh 16 MB
+    # result, page-faulted, every call)
+    import gc
+
+    kernel = tj.kernel(lambda x: np.unwrap(x * 2.0) + 1.0, fallback=True)
+    selection = tj.kernel(lambda x: np.sort(x[x > 0.5]) * 2)
+    x = np.random.default_rng(0).random(1000)
+    quiet(kernel, x)
+    selection(x)
+    selection(x * 0.9)   # (another count: the plan changes mid-call; a new count traces, which makes cycles)
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        quiet(kernel, x)
+        selection(x)
+        selection(x * 0.9)
+        assert gc.collect() == 0
+    finally:
+        if was:
+            gc.enable()

@@ -233,18 +233,16 @@ def _template(value, traced: list[Tensor], use: str):
 
 
 def _fill(template, values: list):
-    """The (args, kwargs) of a template, each slot given its value."""
-
-    def fill(t):
-        if isinstance(t, _Slot):
-            return values[t.j]
-        if isinstance(t, (tuple, list)):
-            return type(t)(fill(v) for v in t)
-        if isinstance(t, dict):
-            return {k: fill(v) for k, v in t.items()}
-        return t
-
-    return fill(template)
+    """The (args, kwargs) of a template, each slot given its value. (A function of the module, not a closure that
+    calls itself: that is a reference cycle, which kept the values, arrays of megabytes, until Python's garbage
+    collector ran.)"""
+    if isinstance(template, _Slot):
+        return values[template.j]
+    if isinstance(template, (tuple, list)):
+        return type(template)(_fill(v, values) for v in template)
+    if isinstance(template, dict):
+        return {k: _fill(v, values) for k, v in template.items()}
+    return template
 
 
 def _leaves(result) -> list:
