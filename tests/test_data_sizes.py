@@ -333,3 +333,14 @@ def test_histogram_with_edges_and_range_computed_in_the_kernel(device, rng):
         tj.kernel(lambda x: np.histogram(x, bins=x[:5]))(np.array([3.0, 1, 2, 5, 4], x.dtype), device=device)
     with pytest.raises(ValueError, match="max must be larger than min"):
         tj.kernel(lambda x: np.histogram(x, bins=4, range=(x.max(), x.min())))(x, device=device)
+
+
+def test_a_large_selection_on_numba_takes_numpys_positions(rng):
+    # (np.flatnonzero in place of the scan and scatter from 2**14 elements: ir/library.py's Positions)
+    kernel = tj.kernel(selected_scaled)
+    x = rng.standard_normal(50_000)
+    for t in (0.5, -1.0, 10.0, 1.5):   # (some, all, none)
+        got, expected = kernel(x, t), selected_scaled(x, t)
+        assert got.shape == expected.shape
+        assert_close(got, expected, rtol=1e-15)
+    assert "run by a library" in kernel.explain(x, 0.5)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ MIN_MATVEC = 1 << 14  # elements of a matrix read from memory times a vector: BL
 # generated loops (y @ A sums down the columns: 5x slower at 5500^2; see find_gemm)
 MIN_OUTPUT = 64  # fewer results than this: the two-stage split reduction spreads the work better
 MIN_SORT = 1 << 16  # elements; NumPy's SIMD sort beats the generated merge sort by ~4x from here
+MIN_POSITIONS = 1 << 14  # elements of a mask: np.flatnonzero (one pass) beats the scan and scatter from here
 DTYPES = frozenset({np.dtype("float32"), np.dtype("float64")})
 # movement ops the plan applies as NumPy views (a pad would need a copy: its source is written first)
 VIEWS = MOVEMENT - {Op.PAD}
@@ -146,10 +148,62 @@ class Sort(_Library):
             out[...] = np.sort(x, axis=axis)
 
 
-def find(node: Node) -> Gemm | Sort | None:
+@dataclass(frozen=True)
+class Positions(_Library):
+    """The positions of a mask's selected elements (numpy/data_sizes.py's scatter of each one's rank): NumPy's
+    np.flatnonzero, first in the int32 result, zeros after; the last entry, where the scatter adds up the
+    positions of the others, is their sum as the scatter's int32 adds leave it."""
+
+    node: Node
+    mask: Node
+    sources: tuple[Node, ...] = ()
+
+    @property
+    def operands(self) -> tuple[Node, ...]:
+        return (self.mask,)
+
+    def describe(self) -> str:
+        return f"numpy.flatnonzero of {self.mask.shape} bool"
+
+    def run(self, mask: np.ndarray, out: np.ndarray) -> None:
+        found = np.flatnonzero(mask)
+        out[: found.size] = found
+        out[found.size : -1] = 0
+        total = mask.size * (mask.size - 1) // 2 - int(found.sum(dtype=np.int64))
+        out[-1] = np.array(total & 0xFFFFFFFF, np.uint32).view(np.int32)
+
+
+# masks whose positions numpy/data_sizes.py placed with a scatter (weakly: a graph's nodes come and go)
+POSITIONED: weakref.WeakSet[Node] = weakref.WeakSet()
+
+
+def _positions_mask(node: Node) -> Node | None:
+    """The mask whose selected elements' positions a SCATTER node places (data_sizes.positions: each selected
+    element's running count minus one, the others the place past the end; the scan may be split in blocks by
+    now), else None."""
+    if node.op is not Op.SCATTER or node.arg != "sum" or node.dtype != np.int32 or len(node.shape) != 1:
+        return None
+    target, place, values = node.srcs
+    total = node.shape[0] - 1
+    if target.op is not Op.CONST or target.arg != 0 or values.op is not Op.IOTA or values.shape != (total,):
+        return None
+    if place.op is not Op.WHERE or place.srcs[2].op is not Op.CONST or place.srcs[2].arg != total:
+        return None
+    mask, rank = place.srcs[0], place.srcs[1]
+    if mask not in POSITIONED:
+        return None
+    below = toposort([rank])
+    counted = any(n.op is Op.CAST and n.srcs[0] is mask for n in below)
+    return mask if counted and any(n.op is Op.SCAN for n in below) else None
+
+
+def find(node: Node) -> Gemm | Sort | Positions | None:
     """The library call `node` is, if it is one worth making."""
     if node.op is Op.SORT:  # small sorts stay fused with their producers and consumers
         return Sort(node) if node.size >= MIN_SORT else None
+    if node.op is Op.SCATTER:
+        mask = _positions_mask(node)
+        return Positions(node, mask) if mask is not None and mask.size >= MIN_POSITIONS else None
     if node.dtype not in DTYPES or node.size < MIN_OUTPUT:
         return None
     return find_gemm(node, MIN_WORK, matvec=True)
@@ -210,7 +264,7 @@ class Call:
     (its kernel parameter, how its elements lie there), the parameter written, and the views (reshapes and
     permutes) between the call's result and the node written there, in order."""
 
-    what: Gemm | Sort
+    what: Gemm | Sort | Positions
     leaves: tuple[tuple[Node, int, object], ...]
     out: int
     views: tuple[Node, ...]
@@ -264,7 +318,7 @@ def _cast_first(cast: Node) -> Node:
     return out
 
 
-def plan(outputs: list[Node], stored: set[Node], find=find) -> tuple[list[Node], dict[Node, Gemm | Sort]]:
+def plan(outputs: list[Node], stored: set[Node], find=find) -> tuple[list[Node], dict[Node, Gemm | Sort | Positions]]:
     """Every library call worth making among `outputs`' graph, by the node written for it: the call's
     result itself, or the reshapes and permutes that are all its consumers see (einsum's result in its
     output order). That node, and every computed value the operands' views start from, go to `stored`.
@@ -276,7 +330,7 @@ def plan(outputs: list[Node], stored: set[Node], find=find) -> tuple[list[Node],
     for n in order:
         for s in n.srcs:
             consumers.setdefault(s, []).append(n)
-    found: dict[Node, Gemm | Sort] = {}
+    found: dict[Node, Gemm | Sort | Positions] = {}
     for n in order:
         what = find(n)
         if what is None:
@@ -295,7 +349,7 @@ def plan(outputs: list[Node], stored: set[Node], find=find) -> tuple[list[Node],
     return outputs, found
 
 
-def call(what: Gemm | Sort, written: Node, params: list, reads: dict, out_key) -> Call | None:
+def call(what: Gemm | Sort | Positions, written: Node, params: list, reads: dict, out_key) -> Call | None:
     """The Call for a kernel whose parameters are `params` (buffers, by key), or None when a leaf is not
     among them (the kernel then runs as generated)."""
     position = {p.key: i for i, p in enumerate(params)}

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from tracejit.errors import InvalidIndexError, ShapeError, UnsupportedError
-from tracejit.ir import build
+from tracejit.ir import build, library
 from tracejit.ir.dtypes import BOOL
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import user_frames
@@ -144,9 +144,11 @@ def positions(mask: Node, what: str, where: str | None = None) -> Node:
     rank = build.binary(Op.SUB, build.scan(ones, "sum", 0), build.const(1, np.int32, (total,)))
     place = build.where(flat, rank, build.const(total, np.int32, (total,)))
     placed = build.scatter(build.const(0, np.int32, (total + 1,)), place, build.iota((total,), 0, np.int32), "sum")
+    library.POSITIONED.add(flat)  # (numba: np.flatnonzero computes the same, ir/library.py)
     order = build.slice_(placed, [(0, 1, total)])
-    count = build.reshape(build.slice_(rank, [(total - 1, 1, 1)]), ())  # (the last running count)
-    n, sized = _sized(build.binary(Op.ADD, count, build.const(1, np.int32, ())), order, what, where)
+    # (a sum, not the scan's last entry: on numba the positions are np.flatnonzero's, and no scan runs)
+    count = build.reshape(build.reduce(ones, "sum", (0,)), ())
+    n, sized = _sized(count, order, what, where)
     if n == 0:  # (nothing reads the check's payload then; the call still checks the count: size_nodes)
         return build.const(0, np.int32, (0,))
     return build.slice_(sized, [(0, 1, n)])
