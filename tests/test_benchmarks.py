@@ -62,3 +62,12 @@ def test_the_program_benchmarks_build_their_cases_from_the_corpus():
         assert callable(fn) and args and keywords
     spec = importlib.util.spec_from_file_location("tracejit_loops_bench", BENCH.parent / "loops.py")
     spec.loader.exec_module(importlib.util.module_from_spec(spec))   # (its programs are the corpus's, by name)
+
+
+def test_the_breaks_benchmark_runs_and_checks_its_results(capsys):
+    spec = importlib.util.spec_from_file_location("tracejit_breaks_bench", BENCH.parent / "breaks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick", "--devices", "numba"]) == 0
+    out = capsys.readouterr().out
+    assert "break/hand" in out and "numpy/same" in out

@@ -336,3 +336,18 @@ def test_trace_errors_name_the_users_file_even_when_its_path_says_numpy(tmp_path
     with pytest.raises(tj.TraceError) as caught:
         module.step(np.ones(4, np.float32))
     assert f"{folder / 'heat_numpy.py'}:8: " in str(caught.value)
+
+
+def _squared_bound(x, t):
+    c = t ** 2   # a Python float's arithmetic: float64
+    return x < c
+
+
+def test_a_64_bit_value_a_device_cannot_hold_is_named_by_the_line_that_makes_it(device):
+    if device not in ("webgpu", "metal"):
+        pytest.skip("a device without float64")
+    line = _squared_bound.__code__.co_firstlineno + 1
+    with pytest.raises(tj.DtypeError, match=rf"test_errors.py:{line}: this line makes a float64 value; float64 "):
+        tj.kernel(_squared_bound)(np.ones(4, np.float32), 1.5, device=device)
+    with pytest.raises(tj.DtypeError, match="its argument x is float64"):
+        tj.kernel(lambda x: x + 1)(np.ones(3), device=device)

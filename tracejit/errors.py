@@ -110,7 +110,8 @@ class RecursionLimitError(TraceError, RecursionError):
 class DtypeError(TracejitError, TypeError):
     """A dtype that tracejit, or the chosen device, cannot represent: an argument of a dtype tracejit does
     not support (complex, uint64, object, strings), or one the device lacks (webgpu: no float64, int64 or
-    uint64; metal: no float64). The message names the dtype and the device.
+    uint64; metal: no float64). The message names the dtype and the device, and the argument that has it or
+    the line of the function that makes such a value (a Python float's arithmetic `t ** 2`, np.argmax's int64).
 
     >>> tj.kernel(lambda x: x * 2)(np.ones(3, np.complex64))   # dtype complex64 which tracejit does not support
     Convert with .astype() before the call (float32 or int32 on webgpu and metal), or use a device that has

@@ -15,8 +15,17 @@ import numpy as np
 import psutil  # (here: a trace near the recursion limit has no room to import it)
 
 
-from tracejit.errors import ArgumentError, DeviceError, InternalError, TraceError, TracejitError, UnsupportedError
+from tracejit.errors import (
+    ArgumentError,
+    DeviceError,
+    DtypeError,
+    InternalError,
+    TraceError,
+    TracejitError,
+    UnsupportedError,
+)
 from tracejit.ir import build, faulting
+from tracejit.ir.graph import Op, toposort
 from tracejit.ir.simplify import simplify
 from tracejit.ir.verify import verify_graph, verify_kernel
 from tracejit.runtime import profiler, progress, registry
@@ -48,13 +57,13 @@ from tracejit.frontend.dynamic import (
     with_sizes,
 )
 from tracejit.frontend.hot_path import fast_class, key_function
-from tracejit.frontend.plan import Plan, Traced
+from tracejit.frontend.plan import Plan, Traced, loops_in
 from tracejit.frontend.sized import SizedPlan
 from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import arrays
 from tracejit.frontend.binding import Layout, Parameters
 from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
-from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
+from tracejit.numpy.tensor import Made, PythonBool, Tensor, as_node, trace_budget, watching
 from tracejit.numpy.user_frames import installed_library
 from tracejit.frontend.manifest import record
 
@@ -364,6 +373,44 @@ class Kernel:
 
     @guarded("lowering")
     def _lower(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
+        try:
+            return self._lower_traced(args, device_name, compile_only, sizes)
+        except DtypeError as e:  # a value a device cannot hold (webgpu's 64-bit, metal's float64): from which line
+            raise self._with_site(e, args, sizes) from None
+
+    def _with_site(self, error: DtypeError, args, sizes: tuple[int, ...]) -> DtypeError:
+        """A device's DtypeError about a value the function makes, with the user's line that makes it: the function
+        traced again, stopping where it makes a value of that dtype the device's graph holds (not an argument's:
+        those are named as such)."""
+        text = str(error)
+        name = text.split(" ", 1)[0]
+        if name not in ("float64", "int64", "uint64") or " is not supported on " not in text:
+            return error
+        try:
+            traced = self._trace(args, count=False, sizes=sizes)
+            given = sorted(
+                n.arg
+                for n in toposort(traced.outputs)
+                if n.op is Op.INPUT and n.dtype == name and not n.weak and isinstance(n.arg, int) and n.arg < len(args)
+            )
+            if given:
+                which = self._names[given[0]] if given[0] < len(self._names) else f"argument {given[0]}"
+                return DtypeError(f"{self.__name__}: its argument {which} is {name}; {text}")
+            found = frozenset(
+                n
+                for graph in [traced.outputs] + [loop.outputs for loop in loops_in(traced.outputs)]
+                for n in toposort(graph)
+                if n.dtype == name and n.op not in (Op.INPUT, Op.CONST)
+            )
+            with watching(found):
+                self._trace(args, count=False, sizes=sizes)
+        except Made as made:
+            return DtypeError(f"{made.site}: this line makes a {name} value; {text}")
+        except Exception:  # noqa: BLE001 - (a diagnosis only: the device's own error stands)
+            return error
+        return error
+
+    def _lower_traced(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         t0 = time.perf_counter()
         # TRACEJIT_DEBUG=1 or tj.profile(): where the compile's time went, stage by stage
         with (

@@ -82,7 +82,7 @@ class Traced:
 
     def __str__(self) -> str:
         text = format_graph(self.outputs, f"graph {self.name}")
-        for loop in _loops_in(self.outputs):  # each loop compiled as a loop: its body's graph
+        for loop in loops_in(self.outputs):  # each loop compiled as a loop: its body's graph
             inputs = ", ".join(repr(n.arg) for n in loop.inputs)
             text += "\n" + format_graph(loop.outputs, f"body of the {loop.kind} loop {loop!r} (inputs {inputs})")
         n = len(self.results)
@@ -135,7 +135,7 @@ class Traced:
         return schedule(self.outputs, inputs, options, other, moving, **fields)
 
 
-def _loops_in(outputs: list[Node]) -> list:
+def loops_in(outputs: list[Node]) -> list:
     """The loops compiled as loops a graph holds, those in their bodies too, outermost first."""
     found: list = []
     todo = list(outputs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import os
 import importlib
 import weakref
 from collections.abc import Callable, Iterator
@@ -97,6 +98,28 @@ def guarded(condition: Node) -> Iterator[None]:
         yield
     finally:
         _GUARD.reset(token)
+
+
+_WATCHED: contextvars.ContextVar[frozenset | None] = contextvars.ContextVar("tracejit_watched", default=None)
+
+
+class Made(Exception):
+    """Not an error: a value `watching` looks for was made, at `site` (the user's "file:line")."""
+
+    def __init__(self, node: Node, site: str):
+        super().__init__(site)
+        self.node, self.site = node, site
+
+
+@contextmanager
+def watching(nodes: frozenset) -> Iterator[None]:
+    """Trace the block stopping (Made) where the user's code makes a traced value of one of `nodes` (graph nodes
+    are hash-consed: a trace made again makes the same ones): where a value a device cannot hold comes from."""
+    token = _WATCHED.set(nodes)
+    try:
+        yield
+    finally:
+        _WATCHED.reset(token)
 
 
 _LOOP_BODY: contextvars.ContextVar[bool] = contextvars.ContextVar("tracejit_loop_body", default=False)
@@ -202,6 +225,10 @@ class Tensor:
             if budget[0] < 0:
                 _over_budget(budget[1])
             budget[2].add(self)
+        watched = _WATCHED.get()
+        if watched is not None and node in watched:
+            file, line = user_frames.user_site()
+            raise Made(node, f"{os.path.basename(file)}:{line}")
         self._value = node  # roots: the current value
         self._base: Tensor | None = None  # views: the root whose memory they show ...
         self._steps: tuple[views.Step, ...] = ()  # ... through these movement steps
