@@ -29,6 +29,7 @@ from tracejit.numpy import (
     scatter,
     sorting,
     statistics,
+    ufunc_methods,
     ufuncs,
 )
 from tracejit.numpy.tensor import Tensor, view_call
@@ -131,6 +132,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         return scatter.ufunc_at(ufunc, *inputs)
     if method == "accumulate" and ufunc in scans.ACCUMULATE and set(kwargs) <= {"axis", "dtype"}:
         return scans.accumulate(ufunc, *inputs, **kwargs)
+    if method in ("reduce", "accumulate", "reduceat") and ufunc in UFUNCS and ufunc.nin == 2 and ufunc.nout == 1:
+        return getattr(ufunc_methods, method)(ufunc, *inputs, **kwargs)  # (NumPy's fold, traced: ufunc_methods.py)
     what = _ufunc_name(ufunc) + ("" if method == "__call__" else f".{method}")
     why = f"not with arguments {sorted(kwargs)}" if kwargs and ufunc in UFUNCS else "not implemented"
     return host_calls.fallback(getattr(ufunc, method), inputs, kwargs, what, why)
