@@ -510,7 +510,8 @@ class Kernel:
     def _counted(self, executable, library: int, dev) -> tuple[int, int]:
         """Count a compile's kernels: compiled here, loaded (from the disk cache, or compiled already for
         another size), run by a library; returns the loaded and library counts."""
-        loaded = sum(k.cached for k in executable.kernels)
+        reused = getattr(executable, "reused", ())  # (a Staged's parts compiled earlier for the same graph)
+        loaded = sum(bool(k.cached) or id(k) in reused for k in executable.kernels)
         compiled = len(executable.kernels) - loaded - library
         if isinstance(dev, DeviceStats):
             dev.compiles += compiled

@@ -19,6 +19,8 @@ on (`seed`).
 from __future__ import annotations
 
 import time
+import weakref
+from collections import OrderedDict
 
 import numpy as np
 
@@ -46,15 +48,40 @@ def has_loops(outputs: list[Node]) -> bool:
     return any(n.op in _CUTS for n in toposort(outputs))
 
 
-def compile_graph(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, dev):
+# the executables of the graphs without cuts compiled lately, per device, by graph (nodes are hash-consed: a
+# graph traced again is the same objects): the parts a data-dependent count does not change are not scheduled
+# and rendered again when another count traces the kernel again (frontend/sized.py)
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_COMPILED_MAX = 64
+
+
+def compile_graph(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, dev, reused: set | None = None):
     """The executable of `outputs` on `dev`: called with `nargs` arguments (`inputs` says which of the graph's
-    INPUT nodes each is), it returns the outputs' values as the device's executables do."""
+    INPUT nodes each is), it returns the outputs' values as the device's executables do. `reused` gathers the ids
+    of the kernels of executables compiled earlier for the same graph (not compiled again: counted as loaded)."""
     if not has_loops(outputs):
         present = set(toposort(outputs))
-        program = schedule(outputs, {n: b for n, b in inputs.items() if n in present}, dev.layout)
+        reads = {n: b for n, b in inputs.items() if n in present}
+        key = (tuple(outputs), frozenset(reads.items()), nargs)
+        try:
+            memo = _COMPILED.setdefault(dev, OrderedDict())
+        except TypeError:  # (a device object that cannot be weakly referenced: compiled every time)
+            memo = OrderedDict()
+        found = memo.get(key)
+        if found is not None:
+            memo.move_to_end(key)
+            if reused is not None:  # (a library's kernels are counted as such, not as loaded)
+                calls = getattr(getattr(found, "program", None), "library_calls", {})
+                reused.update(id(k) for i, k in enumerate(found.kernels) if i not in calls)
+            return found
+        program = schedule(outputs, reads, dev.layout)
         for k in program.kernels:
             verify_kernel(k)
-        return dev.compile(program)
+        executable = dev.compile(program)
+        memo[key] = executable
+        while len(memo) > _COMPILED_MAX:
+            memo.popitem(last=False)
+        return executable
     return Staged(outputs, inputs, nargs, dev)
 
 
@@ -115,6 +142,7 @@ class Staged:
 
     def __init__(self, outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, dev):
         self.device, self.outputs, self._inputs = dev, outputs, inputs
+        self.reused: set[int] = set()  # ids of kernels compiled earlier for the same graph (compile_graph)
         self._wrap = not dev.returns_numpy
         order = toposort(outputs)
         level: dict[Node, int] = {}
@@ -173,7 +201,9 @@ class Staged:
             part_inputs = {n: b for n, b in inputs.items() if n in present}
             part_inputs.update({f: _contiguous(f, nargs + j) for j, f in enumerate(fresh.values())})
             verify_graph(graph)
-            self._parts[lv] = _Part(computes, reads, compile_graph(graph, part_inputs, nargs + len(reads), dev))
+            self._parts[lv] = _Part(
+                computes, reads, compile_graph(graph, part_inputs, nargs + len(reads), dev, self.reused)
+            )
         self._loops: dict[int, list[_Body]] = {}
         # who reads each value (a loop once for all its LOOP nodes): a loop over elements may update in place the
         # memory of a value nothing else reads
@@ -199,7 +229,9 @@ class Staged:
             verify_graph(graph)
             present = set(toposort(graph))
             buffers = {x: _contiguous(x, p) for p, x in enumerate(stand_ins) if x in present}
-            executable = compile_graph(graph, buffers, len(stand_ins), dev)
+            executable = compile_graph(graph, buffers, len(stand_ins), dev, self.reused)
+            if isinstance(executable, Staged):  # (a body with loops: its parts compiled earlier too)
+                self.reused |= executable.reused
             self._loops.setdefault(lv, []).append(_Body(loop, srcs, executable, results))
         self._hosts: dict[int, list[tuple[HostCall, tuple[Node, ...], dict[int, Node]]]] = {}
         for call, (lv, srcs, results) in hosts.items():
