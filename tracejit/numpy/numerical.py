@@ -11,7 +11,7 @@ import operator
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.numpy.tensor import Tensor
+from tracejit.numpy.tensor import Tensor, as_node
 
 _UNROLLED_TAPS = 64  # a correlation with at most this many taps: one shifted slice per tap; more: windows @ taps
 _WINDOW_ELEMENTS = 1 << 24  # beyond this many window elements a long correlation is refused
@@ -128,7 +128,11 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise ValueError("fp and xp are not of the same length.")
     if xp.shape[0] == 0:
         raise ValueError("array of sample points is empty")
-    x, xp, fp = (np.asarray(v, np.float64) if not isinstance(v, Tensor) else v.astype(np.float64) for v in (x, xp, fp))
+    # (constants as traced values: xp and fp are read at positions the data decides)
+    x, xp, fp = (
+        v.astype(np.float64) if isinstance(v, Tensor) else Tensor(as_node(np.asarray(v, np.float64)))
+        for v in (x, xp, fp)
+    )
     n = xp.shape[0]
     lo = fp[0] if left is None else np.float64(left)
     hi = fp[-1] if right is None else np.float64(right)
@@ -230,6 +234,8 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
         found = np.zeros(element.shape, bool)
     else:
         ordered = np.sort(tests)
+        if isinstance(ordered, np.ndarray):  # (test elements known while tracing: a constant, read by index)
+            ordered = Tensor(as_node(ordered))
         at = np.clip(np.searchsorted(ordered, element), 0, tests.shape[0] - 1)
         found = ordered[at] == element
     return ~found if invert else found

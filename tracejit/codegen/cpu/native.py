@@ -220,8 +220,10 @@ class _Emitter:
 
     # -- structure --
     def run(self) -> None:
-        free = {i for i, x in enumerate(self.ins) if x.op in (KOp.PARAM, KOp.CONST)}
-        for i in free:  # (values anywhere: what is hoisted before the global loop reads them)
+        # (values anywhere: what is hoisted before the global loop reads them, a constant table's loads too; the
+        # same set as codegen.numba._before_global_loop's `free`)
+        free = {i for i, x in enumerate(self.ins) if x.op in (KOp.PARAM, KOp.CONST, KOp.TABLE)}
+        for i in free:
             self.instr(i, self.ins[i])
         self.span(0, len(self.ins), free)
         for state in self.loops.pop(next(iter(self.loops)), ()) if self.loops else ():  # the global loop's end
