@@ -54,6 +54,7 @@ from tracejit.frontend.kernel import kernel  # noqa: F401
 from tracejit.frontend.signature import spec  # noqa: F401
 from tracejit.numpy.tensor import Tensor  # noqa: F401
 from tracejit.frontend.warm import warm  # noqa: F401
+from tracejit.frontend.benchmarking import Benchmark, benchmark  # noqa: F401
 import tracejit.dask  # noqa: F401,E402  (Dask arrays as arguments join the kernel through frontend/hooks.py)
 from tracejit.runtime.array import Array  # noqa: F401
 from tracejit.runtime.registry import device as _device
