@@ -683,14 +683,15 @@ class Kernel:
             and t._argument is not None
             and t._value is not build.input_(i, infos[i].dtype, infos[i].shape)
         ]
-        with stage("simplify"):
-            simplified = simplify(outputs + [tensors[j]._value for j in assigned] + can_fault)
-        n, m = len(outputs), len(outputs) + len(assigned)
-        outputs, new_values, can_fault = simplified[:n], simplified[n:m], simplified[m:]
+        sized = list(found.nodes.values())  # every count a size depends on is checked, read or not
+        with stage("simplify"):  # (the checks with the rest: a node simplify rewrites is rewritten in both)
+            simplified = simplify(outputs + [tensors[j]._value for j in assigned] + can_fault + sized)
+        n, m, f = len(outputs), len(outputs) + len(assigned), len(outputs) + len(assigned) + len(can_fault)
+        outputs, new_values, can_fault, sized = simplified[:n], simplified[n:m], simplified[m:f], simplified[f:]
         changed = [(j, v) for j, v in zip(assigned, new_values) if v is not build.input_(j, v.dtype, v.shape)]
         outputs += [v for _, v in changed]
         checks = faulting.checks(outputs, can_fault)  # powers and indexing no output reads still raise
-        checks += list(found.nodes.values())  # every count a size depends on is checked, read or not
+        checks += sized
         outputs += checks
         with stage("verify"):
             verify_graph(outputs)

@@ -54,7 +54,7 @@ def _graph_problem(n: Node) -> str | None:
         ok = isinstance(n.arg, tuple) and len(n.arg) == 2 and 0 <= n.arg[1] < n.arg[0].carried
         return None if ok else f"bad loop value {n.arg!r}"
     if n.op is Op.HOST:  # (a call run with NumPy: numpy/host_calls.py checks its results when it runs)
-        ok = isinstance(n.arg, tuple) and len(n.arg) == 2 and 0 <= n.arg[1] < len(n.arg[0].leaves)
+        ok = isinstance(n.arg, tuple) and len(n.arg) == 2 and 0 <= n.arg[1] < n.arg[0].outputs
         return None if ok else f"bad host call value {n.arg!r}"
     if n.op is Op.SIZE:  # (numpy/data_sizes.py)
         ok = isinstance(n.arg, tuple) and len(n.arg) == 3 and len(srcs) in (1, 2) and srcs[0].shape == ()

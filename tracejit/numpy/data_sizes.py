@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -92,15 +92,22 @@ def _sized(count: Node, payload: Node, what: str, site: str | None = None) -> tu
     """The count of a data-dependent size, known to this trace, and the payload through the SIZE node that checks
     it; NeedsSize where the trace was not given it."""
     sizes = _CURRENT.get()
-    if sizes is None:
-        raise UnsupportedError(f"{what} has a size that depends on the data, which only a kernel's call can know")
-    found = sizes.nodes.get(payload)
+    found = sizes.nodes.get(payload) if sizes is not None else None
     if found is not None:
         return found.arg[1], found
     if site is None:
         file, line = user_frames.user_site()
         site = f"{os.path.basename(file)}:{line}"
-    where = site
+    node = sized_by(count, lambda n: payload, what, site)
+    return node.arg[1], node
+
+
+def sized_by(count: Node, make: Callable[[int], Node], what: str, where: str) -> Node:
+    """The SIZE node over the payload `make(n)` makes for the count n of this size (known to this trace, else
+    NeedsSize): a fallback's result whose length the values decide (host_calls.py), `count` its length."""
+    sizes = _CURRENT.get()
+    if sizes is None:
+        raise UnsupportedError(f"{what} has a size that depends on the data, which only a kernel's call can know")
     if in_loop_body():
         raise UnsupportedError(
             f"{where}: {what} has a size that depends on the data, which would be read back to the host at every "
@@ -110,9 +117,10 @@ def _sized(count: Node, payload: Node, what: str, site: str | None = None) -> tu
     if index >= len(sizes.counts):
         raise NeedsSize(index, count, where)
     n = sizes.counts[index]
+    payload = make(n)
     node = Node.make(Op.SIZE, payload.dtype, payload.shape, (count, payload), (index, n, where))
     sizes.nodes[payload] = node
-    return n, node
+    return node
 
 
 def site() -> str:

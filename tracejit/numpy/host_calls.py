@@ -28,7 +28,7 @@ import numpy as np
 
 from tracejit.errors import FallbackWarning, UnsupportedError
 from tracejit.ir.graph import Node, Op
-from tracejit.numpy import python_numbers, user_frames
+from tracejit.numpy import data_sizes, python_numbers, user_frames
 from tracejit.numpy.tensor import Tensor, as_node
 
 _ALLOWED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("tracejit_fallback", default=None)
@@ -87,11 +87,19 @@ class HostCall:
     def __init__(self, func: Callable, name: str, template, numbers: list[bool], leaves: list, structure, where: str):
         self.func, self.name, self.template, self.numbers = func, name, template, numbers
         self.leaves, self.structure, self.where = leaves, structure, where
+        # leaves whose length (first axis) depends on the values (np.setdiff1d): the call also returns each one's
+        # length, after the leaves, which data_sizes.py reads back and checks
+        self.sized: tuple[int, ...] = ()
         self.site: tuple[str, int] = (where, 0)  # (the user's file, line): where the warning points
         self.library = False  # NumPy's LAPACK as tracejit's own way to compute it (LINALG_ON_HOST), not a fallback
 
     def __repr__(self) -> str:
         return f"{self.name}@{self.where}"
+
+    @property
+    def outputs(self) -> int:
+        """How many values the call returns: its leaves, then the lengths of those sized by the data."""
+        return len(self.leaves) + len(self.sized)
 
     def __call__(self, values: list) -> list[np.ndarray]:
         """The call on these values of its traced arguments (NumPy arrays, or Python numbers where the kernel had
@@ -100,8 +108,11 @@ class HostCall:
         args, kwargs = _fill(self.template, values)
         result = self.func(*args, **kwargs)
         out = []
-        for leaf, (shape, dtype) in zip(_leaves(result), self.leaves):
+        for k, (leaf, (shape, dtype)) in enumerate(zip(_leaves(result), self.leaves)):
             a = np.asarray(leaf)
+            if k in self.sized and a.ndim == len(shape) and a.shape[1:] == shape[1:] and a.dtype == dtype:
+                out.append(a)  # (its length is checked where it is read: a SIZE node)
+                continue
             if a.shape != shape or a.dtype != dtype:
                 raise UnsupportedError(
                     f"{self.where}: {self.name} returned {a.dtype}{list(a.shape)} where tracing it on stand-in data "
@@ -109,7 +120,7 @@ class HostCall:
                     "yet; compute it outside the kernel"
                 )
             out.append(a)
-        return out
+        return out + [np.asarray(out[k].shape[0], np.int64) for k in self.sized]
 
 
 # np.linalg's functions whose results' shapes and dtypes follow from their arguments': NumPy's own LAPACK calls on
@@ -141,7 +152,7 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
     traced: list[Tensor] = []
     template = _template((args, kwargs), traced, f"an argument of {name}")
     numbers = [t._node.weak and t.shape == () for t in traced]
-    result = _stand_in_result(func, template, traced, numbers, name, where)
+    result, varying = _stand_in_result(func, template, traced, numbers, name, where)
     leaves = []
     for leaf in _leaves(result):
         a = np.asarray(leaf)
@@ -153,17 +164,32 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
         leaves.append((a.shape, a.dtype))
     call = HostCall(func, name, template, numbers, leaves, _structure(result), where)
     call.site, call.library = site, library
+    call.sized = tuple(k for k, v in enumerate(varying) if v)
     srcs = tuple(as_node(t) for t in traced)
-    nodes = [Node.make(Op.HOST, dtype, shape, srcs, (call, k)) for k, (shape, dtype) in enumerate(leaves)]
+    nodes = []
+    for k, (shape, dtype) in enumerate(leaves):
+        if k not in call.sized:
+            nodes.append(Node.make(Op.HOST, dtype, shape, srcs, (call, k)))
+            continue
+        # a length the values decide: read back when it runs, as a selection's count (data_sizes.py)
+        length = Node.make(Op.HOST, np.int64, (), srcs, (call, len(leaves) + call.sized.index(k)))
+
+        def made(n: int, k=k, shape=shape, dtype=dtype) -> Node:
+            call.leaves[k] = ((n, *shape[1:]), dtype)
+            return Node.make(Op.HOST, dtype, (n, *shape[1:]), srcs, (call, k))
+
+        nodes.append(data_sizes.sized_by(length, made, f"{name}'s result", where))
     return _rebuild(call.structure, [Tensor(n) for n in nodes])
 
 
 def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], name: str, where: str):
-    """The call on stand-in data twice (an identity matrix along the last two axes, then random values): the
-    first result, where both agree on shapes and dtypes."""
+    """The call on stand-in data three times (an identity matrix along the last two axes, random values, then
+    0, 1, 2, ... in order): the first result, where all agree on shapes and dtypes but perhaps the length of a leaf
+    of at least one axis (its first: np.setdiff1d's), and per leaf whether that length varied (it is then read
+    back when the kernel runs, as a selection's count)."""
     rng = np.random.default_rng(0)
     results: list = []
-    for kind in ("eye", "random"):
+    for kind in ("eye", "random", "range"):
         values = [_stand_in(t.shape, t.dtype, kind, rng, n) for t, n in zip(traced, numbers)]
         args, kwargs = _fill(template, values)
         before = [np.copy(v) if isinstance(v, np.ndarray) else v for v in values]
@@ -172,7 +198,7 @@ def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], 
                 warnings.simplefilter("ignore")
                 result = func(*args, **kwargs)
         except Exception as e:  # (the function's own error on this data: try the next, else say it)
-            if kind == "random" and not results:
+            if kind == "range" and not results:
                 raise UnsupportedError(
                     f"{name} is not supported by tracejit, and falling back to NumPy needs its result's "
                     f"shapes and dtypes, which calling it on stand-in data of the arguments' shapes could not "
@@ -190,13 +216,21 @@ def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], 
             )
         results.append(result)
     described = [[(np.shape(x), np.asarray(x).dtype) for x in _leaves(r)] for r in results]
-    if len(described) == 2 and described[0] != described[1]:
-        raise UnsupportedError(
-            f"{name} is not supported by tracejit, and its result's shape or dtype depends on the values "
-            "(not only on the arguments' shapes and dtypes), which a fallback to NumPy cannot follow yet; compute it "
-            "outside the kernel"
+    varying = [False] * len(described[0])
+    if any(d != described[0] for d in described[1:]):
+        lengths_only = all(len(d) == len(described[0]) for d in described) and all(
+            da == db and (sa == sb or len(sa) == len(sb) >= 1 and sa[1:] == sb[1:])
+            for d in described[1:]
+            for (sa, da), (sb, db) in zip(described[0], d)
         )
-    return results[0]
+        if not lengths_only:
+            raise UnsupportedError(
+                f"{name} is not supported by tracejit, and its result's shape or dtype depends on the values "
+                "(not only on the arguments' shapes and dtypes) in a way other than its length, which a fallback to "
+                "NumPy cannot follow yet; compute it outside the kernel"
+            )
+        varying = [any(d[k][0] != described[0][k][0] for d in described[1:]) for k in range(len(described[0]))]
+    return results[0], varying
 
 
 def _stand_in(shape, dtype, kind: str, rng, number: bool):
@@ -206,6 +240,8 @@ def _stand_in(shape, dtype, kind: str, rng, number: bool):
         return np.broadcast_to(np.eye(shape[-2], shape[-1], dtype=dtype), shape).copy()
     if kind == "eye":
         return np.ones(shape, dtype)
+    if kind == "range":  # (distinct values in order, from 0: what a set operation or a trim sees differently)
+        return np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
