@@ -25,7 +25,6 @@ from tracejit.errors import (
     UnsupportedError,
 )
 from tracejit.ir import build, faulting
-from tracejit.ir.graph import Op, toposort
 from tracejit.ir.simplify import simplify
 from tracejit.ir.verify import verify_graph, verify_kernel
 from tracejit.runtime import profiler, progress, registry
@@ -44,7 +43,7 @@ from tracejit.numpy import (
     random_draws,
     source_rewrite,
 )
-from tracejit.frontend import capture, explain, hooks, shipping, staged
+from tracejit.frontend import capture, dtype_sites, explain, hooks, shipping, staged
 from tracejit.frontend.dynamic import (
     axes_of,
     changed_axes,
@@ -57,13 +56,13 @@ from tracejit.frontend.dynamic import (
     with_sizes,
 )
 from tracejit.frontend.hot_path import fast_class, key_function
-from tracejit.frontend.plan import Plan, Traced, loops_in
-from tracejit.frontend.sized import SizedPlan
+from tracejit.frontend.plan import Plan, Traced
+from tracejit.frontend.sized import SizedPlan, probe
 from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import arrays
 from tracejit.frontend.binding import Layout, Parameters
 from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
-from tracejit.numpy.tensor import Made, PythonBool, Tensor, as_node, trace_budget, watching
+from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
 from tracejit.numpy.user_frames import installed_library
 from tracejit.frontend.manifest import record
 
@@ -376,39 +375,7 @@ class Kernel:
         try:
             return self._lower_traced(args, device_name, compile_only, sizes)
         except DtypeError as e:  # a value a device cannot hold (webgpu's 64-bit, metal's float64): from which line
-            raise self._with_site(e, args, sizes) from None
-
-    def _with_site(self, error: DtypeError, args, sizes: tuple[int, ...]) -> DtypeError:
-        """A device's DtypeError about a value the function makes, with the user's line that makes it: the function
-        traced again, stopping where it makes a value of that dtype the device's graph holds (not an argument's:
-        those are named as such)."""
-        text = str(error)
-        name = text.split(" ", 1)[0]
-        if name not in ("float64", "int64", "uint64") or " is not supported on " not in text:
-            return error
-        try:
-            traced = self._trace(args, count=False, sizes=sizes)
-            given = sorted(
-                n.arg
-                for n in toposort(traced.outputs)
-                if n.op is Op.INPUT and n.dtype == name and not n.weak and isinstance(n.arg, int) and n.arg < len(args)
-            )
-            if given:
-                which = self._names[given[0]] if given[0] < len(self._names) else f"argument {given[0]}"
-                return DtypeError(f"{self.__name__}: its argument {which} is {name}; {text}")
-            found = frozenset(
-                n
-                for graph in [traced.outputs] + [loop.outputs for loop in loops_in(traced.outputs)]
-                for n in toposort(graph)
-                if n.dtype == name and n.op not in (Op.INPUT, Op.CONST)
-            )
-            with watching(found):
-                self._trace(args, count=False, sizes=sizes)
-        except Made as made:
-            return DtypeError(f"{made.site}: this line makes a {name} value; {text}")
-        except Exception:  # noqa: BLE001 - (a diagnosis only: the device's own error stands)
-            return error
-        return error
+            raise dtype_sites.with_site(self, e, args, sizes) from None
 
     def _lower_traced(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         t0 = time.perf_counter()
@@ -655,7 +622,7 @@ class Kernel:
                             "np.unique, ...): its graph is known only once a call has read that count; call it "
                             "(f.explain(*args) shows what a call does)"
                         ) from None
-                    return _probe(self.__name__, e, infos, draws.streams, found.used)
+                    return probe(self.__name__, e, infos, draws.streams, found.used)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
         if used:  # a Python number the code needed as a number: traced again with it a constant
@@ -778,15 +745,6 @@ def _leaves(value) -> list:
     if isinstance(value, (tuple, list)):
         return [leaf for v in value for leaf in _leaves(v)]
     return [value]
-
-
-def _probe(name: str, stop: data_sizes.NeedsSize, infos, streams, known: tuple[int, ...]) -> Traced:
-    """The graph that computes the count a trace stopped at (NeedsSize), read back by the call (frontend/sized.py)."""
-    outputs = [data_sizes.probe(stop.index, stop.count, stop.where)]
-    verify_graph(outputs)
-    traced = Traced(name, outputs, None, infos, (), 1, streams)
-    traced.sizes, traced.probe = known, True
-    return traced
 
 
 def _user_location(tb) -> str:

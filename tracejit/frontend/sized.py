@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from tracejit.errors import InternalError
-from tracejit.numpy import random_draws
+from tracejit.frontend.plan import Traced
+from tracejit.ir.verify import verify_graph
+from tracejit.numpy import data_sizes, random_draws
 from tracejit.numpy.data_sizes import SizeChanged
 
 # how many plans (tuples of counts) one signature keeps, least recently used out
@@ -107,6 +109,16 @@ class SizedPlan:
 
     def __repr__(self) -> str:
         return f"<SizedPlan {self._kernel.__name__} on {self.device.name}: {len(self._plans)} plan(s) by count>"
+
+
+def probe(name: str, stop: data_sizes.NeedsSize, infos, streams, known: tuple[int, ...]) -> Traced:
+    """The graph of a plan that only computes the count its trace stopped at (NeedsSize): the call reads it back
+    and goes on with the plan traced with it (SizedPlan)."""
+    outputs = [data_sizes.probe(stop.index, stop.count, stop.where)]
+    verify_graph(outputs)
+    traced = Traced(name, outputs, None, infos, (), 1, streams)
+    traced.sizes, traced.probe = known, True
+    return traced
 
 
 def _hidden(plan, before, args, full) -> tuple:
