@@ -82,23 +82,14 @@ def probe(index: int, count: Node, where: str) -> Node:
     return Node.make(Op.SIZE, count.dtype, (), (count,), (index, None, where))
 
 
-def size_nodes() -> list[Node]:
-    """The SIZE nodes of the trace running now (the call checks every one, whether a result reads it or not)."""
-    sizes = _CURRENT.get()
-    return list(sizes.nodes.values()) if sizes is not None else []
-
-
-def _sized(count: Node, payload: Node, what: str, site: str | None = None) -> tuple[int, Node]:
+def _sized(count: Node, payload: Node, what: str, where: str | None = None) -> tuple[int, Node]:
     """The count of a data-dependent size, known to this trace, and the payload through the SIZE node that checks
     it; NeedsSize where the trace was not given it."""
     sizes = _CURRENT.get()
     found = sizes.nodes.get(payload) if sizes is not None else None
     if found is not None:
         return found.arg[1], found
-    if site is None:
-        file, line = user_frames.user_site()
-        site = f"{os.path.basename(file)}:{line}"
-    node = sized_by(count, lambda n: payload, what, site)
+    node = sized_by(count, lambda n: payload, what, site_of_user() if where is None else where)
     return node.arg[1], node
 
 
@@ -123,7 +114,7 @@ def sized_by(count: Node, make: Callable[[int], Node], what: str, where: str) ->
     return node
 
 
-def site() -> str:
+def site_of_user() -> str:
     """The user's file:line running now, as SIZE nodes and errors name it."""
     file, line = user_frames.user_site()
     return f"{os.path.basename(file)}:{line}"
@@ -157,7 +148,7 @@ def positions(mask: Node, what: str, where: str | None = None) -> Node:
     # (a sum, not the scan's last entry: on numba the positions are np.flatnonzero's, and no scan runs)
     count = build.reshape(build.reduce(ones, "sum", (0,)), ())
     n, sized = _sized(count, order, what, where)
-    if n == 0:  # (nothing reads the check's payload then; the call still checks the count: size_nodes)
+    if n == 0:  # (nothing reads the check's payload then; the call still checks the count: every SIZE node is a check)
         return build.const(0, np.int32, (0,))
     return build.slice_(sized, [(0, 1, n)])
 

@@ -69,9 +69,9 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
         self.mask, self.values = mask, values
         self.source = source  # the array it was read from: x[mask] op= v writes there
         self._array: Tensor | None = None
-        from tracejit.numpy.data_sizes import site
+        from tracejit.numpy.data_sizes import site_of_user
 
-        self.where = site()  # the user's line that selected (the count is read back there, as errors say)
+        self.where = site_of_user()  # the user's line that selected (the count is read back there, as errors say)
 
     def array(self) -> Tensor:
         """The selection as NumPy has it: the selected elements (rows) in order, an array of the count's length."""
