@@ -6,13 +6,11 @@
    counting pass, then a filling pass, output preallocated), with the count the same every call and changing
    every call (each new count traces the kernel again).
 
-Milliseconds per call, medians of rounds; each result checked against NumPy first."""
+Milliseconds per call, tj.benchmark's medians; each result checked against NumPy first."""
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -74,19 +72,12 @@ def _numba_selection():
     return compact
 
 
-def ms(fn, rounds: int, calls: int, device: str) -> float:
-    fn()
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        tj.synchronize(device)
-        samples.append((time.perf_counter() - t0) / calls * 1e3)
-    return statistics.median(samples)
+def ms(fn, seconds: float, device: str) -> float:
+    """Milliseconds per call of fn(): tj.benchmark's median over rounds, `device` synchronised after each."""
+    return tj.benchmark(fn, device=device, seconds=seconds, warmup=seconds / 10).ms
 
 
-def measure_break(device: str, rows: int, cols: int, rounds: int) -> dict:
+def measure_break(device: str, rows: int, cols: int, seconds: float) -> dict:
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((rows, cols)), rng.standard_normal(cols)
     if device in ("webgpu", "metal"):
@@ -99,13 +90,13 @@ def measure_break(device: str, rows: int, cols: int, rounds: int) -> dict:
         assert np.allclose(np.asarray(kernel(x, w, device=device)), expected, rtol=rtol)
         assert np.allclose(np.asarray(split_by_hand(x, w, device)), expected, rtol=rtol)
         return {
-            "break": ms(lambda: kernel(x, w, device=device), rounds, 5, device),
-            "by hand": ms(lambda: split_by_hand(x, w, device), rounds, 5, device),
-            "numpy": ms(lambda: with_break(x, w), rounds, 5, "numba"),
+            "break": ms(lambda: kernel(x, w, device=device), seconds, device),
+            "by hand": ms(lambda: split_by_hand(x, w, device), seconds, device),
+            "numpy": ms(lambda: with_break(x, w), seconds, "numba"),
         }
 
 
-def measure_selection(device: str, n: int, rounds: int) -> dict:
+def measure_selection(device: str, n: int, seconds: float) -> dict:
     rng = np.random.default_rng(1)
     x = rng.random(n)
     if device in ("webgpu", "metal"):
@@ -115,35 +106,35 @@ def measure_selection(device: str, n: int, rounds: int) -> dict:
     assert np.array_equal(np.asarray(kernel(x, 0.5, device=device)), expected)
     thresholds = iter(np.linspace(0.3, 1.7, 100_000))
     out = {
-        "same count": ms(lambda: kernel(x, 0.5, device=device), rounds, 10, device),
-        "new count": ms(lambda: kernel(x, float(next(thresholds)), device=device), rounds, 10, device),
-        "numpy": ms(lambda: selected(x, 0.5), rounds, 10, "numba"),
+        "same count": ms(lambda: kernel(x, 0.5, device=device), seconds, device),
+        "new count": ms(lambda: kernel(x, float(next(thresholds)), device=device), seconds, device),
+        "numpy": ms(lambda: selected(x, 0.5), seconds, "numba"),
     }
     compact = _numba_selection() if device == "numba" else None
     if compact is not None:
         assert np.allclose(compact(x, 0.5), expected)
-        out["numba"] = ms(lambda: compact(x, 0.5), rounds, 10, "numba")
+        out["numba"] = ms(lambda: compact(x, 0.5), seconds, "numba")
     return out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes, few rounds")
+    parser.add_argument("--quick", action="store_true", help="small sizes, short timings")
     parser.add_argument("--devices", default="numba,opencl", help="comma-separated")
     args = parser.parse_args(argv)
-    rounds = 3 if args.quick else 9
+    seconds = 0.05 if args.quick else 1.0  # (per figure: tj.benchmark's budget)
     rows, cols, n = (64, 256, 100_000) if args.quick else (512, 4096, 1_000_000)
     devices = args.devices.split(",")
     print(f"1. one break (np.unwrap) in a {rows} x {cols} program; ms per call")
     print(f"{'device':<10}{'break':>10}{'by hand':>10}{'numpy':>10}{'break/hand':>12}")
     for device in devices:
-        r = measure_break(device, rows, cols, rounds)
+        r = measure_break(device, rows, cols, seconds)
         print(f"{device:<10}{r['break']:>10.2f}{r['by hand']:>10.2f}{r['numpy']:>10.2f}"
               f"{r['break'] / r['by hand']:>11.2f}x", flush=True)
     print(f"\n2. x[x > t] * 3 + 1 over {n:,} elements; ms per call")
     print(f"{'device':<10}{'same count':>12}{'new count':>11}{'numpy':>9}{'numba':>9}{'numpy/same':>12}")
     for device in devices:
-        r = measure_selection(device, n, rounds)
+        r = measure_selection(device, n, seconds)
         numba = f"{r['numba']:>9.2f}" if "numba" in r else f"{'-':>9}"
         print(f"{device:<10}{r['same count']:>12.2f}{r['new count']:>11.2f}{r['numpy']:>9.2f}{numba}"
               f"{r['numpy'] / r['same count']:>11.2f}x", flush=True)
