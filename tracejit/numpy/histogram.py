@@ -136,15 +136,15 @@ def _edges(a: Tensor, bins, range) -> Tensor:
 
 
 def _traced_edges(a: Tensor, n: int) -> Tensor:
-    """NumPy's default range (a.min(), a.max()), widened by 0.5 each side when they are equal, as
-    np.linspace(lo, hi, n + 1) computes it: start + i * step, the last edge exactly hi."""
+    """NumPy's default range (a.min(), a.max()), widened by 0.5 each side when they are equal, then
+    np.linspace(lo, hi, n + 1) between them (creation.py's, of bounds read from arrays)."""
+    from tracejit.numpy.creation import linspace
+
     dtype = np.float64 if a.dtype.kind in "iub" else a.dtype
     lo, hi = F.astype(F.min(a), dtype), F.astype(F.max(a), dtype)
     same = F.equal(lo, hi)
     lo, hi = F.where(same, lo - 0.5, lo), F.where(same, hi + 0.5, hi)
-    steps = np.arange(n + 1, dtype=dtype)
-    edges = steps * ((hi - lo) / n) + lo
-    return F.where(F.equal(steps, n), hi, edges)
+    return linspace(lo, hi, n + 1)  # type: ignore[return-value]
 
 
 _NOT_INCREASING = Fault("ValueError", "`bins` must increase monotonically, when an array")
