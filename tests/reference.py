@@ -55,6 +55,10 @@ def assert_close(result: Any, expected: Any, *, rtol: float | None = None, atol:
     actual = np.asarray(result)
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, NumPy gives {expected.dtype}"
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, NumPy gives {expected.shape}"
+    if expected.dtype.kind == "c":  # each part as the float dtype it is, within that dtype's tolerance
+        for part in ("real", "imag"):
+            assert_close(getattr(actual, part), getattr(expected, part), rtol=rtol, atol=atol, what=f"{what}.{part}")
+        return
     if expected.dtype.kind == "f":
         default_rtol, default_atol = tolerances(expected.dtype)
         np.testing.assert_allclose(

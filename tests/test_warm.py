@@ -82,8 +82,9 @@ def test_argument_specs_read_dtype_and_shape_and_reject_the_rest():
     assert parse_arg({"dtype": "float32", "shape": [4, 3], "strides": [1, 4]}).element_strides == (1, 4)
     with pytest.raises(tj.ArgumentError, match=r"dtype\[shape\]"):
         parse_arg("float32(4096)")
+    assert parse_arg("complex64[3]") == tj.spec(3, "complex64")
     with pytest.raises(tj.DtypeError):
-        parse_arg("complex64[3]")
+        parse_arg("uint64[3]")
 
 
 def test_command_line_warm_of_a_function_leaves_nothing_to_compile(project, tmp_path, device):

@@ -63,9 +63,9 @@ class InvalidIndexError(TraceError, IndexError):
 class UnsupportedError(TraceError, TypeError):
     """A NumPy function, ndarray method, operator or argument that tracejit does not implement (named in the
     message, with the user's line) where no fallback to NumPy runs it (fallback=False, TRACEJIT_FALLBACK=0, an
-    in-place or complex-valued call, a captured graph), something a captured graph or f.trace() cannot hold (a
-    size that depends on the data, read back when the kernel runs), or one NumPy itself refuses for these dtypes
-    (np.positive of bools).
+    in-place call, one whose result is real or complex as the values decide, a captured graph), something a
+    captured graph or f.trace() cannot hold (a size that depends on the data, read back when the kernel runs), or
+    one NumPy itself refuses for these dtypes (np.positive of bools).
 
     >>> tj.kernel(lambda x: np.unwrap(x), fallback=False)(np.ones(3))   # not compiled, and no fallback asked
     Use what the message names as compiling instead (np.argpartition: tj.topk), let the call fall back to NumPy
@@ -109,11 +109,12 @@ class RecursionLimitError(TraceError, RecursionError):
 
 class DtypeError(TracejitError, TypeError):
     """A dtype that tracejit, or the chosen device, cannot represent: an argument of a dtype tracejit does
-    not support (complex, uint64, object, strings), or one the device lacks (webgpu: no float64, int64 or
-    uint64; metal: no float64). The message names the dtype and the device, and the argument that has it or
-    the line of the function that makes such a value (a Python float's arithmetic `t ** 2`, np.argmax's int64).
+    not support (uint64, clongdouble, object, strings), or one the device lacks (webgpu: no float64, int64 or
+    uint64, so no complex128; metal: no float64 or complex128). The message names the dtype and the device, and
+    the argument that has it or the line of the function that makes such a value (a Python float's arithmetic
+    `t ** 2`, np.argmax's int64).
 
-    >>> tj.kernel(lambda x: x * 2)(np.ones(3, np.complex64))   # dtype complex64 which tracejit does not support
+    >>> tj.kernel(lambda x: x * 2)(np.ones(3, np.complex128), device="webgpu")   # complex128: float64 parts
     Convert with .astype() before the call (float32 or int32 on webgpu and metal), or use a device that has
     the dtype.
     """

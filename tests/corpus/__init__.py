@@ -39,10 +39,10 @@ def program(function: Callable[..., Any], inputs: Callable[[np.random.Generator,
 
 def all_programs() -> list[Program]:
     """Every program of every corpus module, in a stable order."""
-    from . import (benchmarks, cumulative_and_order, linalg, loops, numba_examples, numbers_and_loops, numexpr_exprs,
-                   procedures, science, selections, transformer)
+    from . import (benchmarks, complex_numbers, cumulative_and_order, linalg, loops, numba_examples,
+                   numbers_and_loops, numexpr_exprs, procedures, science, selections, transformer)
     return [p for module in (transformer, numexpr_exprs, numba_examples, benchmarks, science, cumulative_and_order,
-                                   procedures, numbers_and_loops, loops, linalg, selections)
+                                   procedures, numbers_and_loops, loops, linalg, selections, complex_numbers)
             for p in module.PROGRAMS]
 
 

@@ -9,7 +9,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import numpy as np
 import psutil  # (here: a trace near the recursion limit has no room to import it)
@@ -33,6 +33,7 @@ from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
 from tracejit.numpy import (
+    complex_values,
     allocation,
     conditional_expressions,
     data_sizes,
@@ -56,6 +57,7 @@ from tracejit.frontend.dynamic import (
     with_sizes,
 )
 from tracejit.frontend.hot_path import fast_class, key_function
+from tracejit.frontend.complex_calls import ComplexPlan
 from tracejit.frontend.plan import Plan, Traced
 from tracejit.frontend.sized import SizedPlan, probe
 from tracejit.frontend.recursion_limit import guarded
@@ -373,7 +375,12 @@ class Kernel:
     @guarded("lowering")
     def _lower(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         try:
-            return self._lower_traced(args, device_name, compile_only, sizes)
+            plan = self._lower_traced(args, device_name, compile_only, sizes)
+            traced = plan.traced
+            positions = tuple(i for i, info in enumerate(traced.infos) if info.complex)
+            if positions or traced.complex_outputs:  # complex values pass as their parts (complex_calls.py)
+                return cast(Plan, ComplexPlan(plan, positions, traced.complex_outputs))
+            return plan
         except DtypeError as e:  # a value a device cannot hold (webgpu's 64-bit, metal's float64): from which line
             raise dtype_sites.with_site(self, e, args, sizes) from None
 
@@ -596,7 +603,9 @@ class Kernel:
                 tensors.append(random_draws.argument(i))
             else:
                 node = build.input_(i, info.dtype, info.shape)
-                tensors.append(Tensor.argument(node, i, info.strides, info.writeable))
+                t = Tensor.argument(node, i, info.strides, info.writeable)
+                tensors.append(complex_values.argument(t, info.complex) if info.complex else t)
+        roots = [complex_values.root(t) for t in tensors]  # (a complex argument's memory: its parts' array)
         self._counts["traces"] += count
         numbers = {i: a for i, (a, info) in enumerate(zip(args, infos)) if info.kind == "scalar"}
         try:
@@ -638,6 +647,8 @@ class Kernel:
                     f"{self.__name__} returns a {type(r).__name__} of traced values as result {k}: a kernel returns an "
                     "array, a number, or one flat tuple of them; return (a, b, c) and group them after the call"
                 )
+        complex_outputs = {k: r.dtype for k, r in enumerate(results) if isinstance(r, complex_values.ComplexTensor)}
+        results = [r.parts_array() if k in complex_outputs else r for k, r in enumerate(results)]
         try:
             outputs = [as_node(r) for r in results]
         except TracejitError as e:
@@ -645,14 +656,14 @@ class Kernel:
         # arguments assigned into: their new values are outputs too, written back by the call
         assigned = [
             i
-            for i, t in enumerate(tensors)
+            for i, t in enumerate(roots)
             if isinstance(t, Tensor)
             and t._argument is not None
             and t._value is not build.input_(i, infos[i].dtype, infos[i].shape)
         ]
         sized = list(found.nodes.values())  # every count a size depends on is checked, read or not
         with stage("simplify"):  # (the checks with the rest: a node simplify rewrites is rewritten in both)
-            simplified = simplify(outputs + [tensors[j]._value for j in assigned] + can_fault + sized)
+            simplified = simplify(outputs + [roots[j]._value for j in assigned] + can_fault + sized)
         n, m, f = len(outputs), len(outputs) + len(assigned), len(outputs) + len(assigned) + len(can_fault)
         outputs, new_values, can_fault, sized = simplified[:n], simplified[n:m], simplified[m:f], simplified[f:]
         changed = [(j, v) for j, v in zip(assigned, new_values) if v is not build.input_(j, v.dtype, v.shape)]
@@ -672,6 +683,7 @@ class Kernel:
             draws.streams,
         )
         traced.sizes = found.used if found.nodes else None
+        traced.complex_outputs = complex_outputs
         return traced
 
     def __repr__(self) -> str:

@@ -46,7 +46,8 @@ def parse_arg(text) -> object:
         for d in dims
         if d is not None
     )  # (all are)
-    return spec(shape, check(m.group(1), "argument spec", internal=False))
+    dtype = m.group(1)
+    return spec(shape, dtype if dtype in ("complex64", "complex128") else check(dtype, "argument spec", internal=False))
 
 
 def format_arg(info: ArgInfo) -> object:

@@ -32,6 +32,7 @@ class Traced:
 
     sizes: tuple[int, ...] | None = None
     probe = False
+    complex_outputs: dict[int, np.dtype] = {}  # results computed as parts: their complex dtype (complex_calls.py)
 
     def __init__(
         self,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from tracejit.errors import ArgumentError, ArgumentValueError, DtypeError
 from tracejit.ir.dtypes import check, weak_dtype
-from tracejit.runtime.array import Array
+from tracejit.runtime.array import Array, ComplexParts
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def spec(shape: int | str | Sequence[Dimension], dtype: DTypeLike, strides: Sequ
         )
     return Spec(
         tuple(sizes),
-        check(dtype, "tj.spec", internal=False),
+        np.dtype(dtype) if np.dtype(dtype) in _PART else check(dtype, "tj.spec", internal=False),
         None if strides is None else tuple(strides),
         tuple(names) if any(names) else None,
     )
@@ -96,6 +96,9 @@ class ArgInfo:
     strides: tuple[int, ...] = ()
     value: object = None  # static arguments only
     writeable: bool = True  # arrays: whether the kernel may assign into it
+    # "array": a complex array, described as its parts (the part dtype, a trailing axis of 2: complex_calls.py);
+    # "scalar": a Python complex, as a 2-element float64 array
+    complex: str = ""
 
     @property
     def contiguous(self) -> bool:
@@ -145,6 +148,26 @@ def value_key(a):
 
 def describe(a, position: int) -> ArgInfo:
     """What a kernel argument looks like to the tracer."""
+    info = _describe(a, position)
+    if info.dtype is None or info.dtype.kind != "c" or info.complex:
+        return info
+    part = _PART.get(info.dtype)
+    if part is None:
+        raise DtypeError(
+            f"argument {position} has dtype {info.dtype}, which tracejit does not support "
+            "(complex64 and complex128 are)"
+        )
+    strides = tuple(s * 2 for s in info.strides) + (1,)
+    return ArgInfo("array", part, info.shape + (2,), strides, writeable=info.writeable, complex="array")
+
+
+_PART: dict[np.dtype, np.dtype] = {
+    np.dtype(np.complex64): np.dtype(np.float32),
+    np.dtype(np.complex128): np.dtype(np.float64),
+}
+
+
+def _describe(a, position: int) -> ArgInfo:
     if type(a) is Default:
         return ArgInfo("default", value=a.value)
     if type(a) in (bool, int, float):  # np.float64 is a float too, but a strong one (NEP 50)
@@ -153,6 +176,8 @@ def describe(a, position: int) -> ArgInfo:
         return ArgInfo("array", a.dtype, a.shape, a.element_strides)
     if isinstance(a, Array):
         d = a._data
+        if type(d) is ComplexParts:  # (its parts' info: a complex one made of it by describe)
+            return replace(_describe(Array(d.parts, a.device), position), complex="array")
         writeable = d.flags.writeable if isinstance(d, np.ndarray) else not getattr(d, "readonly", False)
         return ArgInfo(
             "array",
@@ -163,14 +188,14 @@ def describe(a, position: int) -> ArgInfo:
         )
     if type(a).__name__ == "Generator" and type(a).__module__.startswith("numpy.random"):
         return ArgInfo("generator")  # its methods draw from tracejit's generator (random_draws.py)
-    if isinstance(a, complex):
-        raise DtypeError(f"argument {position} is a Python complex; tracejit supports no complex dtypes")
+    if type(a) is complex:  # (the call passes it as a 2-element float64 array: complex_calls.py)
+        return ArgInfo("array", np.dtype(np.float64), (2,), (1,), writeable=False, complex="scalar")
     if not isinstance(a, np.ndarray):
         raise ArgumentError(
             f"argument {position} of type {type(a).__name__} is not an array; pass a numpy "
             "array, tj.Array or Python scalar (or name it in static= if it is a setting)"
         )
-    dt = check(a.dtype, f"argument {position}", internal=False)
+    dt = a.dtype if a.dtype.kind == "c" else check(a.dtype, f"argument {position}", internal=False)
     item = a.itemsize
     if any(s % item for s in a.strides):
         raise ArgumentError(

@@ -247,6 +247,8 @@ _KNOWN_VALUES = frozenset({"arange", "linspace", "eye", "identity", "tri"})
 
 def while_tracing(name: str, original, args: tuple, kwargs: dict):
     """np.<name> called by the kernel function while it is traced (see allocation.py for why)."""
+    if _complex_request(name, args, kwargs):
+        return _complex(name, original, args, kwargs)
     if name in ("array", "asarray"):
         return _array(name, original, args, kwargs)
     make = globals()[name]
@@ -276,6 +278,81 @@ def _array(name: str, original, args: tuple, kwargs: dict):
     if len(node.shape) < ndmin:
         node = build.reshape(node, (1,) * (ndmin - len(node.shape)) + node.shape)
     return Tensor(node)
+
+
+def _complex_request(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether np.<name>(...) makes a complex array the kernel computes with: np.zeros(n, complex), np.full(n, 1j),
+    np.array([z, w]) of complex traced values."""
+    from tracejit.numpy.complex_values import ComplexTensor, is_complex
+
+    dtype = kwargs.get("dtype")
+    if name in ("zeros", "ones", "empty"):
+        dtype = args[1] if len(args) > 1 else dtype
+    elif name == "full":
+        dtype = args[2] if len(args) > 2 else dtype
+        fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
+        if dtype is None and (is_complex(fill) or isinstance(fill, ComplexTensor)):
+            return True
+    elif name in ("array", "asarray"):
+        dtype = args[1] if len(args) > 1 else dtype
+        obj = args[0] if args else kwargs.get("object", kwargs.get("a"))
+        return _holds_complex_traced(obj) or (dtype is not None and np.dtype(dtype).kind == "c" and _holds_traced(obj))
+    else:
+        return False
+    return dtype is not None and np.dtype(dtype).kind == "c"
+
+
+def _holds_complex_traced(obj) -> bool:
+    from tracejit.numpy.complex_values import ComplexTensor
+
+    if isinstance(obj, ComplexTensor):
+        return True
+    return isinstance(obj, (list, tuple)) and any(_holds_complex_traced(v) for v in obj)
+
+
+def _complex(name: str, original, args: tuple, kwargs: dict):
+    """np.zeros & co. of a complex dtype, np.array of complex traced values: a ComplexTensor, made part by part."""
+    from tracejit.numpy import complex_values as C
+
+    if name in ("array", "asarray"):
+        dtype = args[1] if len(args) > 1 else kwargs.get("dtype")
+        obj = args[0] if args else kwargs.get("object", kwargs.get("a"))
+        target = C.result_dtype(*_leaves_of(obj)) if dtype is None else np.dtype(dtype)
+        if isinstance(obj, C.ComplexTensor) and name == "asarray" and (dtype is None or target == obj.dtype):
+            return obj
+        halves = [_array("array", original, (_part_of(obj, k),), {"dtype": C.PART[target]}) for k in (0, 1)]
+        return C.ComplexTensor(*halves)
+    shape = args[0] if args else kwargs["shape"]
+    if name == "full":
+        fill = args[1] if len(args) > 1 else kwargs["fill_value"]
+        dtype = args[2] if len(args) > 2 else kwargs.get("dtype")
+    else:
+        fill = 1.0 if name == "ones" else 0.0
+        dtype = args[1] if len(args) > 1 else kwargs.get("dtype")
+    target = C.result_dtype(fill) if dtype is None else np.dtype(dtype)
+    re, im = C.parts(fill, C.PART[target])
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return C.ComplexTensor(*(Tensor(build.broadcast_to(as_node(p), shape)) for p in (re, im)))
+
+
+def _leaves_of(obj) -> list:
+    if isinstance(obj, (list, tuple)):
+        return [leaf for v in obj for leaf in _leaves_of(v)]
+    return [obj]
+
+
+def _part_of(obj, k: int):
+    """The real (k = 0) or imaginary (1) part of each item of a nested sequence."""
+    from tracejit.numpy import complex_values as C
+
+    if isinstance(obj, (list, tuple)):
+        return [_part_of(v, k) for v in obj]
+    if isinstance(obj, C.ComplexTensor):
+        return obj.im if k else obj.re
+    if isinstance(obj, Tensor):
+        return Tensor(build.const(0, obj.dtype, obj.shape)) if k else obj
+    value = complex(obj) if not isinstance(obj, np.ndarray) else obj
+    return np.imag(value) if k else np.real(value)
 
 
 def _holds_traced(obj) -> bool:

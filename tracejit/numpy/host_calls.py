@@ -80,6 +80,17 @@ class _Slot:
         self.j = j
 
 
+class _ComplexSlot(_Slot):
+    """Where a complex traced value goes: the j-th traced value is its parts' array (shape + (2,)), viewed as
+    `dtype` on the host."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, j: int, dtype: np.dtype):
+        super().__init__(j)
+        self.dtype = dtype
+
+
 class HostCall:
     """One call site's call, as the kernel runs it: the function, its arguments with slots for the traced values,
     and the shapes and dtypes of what it returns (the leaves of `structure`)."""
@@ -110,6 +121,9 @@ class HostCall:
         out = []
         for k, (leaf, (shape, dtype)) in enumerate(zip(_leaves(result), self.leaves)):
             a = np.asarray(leaf)
+            if dtype.kind == "c" and a.dtype == dtype and a.shape == shape:  # (as its parts: complex_values.py)
+                out.append(np.ascontiguousarray(a)[..., None].view(a.real.dtype))
+                continue
             if k in self.sized and a.ndim == len(shape) and a.shape[1:] == shape[1:] and a.dtype == dtype:
                 out.append(a)  # (its length is checked where it is read: a SIZE node)
                 continue
@@ -154,12 +168,12 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
     numbers = [t._node.weak and t.shape == () for t in traced]
     result, varying = _stand_in_result(func, template, traced, numbers, name, where)
     leaves = []
-    for leaf in _leaves(result):
+    for k, leaf in enumerate(_leaves(result)):
         a = np.asarray(leaf)
-        if a.dtype.kind not in "biuf":
+        if a.dtype.kind not in "biufc" or (a.dtype.kind == "c" and (a.dtype not in _PARTS or varying[k])):
             raise UnsupportedError(
-                f"{name} returns {a.dtype}, which tracejit cannot hold yet (complex: issue 48); compute "
-                "it outside the kernel"
+                f"{name} returns {a.dtype}{' of a length the values decide' if a.dtype.kind == 'c' else ''}, which "
+                "tracejit cannot hold; compute it outside the kernel"
             )
         leaves.append((a.shape, a.dtype))
     call = HostCall(func, name, template, numbers, leaves, _structure(result), where)
@@ -168,6 +182,9 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
     srcs = tuple(as_node(t) for t in traced)
     nodes = []
     for k, (shape, dtype) in enumerate(leaves):
+        if dtype.kind == "c":  # (its parts' array: a real array of shape + (2,))
+            nodes.append(Node.make(Op.HOST, _PARTS[dtype], shape + (2,), srcs, (call, k)))
+            continue
         if k not in call.sized:
             nodes.append(Node.make(Op.HOST, dtype, shape, srcs, (call, k)))
             continue
@@ -179,7 +196,20 @@ def fallback(func: Callable, args: tuple, kwargs: dict, name: str, why: str, lib
             return Node.make(Op.HOST, dtype, (n, *shape[1:]), srcs, (call, k))
 
         nodes.append(data_sizes.sized_by(length, made, f"{name}'s result", where))
-    return _rebuild(call.structure, [Tensor(n) for n in nodes])
+    results = [
+        _complex().argument(Tensor(n), "array") if dtype.kind == "c" else Tensor(n)
+        for n, (_, dtype) in zip(nodes, leaves)
+    ]
+    return _rebuild(call.structure, results)
+
+
+_PARTS = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+
+
+def _complex():
+    from tracejit.numpy import complex_values
+
+    return complex_values
 
 
 def _stand_in_result(func, template, traced: list[Tensor], numbers: list[bool], name: str, where: str):
@@ -253,6 +283,9 @@ def _template(value, traced: list[Tensor], use: str):
     """`value` (nested tuples, lists and dicts) with each traced value a _Slot, gathered into `traced`. A Python
     number made from the kernel's Python-number arguments alone is that number (the kernel is specialised on
     them, numpy/python_numbers.py): it may set the result's shape (np.tile(x, n))."""
+    if isinstance(value, _complex().ComplexTensor):
+        traced.append(value.parts_array())
+        return _ComplexSlot(len(traced) - 1, value.dtype)
     if isinstance(value, Tensor):
         node = value._node
         if node.weak and node.shape == ():
@@ -272,6 +305,8 @@ def _fill(template, values: list):
     """The (args, kwargs) of a template, each slot given its value. (A function of the module, not a closure that
     calls itself: that is a reference cycle, which kept the values, arrays of megabytes, until Python's garbage
     collector ran.)"""
+    if isinstance(template, _ComplexSlot):
+        return np.ascontiguousarray(values[template.j]).view(template.dtype)[..., 0]
     if isinstance(template, _Slot):
         return values[template.j]
     if isinstance(template, (tuple, list)):

@@ -391,6 +391,8 @@ class Tensor:
 
     # -- methods (ndarray's; each calls the NumPy function of the same name, see _METHODS) --
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True) -> Tensor:
+        if _complex_dtype(dtype):
+            return _frontend("complex_values").astype(self, dtype)
         return F.astype(self, dtype)
 
     def reshape(self, *shape, order="C") -> Tensor:
@@ -636,6 +638,8 @@ class Tensor:
 
         if any(_defers(x) for x in (*inputs, *(kwargs.get("out") or ()))):
             return NotImplemented
+        if any(_complex_operand(x) for x in inputs) or _complex_dtype(kwargs.get("dtype")):
+            return _frontend("complex_protocol").array_ufunc(ufunc, method, inputs, kwargs)
         return array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -643,6 +647,8 @@ class Tensor:
 
         if any(getattr(t, "_tracejit_defer", False) for t in types):
             return NotImplemented
+        if _holds_complex(args) or _holds_complex(kwargs):
+            return _frontend("complex_protocol").array_function(func, args, kwargs)
         return array_function(func, args, kwargs)
 
 
@@ -698,9 +704,66 @@ def _defers(x) -> bool:
     return getattr(type(x), "_tracejit_defer", False)
 
 
+def _complex_operand(x) -> bool:
+    """A complex value that is no traced value of its own (a Python complex, a NumPy complex scalar or
+    array): an operation of a Tensor with it is complex (complex_values.py)."""
+    return isinstance(x, complex) or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c")
+
+
+def _complex_dtype(dtype) -> bool:
+    if dtype is None:
+        return False
+    try:
+        return np.dtype(dtype).kind == "c"
+    except TypeError:
+        return False
+
+
+def _holds_complex(value) -> bool:
+    """Whether a NumPy function's arguments hold a complex value or ask for a complex dtype."""
+    if isinstance(value, dict):
+        return _complex_dtype(value.get("dtype")) or any(_holds_complex(v) for k, v in value.items() if k != "dtype")
+    if isinstance(value, (tuple, list)):
+        return any(_holds_complex(v) for v in value)
+    return _complex_operand(value)
+
+
+# Tensor's operators by the NumPy ufunc they are (for a complex operand: complex_protocol.py)
+_OPERATOR_UFUNCS = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "truediv": np.true_divide,
+    "floordiv": np.floor_divide,
+    "mod": np.remainder,
+    "pow": np.power,
+    "matmul": np.matmul,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "lshift": np.left_shift,
+    "rshift": np.right_shift,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+}
+
+
 def _deferring(method):
+    name = method.__name__[2:-2]
+    reflected = name.startswith("r") and name[1:] in _OPERATOR_UFUNCS
+    ufunc = _OPERATOR_UFUNCS[name[1:] if reflected else name]
+
     def operator(self, o):
-        return NotImplemented if _defers(o) else method(self, o)
+        if _defers(o):
+            return NotImplemented
+        if _complex_operand(o):
+            operands = (o, self) if reflected else (self, o)
+            return _frontend("complex_protocol").array_ufunc(ufunc, "__call__", operands, {})
+        return method(self, o)
 
     operator.__name__, operator.__doc__ = method.__name__, method.__doc__
     return operator
@@ -837,6 +900,11 @@ Tensor.compress = _compress  # type: ignore[attr-defined]
 
 def _augmented(symbol: str, compute):
     def method(self, other):
+        if _complex_operand(other) or type(other).__name__ == "ComplexTensor":
+            raise UnsupportedError(
+                f"x {symbol} y of a complex y into a real array x: NumPy cannot cast the complex result to "
+                f"{self.dtype} with casting rule 'same_kind'; make x complex (x = x.astype(complex))"
+            )
         return _frontend("assign").inplace(self, compute(self, other), symbol)
 
     method.__name__ = f"__i{AUGMENTED_NAMES[symbol]}__"

@@ -32,17 +32,22 @@ class Array:
 
     def numpy(self) -> np.ndarray:
         """A host NumPy array with the contents (a copy for device memory)."""
-        return self.device.to_numpy(self._data)
+        data = self._data
+        if type(data) is ComplexParts:
+            return data.host(self.device.to_numpy(data.parts))
+        return self.device.to_numpy(data)
 
     def __array__(self, dtype=None, copy=None):
         out = self.numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __dlpack__(self, *args, **kwargs):
+        if type(self._data) is ComplexParts:
+            raise BufferError("a complex tj.Array has no DLPack export yet; use .numpy()")
         return self.device.dlpack(self._data, *args, **kwargs)
 
     def __dlpack_device__(self):
-        return self.device.dlpack_device(self._data)
+        return self.device.dlpack_device(self._data.parts if type(self._data) is ComplexParts else self._data)
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -66,10 +71,35 @@ class Array:
         return f"tj.Array({self.numpy()!r}, device={self.device.name!r})"
 
 
+class ComplexParts:
+    """A complex array on a device that keeps it as its parts (frontend/complex_calls.py): `parts`, the device's
+    array of the part dtype with a trailing axis of 2 (real, imaginary), the same bytes as NumPy's complex array."""
+
+    __slots__ = ("parts", "shape", "dtype", "size", "strides")
+
+    def __init__(self, parts, dtype):
+        self.parts, self.dtype = parts, np.dtype(dtype)
+        self.shape = tuple(parts.shape[:-1])
+        self.size = parts.size // 2
+        self.strides = tuple(parts.strides[:-1])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def host(self, parts: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(parts).view(self.dtype)[..., 0]
+
+
 def own_copy(device, a) -> Array:
     """A copy of `a` (a host array, or a tj.Array of any device) that `device` owns: what a captured
     graph keeps of its inputs on a device with its own memory."""
-    if type(a) is Array and a.device is device:
+    if type(a) is Array and a.device is device and type(a._data) is not ComplexParts:
         return Array(device.clone(a._data), device)
     return Array(device.from_numpy(a.numpy() if type(a) is Array else np.asarray(a)), device)
 

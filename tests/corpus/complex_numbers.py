@@ -1,0 +1,136 @@
+"""Programs with complex numbers (issue 48 item 1), as their authors write them: escape-time fractals, contour
+integrals, signal normalisation, a hand-written FFT, Green's functions, a DFT matrix, a split-step Schrödinger
+solver, a polarisation rotation. Each says where it comes from."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import program
+
+
+def mandelbrot(c, maxiter):  # the vectorised escape-time loop of "Mandelbrot set in NumPy" tutorials
+    z = np.zeros_like(c)
+    counts = np.zeros(c.shape, dtype=np.int64)
+    for n in range(maxiter):
+        inside = np.abs(z) <= 2
+        z = np.where(inside, z * z + c, z)
+        counts += inside
+    return counts
+
+
+def julia(zr, zi, c, maxiter):  # the Julia set with a complex parameter, smooth colouring as in the matplotlib gallery
+    z = zr + 1j * zi
+    smooth = np.zeros(z.shape)
+    for n in range(maxiter):
+        z = z * z + c
+        escaped = np.abs(z) > 2
+        smooth = np.where(escaped & (smooth == 0), n + 1 - np.log2(np.log(np.abs(z))), smooth)
+        z = np.where(escaped, 2, z)
+    return smooth
+
+
+def contour_integral(radius, n):  # Cauchy's integral formula by the trapezoid rule on a circle (Trefethen's notes)
+    theta = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    z = radius * np.exp(1j * theta)
+    dz = 1j * z * (2 * np.pi / n)
+    f = np.exp(z) / (z - 0.5)
+    return np.sum(f * dz) / (2j * np.pi)
+
+
+def normalize_signals(x):  # unit-energy complex baseband signals, as a DSP notebook normalises its batch
+    power = np.sqrt(np.mean(np.abs(x) ** 2, axis=-1, keepdims=True))
+    x = x / power
+    phase = np.angle(x[..., :1])
+    return x * np.exp(-1j * phase)
+
+
+def fft_recursive(x):  # the textbook radix-2 Cooley-Tukey FFT (Jake VanderPlas, "Understanding the FFT")
+    n = x.shape[0]
+    if n <= 2:
+        return np.array([x[0] + x[1], x[0] - x[1]]) if n == 2 else x
+    even = fft_recursive(x[::2])
+    odd = fft_recursive(x[1::2])
+    factor = np.exp(-2j * np.pi * np.arange(n) / n)
+    return np.concatenate([even + factor[: n // 2] * odd, even + factor[n // 2:] * odd])
+
+
+def dft_matrix(x):  # the slow DFT as a matrix product (the same notebook's first version)
+    n = x.shape[0]
+    k = np.arange(n)
+    m = np.exp(-2j * np.pi * k.reshape((n, 1)) * k / n)
+    return np.dot(m, x)
+
+
+def self_energy(eps, g, omega, eta):  # second-order self-energy of a tight-binding model (a many-body course's sum)
+    denominators = omega[:, None] - eps[None, :] + 1j * eta
+    return np.sum(g[None, :] ** 2 / denominators, axis=1)
+
+
+def split_step(psi, x, dt, steps):  # the split-step Fourier method for the Schrödinger equation (harmonic trap)
+    k = 2 * np.pi * np.fft.fftfreq(x.size, d=x[1] - x[0])
+    half_v = np.exp(-0.25j * x**2 * dt)
+    kinetic = np.exp(-0.5j * k**2 * dt)
+    for _ in range(steps):
+        psi = half_v * psi
+        psi = np.fft.ifft(kinetic * np.fft.fft(psi))
+        psi = half_v * psi
+    return psi, np.sum(np.abs(psi) ** 2) * (x[1] - x[0])
+
+
+def jones_rotation(field, angle):  # rotating the polarisation of complex field components (Jones calculus)
+    c, s = np.cos(angle), np.sin(angle)
+    rot = np.array([[c, -s], [s, c]])
+    out = np.einsum("ij,...j->...i", rot, field)
+    intensity = np.sum(out * np.conj(out), axis=-1).real
+    return out, intensity
+
+
+def _grid(rng, dt):
+    re = np.linspace(-2.0, 0.6, 48)
+    im = np.linspace(-1.2, 1.2, 40)
+    return (re[None, :] + 1j * im[:, None]).astype(dt), 25
+
+
+def _julia(rng, dt):
+    real = np.float32 if dt == "complex64" else np.float64
+    zr, zi = np.meshgrid(np.linspace(-1.5, 1.5, 40), np.linspace(-1.0, 1.0, 30))
+    return zr.astype(real), zi.astype(real), complex(-0.8, 0.156), 20
+
+
+def _signals(rng, dt):
+    return (rng.standard_normal((6, 64)) + 1j * rng.standard_normal((6, 64))).astype(dt),
+
+
+def _vector(rng, dt):
+    return (rng.standard_normal(32) + 1j * rng.standard_normal(32)).astype(dt),
+
+
+def _levels(rng, dt):
+    real = np.float32 if dt == "complex64" else np.float64
+    return (np.linspace(-2, 2, 50).astype(real), rng.random(50).astype(real), np.linspace(-3, 3, 40).astype(real), 0.05)
+
+
+def _packet(rng, dt):
+    real = np.float32 if dt == "complex64" else np.float64
+    x = np.linspace(-8, 8, 128).astype(real)
+    return (np.exp(-(x - 1) ** 2) * np.exp(2j * x)).astype(dt), x, 0.01, 5
+
+
+def _fields(rng, dt):
+    real = np.float32 if dt == "complex64" else np.float64
+    return (rng.standard_normal((20, 2)) + 1j * rng.standard_normal((20, 2))).astype(dt), real(0.3)
+
+
+C128 = ("complex128",)
+BOTH = ("complex128", "complex64")
+PROGRAMS = [
+    program(mandelbrot, _grid, BOTH),
+    program(julia, _julia, ("complex128",), numpy_errors="ignore"),
+    program(contour_integral, lambda rng, dt: (1.0, 64), C128),
+    program(normalize_signals, _signals, BOTH),
+    program(fft_recursive, _vector, BOTH),
+    program(dft_matrix, _vector, BOTH),
+    program(self_energy, _levels, BOTH),
+    program(split_step, _packet, BOTH),
+    program(jones_rotation, _fields, BOTH),
+]

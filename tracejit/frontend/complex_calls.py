@@ -1,0 +1,121 @@
+"""Complex arguments and results of a kernel call (numpy/complex_values.py says why the trace sees complex arrays as
+their parts). A complex array argument is passed to the plan as its memory viewed as the part dtype with a trailing
+axis of 2, without a copy, so the kernel's writes into it reach the caller's array; a Python complex as a 2-element
+float64 array (weak in the trace, as NEP 50 has Python scalars); a complex result comes back as such an array and
+is viewed as complex again (a tj.Array of a device keeps its parts' buffer: runtime/array.py ComplexParts)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracejit.runtime.array import Array, ComplexParts
+
+PART: dict[np.dtype, np.dtype] = {
+    np.dtype(np.complex64): np.dtype(np.float32),
+    np.dtype(np.complex128): np.dtype(np.float64),
+}
+
+
+def has_complex(args) -> bool:
+    return any(_is_complex_argument(a) for a in args)
+
+
+def _is_complex_argument(a) -> bool:
+    t = type(a)
+    if t is np.ndarray:
+        return a.dtype.kind == "c"
+    if t is complex:
+        return True
+    return t is Array and type(a._data) is ComplexParts
+
+
+def parts_view(a: np.ndarray) -> np.ndarray:
+    """A complex ndarray's memory as its part dtype, shape + (2,): [..., 0] the real parts, [..., 1] the imaginary."""
+    return a[..., None].view(PART[a.dtype])
+
+
+def real_form(a):
+    """A complex argument as the plan takes it; anything else as it is (so converting twice changes nothing)."""
+    t = type(a)
+    if t is np.ndarray:
+        return parts_view(a) if a.dtype.kind == "c" else a
+    if t is complex:
+        return np.array((a.real, a.imag))
+    if t is Array and type(a._data) is ComplexParts:
+        return Array(a._data.parts, a.device)
+    return a
+
+
+def complex_form(r, dtype: np.dtype):
+    """A result computed as parts (shape + (2,)) as the complex array it is."""
+    if type(r) is np.ndarray:
+        if r.strides[-1] == r.itemsize:
+            try:
+                return r.view(dtype)[..., 0]
+            except ValueError:  # (the other axes' strides are no multiple of the complex item: copied below)
+                pass
+        out = np.empty(r.shape[:-1], dtype)
+        out.real, out.imag = r[..., 0], r[..., 1]
+        return out
+    if type(r) is Array:
+        return Array(ComplexParts(r._data, dtype), r.device)
+    raise TypeError(f"a complex result of type {type(r).__name__}")
+
+
+class ComplexPlan:
+    """A plan (a Plan, or a SizedPlan's) of a call with complex arguments or results: runs the plan it wraps on their
+    real form. Every entry point converts, idempotently (SizedPlan passes back in the arguments it converted once)."""
+
+    def __init__(self, inner, positions: tuple[int, ...], outputs: dict[int, np.dtype]):
+        self.inner, self._positions, self._outputs = inner, positions, outputs
+
+    def __getattr__(self, name):  # traced, executable, kernels, device, runnable
+        return getattr(self.inner, name)
+
+    def _real(self, args):
+        if not self._positions:
+            return args
+        return tuple(real_form(a) for a in args)
+
+    def _out(self, out):
+        if out is None:
+            return None
+        return tuple(real_form(o) for o in out) if isinstance(out, tuple) else real_form(out)
+
+    def _results(self, result, out=None):
+        if not self._outputs or result is None:
+            return result
+        outs = out if isinstance(out, tuple) else (out,) if out is not None else ()
+        if isinstance(result, tuple):
+            return tuple(self._one(k, r, outs) for k, r in enumerate(result))
+        return self._one(0, result, outs)
+
+    def _one(self, k: int, r, outs):
+        dtype = self._outputs.get(k)
+        if dtype is None:
+            return r
+        if k < len(outs) and outs[k] is not None:
+            return outs[k]  # (written through its real form: the caller's array itself)
+        return complex_form(r, dtype)
+
+    def __call__(self, *args, out=None):
+        return self.call(args, args, out)
+
+    def run(self, args):
+        return self._results(self.inner.run(self._real(args)))
+
+    def call(self, args, originals, out=None):
+        return self._results(self.inner.call(self._real(args), self._real(originals), self._out(out)), out)
+
+    def timed(self, args, originals, out=None):
+        return self._results(self.inner.timed(self._real(args), self._real(originals), self._out(out)), out)
+
+    def _call(self, args, originals, out=None, seed=None):
+        result = self.inner._call(self._real(args), self._real(originals), self._out(out), seed)
+        return self._results(result, out)
+
+    def _with_words(self, args):
+        return self.inner._with_words(self._real(args))
+
+    def __repr__(self) -> str:
+        return repr(self.inner)

@@ -1,0 +1,3 @@
+"""np.fft on traced values (filled in by fft_pairs.py)."""
+
+NUMPY_FUNCTIONS: dict = {}
