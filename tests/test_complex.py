@@ -224,3 +224,56 @@ def test_what_is_refused_says_why(device):
 def test_clongdouble_is_refused():
     with pytest.raises(tj.DtypeError, match="complex64 and complex128"):
         tj.kernel(lambda z: z * 2)(np.ones(3, np.clongdouble), device="numba")
+
+
+UNARY_FUNCTIONS = ["exp", "log", "log10", "log2", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "sinh", "cosh",
+                   "tanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "square", "reciprocal",
+                   "sign", "absolute"]
+
+
+def test_every_complex_ufunc_within_its_stated_ulps(device):
+    """Each complex ufunc on values spanning magnitudes and every angle, within the ulps complex_math.ULPS states
+    (measured normwise here: |ours - NumPy's| / |NumPy's|), a few more on the GPUs, whose real functions differ."""
+    from tracejit.numpy.complex_math import ULPS
+
+    dt = complex_dtype(device)
+    rng = np.random.default_rng(5)
+    radius = 10.0 ** rng.uniform(-2, 2, 400)
+    angle = rng.uniform(-np.pi, np.pi, 400)
+    z = (radius * np.exp(1j * angle)).astype(dt)
+    names = [n for n in UNARY_FUNCTIONS if n not in ("log1p", "expm1")]  # (NumPy's own formulas cancel: normwise)
+
+    def body(z):
+        return tuple(getattr(np, name)(z) for name in names)
+
+    got = tj.kernel(body)(z, device=device)
+    with np.errstate(all="ignore"):
+        expected = body(z)
+    eps = np.finfo(np.float32 if dt == np.complex64 else np.float64).eps
+    for name, g, e in zip(names, got, expected):
+        g = np.asarray(g)
+        assert g.dtype == e.dtype, name
+        finite = np.isfinite(e) if e.dtype.kind == "f" else np.isfinite(e.real) & np.isfinite(e.imag)
+        for part in ("real", "imag"):
+            gp, ep = getattr(g, part)[~finite], getattr(e, part)[~finite]
+            np.testing.assert_array_equal(gp, ep, err_msg=f"np.{name} where NumPy's result is not finite")
+        g, e = g[finite], e[finite]
+        err = np.abs(g - e) / np.maximum(np.abs(e), np.finfo(eps.dtype).tiny) / eps
+        stated = ULPS[name][0 if dt == np.complex64 else 1]
+        bound = stated + 1 if device in ("numba", "opencl") else 4 * stated + 8
+        assert np.max(err) <= bound, f"np.{name}[{dt.__name__}] on {device}: {np.max(err):.1f} ulps (stated {stated})"
+
+
+def test_a_captured_graph_refuses_complex_values_naming_the_kernel():
+    square = tj.kernel(lambda z: z * z)
+    with pytest.raises(tj.UnsupportedError, match="complex values, which a captured graph"):
+        with tj.capture():
+            square(values(4, np.complex128), device="numba")
+
+
+def test_trace_lower_explain_and_specs_take_complex_arguments():
+    f = tj.kernel(lambda z: z * z + 1)
+    z = values(4, np.complex128)
+    assert "float64[4x2]" in str(f.trace(z))  # (the parts' array)
+    assert f.lower(tj.spec(4, "complex64")).kernels
+    assert "0 synchronisation" in f.explain(z)

@@ -187,10 +187,17 @@ def test_array_subclasses_are_not_silently_embedded_as_plain_arrays(make):
         tj.kernel(lambda x: x + value).trace(np.ones((1, 2)))
 
 
-@pytest.mark.parametrize("value", [np.array([1 + 2j, 3j]), np.array([object(), None]), np.array([1, 2], np.uint64)])
+@pytest.mark.parametrize("value", [np.array([1, 2], np.clongdouble), np.array([object(), None]),
+                                   np.array([1, 2], np.uint64)])
 def test_unsupported_dtypes_of_captured_arrays_raise_dtype_error(value):
     with pytest.raises(tj.DtypeError, match=str(value.dtype)):
         tj.kernel(lambda x: x + value).trace(np.ones(2))
+
+
+def test_a_captured_complex_array_is_a_complex_constant():
+    table = np.array([1 + 2j, 3j])
+    got = tj.kernel(lambda x: x * table)(np.array([2.0, -1.0]), device="numba")
+    assert got.dtype == np.complex128 and np.array_equal(got, np.array([2.0, -1.0]) * table)
 
 
 def test_changed_table_content_is_a_different_kernel_and_misses_the_cache(device):

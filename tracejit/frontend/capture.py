@@ -106,6 +106,11 @@ class Graph:
             return kernel._plan_for(bound, getattr(dev, "name", name)), bound
 
         plan, bound = kernel._with_numbers(planned)
+        if plan.traced.complex_outputs or any(info.complex for info in plan.traced.infos):
+            raise UnsupportedError(
+                f"{kernel.__name__} takes or returns complex values, which a captured graph (tj.capture, tj.jit) "
+                "does not hold yet; call it outside tj.capture() (or tj.jit)"
+            )
         if plan.traced.assigned:
             raise UnsupportedError(
                 f"{kernel.__name__} assigns into its argument(s) {list(plan.traced.assigned)}, which "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracejit.errors import DtypeError
 from tracejit.runtime.array import Array, ComplexParts
 
 PART: dict[np.dtype, np.dtype] = {
@@ -27,6 +28,26 @@ def _is_complex_argument(a) -> bool:
     if t is complex:
         return True
     return t is Array and type(a._data) is ComplexParts
+
+
+def check_device(kernel, args, device) -> None:
+    """DtypeError naming the argument, before any tracing, for a complex128 argument (float64 parts) on a device
+    without float64 (webgpu, metal)."""
+    for i, a in enumerate(args):
+        t = type(a)
+        double = (t is np.ndarray or t is Array) and a.dtype == np.complex128 or t is complex
+        if not double:
+            continue
+        info = getattr(device, "info", None)  # (a property: the device's facts)
+        if info is None or info.supports("float64"):
+            return
+        names = kernel._names
+        which = names[i] if i < len(names) else f"argument {i}"
+        what = "complex128" if t is not complex else "a Python complex (complex128: its parts are float64)"
+        raise DtypeError(
+            f"{kernel.__name__}: its argument {which} is {what}; float64 is not supported on {device.name}: pass "
+            "complex64 (x.astype(np.complex64), np.complex64(c))"
+        )
 
 
 def parts_view(a: np.ndarray) -> np.ndarray:

@@ -28,13 +28,6 @@ def with_site(kernel, error: DtypeError, args, sizes: tuple[int, ...]) -> DtypeE
         if given:
             names = kernel._names
             which = names[given[0]] if given[0] < len(names) else f"argument {given[0]}"
-            kind = traced.infos[given[0]].complex
-            if kind:  # (a complex argument is computed as its parts: complex_calls.py)
-                what = "complex128" if kind == "array" else "a Python complex (complex128's parts are float64)"
-                return DtypeError(
-                    f"{kernel.__name__}: its argument {which} is {what}; {text.split(':', 1)[0]}; pass complex64 "
-                    "(np.complex64(c), x.astype(np.complex64))"
-                )
             return DtypeError(f"{kernel.__name__}: its argument {which} is {name}; {text}")
         found = frozenset(
             n

@@ -57,6 +57,7 @@ from tracejit.frontend.dynamic import (
     with_sizes,
 )
 from tracejit.frontend.hot_path import fast_class, key_function
+from tracejit.frontend import complex_calls
 from tracejit.frontend.complex_calls import ComplexPlan
 from tracejit.frontend.plan import Plan, Traced
 from tracejit.frontend.sized import SizedPlan, probe
@@ -393,6 +394,7 @@ class Kernel:
         ):  # (a bar past 2 s on a terminal)
             with stage("device setup"):  # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
+            complex_calls.check_device(self, args, dev)  # (complex128 where the device has no float64: said now)
             why = self._new_signature(args, dev.name) if debug.enabled(1) else None
             named = twin_sizes(args)  # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args, sizes=sizes)

@@ -4,6 +4,8 @@ dispatch, numpy_protocol.FUNCTIONS): `python -m tracejit.numpy.api_table` prints
 
 from __future__ import annotations
 
+import numpy as np
+
 from tracejit.numpy import host_calls, numpy_protocol, ufuncs
 
 START, END = "<!-- api-table:start (python -m tracejit.numpy.api_table) -->", "<!-- api-table:end -->"
@@ -41,6 +43,8 @@ def table() -> str:
             "",
             *rows,
             "",
+            *_complex_rows(),
+            "",
             f"Other NumPy functions ({len(functions)}): " + ", ".join(functions) + ".",
             "",
             f"Linear algebra ({len(linalg)}), NumPy's own LAPACK calls on the host in the middle of the kernel (the "
@@ -53,6 +57,30 @@ def table() -> str:
             END,
         ]
     )
+
+
+def _complex_rows() -> list[str]:
+    """The complex ufuncs (numpy/complex_math.py) with their stated accuracy."""
+    from tracejit.numpy import complex_math
+
+    rows = [
+        '<a id="complex-ufuncs"></a>Complex ufuncs ([Complex numbers](../guide/complex-numbers.md)): '
+        "complex64 on every device, complex128 where the device has float64 (numba, opencl, cuda). Accuracy: "
+        "the worst error against NumPy measured on every pair of special values and on random values spanning"
+        " magnitudes (near the unit circle, +-1, +-i and the axes too) on the numba and opencl devices, part "
+        "by part in ulps of each part (no finer than the ulps of max(|re|, |im|) / 1024); multiply, square, "
+        "divide, reciprocal, power, log1p and expm1 in ulps of max(|re|, |im|) (NumPy's own log1p and expm1 "
+        "formulas cancel; power's is stated for |b log a| < 100). Measured as |ours - NumPy's| / |NumPy's| on"
+        " 20,000 random values on every device, each function is within 3 ulps (webgpu and metal included), "
+        "except log1p near 0 on webgpu and metal.",
+        "",
+        "| complex ufunc | ulps: complex64 | ulps: complex128 |",
+        "|---|---|---|",
+    ]
+    for name, (single, double) in sorted(complex_math.ULPS.items()):
+        what = f"np.{name}" if hasattr(np, name) else name
+        rows.append(f"| `{what}` | {_cell(single)} | {_cell(double)} |")
+    return rows
 
 
 def update(path: str) -> None:

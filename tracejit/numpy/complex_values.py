@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from tracejit.errors import UnsupportedError
+from tracejit.errors import DtypeError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.graph import Op
 from tracejit.numpy import functions as F
@@ -254,7 +254,7 @@ def result_dtype(*operands) -> np.dtype:
     if dt.kind != "c":
         dt = np.result_type(dt, np.complex64)
     if dt not in PART:  # clongdouble
-        raise UnsupportedError(f"{dt} is not supported by tracejit (complex64 and complex128 are)")
+        raise DtypeError(f"{dt} is not supported by tracejit (complex64 and complex128 are)")
     return dt
 
 

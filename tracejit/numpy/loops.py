@@ -41,7 +41,8 @@ from tracejit.ir.evaluate import constant_value
 from tracejit.ir.faulting import recorded
 from tracejit.ir.graph import Node, Op, replace, toposort
 from tracejit.ir.simplify import simplify
-from tracejit.numpy import int_comparisons, python_numbers, random_draws
+from tracejit.numpy import complex_values, int_comparisons, python_numbers, random_draws
+from tracejit.numpy.complex_values import ComplexTensor
 from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
 from tracejit.numpy.tensor import MayAlias, Tensor, as_node, living, loop_body, may_alias, python_value, tracing
 
@@ -166,6 +167,10 @@ def for_range(
     if reason is None:
         start, stop_, step = _three(bounds)
         try:
+            if any(isinstance(v, ComplexTensor) for v in values):  # (carried as their parts' arrays)
+                return _complex_names(
+                    lambda b, v: _compiled_for(start, stop_, step, b, v, names, target, where, args, stop), body, values
+                )
             return _compiled_for(start, stop_, step, body, values, names, target, where, args, stop)
         except AssignmentError:
             raise  # (the code's own error, whatever the index: step by step it raises it too)
@@ -372,7 +377,7 @@ def _refused(values: list, names: tuple[str, ...], stored: tuple) -> str | None:
     for name, v in zip(names, values):
         if isinstance(v, PartlyBound):
             return f"`{name}` is bound in only one branch of an `if` before it"
-        if not (v is UNDEFINED or isinstance(v, (Tensor, bool, int, float, np.ndarray, np.generic))):
+        if not (v is UNDEFINED or isinstance(v, (Tensor, ComplexTensor, bool, int, float, np.ndarray, np.generic))):
             return f"it binds `{name}`, a {type(v).__name__} (only arrays and numbers are carried by a compiled loop)"
     for get in stored:
         try:
@@ -382,6 +387,36 @@ def _refused(values: list, names: tuple[str, ...], stored: tuple) -> str | None:
         if not isinstance(target, Tensor):
             return f"it assigns into a {type(target).__name__} (only arrays are carried by a compiled loop)"
     return None
+
+
+def _complex_names(run: Callable, body: Callable, values: list):
+    """run(body, values) (a compiled loop) for names bound to complex values (complex_values.py), each carried as
+    its parts' array (shape + (2,)): the body sees ComplexTensors again, and so does the code after the loop. A
+    name that becomes complex in a step is carried so from then on (the loop peels that step first). Assigning into
+    a complex name inside the loop stops this compile (the stand-in changes): the loop is then traced step by
+    step on the values themselves."""
+    positions = {j for j, v in enumerate(values) if isinstance(v, ComplexTensor)}
+
+    def flat(vals) -> list:
+        out = []
+        for j, v in enumerate(vals):
+            if isinstance(v, ComplexTensor):
+                positions.add(j)
+                v = v.parts_array()
+            out.append(v)
+        return out
+
+    def complex_again(vals) -> list:
+        return [
+            complex_values.argument(v, "array") if j in positions and isinstance(v, Tensor) else v
+            for j, v in enumerate(vals)
+        ]
+
+    def parts_body(index, *vals):
+        return tuple(flat(body(index, *complex_again(vals))))
+
+    result = run(parts_body, flat(values))
+    return (*complex_again(result[:-1]), result[-1])
 
 
 # -- tracing the body once ---------------------------------------------------------------------------------------
