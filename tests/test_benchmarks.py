@@ -71,3 +71,12 @@ def test_the_breaks_benchmark_runs_and_checks_its_results(capsys):
     assert module.main(["--quick", "--devices", "numba"]) == 0
     out = capsys.readouterr().out
     assert "break/hand" in out and "numpy/same" in out
+
+
+def test_the_toolbox_benchmark_runs_and_checks_its_results(capsys):
+    spec = importlib.util.spec_from_file_location("tracejit_toolbox_bench", BENCH.parent / "toolbox.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick", "--devices", "numba"]) == 0
+    out = capsys.readouterr().out
+    assert "numpy/tj" in out and "scipy" in out

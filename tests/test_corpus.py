@@ -22,8 +22,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # everyday science
     # numbers and loops
     # loop-style programs
-    # complex numbers
-    "complex_numbers.split_step": (NEEDS, "np.fft.fft and np.fft.ifft compiled (issue 48 item 2)"),
 }
 
 

@@ -102,10 +102,12 @@ class Analysis:
 
 MIN_ROWS_FOR_ROW_KERNEL = 16  # fewer rows than this: reduce separately so the write loop is parallel
 MIN_WRITE_FOR_SPLIT = 4096
-# A computed value needed at more elements than MAX_RECOMPUTE per element written, and costing at least
-# MIN_RECOMPUTE_COST operations on loaded values, is written to memory first: a stencil of a stencil (iterated
-# updates) would otherwise recompute it at every element of a growing neighbourhood, and the kernel would grow
-# with each iteration. Cheaper values (a select between two reads: reflect padding, a roll) stay fused.
+# A computed value needed at more elements than MAX_RECOMPUTE per element written (at positions that vary per
+# element or fixed ones alike), and costing at least MIN_RECOMPUTE_COST operations on loaded values, is written
+# to memory first: a stencil of a stencil (iterated updates) would otherwise recompute it at every element of a
+# growing neighbourhood, and the kernel would grow with each iteration; a 1-D FFT fused whole would read each
+# stage at every one of n fixed positions. Cheaper values (a select between two reads: reflect padding, a roll)
+# stay fused.
 MAX_RECOMPUTE = 4
 MIN_RECOMPUTE_COST = 4
 
@@ -155,7 +157,7 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
         elif node.op in (Op.CONST, Op.IOTA, Op.TABLE):
             continue
         elif node.op in ELEMENTWISE:
-            if node is not out and any(e.variables() for e in idx):
+            if node is not out:  # (constant positions too: a value read at thousands of them, a fused FFT's, is stored)
                 needed_at[node] = needed_at.get(node, 0) + 1
                 if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
                     raise Realize(node)

@@ -7,6 +7,7 @@
   code that uses them as numbers keeps working; an array tracejit cannot embed stays NumPy's;
 - numpy.random's functions (np.random.rand, normal, default_rng, ...), which draw from tracejit's own
   generator (random_draws.py) or raise tj.UnsupportedError;
+- np.fft.fftfreq and np.fft.rfftfreq, index expressions of any length (fft.py) rather than constants;
 - np.array and np.asarray of a nested sequence holding traced values (`np.array([[f(x, y) for x in X]
   for y in Y])`) stack them, with NumPy's dtype for the mix; of a traced array, a copy or the array itself.
 
@@ -30,6 +31,7 @@ from contextlib import contextmanager
 import numpy as np
 
 _NAMES = ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity", "tri", "array", "asarray")
+_FFT_NAMES = ("fftfreq", "rfftfreq")
 _INTERNAL = ("tracejit.", "numpy", "_tracejit")  # callers that keep NumPy's functions
 
 _lock = threading.Lock()
@@ -52,6 +54,9 @@ def traced_arrays():
             for name in _random_names(npr):
                 _installed["random." + name] = original = getattr(npr, name)
                 setattr(npr, name, _wrapper(name, original, random=True))
+            for name in _FFT_NAMES:  # (their results from Python ints: an index expression, not a constant)
+                _installed["fft." + name] = original = getattr(np.fft, name)
+                setattr(np.fft, name, _wrapper(name, original, fft=True))
         _depth += 1
     outer = getattr(_tracing, "active", False)
     _tracing.active = True
@@ -64,7 +69,7 @@ def traced_arrays():
             if _depth == 0:
                 for name, original in _installed.items():
                     module, _, attr = name.rpartition(".")
-                    setattr(np.random if module else np, attr, original)
+                    setattr({"": np, "random": np.random, "fft": np.fft}[module], attr, original)
                 _installed.clear()
 
 
@@ -79,7 +84,7 @@ def _random_names(npr) -> list[str]:
     return [n for n in npr.__all__ if callable(getattr(npr, n, None)) and not isinstance(getattr(npr, n), type)]
 
 
-def _wrapper(name: str, original, random: bool = False):
+def _wrapper(name: str, original, random: bool = False, fft: bool = False):
     def make(*args, **kwargs):
         caller = sys._getframe(1)
         if getattr(_tracing, "active", False) and not _internal(caller) and _calls(caller, name, make):
@@ -87,6 +92,10 @@ def _wrapper(name: str, original, random: bool = False):
                 from tracejit.numpy import random_draws
 
                 return random_draws.while_tracing(name, original, args, kwargs)
+            if fft:
+                from tracejit.numpy import fft as fft_module
+
+                return fft_module.while_tracing(name, original, args, kwargs)
             from tracejit.numpy import creation
 
             return creation.while_tracing(name, original, args, kwargs)

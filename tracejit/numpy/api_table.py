@@ -21,7 +21,7 @@ def table() -> str:
     for ufunc in sorted(numpy_protocol.UFUNCS, key=lambda u: u.__name__):
         cpu, gpu = ufuncs.stated_ulps(ufunc.__name__)
         rows.append(f"| `np.{ufunc.__name__}` | {_DEVICES} | {_cell(cpu)} | {_cell(gpu)} |")
-    functions = sorted({f"`np.{f.__name__}`" for f in numpy_protocol.FUNCTIONS})
+    functions = sorted({f"`{numpy_protocol._name(f)}`" for f in numpy_protocol.FUNCTIONS})
     linalg = sorted(f"`np.linalg.{f.__name__}`" for f in host_calls.LINALG_ON_HOST)
     return "\n".join(
         [

@@ -15,6 +15,7 @@ from tracejit.numpy import (
     creation,
     data_sizes,
     einsum,
+    fft,
     histogram,
     host_calls,
     indexing,
@@ -45,7 +46,7 @@ _REDUCE_UFUNCS = {
 }
 
 # Each frontend module lists the NumPy functions it implements (NUMPY_FUNCTIONS); this is their union.
-FUNCTIONS = {
+FUNCTIONS: dict = {
     np.where: F.where,
     np.clip: F.clip,
     np.transpose: F.transpose,
@@ -69,6 +70,7 @@ FUNCTIONS = {
     **scans.NUMPY_FUNCTIONS,
     **sorting.NUMPY_FUNCTIONS,
     **data_sizes.NUMPY_FUNCTIONS,
+    **fft.NUMPY_FUNCTIONS,
 }
 
 # Functions whose result shape depends on the data: of arrays the kernel made from constants alone
@@ -197,7 +199,8 @@ def array_function(func, args, kwargs):
         if func in host_calls.LINALG_ON_HOST:  # (NumPy's LAPACK on the host: how tracejit computes these)
             return host_calls.fallback(func, args, kwargs, _name(func), "LAPACK", library=True)
         return host_calls.fallback(func, args, kwargs, _name(func), "not implemented")
-    constants = _constant_arguments((args, kwargs)) if func in DATA_DEPENDENT else None
+    sized = func in DATA_DEPENDENT and not (func is np.where and len(args) + len(kwargs) > 1)  # (np.where(c, x, y): no)
+    constants = _constant_arguments((args, kwargs)) if sized else None
     if constants is not None:  # np.nonzero(np.arange(n) > k): known while tracing, so NumPy computes it
         return func(*constants[0], **constants[1])
     out = kwargs.pop("out", None)
