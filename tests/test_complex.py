@@ -100,7 +100,7 @@ def test_special_values_follow_numpy(device):
     z, w = np.repeat(grid, len(grid)), np.tile(grid, len(grid))
 
     def body(z, w):
-        return z * w, z / w, z + w, z == w, z * 2.0
+        return z * w, z / w, z + w, z == w, z * 2.0, np.maximum(z, w), np.fmin(z, w), z < w
 
     with np.errstate(all="ignore"):
         expected = body(z, w)
@@ -277,3 +277,27 @@ def test_trace_lower_explain_and_specs_take_complex_arguments():
     assert "float64[4x2]" in str(f.trace(z))  # (the parts' array)
     assert f.lower(tj.spec(4, "complex64")).kernels
     assert "0 synchronisation" in f.explain(z)
+
+
+def test_selections_masked_updates_and_linear_algebra_of_complex_values(device):
+    """x[mask] of complex values used as an array (its count read back), masked assignment into a complex argument,
+    and np.linalg.solve / det of complex matrices (NumPy's LAPACK on the host, as for real ones)."""
+    dt = complex_dtype(device)
+    z = values(10, dt, seed=3)
+
+    def selected(z):
+        big = z[np.abs(z) > 1]
+        return big * 2, np.sum(big)
+
+    check(selected, z, device=device)
+
+    def update(z):
+        z[z.real < 0] = 0
+        z[np.abs(z) > 1] *= 1j
+
+    mine, theirs = z.copy(), z.copy()
+    tj.kernel(update)(mine, device=device)
+    update(theirs)
+    np.testing.assert_allclose(mine, theirs, rtol=tolerance(dt), atol=tolerance(dt))
+    a = values((3, 3), dt, seed=4) + 3 * np.eye(3, dtype=dt)
+    check(lambda a, b: (np.linalg.solve(a, b), np.linalg.det(a)), a, z[:3], device=device, rtol=1e-4)

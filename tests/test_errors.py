@@ -133,10 +133,10 @@ def test_failed_trace_does_not_poison_the_kernel(device):
 
 
 @pytest.mark.parametrize(("body", "name"), [
-    (lambda x: np.fft.fft(x), "fft"),
+    (lambda x: np.i0(x), "i0"),
     (lambda x: np.unwrap(x), "unwrap"),
     (lambda x: np.gcd(x, x), "gcd"),
-], ids=["np.fft.fft", "np.unwrap", "np.gcd"])
+], ids=["np.i0", "np.unwrap", "np.gcd"])
 def test_unsupported_numpy_function_raises_unsupported_error_naming_it(body, name, device):
     with pytest.raises(tj.UnsupportedError, match=name) as caught:
         tj.kernel(body)(f32(8), device=device)
@@ -146,7 +146,7 @@ def test_unsupported_numpy_function_raises_unsupported_error_naming_it(body, nam
 def test_unsupported_function_error_points_at_the_call(device):
     @tj.kernel
     def spectrum(x):
-        return np.fft.fft(x)  # <- unsupported call
+        return np.i0(x)  # <- unsupported call
 
     with pytest.raises(tj.UnsupportedError) as caught:
         spectrum(f32(8), device=device)

@@ -38,8 +38,7 @@ def check_device(kernel, args, device) -> None:
         double = (t is np.ndarray or t is Array) and a.dtype == np.complex128 or t is complex
         if not double:
             continue
-        info = getattr(device, "info", None)  # (a property: the device's facts)
-        if info is None or info.supports("float64"):
+        if device.computes_float64:
             return
         names = kernel._names
         which = names[i] if i < len(names) else f"argument {i}"

@@ -40,10 +40,10 @@ class ComplexTensor(np.lib.mixins.NDArrayOperatorsMixin):
     _tracejit_defer = True  # (Tensor's operators and protocols leave mixed operations to it: numpy/tensor.py)
 
     def __init__(self, re: Tensor, im: Tensor):
-        if not isinstance(re, Tensor):  # (a part NumPy computed from constants)
-            re = Tensor(as_node(np.asarray(re)))
+        if not isinstance(re, Tensor):  # (a part NumPy computed from constants, a selection x[mask])
+            re = Tensor(as_node(re))
         if not isinstance(im, Tensor):
-            im = Tensor(as_node(np.asarray(im)))
+            im = Tensor(as_node(im))
         if re.shape != im.shape:
             shape = np.broadcast_shapes(re.shape, im.shape)
             re, im = _broadcast(re, shape), _broadcast(im, shape)
@@ -450,30 +450,29 @@ def _select(cond, a: ComplexTensor, b: ComplexTensor) -> ComplexTensor:
     return ComplexTensor(F.where(cond, a.re, b.re), F.where(cond, a.im, b.im))
 
 
-def maximum(a, b) -> ComplexTensor:
-    """NumPy's: the lexicographically greater, the first operand where it holds a NaN, else the second."""
+def _chosen(a, b, first_where, nan_in_first: bool) -> ComplexTensor:
+    """a where first_where(a, b) holds or where a NaN is (in a: nan_in_first, else in b), b elsewhere."""
     dtype = result_dtype(a, b)
     a, b = lift(a, dtype), lift(b, dtype)
-    return _select(greater_equal(a, b) | _nan(a), a, b)
+    return _select(first_where(a, b) | _nan(a if nan_in_first else b), a, b)
+
+
+def maximum(a, b) -> ComplexTensor:
+    """NumPy's: the lexicographically greater, the first operand where it holds a NaN, else the second."""
+    return _chosen(a, b, greater_equal, True)
 
 
 def minimum(a, b) -> ComplexTensor:
-    dtype = result_dtype(a, b)
-    a, b = lift(a, dtype), lift(b, dtype)
-    return _select(less_equal(a, b) | _nan(a), a, b)
+    return _chosen(a, b, less_equal, True)
 
 
 def fmax(a, b) -> ComplexTensor:
     """NumPy's: as maximum, but a NaN loses to a number."""
-    dtype = result_dtype(a, b)
-    a, b = lift(a, dtype), lift(b, dtype)
-    return _select(greater_equal(a, b) | _nan(b), a, b)
+    return _chosen(a, b, greater_equal, False)
 
 
 def fmin(a, b) -> ComplexTensor:
-    dtype = result_dtype(a, b)
-    a, b = lift(a, dtype), lift(b, dtype)
-    return _select(less_equal(a, b) | _nan(b), a, b)
+    return _chosen(a, b, less_equal, False)
 
 
 def nonzero_values(z) -> Tensor:

@@ -89,6 +89,7 @@ class Device(DeviceStats):
     inner_sizes_as_arguments = False  # row lengths and loop extents can be arguments of its code (symbolic_sizes)
     binds_one_buffer_twice = True  # one buffer may be bound to two parameters of a kernel (not WebGPU's rule)
     computes_int64 = True  # its kernels compute with 64-bit integers (WGSL has none: only index arithmetic there)
+    computes_float64 = True  # it has float64, so complex128 (WGSL and MSL have none)
     keeps_compiled_kernels = True  # compiled kernels go to the disk cache (else no_disk_cache says why)
     no_disk_cache: str | None = None
     # a static (suffix) -> compile-only target, for a target that compiles without its hardware (cuda: PTX);

@@ -51,6 +51,7 @@ class MetalTarget(Device):
     system: lower() works anywhere; a call lowers again for the device itself."""
 
     runs = False
+    computes_float64 = False
     name = "metal"
     layout = _layout(metal_codegen.THREADGROUP_MEMORY)
     options = replace(metal_codegen.DEFAULT_OPTIONS, device="metal (MSL only, no device)")

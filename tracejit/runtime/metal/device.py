@@ -81,6 +81,7 @@ _OPEN: list = []  # the MetalDevice of this process, once made
 class MetalDevice(MetalCompiler, MetalMemory, MetalLaunches, Device):
     """The system default Metal GPU (`metal`)."""
 
+    computes_float64 = False
     inner_sizes_as_arguments = True  # row lengths and loop extents too, not only the global size (symbolic_sizes)
     keeps_compiled_kernels = False
     no_disk_cache = (

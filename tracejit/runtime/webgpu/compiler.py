@@ -43,6 +43,7 @@ class WebGPUTarget(Device):
     runs = False
     name = "webgpu"
     computes_int64 = False
+    computes_float64 = False
     layout = LayoutOptions(
         accumulate_rows=False,
         gather_rows=False,

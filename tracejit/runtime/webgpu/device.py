@@ -106,6 +106,7 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
     # it also reads (an argument assigned in place, f(x, out=x)); such values are computed apart and copied in
     binds_one_buffer_twice = False
     computes_int64 = False
+    computes_float64 = False
     no_disk_cache = "wgpu-py exposes no pipeline cache, so each process builds its pipelines"
 
     @staticmethod
