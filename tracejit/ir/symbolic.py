@@ -167,22 +167,26 @@ class Expr:
             return self
         # (q*d + r)*x // d is q*x + (r*x // d): only remainders of the coefficients stay under the division
         # (the diagonal x.reshape(-1)[::n + 1] reads row (n+1)*i // n, which is i)
-        q = _normalize({a: c // d for a, c in self.terms}, self.const // d)
-        rest = Expr(tuple((a, c % d) for a, c in self.terms if c % d != 0), self.const % d)
+        split = {a: _residue(c, d) for a, c in self.terms}
+        q = _normalize({a: (c - split[a]) // d for a, c in self.terms}, self.const // d)
+        rest = Expr(tuple((a, r) for a, r in split.items() if r != 0), self.const % d)
         lo, hi = rest.bounds()
         if lo // d == hi // d:
             return q + lo // d
-        return q + Expr.of(Div(rest, d))
+        shift = -(lo // d) if lo < 0 else 0  # (the code divides non-negative values: C's / truncates)
+        return q - shift + Expr.of(Div(rest + shift * d, d))
 
     def __mod__(self, d: int) -> Expr:
         if d == 1:
             return Expr()
-        rest = Expr(tuple((a, c % d) for a, c in self.terms if c % d != 0), self.const % d)
+        rest = Expr(tuple((a, r) for a, c in self.terms if (r := _residue(c, d)) != 0), self.const % d)
         lo, hi = rest.bounds()
         if 0 <= lo and hi < d:
             return rest
         if lo // d == hi // d:
             return rest - (lo // d) * d
+        if lo < 0:  # (the code takes remainders of non-negative values: C's % keeps the sign)
+            rest = rest + -(lo // d) * d
         return Expr.of(Mod(rest, d))
 
     def clamp(self, lo: int, hi: int) -> Expr:
@@ -235,6 +239,14 @@ class Expr:
         if self.const or not parts:
             parts.append(str(self.const))
         return " + ".join(parts)
+
+
+def _residue(c: int, d: int) -> int:
+    """c's remainder modulo d of the least magnitude (-1 rather than d - 1): an index expression such as -i % d,
+    a flip of a concatenation, stays as small as i instead of growing to i * (d - 1), which overflows the 32-bit
+    indices of the GPU kernels past 2**31 (a flip of 65,537 elements read garbage there)."""
+    r = c % d
+    return r - d if r > d // 2 else r
 
 
 def _atom_variables(atom: Atom) -> set[Var]:
