@@ -54,7 +54,7 @@ def real_spectrum(x):
 
 
 def solve_batch(a, b):
-    return np.linalg.solve(a + 4 * np.eye(a.shape[-1]), b[..., None])[..., 0] * 2.0
+    return np.linalg.solve(a + 4 * np.eye(a.shape[-1], dtype=a.dtype), b[..., None])[..., 0] * 2.0
 
 
 def measure_elementwise(device: str, n: int, seconds: float) -> dict:
