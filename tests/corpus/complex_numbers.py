@@ -85,6 +85,38 @@ def jones_rotation(field, angle):  # rotating the polarisation of complex field 
     return out, intensity
 
 
+def normalize_complex_arr(a):  # numpy-benchmarks (serge-sans-paille), normalize_complex_arr.py
+    a_oo = a - a.real.min() - 1j*a.imag.min() # origin offsetted
+    return a_oo/np.abs(a_oo).max()
+
+
+def mandel(n, m, itermax, xmin, xmax, ymin, ymax):  # numpy-benchmarks, mandel.py (from the SciPy wiki)
+    '''
+    Fast mandelbrot computation using numpy.
+    '''
+    ix, iy = np.mgrid[0:n, 0:m]
+    x = np.linspace(xmin, xmax, n)[ix]
+    y = np.linspace(ymin, ymax, m)[iy]
+    c = x+complex(0,1)*y
+    del x, y
+    img = np.zeros(c.shape, dtype=int)
+    ix.shape = n*m
+    iy.shape = n*m
+    c.shape = n*m
+    z = np.copy(c)
+    for i in range(itermax):
+        if not len(z): break
+        np.multiply(z, z, z)
+        np.add(z, c, z)
+        rem = abs(z)>2.0
+        img[ix[rem], iy[rem]] = i+1
+        rem = ~rem
+        z = z[rem]
+        ix, iy = ix[rem], iy[rem]
+        c = c[rem]
+    return img
+
+
 def _grid(rng, dt):
     re = np.linspace(-2.0, 0.6, 48)
     im = np.linspace(-1.2, 1.2, 40)
@@ -133,4 +165,6 @@ PROGRAMS = [
     program(self_energy, _levels, BOTH),
     program(split_step, _packet, BOTH),
     program(jones_rotation, _fields, BOTH),
+    program(normalize_complex_arr, _vector, BOTH),
+    program(mandel, lambda rng, dt: (20, 30, 10, -2.0, 1.0, -1.5, 1.5), C128),
 ]

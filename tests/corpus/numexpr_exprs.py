@@ -120,32 +120,34 @@ def _take(*names):
     return lambda rng, dtype: tuple(_variables(dtype)[n] for n in names)
 
 
-# numexpr runs every list on int, float32, float64 (and complex, not here): int where NumPy accepts
-# the whole list (int ** -1 raises in NumPy, so not for powers). Out-of-domain values (arcsin(2),
-# x % 0, x / 0) are part of the lists on purpose, so NumPy runs with its warnings off.
+# numexpr runs every list on int, float32, float64 and complex128: int where NumPy accepts the whole list
+# (int ** -1 raises in NumPy, so not for powers), complex where NumPy defines every function of the list (not
+# %, arctan2, fmod, hypot, nextafter, copysign, ceil). Out-of-domain values (arcsin(2), x % 0, x / 0) are part
+# of the lists on purpose, so NumPy runs with its warnings off.
 FLOATS = ("float32", "float64")
 ALL = ("int64", "float32", "float64")
+COMPLEX = ("complex128",)
 ANY = {"numpy_errors": "ignore"}
 PROGRAMS = [
-    program(misc_arithmetic, _take("a", "b", "c", "d", "e", "a2"), ALL, **ANY),
-    program(misc_where, _take("a", "b"), ALL, **ANY),
+    program(misc_arithmetic, _take("a", "b", "c", "d", "e", "a2"), ALL + COMPLEX, **ANY),
+    program(misc_where, _take("a", "b"), ALL + COMPLEX, **ANY),
     program(misc_arctan2, _take("a", "b"), ALL, **ANY),
-    program(operations_add, _take("a", "b"), ALL),
-    program(operations_subtract, _take("a", "b"), ALL),
-    program(operations_multiply, _take("a", "b"), ALL),
-    program(operations_divide, _take("a", "b"), ALL, **ANY),
+    program(operations_add, _take("a", "b"), ALL + COMPLEX),
+    program(operations_subtract, _take("a", "b"), ALL + COMPLEX),
+    program(operations_multiply, _take("a", "b"), ALL + COMPLEX),
+    program(operations_divide, _take("a", "b"), ALL + COMPLEX, **ANY),
     program(operations_remainder, _take("a", "b"), ALL, **ANY),
-    program(operations_power, _take("a", "b"), FLOATS, **ANY),
-    program(comparisons, _take("a", "b"), ALL),
-    program(funcs_basic, _take("a", "b", "c"), FLOATS, **ANY),
-    program(funcs_trigonometric, _take("a", "b", "c"), FLOATS, **ANY),
-    program(funcs_hyperbolic, _take("a", "b", "c"), FLOATS, **ANY),
-    program(funcs_exp_log, _take("a", "b", "c"), FLOATS, **ANY),
+    program(operations_power, _take("a", "b"), FLOATS + COMPLEX, **ANY),
+    program(comparisons, _take("a", "b"), ALL + COMPLEX),
+    program(funcs_basic, _take("a", "b", "c"), FLOATS + COMPLEX, **ANY),
+    program(funcs_trigonometric, _take("a", "b", "c"), FLOATS + COMPLEX, **ANY),
+    program(funcs_hyperbolic, _take("a", "b", "c"), FLOATS + COMPLEX, **ANY),
+    program(funcs_exp_log, _take("a", "b", "c"), FLOATS + COMPLEX, **ANY),
     program(funcs_rounding, _take("a", "b", "c"), FLOATS, **ANY),
     program(funcs_arctan2, _take("a", "b", "c", "d"), FLOATS, **ANY),
     program(funcs_fmod, _take("a", "b", "c", "d"), FLOATS, **ANY),
     program(funcs_hypot, _take("a", "b", "c", "d"), FLOATS, **ANY),
     program(funcs_nextafter, _take("a", "b", "c", "d"), FLOATS, **ANY),
     program(funcs_copysign, _take("a", "b", "c", "d"), FLOATS, **ANY),
-    program(powers, _take("a"), FLOATS, **ANY),
+    program(powers, _take("a"), FLOATS + COMPLEX, **ANY),
 ]

@@ -556,6 +556,7 @@ FUNCTIONS = {
     np.allclose: lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False: np.all(_isclose(a, b, rtol, atol, equal_nan)),
     np.array_equal: lambda a, b, equal_nan=False: np.all(C.equal(a, b)) if np.shape(a) == np.shape(b) else False,
     np.linalg.norm: _norm,
+    np.result_type: lambda *xs: np.result_type(*(x.dtype if isinstance(x, (Tensor, ComplexTensor)) else x for x in xs)),
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],

@@ -23,7 +23,7 @@ from tracejit.errors import DtypeError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.graph import Op
 from tracejit.numpy import functions as F
-from tracejit.numpy.tensor import Tensor, as_node
+from tracejit.numpy.tensor import Tensor, as_node, python_value
 
 PART: dict[np.dtype, np.dtype] = {
     np.dtype(np.complex64): np.dtype(np.float32),
@@ -58,6 +58,12 @@ class ComplexTensor(np.lib.mixins.NDArrayOperatorsMixin):
     @property
     def shape(self) -> tuple[int, ...]:
         return self.re.shape
+
+    @shape.setter
+    def shape(self, value) -> None:
+        """NumPy's `z.shape = s`: this array seen in another shape (its parts reshaped: views of the same memory)."""
+        value = python_value(value, "an array's shape")
+        self.re, self.im = np.reshape(self.re, value), np.reshape(self.im, value)
 
     @property
     def ndim(self) -> int:

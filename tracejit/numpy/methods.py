@@ -96,7 +96,27 @@ def size(a, axis=None) -> int:
     return math.prod(a.shape) if axis is None else a.shape[_axis(axis, len(a.shape))]
 
 
+def result_type(*arrays_and_dtypes) -> np.dtype:
+    """NumPy's, from the traced values' dtypes (a Python number the kernel has as one is weak, as NEP 50 says)."""
+    return np.result_type(*(_dtype_of(a) for a in arrays_and_dtypes))
+
+
+def can_cast(from_, to, casting="safe") -> bool:
+    return np.can_cast(_dtype_of(from_), to, casting)
+
+
+def _dtype_of(a):
+    if isinstance(a, Tensor):
+        node = a._node
+        return {"b": False, "i": 0, "u": 0, "f": 0.0}[node.dtype.kind] if node.weak else node.dtype
+    if hasattr(a, "_tracejit_defer") and hasattr(a, "dtype"):  # (a complex value: its dtype)
+        return a.dtype
+    return a
+
+
 NUMPY_FUNCTIONS = {
+    np.result_type: result_type,
+    np.can_cast: can_cast,
     np.squeeze: squeeze,
     np.swapaxes: swapaxes,
     np.ravel: ravel,
