@@ -63,7 +63,7 @@ class ComplexTensor(np.lib.mixins.NDArrayOperatorsMixin):
     def shape(self, value) -> None:
         """NumPy's `z.shape = s`: this array seen in another shape (its parts reshaped: views of the same memory)."""
         value = python_value(value, "an array's shape")
-        self.re, self.im = np.reshape(self.re, value), np.reshape(self.im, value)
+        self.re, self.im = self.re.reshape(value), self.im.reshape(value)
 
     @property
     def ndim(self) -> int:
