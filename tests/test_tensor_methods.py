@@ -177,3 +177,21 @@ def test_every_commonly_called_ndarray_method_exists_on_traced_values():
     missing = [name for name in CALLED_METHODS if not hasattr(x, name)]
     assert not missing
     assert all(hasattr(np.ones((2, 2)), name) for name in CALLED_METHODS if name != "ptp")  # NumPy 2 dropped ndarray.ptp
+
+
+def test_setting_the_shape_of_an_array_the_kernel_made_reshapes_it(device):
+    """NumPy's `y.shape = (n, -1)` on an array made in the kernel; on an argument it is refused with what to write."""
+    def body(x, n):
+        y = x * 2
+        y.shape = (n, -1)
+        return y.sum(axis=1)
+
+    x = np.arange(12, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(tj.kernel(body)(x, 3, device=device)), body(x, 3))
+
+    def argument(x):
+        x.shape = (3, 4)
+        return x
+
+    with pytest.raises(tj.UnsupportedError, match=r"x = x.reshape"):
+        tj.kernel(argument)(x, device=device)

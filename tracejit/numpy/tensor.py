@@ -278,6 +278,19 @@ class Tensor:
     def shape(self) -> tuple[int, ...]:
         return self._node.shape
 
+    @shape.setter
+    def shape(self, value) -> None:
+        """NumPy's `x.shape = s`: for an array the kernel made, with no view of it alive, its value reshaped in place;
+        anything else is refused (NumPy's result would depend on memory layouts a trace does not follow)."""
+        value = python_value(value, "an array's shape")
+        shape = (value,) if isinstance(value, int) else tuple(value)
+        if self._base is None and self._argument is None and not any(t._base is self for t in living()):
+            self._value = build.reshape(self._value, F.reshape(Tensor(self._value), shape).shape)
+            return
+        raise UnsupportedError(
+            "x.shape = ... of a kernel argument or of an array with views is not supported: write x = x.reshape(...)"
+        )
+
     @property
     def ndim(self) -> int:
         return len(self._node.shape)
