@@ -64,19 +64,20 @@ def test_the_program_benchmarks_build_their_cases_from_the_corpus():
     spec.loader.exec_module(importlib.util.module_from_spec(spec))   # (its programs are the corpus's, by name)
 
 
-def test_the_breaks_benchmark_runs_and_checks_its_results(capsys):
-    spec = importlib.util.spec_from_file_location("tracejit_breaks_bench", BENCH.parent / "breaks.py")
+def _quick_run_prints(script: str, capsys) -> str:
+    """benchmarks/<script> --quick on numba (each script checks its results against NumPy first): its output."""
+    spec = importlib.util.spec_from_file_location(f"tracejit_{script[:-3]}_bench", BENCH.parent / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main(["--quick", "--devices", "numba"]) == 0
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_the_breaks_benchmark_runs_and_checks_its_results(capsys):
+    out = _quick_run_prints("breaks.py", capsys)
     assert "break/hand" in out and "numpy/same" in out
 
 
 def test_the_toolbox_benchmark_runs_and_checks_its_results(capsys):
-    spec = importlib.util.spec_from_file_location("tracejit_toolbox_bench", BENCH.parent / "toolbox.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main(["--quick", "--devices", "numba"]) == 0
-    out = capsys.readouterr().out
+    out = _quick_run_prints("toolbox.py", capsys)
     assert "numpy/tj" in out and "scipy" in out
