@@ -6,10 +6,17 @@ is viewed as complex again (a tj.Array of a device keeps its parts' buffer: runt
 
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from tracejit.errors import DtypeError
 from tracejit.runtime.array import Array, ComplexParts
+
+# the dtype a Python complex argument's parts are passed in while a plan is lowered for a device: float64, or
+# float32 where the device has no float64 (webgpu, metal: a weak Python complex with complex64 values is rounded
+# to complex64 by NumPy too); None outside a lowering (f.trace): float64
+SCALAR_PARTS: contextvars.ContextVar[np.dtype | None] = contextvars.ContextVar("tracejit_scalar_parts", default=None)
 
 PART: dict[np.dtype, np.dtype] = {
     np.dtype(np.complex64): np.dtype(np.float32),
@@ -35,18 +42,21 @@ def check_device(kernel, args, device) -> None:
     without float64 (webgpu, metal)."""
     for i, a in enumerate(args):
         t = type(a)
-        double = (t is np.ndarray or t is Array) and a.dtype == np.complex128 or t is complex
-        if not double:
+        if not ((t is np.ndarray or t is Array) and a.dtype == np.complex128):
             continue
         if device.computes_float64:
             return
         names = kernel._names
         which = names[i] if i < len(names) else f"argument {i}"
-        what = "complex128" if t is not complex else "a Python complex (complex128: its parts are float64)"
         raise DtypeError(
-            f"{kernel.__name__}: its argument {which} is {what}; float64 is not supported on {device.name}: pass "
-            "complex64 (x.astype(np.complex64), np.complex64(c))"
+            f"{kernel.__name__}: its argument {which} is complex128; float64 is not supported on {device.name}: "
+            "pass complex64 (x.astype(np.complex64))"
         )
+
+
+def scalar_parts(device) -> np.dtype:
+    """The dtype of a Python complex argument's parts on `device` (SCALAR_PARTS)."""
+    return np.dtype(np.float64 if device.computes_float64 else np.float32)
 
 
 def parts_view(a: np.ndarray) -> np.ndarray:
@@ -54,13 +64,17 @@ def parts_view(a: np.ndarray) -> np.ndarray:
     return a[..., None].view(PART[a.dtype])
 
 
-def real_form(a):
-    """A complex argument as the plan takes it; anything else as it is (so converting twice changes nothing)."""
+_FLOAT64 = np.dtype(np.float64)
+
+
+def real_form(a, scalar: np.dtype = _FLOAT64):
+    """A complex argument as the plan takes it (a Python complex as parts of `scalar`); anything else as it is (so
+    converting twice changes nothing)."""
     t = type(a)
     if t is np.ndarray:
         return parts_view(a) if a.dtype.kind == "c" else a
     if t is complex:
-        return np.array((a.real, a.imag))
+        return np.array((a.real, a.imag), scalar)
     if t is Array and type(a._data) is ComplexParts:
         return Array(a._data.parts, a.device)
     return a
@@ -88,6 +102,7 @@ class ComplexPlan:
 
     def __init__(self, inner, positions: tuple[int, ...], outputs: dict[int, np.dtype]):
         self.inner, self._positions, self._outputs = inner, positions, outputs
+        self._scalar = scalar_parts(inner.device)
 
     def __getattr__(self, name):  # traced, executable, kernels, device, runnable
         return getattr(self.inner, name)
@@ -95,7 +110,7 @@ class ComplexPlan:
     def _real(self, args):
         if not self._positions:
             return args
-        return tuple(real_form(a) for a in args)
+        return tuple(real_form(a, self._scalar) for a in args)
 
     def _out(self, out):
         if out is None:

@@ -375,6 +375,7 @@ class Kernel:
 
     @guarded("lowering")
     def _lower(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
+        token = complex_calls.SCALAR_PARTS.set(None)  # (_lower_traced sets it for its device)
         try:
             plan = self._lower_traced(args, device_name, compile_only, sizes)
             traced = plan.traced
@@ -384,6 +385,8 @@ class Kernel:
             return plan
         except DtypeError as e:  # a value a device cannot hold (webgpu's 64-bit, metal's float64): from which line
             raise dtype_sites.with_site(self, e, args, sizes) from None
+        finally:
+            complex_calls.SCALAR_PARTS.reset(token)
 
     def _lower_traced(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         t0 = time.perf_counter()
@@ -395,6 +398,7 @@ class Kernel:
             with stage("device setup"):  # the first time: imports the device's compiler
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
             complex_calls.check_device(self, args, dev)  # (complex128 where the device has no float64: said now)
+            complex_calls.SCALAR_PARTS.set(complex_calls.scalar_parts(dev))
             why = self._new_signature(args, dev.name) if debug.enabled(1) else None
             named = twin_sizes(args)  # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args, sizes=sizes)

@@ -188,8 +188,11 @@ def _describe(a, position: int) -> ArgInfo:
         )
     if type(a).__name__ == "Generator" and type(a).__module__.startswith("numpy.random"):
         return ArgInfo("generator")  # its methods draw from tracejit's generator (random_draws.py)
-    if type(a) is complex:  # (the call passes it as a 2-element float64 array: complex_calls.py)
-        return ArgInfo("array", np.dtype(np.float64), (2,), (1,), writeable=False, complex="scalar")
+    if type(a) is complex:  # (the call passes it as a 2-element array of its parts: complex_calls.py)
+        from tracejit.frontend.complex_calls import SCALAR_PARTS
+
+        part = SCALAR_PARTS.get() or np.dtype(np.float64)
+        return ArgInfo("array", part, (2,), (1,), writeable=False, complex="scalar")
     if not isinstance(a, np.ndarray):
         raise ArgumentError(
             f"argument {position} of type {type(a).__name__} is not an array; pass a numpy "
