@@ -301,3 +301,28 @@ def test_selections_masked_updates_and_linear_algebra_of_complex_values(device):
     np.testing.assert_allclose(mine, theirs, rtol=tolerance(dt), atol=tolerance(dt))
     a = values((3, 3), dt, seed=4) + 3 * np.eye(3, dtype=dt)
     check(lambda a, b: (np.linalg.solve(a, b), np.linalg.det(a)), a, z[:3], device=device, rtol=1e-4)
+
+
+def test_new_arrays_are_new_and_views_write_through(device):
+    """z.conj(), +z and z.astype(z.dtype) are new arrays (writing into them leaves the argument alone, as in NumPy;
+    they shared its parts before), while z.real, z.T and z[1:] are views that write it."""
+    dt = complex_dtype(device)
+
+    def body(z):
+        w = z.conj()
+        w.real[0] = 100
+        v = +z
+        v[1] = 7
+        u = z.astype(z.dtype)
+        u[2] = 9
+        z.real[3] = -5
+        z[1:][0] += 1j
+        return w, v, u
+
+    mine = values(6, dt)
+    theirs = mine.copy()
+    got = tj.kernel(body)(mine, device=device)
+    expected = body(theirs)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(np.asarray(g), e, rtol=tolerance(dt))
+    np.testing.assert_allclose(mine, theirs, rtol=tolerance(dt))

@@ -69,7 +69,7 @@ def _unary(ufunc):
     if ufunc is np.negative:
         return lambda z: C.negative(lift(z))
     if ufunc is np.positive:
-        return lambda z: lift(z)
+        return lambda z: C.astype(z, lift(z).dtype)  # (a new array)
     if ufunc is np.conjugate:
         return lambda z: lift(z).conj()
     if ufunc is np.absolute:

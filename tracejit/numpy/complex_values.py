@@ -123,7 +123,7 @@ class ComplexTensor(np.lib.mixins.NDArrayOperatorsMixin):
         return ComplexTensor(self.re.mT, self.im.mT)
 
     def conj(self) -> ComplexTensor:
-        return ComplexTensor(self.re, -self.im)
+        return ComplexTensor(Tensor(self.re._node), -self.im)  # (a new array, as NumPy's: no view of this one)
 
     conjugate = conj
 
@@ -300,7 +300,8 @@ def astype(x, dtype):
     (NumPy's ComplexWarning); complex to bool is whether the value is nonzero."""
     dtype = np.dtype(dtype)
     if dtype.kind == "c":
-        return lift(x, result_dtype(np.ones((), dtype)))
+        z = lift(x, result_dtype(np.ones((), dtype)))
+        return ComplexTensor(Tensor(z.re._node), Tensor(z.im._node))  # (a copy, as NumPy's astype)
     if not isinstance(x, ComplexTensor):
         return F.astype(x, dtype)
     if dtype.kind == "b":
