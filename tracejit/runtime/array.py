@@ -71,7 +71,24 @@ class Array:
         return f"tj.Array({self.numpy()!r}, device={self.device.name!r})"
 
 
-class ComplexParts:
+class Shaped:
+    """ndim and len() from a `shape` attribute, as NumPy's: a device's arrays (device_memory.Buffer), a complex
+    array's parts (ComplexParts)."""
+
+    __slots__ = ()
+    shape: tuple[int, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+
+class ComplexParts(Shaped):
     """A complex array on a device that keeps it as its parts (frontend/complex_calls.py): `parts`, the device's
     array of the part dtype with a trailing axis of 2 (real, imaginary), the same bytes as NumPy's complex array."""
 
@@ -82,15 +99,6 @@ class ComplexParts:
         self.shape = tuple(parts.shape[:-1])
         self.size = parts.size // 2
         self.strides = tuple(parts.strides[:-1])
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
 
     def host(self, parts: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(parts).view(self.dtype)[..., 0]

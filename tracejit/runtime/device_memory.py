@@ -13,6 +13,7 @@ import numpy as np
 
 from tracejit.errors import DeviceError, OutOfMemoryError
 from tracejit.ir.fuse import Program
+from tracejit.runtime.array import Shaped
 
 
 def contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:
@@ -23,7 +24,7 @@ def contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-class Buffer:
+class Buffer(Shaped):
     """A C-contiguous array in device memory; a runtime adds where the memory is."""
 
     __slots__ = ("shape", "dtype", "size", "strides")
@@ -32,15 +33,6 @@ class Buffer:
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.size = math.prod(self.shape)
         self.strides = contiguous_strides(self.shape, self.dtype.itemsize)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
 
 
 class Block:
