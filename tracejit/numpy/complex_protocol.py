@@ -146,8 +146,7 @@ def _write_out(ufunc, out, result, where, casting):
             f"{casting!r} (as NumPy)"
         )
     if where is not True:
-        old = out if isinstance(out, ComplexTensor) else out
-        result = np.where(where, result, old)
+        result = np.where(where, result, out)
     out[...] = result
     return out
 
@@ -353,7 +352,7 @@ def _products(func, args, kwargs):
         return _multilinear(func, args[1:], before=args[:1], kwargs=kwargs)
     operands, rest = args[:2], args[2:]
     if how == "conj":  # np.vdot(a, b): conj(a) . b, both flattened
-        operands = tuple(np.ravel(x) if isinstance(x, (Tensor, ComplexTensor)) else np.ravel(x) for x in operands)
+        operands = tuple(np.ravel(x) for x in operands)
         return _multilinear(np.dot, operands, conj=(0,))
     if how == "conj last":  # np.correlate(a, v): sum over k of a[n + k] * conj(v[k])
         return _multilinear(np.correlate, operands, kwargs=dict(kwargs, **dict(zip(("mode",), rest))), conj=(1,))
