@@ -19,20 +19,20 @@ _local = threading.local()
 _CHECKS: dict[int, Fault] = {}  # check()'s faults by code: its reads are known by their table alone
 
 
-def check(ok: Node, fault: Fault) -> Node:
-    """A 0-d int64 zero (weak, as a Python 0) whose computation raises `fault` when the kernel runs where the
+def check(ok: Node, fault: Fault, dtype: str = "int64") -> Node:
+    """A 0-d int zero (weak, as a Python 0) whose computation raises `fault` when the kernel runs where the
     0-d bool `ok` is False (int() of NaN: Python's errors that a kernel finds only when it runs): a read of a
     one-element table at 0 where ok holds, at 1 (outside it) where not, its IndexError replaced by `fault`.
     Added to a value, the check runs wherever the value is computed. The table holds the fault's code (and
     the read minus the code is the zero), so the read is known for what it is after any rewrite of the graph
-    (fault_of)."""
+    (fault_of). `dtype`: int32 where the device may compute no int64 (webgpu); the fault's code fits in it."""
     from tracejit.ir import build
 
     assert ok.shape == () and ok.dtype == bool, ok
     _CHECKS[fault.code] = fault
-    index = build.where(ok, build.const(0, "int64", ()), build.const(1, "int64", ()))
-    code = build.const(fault.code, "int64", (), weak=True)
-    read = build.gather(build.const(fault.code, "int64", (1,), weak=True), (index,), (None,))
+    index = build.where(ok, build.const(0, dtype, ()), build.const(1, dtype, ()))
+    code = build.const(fault.code, dtype, (), weak=True)
+    read = build.gather(build.const(fault.code, dtype, (1,), weak=True), (index,), (None,))
     return build.binary(Op.SUB, read, code)
 
 
@@ -41,7 +41,7 @@ def fault_of(n: Node) -> Fault | None:
     if n.op is not Op.GATHER:
         return None
     table = n.srcs[0]
-    if table.op is not Op.CONST or table.shape != (1,) or not table.weak or table.dtype != "int64":
+    if table.op is not Op.CONST or table.shape != (1,) or not table.weak or table.dtype not in ("int64", "int32"):
         return None
     return _CHECKS.get(table.arg)
 
