@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.numpy import linalg_solvers
 from reference import assert_close
 
 
@@ -34,7 +35,7 @@ def solve_then_scale(a, b):
 def eigen_parts(x):
     w, v = np.linalg.eigh(x @ x.T)          # a named tuple of two arrays
     q, r = np.linalg.qr(x)
-    return w.sum() + v[0] * 2, np.abs(q).sum(axis=0) + np.diag(r)
+    return w.sum() + np.abs(v[0]) * 2, np.abs(q).sum(axis=0) + np.diag(r)  # (eigenvectors' signs: arbitrary)
 
 
 def unwrap_by(x, period):
@@ -165,7 +166,7 @@ def test_a_fallback_whose_result_length_depends_on_the_values_follows_it(device,
 
 def test_explain_lists_kernels_loops_breaks_and_synchronisations(rng):
     def program(a, b, steps: int):
-        x = np.linalg.solve(a * 2.0, b + 1.0)
+        x = np.linalg.lstsq(a * 2.0, b + 1.0)[0]  # (LAPACK on the host on every device)
         for t in range(steps):
             x = 0.5 * (x + np.roll(x, 1))
         while x.max() > 1.0:
@@ -175,7 +176,7 @@ def test_explain_lists_kernels_loops_breaks_and_synchronisations(rng):
     a, b = 3 * np.eye(4), np.ones(4)
     text = kernel.explain(a, b, 10)
     assert text.startswith("program(float64[4, 4], float64[4], int64 (a Python number)) on numba:")
-    assert "1 break(s)" in text and "break at test_fallback.py:" in text and "np.linalg.solve" in text
+    assert "1 break(s)" in text and "break at test_fallback.py:" in text and "np.linalg.lstsq" in text
     assert "for loop at test_fallback.py:" in text and "while loop at test_fallback.py:" in text
     assert "synchronisation: its test, read after every step" in text
     # on a GPU-API device the break also copies its values to the host (not a wait on numba)
@@ -218,6 +219,8 @@ def test_every_numpy_function_tracejit_lacks_runs_as_numpy_or_is_refused_with_th
     samples = [rng.standard_normal(6), rng.standard_normal((4, 4)) + 4 * np.eye(4), rng.integers(1, 9, 6)]
     ran, refused = [], []
     for f in _lacking():
+        if f in linalg_solvers.EVERYWHERE or device != "numba" and f in linalg_solvers.GENERATED:  # (np.linalg as generated kernels)
+            continue
         for x in samples:
             args = (x, x) if isinstance(f, np.ufunc) and f.nin == 2 else (x,)
             try:

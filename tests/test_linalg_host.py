@@ -1,7 +1,8 @@
-"""np.linalg in kernels (issue 48 item 3, numba's part): NumPy's own LAPACK calls on the host, in the middle of the
-kernel, with the code before and after compiled; on every device against NumPy, values and dtypes, stacked
-(batched) inputs, NumPy's LinAlgError; they need no fallback (the suite runs with it off), warn nothing on numba,
-and warn on a GPU-API device, whose values they copy to the host and back."""
+"""np.linalg in kernels (issue 48 item 3): NumPy's own LAPACK calls on the host on the numba device, in the middle of
+the kernel, with the code before and after compiled, and generated kernels on the GPU-API devices
+(test_linalg_generated.py); on every device against NumPy, values and dtypes, stacked (batched) inputs, NumPy's
+LinAlgError; they need no fallback (the suite runs with it off), warn nothing on numba, and warn on a GPU-API
+device only for what still runs on the host there (lstsq), whose values they copy to the host and back."""
 import warnings
 
 import numpy as np
@@ -94,18 +95,25 @@ def test_numpys_linalg_error_for_singular_and_non_positive_definite_input(device
         quiet(tj.kernel(lambda a: np.linalg.cholesky(a - 10)), np.eye(3, dtype=dt), device=device)
 
 
-def test_no_warning_on_numba_and_one_on_a_gpu_api_device(rng):
+def test_no_warning_on_numba_and_one_on_a_gpu_api_device_for_what_runs_there(rng):
     def solve(a, b):
         return np.linalg.solve(a, b)
+
+    def least_squares(a, b):
+        return np.linalg.lstsq(a, b)[0]
     a, b = spd(rng, 4, np.float32), np.ones(4, np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error", tj.FallbackWarning)
         tj.kernel(solve)(a, b, device="numba")
+        tj.kernel(least_squares)(a, b, device="numba")
     if "opencl" not in {d.name for d in tj.devices() if d.available}:
         pytest.skip("opencl is not available here")
-    with pytest.warns(tj.FallbackWarning, match=r"test_linalg_host.py:\d+: np.linalg.solve runs on the host .* on "
-                                                r"opencl its values were copied"):
+    with warnings.catch_warnings():  # (a generated kernel there: test_linalg_generated.py)
+        warnings.simplefilter("error", tj.FallbackWarning)
         tj.kernel(solve)(a, b, device="opencl")
+    with pytest.warns(tj.FallbackWarning, match=r"test_linalg_host.py:\d+: np.linalg.lstsq runs on the host .* on "
+                                                r"opencl its values were copied"):
+        tj.kernel(least_squares)(a, b, device="opencl")
 
 
 def test_the_kernels_around_it_fuse_and_the_call_is_explained(rng):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from numpy.linalg import LinAlgError  # noqa: F401  NumPy's own class: a generated np.linalg kernel raises it as NumPy does
+
 
 class TracejitError(Exception):
     """Base class of every error tracejit raises on purpose. Where NumPy raises a built-in exception, the

@@ -38,6 +38,7 @@ from tracejit.numpy import (
     conditional_expressions,
     data_sizes,
     host_calls,
+    linalg_solvers,
     loops,
     python_builtins,
     python_numbers,
@@ -376,6 +377,7 @@ class Kernel:
     @guarded("lowering")
     def _lower(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         token = complex_calls.SCALAR_PARTS.set(None)  # (_lower_traced sets it for its device)
+        linalg_token = linalg_solvers.ON_DEVICE.set(False)  # (and this)
         try:
             plan = self._lower_traced(args, device_name, compile_only, sizes)
             traced = plan.traced
@@ -387,6 +389,7 @@ class Kernel:
             raise dtype_sites.with_site(self, e, args, sizes) from None
         finally:
             complex_calls.SCALAR_PARTS.reset(token)
+            linalg_solvers.ON_DEVICE.reset(linalg_token)
 
     def _lower_traced(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         t0 = time.perf_counter()
@@ -399,6 +402,7 @@ class Kernel:
                 dev = registry.compiler(device_name) if compile_only else registry.device(device_name)
             complex_calls.check_device(self, args, dev)  # (complex128 where the device has no float64: said now)
             complex_calls.SCALAR_PARTS.set(complex_calls.scalar_parts(dev))
+            linalg_solvers.ON_DEVICE.set(not dev.returns_numpy)  # (np.linalg: LAPACK only where arrays are on the host)
             why = self._new_signature(args, dev.name) if debug.enabled(1) else None
             named = twin_sizes(args)  # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args, sizes=sizes)

@@ -4,6 +4,7 @@ each one labelled contraction (einsum.contract), and np.linalg.norm from element
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -151,8 +152,7 @@ def _tensordot_axes(axes, a_ndim: int, b_ndim: int) -> tuple[tuple[int, ...], tu
 
 def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002  (NumPy's name)
     """np.linalg.norm: vector norms over one axis, matrix norms over two (ord None/'fro', 1, -1, inf,
-    -inf); integers are computed in float64 as in NumPy. Norms that need an SVD (2, -2, 'nuc') are
-    refused."""
+    -inf, and 2, -2, 'nuc' from the singular values); integers are computed in float64 as in NumPy."""
     x = Tensor(as_node(x))
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
@@ -201,11 +201,9 @@ def _matrix_norm(x: Tensor, ord, axes: tuple[int, int], keepdims: bool) -> Tenso
     elif ord in (np.inf, -np.inf):  # the largest (smallest) row sum
         sums = R.sum(a, axis=col, keepdims=True)
         out = (R.max if ord == np.inf else R.min)(sums, axis=axes)
-    elif ord in (2, -2, "nuc"):
-        raise UnsupportedError(
-            f"np.linalg.norm(ord={ord!r}) needs singular values, which tracejit does not "
-            "compute; use ord='fro', 1 or np.inf, or compute it outside the kernel"
-        )
+    elif ord in (2, -2, "nuc"):  # the largest, smallest, sum of the singular values (as the device computes them)
+        s = np.linalg.svd(cast(Any, np.moveaxis)(x, axes, (-2, -1)), compute_uv=False)
+        out = R.max(s, axis=-1) if ord == 2 else R.min(s, axis=-1) if ord == -2 else R.sum(s, axis=-1)
     else:
         raise ShapeError(f"np.linalg.norm: invalid norm order {ord!r} for matrices")
     if keepdims:

@@ -21,6 +21,7 @@ from tracejit.numpy import (
     indexing,
     joining,
     linalg,
+    linalg_solvers,
     methods,
     movement,
     numerical,
@@ -196,7 +197,10 @@ def array_function(func, args, kwargs):
         if constants is not None:  # arrays the kernel made from constants: NumPy computes it, as before a trace
             args, kwargs = constants
             return func(*args, **kwargs)
-        if func in host_calls.LINALG_ON_HOST:  # (NumPy's LAPACK on the host: how tracejit computes these)
+        if func in host_calls.LINALG_ON_HOST:  # generated kernels, or NumPy's LAPACK on the host (linalg_solvers)
+            result = linalg_solvers.generated(func, args, kwargs)
+            if result is not NotImplemented:
+                return result
             return host_calls.fallback(func, args, kwargs, _name(func), "LAPACK", library=True)
         return host_calls.fallback(func, args, kwargs, _name(func), "not implemented")
     sized = func in DATA_DEPENDENT and not (func is np.where and len(args) + len(kwargs) > 1)  # (np.where(c, x, y): no)

@@ -1,0 +1,425 @@
+"""np.linalg as generated kernels, for the devices without LAPACK (opencl, webgpu, cuda, metal): Gauss-Jordan
+elimination with partial pivoting (solve, inv, det, slogdet), Cholesky, Householder QR, and what follows from
+them and from linalg_jacobi's eigh/svd, in whole-array operations over stacks of matrices and compiled loops."""
+
+from __future__ import annotations
+
+import contextvars
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tracejit.ir import build, faulting
+from tracejit.ir.kernel_ir import Fault
+from tracejit.numpy import linalg_jacobi, loops
+from tracejit.numpy.tensor import Tensor, as_node
+
+__all__: list[str] = []
+
+Array = Any  # a traced Tensor: NumPy's functions on it are tracejit's (their stubs know only ndarrays)
+
+# the largest matrix side computed by the generated kernels: one loop step per row or column, so beyond it NumPy's
+# LAPACK on the host (a copy there and back) is the faster and the more accurate
+LARGEST = 1024
+
+SINGULAR = Fault("LinAlgError", "Singular matrix")
+NOT_POSITIVE_DEFINITE = Fault("LinAlgError", "Matrix is not positive definite")
+
+# whether np.linalg is traced as generated kernels (a device without LAPACK of its own: arrays not in host
+# memory) or as NumPy's LAPACK on the host (the numba device); the frontend sets it for the device it lowers for
+ON_DEVICE: contextvars.ContextVar[bool] = contextvars.ContextVar("tracejit_linalg_on_device", default=False)
+
+
+class OnHost(Exception):
+    """Raised by a generated function before it traces anything: NumPy's LAPACK on the host computes this call."""
+
+
+def generated(func: Callable, args: tuple, kwargs: dict):
+    """np.linalg's `func` on these arguments as generated kernels, or NotImplemented where NumPy's LAPACK on the
+    host computes it: on the numba device (whose arrays are host memory), for complex or empty matrices, beyond
+    the largest side the algorithm is meant for (LARGEST; linalg_jacobi.LARGEST for what needs eigenvalues or
+    singular values), and for what is not built here. multi_dot and matrix_power are matrix products on every
+    device."""
+    impl = EVERYWHERE.get(func)
+    if impl is None and ON_DEVICE.get():
+        impl = GENERATED.get(func)
+        largest = linalg_jacobi.LARGEST if func in _BY_JACOBI else LARGEST
+        matrices = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor) and a.ndim >= 2]
+        if any(a.dtype.kind == "c" or 0 in a.shape[-2:] or max(a.shape[-2:]) > largest for a in matrices):
+            return NotImplemented
+    if impl is None:
+        return NotImplemented
+    try:
+        result = impl(*args, **kwargs)
+    except OnHost:
+        return NotImplemented
+    if type(result) is tuple:
+        return _RESULTS[func](*map(_new, result))
+    return _new(result)
+
+
+def _new(value):
+    """A result as the new array NumPy's is: one the caller may assign into, whatever loops made it."""
+    return Tensor(as_node(value)) if isinstance(value, Tensor) else value
+
+
+# --- arguments, as NumPy checks them -----------------------------------------------------------------------------
+
+
+def _float(a, name: str) -> Array:
+    """a as a stack of matrices in the float dtype NumPy's LAPACK computes it in (float32 stays, integers and
+    bools become float64), with NumPy's errors for fewer than two dimensions and unsupported dtypes."""
+    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    if a.ndim < 2:
+        raise np.linalg.LinAlgError(
+            f"{a.ndim}-dimensional array given. Array must be at least two-dimensional (np.linalg.{name})"
+        )
+    if a.dtype == np.float16 or a.dtype.kind not in "biuf":
+        raise TypeError(f"array type {a.dtype} is unsupported in linalg (np.linalg.{name})")
+    return a if a.dtype.kind == "f" else a.astype(np.float64)
+
+
+def _square(a, name: str) -> Array:
+    a = _float(a, name)
+    if a.shape[-1] != a.shape[-2]:
+        raise np.linalg.LinAlgError(
+            f"Last 2 dimensions of the array must be square (np.linalg.{name} of shape {a.shape})"
+        )
+    return a
+
+
+def _raising(value: Array, ok, fault: Fault) -> Array:
+    """value, computed with a check that raises `fault` when the kernel runs where the 0-d bool `ok` is False."""
+    check = build.cast(faulting.check(as_node(ok), fault, "int32"), value.dtype)
+    return value + Tensor(check)
+
+
+def _eye(n: int, dtype, batch: tuple[int, ...] = ()) -> Array:
+    eye = Tensor(as_node(np.eye(n, dtype=dtype)))
+    return np.broadcast_to(eye, (*batch, n, n)) if batch else eye
+
+
+# --- Gauss-Jordan elimination: solve, inv, det, slogdet ----------------------------------------------------------
+
+
+def _eliminate(a: Array, b: Array | None) -> tuple[Any, Array, Array, Array, Array]:
+    """Gauss-Jordan elimination of [a | b] with partial pivoting (LAPACK's getrf's choice of pivot: the first
+    of the largest magnitudes in the column): a's inverse applied to b (None without b), the determinant (the
+    product of the pivots, as NumPy's), its sign, the log of its magnitude and whether a pivot was zero (a
+    singular matrix), per matrix."""
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    m = a if b is None else np.concatenate([a, b], axis=-1)
+    rows = np.arange(n, dtype=np.int32)  # (int32: webgpu computes no int64)
+    zero = np.zeros(batch, a.dtype)
+
+    def step(k, m, product, sign, log_abs, singular):
+        column = m[..., :, k]
+        candidates = np.where(rows >= k, np.abs(column), -1)
+        largest = np.max(candidates, axis=-1, keepdims=True)
+        p = np.min(np.where(candidates == largest, rows, n), axis=-1)  # (np.argmax's first, in int32) ...
+        p = np.where(p == n, k, p)  # (... k where the column is NaN: a zero pivot before made it so)
+        source = np.where(rows == k, p[..., None], np.where(rows == p[..., None], k, rows))
+        m = np.take_along_axis(m, source[..., None], axis=-2)  # rows k and p swapped
+        pivot = m[..., k, k]
+        row = m[..., k, :] / pivot[..., None]
+        factor = m[..., :, k]
+        m = np.where((rows == k)[:, None], row[..., None, :], m - factor[..., :, None] * row[..., None, :])
+        swapped = 1 - 2 * (p != k).astype(a.dtype)
+        product, sign = product * pivot * swapped, sign * np.sign(pivot) * swapped
+        return m, product, sign, log_abs + np.log(np.abs(pivot)), singular | (pivot == 0)
+
+    m, product, sign, log_abs, singular, _ = loops.for_range(
+        (n,),
+        step,
+        (m, zero + 1, zero + 1, zero, np.zeros(batch, bool)),
+        ("m", "product", "sign", "log_abs", "singular"),
+        None,
+        (),
+        "np.linalg (Gauss-Jordan elimination)",
+    )
+    return (None if b is None else m[..., n:]), product, sign, log_abs, singular
+
+
+def solve(a, b) -> Array:
+    """np.linalg.solve: b a vector (1-D) or a stack of matrices (..., n, k), the stacks broadcast together."""
+    a = _square(a, "solve")
+    b = b if isinstance(b, Tensor) else Tensor(as_node(np.asarray(b)))
+    dtype = np.result_type(a.dtype, b.dtype if b.dtype.kind == "f" and b.dtype != np.float16 else np.float64)
+    a, b = a.astype(dtype), b.astype(dtype)
+    vector = b.ndim == 1
+    columns = b[:, None] if vector else b
+    if columns.shape[-2] != a.shape[-1]:
+        raise ValueError(
+            f"np.linalg.solve: the right-hand side has {columns.shape[-2]} rows (shape {b.shape}) where the "
+            f"matrix has {a.shape[-1]} (shape {a.shape})"
+        )
+    batch = np.broadcast_shapes(a.shape[:-2], columns.shape[:-2])
+    a = np.broadcast_to(a, (*batch, *a.shape[-2:]))
+    columns = np.broadcast_to(columns, (*batch, *columns.shape[-2:]))
+    x, _, _, _, singular = _eliminate(a, columns)
+    x = _raising(x, ~np.any(singular), SINGULAR)
+    return x[..., 0] if vector else x
+
+
+def inv(a) -> Array:
+    """np.linalg.inv: LinAlgError('Singular matrix') where a pivot is zero, as LAPACK's."""
+    a = _square(a, "inv")
+    x, _, _, _, singular = _eliminate(a, _eye(a.shape[-1], a.dtype, a.shape[:-2]))
+    return _raising(x, ~np.any(singular), SINGULAR)
+
+
+def slogdet(a):
+    """np.linalg.slogdet: (sign, log|det|), sign 0 and log -inf for a singular matrix."""
+    a = _square(a, "slogdet")
+    _, _, sign, log_abs, singular = _eliminate(a, None)
+    sign = np.where(singular, 0, sign).astype(a.dtype)
+    log_abs = np.where(singular, -np.inf, log_abs).astype(a.dtype)
+    return sign, log_abs
+
+
+def det(a) -> Array:
+    """np.linalg.det: the product of the pivots, signed by the rows swapped."""
+    a = _square(a, "det")
+    _, product, _, _, singular = _eliminate(a, None)
+    return np.where(singular, 0, product).astype(a.dtype)
+
+
+# --- Cholesky and QR --------------------------------------------------------------------------------------------
+
+
+def cholesky(a, /, *, upper: bool = False) -> Array:
+    """np.linalg.cholesky of the lower triangle (the upper one with upper=True, as NumPy's), right-looking, column
+    by column; LinAlgError('Matrix is not
+    positive definite') where a diagonal entry to take the root of is zero or negative, as NumPy's LAPACK."""
+    a = _square(a, "cholesky")
+    n = a.shape[-1]
+    if upper:
+        a = np.swapaxes(a, -1, -2)
+    s = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
+    rows = np.arange(n, dtype=np.int32)  # (int32: webgpu computes no int64)
+
+    def step(k, s, low, failed):
+        d = s[..., k, k]
+        root = np.sqrt(np.where(d <= 0, 1, d))
+        column = np.where(rows >= k, s[..., :, k] / root[..., None], 0)
+        s = s - column[..., :, None] * column[..., None, :]
+        low = np.where(rows == k, column[..., :, None], low)
+        return s, low, failed | (d <= 0)  # (NaN is not: NumPy's LAPACK carries it on)
+
+    _, low, failed, _ = loops.for_range(
+        (n,),
+        step,
+        (s, np.zeros_like(a), np.zeros(a.shape[:-2], bool)),
+        ("s", "low", "failed"),
+        None,
+        (),
+        "np.linalg.cholesky",
+    )
+    low = _raising(low, ~np.any(failed), NOT_POSITIVE_DEFINITE)
+    return np.swapaxes(low, -1, -2) if upper else low
+
+
+def qr(a, mode: str = "reduced"):
+    """np.linalg.qr by Householder reflections as LAPACK's geqrf makes them (R's diagonal -sign(a_kk) times the
+    column's norm; a column already zero below the diagonal left as it is), Q accumulated from them. Modes
+    'reduced', 'complete' and 'r'; 'raw' runs with NumPy."""
+    if mode == "raw":  # (LAPACK's own layout of the reflections: NumPy makes it)
+        raise OnHost
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"Unrecognized mode '{mode}'")
+    a = _float(a, "qr")
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    rows = np.arange(m, dtype=np.int32)
+
+    def step(j, r, q):
+        column = r[..., :, j]
+        alpha = r[..., j, j]
+        below = np.where(rows > j, column, 0)
+        x_norm = np.sqrt(np.sum(below * below, axis=-1))
+        beta = -np.copysign(np.hypot(alpha, x_norm), alpha)
+        reflect = x_norm != 0
+        safe = np.where(reflect, alpha - beta, 1)
+        tau = np.where(reflect, (beta - alpha) / np.where(reflect, beta, 1), 0)
+        v = np.where(rows == j, 1, below / safe[..., None]).astype(a.dtype)  # H = I - tau v v^T
+        r = r - (tau[..., None] * v)[..., :, None] * (v[..., None, :] @ r)
+        q = q - ((q @ v[..., :, None]) * tau[..., None, None]) * v[..., None, :]
+        return r, q
+
+    r, q, _ = loops.for_range(
+        (k,), step, (a, _eye(m, a.dtype, a.shape[:-2])), ("r", "q"), None, (), "np.linalg.qr (Householder)"
+    )
+    r = np.triu(r)
+    if mode == "complete":
+        return q, r
+    r = r[..., :k, :]
+    return r if mode == "r" else (q[..., :, :k], r)
+
+
+# --- products of matrices: every device --------------------------------------------------------------------------
+
+
+def matrix_power(a, n) -> Array:
+    """np.linalg.matrix_power with NumPy's order of products (so its rounding); a negative power of the inverse
+    (np.linalg.inv, computed as the device computes it)."""
+    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError("exponent must be an integer") from None
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise np.linalg.LinAlgError(
+            f"Last 2 dimensions of the array must be square (np.linalg.matrix_power of shape {a.shape})"
+        )
+    if n == 0:
+        return np.broadcast_to(_eye(a.shape[-1], a.dtype), a.shape) + np.zeros_like(a)
+    if n < 0:
+        a, n = np.linalg.inv(a), -n
+    if n == 1:
+        return a + np.zeros_like(a)  # (a new array, as NumPy's)
+    if n == 2:
+        return a @ a
+    if n == 3:
+        return (a @ a) @ a
+    z = result = None
+    while n > 0:
+        z = a if z is None else z @ z
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else result @ z
+    return result
+
+
+def multi_dot(arrays: Sequence, *, out=None) -> Array:
+    """np.linalg.multi_dot: the products in the order of fewest multiplications (NumPy's matrix-chain order);
+    a 1-D first (last) array is a row (column) whose axis leaves the result."""
+    if out is not None:
+        raise TypeError("np.linalg.multi_dot(..., out=...) is not supported while tracing; use the returned value")
+    arrays = [a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a))) for a in arrays]
+    if len(arrays) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    if len(arrays) == 2:
+        return np.dot(arrays[0], arrays[1])
+    first, last = arrays[0].ndim == 1, arrays[-1].ndim == 1
+    if first:
+        arrays[0] = arrays[0][None, :]
+    if last:
+        arrays[-1] = arrays[-1][:, None]
+    for i, a in enumerate(arrays):
+        if a.ndim != 2:
+            raise np.linalg.LinAlgError(
+                f"{a.ndim}-dimensional array given. Array must be two-dimensional (np.linalg.multi_dot's argument {i})"
+            )
+    order = _chain_order([a.shape[0] for a in arrays] + [arrays[-1].shape[1]])
+
+    def product(i: int, j: int) -> Array:
+        return arrays[i] if i == j else np.dot(product(i, order[i][j]), product(order[i][j] + 1, j))
+
+    result = product(0, len(arrays) - 1)
+    if first and last:
+        return result[0, 0]
+    return result[0] if first else result[:, 0] if last else result
+
+
+def _chain_order(p: list[int]) -> list[list[int]]:
+    """Where to split each chain i..j of matrices (p[i] x p[i+1] each) for the fewest multiplications: NumPy's
+    (Cormen's) dynamic programme, so ties split where NumPy's do. Three matrices as NumPy's _multi_dot_three."""
+    n = len(p) - 1
+    split = [[0] * n for _ in range(n)]
+    if n == 3:
+        cost1 = p[0] * p[1] * p[2] + p[0] * p[2] * p[3]  # (AB)C
+        cost2 = p[1] * p[2] * p[3] + p[0] * p[1] * p[3]  # A(BC)
+        split[0][2], split[1][2] = (1, 1) if cost1 < cost2 else (0, 1)
+        split[0][1] = 0
+        return split
+    cost = [[0.0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = float("inf")
+            for k in range(i, j):
+                q = cost[i][k] + cost[k + 1][j] + p[i] * p[k + 1] * p[j + 1]
+                if q < cost[i][j]:
+                    cost[i][j], split[i][j] = q, k
+    return split
+
+
+# --- what the singular values give: pinv, matrix_rank, cond, lstsq -----------------------------------------------
+
+
+def pinv(a, rcond=None, hermitian: bool = False, *, rtol=np._NoValue) -> Array:
+    """np.linalg.pinv through the singular value decomposition, NumPy's cutoffs (rcond, rtol)."""
+    a = _float(a, "pinv")
+    if rcond is None:
+        rcond = 1e-15 if rtol is np._NoValue else max(a.shape[-2:]) * np.finfo(a.dtype).eps if rtol is None else rtol
+    elif rtol is not np._NoValue:
+        raise ValueError("`rtol` and `rcond` can't be both set.")
+    u, s, vt = linalg_jacobi.svd(a, full_matrices=False, hermitian=hermitian)
+    rcond = rcond if isinstance(rcond, Tensor) or np.ndim(rcond) else float(rcond)  # (a number: weak, as NumPy's)
+    cutoff = (rcond[..., None] if np.ndim(rcond) else rcond) * np.max(s, axis=-1, keepdims=True)
+    large = s > cutoff
+    s = np.where(large, 1 / np.where(large, s, 1), 0).astype(a.dtype)
+    return np.swapaxes(vt, -1, -2) @ (s[..., None] * np.swapaxes(u, -1, -2))
+
+
+def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None) -> Array:
+    """np.linalg.matrix_rank: the singular values above NumPy's tolerance, counted."""
+    A = A if isinstance(A, Tensor) else Tensor(as_node(np.asarray(A)))
+    if A.ndim < 2:
+        return np.any(A != 0).astype(np.int64)
+    A = _float(A, "matrix_rank")
+    s = linalg_jacobi.svd(A, compute_uv=False, hermitian=hermitian)
+    if tol is None:
+        if rtol is None:
+            rtol = max(A.shape[-2:]) * np.finfo(s.dtype).eps
+        else:
+            rtol = np.asarray(rtol)[..., None]
+        tol = np.max(s, axis=-1, keepdims=True) * rtol
+    else:
+        tol = np.asarray(tol)[..., None]
+    return np.count_nonzero(s > tol, axis=-1)
+
+
+def cond(x, p=None) -> Array:
+    """np.linalg.cond: the ratio of the extreme singular values (p None, 2, -2), else norm(x) * norm(inv(x));
+    NaN from a singular matrix is inf, as NumPy makes it (unless x holds NaN)."""
+    x = _float(x, "cond")
+    if p is None or p == 2 or p == -2:
+        s = linalg_jacobi.svd(x, compute_uv=False)
+        r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+    else:
+        x = _square(x, "cond")
+        inverse, _, _, _, _ = _eliminate(x, _eye(x.shape[-1], x.dtype, x.shape[:-2]))
+        r = np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(inverse, p, axis=(-2, -1))
+    r = r.astype(x.dtype)
+    return np.where(np.isnan(r) & ~np.any(np.isnan(x), axis=(-2, -1)), np.inf, r)
+
+
+# the named tuples NumPy returns (EighResult, SVDResult, QRResult, SlogdetResult)
+_RESULTS = {
+    np.linalg.eigh: type(np.linalg.eigh(np.eye(1))),
+    np.linalg.svd: type(np.linalg.svd(np.eye(1))),
+    np.linalg.qr: type(np.linalg.qr(np.eye(1))),
+    np.linalg.slogdet: type(np.linalg.slogdet(np.eye(1))),
+}
+_BY_JACOBI = frozenset(
+    (np.linalg.eigh, np.linalg.eigvalsh, np.linalg.svd, np.linalg.pinv, np.linalg.matrix_rank, np.linalg.cond)
+)
+EVERYWHERE: dict[Callable, Callable] = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot}
+GENERATED: dict[Callable, Callable] = {
+    np.linalg.solve: solve,
+    np.linalg.inv: inv,
+    np.linalg.det: det,
+    np.linalg.slogdet: slogdet,
+    np.linalg.cholesky: cholesky,
+    np.linalg.qr: qr,
+    np.linalg.eigh: linalg_jacobi.eigh,
+    np.linalg.eigvalsh: linalg_jacobi.eigvalsh,
+    np.linalg.svd: linalg_jacobi.svd,
+    np.linalg.pinv: pinv,
+    np.linalg.matrix_rank: matrix_rank,
+    np.linalg.cond: cond,
+}
