@@ -4,8 +4,11 @@
    and a Numba loop with a preallocated output.
 2. An FFT of 2**20 complex values (and a real one, rfft): tracejit's generated Stockham kernels against NumPy's
    pocketfft and scipy.fft (one thread and all cores).
-3. A batched solve: 20,000 systems of 8 x 8, np.linalg.solve in a kernel (NumPy's LAPACK on the host, with the
-   code around it fused) against NumPy.
+3. A batched solve: 20,000 systems of 8 x 8, np.linalg.solve in a kernel (NumPy's LAPACK on the host on numba,
+   generated Gauss-Jordan kernels on the GPU-API devices, with the code around it fused) against NumPy and SciPy
+   (scipy.linalg.solve, batched).
+4. More of np.linalg on 2,000 stacked matrices of 16 x 16: cholesky, qr, eigh, svd (singular values) in a
+   kernel against NumPy's own calls (generated kernels on the GPU-API devices).
 
 Milliseconds per call, tj.benchmark's medians; each result checked against NumPy first."""
 from __future__ import annotations
@@ -107,13 +110,42 @@ def measure_solve(device: str, batch: int, seconds: float) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tj.FallbackWarning)
         assert np.allclose(np.asarray(kernel(a, b, device=device)), solve_batch(a, b), rtol=1e-4)
-        return {"tracejit": ms(lambda: kernel(a, b, device=device), seconds, device),
-                "numpy": ms(lambda: solve_batch(a, b), seconds, "numba")}
+        found = {"tracejit": ms(lambda: kernel(a, b, device=device), seconds, device),
+                 "numpy": ms(lambda: solve_batch(a, b), seconds, "numba")}
+    try:
+        import scipy.linalg
+    except ImportError:
+        return found
+    shifted = a + 4 * np.eye(8, dtype=a.dtype)
+    found["scipy"] = ms(lambda: scipy.linalg.solve(shifted, b[..., None])[..., 0] * 2.0, seconds, "numba")
+    return found
+
+
+DECOMPOSITIONS = {
+    "cholesky": lambda a: np.linalg.cholesky(a @ np.swapaxes(a, -1, -2) + a.shape[-1] * np.eye(a.shape[-1])),
+    "qr": lambda a: np.linalg.qr(a).R,
+    "eigh": lambda a: np.linalg.eigvalsh(a + np.swapaxes(a, -1, -2)),
+    "svd": lambda a: np.linalg.svd(a, compute_uv=False),
+}
+
+
+def measure_decompositions(device: str, batch: int, seconds: float) -> dict:
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((batch, 16, 16)).astype(np.float32 if device in ("webgpu", "metal") else np.float64)
+    found = {}
+    for name, f in DECOMPOSITIONS.items():
+        kernel = tj.kernel(f)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tj.FallbackWarning)
+            assert np.allclose(np.asarray(kernel(a, device=device)), f(a), rtol=1e-3, atol=1e-3), name
+            found[name] = ms(lambda: kernel(a, device=device), seconds, device)
+        found[f"numpy {name}"] = ms(lambda: f(a), seconds, "numba")
+    return found
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes, short timings")
+    parser.add_argument("--quick", action="store_true", help="small sizes, short timings, section 4 on the first device only")
     parser.add_argument("--devices", default="numba,opencl", help="comma-separated")
     args = parser.parse_args(argv)
     seconds = 0.05 if args.quick else 1.0
@@ -135,10 +167,19 @@ def main(argv=None) -> int:
               f"{r['scipy fft, all cores']:>10.2f}{r['rfft']:>8.2f}{r['numpy rfft']:>8.2f}{r['scipy rfft']:>8.2f}"
               f"{r['kernels']:>9}", flush=True)
     print(f"\n3. np.linalg.solve of {batch:,} systems of 8 x 8 with the code around it; ms per call")
-    print(f"{'device':<10}{'tracejit':>10}{'numpy':>9}{'numpy/tj':>10}")
+    print(f"{'device':<10}{'tracejit':>10}{'numpy':>9}{'scipy':>9}{'numpy/tj':>10}")
     for device in devices:
         r = measure_solve(device, batch, seconds)
-        print(f"{device:<10}{r['tracejit']:>10.2f}{r['numpy']:>9.2f}{r['numpy'] / r['tracejit']:>9.2f}x", flush=True)
+        scipy = f"{r['scipy']:>9.2f}" if "scipy" in r else f"{'-':>9}"
+        print(f"{device:<10}{r['tracejit']:>10.2f}{r['numpy']:>9.2f}{scipy}{r['numpy'] / r['tracejit']:>9.2f}x",
+              flush=True)
+    stack = batch // 10
+    print(f"\n4. np.linalg on {stack:,} matrices of 16 x 16, tracejit / NumPy; ms per call")
+    print(f"{'device':<10}" + "".join(f"{name:>20}" for name in DECOMPOSITIONS))
+    for device in devices[:1] if args.quick else devices:  # (--quick: a check that it runs, on the first device)
+        r = measure_decompositions(device, stack, seconds)
+        print(f"{device:<10}" + "".join(f"{r[name]:>11.2f} /{r['numpy ' + name]:>7.2f}" for name in DECOMPOSITIONS),
+              flush=True)
     return 0
 
 

@@ -148,6 +148,21 @@ def test_multi_dot_in_numpys_order_with_vector_ends(device, rng):
         assert_close(np.asarray(no_host_copies(kernel, *chain, device=device)), np.linalg.multi_dot(chain), **tolerance(dt, 10))
 
 
+def test_tensorsolve_and_tensorinv(device, rng):
+    dt = float_dtype(device)
+    a = (rng.standard_normal((6, 2, 3)) + 3 * np.eye(6).reshape(6, 2, 3)).astype(dt)
+    b = rng.standard_normal(6).astype(dt)
+    t = (np.eye(6) * 2 + 0.1 * rng.standard_normal((6, 6))).reshape(2, 3, 6).astype(dt)
+
+    def program(a, b, t):
+        return np.linalg.tensorsolve(a, b), np.linalg.tensorinv(t, ind=2), np.linalg.tensorsolve(
+            np.transpose(a, (1, 2, 0)), b, axes=(0, 1))
+
+    got = no_host_copies(tj.kernel(program), a, b, t, device=device)
+    for g, e in zip(got, program(a, b, t)):
+        assert_close(np.asarray(g), e, **tolerance(dt, 10))
+
+
 def test_cond_for_each_order(device, rng):
     dt = float_dtype(device)
     a = well_conditioned(rng, (2, 5, 5), dt)

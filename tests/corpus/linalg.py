@@ -1,6 +1,7 @@
 """Linear algebra as scientists write it with np.linalg: Gaussian processes, least squares, PCA, Kalman filters,
-Newton steps. Each says where it comes from. (np.linalg runs as NumPy's LAPACK calls on the host, the code around
-it compiled: issue 48.)"""
+Newton steps, whitening, rigid alignment, Markov chains, finite elements. Each says where it comes from.
+(np.linalg is NumPy's LAPACK on the numba device and generated kernels on the others, the code around it
+compiled: issue 48.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -76,6 +77,58 @@ def mvn_logpdf(x, mean, cov):  # the multivariate normal log density written out
     return -0.5 * (len(mean) * np.log(2 * np.pi) + logdet + maha)
 
 
+def zca_whitening(X, epsilon):  # ZCA whitening of image patches (the CIFAR-10 preprocessing recipe)
+    X = X - X.mean(axis=0)
+    sigma = X.T @ X / X.shape[0]
+    eigenvalues, eigenvectors = np.linalg.eigh(sigma)
+    zca = eigenvectors @ np.diag(1.0 / np.sqrt(eigenvalues + epsilon)) @ eigenvectors.T
+    return X @ zca
+
+
+def rigid_transform_3D(A, B):  # the Kabsch algorithm as Nghia Ho's widely copied rigid_transform_3D writes it
+    centroid_A = np.mean(A, axis=1).reshape(-1, 1)
+    centroid_B = np.mean(B, axis=1).reshape(-1, 1)
+    Am = A - centroid_A
+    Bm = B - centroid_B
+    H = Am @ np.transpose(Bm)
+    U, S, Vt = np.linalg.svd(H)
+    R = Vt.T @ U.T
+    if np.linalg.det(R) < 0:  # special reflection case
+        Vt[2, :] *= -1
+        R = Vt.T @ U.T
+    t = -R @ centroid_A + centroid_B
+    return R, t
+
+
+def markov_stationary(P, steps):  # a Markov chain's long-run distribution by powers of its transition matrix
+    Pn = np.linalg.matrix_power(P, steps)
+    return Pn[0], np.linalg.multi_dot([Pn, P, P])
+
+
+def qr_least_squares(A, b):  # least squares through the QR factorisation (Trefethen & Bau, Algorithm 11.2)
+    Q, R = np.linalg.qr(A)
+    x = np.linalg.solve(R, Q.T @ b)
+    return x, np.linalg.norm(A @ x - b)
+
+
+def fem_jacobians(nodes, elements):  # linear triangles: each element's Jacobian, its determinant and inverse
+    xy = nodes[elements]                          # (n_elements, 3, 2)
+    J = np.stack([xy[:, 1] - xy[:, 0], xy[:, 2] - xy[:, 0]], axis=1)
+    detJ = np.linalg.det(J)
+    invJ = np.linalg.inv(J)
+    dN = np.array([[-1.0, -1.0], [1.0, 0.0], [0.0, 1.0]]) @ invJ  # shape-function gradients, per element
+    return 0.5 * np.abs(detJ), dN
+
+
+def newton_system(x0, iterations):  # Newton's method for two equations (circle meets parabola)
+    x = x0.copy()
+    for _ in range(iterations):
+        F = np.array([x[0] ** 2 + x[1] ** 2 - 4.0, x[1] - x[0] ** 2])
+        J = np.array([[2 * x[0], 2 * x[1]], [-2 * x[0], 1.0]])
+        x = x - np.linalg.solve(J, F)
+    return x
+
+
 def _spd(rng, n, dt):
     m = rng.standard_normal((n, n))
     return (m @ m.T + n * np.eye(n)).astype(dt)
@@ -98,6 +151,25 @@ def _logistic(rng, dt):
     return X, (rng.random(60) < 0.5).astype(dt), (0.1 * rng.standard_normal(3)).astype(dt)
 
 
+def _points(rng, dt):
+    A = rng.standard_normal((3, 12))
+    angle = 0.7
+    R = np.array([[np.cos(angle), -np.sin(angle), 0], [np.sin(angle), np.cos(angle), 0], [0, 0, 1]])
+    return A.astype(dt), (R @ A + np.array([[1.0], [2.0], [3.0]]) + 0.01 * rng.standard_normal((3, 12))).astype(dt)
+
+
+def _markov(rng, dt):
+    P = rng.random((6, 6)) + 0.1
+    return (P / P.sum(axis=1, keepdims=True)).astype(dt), 20
+
+
+def _mesh(rng, dt):
+    g = np.linspace(0.0, 1.0, 6)
+    nodes = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2) + 0.02 * rng.standard_normal((36, 2))
+    quads = np.array([[i * 6 + j, i * 6 + j + 1, (i + 1) * 6 + j] for i in range(5) for j in range(5)])
+    return nodes.astype(dt), quads
+
+
 BOTH = ("float64", "float32")
 PROGRAMS = [
     program(gp_predict, lambda rng, dt: _normal((15, 2), 15, (6, 2))(rng, dt) + (0.5, 1.0), BOTH),   # (cond ~60)
@@ -108,4 +180,12 @@ PROGRAMS = [
     program(cholesky2, lambda rng, dt: (_spd(rng, 8, dt),), BOTH),
     program(irls_step, _logistic, BOTH),
     program(mvn_logpdf, lambda rng, dt: _normal((10, 3), 3)(rng, dt) + (_spd(rng, 3, dt),), BOTH),
+    # (an eigendecomposition by another algorithm than LAPACK's on the GPU-API devices: a few roundings of the whole)
+    program(zca_whitening, lambda rng, dt: (rng.standard_normal((200, 6)).astype(dt) @ _spd(rng, 6, dt), 0.1), BOTH,
+            reordered_atol={"float32": 1e-5, "float64": 1e-13}),
+    program(rigid_transform_3D, _points, BOTH),
+    program(markov_stationary, _markov, BOTH),
+    program(qr_least_squares, _normal((30, 4), 30), BOTH),
+    program(fem_jacobians, _mesh, BOTH),
+    program(newton_system, lambda rng, dt: (np.array([1.0, 1.5], dt), 8), BOTH),
 ]

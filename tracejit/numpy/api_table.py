@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracejit.numpy import host_calls, numpy_protocol, ufuncs
+from tracejit.numpy import host_calls, linalg_solvers, numpy_protocol, ufuncs
 
 START, END = "<!-- api-table:start (python -m tracejit.numpy.api_table) -->", "<!-- api-table:end -->"
 _DEVICES = "numba, opencl, cuda, metal, webgpu"
@@ -23,6 +23,7 @@ def table() -> str:
         rows.append(f"| `np.{ufunc.__name__}` | {_DEVICES} | {_cell(cpu)} | {_cell(gpu)} |")
     functions = sorted({f"`{numpy_protocol._name(f)}`" for f in numpy_protocol.FUNCTIONS})
     linalg = sorted(f"`np.linalg.{f.__name__}`" for f in host_calls.LINALG_ON_HOST)
+    generated = sorted(f"`{f.__name__}`" for f in linalg_solvers.GENERATED)
     return "\n".join(
         [
             START,
@@ -47,9 +48,12 @@ def table() -> str:
             "",
             f"Other NumPy functions ({len(functions)}): " + ", ".join(functions) + ".",
             "",
-            f"Linear algebra ({len(linalg)}), NumPy's own LAPACK calls on the host in the middle of the kernel (the "
-            "same values and dtypes as NumPy, stacked matrices and `LinAlgError` included; on a GPU-API device the "
-            "values are copied to the host and back, with a `tj.FallbackWarning`): " + ", ".join(linalg) + ".",
+            f"Linear algebra ({len(linalg)}): on the numba device NumPy's own LAPACK calls on the host in the middle "
+            "of the kernel; on opencl, webgpu, cuda and metal generated kernels (" + ", ".join(generated) + "; "
+            "`np.linalg.matrix_power` and `np.linalg.multi_dot` are matrix products on every device), the rest "
+            "LAPACK on the host with its values copied there and back and a `tj.FallbackWarning`; the same values "
+            "and dtypes as NumPy, stacked matrices and `LinAlgError` included "
+            "([Linear algebra](../guide/linear-algebra.md)): " + ", ".join(linalg) + ".",
             "",
             "Any other NumPy function or ufunc runs with NumPy on the host in the middle of the kernel, with a "
             "`tj.FallbackWarning` (`@tj.kernel(fallback=False)` refuses it instead): "

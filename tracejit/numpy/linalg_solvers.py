@@ -192,8 +192,8 @@ def det(a) -> Array:
 
 def cholesky(a, /, *, upper: bool = False) -> Array:
     """np.linalg.cholesky of the lower triangle (the upper one with upper=True, as NumPy's), right-looking, column
-    by column; LinAlgError('Matrix is not
-    positive definite') where a diagonal entry to take the root of is zero or negative, as NumPy's LAPACK."""
+    by column; LinAlgError('Matrix is not positive definite') where a diagonal entry to take the root of is zero
+    or negative, as NumPy's LAPACK."""
     a = _square(a, "cholesky")
     n = a.shape[-1]
     if upper:
@@ -324,6 +324,34 @@ def multi_dot(arrays: Sequence, *, out=None) -> Array:
     return result[0] if first else result[:, 0] if last else result
 
 
+def tensorsolve(a, b, axes=None) -> Array:
+    """np.linalg.tensorsolve: NumPy's reshapes around np.linalg.solve (as the device computes it)."""
+    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    b = b if isinstance(b, Tensor) else Tensor(as_node(np.asarray(b)))
+    if axes is not None:
+        order = list(range(a.ndim))
+        for k in axes:
+            order.remove(k)
+            order.insert(a.ndim, k)
+        a = np.transpose(a, order)
+    shape = a.shape[-(a.ndim - b.ndim) :]
+    size = int(np.prod(shape))
+    if a.size != size**2:
+        raise np.linalg.LinAlgError(
+            "Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == prod(a.shape[:b.ndim])"
+        )
+    return np.reshape(np.linalg.solve(np.reshape(a, (size, size)), np.ravel(b)), shape)
+
+
+def tensorinv(a, ind: int = 2) -> Array:
+    """np.linalg.tensorinv: NumPy's reshapes around np.linalg.inv (as the device computes it)."""
+    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    if ind <= 0:
+        raise ValueError("Invalid ind argument.")
+    size = int(np.prod(a.shape[ind:]))
+    return np.reshape(np.linalg.inv(np.reshape(a, (size, -1))), a.shape[ind:] + a.shape[:ind])
+
+
 def _chain_order(p: list[int]) -> list[list[int]]:
     """Where to split each chain i..j of matrices (p[i] x p[i+1] each) for the fewest multiplications: NumPy's
     (Cormen's) dynamic programme, so ties split where NumPy's do. Three matrices as NumPy's _multi_dot_three."""
@@ -408,7 +436,13 @@ _RESULTS = {
 _BY_JACOBI = frozenset(
     (np.linalg.eigh, np.linalg.eigvalsh, np.linalg.svd, np.linalg.pinv, np.linalg.matrix_rank, np.linalg.cond)
 )
-EVERYWHERE: dict[Callable, Callable] = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot}
+# what is written with other functions of np.linalg (each computed as the device computes it) or matrix products
+EVERYWHERE: dict[Callable, Callable] = {
+    np.linalg.matrix_power: matrix_power,
+    np.linalg.multi_dot: multi_dot,
+    np.linalg.tensorsolve: tensorsolve,
+    np.linalg.tensorinv: tensorinv,
+}
 GENERATED: dict[Callable, Callable] = {
     np.linalg.solve: solve,
     np.linalg.inv: inv,
