@@ -110,6 +110,12 @@ MIN_WRITE_FOR_SPLIT = 4096
 # stay fused.
 MAX_RECOMPUTE = 4
 MIN_RECOMPUTE_COST = 4
+# A computed value read along output axes it does not vary on (broadcast: a rotation's cosine per column of a
+# matrix, read by each of its rows) is recomputed at each of their elements; where they number at least
+# MIN_BROADCAST and it costs at least MIN_BROADCAST_COST operations, it is written to memory first (one pass over
+# the smaller array) instead. Cheap ones (a reciprocal of a row's sum, a scale) stay fused.
+MIN_BROADCAST = 8
+MIN_BROADCAST_COST = 8
 
 
 def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: bool = False) -> Analysis:
@@ -160,6 +166,12 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
             if node is not out:  # (constant positions too: a value read at thousands of them, a fused FFT's, is stored)
                 needed_at[node] = needed_at.get(node, 0) + 1
                 if needed_at[node] > MAX_RECOMPUTE and _cost(node, buffers, memory) >= MIN_RECOMPUTE_COST:
+                    raise Realize(node)
+                if (
+                    not in_reduce
+                    and _broadcast_over(idx, out_vars) >= MIN_BROADCAST
+                    and _cost(node, buffers, memory) >= MIN_BROADCAST_COST
+                ):
                     raise Realize(node)
             picked = decided(node.srcs[0], idx) if node.op is Op.WHERE else None
             if picked is not None:  # only the branch the index selects is read
@@ -244,6 +256,13 @@ def _scatter_position(node: Node, idx: tuple[Expr, ...]) -> Expr:
     """The row of a SCATTER's result that update idx[0] combines into, read from its positions."""
     positions = node.srcs[1]
     return Expr.of(DataIndex(positions, idx[:1], node.shape[0], 0, tag(positions)))
+
+
+def _broadcast_over(idx: tuple[Expr, ...], out_vars: list[Var]) -> int:
+    """How many elements of the output read a value at the same index idx: the product of the extents of the
+    output's variables idx does not depend on."""
+    used = set().union(*(e.variables() for e in idx)) if idx else set()
+    return math.prod(v.extent for v in out_vars if v not in used)
 
 
 def _cost(node: Node, buffers: dict, memo: dict) -> int:
