@@ -104,43 +104,123 @@ def _eye(n: int, dtype, batch: tuple[int, ...] = ()) -> Array:
 # --- Gauss-Jordan elimination: solve, inv, det, slogdet ----------------------------------------------------------
 
 
+# the most work a matrix's elimination may take, in operations times the values computed from it, for it to be
+# written out value by value (_unrolled): one kernel, no pass over memory per step, but each value of the result
+# computes the whole elimination again (a kernel computes its values one by one); beyond it, _looped
+UNROLLED_WORK = 5000
+
+
 def _eliminate(a: Array, b: Array | None) -> tuple[Any, Array, Array, Array, Array]:
-    """Gauss-Jordan elimination of [a | b] with partial pivoting (LAPACK's getrf's choice of pivot: the first
-    of the largest magnitudes in the column): a's inverse applied to b (None without b), the determinant (the
-    product of the pivots, as NumPy's), its sign, the log of its magnitude and whether a pivot was zero (a
-    singular matrix), per matrix."""
+    """Gauss-Jordan elimination of [a | b] (_unrolled for small matrices, else _looped): a's inverse applied to b
+    (None without b), the determinant, its sign, the log of its magnitude, whether a pivot was zero."""
+    n, columns = a.shape[-1], 0 if b is None else b.shape[-1]
+    if max(columns, 1) * n**3 * (n + columns) <= UNROLLED_WORK:
+        return _unrolled(a, b)
+    return _looped(a, b)
+
+
+def _unrolled(a: Array, b: Array | None) -> tuple[Any, Array, Array, Array, Array]:
+    """_looped's elimination written out value by value (each a stack of scalars, (...,)): the same pivots, the
+    same arithmetic, in one kernel."""
+    n = a.shape[-1]
+    m = [
+        [a[..., i, j] for j in range(n)] + ([] if b is None else [b[..., i, j] for j in range(b.shape[-1])])
+        for i in range(n)
+    ]
+    width = len(m[0])
+    zero = np.zeros(a.shape[:-2], a.dtype)
+    used = [np.zeros(a.shape[:-2], bool)] * n
+    product, sign, log_abs, singular = zero + 1, zero + 1, zero, np.zeros(a.shape[:-2], bool)
+    order: list[Array] = []
+    for k in range(n):
+        largest, p = np.where(used[0], -1, np.abs(m[0][k])), np.zeros(a.shape[:-2], np.int32)
+        for i in range(1, n):  # (the first of the largest, as np.argmax)
+            candidate = np.where(used[i], -1, np.abs(m[i][k]))
+            larger = candidate > largest
+            largest, p = np.where(larger, candidate, largest), np.where(larger, np.int32(i), p)
+        chosen = [p == i for i in range(n)]
+        pivot_row = [_select(chosen, [m[i][j] for i in range(n)]) for j in range(width)]
+        pivot = pivot_row[k]
+        row = [v / pivot for v in pivot_row]
+        m = [[np.where(chosen[i], row[j], m[i][j] - m[i][k] * row[j]) for j in range(width)] for i in range(n)]
+        used = [used[i] | chosen[i] for i in range(n)]
+        order.append(p)
+        product, sign, log_abs = product * pivot, sign * np.sign(pivot), log_abs + np.log(np.abs(pivot))
+        singular = singular | (pivot == 0)
+    inversions = sum((order[k] > order[j]).astype(np.int32) for j in range(n) for k in range(j))
+    parity = (1 - 2 * (inversions % 2)).astype(a.dtype) if n > 1 else zero + 1
+    x = None
+    if b is not None:
+        chosen_rows = [[order[k] == i for i in range(n)] for k in range(n)]
+        x = np.stack(
+            [
+                np.stack([_select(chosen_rows[k], [m[i][j] for i in range(n)]) for j in range(n, width)], axis=-1)
+                for k in range(n)
+            ],
+            axis=-2,
+        )
+    return x, product * parity, sign * parity, log_abs, singular
+
+
+def _select(chosen: list, values: list) -> Array:
+    """values[i] where chosen[i] (one of them holds)."""
+    out = values[-1]
+    for i in range(len(values) - 2, -1, -1):
+        out = np.where(chosen[i], values[i], out)
+    return out
+
+
+def _looped(a: Array, b: Array | None) -> tuple[Any, Array, Array, Array, Array]:
+    """Gauss-Jordan elimination of [a | b] with partial pivoting (the pivot of column k: the first of the largest
+    magnitudes among the rows not yet pivots, as LAPACK's getrf chooses it), the rows left in place (each step one
+    pass over the matrices, no swap) and put in order at the end: a's inverse applied to b (None without b), the
+    determinant (the product of the pivots, signed by the permutation's parity, as NumPy's), its sign, the log of
+    its magnitude and whether a pivot was zero (a singular matrix), per matrix."""
     n = a.shape[-1]
     batch = a.shape[:-2]
     m = a if b is None else np.concatenate([a, b], axis=-1)
     rows = np.arange(n, dtype=np.int32)  # (int32: webgpu computes no int64)
     zero = np.zeros(batch, a.dtype)
 
-    def step(k, m, product, sign, log_abs, singular):
+    def step(k, m, used, order, product, sign, log_abs, singular):
         column = m[..., :, k]
-        candidates = np.where(rows >= k, np.abs(column), -1)
+        candidates = np.where(used, -1, np.abs(column))
         largest = np.max(candidates, axis=-1, keepdims=True)
         p = np.min(np.where(candidates == largest, rows, n), axis=-1)  # (np.argmax's first, in int32) ...
         p = np.where(p == n, k, p)  # (... k where the column is NaN: a zero pivot before made it so)
-        source = np.where(rows == k, p[..., None], np.where(rows == p[..., None], k, rows))
-        m = np.take_along_axis(m, source[..., None], axis=-2)  # rows k and p swapped
-        pivot = m[..., k, k]
-        row = m[..., k, :] / pivot[..., None]
-        factor = m[..., :, k]
-        m = np.where((rows == k)[:, None], row[..., None, :], m - factor[..., :, None] * row[..., None, :])
-        swapped = 1 - 2 * (p != k).astype(a.dtype)
-        product, sign = product * pivot * swapped, sign * np.sign(pivot) * swapped
-        return m, product, sign, log_abs + np.log(np.abs(pivot)), singular | (pivot == 0)
+        pivot_row = np.take_along_axis(m, p[..., None, None], axis=-2)
+        pivot = pivot_row[..., 0, k]
+        row = pivot_row / pivot[..., None, None]
+        chosen = (rows == p[..., None])[..., None]
+        m = np.where(chosen, row, m - column[..., :, None] * row)
+        order = np.where(rows == k, p[..., None], order)
+        product, sign = product * pivot, sign * np.sign(pivot)
+        return m, used | chosen[..., 0], order, product, sign, log_abs + np.log(np.abs(pivot)), singular | (pivot == 0)
 
-    m, product, sign, log_abs, singular, _ = loops.for_range(
+    m, _, order, product, sign, log_abs, singular, _ = loops.for_range(
         (n,),
         step,
-        (m, zero + 1, zero + 1, zero, np.zeros(batch, bool)),
-        ("m", "product", "sign", "log_abs", "singular"),
+        (
+            m,
+            np.zeros((*batch, n), bool),
+            np.zeros((*batch, n), np.int32),
+            zero + 1,
+            zero + 1,
+            zero,
+            np.zeros(batch, bool),
+        ),
+        ("m", "used", "order", "product", "sign", "log_abs", "singular"),
         None,
         (),
         "np.linalg (Gauss-Jordan elimination)",
     )
-    return (None if b is None else m[..., n:]), product, sign, log_abs, singular
+    # the permutation's parity: its inversions, counted
+    inversions = np.sum(
+        (order[..., :, None] > order[..., None, :]) & (rows[:, None] < rows), axis=(-2, -1), dtype=np.int32
+    )
+    parity = (1 - 2 * (inversions % 2)).astype(a.dtype)
+    x = None if b is None else np.take_along_axis(m, order[..., :, None], axis=-2)[..., n:]
+    return x, product * parity, sign * parity, log_abs, singular
 
 
 def solve(a, b) -> Array:
