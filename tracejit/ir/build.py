@@ -63,7 +63,15 @@ def cast(x: Node, dtype, weak: bool = False) -> Node:
             return const(np.asarray(x.arg, x.dtype).astype(dtype).item(), dtype, x.shape, weak)
     if x.dtype.kind == "f" and dtype.kind in "iu":
         return _float_to_int(x, dtype, weak)
+    inner = x.srcs[0] if x.op is Op.CAST else None
+    if inner is not None and inner.dtype == dtype and inner.weak == weak and _widens(inner.dtype, x.dtype):
+        return inner  # (a cast back from a wider type of the same kind: argsort's int64 taken as int32 again)
     return note(Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak))
+
+
+def _widens(narrow: np.dtype, wide: np.dtype) -> bool:
+    """Whether every value of `narrow` is one of `wide` of the same kind (int32 in int64, float32 in float64)."""
+    return narrow.kind == wide.kind and narrow.kind in "iuf" and wide.itemsize >= narrow.itemsize
 
 
 def _float_to_int(x: Node, dtype: np.dtype, weak: bool) -> Node:
