@@ -263,3 +263,34 @@ def test_beyond_the_jacobi_size_eigh_runs_on_the_host(monkeypatch, rng):
     with pytest.warns(tj.FallbackWarning, match="np.linalg.eigvalsh runs on the host"):
         got = tj.kernel(lambda m: np.linalg.eigvalsh(m) * 2)(a, device="opencl")
     assert_close(np.asarray(got), np.linalg.eigvalsh(a) * 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(30, 3), (4, 6), (5, 5)])
+def test_lstsq_with_the_residuals_numpy_gives(device, rng, shape):
+    dt = float_dtype(device)
+    a = rng.standard_normal(shape).astype(dt)
+    b = rng.standard_normal((shape[0], 2)).astype(dt)
+
+    def program(a, b):
+        x, residuals, rank, s = np.linalg.lstsq(a, b)
+        y, one, _, _ = np.linalg.lstsq(a, b[:, 0])
+        return x, residuals, rank, s, y, one
+
+    got = no_host_copies(tj.kernel(program), a, b, device=device)
+    expected = program(a, b)
+    for g, e in zip(got, expected):
+        g = np.asarray(g)
+        assert g.shape == np.shape(e) and g.dtype == np.asarray(e).dtype
+        assert_close(g, np.asarray(e), **tolerance(dt, 100))
+
+
+def test_lstsq_of_a_rank_deficient_matrix_has_no_residuals(device, rng):
+    dt = float_dtype(device)
+    a = rng.standard_normal((20, 3)).astype(dt)
+    a = np.concatenate([a, a[:, :1] * 2], axis=1)  # rank 3 of 4 columns
+    b = rng.standard_normal(20).astype(dt)
+    rcond = None if dt == np.float64 else 1e-5  # (float32 on webgpu and metal: computed in float32)
+    got = no_host_copies(tj.kernel(lambda a, b: np.linalg.lstsq(a, b, rcond=rcond)), a, b, device=device)
+    expected = np.linalg.lstsq(a, b, rcond=rcond)
+    assert np.asarray(got[1]).shape == (0,) and int(np.asarray(got[2])) == 3 == expected[2]
+    assert_close(np.asarray(got[0]), expected[0], **tolerance(dt, 100))

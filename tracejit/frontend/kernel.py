@@ -377,7 +377,7 @@ class Kernel:
     @guarded("lowering")
     def _lower(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         token = complex_calls.SCALAR_PARTS.set(None)  # (_lower_traced sets it for its device)
-        linalg_token = linalg_solvers.ON_DEVICE.set(False)  # (and this)
+        linalg_tokens = linalg_solvers.ON_DEVICE.set(False), linalg_solvers.FLOAT64.set(True)  # (and these)
         try:
             plan = self._lower_traced(args, device_name, compile_only, sizes)
             traced = plan.traced
@@ -389,7 +389,8 @@ class Kernel:
             raise dtype_sites.with_site(self, e, args, sizes) from None
         finally:
             complex_calls.SCALAR_PARTS.reset(token)
-            linalg_solvers.ON_DEVICE.reset(linalg_token)
+            linalg_solvers.ON_DEVICE.reset(linalg_tokens[0])
+            linalg_solvers.FLOAT64.reset(linalg_tokens[1])
 
     def _lower_traced(self, args, device_name, compile_only: bool = False, sizes: tuple[int, ...] = ()) -> Plan:
         t0 = time.perf_counter()
@@ -403,6 +404,7 @@ class Kernel:
             complex_calls.check_device(self, args, dev)  # (complex128 where the device has no float64: said now)
             complex_calls.SCALAR_PARTS.set(complex_calls.scalar_parts(dev))
             linalg_solvers.ON_DEVICE.set(not dev.returns_numpy)  # (np.linalg: LAPACK only where arrays are on the host)
+            linalg_solvers.FLOAT64.set(dev.computes_float64)
             why = self._new_signature(args, dev.name) if debug.enabled(1) else None
             named = twin_sizes(args)  # tj.spec(("n", 1024), ...): checked before tracing
             traced = self._trace(args, sizes=sizes)

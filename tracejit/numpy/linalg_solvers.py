@@ -30,6 +30,8 @@ NOT_POSITIVE_DEFINITE = Fault("LinAlgError", "Matrix is not positive definite")
 # whether np.linalg is traced as generated kernels (a device without LAPACK of its own: arrays not in host
 # memory) or as NumPy's LAPACK on the host (the numba device); the frontend sets it for the device it lowers for
 ON_DEVICE: contextvars.ContextVar[bool] = contextvars.ContextVar("tracejit_linalg_on_device", default=False)
+# whether that device computes float64 (lstsq computes in it, as NumPy's)
+FLOAT64: contextvars.ContextVar[bool] = contextvars.ContextVar("tracejit_linalg_float64", default=True)
 
 
 class OnHost(Exception):
@@ -45,9 +47,10 @@ def generated(func: Callable, args: tuple, kwargs: dict):
     impl = EVERYWHERE.get(func)
     if impl is None and ON_DEVICE.get():
         impl = GENERATED.get(func)
-        largest = linalg_jacobi.LARGEST if func in _BY_JACOBI else LARGEST
         matrices = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor) and a.ndim >= 2]
-        if any(a.dtype.kind == "c" or 0 in a.shape[-2:] or max(a.shape[-2:]) > largest for a in matrices):
+        if any(
+            a.dtype.kind == "c" or 0 in a.shape[-2:] or _side(func, a, args, kwargs) > _largest(func) for a in matrices
+        ):
             return NotImplemented
     if impl is None:
         return NotImplemented
@@ -58,6 +61,22 @@ def generated(func: Callable, args: tuple, kwargs: dict):
     if type(result) is tuple:
         return _RESULTS[func](*map(_new, result))
     return _new(result)
+
+
+def _largest(func: Callable) -> int:
+    return linalg_jacobi.LARGEST if func in _BY_JACOBI else LARGEST
+
+
+def _side(func: Callable, a: Tensor, args: tuple, kwargs: dict) -> int:
+    """The side of a that sets the cost of the generated computation: one-sided Jacobi loops over the columns of
+    the tall side (min), but a full U of svd is m x m, and eigh's rounds go over n."""
+    full = (
+        func is np.linalg.svd
+        and kwargs.get("full_matrices", args[1] if len(args) > 1 else True)
+        and kwargs.get("compute_uv", args[2] if len(args) > 2 else True)
+    )
+    square = func in (np.linalg.eigh, np.linalg.eigvalsh) or func not in _BY_JACOBI
+    return max(a.shape[-2:]) if square or full else min(a.shape[-2:])
 
 
 def _new(value):
@@ -491,6 +510,43 @@ def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None) -> Array:
     return np.count_nonzero(s > tol, axis=-1)
 
 
+def lstsq(a, b, rcond=None):
+    """np.linalg.lstsq through the singular value decomposition (NumPy's gelsd is SVD-based too): the
+    minimum-norm solution, the residuals' sums of squares (empty where the rank is below n or m <= n: a count
+    read from the values), the rank (int32) and the singular values. NumPy computes in float64 whatever the
+    input; so does this where the device has float64, else in float32, with float32's eps in rcond's default."""
+    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    b = b if isinstance(b, Tensor) else Tensor(as_node(np.asarray(b)))
+    if a.ndim != 2 or b.ndim not in (1, 2):
+        raise np.linalg.LinAlgError(
+            f"{a.ndim if a.ndim != 2 else b.ndim}-dimensional array given. Array must be two-dimensional "
+            "(np.linalg.lstsq)"
+        )
+    m, n = a.shape
+    if b.shape[0] != m:
+        raise np.linalg.LinAlgError("Incompatible dimensions")
+    if a.dtype == np.float16 or b.dtype == np.float16 or a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+        raise TypeError(f"array type {a.dtype if a.dtype.kind not in 'biuf' else b.dtype} is unsupported in linalg")
+    result = np.result_type(*(d if d.kind == "f" else np.float64 for d in (a.dtype, b.dtype)))
+    work = np.dtype(np.float64 if FLOAT64.get() else result)
+    if rcond is None:
+        rcond = float(np.finfo(work).eps) * max(m, n)
+    vector = b.ndim == 1
+    columns = (b[:, None] if vector else b).astype(work)
+    u, s, vt = linalg_jacobi.svd(a.astype(work), full_matrices=False)
+    large = s > rcond * s[0]
+    inverse = np.where(large, 1 / np.where(large, s, 1), 0).astype(work)
+    x = vt.T @ (inverse[:, None] * (u.T @ columns))
+    rank = np.sum(large, dtype=np.int32)
+    if m > n:
+        residual = np.sum((columns - a.astype(work) @ x) ** 2, axis=0)
+        residuals = residual[np.broadcast_to(rank == n, residual.shape)]  # (all of them, or none)
+    else:
+        residuals = np.zeros(0, work)
+    x = x[:, 0] if vector else x
+    return x.astype(result), residuals.astype(result), rank, s.astype(result)
+
+
 def cond(x, p=None) -> Array:
     """np.linalg.cond: the ratio of the extreme singular values (p None, 2, -2), else norm(x) * norm(inv(x));
     NaN from a singular matrix is inf, as NumPy makes it (unless x holds NaN)."""
@@ -506,15 +562,24 @@ def cond(x, p=None) -> Array:
     return np.where(np.isnan(r) & ~np.any(np.isnan(x), axis=(-2, -1)), np.inf, r)
 
 
-# the named tuples NumPy returns (EighResult, SVDResult, QRResult, SlogdetResult)
+# the named tuples NumPy returns (EighResult, SVDResult, QRResult, SlogdetResult; lstsq's is a plain tuple)
 _RESULTS = {
     np.linalg.eigh: type(np.linalg.eigh(np.eye(1))),
     np.linalg.svd: type(np.linalg.svd(np.eye(1))),
     np.linalg.qr: type(np.linalg.qr(np.eye(1))),
     np.linalg.slogdet: type(np.linalg.slogdet(np.eye(1))),
+    np.linalg.lstsq: lambda *results: results,
 }
 _BY_JACOBI = frozenset(
-    (np.linalg.eigh, np.linalg.eigvalsh, np.linalg.svd, np.linalg.pinv, np.linalg.matrix_rank, np.linalg.cond)
+    (
+        np.linalg.eigh,
+        np.linalg.eigvalsh,
+        np.linalg.svd,
+        np.linalg.pinv,
+        np.linalg.matrix_rank,
+        np.linalg.cond,
+        np.linalg.lstsq,
+    )
 )
 # what is written with other functions of np.linalg (each computed as the device computes it) or matrix products
 EVERYWHERE: dict[Callable, Callable] = {
@@ -536,4 +601,5 @@ GENERATED: dict[Callable, Callable] = {
     np.linalg.pinv: pinv,
     np.linalg.matrix_rank: matrix_rank,
     np.linalg.cond: cond,
+    np.linalg.lstsq: lstsq,
 }
