@@ -563,7 +563,7 @@ def cond(x, p=None) -> Array:
 
 
 # the named tuples NumPy returns (EighResult, SVDResult, QRResult, SlogdetResult; lstsq's is a plain tuple)
-_RESULTS = {
+_RESULTS: dict[Callable, Callable] = {
     np.linalg.eigh: type(np.linalg.eigh(np.eye(1))),
     np.linalg.svd: type(np.linalg.svd(np.eye(1))),
     np.linalg.qr: type(np.linalg.qr(np.eye(1))),
