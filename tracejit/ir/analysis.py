@@ -170,7 +170,7 @@ def analyze(out: Node, buffers: dict, sort_bytes: int | None = None, update: boo
                 if (
                     not in_reduce
                     and _broadcast_over(idx, out_vars) >= MIN_BROADCAST
-                    and _elementwise_cost(node, buffers) >= MIN_BROADCAST_COST
+                    and _elementwise_cost(node, buffers, memory) >= MIN_BROADCAST_COST
                 ):
                     raise Realize(node)
             picked = decided(node.srcs[0], idx) if node.op is Op.WHERE else None
@@ -265,9 +265,10 @@ def _broadcast_over(idx: tuple[Expr, ...], out_vars: list[Var]) -> int:
     return math.prod(v.extent for v in out_vars if v not in used)
 
 
-def _elementwise_cost(node: Node, buffers: dict) -> int:
-    """How many elementwise operations computing node takes, counting through views and gathers only (a
-    reduction, a sort or a scan feeding it is its own work, in its own loop)."""
+def _elementwise_cost(node: Node, buffers: dict, memo: dict) -> int:
+    """How many elementwise operations on loaded values computing node takes, counting through views and
+    gathers only (a reduction, a sort or a scan feeding it is its own work, in its own loop; what is computed
+    from constants and indices alone is free, as in _cost)."""
     seen, stack, count = set(), [node], 0
     while stack:
         n = stack.pop()
@@ -275,7 +276,7 @@ def _elementwise_cost(node: Node, buffers: dict) -> int:
             continue
         seen.add(n)
         if n.op in ELEMENTWISE:
-            count += 1
+            count += _reads_memory(n, buffers, memo)
         elif n.op not in MOVEMENT and n.op is not Op.GATHER:
             continue
         stack.extend(n.srcs)
