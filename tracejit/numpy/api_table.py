@@ -50,8 +50,10 @@ def table() -> str:
             "",
             f"Linear algebra ({len(linalg)}): on the numba device NumPy's own LAPACK calls on the host in the middle "
             "of the kernel; on opencl, webgpu, cuda and metal generated kernels (" + ", ".join(generated) + "; "
-            "`np.linalg.matrix_power` and `np.linalg.multi_dot` are matrix products on every device), the rest "
-            "LAPACK on the host with its values copied there and back and a `tj.FallbackWarning`; the same values "
+            "`np.linalg.matrix_power` and `np.linalg.multi_dot` are matrix products on every device, "
+            "`np.linalg.tensorsolve` and `np.linalg.tensorinv` reshapes around solve and inv), complex matrices "
+            "and qr's raw mode LAPACK on the host with their values copied there and back and a "
+            "`tj.FallbackWarning`; the same values "
             "and dtypes as NumPy, stacked matrices and `LinAlgError` included "
             "([Linear algebra](../guide/linear-algebra.md)): " + ", ".join(linalg) + ".",
             "",
