@@ -217,6 +217,7 @@ def test_norms_match_numpy(dtype, device, rng):
     assert_close(run_kernel(tj.kernel(norm_forms), x, v, device=device), norm_forms(x, v))
 
 
+@pytest.mark.slow_emulated("metal")
 @pytest.mark.parametrize("ord_", [2, -2, "nuc"])
 def test_matrix_norms_from_singular_values_on_every_device(device, rng, ord_):
     dt = np.float32 if device in ("webgpu", "metal") else np.float64

@@ -12,6 +12,9 @@ import tracejit as tj
 from reference import assert_close
 from tracejit.numpy import linalg_solvers
 
+# (what emulated metal would check is the SIMT lowering emulated cuda runs, and its float32 path is webgpu's)
+pytestmark = pytest.mark.slow_emulated("metal")
+
 
 def float_dtype(device):
     return np.float32 if device in ("webgpu", "metal") else np.float64
