@@ -87,10 +87,15 @@ def _new(value):
 # --- arguments, as NumPy checks them -----------------------------------------------------------------------------
 
 
+def _traced(a) -> Array:
+    """a as a traced value (an array NumPy holds, or a number, as a constant of the kernel)."""
+    return a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+
+
 def _float(a, name: str) -> Array:
     """a as a stack of matrices in the float dtype NumPy's LAPACK computes it in (float32 stays, integers and
     bools become float64), with NumPy's errors for fewer than two dimensions and unsupported dtypes."""
-    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    a = _traced(a)
     if a.ndim < 2:
         raise np.linalg.LinAlgError(
             f"{a.ndim}-dimensional array given. Array must be at least two-dimensional (np.linalg.{name})"
@@ -245,7 +250,7 @@ def _looped(a: Array, b: Array | None) -> tuple[Any, Array, Array, Array, Array]
 def solve(a, b) -> Array:
     """np.linalg.solve: b a vector (1-D) or a stack of matrices (..., n, k), the stacks broadcast together."""
     a = _square(a, "solve")
-    b = b if isinstance(b, Tensor) else Tensor(as_node(np.asarray(b)))
+    b = _traced(b)
     dtype = np.result_type(a.dtype, b.dtype if b.dtype.kind == "f" and b.dtype != np.float16 else np.float64)
     a, b = a.astype(dtype), b.astype(dtype)
     vector = b.ndim == 1
@@ -364,7 +369,7 @@ def qr(a, mode: str = "reduced"):
 def matrix_power(a, n) -> Array:
     """np.linalg.matrix_power with NumPy's order of products (so its rounding); a negative power of the inverse
     (np.linalg.inv, computed as the device computes it)."""
-    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    a = _traced(a)
     try:
         n = operator.index(n)
     except TypeError:
@@ -397,7 +402,7 @@ def multi_dot(arrays: Sequence, *, out=None) -> Array:
     a 1-D first (last) array is a row (column) whose axis leaves the result."""
     if out is not None:
         raise TypeError("np.linalg.multi_dot(..., out=...) is not supported while tracing; use the returned value")
-    arrays = [a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a))) for a in arrays]
+    arrays = [_traced(a) for a in arrays]
     if len(arrays) < 2:
         raise ValueError("Expecting at least two arrays.")
     if len(arrays) == 2:
@@ -425,8 +430,8 @@ def multi_dot(arrays: Sequence, *, out=None) -> Array:
 
 def tensorsolve(a, b, axes=None) -> Array:
     """np.linalg.tensorsolve: NumPy's reshapes around np.linalg.solve (as the device computes it)."""
-    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
-    b = b if isinstance(b, Tensor) else Tensor(as_node(np.asarray(b)))
+    a = _traced(a)
+    b = _traced(b)
     if axes is not None:
         order = list(range(a.ndim))
         for k in axes:
@@ -444,7 +449,7 @@ def tensorsolve(a, b, axes=None) -> Array:
 
 def tensorinv(a, ind: int = 2) -> Array:
     """np.linalg.tensorinv: NumPy's reshapes around np.linalg.inv (as the device computes it)."""
-    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
+    a = _traced(a)
     if ind <= 0:
         raise ValueError("Invalid ind argument.")
     size = int(np.prod(a.shape[ind:]))
@@ -494,7 +499,7 @@ def pinv(a, rcond=None, hermitian: bool = False, *, rtol=np._NoValue) -> Array:
 
 def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None) -> Array:
     """np.linalg.matrix_rank: the singular values above NumPy's tolerance, counted."""
-    A = A if isinstance(A, Tensor) else Tensor(as_node(np.asarray(A)))
+    A = _traced(A)
     if A.ndim < 2:
         return np.any(A != 0).astype(np.int64)
     A = _float(A, "matrix_rank")
@@ -515,8 +520,8 @@ def lstsq(a, b, rcond=None):
     minimum-norm solution, the residuals' sums of squares (empty where the rank is below n or m <= n: a count
     read from the values), the rank (int32) and the singular values. NumPy computes in float64 whatever the
     input; so does this where the device has float64, else in float32, with float32's eps in rcond's default."""
-    a = a if isinstance(a, Tensor) else Tensor(as_node(np.asarray(a)))
-    b = b if isinstance(b, Tensor) else Tensor(as_node(np.asarray(b)))
+    a = _traced(a)
+    b = _traced(b)
     if a.ndim != 2 or b.ndim not in (1, 2):
         raise np.linalg.LinAlgError(
             f"{a.ndim if a.ndim != 2 else b.ndim}-dimensional array given. Array must be two-dimensional "
