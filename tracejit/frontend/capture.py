@@ -22,6 +22,7 @@ from typing import Any, Protocol, overload
 import numpy as np
 
 from tracejit.errors import ArgumentError, TracejitError, UnsupportedError
+from tracejit.ir.dtypes import is_narrow_float
 from tracejit.runtime import profiler, registry
 from tracejit.runtime.array import Array
 from tracejit.frontend.signature import Default, value_key
@@ -110,6 +111,11 @@ class Graph:
             raise UnsupportedError(
                 f"{kernel.__name__} takes or returns complex values, which a captured graph (tj.capture, tj.jit) "
                 "does not hold yet; call it outside tj.capture() (or tj.jit)"
+            )
+        if plan.traced.narrow_outputs or any(is_narrow_float(info.dtype) for info in plan.traced.infos if info.dtype):
+            raise UnsupportedError(
+                f"{kernel.__name__} takes or returns bfloat16 or float8 values, which a captured graph (tj.capture, "
+                "tj.jit) does not hold yet; call it outside tj.capture() (or tj.jit)"
             )
         if plan.traced.assigned:
             raise UnsupportedError(

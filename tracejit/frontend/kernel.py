@@ -58,7 +58,7 @@ from tracejit.frontend.dynamic import (
     with_sizes,
 )
 from tracejit.frontend.hot_path import fast_class, key_function
-from tracejit.frontend import complex_calls
+from tracejit.frontend import complex_calls, narrow_float_calls
 from tracejit.frontend.complex_calls import ComplexPlan
 from tracejit.frontend.plan import Plan, Traced
 from tracejit.frontend.sized import SizedPlan, probe
@@ -381,6 +381,7 @@ class Kernel:
         try:
             plan = self._lower_traced(args, device_name, compile_only, sizes)
             traced = plan.traced
+            plan = narrow_float_calls.wrapped(plan)  # bfloat16 and float8 values pass as bits (narrow_float_calls.py)
             positions = tuple(i for i, info in enumerate(traced.infos) if info.complex)
             if positions or traced.complex_outputs:  # complex values pass as their parts (complex_calls.py)
                 return cast(Plan, ComplexPlan(plan, positions, traced.complex_outputs))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.ir import build
+from tracejit.ir import build, narrow_floats
 from tracejit.ir.fuse import Program, input_buffer, schedule
 from tracejit.ir.graph import Node, Op, format_graph, toposort
 from tracejit.ir.layout import LayoutOptions
@@ -33,6 +33,7 @@ class Traced:
     sizes: tuple[int, ...] | None = None
     probe = False
     complex_outputs: dict[int, np.dtype] = {}  # results computed as parts: their complex dtype (complex_calls.py)
+    narrow_outputs: dict[int, np.dtype] = {}  # bfloat16 and float8 results, computed as bits (narrow_floats.py)
 
     def __init__(
         self,
@@ -44,6 +45,8 @@ class Traced:
         checks: int = 0,
         streams: tuple = (),
     ):
+        if narrow_floats.uses_narrow_floats(outputs):  # (bits and float32 values from here on: ir/narrow_floats.py)
+            outputs, self.narrow_outputs = narrow_floats.lower(outputs)
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
         self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)
         self.compared = int_comparisons.hidden(outputs)
@@ -55,7 +58,7 @@ class Traced:
         read = set(toposort(self.outputs)) if self.compared else None
         for i, info in enumerate(self.infos):
             if info.kind == "array":
-                node = build.input_(i, info.dtype, info.shape)
+                node = build.input_(i, narrow_floats.storage(np.dtype(info.dtype)), info.shape)
                 inputs[node] = input_buffer(i, node, info.strides)
             elif info.kind == "scalar":
                 node = build.input_(i, info.dtype, (), weak=True)

@@ -69,6 +69,13 @@ def cast(x: Node, dtype, weak: bool = False) -> Node:
     return note(Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak))
 
 
+def bitcast(x: Node, dtype) -> Node:
+    """x's bits read as `dtype`, of x's itemsize: float32 <-> uint32 (bfloat16's and float8's, ir/narrow_floats.py)."""
+    dtype = np.dtype(dtype)
+    assert {x.dtype, dtype} == {np.dtype(np.float32), np.dtype(np.uint32)}, (x, dtype)
+    return Node.make(Op.BITCAST, dtype, x.shape, (x,), dtype, False)
+
+
 def _widens(narrow: np.dtype, wide: np.dtype) -> bool:
     """Whether every value of `narrow` is one of `wide` of the same kind (int32 in int64, float32 in float64)."""
     return narrow.kind == wide.kind and narrow.kind in "iuf" and wide.itemsize >= narrow.itemsize

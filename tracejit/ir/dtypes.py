@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tracejit.errors import DtypeError
@@ -32,6 +34,46 @@ UINT64 = np.dtype("uint64")
 FLOAT64 = np.dtype("float64")
 
 
+@dataclass(frozen=True)
+class NarrowFloat:
+    """The layout of one of ml_dtypes' narrow float types: stored as bits, computed in float32 (ir/narrow_floats.py)."""
+
+    exponent: int  # exponent bits
+    mantissa: int  # explicit significand bits
+    infinity: bool  # the top exponent is IEEE's (inf and NaN); else (e4m3fn) only S.1111.111 is NaN, no inf
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.exponent - 1)) - 1
+
+    @property
+    def bits(self) -> int:
+        return 1 + self.exponent + self.mantissa
+
+
+# ml_dtypes' types tracejit computes with, by name (NumPy user dtypes: ml_dtypes itself is never imported here, so
+# tracejit imports without it; a caller holding such a dtype has imported it)
+NARROW_FLOATS = {
+    "bfloat16": NarrowFloat(8, 7, True),
+    "float8_e5m2": NarrowFloat(5, 2, True),
+    "float8_e4m3fn": NarrowFloat(4, 3, False),
+}
+
+
+def narrow_float(dt: np.dtype) -> NarrowFloat | None:
+    """The layout of dt where it is one of ml_dtypes' NARROW_FLOATS, else None."""
+    if dt.isbuiltin != 2:  # (a NumPy type: not a user dtype)
+        return None
+    layout = NARROW_FLOATS.get(dt.name)
+    return (
+        layout if layout is not None and dt.type.__module__ == "ml_dtypes" and dt.itemsize * 8 == layout.bits else None
+    )
+
+
+def is_narrow_float(dt: np.dtype) -> bool:
+    return narrow_float(dt) is not None
+
+
 def check(dtype, what: str = "argument", internal: bool = True) -> np.dtype:
     """Return dtype as np.dtype, or raise DtypeError naming it and what is supported.
 
@@ -40,9 +82,15 @@ def check(dtype, what: str = "argument", internal: bool = True) -> np.dtype:
     try:
         dt = np.dtype(dtype)
     except TypeError as e:
-        raise DtypeError(f"{what}: {dtype!r} is not a dtype") from e
-    if dt not in _SUPPORTED_SET or (not internal and dt == UINT64):
-        names = ", ".join(d.name for d in SUPPORTED if d != UINT64)
+        if not isinstance(dtype, str) or dtype not in NARROW_FLOATS:
+            raise DtypeError(f"{what}: {dtype!r} is not a dtype") from e
+        try:  # a name ("bfloat16", in a manifest) that NumPy knows once ml_dtypes is imported
+            import ml_dtypes
+        except ImportError:
+            raise DtypeError(f"{what}: {dtype} needs ml_dtypes (pip install ml_dtypes)") from None
+        dt = np.dtype(getattr(ml_dtypes, dtype))
+    if (dt not in _SUPPORTED_SET and not is_narrow_float(dt)) or (not internal and dt == UINT64):
+        names = ", ".join([*(d.name for d in SUPPORTED if d != UINT64), *(f"ml_dtypes.{n}" for n in NARROW_FLOATS)])
         raise DtypeError(
             f"{what} has dtype {dt} which tracejit does not support; "
             f"supported dtypes: {names}. Convert with .astype() before the call."
@@ -51,7 +99,13 @@ def check(dtype, what: str = "argument", internal: bool = True) -> np.dtype:
 
 
 def is_float(dt: np.dtype) -> bool:
-    return dt.kind == "f"
+    return dt.kind == "f" or is_narrow_float(dt)
+
+
+def is_inexact(dt: np.dtype) -> bool:
+    """NumPy's `np.issubdtype(dt, np.inexact)` for the real dtypes: ml_dtypes' narrow floats are not, so NumPy's
+    nan-functions (nansum, nanmean, nanargmax, nan_to_num) treat them as they treat integers; tracejit does too."""
+    return dt.kind == "f" and not is_narrow_float(dt)
 
 
 def is_int(dt: np.dtype) -> bool:
@@ -88,6 +142,15 @@ def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     return check(dt, "result"), False
 
 
+def finfo(dt: np.dtype):
+    """np.finfo, and ml_dtypes.finfo for its narrow floats (NumPy's knows only its own float types)."""
+    if is_narrow_float(dt):
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dt)
+    return np.finfo(dt)
+
+
 def sum_dtype(dt: np.dtype) -> np.dtype:
     """The accumulator/result dtype NumPy's sum and prod use."""
     if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
@@ -103,7 +166,7 @@ def identity(op: str, dt: np.dtype):
         return False if dt.kind == "b" else 0
     if op == "prod":
         return True if dt.kind == "b" else 1
-    if dt.kind == "f":
+    if is_float(dt):
         return -np.inf if op == "max" else np.inf
     if dt.kind == "b":
         return op == "min"

@@ -53,6 +53,8 @@ def _evaluate(n: Node, srcs: list[np.ndarray]):
         return n.arg.values
     if n.op is Op.CAST:
         return srcs[0].astype(n.dtype)
+    if n.op is Op.BITCAST:
+        return np.ascontiguousarray(srcs[0]).view(n.dtype)
     if n.op in ELEMENTWISE:
         return NUMPY_OPS[n.op.value](*srcs)
     if n.op is Op.REDUCE:

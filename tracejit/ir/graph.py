@@ -22,6 +22,7 @@ class Op(str, Enum):
     IOTA = "iota"  # element i is its index along axis `arg` (arrays made in a kernel)
     TABLE = "table"  # a constant array embedded in the kernel (arg: a table.Table, C order)
     CAST = "cast"
+    BITCAST = "bitcast"  # the same bits read as arg, a dtype of the same size (float32 <-> uint32: narrow_floats.py)
     REDUCE = "reduce"
     SCAN = "scan"  # running reduction along one axis (arg: (op, axis)): cumsum, ufunc.accumulate
     SORT = "sort"  # rows sorted along axis arg[0], NaN last, stable; arg[1] "values" or "indices" (int32)
@@ -109,7 +110,7 @@ if [op.value for op in Op][-len(OPS) :] != [d.name for d in OPS]:
 UNARY = frozenset(Op(n) for n in UNARY_NAMES)
 BINARY = frozenset(Op(n) for n in BINARY_NAMES)
 PREDICATES = frozenset(Op(n) for n in PREDICATE_NAMES)
-ELEMENTWISE = UNARY | BINARY | {Op.WHERE, Op.CAST}
+ELEMENTWISE = UNARY | BINARY | {Op.WHERE, Op.CAST, Op.BITCAST}
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD})
 LEAVES = frozenset({Op.INPUT, Op.CONST, Op.IOTA, Op.TABLE})
 REDUCE_OPS = ("sum", "prod", "max", "min")
@@ -132,7 +133,7 @@ class Node:
     def make(cls, op: Op, dtype, shape, srcs=(), arg=None, weak: bool = False) -> Node:
         dtype = np.dtype(dtype)
         shape = tuple(int(s) for s in shape)
-        key = (op, dtype.str, shape, tuple(srcs), _key_of(arg), weak)
+        key = (op, dtype.str if dtype.isbuiltin != 2 else dtype.name, shape, tuple(srcs), _key_of(arg), weak)
         node = cls._interned.get(key)
         if node is None:
             node = object.__new__(cls)

@@ -47,6 +47,8 @@ def run(kernel: KernelIR, buffers: list[np.ndarray], error: np.ndarray | None = 
                 vals[pc] = np.full(n, ins.arg, dtype=ins.dtype)
             elif op == KOp.CAST:
                 vals[pc] = vals[s[0]].astype(ins.dtype)
+            elif op == KOp.BITCAST:
+                vals[pc] = np.ascontiguousarray(vals[s[0]]).view(ins.value_dtype)
             elif op == KOp.TABLE:
                 vals[pc] = ins.arg.values
             elif op == KOp.BOUND:

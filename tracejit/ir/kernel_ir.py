@@ -43,6 +43,7 @@ STRUCTURE: tuple[InstrDef, ...] = (
     InstrDef("global", False, "arg: the global size; the global index g, looped over in parallel"),
     InstrDef("const", True, "arg: the value"),
     InstrDef("cast", True, "srcs: (value,): converted to the dtype"),
+    InstrDef("bitcast", True, "srcs: (value,): its bits read as the dtype, of the same size (float32 <-> uint32)"),
     InstrDef("load", True, "srcs: (param, LOCAL or TABLE, int64 index): its element; from a LOCAL not pure"),
     InstrDef("store", False, "srcs: (param or LOCAL, int64 index, value)"),
     InstrDef(
@@ -105,6 +106,7 @@ class KOp(str, Enum):
     GLOBAL = "global"
     CONST = "const"
     CAST = "cast"
+    BITCAST = "bitcast"
     LOAD = "load"
     STORE = "store"
     RANGE = "range"

@@ -535,6 +535,8 @@ class _Emitter:
             return self.b.emit(KOp.LOAD, node.dtype, (local, self.index(idx[node.arg[0]])))
         if node.op is Op.CAST:
             return self.b.emit(KOp.CAST, node.dtype, ((yield node.srcs[0], idx),))
+        if node.op is Op.BITCAST:
+            return self.b.emit(KOp.BITCAST, node.dtype, ((yield node.srcs[0], idx),))
         if node.op is Op.WHERE:
             picked = decided(node.srcs[0], idx)
             if picked is not None:  # as analysis walks it: only the branch the index selects

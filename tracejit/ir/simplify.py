@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracejit.ir import build
+from tracejit.ir.dtypes import is_float
 from tracejit.ir.graph import BINARY, ELEMENTWISE, Node, Op, rewrite
 from tracejit.ir.ops import NUMPY_OPS
 from tracejit.ir.kernel_ir import ALU
@@ -59,14 +60,14 @@ _NAN_WINS = {
 
 
 def _is_nan(n: Node) -> bool:
-    return n.op is Op.CONST and n.dtype.kind == "f" and n.arg != n.arg
+    return n.op is Op.CONST and is_float(n.dtype) and n.arg != n.arg
 
 
 def _is_zero(n: Node, negative: bool = False) -> bool:
     """A zero constant; of a float dtype, one with the sign bit `negative` (or +0.0 for SUB's)."""
     if not _is(n, 0):
         return False
-    return n.dtype.kind != "f" or np.signbit(n.arg) == negative
+    return not is_float(n.dtype) or np.signbit(n.arg) == negative
 
 
 def _is(n: Node, value) -> bool:
@@ -76,6 +77,8 @@ def _is(n: Node, value) -> bool:
 def _fold(n: Node) -> Node:
     if n.op is Op.CAST:
         value = np.asarray(n.srcs[0].arg, n.srcs[0].dtype).astype(n.dtype)
+    elif n.op is Op.BITCAST:
+        value = np.asarray(n.srcs[0].arg, n.srcs[0].dtype).view(n.dtype)
     else:
         assert n.op.value in ALU
         args = [np.asarray(s.arg, s.dtype) for s in n.srcs]

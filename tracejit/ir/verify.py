@@ -67,6 +67,9 @@ def _graph_problem(n: Node) -> str | None:
     src = srcs[0]
     if n.op is Op.CAST:
         return None if n.shape == src.shape and n.arg == n.dtype else "cast changes shape or disagrees with arg"
+    if n.op is Op.BITCAST:
+        same = n.shape == src.shape and n.arg == n.dtype and n.dtype.itemsize == src.dtype.itemsize
+        return None if same else "bitcast changes shape or size, or disagrees with arg"
     if n.op is Op.SORT:
         axis, what = n.arg
         ok = (

@@ -15,7 +15,7 @@ from numpy.typing import DTypeLike
 
 from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.dtypes import BOOL, check
+from tracejit.ir.dtypes import BOOL, check, is_narrow_float
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.tensor import Casting, Tensor, as_node
 
@@ -50,6 +50,9 @@ def contract(
     are the `or` of `and`s), a label repeated within an operand takes its diagonal, and a label of size
     1 broadcasts against the same label elsewhere. The result's axes are `output`'s, in its order."""
     dtype = check(np.result_type(*(n.dtype for n, _ in operands)), f"result of {what}")
+    if is_narrow_float(dtype):  # products and sums in float32, as ml_dtypes' dot; matmul's result stays float32
+        product = contract([(build.cast(n, np.float32), labels) for n, labels in operands], output, what)
+        return product if what == "matmul" else build.cast(product, dtype)
     shapes = [n.shape for n, _ in operands]
     terms = [_diagonal(build.cast(n, dtype), labels, k, what) for k, (n, labels) in enumerate(operands)]
     _check_sizes(terms, shapes, what)

@@ -14,7 +14,7 @@ import numpy as np
 
 from tracejit.errors import ScalarOverflowError, ShapeError, TraceError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.dtypes import BOOL, check, is_float
+from tracejit.ir.dtypes import BOOL, check, is_narrow_float, is_float
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import BINARY, PREDICATES, UNARY, Node, Op
 from tracejit.ir.ops import OPS
@@ -159,8 +159,11 @@ def _binary(name: str, a, b) -> Tensor:
         compute = check(compute)
     a, b = _broadcast([build.cast(a, compute, weak), build.cast(b, compute, weak)])
     if op is Op.POW and b.op is Op.CONST and b.arg in (2, 3) and is_float(compute):
+        if is_narrow_float(compute):  # in float32, where x*x*x of a bfloat16 x is exact, rounded once as ml_dtypes' pow
+            a = build.cast(a, np.float32)
         out = build.binary(Op.MUL, a, a)  # exact for squares; NumPy special-cases them the same way
-        return Tensor(build.binary(Op.MUL, out, a) if b.arg == 3 else out)
+        out = build.binary(Op.MUL, out, a) if b.arg == 3 else out
+        return Tensor(build.cast(out, compute))
     return Tensor(build.binary(op, a, b))
 
 
@@ -235,6 +238,8 @@ def sigmoid(x: ArrayLike) -> Tensor:
 
 
 def clip(a: ArrayLike, a_min: ArrayLike | None = None, a_max: ArrayLike | None = None) -> Tensor:
+    if is_narrow_float(as_node(a).dtype):  # NumPy's clip has no bfloat16 loop: it clips in float32 (or wider)
+        a = astype(a, np.float32)
     if as_node(a).dtype.kind in "iu":
         # as NumPy: a Python int bound beyond the integer dtype bounds nothing (np.clip(u8, -3, 300) is u8)
         info = np.iinfo(as_node(a).dtype)

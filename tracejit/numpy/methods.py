@@ -10,7 +10,7 @@ import numpy as np
 
 from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.dtypes import BOOL
+from tracejit.ir.dtypes import BOOL, is_narrow_float
 from tracejit.numpy import functions as F
 from tracejit.numpy.functions import _axes, _axis
 from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
@@ -76,6 +76,9 @@ def round(a: ArrayLike, decimals: int = 0, out: Tensor | None = None) -> Tensor:
         )
     scale = float(10 ** abs(decimals))
     to, back = (F.multiply, F.true_divide) if decimals > 0 else (F.true_divide, F.multiply)
+    if is_narrow_float(a.dtype):  # NumPy's steps write into a bfloat16 array (a Python float makes float32 of them)
+        out = back(F.rint(F.astype(to(Tensor(a), scale), a.dtype)), scale)
+        return F.astype(out, a.dtype)
     out = back(F.rint(to(Tensor(a), scale)), scale)
     return F.astype(out, a.dtype) if integer else out
 

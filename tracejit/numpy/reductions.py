@@ -16,7 +16,7 @@ from numpy.typing import DTypeLike
 
 from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.dtypes import BOOL, FLOAT64, INT64, check, identity, is_float, sum_dtype
+from tracejit.ir.dtypes import BOOL, FLOAT64, INT64, check, identity, is_narrow_float, is_float, is_inexact, sum_dtype
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axes, _axis, exp, isfinite, log, sqrt, subtract, true_divide, where as _where
 from tracejit.numpy.statistic_log import Statistic, note
@@ -315,10 +315,13 @@ def _var(
     axes = _axes(axis, len(a.shape))
     out_dt, acc_dt = _float_dtypes(a, dtype)
     x = build.cast(a, acc_dt)
-    m = build.broadcast_to(_mean(x, axes, True, mask), x.shape)
+    m = build.broadcast_to(build.cast(_mean(x, axes, True, mask), acc_dt), x.shape)
     d = build.binary(Op.SUB, x, m)
     squares = _fill(build.binary(Op.MUL, d, d), mask, 0)
     total = build.reduce(squares, "sum", axes) if axes else squares
+    bfloat16 = is_narrow_float(acc_dt)
+    if bfloat16:  # divided by the count in float32 (in bfloat16 a count past 256 would round), then rounded
+        total, acc_dt = build.cast(total, np.float32), np.dtype(np.float32)
     count = _count(mask, a.shape, axes, acc_dt)
     if isinstance(count, float) and count - ddof <= 0:
         _warn_at_trace("Degrees of freedom <= 0 for slice")
@@ -345,6 +348,8 @@ def _var(
         else:  # NumPy's var divides by max(count - ddof, 0)
             dof = build.binary(Op.MAX, dof, build.const(0, acc_dt, dof.shape))
     out = build.binary(Op.DIV, total, dof)
+    if bfloat16:  # the variance a bfloat16, as NumPy's; std its square root, rounded again
+        out = build.cast(out, out_dt)
     if root:
         out = sqrt(Tensor(out))._node
     if mask is None and axes:  # (a Dask array's var is combined from per-block moments: dask/plan.py)
@@ -379,6 +384,7 @@ def _arg(op: str, a, axis, keepdims: bool, name: str, skip_nan: bool = False) ->
     if n == 0:
         raise ShapeError(f"attempt to get {name} of an empty sequence")
     nan = build.unary(Op.ISNAN, x) if is_float(x.dtype) else None
+    skip_nan = skip_nan and is_inexact(x.dtype)  # (NumPy's nanargmax of bfloat16 is its argmax)
     valid = build.binary(Op.EQ, nan, build.const(False, BOOL, x.shape)) if skip_nan and nan is not None else None
     m = build.broadcast_to(build.reduce(_fill(x, valid, identity(op, x.dtype)), op, (ax,)), x.shape)
     hit = build.binary(Op.EQ, x, m)
@@ -415,10 +421,11 @@ def nanargmin(a: ArrayLike, axis: int | None = None, out: Tensor | None = None, 
 # --- NaN-ignoring reductions ---------------------------------------------------------------------
 
 
-def _not_nan(a: Node, where) -> Node | None:
-    """Elements that take part: not NaN (floats only) and selected by where."""
+def _not_nan(a: Node, where, bfloat16: bool = False) -> Node | None:
+    """Elements that take part: not NaN (NumPy's inexact dtypes only, and bfloat16 where `bfloat16`: nanmax's
+    fmax ignores its NaN, nansum's NaN replacement does not) and selected by where."""
     mask = _mask(where, a.shape)
-    if not is_float(a.dtype):
+    if not (is_inexact(a.dtype) or bfloat16 and is_float(a.dtype)):
         return mask
     keep = build.binary(Op.EQ, build.unary(Op.ISNAN, a), build.const(False, BOOL, a.shape))
     return keep if mask is None else build.binary(Op.AND, keep, mask)
@@ -457,7 +464,7 @@ def _nan_extreme(op: str, a, axis, keepdims, initial, where) -> Tensor:
     a = as_node(a)
     if not is_float(a.dtype):
         return _reduce(op, a, axis, keepdims, None, initial, where)
-    keep = _not_nan(a, where)
+    keep = _not_nan(a, where, bfloat16=True)
     assert keep is not None  # a float array: never None, its NaNs are left out
     result = _reduce(op, _fill(a, keep, identity(op, a.dtype)), axis, keepdims, None, initial)._node
     if initial is not None:
@@ -503,7 +510,7 @@ def nanmean(
 ) -> Tensor:
     _no_out(out, "nanmean")
     a = as_node(a)
-    if not is_float(a.dtype):
+    if not is_inexact(a.dtype):
         return mean(a, axis, dtype, keepdims=keepdims, where=where)
     out_dt, acc_dt = _float_dtypes(a, dtype)
     keep = _not_nan(a, where)
@@ -525,7 +532,7 @@ def nanvar(
     _no_out(out, "nanvar")
     a = as_node(a)
     ddof = _ddof(ddof, correction, mean, "nanvar")
-    if not is_float(a.dtype):
+    if not is_inexact(a.dtype):
         return Tensor(_var(a, axis, dtype, ddof, keepdims, _mask(where, a.shape)))
     return Tensor(_var(a, axis, dtype, ddof, keepdims, _not_nan(a, where), nan_if_no_dof=True))
 
@@ -545,7 +552,7 @@ def nanstd(
     _no_out(out, "nanstd")
     a = as_node(a)
     ddof = _ddof(ddof, correction, mean, "nanstd")
-    if not is_float(a.dtype):
+    if not is_inexact(a.dtype):
         return Tensor(_var(a, axis, dtype, ddof, keepdims, _mask(where, a.shape), root=True))
     return Tensor(_var(a, axis, dtype, ddof, keepdims, _not_nan(a, where), root=True, nan_if_no_dof=True))
 

@@ -9,7 +9,7 @@ from numpy.typing import DTypeLike
 
 from tracejit.errors import ShapeError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.dtypes import check, is_float, sum_dtype
+from tracejit.ir.dtypes import check, is_inexact, sum_dtype
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy.functions import _axis
 from tracejit.numpy.tensor import ArrayLike, Tensor, as_node
@@ -75,7 +75,7 @@ def _scan(op: str, a: Node, axis, dtype, name: str) -> Tensor:
 
 
 def _nan_as(a: Node, value) -> Node:
-    if not is_float(a.dtype):
+    if not is_inexact(a.dtype):  # (NumPy's nancumsum of bfloat16 is its cumsum)
         return a
     return build.where(build.unary(Op.ISNAN, a), build.const(value, a.dtype, a.shape), a)
 

@@ -15,6 +15,7 @@ import numpy as np
 from tracejit.errors import InvalidIndexError, ShapeError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir import faulting
+from tracejit.ir.dtypes import is_float
 from tracejit.ir.graph import Node, Op
 from tracejit.ir.kernel_ir import Fault
 from tracejit.numpy.tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node
@@ -162,13 +163,11 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
             kwargs["dtype"] = dtype
         if name in ("max", "min"):
             dt = self.values.dtype
-            info = np.finfo(dt) if dt.kind == "f" else np.iinfo(dt) if dt.kind in "iu" else None
-            if info is not None:
-                kwargs["initial"] = (
-                    (-np.inf if name == "max" else np.inf)
-                    if dt.kind == "f"
-                    else (info.min if name == "max" else info.max)
-                )
+            if is_float(dt):
+                kwargs["initial"] = -np.inf if name == "max" else np.inf
+            elif dt.kind in "iu":
+                info = np.iinfo(dt)
+                kwargs["initial"] = info.min if name == "max" else info.max
             result = getattr(R, name)(values, **kwargs)
             count = as_node(R.sum(Tensor(self.mask)))
             fault = Fault(

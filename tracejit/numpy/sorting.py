@@ -14,7 +14,7 @@ import numpy as np
 
 from tracejit.errors import ArgumentValueError, ShapeError, TraceError, UnsupportedError
 from tracejit.ir import build
-from tracejit.ir.dtypes import BOOL, INT64, is_float
+from tracejit.ir.dtypes import BOOL, INT64, is_float, is_inexact
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.graph import Node, Op
 from tracejit.numpy import reductions as R
@@ -88,7 +88,7 @@ def median(
     n = x.shape[ax]
     if n == 0:  # NumPy warns (mean of an empty slice) and gives NaN
         return Tensor(
-            build.const(math.nan, np.result_type(x.dtype, np.float16) if is_float(x.dtype) else np.float64, shape)
+            build.const(math.nan, np.result_type(x.dtype, np.float16) if is_inexact(x.dtype) else np.float64, shape)
         )
     s = build.sort(x, ax)
     middle = build.slice_(s, _along(ax, len(x.shape), (n // 2 - (n % 2 == 0), 1, 2 - n % 2), x.shape))
@@ -107,7 +107,7 @@ def nanmedian(
     warns)."""
     _no_out(out, "nanmedian")
     node = as_node(a)
-    if not is_float(node.dtype):
+    if not is_inexact(node.dtype):
         return median(node, axis, keepdims=keepdims)
     x, ax, shape = _rows(node, axis, keepdims)
     n = x.shape[ax]

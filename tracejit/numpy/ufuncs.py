@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tracejit.ir import build
-from tracejit.ir.dtypes import BOOL, check, is_float
+from tracejit.ir.dtypes import BOOL, check, finfo, is_float, is_inexact, is_narrow_float, narrow_float
 from tracejit.ir.graph import Op
 from tracejit.ir.ops import BY_NAME
 from tracejit.numpy import functions as F
@@ -41,11 +41,12 @@ def _in(ufunc: np.ufunc, *xs) -> list[Tensor]:
 
 
 def _in_loop(ufunc: np.ufunc, *xs) -> tuple[list[Tensor], np.dtype]:
-    """As _in, but float16 operands become float32: NumPy's float16 loops compute in float32 and round
-    once at the end, and a composite must too (its constants and steps would round each time)."""
+    """As _in, but float16 and bfloat16 operands become float32: NumPy's float16 loops (and ml_dtypes' bfloat16
+    ones) compute in float32 and round once at the end, and a composite must too (its constants and steps would
+    round each time)."""
     ts = _in(ufunc, *xs)
     dt = ts[0].dtype
-    return ([F.astype(t, np.float32) for t in ts] if dt == np.float16 else ts), dt
+    return ([F.astype(t, np.float32) for t in ts] if dt == np.float16 or is_narrow_float(dt) else ts), dt
 
 
 def _const(value, like: Tensor) -> Tensor:
@@ -191,7 +192,7 @@ def nan_to_num(
     x: ArrayLike, copy: bool = True, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
 ) -> Tensor:
     x = Tensor(as_node(x))
-    if not is_float(x.dtype):
+    if not is_inexact(x.dtype):  # (NumPy leaves bfloat16 as it is, as it leaves integers)
         return x
     info = np.finfo(x.dtype)
     big = float(info.max) if posinf is None else posinf
@@ -221,7 +222,7 @@ def isclose(a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08
 def sinc(x: ArrayLike) -> Tensor:
     """sin(pi x) / (pi x), 1 at 0: NumPy's own steps (pi * x, then 0 replaced by the dtype's eps)."""
     scaled: Tensor = Tensor(as_node(x)) * math.pi
-    y = F.where(scaled, scaled, _const(np.finfo(scaled.dtype).eps, scaled))
+    y = F.where(scaled, scaled, _const(finfo(scaled.dtype).eps, scaled))
     return F.sin(y) / y
 
 
@@ -233,6 +234,13 @@ _LAYOUT = {
     np.dtype(np.float32): (24, -149, 320),
     np.dtype(np.float64): (53, -1074, 2200),
 }
+
+
+def _layout(dt: np.dtype) -> tuple[int, int, int]:
+    narrow = narrow_float(dt)  # (bfloat16, float8: ml_dtypes' types, computed in float32)
+    if narrow is not None:
+        return narrow.mantissa + 1, 1 - narrow.bias - narrow.mantissa, 320
+    return _LAYOUT[np.dtype(dt)]
 
 
 def _scale(x: Tensor, n: Tensor) -> Tensor:
@@ -247,7 +255,7 @@ def ldexp(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     dt, _ = _result(np.ldexp, (x, n))
     if n.dtype == BOOL:
         n = build.cast(n, np.int8)
-    limit = _LAYOUT[np.dtype(dt)][2]
+    limit = _layout(dt)[2]
     exponent = Tensor(n)
     info = np.iinfo(exponent.dtype)
     if info.max > limit:
@@ -276,7 +284,7 @@ def frexp(x: ArrayLike) -> tuple[Tensor, Tensor]:
     probe = node.arg if node.weak and node.op is Op.CONST else np.ones((), node.dtype)
     assert isinstance(probe, (int, float, np.ndarray))  # a weak constant holds a Python number
     dt = check(np.frexp(probe)[0].dtype)
-    t = F.astype(Tensor(node), np.float32 if dt == np.float16 else dt)  # float16 is exact in float32
+    t = F.astype(Tensor(node), np.float32 if dt == np.float16 or is_narrow_float(dt) else dt)  # (exact in float32)
     m, e = _frexp(t)
     return F.astype(m, dt), F.astype(e, np.int32)
 
@@ -284,7 +292,7 @@ def frexp(x: ArrayLike) -> tuple[Tensor, Tensor]:
 def _step(x: Tensor, e: Tensor, shrink: Tensor, dt: np.dtype) -> Tensor:
     """The distance from x (exponent e, of float dtype dt) to its neighbour away from zero, or towards
     zero where `shrink`: half of it below a power of two, never below the smallest subnormal."""
-    bits, tiniest, _ = _LAYOUT[np.dtype(dt)]
+    bits, tiniest, _ = _layout(dt)
     k = e - _const(float(bits), e) - F.where(shrink, _const(1.0, e), _const(0.0, e))
     return _scale(_const(1.0, x), F.maximum(k, _const(float(tiniest), e)))
 
@@ -298,7 +306,7 @@ def nextafter(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """The next float after x1 towards x2, as NumPy (C's nextafter; its own float16 loop) on every float
     dtype: x1 plus its step, exactly (float16 steps are float16's, computed in float32)."""
     (x, y), dt = _in_loop(np.nextafter, x1, x2)
-    info = np.finfo(dt)
+    info = finfo(dt)
     m, e = _frexp(x)
     up = y > x
     shrink = F.not_equal(up, x > 0) & F.equal(F.abs(m), 0.5)
@@ -315,7 +323,7 @@ def spacing(x: ArrayLike) -> Tensor:
     smallest subnormal, of +-inf and NaN NaN. float16 follows NumPy's own loop: the positive distance to
     |x|'s neighbour towards zero for negative x."""
     (x,), dt = _in_loop(np.spacing, x)
-    info = np.finfo(dt)
+    info = finfo(dt)
     m, e = _frexp(x)
     big = _const(math.inf, x)
     if dt == np.float16:
@@ -324,7 +332,10 @@ def spacing(x: ArrayLike) -> Tensor:
     else:
         out = PRIMITIVES["copysign"](_step(x, e, Tensor(build.const(False, BOOL, x.shape)), dt), x)
         out = F.where(F.equal(F.abs(x), float(info.max)), PRIMITIVES["copysign"](big, x), out)
-    out = F.where(F.equal(x, 0), _const(float(info.smallest_subnormal), x), out)
+    tiniest = _const(float(info.smallest_subnormal), x)
+    if is_narrow_float(dt):  # ml_dtypes' loop: signed like x at zero too
+        tiniest = PRIMITIVES["copysign"](tiniest, x)
+    out = F.where(F.equal(x, 0), tiniest, out)
     return F.astype(F.where(F.isfinite(x), out, _const(math.nan, x)), dt)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _cast, _combine, _ctype, _literal
+from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _bitcast, _cast, _combine, _ctype, _literal
 from tracejit.ir.dtypes import identity
 from tracejit.ir.element_loops import Plan, element_at, is_flat_positions
 from tracejit.ir.faulting import fault_of
@@ -435,6 +435,9 @@ class _Writer:
         dt = n.dtype
         if n.op is Op.CAST:
             return _cast(a[0], n.srcs[0].dtype, dt)
+        if n.op is Op.BITCAST:
+            self.helpers.add("bits_f32" if dt == np.float32 else "f32_bits")
+            return _bitcast(a[0], dt)
         op = KOp(n.op.value)
         if op == KOp.POW and dt.kind == "i":
             self.helpers.update(("int_power", "nonnegative_exponent"))

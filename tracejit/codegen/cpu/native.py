@@ -65,6 +65,7 @@ STATEMENTS: dict[KOp, str] = {
     KOp.LOAD: "render_load",
     KOp.STORE: "render_store",
     KOp.CAST: "render_cast",
+    KOp.BITCAST: "render_bitcast",
     KOp.TABLE: "render_table",
     KOp.BOUND: "render_bound",
 }
@@ -408,6 +409,9 @@ class _Emitter:
 
     def render_cast(self, i: int, x: Instr) -> None:
         self.values[i] = cast(self.b, self.value(x.srcs[0]), self.ins[x.srcs[0]].value_dtype, x.value_dtype)
+
+    def render_bitcast(self, i: int, x: Instr) -> None:
+        self.values[i] = self.b.bitcast(self.value(x.srcs[0]), value_type(x.value_dtype))
 
     def render_table(self, i: int, x: Instr) -> None:  # a constant array in the module, from its exact bytes
         data = bytearray(x.arg.data)

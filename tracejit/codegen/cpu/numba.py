@@ -204,6 +204,7 @@ STATEMENTS: dict[KOp, str] = {
     KOp.STORE: "render_store",
     KOp.BOUND: "render_bound",
     KOp.CAST: "render_cast",
+    KOp.BITCAST: "render_bitcast",
 }
 
 
@@ -403,6 +404,9 @@ class _Source:
     def render_cast(self, i: int, x: Instr, a: list[str]) -> None:
         self.out(f"{self.names[i]} = {_cast(a[0], self.ins[x.srcs[0]].value_dtype, x.value_dtype)}")
 
+    def render_bitcast(self, i: int, x: Instr, a: list[str]) -> None:
+        self.out(f"{self.names[i]} = {_bitcast(a[0], x.value_dtype)}")
+
     def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
         op, s, dt, ins, name = x.op, x.srcs, x.value_dtype, self.ins, self.names[i]
         if op == KOp.POW and dt.kind == "i":  # NumPy raises for a negative exponent
@@ -545,6 +549,11 @@ def _alu(op: str, a: list[str], dt: np.dtype, src_dt: np.dtype) -> str:
     return f"{_ctype(dt)}({expr})"
 
 
+def _bitcast(v: str, dst: np.dtype) -> str:
+    """v's 32 bits read as dst: float32 from uint32, or uint32 from float32 (numba_math's intrinsics)."""
+    return f"bits_f32(np.int32({v}))" if dst == np.float32 else f"np.uint32(f32_bits({v}))"
+
+
 def _cast(v: str, src: np.dtype, dst: np.dtype) -> str:
     if dst == np.bool_:
         return f"({v} != 0)"
@@ -620,6 +629,8 @@ def render_module(kernels: list[tuple[KernelIR, str]], symbolic: dict | None = N
     helpers = (
         "f16_to_f32",
         "f32_to_f16",
+        "f32_bits",
+        "bits_f32",
         "int_power",
         "nonnegative_exponent",
         "bound_index",

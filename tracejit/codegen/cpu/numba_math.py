@@ -15,7 +15,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from tracejit.codegen.cpu import llvm_math as L
-from tracejit.codegen.cpu.llvm_values import F32, F64, I16
+from tracejit.codegen.cpu.llvm_values import F32, F64, I16, I32, bitcast
 from tracejit.codegen.cpu.numba_ir import scalar_function
 
 f32 = np.float32
@@ -243,6 +243,11 @@ def int_fmod(a, b):
 f16_to_f32, _ = scalar_function("f16_to_f32", L.f16_to_f32, (I16,), F32)
 f32_to_f16, _ = scalar_function("f32_to_f16", L.f32_to_f16, (F32,), I16)
 round_f16, round_f16_called = scalar_function("round_f16", L.round_f16, (F32,), F32)
+
+# the kernel IR's BITCAST (float32 <-> uint32: bfloat16 and float8, ir/narrow_floats.py); the int32 result is taken as
+# uint32 by the kernel (np.uint32 of it keeps the bits)
+f32_bits, _ = scalar_function("f32_bits", lambda f: bitcast(f, I32), (F32,), I32)
+bits_f32, _ = scalar_function("bits_f32", lambda b: bitcast(b, F32), (I32,), F32)
 
 
 # The kernel IR's sort: a stable merge sort written for kernels. Not inlined (it is called once per row)

@@ -271,6 +271,12 @@ class CValues:
     def is_nan(self, v: str) -> str:
         return f"({v} != {v})"
 
+    def bitcast(self, v: str, dst: np.dtype) -> str:
+        """v's 32 bits read as dst: float32 from uint32, or uint32 from float32 (the kernel IR's BITCAST)."""
+        if dst == np.float32:
+            return self.t.as_float.format(v)
+        return f"(({self.ctype(dst)}){self.t.as_int.format(v)})"
+
     def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
         if dst == np.bool_:
             return f"({v} != 0)"

@@ -52,6 +52,7 @@ STATEMENTS: dict[KOp, str] = {
     KOp.ATOMIC: "render_atomic",
     KOp.BOUND: "render_bound",
     KOp.CAST: "render_cast",
+    KOp.BITCAST: "render_bitcast",
 }
 
 
@@ -561,6 +562,9 @@ class _Render(CValues):
         else:
             value = self.cast(a[0], self.ins[x.srcs[0]].value_dtype, x.value_dtype)
             self.out(self.t.let(self.names[i], self.ctype(x.value_dtype), value))
+
+    def render_bitcast(self, i: int, x: Instr, a: list[str]) -> None:
+        self.out(self.t.let(self.names[i], self.ctype(x.value_dtype), self.bitcast(a[0], x.value_dtype)))
 
     def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
         op, dt = x.op, x.value_dtype

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracejit.errors import DtypeError, UnsupportedError
+from tracejit.ir.dtypes import is_narrow_float
 from tracejit.ir.kernel_ir import INDEX, Instr, KOp, KernelIR
 from tracejit.codegen.simt import atomics, wgsl_functions
 from tracejit.codegen.simt.c_values import BOOL_OPS, COMPARISONS
@@ -97,6 +98,8 @@ class WGSLRendered(Rendered):
 def storage_dtype(dt: np.dtype, options: WGSLOptions) -> np.dtype:
     """How an array of dt lives in a WebGPU buffer; DtypeError where WGSL has no such type."""
     dt = np.dtype(dt)
+    if is_narrow_float(dt):  # its bits (ir/narrow_floats.py), widened to a word as uint16 and uint8 are
+        return STORAGE[np.dtype(f"uint{dt.itemsize * 8}")]
     if dt == np.float16 and not options.f16:
         raise DtypeError(
             f"float16 is not supported on {options.device}: the adapter lacks the shader-f16 feature "
@@ -358,6 +361,9 @@ class _WGSLRender(FloatArithmetic, _Render):
             return f"select({zero}, {self.wrap(f'({a[0]} << {amount})', dt)}, {inside})"
         over = f"select({zero}, {minus}, {a[0]} < {zero})" if t == "i32" else zero
         return f"select({over}, ({a[0]} >> {amount}), {inside})"
+
+    def bitcast(self, v: str, dst: np.dtype) -> str:
+        return f"bitcast<{self.ctype(dst)}>({v})"
 
     def cast(self, v: str, src: np.dtype, dst: np.dtype) -> str:
         t = self.ctype(dst)

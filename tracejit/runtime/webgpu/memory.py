@@ -10,6 +10,7 @@ import numpy as np
 
 from tracejit.codegen.simt import wgsl
 from tracejit.errors import OutOfMemoryError, UnsupportedError
+from tracejit.ir.dtypes import is_narrow_float
 from tracejit.runtime.array import Array, own_copy
 from tracejit.runtime.device_memory import Block, BlockPool, Buffer
 from tracejit.runtime.sharing import plan_sharing
@@ -64,6 +65,9 @@ class WebGPUMemory:
 
     def _write(self, out: DeviceBuffer, host) -> None:
         """Host values into an array, as its storage type, padded to whole words (WebGPU writes those)."""
+        host = np.asarray(host)
+        if is_narrow_float(host.dtype):  # (its bits, widened as uint16's and uint8's are)
+            host = host.view(f"uint{host.itemsize * 8}")
         raw = np.ascontiguousarray(host, dtype=out.storage).reshape(-1).view(np.uint8)
         if raw.nbytes % 4:
             raw = np.concatenate([raw, np.zeros(4 - raw.nbytes % 4, np.uint8)])
@@ -89,7 +93,10 @@ class WebGPUMemory:
         if not nbytes:
             return np.empty(data.shape, data.dtype)
         raw = self.device.queue.read_buffer(data.block.buffer, 0, -(-nbytes // 4) * 4)
-        return np.frombuffer(raw, dtype=data.storage, count=data.size).astype(data.dtype).reshape(data.shape)
+        held = np.frombuffer(raw, dtype=data.storage, count=data.size)
+        if is_narrow_float(data.dtype):  # (its bits, widened as uint16's and uint8's are)
+            return held.astype(f"uint{data.dtype.itemsize * 8}").view(data.dtype).reshape(data.shape)
+        return held.astype(data.dtype).reshape(data.shape)
 
     def dlpack(self, data, *args, **kwargs):
         raise UnsupportedError(
