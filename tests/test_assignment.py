@@ -63,6 +63,18 @@ def test_stores_with_steps_larger_than_one_in_two_dimensions(device, rng):
     check_writes(body, rng.random((4, 3), np.float32), rng.random((2, 3), np.float32), device=device)
 
 
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_zero_d_boolean_mask_stores_everywhere_or_nowhere(device, rng, flag):
+    """x[np.True_] = v writes all of x, x[np.False_] = v none of it (a 0-d mask, as the array API's tests use)."""
+    def body(x, m, v):
+        x[m] = v
+        x[0][m] = -1.0
+        return x * 2
+
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    check_writes(body, x, np.array(flag), rng.standard_normal(4).astype(np.float32), device=device)
+
+
 def test_values_broadcast_and_cast_as_numpy_setitem(device):
     def body(i, f):
         i[0] = 2.7                 # a Python float into ints truncates

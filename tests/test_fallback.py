@@ -244,7 +244,8 @@ def test_every_numpy_function_tracejit_lacks_runs_as_numpy_or_is_refused_with_th
                                            err_msg=f.__name__)
             ran.append(f.__name__)
             break
-    assert len(ran) >= 40 and "gcd" in ran and "i0" in ran, (ran, refused)
+    # (what tracejit lacks shrinks as it grows: NumPy 2's array-API functions compile since numpy/standard.py)
+    assert len(ran) >= 25 and "gcd" in ran and "i0" in ran, (ran, refused)
 
 
 def test_a_python_number_that_sets_the_results_shape_specialises_the_kernel(rng):

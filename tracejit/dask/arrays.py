@@ -66,9 +66,7 @@ def call(kernel, args: tuple, device: str | None):
             out = out.astype(step.dtype) if step.op is Op.CAST else out.reshape(step.shape)
         results.append(out)
     results = results[: len(plan.traced.results)]  # (the checks: computed for their faults)
-    if plan.traced.tuple_result is None:  # a procedure
-        return None
-    return tuple(results) if plan.traced.tuple_result else results[0]
+    return plan.traced.pack(results)  # (None for a procedure)
 
 
 def _stage_layer(kernel, plan, ref: StageRef, arrays, units, by_letter):

@@ -138,9 +138,7 @@ class Graph:
         results = [o if dev.returns_numpy else Array(o, dev) for o in outputs[: len(plan.traced.results)]]
         for r in results:
             self._produced[id(r)] = (r, dev)
-        if plan.traced.tuple_result is None:  # a procedure
-            return None
-        return tuple(results) if plan.traced.tuple_result else results[0]
+        return plan.traced.pack(results)  # (None for a procedure)
 
     def _argument(self, a, dev):
         if type(a) in (bool, int, float) or isinstance(a, (np.generic, Default)):

@@ -697,6 +697,8 @@ class Kernel:
         )
         traced.sizes = found.used if found.nodes else None
         traced.complex_outputs = complex_outputs
+        if tuple_result and hasattr(result, "_fields"):  # NumPy's named results (SVDResult, ...) keep their names
+            traced.named = type(result)
         return traced
 
     def __repr__(self) -> str:

@@ -33,6 +33,7 @@ class Traced:
     sizes: tuple[int, ...] | None = None
     probe = False
     complex_outputs: dict[int, np.dtype] = {}  # results computed as parts: their complex dtype (complex_calls.py)
+    named: type | None = None  # the named tuple class of the function's result (np.linalg.svd's SVDResult), if one
     narrow_outputs: dict[int, np.dtype] = {}  # bfloat16 and float8 results, computed as bits (narrow_floats.py)
 
     def __init__(
@@ -50,6 +51,15 @@ class Traced:
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
         self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)
         self.compared = int_comparisons.hidden(outputs)
+
+    def pack(self, results: list):
+        """The call's result from its arrays: None (a procedure), the one array, a tuple, or the function's named
+        tuple."""
+        if self.tuple_result is None:
+            return None
+        if not self.tuple_result:
+            return results[0]
+        return tuple(results) if self.named is None else self.named(*results)
 
     def inputs(self) -> dict:
         """The buffer of each INPUT node the graph reads: the arguments (read in place through their strides),
@@ -157,11 +167,11 @@ class Plan:
     def __init__(self, traced: Traced, executable, device):
         self.traced, self.executable, self.device = traced, executable, device
         self.kernels = executable.kernels
-        if not traced.outputs:  # a procedure that changes nothing: nothing to launch
-            self.run = lambda args: None
+        if not traced.outputs:  # a procedure that changes nothing, or an empty tuple: nothing to launch
+            self.run = lambda args: traced.pack([])
         elif traced.assigned or traced.checks:
             self.run = lambda args: self._call(args, args)
-        elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result):
+        elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result) and traced.named is None:
             self.run = executable.run  # returns the array, or the tuple of arrays, as it is
         else:
             self.run = self._run
@@ -179,7 +189,7 @@ class Plan:
         outs = self.executable(args)
         if self._wrap:
             outs = [Array(o, self.device) for o in outs]
-        return tuple(outs) if self._tuple else outs[0]
+        return self.traced.pack(outs)
 
     def __call__(self, *args, out=None):
         return self.call(args, args, out)
@@ -244,7 +254,7 @@ class Plan:
             dests[i] if dests[i] is not None else Array(values[i], self.device) if self._wrap else values[i]
             for i in range(n)
         ]
-        return tuple(results) if self._tuple else results[0]
+        return self.traced.pack(results)
 
     def _direct(self, pos: int, dest, dests, originals):
         """The memory of dest when the kernel can write output `pos` straight into it, else None (the

@@ -83,6 +83,13 @@ def _setitem(t: Tensor, key, value) -> None:
     if mask is not None:
         _store_masked(t, mask, value)
         return
+    only = _only(key)
+    if isinstance(only, Tensor) and only.dtype == BOOL and only.ndim == 0:  # x[np.True_] = v: all of x, or none
+        root, steps = t._root(), t._steps
+        region = views.shapes(root.shape, steps)[-1]
+        current = views.apply(root._value, steps)
+        store(root, steps, build.where(build.broadcast_to(only._node, region), fit(value, region, root.dtype), current))
+        return
     constant = constant_mask(key)
     if constant is not None:
         _store_constant_mask(t, constant, value)

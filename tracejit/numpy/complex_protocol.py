@@ -18,6 +18,7 @@ import numpy as np
 
 from tracejit.errors import UnsupportedError
 from tracejit.ir import build
+from tracejit.numpy import standard
 from tracejit.numpy import complex_values as C
 from tracejit.numpy.complex_values import ComplexTensor, is_complex, lift, parts, result_dtype
 from tracejit.numpy.tensor import Tensor
@@ -101,7 +102,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     dtype = kwargs.pop("dtype", None)
     if dtype is not None and method == "__call__":
         inputs = tuple(C.astype(x, dtype) for x in inputs)
-    if method == "__call__":
+    if method == "__call__" and ufunc in standard.GUFUNCS and set(kwargs) <= standard.GUFUNCS[ufunc][1]:
+        result = standard.GUFUNCS[ufunc][0](*inputs, **kwargs)  # (np.vecdot & co.: conj, products and sums)
+    elif method == "__call__":
         if kwargs:
             raise UnsupportedError(f"np.{ufunc.__name__} of complex values with {sorted(kwargs)}: not supported")
         result = _call(ufunc, inputs)
@@ -259,7 +262,17 @@ def _data_positions(func):
     return _DATA.get(func, (0,))
 
 
+# functions of several arrays that give one array for each, of its own dtype: a real array beside a complex one
+# stays real (the rest of PARTWISE computes in the arrays' common dtype)
+_EACH_ITS_OWN = frozenset({np.broadcast_arrays, np.atleast_1d, np.atleast_2d, np.atleast_3d})
+
+
 def _partwise(func, args, kwargs):
+    if func in _EACH_ITS_OWN and len(args) > 1:
+        if func is np.broadcast_arrays:
+            shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+            return tuple(np.broadcast_to(a, shape) for a in args)
+        return tuple(func(a, **kwargs) for a in args)
     spec = _data_positions(func)
     data = list(args) if spec == "all" else [a for i, a in enumerate(args) if i in spec]
     data += [v for k, v in kwargs.items() if spec != "all" and k in spec]

@@ -30,6 +30,7 @@ from tracejit.numpy import (
     scans,
     scatter,
     sorting,
+    standard,
     statistics,
     ufunc_methods,
     ufuncs,
@@ -58,6 +59,7 @@ FUNCTIONS: dict = {
     **creation.NUMPY_FUNCTIONS,
     **ufuncs.NUMPY_FUNCTIONS,
     **linalg.NUMPY_FUNCTIONS,
+    **standard.NUMPY_FUNCTIONS,
     **einsum.NUMPY_FUNCTIONS,
     **statistics.NUMPY_FUNCTIONS,
     **numerical.NUMPY_FUNCTIONS,
@@ -126,6 +128,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         return _into(ufunc, method, inputs, kwargs, out if isinstance(out, tuple) else (out,))
     if method == "__call__" and ufunc in UFUNCS and set(kwargs) <= {"dtype"}:
         return _call(ufunc, inputs, kwargs)
+    if method == "__call__" and ufunc in standard.GUFUNCS and set(kwargs) <= standard.GUFUNCS[ufunc][1]:
+        return standard.GUFUNCS[ufunc][0](*inputs, **kwargs)
     if method == "reduce" and ufunc in _REDUCE_UFUNCS:
         kwargs.setdefault("axis", 0)  # ufunc.reduce's default, unlike np.sum's None
         return _REDUCE_UFUNCS[ufunc](inputs[0], **kwargs)  # dtype, keepdims, initial, where as np.sum has them
