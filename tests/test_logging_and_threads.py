@@ -265,6 +265,20 @@ def test_set_num_threads_limits_the_blas_pools_threadpoolctl_finds(threads_resto
     assert all(p["num_threads"] == 1 for p in after), after
 
 
+def test_set_num_threads_in_a_with_block_puts_the_counts_back_at_its_end(threads_restored):
+    from threadpoolctl import threadpool_info
+    before = threads.thread_count()
+    pools = {p["filepath"]: p["num_threads"] for p in threadpool_info()}
+    with tj.set_num_threads(1) as count:
+        assert threads.thread_count() == tj.device("numba").info.compute_units == 1
+        assert all(p["num_threads"] == 1 for p in threadpool_info() if p["filepath"] in pools)
+        with tj.set_num_threads(2):
+            assert threads.thread_count() == 2
+        assert threads.thread_count() == 1 and count.previous is None
+    assert threads.thread_count() == before and threads._requested is None
+    assert {p["filepath"]: p["num_threads"] for p in threadpool_info() if p["filepath"] in pools} == pools
+
+
 @pytest.mark.parametrize("n", [0, -2, 2.0, "4", True])
 def test_set_num_threads_refuses_what_is_not_a_count(n):
     with pytest.raises(tj.ArgumentError, match="set_num_threads"):

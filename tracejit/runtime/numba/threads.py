@@ -42,20 +42,45 @@ def thread_count() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def set_num_threads(n: int) -> None:
-    """Run the CPU's parallel work on `n` threads from now on: the numba device's parallel kernels (tracejit's
-    chunks, OpenMP's parallel entry points, and Numba's own parallel loops in the calling thread, at most
-    NUMBA_NUM_THREADS, since Numba keeps that number per thread), and the BLAS and OpenMP pools loaded
-    in the process, found and limited by threadpoolctl (MKL's when it loads later too)."""
+class ThreadCount:
+    """What tj.set_num_threads returns. Used in a `with` block (`with tj.set_num_threads(1): ...`), it puts the
+    setting from before the call back at the block's end: tracejit's own count, Numba's in this thread, and the
+    BLAS and OpenMP pools' limits as threadpoolctl found them."""
+
+    def __init__(self, previous: int | None, limiters: list) -> None:
+        self.previous, self._limiters = previous, limiters
+
+    def __enter__(self) -> ThreadCount:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _requested
+        _requested = self.previous
+        n = thread_count()
+        llvm_jit = sys.modules.get("tracejit.runtime.numba.llvm_jit")
+        if llvm_jit is not None:
+            llvm_jit.set_omp_threads(n)
+        numba = sys.modules.get("numba")
+        if numba is not None:
+            numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+        for limiter in reversed(self._limiters):
+            limiter.restore_original_limits()
+
+
+def set_num_threads(n: int) -> ThreadCount:
+    """Run the CPU's parallel work on `n` threads from now on (or, in a `with` block, until its end): the numba
+    device's parallel kernels (tracejit's chunks, OpenMP's parallel entry points, and Numba's own parallel loops in
+    the calling thread, at most NUMBA_NUM_THREADS, since Numba keeps that number per thread), and the BLAS and
+    OpenMP pools loaded in the process, found and limited by threadpoolctl (MKL's when it loads later too)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ArgumentError(f"set_num_threads({n!r}): give a number of threads, an int >= 1")
     global _requested
-    _requested = n
+    previous, _requested = _requested, n
     llvm_jit = sys.modules.get("tracejit.runtime.numba.llvm_jit")
     if llvm_jit is not None:
         llvm_jit.set_omp_threads(n)
     limit_numba()
-    limit_pools()
+    return ThreadCount(previous, limit_pools())
 
 
 def limit_numba() -> None:
@@ -67,15 +92,15 @@ def limit_numba() -> None:
         numba.set_num_threads(min(_requested, numba.config.NUMBA_NUM_THREADS))
 
 
-def limit_pools() -> None:
+def limit_pools() -> list:
     """The BLAS and OpenMP thread pools loaded now, limited to tj.set_num_threads's number (none set:
-    nothing)."""
-    if _requested is not None:
-        from threadpoolctl import threadpool_limits
+    nothing); threadpoolctl's limiters, which can restore the limits found."""
+    if _requested is None:
+        return []
+    from threadpoolctl import threadpool_limits
 
-        # twice: asking MKL its count loads its threading layer (libgomp), which the first pass missed
-        for _ in range(2):
-            threadpool_limits(limits=_requested)  # (kept: no restore)
+    # twice: asking MKL its count loads its threading layer (libgomp), which the first pass missed
+    return [threadpool_limits(limits=_requested) for _ in range(2)]  # (kept: restored only by a `with` block)
 
 
 @functools.cache
