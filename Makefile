@@ -7,7 +7,7 @@ PIP = $(PY) -m pip
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: venv install install-dev install-docs demo test test-all lint docs test-gpu bench bench-gpu clean
+.PHONY: venv install install-dev install-docs demo test test-all test-array-api lint docs test-gpu bench bench-gpu clean
 
 venv: $(PY)
 
@@ -50,6 +50,23 @@ test-all: install-dev
 		TRACEJIT_FAULTS_FULL=1 TRACEJIT_DEEP_100K=1 TRACEJIT_CHECK_CUDA=all TRACEJIT_THREAD_TRIALS=10 \
 		TRACEJIT_THREAD_RACES=240 TRACEJIT_RACE_REPEATS=5 TRACEJIT_RACE_PROCESSES=12 \
 		$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
+
+# The Python array API standard's own test suite (data-apis/array-api-tests, at a pinned commit) against
+# tracejit.array_api on one device (ARRAY_API_DEVICE: numba, opencl, webgpu, ...); it ends with the pass rate.
+# The suite is cloned into ARRAY_API_TESTS on first use, which needs GitHub (or put a clone there by hand, with its
+# array-api submodule). Known failures, each with its reason: tests/array_api/xfails.txt.
+ARRAY_API_TESTS ?= .array-api-tests
+ARRAY_API_TESTS_COMMIT = 55fcc60179efa2680ddd6cd926ddf17b83530e2b
+ARRAY_API_DEVICE ?= numba
+ARRAY_API_EXAMPLES ?= 20
+test-array-api: install-dev
+	test -d $(ARRAY_API_TESTS)/array_api_tests || { git clone https://github.com/data-apis/array-api-tests $(ARRAY_API_TESTS) \
+		&& git -C $(ARRAY_API_TESTS) checkout $(ARRAY_API_TESTS_COMMIT) && git -C $(ARRAY_API_TESTS) submodule update --init; }
+	$(PIP) install "ndindex>=1.8" "hypothesis>=6.151"
+	cd $(ARRAY_API_TESTS) && ARRAY_API_TESTS_MODULE=tracejit.array_api TRACEJIT_DEVICE=$(ARRAY_API_DEVICE) \
+		PYTHONPATH=$(CURDIR)/tests/array_api $(CURDIR)/$(PY) -m pytest array_api_tests -p tracejit_array_api \
+		-p no:cacheprovider -q --max-examples=$(ARRAY_API_EXAMPLES) --xfails-file=$(CURDIR)/tests/array_api/xfails.txt \
+		--tb=line -W ignore::UserWarning $(PYTEST_ARGS)
 
 # ruff (lint, and the format check), mypy, and the layer contracts of .importlinter; CI runs it (.ci/run).
 lint: install-dev

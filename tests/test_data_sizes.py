@@ -132,6 +132,15 @@ def test_another_count_compiles_nothing(device):
     assert kernel.cache_info()["compiles"] == compiled
 
 
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_zero_d_mask_selects_all_of_x_on_a_new_axis_or_nothing(device, rng, flag):
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    got = np.asarray(tj.kernel(lambda a, m: a[m] * 2)(x, np.array(flag), device=device))
+    want = x[np.array(flag)] * 2
+    assert got.shape == want.shape == ((1,) if flag else (0,)) + x.shape
+    assert_close(got, want)
+
+
 def test_rows_selected_by_a_mask_over_the_leading_axis(device, rng):
     dt = float_dtype(device)
     a = rng.standard_normal((40, 3)).astype(dt)

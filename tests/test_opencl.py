@@ -135,9 +135,12 @@ def test_empty_and_zero_dimensional_arrays_round_trip():
     assert_close(tj.kernel(lambda a: a.sum())(np.zeros((0,), np.float32), device="opencl").numpy(), np.float32(0))
 
 
-def test_dlpack_export_is_refused_with_a_hint_to_copy():
-    with pytest.raises(tj.UnsupportedError, match=r"\.numpy\(\)"):
-        tj.asarray(np.ones(3, np.float32), device="opencl").__dlpack__()
+def test_dlpack_exports_a_copy_on_the_host_and_refuses_copy_false():
+    a = tj.asarray(np.arange(3, dtype=np.float32), device="opencl")
+    assert a.__dlpack_device__() == (1, 0)
+    assert np.from_dlpack(a).tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(BufferError, match="copy=False"):
+        a.__dlpack__(copy=False)
 
 
 def test_the_allocator_reuses_freed_blocks():

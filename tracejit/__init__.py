@@ -57,6 +57,7 @@ from tracejit.frontend.warm import warm  # noqa: F401
 from tracejit.frontend.benchmarking import Benchmark, benchmark  # noqa: F401
 import tracejit.dask  # noqa: F401,E402  (Dask arrays as arguments join the kernel through frontend/hooks.py)
 from tracejit.runtime.array import Array  # noqa: F401
+import tracejit.array_api  # noqa: F401,E402  (tj.Array computes: its operators, methods and namespace)
 from tracejit.runtime.registry import device as _device
 from tracejit.runtime.device_info import DeviceInfo  # noqa: F401
 from tracejit.runtime.registry import devices, set_default_device  # noqa: F401

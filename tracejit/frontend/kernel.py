@@ -45,7 +45,7 @@ from tracejit.numpy import (
     random_draws,
     source_rewrite,
 )
-from tracejit.frontend import capture, dtype_sites, explain, hooks, shipping, staged
+from tracejit.frontend import capture, dtype_sites, explain, hooks, interop, shipping, staged
 from tracejit.frontend.dynamic import (
     axes_of,
     changed_axes,
@@ -166,15 +166,15 @@ class Kernel:
                     f"{self.__name__}: a call with {collection.name} inside tj.capture(): {collection.in_capture}"
                 )
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
+        plain = all(type(a) in _PLAIN_ARGUMENTS for a in args)
+        if not plain or kwargs:
+            library = interop.library_of(args, kwargs)
+            if library is not None:  # torch tensors in, torch tensors out (interop.py)
+                return interop.call(self, library, args, kwargs, device)
         out = kwargs.pop("out", None) if self._out_keyword else None
         # (binding is skipped where it changes nothing: all positional, arrays and numbers; it cost a cached call
         # with a static argument a third of its time)
-        if (
-            kwargs
-            or len(args) != self._nparams
-            or not self._params.simple
-            or not all(type(a) in _PLAIN_ARGUMENTS for a in args)
-        ):
+        if kwargs or len(args) != self._nparams or not self._params.simple or not plain:
             args = self._bind(args, kwargs)
         dev = device or self._device or registry.default_device_name()
         key = self._fast_key(dev, *args) if not self._static and len(args) == self._nparams else self._key(dev, args)

@@ -596,6 +596,9 @@ class Tensor:
         key = _selections_as_arrays(key)
         if _has_traced_slice(key) and _frontend("bounded_slices").bounded(key):  # x[:i], i known when run
             return _frontend("bounded_slices").getitem(self, key)
+        only = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+        if isinstance(only, Tensor) and only.dtype == np.bool_ and only.ndim == 0:  # x[np.True_]: (1, *x.shape) or
+            return self[None][only.reshape(1)]  # (0, *x.shape), as NumPy: a new axis that the mask selects, or not
         mask = _frontend("assign").traced_mask(key)
         if mask is not None:  # its shape depends on the data: see selection.py for what works
             known = self._known_selection(key)

@@ -10,6 +10,7 @@ import numpy as np
 
 CPU, CUDA = 1, 2  # DLDeviceType
 _CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+_BFLOAT = 4  # kDLBfloat: ml_dtypes.bfloat16 (torch.bfloat16), which NumPy itself cannot export
 
 
 class DLDevice(ctypes.Structure):
@@ -68,15 +69,16 @@ def _capsule_destructor(capsule: int) -> None:
 def export(ptr: int, shape, strides_bytes, dtype: np.dtype, device_type: int, device_id: int, owner):
     """A DLPack capsule over `ptr` (shape, byte strides, dtype); `owner` stays alive while it is in use."""
     dtype = np.dtype(dtype)
-    if dtype.kind not in _CODES:
-        raise TypeError(f"{dtype} has no DLPack type code")
+    code = _BFLOAT if dtype.name == "bfloat16" else _CODES.get(dtype.kind)
+    if code is None:
+        raise BufferError(f"{dtype} has no DLPack type code (of the ml_dtypes types, only bfloat16 has one)")
     ndim = len(shape)
     shape_arr = (ctypes.c_int64 * max(ndim, 1))(*shape)
     strides_arr = (ctypes.c_int64 * max(ndim, 1))(*(s // dtype.itemsize for s in strides_bytes))
     managed = DLManagedTensor()
     t = managed.dl_tensor
     t.data, t.device, t.ndim = ptr or None, DLDevice(device_type, device_id), ndim
-    t.dtype = DLDataType(_CODES[dtype.kind], 8 * dtype.itemsize, 1)
+    t.dtype = DLDataType(code, 8 * dtype.itemsize, 1)
     t.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
     t.strides = ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64))
     t.byte_offset = 0
@@ -84,3 +86,23 @@ def export(ptr: int, shape, strides_bytes, dtype: np.dtype, device_type: int, de
     address = ctypes.addressof(managed)
     _live[address] = (managed, shape_arr, strides_arr, owner)
     return _new_capsule(address, _NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+
+def through_host(device: str, host: np.ndarray, stream=None, max_version=None, dl_device=None, copy=None):
+    """The DLPack export of an array in memory no other library can address (OpenCL, WebGPU, Metal): `host`, its
+    copy on the host, exported as NumPy exports it. copy=False (the consumer forbids a copy) is refused."""
+    if copy is False:
+        raise BufferError(
+            f"a tj.Array on {device} is in memory that NumPy and torch cannot address: DLPack can give only a copy "
+            "on the host, and copy=False forbids one"
+        )
+    if dl_device is not None and int(dl_device[0]) != CPU:
+        raise BufferError(f"a tj.Array on {device} can be exported to the host (DLPack device CPU) only")
+    return of_host(host, max_version)
+
+
+def of_host(host: np.ndarray, max_version=None):
+    """A host array's DLPack export: NumPy's own, or tracejit's for bfloat16 (which NumPy has no code for)."""
+    if host.dtype.kind == "V":  # ml_dtypes' types
+        return export(host.ctypes.data, host.shape, host.strides, host.dtype, CPU, 0, host)
+    return host.__dlpack__() if max_version is None else host.__dlpack__(max_version=max_version)

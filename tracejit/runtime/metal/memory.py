@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from tracejit.errors import OutOfMemoryError, UnsupportedError
+from tracejit.errors import OutOfMemoryError
 from tracejit.runtime.array import Array, own_copy
 from tracejit.runtime.device_memory import Block, BlockPool, Buffer
 from tracejit.runtime.sharing import plan_sharing
 from tracejit.runtime.views import flat_view
+from tracejit.runtime import dlpack
 
 
 class DeviceBuffer(Buffer):
@@ -79,12 +80,11 @@ class MetalMemory:
         return self._memory(data.block, nbytes).copy().view(data.dtype).reshape(data.shape)
 
     def dlpack(self, data, *args, **kwargs):
-        raise UnsupportedError(
-            f"a tj.Array on {self.name} cannot be shared through DLPack (NumPy and torch import no "
-            "Metal memory); call .numpy() for a host copy"
-        )
+        """Metal memory has no DLPack device type NumPy or torch accept: the export is a copy on the host."""
+        return dlpack.through_host(self.name, self.to_numpy(data), *args, **kwargs)
 
-    dlpack_device = dlpack
+    def dlpack_device(self, data) -> tuple[int, int]:
+        return (dlpack.CPU, 0)
 
     def memory_stats(self) -> dict[str, int]:
         return self.pool.stats()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracejit.runtime import dlpack
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import no_pool
 from tracejit.runtime.numba.output_pool import OutputPool
@@ -43,6 +44,8 @@ class NumbaMemory:
         return data
 
     def dlpack(self, data, *args, **kwargs):
+        if data.dtype.kind == "V":  # bfloat16: NumPy has no DLPack code for it, tracejit's capsule does
+            return dlpack.of_host(data)
         return data.__dlpack__(*args, **kwargs)
 
     def dlpack_device(self, data):

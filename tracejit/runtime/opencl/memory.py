@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracejit.errors import OutOfMemoryError, UnsupportedError
+from tracejit.errors import OutOfMemoryError
 from tracejit.runtime.array import Array, own_copy
 from tracejit.runtime.device_memory import Buffer, over_limit
 from tracejit.runtime.sharing import plan_sharing
 from tracejit.runtime.views import flat_view
+from tracejit.runtime import dlpack
 
 if TYPE_CHECKING:  # (imported where used: the device is opened on demand)
     import pyopencl as cl
@@ -109,12 +110,11 @@ class OpenCLMemory:
         return host
 
     def dlpack(self, data, *args, **kwargs):
-        raise UnsupportedError(
-            f"a tj.Array on {self.name} cannot be shared through DLPack (OpenCL memory has no "
-            "DLPack device type that NumPy or torch accept); call .numpy() for a host copy"
-        )
+        """OpenCL memory has no DLPack device type NumPy or torch accept: the export is a copy on the host."""
+        return dlpack.through_host(self.name, self.to_numpy(data), *args, **kwargs)
 
-    dlpack_device = dlpack
+    def dlpack_device(self, data) -> tuple[int, int]:
+        return (dlpack.CPU, 0)
 
     # -- graph capture --
     def clone(self, data: DeviceBuffer) -> DeviceBuffer:
