@@ -120,3 +120,27 @@ def test_a_specialised_kernel_still_captures_and_lowers(rng):
         y = kernel(x, 5)
     assert_close(np.asarray(y), branchy(x, 5))
     g.replay()
+
+
+WEAK_EXPRESSIONS = {
+    "square": lambda u, s: u / s**2,
+    "cube": lambda u, s: u * s**3,
+    "sqrt_power": lambda u, s: u + s**0.5,
+    "negative": lambda u, s: u * -s,
+    "abs": lambda u, s: u - abs(s),
+    "product": lambda u, s: u * (s * s + 1),
+    "divided": lambda u, s: u / (s / 3),
+    "int_power": lambda u, s: u * 2**3 + s,
+}
+
+
+@pytest.mark.parametrize("name", list(WEAK_EXPRESSIONS))
+def test_arithmetic_on_a_number_argument_stays_weak_beside_float32(device, name):
+    """A Python number's square, cube, root, negation... is still a Python number to NumPy (NEP 50): beside a
+    float32 array the result is float32 (a pow rewritten as products once made it float64)."""
+    f = WEAK_EXPRESSIONS[name]
+    u = np.linspace(1, 2, 7, dtype=np.float32)
+    got = run_kernel(tj.kernel(f), u, 0.75, device=device)
+    want = f(u, 0.75)
+    assert np.asarray(got).dtype == want.dtype == np.float32
+    assert_close(np.asarray(got), want)

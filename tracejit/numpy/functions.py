@@ -159,11 +159,12 @@ def _binary(name: str, a, b) -> Tensor:
         compute = check(compute)
     a, b = _broadcast([build.cast(a, compute, weak), build.cast(b, compute, weak)])
     if op is Op.POW and b.op is Op.CONST and b.arg in (2, 3) and is_float(compute):
-        if is_narrow_float(compute):  # in float32, where x*x*x of a bfloat16 x is exact, rounded once as ml_dtypes' pow
+        narrow = is_narrow_float(compute)
+        if narrow:  # in float32, where x*x*x of a bfloat16 x is exact, rounded once as ml_dtypes' pow
             a = build.cast(a, np.float32)
         out = build.binary(Op.MUL, a, a)  # exact for squares; NumPy special-cases them the same way
         out = build.binary(Op.MUL, out, a) if b.arg == 3 else out
-        return Tensor(build.cast(out, compute))
+        return Tensor(build.cast(out, compute, weak) if narrow else out)  # (a Python number's square stays weak)
     return Tensor(build.binary(op, a, b))
 
 
