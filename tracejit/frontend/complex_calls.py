@@ -11,6 +11,7 @@ import contextvars
 import numpy as np
 
 from tracejit.errors import DtypeError
+from tracejit.frontend.converting_plan import ConvertingPlan
 from tracejit.runtime.array import Array, ComplexParts
 
 # the dtype a Python complex argument's parts are passed in while a plan is lowered for a device: float64, or
@@ -96,61 +97,15 @@ def complex_form(r, dtype: np.dtype):
     raise TypeError(f"a complex result of type {type(r).__name__}")
 
 
-class ComplexPlan:
-    """A plan (a Plan, or a SizedPlan's) of a call with complex arguments or results: runs the plan it wraps on their
-    real form. Every entry point converts, idempotently (SizedPlan passes back in the arguments it converted once)."""
+class ComplexPlan(ConvertingPlan):
+    """A plan of a call with complex arguments or results: the plan it wraps runs on their real form (their parts)."""
 
     def __init__(self, inner, positions: tuple[int, ...], outputs: dict[int, np.dtype]):
-        self.inner, self._positions, self._outputs = inner, positions, outputs
+        super().__init__(inner, positions, outputs)
         self._scalar = scalar_parts(inner.device)
 
-    def __getattr__(self, name):  # traced, executable, kernels, device, runnable
-        return getattr(self.inner, name)
+    def argument(self, a):
+        return real_form(a, self._scalar)
 
-    def _real(self, args):
-        if not self._positions:
-            return args
-        return tuple(real_form(a, self._scalar) for a in args)
-
-    def _out(self, out):
-        if out is None:
-            return None
-        return tuple(real_form(o) for o in out) if isinstance(out, tuple) else real_form(out)
-
-    def _results(self, result, out=None):
-        if not self._outputs or result is None:
-            return result
-        outs = out if isinstance(out, tuple) else (out,) if out is not None else ()
-        if isinstance(result, tuple):
-            return tuple(self._one(k, r, outs) for k, r in enumerate(result))
-        return self._one(0, result, outs)
-
-    def _one(self, k: int, r, outs):
-        dtype = self._outputs.get(k)
-        if dtype is None:
-            return r
-        if k < len(outs) and outs[k] is not None:
-            return outs[k]  # (written through its real form: the caller's array itself)
+    def result(self, r, dtype: np.dtype):
         return complex_form(r, dtype)
-
-    def __call__(self, *args, out=None):
-        return self.call(args, args, out)
-
-    def run(self, args):
-        return self._results(self.inner.run(self._real(args)))
-
-    def call(self, args, originals, out=None):
-        return self._results(self.inner.call(self._real(args), self._real(originals), self._out(out)), out)
-
-    def timed(self, args, originals, out=None):
-        return self._results(self.inner.timed(self._real(args), self._real(originals), self._out(out)), out)
-
-    def _call(self, args, originals, out=None, seed=None):
-        result = self.inner._call(self._real(args), self._real(originals), self._out(out), seed)
-        return self._results(result, out)
-
-    def _with_words(self, args):
-        return self.inner._with_words(self._real(args))
-
-    def __repr__(self) -> str:
-        return repr(self.inner)

@@ -9,6 +9,7 @@ import copy
 import numpy as np
 
 from tracejit.ir.dtypes import is_narrow_float
+from tracejit.frontend.converting_plan import ConvertingPlan
 from tracejit.runtime.array import Array
 
 
@@ -58,60 +59,11 @@ def wrapped(plan):
     return NarrowFloatPlan(plan, positions, results)
 
 
-class NarrowFloatPlan:
-    """A plan (a Plan, or a SizedPlan's) of a call with narrow float arguments or results: runs the plan it wraps on
-    their bits. Every entry point converts, idempotently (SizedPlan passes back in the arguments it converted once)."""
+class NarrowFloatPlan(ConvertingPlan):
+    """A plan of a call with narrow float arguments or results: the plan it wraps runs on their bits."""
 
-    def __init__(self, inner, positions: tuple[int, ...], results: dict[int, np.dtype]):
-        self.inner, self._positions, self._outputs = inner, positions, results
+    def argument(self, a):
+        return bits(a)
 
-    def __getattr__(self, name):  # traced, executable, kernels, device, runnable
-        return getattr(self.inner, name)
-
-    def _bits(self, args):
-        return tuple(bits(a) for a in args) if self._positions else args
-
-    @staticmethod
-    def _out(out):
-        if out is None:
-            return None
-        return tuple(bits(o) for o in out) if isinstance(out, tuple) else bits(out)
-
-    def _results(self, result, out=None):
-        if not self._outputs or result is None:
-            return result
-        outs = out if isinstance(out, tuple) else (out,) if out is not None else ()
-        if isinstance(result, tuple):
-            values = [self._one(k, r, outs) for k, r in enumerate(result)]
-            return result._make(values) if hasattr(result, "_make") else tuple(values)  # (a named tuple stays one)
-        return self._one(0, result, outs)
-
-    def _one(self, k: int, r, outs):
-        dtype = self._outputs.get(k)
-        if dtype is None:
-            return r
-        if k < len(outs) and outs[k] is not None:
-            return outs[k]  # (written through its bits: the caller's array itself)
+    def result(self, r, dtype: np.dtype):
         return from_bits(r, dtype)
-
-    def __call__(self, *args, out=None):
-        return self.call(args, args, out)
-
-    def run(self, args):
-        return self._results(self.inner.run(self._bits(args)))
-
-    def call(self, args, originals, out=None):
-        return self._results(self.inner.call(self._bits(args), self._bits(originals), self._out(out)), out)
-
-    def timed(self, args, originals, out=None):
-        return self._results(self.inner.timed(self._bits(args), self._bits(originals), self._out(out)), out)
-
-    def _call(self, args, originals, out=None, seed=None):
-        result = self.inner._call(self._bits(args), self._bits(originals), self._out(out), seed)
-        return self._results(result, out)
-
-    def _with_words(self, args):
-        return self.inner._with_words(self._bits(args))
-
-    def __repr__(self) -> str:
-        return repr(self.inner)
