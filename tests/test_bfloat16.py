@@ -15,6 +15,9 @@ from numpy.exceptions import DTypePromotionError
 
 import tracejit as tj
 
+# make test's budget: emulated metal runs the SIMT lowering emulated cuda runs (its MSL is checked on numba's run)
+pytestmark = pytest.mark.slow_emulated("metal")
+
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.float32

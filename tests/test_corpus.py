@@ -36,6 +36,7 @@ PROGRAMS = {p.name: p for p in all_programs()}
 CASES = [(p.name, dtype) for p in PROGRAMS.values() for dtype in p.dtypes]
 
 
+@pytest.mark.slow_emulated("metal")   # (make test's budget: emulated cuda runs the same SIMT lowering)
 @pytest.mark.parametrize("name, dtype", CASES, ids=[f"{n}[{d}]" for n, d in CASES])
 def test_corpus_program_matches_numpy(name: str, dtype: str, device: str, request: pytest.FixtureRequest) -> None:
     failure = expected_failure(name, dtype, device)

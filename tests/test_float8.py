@@ -8,6 +8,9 @@ import pytest
 
 import tracejit as tj
 
+# make test's budget: emulated metal runs the SIMT lowering emulated cuda runs (its MSL is checked on numba's run)
+pytestmark = pytest.mark.slow_emulated("metal")
+
 ml_dtypes = pytest.importorskip("ml_dtypes")
 F32 = np.float32
 TYPES = [np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)]

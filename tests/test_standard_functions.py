@@ -6,6 +6,9 @@ import pytest
 import tracejit as tj
 from reference import assert_close
 
+# make test's budget: emulated metal runs the SIMT lowering emulated cuda runs (its MSL is checked on numba's run)
+pytestmark = pytest.mark.slow_emulated("metal")
+
 rng = np.random.default_rng(3)
 X = rng.standard_normal((3, 4)).astype(np.float32)
 I = rng.integers(0, 4, (3, 4)).astype(np.int32)
