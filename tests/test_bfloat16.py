@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow_emulated("metal")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.float32
-EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 25
+EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 15
 AVAILABLE = [info.name for info in tj.devices() if info.available]
 
 

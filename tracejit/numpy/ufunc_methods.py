@@ -106,7 +106,10 @@ def reduce(ufunc: np.ufunc, array, axis=0, dtype=None, keepdims=False, initial=n
     axis = _axis(axis, t.ndim, name)
     n = t.shape[axis]
     _check_fold(ufunc, t.dtype, "reduce", name)
-    items = [_take(t, axis, k) for k in range(n)] if n <= FOLD_MAX or ufunc in _ASSOCIATIVE else None
+    if ufunc in _ASSOCIATIVE and n > 1:  # (a tree of halves, each level one operation on whole slices)
+        t = _halved(ufunc, t, axis, n)
+        n = 1
+    items = [_take(t, axis, k) for k in range(n)] if n <= FOLD_MAX else None
     if items is None:
         raise UnsupportedError(
             f"{name} over {n} elements: tracejit folds {ufunc.__name__}, which has no reduction of its own, element "
@@ -133,6 +136,23 @@ def reduce(ufunc: np.ufunc, array, axis=0, dtype=None, keepdims=False, initial=n
     expected = ufunc.reduce(np.ones((2,), t.dtype)).dtype if n else t.dtype
     result = Tensor(as_node(result)).astype(expected) if Tensor(as_node(result)).dtype != expected else result
     return Tensor(as_node(result)).reshape(result.shape[:axis] + (1,) + result.shape[axis:]) if keepdims else result
+
+
+def _halved(ufunc: np.ufunc, t: Tensor, axis: int, n: int) -> Tensor:
+    """t folded along `axis` to length 1 by an associative and commutative ufunc: its first half with its second,
+    level by level (log2(n) operations on slices, where element by element a long axis traced n of them; an odd
+    element waits at the end for the next level)."""
+    from tracejit.numpy.joining import concatenate
+
+    def part(start: int, stop: int) -> Tensor:
+        return t[(slice(None),) * axis + (slice(start, stop),)]
+
+    while n > 1:
+        half = n // 2
+        folded = Tensor(as_node(_apply(ufunc, part(0, half), part(half, 2 * half))))
+        t = folded if n % 2 == 0 else concatenate([folded, part(2 * half, n)], axis=axis)
+        n -= half
+    return t
 
 
 def accumulate(ufunc: np.ufunc, array, axis=0, dtype=None) -> Tensor:
