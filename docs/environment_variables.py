@@ -135,7 +135,7 @@ SUITE: dict[str, tuple[str, str]] = {
         "6",
         "Processes racing to build one OpenCL program in `tests/test_opencl_cache_race.py`."),
     "TRACEJIT_RACE_REPEATS": (
-        "2",
+        "1",
         "How many times `tests/test_opencl_cache_race.py` runs its race."),
     "TRACEJIT_THREAD_TRIALS": (
         "3",

@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_a_short_soak_has_no_errors_and_no_wrong_answers(tmp_path):
     devices = ",".join(d for d in ("numba", "opencl", "webgpu") if d in AVAILABLE_DEVICES)
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "soak.py"), "--seconds", "15",
-                          "--processes", "2", "--threads", "3", "--devices", devices, "--warmup", "5",
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "soak.py"), "--seconds", "6",
+                          "--processes", "2", "--threads", "3", "--devices", devices, "--warmup", "3",
                           "--sample", "2", "--json", str(tmp_path / "soak.json")],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
