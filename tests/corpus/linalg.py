@@ -170,6 +170,18 @@ def _mesh(rng, dt):
     return nodes.astype(dt), quads
 
 
+def cosine_similarity(X, Y):  # pairwise cosine similarity in NumPy 2's array-API spelling (scikit-learn's
+    # array-API helpers write it with vector_norm and matrix_transpose)
+    Xn = X / np.linalg.vector_norm(X, axis=1, keepdims=True)
+    Yn = Y / np.linalg.vector_norm(Y, axis=1, keepdims=True)
+    return Xn @ np.matrix_transpose(Yn)
+
+
+def relative_residuals(A, x, b):  # ||A x - b|| / (||A|| ||x||) per system, batched, array-API style
+    r = np.vecdot(A, x[..., None, :]) - b
+    return np.linalg.vector_norm(r, axis=-1) / (np.linalg.matrix_norm(A) * np.linalg.vector_norm(x, axis=-1))
+
+
 BOTH = ("float64", "float32")
 PROGRAMS = [
     program(gp_predict, lambda rng, dt: _normal((15, 2), 15, (6, 2))(rng, dt) + (0.5, 1.0), BOTH),   # (cond ~60)
@@ -188,4 +200,6 @@ PROGRAMS = [
     program(qr_least_squares, _normal((30, 4), 30), BOTH),
     program(fem_jacobians, _mesh, BOTH),
     program(newton_system, lambda rng, dt: (np.array([1.0, 1.5], dt), 8), BOTH),
+    program(cosine_similarity, _normal((12, 5), (7, 5)), BOTH),
+    program(relative_residuals, _normal((6, 4, 4), (6, 4), (6, 4)), BOTH),
 ]
