@@ -4,10 +4,12 @@ form; the results computed in it come back as the caller's type."""
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 
-class ConvertingPlan:
+class ConvertingPlan(abc.ABC):
     """A plan (a Plan, or a SizedPlan's) run on another form of some arguments and results: a subclass says how an
     argument goes in (`argument`) and how a result computed in that form comes back (`result`). Every entry point
     converts, idempotently (SizedPlan passes back in the arguments it converted once)."""
@@ -18,13 +20,15 @@ class ConvertingPlan:
     def __getattr__(self, name):  # traced, executable, kernels, device, runnable
         return getattr(self.inner, name)
 
+    @abc.abstractmethod
     def argument(self, a):
         """An argument (or an out= array) as the wrapped plan takes it; anything else as it is."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def result(self, r, dtype: np.dtype):
         """A result the wrapped plan computed in the other form, as the `dtype` array it is."""
-        raise NotImplementedError
+        ...
 
     def _in(self, args):
         return tuple(self.argument(a) for a in args) if self._positions else args

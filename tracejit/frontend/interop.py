@@ -17,6 +17,7 @@ Nothing here imports torch, JAX or CuPy: a library is recognised only when its m
 
 from __future__ import annotations
 
+import abc
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -28,19 +29,19 @@ from tracejit.runtime import emulator
 from tracejit.runtime.array import Array
 
 
-class Library:
+class Library(abc.ABC):
     """One array library's two conversions: its arrays to what a kernel takes, a kernel's results to its arrays."""
 
     name = ""
 
-    def owns(self, a: object) -> bool:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def owns(self, a: object) -> bool: ...
 
-    def take(self, a: Any, where: Callable[[], str], device) -> object:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def take(self, a: Any, where: Callable[[], str], device) -> object: ...
 
-    def give(self, r: np.ndarray | np.generic | Array) -> object:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def give(self, r: np.ndarray | np.generic | Array) -> object: ...
 
 
 def _bfloat16():
@@ -174,7 +175,7 @@ def _own(r: np.ndarray) -> np.ndarray:
 LIBRARIES: tuple[Library, ...] = (Torch(), Jax(), Cupy())
 _MODULES = ("torch", "jax", "cupy")
 _BY_TYPE: dict[type, Library | None] = {}  # an argument's type -> its library (or None): asked once per type
-_UNKNOWN = Library()
+_UNKNOWN: Any = object()  # (not yet asked)
 
 
 def library_of(args: tuple, kwargs: dict) -> Library | None:
