@@ -13,7 +13,7 @@ from tracejit.errors import CacheWarning
 from tracejit.frontend import tuning
 from tracejit.runtime.numba import tuning as numba_tuning
 from tracejit.runtime.numba.device import NumbaDevice
-from tracejit.runtime.symbolic_sizes import SymbolicSizes
+from tracejit.runtime.symbolic_sizes import InMemorySizes, SymbolicSizes
 
 DEFAULTS = NumbaDevice.layout.transpose_tiles
 
@@ -29,7 +29,7 @@ def small_tuning(monkeypatch, tmp_path):
     device = tj.device("numba")
     monkeypatch.setattr(device, "layout", device.layout)
     # kernels of x.T + y that other tests compiled here are not the first with their size-free key here
-    monkeypatch.setattr(device, "sizes", numba_tuning.Unremembered(device.sizes.slot_argument, device.sizes.kind))
+    monkeypatch.setattr(device, "sizes", InMemorySizes(device.sizes.slot_argument, device.sizes.kind))
     return device
 
 

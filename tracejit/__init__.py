@@ -55,6 +55,7 @@ from tracejit.frontend.signature import spec  # noqa: F401
 from tracejit.numpy.tensor import Tensor  # noqa: F401
 from tracejit.frontend.warm import warm  # noqa: F401
 from tracejit.frontend.benchmarking import Benchmark, benchmark  # noqa: F401
+from tracejit.frontend.autotune import Tuning, TuningWarning, tune  # noqa: F401
 import tracejit.dask  # noqa: F401,E402  (Dask arrays as arguments join the kernel through frontend/hooks.py)
 from tracejit.runtime.array import Array  # noqa: F401
 import tracejit.array_api  # noqa: F401,E402  (tj.Array computes: its operators, methods and namespace)

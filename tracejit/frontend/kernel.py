@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -27,7 +28,7 @@ from tracejit.errors import (
 from tracejit.ir import build, faulting
 from tracejit.ir.simplify import simplify
 from tracejit.ir.verify import verify_graph, verify_kernel
-from tracejit.runtime import profiler, progress, registry
+from tracejit.runtime import choices, profiler, progress, registry
 from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
@@ -45,7 +46,7 @@ from tracejit.numpy import (
     random_draws,
     source_rewrite,
 )
-from tracejit.frontend import capture, dtype_sites, explain, hooks, interop, shipping, staged
+from tracejit.frontend import autotune as autotuning, capture, dtype_sites, explain, hooks, interop, shipping, staged
 from tracejit.frontend.dynamic import (
     axes_of,
     changed_axes,
@@ -104,6 +105,7 @@ class Kernel:
         device: str | None = None,
         dynamic: Dynamic = None,
         fallback: bool | None = None,
+        autotune: bool = False,
     ) -> None:
         # in a class body: a staticmethod is not bound, a classmethod binds the class (__get__)
         self._binds = "static" if isinstance(fn, staticmethod) else "class" if isinstance(fn, classmethod) else "self"
@@ -111,6 +113,8 @@ class Kernel:
         self.fn = fn
         self._dynamic = dynamic  # None, True, False, or {parameter name: axes}: see kernel()
         self._fallback = fallback  # None: as TRACEJIT_FALLBACK says (numpy/host_calls.py)
+        self._autotune = autotune  # a new signature compiles with its tuned layout choice (autotune.py)
+        self._tuned: dict[tuple, choices.Choice] = {}  # plan key -> the choice it compiles with (tj.tune, autotune)
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):  # a functools.partial, a callable object
             self.__name__ = self.__qualname__ = getattr(getattr(fn, "func", None), "__name__", type(fn).__name__)
@@ -284,7 +288,13 @@ class Kernel:
             with self._lock:
                 plan = self._cached_plan(key, compile_only)  # another thread may have made it meanwhile
                 if plan is None:
-                    plan = self._lower(args, dev, compile_only)
+                    choice = self._tuned.get(key)
+                    if choice is None and self._autotune:  # its record's, else measured now (autotune.py)
+                        choice = autotuning.choose(self, args, dev, compile_only)
+                        if not compile_only:
+                            self._tuned[key] = choice
+                    with choices.applied(choice) if choice is not None else contextlib.nullcontext():
+                        plan = self._lower(args, dev, compile_only)
                     if plan.traced.sizes is not None:  # sizes that depend on the data: a plan per count
                         if compile_only:
                             raise UnsupportedError(
@@ -302,6 +312,22 @@ class Kernel:
                     return plan
         self._counts["hits"] += 1
         return plan
+
+    def _shadow(self) -> Kernel:
+        """A kernel of the same function and options with plans of its own (autotuning compiles its candidates
+        in one)."""
+        shadow = Kernel(self.fn, (), self._device, self._dynamic, self._fallback)
+        shadow._static = self._static
+        if type(shadow) is not Kernel and self._static:
+            shadow.__dict__.pop("_fast", None)
+            shadow.__class__ = Kernel
+        return shadow
+
+    def _forget(self, key) -> None:
+        """Drop the plans of a key: its next call compiles again (tj.tune's choice)."""
+        with self._lock:
+            self._plans.pop(key, None)
+            self._lowered.pop(key, None)
 
     def _cached_plan(self, key, compile_only: bool):
         plans = self._plans if key in self._plans or not compile_only else self._lowered
@@ -523,7 +549,7 @@ class Kernel:
         the shapes) is traced when first asked for: only a kernel whose size-free key was not met before asks."""
         if twin_args is None:
             with stage("schedule"):  # fusion, layout and lowering to kernel IR
-                return traced.program(dev.layout, **fields)
+                return traced.program(choices.layout_of(dev), **fields)
 
         def find_twin(program):
             return self._twin_program(twin_args, dev, program)
@@ -532,13 +558,15 @@ class Kernel:
         if known:
             with stage("schedule"):
                 program = traced.program(
-                    dev.layout, moving={k: m for k, (_, m) in known.items()}, find_twin=find_twin, **fields
+                    choices.layout_of(dev), moving={k: m for k, (_, m) in known.items()}, find_twin=find_twin, **fields
                 )
             if all(known.get(k, (None,))[0] == frozenset(ext) for k, ext in program.extents.items()):
                 return program
         first = self._twin_program(twin_args, dev)
         with stage("schedule"):
-            program = traced.program(dev.layout, first, find_twin=None if first is None else find_twin, **fields)
+            program = traced.program(
+                choices.layout_of(dev), first, find_twin=None if first is None else find_twin, **fields
+            )
         if first is None:
             return program
         for name, ext in program.extents.items():
@@ -554,7 +582,7 @@ class Kernel:
             return None
         try:
             with stage("schedule"):
-                return twin.program(dev.layout, other)
+                return twin.program(choices.layout_of(dev), other)
         except TracejitError as e:
             log(1, f"{self.__name__}: not lowered at other sizes ({e}); its sizes become arguments once they change")
             return None
@@ -800,6 +828,7 @@ def kernel(
     device: str | None = None,
     dynamic: Dynamic = None,
     fallback: bool | None = None,
+    autotune: bool = False,
 ) -> Kernel: ...
 @overload
 def kernel(
@@ -809,6 +838,7 @@ def kernel(
     device: str | None = None,
     dynamic: Dynamic = None,
     fallback: bool | None = None,
+    autotune: bool = False,
 ) -> Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]: ...
 
 
@@ -819,6 +849,7 @@ def kernel(
     device: str | None = None,
     dynamic: Dynamic = None,
     fallback: bool | None = None,
+    autotune: bool = False,
 ) -> Kernel | Callable[[Callable[..., object] | staticmethod | classmethod], Kernel]:
     """Decorator: @tj.kernel or @tj.kernel(static=("axis",), device="numba").
 
@@ -834,7 +865,12 @@ def kernel(
 
     fallback: a call tracejit does not compile (np.linalg.eig, scipy.special.gamma) runs with NumPy on the host
     in the middle of the kernel, with a tj.FallbackWarning once per call site (True; None, the default: as
-    TRACEJIT_FALLBACK says, on unless it is 0), or is refused with a tj.UnsupportedError at its line (False)."""
+    TRACEJIT_FALLBACK says, on unless it is 0), or is refused with a tj.UnsupportedError at its line (False).
+
+    autotune: True: the first call of each new signature (shapes, dtypes, device) times the device's layout choices
+    (tiles, work-group sizes, threads) on copies of its arguments and keeps the fastest in the disk cache, which
+    every later process reads instead of timing again (frontend/autotune.py; tj.tune(f, *args) does it on
+    demand and reports what it measured)."""
     if dynamic not in (None, False, True) and not isinstance(dynamic, dict):
         raise UnsupportedError(
             f"@tj.kernel(dynamic={dynamic!r}): pass dynamic=True (every size of a kernel an argument from the "
@@ -844,6 +880,8 @@ def kernel(
         )
     if fallback not in (None, True, False):
         raise UnsupportedError(f"@tj.kernel(fallback={fallback!r}): pass True or False")
+    if autotune not in (True, False):
+        raise UnsupportedError(f"@tj.kernel(autotune={autotune!r}): pass True or False")
     if fn is None:
-        return lambda f: Kernel(f, static, device, dynamic, fallback)
-    return Kernel(fn, static, device, dynamic, fallback)
+        return lambda f: Kernel(f, static, device, dynamic, fallback, autotune)
+    return Kernel(fn, static, device, dynamic, fallback, autotune)

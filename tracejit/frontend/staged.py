@@ -30,7 +30,7 @@ from tracejit.ir.analysis import Buffer
 from tracejit.ir.fuse import input_buffer, schedule
 from tracejit.ir.graph import LEAVES, Node, Op, replace, toposort
 from tracejit.ir.verify import verify_graph, verify_kernel
-from tracejit.runtime import host_loops
+from tracejit.runtime import choices, host_loops
 from tracejit.runtime.array import Array
 from tracejit.runtime.debug import log
 from tracejit.numpy import host_calls
@@ -62,7 +62,7 @@ def compile_graph(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, d
     if not has_loops(outputs):
         present = set(toposort(outputs))
         reads = {n: b for n, b in inputs.items() if n in present}
-        key = (tuple(outputs), frozenset(reads.items()), nargs)
+        key = (tuple(outputs), frozenset(reads.items()), nargs, choices.current())  # (autotune's candidates)
         try:
             memo = _COMPILED.setdefault(dev, OrderedDict())
         except TypeError:  # (a device object that cannot be weakly referenced: compiled every time)
@@ -74,7 +74,7 @@ def compile_graph(outputs: list[Node], inputs: dict[Node, Buffer], nargs: int, d
                 calls = getattr(getattr(found, "program", None), "library_calls", {})
                 reused.update(id(k) for i, k in enumerate(found.kernels) if i not in calls)
             return found
-        program = schedule(outputs, reads, dev.layout)
+        program = schedule(outputs, reads, choices.layout_of(dev))
         for k in program.kernels:
             verify_kernel(k)
         executable = dev.compile(program)

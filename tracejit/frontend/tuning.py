@@ -11,6 +11,7 @@ import numpy as np
 
 from tracejit.runtime.numba import tuning as tuning
 from tracejit.runtime import registry
+from tracejit.runtime.symbolic_sizes import InMemorySizes
 from tracejit.frontend.kernel import kernel
 
 
@@ -47,7 +48,7 @@ def tune(report=None) -> dict:
                 device.layout = dataclasses.replace(defaults, transpose_tiles=(tile,) * 4)
                 # the candidates are one size-free key with other tile extents: fresh symbolic sizes keep each
                 # specialised (its extents constants of its code) and remember nothing in the disk cache
-                device.sizes = tuning.Unremembered(sizes.slot_argument, sizes.kind)
+                device.sizes = InMemorySizes(sizes.slot_argument, sizes.kind)
                 kernels[tile] = kernel(_transpose_add)
                 kernels[tile](x, y, out=out, device=device.name)  # compiles with this tile
                 if not np.array_equal(out, expected):

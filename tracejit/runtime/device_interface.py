@@ -10,7 +10,7 @@ metal and webgpu where none is open) is a Device with `runs = False`. The GPU-AP
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -111,6 +111,25 @@ class Device(DeviceStats):
         """A loop over elements (ir/element_loops.py) as one call on this device, or None: the frontend then runs it
         on the host (runtime/host_loops.py), or where that cannot be, runs its body's kernels once per step."""
         return None
+
+    def tuning_choices(self) -> list:
+        """The layout choices autotuning times beside the defaults (runtime/choices.Choice): a GPU-API device's
+        work-groups and tiles (choices.simt_candidates), else none unless the device names its own."""
+        from tracejit.runtime import choices
+
+        return choices.simt_candidates(self) if isinstance(self, KernelDevice) else []
+
+    def tuning_fingerprint(self) -> dict:
+        """What a tuning's winner depends on besides the program: the device as its driver names it."""
+        info = cast(Any, self).info  # (every device has one; DeviceInterface does not name it)
+        return {
+            "name": info.name,
+            "vendor": info.vendor,
+            "driver": info.driver_version,
+            "units": info.compute_units,
+            "capability": info.compute_capability,
+            "threads": info.max_threads_per_group,
+        }
 
     def prepare_replay(self, launches):
         """A captured graph's launches, final before its first replay, in the form replay() takes."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from tracejit.errors import UnsupportedError
 from tracejit.ir.fuse import Program
-from tracejit.runtime import profiler
+from tracejit.runtime import choices, profiler
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_memory import by_value_params
 from tracejit.runtime.faults import CAPTURE_REFUSED, raise_recorded
@@ -30,10 +30,11 @@ class LaunchPlan:
         self.kernels, self._launches = [], []
         for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
             by_value = by_value_params(program, keys) - {j for j, key in enumerate(keys) if key in in_memory}
-            symbolic = device.sizes.of(program, i, device.name)
-            c, binary, fits = device.build(k, by_value, symbolic, device.options)
+            symbolic = choices.sizes_of(device).of(program, i, device.name)
+            options = choices.options_of(device)  # (autotune's candidate or choice, where one is applied)
+            c, binary, fits = device.build(k, by_value, symbolic, options)
             if fits is not None and fits < c.launch.local_size:  # its registers allow fewer threads per group
-                c, binary, _ = device.build(k, by_value, symbolic, replace(device.options, max_local_size=fits))
+                c, binary, _ = device.build(k, by_value, symbolic, replace(options, max_local_size=fits))
             scalars = [(key.index, program.buffers[key].dtype) if j in by_value else None for j, key in enumerate(keys)]
             self.kernels.append(c)
             self._launches.append((device.launcher(c, binary, scalars), keys))

@@ -142,6 +142,19 @@ class SymbolicSizes:
             CACHE.put(self._key(kernel, key), json.dumps(sorted(slots)).encode())
 
 
+class InMemorySizes(SymbolicSizes):
+    """Symbolic sizes of this process only, never read from nor written to the disk cache: a layout choice
+    other than the device's own (runtime/choices.py, `python -m tracejit tune`) compiles one size-free key
+    with other tile extents, which must neither read as sizes that changed nor tell later processes to take
+    those extents as arguments."""
+
+    def _remembered(self, kernel, key):
+        return set()
+
+    def _remember(self, kernel, key, slots) -> None:
+        pass
+
+
 def same(a, b) -> bool:
     """Two sizes alike: equal, and equal as bits where floats (so NaN is NaN, and 0.0 is not -0.0)."""
     if isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating)):

@@ -21,6 +21,7 @@ from tracejit.codegen.cpu import numba as numba_codegen
 from tracejit.codegen.cpu.native import FUNCTION
 from tracejit.errors import CompileError, CompileTimeoutError
 from tracejit.ir.kernel_ir import KernelIR, faults, has_atomics
+from tracejit.runtime import choices
 from tracejit.runtime.cache.disk import CACHE, CacheKey
 from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
 from tracejit.runtime.debug import current_times, log, stage
@@ -264,7 +265,7 @@ class NumbaModules:
             if other == loop or other != "serial" and has_atomics(kernel):
                 continue
             with stage("render"):
-                symbolic = self.sizes.symbolic(kernel, other, sizes, named)
+                symbolic = choices.sizes_of(self).symbolic(kernel, other, sizes, named)
             cached = self._build(kernel, other, sizes, symbolic)[3]
             log(
                 1,

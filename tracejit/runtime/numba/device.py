@@ -20,6 +20,7 @@ from tracejit.runtime.numba import (
     threads as numba_threads,
     tuning as numba_tuning,
 )
+from tracejit.runtime import choices
 from tracejit.runtime.debug import stage
 from tracejit.runtime.device_info import ALL_DTYPES, DeviceInfo, host_memory, host_vendor
 from tracejit.runtime.device_interface import Device
@@ -95,6 +96,20 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
             ALL_DTYPES,
         )
 
+    def tuning_choices(self) -> list[choices.Choice]:
+        """Autotuning's candidates here: every transpose tile `python -m tracejit tune` times (one tile for every
+        element size), and kernels on several threads from 4,096 elements of work, or never."""
+        tiles = [
+            choices.Choice(layout=(("transpose_tiles", (tile,) * 4),))
+            for tile in numba_tuning.CANDIDATES
+            if (tile,) * 4 != self.layout.transpose_tiles
+        ]
+        return [*tiles, choices.Choice(parallel_min_work=1 << 12), choices.Choice(parallel_min_work=choices.SERIAL)]
+
+    def tuning_fingerprint(self) -> dict:
+        """This CPU as LLVM sees it, its cores and caches, and the code generator's versions."""
+        return numba_tuning.fingerprint()
+
     def synchronize(self) -> None:
         """Numba kernels finish before the call returns; nothing to wait for."""
 
@@ -138,12 +153,12 @@ class NumbaDevice(NumbaModules, NumbaMemory, Device):
                 sizes = kernel_sizes(k)
                 # which sizes follow the shapes: asked of the twin only for a size-free key not met before (warming
                 # names its dimensions: asked always)
-                ask = lambda k=k, sizes=sizes, i=i: self.sizes.named(k, sizes, program.twin, i)
+                ask = lambda k=k, sizes=sizes, i=i: choices.sizes_of(self).named(k, sizes, program.twin, i)
                 named = ask() if program.every_loop else None
                 symbolic = (
                     {}
                     if program.dynamic is False
-                    else self.sizes.symbolic(k, loop, sizes, ask if named is None else named)
+                    else choices.sizes_of(self).symbolic(k, loop, sizes, ask if named is None else named)
                 )
             # (entry point, dispatcher), whether nothing was compiled
             source, values, fns, cached = self._build(k, loop, sizes, symbolic)
@@ -172,7 +187,7 @@ def _loop(kernel: KernelIR, beside_blas: bool = False) -> str:
     (a Llama block's attention softmax, 384 rows of 64: 6 ms beside the products, 20 us alone; the block
     8.0 -> 1.75 ms, a GPT-2 block 64 -> 27 ms). `beside_blas` is False where the products' own threads
     are OpenMP's and spin long (blas.products_spin_long): then sharing them is what avoids the wait."""
-    if kernel.work < PARALLEL_MIN_WORK or kernel.global_size < 2 or has_atomics(kernel):
+    if kernel.work < choices.parallel_min_work(PARALLEL_MIN_WORK) or kernel.global_size < 2 or has_atomics(kernel):
         return "serial"
     return "chunks" if kernel.work >= CHUNKS_MIN_WORK or beside_blas else "prange"
 

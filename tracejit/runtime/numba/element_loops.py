@@ -13,6 +13,7 @@ import numpy as np
 from tracejit.codegen.cpu import element_loops as render_loops
 from tracejit.ir import loop_dependence
 from tracejit.ir.element_loops import Plan
+from tracejit.runtime import choices
 from tracejit.runtime.debug import log, stage
 from tracejit.runtime.numba import compiler
 from tracejit.runtime.numba import threads as numba_threads
@@ -37,6 +38,7 @@ class ElementLoop:
         # steps that are independent run in parts on threads, where the work pays for waking them
         self.independent = loop_dependence.independent(plan)
         self.step_work = loop_dependence.work(plan)
+        self.parallel_min_work = choices.parallel_min_work(PARALLEL_MIN_WORK)  # (autotune's choice, where applied)
         with stage("render"):
             rendered = render_loops.render(plan, parts=self.independent is not None)
         self.source, self.faults = rendered.source, {f.code: f for f in rendered.faults}
@@ -134,7 +136,7 @@ class ElementLoop:
         assert self.independent is not None
         count = min(numba_threads.thread_count(), stop - start)
         inside = 0 <= start and stop <= min(self.independent.sizes, default=stop)
-        if count < 2 or not inside or (stop - start) * self.step_work < PARALLEL_MIN_WORK:
+        if count < 2 or not inside or (stop - start) * self.step_work < self.parallel_min_work:
             error = np.zeros(2, np.int64)
             self._entry(start, stop, *args, error)
             return error

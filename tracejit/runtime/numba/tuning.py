@@ -28,7 +28,6 @@ from tracejit.runtime.cache.directory import cache_dir
 from tracejit.runtime.debug import log
 from tracejit.runtime.cache.disk import write_atomic
 from tracejit.runtime.numba.cache import compiler_versions, host_cpu
-from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
 CANDIDATES = ((8, 4), (8, 8), (16, 8), (16, 16), (32, 8), (32, 32))
 DTYPES = (np.uint8, np.int16, np.float32, np.float64)  # 1, 2, 4 and 8 bytes: transpose_tiles' four entries
@@ -75,17 +74,6 @@ def tuned_layout(layout: LayoutOptions) -> LayoutOptions:
         return layout
     log(1, f"numba: transpose tiles {tiles} from {path}")
     return dataclasses.replace(layout, transpose_tiles=tiles)
-
-
-class Unremembered(SymbolicSizes):
-    """Symbolic sizes of this process only: the tuning's candidates (one size-free key with other tile
-    extents) stay specialised, and leave no record telling later processes to take their extents as arguments."""
-
-    def _remembered(self, kernel, key):
-        return ()
-
-    def _remember(self, kernel, key, changed) -> None:
-        pass
 
 
 def save(record: dict) -> Path:
