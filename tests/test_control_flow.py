@@ -305,15 +305,17 @@ def test_an_early_return_whose_sides_differ_in_shape_is_refused_on_array_values(
         tj.kernel(differs)(np.ones(3))
 
 
-def test_a_return_inside_a_loop_is_left_as_python_runs_it():
+def test_a_return_inside_a_loop_with_a_loop_inside_it_is_left_as_python_runs_it():
+    # (a return in a loop without one inside it becomes a break: test_element_loops.py)
     def search(x):
         for i in range(x.shape[0]):
-            if x[i] > 0.5:
-                return i
+            for j in range(x.shape[1]):
+                if x[i, j] > 0.5:
+                    return i
         return -1
 
     with pytest.raises(tj.TraceError):
-        tj.kernel(search)(np.linspace(0, 1, 9))
+        tj.kernel(search)(np.linspace(0, 1, 12).reshape(3, 4))
 
 
 def test_conditionals_whose_sides_differ_in_shape_or_dtype_are_refused_on_array_values():

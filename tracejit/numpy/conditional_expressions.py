@@ -17,6 +17,8 @@ from tracejit.errors import ShapeError, TraceError
 from tracejit.ir import build
 from tracejit.ir.graph import Op
 from tracejit.numpy import allocation
+from tracejit.numpy.complex_values import ComplexTensor
+from tracejit.numpy.early_returns import LOOP_RESULT
 from tracejit.numpy.functions import select_numbers
 from tracejit.numpy.tensor import Tensor, as_node, guarded, living, may_alias, python_value
 
@@ -102,6 +104,8 @@ def select(test: Tensor, a, b, what: str):
     """np.where(test, a, b) where NumPy's answer would be a or b itself: the same shape, and the same dtype (a
     Python number beside an array of a dtype it does not change is fine); else which shape or dtype the result
     has would depend on the data, which a compiled kernel cannot follow."""
+    if isinstance(a, ComplexTensor) or isinstance(b, ComplexTensor):
+        return _select_complex(test, a, b, what)
     shape_a, shape_b = np.shape(a), np.shape(b)
     # a Python number, or a 0-d value made from Python numbers alone (NEP 50's weak scalars: a loop's carried
     # `s = 0.0`), beside an array of a dtype it keeps: NumPy's arithmetic casts it to that dtype either way
@@ -121,6 +125,18 @@ def select(test: Tensor, a, b, what: str):
             "(np.broadcast_to, .astype), or the test be a Python value"
         )
     return select_numbers(test, a, b)
+
+
+def _select_complex(test: Tensor, a, b, what: str) -> ComplexTensor:
+    """select() of complex values (`z` of Mandelbrot's loop before and after a step): each part selected, where
+    both sides are complex of one dtype and shape."""
+    if not all(isinstance(v, ComplexTensor) for v in (a, b)) or a.shape != b.shape or a.dtype != b.dtype:
+        described = (f"{v.dtype}{list(v.shape)}" if isinstance(v, ComplexTensor) else _describe(v) for v in (a, b))
+        raise ShapeError(
+            f"{what} differ ({' and '.join(described)}) where the test is read from arrays: the result's dtype "
+            "would depend on the data; they must match in shape and dtype, or the test be a Python value"
+        )
+    return ComplexTensor(select_numbers(test, a.re, b.re), select_numbers(test, a.im, b.im))
 
 
 def _number(value):
@@ -228,6 +244,9 @@ def branches(test, then, orelse, before: tuple, names: tuple[str, ...], stored: 
     for name, a, b in zip(names, yes, no):
         if a is b:  # neither branch changed it
             out.append(a)
+            continue
+        if name.startswith(LOOP_RESULT) and any(v is UNDEFINED for v in (a, b)):  # (read only after a return)
+            out.append(b if a is UNDEFINED else a)
             continue
         if any(v is UNDEFINED or isinstance(v, PartlyBound) for v in (a, b)):  # an error where it is used, as
             out.append(PartlyBound(name))  # Python's would be (a name bound in one branch, an earlier step's too)

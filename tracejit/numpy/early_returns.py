@@ -1,7 +1,7 @@
-"""Early returns in a kernel function or helper (`if b == 0: return 0.0`, then `return a / b`), rewritten before
-numpy/source_rewrite.py's passes so that an `if` on values read from arrays can compute both sides and select:
-each such `if` holds the rest of the function in its branch that does not return, every branch binds the
-result to one name, and one `return` ends the function."""
+"""Early returns in a kernel function or helper (`if b == 0: return 0.0`, then `return a / b`; a `return` inside a
+loop), rewritten before numpy/source_rewrite.py's passes so that an `if` on values read from arrays can compute
+both sides and select: each such `if` holds the rest of the function in its branch that does not return, every
+branch binds the result to one name, and one `return` ends the function."""
 
 from __future__ import annotations
 
@@ -9,9 +9,80 @@ import ast
 import copy
 
 _RESULT = "__tracejit_result"
+LOOP_RESULT = "__tracejit_loop_result"  # (read only where its flag says the loop returned: conditional_expressions)
 
 
 def lift(fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """lift_loops, then lift_ifs: whether either did anything."""
+    loops = lift_loops(fdef)
+    return lift_ifs(fdef) or loops
+
+
+def lift_loops(fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A `return` inside a loop with no loop inside it (Numba's Mandelbrot: `for i in range(max_iters): ...
+    if abs2 >= 4: return i`, then `return 255`) becomes a `break` that binds the value and a flag, and the loop
+    is followed by `if flag: return value`: a loop that breaks can be compiled (source_rewrite.py), and lift_ifs
+    then lifts that `if`. Loops with an `else` or inside a `try` or `with` are left as they are."""
+    count = 0
+
+    def returns_in(node: ast.AST) -> list[ast.Return]:
+        return [n for n in own_nodes(node) if isinstance(n, ast.Return)]
+
+    def inner_loop(loop: ast.For | ast.While) -> bool:
+        return any(isinstance(n, (ast.For, ast.While, ast.AsyncFor)) for st in loop.body for n in own_nodes(st))
+
+    def rewrite_returns(stmts: list[ast.stmt], value: str, flag: str) -> list[ast.stmt]:
+        out = []
+        for st in stmts:
+            if isinstance(st, ast.Return):
+                bind = ast.Assign(targets=[ast.Name(id=value, ctx=ast.Store())],
+                                  value=st.value if st.value is not None else ast.Constant(value=None))
+                done = ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(value=True))
+                out += [ast.copy_location(n, st) for n in (bind, done, ast.Break())]
+                break  # (what follows a return never runs)
+            if isinstance(st, ast.If):
+                st.body = rewrite_returns(st.body, value, flag)
+                st.orelse = rewrite_returns(st.orelse, value, flag)
+            out.append(st)
+        return out
+
+    def visit(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        nonlocal count
+        out = []
+        for st in stmts:
+            if isinstance(st, ast.If):
+                st.body, st.orelse = visit(st.body), visit(st.orelse)
+            elif (isinstance(st, (ast.For, ast.While)) and not st.orelse and not inner_loop(st)
+                  and returns_in(st) and all(_in_ifs(r, st.body) for r in returns_in(st))):
+                count += 1
+                value, flag = f"{LOOP_RESULT}_{count}", f"__tracejit_loop_returned_{count}"
+                st.body = rewrite_returns(st.body, value, flag)
+                start = ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(value=False))
+                then = ast.If(test=ast.Name(id=flag, ctx=ast.Load()),
+                              body=[ast.Return(value=ast.Name(id=value, ctx=ast.Load()))], orelse=[])
+                out += [ast.copy_location(start, st), st, ast.copy_location(then, st)]
+                continue
+            out.append(st)
+        return out
+
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own_nodes(fdef)):
+        return False
+    fdef.body = visit(fdef.body)
+    ast.fix_missing_locations(fdef)
+    return count > 0
+
+
+def _in_ifs(node: ast.AST, stmts: list[ast.stmt]) -> bool:
+    """Whether `node` is one of `stmts` or inside `if`s among them (not a `with`, `try` or `match`)."""
+    for st in stmts:
+        if st is node:
+            return True
+        if isinstance(st, ast.If) and (_in_ifs(node, st.body) or _in_ifs(node, st.orelse)):
+            return True
+    return False
+
+
+def lift_ifs(fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A function whose `if`s return early (`if b == 0: return 0.0` then `return a / b`), its returns only in
     `if`s and at its end (none in a loop, a `with` or a `try`): rewritten so that each `if` holds the rest of
     the function in its branch that does not return, every branch binds the result to a name, and one `return`

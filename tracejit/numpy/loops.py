@@ -163,13 +163,15 @@ def for_range(
     stop = names.index(until) if until is not None else None
     if steps is not None and len(steps) <= UNROLL or not _COMPILING.get() or not tracing():  # (... unless step by step)
         return _unrolled(range(*_numbers(args)), body, values, target, stop)
+    values = [_python_complex(v) for v in values]
     reason = _refused(values, names, stored)
     if reason is None:
         start, stop_, step = _three(bounds)
         try:
-            if any(isinstance(v, ComplexTensor) for v in values):  # (carried as their parts' arrays)
+            if any(isinstance(v, ComplexTensor) for v in values):  # (carried as their parts)
                 return _complex_names(
-                    lambda b, v: _compiled_for(start, stop_, step, b, v, names, target, where, args, stop), body, values
+                    lambda b, v, n=names: _compiled_for(start, stop_, step, b, v, n, target, where, args, stop),
+                    body, values, names,
                 )
             return _compiled_for(start, stop_, step, body, values, names, target, where, args, stop)
         except AssignmentError:
@@ -371,6 +373,15 @@ def _three(bounds: list) -> tuple:
     return tuple(bounds)
 
 
+def _python_complex(value):
+    """A Python complex a loop carries (`z = 0j` before `z = z * z + c`) as a traced weak complex128 value, whose
+    parts are carried as any complex name's (_complex_names); anything else as it is."""
+    if type(value) is not complex:
+        return value
+    re, im = (Tensor(build.const(part, np.float64, (), weak=True)) for part in (value.real, value.imag))
+    return ComplexTensor(re, im)
+
+
 def _refused(values: list, names: tuple[str, ...], stored: tuple) -> str | None:
     """Why a loop carrying these values (and assigning into the objects `stored` gives) must be traced step by
     step, or None."""
@@ -389,12 +400,20 @@ def _refused(values: list, names: tuple[str, ...], stored: tuple) -> str | None:
     return None
 
 
-def _complex_names(run: Callable, body: Callable, values: list):
-    """run(body, values) (a compiled loop) for names bound to complex values (complex_values.py), each carried as
-    its parts' array (shape + (2,)): the body sees ComplexTensors again, and so does the code after the loop. A
-    name that becomes complex in a step is carried so from then on (the loop peels that step first). Assigning into
-    a complex name inside the loop stops this compile (the stand-in changes): the loop is then traced step by
-    step on the values themselves."""
+def _complex_names(run: Callable, body: Callable, values: list, names: tuple[str, ...]):
+    """run(body, values, names) (a compiled loop) for names bound to complex values (complex_values.py): a 0-d
+    one (Mandelbrot's `z`) carried as two real names, its real part in its place and its imaginary part after
+    the loop's names, so that a loop of numbers stays a loop over elements; the others as their parts' arrays
+    (shape + (2,)). The body sees ComplexTensors again, and so does the code after the loop. A name that becomes
+    complex in a step is carried as its parts' array from then on (the loop peels that step first). Assigning
+    into a complex name inside the loop stops this compile (the stand-in changes): the loop is then traced step
+    by step on the values themselves."""
+    scalars = [j for j, v in enumerate(values) if isinstance(v, ComplexTensor) and v.shape == ()]
+    if scalars:
+        try:
+            return _complex_scalars(run, body, values, names, scalars)
+        except _NewComplex:
+            pass  # (a real name became complex in a step: carried as its parts' array below)
     positions = {j for j, v in enumerate(values) if isinstance(v, ComplexTensor)}
 
     def flat(vals) -> list:
@@ -415,7 +434,50 @@ def _complex_names(run: Callable, body: Callable, values: list):
     def parts_body(index, *vals):
         return tuple(flat(body(index, *complex_again(vals))))
 
-    result = run(parts_body, flat(values))
+    result = run(parts_body, flat(values), names)
+    return (*complex_again(result[:-1]), result[-1])
+
+
+class _NewComplex(Exception):
+    """A loop body made a complex value of a name that was real before it (_complex_scalars cannot carry it)."""
+
+
+def _complex_scalars(run: Callable, body: Callable, values: list, names: tuple[str, ...], scalars: list[int]):
+    """_complex_names for the 0-d complex names at `scalars`: each carried as its real part in its place and its
+    imaginary part after the other names."""
+    n = len(values)
+    arrays = {j for j, v in enumerate(values) if isinstance(v, ComplexTensor) and j not in scalars}
+
+    def flat(vals) -> list:
+        out, imaginary = [], []
+        for j, v in enumerate(vals):
+            if j in scalars:
+                if not isinstance(v, ComplexTensor) or v.shape != ():
+                    raise _Unroll(f"`{names[j]}` is complex before the loop and {_describe(v)} after a step")
+                out.append(v.re)
+                imaginary.append(v.im)
+            elif isinstance(v, ComplexTensor):
+                if j not in arrays:
+                    raise _NewComplex
+                out.append(v.parts_array())
+            else:
+                out.append(v)
+        return out + imaginary
+
+    def complex_again(vals) -> list:
+        out = []
+        for j, v in enumerate(vals[:n]):
+            if j in scalars:
+                v = ComplexTensor(v, vals[n + scalars.index(j)])
+            elif j in arrays and isinstance(v, Tensor):
+                v = complex_values.argument(v, "array")
+            out.append(v)
+        return out
+
+    def parts_body(index, *vals):
+        return tuple(flat(body(index, *complex_again(vals))))
+
+    result = run(parts_body, flat(values), names + tuple(f"{names[j]}.imag" for j in scalars))
     return (*complex_again(result[:-1]), result[-1])
 
 

@@ -1,4 +1,4 @@
-"""Python's float(), int() and math's functions of 0-d values read from arrays, as the kernel function's code
+"""Python's float(), int(), complex() and math's functions of 0-d values read from arrays, as the kernel function's code
 calls them (numpy/source_rewrite.py routes its calls here through `helper`): the value computed in the kernel
 as a Python number (weak float64 or int64, as NEP 50 makes Python numbers), no read back; what Python raises
 for it (int() of NaN) raised when the kernel runs (faulting.check)."""
@@ -12,6 +12,7 @@ import numpy as np
 from tracejit.ir import build, faulting
 from tracejit.ir.graph import Node, Op
 from tracejit.ir.kernel_ir import Fault
+from tracejit.numpy.complex_values import ComplexTensor
 from tracejit.numpy.tensor import PythonBool, Tensor, as_node, python_value
 
 
@@ -21,6 +22,21 @@ def float_of(x=0.0, /):
     if isinstance(x, Tensor) and x.shape == () and x.dtype.kind in "biuf":
         return Tensor(build.cast(as_node(x), np.dtype(np.float64), weak=True))
     return float(x)
+
+
+def complex_of(real=0, imag=0):
+    """complex(real, imag): of 0-d real values read from arrays (or computed from a loop's index), the Python
+    complex they make (weak complex128), no read back. `complex(x, y)` of a pixel's coordinates starts Numba's
+    Mandelbrot example; Python's own for Python numbers, strings and complex parts."""
+    parts = (real, imag)
+    if not any(isinstance(p, Tensor) for p in parts) or not all(
+        isinstance(p, Tensor) and p.shape == () and p.dtype.kind in "biuf"
+        or isinstance(p, (int, float, np.integer, np.floating))
+        for p in parts
+    ):
+        return complex(real, imag)  # (a traced complex part or array: Tensor.__float__'s TraceError)
+    re, im = (Tensor(build.cast(as_node(p), np.dtype(np.float64), weak=True)) for p in parts)
+    return ComplexTensor(re, im)
 
 
 def int_of(x=0, /, *args):

@@ -5,8 +5,8 @@ runs as written where its tests are read from arrays (numpy/conditional_expressi
   returns, raises or asserts is left as Python runs it: an `if` on an array value there is still an error);
 - `and`/`or` become `both`/`either`; `for` over `range()` and `while` become numpy/loops.py's loops, their
   `break` and `continue` flags;
-- calls of the user's own functions are compiled the same way (`helper`), `math.*`, `float()` and `int()` of
-  values read from arrays compute them in the kernel.
+- calls of the user's own functions are compiled the same way (`helper`), `math.*`, `float()`, `int()` and
+  `complex()` of values read from arrays compute them in the kernel.
 The side Python would not take runs only where the test is traced. A function without source, a lambda, or one
 with `global`/`nonlocal` or whose conditionals bind names with `:=` or yield is left as it is."""
 
@@ -652,7 +652,13 @@ class _Rewrite(ast.NodeTransformer):
         )
 
         def side(name: str, body: list[ast.stmt]) -> ast.FunctionDef:
-            result = ast.Return(value=ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load()))
+            # (value_before: an `if` inside that bound a name neither before nor in the side Python took unbinds it)
+            result = ast.Return(
+                value=ast.Tuple(
+                    elts=[_call("__tracejit_value_before", _lambda(ast.Name(id=n, ctx=ast.Load()))) for n in names],
+                    ctx=ast.Load(),
+                )
+            )
             return ast.FunctionDef(name=name, args=params, body=[*body, result], decorator_list=[], returns=None)
 
         then, orelse = f"__tracejit_then_{k}", f"__tracejit_else_{k}"
@@ -791,6 +797,8 @@ def helper(f):
         return python_math.MATH.get(f.__name__, f)
     if f is float:
         return python_math.float_of
+    if f is complex:
+        return python_math.complex_of
     if f is int:
         return python_math.int_of
     if f is bool:
@@ -896,7 +904,11 @@ class _Helpers(ast.NodeTransformer):
         f = node.func
         if not (
             isinstance(f, ast.Name)
-            and (f.id in _BUILTIN_NAMES - {"float", "int", "bool"} or f.id.startswith("__tracejit") or f.id == "prange")
+            and (
+                f.id in _BUILTIN_NAMES - {"float", "int", "bool", "complex"}
+                or f.id.startswith("__tracejit")
+                or f.id == "prange"
+            )
             or isinstance(f, ast.Attribute)
             and f.attr in ("prange", "ndarray")
         ):  # (range(), len(), and numba's prange are what they are)
