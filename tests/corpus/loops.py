@@ -1,8 +1,8 @@
 """Loop-style programs as their authors wrote them: npbench's NumPy versions of PolyBench kernels (time-stepped
 stencils, Gram-Schmidt, LU, triangular solves; https://github.com/spcl/npbench, paraphrased from its numpy
 implementations), Numba's documentation examples of loops over elements, a CSR matrix-vector product written
-with loops, and a convergence loop. Their loops are compiled as loops where tracejit can (numpy/loops.py); the
-others run step by step, as before."""
+with loops, convolution layers written with loops, and a convergence loop. Their loops are compiled as loops where
+tracejit can (numpy/loops.py); the others run step by step, as before."""
 from __future__ import annotations
 
 import numpy as np
@@ -287,6 +287,46 @@ def life(board, steps):  # Conway's game of life with loops over cells and a 3 x
     return board
 
 
+def conv2d(x, w, b):  # a convolution layer with loops over output channels, input channels and kernel offsets
+    N, C, H, W = x.shape  # (the common idiom of NumPy "CNN from scratch" tutorials: each step a shifted slice)
+    F, _, KH, KW = w.shape
+    out = np.zeros((N, F, H - KH + 1, W - KW + 1), dtype=x.dtype)
+    for f in range(F):
+        for c in range(C):
+            for i in range(KH):
+                for j in range(KW):
+                    out[:, f] += w[f, c, i, j] * x[:, c, i:i + H - KH + 1, j:j + W - KW + 1]
+        out[:, f] += b[f]
+    return out
+
+
+def cnn_forward(x, w1, b1, w2, b2):  # a small CNN's forward pass: conv2d above, ReLU, 2x2 max pool, a dense layer
+    out = conv2d(x, w1, b1)
+    out = np.maximum(out, 0)
+    N, F, H, W = out.shape
+    out = out.reshape(N, F, H // 2, 2, W // 2, 2).max(axis=(3, 5))
+    return out.reshape(N, -1) @ w2 + b2
+
+
+def conv_forward_naive(x, w, b, conv_param):  # CS231n assignment 2, layers.py: a loop over every output element
+    out = None
+    stride, pad = conv_param['stride'], conv_param['pad']
+    N, C, H, W = x.shape
+    F, C, HH, WW = w.shape
+    H_out = 1 + (H + 2 * pad - HH) // stride
+    W_out = 1 + (W + 2 * pad - WW) // stride
+    x_pad = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), mode='constant')
+    out = np.zeros((N, F, H_out, W_out))
+    for n in range(N):
+        for f in range(F):
+            for i in range(H_out):
+                for j in range(W_out):
+                    out[n, f, i, j] = np.sum(x_pad[n, :, i * stride:i * stride + HH,
+                                                   j * stride:j * stride + WW] * w[f]) + b[f]
+    cache = (x, w, b, conv_param)
+    return out, cache
+
+
 # Loops over an array itself, not over range(): its rows or elements, enumerate and zip of them.
 
 def crc16(data, poly=0x8408):  # npbench crc16 (numpy), adapted there from a public gist: a loop over bytes
@@ -351,6 +391,12 @@ def _csr(rng, dt):
     return indptr, np.nonzero(dense)[1].astype(np.int32), dense[dense != 0].astype(dt), rng.random(7).astype(dt)
 
 
+def _normal(*shapes):
+    def make(rng, dt):
+        return tuple(rng.standard_normal(s).astype(dt) for s in shapes)
+    return make
+
+
 def _plate(rng, dt):
     u = np.zeros((12, 12), dt)
     u[0, :] = 1
@@ -390,6 +436,10 @@ PROGRAMS = [
     program(pairwise_numba, lambda rng, dt: (rng.random((7, 3)).astype(dt),), ("float64", "float32")),
     program(floyd_warshall_loops, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),
     program(create_fractal, lambda rng, dt: (-2.0, 1.0, -1.0, 1.0, np.zeros((6, 9), dt), 20), ("uint8",)),
+    program(conv2d, _normal((2, 3, 8, 7), (4, 3, 3, 3), 4), ("float32",)),
+    program(cnn_forward, _normal((2, 3, 10, 8), (4, 3, 3, 3), 4, (48, 5), 5), ("float32",)),
+    program(conv_forward_naive,
+            lambda rng, dt: _normal((2, 3, 6, 5), (4, 3, 3, 3), 4)(rng, dt) + ({"stride": 1, "pad": 1},), ("float64",)),
     program(life, lambda rng, dt: ((rng.random((12, 10)) < 0.4).astype(dt), 3), ("int32", "int64", "uint8")),
     program(crc16, lambda rng, dt: (rng.integers(0, 256, 40).astype(dt),), ("uint8", "int32")),
     program(row_norms, lambda rng, dt: (rng.random((9, 5)).astype(dt),), ("float64",)),

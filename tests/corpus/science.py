@@ -1,6 +1,7 @@
 """Everyday scientific NumPy: distances, image filters written with slices, statistics, small
-models. Each says where it comes from: a library function's NumPy body (scipy.stats, scikit-learn),
-a course or a blog; where a program is the common idiom rather than one project's code, it says so."""
+models, time-stepped simulations (n-body, cavity flow). Each says where it comes from: a library function's
+NumPy body (scipy.stats, scikit-learn), a course or a blog; where a program is the common idiom rather than one
+project's code, it says so."""
 from __future__ import annotations
 
 import numpy as np
@@ -206,6 +207,159 @@ def nbody_acc(pos, mass, G, softening):  # Philip Mocz, nbody-python (nbody.py g
     return a
 
 
+def nbody_energy(pos, vel, mass, G):  # Philip Mocz, nbody-python (nbody.py getEnergy)
+    # Kinetic Energy:
+    KE = 0.5 * np.sum(np.sum(mass * vel**2))
+
+    # Potential Energy:
+
+    # positions r = [x,y,z] for all particles
+    x = pos[:, 0:1]
+    y = pos[:, 1:2]
+    z = pos[:, 2:3]
+
+    # matrix that stores all pairwise particle separations: r_j - r_i
+    dx = x.T - x
+    dy = y.T - y
+    dz = z.T - z
+
+    # matrix that stores 1/r for all particle pairwise particle separations
+    inv_r = np.sqrt(dx**2 + dy**2 + dz**2)
+    inv_r[inv_r > 0] = 1.0 / inv_r[inv_r > 0]
+
+    # sum over upper triangle, to count each interaction only once
+    PE = G * np.sum(np.sum(np.triu(-(mass * mass.T) * inv_r, 1)))
+
+    return KE, PE
+
+
+def nbody(mass, pos, vel, Nt, dt, G, softening):  # Philip Mocz, nbody-python (nbody.py main, less its plots)
+    # Convert to Center-of-Mass frame
+    vel -= np.mean(mass * vel, 0) / np.mean(mass)
+
+    # calculate initial gravitational accelerations
+    acc = nbody_acc(pos, mass, G, softening)
+
+    # calculate initial energy of system
+    KE, PE = nbody_energy(pos, vel, mass, G)
+
+    # save energies, particle orbits for plotting trails
+    pos_save = np.zeros((pos.shape[0], 3, Nt + 1))
+    pos_save[:, :, 0] = pos
+    KE_save = np.zeros(Nt + 1)
+    KE_save[0] = KE
+    PE_save = np.zeros(Nt + 1)
+    PE_save[0] = PE
+
+    t = 0
+    # Simulation Main Loop
+    for i in range(Nt):
+        # (1/2) kick
+        vel += acc * dt / 2.0
+
+        # drift
+        pos += vel * dt
+
+        # update accelerations
+        acc = nbody_acc(pos, mass, G, softening)
+
+        # (1/2) kick
+        vel += acc * dt / 2.0
+
+        # update time
+        t += dt
+
+        # get energy of system
+        KE, PE = nbody_energy(pos, vel, mass, G)
+
+        # save energies, positions for plotting trail
+        pos_save[:, :, i + 1] = pos
+        KE_save[i + 1] = KE
+        PE_save[i + 1] = PE
+    return pos_save, KE_save, PE_save
+
+
+# Lorena Barba's CFD Python, step 11 (cavity flow with Navier-Stokes), the notebook's functions as written; its
+# globals nx, ny and nit are arguments, as npbench's cavity_flow has them.
+
+def build_up_b(b, rho, dt, u, v, dx, dy):
+    b[1:-1, 1:-1] = (rho * (1 / dt *
+                    ((u[1:-1, 2:] - u[1:-1, 0:-2]) /
+                     (2 * dx) + (v[2:, 1:-1] - v[0:-2, 1:-1]) / (2 * dy)) -
+                    ((u[1:-1, 2:] - u[1:-1, 0:-2]) / (2 * dx))**2 -
+                      2 * ((u[2:, 1:-1] - u[0:-2, 1:-1]) / (2 * dy) *
+                           (v[1:-1, 2:] - v[1:-1, 0:-2]) / (2 * dx)) -
+                          ((v[2:, 1:-1] - v[0:-2, 1:-1]) / (2 * dy))**2))
+
+    return b
+
+
+def pressure_poisson(nx, ny, nit, p, dx, dy, b):
+    pn = np.empty_like(p)
+    pn = p.copy()
+
+    for q in range(nit):
+        pn = p.copy()
+        p[1:-1, 1:-1] = (((pn[1:-1, 2:] + pn[1:-1, 0:-2]) * dy**2 +
+                          (pn[2:, 1:-1] + pn[0:-2, 1:-1]) * dx**2) /
+                          (2 * (dx**2 + dy**2)) -
+                          dx**2 * dy**2 / (2 * (dx**2 + dy**2)) *
+                          b[1:-1, 1:-1])
+
+        p[:, -1] = p[:, -2]  # dp/dx = 0 at x = 2
+        p[0, :] = p[1, :]    # dp/dy = 0 at y = 0
+        p[:, 0] = p[:, 1]    # dp/dx = 0 at x = 0
+        p[-1, :] = 0         # p = 0 at y = 2
+
+    return p
+
+
+def cavity_flow(nx, ny, nt, nit, u, v, dt, dx, dy, p, rho, nu):
+    un = np.empty_like(u)
+    vn = np.empty_like(v)
+    b = np.zeros((ny, nx))
+
+    for n in range(nt):
+        un = u.copy()
+        vn = v.copy()
+
+        b = build_up_b(b, rho, dt, u, v, dx, dy)
+        p = pressure_poisson(nx, ny, nit, p, dx, dy, b)
+
+        u[1:-1, 1:-1] = (un[1:-1, 1:-1] -
+                         un[1:-1, 1:-1] * dt / dx *
+                        (un[1:-1, 1:-1] - un[1:-1, 0:-2]) -
+                         vn[1:-1, 1:-1] * dt / dy *
+                        (un[1:-1, 1:-1] - un[0:-2, 1:-1]) -
+                         dt / (2 * rho * dx) * (p[1:-1, 2:] - p[1:-1, 0:-2]) +
+                         nu * (dt / dx**2 *
+                        (un[1:-1, 2:] - 2 * un[1:-1, 1:-1] + un[1:-1, 0:-2]) +
+                         dt / dy**2 *
+                        (un[2:, 1:-1] - 2 * un[1:-1, 1:-1] + un[0:-2, 1:-1])))
+
+        v[1:-1, 1:-1] = (vn[1:-1, 1:-1] -
+                        un[1:-1, 1:-1] * dt / dx *
+                       (vn[1:-1, 1:-1] - vn[1:-1, 0:-2]) -
+                        vn[1:-1, 1:-1] * dt / dy *
+                       (vn[1:-1, 1:-1] - vn[0:-2, 1:-1]) -
+                        dt / (2 * rho * dy) * (p[2:, 1:-1] - p[0:-2, 1:-1]) +
+                        nu * (dt / dx**2 *
+                       (vn[1:-1, 2:] - 2 * vn[1:-1, 1:-1] + vn[1:-1, 0:-2]) +
+                        dt / dy**2 *
+                       (vn[2:, 1:-1] - 2 * vn[1:-1, 1:-1] + vn[0:-2, 1:-1])))
+
+        u[0, :] = 0
+        u[:, 0] = 0
+        u[:, -1] = 0
+        u[-1, :] = 1    # set velocity on cavity lid equal to 1
+        v[0, :] = 0
+        v[-1, :] = 0
+        v[:, 0] = 0
+        v[:, -1] = 0
+
+    return u, v, p
+
+
 def einsum_attention(q, k, v):  # multi-head scaled dot-product attention written with einsum (the common idiom)
     scores = np.einsum("bhqd,bhkd->bhqk", q, k) * q.shape[-1] ** -0.5
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
@@ -396,6 +550,10 @@ PROGRAMS = [
     program(rgb_to_yiq, _n((12, 10, 3), scale=1, low=0), BOTH),
     program(nbody_acc, lambda rng, dt: (rng.standard_normal((20, 3)).astype(dt),
                                         np.full((20, 1), 20.0 / 20, dt), 1.0, 0.1), BOTH),
+    program(nbody, lambda rng, dt: (np.full((12, 1), 20.0 / 12, dt), rng.standard_normal((12, 3)).astype(dt),
+                                    rng.standard_normal((12, 3)).astype(dt), 6, 0.01, 1.0, 0.1), F64),
+    program(cavity_flow, lambda rng, dt: (9, 9, 5, 6, np.zeros((9, 9), dt), np.zeros((9, 9), dt), 0.001, 0.25, 0.25,
+                                          np.zeros((9, 9), dt), 1.0, 0.1), F64),
     program(image_histogram, lambda rng, dt: (rng.integers(0, 256, (32, 24)).astype(np.uint8),), ("uint8",)),
     program(word_embedding_backward, lambda rng, dt: (rng.standard_normal((4, 6, 8)).astype(dt),
                                                       rng.integers(0, 10, (4, 6)), rng.standard_normal((10, 8)).astype(dt)),
