@@ -192,7 +192,7 @@ def test_openmp_spin_is_shortened_only_where_mkl_runs_on_a_libgomp_not_yet_start
         monkeypatch.setenv(name, "")   # so that the test's end restores what the process had
         monkeypatch.delenv(name)
     monkeypatch.setattr(blas, "_find_mkl_rt", lambda: "libmkl_rt.so")
-    monkeypatch.setattr(blas.ctypes.util, "find_library", lambda name: "libgomp.so.1")
+    monkeypatch.setattr(blas, "_system_has_libgomp", lambda: True)
     monkeypatch.setattr(blas, "_libgomp_loaded", lambda: case == "loaded")
     user = {"user_spin": ("GOMP_SPINCOUNT", "5"), "user_policy": ("OMP_WAIT_POLICY", "active"),
             "numpy": ("TRACEJIT_BLAS", "numpy"), "intel": ("MKL_THREADING_LAYER", "INTEL")}.get(case)
@@ -213,7 +213,7 @@ def test_products_spin_long_where_libgomp_keeps_its_threads_awake(monkeypatch, c
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     monkeypatch.setattr(blas, "backend", lambda: "numpy" if case == "numpy_blas" else "mkl")
-    monkeypatch.setattr(blas.ctypes.util, "find_library", lambda name: "libgomp.so.1")
+    monkeypatch.setattr(blas, "_system_has_libgomp", lambda: True)
     monkeypatch.setattr(blas, "SPINS_LONG", case == "loaded_before")
     env = {"settled": ("GOMP_SPINCOUNT", "1000"), "policy_active": ("OMP_WAIT_POLICY", "ACTIVE"),
            "short_count": ("GOMP_SPINCOUNT", "5000"), "long_count": ("GOMP_SPINCOUNT", "300000"),
@@ -268,3 +268,24 @@ def test_a_launcher_that_fails_to_build_leaves_the_products_right(rng, monkeypat
     with pytest.warns(UserWarning, match="launcher for matrix products could not be built"):
         for _ in range(3):
             np.testing.assert_allclose(f(x, w, device="numba"), x @ w * 2, rtol=1e-5, atol=1e-4)
+
+
+def test_the_quick_lookups_of_a_first_call_agree_with_the_slow_ones():
+    """What a fresh process's first call reads without a subprocess or a metadata scan: libgomp in the linker's cache
+    (not `ldconfig -p`), a libgomp loaded (not threadpoolctl), Numba's version (not importlib.metadata), the memory
+    available (not psutil)."""
+    import ctypes.util
+    from importlib import metadata
+
+    import psutil
+    from threadpoolctl import ThreadpoolController
+
+    from tracejit.runtime.device_info import available_memory
+    from tracejit.runtime.numba.cache import numba_version
+
+    for name in ("gomp", "m", "c", "stdc++", "iomp5", "no_such_library_here"):
+        assert blas.system_library(name) == ctypes.util.find_library(name), name
+    loaded = any("libgomp" in c.filepath for c in ThreadpoolController().select(internal_api="openmp").lib_controllers)
+    assert blas._libgomp_loaded() == loaded
+    assert numba_version() == metadata.version("numba")
+    assert abs(available_memory() - psutil.virtual_memory().available) < 2**30

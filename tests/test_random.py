@@ -245,6 +245,27 @@ def test_numpy_random_in_a_kernel_no_longer_crashes_the_interpreter(preimport):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+FIRST_IMPORT = """
+import sys
+import numpy as np
+import tracejit as tj
+assert "numpy.random" not in sys.modules   # (tracejit does not import it: 7 ms of a first call)
+
+@tj.kernel
+def noisy(x):
+    return x + np.random.rand(*x.shape)   # the trace imports numpy.random: it is traced again, drawing from tracejit
+
+a, b = noisy(np.zeros(64)), noisy(np.zeros(64))
+assert not np.array_equal(a, b), "the draws of the first trace were NumPy's numbers as constants"
+assert ((0 <= a) & (a < 1)).all() and noisy.cache_info()["traces"] == 1
+"""
+
+
+def test_a_trace_that_imports_numpy_random_is_traced_again():
+    done = subprocess.run([sys.executable, "-c", FIRST_IMPORT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_random_kernels_are_refused_where_draws_would_repeat_or_split():
     f = tj.kernel(lambda x: x + np.random.rand(*x.shape))
     with tj.capture():

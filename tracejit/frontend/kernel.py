@@ -6,6 +6,7 @@ import contextlib
 import functools
 import inspect
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -13,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast, overload
 
 import numpy as np
-import psutil  # (here: a trace near the recursion limit has no room to import it)
 
 
 from tracejit.errors import (
@@ -28,7 +28,7 @@ from tracejit.errors import (
 from tracejit.ir import build, faulting
 from tracejit.ir.simplify import simplify
 from tracejit.ir.verify import verify_graph, verify_kernel
-from tracejit.runtime import choices, profiler, progress, registry
+from tracejit.runtime import choices, device_info, profiler, progress, registry
 from tracejit.runtime import debug
 from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
@@ -79,7 +79,7 @@ _BYTES_PER_TRACED_VALUE = 2048
 
 def _trace_values() -> int:
     """How many traced values a trace may make: half the memory free now, at least 200,000."""
-    return max(200_000, psutil.virtual_memory().available // 2 // _BYTES_PER_TRACED_VALUE)
+    return max(200_000, (device_info.available_memory() or 0) // 2 // _BYTES_PER_TRACED_VALUE)
 
 
 class NeedsNumbers(Exception):
@@ -626,6 +626,15 @@ class Kernel:
 
     @guarded("tracing")
     def _trace(self, args, count: bool = True, sizes: tuple[int, ...] | None = None) -> Traced:
+        """The graph of a call with these arguments (_trace_once), traced again where the trace imported numpy.random:
+        its functions draw from tracejit's generator only once imported (allocation.traced_arrays)."""
+        loaded = "numpy.random" in sys.modules
+        traced = self._trace_once(args, count, sizes)
+        if not loaded and "numpy.random" in sys.modules:
+            return self._trace_once(args, False, sizes)
+        return traced
+
+    def _trace_once(self, args, count: bool = True, sizes: tuple[int, ...] | None = None) -> Traced:
         """The graph of a call with these arguments. `sizes`: the counts of its sizes that depend on the data
         (numpy/data_sizes.py), in the order the trace meets them; where it meets one more, the graph returned is
         the probe that computes that count (Traced.probe). None: such a size is refused (tracing alone cannot know

@@ -49,9 +49,10 @@ def traced_arrays():
             for name in _NAMES:
                 _installed[name] = original = getattr(np, name)
                 setattr(np, name, _wrapper(name, original))
-            import numpy.random as npr  # (imported before its functions are wrapped: its init calls np.empty)
-
-            for name in _random_names(npr):
+            # numpy.random where it is imported (7 ms of a fresh process's first call to import): a trace that
+            # imports it runs again once it is (kernel._trace), so its draws are never NumPy's numbers as constants
+            npr = sys.modules.get("numpy.random")
+            for name in _random_names(npr) if npr is not None else ():
                 _installed["random." + name] = original = getattr(npr, name)
                 setattr(npr, name, _wrapper(name, original, random=True))
             for name in _FFT_NAMES:  # (their results from Python ints: an index expression, not a constant)
@@ -69,7 +70,7 @@ def traced_arrays():
             if _depth == 0:
                 for name, original in _installed.items():
                     module, _, attr = name.rpartition(".")
-                    setattr({"": np, "random": np.random, "fft": np.fft}[module], attr, original)
+                    setattr(np if not module else getattr(np, module), attr, original)
                 _installed.clear()
 
 

@@ -25,3 +25,18 @@ def may_have_gpu(files: tuple[str, ...] = ANY) -> bool:
     if sys.platform != "linux":
         return True
     return any(glob.glob(pattern) for pattern in files)
+
+
+# the device files of each built-in target's GPUs: automatic choice rules a target out with them before importing
+# its runtime (registry._qualifies: the cuda and webgpu modules cost ~15 ms each to import)
+FILES = {"cuda": NVIDIA, "opencl": ANY, "webgpu": ANY}
+
+
+def ruled_out(target: str) -> bool:
+    """True when this machine certainly has no GPU for a built-in target (metal: not macOS; the others: none of
+    their device files on Linux), known without importing the target; False where it may have one, or for a
+    target this module does not know (a plugin: its class's maybe_gpu says)."""
+    if target == "metal":
+        return sys.platform != "darwin"
+    files = FILES.get(target)
+    return files is not None and not may_have_gpu(files)

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from tracejit.errors import ArgumentError, DeviceError
-from tracejit.runtime import device_stats
+from tracejit.runtime import device_stats, gpu_nodes
 from tracejit.runtime.device_interface import Device
 
 # name -> "module:Class" of its runtime, in auto-selection order (real GPUs first, then numba, then
@@ -222,7 +222,7 @@ def _qualifies(name: str) -> bool:
     only as far as needed; a target that can rule out a GPU cheaply (maybe_gpu) is not probed for one,
     so choosing numba never pays for creating a WebGPU adapter."""
     target, _, kind = name.partition("-")
-    if target not in TARGETS:
+    if target not in TARGETS or kind and gpu_nodes.ruled_out(target):  # (a built-in GPU target: not imported)
         return False
     try:
         cls = target_class(target)

@@ -47,7 +47,7 @@ class CUDADevice(CUDAModules, CUDAMemory, CUDALaunches, Device):
     def maybe_gpu() -> bool:
         """False when this Linux machine has no NVIDIA device file (gpu_nodes): automatic device choice
         then loads neither the driver nor NVRTC to find out."""
-        return gpu_nodes.may_have_gpu(gpu_nodes.NVIDIA)
+        return not gpu_nodes.ruled_out("cuda")
 
     @staticmethod
     def probe():

@@ -22,7 +22,7 @@ from tracejit.codegen.simt import mapping
 from tracejit.codegen.simt import metal as metal_codegen
 from tracejit.errors import DeviceError
 from tracejit.ir.fuse import Program
-from tracejit.runtime import emulator
+from tracejit.runtime import gpu_nodes, emulator
 from tracejit.runtime.device_info import DeviceInfo, dtypes_without
 from tracejit.runtime.device_interface import Device
 from tracejit.runtime.device_memory import BlockPool
@@ -105,7 +105,7 @@ class MetalDevice(MetalCompiler, MetalMemory, MetalLaunches, Device):
     @staticmethod
     def maybe_gpu() -> bool:
         """Automatic selection takes a GPU, never the emulator (which is for debugging, and slow)."""
-        return sys.platform == "darwin" and not emulator.emulates("metal")
+        return not gpu_nodes.ruled_out("metal") and not emulator.emulates("metal")
 
     @staticmethod
     def default_is_gpu() -> bool:

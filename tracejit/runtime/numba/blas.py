@@ -15,8 +15,9 @@ spin for 200 ms after each product, on the cores the next fused kernel wants.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -84,7 +85,29 @@ def _load():
 
 def _layer() -> str:
     """MKL's threading layer: MKL_THREADING_LAYER, else GNU OpenMP where the system has libgomp."""
-    return os.environ.get("MKL_THREADING_LAYER", "").upper() or ("GNU" if ctypes.util.find_library("gomp") else "INTEL")
+    return os.environ.get("MKL_THREADING_LAYER", "").upper() or ("GNU" if _system_has_libgomp() else "INTEL")
+
+
+def _system_has_libgomp() -> bool:
+    """Whether the dynamic linker finds a libgomp (never loading it: libgomp reads GOMP_SPINCOUNT when it loads,
+    settle_openmp)."""
+    return system_library("gomp") is not None
+
+
+@functools.cache
+def system_library(name: str) -> str | None:
+    """The name the dynamic linker loads lib<name> by ("libgomp.so.1"), as ctypes.util.find_library says, or None:
+    on Linux read from the linker's cache file, where find_library runs `ldconfig -p` in a subprocess (in every
+    process's first call); find_library elsewhere."""
+    try:
+        with open("/etc/ld.so.cache", "rb") as cache:
+            table = cache.read()
+    except OSError:
+        import ctypes.util  # (imports subprocess: only where the linker's cache cannot be read)
+
+        return ctypes.util.find_library(name)
+    found = re.search(rb"(?:^|[\x00/])(lib" + re.escape(name.encode()) + rb"\.so(?:\.[0-9]+)+)\x00", table)
+    return found.group(1).decode() if found else None
 
 
 # GNU OpenMP's threads spin after a parallel region for GOMP_SPINCOUNT rounds of a pause instruction before
@@ -145,6 +168,11 @@ def _libgomp_loaded() -> bool:
     """Whether this process has loaded a libgomp (the system's, or the copy torch ships under a name of its
     own, which MKL and Numba then bind to), as threadpoolctl finds the loaded OpenMP runtimes; True where
     that cannot be found out."""
+    try:  # (Linux: the process's mappings, read in well under a millisecond; threadpoolctl takes ~5)
+        with open("/proc/self/maps") as maps:
+            return "libgomp" in maps.read()
+    except OSError:
+        pass
     try:
         from threadpoolctl import ThreadpoolController
 

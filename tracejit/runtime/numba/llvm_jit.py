@@ -96,14 +96,14 @@ def openmp() -> bool:
     the entry points of parallel kernels: their global range in even parts on its threads (GOMP_parallel),
     which spin briefly between regions as Numba's `prange` loops' do. Loaded on first use, after the numba
     device has set GOMP_SPINCOUNT where MKL will share it (blas.settle_openmp)."""
-    import ctypes.util
     import os
 
     import llvmlite.binding as llvm
 
+    from tracejit.runtime.numba.blas import system_library
     from tracejit.runtime.numba.threads import limit_pools, thread_count
 
-    path = ctypes.util.find_library("gomp")
+    path = system_library("gomp")
     if path is None:
         return False
     try:

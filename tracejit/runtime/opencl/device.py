@@ -54,7 +54,7 @@ class OpenCLDevice(OpenCLCompiler, OpenCLMemory, OpenCLLaunches, Device):
     def maybe_gpu() -> bool:
         """False when this Linux machine has no GPU driver's device file (gpu_nodes): automatic device
         choice then neither imports pyopencl nor lists the platforms to find out."""
-        return gpu_nodes.may_have_gpu()
+        return not gpu_nodes.ruled_out("opencl")
 
     @staticmethod
     def probe():

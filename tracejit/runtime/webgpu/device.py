@@ -120,7 +120,7 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
     def maybe_gpu() -> bool:
         """False when this machine certainly has no GPU for WebGPU (Linux without a DRM render node or an
         NVIDIA device: gpu_nodes), so automatic device choice need not create an adapter to find out."""
-        return gpu_nodes.may_have_gpu()
+        return not gpu_nodes.ruled_out("webgpu")
 
     @staticmethod
     def default_is_gpu() -> bool:
