@@ -345,8 +345,8 @@ class _Planner:
         """Whether n reads no array: computed from places, constants and 0-d values alone."""
         if n.shape == () or n.op in (Op.CONST, Op.IOTA) or n.op is Op.REDUCE and n.size == 1:
             return True
-        if self.is_array(n) or n.op not in ELEMENTWISE and n.op not in _MOVEMENT:
-            return False
+        if self.is_array(n) or n.op not in ELEMENTWISE and n.op not in _MOVEMENT and n.op is not Op.GATHER:
+            return False  # (a GATHER of places at places: `x[:, k] = v`'s mask compares the places with arange[k])
         return all(self.computed(s) for s in n.srcs)
 
     def is_array(self, n: Node) -> bool:
