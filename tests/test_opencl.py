@@ -387,3 +387,55 @@ def test_cpu_row_sums_add_runs_of_64_in_float_and_the_runs_in_double(n):
     ours = np.asarray(f(x, device="opencl")).astype(np.float64)
     numpy_error = np.abs((np.exp(x / 1000) * x).sum(-1).astype(np.float64) - exact).max()
     assert np.abs(ours - exact).max() <= max(numpy_error, 1e-6 * np.abs(exact).max())
+
+
+# ---- products and sorts by the host's libraries on a CPU device (runtime/opencl/host_calls.py) ----
+
+def _cpu_device() -> bool:
+    return not tj.device("opencl").layout.tiled
+
+
+@pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES or not _cpu_device(), reason="an OpenCL GPU renders its products")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_on_a_cpu_device_run_by_blas_on_the_mapped_buffers(dtype, rng):
+    """A product of device arrays, of a transposed view, beside fused element-wise work before and after it, and a
+    batched one: BLAS on the buffers mapped into the host (no generated product), values as NumPy's."""
+    a, b = rng.standard_normal((96, 200)).astype(dtype), rng.standard_normal((200, 72)).astype(dtype)
+    bias, w = rng.standard_normal(72).astype(dtype), rng.standard_normal((72, 200)).astype(dtype)
+    da, db = tj.asarray(a, device="opencl"), tj.asarray(b, device="opencl")
+    linear = tj.kernel(lambda a, b, bias: np.tanh((a * 2) @ b + bias))
+    plan = linear.lower(da, db, bias, device="opencl")
+    assert any("BLAS" in k.source for k in plan.kernels), [k.source[:80] for k in plan.kernels]
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(np.asarray(linear(da, db, bias, device="opencl")), np.tanh((a * 2) @ b + bias), rtol=tol,
+                               atol=tol)
+    transposed = tj.kernel(lambda a, w: a @ w.T)
+    np.testing.assert_allclose(np.asarray(transposed(a, w, device="opencl")), a @ w.T, rtol=tol, atol=tol)
+    x, y = rng.standard_normal((3, 40, 50)).astype(dtype), rng.standard_normal((3, 50, 30)).astype(dtype)
+    np.testing.assert_allclose(np.asarray(tj.kernel(np.matmul)(x, y, device="opencl")), x @ y, rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES or not _cpu_device(), reason="an OpenCL GPU renders its sorts")
+def test_a_long_sort_on_a_cpu_device_is_numpys_on_the_mapped_buffer_and_chains_with_kernels(rng):
+    x = rng.standard_normal(200_000).astype(np.float32)
+    f = tj.kernel(lambda x: np.sort(np.abs(x))[::-1][:10] * 2)
+    assert any("numpy" in k.source and k.source.startswith("# run as") for k in f.lower(x, device="opencl").kernels)
+    np.testing.assert_array_equal(np.asarray(f(x, device="opencl")), np.sort(np.abs(x))[::-1][:10] * 2)
+
+
+@pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES or not _cpu_device(), reason="an OpenCL GPU renders its products")
+def test_host_calls_replay_in_a_captured_graph_and_show_in_a_profile(rng):
+    a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    f = tj.kernel(lambda a, b: np.maximum(a @ b, 0))
+    da, db = tj.asarray(a, device="opencl"), tj.asarray(b, device="opencl")
+    with tj.capture() as g:
+        out = g.outputs = f(da, db, device="opencl")
+    g.replay()
+    np.testing.assert_allclose(np.asarray(out), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+    a2 = rng.standard_normal((64, 64)).astype(np.float32)
+    out2 = g(tj.asarray(a2, device="opencl"), db)
+    np.testing.assert_allclose(np.asarray(out2), np.maximum(a2 @ b, 0),
+                               rtol=1e-4, atol=1e-4)
+    with tj.profile() as p:
+        f(da, db, device="opencl")
+    assert any("matmul" in e.name and e.clock == "wall" for e in p.launches), [e.name for e in p.launches]

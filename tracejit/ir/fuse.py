@@ -12,7 +12,7 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 
 import numpy as np
 
@@ -111,7 +111,7 @@ def schedule(
     the Program's fields of the same names."""
     extents: dict[str, dict[str, int]] = {}
     stored: set[Node] = set()
-    outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored)
+    outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored, options.library)
     outputs, calls_for = (
         library.plan(outputs, stored)
         if options.library
@@ -146,7 +146,8 @@ def schedule(
             group,
             reads,
             [writes[a.out] for a in group],
-            options,
+            # (a sort the host's library runs: its kernel IR, the reference, sorts the whole row in one piece)
+            replace(options, sort_bytes=None) if options.library and isinstance(what, library.Sort) else options,
             None if other is None else other.extents.get(name),
             extents[name],
             None if moving is None else moving.get(name, frozenset()),
@@ -480,12 +481,17 @@ def _split(node: Node) -> Node:
     return build.reshape(total, node.shape)
 
 
-def _merge_long_sorts(outputs: list[Node], sort_bytes: int | None, stored: set[Node]) -> list[Node]:
+def _merge_long_sorts(
+    outputs: list[Node], sort_bytes: int | None, stored: set[Node], by_library: bool = False
+) -> list[Node]:
     """Rows too long for one work-group's memory are sorted in blocks, then merged (merge_sort.py); the
-    runs between passes go to `stored`."""
+    runs between passes go to `stored`. `by_library`: a sort the host's library will run (library.find) stays
+    whole."""
 
     def merge_if_long(n: Node) -> Node:
-        block = merge_sort.block_length(n, sort_bytes) if n.op is Op.SORT else None
+        if n.op is not Op.SORT or by_library and library.find(n) is not None:
+            return n
+        block = merge_sort.block_length(n, sort_bytes)
         return n if block is None else merge_sort.merge_sorted(n, block, stored)
 
     return rewrite(outputs, merge_if_long)

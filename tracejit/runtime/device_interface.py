@@ -52,6 +52,11 @@ class KernelDevice(DeviceInterface, Protocol):
         """Render and compile one kernel: (the compiled kernel, with .name, .source, .ir, .launch and
         .cached; what launcher() takes of its binary; the threads per group its registers allow, or None)."""
 
+    def library_launch(self, kernel: KernelIR, call, scalars: list[tuple[int, np.dtype] | None]):
+        """Only for a device whose layout has `library` set (a CPU OpenCL device): a product or sort of the plan that
+        the host's library runs on the device's memory (ir/library.Call), as (what f.lower() lists for it, the
+        launcher enqueue() runs)."""
+
     def launcher(self, compiled, binary, scalars: list[tuple[int, np.dtype] | None]):
         """The plan's own launcher of one kernel. `scalars`, per parameter: None for a buffer, else (the
         call's argument, its dtype) for a value passed by value."""

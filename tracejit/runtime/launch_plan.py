@@ -30,6 +30,15 @@ class LaunchPlan:
         self.kernels, self._launches = [], []
         for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
             by_value = by_value_params(program, keys) - {j for j, key in enumerate(keys) if key in in_memory}
+            call = program.library_calls.get(i)
+            if call is not None:  # a product or sort the host's library runs (a CPU device: LayoutOptions.library)
+                scalars = [
+                    (key.index, program.buffers[key].dtype) if j in by_value else None for j, key in enumerate(keys)
+                ]
+                c, launcher = device.library_launch(k, call, scalars)
+                self.kernels.append(c)
+                self._launches.append((launcher, keys))
+                continue
             symbolic = choices.sizes_of(device).of(program, i, device.name)
             options = choices.options_of(device)  # (autotune's candidate or choice, where one is applied)
             c, binary, fits = device.build(k, by_value, symbolic, options)

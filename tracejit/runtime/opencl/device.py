@@ -132,6 +132,7 @@ class OpenCLDevice(OpenCLCompiler, OpenCLMemory, OpenCLLaunches, Device):
             gather_rows=False,
             fixed_locals=True,
             tiled=gpu,
+            library=not gpu,  # on a CPU, products and sorts by the host's libraries on mapped buffers (host_calls.py)
             keep_row_max=min(16384, keep),
             keep_inputs_min=GROUP_MIN_REDUCE if gpu else None,
             sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES,

@@ -14,6 +14,7 @@ from tracejit.errors import DeviceError
 from tracejit.runtime.device_memory import Buffer
 
 from tracejit.runtime.faults import RECORD_BYTES, RECORD_WORDS
+from tracejit.runtime.opencl.host_calls import HostCall, host_kernel
 
 if TYPE_CHECKING:  # (pyopencl is imported where used: the device is opened on demand)
     import pyopencl as cl
@@ -114,21 +115,34 @@ class OpenCLLaunches:
 
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
         self.launches += len(launches)
-        for knl, global_size, local_size, _ in launches:
-            enqueue(queue, knl, global_size, local_size)
+        for knl, global_size, local_size, values in launches:
+            if global_size is None:  # a library call on the host (host_calls.py)
+                knl(queue, values)
+            else:
+                enqueue(queue, knl, global_size, local_size)
 
     def launcher(self, c: OpenCLKernel, knl, scalars: list) -> Launcher:
         return Launcher(c, knl, scalars, self.options)
+
+    def library_launch(self, kernel, call, scalars: list):
+        """A product or sort the host's library runs on the mapped buffers (a CPU device: host_calls.py)."""
+        return host_kernel(kernel, call), HostCall(kernel, call, scalars)
 
     def enqueue(self, launches, bufs, error) -> None:
         for launcher, keys in launches:
             self._enqueue(launcher, [bufs[k] for k in keys], error)
 
-    def timed(self, launcher: Launcher, values, error) -> float | None:
+    def timed(self, launcher: Launcher | HostCall, values, error) -> float | None:
+        if isinstance(launcher, HostCall):  # (its time is the host's: the plan's wall clock)
+            launcher(self.queue, values)
+            return None
         return profiled_seconds(self._enqueue(launcher, values, error))
 
-    def _enqueue(self, launcher: Launcher, values, error):
-        """One kernel on the queue; its event."""
+    def _enqueue(self, launcher: Launcher | HostCall, values, error):
+        """One kernel on the queue; its event (None: a library call, run on the host when the queue reached it)."""
+        if isinstance(launcher, HostCall):
+            launcher(self.queue, values)
+            return None
         call = launcher.arguments(values, error)
         try:
             with launcher.lock:  # the kernel object's arguments are set and enqueued in one step
@@ -140,7 +154,9 @@ class OpenCLLaunches:
                 raise launcher.refused(self.name, e) from None
             raise
 
-    def bound(self, launcher: Launcher, values) -> tuple:
+    def bound(self, launcher: Launcher | HostCall, values) -> tuple:
+        if isinstance(launcher, HostCall):  # (replay runs it on the host in its turn, on these cl buffers)
+            return launcher, None, None, [cast("DeviceBuffer", v).buf if isinstance(v, Buffer) else v for v in values]
         return launcher.bound(values)
 
     def error_record(self):

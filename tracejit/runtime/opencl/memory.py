@@ -159,7 +159,8 @@ class OpenCLMemory:
             for pos, a, _ in used:
                 if id(a) in assignment:
                     call[pos] = assignment[id(a)]
-                    knl.set_arg(pos, call[pos])
+                    if g is not None:  # (None: a host call, which reads its list when replayed)
+                        knl.set_arg(pos, call[pos])
             out.append((knl, g, local, call))
         return out, nbytes
 
