@@ -35,9 +35,6 @@ from tracejit.errors import ArgumentError, CacheWarning, TracejitError
 from tracejit.frontend.benchmarking import benchmark
 from tracejit.runtime import choices, registry
 from tracejit.runtime.array import Array
-from tracejit.runtime.cache.directory import cache_dir
-from tracejit.runtime.cache.disk import write_atomic
-from tracejit.runtime.cache.key import tracejit_part
 from tracejit.runtime.choices import Choice
 from tracejit.runtime.debug import log
 
@@ -203,6 +200,8 @@ def _measure(kernel, args: tuple, dev, seconds: float) -> _Measured:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "key": key,
     }
+    from tracejit.runtime.cache.disk import write_atomic
+
     try:
         write_atomic(path, json.dumps(record, indent=2).encode())
     except OSError as e:
@@ -238,6 +237,8 @@ def _recorded(kernel, args: tuple, dev) -> Choice | None:
 
 def _record(kernel, args: tuple, dev) -> tuple[dict, Path]:
     """What names a signature's record, and the record's path."""
+    from tracejit.runtime.cache.key import tracejit_part
+
     traced = kernel._trace(args, count=False)
     infos = [
         [info.kind, list(info.shape or ()), str(info.dtype), list(info.strides or ())]
@@ -253,6 +254,13 @@ def _record(kernel, args: tuple, dev) -> tuple[dict, Path]:
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
     return key, cache_dir() / "tuning" / "kernels" / f"{digest}.json"
+
+
+def cache_dir() -> Path:
+    """The cache directory (runtime/cache/directory.py; imported when first asked: platformdirs costs 5 ms)."""
+    from tracejit.runtime.cache.directory import cache_dir as directory
+
+    return directory()
 
 
 def _copy(a, dev):

@@ -8,7 +8,6 @@ with its spread (quartiles, min, max), the rounds and the calls in each."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +93,8 @@ def benchmark(
     start = time.perf_counter()
     while len(samples) < MIN_ROUNDS or time.perf_counter() - start < seconds:
         samples.append(timed(n) / n)
+    import statistics  # (4 ms to import: not at `import tracejit`)
+
     q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
     return Benchmark(
         name, dev.name, statistics.median(samples), q1, q3, min(samples), max(samples), first, len(samples), n

@@ -20,8 +20,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tracejit.runtime.symbolic_sizes import InMemorySizes, SymbolicSizes
+if TYPE_CHECKING:
+    from tracejit.runtime.symbolic_sizes import SymbolicSizes
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,8 @@ def sizes_of(device):
     choice = _ACTIVE.get()
     if choice.default:
         return device.sizes
+    from tracejit.runtime.symbolic_sizes import InMemorySizes  # (imports the scheduler: not at `import tracejit`)
+
     with _SIZES_LOCK:
         sizes = _SIZES.get((id(device), choice))
         if sizes is None:
