@@ -32,11 +32,13 @@ def lift_loops(fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return any(isinstance(n, (ast.For, ast.While, ast.AsyncFor)) for st in loop.body for n in own_nodes(st))
 
     def rewrite_returns(stmts: list[ast.stmt], value: str, flag: str) -> list[ast.stmt]:
-        out = []
+        out: list[ast.stmt] = []
         for st in stmts:
             if isinstance(st, ast.Return):
-                bind = ast.Assign(targets=[ast.Name(id=value, ctx=ast.Store())],
-                                  value=st.value if st.value is not None else ast.Constant(value=None))
+                bind = ast.Assign(
+                    targets=[ast.Name(id=value, ctx=ast.Store())],
+                    value=st.value if st.value is not None else ast.Constant(value=None),
+                )
                 done = ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(value=True))
                 out += [ast.copy_location(n, st) for n in (bind, done, ast.Break())]
                 break  # (what follows a return never runs)
@@ -48,18 +50,26 @@ def lift_loops(fdef: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
     def visit(stmts: list[ast.stmt]) -> list[ast.stmt]:
         nonlocal count
-        out = []
+        out: list[ast.stmt] = []
         for st in stmts:
             if isinstance(st, ast.If):
                 st.body, st.orelse = visit(st.body), visit(st.orelse)
-            elif (isinstance(st, (ast.For, ast.While)) and not st.orelse and not inner_loop(st)
-                  and returns_in(st) and all(_in_ifs(r, st.body) for r in returns_in(st))):
+            elif (
+                isinstance(st, (ast.For, ast.While))
+                and not st.orelse
+                and not inner_loop(st)
+                and returns_in(st)
+                and all(_in_ifs(r, st.body) for r in returns_in(st))
+            ):
                 count += 1
                 value, flag = f"{LOOP_RESULT}_{count}", f"__tracejit_loop_returned_{count}"
                 st.body = rewrite_returns(st.body, value, flag)
                 start = ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(value=False))
-                then = ast.If(test=ast.Name(id=flag, ctx=ast.Load()),
-                              body=[ast.Return(value=ast.Name(id=value, ctx=ast.Load()))], orelse=[])
+                then = ast.If(
+                    test=ast.Name(id=flag, ctx=ast.Load()),
+                    body=[ast.Return(value=ast.Name(id=value, ctx=ast.Load()))],
+                    orelse=[],
+                )
                 out += [ast.copy_location(start, st), st, ast.copy_location(then, st)]
                 continue
             out.append(st)

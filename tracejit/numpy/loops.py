@@ -171,7 +171,9 @@ def for_range(
             if any(isinstance(v, ComplexTensor) for v in values):  # (carried as their parts)
                 return _complex_names(
                     lambda b, v, n=names: _compiled_for(start, stop_, step, b, v, n, target, where, args, stop),
-                    body, values, names,
+                    body,
+                    values,
+                    names,
                 )
             return _compiled_for(start, stop_, step, body, values, names, target, where, args, stop)
         except AssignmentError:

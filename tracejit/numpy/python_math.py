@@ -30,7 +30,9 @@ def complex_of(real=0, imag=0):
     Mandelbrot example; Python's own for Python numbers, strings and complex parts."""
     parts = (real, imag)
     if not any(isinstance(p, Tensor) for p in parts) or not all(
-        isinstance(p, Tensor) and p.shape == () and p.dtype.kind in "biuf"
+        isinstance(p, Tensor)
+        and p.shape == ()
+        and p.dtype.kind in "biuf"
         or isinstance(p, (int, float, np.integer, np.floating))
         for p in parts
     ):
