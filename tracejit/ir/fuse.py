@@ -111,10 +111,13 @@ def schedule(
     the Program's fields of the same names."""
     extents: dict[str, dict[str, int]] = {}
     stored: set[Node] = set()
-    outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored, options.library)
+    # products and sorts by the host's libraries (numba, an OpenCL CPU), unless products are tiled kernels (a GPU,
+    # or a choice of the device's layout: autotune's, the tests')
+    by_library = options.library and not options.tiled
+    outputs = _merge_long_sorts(_split_scans(_split_reductions(outputs)), options.sort_bytes, stored, by_library)
     outputs, calls_for = (
         library.plan(outputs, stored)
-        if options.library
+        if by_library
         else contraction.plan(outputs, stored)
         if options.tiled
         else (outputs, {})
@@ -147,14 +150,14 @@ def schedule(
             reads,
             [writes[a.out] for a in group],
             # (a sort the host's library runs: its kernel IR, the reference, sorts the whole row in one piece)
-            replace(options, sort_bytes=None) if options.library and isinstance(what, library.Sort) else options,
+            replace(options, sort_bytes=None) if by_library and isinstance(what, library.Sort) else options,
             None if other is None else other.extents.get(name),
             extents[name],
             None if moving is None else moving.get(name, frozenset()),
         )
         if options.tiled and isinstance(what, library.Gemm):
             kernel.contraction = contraction.describe(what, group[0].out, reads, writes[group[0].out], params)
-        found = options.library and what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)
+        found = by_library and what and library.call(what, group[0].out, params, reads, writes[group[0].out].key)
         if found:
             calls[len(kernels)] = found
         kernels.append(kernel)

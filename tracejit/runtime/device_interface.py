@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
+from tracejit.errors import InternalError
 from tracejit.ir.kernel_ir import KernelIR
 from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime.device_stats import DeviceStats
@@ -51,11 +52,6 @@ class KernelDevice(DeviceInterface, Protocol):
     def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options):
         """Render and compile one kernel: (the compiled kernel, with .name, .source, .ir, .launch and
         .cached; what launcher() takes of its binary; the threads per group its registers allow, or None)."""
-
-    def library_launch(self, kernel: KernelIR, call, scalars: list[tuple[int, np.dtype] | None]):
-        """Only for a device whose layout has `library` set (a CPU OpenCL device): a product or sort of the plan that
-        the host's library runs on the device's memory (ir/library.Call), as (what f.lower() lists for it, the
-        launcher enqueue() runs)."""
 
     def launcher(self, compiled, binary, scalars: list[tuple[int, np.dtype] | None]):
         """The plan's own launcher of one kernel. `scalars`, per parameter: None for a buffer, else (the
@@ -135,6 +131,12 @@ class Device(DeviceStats):
             "capability": info.compute_capability,
             "threads": info.max_threads_per_group,
         }
+
+    def library_launch(self, kernel: KernelIR, call, scalars: list[tuple[int, np.dtype] | None]):
+        """A GPU-API device whose layout has `library` set (OpenCL on a CPU): a product or sort of the launch plan
+        that the host's library runs on the device's memory (ir/library.Call), as (what f.lower() lists for it, the
+        launcher its enqueue() runs). Only such a device's programs have library calls."""
+        raise InternalError(f"{self.name} runs no library calls, yet its layout asked for them (LayoutOptions.library)")
 
     def prepare_replay(self, launches):
         """A captured graph's launches, final before its first replay, in the form replay() takes."""

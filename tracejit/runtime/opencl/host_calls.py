@@ -40,7 +40,7 @@ class HostKernel:
     source: str
     ir: KernelIR
     launch: HostLaunch = HostLaunch()
-    cached: bool = True  # (nothing compiled)
+    cached: bool = False  # (nothing loaded: counted as a library call, Kernel._counted)
 
 
 class HostCall:
