@@ -36,6 +36,9 @@ MIN_SIDE = 8  # rows and columns of the product at least: a row's sum of squares
 # matrix-vector product of a computed matrix is memory-bound, and fused with its neighbours it wins
 MIN_MATVEC = 1 << 14  # elements of a matrix read from memory times a vector: BLAS's gemv reads it faster than the
 # generated loops (y @ A sums down the columns: 5x slower at 5500^2; see find_gemm)
+# ... and times 2-7 vectors, a matrix of at least this many elements (float32 768 x 3072, 9 MB: the generated
+# loops 0.46 ms against BLAS's 0.65; 4096^2: 6.5 against 5.1; 30000 x 2000: 81 against 17)
+MIN_ROWS_MATRIX = 1 << 22
 MIN_OUTPUT = 64  # fewer results than this: the two-stage split reduction spreads the work better
 MIN_SORT = 1 << 16  # elements; NumPy's SIMD sort beats the generated merge sort by ~4x from here
 MIN_POSITIONS = 1 << 14  # elements of a mask: np.flatnonzero (one pass) beats the scan and scatter from here
@@ -248,9 +251,12 @@ def find_gemm(node: Node, min_work: int, matvec: bool = False) -> Gemm | None:
 
 def _matrix_times_vector(gemm: Gemm) -> bool:
     """Whether the product is one matrix (k by n, or m by k, at least MIN_MATVEC elements) read from memory times
-    a vector (see find_gemm)."""
+    a vector, or times fewer than MIN_SIDE of them (`x @ W` for 2 rows of x: generated, the sum down W's columns
+    took 81 ms for 2 x 30000 @ 30000 x 2000 float32 where NumPy's BLAS takes 17; see find_gemm)."""
     b, m, n, k = gemm.sizes()
-    if b != 1 or min(m, n) != 1 or max(m, n) < MIN_SIDE or k < MIN_SIDE or max(m, n) * k < MIN_MATVEC:
+    if b != 1 or min(m, n) >= MIN_SIDE or max(m, n) < MIN_SIDE or k < MIN_SIDE or max(m, n) * k < MIN_MATVEC:
+        return False
+    if min(m, n) > 1 and max(m, n) * k < MIN_ROWS_MATRIX:  # (a few rows through a matrix the caches hold: fused)
         return False
     matrix = gemm.y if m == 1 else gemm.x
     while matrix.op in VIEWS:

@@ -52,8 +52,9 @@ class GemmLaunch:
         self.arguments: np.ndarray | Literal[False] | None = None  # blas.driver_arguments's; False: none work
         self.entry = None  # the driver's entry point, once loaded
         # a matrix times a vector: NumPy's matmul, whose BLAS (OpenBLAS) runs gemv; MKL's gemm with one row or
-        # column took 8.5 ms for a 5500^2 float64 matrix where gemv takes 5.5 (2-core VM)
-        self.matvec = min(call.what.sizes()[1:3]) == 1 if isinstance(call.what, library.Gemm) else False
+        # column took 8.5 ms for a 5500^2 float64 matrix where gemv takes 5.5 (2-core VM); and a few rows times
+        # a large matrix (streams_a_matrix)
+        self.matvec = isinstance(call.what, library.Gemm) and streams_a_matrix(call.what)
 
     def __call__(self, *arrays):
         if self.matvec:
@@ -110,6 +111,21 @@ class GemmLaunch:
         return False if p is None else p
 
 
+# a product of at most this many rows (or columns) of a matrix of at least STREAMED_MIN elements reads that
+# matrix once, at the memory's speed: NumPy's matmul (OpenBLAS's gemm) streams it 1.5-5x faster than MKL's gemm
+# did on the 2-core AMD EPYC VM, 2026-11-30 (float32 8 x 30000 @ 30000 x 2000: 17.6 ms against 29.1;
+# 8 x 768 @ 768 x 3072: 0.58 against 1.94; 2 rows: 16.6 against 82); from 32 rows on MKL's lead in a model's
+# blocks (its products' threads beside the fused kernels) is back
+SKINNY = 16
+STREAMED_MIN = 1 << 20
+
+
+def streams_a_matrix(gemm: library.Gemm) -> bool:
+    """A matrix times a vector, or a few rows (columns) times a large matrix: NumPy's matmul runs it."""
+    _, m, n, k = gemm.sizes()
+    return min(m, n) == 1 or min(m, n) <= SKINNY and k * max(m, n) >= STREAMED_MIN
+
+
 def _numpy_matmul(a, c, into) -> None:
     np.matmul(a, c, out=into)
 
@@ -127,6 +143,8 @@ def library_source(call: library.Call) -> str:
         by = "numpy"
     elif min(call.what.sizes()[1:3]) == 1:
         by = "numpy.matmul (its BLAS's gemv)"
+    elif streams_a_matrix(call.what):
+        by = "numpy.matmul (a few rows through a large matrix: its BLAS streams it)"
     else:
         by = {"mkl": "MKL's cblas gemm", "numpy": "numpy.matmul"}[blas.backend()]
     return (
