@@ -21,7 +21,7 @@ class TracejitError(Exception):
 class TraceError(TracejitError):
     """The kernel function did something that cannot be traced: a value read from an array used where Python
     needs it while tracing: in an `if` whose branch raises an exception of your own class or returns from inside
-    a loop, in a lambda's conditional or `bool()`, as an index into a NumPy array or a Python sequence (its value
+    nested loops, in a lambda's conditional or `bool()`, as an index into a NumPy array or a Python sequence (its value
     is not known while tracing; an int or float argument so used is fine: the kernel is specialised on its
     value); iterating over more than 64 rows of a traced value in a way that is not compiled as a loop.
     (Conditional expressions, `if`s that bind names, assign, return early or raise a built-in exception,
