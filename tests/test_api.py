@@ -362,3 +362,30 @@ def test_the_generated_call_and_the_general_one_share_plans():
     assert repr(k) == "<tracejit.kernel f>" and k.__name__ == "f"
     s = tj.kernel(f, static="y")   # static arguments key by value: the general path
     assert s(x, 2.0)[0, 1] == 4.0 and s(x, 2.0)[0, 1] == 4.0 and s.cache_info()["compiles"] == 1
+
+
+def test_a_dict_of_settings_keys_the_kernel_by_value_and_is_never_changed(device):
+    """conv_param = {"stride": 1, "pad": 1} (CS231n's layers): specialised on its value as a static argument; a
+    function that changes it, or a dict holding arrays, is refused with the reason."""
+    def scaled(x, p):
+        return x * p["scale"] + p["shift"] * len(p["names"])
+
+    f = tj.kernel(scaled)
+    x = np.arange(6.0, dtype=np.float32)
+    for p in ({"scale": 2.0, "shift": 1.0, "names": ["a"]}, {"scale": 3.0, "shift": 1.0, "names": ["a", "b"]}):
+        np.testing.assert_array_equal(np.asarray(f(x, p, device=device)), scaled(x, p))
+    assert f.cache_info()["plans"] == 2
+    np.testing.assert_array_equal(np.asarray(f(x, {"scale": 2.0, "shift": 1.0, "names": ["a"]}, device=device)),
+                                  x * 2 + 1)
+    assert f.cache_info()["plans"] == 2   # the same settings: the plan of the first call
+
+    def records(x, p):
+        p["total"] = x.sum()
+        return x
+
+    given = {"a": 1}
+    with pytest.raises(tj.UnsupportedError, match="changes its argument p"):
+        tj.kernel(records)(x, given, device=device)
+    assert given == {"a": 1}
+    with pytest.raises(tj.ArgumentError, match="dict holding ndarray"):
+        tj.kernel(lambda x, p: x * p["w"])(x, {"w": x}, device=device)

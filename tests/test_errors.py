@@ -185,8 +185,8 @@ def add_two(a, b):
     ((f32(3), f32(3)), {"c": f32(3)}),
     (("not an array", f32(3)), {}),
     ((object(), f32(3)), {}),
-    (({"a": 1}, f32(3)), {}),
-], ids=["too few", "too many", "unknown keyword", "str argument", "object argument", "dict argument"])
+    (({"a": f32(3)}, f32(3)), {}),   # (a dict of settings is a static argument: test_api.py)
+], ids=["too few", "too many", "unknown keyword", "str argument", "object argument", "dict of arrays argument"])
 def test_wrong_arguments_raise_argument_error(args, kwargs, device):
     with pytest.raises(tj.ArgumentError):
         add_two(*args, device=device, **kwargs)
@@ -198,7 +198,7 @@ def test_unhashable_static_argument_raises_argument_error(device):
         return x.sum(axis=axis)
 
     with pytest.raises(tj.ArgumentError):
-        total(f32(3, 4), [0, 1], device=device)
+        total(f32(3, 4), {0, 1}, device=device)   # (a set: a list or a dict of settings keys by value)
 
 
 # =============================================================================================

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import os
@@ -66,7 +67,7 @@ from tracejit.frontend.sized import SizedPlan, probe
 from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import arrays
 from tracejit.frontend.binding import Layout, Parameters
-from tracejit.frontend.signature import ArgInfo, arg_key, describe, normalize, spec, value_key
+from tracejit.frontend.signature import ArgInfo, arg_key, describe, is_setting, normalize, spec, value_key
 from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
 from tracejit.numpy.user_frames import installed_library
 from tracejit.frontend.manifest import record
@@ -80,6 +81,17 @@ _BYTES_PER_TRACED_VALUE = 2048
 def _trace_values() -> int:
     """How many traced values a trace may make: half the memory free now, at least 200,000."""
     return max(200_000, (device_info.available_memory() or 0) // 2 // _BYTES_PER_TRACED_VALUE)
+
+
+def _changed(given, traced) -> bool:
+    """Whether the trace changed its copy of a dict or list argument (an item set to a traced value, added or
+    removed)."""
+    try:
+        after = value_key(traced)
+        hash(after)  # (a traced value or an array put into it: unhashable)
+    except TypeError:
+        return True
+    return value_key(given) != after
 
 
 class NeedsNumbers(Exception):
@@ -236,6 +248,9 @@ class Kernel:
         """The plan for a call's bound arguments, and the arguments as it takes them (_normalize)."""
 
         def plan():
+            settings = {i: "a dict of settings" for i, a in enumerate(args) if i not in self._static and is_setting(a)}
+            if settings:  # (conv_param = {"stride": 1, "pad": 1}): keyed by value from now on, as static= does
+                raise NeedsNumbers(settings)
             normalized = self._normalize(args, dev)
             return self._plan_for(normalized, dev, compile_only), normalized
 
@@ -642,8 +657,8 @@ class Kernel:
         infos = [ArgInfo("static", value=a) if i in self._static else describe(a, i) for i, a in enumerate(args)]
         tensors = []
         for i, (a, info) in enumerate(zip(args, infos)):
-            if info.kind == "static":
-                tensors.append(a)
+            if info.kind == "static":  # (a dict or list: the trace's own copy, which it must not change)
+                tensors.append(copy.deepcopy(a) if type(a) in (dict, list) else a)
             elif info.kind == "default":
                 tensors.append(info.value)
             elif info.kind == "scalar":  # (a Python bool's arithmetic is Python's: True + True is 2)
@@ -684,6 +699,13 @@ class Kernel:
                     return probe(self.__name__, e, infos, draws.streams, found.used)
         except TraceError as e:
             raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
+        for i, (a, given) in enumerate(zip(args, tensors)):
+            if type(a) in (dict, list) and i in self._static and _changed(a, given):
+                raise UnsupportedError(
+                    f"{self.__name__} changes its argument {self._names_of(infos)[i]} (a {type(a).__name__}) while it "
+                    "runs; a kernel cannot hand such a change back to the caller as NumPy code does: return the new "
+                    "values instead (or copy the argument first)"
+                )
         if used:  # a Python number the code needed as a number: traced again with it a constant
             raise NeedsNumbers(used)
         tuple_result = isinstance(result, (tuple, list))

@@ -143,7 +143,32 @@ def value_key(a):
         return (t, a.tobytes())
     if t is complex:
         return (complex, a.real.hex(), a.imag.hex())
+    if t is dict:  # a dict of settings (conv_param = {"stride": 1, "pad": 1}), item by item in its order
+        return (dict, tuple((value_key(k), value_key(v)) for k, v in a.items()))
+    if t is list:
+        return (list, tuple(value_key(v) for v in a))
     return (t, a)
+
+
+_SETTING_LEAVES = (bool, int, float, complex, str, type(None))
+
+
+def is_setting(a) -> bool:
+    """Whether an argument is a dict of settings: a dict whose keys and values are Python numbers, strings, None
+    and tuples, lists and dicts of them (no arrays). Such an argument keys the plan by value, as static= does."""
+    if type(a) is not dict:
+        return False
+
+    def plain(v) -> bool:
+        if isinstance(v, _SETTING_LEAVES):
+            return True
+        if type(v) in (tuple, list):
+            return all(plain(x) for x in v)
+        if type(v) is dict:
+            return all(plain(k) and plain(x) for k, x in v.items())
+        return False
+
+    return plain(a)
 
 
 def describe(a, position: int) -> ArgInfo:
@@ -193,6 +218,13 @@ def _describe(a, position: int) -> ArgInfo:
 
         part = SCALAR_PARTS.get() or np.dtype(np.float64)
         return ArgInfo("array", part, (2,), (1,), writeable=False, complex="scalar")
+    if type(a) is dict:  # (a dict of settings is keyed by value before this: kernel._planned, is_setting)
+        held = sorted({type(v).__name__ for v in a.values() if not is_setting({0: v})})
+        raise ArgumentError(
+            f"argument {position} is a dict holding {', '.join(held)} values: a dict of settings (numbers, strings, "
+            "tuples of them) keys the kernel by value, but one holding arrays cannot be an argument; pass its "
+            "arrays as arguments of their own"
+        )
     if not isinstance(a, np.ndarray):
         raise ArgumentError(
             f"argument {position} of type {type(a).__name__} is not an array; pass a numpy "
