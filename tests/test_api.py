@@ -389,3 +389,27 @@ def test_a_dict_of_settings_keys_the_kernel_by_value_and_is_never_changed(device
     assert given == {"a": 1}
     with pytest.raises(tj.ArgumentError, match="dict holding ndarray"):
         tj.kernel(lambda x, p: x * p["w"])(x, {"w": x}, device=device)
+
+
+def test_a_nested_result_keeps_its_shape_with_its_arrays_and_constants(device):
+    """`return out, (x, w, b, conv_param)` (CS231n's layers): the arrays are results, the rest comes back as it was,
+    a copy each call; complex arrays inside nested tuples and dicts of traced values are refused with the reason."""
+    def layer(x, p):
+        out = x * p["scale"]
+        return out, (x, [out.sum(), None], p), "tag"
+
+    f = tj.kernel(layer)
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    p = {"scale": 2.0}
+    out, (x_back, (total, nothing), p_back), tag = f(x, p, device=device)
+    np.testing.assert_array_equal(np.asarray(out), x * 2)
+    np.testing.assert_array_equal(np.asarray(x_back), x)
+    assert float(np.asarray(total)) == float((x * 2).sum()) and nothing is None and tag == "tag"
+    assert p_back == p and p_back is not p
+    again = f(x, p, device=device)
+    assert again[1][2] is not p_back and isinstance(again[1][1], list)
+    with pytest.raises(tj.TraceError, match="dict of traced values"):
+        tj.kernel(lambda x: (x, {"y": x * 2}))(x, device=device)
+    if device == "numba":
+        with pytest.raises(tj.UnsupportedError, match="complex arrays inside nested tuples"):
+            tj.kernel(lambda x: (x, (x * 1j,)))(x, device=device)

@@ -22,9 +22,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # everyday science
     # numbers and loops
     # loop-style programs
-    "loops.conv_forward_naive": (tj.TraceError, "it returns (out, cache) with cache = (x, w, b, conv_param), a tuple "
-                                 "inside the result tuple: a kernel returns one flat tuple (its dict of settings "
-                                 "compiles since it keys the kernel by value)"),
 }
 
 

@@ -66,6 +66,15 @@ def run_program(p: Program, dtype: str, device: str) -> None:
             tuple(a for a in numpy_args if isinstance(a, np.ndarray))
     # A float64 result computed from float32 data (a NumPy float64 scalar promotes a float32 chain
     # midway, as in GPT-2's gelu) carries the float32 steps' rounding: compare at the input's precision.
+    if _nested(expected):   # (out, cache) with cache = (x, w, b, conv_param): compared leaf by leaf
+        mine, theirs = _leaves(result), _leaves(expected)
+        assert len(mine) == len(theirs) and _shape_of(result) == _shape_of(expected), (
+            f"{p.name}: the result's structure {_shape_of(result)} is not NumPy's {_shape_of(expected)}")
+        arrays = [(m, t) for m, t in zip(mine, theirs) if isinstance(t, (np.ndarray, np.generic, int, float))]
+        for m, t in zip(mine, theirs):
+            if not isinstance(t, (np.ndarray, np.generic, int, float)):
+                assert m == t, f"{p.name}: a result that is not an array differs: {m!r}, not {t!r}"
+        result, expected = tuple(m for m, _ in arrays), tuple(t for _, t in arrays)
     outputs = expected if isinstance(expected, tuple) else (expected,)
     floats = [np.asarray(a).dtype for a in (*args, *outputs) if np.asarray(a).dtype.kind == "f"]
     rtol, atol = max((tolerances(d) for d in floats), default=(None, None))
@@ -74,6 +83,23 @@ def run_program(p: Program, dtype: str, device: str) -> None:
     for i, (mine, theirs) in enumerate(zip(kernel_args, numpy_args)):   # arguments assigned into, as NumPy
         if isinstance(theirs, np.ndarray):
             assert_close(mine, theirs, rtol=rtol, atol=atol, what=f"{p.name}: argument {i} after the call")
+
+
+def _nested(value) -> bool:
+    return isinstance(value, (tuple, list)) and any(isinstance(v, (tuple, list)) for v in value)
+
+
+def _leaves(value) -> list:
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def _shape_of(value):
+    """A nested result's structure: its tuples and lists, each leaf's kind."""
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_shape_of(v) for v in value))
+    return "array" if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__") else type(value).__name__
 
 
 def _call_of(p: Program, args: tuple) -> tuple[tuple, dict]:

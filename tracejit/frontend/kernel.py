@@ -62,7 +62,7 @@ from tracejit.frontend.dynamic import (
 from tracejit.frontend.hot_path import fast_class, key_function
 from tracejit.frontend import complex_calls, narrow_float_calls
 from tracejit.frontend.complex_calls import ComplexPlan
-from tracejit.frontend.plan import Plan, Traced
+from tracejit.frontend.plan import Plan, Traced, template
 from tracejit.frontend.sized import SizedPlan, probe
 from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import arrays
@@ -711,15 +711,26 @@ class Kernel:
         tuple_result = isinstance(result, (tuple, list))
         # None: a procedure, which only assigns into its arguments (or does nothing); the call returns None
         results = list(result) if tuple_result else [] if result is None else [result]
-        for k, r in enumerate(results):
+        structure = None
+        if tuple_result and any(isinstance(r, (tuple, list)) for r in results):  # (out, (x, w, b, conv_param))
+            flat: list = []
+            structure = template(result, flat)
+            results = flat
+        for r in results:
             if isinstance(r, conditional_expressions.PartlyBound):
                 r._refuse()  # (a TraceError that says which name and why)
-            if isinstance(r, (tuple, list, dict)) and any(isinstance(v, Tensor) for v in _leaves(r)):
+        for r in _dicts(result):
+            if any(isinstance(v, Tensor) for v in _leaves(r)):
                 raise TraceError(
-                    f"{self.__name__} returns a {type(r).__name__} of traced values as result {k}: a kernel returns an "
-                    "array, a number, or one flat tuple of them; return (a, b, c) and group them after the call"
+                    f"{self.__name__} returns a dict of traced values: a kernel returns arrays and numbers, in a tuple "
+                    "or nested tuples and lists; return the dict's values and make the dict after the call"
                 )
         complex_outputs = {k: r.dtype for k, r in enumerate(results) if isinstance(r, complex_values.ComplexTensor)}
+        if structure is not None and complex_outputs:
+            raise UnsupportedError(
+                f"{self.__name__} returns complex arrays inside nested tuples: not supported yet; return them in one "
+                "flat tuple (a, b, c) and group them after the call"
+            )
         results = [r.parts_array() if k in complex_outputs else r for k, r in enumerate(results)]
         try:
             outputs = [as_node(r) for r in results]
@@ -758,6 +769,13 @@ class Kernel:
         traced.complex_outputs = complex_outputs
         if tuple_result and hasattr(result, "_fields"):  # NumPy's named results (SVDResult, ...) keep their names
             traced.named = type(result)
+        if structure is not None:
+            if traced.narrow_outputs:
+                raise UnsupportedError(
+                    f"{self.__name__} returns bfloat16 or float8 arrays inside nested tuples: not supported yet; "
+                    "return them in one flat tuple (a, b, c) and group them after the call"
+                )
+            traced.structure = structure
         return traced
 
     def __repr__(self) -> str:
@@ -822,6 +840,15 @@ def plan_cache_size() -> int:
         return max(1, int(value)) if value else PLAN_CACHE_SIZE
     except ValueError:
         raise ArgumentError(f"{ENV_PLAN_CACHE_SIZE}={value!r} is not a whole number of plans") from None
+
+
+def _dicts(value) -> list:
+    """The dicts in a result, itself one or among its nested tuples and lists."""
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [d for v in value for d in _dicts(v)]
+    return []
 
 
 def _leaves(value) -> list:

@@ -3,6 +3,9 @@ plan (Plan), which runs a call, writing assigned arguments back and results into
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
+
 import numpy as np
 
 from tracejit.errors import UnsupportedError
@@ -15,6 +18,34 @@ from tracejit.runtime.array import Array
 from tracejit.frontend import destinations
 from tracejit.numpy import int_comparisons, random_draws
 from tracejit.frontend.signature import ArgInfo
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A value of a nested result that is not an array (a dict of settings, a string, None): returned as it was,
+    a copy of it each call."""
+
+    value: object
+
+
+def template(value, flat: list):
+    """The structure of a nested result (Traced.structure), its arrays and numbers appended to `flat`."""
+    if isinstance(value, (tuple, list)):
+        items = [template(v, flat) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if value is None or isinstance(value, (str, bytes, dict, set, frozenset)):
+        return Constant(value)
+    flat.append(value)
+    return len(flat) - 1
+
+
+def _built(structure, results: list):
+    if isinstance(structure, int):
+        return results[structure]
+    if isinstance(structure, Constant):
+        return copy.deepcopy(structure.value)
+    items = [_built(s, results) for s in structure]
+    return type(structure)(*items) if hasattr(structure, "_fields") else type(structure)(items)
 
 
 class Traced:
@@ -35,6 +66,9 @@ class Traced:
     complex_outputs: dict[int, np.dtype] = {}  # results computed as parts: their complex dtype (complex_calls.py)
     named: type | None = None  # the named tuple class of the function's result (np.linalg.svd's SVDResult), if one
     narrow_outputs: dict[int, np.dtype] = {}  # bfloat16 and float8 results, computed as bits (narrow_floats.py)
+    # a result of nested tuples and lists (CS231n's `return out, (x, w, b, conv_param)`): the result's shape, each
+    # array an int (its position among the results), each other value a Constant; None: a flat result
+    structure: object = None
 
     def __init__(
         self,
@@ -57,6 +91,8 @@ class Traced:
         tuple."""
         if self.tuple_result is None:
             return None
+        if self.structure is not None:
+            return _built(self.structure, results)
         if not self.tuple_result:
             return results[0]
         return tuple(results) if self.named is None else self.named(*results)
@@ -171,7 +207,12 @@ class Plan:
             self.run = lambda args: traced.pack([])
         elif traced.assigned or traced.checks:
             self.run = lambda args: self._call(args, args)
-        elif device.returns_numpy and (len(traced.outputs) > 1 or not traced.tuple_result) and traced.named is None:
+        elif (
+            device.returns_numpy
+            and (len(traced.outputs) > 1 or not traced.tuple_result)
+            and traced.named is None
+            and traced.structure is None
+        ):
             self.run = executable.run  # returns the array, or the tuple of arrays, as it is
         else:
             self.run = self._run
