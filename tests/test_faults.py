@@ -487,6 +487,7 @@ def _bad_arguments() -> dict:
 
 
 BAD_ARGUMENTS = _bad_arguments()
+SETTINGS = {"dict"}   # arguments the kernel is specialised on by value (a dict of settings: test_api.py)
 
 
 def _numpy_outcome(fn, arg):
@@ -511,6 +512,10 @@ def test_every_kind_of_argument_gives_numpy_s_answer_or_a_tracejit_error(name, d
     try:
         got = tj.kernel(fn)(arg, device=device)
     except tj.TracejitError:
+        return
+    except TypeError as e:   # a dict of settings is passed to the function as it is: Python's own error, as NumPy's
+        if not (name in SETTINGS and status == "error" and type(e) is type(expected) and str(e) == str(expected)):
+            raise
         return
     got = np.asarray(got)
     assert status == "ok", f"NumPy raised {expected!r} but tracejit returned {got!r}"
