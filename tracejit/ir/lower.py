@@ -111,23 +111,36 @@ def emit(
     cached = _row_to_keep(a, group, options.keep_row_max) if keeps else None
     if keeps:
         e.keep_inputs(a.reduces[0], _inputs_to_keep(a, group, buffers, cached, options))
-    for n, (red, rvars) in enumerate(zip(a.reduces, rgroups)):
+    n = 0
+    for reds in _sharing_loops(a.reduces, rgroups, cached, e.inputs):
+        red: RowReduction = reds[0][0]
+        rvars: list[Var] = reds[0][1]
         if red.node.op is Op.SORT:
             e.sorted[red.node] = _emit_sort(e, red, rvars, options.sort_bytes)
+            n += 1
             continue
-        op = red.node.arg[0]
-        accs = [e.b.emit(KOp.ACC, red.node.dtype, (), (op, identity(op, red.node.dtype))) for _ in tile]
+        accs = {
+            r.node: [
+                e.b.emit(KOp.ACC, r.node.dtype, (), (r.node.arg[0], identity(r.node.arg[0], r.node.dtype)))
+                for _ in tile
+            ]
+            for r, _ in reds
+        }
         kept_row = e.keep_row(red) if red is cached else None
         e.walking = (red if n == 0 else None, set(red.vars))
         opened = e.open_loops(rvars, "reduce")
-        for acc, step in zip(accs, tile):
+        for _, its_vars in reds[1:]:  # (the loop's variables under each reduction's own names)
+            e.var_ref.update((v, e.var_ref[w]) for v, w in zip(its_vars, rvars))
+        for k, step in enumerate(tile):
             with e.unrolled(step):
-                val = e.value(red.node.srcs[0], red.src_idx)
-                e.b.emit(KOp.UPDATE, None, (acc, val))
-                if kept_row is not None:
-                    e.b.emit(KOp.STORE, None, (kept_row, e.index(e.row_position(red.src_idx)), val))
+                for r, _ in reds:
+                    val = e.value(r.node.srcs[0], r.src_idx)
+                    e.b.emit(KOp.UPDATE, None, (accs[r.node][k], val))
+                    if kept_row is not None:
+                        e.b.emit(KOp.STORE, None, (kept_row, e.index(e.row_position(r.src_idx)), val))
         e.close_loops(opened)
-        e.reduced[red.node] = accs
+        e.reduced.update(accs)
+        n += len(reds)
     e.row_vars = [v for v in a.out_vars if v not in rows]
     e.walking = (None, set(e.row_vars))
     scan_accs = [
@@ -148,6 +161,43 @@ def emit(
                     e.b.emit(KOp.STORE, None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
     return _check_tables(hoist(kernel)), params
+
+
+def _sharing_loops(reduces: list[RowReduction], rgroups: list[list[Var]], cached, kept_inputs) -> list[list]:
+    """The reductions in runs that share one loop, each with its loop variables: a reduction joins the run before
+    it where its loops have the same extents and it reads none of the run's results (n-body's ax, ay and az, three
+    sums over the same pairs: each pair's common terms, 1 / r**3, computed once instead of three times). Sorts,
+    the row kept in local memory and the loads kept there (the first reduction stores them) stay alone."""
+    runs: list[list] = []
+    for red, rvars in zip(reduces, rgroups):
+        last = runs[-1] if runs else None
+        if (
+            last is not None
+            and not kept_inputs
+            and red.node.op is Op.REDUCE
+            and last[0][0].node.op is Op.REDUCE
+            and red is not cached
+            and last[0][0] is not cached
+            and [v.extent for v in rvars] == [v.extent for v in last[0][1]]
+            and not _reads_any(red.node.srcs[0], {r.node for r, _ in last})
+        ):
+            last.append((red, rvars))
+        else:
+            runs.append([(red, rvars)])
+    return runs
+
+
+def _reads_any(node: Node, targets: set[Node]) -> bool:
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n in targets:
+            return True
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(n.srcs)
+    return False
 
 
 def _walk_backwards(plan: LoopPlan, var: Var) -> LoopPlan:
