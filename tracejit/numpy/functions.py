@@ -157,6 +157,10 @@ def _binary(name: str, a, b) -> Tensor:
             return Tensor(settled)
         compute = _numpy_result(np.add, (_probe(a), _probe(b))) if not (a.dtype == b.dtype == BOOL) else BOOL
         compute = check(compute)
+    if op is Op.POW and b.op is Op.CONST and b.shape == () and b.arg == 0.5 and a.shape and is_float(compute):
+        # NumPy's array ** 0.5 (a scalar exponent) is np.sqrt: -0.0 stays -0.0 and -inf is NaN, where pow gives
+        # +0.0 and +inf (a NumPy scalar's x[i] ** 0.5 is pow's, as the graph's POW)
+        return Tensor(build.unary(Op.SQRT, build.cast(a, compute, weak)))
     a, b = _broadcast([build.cast(a, compute, weak), build.cast(b, compute, weak)])
     if op is Op.POW and b.op is Op.CONST and b.arg in (2, 3) and is_float(compute):
         narrow = is_narrow_float(compute)

@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, KernelIR, faults, has_atomics
-from tracejit.codegen.cpu import llvm_math
+from tracejit.codegen.cpu import llvm_math, powers
 from tracejit.codegen.cpu.llvm_ops import (
     BOOL_OPS,
     F32,
@@ -516,6 +516,9 @@ class _Emitter:
             return b.select(a[0], a[1], a[2])
         if src == np.bool_:
             return bool_op(b, op, a)
+        power = self.constant_power(x)
+        if power is not None:
+            return powers.emit_llvm(b, a[0], power)
         if src.kind == "f":
             name = MATH.get((src, op))
             out = b.call(self.math(name, len(a)), a) if name is not None else float_op(b, op, a, src)
@@ -527,6 +530,13 @@ class _Emitter:
         if op == KOp.POW:
             return self.int_power(a[0], a[1], src)
         return int_op(b, op, a, src)
+
+    def constant_power(self, x: Instr) -> powers.Power | None:
+        """The expansion of a float x ** c with c a constant powers.py expands, else None."""
+        if x.op != KOp.POW or x.dtype == np.float16:
+            return None
+        c = self.ins[x.srcs[1]]
+        return powers.constant_power(c.arg, c.dtype) if c.op == KOp.CONST else None
 
     def math(self, name: str, arity: int = 1) -> ir.Function:
         ty = F32 if name.endswith("f32") else F64

@@ -22,7 +22,7 @@ import numpy as np
 
 from tracejit.ir.kernel_ir import INDEX, NEGATIVE_POWER, Instr, KOp, KernelIR, faults
 from tracejit.ir.ops import ROUNDS_TO_FLOAT16
-from tracejit.codegen.cpu import native as numba_native
+from tracejit.codegen.cpu import native as numba_native, powers
 from tracejit.codegen.cpu.rows import BLOCKED_ROW_MAX, host_vector_bytes, row_loops, wide_accumulator  # noqa: F401 (BLOCKED_ROW_MAX: tests)
 from tracejit.codegen.simt.mapping import ORDERED_BELOW, float16_totals, index_values
 
@@ -409,7 +409,15 @@ class _Source:
 
     def render_alu(self, i: int, x: Instr, a: list[str]) -> None:
         op, s, dt, ins, name = x.op, x.srcs, x.value_dtype, self.ins, self.names[i]
-        if op == KOp.POW and dt.kind == "i":  # NumPy raises for a negative exponent
+        power = (
+            powers.constant_power(ins[s[1]].arg, ins[s[1]].dtype)
+            if op == KOp.POW and ins[s[1]].op == KOp.CONST
+            else None
+        )
+        if power is not None and dt != np.float16:
+            for line in powers.python_lines(name, a[0], power, dt):
+                self.out(line)
+        elif op == KOp.POW and dt.kind == "i":  # NumPy raises for a negative exponent
             exponent = f"nonnegative_exponent({a[1]}, {NEGATIVE_POWER.code}, tj_error)"
             self.out(f"{name} = {_alu(op, [a[0], exponent], dt, ins[s[0]].value_dtype)}")
         elif dt == np.float16 and op in ROUNDS_TO_FLOAT16:  # computed in float32, rounded like NumPy
