@@ -25,6 +25,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tracejit.errors import UnsupportedError
+from tracejit.frontend import loop_stores
 from tracejit.ir import build, element_loops
 from tracejit.ir.analysis import Buffer
 from tracejit.ir.fuse import input_buffer, schedule
@@ -227,9 +228,7 @@ class Staged:
                 body_inputs[loop.inputs[0]] = build.binary(Op.MIN, build.binary(Op.MAX, index, low), high)
             graph = replace(loop.outputs, body_inputs)
             verify_graph(graph)
-            present = set(toposort(graph))
-            buffers = {x: _contiguous(x, p) for p, x in enumerate(stand_ins) if x in present}
-            executable = compile_graph(graph, buffers, len(stand_ins), dev, self.reused)
+            executable = self._compile_body(graph, stand_ins, loop)
             if isinstance(executable, Staged):  # (a body with loops: its parts compiled earlier too)
                 self.reused |= executable.reused
             self._loops.setdefault(lv, []).append(_Body(loop, srcs, executable, results))
@@ -240,6 +239,23 @@ class Staged:
         self.kernels = [k for part in self._parts.values() for k in part.executable.kernels] + [
             k for bodies in self._loops.values() for b in bodies for k in b.executable.kernels
         ]
+
+    def _compile_body(self, graph: list[Node], stand_ins: list[Node], loop: Loop):
+        """A loop body's executable: where the device's memory is NumPy's, its stores into one place of a carried
+        array made in place (frontend/loop_stores.py)."""
+        dev, first = self.device, 1 if loop.kind == "for" else 0
+
+        def compiled(outputs: list[Node]):
+            present = set(toposort(outputs))
+            buffers = {x: _contiguous(x, p) for p, x in enumerate(stand_ins) if x in present}
+            return compile_graph(outputs, buffers, len(stand_ins), dev, self.reused)
+
+        if dev.returns_numpy and not has_loops(graph):
+            outputs, found = loop_stores.stores(graph, stand_ins[first : first + loop.carried])
+            if found:
+                log(1, f"the loop at {loop.where} stores into {len(found)} carried array(s) in place")
+                return loop_stores.InPlaceBody(compiled(outputs), found, first, len(graph), lambda: compiled(graph))
+        return compiled(graph)
 
     @property
     def library_calls(self) -> int:
@@ -405,6 +421,8 @@ class Staged:
                 values[node] = finals[k]
                 owned.add(node)
             return
+        if getattr(run, "in_place", None):
+            carried = run.own(carried)  # (the loop's own memory to store into)
         n = loop.carried
         first = 1 if loop.kind == "for" else 0
         # a Python number carried (a weak 0-d value) is passed as one, as the kernel's Python-number arguments are
