@@ -694,3 +694,134 @@ def test_the_first_failing_step_in_order_raises_when_steps_run_in_parts(rng):
             tj.kernel(picked_columns)(A.copy(), idx, device="numba")
     with pytest.raises(IndexError, match="index 50 is out of bounds"):
         picked_columns(A.copy(), idx)
+
+
+# --- stores of many elements through n-d views, and their steps in parts (codegen/cpu/element_loops.py) ------------
+# A slab's loops address each array through its n-d view, the innermost loop along its contiguous axis; a loop whose
+# slabs store only at its own index on one axis (out[:, f] += ...) has independent steps.
+
+def channel_mix(x, w):   # out[:, f] += w[f, c] * x[:, c]: a 1x1 convolution, rank-3 slabs
+    out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:], x.dtype)
+    for f in range(w.shape[0]):
+        for c in range(w.shape[1]):
+            out[:, f] += w[f, c] * x[:, c]
+    return out
+
+
+def from_the_end(x, w):   # negative picks: the filters stored from the last, the channels read from the end
+    C = x.shape[1]
+    out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:], x.dtype)
+    for f in range(w.shape[0]):
+        for c in range(C):
+            out[:, -1 - f] += w[f, c] * x[:, c - C]
+    return out
+
+
+def every_other(x, w):   # slices with steps: every other place stored, the channel read backwards
+    out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:], x.dtype)
+    for f in range(w.shape[0]):
+        for c in range(w.shape[1]):
+            out[:, f, ::2] += w[f, c] * x[:, c, ::-2]
+    return out
+
+
+def onto_itself(A):   # a store reading its own target at other places: the column reversed, the one before
+    for f in range(1, A.shape[1]):
+        A[:, f] += A[::-1, f] * 3 + A[:, f - 1]
+    return A
+
+
+def filter_out_of_bounds(x, w, k):
+    out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:], x.dtype)
+    for f in range(w.shape[0]):
+        out[:, f + k] += w[f, 0] * x[:, 0]
+    return out
+
+
+def whole_sum_per_row(A):   # each step reads every row: steps that depend on each other
+    for i in range(A.shape[0]):
+        A[i, 0] = 1.0
+        A[i, 1] = A.sum()
+    return A
+
+
+def _data(rng, shape, dt):
+    if np.dtype(dt).kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    return rng.integers(-5, 6, shape).astype(dt)
+
+
+def check_as_given(f, args, device):   # strided and transposed arguments passed as they are (check() copies them)
+    expected = f(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    got = run_kernel(tj.kernel(f), *args, device=device)
+    assert_close(got, expected, rtol=1e-4 if expected.dtype == np.float32 else None)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("program", [channel_mix, from_the_end, every_other])
+def test_slab_updates_of_several_ranks_and_dtypes_match_numpy(program, dt, rng):
+    check(program, (_data(rng, (3, 4, 9), dt), _data(rng, (5, 4), dt)), "numba")
+    check(program, (_data(rng, (2, 3, 4, 7), dt), _data(rng, (2, 3), dt)), "numba")   # (rank-4 slabs)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("size", [3, 5])   # (3: the offsets' loops unrolled; 5: loops passing the filter's mask on)
+def test_a_convolution_layer_runs_as_one_function_and_matches_numpy(dt, size, rng, caplog):
+    from corpus.loops import conv2d
+
+    args = (_data(rng, (2, 3, 9, 10), dt), _data(rng, (6, 3, size, size), dt), _data(rng, (6,), dt))
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(conv2d, args, "numba")
+    said = [r.getMessage() for r in caplog.records]
+    assert any("is a loop over elements" in m for m in said), said
+    assert not any("failed to compile" in m for m in said), said
+
+
+def test_slab_updates_match_numpy_on_every_device(device, rng):
+    dt = float_dtype(device)
+    check(channel_mix, (_data(rng, (3, 4, 9), dt), _data(rng, (5, 4), dt)), device)
+    check(every_other, (_data(rng, (3, 4, 9), dt), _data(rng, (5, 4), dt)), device)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.int64])
+def test_slab_updates_of_strided_and_transposed_arguments_match_numpy(dt, rng):
+    x = _data(rng, (3, 4, 18), dt)[:, :, ::2]   # (every other element: not contiguous)
+    w = _data(rng, (4, 5), dt).T   # (transposed)
+    for program in (channel_mix, from_the_end, every_other):
+        check_as_given(program, (x, w), "numba")
+    check_as_given(onto_itself, (np.asfortranarray(_data(rng, (6, 5), dt)),), "numba")
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.int32])
+def test_a_slab_reading_its_own_target_elsewhere_matches_numpy(dt, rng, caplog):
+    with mock.patch.object(numba_element_loops, "PARALLEL_MIN_WORK", 0), caplog.at_level(logging.DEBUG, "tracejit"):
+        check(onto_itself, (_data(rng, (7, 6), dt),), "numba")
+    assert not any("are independent" in r.getMessage() for r in caplog.records)
+
+
+def test_a_slab_picking_outside_its_axis_raises_numpys_index_error(rng):
+    x, w = rng.standard_normal((3, 2, 5)), rng.standard_normal((4, 2))
+    with pytest.raises(IndexError) as theirs:
+        filter_out_of_bounds(x, w, 2)
+    with pytest.raises(IndexError) as ours:
+        tj.kernel(filter_out_of_bounds)(x, w, 2, device="numba")
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_steps_storing_slabs_at_their_own_index_run_in_parts_and_match_numpy(caplog, rng):
+    from corpus.loops import conv2d
+
+    args = (rng.standard_normal((4, 3, 12, 11)), rng.standard_normal((7, 3, 5, 5)), rng.standard_normal(7))
+    threads = mock.patch.object(numba_element_loops.numba_threads, "thread_count", lambda: 3)
+    with mock.patch.object(numba_element_loops, "PARALLEL_MIN_WORK", 0), threads:
+        with caplog.at_level(logging.DEBUG, logger="tracejit"):
+            check(conv2d, args, "numba", rtol=1e-9)
+            check(channel_mix, (rng.standard_normal((3, 4, 9)), rng.standard_normal((5, 4))), "numba", rtol=1e-9)
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("are independent: they run in parts" in m for m in said) == 2, said
+
+
+def test_a_step_reading_every_row_is_not_independent(caplog, rng):
+    with mock.patch.object(numba_element_loops, "PARALLEL_MIN_WORK", 0), caplog.at_level(logging.DEBUG, "tracejit"):
+        check(whole_sum_per_row, (rng.standard_normal((40, 3)),), "numba", rtol=1e-9)
+    assert not any("are independent" in r.getMessage() for r in caplog.records)
