@@ -74,6 +74,12 @@ def _place(cond: Node) -> tuple[int, Node] | None:
     return None
 
 
+def _store(memory: np.ndarray, value, position, axis: int, length: int) -> None:
+    at = int(np.asarray(position).reshape(()))
+    if 0 <= at < length:
+        memory[(slice(None),) * axis + (slice(at, at + 1),)] = value
+
+
 class InPlaceBody:
     """A loop body's executable whose stores into one place of carried arrays are made in place (module
     docstring): called as the plain body's executable is, it returns the carried arrays' memory as their next
@@ -87,8 +93,12 @@ class InPlaceBody:
         self.program = executable.program
         self.kernels = executable.kernels
         self.in_place = frozenset(s.carried for s in found)
-        keys = list(getattr(self.program, "outputs", ()))
-        self._stored_keys = frozenset(keys[s.value] for s in found if s.value < len(keys))
+        keys = list(getattr(self.program, "outputs", ()))[:count]
+        # the memory Staged offers for a stored value's output is the carried array's, not the stored value's (an
+        # output shared with another carried value keeps that value's memory)
+        self._stored_keys = frozenset(keys[s.value] for s in found) - {
+            k for j, k in enumerate(keys) if j not in self.in_place
+        }
 
     def own(self, carried: list) -> list:
         """The carried values' first values, those stored into in place copied (the loop's own memory)."""
@@ -96,15 +106,29 @@ class InPlaceBody:
 
     def __call__(self, args, into=None):
         if into:
-            into = {key: m for key, m in into.items() if key not in self._stored_keys}
+            into = {key: m for key, m in into.items() if key not in self._stored_keys and self._fits(key, m)}
         outs = list(self.executable(args, into) if into else self.executable(args))
         for s in self.found:
             memory = args[self.first + s.carried]
-            at = int(np.asarray(outs[s.position]).reshape(()))
-            if 0 <= at < s.length:
-                memory[(slice(None),) * s.axis + (slice(at, at + 1),)] = outs[s.value]
+            _store(memory, outs[s.value], outs[s.position], s.axis, s.length)
             outs[s.carried] = memory
         return outs[: self.count]
+
+    def _fits(self, key, memory) -> bool:
+        buffer = self.program.buffers.get(key)
+        return buffer is not None and tuple(buffer.shape) == np.shape(memory)
+
+    def bind_steps(self, args, into=None):
+        """bind() for a loop whose steps run bound (frontend/bound_loops.py), after own(): the step's program bound,
+        then each store as one more launch, writing into the carried array's memory. (`into`: the other carried
+        values' memory only.)"""
+        outs, launches, allocated = self.executable.bind(args, into)
+        outs = list(outs)
+        for s in self.found:
+            memory = args[self.first + s.carried]
+            launches.append((_store, (memory, outs[s.value], outs[s.position], s.axis, s.length)))
+            outs[s.carried] = memory
+        return outs[: self.count], launches, allocated
 
     @property
     def plain(self):

@@ -25,7 +25,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tracejit.errors import UnsupportedError
-from tracejit.frontend import loop_stores
+from tracejit.frontend import bound_loops, loop_stores
 from tracejit.ir import build, element_loops
 from tracejit.ir.analysis import Buffer
 from tracejit.ir.fuse import input_buffer, schedule
@@ -450,12 +450,17 @@ class Staged:
             if step_ == 0:
                 raise ValueError("range() arg 3 must not be zero")
             until = loop.until
-            for count, i in enumerate(range(start, stop, step_)):
+            steps = range(start, stop, step_)
+            finals = None
+            if until is None and not self._wrap and bound_loops.bindable(run, n):  # (its steps run bound)
+                finals = bound_loops.run(run, steps, carried, free, self.device)
+            for count, i in enumerate(steps if finals is None else ()):
                 if until is not None and self._read(carried[until]):  # (a break in the step before)
                     break
                 last = carried
                 carried = taken(step((i, *carried, *free)))
                 spare = last if count and keys else []  # (the first step's were the loop's first values)
+            carried = carried if finals is None else finals
         else:
             test = self._read(heads[0])
             count = 0
