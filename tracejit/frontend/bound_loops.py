@@ -30,7 +30,7 @@ def bindable(executable, carried: int) -> bool:
     program = getattr(executable, "program", None)
     if program is None or not hasattr(executable, "bind") or getattr(executable, "staged", False):
         return False
-    stored = getattr(executable, "in_place", frozenset())  # (loop_stores.py: what it stores in place is no output)
+    stored: frozenset[int] = getattr(executable, "in_place", frozenset())  # (loop_stores.py: what it stores in place is no output)
     keys = [k for j, k in enumerate(program.outputs[:carried]) if j not in stored]
     index = [b for k, b in program.buffers.items() if k.argument and k.index == 0]
     if index and (index[0].shape != () or index[0].dtype.kind not in "iu"):
@@ -54,7 +54,7 @@ def run(executable, steps: range, carried: list, free: tuple, device) -> list | 
     bind = getattr(executable, "bind_steps", executable.bind)
     first, launches0, _ = bind((cell, *carried, *free))
     odd, launches1, _ = bind((cell, *first[:n], *free))
-    stored = getattr(executable, "in_place", frozenset())
+    stored: frozenset[int] = getattr(executable, "in_place", frozenset())
     into = {k: m for j, (k, m) in enumerate(zip(program.outputs[:n], first[:n])) if j not in stored}
     even, launches2, _ = bind((cell, *odd[:n], *free), into)
     if any(a is not b and not np.shares_memory(a, b) for a, b in zip(even[:n], first[:n])):
