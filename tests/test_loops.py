@@ -41,6 +41,13 @@ def check(f, args, device, rtol=None):
             assert_close(a, e, rtol=rtol)
 
 
+def _loop_messages(caplog, f, *args) -> list[str]:
+    """What TRACEJIT_DEBUG=1 says while f runs as a kernel on numba."""
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        run_kernel(tj.kernel(f), *args, device="numba")
+    return [r.getMessage() for r in caplog.records]
+
+
 # --- time steps ------------------------------------------------------------------------------------------------
 
 def heat(u, steps, nu):   # a procedure: updates u in place, returns nothing
@@ -156,6 +163,73 @@ def test_a_first_order_recurrence_matches_numpy(device, rng):
 def test_an_accumulator_that_starts_as_a_python_number_matches_numpy(device, rng):
     dt = float_dtype(device)
     check(dot_loop, (rng.random(100).astype(dt), rng.random(100).astype(dt)), device)
+
+
+# --- loops of few steps: traced step by step (their steps fuse) unless a loop inside is compiled -------------------
+
+def per_output_element(x, w):   # CS231n's conv_forward_naive's shape: short loops around loops over elements
+    N, C, H, W = x.shape
+    F, _, K, _ = w.shape
+    out = np.zeros((N, F, H - K + 1, W - K + 1), x.dtype)
+    for n in range(N):
+        for f in range(F):
+            for i in range(H - K + 1):
+                for j in range(W - K + 1):
+                    out[n, f, i, j] = np.sum(x[n, :, i:i + K, j:j + K] * w[f])
+    return out
+
+
+def stencil_taps(u, steps):   # short loops around a time loop, and short loops of taps inside it
+    for k in range(2):
+        for t in range(steps):
+            v = np.zeros_like(u[1:-1])
+            for d in range(3):
+                v = v + u[d:u.shape[0] - 2 + d] * (d + k + 1)
+            u[1:-1] = v / (6 + 3 * k)
+    return u
+
+
+def taps_of_taps(x):   # short loops in short loops: array work that fuses
+    n = x.shape[0]
+    acc = np.zeros(n - 2, x.dtype)
+    for di in range(3):
+        for dj in range(3):
+            acc = acc + x[di:n - 2 + di] * (dj + 1)
+    return acc
+
+
+def test_a_short_loop_around_a_loop_over_elements_compiles_it_once(device, rng, caplog):
+    dt = float_dtype(device)
+    x, w = rng.random((2, 3, 8, 9)).astype(dt), rng.random((4, 3, 3, 3)).astype(dt)
+    check(per_output_element, (x, w), device)
+    said = _loop_messages(caplog, per_output_element, x, w)
+    assert sum("is a loop over elements" in m for m in said) == 1, said   # (not one per step of n and f)
+    assert sum("`for` compiled as a loop" in m for m in said) == 4, said
+
+
+def test_a_short_loop_around_a_time_loop_compiles_as_a_loop_and_its_taps_fuse(device, rng, caplog):
+    dt = float_dtype(device)
+    check(stencil_taps, (rng.random(12).astype(dt), 5), device)
+    said = _loop_messages(caplog, stencil_taps, rng.random(12), 5)
+    assert sum("`for` compiled as a loop" in m for m in said) == 2, said   # k and t, not d
+
+
+def test_short_loops_of_array_work_are_traced_step_by_step(device, rng, caplog):
+    dt = float_dtype(device)
+    check(taps_of_taps, (rng.random(10).astype(dt),), device)
+    said = _loop_messages(caplog, taps_of_taps, rng.random(10))
+    assert not any("compiled as a loop" in m for m in said), said
+    assert any("loop traced step by step (3 steps)" in m for m in said), said   # (di: its body holds a loop)
+
+
+def test_a_short_loop_around_a_loop_on_its_index_is_traced_step_by_step(device, rng):
+    def doubled(u):   # traced with k unknown, `u += 1` would be an error (the inner loop may run no step)
+        for k in range(3):
+            for _ in range(k + 1):
+                u = u * 2
+            u += 1
+        return u
+    check(doubled, (rng.random(5).astype(float_dtype(device)),), device)
 
 
 def test_counters_and_sums_under_an_if_on_array_values_match_numpy(device, rng):

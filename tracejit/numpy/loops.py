@@ -15,9 +15,10 @@ What the body changes is found as it is traced:
   computed from them in the body) is computed once, before the loop.
 
 A loop is traced step by step instead (as Python runs it, what tracejit did before) where that is the only way:
-its steps are known and few (at most UNROLL: they fuse), or its body uses the index as a Python number (a slice
-bound `A[i, :i]`, a shape), changes the dtype or shape of what it carries from one step to the next after the
-first, draws random numbers, or carries Python lists, dicts or objects. TRACEJIT_DEBUG=1 says why, per loop.
+its steps are known and few (at most UNROLL: they fuse) and its body holds no loop compiled as a loop (found by
+tracing it once), or its body uses the index as a Python number (a slice bound `A[i, :i]`, a shape), changes the
+dtype or shape of what it carries from one step to the next after the first, draws random numbers, or carries
+Python lists, dicts or objects. TRACEJIT_DEBUG=1 says why, per loop.
 A loop whose bounds (or `while` test) are read from arrays has no such fallback: it is compiled, or refused with
 the reason.
 """
@@ -54,7 +55,8 @@ def log(level: int, message: str) -> None:
         _LOG.debug(message, stacklevel=2)
 
 
-UNROLL = 4  # a loop of at most this many steps, known while tracing, is traced step by step: its steps fuse
+UNROLL = 4  # a loop of at most this many steps, known while tracing, is traced step by step (its steps fuse), unless
+# a loop in its body is compiled as a loop
 INDEX = np.dtype(np.int64)  # a `range` index is a Python int: weak int64, as the kernel's int arguments
 
 _serial = itertools.count()
@@ -161,7 +163,10 @@ def for_range(
     steps = range(*known) if None not in known else None  # type: ignore[arg-type]
     values = list(init)
     stop = names.index(until) if until is not None else None
-    if steps is not None and len(steps) <= UNROLL or not _COMPILING.get() or not tracing():  # (... unless step by step)
+    # few steps: traced step by step (they fuse), unless a loop in the body is compiled as a loop (tried below)
+    few = steps is not None and len(steps) <= UNROLL
+    tried = few and steps is not None and len(steps) > 1 and _has_loops(body)
+    if few and not tried or not _COMPILING.get() or not tracing():  # (... unless step by step)
         return _unrolled(range(*_numbers(args)), body, values, target, stop)
     values = [_python_complex(v) for v in values]
     reason = _refused(values, names, stored)
@@ -170,14 +175,16 @@ def for_range(
         try:
             if any(isinstance(v, ComplexTensor) for v in values):  # (carried as their parts)
                 return _complex_names(
-                    lambda b, v, n=names: _compiled_for(start, stop_, step, b, v, n, target, where, args, stop),
+                    lambda b, v, n=names: _compiled_for(start, stop_, step, b, v, n, target, where, args, stop, few),
                     body,
                     values,
                     names,
                 )
-            return _compiled_for(start, stop_, step, body, values, names, target, where, args, stop)
-        except AssignmentError:
-            raise  # (the code's own error, whatever the index: step by step it raises it too)
+            return _compiled_for(start, stop_, step, body, values, names, target, where, args, stop, few)
+        except AssignmentError as e:
+            if not few:
+                raise  # (the code's own error, whatever the index: step by step it raises it too)
+            reason = f"its body, traced once with the index unknown, stops: {e}"  # (a loop inside on the index)
         except _Unroll as e:
             reason = str(e)
         except TracejitError as e:
@@ -319,6 +326,29 @@ def _unrolled(steps: range, body: Callable, values: list, target, stop: int | No
         values = list(body(i, *values))
         target = i
     return (*values, target)
+
+
+_LOOP_CALLS = frozenset({"__tracejit_for", "__tracejit_for_each", "__tracejit_while"})  # (source_rewrite.py's)
+
+
+def _has_loops(body: Callable) -> bool:
+    """Whether a loop body's own code (as source_rewrite.py wrote it) holds a loop it may compile as a loop."""
+    code = getattr(body, "__code__", None)
+    return code is not None and not _LOOP_CALLS.isdisjoint(code.co_names)
+
+
+def _holds_compiled_loop(trace: _Trace) -> bool:
+    """Whether the body traced once holds a loop compiled as a loop whatever the index: a `while`, or a `for`
+    whose bounds do not come from the index (one that does might have few steps, traced step by step, once the
+    index is known)."""
+    outputs = [c[3] for c in trace.carried] + ([trace.test] if trace.test is not None else [])
+    index = trace.inputs[0]
+    for n in toposort(outputs):
+        if n.op is Op.LOOP:
+            loop = n.arg[0]
+            if loop.kind == "while" or index not in toposort(list(n.srcs[: loop.heads])):
+                return True
+    return False
 
 
 def _stopped(flag) -> bool:
@@ -643,7 +673,8 @@ def _specialiser(args: tuple):
     return True
 
 
-def _compiled_for(start, stop, step, body, values, names, target, where, args, until: int | None = None):
+def _compiled_for(start, stop, step, body, values, names, target, where, args, until: int | None = None, few=False):
+    """`few`: the loop has few steps, compiled only where its body holds a loop compiled as a loop."""
     steps = None  # known once the first step is peeled off
     for _ in range(3):
         try:
@@ -666,6 +697,8 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args, u
             raise _Unroll(str(e)) from None
     else:
         raise _Unroll("the dtypes or shapes of its carried values do not settle")
+    if few and not _holds_compiled_loop(trace):
+        raise _Unroll(f"its steps are few (at most {UNROLL}) and no loop in its body is compiled as a loop: they fuse")
     bounds = tuple(None if isinstance(b, Tensor) else int(b) for b in (start, stop, step))
     heads = [as_node(b) for b in (start, stop, step) if isinstance(b, Tensor)]
     results = _loop_nodes("for", bounds, heads, trace, where, until)
