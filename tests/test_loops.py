@@ -165,6 +165,50 @@ def test_an_accumulator_that_starts_as_a_python_number_matches_numpy(device, rng
     check(dot_loop, (rng.random(100).astype(dt), rng.random(100).astype(dt)), device)
 
 
+def grid_sum(A):   # Numba's sum2d: a Python float that becomes float64 at the first step, in a loop nest
+    result = 0.0
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            result += A[i, j]
+    return result
+
+
+def float32_products(x):   # s * x[i] computes in float32 while s is a Python float, in float64 once it is not
+    s = 0.1
+    for i in range(x.shape[0]):
+        s = s + (x[i] * s).astype(np.float64)
+    return s
+
+
+def int8_counts(x):   # a Python int that becomes int8: wraps as int8 from the first step
+    k = 0
+    for i in range(x.shape[0]):
+        k = k + x[i]
+    return k
+
+
+def test_a_python_float_accumulator_is_float64_from_the_first_step_of_a_loop_nest(device, rng, caplog):
+    if device in ("webgpu", "metal"):
+        pytest.skip("float64 results")
+    check(grid_sum, (rng.random((6, 7)),), device)
+    said = _loop_messages(caplog, grid_sum, rng.random((6, 7)))
+    assert sum("is a loop over elements" in m for m in said) == 1, said   # (no first step of its own)
+
+
+def test_a_python_number_that_promotion_treats_as_weak_keeps_its_first_step(device, rng):
+    if device in ("webgpu", "metal"):
+        pytest.skip("float64 and int64 values")
+    x = rng.random(9).astype(np.float32)
+    got = np.asarray(run_kernel(tj.kernel(float32_products), x.copy(), device=device))
+    expected = float32_products(x.copy())
+    assert got.dtype == np.float64 and got == expected, (got, expected)   # (bit for bit: the same operations)
+    counts = np.array([100, 100, 3, -7], np.int8)
+    with np.errstate(over="ignore"):
+        expected = int8_counts(counts)
+    got = np.asarray(run_kernel(tj.kernel(int8_counts), counts, device=device))
+    assert got.dtype == expected.dtype == np.int8 and got == expected, (got, expected)
+
+
 # --- loops of few steps: traced step by step (their steps fuse) unless a loop inside is compiled -------------------
 
 def per_output_element(x, w):   # CS231n's conv_forward_naive's shape: short loops around loops over elements

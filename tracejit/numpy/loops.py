@@ -120,10 +120,17 @@ class _Rebound(Exception):
 
 
 class _Changing(Exception):
-    """Carried values whose dtype or shape the body changes: {position: (first value, the body's)}."""
+    """Carried values whose dtype or shape the body changes: {position: (first value, the body's)}; `stand_ins`:
+    their stand-ins in the body traced, `reached`: every value that trace computed (None: not all are nodes)."""
 
-    def __init__(self, changes: dict[int, tuple[Any, Any]], names: tuple[str, ...]):
-        self.changes = changes
+    def __init__(
+        self,
+        changes: dict[int, tuple[Any, Any]],
+        names: tuple[str, ...],
+        stand_ins: dict[int, Node] | None = None,
+        reached: list[Node] | None = None,
+    ):
+        self.changes, self.stand_ins, self.reached = changes, stand_ins or {}, reached
         described = ", ".join(f"`{names[j]}` ({_describe(a)} -> {_describe(b)})" for j, (a, b) in changes.items())
         super().__init__(f"the loop changes the dtype or shape of {described} from one step to the next")
 
@@ -618,7 +625,10 @@ def _trace_body(
             trace.aliased.add(j)
         trace.carried.append(("name", j, stand_in, nxt))
     if changes:
-        raise _Changing(changes, names)
+        partly = any(isinstance(o, PartlyBound) for o in out)
+        reached = [o._node for o in out if isinstance(o, Tensor)] + list(after.values())
+        reached += [trace.test] if trace.test is not None else []
+        raise _Changing(changes, names, {j: name_inputs[j] for j in changes}, None if partly else reached)
     for t in roots:
         if after[id(t)] is not stand_ins[id(t)]:
             trace.carried.append(("array", t, stand_ins[id(t)], after[id(t)]))
@@ -675,22 +685,28 @@ def _specialiser(args: tuple):
 
 def _compiled_for(start, stop, step, body, values, names, target, where, args, until: int | None = None, few=False):
     """`few`: the loop has few steps, compiled only where its body holds a loop compiled as a loop."""
-    steps = None  # known once the first step is peeled off
+    steps: range | None = None  # known once the bounds are numbers
+    peeled = False
     for _ in range(3):
         try:
             trace = _trace_fixed(body, True, values, names, span=_span(start, stop, step))
             break
         except _Changing as e:
-            if steps is None and all(_number(b) is not None for b in (start, stop, step) if isinstance(b, Tensor)):
-                steps = range(*_numbers(args))  # the first step as Python runs it; the rest a loop
-                if len(steps) <= UNROLL:
-                    return _unrolled(steps, body, values, target, until)
-                values = list(body(steps[0], *values))
-                target, steps = steps[0], steps[1:]
-                if until is not None and _stopped(values[until]):
-                    return (*values, target)
-                start, stop, step = steps.start, steps.stop, steps.step
-                continue
+            if all(_number(b) is not None for b in (start, stop, step) if isinstance(b, Tensor)):
+                steps = range(*_numbers(args)) if steps is None else steps
+                if steps and _strengthened_exactly(e):  # (`s = 0.0`, then `s += A[i, j]`: float64 from the start)
+                    values = _widened(values, e.changes)
+                    continue
+                if not peeled:  # the first step as Python runs it; the rest a loop
+                    peeled = True
+                    if len(steps) <= UNROLL:
+                        return _unrolled(steps, body, values, target, until)
+                    values = list(body(steps[0], *values))
+                    target, steps = steps[0], steps[1:]
+                    if until is not None and _stopped(values[until]):
+                        return (*values, target)
+                    start, stop, step = steps.start, steps.stop, steps.step
+                    continue
             if all(_weak(values[j]) for j in e.changes):  # `s = 0`, then `s = s + x[i]`
                 values = _widened(values, e.changes)
                 continue
@@ -732,6 +748,38 @@ def _compiled_while(first_test: Tensor, test, body, values, names, where):
     heads = [_test_node(first_test)]
     results = _loop_nodes("while", None, heads, trace, where)
     return _finish(trace, values, results, where, maybe_none=True)
+
+
+def _strengthened_exactly(e: _Changing) -> bool:
+    """Whether the body's first step computes what it computed with the changed names' Python numbers (NEP 50's weak
+    scalars) when given them as NumPy values of the same dtype: each goes from a weak 0-d value to a value of its
+    dtype (`s = 0.0`, then `s += A[i, j]`: float64), and every operation on one (or on a weak value made from one)
+    gives that dtype, or compares it with values of that dtype, so that promotion chose nothing the weak flag
+    decided (`s = s / 1e10 + x32[i]` computes in float32: it does not qualify). A value given to a loop, a call run
+    on the host or a count read back disqualifies it."""
+    if e.reached is None or not e.changes:
+        return False
+    for j, (_, nxt) in e.changes.items():
+        before, after = e.stand_ins[j], as_node(nxt)
+        if not (before.weak and not after.weak and before.dtype == after.dtype and before.shape == after.shape == ()):
+            return False
+    weak = set(e.stand_ins.values())
+    for n in toposort(e.reached):
+        if n in weak:
+            continue
+        dtypes = {s.dtype for s in n.srcs if s in weak}
+        if not dtypes:
+            continue
+        if n.op in (Op.LOOP, Op.HOST, Op.SIZE):
+            return False
+        if n.dtype == np.bool_ and any(s.dtype != np.bool_ for s in n.srcs):  # (a comparison: made in which dtype?)
+            if any(s.dtype not in dtypes for s in n.srcs if s not in weak and not s.weak):
+                return False
+        elif dtypes != {n.dtype}:
+            return False
+        if n.weak and n.shape == () and n.dtype != np.bool_:
+            weak.add(n)
+    return True
 
 
 def _weak(value) -> bool:
