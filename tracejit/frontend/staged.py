@@ -129,10 +129,29 @@ class _Part:
 
 
 class _Body:
-    """A loop's body, compiled: its executable and the sources of its LOOP nodes."""
+    """A loop's body, compiled: its executable and the sources of its LOOP nodes, and what a call of it needs that
+    no call's values change (Staged._run_loop)."""
 
     def __init__(self, loop: Loop, srcs: tuple[Node, ...], executable, results: dict[int, Node]):
         self.loop, self.srcs, self.executable, self.results = loop, srcs, executable, results
+        self.heads = loop.heads
+        self.ends = loop.heads + loop.carried  # (where the carried values' first values end in srcs)
+        self.constants = [s.op is Op.CONST for s in srcs]
+        self.arguments: list[int | None] = [None] * len(srcs)  # the kernel argument each source is, if one (Staged)
+        self.element = bool(getattr(executable, "element", False))
+        self.result_items = list(results.items())
+        firsts = srcs[self.heads : self.ends]
+        self.firsts = firsts
+        self.donatable: list[bool] = []  # per carried value: whether its memory may be given to the loop (donated)
+        first = 1 if loop.kind == "for" else 0
+        # a Python number carried (a weak 0-d value) is passed as one, as the kernel's Python-number arguments are
+        self.scalar = [x.weak and x.shape == () for x in loop.inputs[first : first + loop.carried]]
+        # each step writes its arrays into the memory of the step before last's, free once the last step read it
+        program = getattr(executable, "program", None)
+        keys = list(program.outputs[: loop.carried]) if program is not None else []
+        if len(set(keys)) < len(keys) or any(k.argument for k in keys):
+            keys = []
+        self.keys = keys
 
 
 class Staged:
@@ -236,6 +255,17 @@ class Staged:
         for call, (lv, srcs, results) in hosts.items():
             self._hosts.setdefault(lv, []).append((call, srcs, results))
         self.levels = sorted(set(self._parts) | set(self._loops) | set(self._hosts) | set(self._sizes))
+        self._argument = {n: b.key.index for n, b in inputs.items() if b.key is not None}  # (INPUT -> position)
+        for bodies in self._loops.values():
+            for b in bodies:
+                # (a value carried twice, or also read, is copied; so is one anything else reads)
+                b.donatable = [b.srcs.count(s) == 1 and self._users.get(s) == {b.loop} for s in b.firsts]
+                b.arguments = [self._argument.get(s) if s.op is Op.INPUT else None for s in b.srcs]
+        # per level, in order: its sizes to check, loops, calls on the host, part
+        self._plan = [
+            (self._sizes.get(lv, ()), self._loops.get(lv, ()), self._hosts.get(lv, ()), self._parts.get(lv))
+            for lv in self.levels
+        ]
         self.kernels = [k for part in self._parts.values() for k in part.executable.kernels] + [
             k for bodies in self._loops.values() for b in bodies for k in b.executable.kernels
         ]
@@ -272,21 +302,21 @@ class Staged:
         values: dict[Node, object] = dict(seed) if seed else {}
         owned: set[Node] = set()  # values in memory a loop over elements made (not views of anything else)
         args = tuple(args)
-        for lv in self.levels:
-            for node in self._sizes.get(lv, ()):
+        value = self._value
+        for sizes, bodies, hosts, part in self._plan:
+            for node in sizes:
                 self._check_size(node, args, values)
-            for body in self._loops.get(lv, ()):
+            for body in bodies:
                 if not (seed and all(n in values for n in body.results.values())):
                     self._run_loop(body, args, values, owned)
-            for call, srcs, results in self._hosts.get(lv, ()):
+            for call, srcs, results in hosts:
                 if not (seed and all(n in values for n in results.values())):
                     self._run_host(call, srcs, results, args, values)
-            part = self._parts.get(lv)
             if part is not None and not (seed and all(n in values for n in part.computes)):
-                extra = tuple(self._value(n, args, values) for n in part.reads)
+                extra = tuple([value(n, args, values) for n in part.reads])
                 for n, v in zip(part.computes, part.executable(args + extra)):
                     values[n] = v
-        return [self._output(o, self._value(o, args, values)) for o in self.outputs]
+        return [self._output(o, value(o, args, values)) for o in self.outputs]
 
     def _check_size(self, node: Node, args, values) -> None:
         """A data-dependent size: its count read back (waiting for the kernels computing it), which must be the one
@@ -365,9 +395,7 @@ class Staged:
             if node.weak and node.shape == () and not (binding and type(value) not in (int, float, bool)):
                 return self._read(value)
             return self._arg(value)
-        key = self._inputs[node].key
-        assert key is not None
-        return args[key.index]
+        return args[self._argument[node]]
 
     def _memory(self, value):
         """An array's memory as executables take it in `into` (the device's own for a tj.Array)."""
@@ -403,39 +431,33 @@ class Staged:
         loop = body.loop
         made: set[Node] = set()  # constants a loop over elements starts from, in memory of their own
         srcs = []
-        for s in body.srcs:
-            if s.op is Op.CONST and s not in values:
+        value = self._value
+        for s, position, constant in zip(body.srcs, body.arguments, body.constants):
+            if position is not None:  # (a kernel argument: never computed)
+                srcs.append(args[position])
+            elif constant and s not in values:
                 srcs.append(_constant(s))
                 made.add(s)
             else:
-                srcs.append(self._value(s, args, values))
-        heads, carried = srcs[: loop.heads], srcs[loop.heads : loop.heads + loop.carried]
-        free = tuple(srcs[loop.heads + loop.carried :])
+                srcs.append(value(s, args, values))
+        heads, carried = srcs[: body.heads], srcs[body.heads : body.ends]
+        free = tuple(srcs[body.ends :])
         run = body.executable
-        if getattr(run, "element", False):  # the whole loop nest in one call
-            firsts = body.srcs[loop.heads : loop.heads + loop.carried]
-            once = [body.srcs.count(s) == 1 for s in firsts]  # (a value carried twice, or also read: copied)
-            donated = [(s in owned or s in made) and self._users.get(s) == {loop} and o for s, o in zip(firsts, once)]
+        if body.element:  # the whole loop nest in one call
+            donated = [d and (s in owned or s in made) for s, d in zip(body.firsts, body.donatable)]
             finals = run([self._read(h) for h in heads], carried, free, donated)
-            for k, node in body.results.items():
+            for k, node in body.result_items:
                 values[node] = finals[k]
                 owned.add(node)
             return
         if getattr(run, "in_place", None):
             carried = run.own(carried)  # (the loop's own memory to store into)
         n = loop.carried
-        first = 1 if loop.kind == "for" else 0
-        # a Python number carried (a weak 0-d value) is passed as one, as the kernel's Python-number arguments are
-        scalar = [x.weak and x.shape == () for x in loop.inputs[first : first + n]]
+        scalar, keys = body.scalar, body.keys
 
         def taken(out):
             return [self._read(v) if w else self._arg(v) for v, w in zip(out, scalar)]
 
-        # each step writes its arrays into the memory of the step before last's, free once the last step read it
-        program = getattr(run, "program", None)
-        keys = list(program.outputs[:n]) if program is not None else []
-        if len(set(keys)) < len(keys) or any(k.argument for k in keys):
-            keys = []
         spare: list = []
 
         def step(args):
