@@ -825,3 +825,34 @@ def test_a_step_reading_every_row_is_not_independent(caplog, rng):
     with mock.patch.object(numba_element_loops, "PARALLEL_MIN_WORK", 0), caplog.at_level(logging.DEBUG, "tracejit"):
         check(whole_sum_per_row, (rng.standard_normal((40, 3)),), "numba", rtol=1e-9)
     assert not any("are independent" in r.getMessage() for r in caplog.records)
+
+
+def row_in_a_middle_loop(A, B):   # the middle loop's A[i, c, ::-1] read where the inner loop reads it (no copy)
+    n, m, _ = A.shape
+    for i in range(n):
+        for c in range(m):
+            for j in range(m):
+                B[i, c, j] = A[i, c, ::-1][j] * 0.5 + c
+        A[i, 0, 0] = B[i, 0, 1] + A[i, -1, -1]
+    return A, B
+
+
+def next_row_in_a_middle_loop(A, B):   # the same reading the row the next step changes: steps in order
+    n, m, _ = A.shape
+    for i in range(n):
+        for c in range(m):
+            for j in range(m):
+                B[i, c, j] = A[(i + 1) % n, c, ::-1][j] * 0.5 + c
+        A[i, 0, 0] = B[i, 0, 1] + A[i, -1, -1]
+    return A, B
+
+
+@pytest.mark.parametrize("program", [row_in_a_middle_loop, next_row_in_a_middle_loop])
+def test_rows_an_inner_loop_reads_where_they_are_match_numpy_in_parts_or_in_order(program, caplog, rng):
+    A, B = rng.standard_normal((9, 6, 6)), np.zeros((9, 6, 6))
+    with mock.patch.object(numba_element_loops, "PARALLEL_MIN_WORK", 0), caplog.at_level(logging.DEBUG, "tracejit"):
+        check(program, (A, B), "numba", rtol=1e-12)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("is a loop over elements" in m for m in said), said
+    if program is next_row_in_a_middle_loop:
+        assert not any("are independent" in m for m in said), said

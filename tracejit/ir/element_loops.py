@@ -14,7 +14,8 @@ per step (frontend/staged.py). The arrays it carries are updated in place.
 - a store of many elements ("slab": where(tests, value, x), what `Q[:, k] = v`, `A[i, 1:] = x[2:]`
   (scatter._slab) and `x[:i] -= v` (bounded_slices) trace to), x replaced by value where the tests hold;
 - an array an inner loop reads, computed here into memory of its own ("temporary": `Q[:, k]` read in the
-  loop over j), or, where it reads no array (a slice's mask), computed where the inner loop reads it (alias);
+  loop over j), or, where it reads no array (a slice's mask) or only moves arrays the loop does not change
+  (`x[:, c]`), computed where the inner loop reads it (alias);
 - an inner loop of the same kind.
 The expressions of the last three are elementwise and movement ops, reads of arrays at places they compute
 (GATHER) and pads; codegen/cpu/element_loops.py renders each as loops over the places its tests allow.
@@ -187,6 +188,7 @@ class _Planner:
         self.readers: dict[Node, list[Node]] = {}  # an array version -> the statements that read it
         self.mutator: dict[Node, Node] = {}  # an array version -> the statement that makes the next one
         self.kinds: dict[Node, Statement] = {}  # a statement's node -> the statement
+        self.unchanged: dict[Node, bool] = {}  # moved()'s answers
 
     def run(self) -> Plan:
         loop = self.loop
@@ -349,6 +351,25 @@ class _Planner:
             return False  # (a GATHER of places at places: `x[:, k] = v`'s mask compares the places with arange[k])
         return all(self.computed(s) for s in n.srcs)
 
+    def moved(self, n: Node) -> bool:
+        """Whether n only moves and picks elements of arrays this loop does not change (`x[:, c]`, `x[:, c, i:]`,
+        computing their indices): read where an inner loop reads it, it is the same, and copies nothing."""
+        found = self.unchanged.get(n)
+        if found is None:
+            found = self.unchanged[n] = self._moved(n)
+        return found
+
+    def _moved(self, n: Node) -> bool:
+        if n.shape == () or n.op in (Op.CONST, Op.IOTA) or n.op is Op.REDUCE and n.size == 1:
+            return True
+        if n in self.inputs:
+            return n not in self.carried
+        if self.is_array(n):
+            return False
+        if n.op in _MOVEMENT or n.op in (Op.GATHER, Op.PAD) or n.op in ELEMENTWISE and n.dtype.kind in "iub":
+            return all(self.moved(s) for s in n.srcs)
+        return False
+
     def is_array(self, n: Node) -> bool:
         """Whether n is an array version: an input, an inner loop's array, or a store into one."""
         if n in self.plan.memory or n in self.inputs or n.op is Op.LOOP:
@@ -401,7 +422,7 @@ class _Planner:
                 if s.shape == ():
                     self.value(s)
                 elif not carry and not self.is_array(s):  # (an array the inner loop reads, computed here)
-                    if self.computed(s):  # a mask, places: the inner loop computes it where it reads it
+                    if self.computed(s) or self.moved(s):  # the inner loop computes it where it reads it
                         inner.aliases[loop.inputs[j - heads + (1 if loop.kind == "for" else 0)]] = s
                         self.expression(s, n, deps, set())
                         continue

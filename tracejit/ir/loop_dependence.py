@@ -230,6 +230,9 @@ def _scope(
                     inner_aliases.setdefault(x, aliases[src])
             for src in n.srcs[:heads]:
                 reads(src, (), set())
+            for src in n.srcs[heads:]:
+                if src.shape and src not in plan.memory:  # (an alias: computed where the inner loop reads it)
+                    reads(src, (None,) * len(src.shape), set())
             _scope(inner, inner_shared, inner_tops, axes, sizes, inner_aliases)
 
 

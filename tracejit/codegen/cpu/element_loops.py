@@ -115,6 +115,7 @@ class _Writer:
         self.known: dict[Node, tuple[int, int]] = {}  # an integer value's bounds, where they are known
         self.checked: list[dict[tuple, str]] = [{}]  # per loop: indices checked against an axis (and a fault)
         self.scopes: list[dict[Node, str]] = []  # the names of the loops around the one being written
+        self.around: list[Plan] = []  # and their plans
         self.aliases: dict[Node, Node] = {}  # an inner loop's input: the value of the loop around it it is
         self.views: dict[str, tuple[int, ...]] = {}  # a parameter's n-d view, made at the top: its shape
         self.local: set[str] = set()  # memory made inside the function (its view made where it is)
@@ -312,6 +313,7 @@ class _Writer:
                     if src in self.aliases:  # (a value computed where it is read, passed on: computed there too)
                         self.aliases.setdefault(x, self.aliases[src])
                 self.scopes.append(names)
+                self.around.append(plan)
                 start = len(self.lines)
                 spans = [
                     self.known.get(s) or ((int(s.arg), int(s.arg)) if s.op is Op.CONST else (None, None))
@@ -319,6 +321,7 @@ class _Writer:
                 ]
                 results = self.loop(inner, srcs[:h], srcs[h : h + c], srcs[h + c :], spans)
                 self.scopes.pop()
+                self.around.pop()
                 self.promote(start, [m for m, x in zip(srcs[h : h + c], n.srcs[h : h + c]) if x.shape])
                 for k, node in st.values.items():
                     names[node] = results[k]
@@ -464,6 +467,9 @@ class _Writer:
             return
         v = names[n] = self.fresh("v")
         dt = n.dtype
+        if n in plan.reads and plan.reads[n][0] in self.aliases or n.op is Op.GATHER and n.srcs[0] in self.aliases:
+            names[n] = _Slab(self, plan, names).compute_at(n, ())  # (an element of an alias: computed there)
+            return
         if n in plan.reads:  # x[0]: an element at a fixed offset
             source, fixed = plan.reads[n]
             self.out(f"{v} = {names[plan.memory[source]]}[{fixed}]")
@@ -603,6 +609,16 @@ class _Slab:
         self.w.note_helpers(expr)
         self.w.out(f"{v} = {expr}")
         self.close(opened)
+
+    def memory(self, n: Node) -> str | None:
+        """The name of the memory holding array n: of this loop, or of a loop around it (an alias reads an array
+        the loop around does not change, where the inner loop reads the alias)."""
+        if n in self.plan.memory:
+            return self.names[self.plan.memory[n]]
+        for plan, names in zip(reversed(self.w.around), reversed(self.w.scopes)):
+            if n in plan.memory:
+                return names[plan.memory[n]]
+        return None
 
     def element(self, memory: str, shape: tuple[int, ...], idx: tuple[str, ...]) -> str:
         """The element of flat memory holding an array of `shape` at places idx, as its n-d view addresses it."""
@@ -788,7 +804,7 @@ class _Slab:
         n = self.w.aliases.get(n, n)
         if n.op is Op.CONST or n.shape == () or n.op is Op.REDUCE and n.size == 1:
             return True
-        if n in self.plan.memory:
+        if self.memory(n) is not None:
             return False
         if n.op in _SHAPING and n.srcs[0].size == 1 or n.op in ELEMENTWISE:
             return all(self.invariant(s) for s in n.srcs)
@@ -814,7 +830,7 @@ class _Slab:
 
     def precheck(self, n: Node, seen: set[Node]) -> None:
         n = self.w.aliases.get(n, n)
-        if n in seen or n.shape == () or self.scalar(n) is not None or n in self.plan.memory:
+        if n in seen or n.shape == () or self.scalar(n) is not None or self.memory(n) is not None:
             return
         seen.add(n)
         if n.op is Op.GATHER:
@@ -876,8 +892,8 @@ class _Slab:
         if key in self.memo:
             return self.memo[key]
         w = self.w
-        if whole and n in self.plan.memory:  # an array's element
-            memory = self.names[self.plan.memory[n]]
+        memory = self.memory(n) if whole else None
+        if memory is not None:  # an array's element
             expr = self.element(memory, n.shape, idx)
             self.reads.append((memory, expr))
         elif n.op is Op.IOTA:
@@ -908,8 +924,8 @@ class _Slab:
 
     def gather(self, n: Node, idx: tuple[str, ...]) -> str:
         source, places = self.w.aliases.get(n.srcs[0], n.srcs[0]), self.gather_places(n, idx)
-        if source in self.plan.memory:
-            memory = self.names[self.plan.memory[source]]
+        memory = self.memory(source)
+        if memory is not None:
             element = self.element(memory, source.shape, places)
             self.reads.append((memory, element))
             return element
