@@ -856,3 +856,26 @@ def test_rows_an_inner_loop_reads_where_they_are_match_numpy_in_parts_or_in_orde
     assert any("is a loop over elements" in m for m in said), said
     if program is next_row_in_a_middle_loop:
         assert not any("are independent" in m for m in said), said
+
+
+def element_beside_a_row(A, x):   # an element kept in a register through the loop, and a row over it stored
+    for _i in range(A.shape[0]):
+        for k in range(x.shape[0]):
+            A[0, 0] += x[k]
+            A[k % 2, :] += x[k] * 0.5
+    return A
+
+
+def read_beside_a_row(A, x):   # an element read at a place the loop does not move, which its row store changes
+    s = 0.0
+    for _i in range(A.shape[0]):
+        for k in range(x.shape[0]):
+            y = A[0, 0]
+            A[k % 2, :] = A[k % 2, :] * 0.5 + x[k] * y
+            s += A[1, 2] + A[0, 0]
+    return A, s
+
+
+@pytest.mark.parametrize("program", [element_beside_a_row, read_beside_a_row])
+def test_elements_kept_or_read_once_beside_row_stores_through_views_match_numpy(program, rng):
+    check(program, (rng.standard_normal((5, 6)) * 0.1, rng.standard_normal(7) * 0.1), "numba", rtol=1e-12)
