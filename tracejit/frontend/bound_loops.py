@@ -30,7 +30,8 @@ def bindable(executable, carried: int) -> bool:
     program = getattr(executable, "program", None)
     if program is None or not hasattr(executable, "bind") or getattr(executable, "staged", False):
         return False
-    stored: frozenset[int] = getattr(executable, "in_place", frozenset())  # (loop_stores.py: what it stores in place is no output)
+    # (loop_stores.py: what a body stores in place is no output of its program)
+    stored: frozenset[int] = getattr(executable, "in_place", frozenset())
     keys = [k for j, k in enumerate(program.outputs[:carried]) if j not in stored]
     index = [b for k, b in program.buffers.items() if k.argument and k.index == 0]
     if index and (index[0].shape != () or index[0].dtype.kind not in "iu"):

@@ -33,10 +33,10 @@ class Power:
     negative: bool
 
 
-def constant_power(c, dtype: np.dtype) -> Power | None:
+def constant_power(c, dtype: np.dtype | None) -> Power | None:
     """The expansion of `x ** c` for a float32 or float64 `x` (after the graph made c's dtype x's), or None where
     `pow` is called: other exponents, other dtypes (float16 is computed in float32 and rounded, as NumPy does)."""
-    if np.dtype(dtype) not in (np.float32, np.float64) or isinstance(c, bool) or not isinstance(c, (int, float)):
+    if dtype not in (np.float32, np.float64) or isinstance(c, bool) or not isinstance(c, (int, float)):
         return None
     twice = 2 * c
     if twice != int(twice) or not 0 < abs(twice) <= 2 * _LARGEST:
