@@ -879,3 +879,40 @@ def read_beside_a_row(A, x):   # an element read at a place the loop does not mo
 @pytest.mark.parametrize("program", [element_beside_a_row, read_beside_a_row])
 def test_elements_kept_or_read_once_beside_row_stores_through_views_match_numpy(program, rng):
     check(program, (rng.standard_normal((5, 6)) * 0.1, rng.standard_normal(7) * 0.1), "numba", rtol=1e-12)
+
+
+def consecutive_updates(x, w):   # updates of one column in a row: one loop nest stores those that read it in place
+    out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:], x.dtype)
+    for f in range(w.shape[0]):
+        for c in range(w.shape[1]):
+            out[:, f] += w[f, c] * x[:, c]
+            out[:, f] -= out[:, f] // 4
+            out[:, f] += out[::-1, f] * 3   # (reads other places of the column: through a copy)
+            s = out[0, f, 0]   # (reads the column between two updates)
+            out[:, f] += s
+            out[:, f] *= 2
+    return out
+
+
+def picked_twice(x, p, q):   # two updates picking rows by index arrays (checked in the loops)
+    out = np.zeros((p.shape[0], x.shape[1]), x.dtype)
+    for f in range(x.shape[1]):
+        out[:, f] += x[p, f]
+        out[:, f] += x[q, f]
+    return out
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int64])
+def test_consecutive_slab_updates_of_one_column_match_numpy(dt, rng):
+    check(consecutive_updates, (_data(rng, (3, 4, 9), dt), _data(rng, (5, 4), dt)), "numba")
+
+
+def test_the_first_of_two_updates_to_pick_outside_its_axis_raises(rng):
+    x = rng.standard_normal((4, 6))
+    p, q = np.array([0, 1, 2, 3, 3, 9]), np.array([0, 7, 1, 2, 3, 3])   # (p fails at place 5, q at place 1)
+    with pytest.raises(IndexError) as theirs:
+        picked_twice(x, p, q)
+    with pytest.raises(IndexError) as ours:
+        tj.kernel(picked_twice)(x, p, q, device="numba")
+    assert str(ours.value) == str(theirs.value)
+    check(picked_twice, (x, p % 4, q % 4), "numba", rtol=1e-12)

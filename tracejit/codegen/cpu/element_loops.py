@@ -278,12 +278,29 @@ class _Writer:
 
     def body(self, plan: Plan, names: dict[Node, str]) -> None:
         self.checked.append({})
-        for st in plan.statements:
+        statements = plan.statements
+        done: set[int] = set()
+        for k, st in enumerate(statements):
             n = st.node
+            if k in done:
+                continue
             if st.kind == "value":
                 self.value(plan, n, names)
             elif st.kind == "slab":
-                _Slab(self, plan, names).store(n)
+                slabs, between = _fusable(plan, statements, k)
+                if len(slabs) == 1 or not self.before(plan, names, between):
+                    _Slab(self, plan, names).store(n)
+                    continue
+                done.update(statements.index(s) for s in (*slabs, *between))
+                first = 0
+                while first < len(slabs):  # (the longest run from the first that one loop nest can store)
+                    last = next(
+                        (m for m in range(len(slabs), first + 1, -1) if self.fuse(plan, names, slabs[first:m])),
+                        first + 1,
+                    )
+                    if last == first + 1:
+                        _Slab(self, plan, names).store(slabs[first].node)
+                    first = last
             elif st.kind == "temporary":
                 _Slab(self, plan, names).temporary(n)
             elif st.kind == "store":
@@ -326,6 +343,28 @@ class _Writer:
                 for k, node in st.values.items():
                     names[node] = results[k]
         self.checked.pop()
+
+    def before(self, plan: Plan, names: dict[Node, str], values: list) -> bool:
+        """Write 0-d values that come between slabs before them all, where none can fail (an error is the first
+        one in order); else write nothing, False."""
+        start, known, checked = len(self.lines), dict(self.known), dict(self.checked[-1])
+        named, positions = dict(names), dict(self.positions)
+        for v in values:
+            self.value(plan, v.node, names)
+        if not any("tj_error" in line for line in self.lines[start:]):
+            return True
+        del self.lines[start:]
+        self.known.clear()
+        self.known.update(known)
+        self.checked[-1] = checked
+        names.clear()
+        names.update(named)
+        self.positions.clear()
+        self.positions.update(positions)
+        return False
+
+    def fuse(self, plan: Plan, names: dict[Node, str], slabs: list) -> bool:
+        return len(slabs) > 1 and _Slab(self, plan, names).fused([s.node for s in slabs])
 
     def promote(self, start: int, memories: list[str]) -> None:
         """In the inner loop written from line `start` (each of its versions): an array it carries whose every read
@@ -595,6 +634,7 @@ class _Slab:
         self.vars: set[str] = set()
         self.spans: dict[str, tuple[int, int]] = {"0": (0, 0)}  # a loop's place: its bounds
         self.intervals: dict[tuple[Node, tuple[str, ...]], tuple[int, int] | None] = {}
+        self.forward: dict[str, str] = {}  # an element (as rendered) whose value a variable holds, not yet stored
         self.reads: list[tuple[str, str]] = []  # every array element read: (memory, the element as rendered)
 
     # -- the statements --
@@ -661,6 +701,31 @@ class _Slab:
             self.w.depth, opened = self.w.depth + 1, opened + 1
         self.w.out(f"{self.element(memory, x.shape, idx)} = {self.element(temporary, x.shape, idx)}")
         self.close(opened)
+
+    def fused(self, nodes: list[Node]) -> bool:
+        """Slabs into one array under the same tests (_fusable) stored by one loop nest, each place updated by
+        each slab in turn, where each reads that array at the place it writes alone and no index is checked in the
+        loops (so that the first error in order is the same); else nothing written, False."""
+        x, tests, value = self.plan.slabs[nodes[0]]
+        memory = self.names[self.plan.memory[x]]
+        start, checked, count = len(self.w.lines), dict(self.w.checked[-1]), len(self.reads)
+        for n in nodes[1:]:  # (indices read from 0-d values: checked before the loops, in order)
+            for t in (*self.plan.slabs[n][1], self.plan.slabs[n][2]):
+                self.precheck(t, set())
+        idx, opened = self.open(value, x.shape, list(tests), exact=True)
+        at = self.element(memory, x.shape, idx)
+        for n in nodes:  # (each slab's new value read by the next where it reads the array there: kept, not stored)
+            self.forward[at] = self.at(self.plan.slabs[n][2], idx)
+        self.w.out(f"{at} = {self.forward.pop(at)}")
+        self.close(opened)
+        alone = all(element == at for m, element in self.reads[count:] if m == memory)
+        if alone and not any("tj_error" in line for line in self.w.lines[start:]):
+            return True
+        del self.w.lines[start:]
+        del self.reads[count:]
+        self.w.checked[-1] = checked
+        self.memo.clear()
+        return False
 
     def temporary(self, n: Node) -> None:
         memory = self.names[n] = self.w.fresh("tmp")
@@ -896,6 +961,7 @@ class _Slab:
         if memory is not None:  # an array's element
             expr = self.element(memory, n.shape, idx)
             self.reads.append((memory, expr))
+            expr = self.forward.get(expr, expr)
         elif n.op is Op.IOTA:
             expr = f"np.{n.dtype.name}({idx[n.arg]})"
         elif n.op in _SHAPING or n.op is Op.SLICE:
@@ -928,7 +994,7 @@ class _Slab:
         if memory is not None:
             element = self.element(memory, source.shape, places)
             self.reads.append((memory, element))
-            return element
+            return self.forward.get(element, element)
         return self.at(source, places)
 
     def gather_places(self, n: Node, idx: tuple[str, ...]) -> tuple[str, ...]:
@@ -965,6 +1031,35 @@ def _versioned(plan: Plan, known: tuple[int, int] | None) -> int | None:
     if not sizes or known is not None and 0 <= known[0] and known[1] < min(sizes):
         return None
     return min(sizes)
+
+
+def _fusable(plan: Plan, statements: list, k: int) -> tuple[list, list]:
+    """The slab statements[k] and those after it that store into the same array under the same tests, with no
+    statement between them but 0-d values that read none of that array (`out[:, f] += w[f, c, 0, 0] * x0`,
+    `out[:, f] += w[f, c, 0, 1] * x1`, ...): (the slabs, the values between them). One loop nest may store them
+    all, each place updated by each in turn (_Slab.fused)."""
+    x, tests, _ = plan.slabs[statements[k].node]
+    memory = plan.memory[x]
+    slabs: list = [statements[k]]
+    between: list = []
+    pending: list = []
+    for st in statements[k + 1 :]:
+        n = st.node
+        if st.kind == "slab":
+            y, others, _ = plan.slabs[n]
+            if plan.memory[y] is not memory or y.shape != x.shape or others != tests:
+                break
+            slabs.append(st)
+            between += pending
+            pending = []
+        elif st.kind == "value" and n not in plan.reads and n.op is not Op.REDUCE and n.op is not Op.LOOP:
+            if n.op is Op.GATHER and fault_of(n) is None and not is_flat_positions(n.srcs[0]):
+                if plan.memory.get(n.srcs[0], memory) is memory:
+                    break  # (an element of the slabs' array, or of an alias)
+            pending.append(st)
+        else:
+            break
+    return slabs, between
 
 
 def _moving_axis(at: Node, var: Node) -> tuple[int, int] | None:
