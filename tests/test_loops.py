@@ -495,6 +495,56 @@ def test_a_value_whose_dtype_changes_after_the_first_step_matches_numpy(device):
     check(grows_dtype, (np.arange(6), 12), device)
 
 
+def python_number_then_float32(x32, k):   # the first step meets float32 with what it computed from 0.0 in float64
+    s = 0.0
+    for i in range(k[0]):
+        s = s * 0.5 + x32[i]
+    return s
+
+
+def python_number_compared_then_float32(x32, k):
+    s = 0.1
+    i = 0
+    while i < k[0]:
+        s = s + x32[i] if s > 0.1000000001 else s - x32[i]
+        i += 1
+    return s
+
+
+def python_int_then_float(x, k):
+    s = 0
+    for i in range(k[0]):
+        s = s + x[i:i + 2].sum()
+    return s
+
+
+def test_a_python_number_a_loop_of_data_dependent_steps_makes_an_array_dtype_matches_numpy(device):
+    """The loop's step count is read from arrays, so its first step cannot be traced apart: the Python number starts
+    as the dtype its first step gives it, where that computes what NumPy computes (NEP 50)."""
+    x32 = np.arange(1, 9, dtype=np.float32)
+    k = np.array([5], np.int32)
+    check(python_number_then_float32, (x32, k), device)
+    check(python_number_compared_then_float32, (x32, k), device)
+    dt = float_dtype(device)
+    check(python_int_then_float, (np.arange(8).astype(dt), k), device)
+
+
+def test_a_python_number_whose_first_step_differs_in_the_arrays_dtype_is_a_clear_error():
+    """s = 1e40, then s / 1e10 + x32[i]: NumPy computes 1e40 / 1e10 in float64 and meets float32 with 1e30;
+    starting as float32 would give inf. Where the step count is known the first step is traced apart; where it is
+    read from arrays, the loop is refused, naming the line and what to do, never a silent difference."""
+    def far(x32, k):
+        s = 1e40
+        for i in range(k[0]):
+            s = s / 1e10 + x32[i]
+        return s
+
+    x32 = np.ones(4, np.float32)
+    with pytest.raises(tj.UnsupportedError, match=r"gives it that dtype.*np\.float32\(1e40\)"):
+        tj.kernel(far)(x32, np.array([3]))
+    check(lambda x32, n: far(x32, np.array([n])), (x32, 3), "numba")
+
+
 def test_assigning_into_a_name_that_is_an_argument_or_a_new_array_by_the_data_is_an_error():
     """After a loop whose step count is read from arrays, `u` is the argument where it ran no step and a new
     array otherwise; after an `if` on array values, the same. NumPy's `u += 1` then changes the caller's array
