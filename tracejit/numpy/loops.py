@@ -695,7 +695,8 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args, u
         except _Changing as e:
             if all(_number(b) is not None for b in (start, stop, step) if isinstance(b, Tensor)):
                 steps = range(*_numbers(args)) if steps is None else steps
-                if steps and _widened_exactly(e, same_dtype=True):  # (`s = 0.0`, then `s += A[i, j]`: float64 from the start)
+                # (`s = 0.0`, then `s += A[i, j]`: float64 from the start)
+                if steps and _widened_exactly(e, same_dtype=True):
                     values = _widened(values, e.changes)
                     continue
                 if not peeled:  # the first step as Python runs it; the rest a loop
