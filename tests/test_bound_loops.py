@@ -98,3 +98,39 @@ def test_the_numba_device_runs_these_loops_bound(monkeypatch, rng):
     check(relax, (rng.random(30), rng.random(30), 40), "numba")
     check(index_math, (rng.random(4), 40), "numba")   # (its history stored in place, as a launch of its own)
     assert ran == [True, True]
+
+
+def inner_runs(u, b, outer, inner):   # an inner loop run again at each outer step, from new first values
+    total = np.zeros_like(u)
+    for t in range(outer):
+        v = u * (t + 1)
+        for q in range(inner):
+            v = 0.5 * (np.roll(v, 1) + np.roll(v, -1)) + b * q
+        total += v
+    return total
+
+
+def test_an_inner_loop_run_at_every_outer_step_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(inner_runs, (rng.random(16).astype(dt), rng.random(16).astype(dt), 6, 12), device)
+
+
+def test_calls_on_several_threads_each_get_their_own_steps(rng):
+    import threading
+
+    f = tj.kernel(inner_runs)
+    inputs = [(rng.random(16), rng.random(16)) for _ in range(6)]
+    f(*inputs[0], 3, 12, device="numba")
+    results: dict = {}
+
+    def call(k):
+        for _ in range(20):
+            results[k] = f(*inputs[k], 5, 12, device="numba")
+
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, (u, b) in enumerate(inputs):
+        np.testing.assert_allclose(results[k], inner_runs(u, b, 5, 12), rtol=1e-12)
