@@ -518,6 +518,17 @@ def python_int_then_float(x, k):
     return s
 
 
+def python_number_on_both_sides_of_an_if(u, v, k):   # test_fuzz_loops' find: either side is exact in float32
+    s = 0.0
+    for i in range(k[0]):
+        if u[0] > v[0]:
+            s = s + 1.0
+        else:
+            s = s - 0.5
+        s = s + u.sum() * 0.01
+    u += s
+
+
 def test_a_python_number_a_loop_of_data_dependent_steps_makes_an_array_dtype_matches_numpy(device):
     """The loop's step count is read from arrays, so its first step cannot be traced apart: the Python number starts
     as the dtype its first step gives it, where that computes what NumPy computes (NEP 50)."""
@@ -527,6 +538,9 @@ def test_a_python_number_a_loop_of_data_dependent_steps_makes_an_array_dtype_mat
     check(python_number_compared_then_float32, (x32, k), device)
     dt = float_dtype(device)
     check(python_int_then_float, (np.arange(8).astype(dt), k), device)
+    for u0 in (5.0, -5.0):
+        u = np.arange(4, dtype=np.float32) + u0
+        check(python_number_on_both_sides_of_an_if, (u, np.zeros(4, np.float32), k), device)
 
 
 def test_a_python_number_whose_first_step_differs_in_the_arrays_dtype_is_a_clear_error():

@@ -782,7 +782,7 @@ def _widened_exactly(e: _Changing, same_dtype: bool = False) -> bool:
             return False
         target[before], own[before] = after.dtype, before.dtype == after.dtype
         if type(first) in (bool, int, float):
-            wide[before], narrow[before] = _as(first, before.dtype), _as(first, after.dtype)
+            wide[before], narrow[before] = _as([first], before.dtype), _as([first], after.dtype)
     for n in toposort(e.reached):
         if n in target:
             continue
@@ -810,12 +810,14 @@ def _widened_exactly(e: _Changing, same_dtype: bool = False) -> bool:
                 continue
             if same_dtype or n.op not in _SCALAR_OPS or not all(s in wide for s in srcs):
                 return False
-            if any(s.op is not Op.CONST for s in others):
+            if any(s.op is not Op.CONST for s in (others[1:] if n.op is Op.WHERE else others)):
+                return False  # (a where's test, read from arrays, picks one of its sides: each is computed)
+            wide_value = _apply(n, [wide[s] if s in target else _as([s.arg], s.dtype) for s in n.srcs], n.dtype)
+            narrow_value = _apply(n, [narrow[s] if s in target else _as([s.arg], s.dtype) for s in n.srcs], d)
+            if wide_value is None or narrow_value is None:
                 return False
-            wide_value = _apply(n, [wide[s] if s in target else s.arg for s in n.srcs], n.dtype)
-            narrow_value = _apply(n, [narrow[s] if s in target else s.arg for s in n.srcs], d)
             if comparison:
-                if bool(wide_value) != bool(narrow_value):
+                if not np.array_equal(wide_value, narrow_value):
                     return False
                 continue
             target[n], own[n], wide[n], narrow[n] = d, False, wide_value, narrow_value
@@ -836,25 +838,40 @@ def _widened_exactly(e: _Changing, same_dtype: bool = False) -> bool:
 _SCALAR_OPS = ELEMENTWISE - {Op.BITCAST}
 
 
+_CANDIDATES = 256  # the most values a step may have computed from a Python number (each side of each `if`)
+
+
 def _as(value, dtype: np.dtype):
     with np.errstate(all="ignore"):
         return np.asarray(value).astype(dtype)
 
 
 def _apply(n: Node, args: list, dtype: np.dtype):
-    """n's operation on 0-d values of `dtype` (a comparison's operands in `dtype`, its result a bool)."""
+    """n's operation on the values each operand may have (1-d arrays: a where's two sides, anything computed from
+    them), in `dtype` (a comparison's operands in `dtype`, its results bools): every combination, or None where
+    there are too many."""
     with np.errstate(all="ignore"):
         if n.op is Op.CAST:
             return _as(args[0], n.dtype)
-        if n.op is Op.WHERE:
-            return _as(args[1] if bool(args[0]) else args[2], dtype)
+        if n.op is Op.WHERE:  # (either side, whatever the test)
+            return np.concatenate([_as(args[1], dtype), _as(args[2], dtype)])
         converted = [_as(a, dtype) for a in args]
-        return np.asarray(NUMPY_OPS[n.op.value](*converted))
+        if np.prod([a.size for a in converted]) > _CANDIDATES:
+            return None
+        grids = np.meshgrid(*converted, indexing="ij")
+        return np.asarray(NUMPY_OPS[n.op.value](*grids)).reshape(-1)
 
 
 def _same(a, b) -> bool:
+    """The same values, bit for bit (NaN as NaN, -0.0 apart from 0.0)."""
     a, b = np.asarray(a), np.asarray(b)
-    return bool(a.dtype == b.dtype and (a.tobytes() == b.tobytes() or (np.isnan(a) & np.isnan(b)).all()))
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind not in "fc":
+        return bool((a == b).all())
+    if a.dtype.kind == "c":  # (part by part)
+        a, b = a.view(a.real.dtype), b.view(b.real.dtype)
+    return bool((((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))).all())
 
 
 def _inexact(e: _Changing) -> str:
