@@ -19,6 +19,9 @@ class LayoutOptions:
     # after it (lower._inputs_to_keep; GPUs, where a work-group shares the row); None: read them again
     keep_inputs_min: int | None = None
     gather_rows: bool = True  # a gather's trailing axes that no index depends on are an inner loop (CPU)
+    # independent reductions over loops of the same extents share one loop (lower._sharing_loops: a CPU thread's
+    # one pass; a GPU's work-group reduces one accumulator per loop, so there each keeps its own)
+    share_reduce_loops: bool = True
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
     library: bool = False  # the launch plan runs matrix products and sorts as NumPy calls (ir/library.py)
     tiled: bool = False  # matrix products are kernels of their own, rendered tiled (ir/contraction.py)

@@ -112,7 +112,7 @@ def emit(
     if keeps:
         e.keep_inputs(a.reduces[0], _inputs_to_keep(a, group, buffers, cached, options))
     n = 0
-    for reds in _sharing_loops(a.reduces, rgroups, cached, e.inputs):
+    for reds in _sharing_loops(a.reduces, rgroups, cached, e.inputs, options.share_reduce_loops):
         red: RowReduction = reds[0][0]
         rvars: list[Var] = reds[0][1]
         if red.node.op is Op.SORT:
@@ -163,16 +163,20 @@ def emit(
     return _check_tables(hoist(kernel)), params
 
 
-def _sharing_loops(reduces: list[RowReduction], rgroups: list[list[Var]], cached, kept_inputs) -> list[list]:
+def _sharing_loops(
+    reduces: list[RowReduction], rgroups: list[list[Var]], cached, kept_inputs, share: bool = True
+) -> list[list]:
     """The reductions in runs that share one loop, each with its loop variables: a reduction joins the run before
     it where its loops have the same extents and it reads none of the run's results (n-body's ax, ay and az, three
     sums over the same pairs: each pair's common terms, 1 / r**3, computed once instead of three times). Sorts,
-    the row kept in local memory and the loads kept there (the first reduction stores them) stay alone."""
+    the row kept in local memory and the loads kept there (the first reduction stores them) stay alone, as does
+    every reduction where the target does not `share` loops (LayoutOptions.share_reduce_loops)."""
     runs: list[list] = []
     for red, rvars in zip(reduces, rgroups):
         last = runs[-1] if runs else None
         if (
-            last is not None
+            share
+            and last is not None
             and not kept_inputs
             and red.node.op is Op.REDUCE
             and last[0][0].node.op is Op.REDUCE

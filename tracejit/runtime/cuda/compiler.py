@@ -74,6 +74,7 @@ class CudaCompiler:
         keep = max(0, min(shared_memory, cuda_codegen.SHARED_MEMORY) - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(
             accumulate_rows=False,
+            share_reduce_loops=False,
             gather_rows=False,
             fixed_locals=True,
             tiled=True,

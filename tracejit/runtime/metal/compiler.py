@@ -25,6 +25,7 @@ REDUCTION_SCRATCH = 4096  # bytes of threadgroup memory left for reduction trees
 def _layout(threadgroup_memory: int) -> LayoutOptions:
     return LayoutOptions(
         accumulate_rows=False,
+        share_reduce_loops=False,
         gather_rows=False,
         fixed_locals=True,
         tiled=True,

@@ -129,6 +129,7 @@ class OpenCLDevice(OpenCLCompiler, OpenCLMemory, OpenCLLaunches, Device):
         keep = max(0, d.local_mem_size - REDUCTION_SCRATCH) // 8 if gpu else CPU_KEEP_ROW_MAX
         self.layout = LayoutOptions(
             accumulate_rows=False,
+            share_reduce_loops=False,
             gather_rows=False,
             fixed_locals=True,
             tiled=gpu,

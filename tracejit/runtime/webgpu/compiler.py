@@ -46,6 +46,7 @@ class WebGPUTarget(Device):
     computes_float64 = False
     layout = LayoutOptions(
         accumulate_rows=False,
+        share_reduce_loops=False,
         gather_rows=False,
         fixed_locals=True,
         tiled=True,

@@ -164,6 +164,7 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
         keep = max(0, dl["max-compute-workgroup-storage-size"] - REDUCTION_SCRATCH) // 8
         self.layout = LayoutOptions(
             accumulate_rows=False,
+            share_reduce_loops=False,
             gather_rows=False,
             fixed_locals=True,
             tiled=not cpu,
