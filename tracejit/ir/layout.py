@@ -22,6 +22,9 @@ class LayoutOptions:
     # independent reductions over loops of the same extents share one loop (lower._sharing_loops: a CPU thread's
     # one pass; a GPU's work-group reduces one accumulator per loop, so there each keeps its own)
     share_reduce_loops: bool = True
+    # an innermost loop runs its interior, where no index is clamped, as a loop of its own (ir/split_loops.py: a
+    # CPU's vector loads; a GPU's threads are the columns)
+    split_loops: bool = True
     sort_bytes: int | None = None  # local memory for the rows a kernel sorts (None: no limit, the heap: numba)
     library: bool = False  # the launch plan runs matrix products and sorts as NumPy calls (ir/library.py)
     tiled: bool = False  # matrix products are kernels of their own, rendered tiled (ir/contraction.py)

@@ -21,6 +21,7 @@ from tracejit.ir.analysis import Analysis, Buffer, RowReduction, decided, source
 from tracejit.ir.dtypes import identity
 from tracejit.ir.gather import data_position, gathered_atoms, row_loop
 from tracejit.ir.graph import ELEMENTWISE, Node, Op
+from tracejit.ir import split_loops
 from tracejit.ir.hoist import hoist
 from tracejit.ir.merge_sort import POSITION, local_bytes
 from tracejit.ir.kernel_ir import INDEX, Builder, Fault, KOp, KernelIR, Param
@@ -160,6 +161,8 @@ def emit(
                 else:
                     e.b.emit(KOp.STORE, None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
+    if options.split_loops and not moving:  # (constant extents only: a moving one is an argument of the code)
+        kernel = split_loops.split(kernel)
     return _check_tables(hoist(kernel)), params
 
 

@@ -75,6 +75,7 @@ class CudaCompiler:
         self.layout = LayoutOptions(
             accumulate_rows=False,
             share_reduce_loops=False,
+            split_loops=False,
             gather_rows=False,
             fixed_locals=True,
             tiled=True,

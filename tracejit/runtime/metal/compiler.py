@@ -26,6 +26,7 @@ def _layout(threadgroup_memory: int) -> LayoutOptions:
     return LayoutOptions(
         accumulate_rows=False,
         share_reduce_loops=False,
+        split_loops=False,
         gather_rows=False,
         fixed_locals=True,
         tiled=True,

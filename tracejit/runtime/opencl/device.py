@@ -130,6 +130,7 @@ class OpenCLDevice(OpenCLCompiler, OpenCLMemory, OpenCLLaunches, Device):
         self.layout = LayoutOptions(
             accumulate_rows=False,
             share_reduce_loops=False,
+            split_loops=False,
             gather_rows=False,
             fixed_locals=True,
             tiled=gpu,

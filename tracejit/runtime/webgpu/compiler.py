@@ -47,6 +47,7 @@ class WebGPUTarget(Device):
     layout = LayoutOptions(
         accumulate_rows=False,
         share_reduce_loops=False,
+        split_loops=False,
         gather_rows=False,
         fixed_locals=True,
         tiled=True,

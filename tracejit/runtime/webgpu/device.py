@@ -165,6 +165,7 @@ class WebGPUDevice(WebGPUCompiler, WebGPUMemory, WebGPULaunches, Device):
         self.layout = LayoutOptions(
             accumulate_rows=False,
             share_reduce_loops=False,
+            split_loops=False,
             gather_rows=False,
             fixed_locals=True,
             tiled=not cpu,
