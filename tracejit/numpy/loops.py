@@ -40,10 +40,9 @@ from tracejit.errors import AssignmentError, TracejitError, UnsupportedError
 from tracejit.ir import build, element_loops
 from tracejit.ir.evaluate import constant_value
 from tracejit.ir.faulting import recorded
-from tracejit.ir.graph import ELEMENTWISE, MOVEMENT, Node, Op, replace, toposort
-from tracejit.ir.ops import NUMPY_OPS
+from tracejit.ir.graph import Node, Op, replace, toposort
 from tracejit.ir.simplify import simplify
-from tracejit.numpy import complex_values, int_comparisons, python_numbers, random_draws
+from tracejit.numpy import complex_values, int_comparisons, loop_promotion, python_numbers, random_draws
 from tracejit.numpy.complex_values import ComplexTensor
 from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
 from tracejit.numpy.tensor import MayAlias, Tensor, as_node, living, loop_body, may_alias, python_value, tracing
@@ -696,7 +695,7 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args, u
             if all(_number(b) is not None for b in (start, stop, step) if isinstance(b, Tensor)):
                 steps = range(*_numbers(args)) if steps is None else steps
                 # (`s = 0.0`, then `s += A[i, j]`: float64 from the start)
-                if steps and _widened_exactly(e, same_dtype=True):
+                if steps and loop_promotion.exact(e.changes, e.stand_ins, e.reached, same_dtype=True):
                     values = _widened(values, e.changes)
                     continue
                 if not peeled:  # the first step as Python runs it; the rest a loop
@@ -710,7 +709,7 @@ def _compiled_for(start, stop, step, body, values, names, target, where, args, u
                     start, stop, step = steps.start, steps.stop, steps.step
                     continue
             if all(_weak(values[j]) for j in e.changes):  # `s = 0`, then `s = s + x[i]`
-                if not _widened_exactly(e):
+                if loop_promotion.exact(e.changes, e.stand_ins, e.reached) is False:  # (not known: as NEP 50's cast)
                     raise _Unroll(_inexact(e)) from None
                 values = _widened(values, e.changes)
                 continue
@@ -742,7 +741,7 @@ def _compiled_while(first_test: Tensor, test, body, values, names, where):
             break
         except _Changing as e:
             if all(_weak(values[j]) for j in e.changes):
-                if not _widened_exactly(e):
+                if loop_promotion.exact(e.changes, e.stand_ins, e.reached) is False:  # (not known: as NEP 50's cast)
                     raise _Unroll(_inexact(e)) from None
                 values = _widened(values, e.changes)
                 continue
@@ -754,124 +753,6 @@ def _compiled_while(first_test: Tensor, test, body, values, names, where):
     heads = [_test_node(first_test)]
     results = _loop_nodes("while", None, heads, trace, where)
     return _finish(trace, values, results, where, maybe_none=True)
-
-
-def _widened_exactly(e: _Changing, same_dtype: bool = False) -> bool:
-    """Whether the body's first step computes what it computed with the changed names' Python numbers (NEP 50's weak
-    scalars) when given them as NumPy values of the dtype the step gives them (_widened): each goes from a weak 0-d
-    value to a value of a dtype D (`s = 0.0`, then `s += A[i, j]`: float64; `s = 0`, then `s = s + x32.sum()`:
-    float32), and where the step meets D (NEP 50 converts a Python number meeting a value of dtype D to D) it meets
-    the same value: the Python number itself, or what the step computed from it in Python's precision (`s * 0.5`,
-    `s / 1e10`: computed from the first value known while tracing, both ways, and compared; `s = 1e40` then
-    `s = s / 1e10 + x32[i]` does not qualify, as 1e30 is not float32(1e40) / 1e10). A comparison with a Python
-    number is compared both ways too. A value given to a loop, a call run on the host or a count read back
-    disqualifies it, as does a first value not known while tracing whose step computes with it before meeting D.
-    `same_dtype`: only D the Python number's own dtype (`s = 0.0` to float64), a 0-d value."""
-    if e.reached is None or not e.changes:
-        return False
-    target: dict[Node, np.dtype] = {}  # each weak value the step computes with -> the dtype D it must meet
-    own: dict[Node, bool] = {}  # whether D is that value's own dtype
-    wide: dict[Node, Any] = {}  # its value as Python computes it, where the first value is known
-    narrow: dict[Node, Any] = {}  # its value computed in D from D's first value
-    computed: set[Node] = set()  # the values computed from a Python number in its precision
-    for j, (first, nxt) in e.changes.items():
-        before, after = e.stand_ins[j], as_node(nxt)
-        if not (before.weak and not after.weak and before.shape == ()):
-            return False
-        if same_dtype and not (before.dtype == after.dtype and after.shape == ()):
-            return False
-        target[before], own[before] = after.dtype, before.dtype == after.dtype
-        if type(first) in (bool, int, float):
-            wide[before], narrow[before] = _as([first], before.dtype), _as([first], after.dtype)
-    for n in toposort(e.reached):
-        if n in target:
-            continue
-        srcs = [s for s in n.srcs if s in target]
-        if not srcs:
-            continue
-        dtypes = {target[s] for s in srcs}
-        if n.op in (Op.LOOP, Op.HOST, Op.SIZE) or len(dtypes) != 1:
-            return False
-        (d,) = dtypes
-        if n.op in MOVEMENT and n.weak:  # (the same value, reshaped or broadcast)
-            target[n], own[n] = d, all(own[s] for s in srcs)
-            if all(s in wide for s in srcs):
-                wide[n], narrow[n] = wide[srcs[0]], narrow[srcs[0]]
-            if any(s in computed for s in srcs):
-                computed.add(n)
-            continue
-        others = [s for s in n.srcs if s not in target]
-        comparison = n.dtype == np.bool_ and any(s.dtype != np.bool_ for s in n.srcs)
-        if comparison and all(s.weak for s in others) or n.weak and not comparison:
-            # computed in Python's precision (a Python number's own dtype), not yet in D
-            if all(own[s] for s in srcs):
-                if not comparison and n.dtype == d:
-                    target[n], own[n] = d, True
-                continue
-            if same_dtype or n.op not in _SCALAR_OPS or not all(s in wide for s in srcs):
-                return False
-            if any(s.op is not Op.CONST for s in (others[1:] if n.op is Op.WHERE else others)):
-                return False  # (a where's test, read from arrays, picks one of its sides: each is computed)
-            wide_value = _apply(n, [wide[s] if s in target else _as([s.arg], s.dtype) for s in n.srcs], n.dtype)
-            narrow_value = _apply(n, [narrow[s] if s in target else _as([s.arg], s.dtype) for s in n.srcs], d)
-            if wide_value is None or narrow_value is None:
-                return False
-            if comparison:
-                if not np.array_equal(wide_value, narrow_value):
-                    return False
-                continue
-            target[n], own[n], wide[n], narrow[n] = d, False, wide_value, narrow_value
-            computed.add(n)
-            continue
-        # where the step meets D: a value of D, or a conversion to D
-        if comparison:
-            if any(s.dtype != d for s in others):
-                return False
-        elif n.dtype != d:
-            return False
-        for s in srcs:  # (a value computed from a Python number: the same once made D as computed in D)
-            if s in computed and not _same(_as(wide[s], d), narrow[s]):
-                return False
-    return True
-
-
-_SCALAR_OPS = ELEMENTWISE - {Op.BITCAST}
-
-
-_CANDIDATES = 256  # the most values a step may have computed from a Python number (each side of each `if`)
-
-
-def _as(value, dtype: np.dtype):
-    with np.errstate(all="ignore"):
-        return np.asarray(value).astype(dtype)
-
-
-def _apply(n: Node, args: list, dtype: np.dtype):
-    """n's operation on the values each operand may have (1-d arrays: a where's two sides, anything computed from
-    them), in `dtype` (a comparison's operands in `dtype`, its results bools): every combination, or None where
-    there are too many."""
-    with np.errstate(all="ignore"):
-        if n.op is Op.CAST:
-            return _as(args[0], n.dtype)
-        if n.op is Op.WHERE:  # (either side, whatever the test)
-            return np.concatenate([_as(args[1], dtype), _as(args[2], dtype)])
-        converted = [_as(a, dtype) for a in args]
-        if np.prod([a.size for a in converted]) > _CANDIDATES:
-            return None
-        grids = np.meshgrid(*converted, indexing="ij")
-        return np.asarray(NUMPY_OPS[n.op.value](*grids)).reshape(-1)
-
-
-def _same(a, b) -> bool:
-    """The same values, bit for bit (NaN as NaN, -0.0 apart from 0.0)."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind not in "fc":
-        return bool((a == b).all())
-    if a.dtype.kind == "c":  # (part by part)
-        a, b = a.view(a.real.dtype), b.view(b.real.dtype)
-    return bool((((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))).all())
 
 
 def _inexact(e: _Changing) -> str:
