@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _bitcast, _cast, _combine, _ctype, _literal
+from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _bitcast, _cast, _combine, _ctype, _in_order_below, _literal
 from tracejit.ir.dtypes import identity
 from tracejit.ir.element_loops import Plan, element_at, is_flat_positions
 from tracejit.ir.faulting import fault_of
@@ -636,18 +636,37 @@ class _Slab:
         self.intervals: dict[tuple[Node, tuple[str, ...]], tuple[int, int] | None] = {}
         self.forward: dict[str, str] = {}  # an element (as rendered) whose value a variable holds, not yet stored
         self.reads: list[tuple[str, str]] = []  # every array element read: (memory, the element as rendered)
+        self.loops: list[tuple[int, str, str]] = []  # the loops `open` wrote: (the line, lo, hi)
 
     # -- the statements --
 
     def reduction(self, n: Node, v: str) -> None:
+        """A full reduction. A float sum or product over one loop adds in any order where the loop runs 8
+        steps or more (`x[:i] @ y[:i]`, `np.sum(x[a:b])`: NumPy's pairwise sum and BLAS's dot do not add in
+        order either), so LLVM keeps it in vector lanes; fewer than 8 add in order, as NumPy's do. The kernels'
+        renderer reorders the same sums (codegen/cpu/rows.py): trisolv's and lu's dots ran at one add per
+        latency of the add, the serial chain of a `for` loop written out by hand."""
         red, _ = n.arg
         src = n.srcs[0]
-        self.w.out(f"{v} = {_literal(identity(red, n.dtype), n.dtype)}")
+        w = self.w
+        w.out(f"{v} = {_literal(identity(red, n.dtype), n.dtype)}")
         tests = self.zero_outside(src) if red == "sum" else []
+        self.loops = []
         idx, opened = self.open(src, src.shape, tests, exact=False)
-        expr = _combine(red, n.dtype, v, self.at(src, idx))
-        self.w.note_helpers(expr)
-        self.w.out(f"{v} = {expr}")
+        value = self.at(src, idx)
+        expr = _combine(red, n.dtype, v, value)
+        reorder = red in ("sum", "prod") and n.dtype in (np.float32, np.float64) and src.dtype == n.dtype
+        if reorder and len(self.loops) == 1:
+            start, lo, hi = self.loops[0]
+            w.helpers.add(f"reassoc_{'add' if red == 'sum' else 'mul'}")
+            w.out(f"{v} = reassoc_{'add' if red == 'sum' else 'mul'}({v}, {value})")
+            self.close(opened)
+            pad = len(w.lines[start]) - len(w.lines[start].lstrip())  # (the loop's, inside any `if` open wrote)
+            loop = [line[pad:] for line in w.lines[start:]]
+            w.lines[start:] = [" " * pad + line for line in _in_order_below(loop, f"({hi}) - ({lo})", 0)]
+            return
+        w.note_helpers(expr)
+        w.out(f"{v} = {expr}")
         self.close(opened)
 
     def memory(self, n: Node) -> str | None:
@@ -782,6 +801,7 @@ class _Slab:
                 continue
             lo = f"max(0, {', '.join(lows[p])})" if p in lows else "0"
             hi = f"min({size}, {', '.join(highs[p])})" if p in highs else str(size)
+            self.loops.append((len(w.lines), lo, hi))
             w.out(f"for {p} in range({lo}, {hi}):")
             w.depth, opened = w.depth + 1, opened + 1
         idx = tuple(places)
