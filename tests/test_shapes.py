@@ -351,13 +351,13 @@ def test_the_vector_width_is_512_bits_on_avx512_cores_but_the_first_intel_ones(m
     """LLVM's tuning vectorises with 256-bit registers on every Intel AVX-512 core; tracejit marks its kernels
     for 512 bits (runtime.numba_math.wide_vectors) but on the cores whose clock drops under 512-bit work.
     A float32 sum written for every length is NumPy's only where the shortest vector loop takes 8 lanes."""
-    import llvmlite.binding as llvm
-    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: {"avx": True, "avx2": True, "avx512f": True})
+    from tracejit.codegen.cpu import rows
+    from tracejit.codegen.cpu.host import HostCPU
     for name, width in (("emeraldrapids", 64), ("skylake-avx512", 32), ("cascadelake", 32),
                         ("icelake-server", 64), ("znver4", 64)):
-        monkeypatch.setattr(llvm, "get_host_cpu_name", lambda name=name: name)
+        monkeypatch.setattr(rows, "host_cpu", lambda name=name: HostCPU(name, "+avx,+avx2,+avx512f,-sse4a"))
         assert host_vector_bytes.__wrapped__() == width, name
-    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: {"avx": True, "avx2": True})
+    monkeypatch.setattr(rows, "host_cpu", lambda: HostCPU("znver3", "+avx,+avx2,-avx512f"))
     assert host_vector_bytes.__wrapped__() == 32
 
 

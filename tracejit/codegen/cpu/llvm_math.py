@@ -29,8 +29,6 @@ from tracejit.codegen.cpu.llvm_values import (
     smin,
 )
 
-_SCALEF = host_scalef()  # (the object code's cache key includes the CPU)
-
 # ---------------------------------------------------------------------------------------------------
 # Powers of two and ldexp: x * 2**n rounded once, n an integral float within the frontend's clamp
 # (+-320 for float32, +-2200 for float64). A libm call would keep the loop scalar.
@@ -78,7 +76,7 @@ def exp_f32(x):
     r = fma(n, -M.LN2_HI, xc)
     r = fma(n, -M.LN2_LO, r)
     y = fma(horner(r, M.EXP_P), r * r, r) + 1.0  # exp(r) in [0.7, 1.42]
-    if _SCALEF:  # y * 2**n rounded once, in one instruction: the same bits as the two factors below
+    if host_scalef():  # y * 2**n rounded once, in one instruction: the same bits as the two factors below
         y = scale(y, convert(n, I32))
     else:  # 2**n in two factors, each a normal float32 even when 2**n is not: the result rounds once,
         n1 = floor(n * 0.5)  # also into the subnormal range, and overflows to inf by itself
@@ -119,7 +117,7 @@ def exp_f64(x):
     r = fma(n, -_LN2_HI_F64, xc)
     r = fma(n, -_LN2_LO_F64, r)
     y = fma(horner(r, _EXP_TAYLOR_F64), r * r, r) + 1.0  # exp(r) in [0.7, 1.42]
-    if _SCALEF:  # y * 2**n rounded once, in one instruction (vscalefpd): the two factors' bits
+    if host_scalef():  # y * 2**n rounded once, in one instruction (vscalefpd): the two factors' bits
         y = scale(y, convert(n, I32))
     else:
         n1 = floor(n * 0.5)  # 2**n as two normal factors: rounds once, also to subnormals

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tracejit.codegen.cpu.host import host_cpu
+
 STRICT = ("contract",)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 I1, I16, I32, I64 = ir.IntType(1), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -211,11 +213,10 @@ def scale(x: Value, k: Value) -> Value:
 
 
 def host_scalef() -> bool:
-    """Whether this CPU scales vectors by powers of two in one instruction (AVX-512's vscalefps)."""
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features()
-    return bool(features.get("avx512f") and features.get("avx512vl"))
+    """Whether this CPU scales vectors by powers of two in one instruction (AVX-512's vscalefps); the object
+    code's cache key includes the CPU."""
+    cpu = host_cpu()
+    return cpu.has("avx512f") and cpu.has("avx512vl")
 
 
 def bitcast(x: Value, ty: ir.Type) -> Value:

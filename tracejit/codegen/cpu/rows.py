@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tracejit.codegen.cpu.host import host_cpu
 from tracejit.codegen.simt.mapping import reorderable_updates
 from tracejit.ir.kernel_ir import KOp
 
@@ -34,12 +35,10 @@ WIDE_VECTORS_SLOW = ("skylake-avx512", "cascadelake", "cooperlake")
 def host_vector_bytes() -> int:
     """The widest float vector register tracejit's kernels are vectorised with on this CPU (16 without AVX):
     64 on AVX-512 cores but WIDE_VECTORS_SLOW."""
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f") and not llvm.get_host_cpu_name().startswith(WIDE_VECTORS_SLOW):
+    cpu = host_cpu()
+    if cpu.has("avx512f") and not cpu.name.startswith(WIDE_VECTORS_SLOW):
         return 64
-    return 32 if features.get("avx") else 16
+    return 32 if cpu.has("avx") else 16
 
 
 def _blocked_sums(ins, reorderable: set[int], scanned: set[int]) -> dict[int, list[int]]:

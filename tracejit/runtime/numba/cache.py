@@ -24,40 +24,43 @@ FASTMATH = {"contract"}
 @functools.cache
 def host_cpu() -> str:
     """The CPU as LLVM sees it (its name and a digest of its features): compiled code is for it alone."""
-    import llvmlite.binding as llvm
+    from tracejit.runtime.numba.host_record import host_cpu as llvm_host_cpu
 
-    features = llvm.get_host_cpu_features().flatten()
-    return f"{llvm.get_host_cpu_name()} {hashlib.sha256(features.encode()).hexdigest()[:16]}"
+    cpu = llvm_host_cpu()
+    return f"{cpu.name} {hashlib.sha256(cpu.features.encode()).hexdigest()[:16]}"
 
 
 @functools.cache
 def compiler_versions() -> str:
-    import llvmlite
+    return f"numba {numba_version()} llvmlite {installed_version('llvmlite')} python {sys.version.split()[0]}"
 
-    return f"numba {numba_version()} llvmlite {llvmlite.__version__} python {sys.version.split()[0]}"
+
+def numba_version() -> str:
+    """Numba's version, without importing Numba where it is not imported yet (~0.2 s)."""
+    return installed_version("numba")
 
 
 @functools.cache
-def numba_version() -> str:
-    """Numba's version, without importing Numba where it is not imported yet (~0.2 s)."""
-    loaded = sys.modules.get("numba")
+def installed_version(package: str) -> str:
+    """The version of an installed package (numba, llvmlite), without importing it where it is not imported yet."""
+    loaded = sys.modules.get(package)
     if loaded is not None:
         return loaded.__version__
     import importlib.util
 
-    spec = importlib.util.find_spec("numba")  # the dist-info beside the package names the version (importlib's
+    spec = importlib.util.find_spec(package)  # the dist-info beside the package names the version (importlib's
     if spec is not None and spec.origin:  # metadata.version scans every path entry: 15 ms of a first call)
-        found = list(Path(spec.origin).parent.parent.glob("numba-*.dist-info"))
+        found = list(Path(spec.origin).parent.parent.glob(f"{package}-*.dist-info"))
         if len(found) == 1:
-            return found[0].name[len("numba-") : -len(".dist-info")]
+            return found[0].name[len(package) + 1 : -len(".dist-info")]
     from importlib import metadata
 
     try:
-        return metadata.version("numba")
+        return metadata.version(package)
     except metadata.PackageNotFoundError:  # importable but not installed as a distribution (a source tree)
-        import numba
+        import importlib
 
-        return numba.__version__
+        return importlib.import_module(package).__version__
 
 
 def first_lines(text: str, n: int = 12) -> str:
