@@ -7,9 +7,9 @@ SLP) and machine code for this CPU of its IR plus a small CPython entry point, w
 METH_FASTCALL function taking the Python function's arguments (the global size or a chunk's bounds, the
 sizes, the flat arrays), reading each array's data pointer from NumPy's array struct, and calling the
 kernel with the GIL released, as Numba's `nogil` entry points do. The object code is what the disk cache
-keeps (CACHE, checksummed like every entry); a process loads it into one MCJIT engine and makes the entry
-point a builtin function (PyCFunction_NewEx), so a call costs what a call of Numba's compiled entry point
-costs.
+keeps (CACHE, checksummed like every entry); a process maps it with tracejit's own loader (object_loader.py,
+no LLVM loaded), or where that refuses it loads it into one MCJIT engine, and makes the entry point a builtin
+function (PyCFunction_NewEx), so a call costs what a call of Numba's compiled entry point costs.
 
 A kernel looped in parallel over its global index has an entry point that runs even parts of the range on
 GNU OpenMP's threads (GOMP_parallel; see openmp), where Numba would have compiled a `prange` loop.
@@ -24,8 +24,12 @@ import ctypes
 import functools
 import sys
 import threading
+import warnings
 
 import numpy as np
+
+from tracejit.runtime.debug import log
+from tracejit.runtime.numba import object_loader
 
 _lock = threading.RLock()  # llvmlite's objects are not safe to share between threads
 _entries: dict[str, object] = {}  # symbol -> the builtin function calling it: an object loads once per process
@@ -85,9 +89,23 @@ def _machine():
     return machine, engine
 
 
+def _mcjit():
+    """The MCJIT engine, told of libgomp and tracejit.omp_threads once OpenMP is loaded (openmp)."""
+    import llvmlite.binding as llvm
+
+    _, engine = _machine()
+    if _gomp and not _gomp_told_llvm:
+        llvm.load_library_permanently(_gomp[0]._name)
+        llvm.add_symbol("tracejit.omp_threads", ctypes.addressof(_omp_threads))
+        _gomp_told_llvm.append(True)
+    return engine
+
+
 # The threads a parallel kernel's entry point asks OpenMP for; 0 in a forked child (libgomp's pool does not
 # survive fork: its first parallel region there can hang), where such kernels run serially instead.
 _omp_threads = ctypes.c_int32(0)
+_gomp: list[ctypes.CDLL] = []  # libgomp, once loaded (openmp)
+_gomp_told_llvm: list[bool] = []  # whether MCJIT's engine knows it (_mcjit)
 
 
 @functools.cache
@@ -98,21 +116,18 @@ def openmp() -> bool:
     device has set GOMP_SPINCOUNT where MKL will share it (blas.settle_openmp)."""
     import os
 
-    import llvmlite.binding as llvm
-
     from tracejit.runtime.numba.blas import system_library
     from tracejit.runtime.numba.threads import limit_pools, thread_count
 
     path = system_library("gomp")
     if path is None:
         return False
-    try:
-        llvm.load_library_permanently(path)
-    except RuntimeError:
+    try:  # (as LLVM's load_library_permanently: its symbols visible to every library loaded after it)
+        _gomp.append(ctypes.CDLL(path, mode=os.RTLD_LAZY | os.RTLD_GLOBAL))
+    except OSError:
         return False
     _omp_threads.value = thread_count()
     limit_pools()  # tj.set_num_threads(n) before libgomp loaded (MKL's products may run on it)
-    llvm.add_symbol("tracejit.omp_threads", ctypes.addressof(_omp_threads))
     os.register_at_fork(after_in_child=lambda: setattr(_omp_threads, "value", 0))
     return True
 
@@ -125,14 +140,11 @@ def set_omp_threads(n: int) -> None:
 
 
 def versions() -> str:
-    """What the object code depends on besides the IR and the CPU: for the cache key."""
-    import llvmlite
-    import llvmlite.binding as llvm
+    """What the object code depends on besides the IR and the CPU: for the cache key. llvmlite's version, read
+    without loading its LLVM, names LLVM's (each llvmlite release builds with one LLVM release)."""
+    from tracejit.runtime.numba.cache import installed_version
 
-    return (
-        f"llvmlite {llvmlite.__version__} LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
-        f"python {sys.version.split()[0]} numpy-layout {layout()}"
-    )
+    return f"llvmlite {installed_version('llvmlite')} python {sys.version.split()[0]} numpy-layout {layout()}"
 
 
 def compile_object(ir_text: str, function: str, symbol: str, serial: bool, parallel: bool = False) -> bytes:
@@ -205,10 +217,18 @@ def check_object(obj: bytes) -> None:
             raise BadObject("has a section outside the file")
 
 
+# ELF's e_machine of a 64-bit process's object code, by the machine os.uname() names
+MACHINE_CODES = {"x86_64": 62, "aarch64": 183, "arm64": 183}
+
+
 @functools.cache
 def _machine_code() -> int:
-    """ELF's e_machine of the object code LLVM makes here (read from a tiny object of its own)."""
+    """ELF's e_machine of the object code LLVM makes here (known, or read from a tiny object of its own)."""
+    import os
     import struct
+
+    if sys.maxsize > 2**32 and os.uname().machine in MACHINE_CODES:
+        return MACHINE_CODES[os.uname().machine]
 
     import llvmlite.binding as llvm
 
@@ -220,24 +240,58 @@ def _machine_code() -> int:
 
 def load(obj: bytes, symbol: str, name: str):
     """The entry point of `symbol` in object code `obj`, as a Python function named `name`; an object loads
-    once per process. BadObject where `obj` is not object code (check_object)."""
-    import llvmlite.binding as llvm
-
+    once per process, by tracejit's own loader (object_loader.py: no LLVM loaded) where it takes the object,
+    else by LLVM's MCJIT. BadObject where `obj` is not object code (check_object)."""
     with _lock:
         fn = _entries.get(symbol)
         if fn is not None:
             return fn
         check_object(obj)
-        _, engine = _machine()
-        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        engine.finalize_object()
-        ndarray = engine.get_global_value_address(f"{symbol}.ndarray")
-        entry = engine.get_function_address(f"{symbol}.call")
+        try:
+            ndarray, entry = load_mapped(obj, symbol)
+        except object_loader.Unsupported as e:
+            _refused(name, str(e))
+            ndarray, entry = load_mcjit(obj, symbol)
         if not ndarray or not entry:
             raise RuntimeError(f"kernel {name}'s object code lacks its entry point")
         ctypes.c_void_p.from_address(ndarray).value = id(np.ndarray)
         fn = _entries[symbol] = _builtin(entry, name)
         return fn
+
+
+def load_mapped(obj: bytes, symbol: str) -> tuple[int, int]:
+    """The addresses of `symbol`.ndarray and `symbol`.call in `obj` loaded by object_loader (Unsupported where
+    it does not take it)."""
+    symbols = {"tracejit.None": id(None), "tracejit.TypeError": id(TypeError)}
+    if _gomp:
+        symbols["tracejit.omp_threads"] = ctypes.addressof(_omp_threads)
+    names = [f"{symbol}.ndarray", f"{symbol}.call"]
+    found = object_loader.load(obj, symbols, _gomp, names)
+    return found[names[0]], found[names[1]]
+
+
+def load_mcjit(obj: bytes, symbol: str) -> tuple[int, int]:
+    """The addresses of `symbol`.ndarray and `symbol`.call in `obj` loaded into LLVM's MCJIT engine."""
+    import llvmlite.binding as llvm
+
+    engine = _mcjit()
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    return engine.get_global_value_address(f"{symbol}.ndarray"), engine.get_function_address(f"{symbol}.call")
+
+
+def _refused(name: str, why: str) -> None:
+    """object_loader's refusal: expected where it serves no such machine (logged), loud where it does (a
+    warning, once per reason): LLVM then loads the object, at ~25 ms more for the first kernel."""
+    message = f"kernel {name}'s object code was loaded by LLVM: tracejit's loader refused it, as {why}"
+    if not object_loader.supported_here():
+        log(1, message)
+    elif why not in _refusals:
+        _refusals.add(why)
+        warnings.warn(f"tracejit: {message}. This is a tracejit bug: please report it.", RuntimeWarning, stacklevel=4)
+
+
+_refusals: set[str] = set()
 
 
 class _MethodDef(ctypes.Structure):
