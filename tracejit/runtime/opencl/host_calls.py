@@ -4,9 +4,9 @@ numba device: MKL's or NumPy's BLAS and NumPy's sort on the device's own buffers
 A CPU OpenCL implementation (PoCL) keeps its buffers in the host's memory, so mapping one is a pointer, not a copy;
 its compiler vectorises generated loops well but no generated product came near BLAS there (a 1024^3 float32
 product: 91 ms generated, 5 ms by MKL on the same two cores). The launch plan's kernel for such a node is a
-`HostCall`: when the device's queue reaches it, the queue is finished, the kernel's buffers are mapped, the library
-call writes its result through the mapped views (numba's library_kernel: the same code), and the buffers are
-unmapped before the next kernel is enqueued. The kernel IR stays the reference (a GPU renders it).
+`HostCall`: when the device's queue reaches it, the kernel's buffers are mapped, which waits for the kernels before
+it, the library call writes its result through the mapped views (numba's library_kernel: the same code), and the
+buffers are unmapped before the next kernel is enqueued. The kernel IR stays the reference (a GPU renders it).
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ class HostCall:
     def __call__(self, queue, values: list) -> None:
         import pyopencl as cl
 
-        queue.finish()  # (the kernels before it have written what it reads)
         arrays, maps, by_buffer = [], [], {}
         flags = cl.map_flags.READ | cl.map_flags.WRITE
         try:
@@ -69,22 +68,29 @@ class HostCall:
                     arrays.append(np.empty(0, np.uint8))
                     continue
                 if id(buf) not in by_buffer:  # (one buffer passed twice: mapped once, all of it)
-                    mapped = _map(queue, buf, flags)
-                    maps.append(mapped)
-                    by_buffer[id(buf)] = mapped
+                    maps.append(_map(queue, buf, flags))
+                    by_buffer[id(buf)] = maps[-1][0]
                 arrays.append(by_buffer[id(buf)][:nbytes])
+            # One wait for all: the queue is in order, so the last map is done once every kernel before this
+            # call and every map is. A finish and a blocking map each cost PoCL a round trip to its worker
+            # thread, more than a small product itself (docs/guide/devices/opencl.md)
+            if maps:
+                maps[-1][1].wait()
+            else:
+                queue.finish()
             self.run(*arrays)
         finally:
-            for mapped in maps:
+            for mapped, _ in maps:
                 cast(Any, mapped.base).release(queue)  # (the MemoryMap behind the array)
 
 
-def _map(queue, buf, flags) -> np.ndarray:
-    """All of a buffer, mapped into the host's memory as bytes (a pointer on a CPU device)."""
+def _map(queue, buf, flags) -> tuple:
+    """All of a buffer, mapped into the host's memory as bytes (a pointer on a CPU device), and the map's
+    event: the array is the buffer's once the event is complete."""
     import pyopencl as cl
 
-    mapped, _ = cast(Any, cl).enqueue_map_buffer(queue, buf, flags, 0, (buf.size,), np.uint8, is_blocking=True)
-    return mapped
+    mapped, event = cast(Any, cl).enqueue_map_buffer(queue, buf, flags, 0, (buf.size,), np.uint8, is_blocking=False)
+    return mapped, event
 
 
 def host_kernel(kernel: KernelIR, call: library.Call) -> HostKernel:
