@@ -230,6 +230,62 @@ def test_own_float32_math_is_within_one_ulp_of_the_correctly_rounded_result(fn):
     assert np.abs(ordered[0] - ordered[1])[~np.isnan(exact)].max() <= 1
 
 
+def _ordered_bits(v: np.ndarray) -> np.ndarray:
+    """Integers in the floats' order, one apart for adjacent floats (ulps between two values)."""
+    bits, top = (v.view(np.int64), 0x7FFFFFFFFFFFFFFF) if v.dtype == np.float64 else (v.view(np.int32), 0x7FFFFFFF)
+    return np.where(bits < 0, -(bits & top), bits).astype(np.int64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fn", ["exp", "tanh"])
+def test_own_exp_and_tanh_give_the_numba_devices_bits_and_float64_is_within_two_ulp(fn, dtype):
+    """A CPU device's exp and tanh (float64 too: its library's are scalar calls) are the numba device's
+    algorithms, integer steps and all: the same bits on every input, NaN, infinities, subnormal results."""
+    if not tj.device("opencl").options.own_math:
+        pytest.skip("this device's own exp/tanh are used (OpenCL allows them a few ulp)")
+    rng = np.random.default_rng(11)
+    width = np.uint64 if dtype == np.float64 else np.uint32
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 0.625, -0.625, 19.1, -19.1, 88.72, 88.73, -87.4, -103.9,
+               709.78, 709.79, 710.0, -745.1, -745.2, -746.0, 5e-324, -5e-324]
+    x = np.concatenate([rng.integers(0, np.iinfo(width).max, 1 << 16, dtype=width).view(dtype),
+                        np.linspace(-800, 800, 1 << 14, dtype=dtype), np.linspace(-1, 1, 1 << 12, dtype=dtype),
+                        np.array(special, dtype)])
+    f = tj.kernel(lambda a: getattr(np, fn)(a))
+    assert f"tj_{fn}_f{8 * np.dtype(dtype).itemsize}(" in f.lower(x, device="opencl").kernels[0].source
+    with np.errstate(all="ignore"):
+        got, numba_device, exact = f(x, device="opencl").numpy(), f(x, device="numba"), getattr(np, fn)(x)
+    assert np.array_equal(np.isnan(got), np.isnan(exact))
+    finite = ~np.isnan(exact)
+    np.testing.assert_array_equal(_ordered_bits(got)[finite], _ordered_bits(numba_device)[finite])
+    if dtype == np.float64:
+        assert np.abs(_ordered_bits(got) - _ordered_bits(exact))[finite].max() <= (1 if fn == "exp" else 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [1, 7, 63, 64, 65, 200, 1024])
+def test_row_kernels_of_a_cpu_device_match_numpy_at_every_row_length_with_nan_and_inf(width, dtype):
+    """Softmax and layernorm on many rows: a row per work-item, runs of 64 (four vectors at a time) where the
+    length is a multiple of 64; a NaN or an infinity in a row reaches that row's results only."""
+    rng = np.random.default_rng(width)
+    x = (rng.standard_normal((300, width)) * 3).astype(dtype)
+    x[5, 0], x[7, -1], x[9, width // 2] = np.nan, np.inf, -np.inf
+
+    @tj.kernel
+    def rows(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        m = x.mean(axis=-1, keepdims=True)
+        return e / e.sum(axis=-1, keepdims=True), (x - m) / np.sqrt(((x - m) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        m = x.mean(axis=-1, keepdims=True)
+        expected = e / e.sum(axis=-1, keepdims=True), (x - m) / np.sqrt(((x - m) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+        got = rows(x, device="opencl")
+    for g, want in zip(got, expected):
+        assert g.dtype == want.dtype
+        assert_close(g.numpy(), want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6 if dtype == np.float32 else 1e-13)
+
+
 def test_device_capabilities_are_queried_not_assumed():
     dev = tj.device("opencl")
     extensions = dev.cl_device.extensions.split()
@@ -413,6 +469,26 @@ def test_products_on_a_cpu_device_run_by_blas_on_the_mapped_buffers(dtype, rng):
     np.testing.assert_allclose(np.asarray(transposed(a, w, device="opencl")), a @ w.T, rtol=tol, atol=tol)
     x, y = rng.standard_normal((3, 40, 50)).astype(dtype), rng.standard_normal((3, 50, 30)).astype(dtype)
     np.testing.assert_allclose(np.asarray(tj.kernel(np.matmul)(x, y, device="opencl")), x @ y, rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES or not _cpu_device(), reason="an OpenCL GPU renders its products")
+def test_host_products_in_a_chain_each_see_the_kernels_before_them(rng):
+    """Products by the host between kernels, one buffer passed twice (mapped once), each waiting on one
+    event for the kernels before it: every product reads what the kernel before it wrote, on every call."""
+    a = rng.standard_normal((64, 96)).astype(np.float32)
+
+    @tj.kernel
+    def chain(a):
+        g = np.tanh(a) @ np.tanh(a).T      # the same buffer on both sides
+        h = np.exp(g * 0.01) @ (a * 2)     # a kernel, then a product of two kernels' results
+        return np.maximum(h, 0) @ a.T + 1
+
+    assert sum("BLAS" in k.source for k in chain.lower(a, device="opencl").kernels) == 3
+    t = np.tanh(a)
+    expected = np.maximum(np.exp(t @ t.T * 0.01) @ (a * 2), 0) @ a.T + 1
+    da = tj.asarray(a, device="opencl")
+    for _ in range(3):
+        np.testing.assert_allclose(chain(da, device="opencl").numpy(), expected, rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.skipif("opencl" not in AVAILABLE_DEVICES or not _cpu_device(), reason="an OpenCL GPU renders its sorts")

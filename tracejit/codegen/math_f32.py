@@ -1,9 +1,11 @@
-"""Float32 exp, tanh, log and erf built from arithmetic and selects only, so a compiler can vectorise
-loops that use them: the coefficients (shared with the numba device's versions in
-codegen/cpu/numba_math.py) and the same algorithms as C for the C-style renderers. Renderers use them
-where the platform's library calls are scalar (CPU OpenCL); each is within 1 ulp of NumPy."""
+"""Float32 exp, tanh, log and erf (and float64 exp and tanh) built from arithmetic and selects only, so a
+compiler can vectorise loops that use them: the coefficients (shared with the numba device's versions in
+codegen/cpu/llvm_math.py) and the same algorithms as C for the C-style renderers. Renderers use them
+where the platform's library calls are scalar (CPU OpenCL); each is within 1 ulp of NumPy (tanh: 2)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -40,8 +42,18 @@ ERF_CLAMP = 4.0
 ERF_P = (-0.0006034459, 0.0050014905, -0.026772095, 0.11281961, -0.37612507, 0.12837915)
 ERFC_Q = (0.00019718423, -0.0030556216, 0.022277115, -0.10403738, -0.63705975, -1.1277496, -0.00017749402)
 
+# float64 exp and tanh, as the numba device's (codegen/cpu/llvm_math.py holds the same numbers): exp by its
+# Taylor polynomial to degree 13 on |r| <= ln2/2 (fdlibm's two-part ln2), tanh by Cephes' rational function
+# below 0.625
+LOG2E_F64, LN2_HI_F64, LN2_LO_F64 = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
+EXP_HI_F64, EXP_LO_F64 = 710.0, -746.0  # exp overflows above, rounds to 0 below
+EXP_TAYLOR_F64 = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))  # 1/13!, ..., 1/2!
+TANH_P_F64 = (-9.64399179425052238628e-1, -9.92877231001918586564e1, -1.61468768441708447952e3)
+TANH_Q_F64 = (1.0, 1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3)
+
 FUNCTIONS = ("exp", "tanh", "log", "erf")  # vectorisable versions, used where the library's are scalar calls
 OWN = FUNCTIONS + ("expm1", "log1p", "cbrt", "hypot")  # also for targets whose library lacks them (Metal)
+FUNCTIONS_F64 = ("exp", "tanh")
 
 
 def _f(v: float) -> str:
@@ -49,9 +61,13 @@ def _f(v: float) -> str:
     return text + ("" if any(c in text for c in ".e") else ".0") + "f"
 
 
-def _horner(var: str, coefficients, acc: str = "p") -> str:
-    lines = [f"float {acc} = {_f(coefficients[0])};"]
-    lines += [f"{acc} = {acc} * {var} + {_f(c)};" for c in coefficients[1:]]
+def _d(v: float) -> str:
+    return repr(float(v))
+
+
+def _horner(var: str, coefficients, acc: str = "p", ctype: str = "float", literal=_f) -> str:
+    lines = [f"{ctype} {acc} = {literal(coefficients[0])};"]
+    lines += [f"{acc} = {acc} * {var} + {literal(c)};" for c in coefficients[1:]]
     return "\n    ".join(lines)
 
 
@@ -65,23 +81,23 @@ def c_source(qualifier: str, as_float: str, as_int: str) -> dict[str, str]:
         "abs": as_float.format(f"{as_int.format('{0}')} & 0x7FFFFFFF"),
         "copysign": as_float.format(f"({as_int.format('{0}')} & 0x7FFFFFFF) | ({as_int.format('{1}')} & 0x80000000)"),
     }
-    pow2 = (
-        f"{q} float tj_pow2_f32(float n) {{\n"
-        f"    return {as_float.format('(int)(n * 8388608.0f + 1065353216.0f)')};\n}}\n"
-        f"{q} float tj_floor_f32(float x) {{   /* |x| < 2**31 */\n"
-        "    float t = (float)(int)x;\n    return t > x ? t - 1.0f : t;\n}"
-    )
+    # n = floor(xc*log2e + 0.5) and the scaling by 2**n in integers: fewer instructions per lane than in
+    # float (a CPU OpenCL's exp loop is bound by them), the same bits. 2**n in two halves, as n reaches
+    # -150 (a subnormal result) and 128; n >> 1 is floor(n / 2)
     exp = (
         f"{q} float tj_exp_f32(float x) {{\n"
         f"    float xc = x < {_f(EXP_HI)} ? x : {_f(EXP_HI)};\n"
         f"    xc = xc > {_f(EXP_LO)} ? xc : {_f(EXP_LO)};\n"
-        f"    float n = tj_floor_f32(xc * {_f(LOG2E)} + 0.5f);\n"
+        f"    float t = xc * {_f(LOG2E)} + 0.5f;\n"
+        "    int k = (int)t;\n"
+        "    k = (float)k > t ? k - 1 : k;\n"
+        "    float n = (float)k;\n"
         f"    float r = n * {_f(-LN2_HI)} + xc;\n"
         f"    r = n * {_f(-LN2_LO)} + r;\n"
         f"    {_horner('r', EXP_P)}\n"
         "    float y = (p * (r * r) + r) + 1.0f;\n"
-        "    float n1 = tj_floor_f32(n * 0.5f);\n"
-        "    y = (y * tj_pow2_f32(n1)) * tj_pow2_f32(n - n1);\n"
+        "    int k1 = k >> 1;\n"
+        f"    y = (y * {as_float.format('(k1 + 127) << 23')}) * {as_float.format('(k - k1 + 127) << 23')};\n"
         "    return x == x ? y : x;\n}"
     )
     tanh = (
@@ -126,13 +142,49 @@ def c_source(qualifier: str, as_float: str, as_int: str) -> dict[str, str]:
         f"    return a > {_f(ERF_SPLIT)} ? large : small;\n}}"
     )
     return {
-        "tj_pow2_f32": pow2,
         "tj_exp_f32": exp,
         "tj_tanh_f32": tanh,
         "tj_log_f32": log,
         "tj_erf_f32": erf,
         **from_library(q),
     }
+
+
+def c_source_f64(qualifier: str, as_double: str, as_long: str) -> dict[str, str]:
+    """C functions tj_exp_f64 and tj_tanh_f64, by name: c_source's rules, in double (the integer steps as
+    tj_exp_f32's: n = floor(x*log2e + 0.5) as an int, 2**n from exponent bits in two halves)."""
+    q = qualifier
+    sign, magnitude = "0x8000000000000000L", "0x7FFFFFFFFFFFFFFFL"
+    bits_x, bits_t = as_long.format("x"), as_long.format("t")
+    half = as_double.format("(long)({} + 1023) << 52")  # 2**n for a normal exponent n
+    exp = (
+        f"{q} double tj_exp_f64(double x) {{\n"
+        f"    double xc = x < {_d(EXP_HI_F64)} ? x : {_d(EXP_HI_F64)};\n"
+        f"    xc = xc > {_d(EXP_LO_F64)} ? xc : {_d(EXP_LO_F64)};\n"
+        f"    double t = xc * {_d(LOG2E_F64)} + 0.5;\n"
+        "    int k = (int)t;\n"
+        "    k = (double)k > t ? k - 1 : k;\n"
+        "    double n = (double)k;\n"
+        f"    double r = n * {_d(-LN2_HI_F64)} + xc;\n"
+        f"    r = n * {_d(-LN2_LO_F64)} + r;\n"
+        f"    {_horner('r', EXP_TAYLOR_F64, ctype='double', literal=_d)}\n"
+        "    double y = (p * (r * r) + r) + 1.0;\n"
+        "    int k1 = k >> 1;\n"
+        f"    y = (y * {half.format('k1')}) * {half.format('k - k1')};\n"
+        "    return x == x ? y : x;\n}"
+    )
+    tanh = (
+        f"{q} double tj_tanh_f64(double x) {{\n"
+        f"    double a = {as_double.format(f'{bits_x} & {magnitude}')};\n"
+        "    double s = a * a;\n"
+        f"    {_horner('s', TANH_P_F64, ctype='double', literal=_d)}\n"
+        f"    {_horner('s', TANH_Q_F64, 'd', ctype='double', literal=_d)}\n"
+        "    double small = a * (s * p / d) + a;\n"
+        "    double large = 1.0 - 2.0 / (tj_exp_f64(a + a) + 1.0);\n"
+        "    double t = a < 0.625 ? small : large;\n"
+        f"    return {as_double.format(f'({bits_t} & {magnitude}) | ({bits_x} & {sign})')};\n}}"
+    )
+    return {"tj_exp_f64": exp, "tj_tanh_f64": tanh}
 
 
 def from_library(q: str) -> dict[str, str]:

@@ -16,12 +16,15 @@ def math_helper(r, name: str) -> None:
     """Emit math_f32's C function `name` once, after the tj_ functions it calls."""
     if name in r.helpers:
         return
-    sources = math_f32.c_source(r.t.helper_qualifier, r.t.as_float, r.t.as_int)
+    t = r.t
+    sources = math_f32.c_source(t.helper_qualifier, t.as_float, t.as_int)
+    if name.endswith("_f64"):
+        sources = math_f32.c_source_f64(t.helper_qualifier, t.as_double, t.as_long)
     text = sources[name]
-    defines = set(re.findall(r"float (tj_\w+)\(", text))
-    for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f32)\(", text)):
+    defines = set(re.findall(r"(?:float|double) (tj_\w+)\(", text))
+    for dep in dict.fromkeys(re.findall(r"\b(tj_\w+_f(?:32|64))\(", text)):
         if dep not in defines:
-            math_helper(r, next(k for k, t in sources.items() if f"float {dep}(" in t))
+            math_helper(r, next(k for k, v in sources.items() if f" {dep}(" in v))
     r.helpers[name] = text
 
 

@@ -68,7 +68,7 @@ class CStyle:
     # NaN from its bits: PoCL's NAN macro converted to double, or stored as half, is not a NaN
     infinity, nan, nan64 = "INFINITY", "as_float(0x7fc00000)", "as_double(0x7ff8000000000000L)"
     as_float, as_int = "as_float({})", "as_int({})"  # reinterpret bits
-    as_double = "as_double({})"  # reinterpret 64 bits
+    as_double, as_long = "as_double({})", "as_long({})"  # reinterpret 64 bits
     table_qualifier = "__constant"  # a constant array at program scope
     no_fp64 = "it reports no cl_khr_fp64"  # why float64 is refused where options.fp64 is off
     own_functions: frozenset[str] = frozenset()  # math_f32 functions the target's library lacks
@@ -100,6 +100,11 @@ class CStyle:
     def reassociable(self, statement: str) -> list[str]:
         """Lines for a float reduction's accumulating step that the compiler may reorder (opencl.py)."""
         return [statement]
+
+    def interleaved(self) -> list[str]:
+        """Lines before a work-item's loop over a run of its row, asking for several vectors in flight
+        at once (opencl.py)."""
+        return []
 
     def group_reduce(self, r: cstyle._Render, acc: str, buf: str, op: str, dt: np.dtype, identity) -> list[str]:
         """Lines that combine every work-item's `acc` of a work-group into the total, which every

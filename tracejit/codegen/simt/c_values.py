@@ -252,6 +252,9 @@ class CValues:
         if own and dt in (np.float32, np.float16) and op in math_f32.OWN:
             c_helpers.math_helper(self, f"tj_{op}_f32")
             return f"tj_{op}_f32({', '.join(a)})"
+        if self.o.own_math and dt == np.float64 and op in math_f32.FUNCTIONS_F64:
+            c_helpers.math_helper(self, f"tj_{op}_f64")
+            return f"tj_{op}_f64({a[0]})"
         return self.t.float_ops[op].format(*a)
 
     def shift(self, op: str, a: list[str], dt: np.dtype) -> str:

@@ -430,6 +430,8 @@ class _Render(CValues):
             self.out(t.var(f"v{acc}_run", self.ctype(np.dtype("float32")), self.literal(0.0, np.dtype("float32"))))
             # an extent that is an argument may end in a shorter run
             end = f"min({name}_b + {block}, {extent})" if i in self.mapping.long_ranges else f"{name}_b + {block}"
+            for line in t.interleaved():
+                self.out(line)
             self.out(t.loop(name, self.idx, f"{name}_b", f"{name} < {end}", f"{name}++"))
             self.depth += 1
         elif i not in self.inner:

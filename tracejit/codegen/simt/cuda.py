@@ -54,7 +54,7 @@ class CUDA(CStyle):
     infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"
     nan64 = "__longlong_as_double(0x7ff8000000000000LL)"
     as_float, as_int = "__int_as_float({})", "__float_as_int({})"
-    as_double = "__longlong_as_double({})"
+    as_double, as_long = "__longlong_as_double({})", "__double_as_longlong({})"
     table_qualifier = "__constant__"
     fault_count = "atomicAdd(&{0}[3], 1)"
     # CUDA's hypot(5e-324, 1.8e308) is inf (seen on an H200, CUDA 13.0): an operand below 2**-60 of the other

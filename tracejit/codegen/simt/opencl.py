@@ -31,6 +31,11 @@ class OpenCL(CStyle):
         3.7 -> 0.5 ms). Only this step: every other operation keeps NumPy's order."""
         return ["{", "#ifdef __clang__", "#pragma clang fp reassociate(on)", "#endif", "    " + statement, "}"]
 
+    def interleaved(self) -> list[str]:
+        """Four vectors of the loop at once (clang: PoCL): a run's steps, an exp's polynomial above all, are
+        a chain of dependent operations each, and one vector at a time leaves the core waiting on them."""
+        return ["#ifdef __clang__", "#pragma clang loop interleave_count(4)", "#endif"]
+
     def signature(self, name: str, params: list[str], launch: Launch) -> str:
         attr = f"__attribute__((reqd_work_group_size({launch.local_size}, 1, 1))) " if launch.mode == "group" else ""
         return f"{attr}{self.kernel_qualifier} {name}({', '.join(params)})"
