@@ -58,3 +58,42 @@ def test_a_loop_whose_interior_is_small_is_left_as_it_is():
     bld.emit(KOp.STORE, None, (0, r, bld.emit(KOp.CAST, np.dtype(np.float64), (v,))))
     bld.close_range(r)
     assert split_loops.split(k) is k
+
+
+def heat_step(u, nu):   # a 1-d stencil: its kernel's only loop is over the global index
+    v = u.copy()
+    v[1:-1] = u[1:-1] + nu * (u[2:] - 2 * u[1:-1] + u[:-2])
+    return v
+
+
+def edges_1d(x):
+    return np.pad(x, (2, 3), mode="edge")[1:-4] * 2 - np.roll(x, 7) + np.where(np.arange(x.shape[0]) < 5, x, -x)
+
+
+def differences_1d(x):
+    return np.diff(x, 2) + x[2:] * np.float32(0.5) - np.pad(x, 1, mode="reflect")[3:-1]
+
+
+@pytest.mark.parametrize("n", (8, 9, 13, 100, 4099, 100_003))
+@pytest.mark.parametrize("fn", (heat_step, edges_1d, differences_1d), ids=lambda f: f.__name__)
+def test_split_1d_kernels_match_numpy_on_threads_and_sizes_that_become_arguments(fn, n, rng):
+    """The global index's loop is cut into three in every part a thread runs; a size seen twice becomes an
+    argument of the code (runtime/symbolic_sizes.py), whose constants cut nothing."""
+    k = tj.kernel(fn)
+    for size in (n, n + 1, n + 2, 3, 2):   # (the last two: no interior at all)
+        args = [rng.standard_normal(size)] + ([0.2] if fn is heat_step else [])
+        for threads in (1, 2):
+            with tj.set_num_threads(threads):
+                got = k(*args, device="numba")
+            np.testing.assert_allclose(got, fn(*args), rtol=1e-12, atol=1e-15)
+        x32 = args[0].astype(np.float32)
+        np.testing.assert_allclose(k(x32, *args[1:], device="numba"), fn(x32, *args[1:]), rtol=1e-6, atol=1e-6)
+
+
+def test_a_1d_stencils_global_loop_is_split_around_its_interior(rng):
+    u = rng.standard_normal(1000)
+    (kernel,) = [k for k in tj.kernel(heat_step).lower(u, 0.2, device="numba").kernels if k.ir.split_global]
+    inside, bounds = split_loops.global_plan(kernel.ir)
+    assert sorted(v for v in inside.values() if isinstance(v, bool)) == [True, True]   # 1 <= i and i < 999
+    assert {side for side, _, _ in bounds} == {"lo", "hi"}
+    assert "loop.2" in kernel.source and "and i1 1, 1" in kernel.source   # three loops; the interior's tests: true

@@ -283,6 +283,8 @@ class KernelIR:
     work: int = 1  # element-operations per launch, a size hint for parallelisation
     # a matrix product SIMT targets may render as a tiled kernel instead of these instructions
     contraction: Contraction | None = None
+    # a CPU renderer may run the global index's loop in parts without its clamps (ir/split_loops.global_plan)
+    split_global: bool = False
 
     def format(self) -> str:
         lines = [

@@ -161,9 +161,12 @@ def emit(
                 else:
                     e.b.emit(KOp.STORE, None, (e.params[i], e.index(g.offsets[-1]), val))
     e.close_loops(opened)
-    if options.split_loops and not moving:  # (constant extents only: a moving one is an argument of the code)
+    split = options.split_loops and not moving  # (constant extents only: a moving one is an argument of the code)
+    if split:
         kernel = split_loops.split(kernel)
-    return _check_tables(hoist(kernel)), params
+    kernel = _check_tables(hoist(kernel))
+    kernel.split_global = split
+    return kernel, params
 
 
 def _sharing_loops(

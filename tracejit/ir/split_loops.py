@@ -73,36 +73,61 @@ def split(kernel: KernelIR) -> KernelIR:
     return out
 
 
-def _plan(instrs, start: int, end: int):
-    """(end, lo, hi, replacements in [lo, hi)) for the loop opened at `start`, or None: a replacement is the source
-    a clamp leaves as it is there, or the answer a comparison gives there. [lo, hi) is the longest run of the
-    index between the places where a clamp starts or stops clamping or a comparison changes its answer."""
-    extent, kind = instrs[start].arg
+def global_plan(kernel: KernelIR, symbolic: frozenset[int] = frozenset()) -> tuple[dict[int, int | bool], list] | None:
+    """(replacements, bounds) for the kernel's global index, or None: the same split for the loop a CPU renderer
+    writes over the global index (a 1-d stencil's `u[1:-1] = f(u[2:], u[:-2])` has no inner loop to split), which
+    it runs as three loops, over [0, lo), [lo, hi) and [hi, size), each part of the range a thread takes cut by
+    them (codegen/cpu/native.py). The replacements hold in [lo, hi) where every bound holds: ("lo", c, d), lo >=
+    constant c + d; ("hi", c, d), hi <= c + d, with c an instruction (a CONST). `symbolic`: constants that are
+    arguments of the code (runtime/symbolic_sizes.py): the bounds are then computed where the kernel runs, from
+    this kernel's sizes' choice of [lo, hi). Only where lower.LayoutOptions.split_loops allows it
+    (KernelIR.split_global)."""
+    found = [i for i, x in enumerate(kernel.instrs) if x.op == KOp.GLOBAL]
+    if len(found) != 1 or not isinstance(kernel.global_size, int):
+        return None
+    plan = _plan(kernel.instrs, found[0], len(kernel.instrs), kernel.global_size, symbolic)
+    if plan is None:
+        return None
+    _, lo, hi, inside = plan
+    bounds = [bound for j, _, what, bound in _walk(kernel.instrs, found[0], len(kernel.instrs), (lo, hi), symbolic)
+              if what is not None]
+    return inside, bounds
+
+
+def _plan(instrs, start: int, end: int, global_size: int | None = None, symbolic: frozenset[int] = frozenset()):
+    """(end, lo, hi, replacements in [lo, hi)) for the loop opened at `start` (or the global index, of
+    `global_size`), or None: a replacement is the source a clamp leaves as it is there, or the answer a comparison
+    gives there. [lo, hi) is the longest run of the index between the places where a clamp starts or stops
+    clamping or a comparison changes its answer."""
+    extent, kind = instrs[start].arg if global_size is None else (global_size, "loop")
     if kind != "loop" or not isinstance(extent, int) or extent < _MIN_EXTENT:
         return None
     cuts = {0, extent}
-    for _, at, _ in _walk(instrs, start, end, None):
+    for _, at, _, _ in _walk(instrs, start, end, None, symbolic):
         if 0 < at < extent:
             cuts.add(at)
     edges = sorted(cuts)
     lo, hi = max(zip(edges, edges[1:]), key=lambda e: e[1] - e[0])
     if hi - lo < max(_MIN_EXTENT, extent // 2):
         return None
-    inside = {j: what for j, _, what in _walk(instrs, start, end, (lo, hi)) if what is not None}
+    inside = {j: what for j, _, what, _ in _walk(instrs, start, end, (lo, hi), symbolic) if what is not None}
     return (end, lo, hi, inside) if inside else None
 
 
-def _walk(instrs, start: int, end: int, segment: tuple[int, int] | None):
+def _walk(instrs, start: int, end: int, segment: tuple[int, int] | None, symbolic: frozenset[int] = frozenset()):
     """The clamps and comparisons of the loop's index in its body: (instruction, the place where it changes, what
     it is in `segment`: its source where it clamps nothing there, its answer where a comparison has one there, else
-    None). Without a segment every clamp is taken to clamp nothing (to find the places)."""
+    None; and the bound on the segment that answer needs, ("lo" or "hi", the constant, what is added to it)).
+    Without a segment every clamp is taken to clamp nothing (to find the places). The index's offsets must be
+    constants of the code; a clamp's or comparison's constant may be `symbolic`."""
     affine: dict[int, int] = {start: 0}  # instruction -> b, its value being the index plus b
     for j in range(start + 1, end):
         x = instrs[j]
         if x.op == KOp.CONST or x.dtype is None or x.dtype.kind not in "iu" and x.dtype != np.bool_:
             continue
         s = x.srcs
-        k0, k1 = (_const(instrs, s[1]), _const(instrs, s[0])) if len(s) == 2 else (None, None)
+        k0, k1 = (_const(instrs, s[1], symbolic), _const(instrs, s[0], symbolic)) if len(s) == 2 else (None, None)
+        c0, c1 = (_const(instrs, s[1]), _const(instrs, s[0])) if len(s) == 2 else (None, None)
         if x.op == KOp.ADD and len(s) == 2:
             if s[0] in affine and k0 is not None:
                 affine[j] = affine[s[0]] + k0
@@ -112,20 +137,21 @@ def _walk(instrs, start: int, end: int, segment: tuple[int, int] | None):
             affine[j] = affine[s[0]] - k0
         elif x.op == KOp.CAST and s[0] in affine and x.dtype.kind == "i" and x.dtype.itemsize >= 4:
             affine[j] = affine[s[0]]  # (index values this small fit every signed int of 4 bytes or more)
-        elif x.op in (KOp.MIN, KOp.MAX) and s[0] in affine and k0 is not None:
-            b, c = affine[s[0]], k0
+        elif x.op in (KOp.MIN, KOp.MAX) and s[0] in affine and c0 is not None:
+            b, c = affine[s[0]], c0
             # min(index + b, c) clamps nothing below c - b + 1; max(index + b, c) nothing from c - b on
             at = c - b + 1 if x.op == KOp.MIN else c - b
             free = segment is None or (segment[1] <= at if x.op == KOp.MIN else segment[0] >= at)
             if free:
                 affine[j] = b
-            yield j, at, s[0] if free and segment is not None else None
+            bound = ("hi", s[1], at - c) if x.op == KOp.MIN else ("lo", s[1], at - c)
+            yield j, at, s[0] if free and segment is not None else None, bound
         elif x.op in _COMPARE and x.dtype == np.bool_:
-            if s[0] in affine and k0 is not None:  # index + b < c: index < c - b
-                b, c = affine[s[0]], k0
+            if s[0] in affine and c0 is not None:  # index + b < c: index < c - b
+                b, c, ci = affine[s[0]], c0, s[1]
                 at, below = (c - b if x.op == KOp.LT else c - b + 1), True
-            elif s[1] in affine and k1 is not None:  # c < index + b: index >= c - b + 1
-                b, c = affine[s[1]], k1
+            elif s[1] in affine and c1 is not None:  # c < index + b: index >= c - b + 1
+                b, c, ci = affine[s[1]], c1, s[0]
                 at, below = (c - b + 1 if x.op == KOp.LT else c - b), False
             else:
                 continue
@@ -133,11 +159,11 @@ def _walk(instrs, start: int, end: int, segment: tuple[int, int] | None):
             if segment is not None and not segment[0] < at < segment[1]:
                 # `index < at` is true below `at`; `at <= index` from `at` on
                 answer = (segment[1] <= at) if below else (segment[0] >= at)
-            yield j, at, answer
+            yield j, at, answer, ("hi" if segment is not None and segment[1] <= at else "lo", ci, at - c)
 
 
-def _const(instrs, i: int) -> int | None:
+def _const(instrs, i: int, symbolic: frozenset[int] = frozenset()) -> int | None:
     x = instrs[i]
-    if x.op == KOp.CONST and x.dtype is not None and x.dtype.kind in "iu" and not isinstance(x.arg, bool):
+    if i not in symbolic and x.op == KOp.CONST and x.dtype is not None and x.dtype.kind in "iu" and not isinstance(x.arg, bool):
         return int(x.arg)
     return None

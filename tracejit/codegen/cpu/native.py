@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, KernelIR, faults, has_atomics
 from tracejit.codegen.cpu import llvm_math, powers
+from tracejit.ir import split_loops
 from tracejit.codegen.cpu.llvm_ops import (
     BOOL_OPS,
     F32,
@@ -218,6 +219,9 @@ class _Emitter:
         calls = Counter(MATH.get((computed(self.ins[x.srcs[0]].value_dtype), x.op)) for x in self.ins if x.srcs)
         self.inline = {name: calls[name] <= MATH_INLINE_MAX for name in MATH.values()}
         self.statements = {op: getattr(self, method) for op, method in STATEMENTS.items()}
+        self.symbolic_constants = frozenset(i for i, j in symbolic if j == -1)
+        self.part: tuple = (None, None)  # the part of the global range being written: its bounds (ir values)
+        self.replaced: dict[int, int | bool] = {}  # in it: instructions that are another's value, or constants
 
     # -- structure --
     def run(self) -> None:
@@ -226,11 +230,46 @@ class _Emitter:
         free = {i for i, x in enumerate(self.ins) if x.op in (KOp.PARAM, KOp.CONST, KOp.TABLE)}
         for i in free:
             self.instr(i, self.ins[i])
-        self.span(0, len(self.ins), free)
-        for state in self.loops.pop(next(iter(self.loops)), ()) if self.loops else ():  # the global loop's end
-            self.close_loop(state)
+        plan = self.kernel.split_global and split_loops.global_plan(self.kernel, self.symbolic_constants)
+        if not plan:
+            self.span(0, len(self.ins), free)
+            self.close_global()
+        else:  # the global index's loop as three, its clamps and tests gone in the middle one (split_loops)
+            inside, bounds = plan
+            lo, hi = self.cut("lo", bounds), self.cut("hi", bounds)
+            if lo is not None and hi is not None:  # (where the sizes make hi < lo: no middle part)
+                hi = self.b.select(self.b.icmp_signed("<", hi, lo), lo, hi)
+            g = next(i for i, x in enumerate(self.ins) if x.op == KOp.GLOBAL)
+            self.span(0, g, free)
+            for first, last, replaced in ((None, lo, {}), (lo, hi, inside), (hi, None, {})):
+                if (first, last) == (None, None):  # (an empty part: no bound cuts its side)
+                    continue
+                self.part = (first, last)
+                self.replaced = replaced
+                self.span(g, len(self.ins), free)
+                self.close_global()
+            self.replaced = {}
         self.b.ret_void()
         self.alloca.branch(self.fn.basic_blocks[1])
+
+    def cut(self, side: str, bounds: list) -> ir.Value | None:
+        """Where the middle part of the global range starts ("lo": the largest of its bounds) or stops ("hi":
+        the smallest), from the constants (a size argument's value where it is one) and what is added to them;
+        None where no bound cuts that side."""
+        b, found = self.b, None
+        for _, c, d in (x for x in bounds if x[0] == side):
+            v = self.values[c]
+            if v.type != I64:
+                v = b.sext(v, I64) if v.type.width < 64 else b.trunc(v, I64)
+            v = b.add(v, ir.Constant(I64, d))
+            if found is not None:
+                v = b.select(b.icmp_signed(">" if side == "lo" else "<", v, found), v, found)
+            found = v
+        return found
+
+    def close_global(self) -> None:
+        for state in self.loops.pop(next(iter(self.loops)), ()) if self.loops else ():  # the global loop's end
+            self.close_loop(state)
 
     def span(self, start: int, stop: int, skip: set[int]) -> None:
         """Instructions start..stop-1; a loop of rows.ordered twice: in order where its extent is below 8,
@@ -252,7 +291,10 @@ class _Emitter:
                 b.position_at_end(joined)
                 i = ends[i] + 1
                 continue
-            if i not in self.before and i not in skip:
+            if i in self.replaced:  # (a clamp that clamps nothing here: its source; a test with one answer here)
+                what = self.replaced[i]
+                self.values[i] = constant(what, np.dtype(np.bool_)) if isinstance(what, bool) else self.values[what]
+            elif i not in self.before and i not in skip:
                 self.instr(i, x)
             i += 1
 
@@ -319,9 +361,16 @@ class _Emitter:
 
     def render_global(self, i: int, x: Instr) -> None:
         b = self.b
-        for j in sorted(self.before):  # loop-invariant values, once before the loop (codegen.numba)
-            self.instr(j, self.ins[j])
-        var, state = self.open_loop(self.start, self.stop)
+        first, last = self.part
+        if first is None:  # loop-invariant values, once before the loop (codegen.numba)
+            for j in sorted(self.before):
+                self.instr(j, self.ins[j])
+        start, stop = self.start, self.stop  # (a part of the range: the part of [start, stop) inside it)
+        if first is not None:
+            start = b.select(b.icmp_signed("<", start, first), first, start)
+        if last is not None:
+            stop = b.select(b.icmp_signed("<", last, stop), last, stop)
+        var, state = self.open_loop(start, stop)
         assume = self.fn.module.declare_intrinsic("llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [I1]))
         b.call(assume, [b.icmp_signed(">=", var, ir.Constant(I64, 0))])  # numba_math.nonnegative_index
         self.values[i] = var
