@@ -949,3 +949,36 @@ def test_sums_over_slices_of_every_length_match_numpy_and_add_in_order_below_8(d
         prefix_sums_and_dots(x2, y, short, long, want)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+def windows_of_an_argument(x, w, steps):   # slices of an argument and of a transpose read each step, whole-array work
+    acc = np.zeros_like(x[:, 1:-1])
+    for t in range(steps):
+        acc = acc * 0.5 + w[t % w.shape[0]] * (x[:, 2:] - x[:, :-2]) + x.T[1:-1, :].T * t
+    return acc
+
+
+def windows_of_an_outer_input(x, y):   # the inner loop reads slices of the outer loop's array, which it changes
+    for k in range(x.shape[0]):
+        for i in range(x.shape[1] - 2):
+            y[k, i] = x[k, i:i + 3].sum() - x[: k + 1, i + 1].max()
+        x = x * 0.5
+    return y
+
+
+def test_slices_of_arrays_in_memory_are_read_in_place_by_the_loop_and_match_numpy(device, rng):
+    """A loop reads a slice of an argument (or of an input of the loop around it) where it lies, not from a copy
+    made before the loop: the convolution's shifted windows cost no kernel before its loop."""
+    dt = float_dtype(device)
+    check(windows_of_an_argument, (rng.standard_normal((5, 12)).astype(dt), rng.standard_normal(3).astype(dt), 9),
+          device)
+    check(windows_of_an_outer_input, (rng.standard_normal((4, 11)).astype(dt), np.zeros((4, 9), dt)), device)
+
+
+def test_a_convolutions_windows_are_not_copied_before_its_loop(rng):
+    from corpus.loops import conv2d
+
+    args = (rng.standard_normal((2, 3, 9, 10)), rng.standard_normal((6, 3, 3, 3)), rng.standard_normal(6))
+    plan = tj.kernel(conv2d).lower(*args, device="numba")
+    assert len(plan.kernels) == 0, [k.name for k in plan.kernels]   # (the windows were 9 copies, made by a kernel)
+    check(conv2d, args, "numba")

@@ -833,8 +833,10 @@ def _loop_nodes(
                     hoist(index)
             return
         # a reshape, broadcast or transpose costs nothing where it is read: what it moves is computed before
-        # the loop instead (not the broadcast array)
-        while s.op in (Op.RESHAPE, Op.EXPAND, Op.PERMUTE) and outside[s.srcs[0]]:
+        # the loop instead (not the broadcast array); so does a slice of an array in memory (an argument, or an
+        # input of the loop around): a convolution's shifted windows x[:, :, i:i + n, j:j + m] are read in x,
+        # not copied before the loop (a slice of a computed value stays: computing it all could cost more)
+        while s.op in (Op.RESHAPE, Op.EXPAND, Op.PERMUTE) and outside[s.srcs[0]] or _slice_in_memory(s):
             s = s.srcs[0]
         if s not in free:
             free[s] = trace.stand_in(s)
@@ -858,6 +860,16 @@ def _loop_nodes(
         nodes[k] = Node.make(Op.LOOP, o.dtype, o.shape, srcs, (loop, i), o.weak)
     log(1, f"{where}: `{kind}` compiled as a loop: {len(keep)} value(s) carried, {len(free)} read unchanged")
     return nodes
+
+
+def _slice_in_memory(s: Node) -> bool:
+    """Whether s is a slice of an array in memory, through reshapes and transposes (a loop's input or an
+    argument: an INPUT node)."""
+    if s.op is not Op.SLICE:
+        return False
+    while s.op in (Op.SLICE, Op.RESHAPE, Op.PERMUTE):
+        s = s.srcs[0]
+    return s.op is Op.INPUT
 
 
 def _first_of(value, stand_in: Node) -> Node:
