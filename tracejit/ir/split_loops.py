@@ -89,8 +89,11 @@ def global_plan(kernel: KernelIR, symbolic: frozenset[int] = frozenset()) -> tup
     if plan is None:
         return None
     _, lo, hi, inside = plan
-    bounds = [bound for j, _, what, bound in _walk(kernel.instrs, found[0], len(kernel.instrs), (lo, hi), symbolic)
-              if what is not None]
+    bounds = [
+        bound
+        for j, _, what, bound in _walk(kernel.instrs, found[0], len(kernel.instrs), (lo, hi), symbolic)
+        if what is not None
+    ]
     return inside, bounds
 
 
@@ -164,6 +167,8 @@ def _walk(instrs, start: int, end: int, segment: tuple[int, int] | None, symboli
 
 def _const(instrs, i: int, symbolic: frozenset[int] = frozenset()) -> int | None:
     x = instrs[i]
-    if i not in symbolic and x.op == KOp.CONST and x.dtype is not None and x.dtype.kind in "iu" and not isinstance(x.arg, bool):
+    if i in symbolic or x.op != KOp.CONST or x.dtype is None or isinstance(x.arg, bool):
+        return None
+    if x.dtype.kind in "iu":
         return int(x.arg)
     return None
