@@ -1017,3 +1017,21 @@ def test_picks_by_the_loop_index_inside_the_axis_are_not_checked_and_others_stil
         assert "0 synchronisation(s)" in text and "for loop at test_loops.py:" in text, text
     with pytest.raises(IndexError, match="index 12 is out of bounds for axis 1 with size 12"):
         run_kernel(tj.kernel(one_column_too_far), A, device=device)
+
+
+def smooth_then_project(u, w, b, steps):   # a time loop, then a dense layer whose weight is broadcast over rows
+    for _ in range(steps):
+        u = 0.5 * u + 0.25 * (np.roll(u, 1, axis=1) + np.roll(u, -1, axis=1))
+    return np.maximum(u, 0).reshape(u.shape[0], -1) @ w.T + b, (u[:, :, None] * w.T[None]).sum(1)
+
+
+def test_a_product_after_a_loop_reads_its_weight_as_a_view_not_a_broadcast_copy(device, rng):
+    """What the part after a loop reads of the part before it (w.T broadcast over the rows of u) is the weight
+    itself, viewed there: on numba the product is a BLAS call, not a sum over a copied 3-d broadcast."""
+    dt = float_dtype(device)
+    args = (rng.standard_normal((64, 64)).astype(dt), rng.standard_normal((32, 64)).astype(dt),
+            rng.standard_normal(32).astype(dt), 12)   # (131,072 multiply-adds: a BLAS call on numba)
+    check(smooth_then_project, args, device)
+    if device == "numba":
+        names = [k.name for k in tj.kernel(smooth_then_project).lower(*args, device="numba").kernels]
+        assert sum("matmul" in n for n in names) == 2, names

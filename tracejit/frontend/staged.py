@@ -42,6 +42,18 @@ from tracejit.numpy.loops import Loop, index_span
 
 # where the graph is cut into parts: loops, calls run with NumPy on the host, counts read back
 _CUTS = (Op.LOOP, Op.HOST, Op.SIZE)
+# views a later part applies itself to what an earlier part computed, rather than read them as arrays of their
+# own: a broadcast is bigger than its source, and a product whose operand is a broadcast weight is a BLAS
+# call (ir/library.py), where a copy of the broadcast made before a loop was a generated reduction (a CNN's
+# dense layer after its convolution's loop: w2 broadcast over 64 images, 9 MB, then summed in 1.4 ms)
+_VIEWS = frozenset({Op.RESHAPE, Op.EXPAND, Op.PERMUTE})
+
+
+def _unviewed(node: Node) -> Node:
+    """What a chain of _VIEWS is a view of."""
+    while node.op in _VIEWS:
+        node = node.srcs[0]
+    return node
 
 
 def has_loops(outputs: list[Node]) -> bool:
@@ -204,7 +216,9 @@ class Staged:
             else:
                 for s in n.srcs:
                     if s.op in _CUTS or (s.op not in LEAVES and level[s] < level[n]):
-                        kept.setdefault(s)
+                        source = _unviewed(s)  # (the view is applied where it is read)
+                        if source.op in _CUTS or source.op not in LEAVES:
+                            kept.setdefault(source)
         for o in outputs:
             kept.setdefault(o)
         self._parts: dict[int, _Part] = {}
@@ -214,7 +228,10 @@ class Staged:
             ]
             if not computes:
                 continue
-            reads = _frontier(computes, lambda n, lv=lv: n.op in _CUTS or (n.op not in LEAVES and level[n] < lv))
+            reads = _frontier(
+                computes,
+                lambda n, lv=lv: n.op in _CUTS or (n.op not in LEAVES and n.op not in _VIEWS and level[n] < lv),
+            )
             fresh = {n: build.input_(nargs + j, n.dtype, n.shape, n.weak) for j, n in enumerate(reads)}
             graph = replace(computes, fresh) if fresh else computes
             present = set(toposort(graph))
