@@ -918,12 +918,14 @@ def test_the_first_of_two_updates_to_pick_outside_its_axis_raises(rng):
     check(picked_twice, (x, p % 4, q % 4), "numba", rtol=1e-12)
 
 
-def prefix_sums_and_dots(x, y, short, long, out):   # a sum and a dot over the slice the index bounds; products of rows
+def prefix_sums_and_dots(x, y, short, long, cols, out):   # sums and dots over the slice the index bounds; products
     for i in range(x.shape[0] + 1):
         out[0, i] = x[:i].sum()
         out[1, i] = x[:i] @ y[:i]
         out[2, i] = np.prod(short[i])
         out[3, i] = np.prod(long[i])
+        out[4, i] = y[:i] @ cols[:i, 5]   # (a column: four accumulators, each step's loads overlapping)
+        out[5, i] = np.prod(long[:, i % 12])
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -933,20 +935,21 @@ def test_sums_over_slices_of_every_length_match_numpy_and_add_in_order_below_8(d
     n = 40
     x, y = rng.standard_normal(n).astype(dt), (0.5 + rng.random(n)).astype(dt)
     short, long = (0.5 + rng.random((n + 1, 5))).astype(dt), (0.5 + rng.random((n + 1, 12))).astype(dt)
-    ours, theirs = np.zeros((4, n + 1), dt), np.zeros((4, n + 1), dt)
+    cols = rng.standard_normal((n, 7)).astype(dt)
+    ours, theirs = np.zeros((6, n + 1), dt), np.zeros((6, n + 1), dt)
     with caplog.at_level(logging.DEBUG, logger="tracejit"):
-        run_kernel(tj.kernel(prefix_sums_and_dots), x, y, short, long, ours, device="numba")
+        run_kernel(tj.kernel(prefix_sums_and_dots), x, y, short, long, cols, ours, device="numba")
     assert any("is a loop over elements" in r.getMessage() for r in caplog.records)
-    prefix_sums_and_dots(x, y, short, long, theirs)
+    prefix_sums_and_dots(x, y, short, long, cols, theirs)
     assert_close(ours, theirs, rtol=1e-5 if dt == np.float32 else 1e-13)
     np.testing.assert_array_equal(ours[0, :8], theirs[0, :8])
     np.testing.assert_array_equal(ours[2], theirs[2])
     for bad in (np.nan, np.inf):   # a NaN or an infinity anywhere in the slice reaches the result
         x2 = x.copy()
         x2[20] = bad
-        got, want = np.zeros((4, n + 1), dt), np.zeros((4, n + 1), dt)
-        run_kernel(tj.kernel(prefix_sums_and_dots), x2, y, short, long, got, device="numba")
-        prefix_sums_and_dots(x2, y, short, long, want)
+        got, want = np.zeros((6, n + 1), dt), np.zeros((6, n + 1), dt)
+        run_kernel(tj.kernel(prefix_sums_and_dots), x2, y, short, long, cols, got, device="numba")
+        prefix_sums_and_dots(x2, y, short, long, cols, want)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
 

@@ -18,7 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracejit.codegen.cpu.numba import _WRAPPING, _alu, _bitcast, _cast, _combine, _ctype, _in_order_below, _literal
+from tracejit.codegen.cpu.numba import (
+    _REASSOC_STEP,
+    _WRAPPING,
+    _alu,
+    _bitcast,
+    _cast,
+    _combine,
+    _ctype,
+    _in_order_below,
+    _literal,
+)
 from tracejit.ir.dtypes import identity
 from tracejit.ir.element_loops import Plan, element_at, is_flat_positions
 from tracejit.ir.faulting import fault_of
@@ -663,7 +673,12 @@ class _Slab:
             self.close(opened)
             pad = len(w.lines[start]) - len(w.lines[start].lstrip())  # (the loop's, inside any `if` open wrote)
             loop = [line[pad:] for line in w.lines[start:]]
-            w.lines[start:] = [" " * pad + line for line in _in_order_below(loop, f"({hi}) - ({lo})", 0)]
+            written = _in_order_below(loop, f"({hi}) - ({lo})", 0)
+            if _strided(loop):  # (the long copy: after `else:`)
+                at = written.index("else:") + 1
+                first = _literal(identity(red, n.dtype), n.dtype)
+                written[at:] = ["    " + line for line in _four_lanes(loop, v, first, w.fresh("q"))]
+            w.lines[start:] = [" " * pad + line for line in written]
             return
         w.note_helpers(expr)
         w.out(f"{v} = {expr}")
@@ -1031,6 +1046,44 @@ class _Slab:
             names.append(s if s is not None else self.at(index, idx))
             spans.append(self.span(index, size) if s is not None else self.interval(index, idx) or (-1, size))
         return tuple(self.w.checked_indices(source.shape, names, spans))
+
+
+_LOOP_HEAD = re.compile(r"^for (\w+) in range\((.*)\):$")
+_SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
+
+
+def _strided(loop: list[str]) -> bool:
+    """Whether a reduction's loop (its lines, `for e in range(lo, hi):` first) reads an array along an axis that
+    is not its last (`A[e, j]`: a column), which LLVM does not vectorise."""
+    var = _LOOP_HEAD.match(loop[0])[1]  # type: ignore[index]
+    own = re.compile(rf"\b{var}\b")
+    return any(
+        own.search(part) for line in loop[1:] for sub in _SUBSCRIPT.findall(line) for part in sub.split(",")[:-1]
+    )
+
+
+def _four_lanes(loop: list[str], v: str, first: str, q: str) -> list[str]:
+    """A reduction's loop over a column (_strided) as four accumulators, each taking every fourth step, then the
+    steps left over, then the four added pairwise: the loads of four steps overlap (lu's column dots 1.3x)."""
+    var, bounds = _LOOP_HEAD.match(loop[0]).groups()  # type: ignore[union-attr]
+    body = [line[4:] for line in loop[1:]]
+    step = _REASSOC_STEP.match(body[-1])
+    assert step is not None and step[2] == v, body[-1]
+    sign = "+" if step[3] == "add" else "*"
+
+    def sym(a: str, b: str) -> str:  # (plain steps: each lane adds in order; reassociating them undid the lanes)
+        return f"({a} {sign} {b})"
+
+    lanes = [f"{v}{k}{q}" for k in range(4)]
+    out = [f"{q}lo, {q}hi = {bounds}", f"{q}end = {q}lo + ({q}hi - {q}lo) // 4 * 4"]
+    out += [f"{lanes[0]} = {v}", *(f"{lane} = {first}" for lane in lanes[1:])]
+    out.append(f"for {q} in range({q}lo, {q}end, 4):")
+    for k, lane in enumerate(lanes):
+        out += [f"    {var} = {q} + {k}", *("    " + line for line in body[:-1]), f"    {lane} = {sym(lane, step[4])}"]
+    out += [f"for {var} in range({q}end, {q}hi):", *("    " + line for line in body[:-1])]
+    out += [f"    {lanes[0]} = {sym(lanes[0], step[4])}"]
+    out.append(f"{v} = {sym(sym(lanes[0], lanes[1]), sym(lanes[2], lanes[3]))}")
+    return out
 
 
 def _versioned(plan: Plan, known: tuple[int, int] | None) -> int | None:
