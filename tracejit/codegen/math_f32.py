@@ -1,7 +1,7 @@
 """Float32 exp, tanh, log and erf (and float64 exp and tanh) built from arithmetic and selects only, so a
 compiler can vectorise loops that use them: the coefficients (shared with the numba device's versions in
 codegen/cpu/llvm_math.py) and the same algorithms as C for the C-style renderers. Renderers use them
-where the platform's library calls are scalar (CPU OpenCL); each is within 1 ulp of NumPy (tanh: 2)."""
+where the platform's library calls are scalar (CPU OpenCL); each is within 1 ulp of NumPy (float64 tanh: 2)."""
 
 from __future__ import annotations
 
