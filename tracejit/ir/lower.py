@@ -101,7 +101,9 @@ def emit(
     e.var_ref[gvar] = e.b.emit(KOp.GLOBAL, INDEX, (), global_size)
     if plan.row is not None:
         _emit_row_accumulation(e, a, rgroups[0], plan.row, group)
-        return _check_tables(hoist(kernel)), params
+        kernel = _check_tables(hoist(kernel))
+        kernel.split_global = options.split_loops  # (see below)
+        return kernel, params
     # a row of symbolic length stays out of local memory where its length is fixed in the source
     keeps = (
         a.reduces
@@ -165,7 +167,8 @@ def emit(
     if split:
         kernel = split_loops.split(kernel)
     kernel = _check_tables(hoist(kernel))
-    kernel.split_global = split
+    # (the global index's split is the renderer's, which computes its cut points from the code's size arguments)
+    kernel.split_global = options.split_loops
     return kernel, params
 
 
