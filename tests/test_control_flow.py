@@ -470,3 +470,12 @@ def test_an_if_on_array_values_that_raises_a_builtin_exception_raises_it_when_th
     big[4] = 1000
     with pytest.raises(OverflowError, match="too large"):
         run_kernel(tj.kernel(validated), big, 2, device=device)
+
+
+def test_a_function_whose_source_cannot_be_read_says_so_where_its_loop_fails():
+    """A function made by exec (or typed at a `python` prompt) has no source tracejit can read: its loops run as
+    Python's, and the error a loop bound or `if` on a traced value raises says why and what to do."""
+    namespace: dict = {"np": np}
+    exec("def g(x, m):\n    s = 0.0\n    for i in range(m[0]):\n        s += x[i]\n    return s\n", namespace)
+    with pytest.raises(tj.TraceError, match=r"g's source, <string>:1, could not be read.*define it in a file"):
+        tj.kernel(namespace["g"])(np.arange(5.0), np.array([3]))

@@ -698,7 +698,8 @@ class Kernel:
                         ) from None
                     return probe(self.__name__, e, infos, draws.streams, found.used)
         except TraceError as e:
-            raise type(e)(f"{_user_location(e.__traceback__)}{e}").with_traceback(None) from None
+            hint = source_rewrite.unread_source_hint(e.__traceback__)
+            raise type(e)(f"{_user_location(e.__traceback__)}{e}{hint}").with_traceback(None) from None
         for i, (a, given) in enumerate(zip(args, tensors)):
             if type(a) in (dict, list) and i in self._static and _changed(a, given):
                 raise UnsupportedError(

@@ -939,6 +939,24 @@ def _raising_if(node: ast.AST) -> ast.expr | None:
     return exc
 
 
+_unread: set[types.CodeType] = set()  # functions whose source could not be read: their loops run as Python's
+
+
+def unread_source_hint(tb) -> str:
+    """What to say where tracing a function whose source could not be read (typed at a `python` prompt, made by
+    exec) failed inside it: its loops and branches ran as plain Python, on traced values. Empty otherwise."""
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code in _unread:
+            return (
+                f" ({code.co_name}'s source, {code.co_filename}:{code.co_firstlineno}, could not be read: tracejit "
+                "compiles a function's loops and `if`s on traced values from its source; define it in a file or "
+                "a notebook cell)"
+            )
+        tb = tb.tb_next
+    return ""
+
+
 def _rewritten(fn) -> types.CodeType | None:
     code = fn.__code__
     if code in _compiled:
@@ -950,6 +968,7 @@ def _rewritten(fn) -> types.CodeType | None:
         source = textwrap.dedent(inspect.getsource(fn))
         tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError, IndentationError):
+        _unread.add(code)
         return None
     fdef = tree.body[0] if tree.body else None
     if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) or fdef.name != code.co_name:
