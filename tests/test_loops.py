@@ -1035,3 +1035,22 @@ def test_a_product_after_a_loop_reads_its_weight_as_a_view_not_a_broadcast_copy(
     if device == "numba":
         names = [k.name for k in tj.kernel(smooth_then_project).lower(*args, device="numba").kernels]
         assert sum("matmul" in n for n in names) == 2, names
+
+
+def products_along_kept_axes(A, B, x, out, rows):   # one operand sliced along an axis the product keeps, per step
+    n = A.shape[0]
+    for i in range(n):
+        out[0, i:n] = x @ A[:, i:n]
+        out[1, :i] = A[:i, :] @ x
+        out[2, i:] = 2.0 * (x @ A[:, i:]) + out[2, i:]
+        rows[i:, :] = A[i:, :] @ B + rows[i:, :] * 0.5
+    return out, rows
+
+
+def test_a_product_of_a_slice_along_a_kept_axis_and_a_whole_array_compiles_and_matches_numpy(device, rng, caplog):
+    dt = float_dtype(device)
+    args = (rng.standard_normal((12, 12)).astype(dt), rng.standard_normal((12, 4)).astype(dt),
+            rng.standard_normal(12).astype(dt), np.zeros((3, 12), dt), np.ones((12, 4), dt))
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(products_along_kept_axes, args, device)
+    assert any("compiled as a loop" in r.getMessage() for r in caplog.records)

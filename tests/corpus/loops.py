@@ -111,6 +111,29 @@ def symm(alpha, beta, C, A, B):  # npbench symm (numpy): column slices bounded b
         C[i, :] += alpha * B[i, :] * A[i, i] + alpha * temp2
 
 
+def covariance(M, float_n, data):  # npbench covariance (numpy): a row of products per step, bounded by the index
+    mean = np.mean(data, axis=0)
+    data -= mean
+    cov = np.zeros((M, M), dtype=data.dtype)
+    for i in range(M):
+        cov[i:M, i] = cov[i, i:M] = data[:, i] @ data[:, i:M] / (float_n - 1.0)
+
+    return cov
+
+
+def correlation(M, float_n, data):  # npbench correlation (numpy)
+    mean = np.mean(data, axis=0)
+    stddev = np.std(data, axis=0)
+    stddev[stddev <= 0.1] = 1.0
+    data -= mean
+    data /= np.sqrt(float_n) * stddev
+    corr = np.eye(M, dtype=data.dtype)
+    for i in range(M - 1):
+        corr[i + 1:M, i] = corr[i, i + 1:M] = data[:, i] @ data[:, i + 1:M]
+
+    return corr
+
+
 def match(b1, b2):
     if b1 + b2 == 3:
         return 1
@@ -426,6 +449,8 @@ PROGRAMS = [
     program(ludcmp, lambda rng, dt: (_spd(rng, 7, dt), rng.random(7).astype(dt)), ("float64", "float32")),
     program(symm, lambda rng, dt: (1.5, 1.2, rng.random((6, 5)).astype(dt), rng.random((6, 6)).astype(dt),
                                    rng.random((6, 5)).astype(dt)), ("float64", "float32")),
+    program(covariance, lambda rng, dt: (9, 12.0, rng.random((12, 9)).astype(dt)), ("float64", "float32")),
+    program(correlation, lambda rng, dt: (9, 12.0, rng.random((12, 9)).astype(dt)), ("float64", "float32")),
     program(nussinov, lambda rng, dt: (10, rng.integers(0, 4, 10).astype(dt)), ("int32", "int64")),
     program(adi, lambda rng, dt: (6, 9, rng.random((9, 9)).astype(dt)), ("float64", "float32")),
     program(floyd_warshall, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),

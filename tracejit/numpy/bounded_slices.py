@@ -28,8 +28,8 @@ def refusal(what: str = "this use") -> UnsupportedError:
     return UnsupportedError(
         f"{what} of a slice whose bound is known only when the kernel runs (a loop's index, or a value read from "
         "arrays): its length is not known while tracing. Such a slice supports arithmetic with numbers and with "
-        "slices of the same bounds, .sum(), dot products and @ over the sliced axis, and assignment through the "
-        "same bounds"
+        "slices of the same bounds, .sum(), dot products and @ over the sliced axis, @ with a whole array along "
+        "an axis the product keeps, and assignment through the same bounds"
     )
 
 
@@ -267,7 +267,7 @@ class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
     def sum(self, axis=None, dtype=None, keepdims=False) -> Tensor:
         return self._zeroed().sum(axis=axis, dtype=dtype, keepdims=keepdims)
 
-    def dot(self, other) -> Tensor:
+    def dot(self, other) -> Tensor | BoundedSlice:
         return _contract(self, other)
 
     def __array__(self, dtype=None, copy=None):
@@ -296,10 +296,13 @@ def _refuse_sum():
     raise refusal("np.sum")
 
 
-def _contract(a, b) -> Tensor:
+def _contract(a, b) -> Tensor | BoundedSlice:
     """a @ b (np.dot of 1-D and 2-D operands) where the contracted axis is a slice with the same bounds in both:
     the product of the operands zeroed outside the slice."""
     if not (isinstance(a, BoundedSlice) and isinstance(b, BoundedSlice)):
+        free = _free_axis_product(a, b)
+        if free is not None:
+            return free
         raise refusal("a product of a slice and a whole array (the contracted lengths must match) as in a")
     if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
         raise refusal("a product of arrays of more than two dimensions with")
@@ -308,6 +311,29 @@ def _contract(a, b) -> Tensor:
     if a.values.shape[a.axis] != b.values.shape[b.axis]:
         raise refusal("a product of slices of axes of other lengths, as in a")
     return a._zeroed() @ b._zeroed()
+
+
+def _free_axis_product(a, b) -> BoundedSlice | None:
+    """a @ b where one operand is such a slice along an axis the product keeps (`data[:, i] @ data[:, i:M]`, a
+    covariance's row: the slice is of the columns, the sum is over the rows) and the other a whole array: the
+    product of the whole arrays, a slice with the same bounds along the product's axis that axis becomes (the
+    places outside it are computed and never read). None where the operands are not of that form."""
+    sliced, whole = (a, b) if isinstance(a, BoundedSlice) else (b, a)
+    if not isinstance(sliced, BoundedSlice) or isinstance(whole, BoundedSlice):
+        return None
+    other = as_node(whole)
+    if not (1 <= sliced.ndim <= 2 and 1 <= len(other.shape) <= 2):
+        return None
+    if sliced is a:  # a's rows are its axis 0 of 2 (a 1-d a has none the product keeps)
+        if sliced.ndim != 2 or sliced.axis != 0:
+            return None
+        axis = 0
+    else:  # b's columns: its last axis of 2
+        if sliced.ndim != 2 or sliced.axis != 1:
+            return None
+        axis = len(other.shape) - 1
+    values = Tensor(sliced.values) @ Tensor(other) if sliced is a else Tensor(other) @ Tensor(sliced.values)
+    return BoundedSlice(as_node(values), axis, sliced.inside)
 
 
 def _update(symbol: str, compute):
