@@ -1054,3 +1054,21 @@ def test_a_product_of_a_slice_along_a_kept_axis_and_a_whole_array_compiles_and_m
     with caplog.at_level(logging.DEBUG, logger="tracejit"):
         check(products_along_kept_axes, args, device)
     assert any("compiled as a loop" in r.getMessage() for r in caplog.records)
+
+
+def flips_of_bounded_slices(x, A, out, rows):   # np.flip of slices the index bounds, along their axis and others
+    n = x.shape[0]
+    for k in range(1, n):
+        out[:k] += np.flip(x[:k]) * 0.5
+        out[k] = np.dot(np.flip(x[k - 1:n - 1]), out[k - 1:n - 1]) * 0.01
+        rows[:, k:] = np.flip(A[:, k:], axis=0) + np.flip(rows[:, k:], axis=-1) * 0.25 + np.flip(A[:, k:]) * 0.5
+    return out, rows
+
+
+def test_np_flip_of_a_slice_the_index_bounds_compiles_and_matches_numpy(device, rng, caplog):
+    dt = float_dtype(device)
+    args = (rng.standard_normal(11).astype(dt), rng.standard_normal((4, 11)).astype(dt), np.zeros(11, dt),
+            np.ones((4, 11), dt))
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(flips_of_bounded_slices, args, device)
+    assert any("compiled as a loop" in r.getMessage() for r in caplog.records)

@@ -134,6 +134,21 @@ def correlation(M, float_n, data):  # npbench correlation (numpy)
     return corr
 
 
+def durbin(r):  # npbench durbin (numpy): a Toeplitz solve, np.flip of slices bounded by the index
+    y = np.empty_like(r)
+    alpha = -r[0]
+    beta = 1.0
+    y[0] = -r[0]
+
+    for k in range(1, r.shape[0]):
+        beta *= 1.0 - alpha * alpha
+        alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
+        y[:k] += alpha * np.flip(y[:k])
+        y[k] = alpha
+
+    return y
+
+
 def match(b1, b2):
     if b1 + b2 == 3:
         return 1
@@ -451,6 +466,10 @@ PROGRAMS = [
                                    rng.random((6, 5)).astype(dt)), ("float64", "float32")),
     program(covariance, lambda rng, dt: (9, 12.0, rng.random((12, 9)).astype(dt)), ("float64", "float32")),
     program(correlation, lambda rng, dt: (9, 12.0, rng.random((12, 9)).astype(dt)), ("float64", "float32")),
+    # (npbench's r = N + 1 - i is far from an autocorrelation: float32's last bits swing the answer; an AR(1)'s is
+    # what the solve is for)
+    program(durbin, lambda rng, dt: (0.6 ** np.arange(1, 13, dtype=dt) * (1 + 0.1 * rng.random(12).astype(dt)),),
+            ("float64", "float32")),
     program(nussinov, lambda rng, dt: (10, rng.integers(0, 4, 10).astype(dt)), ("int32", "int64")),
     program(adi, lambda rng, dt: (6, 9, rng.random((9, 9)).astype(dt)), ("float64", "float32")),
     program(floyd_warshall, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),

@@ -6,12 +6,17 @@ vector saying which places are in the slice. What does not depend on the length 
 - sums, and dot products and matrix products that contract the sliced axis of two slices of the same bounds
   (`L[i, :i] @ x[:i]`, `A[i, :j] @ A[:j, j]`): both operands are zero outside the slice, so the product of
   the whole axes is the product of the slices;
+- a product of a whole array with a slice along an axis the product keeps (`data[:, i] @ data[:, i:M]`): the
+  whole product, a slice of the same bounds;
+- np.flip (`np.flip(r[:k])`): along the sliced axis each place inside reads its mirror place inside;
 - storing one back through the same bounds, or storing a number (`x[a:b] = ...`, `x[a:b] -= ...`): a where().
 Anything whose shape is the slice's length (its .shape, len(), indexing into it, other NumPy functions)
 refuses with an UnsupportedError; inside a loop compiled as a loop that makes the loop run step by step, with
 its index a Python number again (numpy/loops.py)."""
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -71,18 +76,24 @@ def split(t: Tensor, key) -> tuple[tuple, int, Node]:
         raise refusal("a step other than 1 with")
     length = t.shape[dim]
     places = build.iota((length,), 0, INDEX)
-    start = _bound(s.start, 0, length)
-    stop = _bound(s.stop, length, length)
+    first, last = _bound(s.start, 0, length), _bound(s.stop, length, length)
+    start, stop = build.broadcast_to(first, (length,)), build.broadcast_to(last, (length,))
     inside = build.binary(
         Op.AND, build.binary(Op.LE, start, places), build.binary(Op.LT, places, stop)
     )  # (start <= p < stop)
     whole = key[:at] + (slice(None),) + key[at + 1 :]
+    _BOUNDS[inside] = (first, last)
     return whole, axis, inside
 
 
+# a slice's mask -> its bounds (0-d: the first place inside, one past the last), as split made them; nodes are
+# hash-consed, so every slice with the same bounds along an axis of the same length has the same mask
+_BOUNDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _bound(value, default: int, length: int) -> Node:
-    """A slice bound as Python takes it (None: the default; negative: from the end; clipped to [0, length]),
-    broadcast over the axis's places."""
+    """A slice bound as Python takes it (None: the default; negative: from the end; clipped to [0, length]), a 0-d
+    value."""
     if value is None:
         node = build.const(default, INDEX, ())
     else:
@@ -95,7 +106,7 @@ def _bound(value, default: int, length: int) -> Node:
         zero = build.const(0, INDEX, ())
         node = build.where(build.binary(Op.LT, node, zero), build.binary(Op.ADD, node, n), node)
         node = build.binary(Op.MIN, build.binary(Op.MAX, node, zero), n)
-    return build.broadcast_to(node, (length,))
+    return node
 
 
 def getitem(t: Tensor, key) -> BoundedSlice | Tensor:
@@ -262,7 +273,36 @@ class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
             return _contract(*args)
         if func is np.sum:
             return args[0].sum(*args[1:], **kwargs) if isinstance(args[0], BoundedSlice) else _refuse_sum()
+        if func is np.flip and args[0] is self:
+            return self._flip(*args[1:], **kwargs)
         raise refusal(f"np.{func.__name__}")
+
+    def _flip(self, axis=None) -> BoundedSlice:
+        """np.flip: along the sliced axis its elements reversed in their places (durbin's `np.flip(r[:k])`: r[k - 1
+        - p] at p), along the others the values reversed."""
+        axes = range(self.ndim) if axis is None else [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+        values = Tensor(self.values)
+        for a in sorted({int(a) % self.ndim if -self.ndim <= a < self.ndim else a for a in axes}):
+            if not 0 <= a < self.ndim:
+                raise np.exceptions.AxisError(f"axis {a} is out of bounds for array of dimension {self.ndim}")
+            if a != self.axis:
+                values = np.flip(values, a)
+                continue
+            bounds = _BOUNDS.get(self.inside)
+            if bounds is None:
+                raise refusal("np.flip along the axis of")
+            length = self.values.shape[a]
+            places = build.iota((length,), 0, INDEX)
+            far = build.binary(Op.ADD, bounds[0], bounds[1])  # start + stop - 1 - p: inside, the mirror place
+            mirror = build.binary(
+                Op.SUB,
+                build.binary(Op.SUB, build.broadcast_to(far, (length,)), places),
+                build.const(1, INDEX, (length,)),
+            )
+            low, high = build.const(0, INDEX, (length,)), build.const(max(length - 1, 0), INDEX, (length,))
+            mirror = build.binary(Op.MIN, build.binary(Op.MAX, mirror, low), high)  # (outside: any place, unread)
+            values = np.take(values, Tensor(mirror), axis=a)  # type: ignore[assignment]
+        return BoundedSlice(as_node(values), self.axis, self.inside)
 
     def sum(self, axis=None, dtype=None, keepdims=False) -> Tensor:
         return self._zeroed().sum(axis=axis, dtype=dtype, keepdims=keepdims)
