@@ -286,7 +286,7 @@ class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
             if not 0 <= a < self.ndim:
                 raise np.exceptions.AxisError(f"axis {a} is out of bounds for array of dimension {self.ndim}")
             if a != self.axis:
-                values = np.flip(values, a)
+                values = np.flip(values, int(a))  # type: ignore[assignment]  # (a Tensor: the protocol)
                 continue
             bounds = _BOUNDS.get(self.inside)
             if bounds is None:
