@@ -1072,3 +1072,25 @@ def test_np_flip_of_a_slice_the_index_bounds_compiles_and_matches_numpy(device, 
     with caplog.at_level(logging.DEBUG, logger="tracejit"):
         check(flips_of_bounded_slices, args, device)
     assert any("compiled as a loop" in r.getMessage() for r in caplog.records)
+
+
+def gather_by_row_columns(indptr, indices, data, x):   # spmv: a row's columns a slice, x gathered by them
+    y = np.zeros(indptr.shape[0] - 1, data.dtype)
+    for i in range(indptr.shape[0] - 1):
+        cols = indices[indptr[i]:indptr[i + 1]]
+        y[i] = data[indptr[i]:indptr[i + 1]] @ x[cols] + x[cols].sum()
+    return y
+
+
+def test_an_array_indexed_by_a_slice_of_positions_compiles_matches_numpy_and_raises_as_numpy(device, rng):
+    dt = float_dtype(device)
+    indptr = np.array([0, 2, 2, 5, 9], np.int64)
+    indices = rng.integers(-6, 6, 9)   # (negative positions count from the end, as NumPy's)
+    data, x = rng.standard_normal(9).astype(dt), rng.standard_normal(6).astype(dt)
+    check(gather_by_row_columns, (indptr, indices, data, x), device)
+    bad = indices.copy()
+    bad[6] = 6   # (a row's column outside x)
+    with pytest.raises(IndexError):
+        gather_by_row_columns(indptr, bad, data, x)
+    with pytest.raises(IndexError):
+        run_kernel(tj.kernel(gather_by_row_columns), indptr, bad, data, x, device=device)

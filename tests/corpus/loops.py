@@ -149,6 +149,17 @@ def durbin(r):  # npbench durbin (numpy): a Toeplitz solve, np.flip of slices bo
     return y
 
 
+def spmv(A_row, A_col, A_val, x):  # npbench spmv (numpy): each row's columns a slice, the vector gathered by them
+    y = np.empty(A_row.size - 1, A_val.dtype)
+
+    for i in range(A_row.size - 1):
+        cols = A_col[A_row[i]:A_row[i + 1]]
+        vals = A_val[A_row[i]:A_row[i + 1]]
+        y[i] = vals @ x[cols]
+
+    return y
+
+
 def match(b1, b2):
     if b1 + b2 == 3:
         return 1
@@ -470,6 +481,7 @@ PROGRAMS = [
     # what the solve is for)
     program(durbin, lambda rng, dt: (0.6 ** np.arange(1, 13, dtype=dt) * (1 + 0.1 * rng.random(12).astype(dt)),),
             ("float64", "float32")),
+    program(spmv, lambda rng, dt: _csr(rng, dt), ("float64", "float32")),
     program(nussinov, lambda rng, dt: (10, rng.integers(0, 4, 10).astype(dt)), ("int32", "int64")),
     program(adi, lambda rng, dt: (6, 9, rng.random((9, 9)).astype(dt)), ("float64", "float32")),
     program(floyd_warshall, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),

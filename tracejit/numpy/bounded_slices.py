@@ -9,6 +9,7 @@ vector saying which places are in the slice. What does not depend on the length 
 - a product of a whole array with a slice along an axis the product keeps (`data[:, i] @ data[:, i:M]`): the
   whole product, a slice of the same bounds;
 - np.flip (`np.flip(r[:k])`): along the sliced axis each place inside reads its mirror place inside;
+- indexing an array with a 1-d slice of positions (`x[cols]`, `cols = A_col[A_row[i]:A_row[i + 1]]`);
 - storing one back through the same bounds, or storing a number (`x[a:b] = ...`, `x[a:b] -= ...`): a where().
 Anything whose shape is the slice's length (its .shape, len(), indexing into it, other NumPy functions)
 refuses with an UnsupportedError; inside a loop compiled as a loop that makes the loop run step by step, with
@@ -115,6 +116,19 @@ def getitem(t: Tensor, key) -> BoundedSlice | Tensor:
         return window
     whole, axis, inside = split(t, key)
     return BoundedSlice(t[whole]._node, axis, inside)
+
+
+def take(t: Tensor, positions) -> BoundedSlice:
+    """t[cols] where cols is such a slice of integer positions (spmv's `x[A_col[A_row[i]:A_row[i + 1]]]`): a slice of
+    the same bounds whose places inside hold t at those positions. Outside the slice the positions are taken as 0
+    (they are never read: a position there, another row's, must not fault)."""
+    if not isinstance(positions, BoundedSlice) or positions.ndim != 1 or positions.dtype.kind not in "iu":
+        raise refusal("indexing with (only a 1-d slice of integer positions is supported)")
+    if t.ndim < 1 or t.shape[0] == 0:
+        raise refusal("indexing an empty axis with")
+    zero = build.const(0, positions.dtype, positions.values.shape)
+    picked = t[Tensor(build.where(positions.inside, positions.values, zero))]
+    return BoundedSlice(as_node(picked), 0, positions.inside)
 
 
 def windows(t: Tensor, key) -> Tensor | None:

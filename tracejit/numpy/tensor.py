@@ -593,6 +593,8 @@ class Tensor:
 
     # -- indexing: basic indices give views, as in NumPy; an element (all indices ints) is a new scalar --
     def __getitem__(self, key) -> Tensor:
+        if _defers(key) or isinstance(key, tuple) and len(key) == 1 and _defers(key[0]):  # x[cols], cols = c[a:b]
+            return _frontend("bounded_slices").take(self, key[0] if isinstance(key, tuple) else key)
         key = _selections_as_arrays(key)
         if _has_traced_slice(key) and _frontend("bounded_slices").bounded(key):  # x[:i], i known when run
             return _frontend("bounded_slices").getitem(self, key)
