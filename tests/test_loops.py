@@ -1094,3 +1094,20 @@ def test_an_array_indexed_by_a_slice_of_positions_compiles_matches_numpy_and_rai
         gather_by_row_columns(indptr, bad, data, x)
     with pytest.raises(IndexError):
         run_kernel(tj.kernel(gather_by_row_columns), indptr, bad, data, x, device=device)
+
+
+def windows_with_new_axes(x, w):   # npbench's conv2d: windows of two axes the indices move, a new axis after them
+    K = w.shape[0]
+    out = np.empty((x.shape[0], x.shape[1] - K + 1, x.shape[2] - K + 1, w.shape[3]), dtype=x.dtype)
+    for i in range(x.shape[1] - K + 1):
+        for j in range(x.shape[2] - K + 1):
+            out[:, i, j, :] = np.sum(x[:, i:i + K, j:j + K, :, np.newaxis] * w[np.newaxis, :, :, :], axis=(1, 2, 3))
+    return out + x[None, :, 1:2, 0, None, None].sum()
+
+
+def test_windows_the_indices_move_with_new_axes_compile_and_match_numpy(device, rng, caplog):
+    dt = float_dtype(device)
+    args = (rng.standard_normal((3, 9, 8, 2)).astype(dt), rng.standard_normal((3, 3, 2, 4)).astype(dt))
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(windows_with_new_axes, args, device)
+    assert sum("compiled as a loop" in r.getMessage() for r in caplog.records) >= 2

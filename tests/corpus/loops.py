@@ -160,6 +160,29 @@ def spmv(A_row, A_col, A_val, x):  # npbench spmv (numpy): each row's columns a 
     return y
 
 
+def conv2d_nhwc(input, weights):  # npbench deep_learning/conv2d_bias (numpy), its `conv2d` (renamed here: the
+    K = weights.shape[0]  # Assuming square kernel                    # corpus has a conv2d of its own)
+    N = input.shape[0]
+    H_out = input.shape[1] - K + 1
+    W_out = input.shape[2] - K + 1
+    C_out = weights.shape[3]
+    output = np.empty((N, H_out, W_out, C_out), dtype=np.float32)
+
+    for i in range(H_out):
+        for j in range(W_out):
+            output[:, i, j, :] = np.sum(
+                input[:, i:i + K, j:j + K, :, np.newaxis] *
+                weights[np.newaxis, :, :, :],
+                axis=(1, 2, 3),
+            )
+
+    return output
+
+
+def conv2d_bias(input, weights, bias):
+    return conv2d_nhwc(input, weights) + bias
+
+
 def match(b1, b2):
     if b1 + b2 == 3:
         return 1
@@ -482,6 +505,7 @@ PROGRAMS = [
     program(durbin, lambda rng, dt: (0.6 ** np.arange(1, 13, dtype=dt) * (1 + 0.1 * rng.random(12).astype(dt)),),
             ("float64", "float32")),
     program(spmv, lambda rng, dt: _csr(rng, dt), ("float64", "float32")),
+    program(conv2d_bias, _normal((2, 7, 6, 3), (2, 2, 3, 4), (4,)), ("float32",)),
     program(nussinov, lambda rng, dt: (10, rng.integers(0, 4, 10).astype(dt)), ("int32", "int64")),
     program(adi, lambda rng, dt: (6, 9, rng.random((9, 9)).astype(dt)), ("float64", "float32")),
     program(floyd_warshall, lambda rng, dt: (rng.integers(1, 10, (7, 7)).astype(dt),), ("float64", "int32")),

@@ -139,6 +139,17 @@ def windows(t: Tensor, key) -> Tensor | None:
     answering (faulting.check). One such slice is a BoundedSlice instead, which follows every length. None where
     the index is not of this form."""
     key = _key_tuple(key)
+    if any(k is None for k in key):  # (new axes: the windows of the other entries, then the axes added where asked)
+        inner = windows(t, tuple(k for k in key if k is not None))
+        if inner is None:
+            return None
+        axes, at = [], 0
+        for k in key:
+            if k is None:
+                axes.append(at)
+            if k is None or isinstance(k, slice):
+                at += 1
+        return np.expand_dims(inner, tuple(axes))  # type: ignore[return-value]  # (a Tensor: the protocol)
     found = [n for n, k in enumerate(key) if isinstance(k, slice) and (_unknown(k.start) or _unknown(k.stop))]
     if len(found) < 2 or len(key) > t.ndim:
         return None
