@@ -147,3 +147,30 @@ def test_a_captured_call_stores_as_traced(rng):
     graph.replay()
     np.testing.assert_allclose(np.asarray(out), history_made(u, 8), rtol=1e-12)
     np.testing.assert_allclose(f(u, 8, device="numba"), history_made(u, 8), rtol=1e-12)
+
+
+def places_of_two_axes(out, x, w):   # a convolution's output place by place: out[:, i, j, :] in two loops
+    for i in range(out.shape[1]):
+        for j in range(out.shape[2]):
+            out[:, i, j, :] = (x[:, i, j, :, None] * w[None]).sum(axis=1) + i - 2 * j
+    return out
+
+
+def places_from_the_end(out, x, steps):   # out[i - steps, :, j - 1] = ...: negative positions on two axes
+    for i in range(steps):
+        for j in range(out.shape[2]):
+            out[i - steps, :, j - 1] = x[i] * (j + 1)
+    return out
+
+
+def test_stores_into_a_place_of_several_axes_match_numpy_and_run_in_place(device, rng, caplog):
+    dt = float_dtype(device)
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(places_of_two_axes, (np.zeros((2, 6, 7, 3), dt), rng.random((2, 6, 7, 4)).astype(dt),
+                                   rng.random((4, 3)).astype(dt)), device)
+    check(places_from_the_end, (np.zeros((6, 3, 9), dt), rng.random((5, 3)).astype(dt), 5), device)
+    if device == "numba":
+        assert any("in place" in r.getMessage() for r in caplog.records)
+    with pytest.raises(IndexError):   # (a place past the end of either axis: NumPy's error)
+        run_kernel(tj.kernel(places_from_the_end), np.zeros((4, 3, 9), dt), rng.random((5, 3)).astype(dt), 5,
+                   device=device)

@@ -8,7 +8,8 @@ body's program computes only what is stored and where, and the step writes it in
 
 A carried array's next value is such a store when it is `where(eq(iota along axis d, a position), expand(x),
 the array's value at the step's start)`, the position one number (the index, `i + 1`, any value the body computes)
-and x one along d, and the body reads the array nowhere else. The step's program then returns x and the position
+and x one along d, and the body reads the array nowhere else; or the same along several axes, the tests joined by
+`and` (`out[:, i, j, :] = v`, a convolution's output place by place). The step's program then returns x and the position
 in its place, and the runner assigns `memory[..., position:position + 1, ...] = x` (a position outside the axis
 stores nothing, as the where would). The memory is the loop's own: its first value is copied once before the
 first step (it may be the caller's array, or a value read after the loop).
@@ -30,10 +31,10 @@ from tracejit.ir.graph import Node, Op, toposort
 @dataclass(frozen=True)
 class _Store:
     carried: int  # which carried value (its position among them)
-    axis: int
-    length: int  # the axis' length
+    axes: tuple[int, ...]  # the axes of the place (one, or several: `out[:, i, j, :] = v`)
+    lengths: tuple[int, ...]  # their lengths
     value: int  # the output of the step's program holding x
-    position: int  # the output holding the position
+    positions: tuple[int, ...]  # the outputs holding the positions along them
 
 
 def stores(outputs: list[Node], carried: list[Node]) -> tuple[list[Node], list[_Store]]:
@@ -50,17 +51,28 @@ def stores(outputs: list[Node], carried: list[Node]) -> tuple[list[Node], list[_
         if users.get(start, 0) != 1 or users.get(out, 0) or outputs.count(out) != 1 or out.op is not Op.WHERE:
             continue
         cond, value, old = out.srcs
-        place = _place(cond) if old is start else None
-        if place is None or value.op is not Op.EXPAND:
+        places = _places(cond) if old is start else None
+        if not places or value.op is not Op.EXPAND:
             continue
-        axis, position = place
+        axes = tuple(axis for axis, _ in places)
         x = value.srcs[0]
-        if len(x.shape) != len(out.shape) or x.shape[axis] != 1:
+        if len(set(axes)) != len(axes) or len(x.shape) != len(out.shape) or any(x.shape[a] != 1 for a in axes):
             continue
-        found.append(_Store(k, axis, out.shape[axis], k, len(new)))
+        lengths = tuple(out.shape[a] for a in axes)
+        found.append(_Store(k, axes, lengths, k, tuple(range(len(new), len(new) + len(places)))))
         new[k] = x
-        new.append(build.reshape(position, ()))
+        new.extend(build.reshape(position, ()) for _, position in places)
     return new, found
+
+
+def _places(cond: Node) -> list[tuple[int, Node]] | None:
+    """[(axis, position)] of eq(iota along axis, the position broadcast), or of several such joined by `and` (a
+    place picked along several axes), else None."""
+    if cond.op is Op.AND and cond.dtype == np.bool_:
+        found = [_places(s) for s in cond.srcs]
+        return None if any(f is None for f in found) else [p for f in found for p in f]  # type: ignore[union-attr]
+    place = _place(cond)
+    return None if place is None else [place]
 
 
 def _place(cond: Node) -> tuple[int, Node] | None:
@@ -74,10 +86,14 @@ def _place(cond: Node) -> tuple[int, Node] | None:
     return None
 
 
-def _store(memory: np.ndarray, value, position, axis: int, length: int) -> None:
-    at = int(np.asarray(position).reshape(()))
-    if 0 <= at < length:
-        memory[(slice(None),) * axis + (slice(at, at + 1),)] = value
+def _store(memory: np.ndarray, value, positions: tuple, axes: tuple[int, ...], lengths: tuple[int, ...]) -> None:
+    key: list = [slice(None)] * memory.ndim
+    for position, axis, length in zip(positions, axes, lengths):
+        at = int(np.asarray(position).reshape(()))
+        if not 0 <= at < length:  # (a place outside the array stores nothing, as the where would)
+            return
+        key[axis] = slice(at, at + 1)
+    memory[tuple(key)] = value
 
 
 class InPlaceBody:
@@ -110,7 +126,7 @@ class InPlaceBody:
         outs = list(self.executable(args, into) if into else self.executable(args))
         for s in self.found:
             memory = args[self.first + s.carried]
-            _store(memory, outs[s.value], outs[s.position], s.axis, s.length)
+            _store(memory, outs[s.value], tuple(outs[p] for p in s.positions), s.axes, s.lengths)
             outs[s.carried] = memory
         return outs[: self.count]
 
@@ -126,7 +142,7 @@ class InPlaceBody:
         outs = list(outs)
         for s in self.found:
             memory = args[self.first + s.carried]
-            launches.append((_store, (memory, outs[s.value], outs[s.position], s.axis, s.length)))
+            launches.append((_store, (memory, outs[s.value], tuple(outs[p] for p in s.positions), s.axes, s.lengths)))
             outs[s.carried] = memory
         return outs[: self.count], launches, allocated
 
