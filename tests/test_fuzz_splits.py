@@ -63,14 +63,16 @@ def _program(steps):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(STEP, min_size=1, max_size=4), st.lists(st.integers(1, 300), min_size=2, max_size=3),
+@given(st.lists(STEP, min_size=1, max_size=4), st.lists(st.integers(1, 3000), min_size=2, max_size=3),
        st.booleans(), st.integers(0, 2**32 - 1))
 def test_split_1d_programs_match_numpy_at_every_size(steps, sizes, large, seed):
     note(f"steps={steps} sizes={sizes}")
     f = _program(steps)
     k = tj.kernel(f)
     rng = np.random.default_rng(seed)
-    for n in sizes + ([70_001] if large else []):   # (a large size runs the kernel in parts on both threads)
+    # (the first size decides whether the kernel is split: from split_loops.GLOBAL_MIN places; a large size runs it in
+    # parts on both threads)
+    for n in sizes + ([70_001] if large else []):
         x, y = rng.standard_normal(n), rng.standard_normal(n)
         expected = f(x, y)
         for threads in (1, 2):

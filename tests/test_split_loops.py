@@ -74,7 +74,7 @@ def differences_1d(x):
     return np.diff(x, 2) + x[2:] * np.float32(0.5) - np.pad(x, 1, mode="reflect")[3:-1]
 
 
-@pytest.mark.parametrize("n", (8, 9, 13, 100, 4099, 100_003))
+@pytest.mark.parametrize("n", (8, 13, 1024, 1025, 4099, 100_003))   # (split from split_loops.GLOBAL_MIN places)
 @pytest.mark.parametrize("fn", (heat_step, edges_1d, differences_1d), ids=lambda f: f.__name__)
 def test_split_1d_kernels_match_numpy_on_threads_and_sizes_that_become_arguments(fn, n, rng):
     """The global index's loop is cut into three in every part a thread runs; a size seen twice becomes an
@@ -91,9 +91,15 @@ def test_split_1d_kernels_match_numpy_on_threads_and_sizes_that_become_arguments
 
 
 def test_a_1d_stencils_global_loop_is_split_around_its_interior(rng):
-    u = rng.standard_normal(1000)
+    u = rng.standard_normal(2000)
     (kernel,) = [k for k in tj.kernel(heat_step).lower(u, 0.2, device="numba").kernels if k.ir.split_global]
     inside, bounds = split_loops.global_plan(kernel.ir)
-    assert sorted(v for v in inside.values() if isinstance(v, bool)) == [True, True]   # 1 <= i and i < 999
+    assert sorted(v for v in inside.values() if isinstance(v, bool)) == [True, True]   # 1 <= i and i < 1999
     assert {side for side, _, _ in bounds} == {"lo", "hi"}
     assert "loop.2" in kernel.source and "and i1 1, 1" in kernel.source   # three loops; the interior's tests: true
+
+
+def test_a_short_global_range_is_not_split(rng):
+    (kernel,) = [k for k in tj.kernel(heat_step).lower(rng.standard_normal(500), 0.2, device="numba").kernels
+                 if k.ir.split_global]
+    assert split_loops.global_plan(kernel.ir) is None and "loop.2" not in kernel.source
