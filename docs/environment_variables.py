@@ -55,8 +55,8 @@ LIBRARY: dict[str, tuple[str, str]] = {
         "([the numba device](../guide/devices/numba.md#kernels-numba-compiles))."),
     "TRACEJIT_BLAS": (
         "auto",
-        "The numba device's matrix products: `auto` Intel MKL where the `mkl` extra is installed, else NumPy's "
-        "`np.matmul`; `numpy` always NumPy's; `mkl` makes a missing MKL an error "
+        "The numba device's matrix products: `auto` Intel MKL where the `mkl` extra is installed and the CPU is "
+        "Intel's, else NumPy's `np.matmul`; `numpy` always NumPy's; `mkl` MKL on any CPU, a missing MKL an error "
         "([Matrix products](../guide/matrix-products.md#which-blas))."),
     "TRACEJIT_OUTPUT_POOL": (
         "1 GiB",

@@ -36,6 +36,13 @@ if "TRACEJIT_CACHE_DIR" not in os.environ:
     os.environ["TRACEJIT_CACHE_DIR"] = _cache_dir
 
 import tracejit as tj  # noqa: E402
+from tracejit.runtime.numba import blas as _blas  # noqa: E402
+
+# MKL's products where the mkl wheel is installed (the dev extra installs it), whatever the CPU: `auto` takes NumPy's
+# BLAS on a CPU that is not Intel's (runtime/numba/blas.py), and the suite tests the MKL paths on every machine CI
+# draws (tests/test_blas.py tests `auto`'s choice itself). Read at the first product, after this.
+if _blas._find_mkl_rt() is not None:
+    os.environ.setdefault("TRACEJIT_BLAS", "mkl")
 from tracejit.runtime import emulator  # noqa: E402
 from tracejit.runtime.emulator import build as emulator_build  # noqa: E402
 

@@ -289,3 +289,19 @@ def test_the_quick_lookups_of_a_first_call_agree_with_the_slow_ones():
     assert blas._libgomp_loaded() == loaded
     assert numba_version() == metadata.version("numba")
     assert abs(available_memory() - psutil.virtual_memory().available) < 2**30
+
+
+@pytest.mark.parametrize("vendor", ["AuthenticAMD", "GenuineIntel", None])
+def test_auto_takes_numpys_blas_on_a_cpu_that_is_not_intels(monkeypatch, fresh_blas, vendor):
+    """MKL runs slower code on other vendors' CPUs (2x slower than OpenBLAS on an AMD EPYC): `auto` takes NumPy's
+    matmul there, and says why; TRACEJIT_BLAS=mkl still takes MKL."""
+    monkeypatch.setattr(blas, "_cpu_vendor", lambda: vendor)
+    monkeypatch.setenv("TRACEJIT_BLAS", "auto")
+    installed = blas._find_mkl_rt() is not None
+    assert blas.backend() == ("mkl" if installed and vendor != "AuthenticAMD" else "numpy")
+    if vendor == "AuthenticAMD" and installed:
+        assert "slower than NumPy's BLAS on a AuthenticAMD CPU" in blas._load()[1]
+        assert "TRACEJIT_BLAS=mkl uses it" in blas.describe()
+        blas._loaded = None
+        monkeypatch.setenv("TRACEJIT_BLAS", "mkl")
+        assert blas.backend() == "mkl"
