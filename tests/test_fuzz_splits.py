@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tracejit as tj
 
-EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 12
+EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 6
 MODES = ("edge", "reflect", "constant", "wrap", "symmetric")
 
 
