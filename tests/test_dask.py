@@ -244,6 +244,9 @@ def test_dask_argument_errors_say_what_to_do(client):
         return a * 2
     with pytest.raises(tj.UnsupportedError, match="assigns into its argument 'a'.*return the new value"):
         clip_first_row(x)
+    weights = RNG.standard_normal(8 * 1024)   # too large to embed: held by the plan, which Dask's blocks cannot use
+    with pytest.raises(tj.UnsupportedError, match=r"shape \(8192,\).*pass it to the kernel as an argument"):
+        tj.kernel(lambda a: (a[:, :1] * weights).sum(axis=1))(x)
 
 
 def test_kernels_travel_by_pickle_and_come_back_as_themselves():

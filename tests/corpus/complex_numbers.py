@@ -133,6 +133,41 @@ def _signals(rng, dt):
     return (rng.standard_normal((6, 64)) + 1j * rng.standard_normal((6, 64))).astype(dt),
 
 
+def stockham_fft(N, R, K, x, y):  # npbench stockham_fft (numpy): twiddle factors computed with NumPy, each step
+
+    # Generate DFT matrix for radix R.
+    # Define transient variable for matrix.
+    i_coord, j_coord = np.mgrid[0:R, 0:R]
+    dft_mat = np.empty((R, R), dtype=np.complex128)
+    dft_mat = np.exp(-2.0j * np.pi * i_coord * j_coord / R)
+    # Move input x to output y
+    # to avoid overwriting the input.
+    y[:] = x[:]
+
+    ii_coord, jj_coord = np.mgrid[0:R, 0:R**K]
+
+    # Main Stockham loop
+    for i in range(K):
+
+        # Stride permutation
+        yv = np.reshape(y, (R**i, R, R**(K - i - 1)))
+        tmp_perm = np.transpose(yv, axes=(1, 0, 2))
+        # Twiddle Factor multiplication
+        D = np.empty((R, R**i, R**(K - i - 1)), dtype=np.complex128)
+        tmp = np.exp(-2.0j * np.pi * ii_coord[:, :R**i] * jj_coord[:, :R**i] /
+                     R**(i + 1))
+        D[:] = np.repeat(np.reshape(tmp, (R, R**i, 1)), R**(K - i - 1), axis=2)
+        tmp_twid = np.reshape(tmp_perm, (N, )) * np.reshape(D, (N, ))
+        # Product with Butterfly
+        y[:] = np.reshape(dft_mat @ np.reshape(tmp_twid, (R, R**(K - 1))),
+                          (N, ))
+
+
+def _stockham(rng, dt):  # (8**4 points: its last twiddle tables are more than a kernel embeds, so they are held)
+    x = (rng.standard_normal(8**4) + 1j * rng.standard_normal(8**4)).astype(dt)
+    return 8**4, 8, 4, x, np.zeros_like(x)
+
+
 def _vector(rng, dt):
     return (rng.standard_normal(32) + 1j * rng.standard_normal(32)).astype(dt),
 
@@ -167,4 +202,5 @@ PROGRAMS = [
     program(jones_rotation, _fields, BOTH),
     program(normalize_complex_arr, _vector, BOTH),
     program(mandel, lambda rng, dt: (20, 30, 10, -2.0, 1.0, -1.5, 1.5), C128),
+    program(stockham_fft, _stockham, C128),
 ]

@@ -269,6 +269,13 @@ def build_plan(kernel, args: tuple, chunked: tuple) -> BlockPlan:
             "does not support (each block would need its own part of the stream); call it on "
             "NumPy arrays or tj.Arrays"
         )
+    if traced.captured:
+        shape = traced.captured[0][1].shape
+        raise UnsupportedError(
+            f"{kernel.__name__} uses a NumPy array of shape {shape}, too large to embed in a kernel (the plan "
+            "holds it and passes it beside the arguments), which a call with Dask arrays does not support yet; "
+            "pass it to the kernel as an argument, or call it on NumPy arrays or tj.Arrays"
+        )
     if traced.assigned:
         names = kernel._names
         raise UnsupportedError(

@@ -35,6 +35,7 @@ from tracejit.runtime.debug import compile_times, log, stage
 from tracejit.runtime.array import Array
 from tracejit.runtime.device_stats import DeviceStats, failed
 from tracejit.numpy import (
+    captured,
     complex_values,
     allocation,
     conditional_expressions,
@@ -683,6 +684,7 @@ class Kernel:
                 trace_budget(_trace_values(), tensors),
                 host_calls.allowed(self._fallback),
                 data_sizes.known(sizes or ()) as found,
+                captured.holding() as held,
             ):
                 try:
                     # (returning x[mask]: the selected elements, their count read when it runs)
@@ -696,7 +698,7 @@ class Kernel:
                             "np.unique, ...): its graph is known only once a call has read that count; call it "
                             "(f.explain(*args) shows what a call does)"
                         ) from None
-                    return probe(self.__name__, e, infos, draws.streams, found.used)
+                    return probe(self.__name__, e, infos, draws.streams, found.used, held)
         except TraceError as e:
             hint = source_rewrite.unread_source_hint(e.__traceback__)
             raise type(e)(f"{_user_location(e.__traceback__)}{e}{hint}").with_traceback(None) from None
@@ -765,6 +767,7 @@ class Kernel:
             tuple(j for j, _ in changed),
             len(checks),
             draws.streams,
+            held,
         )
         traced.sizes = found.used if found.nodes else None
         traced.complex_outputs = complex_outputs

@@ -16,7 +16,7 @@ from tracejit.ir.layout import LayoutOptions
 from tracejit.runtime import registry
 from tracejit.runtime.array import Array
 from tracejit.frontend import destinations
-from tracejit.numpy import int_comparisons, random_draws
+from tracejit.numpy import captured, int_comparisons, random_draws
 from tracejit.frontend.signature import ArgInfo
 
 
@@ -39,6 +39,15 @@ def template(value, flat: list):
     return len(flat) - 1
 
 
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
 def _built(structure, results: list):
     if isinstance(structure, int):
         return results[structure]
@@ -56,10 +65,11 @@ class Traced:
     then `checks` values computed only for the faults they raise (ir/faulting.py), which a call drops.
     `streams`: the random streams the function draws from (random_draws.py), each four uint32 scalar inputs
     after the arguments, which every call fills afresh. `compared`: the hidden scalars of its comparisons of
-    integer arrays with Python-int arguments (int_comparisons.py), after those. `tuple_result` is None for a
-    function that returns None (a procedure: it only assigns into its arguments). `sizes`: the counts of its sizes
-    that depend on the data (numpy/data_sizes.py), None where it has none; `probe`: a graph that only computes the
-    count after those (frontend/sized.py)."""
+    integer arrays with Python-int arguments (int_comparisons.py), after those. `captured`: the NumPy arrays too
+    large to embed that it reads (`held` while it was traced: numpy/captured.py), after those. `tuple_result` is
+    None for a function that returns None (a procedure: it only assigns into its arguments). `sizes`: the counts of
+    its sizes that depend on the data (numpy/data_sizes.py), None where it has none; `probe`: a graph that only
+    computes the count after those (frontend/sized.py)."""
 
     sizes: tuple[int, ...] | None = None
     probe = False
@@ -79,12 +89,14 @@ class Traced:
         assigned: tuple[int, ...] = (),
         checks: int = 0,
         streams: tuple = (),
+        held: dict | None = None,
     ):
         if narrow_floats.uses_narrow_floats(outputs):  # (bits and float32 values from here on: ir/narrow_floats.py)
             outputs, self.narrow_outputs = narrow_floats.lower(outputs)
         self.name, self.outputs, self.tuple_result, self.infos = name, outputs, tuple_result, infos
         self.assigned, self.checks, self.streams = assigned, checks, tuple(streams)
         self.compared = int_comparisons.hidden(outputs)
+        self.captured = captured.hidden(outputs, held or {})
 
     def pack(self, results: list):
         """The call's result from its arrays: None (a procedure), the one array, a tuple, or the function's named
@@ -118,12 +130,16 @@ class Traced:
         for j, (arg, dtype) in enumerate(self.compared):
             node = build.input_(arg, dtype, ())
             inputs[node] = input_buffer(first + j, node, ())
+        first += len(self.compared)
+        for j, (arg, array) in enumerate(self.captured):
+            node = build.input_(arg, array.dtype, array.shape)
+            inputs[node] = input_buffer(first + j, node, _c_strides(array.shape))
         return inputs
 
     @property
     def nargs(self) -> int:
-        """How many values a call passes its executable: the arguments, then the hidden scalars."""
-        return len(self.infos) + random_draws.WORDS * len(self.streams) + len(self.compared)
+        """How many values a call passes its executable: the arguments, then the hidden scalars and arrays."""
+        return len(self.infos) + random_draws.WORDS * len(self.streams) + len(self.compared) + len(self.captured)
 
     @property
     def results(self) -> list[Node]:
@@ -222,7 +238,9 @@ class Plan:
         self.runnable = device.runs
         self._inner_run = self.run
         self._compared = int_comparisons.values_of(traced.compared) if traced.compared else None
-        if traced.streams or traced.compared:  # each call's hidden scalars follow its arguments
+        # the arrays it holds, put on its device by the first call (tj.Arrays: not copied again by later ones)
+        self._captured: tuple | None = () if not traced.captured else None
+        if traced.streams or traced.compared or traced.captured:  # each call's hidden values follow its arguments
             hidden, run = self._with_words, self.run
             self.run = lambda args: run(hidden(args))
 
@@ -247,17 +265,28 @@ class Plan:
         return self._call(self._with_words(args), originals, out)
 
     def _with_words(self, args) -> tuple:
-        """The arguments and the call's hidden scalars after them: where the function draws random numbers,
-        the call's words; then the values its comparisons with Python ints read (int_comparisons.py)."""
-        streams, compared = self.traced.streams, self._compared
-        if not streams and compared is None:
+        """The arguments and the call's hidden values after them: where the function draws random numbers,
+        the call's words; then the values its comparisons with Python ints read (int_comparisons.py); then the
+        arrays the plan holds (numpy/captured.py)."""
+        streams, compared, held = self.traced.streams, self._compared, self.held_values()
+        if not streams and compared is None and not held:
             return args
         args = tuple(args)
         return (
             args
             + (random_draws.call_words(streams, args) if streams else ())
             + (compared(args) if compared is not None else ())
+            + held
         )
+
+    def held_values(self) -> tuple:
+        """The arrays the plan holds (numpy/captured.py) as its device's executables read them."""
+        if self._captured is None:
+            dev = self.device
+            self._captured = tuple(
+                a if dev.returns_numpy else Array(dev.from_numpy(a), dev) for _, a in self.traced.captured
+            )
+        return self._captured
 
     def _call(self, args, originals, out=None, seed=None):
         """A call with its hidden scalars in `args`; `seed`: what an earlier plan of the call computed (from

@@ -111,21 +111,22 @@ class SizedPlan:
         return f"<SizedPlan {self._kernel.__name__} on {self.device.name}: {len(self._plans)} plan(s) by count>"
 
 
-def probe(name: str, stop: data_sizes.NeedsSize, infos, streams, known: tuple[int, ...]) -> Traced:
+def probe(name: str, stop: data_sizes.NeedsSize, infos, streams, known: tuple[int, ...], held=None) -> Traced:
     """The graph of a plan that only computes the count its trace stopped at (NeedsSize): the call reads it back
-    and goes on with the plan traced with it (SizedPlan)."""
+    and goes on with the plan traced with it (SizedPlan). `held`: the arrays the trace held (numpy/captured.py)."""
     outputs = [data_sizes.probe(stop.index, stop.count, stop.where)]
     verify_graph(outputs)
-    traced = Traced(name, outputs, None, infos, (), 1, streams)
+    traced = Traced(name, outputs, None, infos, (), 1, streams, held)
     traced.sizes, traced.probe = known, True
     return traced
 
 
 def _hidden(plan, before, args, full) -> tuple:
-    """The arguments and hidden scalars for `plan`, going on from `before`'s call with `full`: the random words
-    already drawn for the streams both have (the values computed from them are kept), fresh words for new ones."""
+    """The arguments and hidden values for `plan`, going on from `before`'s call with `full`: the random words
+    already drawn for the streams both have (the values computed from them are kept), fresh words for new ones,
+    then the values of its comparisons and the arrays it holds."""
     new, old = plan.traced, before.traced
-    if new.streams == old.streams and new.compared == old.compared:
+    if new.streams == old.streams and new.compared == old.compared and not new.captured and not old.captured:
         return full
     n, words = len(args), random_draws.WORDS
     out = list(args)
@@ -136,4 +137,4 @@ def _hidden(plan, before, args, full) -> tuple:
             out += [np.array(w, random_draws.U32) for w in s.words(args)]
     if plan._compared is not None:
         out += plan._compared(args)
-    return tuple(out)
+    return tuple(out) + plan.held_values()

@@ -1,18 +1,62 @@
 """NumPy arrays met while tracing (np.arange(n), np.tri(n), a captured lookup table) as graph IR: a
 broadcast constant, an index pattern whose NumPy evaluation reproduces the array bit for bit (arange,
-linspace where exact, eye/tri masks), or a table embedded in the kernel (at most MAX_ELEMENTS elements)."""
+linspace where exact, eye/tri masks), a table embedded in the kernel (at most MAX_ELEMENTS elements), or,
+larger, an array the plan holds and passes to the kernels beside the call's arguments (`holding`: JAX's
+captured constants; NPBench's stockham_fft computes its twiddle factors with NumPy, 2 x 32,768 of them).
+
+A held array is a copy made when the function was traced: as a table's values, and as Numba's global arrays,
+it is frozen then (a global array the code changes afterwards is not seen by the compiled kernel)."""
 
 from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 
 from tracejit.errors import UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.dtypes import check
-from tracejit.ir.graph import Node, Op
-from tracejit.ir.table import MAX_ELEMENTS
+from tracejit.ir.graph import Node, Op, toposort
+from tracejit.ir.table import MAX_ELEMENTS, MAX_KERNEL_BYTES
 
 _INDEX = np.dtype("int32")  # index patterns count in int32: every device has it, arrays here are small
+KIND = "captured"  # INPUT args (KIND, digest): an array the plan holds, passed after the call's hidden scalars
+
+
+class Held(dict):
+    """The arrays held by a trace, by their INPUT arg; `table_bytes`: what the tables it embedded hold. Once a
+    table would take that past a GPU kernel's constant memory (table.MAX_KERNEL_BYTES), arrays are held instead,
+    so that no kernel can embed more (NPBench's stockham_fft: twiddle factors of 4,096 complex values, 64 KiB as
+    two float64 tables, beside its DFT matrix)."""
+
+    table_bytes = 0
+
+
+# the arrays held by the trace under way (holding()); None: none may be held (a large array is refused)
+_HELD: ContextVar[Held | None] = ContextVar("tracejit_captured", default=None)
+
+
+@contextmanager
+def holding() -> Iterator[Held]:
+    """While a kernel's function is traced: the large NumPy arrays it uses, held by the plan (their INPUT args)."""
+    held = Held()
+    token = _HELD.set(held)
+    try:
+        yield held
+    finally:
+        _HELD.reset(token)
+
+
+def hidden(outputs: list[Node], held: dict[tuple, np.ndarray]) -> tuple[tuple[tuple, np.ndarray], ...]:
+    """The held arrays a graph reads, in a fixed order: (INPUT arg, array) each. (A loop's body reads them
+    through its LOOP node's sources, numpy/loops.py, as it reads every value from outside it.)"""
+    if not held:
+        return ()
+    found = {n.arg for n in toposort(outputs) if n.op is Op.INPUT and isinstance(n.arg, tuple) and n.arg[:1] == (KIND,)}
+    return tuple((arg, held[arg]) for arg in sorted(found))
 
 
 def array_node(a: np.ndarray) -> Node:
@@ -34,13 +78,24 @@ def array_node(a: np.ndarray) -> Node:
         found = pattern(a)
         if found is not None and np.array_equal(_bits(np.ascontiguousarray(found[1], dt)), bits):
             return found[0]
-    if a.size <= MAX_ELEMENTS:
+    held = _HELD.get()
+    if a.size <= MAX_ELEMENTS and (held is None or held.table_bytes + a.nbytes <= MAX_KERNEL_BYTES):
+        if held is not None:
+            held.table_bytes += a.nbytes
         return build.table(a)
-    raise UnsupportedError(
-        f"a NumPy array of shape {a.shape} ({a.size} elements) is used inside the kernel; constants are "
-        f"embedded in the kernel only up to {MAX_ELEMENTS} elements (or when they are all equal, an arange or "
-        "a triangle/diagonal mask). Pass it to the kernel as an argument instead"
-    )
+    if held is None:
+        raise UnsupportedError(
+            f"a NumPy array of shape {a.shape} ({a.size} elements) is used with traced values; constants are "
+            f"embedded only up to {MAX_ELEMENTS} elements (or when they are all equal, an arange or a "
+            "triangle/diagonal mask). Pass it as an argument instead"
+        )
+    digest = hashlib.sha256(f"{dt.str}{a.shape}".encode() + a.tobytes()).hexdigest()[:24]
+    arg = (KIND, digest)
+    if arg not in held:
+        copy = a.copy()
+        copy.flags.writeable = False
+        held[arg] = copy
+    return build.input_(arg, dt, a.shape)
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
