@@ -62,6 +62,12 @@ _INDEXED = [   # statements that read the index
     "s = s + u[:i % 8] @ v[:i % 8] * 0.01",
     "v[i % 8:] = v[i % 8:] * 0.5 + 0.25",
     "u[1:] = u[:-1] * 0.5\nv[-(i % 3) - 1:] -= u[-(i % 3) - 1:].sum() * 0.1",
+    # stores through slices of the index's bounds beside whole-array work: made in place on the numba device
+    # (frontend/loop_stores.py), a negative start counting from the end, a stop past the end clamped
+    "u[i % 8:] = u[i % 8:] * 0.5 + v.sum() * 0.01",
+    "v[(i % 5) - 3:i % 5] += 0.5",
+    "u[i % 8:(i % 8) + 5] -= v[i % 8] * 0.25",
+    "v[i % 8:] += 0.5\nu[i % 8:] = v[i % 8:] * 0.25",
 ]
 
 

@@ -174,3 +174,116 @@ def test_stores_into_a_place_of_several_axes_match_numpy_and_run_in_place(device
     with pytest.raises(IndexError):   # (a place past the end of either axis: NumPy's error)
         run_kernel(tj.kernel(places_from_the_end), np.zeros((4, 3, 9), dt), rng.random((5, 3)).astype(dt), 5,
                    device=device)
+
+
+# --- stores through slices whose bounds are read when the kernel runs (numpy/bounded_slices.py) ---------------------
+
+def covariance_rows(M, data):   # npbench's covariance: a column and a row from the index on, one value
+    cov = np.zeros((M, M), dtype=data.dtype)
+    for i in range(M):
+        cov[i:M, i] = cov[i, i:M] = data[:, i] @ data[:, i:M] / 3.0
+    return cov
+
+
+def correlation_rows(M, data):   # npbench's correlation: past the diagonal, onto np.eye
+    corr = np.eye(M, dtype=data.dtype)
+    for i in range(M - 1):
+        corr[i + 1:M, i] = corr[i, i + 1:M] = data[:, i] @ data[:, i + 1:M]
+    return corr
+
+
+# (each body below sums the columns of B, a whole array: it runs its kernels step by step, where the numba device
+# makes its stores in place; without it, a loop over elements would run it, which stores in place anyway)
+
+def tails_updated(x, B):   # x[i:] += v: a range of one axis, nothing picked
+    for i in range(x.shape[0]):
+        x[i:] += B.sum(axis=0)[i]
+    return x
+
+
+def empty_at_the_end(x, B):   # x[i:M] with i == M: an empty slice stores nothing
+    M = x.shape[0]
+    for i in range(M + 1):
+        x[i:M] = x[i:M] * 0.5 + B.sum(axis=0)[i % M] + i
+    return x
+
+
+def windows_from_the_end(x, B):   # x[i - 3:i]: a negative start counts from the end (x[-2:1] is empty), as in NumPy
+    for i in range(x.shape[0] + 2):
+        x[i - 3:i] += B.sum(axis=0)[i % 2]
+    return x
+
+
+def clamped_past_the_end(x, B, n):   # x[i:i + n] reaches past the end: clamped, as NumPy clamps a slice
+    for i in range(x.shape[0]):
+        x[i:i + n] = x[i:i + n] + x[i] + B.sum(axis=0)[i]
+    return x
+
+
+def every_other(x, B):   # a step: not one of these stores (bounded_slices refuses it), still right
+    for i in range(x.shape[0]):
+        x[i::2] = x[i::2] + B.sum(axis=0)[i]
+    return x
+
+
+def columns_on(A, B):   # A[:, i:]: the range along the last axis, the first whole; a 0-d value broadcast
+    for i in range(A.shape[1]):
+        A[:, i:] -= B.sum(axis=0)[i]
+        A[i, :i] = A[i, i] * 0.5
+    return A
+
+
+def row_read_after_column(A, B):   # the row read after the column was stored: read at its places, as stored
+    for i in range(A.shape[0]):
+        A[i:, i] = (B + i).sum(axis=0)[i:]
+        A[i, i:] = A[i, i:] + A[i, :].sum()
+    return A
+
+
+def test_covariance_and_correlation_rows_match_numpy(device, rng):
+    dt = float_dtype(device)
+    data = rng.random((7, 6)).astype(dt)
+    check(covariance_rows, (6, data), device)
+    check(correlation_rows, (6, data), device)
+    data = rng.random((11, 10)).astype(dt)  # (ten steps: on numba, bound once and run, frontend/bound_loops.py)
+    check(covariance_rows, (10, data), device)
+    check(correlation_rows, (10, data), device)
+
+
+def test_a_range_of_one_axis_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(tails_updated, (rng.random(9).astype(dt), rng.random((3, 9)).astype(dt)), device)
+    check(tails_updated, (rng.random(5).astype(dt), rng.random((3, 5)).astype(dt)), device)  # (fewer steps than bound)
+    check(tails_updated, (np.arange(9, dtype=np.int32), np.arange(27, dtype=np.int32).reshape(3, 9) - 3), device)
+
+
+def test_empty_negative_and_clamped_ranges_match_numpy(device, rng):
+    dt = float_dtype(device)
+    check(empty_at_the_end, (rng.random(8).astype(dt), rng.random((2, 8)).astype(dt)), device)
+    check(windows_from_the_end, (np.zeros(9, dt), rng.random((2, 9)).astype(dt)), device)
+    check(windows_from_the_end, (np.zeros(9, np.int32), np.ones((2, 9), np.int32)), device)
+    check(clamped_past_the_end, (rng.random(9).astype(dt), rng.random((2, 9)).astype(dt), 3), device)
+
+
+def test_a_range_with_a_step_matches_numpy(device, rng):
+    dt = float_dtype(device)
+    check(every_other, (rng.random(7).astype(dt), rng.random((2, 7)).astype(dt)), device)
+
+
+def test_ranges_along_either_axis_with_broadcast_values_match_numpy(device, rng):
+    dt = float_dtype(device)
+    check(columns_on, (rng.random((10, 9)).astype(dt), rng.random((2, 9)).astype(dt)), device)
+    check(row_read_after_column, (rng.random((9, 9)).astype(dt), rng.random((2, 9)).astype(dt)), device)
+    check(row_read_after_column, (rng.random((5, 5)).astype(dt), rng.random((2, 5)).astype(dt)), device)
+
+
+def test_covariance_rows_are_stored_in_place_on_numba(rng, caplog):
+    data = rng.random((9, 8))
+    tj.set_debug(1)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="tracejit"):
+            got = tj.kernel(covariance_rows)(8, data, device="numba")
+    finally:
+        tj.set_debug(0)
+    assert any("carried array(s) in place (2 stores)" in r.getMessage() for r in caplog.records)
+    np.testing.assert_allclose(got, covariance_rows(8, data), rtol=1e-12)

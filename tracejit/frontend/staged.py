@@ -300,7 +300,8 @@ class Staged:
         if dev.returns_numpy and not has_loops(graph):
             outputs, found = loop_stores.stores(graph, stand_ins[first : first + loop.carried])
             if found:
-                log(1, f"the loop at {loop.where} stores into {len(found)} carried array(s) in place")
+                arrays = len({s.carried for s in found})
+                log(1, f"the loop at {loop.where} stores into {arrays} carried array(s) in place ({len(found)} stores)")
                 return loop_stores.InPlaceBody(compiled(outputs), found, first, len(graph), lambda: compiled(graph))
         return compiled(graph)
 
