@@ -28,8 +28,9 @@ def values(shape, dtype, seed=0):
 def check(body, *args, device, rtol=None):
     """tracejit's results of body(*args) against NumPy's: dtypes, shapes, values (complex results come back as
     complex NumPy arrays on the CPU devices, complex tj.Arrays elsewhere)."""
-    got = tj.kernel(body)(*args, device=device)
-    expected = body(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    expected = body(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])   # (each its own copies: a
+    got = tj.kernel(body)(*[a.copy() if isinstance(a, np.ndarray) else a for a in args], device=device)  # body may
+    # assign into its arguments)
     if not isinstance(expected, tuple):
         got, expected = (got,), (expected,)
     for g, e in zip(got, expected):
@@ -301,6 +302,49 @@ def test_selections_masked_updates_and_linear_algebra_of_complex_values(device):
     np.testing.assert_allclose(mine, theirs, rtol=tolerance(dt), atol=tolerance(dt))
     a = values((3, 3), dt, seed=4) + 3 * np.eye(3, dtype=dt)
     check(lambda a, b: (np.linalg.solve(a, b), np.linalg.det(a)), a, z[:3], device=device, rtol=1e-4)
+
+
+def test_masked_selections_of_complex_values_stay_at_their_places(device):
+    """z[mask] of complex values in elementwise arithmetic and stored back with the same mask is a where() on each
+    part, so it needs no count (NPBench's mandelbrot1: inside a loop compiled as a loop); a real selection stored
+    into a complex one, z[mask] op= v, .real/.imag, sums and means of the selection, and anything else (a
+    selection of another mask, one returned) as NumPy has it."""
+    dt = complex_dtype(device)
+    z, c = values(40, dt, seed=5), values(40, dt, seed=6)
+    x = np.random.default_rng(7).standard_normal(40).astype(np.float32 if dt == np.complex64 else np.float64)
+
+    def once(z, c, x):
+        inside = np.abs(z) < 1.2
+        z[inside] = z[inside] ** 2 + c[inside] * 0.5
+        z[z.real > 1] = x[z.real > 1]
+        z[z.imag < -1] *= 1j
+        m = np.abs(c) > 1
+        return z, z[m].sum(), z[m].mean(), z[m].real * 2 + np.abs(c[m]), c[m].conj()
+
+    check(once, z, c, x, device=device)
+
+    counted = np.int32 if device == "webgpu" else np.int64   # (WGSL has no int64)
+
+    def escape(z, c, steps):   # the vectorised escape-time loop, as mandelbrot1 writes it
+        counts = np.zeros(z.shape, counted)
+        for n in range(steps):
+            inside = np.less(abs(z), 2.0)
+            counts[inside] = n
+            z[inside] = z[inside] ** 2 + c[inside]
+        return z, counts
+
+    check(escape, (z * 0.3).astype(dt), (c * 0.4).astype(dt), 30, device=device)
+    mine, theirs = (z * 0.3).astype(dt), (z * 0.3).astype(dt)   # the argument itself is written back
+    tj.kernel(escape)(mine, c, 30, device=device)
+    escape(theirs, c, 30)
+    np.testing.assert_allclose(np.asarray(mine), theirs, rtol=tolerance(dt) * 100, atol=tolerance(dt))
+
+    def walk(z, w, n):   # a complex argument assigned into one element a step, in a loop compiled as a loop
+        for i in range(1, n):
+            z[i] = z[i - 1] * w[i] + 1j
+        return z
+
+    check(walk, (z * 0.3).astype(dt), (c * 0.3).astype(dt), 40, device=device)
 
 
 def test_new_arrays_are_new_and_views_write_through(device):

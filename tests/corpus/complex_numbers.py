@@ -163,6 +163,22 @@ def stockham_fft(N, R, K, x, y):  # npbench stockham_fft (numpy): twiddle factor
                           (N, ))
 
 
+def mandelbrot1(xmin, xmax, ymin, ymax, xn, yn, maxiter, horizon=2.0):  # npbench mandelbrot1 (numpy), its
+    # Adapted from https://www.ibm.com/developerworks/community/blogs/jfp/...  `mandelbrot` (renamed here)
+    #              .../entry/How_To_Compute_Mandelbrodt_Set_Quickly?lang=en
+    X = np.linspace(xmin, xmax, xn, dtype=np.float64)
+    Y = np.linspace(ymin, ymax, yn, dtype=np.float64)
+    C = X + Y[:, None] * 1j
+    N = np.zeros(C.shape, dtype=np.int64)
+    Z = np.zeros(C.shape, dtype=np.complex128)
+    for n in range(maxiter):
+        I = np.less(abs(Z), horizon)
+        N[I] = n
+        Z[I] = Z[I]**2 + C[I]
+    N[N == maxiter - 1] = 0
+    return Z, N
+
+
 def _stockham(rng, dt):  # (8**4 points: its last twiddle tables are more than a kernel embeds, so they are held)
     x = (rng.standard_normal(8**4) + 1j * rng.standard_normal(8**4)).astype(dt)
     return 8**4, 8, 4, x, np.zeros_like(x)
@@ -203,4 +219,6 @@ PROGRAMS = [
     program(normalize_complex_arr, _vector, BOTH),
     program(mandel, lambda rng, dt: (20, 30, 10, -2.0, 1.0, -1.5, 1.5), C128),
     program(stockham_fft, _stockham, C128),
+    # (a 70 x 70 grid: C, computed with NumPy from the Python numbers, is more than a kernel embeds: held)
+    program(mandelbrot1, lambda rng, dt: (-2.25, 0.75, -1.25, 1.25, 70, 70, 12), C128, numpy_errors="ignore"),
 ]

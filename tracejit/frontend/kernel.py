@@ -672,6 +672,8 @@ class Kernel:
                 t = Tensor.argument(node, i, info.strides, info.writeable)
                 tensors.append(complex_values.argument(t, info.complex) if info.complex else t)
         roots = [complex_values.root(t) for t in tensors]  # (a complex argument's memory: its parts' array)
+        # the arguments' Tensors, a complex one's parts' array too: a loop compiled as a loop carries what it changes
+        living = list({id(t): t for t in (*tensors, *roots)}.values())
         self._counts["traces"] += count
         numbers = {i: a for i, (a, info) in enumerate(zip(args, infos)) if info.kind == "scalar"}
         try:
@@ -681,7 +683,7 @@ class Kernel:
                 allocation.traced_arrays(),
                 faulting.recorded() as can_fault,
                 python_numbers.known(numbers) as used,
-                trace_budget(_trace_values(), tensors),
+                trace_budget(_trace_values(), living),
                 host_calls.allowed(self._fallback),
                 data_sizes.known(sizes or ()) as found,
                 captured.holding() as held,

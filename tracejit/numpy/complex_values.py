@@ -23,6 +23,7 @@ from tracejit.errors import DtypeError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir.graph import Op
 from tracejit.numpy import functions as F
+from tracejit.numpy.selection import MaskedComplex, MaskedSelection
 from tracejit.numpy.tensor import Tensor, as_node, python_value
 
 PART: dict[np.dtype, np.dtype] = {
@@ -130,11 +131,15 @@ class ComplexTensor(np.lib.mixins.NDArrayOperatorsMixin):
     # -- indexing: the same key on both parts (views where NumPy's are) --
     def __getitem__(self, key):
         key = _index_key(key)
-        return ComplexTensor(self.re[key], self.im[key])
+        re, im = self.re[key], self.im[key]
+        # z[mask]: the elements at their places while only elementwise arithmetic and a store with the mask use them
+        selected = MaskedComplex.of(re, im)
+        return selected if selected is not None else ComplexTensor(re, im)
 
     def __setitem__(self, key, value) -> None:
         key = _index_key(key)
-        re, im = parts(value, self.re.dtype)
+        placed = _selected_parts(value, key, self.shape, self.re.dtype)
+        re, im = placed if placed is not None else parts(value, self.re.dtype)
         self.re[key] = re
         self.im[key] = im
 
@@ -262,6 +267,27 @@ def result_dtype(*operands) -> np.dtype:
     if dt not in PART:  # clongdouble
         raise DtypeError(f"{dt} is not supported by tracejit (complex64 and complex128 are)")
     return dt
+
+
+def _selected_parts(value, key, shape, part: np.dtype):
+    """z[mask] = value for a selection of the same mask (numpy/selection.py): its parts as selections of that mask,
+    which the parts' stores make where()s; None for any other value (or key)."""
+    if not isinstance(value, (MaskedComplex, MaskedSelection)):
+        return None
+    from tracejit.numpy.assign import traced_mask
+
+    mask = traced_mask(key)
+    if mask is None:
+        return None
+    if isinstance(value, MaskedSelection):  # (a real selection: imaginary parts of zero)
+        if value.values_for(mask, shape) is None:
+            return None
+        zeros = build.const(0.0, part, value.values.shape)
+        return MaskedSelection(mask, build.cast(value.values, part)), MaskedSelection(mask, zeros)
+    found = value.parts_for(mask, shape)
+    if found is None:
+        return None
+    return tuple(MaskedSelection(mask, build.cast(p.values, part)) for p in found)
 
 
 def parts(x, part: np.dtype) -> tuple[Tensor, Tensor]:

@@ -434,7 +434,7 @@ def _refused(values: list, names: tuple[str, ...], stored: tuple) -> str | None:
             target = get()
         except NameError:
             continue
-        if not isinstance(target, Tensor):
+        if not isinstance(target, (Tensor, ComplexTensor)):
             return f"it assigns into a {type(target).__name__} (only arrays are carried by a compiled loop)"
     return None
 

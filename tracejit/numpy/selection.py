@@ -46,7 +46,7 @@ def full_mask(mask: Node, shape) -> Node:
 
 def arrays(values):
     """`values` (a value, or a tuple, list or dict of them) with every selection made an array."""
-    if isinstance(values, MaskedSelection):
+    if isinstance(values, (MaskedSelection, MaskedComplex)):
         return values.array()
     if isinstance(values, (tuple, list)):
         items = [arrays(v) for v in values]
@@ -272,6 +272,160 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __repr__(self) -> str:
         return f"<the elements of a traced array of shape {self.values.shape} a boolean mask selects>"
+
+
+class MaskedComplex(np.lib.mixins.NDArrayOperatorsMixin):
+    """z[mask] of a traced complex array (numpy/complex_values.py) as MaskedSelection is of a real one: `values` a
+    ComplexTensor of z's shape whose selected places matter. Elementwise arithmetic with selections of the same mask
+    and values that broadcast over the selected elements stays one, and `z[mask] = z[mask] ** 2 + c[mask]` is a
+    where() on each part (NPBench's mandelbrot1, inside a loop compiled as a loop, where the count cannot be read
+    back each step); any other use makes it an array of the count's length, as NumPy has it."""
+
+    __slots__ = ("mask", "values", "where", "_array")
+    __array_priority__ = 1002  # (above ComplexTensor's and MaskedSelection's: mixed operations come here)
+
+    def __init__(self, mask: Node, values):
+        check_mask(values.shape, mask)
+        self.mask, self.values = mask, values
+        self._array = None
+        from tracejit.numpy.data_sizes import site_of_user
+
+        self.where = site_of_user()
+
+    @staticmethod
+    def of(re, im):
+        """The selection of a complex array whose parts' selections are `re` and `im`, or None where they are not
+        selections of one mask (ComplexTensor.__getitem__ then makes the parts arrays)."""
+        if not (isinstance(re, MaskedSelection) and isinstance(im, MaskedSelection) and re.mask is im.mask):
+            return None
+        from tracejit.numpy.complex_values import ComplexTensor
+
+        return MaskedComplex(re.mask, ComplexTensor(Tensor(re.values), Tensor(im.values)))
+
+    def array(self):
+        """The selected elements in order, an array of the count's length (numpy/data_sizes.py)."""
+        if self._array is None:
+            from tracejit.numpy.complex_values import ComplexTensor
+
+            re, im = (MaskedSelection(self.mask, as_node(p)).array() for p in (self.values.re, self.values.im))
+            self._array = ComplexTensor(re, im)
+        return self._array
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def ndim(self) -> int:
+        return 1 + len(self.values.shape) - len(self.mask.shape)
+
+    @property
+    def real(self) -> MaskedSelection:
+        return MaskedSelection(self.mask, as_node(self.values.re))
+
+    @property
+    def imag(self) -> MaskedSelection:
+        return MaskedSelection(self.mask, as_node(self.values.im))
+
+    def parts_for(self, mask: Node, shape) -> tuple[MaskedSelection, MaskedSelection] | None:
+        """Its parts as selections to store with `mask` into a complex array of `shape` (ComplexTensor.__setitem__);
+        None for another mask or shape."""
+        if mask is not self.mask or self.values.shape != tuple(shape):
+            return None
+        return self.real, self.imag
+
+    def conj(self) -> MaskedComplex:
+        return MaskedComplex(self.mask, self.values.conj())
+
+    conjugate = conj
+
+    def _operand(self, x):
+        """An operand of elementwise arithmetic with the selection, of the full shape (or one that broadcasts over
+        the selected elements)."""
+        if isinstance(x, (MaskedComplex, MaskedSelection)):
+            if x.mask is not self.mask or x.values.shape != self.values.shape:
+                raise _NeedsArray
+            return x.values if isinstance(x, MaskedComplex) else Tensor(x.values)
+        shape = getattr(x, "shape", ())
+        trailing = self.values.shape[len(self.mask.shape) :]
+        lead = len(shape) - len(trailing)
+        if lead > 0 and any(n != 1 for n in shape[:lead]):  # one value per selected element: pairs with the count
+            raise _NeedsArray
+        return x
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        out = kwargs.pop("out", None)
+        in_place = out is not None and len(out) == 1 and out[0] is self  # (z[mask] *= 2: the mixin's __imul__)
+        try:
+            if method != "__call__" or (out is not None and not in_place):
+                raise _NeedsArray
+            operands = tuple(self._operand(x) for x in inputs)
+        except _NeedsArray:
+            if out is not None:
+                kwargs["out"] = out
+            return getattr(ufunc, method)(*arrays(inputs), **arrays(kwargs))
+        result = ufunc(*operands, **kwargs)
+        if isinstance(result, tuple):
+            return tuple(self._selected(r) for r in result)
+        if in_place:
+            from tracejit.numpy.complex_values import astype
+
+            result = astype(result, self.dtype)
+        return self._selected(result)
+
+    def _selected(self, value):
+        from tracejit.numpy.complex_values import ComplexTensor
+
+        if isinstance(value, ComplexTensor):
+            return MaskedComplex(self.mask, value)
+        return MaskedSelection(self.mask, as_node(value))
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        return self._parts("sum", axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        return self._parts("mean", axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def _parts(self, name: str, **kwargs):
+        """A reduction that is the same reduction of each part (sum, mean), over the selected elements."""
+        from tracejit.numpy.complex_values import ComplexTensor
+
+        dtype = kwargs.pop("dtype")
+        if dtype is not None:
+            return getattr(self.array(), name)(dtype=dtype, **kwargs)
+        return ComplexTensor(getattr(self.real, name)(**kwargs), getattr(self.imag, name)(**kwargs))
+
+    def __array_function__(self, func, types, args, kwargs):
+        name = _REDUCTIONS.get(func)
+        if name in ("sum", "mean") and args and args[0] is self:
+            return getattr(self, name)(*args[1:], **kwargs)
+        return func(*arrays(args), **arrays(kwargs))
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array().__array__(dtype, copy)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.array(), name)
+
+    def __getitem__(self, key):
+        return self.array()[arrays(key)]
+
+    def __len__(self):
+        return len(self.array())
+
+    def __iter__(self):
+        return iter(self.array())
+
+    def __bool__(self):
+        return bool(self.array())
+
+    def __complex__(self):
+        return complex(self.array())
+
+    def __repr__(self) -> str:
+        return f"<the elements of a traced complex array of shape {self.values.shape} a boolean mask selects>"
 
 
 class SelectedCount(Tensor):
