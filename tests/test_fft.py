@@ -40,6 +40,7 @@ def test_fft_and_ifft_of_every_length_kind(device, n):
         check(lambda z: (np.fft.fft(z), np.fft.ifft(z, axis=0, norm="ortho")), z, device=device)
 
 
+@pytest.mark.slow_emulated("metal")
 @pytest.mark.parametrize("norm", [None, "forward"])
 def test_real_transforms_and_norms(device, norm):
     for dt in dtypes(device):
@@ -53,6 +54,7 @@ def test_real_transforms_and_norms(device, norm):
         check(body, x, device=device)
 
 
+@pytest.mark.slow_emulated("metal")
 def test_multidimensional_transforms_with_shapes_and_axes(device):
     for dt in dtypes(device):
         z = signal((4, 6, 8), dt)

@@ -238,6 +238,7 @@ def element_programs(draw) -> list[str]:
     return lines
 
 
+@pytest.mark.slow_emulated("metal")
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
 @given(lines=element_programs(), seed=st.integers(0, 2**16), n=st.integers(0, 9), count=st.integers(0, 6))
 def test_random_loops_over_elements_match_numpy(device, lines, seed, n, count):

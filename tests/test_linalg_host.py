@@ -49,6 +49,7 @@ def quiet(kernel, *args, **kwargs):
         return kernel(*args, **kwargs)
 
 
+@pytest.mark.slow_emulated("metal")
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_each_function_matches_numpy_on_every_device(device, rng, name):
     dt = float_dtype(device)

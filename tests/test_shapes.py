@@ -434,7 +434,7 @@ def test_dynamic_false_compiles_every_size_with_its_sizes_as_constants(rng):
     assert f.cache_info()["compiles"] == 3
 
 
-@pytest.mark.slow_emulated("metal")
+@pytest.mark.slow_emulated   # (what it counts is the frontend's: compiles per size, not a target's code)
 def test_fifty_batch_sizes_compile_each_kernel_at_most_twice(device, rng):
     """A kernel's global size is its argument on every device: a new batch size of an elementwise or
     row-wise program traces and lowers again (a few ms) but compiles only where the kernel's body
