@@ -346,6 +346,16 @@ def test_masked_selections_of_complex_values_stay_at_their_places(device):
 
     check(walk, (z * 0.3).astype(dt), (c * 0.3).astype(dt), 40, device=device)
 
+    def blocks(s, a, n):   # s[k, j] += (a block product) with both indices traced, under an `if` on them
+        for k in range(n):
+            for j in range(s.shape[1]):
+                if k - j >= 0:
+                    s[k, j] += a[j] @ a[j]
+        return s
+
+    a = values((6, 2, 2), dt, seed=8)
+    check(blocks, np.zeros((7, 6, 2, 2), dt), a, 7, device=device)
+
 
 def test_new_arrays_are_new_and_views_write_through(device):
     """z.conj(), +z and z.astype(z.dtype) are new arrays (writing into them leaves the argument alone, as in NumPy;

@@ -179,6 +179,36 @@ def mandelbrot1(xmin, xmax, ymin, ymax, xn, yn, maxiter, horizon=2.0):  # npbenc
     return Z, N
 
 
+def scattering_self_energies(neigh_idx, dH, G, D, Sigma):  # npbench scattering_self_energies (numpy): eight
+
+    for k in range(G.shape[0]):                               # nested loops, an `if` on two of their indices,
+        for E in range(G.shape[1]):                           # products of complex blocks added into Sigma
+            for q in range(D.shape[0]):
+                for w in range(D.shape[1]):
+                    for i in range(D.shape[-2]):
+                        for j in range(D.shape[-1]):
+                            for a in range(neigh_idx.shape[0]):
+                                for b in range(neigh_idx.shape[1]):
+                                    if E - w >= 0:
+                                        dHG = G[k, E - w,
+                                                neigh_idx[a, b]] @ dH[a, b, i]
+                                        dHD = dH[a, b, j] * D[q, w, a, b, i, j]
+                                        Sigma[k, E, a] += dHG @ dHD
+
+
+def _self_energies(rng, dt):  # (npbench's initialize at its S preset, fewer atoms: NA 6 -> 5)
+    Nkz, NE, Nqz, Nw, N3D, NA, NB, Norb = 2, 4, 2, 2, 2, 5, 2, 3
+    neigh_idx = np.ndarray([NA, NB], dtype=np.int32)
+    for i in range(NA):
+        neigh_idx[i] = np.positive(np.arange(i - NB / 2, i + NB / 2) % NA)
+
+    def part(shape):
+        return (rng.random(shape) + rng.random(shape) * 1j).astype(dt)
+
+    return (neigh_idx, part([NA, NB, N3D, Norb, Norb]), part([Nkz, NE, NA, Norb, Norb]),
+            part([Nqz, Nw, NA, NB, N3D, N3D]), np.zeros([Nkz, NE, NA, Norb, Norb], dtype=dt))
+
+
 def _stockham(rng, dt):  # (8**4 points: its last twiddle tables are more than a kernel embeds, so they are held)
     x = (rng.standard_normal(8**4) + 1j * rng.standard_normal(8**4)).astype(dt)
     return 8**4, 8, 4, x, np.zeros_like(x)
@@ -219,6 +249,7 @@ PROGRAMS = [
     program(normalize_complex_arr, _vector, BOTH),
     program(mandel, lambda rng, dt: (20, 30, 10, -2.0, 1.0, -1.5, 1.5), C128),
     program(stockham_fft, _stockham, C128),
+    program(scattering_self_energies, _self_energies, C128),
     # (a 70 x 70 grid: C, computed with NumPy from the Python numbers, is more than a kernel embeds: held)
     program(mandelbrot1, lambda rng, dt: (-2.25, 0.75, -1.25, 1.25, 70, 70, 12), C128, numpy_errors="ignore"),
 ]

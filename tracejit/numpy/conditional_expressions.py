@@ -231,7 +231,7 @@ def branches(test, then, orelse, before: tuple, names: tuple[str, ...], stored: 
             target = get()
         except NameError:
             continue
-        if not isinstance(target, Tensor):
+        if not isinstance(target, (Tensor, ComplexTensor)):  # (a complex array's stores are its parts')
             bool(test)  # (the TraceError of an `if` on an array value)
     alive = {id(t) for t in living()}
     condition = as_node(test)
