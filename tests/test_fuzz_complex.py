@@ -51,7 +51,7 @@ def programs(draw):
     inputs = [complex_dt] + others
     steps = []
     for _ in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["unary", "binary", "scalar", "where", "cast"]))
+        kind = draw(st.sampled_from(["unary", "binary", "scalar", "where", "cast", "masked"]))
         available = len(inputs) + len(steps)
         a = draw(st.integers(0, available - 1))
         if kind == "unary":
@@ -63,6 +63,9 @@ def programs(draw):
                           draw(st.booleans())))
         elif kind == "where":
             steps.append(("where", a, draw(st.integers(0, available - 1))))
+        elif kind == "masked":  # z[m] = z[m] ** 2 + y[m], z[m] *= s, z[m].sum(): selections kept at their places
+            steps.append(("masked", a, draw(st.integers(0, available - 1)), draw(st.integers(0, available - 1)),
+                          draw(st.integers(0, 2)), draw(st.integers(0, len(SCALARS) - 1))))
         else:
             steps.append(("cast", a, draw(st.sampled_from(["complex64", "complex128"]))))
     reduce = draw(st.sampled_from([None, "sum", "mean", "prod"]))
@@ -85,6 +88,21 @@ def build(steps, reduce):
             elif step[0] == "where":
                 x, y = values[step[1]], values[step[2]]
                 values.append(np.where(np.abs(np.real(x)) > 1, x, y))
+            elif step[0] == "masked":
+                _, a, b, c, variant, s = step
+                x, y = values[a], values[c]
+                m = np.abs(np.real(values[b])) > 1
+                if x.dtype.kind != "c" or x.shape != m.shape or np.shape(y) not in ((), m.shape):
+                    values.append(x)
+                    continue
+                z = x.copy()
+                if variant == 0:
+                    z[m] = z[m] ** 2 + (y[m] if np.ndim(y) else y)
+                elif variant == 1:
+                    z[m] *= SCALARS[s]
+                else:
+                    z = z[m].sum() + z
+                values.append(z)
             else:
                 values.append(values[step[1]].astype(step[2]))
         out = values[-1]
