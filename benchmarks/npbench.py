@@ -4,12 +4,14 @@ suite the loop work is measured on. NPBench is not vendored; pass a checkout.
 
     .venv/bin/python benchmarks/npbench.py --root ~/src/npbench [--preset S] [--device numba] [--only durbin,lu]
 
-Per program: whether the results (and the arrays it assigns into) match NumPy's within NPBench's own tolerances
-(its bench_info JSON: rtol, atol; its defaults 1e-5 and 1e-8 otherwise), NumPy's time, tracejit's first call
-(trace and compile, this process, the kernel cache as it is) and a later call, each one run. A program that raises
+Per program: whether the results (and the arguments NPBench validates, its output_args) match NumPy's by NPBench's
+own rule (its bench_info JSON: rtol and atol, else a relative error below norm_error; its defaults 1e-5, 1e-8 and
+1e-5 otherwise), NumPy's time, tracejit's first call (trace and compile, this process, the kernel cache as it is)
+and a later call, each one run. A program that raises
 is listed with its error; one that takes longer than --timeout seconds is stopped (SIGALRM) and listed so.
-A float32 program whose results move with the order of its sums (resnet: three convolutions and batch norms) may
-differ from NumPy's past NPBench's default tolerance while as close to a float64 reference as NumPy's own.
+(An element-by-element comparison alone failed programs NPBench passes: resnet, float32 sums in another order,
+1e-5 from NumPy's and as close to a float64 reference as NumPy's; nbody at M, whose chaotic orbits NumPy's own
+moves by more for a change of 1e-15 in its positions than tracejit's differs.)
 """
 
 from __future__ import annotations
@@ -49,12 +51,21 @@ def _copy(v):
     return v.copy() if isinstance(v, np.ndarray) else v
 
 
-def _close(a, b, rtol: float, atol: float) -> bool:
+def _close(a, b, rtol: float, atol: float, norm_error: float) -> bool:
+    """NPBench's own rule (infrastructure/utilities.py, validate): within rtol and atol element by element, else
+    a relative error ||a - b|| / ||b|| below the benchmark's norm_error (1e-5 unless its bench_info says: nbody's
+    0.1, whose chaotic orbits NumPy itself moves by 0.06 for a change of 1e-15 in the positions)."""
     if isinstance(b, (tuple, list)):
         same = isinstance(a, (tuple, list)) and len(a) == len(b)
-        return same and all(_close(x, y, rtol, atol) for x, y in zip(a, b))
+        return same and all(_close(x, y, rtol, atol, norm_error) for x, y in zip(a, b))
     a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    if a.shape != b.shape:
+        return False
+    if np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+        return True
+    with np.errstate(all="ignore"):
+        reference = np.linalg.norm(b)
+        return bool(reference > 0 and np.linalg.norm(a - b) / reference < norm_error)
 
 
 def _arguments(info: dict, init_module, preset: str) -> list:
@@ -99,10 +110,13 @@ def run(root: str, preset: str, device: str, only: set[str] | None, timeout: int
                 later_s = time.perf_counter() - start
             finally:
                 signal.alarm(0)
-            rtol, atol = info.get("rtol", 1e-5), info.get("atol", 1e-8)
-            ok = expected is None and got is None or expected is not None and _close(got, expected, rtol, atol)
-            for mine, their in zip(ours, theirs):   # (the arrays it assigns into, as NumPy's)
-                if isinstance(their, np.ndarray) and not _close(mine, their, rtol, atol):
+            rtol, atol, norm = info.get("rtol", 1e-5), info.get("atol", 1e-8), info.get("norm_error", 1e-5)
+            ok = expected is None and got is None or expected is not None and _close(got, expected, rtol, atol, norm)
+            # (the arrays it assigns into that NPBench validates, its output_args: nbody's orbits are chaotic, so its
+            # positions and velocities are not compared, by NPBench either, only its energies)
+            compared = [j for j, name in enumerate(info["input_args"]) if name in info.get("output_args", ())]
+            for mine, their in ((ours[j], theirs[j]) for j in compared):
+                if isinstance(their, np.ndarray) and not _close(mine, their, rtol, atol, norm):
                     ok = False
             rows.append((short, "matches" if ok else "DIFFERS", numpy_s, later_s, first_s, ""))
         except _Timeout:
@@ -115,7 +129,7 @@ def run(root: str, preset: str, device: str, only: set[str] | None, timeout: int
 
 def _cells(row) -> list[str]:
     short, status, numpy_s, later_s, first_s, note = row
-    ms = (lambda v: "-" if v is None else f"{1e3 * v:.2f}")
+    ms = lambda v: "-" if v is None else f"{1e3 * v:.2f}"
     ratio = "-" if not numpy_s or not later_s else f"{numpy_s / later_s:.2f}x"
     first = "-" if first_s is None else f"{first_s:.2f}"
     times = [f"{ms(numpy_s):>9}", f"{ms(later_s):>9}", f"{ratio:>8}", f"{first:>7}"]
@@ -136,8 +150,11 @@ def main(argv=None) -> int:
     counts = {s: sum(r[1] == s for r in rows) for s in ("matches", "DIFFERS", "ERROR", "TIMEOUT")}
     ratios = [r[2] / r[3] for r in rows if r[1] == "matches" and r[2] and r[3]]
     mean = float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
-    print(f"{len(rows)} programs: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-          + f"; geometric mean vs NumPy over those that match: {mean:.2f}x")
+    print(
+        f"{len(rows)} programs: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + f"; geometric mean vs NumPy over those that match: {mean:.2f}x"
+    )
     return 0
 
 
