@@ -171,6 +171,11 @@ def test_arrays_made_in_the_kernel(device):
     check(made, values(6, dt), device=device)
     check(lambda x: np.full(x.shape, real(1.0) + x * 1j, dtype=dt), np.linspace(0, 1, 4).astype(real), device=device)
 
+    def sized(z, n):   # shapes from a Python-int argument (the plan specialised on it, as for real arrays)
+        return np.zeros(n, dt) + z[0], np.ones((n, 2), dt), np.full(n, z[1])
+
+    check(sized, values(6, dt), 4, device=device)
+
 
 def test_casts_and_complex_warning(device):
     dt = complex_dtype(device)

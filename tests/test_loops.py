@@ -262,7 +262,7 @@ def test_short_loops_of_array_work_are_traced_step_by_step(device, rng, caplog):
     dt = float_dtype(device)
     check(taps_of_taps, (rng.random(10).astype(dt),), device)
     said = _loop_messages(caplog, taps_of_taps, rng.random(10))
-    assert not any("compiled as a loop" in m for m in said), said
+    assert not any("`for` compiled as a loop" in m for m in said), said
     assert any("loop traced step by step (3 steps)" in m for m in said), said   # (di: its body holds a loop)
 
 
@@ -1111,3 +1111,30 @@ def test_windows_the_indices_move_with_new_axes_compile_and_match_numpy(device, 
     with caplog.at_level(logging.DEBUG, logger="tracejit"):
         check(windows_with_new_axes, args, device)
     assert sum("compiled as a loop" in r.getMessage() for r in caplog.records) >= 2
+
+
+# --- windows of constant length from the index -------------------------------------------------------------------
+
+
+def windowed(E, w, os, n):   # numpy-benchmarks' cma_pt: X = E[:, i*os:i*os+ntaps], times whole arrays
+    out = np.zeros(n, (E[:1, :1] * w[:1, :1]).dtype)
+    for i in range(n):
+        X = E[:, i * os:i * os + w.shape[1]]
+        out[i] = np.sum(X * np.conj(w))
+        w = w + 0.01 * X
+    return out, w
+
+
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_windows_inside_the_axis_for_every_step_compile_with_whole_arrays(device, rng, caplog, kind):
+    """A slice of constant length whose start the index makes, inside its axis for every step the loop takes
+    (known while tracing), is that many places: arithmetic with whole arrays (and complex values) takes it as an
+    array of known shape, so the loop compiles (its last step ends exactly at the axis' end)."""
+    dt = float_dtype(device)
+    E, w = rng.random((2, 45)).astype(dt), rng.random((2, 5)).astype(dt)
+    if kind == "complex":
+        cdt = np.complex64 if dt == np.float32 else np.complex128
+        E, w = (E + 1j * rng.random(E.shape)).astype(cdt), (w - 0.5j).astype(cdt)
+    check(windowed, (E, w, 2, 21), device, rtol=1e-4 if dt == np.float32 else 1e-9)
+    said = _loop_messages(caplog, windowed, E.astype(E.dtype.char.upper() if kind == "complex" else np.float64), w, 2, 21)
+    assert any("`for` compiled as a loop" in m for m in said), said

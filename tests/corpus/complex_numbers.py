@@ -209,6 +209,34 @@ def _self_energies(rng, dt):  # (npbench's initialize at its S preset, fewer ato
             part([Nqz, Nw, NA, NB, N3D, N3D]), np.zeros([Nkz, NE, NA, Norb, Norb], dtype=dt))
 
 
+def apply_filter_pt(E, wx):  # numpy-benchmarks (serge-sans-paille), cma_pt.py (from pythran issue 1668)
+    Xest = np.sum(E*np.conj(wx))
+    return Xest
+
+
+def cma_pt(E, wxy, mu, R, os):  # a constant-modulus equaliser: windows of the signal from the index
+    pols, L = E.shape
+    assert wxy.shape[0] == pols
+    assert wxy.shape[1] == pols
+    ntaps = wxy.shape[-1]
+    N = (L//os//ntaps-1)*ntaps
+    err = np.zeros((pols, L), dtype=np.complex128)
+    for k in range(pols):
+        for i in range(N):
+            X = E[:, i*os:i*os+ntaps]
+            Xest = apply_filter_pt(X, wxy[k])
+            err[k,i] = (R-abs(Xest)**2)*Xest
+            wxy[k] += mu*np.conj(err[k,i])*X
+    return err, wxy
+
+
+def _equaliser(rng, dt):  # (its setup, 300 samples rather than 3,000, with noise on the ones)
+    s3 = (np.ones((2, 300)) + 0.1 * rng.standard_normal((2, 300)) + 0.1j * rng.standard_normal((2, 300))).astype(dt)
+    wxy0 = np.zeros((2, 2, 21), dtype=dt)
+    wxy0[0][0][21 // 2] = wxy0[1][1][21 // 2] = 1
+    return s3, wxy0, 1e-3, 1.0, 2
+
+
 def _stockham(rng, dt):  # (8**4 points: its last twiddle tables are more than a kernel embeds, so they are held)
     x = (rng.standard_normal(8**4) + 1j * rng.standard_normal(8**4)).astype(dt)
     return 8**4, 8, 4, x, np.zeros_like(x)
@@ -250,6 +278,7 @@ PROGRAMS = [
     program(mandel, lambda rng, dt: (20, 30, 10, -2.0, 1.0, -1.5, 1.5), C128),
     program(stockham_fft, _stockham, C128),
     program(scattering_self_energies, _self_energies, C128),
+    program(cma_pt, _equaliser, C128),
     # (a 70 x 70 grid: C, computed with NumPy from the Python numbers, is more than a kernel embeds: held)
     program(mandelbrot1, lambda rng, dt: (-2.25, 0.75, -1.25, 1.25, 70, 70, 12), C128, numpy_errors="ignore"),
 ]

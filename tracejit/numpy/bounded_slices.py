@@ -25,6 +25,7 @@ from tracejit.errors import UnsupportedError
 from tracejit.ir import build, faulting
 from tracejit.ir.graph import Node, Op
 from tracejit.ir.kernel_ir import Fault
+from tracejit.numpy import int_comparisons
 from tracejit.numpy.tensor import AUGMENTED, AUGMENTED_NAMES, Tensor, as_node, python_value
 
 INDEX = np.dtype(np.int64)
@@ -112,6 +113,8 @@ def _bound(value, default: int, length: int) -> Node:
 
 def getitem(t: Tensor, key) -> BoundedSlice | Tensor:
     window = windows(t, key)
+    if window is None and _inside(t, key):
+        window = windows(t, key, proven=True)
     if window is not None:
         return window
     whole, axis, inside = split(t, key)
@@ -131,7 +134,24 @@ def take(t: Tensor, positions) -> BoundedSlice:
     return BoundedSlice(as_node(picked), 0, positions.inside)
 
 
-def windows(t: Tensor, key) -> Tensor | None:
+def _inside(t: Tensor, key) -> bool:
+    """Whether the one slice with a bound known only when the kernel runs has a constant length (stop - start) and
+    lies inside its axis for every value its start takes (a loop's index, its bounds known while tracing:
+    int_comparisons.span_of): it is then that many places from its start, a value of known shape (cma_pt's
+    `E[:, i * os:i * os + ntaps]`), which arithmetic with whole arrays and complex values takes as any array."""
+    key = _key_tuple(key)
+    found = [n for n, k in enumerate(key) if isinstance(k, slice) and (_unknown(k.start) or _unknown(k.stop))]
+    if len(found) != 1 or len(key) > t.ndim or any(k is None or k is Ellipsis for k in key):
+        return False
+    k = key[found[0]]
+    length = _constant_length(k.start, k.stop)
+    if k.step not in (None, 1) or length is None or length < 0:
+        return False
+    span = int_comparisons.span_of(as_node(k.start))
+    return span is not None and 0 <= span[0] and span[1] + length <= t.shape[found[0]]
+
+
+def windows(t: Tensor, key, proven: bool = False) -> Tensor | None:
     """t[i - 1:i + 2, j - 1:j + 2]: slices along several axes whose bounds are read when the kernel runs but whose
     lengths are constants (stop - start, as written): each a gather of that many places from its start, a value
     of known shape. NumPy's slice has that length only where it lies inside the axis (or wholly in its negative
@@ -151,7 +171,7 @@ def windows(t: Tensor, key) -> Tensor | None:
                 at += 1
         return np.expand_dims(inner, tuple(axes))  # type: ignore[return-value]  # (a Tensor: the protocol)
     found = [n for n, k in enumerate(key) if isinstance(k, slice) and (_unknown(k.start) or _unknown(k.stop))]
-    if len(found) < 2 or len(key) > t.ndim:
+    if len(found) < (1 if proven else 2) or len(key) > t.ndim:
         return None
     if not all(isinstance(k, slice) or isinstance(k, (int, np.integer, Tensor)) for k in key):
         return None  # (None, Ellipsis, arrays: the axes' places are not one per key entry)

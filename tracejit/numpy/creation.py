@@ -5,6 +5,7 @@ expression fused into its consumers; the `_like` forms and tril/triu of traced v
 from __future__ import annotations
 
 import inspect
+import operator
 
 from collections.abc import Callable, Sequence
 
@@ -331,7 +332,8 @@ def _complex(name: str, original, args: tuple, kwargs: dict):
         dtype = args[1] if len(args) > 1 else kwargs.get("dtype")
     target = C.result_dtype(fill) if dtype is None else np.dtype(dtype)
     re, im = C.parts(fill, C.PART[target])
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = _python(shape, name)  # (np.zeros(n, complex), n a Python-int argument: its value, as for real arrays)
+    shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(map(operator.index, shape))
     return C.ComplexTensor(*(Tensor(build.broadcast_to(as_node(p), shape)) for p in (re, im)))
 
 

@@ -25,6 +25,32 @@ def known_span(node: Node, lo: int, hi: int) -> None:
     _SPANS[node] = (lo, hi)
 
 
+def span_of(node: Node, depth: int = 0) -> tuple[int, int] | None:
+    """[lo, hi] of a 0-d integer value made from spans known_span recorded (a loop's index) and constants by +, -
+    and *, as far as interval arithmetic proves it; else None."""
+    if node.shape != () or node.dtype.kind not in "iu" or depth > 16:
+        return None
+    if node in _SPANS:
+        return _SPANS[node]
+    if node.op is Op.CONST:
+        return int(node.arg), int(node.arg)
+    if node.op is Op.CAST:
+        inner = span_of(node.srcs[0], depth + 1)
+        info = np.iinfo(node.dtype)
+        return inner if inner is not None and info.min <= inner[0] and inner[1] <= info.max else None
+    if node.op in (Op.ADD, Op.SUB, Op.MUL):
+        a, b = (span_of(s, depth + 1) for s in node.srcs)
+        if a is None or b is None:
+            return None
+        if node.op is Op.ADD:
+            return a[0] + b[0], a[1] + b[1]
+        if node.op is Op.SUB:
+            return a[0] - b[1], a[1] - b[0]
+        corners = [x * y for x in a for y in b]
+        return min(corners), max(corners)
+    return None
+
+
 def _is_int_argument(n: Node) -> bool:
     return n.op is Op.INPUT and n.weak and n.dtype.kind == "i" and isinstance(n.arg, int) and n.shape == ()
 
