@@ -478,3 +478,19 @@ def test_made_arrays_keep_numpys_behaviour_where_a_trace_would_refuse(idiom, dev
     body = MADE_ARRAY_IDIOMS[idiom]
     x = np.linspace(-1, 1, 10, dtype=np.float32)
     assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
+
+
+def test_creation_functions_imported_by_name_make_traced_arrays_and_come_back(device, tmp_path):
+    # `from numpy import zeros, ones as o`: the kernel's module names are the wrappers while it is traced (so a
+    # traced value can be stored into the array), NumPy's own again afterwards
+    from reference import module_from_source
+    module = module_from_source(
+        "from numpy import zeros, ones as o, float32\n"
+        "def fill(x):\n"
+        "    out = zeros((3, x.shape[0]), x.dtype)\n"
+        "    out[1] = x * 2\n"
+        "    return out + o(x.shape, float32)\n",
+        str(tmp_path), "by_name")
+    x = np.arange(4, dtype=np.float32)
+    assert_close(run_kernel(tj.kernel(module.fill), x, device=device), module.fill(x))
+    assert module.zeros is np.zeros and module.o is np.ones

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy import power, tanh, zeros
 
 from . import program
 
@@ -294,6 +295,26 @@ def repeating(x, nvar_y):
     return y
 
 
+def slowparts(d, re, preDz, preWz, SRW, RSW, yxV, xyU, resid):  # parakeet's forum, slowparts.py: NumPy's functions
+    """ computes the linear algebra intensive part of the gradients of the grae     imported by name (`zeros`)
+    """
+    fprime = lambda x: 1 - power(tanh(x), 2)
+
+    partialDU = zeros((d+1, re, 2*d, d))
+    for k in range(2*d):
+        for i in range(d):
+            partialDU[:,:,k,i] = fprime(preDz[k]) * fprime(preWz[i]) * (SRW[i,k] + RSW[i,k]) * yxV[:,:,i]
+
+    return partialDU
+
+
+def _slowparts_inputs(rng, dtype, d=4, re=3):
+    def r(*shape):
+        return rng.random(shape).astype(dtype)
+
+    return d, re, r(2 * d, d + 1, re), r(d, d + 1, re), r(d, 2 * d), r(d, 2 * d), r(d + 1, re, d), r(d + 1, re, d), 1
+
+
 def _wave_inputs(rng, dtype, count=8, width=1200, height=400):
     masspoints = np.empty((2, count, 2), dtype)  # as wave() sets them up, plus a little noise
     masspoints[:, :, 0] = np.arange(count) * (float(width) / count)
@@ -341,4 +362,5 @@ PROGRAMS = [
     program(lstsqr, _r(500, 500, kind="rand"), BOTH),
     program(hasting, lambda rng, dt: (rng.random(3), *rng.random(7)), F64),   # its scalars: NumPy float64s
     program(repeating, _r(100, kind="rand"), F64, static={"nvar_y": 20}),
+    program(slowparts, _slowparts_inputs, F64),
 ]

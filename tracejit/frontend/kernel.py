@@ -680,7 +680,7 @@ class Kernel:
             with (
                 stage("trace"),
                 random_draws.drawing(len(infos)) as draws,
-                allocation.traced_arrays(),
+                allocation.traced_arrays(getattr(self.fn, "__globals__", None)),
                 faulting.recorded() as can_fault,
                 python_numbers.known(numbers) as used,
                 trace_budget(_trace_values(), living),
@@ -691,6 +691,8 @@ class Kernel:
                 try:
                     # (returning x[mask]: the selected elements, their count read when it runs)
                     result = arrays(self._params.call(self._visible_function(), tensors))
+                except python_numbers.Specialise as e:  # (before a long loop traced step by step: loops.py)
+                    raise NeedsNumbers(e.used) from None
                 except data_sizes.NeedsSize as e:
                     if used:
                         raise NeedsNumbers(used) from None

@@ -40,9 +40,15 @@ _installed: dict[str, object] = {}  # name -> NumPy's function while the wrapper
 _depth = 0  # traces running, on any thread
 
 
+# the kernel functions' module globals holding NumPy's creation functions by name (`from numpy import zeros`), by
+# id: (the globals, {name: NumPy's function}, traces using them); their names are the wrappers while traced
+_by_name: dict[int, tuple[dict, dict[str, object], int]] = {}
+
+
 @contextmanager
-def traced_arrays():
-    """While the block runs on this thread, np.zeros & co. called by user code make traced arrays."""
+def traced_arrays(module_globals: dict | None = None):
+    """While the block runs on this thread, np.zeros & co. called by user code make traced arrays; so do the names
+    `module_globals` (the kernel function's) binds to them (`from numpy import zeros`: numpy-benchmarks' slowparts)."""
     global _depth
     with _lock:
         if _depth == 0:
@@ -59,6 +65,8 @@ def traced_arrays():
                 _installed["fft." + name] = original = getattr(np.fft, name)
                 setattr(np.fft, name, _wrapper(name, original, fft=True))
         _depth += 1
+        if module_globals is not None:
+            _bind_names(module_globals)
     outer = getattr(_tracing, "active", False)
     _tracing.active = True
     try:
@@ -66,12 +74,41 @@ def traced_arrays():
     finally:
         _tracing.active = outer
         with _lock:
+            if module_globals is not None:
+                _unbind_names(module_globals)
             _depth -= 1
             if _depth == 0:
                 for name, original in _installed.items():
                     module, _, attr = name.rpartition(".")
                     setattr(np if not module else getattr(np, module), attr, original)
                 _installed.clear()
+
+
+def _bind_names(g: dict) -> None:
+    """The names of g bound to NumPy's creation functions, the wrappers (lock held; _installed is NumPy's)."""
+    found = _by_name.get(id(g))
+    if found is not None:
+        _by_name[id(g)] = (g, found[1], found[2] + 1)
+        return
+    originals = {name: _installed[name] for name in _NAMES}
+    bound = {}
+    for key, value in list(g.items()):
+        for name, original in originals.items():
+            if value is original:
+                bound[key] = original
+                g[key] = getattr(np, name)  # (the wrapper of np.<name>: it calls NumPy's outside a trace)
+    _by_name[id(g)] = (g, bound, 1)
+
+
+def _unbind_names(g: dict) -> None:
+    g_, bound, count = _by_name[id(g)]
+    if count > 1:
+        _by_name[id(g)] = (g_, bound, count - 1)
+        return
+    del _by_name[id(g)]
+    for key, original in bound.items():
+        if getattr(g.get(key), "__wrapped__", None) is original:  # (unless the code bound the name anew)
+            g[key] = original
 
 
 def tracing() -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 
 from tracejit.ir import build
 from tracejit.ir.graph import Node, Op, toposort
+from tracejit.numpy import python_numbers
 
 KIND = "int compared"  # INPUT args (KIND, argument position, dtype, "value" | "side"): the hidden scalars
 SIDE = np.dtype(np.int32)  # -1: the int is below the dtype's range, 1: above, 0: inside (the value is the int)
@@ -34,6 +35,9 @@ def span_of(node: Node, depth: int = 0) -> tuple[int, int] | None:
         return _SPANS[node]
     if node.op is Op.CONST:
         return int(node.arg), int(node.arg)
+    if _is_int_argument(node):  # (a Python-int argument: its value, the plan specialised on it)
+        value = python_numbers.value_of(node, "a bound of a slice whose start a loop's index makes")
+        return None if value is None else (int(value), int(value))
     if node.op is Op.CAST:
         inner = span_of(node.srcs[0], depth + 1)
         info = np.iinfo(node.dtype)

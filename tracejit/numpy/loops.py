@@ -199,8 +199,11 @@ def for_range(
         except (TypeError, ValueError, IndexError, AttributeError, KeyError, NameError) as e:
             reason = f"its body, traced once with the index unknown, raises {type(e).__name__}: {e}"
     if steps is not None:
+        bounds_now = range(*_numbers(args))  # (the bounds' Python numbers: the plan is specialised on them)
+        if len(steps) > UNROLL:  # (a trace with numbers to specialise on goes again first: the loop may compile)
+            python_numbers.retrace_pending()
         log(1, f"{where}: loop traced step by step ({len(steps)} steps): {reason}")
-        return _unrolled(range(*_numbers(args)), body, values, target, stop)
+        return _unrolled(bounds_now, body, values, target, stop)
     raise UnsupportedError(
         f"{where}: this loop's bounds are read from arrays, so it must run as a compiled loop, and it cannot: {reason}"
     )

@@ -45,3 +45,21 @@ def value_of(node: Node, use: str, note: bool = True) -> np.ndarray | None:
     for i in positions if note else ():
         used.setdefault(i, use)
     return value
+
+
+class Specialise(Exception):
+    """Raised where tracing on would be slow for nothing: Python-number arguments were already used as numbers, so
+    the kernel will be traced again with them as constants (frontend/kernel.py), and what comes next may then take
+    a faster path (a long loop traced step by step because its bounds or slices were not known yet: numpy-benchmarks'
+    cma_pt, whose `N = (L // os // ntaps - 1) * ntaps` uses `os` before its 1,470-step loop)."""
+
+    def __init__(self, used: dict[int, str]):
+        super().__init__(used)
+        self.used = used
+
+
+def retrace_pending() -> None:
+    """Specialise now where this trace has used Python-number arguments as numbers (see Specialise)."""
+    state = _CURRENT.get()
+    if state is not None and state[1]:
+        raise Specialise(dict(state[1]))
