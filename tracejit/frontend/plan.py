@@ -17,7 +17,7 @@ from tracejit.runtime import registry
 from tracejit.runtime.array import Array
 from tracejit.frontend import destinations
 from tracejit.numpy import captured, int_comparisons, random_draws
-from tracejit.frontend.signature import ArgInfo
+from tracejit.frontend.signature import ArgInfo, c_strides
 
 
 @dataclass(frozen=True)
@@ -37,15 +37,6 @@ def template(value, flat: list):
         return Constant(value)
     flat.append(value)
     return len(flat) - 1
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a C-contiguous array."""
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
 
 
 def _built(structure, results: list):
@@ -133,7 +124,7 @@ class Traced:
         first += len(self.compared)
         for j, (arg, array) in enumerate(self.captured):
             node = build.input_(arg, array.dtype, array.shape)
-            inputs[node] = input_buffer(first + j, node, _c_strides(array.shape))
+            inputs[node] = input_buffer(first + j, node, c_strides(array.shape))
         return inputs
 
     @property

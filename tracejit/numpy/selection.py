@@ -9,6 +9,7 @@ element, a function that is not a reduction, a result returned) makes the select
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,46 @@ def arrays(values):
     return values
 
 
-class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
+class _AsArray:
+    """What a selection does for any use that needs it as an array of the count's length: that array's."""
+
+    __slots__ = ()
+    mask: Node  # (the selection's: its leading axes)
+    values: Any  # (the values at their places, of the selected array's shape)
+
+    def array(self):
+        raise NotImplementedError
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def ndim(self) -> int:
+        return 1 + len(self.values.shape) - len(self.mask.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array().__array__(dtype, copy)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.array(), name)
+
+    def __getitem__(self, key):
+        return self.array()[arrays(key)]
+
+    def __len__(self):
+        return len(self.array())
+
+    def __iter__(self):
+        return iter(self.array())
+
+    def __bool__(self):
+        return bool(self.array())
+
+
+class MaskedSelection(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
     """The elements of an array of `shape` that `mask` selects, as `values` (of that shape: only the
     selected places matter). NumPy's operators come from the mixin, through __array_ufunc__."""
 
@@ -81,14 +121,6 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
 
             self._array = Tensor(select(self.values, self.mask, self.where))
         return self._array
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.values.dtype
-
-    @property
-    def ndim(self) -> int:
-        return 1 + len(self.values.shape) - len(self.mask.shape)
 
     def values_for(self, mask: Node, shape) -> Node | None:
         """The values at their places, to store with `mask` into an array of `shape`; None for another mask or
@@ -241,26 +273,6 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
             return func(*arrays(args), **arrays(kwargs))
         return getattr(self, name)(*args[1:], **kwargs)
 
-    def __array__(self, dtype=None, copy=None):
-        return self.array().__array__(dtype, copy)
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.array(), name)
-
-    def __getitem__(self, key):
-        return self.array()[arrays(key)]
-
-    def __len__(self):
-        return len(self.array())
-
-    def __iter__(self):
-        return iter(self.array())
-
-    def __bool__(self):
-        return bool(self.array())
-
     def __int__(self):
         return int(self.array())
 
@@ -274,7 +286,7 @@ class MaskedSelection(np.lib.mixins.NDArrayOperatorsMixin):
         return f"<the elements of a traced array of shape {self.values.shape} a boolean mask selects>"
 
 
-class MaskedComplex(np.lib.mixins.NDArrayOperatorsMixin):
+class MaskedComplex(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
     """z[mask] of a traced complex array (numpy/complex_values.py) as MaskedSelection is of a real one: `values` a
     ComplexTensor of z's shape whose selected places matter. Elementwise arithmetic with selections of the same mask
     and values that broadcast over the selected elements stays one, and `z[mask] = z[mask] ** 2 + c[mask]` is a
@@ -310,14 +322,6 @@ class MaskedComplex(np.lib.mixins.NDArrayOperatorsMixin):
             re, im = (MaskedSelection(self.mask, as_node(p)).array() for p in (self.values.re, self.values.im))
             self._array = ComplexTensor(re, im)
         return self._array
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.values.dtype
-
-    @property
-    def ndim(self) -> int:
-        return 1 + len(self.values.shape) - len(self.mask.shape)
 
     @property
     def real(self) -> MaskedSelection:
@@ -400,26 +404,6 @@ class MaskedComplex(np.lib.mixins.NDArrayOperatorsMixin):
         if name in ("sum", "mean") and args and args[0] is self:
             return getattr(self, name)(*args[1:], **kwargs)
         return func(*arrays(args), **arrays(kwargs))
-
-    def __array__(self, dtype=None, copy=None):
-        return self.array().__array__(dtype, copy)
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.array(), name)
-
-    def __getitem__(self, key):
-        return self.array()[arrays(key)]
-
-    def __len__(self):
-        return len(self.array())
-
-    def __iter__(self):
-        return iter(self.array())
-
-    def __bool__(self):
-        return bool(self.array())
 
     def __complex__(self):
         return complex(self.array())
