@@ -494,3 +494,30 @@ def test_creation_functions_imported_by_name_make_traced_arrays_and_come_back(de
     x = np.arange(4, dtype=np.float32)
     assert_close(run_kernel(tj.kernel(module.fill), x, device=device), module.fill(x))
     assert module.zeros is np.zeros and module.o is np.ones
+
+
+def test_a_module_whose_name_begins_with_numpy_is_the_users(device, tmp_path):
+    # (only NumPy itself keeps NumPy's creation functions while a kernel is traced: numpy-benchmarks' files, run
+    # as modules named numpy_benchmarks_*, stored traced values into NumPy's own arrays)
+    from reference import module_from_source
+    module = module_from_source(
+        "import numpy as np\n"
+        "def fill(x):\n"
+        "    out = np.zeros((2, x.shape[0]), x.dtype)\n"
+        "    out[1] = x * 2\n"
+        "    return out\n",
+        str(tmp_path), "numpy_helpers")
+    assert module.__name__.startswith("numpy")
+    x = np.arange(4, dtype=np.float32)
+    assert_close(run_kernel(tj.kernel(module.fill), x, device=device), module.fill(x))
+
+
+def test_a_large_numpy_array_returned_as_it_is_is_held(device):
+    def table_and(x, n):   # NumPy alone computes g (no traced value reaches it): returned as it is, held
+        g = np.sin(np.array(list(range(n))) * 0.37).astype(x.dtype)
+        return g, x + 1
+
+    x = np.ones(3, np.float32)
+    for got, expected in zip(run_kernel(tj.kernel(table_and), x, 3 * MAX_ELEMENTS, device=device),
+                             table_and(x, 3 * MAX_ELEMENTS)):
+        assert_close(got, expected)

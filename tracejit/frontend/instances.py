@@ -33,7 +33,7 @@ def is_instance(a) -> bool:
     ):
         return False
     module = type(a).__module__
-    return hasattr(a, "__dict__") and module != "builtins" and not module.startswith(("tracejit.", "numpy"))
+    return hasattr(a, "__dict__") and module != "builtins" and module.partition(".")[0] not in ("tracejit", "numpy")
 
 
 @dataclass(frozen=True)

@@ -740,7 +740,8 @@ class Kernel:
             )
         results = [r.parts_array() if k in complex_outputs else r for k, r in enumerate(results)]
         try:
-            outputs = [as_node(r) for r in results]
+            with captured.holding(held):  # (a large NumPy array returned as it is: held as one it used)
+                outputs = [as_node(r) for r in results]
         except TracejitError as e:
             raise TraceError(f"{self.__name__} must return traced values or scalars: {e}") from None
         # arguments assigned into: their new values are outputs too, written back by the call

@@ -32,7 +32,8 @@ import numpy as np
 
 _NAMES = ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity", "tri", "array", "asarray")
 _FFT_NAMES = ("fftfreq", "rfftfreq")
-_INTERNAL = ("tracejit.", "numpy", "_tracejit")  # callers that keep NumPy's functions
+_INTERNAL = ("tracejit.", "numpy.", "_tracejit")  # callers that keep NumPy's functions (and `numpy` itself; not a
+# user's numpy_benchmarks or numpy_utils module, whose np.zeros must make traced arrays)
 
 _lock = threading.Lock()
 _tracing = threading.local()
@@ -145,7 +146,8 @@ def _wrapper(name: str, original, random: bool = False, fft: bool = False):
 
 
 def _internal(frame) -> bool:
-    return frame.f_globals.get("__name__", "").startswith(_INTERNAL)
+    name = frame.f_globals.get("__name__", "")
+    return name == "numpy" or name.startswith(_INTERNAL)
 
 
 _LOADS = frozenset(

@@ -40,9 +40,10 @@ _HELD: ContextVar[Held | None] = ContextVar("tracejit_captured", default=None)
 
 
 @contextmanager
-def holding() -> Iterator[Held]:
-    """While a kernel's function is traced: the large NumPy arrays it uses, held by the plan (their INPUT args)."""
-    held = Held()
+def holding(held: Held | None = None) -> Iterator[Held]:
+    """While a kernel's function is traced: the large NumPy arrays it uses, held by the plan (their INPUT args);
+    `held`: a trace's own again (its results made graph values after the function returned)."""
+    held = Held() if held is None else held
     token = _HELD.set(held)
     try:
         yield held
