@@ -9,6 +9,7 @@ element, a function that is not a reduction, a result returned) makes the select
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,9 +66,7 @@ class _AsArray:
     __slots__ = ()
     mask: Node  # (the selection's: its leading axes)
     values: Any  # (the values at their places, of the selected array's shape)
-
-    def array(self):
-        raise NotImplementedError
+    array: Callable[[], Any]  # (each class's: the selected elements as an array of the count's length)
 
     @property
     def dtype(self) -> np.dtype:
