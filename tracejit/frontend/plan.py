@@ -259,9 +259,10 @@ class Plan:
         """The arguments and the call's hidden values after them: where the function draws random numbers,
         the call's words; then the values its comparisons with Python ints read (int_comparisons.py); then the
         arrays the plan holds (numpy/captured.py)."""
-        streams, compared, held = self.traced.streams, self._compared, self.held_values()
-        if not streams and compared is None and not held:
+        streams, compared = self.traced.streams, self._compared
+        if not streams and compared is None and not self.traced.captured:  # (the cached call's usual path)
             return args
+        held = self.held_values()
         args = tuple(args)
         return (
             args
