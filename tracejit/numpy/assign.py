@@ -325,6 +325,12 @@ def check_inplace(result: Tensor, dest: Tensor, symbol: str) -> None:
         )
 
 
+def augmented_symbol(ufunc) -> str:
+    """The augmented operator (`+=`, `*=`, ...) a ufunc with out= computes, for inplace's errors; `+=` for one
+    that has none."""
+    return next((k for k, v in _UFUNC_OF.items() if v == ufunc.__name__), "+=")
+
+
 def inplace(t: Tensor, result: Tensor, symbol: str) -> Tensor:
     """`t op= y` as NumPy computes it: into t's own memory (so views of it, and the caller's array when t
     is an argument, change), the result cast back to t's dtype ('same_kind'). A 0-d value that is not an

@@ -21,7 +21,7 @@ from tracejit.ir import build
 from tracejit.numpy import standard
 from tracejit.numpy import complex_values as C
 from tracejit.numpy.complex_values import ComplexTensor, is_complex, lift, parts, result_dtype
-from tracejit.numpy.assign import _UFUNC_OF, inplace
+from tracejit.numpy.assign import augmented_symbol, inplace
 from tracejit.numpy.tensor import Tensor, picked_view
 
 # -- ufuncs --------------------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def _write_out(ufunc, out, result, where, casting):
         result = np.where(where, result, out)
     if isinstance(out, ComplexTensor) and (picked_view(out.re) or picked_view(out.im)):
         # z[i] op= w, i traced: each part written in place and through to z, as a real x[i] op= v (assign.inplace)
-        symbol = next((k for k, v in _UFUNC_OF.items() if v == ufunc.__name__), "+=")  # (for its errors)
+        symbol = augmented_symbol(ufunc)
         re, im = parts(result, out.re.dtype)
         inplace(out.re, re, symbol)
         inplace(out.im, im, symbol)
