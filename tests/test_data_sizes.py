@@ -201,6 +201,71 @@ def test_a_selection_sorted_reduced_joined_and_stored_back(device, rng):
     check(tj.kernel(two_masks), two_masks, x, y, device=device)
 
 
+# -- a selection written in place: NumPy's x[mask] is a new array, and writes into it are seen by every name
+# bound to it and every later use (a ufunc's out=, an augmented assignment, a method of its array) --
+
+def squared_in_place(x, c):
+    m = abs(x) > 0.7
+    y = x[m]
+    np.multiply(y, y, y)            # at the selected places
+    np.add(y, c[m], out=y)
+    return y + 1, y.sum()
+
+
+def written_through_its_array(x, c):
+    m = abs(x) > 0.7
+    y = x[m]
+    alias = y
+    np.add(y, np.linspace(0, 1, y.size, dtype=x.real.dtype), y)  # one value per selected element: as its array
+    y *= 2
+    return alias * c[m], y.max() if x.dtype.kind != "c" else y.sum()
+
+
+def sorted_then_scaled(x, c):
+    m = abs(x) > 0.7
+    y = x[m]
+    y.sort()
+    np.cumsum(y, out=y)
+    return y * 2 + c[m]
+
+
+def augmented_alias(x, c):
+    m = abs(x) > 0.7
+    y = x[m]
+    z = y
+    y *= c[m]
+    x[m] = y
+    return z, x
+
+
+@pytest.mark.parametrize("program", [squared_in_place, written_through_its_array, sorted_then_scaled, augmented_alias])
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_a_selection_written_in_place_is_seen_by_every_later_use(device, rng, program, kind):
+    dt = float_dtype(device)
+    x, c = rng.standard_normal(60).astype(dt), rng.standard_normal(60).astype(dt)
+    if kind == "complex":
+        cdt = np.complex64 if dt == np.float32 else np.complex128
+        x, c = (x + 1j * rng.standard_normal(60)).astype(cdt), (c - 1j * rng.standard_normal(60)).astype(cdt)
+    got, expected = tj.kernel(program)(x.copy(), c, device=device), program(x.copy(), c)  # (x is written)
+    for g, e in zip(got, expected):
+        g = np.asarray(g)
+        assert (g.dtype, g.shape) == (e.dtype, e.shape)
+        assert_close(g, e, rtol=1e-4 if dt == np.float32 else 1e-12, atol=1e-4 if dt == np.float32 else 1e-12)
+
+
+def test_a_selection_written_with_a_value_it_cannot_hold_raises_numpys_casting_error(device, rng):
+    def scaled(x):
+        y = (x * 10).astype(np.int32)[x > 0.3]
+        np.multiply(y, 1.5, y)
+        return y
+
+    x = rng.random(20).astype(float_dtype(device))
+    with pytest.raises(TypeError, match="same_kind"):
+        scaled(x)
+    with pytest.raises(TypeError, match="same_kind"):
+        tj.kernel(scaled)(x, device=device)
+
+
 def test_lennard_jones_over_the_pairs_within_a_cutoff(device, rng):
     if device in ("webgpu", "metal"):
         pytest.skip("cutoff ** 2 of a Python float is float64 arithmetic, which webgpu and metal do not have")

@@ -232,7 +232,7 @@ def _index_key(key):
 def is_complex(x) -> bool:
     """Whether x is a complex value: a ComplexTensor, a Python complex, a NumPy complex scalar or array, or a
     list or tuple holding one."""
-    if isinstance(x, ComplexTensor):
+    if isinstance(x, (ComplexTensor, MaskedComplex)):
         return True
     if isinstance(x, complex):  # (a Python float is no complex; np.complex128 is one)
         return True
@@ -245,6 +245,8 @@ def is_complex(x) -> bool:
 
 def _probe(x):
     """A stand-in with x's dtype and weakness, for np.result_type."""
+    if isinstance(x, MaskedComplex):  # z[mask]: z's own
+        x = x.values
     if isinstance(x, ComplexTensor):
         return 0j if x.re._node.weak else np.dtype(x.dtype)  # (a Python complex argument is weak)
     if isinstance(x, Tensor):
@@ -292,6 +294,8 @@ def _selected_parts(value, key, shape, part: np.dtype):
 
 def parts(x, part: np.dtype) -> tuple[Tensor, Tensor]:
     """x's real and imaginary parts as Tensors of the float dtype `part` (a real x: its value and zeros)."""
+    if isinstance(x, MaskedComplex):  # z[mask] where no store of the same mask keeps it at its places: the array
+        x = x.array()
     if isinstance(x, ComplexTensor):
         return _cast(x.re, part), _cast(x.im, part)
     if isinstance(x, (complex, np.complexfloating)):

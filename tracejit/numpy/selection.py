@@ -4,7 +4,12 @@ values that broadcast over the selected elements) stays a selection, storing one
 mask (`x[mask] = y[mask] ** 2`, `x[mask] += 1`) is a where(), and a reduction over the selected elements is one
 with where=mask: none of these needs the count. Any other use (a shape, another array's elements one per selected
 element, a function that is not a reduction, a result returned) makes the selection an array of the count's length
-(`array()`, numpy/data_sizes.py: the count is read when the kernel runs)."""
+(`array()`, numpy/data_sizes.py: the count is read when the kernel runs).
+
+Once made, that array is the selection: a write into it (`np.add(y, v, out=y)` with v of the count's length,
+`y.sort()`, `np.cumsum(y, out=y)`) changes only the array, so every later use of the selection reads the array,
+never the values at their places again (`_placed()`). A ufunc writing into the selection itself (`np.multiply(y, y,
+y)`) from operands at their places changes its values there."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tracejit.errors import InvalidIndexError, ShapeError, UnsupportedError
+from tracejit.errors import CastingError, InvalidIndexError, ShapeError, UnsupportedError
 from tracejit.ir import build
 from tracejit.ir import faulting
 from tracejit.ir.dtypes import is_float
@@ -76,6 +81,25 @@ class _AsArray:
     def ndim(self) -> int:
         return 1 + len(self.values.shape) - len(self.mask.shape)
 
+    def _placed(self) -> bool:
+        """Whether the values at their places are the selection's: not once its array is made, which writes may
+        have changed since (module docstring)."""
+        return self._array is None
+
+    def _write_in_place(self, ufunc, method, inputs, kwargs) -> bool:
+        """Whether ufunc(*inputs, out=(self,)) can be computed at the selected places (no where=, one output, each
+        operand a selection of the same mask or a value that broadcasts over the selected elements)."""
+        out = kwargs.get("out")
+        return (
+            method == "__call__"
+            and out is not None
+            and len(out) == 1
+            and out[0] is self
+            and ufunc.nout == 1
+            and "where" not in kwargs
+            and self._placed()
+        )
+
     def __array__(self, dtype=None, copy=None):
         return self.array().__array__(dtype, copy)
 
@@ -124,7 +148,7 @@ class MaskedSelection(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
     def values_for(self, mask: Node, shape) -> Node | None:
         """The values at their places, to store with `mask` into an array of `shape`; None for another mask or
         shape (the two may select different numbers of elements: then the selection is taken as an array)."""
-        if mask is not self.mask or self.values.shape != tuple(shape):
+        if mask is not self.mask or self.values.shape != tuple(shape) or not self._placed():
             return None
         return self.values
 
@@ -144,29 +168,47 @@ class MaskedSelection(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
         return x if v.shape == as_node(x).shape else Tensor(v)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from tracejit.numpy.assign import write_out
         from tracejit.numpy.numpy_protocol import array_ufunc
 
+        in_place = self._write_in_place(ufunc, method, inputs, kwargs)
         try:
-            if method != "__call__" or kwargs.get("out") is not None:
+            if method != "__call__" or (kwargs.get("out") is not None and not in_place) or not self._placed():
                 raise _NeedsArray
             operands = tuple(self._operand(x) for x in inputs)
-        except _NeedsArray:
+        except _NeedsArray:  # (an output that is a selection is written as its array, which is the selection after)
             return array_ufunc(ufunc, method, arrays(inputs), arrays(kwargs))
+        if in_place:  # np.multiply(y, y, out=y): y's values at their places change (cast as NumPy's out= casts)
+            kwargs = dict(kwargs)
+            del kwargs["out"]
+            casting = kwargs.pop("casting", "same_kind")
+            result = array_ufunc(ufunc, method, operands, kwargs)
+            self.values = as_node(write_out(Tensor(self.values), result, casting, True, ufunc.__name__))
+            return self
         result = array_ufunc(ufunc, method, operands, kwargs)
         if isinstance(result, tuple):
             return tuple(MaskedSelection(self.mask, as_node(r)) for r in result)
         return MaskedSelection(self.mask, as_node(result))
 
     def update(self, symbol: str, compute, operand) -> MaskedSelection:
-        """x[mask] op= operand: computed over the whole array; x's store keeps the selected places."""
+        """y op= operand, for y = x[mask] (NumPy's copy: y changes, and every name bound to it sees the change) and
+        for x[mask] op= operand (x's store then keeps the selected places): computed over the whole array where
+        the operand pairs with the places, else on the selection's array."""
         from tracejit.numpy.assign import check_inplace, check_writeable
 
         if self.source is not None:
             check_writeable(self.source, "output array is read-only")
-        current = Tensor(self.values)
-        result = compute(current, self._operand(operand))
+        try:
+            if not self._placed():
+                raise _NeedsArray
+            current = Tensor(self.values)
+            result = compute(current, self._operand(operand))
+        except _NeedsArray:
+            self._array = getattr(self.array(), f"__i{AUGMENTED_NAMES[symbol]}__")(arrays(operand))
+            return self
         check_inplace(result, current, symbol)
-        return MaskedSelection(self.mask, build.cast(result._node, current.dtype), self.source)
+        self.values = build.cast(result._node, current.dtype)
+        return self
 
     # -- reductions: over the selected elements (the count is never needed as a shape) --
 
@@ -179,6 +221,10 @@ class MaskedSelection(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
 
         if out is not None:
             raise UnsupportedError(f"x[mask].{name}(out=...) is not supported while tracing; use the returned value")
+        if not self._placed():
+            return getattr(self.array(), name)(
+                axis=axis, keepdims=keepdims, **extra, **({} if dtype is None else {"dtype": dtype})
+            )
         lead, trailing = len(self.mask.shape), self.values.shape[len(self.mask.shape) :]
         ndim = 1 + len(trailing)
         axes = tuple(range(ndim)) if axis is None else _axes(axis, ndim)
@@ -323,22 +369,22 @@ class MaskedComplex(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
         return self._array
 
     @property
-    def real(self) -> MaskedSelection:
-        return MaskedSelection(self.mask, as_node(self.values.re))
+    def real(self) -> MaskedSelection | Any:
+        return MaskedSelection(self.mask, as_node(self.values.re)) if self._placed() else self.array().real
 
     @property
-    def imag(self) -> MaskedSelection:
-        return MaskedSelection(self.mask, as_node(self.values.im))
+    def imag(self) -> MaskedSelection | Any:
+        return MaskedSelection(self.mask, as_node(self.values.im)) if self._placed() else self.array().imag
 
     def parts_for(self, mask: Node, shape) -> tuple[MaskedSelection, MaskedSelection] | None:
         """Its parts as selections to store with `mask` into a complex array of `shape` (ComplexTensor.__setitem__);
         None for another mask or shape."""
-        if mask is not self.mask or self.values.shape != tuple(shape):
+        if mask is not self.mask or self.values.shape != tuple(shape) or not self._placed():
             return None
         return self.real, self.imag
 
-    def conj(self) -> MaskedComplex:
-        return MaskedComplex(self.mask, self.values.conj())
+    def conj(self) -> MaskedComplex | Any:
+        return MaskedComplex(self.mask, self.values.conj()) if self._placed() else self.array().conj()
 
     conjugate = conj
 
@@ -346,7 +392,7 @@ class MaskedComplex(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
         """An operand of elementwise arithmetic with the selection, of the full shape (or one that broadcasts over
         the selected elements)."""
         if isinstance(x, (MaskedComplex, MaskedSelection)):
-            if x.mask is not self.mask or x.values.shape != self.values.shape:
+            if x.mask is not self.mask or x.values.shape != self.values.shape or not x._placed():
                 raise _NeedsArray
             return x.values if isinstance(x, MaskedComplex) else Tensor(x.values)
         shape = getattr(x, "shape", ())
@@ -357,23 +403,30 @@ class MaskedComplex(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
         return x
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        out = kwargs.pop("out", None)
-        in_place = out is not None and len(out) == 1 and out[0] is self  # (z[mask] *= 2: the mixin's __imul__)
+        # z *= 2 (the mixin's __imul__), np.multiply(z, z, z): z's values at their places change, as NumPy's z does
+        in_place = self._write_in_place(ufunc, method, inputs, kwargs)
         try:
-            if method != "__call__" or (out is not None and not in_place):
+            if method != "__call__" or (kwargs.get("out") is not None and not in_place) or not self._placed():
                 raise _NeedsArray
             operands = tuple(self._operand(x) for x in inputs)
-        except _NeedsArray:
-            if out is not None:
-                kwargs["out"] = out
+        except _NeedsArray:  # (an output that is a selection is written as its array, which is the selection after)
             return getattr(ufunc, method)(*arrays(inputs), **arrays(kwargs))
+        kwargs = dict(kwargs)
+        kwargs.pop("out", None)
+        casting = kwargs.pop("casting", "same_kind")
         result = ufunc(*operands, **kwargs)
         if isinstance(result, tuple):
             return tuple(self._selected(r) for r in result)
         if in_place:
             from tracejit.numpy.complex_values import astype
 
-            result = astype(result, self.dtype)
+            if not np.can_cast(result.dtype, self.dtype, casting):
+                raise CastingError(
+                    f"Cannot cast ufunc '{ufunc.__name__}' output from dtype('{result.dtype}') to "
+                    f"dtype('{self.dtype}') with casting rule '{casting}'"
+                )
+            self.values = np.broadcast_to(astype(result, self.dtype), self.values.shape)
+            return self
         return self._selected(result)
 
     def _selected(self, value):
@@ -394,8 +447,8 @@ class MaskedComplex(_AsArray, np.lib.mixins.NDArrayOperatorsMixin):
         from tracejit.numpy.complex_values import ComplexTensor
 
         dtype = kwargs.pop("dtype")
-        if dtype is not None:
-            return getattr(self.array(), name)(dtype=dtype, **kwargs)
+        if dtype is not None or not self._placed():
+            return getattr(self.array(), name)(**({} if dtype is None else {"dtype": dtype}), **kwargs)
         return ComplexTensor(getattr(self.real, name)(**kwargs), getattr(self.imag, name)(**kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
