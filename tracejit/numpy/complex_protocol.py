@@ -22,7 +22,7 @@ from tracejit.numpy import standard
 from tracejit.numpy import complex_values as C
 from tracejit.numpy.complex_values import ComplexTensor, is_complex, lift, parts, result_dtype
 from tracejit.numpy.assign import augmented_symbol, inplace
-from tracejit.numpy.tensor import Tensor, picked_view
+from tracejit.numpy.tensor import Tensor, as_node, picked_view
 
 # -- ufuncs --------------------------------------------------------------------------------------------
 
@@ -457,18 +457,27 @@ def sort(z, axis=-1, kind=None, order=None, *, stable=None):
 
 
 def argsort(z, axis=-1, kind=None, order=None, *, stable=None):
-    return _sorted(z, axis)[1]
+    return _sorted(z, axis)[1].astype(np.int64)
 
 
 def _sorted(z, axis):
+    """z sorted along axis, and the positions (int32: the sort's own, so that sorting needs no 64-bit integer on
+    webgpu) its elements come from."""
+    from tracejit.numpy.functions import _axis
+
     z = lift(z)
     if axis is None:
         z, axis = np.ravel(z), 0
+    axis = _axis(axis, z.ndim)
     re_nan, im_nan = np.isnan(z.re), np.isnan(z.im)
-    rank = np.where(re_nan, 2, 0) + np.where(im_nan, 1, 0)
-    order = np.argsort(z.im, axis=axis)  # (stable passes: the last key sorted last)
+    rank = np.where(re_nan, np.int32(2), np.int32(0)) + np.where(im_nan, np.int32(1), np.int32(0))
+
+    def positions(key) -> Tensor:
+        return Tensor(build.sort(as_node(key), axis, indices=True))
+
+    order = positions(z.im)  # (stable passes: the last key sorted last)
     for key in (z.re, rank):
-        order = np.take_along_axis(order, np.argsort(np.take_along_axis(key, order, axis), axis=axis), axis)
+        order = np.take_along_axis(order, positions(np.take_along_axis(key, order, axis)), axis)
     picked = ComplexTensor(np.take_along_axis(z.re, order, axis), np.take_along_axis(z.im, order, axis))
     return picked, order
 
