@@ -450,6 +450,46 @@ def test_one_hot_through_numpys_indexing_of_a_made_eye_is_a_gather(device, rng):
         run_kernel(one_hot, np.array([3, 10], np.int32), device=device)
 
 
+def test_grids_from_mgrid_ogrid_and_indices_are_indexed_by_traced_masks(device, rng):
+    # NPBench's mandelbrot2: `Xi, Yi = np.mgrid[0:n, 0:m]`, then NumPy's own indexing of them by a traced mask;
+    # each coordinate array is an index expression, and `Xi.shape = n * m` reshapes the view in place
+    def body(x, n):
+        Xi, Yi = np.mgrid[0:n, 0:n + 2]
+        rows, cols = np.ogrid[0:3, 0:n]
+        I = np.indices((n, 4), dtype=np.int32)
+        grid = np.mgrid[-1:1:5j]
+        Xi.shape = Yi.shape = n * (n + 2)
+        picked = x.ravel() > 0.5
+        return Xi[picked] * 10 + Yi[picked], rows + cols, I[1].sum(0), grid
+
+    x = rng.random((7, 9)).astype(np.float32)
+    got, expected = run_kernel(tj.kernel(body), x, 7, device=device), body(x, 7)
+    for g, e in zip(got, expected):
+        if device == "webgpu" and e.dtype == np.float64 or device == "webgpu" and e.dtype == np.int64:
+            e = e.astype(np.float32 if e.dtype.kind == "f" else np.int32)
+        assert_close(np.asarray(g), e)
+
+
+def test_reshaping_a_view_in_place_is_numpys_or_numpys_error():
+    def fine(x):
+        a, b = np.mgrid[0:4, 0:6]
+        a.shape = (6, 4)
+        return x + a
+
+    def copy_needed(x):
+        v = x * 1.0
+        w = v[:, :3]
+        w.shape = w.size
+        return w
+
+    x = np.ones((6, 4))
+    assert_close(np.asarray(tj.kernel(fine)(x)), fine(x))
+    with pytest.raises(AttributeError, match="Incompatible shape"):
+        copy_needed(x)
+    with pytest.raises(AttributeError, match="Incompatible shape"):
+        tj.kernel(copy_needed)(x)
+
+
 def test_made_arrays_used_as_python_numbers_keep_their_values(device):
     def body(x):
         steps = np.arange(10)

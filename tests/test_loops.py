@@ -937,6 +937,60 @@ def test_a_loop_over_an_array_compiles_as_a_loop(caplog, rng):
     assert any("compiled as a loop" in m for m in said) and not any("step by step" in m for m in said), said
 
 
+# --- loops over np.ndindex: the positions of a shape in C order, compiled as nested range loops are ---------------
+
+def each_position(a, w):   # an index tuple into arrays, its parts as numbers
+    out = np.empty_like(a)
+    for pos in np.ndindex(a.shape):
+        out[pos] = a[pos] * w[pos[-1]] + sum(pos)
+    return out
+
+
+def neighbours_in_a_box(a, w):   # positions of two shapes, nested; a tuple of wrapped indices
+    result = np.zeros_like(a)
+    for pos in np.ndindex(*a.shape):
+        for offset in np.ndindex((3, 3)):
+            at = tuple((p + o - 1) % n for p, o, n in zip(pos, offset, a.shape))
+            result[pos] += a[at] * w[offset[0]]
+    return result
+
+
+def started_already(a, w):   # an ndindex Python has started iterating: the rest, as Python iterates it
+    it = np.ndindex(a.shape)
+    first = next(it)
+    total = a[first] * 0
+    for pos in it:
+        total = total + a[pos]
+    return total
+
+
+def until_a_negative(a, w):   # a break
+    found = (-1, -1)
+    for pos in np.ndindex(a.shape):
+        if a[pos] < 0:
+            found = pos
+            break
+    return np.array(found)
+
+
+@pytest.mark.parametrize("program", [each_position, neighbours_in_a_box, started_already, until_a_negative])
+def test_loops_over_ndindex_match_numpy(device, rng, program):
+    dt = np.float32 if device in ("webgpu", "metal") else np.float64
+    a, w = rng.random((5, 4)).astype(dt) - 0.1, rng.random(4).astype(dt)
+    try:
+        check(program, (a, w), device)
+    except tj.DtypeError:   # (an array of the index tuple's Python ints is int64, which webgpu cannot hold)
+        assert device == "webgpu" and program is until_a_negative
+
+
+def test_a_loop_over_ndindex_compiles_as_a_loop(caplog, rng):
+    with caplog.at_level(logging.DEBUG, logger="tracejit"):
+        check(neighbours_in_a_box, (rng.random((30, 40)), rng.random(3)), "numba")
+    said = [r.getMessage() for r in caplog.records]
+    assert any("compiled as a loop" in m for m in said) and not any("step by step" in m for m in said), said
+    assert np.ndindex is not tj.numpy.allocation.NDIndex   # (NumPy's own again after the trace)
+
+
 def test_a_loop_over_an_empty_array_leaves_its_name_unbound_as_python_does():
     def program(x):
         for v in x:

@@ -179,6 +179,41 @@ def mandelbrot1(xmin, xmax, ymin, ymax, xn, yn, maxiter, horizon=2.0):  # npbenc
     return Z, N
 
 
+def mandelbrot2(xmin, xmax, ymin, ymax, xn, yn, itermax, horizon=2.0):  # npbench mandelbrot2 (numpy), from
+    # Nicolas P. Rougier's "From Numpy to Python" (BSD): `mandelbrot` renamed here. The points still
+    # iterating shrink at every step (Z = Z[I]), their grid positions with them; writes into the selections.
+    # Adapted from
+    # https://thesamovar.wordpress.com/2009/03/22/fast-fractals-with-python-and-numpy/
+    Xi, Yi = np.mgrid[0:xn, 0:yn]
+    X = np.linspace(xmin, xmax, xn, dtype=np.float64)[Xi]
+    Y = np.linspace(ymin, ymax, yn, dtype=np.float64)[Yi]
+    C = X + Y * 1j
+    N_ = np.zeros(C.shape, dtype=np.int64)
+    Z_ = np.zeros(C.shape, dtype=np.complex128)
+    Xi.shape = Yi.shape = C.shape = xn * yn
+
+    Z = np.zeros(C.shape, np.complex128)
+    for i in range(itermax):
+        if not len(Z):
+            break
+
+        # Compute for relevant points only
+        np.multiply(Z, Z, Z)
+        np.add(Z, C, Z)
+
+        # Failed convergence
+        I = abs(Z) > horizon
+        N_[Xi[I], Yi[I]] = i + 1
+        Z_[Xi[I], Yi[I]] = Z[I]
+
+        # Keep going with those who have not diverged yet
+        np.logical_not(I, I)  # np.negative(I, I) not working any longer
+        Z = Z[I]
+        Xi, Yi = Xi[I], Yi[I]
+        C = C[I]
+    return Z_.T, N_.T
+
+
 def scattering_self_energies(neigh_idx, dH, G, D, Sigma):  # npbench scattering_self_energies (numpy): eight
 
     for k in range(G.shape[0]):                               # nested loops, an `if` on two of their indices,
@@ -281,4 +316,6 @@ PROGRAMS = [
     program(cma_pt, _equaliser, C128),
     # (a 70 x 70 grid: C, computed with NumPy from the Python numbers, is more than a kernel embeds: held)
     program(mandelbrot1, lambda rng, dt: (-2.25, 0.75, -1.25, 1.25, 70, 70, 12), C128, numpy_errors="ignore"),
+    # (each step's count of points still iterating is read back: a few steps keep the first call short)
+    program(mandelbrot2, lambda rng, dt: (-2.0, 0.5, -1.25, 1.25, 24, 20, 5), C128),
 ]

@@ -443,6 +443,30 @@ def horner(coeffs, x):  # a polynomial by Horner's rule, a loop over its coeffic
     return result
 
 
+# numpy-benchmarks' local_maxima (serge-sans-paille/numpy-benchmarks, from parakeet's nd_local_maxima): loops
+# over np.ndindex, a mode function passed as a default argument, a generator over zip() of index tuples
+def wrap(pos, offset, bound):
+    return ( pos + offset ) % bound
+
+def clamp(pos, offset, bound):
+    return min(bound-1,max(0,pos+offset))
+
+def reflect(pos, offset, bound):
+    idx = pos+offset
+    return min(2*(bound-1)-idx,max(idx,-idx))
+
+
+def local_maxima(data, mode=wrap):
+  wsize = data.shape
+  result = np.ones(data.shape, bool)
+  for pos in np.ndindex(data.shape):
+    myval = data[pos]
+    for offset in np.ndindex(wsize):
+      neighbor_idx = tuple(mode(p, o-w//2, w) for (p, o, w) in zip(pos, offset, wsize))
+      result[pos] &= (data[neighbor_idx] <= myval)
+  return result
+
+
 def _stencil(n, shape=None):
     shape = shape or (n, n)
 
@@ -526,4 +550,5 @@ PROGRAMS = [
     program(polyline_length, lambda rng, dt: (rng.random(30).astype(dt), rng.random(30).astype(dt)),
             ("float64", "float32")),
     program(horner, lambda rng, dt: (rng.random(7).astype(dt), rng.random(20).astype(dt)), ("float64", "float32")),
+    program(local_maxima, lambda rng, dt: (rng.integers(0, 9, (4, 3, 2, 2)).astype(dt),), ("float64", "int32")),
 ]

@@ -43,6 +43,7 @@ from tracejit.ir.faulting import recorded
 from tracejit.ir.graph import Node, Op, replace, toposort
 from tracejit.ir.simplify import simplify
 from tracejit.numpy import complex_values, int_comparisons, loop_promotion, python_numbers, random_draws
+from tracejit.numpy.allocation import NDIndex
 from tracejit.numpy.complex_values import ComplexTensor
 from tracejit.numpy.conditional_expressions import UNDEFINED, PartlyBound
 from tracejit.numpy.tensor import MayAlias, Tensor, as_node, living, loop_body, may_alias, python_value, tracing
@@ -246,6 +247,12 @@ def positional(iterable) -> tuple[int, Callable] | None:
         return iterable.shape[0], iterable.__getitem__
     if isinstance(iterable, _Positional):
         return iterable.length, iterable.item
+    if isinstance(iterable, NDIndex) and not iterable.started:  # `for pos in np.ndindex(shape)`: C order
+        shape = iterable.shape
+        strides = [int(np.prod(shape[a + 1 :], dtype=np.int64)) for a in range(len(shape))]
+        return int(np.prod(shape, dtype=np.int64)), lambda i: tuple(
+            i // stride % n if a else i // stride for a, (stride, n) in enumerate(zip(strides, shape))
+        )
     return None
 
 

@@ -281,11 +281,21 @@ class Tensor:
     @shape.setter
     def shape(self, value) -> None:
         """NumPy's `x.shape = s`: for an array the kernel made, with no view of it alive, its value reshaped in place;
-        anything else is refused (NumPy's result would depend on memory layouts a trace does not follow)."""
+        for a view (`Xi, Yi = np.mgrid[...]; Xi.shape = n`), the view's own steps, where NumPy can reshape it without
+        a copy (else NumPy's AttributeError); anything else is refused (a kernel argument's shape is the caller's)."""
         value = python_value(value, "an array's shape")
         shape = (value,) if isinstance(value, int) else tuple(value)
         if self._base is None and self._argument is None and not any(t._base is self for t in living()):
             self._value = build.reshape(self._value, F.reshape(Tensor(self._value), shape).shape)
+            return
+        if self._base is not None:
+            moved = view_call(F.reshape, self, shape)
+            if moved._base is not self._base:
+                raise AttributeError(
+                    "Incompatible shape for in-place modification. Use `.reshape()` to make a copy with the desired "
+                    "shape."
+                )
+            self._steps, self._seen = moved._steps, None
             return
         raise UnsupportedError(
             "x.shape = ... of a kernel argument or of an array with views is not supported: write x = x.reshape(...)"
