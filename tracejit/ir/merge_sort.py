@@ -23,10 +23,12 @@ POSITION = np.dtype(np.int32)
 
 def local_bytes(node: Node, length: int | None = None) -> int:
     """The local memory a SORT's row (or a row of `length`) takes: padded to a power of two, its keys and,
-    for positions, an int32 each."""
+    for positions, an int32 each. A float16 key is held as a float32 there (the renderers compute float16 in
+    float32): counted as 4 bytes, or a row of 8,192 float16 keys with positions took 64 KiB of CUDA's 48."""
     src = node.srcs[0]
     size = 1 << ((length or src.shape[node.arg[0]]) - 1).bit_length()
-    return size * (src.dtype.itemsize + (POSITION.itemsize if node.arg[1] == "indices" else 0))
+    key = max(src.dtype.itemsize, 4) if src.dtype.kind == "f" else src.dtype.itemsize
+    return size * (key + (POSITION.itemsize if node.arg[1] == "indices" else 0))
 
 
 def block_length(node: Node, sort_bytes: int | None) -> int | None:
