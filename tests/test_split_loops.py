@@ -74,13 +74,15 @@ def differences_1d(x):
     return np.diff(x, 2) + x[2:] * np.float32(0.5) - np.pad(x, 1, mode="reflect")[3:-1]
 
 
-@pytest.mark.parametrize("n", (8, 13, 1024, 1025, 4099, 100_003))   # (split from split_loops.GLOBAL_MIN places)
 @pytest.mark.parametrize("fn", (heat_step, edges_1d, differences_1d), ids=lambda f: f.__name__)
-def test_split_1d_kernels_match_numpy_on_threads_and_sizes_that_become_arguments(fn, n, rng):
+def test_split_1d_kernels_match_numpy_on_threads_and_sizes_that_become_arguments(fn, rng):
     """The global index's loop is cut into three in every part a thread runs; a size seen twice becomes an
-    argument of the code (runtime/symbolic_sizes.py), whose constants cut nothing."""
+    argument of the code (runtime/symbolic_sizes.py), whose constants cut nothing. One kernel takes every size: the
+    first two compile code of their own, the others run the code of symbolic sizes (split from split_loops.GLOBAL_MIN
+    places)."""
     k = tj.kernel(fn)
-    for size in (n, n + 1, n + 2, 3, 2):   # (the last two: no interior at all)
+    sizes = [size for n in (8, 13, 1024, 1025, 4099, 100_003) for size in (n, n + 1, n + 2)]
+    for size in sizes + [3, 2]:   # (the last two: no interior at all)
         args = [rng.standard_normal(size)] + ([0.2] if fn is heat_step else [])
         for threads in (1, 2):
             with tj.set_num_threads(threads):
@@ -88,6 +90,10 @@ def test_split_1d_kernels_match_numpy_on_threads_and_sizes_that_become_arguments
             np.testing.assert_allclose(got, fn(*args), rtol=1e-12, atol=1e-15)
         x32 = args[0].astype(np.float32)
         np.testing.assert_allclose(k(x32, *args[1:], device="numba"), fn(x32, *args[1:]), rtol=1e-6, atol=1e-6)
+    for size in (1025, 100_003):   # a kernel's first size: code of its own, the size a constant
+        args = [rng.standard_normal(size)] + ([0.2] if fn is heat_step else [])
+        with tj.set_num_threads(2):
+            np.testing.assert_allclose(tj.kernel(fn)(*args, device="numba"), fn(*args), rtol=1e-12, atol=1e-15)
 
 
 def test_a_1d_stencils_global_loop_is_split_around_its_interior(rng):
