@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, KernelIR, faults, has_atomics
-from tracejit.codegen.cpu import llvm_math, powers
+from tracejit.codegen.cpu import llvm_math, llvm_sort, powers
 from tracejit.ir import split_loops
 from tracejit.codegen.cpu.llvm_ops import (
     BOOL_OPS,
@@ -69,6 +69,7 @@ STATEMENTS: dict[KOp, str] = {
     KOp.BITCAST: "render_bitcast",
     KOp.TABLE: "render_table",
     KOp.BOUND: "render_bound",
+    KOp.SORT: "render_sort",
 }
 
 
@@ -80,7 +81,6 @@ def unsupported(kernel: KernelIR, loop: str, symbolic: dict | None = None, paral
     """Why this kernel is rendered as Python for Numba instead (None: render() takes it). `parallel`: whether
     a kernel looped in parallel over its global index (prange) can be IR, which the runtime says: LLVM
     compiles it directly and its entry point runs it on OpenMP's threads (runtime/numba/llvm_jit.py)."""
-    from tracejit.codegen.cpu.numba import STACK_SCRATCH_MAX  # (codegen.numba imports this module)
 
     symbolic = symbolic or {}
     ins = kernel.instrs
@@ -104,8 +104,6 @@ def unsupported(kernel: KernelIR, loop: str, symbolic: dict | None = None, paral
         ):
             return f"%{i} converts between its value's and its memory's dtypes"
         if op in STATEMENTS:  # a structural instruction it writes
-            if op == KOp.LOCAL and x.arg[0] * _itemsize(x) > STACK_SCRATCH_MAX:
-                return "a scratch row is on the heap"
             continue
         if op not in ALU:
             return f"op {op}"
@@ -115,13 +113,6 @@ def unsupported(kernel: KernelIR, loop: str, symbolic: dict | None = None, paral
         if len(set(operands)) > 1:
             return f"%{i} mixes operand dtypes"
     return _escapes(ins)
-
-
-def _itemsize(x) -> int:
-    from tracejit.codegen.cpu.numba import NARROW_LOCAL_MAX
-
-    wide = wide_accumulator(x.dtype, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
-    return 8 if wide else computed(x.dtype).itemsize  # (a float16 row holds float32 values, as codegen.numba's)
 
 
 def _op_table(ins, i: int, index: set[int]) -> frozenset[str]:
@@ -210,6 +201,7 @@ class _Emitter:
         self.before = _before_global_loop(self.ins)
         self.values: dict[int, ir.Value] = {}
         self.slots: dict[int, ir.Value] = {}  # acc -> its memory; local -> its row
+        self.heap: list[ir.Value] = []  # the rows malloc'd (render_local), freed at the end
         self.wide: dict[int, bool] = {}
         self.nan: dict[int, ir.Value] = {}  # acc -> its NaN flag (_nan_apart)
         self.block: dict[int, ir.Value] = {}  # acc -> its float32 block accumulator
@@ -249,6 +241,9 @@ class _Emitter:
                 self.span(g, len(self.ins), free)
                 self.close_global()
             self.replaced = {}
+        free = llvm_sort.declared(self.fn.module, "free") if self.heap else None
+        for row in self.heap:
+            self.b.call(free, [self.b.bitcast(row, ir.PointerType(I8))])
         self.b.ret_void()
         self.alloca.branch(self.fn.basic_blocks[1])
 
@@ -305,23 +300,12 @@ class _Emitter:
         return out
 
     def open_loop(self, start, stop, step: int = 1):
-        """A counted loop; returns (its variable, the state close_loop takes)."""
-        b = self.b
-        before, header = b.block, self.fn.append_basic_block("loop")
-        body, done = self.fn.append_basic_block("body"), self.fn.append_basic_block("done")
-        b.branch(header)
-        b.position_at_end(header)
-        var = b.phi(I64)
-        var.add_incoming(start, before)
-        b.cbranch(b.icmp_signed("<", var, stop), body, done)
-        b.position_at_end(body)
-        return var, (var, header, done, step)
+        """A counted loop; returns (its variable, the state close_loop takes: its closing function)."""
+        var, _, close = llvm_sort.counted_loop(self.b, start, stop, ir.Constant(I64, step), flags=("nsw",))
+        return var, close
 
     def close_loop(self, state) -> None:
-        var, header, done, step = state
-        var.add_incoming(self.b.add(var, ir.Constant(I64, step), flags=("nsw",)), self.b.block)
-        self.b.branch(header)
-        self.b.position_at_end(done)
+        state()
 
     def opaque(self, n) -> ir.Value:
         """n, hidden from LLVM (runtime.numba_math.opaque_extent)."""
@@ -427,8 +411,20 @@ class _Emitter:
         wide = wide_accumulator(dt, x.arg[1]) and x.arg[2] > NARROW_LOCAL_MAX
         self.wide[i] = wide
         ty = F64 if wide else value_type(dt)  # (float16: float32 values, as codegen.numba's row)
-        count = STACK_SCRATCH_MAX // (8 if wide else computed(dt).itemsize) if (i, 0) in self.sizes else x.arg[0]
-        self.slots[i] = self.slot(ty, count, align=64)
+        itemsize = 8 if wide else computed(dt).itemsize
+        if x.arg[0] * itemsize <= STACK_SCRATCH_MAX:  # (a symbolic size: room for the largest, as codegen.numba's)
+            count = STACK_SCRATCH_MAX // itemsize if (i, 0) in self.sizes else x.arg[0]
+            self.slots[i] = self.slot(ty, count, align=64)
+            return
+        # a row past the stack's share (a sort of 10^5 elements): malloc'd once per call, freed at its end
+        a = self.alloca
+        count = self.sizes.get((i, 0)) or ir.Constant(I64, x.arg[0])
+        if count.type != I64:
+            count = a.sext(count, I64) if count.type.width < 64 else a.trunc(count, I64)
+        memory = a.call(llvm_sort.declared(self.fn.module, "malloc"), [a.mul(count, ir.Constant(I64, itemsize))])
+        row = a.bitcast(memory, ir.PointerType(ty))
+        self.slots[i] = row
+        self.heap.append(row)
 
     def render_load(self, i: int, x: Instr) -> None:
         b, s, dt = self.b, x.srcs, x.value_dtype
@@ -455,6 +451,25 @@ class _Emitter:
         elif self.ins[s[2]].dtype == np.bool_:
             v = b.zext(v, I8)
         b.store(v, ptr)
+
+    def render_sort(self, i: int, x: Instr) -> None:
+        """A row sorted in place (its positions with it): codegen/cpu/llvm_sort.py's functions, numba_math's
+        sort_row and sort_row_bytes as IR."""
+        b, module = self.b, self.fn.module
+        keys = self.slots[x.srcs[0]]
+        positions = self.slots[x.srcs[1]] if len(x.srcs) == 2 else None
+        n = self.sizes.get((i, -1))
+        if n is None:
+            n = ir.Constant(I64, x.arg)
+        elif n.type != I64:
+            n = b.sext(n, I64) if n.type.width < 64 else b.trunc(n, I64)
+        dt = self.ins[x.srcs[0]].value_dtype
+        pos_t = positions.type.pointee if positions is not None else None
+        if dt.kind in "iub" and dt.itemsize == 1:  # (a counting sort: one pass to count, one to place)
+            fn = llvm_sort.sort_row_bytes(module, keys.type.pointee, pos_t, 0x80 if dt.kind == "i" else 0)
+        else:
+            fn = llvm_sort.sort_row(module, keys.type.pointee, pos_t, dt.kind == "f", dt.kind == "i")
+        b.call(fn, [keys, positions if positions is not None else ir.Constant(ir.PointerType(I8), None), n])
 
     def render_cast(self, i: int, x: Instr) -> None:
         self.values[i] = cast(self.b, self.value(x.srcs[0]), self.ins[x.srcs[0]].value_dtype, x.value_dtype)
