@@ -241,9 +241,8 @@ class _Emitter:
                 self.span(g, len(self.ins), free)
                 self.close_global()
             self.replaced = {}
-        free = llvm_sort.declared(self.fn.module, "free") if self.heap else None
-        for row in self.heap:
-            self.b.call(free, [self.b.bitcast(row, ir.PointerType(I8))])
+        for row in self.heap:  # (the rows render_local malloc'd)
+            self.b.call(llvm_sort.declared(self.fn.module, "free"), [self.b.bitcast(row, ir.PointerType(I8))])
         self.b.ret_void()
         self.alloca.branch(self.fn.basic_blocks[1])
 
