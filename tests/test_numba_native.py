@@ -2,6 +2,9 @@
 compiles gives the same bits as the Python source Numba compiled before it, on special values too."""
 from __future__ import annotations
 
+import contextlib
+
+import cuda_check
 import numpy as np
 import pytest
 
@@ -106,15 +109,24 @@ def test_row_sorts_give_the_python_renderings_bits_and_numpys_stable_order(dtype
     def reference(x):   # (NumPy 2.4's default float16 sort of 32,768 elements or more is out of order on AVX-512)
         return np.sort(x, kind="stable"), np.argsort(x, kind="stable"), np.sort(x.reshape(4, -1), axis=1, kind="stable")
 
-    kernel = tj.kernel(body)
-    for n in (4, 16, 20, 48, 1000, 12_004, 40_000, 40_004):   # (the last three: heap rows, then a symbolic size)
+    native_kernel, python_kernel = tj.kernel(body), tj.kernel(body)   # (after two sizes, one code for any size)
+    for n in (20, 1000, 40_000, 40_004):   # (a run and a merge; merges; heap rows; a symbolic size)
         x = np.resize(_special(dtype), n)
         np.random.default_rng(n).shuffle(x)   # (equal keys far apart: the order that stays is the stable one)
-        native, python = _both(monkeypatch, body, x)
-        for got in (native, kernel(x, device="numba")):   # (NumPy's SIMD sort writes its NaNs as one NaN: values)
-            for a, b in zip(got, reference(x)):
-                assert np.asarray(a).dtype == b.dtype
-                np.testing.assert_array_equal(np.asarray(a), b)
+        # (the CUDA and MSL checks on the rows CUDA sorts in blocks, of 2- and 8-byte keys: they found float16's
+        # shared memory; the positions, exactly NumPy's stable ones, show any other order of equal keys)
+        checked = n == 40_000 and dtype in (np.float16, np.float64)
+        with contextlib.nullcontext() if checked else cuda_check.checks_paused():
+            native = native_kernel(x, device="numba")
+        for a, b in zip(native, reference(x)):   # (NumPy's SIMD sort writes its NaNs as one NaN: values)
+            assert np.asarray(a).dtype == b.dtype
+            np.testing.assert_array_equal(np.asarray(a), b)
+        if n != 20 or np.dtype(dtype).kind != "f":   # (the Python rendering, compiled by Numba: NaNs' bits)
+            continue
+        monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "0")
+        with cuda_check.checks_paused():
+            python = python_kernel(x, device="numba")
+        monkeypatch.setenv("TRACEJIT_NUMBA_NATIVE", "1")
         if dtype == np.float16:   # (the Python rendering's float16 NaN loses its sign and payload on the way)
             for a, b in zip(native, python):
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
