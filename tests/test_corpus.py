@@ -19,6 +19,9 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
     # numexpr's expression lists
     # Numba's examples
     # numpy-benchmarks
+    # NPBench
+    "complex_numbers.mandelbrot2": (TRACE, "NumPy's own Xi[I] of np.mgrid's array by a traced mask: np.mgrid stays "
+                                    "NumPy's, whose results fold into constants (stockham_fft's twiddle factors)"),
     # everyday science
     # numbers and loops
     # loop-style programs

@@ -1,9 +1,8 @@
 """NumPy's creation functions called by a kernel function while it is traced make traced arrays:
 - np.zeros, np.ones, np.empty and np.full, so the kernel can assign traced values into them
   (`U = np.zeros((n, n)); U[1:-1, 1:-1] = u`), which a NumPy array cannot hold;
-- np.arange, np.linspace, np.eye, np.identity, np.tri, np.indices, np.mgrid[...] and np.ogrid[...], so NumPy's own
-  indexing of the result by a traced array (`np.eye(n)[labels]`, the one-hot idiom; `Xi[mask]` of `Xi, Yi =
-  np.mgrid[0:n, 0:m]`, NPBench's mandelbrot2) becomes a gather instead of a conversion error. Their
+- np.arange, np.linspace, np.eye, np.identity and np.tri, so NumPy's own indexing of the result by a traced
+  array (`np.eye(n)[labels]`, the one-hot idiom) becomes a gather instead of a conversion error. Their
   values stay known while tracing (Tensor's int(), float(), bool() and np.asarray read them), so Python
   code that uses them as numbers keeps working; an array tracejit cannot embed stays NumPy's;
 - numpy.random's functions (np.random.rand, normal, default_rng, ...), which draw from tracejit's own
@@ -43,11 +42,9 @@ _NAMES = (
     "eye",
     "identity",
     "tri",
-    "indices",
     "array",
     "asarray",
 )
-_GRIDS = ("mgrid", "ogrid")  # objects NumPy indexes (np.mgrid[0:n, 0:m]), not functions
 _FFT_NAMES = ("fftfreq", "rfftfreq")
 _INTERNAL = ("tracejit.", "numpy.", "_tracejit")  # callers that keep NumPy's functions (and `numpy` itself; not a
 # user's numpy_benchmarks or numpy_utils module, whose np.zeros must make traced arrays)
@@ -73,9 +70,6 @@ def traced_arrays(module_globals: dict | None = None):
             for name in _NAMES:
                 _installed[name] = original = getattr(np, name)
                 setattr(np, name, _wrapper(name, original))
-            for name in _GRIDS:
-                _installed[name] = original = getattr(np, name)
-                setattr(np, name, _Grid(name, original))
             _installed["ndindex"] = np.ndindex
             np.ndindex = NDIndex  # type: ignore[misc]  # (a subclass: isinstance and iteration are NumPy's)
             # numpy.random where it is imported (7 ms of a fresh process's first call to import): a trace that
@@ -132,24 +126,6 @@ def _unbind_names(g: dict) -> None:
     for key, original in bound.items():
         if getattr(g.get(key), "__wrapped__", None) is original:  # (unless the code bound the name anew)
             g[key] = original
-
-
-class _Grid:
-    """np.mgrid / np.ogrid while a trace runs: indexed by the kernel function (and what it calls), the grid made
-    inside the kernel (creation.grid: index expressions); indexed by any other code, NumPy's own."""
-
-    def __init__(self, name: str, original) -> None:
-        self._name, self.__wrapped__ = name, original
-
-    def __getitem__(self, key):
-        if getattr(_tracing, "active", False) and not _internal(sys._getframe(1)):
-            from tracejit.numpy import creation
-
-            return creation.grid(self._name, self.__wrapped__, key)
-        return self.__wrapped__[key]
-
-    def __getattr__(self, name: str):
-        return getattr(self.__wrapped__, name)
 
 
 class NDIndex(np.ndindex):

@@ -106,8 +106,6 @@ def _python(v, name: str):
     arguments alone becomes their value (the plan specialised on it); one read from an array is refused."""
     if isinstance(v, (tuple, list)):
         return type(v)(_python(x, name) for x in v)
-    if isinstance(v, slice):
-        return slice(_python(v.start, name), _python(v.stop, name), _python(v.step, name))
     if not isinstance(v, Tensor):
         return v
     value = v._known(f"np.{name}'s shape, count or bound")
@@ -245,34 +243,7 @@ NUMPY_FUNCTIONS: dict[Callable[..., object], Callable[..., object]] = {
 }
 
 
-_KNOWN_VALUES = frozenset({"arange", "linspace", "eye", "identity", "tri", "indices"})
-
-
-def _coordinates(made) -> Tensor | tuple[Tensor, ...]:
-    """np.indices / np.mgrid / np.ogrid's result made inside the kernel: each coordinate array an index expression
-    (a constant where it is none), a dense grid (one array of them all) stacked along a new first axis, as NumPy's
-    is, so that `Xi, Yi = np.mgrid[0:n, 0:m]` unpacks to index expressions."""
-    if isinstance(made, (tuple, list)):  # (sparse grids: NumPy's tuple, or a list in NumPy 1.x)
-        return tuple(Tensor(array_node(np.ascontiguousarray(a))) for a in made)
-    if made.ndim < 2:
-        return Tensor(array_node(np.ascontiguousarray(made)))
-    parts = [build.reshape(array_node(np.ascontiguousarray(a)), (1, *a.shape)) for a in made]
-    return Tensor(join(parts, 0))
-
-
-def indices(dimensions, dtype=int, sparse: bool = False) -> Tensor | tuple[Tensor, ...]:
-    """numpy.indices, made inside the kernel: index expressions fused into their consumers."""
-    return _coordinates(np.indices(_python(dimensions, "indices"), dtype, _python(sparse, "indices")))
-
-
-def grid(name: str, original, key):
-    """np.mgrid[key] / np.ogrid[key] (`original` NumPy's) indexed by the kernel function while it is traced
-    (allocation.py): the coordinates made inside the kernel, or NumPy's own where they cannot be embedded."""
-    made = original[_python(key, name)]
-    try:
-        return _coordinates(made)
-    except UnsupportedError:
-        return made  # (too large to embed, as for np.arange: NumPy's array, as it was)
+_KNOWN_VALUES = frozenset({"arange", "linspace", "eye", "identity", "tri"})
 
 
 def while_tracing(name: str, original, args: tuple, kwargs: dict):

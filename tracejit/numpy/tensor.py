@@ -281,7 +281,7 @@ class Tensor:
     @shape.setter
     def shape(self, value) -> None:
         """NumPy's `x.shape = s`: for an array the kernel made, with no view of it alive, its value reshaped in place;
-        for a view (`Xi, Yi = np.mgrid[...]; Xi.shape = n`), the view's own steps, where NumPy can reshape it without
+        for a view (`v = y[1:5]; v.shape = n`), the view's own steps, where NumPy can reshape it without
         a copy (else NumPy's AttributeError); anything else is refused (a kernel argument's shape is the caller's)."""
         value = python_value(value, "an array's shape")
         shape = (value,) if isinstance(value, int) else tuple(value)
