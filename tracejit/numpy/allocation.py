@@ -26,25 +26,14 @@ from __future__ import annotations
 
 import dis
 import functools
+import operator
 import sys
 import threading
 from contextlib import contextmanager
 
 import numpy as np
 
-_NAMES = (
-    "zeros",
-    "ones",
-    "empty",
-    "full",
-    "arange",
-    "linspace",
-    "eye",
-    "identity",
-    "tri",
-    "array",
-    "asarray",
-)
+_NAMES = ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity", "tri", "array", "asarray")
 _FFT_NAMES = ("fftfreq", "rfftfreq")
 _INTERNAL = ("tracejit.", "numpy.", "_tracejit")  # callers that keep NumPy's functions (and `numpy` itself; not a
 # user's numpy_benchmarks or numpy_utils module, whose np.zeros must make traced arrays)
@@ -136,7 +125,8 @@ class NDIndex(np.ndindex):
 
     def __init__(self, *shape) -> None:
         super().__init__(*shape)
-        self.shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple) else tuple(shape)
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        self.shape = tuple(operator.index(n) for n in shape)  # (an int argument: its number, as range() took it)
         self.started = False
 
     def __next__(self):
