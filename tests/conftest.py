@@ -103,8 +103,8 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"Emulated on the CPU: {_TOTALS['emulated_cuda']} CUDA C and {_TOTALS['emulated_metal']} "
                                     "MSL kernel sources compiled as C++ and run (each once per process)")
     if CUDA_CHECKER is not None:
-        terminalreporter.write_line(f"CUDA kernel check: {_TOTALS['cuda_kernels']} kernels compiled by NVRTC; "
-                                    f"{_TOTALS['cuda_assemblies']} assemblies by ptxas for "
+        terminalreporter.write_line(f"CUDA kernel check: {_TOTALS['cuda_kernels']} kernels rendered; "
+                                    f"{_TOTALS['cuda_assemblies']} of them new, compiled by NVRTC to machine code for "
                                     f"{' and '.join(cuda_check.ARCHS)}")
     if METAL_CHECKER is not None:
         terminalreporter.write_line(f"MSL kernel check: {_TOTALS['msl_kernels']} kernels checked by clang++ against "

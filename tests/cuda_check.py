@@ -1,9 +1,10 @@
-"""Every kernel the suite compiles on the numba device is also compiled for CUDA: rendered to CUDA C,
-compiled by NVRTC to PTX for compute_80 (what `cuda` compiles for with no GPU), and that PTX assembled by
-ptxas for sm_80 (as the driver does on an A100). TRACEJIT_CHECK_CUDA=all adds sm_90 (an H100): the same
-PTX assembled again for another chip, twice the ptxas runs, about a minute more of a 2-core `make test`.
-The CUDA C does not depend on the architecture. The check compiles with NVRTC's --Ofast-compile=max
-(its optimiser mostly off; the source is parsed and checked in full, and ptxas assembles the PTX):
+"""Every kernel the suite compiles on the numba device is also compiled for CUDA: rendered to CUDA C and
+compiled by NVRTC to machine code for sm_80 (an A100), which runs ptxas's assembler within the same call
+(nvrtc.compile_cubin: 36 -> 28 ms a program against PTX and a ptxas process; ptxas's errors, such as too
+much shared memory for the chip, come the same). TRACEJIT_CHECK_CUDA=all adds sm_90 (an H100): another
+compile for another chip, about a minute more of a 2-core `make test`. The CUDA C does not depend on the
+architecture. The check compiles with NVRTC's --Ofast-compile=max
+(its optimiser mostly off; the source is parsed and checked in full, and the machine code assembled):
 2-4x less time a program (122 -> 58 ms for a layernorm, 300 -> 68 for a softmax); TRACEJIT_CHECK_CUDA=all
 compiles with the cuda device's own options. A failure is reported through the device's own compile
 (Checker.one_by_one). No GPU is needed, so CI checks every generated CUDA
@@ -45,10 +46,10 @@ def unavailable_reason() -> str | None:
 
 
 class Checker:
-    """Checks each program's kernels together: one NVRTC compile of a translation unit holding all its kernels
-    not checked before, one ptxas run of that PTX (NVRTC's and ptxas's start are most of a small kernel's
-    check). Where that fails, each kernel is compiled on its own, as the cuda device does, so the error names
-    the kernel and the generated line."""
+    """Checks each program's kernels together: one NVRTC compile to sm_80 machine code of a translation unit
+    holding all its kernels not checked before (NVRTC's start is most of a small kernel's check). Where that
+    fails, each kernel is compiled on its own, as the cuda device does, so the error names the kernel and the
+    generated line."""
 
     def __init__(self):
         self.target = CudaTarget(PTX_ARCH, "checking only", f"cuda:{PTX_ARCH}")
@@ -79,12 +80,12 @@ class Checker:
         if not fresh:
             return
         try:
-            ptx = nvrtc.compile_ptx("checked", together(fresh), PTX_ARCH, FAST)
+            source = together(fresh)
             for arch in ARCHS:
-                nvrtc.assemble(ptx, arch, ", ".join(fresh))
+                nvrtc.compile_cubin("checked", source, arch, FAST)
         except CompileError:
             self.one_by_one(program)
-        self.assemblies += len(ARCHS) * len(fresh)
+        self.assemblies += len(fresh)
         self.checked.update(hash(source) for source in fresh.values())
 
     def one_by_one(self, program) -> None:

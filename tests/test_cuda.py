@@ -140,6 +140,21 @@ def test_an_nvrtc_error_names_the_log_and_the_generated_line():
     assert "not_declared" in text and "generated line 2: out[0] = not_declared;" in text and "NVRTC 13.0" in text
 
 
+
+@needs_nvrtc
+def test_a_cubin_is_machine_code_for_the_chip_and_its_assembler_errors_come_as_ptxas_gives_them():
+    """nvrtc.compile_cubin (the suite's CUDA check) assembles in the same call: a kernel needing more shared
+    memory than sm_80 gives a block is refused as ptxas refuses its PTX."""
+    fits = 'extern "C" __global__ void k(float* x) {\n    x[threadIdx.x] *= 2.0f;\n}\n'
+    assert nvrtc.compile_cubin("k", fits, "sm_80").startswith(b"\x7fELF")
+    big = ('extern "C" __global__ void k(float* x) {\n    __shared__ float s[16448];\n    s[threadIdx.x] = x[0];\n'
+           '    __syncthreads();\n    x[threadIdx.x] = s[threadIdx.x ^ 1];\n}\n')
+    with pytest.raises(tj.CompileError, match="uses too much shared data"):
+        nvrtc.compile_cubin("k", big, "sm_80")
+    if nvrtc.ptxas() is not None:
+        with pytest.raises(tj.CompileError, match="uses too much shared data"):
+            nvrtc.assemble(nvrtc.compile_ptx("k", big, "sm_80"), "sm_80")
+
 @needs_nvrtc
 def test_a_failed_cuda_build_is_never_stored(tmp_path, monkeypatch):
     from tracejit.runtime.cuda import compiler as cuda_compiler

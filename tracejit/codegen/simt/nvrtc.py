@@ -1,4 +1,5 @@
 """CUDA C -> PTX with NVRTC (cuda.bindings.nvrtc), and a check of PTX with ptxas; neither needs a GPU.
+CUDA C -> a cubin for one real chip (compile_cubin) checks the source and the assembly in one call.
 
 PTX ISA: NVRTC 13.0 emits PTX ISA 9.0, which ptxas 13.0 and drivers from CUDA 13.0 on (r580+) accept.
 A newer NVRTC emits a newer ISA (13.x: 9.x), which older ptxas and drivers reject, so the `cuda` extra
@@ -85,10 +86,22 @@ def include_dirs() -> tuple[str, ...]:
 def compile_ptx(name: str, source: str, arch: str, extra: tuple[str, ...] = ()) -> str:
     """PTX for the virtual architecture of `arch` (sm_90 -> compute_90). A CompileError carries NVRTC's
     log, each message followed by the generated line it points at. `extra`: more NVRTC options."""
+    ptx = _compiled(name, source, arch, f"compute_{arch.removeprefix('sm_')}", extra, "PTX")
+    return ptx.rstrip(b"\0").decode()
+
+
+def compile_cubin(name: str, source: str, arch: str, extra: tuple[str, ...] = ()) -> bytes:
+    """Machine code (a cubin) for the real architecture `arch` itself: NVRTC compiles and runs ptxas's
+    assembler in the same call, in this process, so its errors (too much shared memory for the chip, say)
+    come as they would from `assemble`, without ptxas's process start. A CompileError carries the log."""
+    return _compiled(name, source, arch, arch, extra, "CUBIN")
+
+
+def _compiled(name: str, source: str, arch: str, target: str, extra: tuple[str, ...], kind: str) -> bytes:
+    """NVRTC's output of `kind` ("PTX" or "CUBIN") for --gpu-architecture=`target`."""
     nvrtc = _nvrtc()
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
-    number = arch.removeprefix("sm_")
-    options = [f"--gpu-architecture=compute_{number}", *OPTIONS, *extra]
+    options = [f"--gpu-architecture={target}", *OPTIONS, *extra]
     if "#include <cuda_fp16.h>" in source:
         dirs = include_dirs()
         if not dirs:
@@ -104,14 +117,15 @@ def compile_ptx(name: str, source: str, arch: str, extra: tuple[str, ...] = ()) 
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         if result != ok:
             raise CompileError(build_error_message(name, arch, source, _log(nvrtc, prog), version()))
-        err, size = nvrtc.nvrtcGetPTXSize(prog)
-        _check(nvrtc, err, "nvrtcGetPTXSize")
-        ptx = b" " * size
-        (err,) = nvrtc.nvrtcGetPTX(prog, ptx)
-        _check(nvrtc, err, "nvrtcGetPTX")
+        get_size, get = getattr(nvrtc, f"nvrtcGet{kind}Size"), getattr(nvrtc, f"nvrtcGet{kind}")
+        err, size = get_size(prog)
+        _check(nvrtc, err, f"nvrtcGet{kind}Size")
+        out = b" " * size
+        (err,) = get(prog, out)
+        _check(nvrtc, err, f"nvrtcGet{kind}")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return ptx.rstrip(b"\0").decode()
+    return out
 
 
 def _check(nvrtc, err, what: str) -> None:
