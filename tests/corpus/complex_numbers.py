@@ -272,6 +272,40 @@ def _equaliser(rng, dt):  # (its setup, 300 samples rather than 3,000, with nois
     return s3, wxy0, 1e-3, 1.0, 2
 
 
+def tridiagonal_solve(a, b, c, d):  # the Thomas algorithm as a Crank-Nicolson Schrodinger solver writes it for
+    n = d.shape[0]                   # numba.njit: complex coefficients, a forward sweep and a back substitution
+    cp = np.zeros(n, dtype=d.dtype)
+    dp = np.zeros(n, dtype=d.dtype)
+    x = np.zeros(n, dtype=d.dtype)
+    cp[0] = c[0] / b[0]
+    dp[0] = d[0] / b[0]
+    for i in range(1, n):
+        m = b[i] - a[i] * cp[i - 1]
+        cp[i] = c[i] / m
+        dp[i] = (d[i] - a[i] * dp[i - 1]) / m
+    x[n - 1] = dp[n - 1]
+    for i in range(n - 2, -1, -1):
+        x[i] = dp[i] - cp[i] * x[i + 1]
+    return x
+
+
+def dft_loops(x):  # the DFT as two loops over elements (the first version of a signal-processing course's DFT)
+    n = x.shape[0]
+    out = np.zeros(n, dtype=np.complex128)
+    for k in range(n):
+        s = 0j
+        for t in range(n):
+            s += x[t] * np.exp(-2j * np.pi * k * t / n)
+        out[k] = s
+    return out
+
+
+def _tridiagonal(rng, dt):  # (a Crank-Nicolson step's diagonals: 1 + i r on the diagonal, -i r / 2 beside it)
+    n, r = 200, 0.3
+    off = np.full(n, -0.5j * r, dtype=dt)
+    return off, np.full(n, 1 + 1j * r, dtype=dt), off.copy(), (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
+
+
 def _stockham(rng, dt):  # (8**4 points: its last twiddle tables are more than a kernel embeds, so they are held)
     x = (rng.standard_normal(8**4) + 1j * rng.standard_normal(8**4)).astype(dt)
     return 8**4, 8, 4, x, np.zeros_like(x)
@@ -319,4 +353,6 @@ PROGRAMS = [
     # (80 x 60 points: past what a kernel embeds, as NPBench's sizes are; a smaller grid is all constants, computed
     # while tracing)
     program(mandelbrot2, lambda rng, dt: (-2.0, 0.5, -1.25, 1.25, 80, 60, 5), C128),
+    program(tridiagonal_solve, _tridiagonal, BOTH),
+    program(dft_loops, _vector, BOTH),
 ]

@@ -252,11 +252,15 @@ class _Planner:
             for s in indices:
                 self.value(s)
             deps = [s for s in indices if s not in self.inputs]
-            if not is_flat_positions(source) and fault_of(n) is None:  # (a store's position, a check: no read)
+            if is_flat_positions(source) or fault_of(n) is not None:  # (a store's position, a check: no read)
+                pass
+            elif source in self.inputs or self.is_array(source) or source.op not in _MOVEMENT:
                 self.array(source)
                 self.readers.setdefault(source, []).append(n)
                 if source not in self.inputs:
                     deps.append(source)
+            else:  # a read through a view of an array (z[i - 1] of a complex z: a part of its parts' array)
+                self.expression(source, n, deps, set())
             self.statement(n, "value", deps)
             return
         if n.op in _MOVEMENT:  # x[0] of an array: the element at a fixed offset (movement ops only)

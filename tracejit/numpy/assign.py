@@ -143,6 +143,20 @@ def store(root: Tensor, steps, value: Node) -> None:
         return
     if guard is not None:  # a branch of an `if` on array values: the region changes only where its test holds
         value = build.where(build.broadcast_to(guard, value.shape), value, current)
+    test = None
+    while value.op is Op.WHERE and value.srcs[2] is current and value.srcs[0].shape == value.srcs[1].shape:
+        # the view changes only where tests hold (z[i] = v with i traced writes z's parts' views; a branch's
+        # guard): the tests are placed in the root too (False outside the view), so the root keeps its own
+        # elements wherever they fail. where(region, place(where(test, v, region's values)), root) would read
+        # the whole region back: a loop over elements could not tell the store it is from a stencil's step
+        # (ir/element_loops.py), and each step would write every element of the region
+        test = value.srcs[0] if test is None else build.binary(Op.AND, test, value.srcs[0])
+        value = value.srcs[1]
+    if test is not None:
+        placed, _ = views.scatter(test, steps, root.shape)
+        values, _ = views.scatter(value, steps, root.shape)
+        root._value = build.where(placed, values, root._value)
+        return
     values, mask = views.scatter(value, steps, root.shape)
     root._value = values if mask is None else build.where(mask, values, root._value)
 

@@ -180,6 +180,11 @@ class ComplexTensor(np.lib.mixins.NDArrayOperatorsMixin):
         first = build.binary(Op.EQ, build.iota(shape, len(shape) - 1, np.int32), build.const(0, np.int32, shape))
         return Tensor(build.where(first, re, im))
 
+    def _is_scalar(self) -> bool:
+        """Whether this is a NumPy (or Python) complex scalar, which `z op= y` rebinds: 0-d, its parts neither
+        views nor an argument's (assign.inplace's rule for real values)."""
+        return self.shape == () and all(p._base is None and p._argument is None for p in (self.re, self.im))
+
     # -- NumPy's protocols --
     def __array__(self, dtype=None, copy=None):
         from tracejit.errors import TraceError
@@ -551,3 +556,28 @@ _FUNCTION_METHODS = {
     )
 }
 _FUNCTION_METHODS["sort"] = lambda z, axis=-1, kind=None, order=None: z.__setitem__(Ellipsis, np.sort(z, axis))
+
+
+def _augmented(ufunc):
+    """`z op= y`: into z's memory as NumPy computes it (the mixin's ufunc with out=z), except for a complex
+    scalar (`s = 0j` then `s += x[t]`), which Python rebinds to the new value: its parts, made from Python's
+    numbers, never change in place (a loop carrying `s` compiles as a loop over elements)."""
+
+    def method(self, other):
+        if self._is_scalar():
+            return ufunc(self, other)
+        return ufunc(self, other, out=(self,))
+
+    method.__name__ = f"__i{ufunc.__name__}__"
+    return method
+
+
+for _name, _ufunc in (
+    ("add", np.add),
+    ("sub", np.subtract),
+    ("mul", np.multiply),
+    ("truediv", np.true_divide),
+    ("pow", np.power),
+    ("matmul", np.matmul),
+):
+    setattr(ComplexTensor, f"__i{_name}__", _augmented(_ufunc))

@@ -516,8 +516,8 @@ class _Writer:
             return
         v = names[n] = self.fresh("v")
         dt = n.dtype
-        if n in plan.reads and plan.reads[n][0] in self.aliases or n.op is Op.GATHER and n.srcs[0] in self.aliases:
-            names[n] = _Slab(self, plan, names).compute_at(n, ())  # (an element of an alias: computed there)
+        if n in plan.reads and plan.reads[n][0] in self.aliases or n.op is Op.GATHER and self.through_view(plan, n):
+            names[n] = _Slab(self, plan, names).compute_at(n, ())  # (an element of an alias or a view: computed there)
             return
         if n in plan.reads:  # x[0]: an element at a fixed offset
             source, fixed = plan.reads[n]
@@ -544,6 +544,13 @@ class _Writer:
             _Slab(self, plan, names).reduction(n, v)
             return
         self.out(f"{v} = {self.compute(n, [self.name(s, names) for s in n.srcs])}")
+
+    def through_view(self, plan: Plan, n: Node) -> bool:
+        """Whether GATHER n reads an alias, or an array through movement ops (ir/element_loops.py's value())."""
+        source = n.srcs[0]
+        if source in self.aliases:
+            return True
+        return source not in plan.memory and fault_of(n) is None and not is_flat_positions(source)
 
     def compute(self, n: Node, a: list[str], bounded: bool = False) -> str:
         """An elementwise op of operands `a` (rendered), as NumPy computes it in n's dtype (bounded: an integer
@@ -850,6 +857,18 @@ class _Slab:
                 if ok:
                     absorbed.append(self.w.aliases.get(s, s))
             return all(found)
+        if test.op is Op.PAD and test.dtype == np.bool_ and not test.arg[1]:  # (a write into a view of the array)
+            src, inner = test.srcs[0], list(idx)
+            for d, pad in enumerate(test.arg[0]):  # false outside: a padded axis of length 1 fixes the place
+                if pad != (0, 0):
+                    if src.shape[d] != 1 or idx[d] not in self.vars:
+                        return False
+                    fixed.setdefault(idx[d], []).append(str(pad[0]))
+                    inner[d] = "0"
+            return self.limits(src, tuple(inner), lows, highs, fixed, absorbed)
+        if test.op is Op.RESHAPE and test.dtype == np.bool_:  # (only axes of length 1 come or go)
+            mapped = _unit_axes_moved(test.shape, test.srcs[0].shape, idx)
+            return mapped is not None and self.limits(test.srcs[0], mapped, lows, highs, fixed, absorbed)
         if test.op not in (Op.EQ, Op.LT, Op.LE) or test.srcs[0].dtype.kind not in "iu":
             return False
         a, b = test.srcs
@@ -1046,6 +1065,18 @@ class _Slab:
             names.append(s if s is not None else self.at(index, idx))
             spans.append(self.span(index, size) if s is not None else self.interval(index, idx) or (-1, size))
         return tuple(self.w.checked_indices(source.shape, names, spans))
+
+
+def _unit_axes_moved(shape: tuple[int, ...], source: tuple[int, ...], idx: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The places in `source` of the places idx in `shape`, a reshape of it that only adds or drops axes of
+    length 1 (their places "0"), else None."""
+    kept = [p for p, n in zip(idx, shape) if n != 1]
+    if [n for n in shape if n != 1] != [n for n in source if n != 1] or any(
+        p != "0" for p, n in zip(idx, shape) if n == 1
+    ):
+        return None
+    places = iter(kept)
+    return tuple("0" if n == 1 else next(places) for n in source)
 
 
 _LOOP_HEAD = re.compile(r"^for (\w+) in range\((.*)\):$")
