@@ -1047,7 +1047,23 @@ def accumulator_from_an_element(x, z):   # z[0] is a scalar: `s +=` leaves z as 
     return s, z
 
 
-COMPLEX_ELEMENT_PROGRAMS = [complex_recurrence, complex_squares, complex_outer_accumulate, normalize_large,
+def flip_imaginary_where_real_positive(z):   # a branch storing into a view's element: `z.imag[i] = ...`
+    for i in range(z.shape[0]):
+        if z.real[i] > 0:
+            z.imag[i] = -z.imag[i]
+    return z
+
+
+def lower_triangle_through_the_transpose(a):   # `a.T[j, i] = ...` in a branch, reversed views read
+    r = a[::-1]
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            if j > i:
+                a.T[j, i] = r[i, j] * 0.5
+    return a
+
+
+COMPLEX_ELEMENT_PROGRAMS = [flip_imaginary_where_real_positive, lower_triangle_through_the_transpose, complex_recurrence, complex_squares, complex_outer_accumulate, normalize_large,
                             real_part_filled, column_by_elements, complex_accumulator, accumulator_from_an_element]
 
 
@@ -1061,6 +1077,8 @@ def _complex_element_arguments(program, device, rng):
             complex_outer_accumulate: lambda: (z(12), z(3)), normalize_large: lambda: (z(50),),
             real_part_filled: lambda: (rng.standard_normal(25).astype(real),),
             column_by_elements: lambda: (rng.standard_normal((9, 4)).astype(real),),
+            flip_imaginary_where_real_positive: lambda: (z(30),),
+            lower_triangle_through_the_transpose: lambda: (rng.standard_normal((7, 7)).astype(real),),
             complex_accumulator: lambda: (z(30),), accumulator_from_an_element: lambda: (z(30), z(2))}[program]()
 
 

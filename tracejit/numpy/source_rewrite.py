@@ -223,9 +223,12 @@ def _without_exits(statements: list[ast.stmt], stop: str | None, skip: str | Non
     return out
 
 
+_VIEW_ATTRIBUTES = ("real", "imag", "T", "mT")  # views of the array they are read from: a store into them is a's
+
+
 def _subscript_base(node: ast.expr) -> str | None:
-    """The name `a` of a store into `a[...]` (or `a[...][...]`), else None."""
-    while isinstance(node, ast.Subscript):
+    """The name `a` of a store into `a[...]` (or `a[...][...]`, `a.real[...]`, `a.T[...]`), else None."""
+    while isinstance(node, ast.Subscript) or isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRIBUTES:
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
 
