@@ -42,7 +42,7 @@ torch = F = None   # imported by the child process that times the torch column (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from corpus import loops as corpus_loops  # noqa: E402
-from corpus import numbers_and_loops, science  # noqa: E402
+from corpus import complex_numbers, numbers_and_loops, science  # noqa: E402
 
 
 # --- the programs as NumPy users write them (the corpus's where they are there) --------------------------------
@@ -364,6 +364,36 @@ def create_fractal_nb(min_x, max_x, min_y, max_y, image, iters):   # the documen
 
 # --- PyTorch, where a port is natural: its fused convolution -------------------------------------------------------
 
+@numba.njit(cache=True)
+def tridiagonal_nb(a, b, c, d):   # the Thomas algorithm over complex coefficients: the corpus's code, jitted
+    n = d.shape[0]
+    cp = np.zeros(n, dtype=d.dtype)
+    dp = np.zeros(n, dtype=d.dtype)
+    x = np.zeros(n, dtype=d.dtype)
+    cp[0] = c[0] / b[0]
+    dp[0] = d[0] / b[0]
+    for i in range(1, n):
+        m = b[i] - a[i] * cp[i - 1]
+        cp[i] = c[i] / m
+        dp[i] = (d[i] - a[i] * dp[i - 1]) / m
+    x[n - 1] = dp[n - 1]
+    for i in range(n - 2, -1, -1):
+        x[i] = dp[i] - cp[i] * x[i + 1]
+    return x
+
+
+@numba.njit(cache=True, parallel=True)
+def dft_loops_nb(x):   # the loop DFT; its output frequencies are independent: prange
+    n = x.shape[0]
+    out = np.zeros(n, dtype=np.complex128)
+    for k in numba.prange(n):
+        s = 0j
+        for t in range(n):
+            s += x[t] * np.exp(-2j * np.pi * k * t / n)
+        out[k] = s
+    return out
+
+
 def conv2d_torch(x, w, b):
     return F.conv2d(x, w, b)
 
@@ -404,6 +434,10 @@ def cases(quick: bool) -> list:
                 for shape, scale in (((64 // s, 3, 32, 32), 1), ((16, 3, 3, 3), 0.3), ((16,), 0.1),
                                      ((16 * 15 * 15, 10), 0.02), ((10,), 0.1)))
     fractal = (-2.0, 1.0, -1.0, 1.0, np.zeros((1000 // s, 1500 // s), np.uint8), 20)   # Numba's documentation's size
+    nc = 100_000 // s   # a Crank-Nicolson step's complex tridiagonal system
+    off = np.full(nc, -0.15j)
+    tridiagonal = (off, np.full(nc, 1 + 0.3j), off.copy(), rng.standard_normal(nc) + 1j * rng.standard_normal(nc))
+    signal = rng.standard_normal(2000 // s) + 1j * rng.standard_normal(2000 // s)
     torch_conv = torch_cnn = None
     if torch is not None:
         torch_conv = (conv2d_torch, tuple(torch.from_numpy(a) for a in conv))   # (in _torch_column's child)
@@ -426,6 +460,8 @@ def cases(quick: bool) -> list:
         ("conv2d", corpus_loops.conv2d, conv2d_nb, conv, torch_conv, 1e-4),
         ("cnn_forward", corpus_loops.cnn_forward, cnn_forward_nb, cnn, torch_cnn, 1e-4),
         ("mandelbrot", corpus_loops.create_fractal, create_fractal_nb, fractal, None, 0),
+        ("tridiagonal_complex", complex_numbers.tridiagonal_solve, tridiagonal_nb, tridiagonal, None, 1e-9),
+        ("dft_loops", complex_numbers.dft_loops, dft_loops_nb, (signal,), None, 1e-9),
     ]
 
 
@@ -448,10 +484,11 @@ def wrong(got: list, expected: list, rtol: float) -> str | None:
     if len(got) != len(expected):
         return f"{len(got)} results, NumPy's {len(expected)}"
     for k, (g, e) in enumerate(zip(got, expected)):
-        if g.shape != e.shape or g.dtype != e.dtype and not (g.dtype.kind == e.dtype.kind == "f"):
+        if g.shape != e.shape or g.dtype != e.dtype and not (g.dtype.kind == e.dtype.kind and g.dtype.kind in "fc"):
             return f"result {k}: {g.dtype}{list(g.shape)}, NumPy's {e.dtype}{list(e.shape)}"
         scale = max(float(np.abs(e).max()), 1.0) if e.size else 1.0
-        err = float(np.abs(g.astype(np.float64) - e.astype(np.float64)).max()) if e.size else 0.0
+        wide = np.complex128 if "c" in (g.dtype.kind, e.dtype.kind) else np.float64   # (complex: both parts)
+        err = float(np.abs(g.astype(wide) - e.astype(wide)).max()) if e.size else 0.0
         if not err <= rtol * scale:
             return f"result {k}: largest difference {err:.3g} (of values up to {scale:.3g})"
     return None
