@@ -364,22 +364,8 @@ def create_fractal_nb(min_x, max_x, min_y, max_y, image, iters):   # the documen
 
 # --- PyTorch, where a port is natural: its fused convolution -------------------------------------------------------
 
-@numba.njit(cache=True)
-def tridiagonal_nb(a, b, c, d):   # the Thomas algorithm over complex coefficients: the corpus's code, jitted
-    n = d.shape[0]
-    cp = np.zeros(n, dtype=d.dtype)
-    dp = np.zeros(n, dtype=d.dtype)
-    x = np.zeros(n, dtype=d.dtype)
-    cp[0] = c[0] / b[0]
-    dp[0] = d[0] / b[0]
-    for i in range(1, n):
-        m = b[i] - a[i] * cp[i - 1]
-        cp[i] = c[i] / m
-        dp[i] = (d[i] - a[i] * dp[i - 1]) / m
-    x[n - 1] = dp[n - 1]
-    for i in range(n - 2, -1, -1):
-        x[i] = dp[i] - cp[i] * x[i + 1]
-    return x
+# the Thomas algorithm over complex coefficients: the corpus's code itself, jitted (a skilled user writes just this)
+tridiagonal_nb = numba.njit(cache=True)(complex_numbers.tridiagonal_solve)
 
 
 @numba.njit(cache=True, parallel=True)
