@@ -172,14 +172,21 @@ def divide(ar: Array, ai: Array, br: Array, bi: Array) -> Pair:
     abs_br, abs_bi = np.abs(br), np.abs(bi)
     real_larger = abs_br >= abs_bi  # False for a NaN, as C's comparison
     by_zero = (abs_br == 0) & (abs_bi == 0)
-    rat = bi / br
-    scl = 1.0 / (br + bi * rat)
-    re1, im1 = (ar + ai * rat) * scl, (ai - ar * rat) * scl
-    rat = br / bi
-    scl = 1.0 / (bi + br * rat)
-    re2, im2 = (ar * rat + ai) * scl, (ai * rat - ar) * scl
-    re = np.where(real_larger, np.where(by_zero, ar / abs_br, re1), re2)
-    im = np.where(real_larger, np.where(by_zero, ai / abs_bi, im1), im2)
+    # NumPy's two ways, (ar + ai r) s and (ai - ar r) s with r = bi / br, s = 1 / (br + bi r), and (ar r + ai) s and
+    # (ai r - ar) s with r = br / bi, s = 1 / (bi + br r), share their divisions once the branch picks the operands:
+    # the same bits (a sum's order does not change it, FMAs included), two divisions where computing both ways and
+    # the division by zero took six (a select runs both of its sides: on every device, in loops over elements too).
+    # The imaginary parts stay two differences: x - y is +0 where x == y, and so is y - x, not its negation
+    big, small = np.where(real_larger, br, bi), np.where(real_larger, bi, br)
+    first, second = np.where(real_larger, ar, ai), np.where(real_larger, ai, ar)
+    rat = small / big
+    scl = 1.0 / (big + small * rat)
+    re_ = (first + second * rat) * scl
+    # dividing by zero (both parts): NumPy's ar / |br| with |br| = +0 is ar * inf, the same value (0 and NaN: NaN)
+    re = np.where(real_larger, np.where(by_zero, ar * np.inf, re_), re_)
+    im = np.where(
+        real_larger, np.where(by_zero, ai * np.inf, (second - first * rat) * scl), (first * rat - second) * scl
+    )
     return re, im
 
 
@@ -187,13 +194,13 @@ def reciprocal(re: Array, im: Array) -> Pair:
     """1 / z with NumPy's loop exactly: the same bits (but for FMAs, as `divide`)."""
     re, im, _ = _pair(re, im)
     real_larger = np.abs(im) <= np.abs(re)
-    r = im / re
-    d = re + im * r
-    re1, im1 = 1.0 / d, -r / d
-    r = re / im
-    d = re * r + im
-    re2, im2 = r / d, -1.0 / d
-    return np.where(real_larger, re1, re2), np.where(real_larger, im1, im2)
+    # NumPy's two ways (r = im / re, d = re + im r: 1 / d, -r / d; r = re / im, d = re r + im: r / d, -1 / d) as one
+    # of operands picked by the branch, as `divide`: the same bits, three divisions for six
+    big, small = np.where(real_larger, re, im), np.where(real_larger, im, re)
+    r = small / big
+    d = big + small * r
+    one, ratio = 1.0 / d, r / d
+    return np.where(real_larger, one, ratio), np.where(real_larger, -ratio, -one)
 
 
 def absolute(re: Array, im: Array) -> Array:
