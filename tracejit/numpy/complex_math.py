@@ -177,8 +177,8 @@ def divide(ar: Array, ai: Array, br: Array, bi: Array) -> Pair:
     # the same bits (a sum's order does not change it, FMAs included), two divisions where computing both ways and
     # the division by zero took six (a select runs both of its sides: on every device, in loops over elements too).
     # The imaginary parts stay two differences: x - y is +0 where x == y, and so is y - x, not its negation
-    big, small = np.where(real_larger, br, bi), np.where(real_larger, bi, br)
-    first, second = np.where(real_larger, ar, ai), np.where(real_larger, ai, ar)
+    big, small = _picked(real_larger, br, bi)
+    first, second = _picked(real_larger, ar, ai)
     rat = small / big
     scl = 1.0 / (big + small * rat)
     re_ = (first + second * rat) * scl
@@ -190,13 +190,18 @@ def divide(ar: Array, ai: Array, br: Array, bi: Array) -> Pair:
     return re, im
 
 
+def _picked(test: Array, x: Array, y: Array) -> Pair:
+    """(x, y) where test holds, else (y, x): the operands of the way a branch of Smith's method takes."""
+    return np.where(test, x, y), np.where(test, y, x)
+
+
 def reciprocal(re: Array, im: Array) -> Pair:
     """1 / z with NumPy's loop exactly: the same bits (but for FMAs, as `divide`)."""
     re, im, _ = _pair(re, im)
     real_larger = np.abs(im) <= np.abs(re)
     # NumPy's two ways (r = im / re, d = re + im r: 1 / d, -r / d; r = re / im, d = re r + im: r / d, -1 / d) as one
     # of operands picked by the branch, as `divide`: the same bits, three divisions for six
-    big, small = np.where(real_larger, re, im), np.where(real_larger, im, re)
+    big, small = _picked(real_larger, re, im)
     r = small / big
     d = big + small * r
     one, ratio = 1.0 / d, r / d
