@@ -1098,3 +1098,59 @@ def test_complex_arrays_and_views_written_element_by_element_are_one_function_on
     compiled = any("compiled as a loop" in m for m in said)
     assert not compiled or any("is a loop over elements" in m for m in said), said
     assert not any("runs its body's kernels" in m or "step by step" in m for m in said), said
+
+
+# -- np.ndenumerate and nested loop targets (`for (i, j), v in np.ndenumerate(a)`, `for k, (a, b) in
+# enumerate(zip(x, y))`): by position, as `for pos in np.ndindex(shape)` and enumerate() of arrays are --
+
+def weighted_by_position(a):
+    out = np.zeros_like(a)
+    for (i, j), v in np.ndenumerate(a):
+        out[i, j] = v * (i + j)
+    return out
+
+
+def sum_by_index(a):   # the index kept as a tuple
+    s = 0.0
+    for idx, v in np.ndenumerate(a):
+        s += v * idx[0]
+    return s
+
+
+def products_with_positions(x, y):
+    out = np.zeros_like(x)
+    for k, (a, b) in enumerate(zip(x, y)):
+        out[k] = a * b + k
+    return out
+
+
+def constant_table_enumerated(x):   # np.ndenumerate of a NumPy array: NumPy's own iterator, while tracing
+    out = np.zeros_like(x)
+    for (i,), w in np.ndenumerate(np.array([0.5, 1.5, 2.5])):
+        out[i] = x[i] * w
+    return out
+
+
+ITERATION_PROGRAMS = [weighted_by_position, sum_by_index, products_with_positions, constant_table_enumerated]
+
+
+def _iteration_arguments(program, device, rng):
+    dt = float_dtype(device)
+    return {weighted_by_position: lambda: (rng.random((30, 40)).astype(dt),),
+            sum_by_index: lambda: (rng.random((20, 30)).astype(dt),),
+            products_with_positions: lambda: (rng.random(300).astype(dt), rng.random(300).astype(dt)),
+            constant_table_enumerated: lambda: (rng.random(5).astype(dt),)}[program]()
+
+
+@pytest.mark.parametrize("program", ITERATION_PROGRAMS, ids=lambda p: p.__name__)
+def test_ndenumerate_and_nested_loop_targets_match_numpy(program, device, rng):
+    check(program, _iteration_arguments(program, device, rng), device)
+
+
+@pytest.mark.parametrize("program", ITERATION_PROGRAMS[:3], ids=lambda p: p.__name__)
+def test_ndenumerate_and_nested_loop_targets_are_one_function_on_numba(program, caplog, rng):
+    """They were traced step by step (`(i, j), v`: 2,000 steps, 2.35 s) or refused (`enumerate(zip(x, y))` of 300
+    elements: 'iterating over a traced value unrolls one step per row'; np.ndenumerate of a traced array: 'a traced
+    value was converted to a NumPy array')."""
+    said = _loop_messages(caplog, program, *_iteration_arguments(program, "numba", rng))
+    assert any("is a loop over elements" in m for m in said), said

@@ -61,6 +61,8 @@ def traced_arrays(module_globals: dict | None = None):
                 setattr(np, name, _wrapper(name, original))
             _installed["ndindex"] = np.ndindex
             np.ndindex = NDIndex  # type: ignore[misc]  # (a subclass: isinstance and iteration are NumPy's)
+            _installed["ndenumerate"] = np.ndenumerate
+            np.ndenumerate = _ndenumerate  # type: ignore[misc,assignment]  # (a function: NumPy's class outside a trace)
             # numpy.random where it is imported (7 ms of a fresh process's first call to import): a trace that
             # imports it runs again once it is (kernel._trace), so its draws are never NumPy's numbers as constants
             npr = sys.modules.get("numpy.random")
@@ -132,6 +134,19 @@ class NDIndex(np.ndindex):
     def __next__(self):
         self.started = True
         return super().__next__()
+
+
+def _ndenumerate(arr):
+    """np.ndenumerate while a trace runs: over a traced array, its (index, element) pairs by position
+    (numpy/loops.py), so that `for (i, j), v in np.ndenumerate(a)` compiles as a loop; else NumPy's."""
+    from tracejit.numpy import loops
+
+    found = loops.ndenumerate_(arr)
+    return found if found is not None else _installed.get("ndenumerate", _NUMPY_NDENUMERATE)(arr)
+
+
+_ndenumerate.__wrapped__ = np.ndenumerate  # type: ignore[attr-defined]
+_NUMPY_NDENUMERATE = np.ndenumerate
 
 
 def tracing() -> bool:

@@ -248,12 +248,23 @@ def positional(iterable) -> tuple[int, Callable] | None:
     if isinstance(iterable, _Positional):
         return iterable.length, iterable.item
     if isinstance(iterable, NDIndex) and not iterable.started:  # `for pos in np.ndindex(shape)`: C order
-        shape = iterable.shape
-        strides = [int(np.prod(shape[a + 1 :], dtype=np.int64)) for a in range(len(shape))]
-        return int(np.prod(shape, dtype=np.int64)), lambda i: tuple(
-            i // stride % n if a else i // stride for a, (stride, n) in enumerate(zip(strides, shape))
-        )
+        return int(np.prod(iterable.shape, dtype=np.int64)), _c_order(iterable.shape)
     return None
+
+
+def _c_order(shape: tuple[int, ...]) -> Callable:
+    """The index tuple of position i of an array of `shape` in C order."""
+    strides = [int(np.prod(shape[a + 1 :], dtype=np.int64)) for a in range(len(shape))]
+    return lambda i: tuple(i // stride % n if a else i // stride for a, (stride, n) in enumerate(zip(strides, shape)))
+
+
+def ndenumerate_(arr) -> _Positional | None:
+    """np.ndenumerate(arr) as a `for` over it sees it, where arr is a traced array: (index, element) by position in
+    C order, each element read at its step (NumPy's iterator reads the array's current values); else None."""
+    if not isinstance(arr, (Tensor, ComplexTensor)):
+        return None
+    index = _c_order(arr.shape)
+    return _Positional(int(np.prod(arr.shape, dtype=np.int64)), lambda i: (index(i), arr[index(i)]))
 
 
 def length(iterable) -> int:
@@ -269,6 +280,9 @@ class _Positional:
 
     length: int
     item: Callable
+
+    def __iter__(self):  # (a loop Python runs itself: its items in order, each read when it is reached)
+        return (self.item(i) for i in range(self.length))
 
 
 def enumerate_(iterable, start=0):

@@ -310,19 +310,28 @@ def _iterable(node: ast.expr) -> ast.expr:
     """A `for`'s iterable as loops.for_each takes it: enumerate() and zip() as loops.enumerate_ and loops.zip_
     (by position where they hold traced arrays, else Python's)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("enumerate", "zip"):
-        return ast.Call(
-            func=ast.Name(id=f"__tracejit_{node.func.id}", ctx=ast.Load()), args=node.args, keywords=node.keywords
+        return ast.Call(  # (and those inside it: enumerate(zip(x, y)))
+            func=ast.Name(id=f"__tracejit_{node.func.id}", ctx=ast.Load()),
+            args=[_iterable(a) for a in node.args],
+            keywords=node.keywords,
         )
     return node
 
 
 def _target_names(target: ast.expr) -> list[str] | None:
-    """The names a `for` binds where its target is a name or a tuple of names, else None."""
+    """The names a `for` binds where its target is a name or a tuple of names and such tuples (`(i, j), v` of
+    np.ndenumerate, `k, (a, b)` of enumerate(zip(...))), else None."""
     if isinstance(target, ast.Name):
         return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts):
-        return [e.id for e in target.elts]  # type: ignore[attr-defined]
-    return None
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return None
+    names: list[str] = []
+    for e in target.elts:
+        inner = _target_names(e)
+        if inner is None:
+            return None
+        names += inner
+    return names
 
 
 def _is_range(node: ast.expr) -> bool:
