@@ -142,11 +142,10 @@ def _ndenumerate(arr):
     from tracejit.numpy import loops
 
     found = loops.ndenumerate_(arr)
-    return found if found is not None else _installed.get("ndenumerate", _NUMPY_NDENUMERATE)(arr)
+    return found if found is not None else _ndenumerate.__wrapped__(arr)
 
 
-_ndenumerate.__wrapped__ = np.ndenumerate  # type: ignore[attr-defined]
-_NUMPY_NDENUMERATE = np.ndenumerate
+_ndenumerate.__wrapped__ = np.ndenumerate  # type: ignore[attr-defined]  # (NumPy's, as bound at import)
 
 
 def tracing() -> bool:
