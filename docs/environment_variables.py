@@ -92,8 +92,9 @@ LIBRARY: dict[str, tuple[str, str]] = {
         "The C++ compiler the emulator builds kernels with "
         "([Emulated cuda and metal](../guide/devices/emulated.md#in-ci))."),
     "TRACEJIT_CLANG": (
-        "clang++ on the PATH, or a versioned clang++-N",
-        "The clang++ the MSL check (`python -m tracejit.codegen.simt.msl_check`) compiles with "
+        "libclang in the process where its bindings are installed, else clang++ on the PATH, or a versioned clang++-N",
+        "The clang++ the MSL check (`python -m tracejit.codegen.simt.msl_check`) compiles with, in a process of "
+        "its own (set, libclang is not used) "
         "([the metal device](../guide/devices/metal.md#what-is-verified-where))."),
 }
 
@@ -104,7 +105,7 @@ SUITE: dict[str, tuple[str, str]] = {
         "The suite's CUDA check of every numba kernel: `0` off; `all` also assembles for sm_90 and compiles with "
         "the cuda device's own options ([Testing](../developer/testing.md))."),
     "TRACEJIT_CHECK_METAL": (
-        "on where clang++ is present",
+        "on where libclang's bindings or clang++ are present",
         "The suite's MSL check of every numba kernel: `0` off ([Testing](../developer/testing.md))."),
     "TRACEJIT_EMULATE_ALL": (
         "unset",

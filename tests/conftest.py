@@ -63,8 +63,8 @@ METAL_CHECKER = metal_check.install() if METAL_CHECK_SKIPPED is None else None
 def pytest_report_header(config):
     lines = [f"emulated on the CPU (TRACEJIT_EMULATE): {', '.join(EMULATED) or 'none'}",f"CUDA kernel check (NVRTC + ptxas): off, {CUDA_CHECK_SKIPPED}" if CUDA_CHECK_SKIPPED else
              f"CUDA kernel check (NVRTC + ptxas for {', '.join(cuda_check.ARCHS)}): on",
-             f"MSL kernel check (clang++ against the Metal shim): off, {METAL_CHECK_SKIPPED}" if METAL_CHECK_SKIPPED
-             else "MSL kernel check (clang++ against the Metal shim): on"]
+             f"MSL kernel check (clang against the Metal shim): off, {METAL_CHECK_SKIPPED}" if METAL_CHECK_SKIPPED
+             else f"MSL kernel check ({metal_check.checker_name()} against the Metal shim): on"]
     return lines
 
 
@@ -107,7 +107,8 @@ def pytest_terminal_summary(terminalreporter):
                                     f"{_TOTALS['cuda_assemblies']} of them new, compiled by NVRTC to machine code for "
                                     f"{' and '.join(cuda_check.ARCHS)}")
     if METAL_CHECKER is not None:
-        terminalreporter.write_line(f"MSL kernel check: {_TOTALS['msl_kernels']} kernels checked by clang++ against "
+        terminalreporter.write_line(f"MSL kernel check: {_TOTALS['msl_kernels']} kernels checked by "
+                                    f"{metal_check.checker_name()} against "
                                     f"the Metal shim; {_TOTALS['msl_refused']} programs refused with a clear error "
                                     "(float64, more than 31 buffers, or a scatter of a dtype without atomics)")
 

@@ -1,11 +1,13 @@
 """Every kernel the suite compiles on the numba device is also rendered as MSL for Metal and checked
-by tracejit.codegen.simt.msl_check: compiled as C++ by clang++ against the project's shim of the Metal
+by tracejit.codegen.simt.msl_check: compiled as C++ by clang against the project's shim of the Metal
 standard library, and its [[...]] attributes checked. No Mac is needed, so CI checks every generated MSL
 kernel; a failure fails the test that produced the kernel. Kernels Metal cannot take (float64, more than
 31 buffers) raise a clear error at lowering instead, and are counted apart.
 
-Active when clang++ is present (`.ci/run` installs Debian's clang when it runs as root);
-TRACEJIT_CHECK_METAL=0 turns it off.
+Clang runs in this process where libclang's Python bindings are installed (the `libclang` wheel, in the dev
+extra): 3 ms a check, where a clang++ process takes 30 (27 of them clang++ starting), thousands of times a
+`make test`. Else clang++ runs (`.ci/run` installs Debian's clang when it runs as root). TRACEJIT_CHECK_METAL=0
+turns the check off.
 """
 from __future__ import annotations
 
@@ -20,15 +22,15 @@ from tracejit.runtime.metal.compiler import MetalTarget
 def unavailable_reason() -> str | None:
     if os.environ.get("TRACEJIT_CHECK_METAL", "1") == "0":
         return "TRACEJIT_CHECK_METAL=0"
-    if msl_check.find_clang() is None:
-        return "clang++ was not found (Debian: apt-get install clang; .ci/run installs it as root)"
+    if not msl_check.available():
+        return ("neither libclang's bindings nor clang++ were found "
+                "(pip install libclang; or Debian: apt-get install clang)")
     return None
 
 
 class Checker:
     def __init__(self):
         self.target = MetalTarget()
-        self.clang = msl_check.find_clang()
         self.checked: set[int] = set()
         self.kernels = 0
         self.refused = 0      # float64 or too many buffers: a clear error, which Metal's rules call for
@@ -46,8 +48,12 @@ class Checker:
         fresh = {k.name: k.source for k in kernels if hash(k.source) not in self.checked}
         self.kernels += len(kernels)
         if fresh:
-            msl_check.check_many(fresh, self.clang)
+            msl_check.check_many(fresh)
             self.checked.update(hash(s) for s in fresh.values())
+
+
+def checker_name() -> str:
+    return msl_check.checker()
 
 
 def install() -> Checker:

@@ -1,7 +1,8 @@
 """A checker for generated Metal Shading Language that runs without a Mac.
 
 Two parts:
-- the source is compiled as C++ by `clang++ -fsyntax-only` against metal_shim/metal_stdlib, a shim of
+- the source is compiled as C++ by clang (`clang++ -fsyntax-only`, or libclang in this process where its
+  Python bindings are installed: the `libclang` wheel, in the dev extra) against metal_shim/metal_stdlib, a shim of
   the Metal standard library (address spaces that do not mix, `half`, no `double`, the `metal::` math and
   SIMD-group functions Metal has and none it lacks, barriers);
 - the `[[...]]` attributes, which C++ ignores, are checked here: each kernel parameter carries exactly
@@ -15,11 +16,14 @@ It checks what the shim models, not everything Apple's compiler does. Use it on 
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from tracejit.errors import CompileError
@@ -168,7 +172,48 @@ def attribute_problems(source: str) -> list[str]:
     return problems
 
 
-def _clang(clang: str, text: str) -> tuple[bool, str]:
+def available() -> bool:
+    """Whether check() can run here: libclang's bindings or a clang++."""
+    return _index() is not None or find_clang() is not None
+
+
+def checker() -> str:
+    """What check() runs by default, for reports: libclang in this process, or a clang++."""
+    return "libclang (in this process)" if _index() is not None else (find_clang() or "no clang")
+
+
+NOT_FOUND = "clang++ was not found; the MSL check needs it (Debian: apt-get install clang; or pip install libclang)"
+
+
+@functools.cache
+def _index():
+    """libclang through its Python bindings, or None (not installed, or TRACEJIT_CLANG names a clang++ to run).
+    A parse in this process takes about 3 ms a kernel; a clang++ process 30, 27 of them starting clang++."""
+    if os.environ.get("TRACEJIT_CLANG"):
+        return None
+    try:
+        from clang import cindex
+
+        index = cindex.Index.create()
+    except Exception:  # ImportError, or the bindings' LibclangError where the library itself is missing
+        return None
+    # dropped before exit: the bindings' Index.__del__ fails once interpreter shutdown has cleared their module
+    atexit.register(_index.cache_clear)
+    return index
+
+
+_PARSING = threading.Lock()  # one parse at a time through the shared index
+
+
+def _clang(clang: str | None, text: str) -> tuple[bool, str]:
+    """(no errors, clang's messages) for `text` as `<stdin>`: through `clang`, a clang++ to run, where given;
+    else libclang where installed; else the clang++ find_clang() finds."""
+    index = None if clang else _index()
+    if index is not None:
+        return _parse(index, text)
+    clang = clang or find_clang()
+    if clang is None:
+        raise CompileError(NOT_FOUND)
     try:
         done = subprocess.run(
             [clang, *CLANG_FLAGS, "-I", str(SHIM), "-"], input=text, capture_output=True, text=True, timeout=120
@@ -178,11 +223,24 @@ def _clang(clang: str, text: str) -> tuple[bool, str]:
     return done.returncode == 0, done.stderr
 
 
+def _parse(index, text: str) -> tuple[bool, str]:
+    flags = [f for f in CLANG_FLAGS if f != "-fsyntax-only"] + ["-I", str(SHIM)]
+    with _PARSING:
+        unit = index.parse("<stdin>", args=flags, unsaved_files=[("<stdin>", text)])
+        messages = [
+            (
+                d.severity >= d.Error,
+                f"{d.location.file}:{d.location.line}:{d.location.column}: "
+                f"{'error' if d.severity >= d.Error else 'warning'}: {d.spelling}",
+            )
+            for d in unit.diagnostics
+        ]
+    return not any(bad for bad, _ in messages), "\n".join(m for _, m in messages)
+
+
 def check(source: str, name: str = "kernel", clang: str | None = None) -> None:
-    """Raise CompileError, with each message followed by the generated line, if `source` fails."""
-    clang = clang or find_clang()
-    if clang is None:
-        raise CompileError("clang++ was not found; the MSL check needs it (Debian: apt-get install clang)")
+    """Raise CompileError, with each message followed by the generated line, if `source` fails. `clang`: a
+    clang++ to run; by default libclang in this process where installed, else the clang++ on the PATH."""
     problems = attribute_problems(source)
     ok, log = _clang(clang, source)
     if ok and not problems:
@@ -199,9 +257,6 @@ def check(source: str, name: str = "kernel", clang: str | None = None) -> None:
 def check_many(sources: dict[str, str], clang: str | None = None) -> None:
     """Check several kernels with one clang run (each in its own namespace); where that fails, each
     kernel alone, so the error names the kernel and its line."""
-    clang = clang or find_clang()
-    if clang is None:
-        raise CompileError("clang++ was not found; the MSL check needs it (Debian: apt-get install clang)")
     parts = ["#include <metal_stdlib>\nusing namespace metal;"]
     for i, (name, source) in enumerate(sources.items()):
         if attribute_problems(source):
