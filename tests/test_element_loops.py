@@ -1154,3 +1154,122 @@ def test_ndenumerate_and_nested_loop_targets_are_one_function_on_numba(program, 
     value was converted to a NumPy array')."""
     said = _loop_messages(caplog, program, *_iteration_arguments(program, "numba", rng))
     assert any("is a loop over elements" in m for m in said), said
+
+
+# -- rows read at a traced index and used element by element (`row = a[i]; row[j] /= s`, `px, py = pos[k]`): NumPy's
+# row is a view of a; tracejit's is a copy read again from a, each write into it a write into a --
+
+def normalize_rows(a):   # row = a[i]; row[j] /= s: a procedure, as a Numba user writes it
+    for i in range(a.shape[0]):
+        row = a[i]
+        s = 0.0
+        for j in range(a.shape[1]):
+            s += row[j]
+        for j in range(a.shape[1]):
+            row[j] /= s
+
+
+def cumulate_rows(a):   # two rows of the same array, one written
+    for i in range(1, a.shape[0]):
+        prev = a[i - 1]
+        cur = a[i]
+        for j in range(a.shape[1]):
+            cur[j] += prev[j]
+
+
+def permuted_rows(a, perm):   # a row picked by a value read from an array, into a row of a new array
+    out = np.empty_like(a)
+    for i in range(len(perm)):
+        src = a[perm[i]]
+        dst = out[i]
+        for j in range(a.shape[1]):
+            dst[j] = src[j] * 2
+    return out
+
+
+def swap_rows_in_place(a):   # two rows written through each other's values
+    for i in range(a.shape[0] // 2):
+        top = a[i]
+        bottom = a[a.shape[0] - 1 - i]
+        for j in range(a.shape[1]):
+            tmp = top[j]
+            top[j] = bottom[j]
+            bottom[j] = tmp
+
+
+def clip_planes(a):   # planes of a 3-D array, a branch on their elements, a `while` inside
+    for i in range(a.shape[0]):
+        plane = a[i]
+        for j in range(a.shape[1]):
+            m = 0
+            while m < a.shape[2]:
+                if plane[j, m] > 0.5:
+                    plane[j, m] = 0.5
+                else:
+                    plane[j, m] += i
+                m += 1
+
+
+def scan_transposed_rows(a):   # rows of a transposed view
+    t = a.T
+    for i in range(t.shape[0]):
+        r = t[i]
+        for j in range(1, t.shape[1]):
+            r[j] = r[j] + r[j - 1]
+
+
+def view_seen_after_the_loop(a, k):   # writes into a show in the row read before them, after the loop
+    row = a[k[0]]
+    for j in range(a.shape[1]):
+        a[k[0], j] = j * 1.5
+    return row * 2
+
+
+def potential_on_a_grid(grid, charges, positions):   # np.ndenumerate; a row of positions unpacked per charge
+    for (i, j), _ in np.ndenumerate(grid):
+        total = 0.0
+        for q, (px, py) in zip(charges, positions):
+            total += q / (np.sqrt((i - px) ** 2 + (j - py) ** 2) + 1e-3)
+        grid[i, j] = total
+
+
+def unpacked_rows(a, idx):   # x, y, z = a[idx[k]]
+    out = np.zeros(len(idx), a.dtype)
+    for k in range(len(idx)):
+        x, y, z = a[idx[k]]
+        out[k] = x * y - z
+    return out
+
+
+ROW_PROGRAMS = [normalize_rows, cumulate_rows, permuted_rows, swap_rows_in_place, clip_planes, scan_transposed_rows,
+                view_seen_after_the_loop, potential_on_a_grid, unpacked_rows]
+
+
+def _row_arguments(program, device, rng):
+    dt = float_dtype(device)
+    return {normalize_rows: lambda: (rng.random((30, 20)).astype(dt) + 0.5,),
+            cumulate_rows: lambda: (rng.random((30, 20)).astype(dt),),
+            permuted_rows: lambda: (rng.random((30, 20)).astype(dt), rng.permutation(30)),
+            swap_rows_in_place: lambda: (rng.random((31, 20)).astype(dt),),
+            clip_planes: lambda: (rng.random((4, 6, 7)).astype(dt),),
+            scan_transposed_rows: lambda: (rng.random((9, 12)).astype(dt),),
+            view_seen_after_the_loop: lambda: (rng.random((6, 5)).astype(dt), np.array([3])),
+            potential_on_a_grid: lambda: (np.zeros((12, 10), dt), rng.random(15).astype(dt),
+                                          (rng.random((15, 2)) * 10).astype(dt)),
+            unpacked_rows: lambda: (rng.random((50, 3)).astype(dt), rng.integers(0, 50, 80))}[program]()
+
+
+@pytest.mark.parametrize("program", ROW_PROGRAMS, ids=lambda p: p.__name__)
+def test_rows_read_at_a_traced_index_and_used_element_by_element_match_numpy(program, device, rng):
+    check(program, _row_arguments(program, device, rng), device)
+
+
+@pytest.mark.parametrize("program", [p for p in ROW_PROGRAMS if p is not view_seen_after_the_loop],
+                         ids=lambda p: p.__name__)
+def test_rows_read_at_a_traced_index_are_one_function_on_numba(program, caplog, rng):
+    """They ran their kernels once per step: 15 ms for normalize_rows on 60 x 40, now 0.05 ms; the potential on a
+    40 x 30 grid 169 ms, now 0.16 ms. Each inner loop carried its row as an array of its own (a copy per step), and
+    an element of a row read at a traced index (`px, py = positions[k]`) was not an element read."""
+    said = _loop_messages(caplog, program, *_row_arguments(program, "numba", rng))
+    assert any("is a loop over elements" in m for m in said), said
+    assert not any("runs its body's kernels" in m or "step by step" in m for m in said), said

@@ -70,6 +70,26 @@ def apply_boundary(u, *, value=0.0, periodic=False):  # a keyword-only option as
         u[-1] = value
 
 
+def electric_potential(phi, charges, positions):  # a computational-physics exercise: the potential of point
+    for (i, j), _ in np.ndenumerate(phi):          # charges at each grid point, written with loops for numba.njit
+        total = 0.0
+        for q, (px, py) in zip(charges, positions):
+            r = np.sqrt((i - px) ** 2 + (j - py) ** 2)
+            total += q / max(r, 0.5)
+        phi[i, j] = total
+
+
+def normalize_rows(P):  # a transition matrix's rows scaled to sum to one, row by row, as written for numba.njit
+    for i in range(P.shape[0]):
+        row = P[i]
+        s = 0.0
+        for j in range(row.shape[0]):
+            s += row[j]
+        if s > 0:
+            for j in range(row.shape[0]):
+                row[j] /= s
+
+
 def _grid(*shapes, low=0.0, high=1.0):
     def make(rng, dt):
         return tuple(rng.uniform(low, high, s).astype(dt) for s in shapes)
@@ -87,4 +107,8 @@ PROGRAMS = [
     program(wave_leapfrog, lambda rng, dt: (np.sin(np.linspace(0, 3, 32)).astype(dt), np.zeros(32, dt), 0.1),
             BOTH),
     program(apply_boundary, _grid(20), BOTH),
+    program(electric_potential, lambda rng, dt: (np.zeros((16, 12), dt), rng.uniform(-1, 1, 10).astype(dt),
+                                                 rng.uniform(0, 12, (10, 2)).astype(dt)), BOTH),
+    program(normalize_rows, lambda rng, dt: (np.where(rng.random((12, 9)) < 0.2, 0, rng.random((12, 9))).astype(dt)
+                                             * (np.arange(12) != 3)[:, None],), BOTH),
 ]

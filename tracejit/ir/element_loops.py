@@ -143,6 +143,7 @@ def _broadcast_source(node: Node) -> Node | None:
 
 
 _MOVEMENT = frozenset({Op.RESHAPE, Op.SLICE, Op.PERMUTE, Op.EXPAND})
+_VIEWED = _MOVEMENT | {Op.GATHER}  # what an element is read through, computed where it is read
 
 
 def element_at(n: Node) -> tuple[Node, int]:
@@ -254,12 +255,13 @@ class _Planner:
             deps = [s for s in indices if s not in self.inputs]
             if is_flat_positions(source) or fault_of(n) is not None:  # (a store's position, a check: no read)
                 pass
-            elif source in self.inputs or self.is_array(source) or source.op not in _MOVEMENT:
+            elif self.is_array(source) or source in self.inputs or source.op not in _VIEWED:
                 self.array(source)
                 self.readers.setdefault(source, []).append(n)
                 if source not in self.inputs:
                     deps.append(source)
-            else:  # a read through a view of an array (z[i - 1] of a complex z: a part of its parts' array)
+            else:  # a read through a view of an array (z[i - 1] of a complex z: a part of its parts' array), or
+                # of a row read at a traced index (row = x[i]; row[j]: x[i, j])
                 self.expression(source, n, deps, set())
             self.statement(n, "value", deps)
             return
@@ -268,6 +270,13 @@ class _Planner:
             if source.shape == () or source.op is Op.REDUCE and source.size == 1:
                 self.value(source)
                 self.statement(n, "value", [source] if source not in self.inputs else [])
+                return
+            if source not in self.inputs and not self.is_array(source):
+                # an element of a computed array (px, py = positions[k]: elements of a row read at a traced
+                # index): that element alone, computed where the value is
+                deps = []
+                self.expression(source, n, deps, set())
+                self.statement(n, "value", deps)
                 return
             self.array(source)
             self.readers.setdefault(source, []).append(n)

@@ -653,12 +653,25 @@ def _trace_body(
         reached = [o._node for o in out if isinstance(o, Tensor)] + list(after.values())
         reached += [trace.test] if trace.test is not None else []
         raise _Changing(changes, names, {j: name_inputs[j] for j in changes}, None if partly else reached)
+    rooted = {id(t) for t in roots}
+    views = {id(t) for t in roots if _read_through(t, rooted)}
     for t in roots:
-        if after[id(t)] is not stand_ins[id(t)]:
+        if after[id(t)] is not stand_ins[id(t)] and id(t) not in views:
             trace.carried.append(("array", t, stand_ins[id(t)], after[id(t)]))
-    trace.unchanged = {stand_ins[id(t)]: before[id(t)] for t in roots if after[id(t)] is stand_ins[id(t)]}
+    trace.unchanged = {
+        stand_ins[id(t)]: before[id(t)] for t in roots if after[id(t)] is stand_ins[id(t)] or id(t) in views
+    }
     trace.before = before
     return trace
+
+
+def _read_through(t: Tensor, rooted: set[int]) -> bool:
+    """Whether t is row = x[i] (i traced) of an array x the loop carries if it changes: NumPy's row is a view,
+    this one a copy read again from x wherever x changed (MayAlias.refresh), and each write into it is a write
+    into x (assign.setitem): it is x's, not a value of its own to carry. (Carried, each step of an inner loop
+    over row[j] would copy row.)"""
+    alias = t._read_only
+    return isinstance(alias, MayAlias) and alias.through is not None and id(alias.through[0]._root()) in rooted
 
 
 def _known_scalar(node: Node) -> bool:

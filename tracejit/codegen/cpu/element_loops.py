@@ -523,8 +523,12 @@ class _Writer:
             source, fixed = plan.reads[n]
             self.out(f"{v} = {names[plan.memory[source]]}[{fixed}]")
             return
-        if n.op in (Op.RESHAPE, Op.EXPAND, Op.SLICE, Op.PERMUTE):  # (of a 0-d value: the value)
-            names[n] = self.name(element_at(n)[0], names)
+        if n.op in (Op.RESHAPE, Op.EXPAND, Op.SLICE, Op.PERMUTE):
+            source = element_at(n)[0]
+            if source.shape == () or source.op is Op.REDUCE and source.size == 1:  # (a 0-d value: the value)
+                names[n] = self.name(source, names)
+            else:  # an element of a computed array (ir/element_loops.py's value()): computed at its place
+                names[n] = _Slab(self, plan, names).compute_at(n, ())
             return
         if n.op is Op.GATHER:
             source = n.srcs[0]
