@@ -130,7 +130,8 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow_emulated skip on emulated devices (make test's budget), unless TRACEJIT_EMULATE_ALL=1;
-    slow_emulated('metal') names the one emulated device it skips on."""
+    slow_emulated('metal') names the emulated devices it skips on, and reason=... says why where it is not
+    SIMT_SHARED's."""
     if not EMULATED or os.environ.get("TRACEJIT_EMULATE_ALL") == "1":
         return
     for item in items:
@@ -138,7 +139,8 @@ def pytest_collection_modifyitems(config, items):
         marker = item.get_closest_marker("slow_emulated")
         device = params.params.get("device") if params else None
         if marker and device in EMULATED and (not marker.args or device in marker.args):
-            item.add_marker(pytest.mark.skip(reason=SIMT_SHARED if marker.args else SLOW_EMULATED))
+            reason = marker.kwargs.get("reason") or (SIMT_SHARED if marker.args else SLOW_EMULATED)
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)

@@ -110,7 +110,10 @@ def test_row_sorts_give_the_python_renderings_bits_and_numpys_stable_order(dtype
         return np.sort(x, kind="stable"), np.argsort(x, kind="stable"), np.sort(x.reshape(4, -1), axis=1, kind="stable")
 
     native_kernel, python_kernel = tj.kernel(body), tj.kernel(body)   # (after two sizes, one code for any size)
-    for n in (20, 1000, 40_000, 40_004):   # (a run and a merge; merges; heap rows; a symbolic size)
+    # (a run and a merge; merges; heap rows; a symbolic size: the same code for every dtype but its comparison, which
+    # the other sizes check, so for keys of each width (one-byte keys: the counting sort) in make test's budget)
+    symbolic = dtype in (np.float16, np.float64, np.int32, np.int8, np.bool_)
+    for n in (20, 1000, 40_000, 40_004) if symbolic else (20, 1000, 40_000):
         x = np.resize(_special(dtype), n)
         np.random.default_rng(n).shuffle(x)   # (equal keys far apart: the order that stays is the stable one)
         # (the CUDA and MSL checks on the rows CUDA sorts in blocks, of 2- and 8-byte keys: they found float16's
