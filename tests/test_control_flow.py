@@ -128,6 +128,32 @@ def test_pythons_min_and_max_keep_pythons_answer_with_nan(device, order):
         assert_close(got, np.float32(want))
 
 
+ELEMENTS = {"nan inside": [1.0, np.nan, 3.0, -2.0], "nan first": [np.nan, 1.0, 5.0], "zeros": [0.0, -0.0, -1.0],
+            "zeros reversed": [-0.0, 0.0], "all nan": [np.nan, np.nan], "ints": [3, 1, 3, -4], "bools": [True, False]}
+
+
+@pytest.mark.parametrize("values", ELEMENTS.values(), ids=ELEMENTS)
+def test_pythons_min_and_max_of_a_traced_array_iterate_its_elements_as_python(device, values):
+    """max(x) compares elements as Python iterates them: NaN never replaces a number, a NaN first is the answer,
+    and the first of equal zeros is the one kept (its sign)."""
+    dtype = {"f": np.float32 if device in ("webgpu", "metal") else np.float64, "i": np.int32, "b": np.bool_}[
+        np.asarray(values).dtype.kind]
+    x = np.array(values, dtype)
+
+    def f(x):
+        return max(x), min(x), max(abs(x)), min(x[1:])
+    for got, want in zip(run_kernel(tj.kernel(f), x, device=device), f(x)):
+        got = np.asarray(got)
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), (got, want)
+        assert np.signbit(got) == np.signbit(want)
+
+
+def test_pythons_max_of_an_empty_traced_array_raises_pythons_error():
+    with pytest.raises(ValueError, match=r"max\(\) iterable argument is empty"):
+        tj.kernel(lambda x: max(x[:0]))(np.ones(3))
+    assert tj.kernel(lambda x: max(x[:0], default=-1.0))(np.ones(3)) == -1.0
+
+
 def test_min_with_a_key_or_of_plain_numbers_is_pythons_own():
     assert tj.kernel(lambda x, n: x * min(3, 4, key=lambda v: -v) + min([n, 2]))(np.ones(2), 1)[0] == 5.0
 

@@ -437,6 +437,28 @@ def test_np_asarray_of_a_traced_array_is_that_array_and_np_array_a_copy(device, 
     assert_close(np.asarray(arg), expected_x)
 
 
+def test_np_array_of_numbers_in_a_kernel_is_a_traced_array_to_assign_into(device, rng):
+    """seq = np.array(range(n)) then seq[k], seq[p] = seq[p], seq[k] with p read from an array: a NumPy array
+    cannot hold the traced values; np.asarray of a NumPy array (a global table) stays that array."""
+    table = np.array([2.0, 4.0, 8.0], np.float32)
+
+    def body(x, order):
+        seq = np.array(range(len(order)))
+        weights = np.array([[1, 2], [3, 4]], np.float32)
+        for k in range(len(order)):
+            p = order[k]
+            seq[k], seq[p] = seq[p], seq[k]
+        assert np.asarray(table) is table
+        return seq, x[:2] @ weights + table[1]
+
+    x = rng.standard_normal(4).astype(np.float32)
+    order = rng.integers(0, 5, 5).astype(np.int32)
+    got = run_kernel(tj.kernel(body), x, order, device=device)
+    for g, e in zip(got, body(x, order)):
+        assert np.asarray(g).dtype == e.dtype
+        assert_close(g, e)
+
+
 def test_np_array_of_differently_shaped_traced_values_raises_numpys_error():
     with pytest.raises(ValueError, match="inhomogeneous shape"):
         tj.kernel(lambda x: np.array([x, x[:2]]))(np.ones(3, np.float32))

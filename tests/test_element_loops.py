@@ -1273,3 +1273,111 @@ def test_rows_read_at_a_traced_index_are_one_function_on_numba(program, caplog, 
     said = _loop_messages(caplog, program, *_row_arguments(program, "numba", rng))
     assert any("is a loop over elements" in m for m in said), said
     assert not any("runs its body's kernels" in m or "step by step" in m for m in said), said
+
+
+# -- partial pivoting and mixed truth tests: np.argmax of a slice the loop's index bounds, a row swap through a list
+# of indices (x[[k, p]] = x[[p, k]]), `if grid[i, j] and s > 3` of an int and a bool --
+
+def lu_partial_pivoting(A):   # Doolittle with partial pivoting, as a textbook writes it for numba.njit
+    n = A.shape[0]
+    piv = np.arange(n)
+    for k in range(n - 1):
+        p = np.argmax(np.abs(A[k:, k])) + k
+        if p != k:
+            A[[k, p]] = A[[p, k]]
+            piv[[k, p]] = piv[[p, k]]
+        for i in range(k + 1, n):
+            A[i, k] /= A[k, k]
+            for j in range(k + 1, n):
+                A[i, j] -= A[i, k] * A[k, j]
+    return piv
+
+
+def game_of_life(grid, steps):   # Conway's rules over a torus, the test an int and a bool under `and`
+    n, m = grid.shape
+    for _ in range(steps):
+        new = grid.copy()
+        for i in range(n):
+            for j in range(m):
+                s = 0
+                for di in (-1, 0, 1):
+                    for dj in (-1, 0, 1):
+                        if di or dj:
+                            s += grid[(i + di) % n, (j + dj) % m]
+                if grid[i, j] and (s < 2 or s > 3):
+                    new[i, j] = 0
+                elif not grid[i, j] and s == 3:
+                    new[i, j] = 1
+        grid = new
+    return grid
+
+
+def extremes_of_bounded_slices(x, flags):   # max, min, argmax and argmin of slices the index bounds
+    top = np.zeros(len(x), x.dtype)
+    at = np.zeros(len(x), np.int64)
+    for k in range(len(x)):
+        top[k] = x[k:].max() - np.min(x[:k + 1])
+        at[k] = np.argmax(x[k:]) + 10 * np.argmin(x[:k + 1]) + 100 * np.argmax(flags[k:])
+    return top, at
+
+
+def listed_rows(A, order):   # x[[k, p]] = ...: in order, the last of equal indices winning, as NumPy writes them
+    for k in range(len(order)):
+        p = order[k]
+        A[[k, p]] = A[[p, k]]
+        A[[p, p, k]] = A[[k, 0, p]] * 0.5
+    return A
+
+
+def truth_tests(x, n):   # `and`/`or`/`not` of values of different dtypes, read only for their truth
+    count = 0
+    i = 0
+    while i < len(x) and x[i] != 7:
+        if (x[i] and i % 3) or not (x[i] or i):
+            count += 1
+        i += 1
+    return count + n if x[0] and n else count
+
+
+MIXED_PROGRAMS = [lu_partial_pivoting, game_of_life, extremes_of_bounded_slices, listed_rows, truth_tests]
+
+
+def _mixed_arguments(program, device, rng):
+    dt = float_dtype(device)
+    it = np.int32 if device == "webgpu" else np.int64
+    return {lu_partial_pivoting: lambda: (rng.random((12, 12)).astype(dt),),
+            game_of_life: lambda: ((rng.random((10, 9)) < 0.35).astype(it), 3),
+            extremes_of_bounded_slices: lambda: (np.where(rng.random(15) < 0.2, -np.inf, rng.random(15)).astype(dt),
+                                                 rng.random(15) < 0.3),
+            listed_rows: lambda: (rng.random((7, 5)).astype(dt), rng.integers(0, 7, 7).astype(it)),
+            truth_tests: lambda: (rng.integers(0, 3, 40).astype(it), 5)}[program]()
+
+
+@pytest.mark.parametrize("program", MIXED_PROGRAMS, ids=lambda p: p.__name__)
+def test_pivoting_row_swaps_and_mixed_truth_tests_match_numpy(program, device, rng):
+    check(program, _mixed_arguments(program, device, rng), device)
+
+
+@pytest.mark.parametrize("program", MIXED_PROGRAMS[:4], ids=lambda p: p.__name__)
+def test_pivoting_row_swaps_and_mixed_truth_tests_are_loops_over_elements_on_numba(program, caplog, rng):
+    """LU with partial pivoting was traced step by step (np.argmax of A[k:, k] refused: 'its length is not known
+    while tracing'; the row swap's scatter then ran kernels per step: 0.35 ms for 20 x 20, now 0.07); the game of
+    life raised 'the two sides of a conditional expression differ (bool[] and int64[])' (its steps, each making
+    a new grid, launch its loop nest once per step)."""
+    said = _loop_messages(caplog, program, *_mixed_arguments(program, "numba", rng))
+    assert any("is a loop over elements" in m for m in said), said
+    assert not any("step by step" in m for m in said), said
+    if program is not game_of_life:
+        assert not any("runs its body's kernels" in m for m in said), said
+
+
+def test_an_extreme_of_an_empty_slice_raises_numpys_error_when_the_kernel_runs(device):
+    def empty_at_the_end(x):
+        s = 0
+        for k in range(len(x) + 1):
+            s += np.argmax(x[k:])
+        return s
+
+    x = np.arange(5, dtype=float_dtype(device))
+    with pytest.raises(ValueError, match="attempt to get argmax of an empty sequence"):
+        run_kernel(tj.kernel(empty_at_the_end), x, device=device)

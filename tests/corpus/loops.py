@@ -499,6 +499,35 @@ def _plate(rng, dt):
     return u, 1e-3
 
 
+def swap_rows(v, i, j):  # a textbook's helper: a vector's elements, or a matrix's rows by a list of indices
+    if len(v.shape) == 1:
+        v[i], v[j] = v[j], v[i]
+    else:
+        v[[i, j], :] = v[[j, i], :]
+
+
+def lu_scaled_pivoting(a, tol=1.0e-9):  # LU with scaled row pivoting, as numerical-methods textbooks write it
+    n = len(a)
+    seq = np.array(range(n))
+    s = np.zeros(n)
+    for i in range(n):
+        s[i] = max(abs(a[i, :]))
+    for k in range(0, n - 1):
+        p = np.argmax(np.abs(a[k:n, k]) / s[k:n]) + k
+        if abs(a[p, k]) < tol:
+            raise ValueError("Matrix is singular")
+        if p != k:
+            swap_rows(s, k, p)
+            swap_rows(a, k, p)
+            swap_rows(seq, k, p)
+        for i in range(k + 1, n):
+            if a[i, k] != 0.0:
+                lam = a[i, k] / a[k, k]
+                a[i, k + 1:n] = a[i, k + 1:n] - lam * a[k, k + 1:n]
+                a[i, k] = lam
+    return a, seq
+
+
 def _spd(rng, n, dt):
     """A symmetric positive definite matrix, well conditioned."""
     A = rng.random((n, n))
@@ -545,6 +574,7 @@ PROGRAMS = [
     program(conv_forward_naive,
             lambda rng, dt: _normal((2, 3, 6, 5), (4, 3, 3, 3), 4)(rng, dt) + ({"stride": 1, "pad": 1},), ("float64",)),
     program(life, lambda rng, dt: ((rng.random((12, 10)) < 0.4).astype(dt), 3), ("int32", "int64", "uint8")),
+    program(lu_scaled_pivoting, lambda rng, dt: (rng.uniform(-1, 1, (9, 9)).astype(dt),), ("float64", "float32")),
     program(crc16, lambda rng, dt: (rng.integers(0, 256, 40).astype(dt),), ("uint8", "int32")),
     program(row_norms, lambda rng, dt: (rng.random((9, 5)).astype(dt),), ("float64",)),
     program(polyline_length, lambda rng, dt: (rng.random(30).astype(dt), rng.random(30).astype(dt)),

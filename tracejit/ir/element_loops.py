@@ -62,6 +62,10 @@ class NotElementLoop(Exception):
     """Why a loop is not a loop over elements (TRACEJIT_DEBUG=1 says it)."""
 
 
+class _ReadAfterChange(NotElementLoop):
+    """A statement reads an array's old values after another changed them (plan: again, stores' values copied)."""
+
+
 @dataclass(eq=False)
 class Statement:
     """One step of a body, in order: kind "value" (node: a 0-d value), "store" (node: build.store_element's,
@@ -164,7 +168,12 @@ def element_at(n: Node) -> tuple[Node, int]:
 def plan(loop: LoopLike) -> Plan:
     """The loop's plan, or NotElementLoop saying why it is not a loop over elements."""
     try:
-        return _Planner(loop).run()
+        try:
+            return _Planner(loop).run()
+        except _ReadAfterChange:
+            # x[[k, p]] = x[[p, k]] (a row swap: x[k] = old x[p], then x[p] = old x[k]): each store's value
+            # computed into memory of its own first, as NumPy's right-hand side is a copy
+            return _Planner(loop, copy_values=True).run()
     except RecursionError:
         raise NotElementLoop("its body is too long a chain of values to plan") from None
 
@@ -178,8 +187,9 @@ def _check_dtype(n: Node) -> None:
 
 
 class _Planner:
-    def __init__(self, loop: LoopLike):
+    def __init__(self, loop: LoopLike, copy_values: bool = False):
         self.loop = loop
+        self.copy_values = copy_values  # a store of many elements computes its value into a temporary first
         self.plan = Plan(loop)
         self.inputs = {x: p for p, x in enumerate(loop.inputs)}
         first = 1 if loop.kind == "for" else 0
@@ -339,6 +349,8 @@ class _Planner:
         self.array(x)
         deps: list[Node] = [] if x in self.inputs else [x]
         seen: set[Node] = set()
+        if self.copy_values and not self.computed(value) and not self.is_array(value):
+            self.temporary(value)
         for t in (*tests, value):
             self.expression(t, n, deps, seen)
         self._mutates(x, n)
@@ -491,5 +503,5 @@ class _Planner:
                     ready.append(u)
                     ready.sort(key=lambda n: -rank.get(n, -1))
         if len(seen) < len({id(s) for s in self.kinds.values()}):
-            raise NotElementLoop("it reads an array's old values after it changed them")
+            raise _ReadAfterChange("it reads an array's old values after it changed them")
         return done

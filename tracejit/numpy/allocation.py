@@ -11,7 +11,9 @@
 - np.ndindex(shape), whose `for pos in np.ndindex(shape)` loop (numpy/loops.py) is compiled over the positions
   as nested `range` loops are, rather than traced step by step;
 - np.array and np.asarray of a nested sequence holding traced values (`np.array([[f(x, y) for x in X]
-  for y in Y])`) stack them, with NumPy's dtype for the mix; of a traced array, a copy or the array itself.
+  for y in Y])`) stack them, with NumPy's dtype for the mix; of a traced array, a copy or the array itself;
+  of numbers alone (`seq = np.array(range(n))`), a traced array of them, its values known as np.arange's, so
+  that traced values can be assigned into it (np.asarray of a NumPy array stays that array).
 
 NumPy offers no protocol for creation functions from shapes alone, so while a trace runs these names of the
 numpy module are wrappers: on the tracing thread, called from code outside tracejit and NumPy (the kernel

@@ -94,6 +94,13 @@ def _setitem(t: Tensor, key, value) -> None:
     if constant is not None:
         _store_constant_mask(t, constant, value)
         return
+    listed = _listed_picks(key)
+    if listed is not None:  # x[[k, p]] = v, k and p traced (a row swap): one store per index, in order
+        picks, rest = listed
+        values = np.broadcast_to(value, t[key].shape)
+        for m, i in enumerate(picks):
+            _setitem(t, (i, *rest), values[m])
+        return
     if _has_array(key):  # integer-array indices: the scatter's new value of the whole array
         store(t._root(), t._steps, scatter.set_at(t, key, value)._node)
         return
@@ -203,6 +210,29 @@ def check_writeable(t: Tensor, message: str) -> None:
             else "the array argument is not writeable (x.flags.writeable is False)"
         )
         raise AssignmentError(f"{message}: {why}; write into a copy (y = x.copy()) instead")
+
+
+_LISTED = 16  # the most indices such a list may hold
+
+
+def _listed_picks(key) -> tuple[list, tuple] | None:
+    """(the indices, the rest of the key) where the key's first index is a list of a few ints and 0-d traced ints,
+    one traced at least, and the rest basic (ints, 0-d traced ints, slices): x[[k, p]] = v stores v[0] at x[k],
+    then v[1] at x[p], as NumPy writes them (the last of equal indices wins). One store per row, each a store a
+    loop over elements takes, where the scatter of the whole array would not be one."""
+    first, *rest = key if isinstance(key, tuple) else (key,)
+    if not isinstance(first, list) or not 0 < len(first) <= _LISTED:
+        return None
+    if not any(isinstance(i, Tensor) for i in first):
+        return None
+    for k in (*first, *rest):
+        if isinstance(k, slice) and k in rest:
+            continue
+        if isinstance(k, bool) or isinstance(k, Tensor) and (k.shape != () or k.dtype.kind not in "iu"):
+            return None
+        if not isinstance(k, (int, np.integer, Tensor)):
+            return None
+    return first, tuple(rest)
 
 
 def _has_array(key) -> bool:

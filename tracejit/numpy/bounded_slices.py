@@ -9,6 +9,9 @@ vector saying which places are in the slice. What does not depend on the length 
 - a product of a whole array with a slice along an axis the product keeps (`data[:, i] @ data[:, i:M]`): the
   whole product, a slice of the same bounds;
 - np.flip (`np.flip(r[:k])`): along the sliced axis each place inside reads its mirror place inside;
+- max, min, argmax and argmin over the sliced axis (`np.argmax(np.abs(A[k:, k])) + k`, partial pivoting's row):
+  the places outside hold the dtype's lowest (highest) value, an argmax found among them is the slice's first
+  place, and an empty slice raises NumPy's ValueError when the kernel runs;
 - indexing an array with a 1-d slice of positions (`x[cols]`, `cols = A_col[A_row[i]:A_row[i + 1]]`);
 - storing one back through the same bounds, or storing a number (`x[a:b] = ...`, `x[a:b] -= ...`): a where().
 Anything whose shape is the slice's length (its .shape, len(), indexing into it, other NumPy functions)
@@ -320,6 +323,9 @@ class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
             return args[0].sum(*args[1:], **kwargs) if isinstance(args[0], BoundedSlice) else _refuse_sum()
         if func is np.flip and args[0] is self:
             return self._flip(*args[1:], **kwargs)
+        extreme = _EXTREMES.get(func)
+        if extreme is not None and args[0] is self and set(kwargs) <= {"axis", "keepdims"}:
+            return self._extreme(extreme, *args[1:2], **kwargs)
         raise refusal(f"np.{func.__name__}")
 
     def _flip(self, axis=None) -> BoundedSlice:
@@ -352,6 +358,52 @@ class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
     def sum(self, axis=None, dtype=None, keepdims=False) -> Tensor:
         return self._zeroed().sum(axis=axis, dtype=dtype, keepdims=keepdims)
 
+    def max(self, axis=None, keepdims=False) -> Tensor:
+        return self._extreme("max", axis, keepdims)
+
+    def min(self, axis=None, keepdims=False) -> Tensor:
+        return self._extreme("min", axis, keepdims)
+
+    def argmax(self, axis=None, keepdims=False) -> Tensor:
+        return self._extreme("argmax", axis, keepdims)
+
+    def argmin(self, axis=None, keepdims=False) -> Tensor:
+        return self._extreme("argmin", axis, keepdims)
+
+    def _extreme(self, name: str, axis=None, keepdims: bool = False) -> Tensor:
+        """max, min, argmax or argmin over the sliced axis (of a 1-d slice, axis=None too): reduced over the whole
+        axis, the places outside holding the dtype's lowest value (highest for min), which no value inside
+        exceeds and NaN inside still wins; where every value inside is that one, an arg- reduction finding a
+        place before the slice answers the slice's first place. An empty slice raises NumPy's ValueError."""
+        v = self.values
+        if axis is None and self.ndim == 1:
+            axis = 0
+        if axis is None or python_value(axis, "an axis") % self.ndim != self.axis:
+            raise refusal(f".{name}() over an axis other than the sliced one, of")
+        if v.dtype.kind not in "biuf":
+            raise refusal(f".{name}() of {v.dtype} values, of")
+        high = name in ("max", "argmax")
+        if v.dtype.kind == "f":
+            fill = -np.inf if high else np.inf
+        elif v.dtype.kind == "b":
+            fill = not high
+        else:
+            info = np.iinfo(v.dtype)
+            fill = info.min if high else info.max
+        filled = Tensor(build.where(_along(self.inside, self.axis, v.shape), v, build.const(fill, v.dtype, v.shape)))
+        found = getattr(filled, name)(axis=self.axis, keepdims=keepdims)
+        first, last = _BOUNDS[self.inside]
+        if name.startswith("arg"):  # (the place in the whole axis, counted from the slice's start)
+            at = build.binary(Op.SUB, as_node(found), build.broadcast_to(first, found.shape))
+            found = Tensor(build.binary(Op.MAX, at, build.const(0, at.dtype, at.shape)))
+        message = (
+            f"attempt to get {name} of an empty sequence"
+            if name.startswith("arg")
+            else f"zero-size array to reduction operation {'maximum' if high else 'minimum'} which has no identity"
+        )
+        ok = faulting.check(build.binary(Op.LT, first, last), Fault("ValueError", message))
+        return Tensor(build.binary(Op.ADD, as_node(found), build.cast(ok, found.dtype)))
+
     def dot(self, other) -> Tensor | BoundedSlice:
         return _contract(self, other)
 
@@ -375,6 +427,9 @@ class BoundedSlice(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __repr__(self) -> str:
         return f"<a slice along axis {self.axis} of a traced array of shape {self.values.shape}, bounds known when run>"
+
+
+_EXTREMES = {np.max: "max", np.amax: "max", np.min: "min", np.amin: "min", np.argmax: "argmax", np.argmin: "argmin"}
 
 
 def _refuse_sum():

@@ -268,7 +268,13 @@ def _array(name: str, original, args: tuple, kwargs: dict):
     nested sequence of them stacked, the dtype NumPy gives the mix (Python numbers count as float64/int64)."""
     obj = args[0] if args else kwargs.get("object", kwargs.get("a"))
     if not _holds_traced(obj):
-        return original(*args, **kwargs)
+        made = original(*args, **kwargs)
+        if name == "asarray" and made is obj or type(made) is not np.ndarray or made.dtype.kind not in "biuf":
+            return made  # (np.asarray of a NumPy array is that array: writes through it reach it)
+        try:  # a new array of numbers (np.array(range(n)), a table): traced, its values known, to assign into
+            return Tensor(array_node(made))
+        except UnsupportedError:
+            return made  # too large to embed in a kernel: NumPy's array, as it was
     dtype = args[1] if len(args) > 1 else kwargs.get("dtype")
     ndmin = kwargs.get("ndmin", 0)
     if isinstance(obj, Tensor) and name == "asarray" and dtype is None:
@@ -355,6 +361,17 @@ def _part_of(obj, k: int):
         return Tensor(build.const(0, obj.dtype, obj.shape)) if k else obj
     value = complex(obj) if not isinstance(obj, np.ndarray) else obj
     return np.imag(value) if k else np.real(value)
+
+
+def holds_traced(obj) -> bool:
+    """Whether obj is a traced value or a list, tuple or dict holding one."""
+    return _holds_traced(obj)
+
+
+def stacked(obj) -> Tensor:
+    """A nested list or tuple holding traced values as one traced array, of the dtype NumPy gives the mix
+    (np.asarray's): x[[k, p]] with traced k and p indexes by it, as NumPy by np.asarray([k, p])."""
+    return Tensor(_stacked(obj))
 
 
 def _holds_traced(obj) -> bool:

@@ -118,6 +118,11 @@ def _entry(k) -> Entry:
         raise UnsupportedError(f"a boolean scalar index (x[{k}]) is not supported; x[None] adds an axis")
     if isinstance(k, (int, np.integer)):
         return "index", np.asarray(int(k))
+    if isinstance(k, (list, tuple)):
+        from tracejit.numpy import creation  # (creation's imports reach this module)
+
+        if creation.holds_traced(k):  # x[[k, p]] with k, p traced: the index array of their values
+            k = creation.stacked(k)
     if isinstance(k, Tensor):
         if k.dtype == BOOL:
             known = constant_value(k._node)

@@ -25,6 +25,8 @@ _MISSING = _Missing()
 def _select(name: str, args: tuple, key, default):
     """builtins.<name>(*args, key=key, default=default), or where a traced value is among several arguments
     (or in one list or tuple), the same comparisons as selections."""
+    if len(args) == 1 and isinstance(args[0], Tensor) and args[0].ndim == 1 and key is None:
+        return _of_elements(name, args[0], default)
     items = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args if len(args) > 1 else ()
     if key is not None or not any(isinstance(v, Tensor) for v in items):
         options = {"key": key} if default is _MISSING else {"key": key, "default": default}
@@ -39,6 +41,21 @@ def _select(name: str, args: tuple, key, default):
         better = v < result if name == "min" else v > result  # Python's order of comparison
         result = np.where(better, v, result)
     return result
+
+
+def _of_elements(name: str, x: Tensor, default):
+    """max(x) (min(x)) of a traced 1-d array: Python iterates its elements, each one `>` (`<`) the one kept
+    replacing it, so the answer is the first element equal to the greatest (least) value that is not NaN, or x[0]
+    where x[0] is NaN (no comparison with it holds), the element itself (its bits: the first zero of either
+    sign). Without elements, Python's ValueError, or `default`."""
+    if x.shape[0] == 0:
+        if default is not _MISSING:
+            return default
+        raise ValueError(f"{name}() iterable argument is empty")
+    if x.dtype.kind != "f":
+        return x[np.argmax(x) if name == "max" else np.argmin(x)]
+    found = x[np.nanargmax(x) if name == "max" else np.nanargmin(x)]  # (every element NaN: x[-1], a NaN)
+    return np.where(np.isnan(x[0]), x[0], found)
 
 
 def _min(*args, key=None, default=_MISSING):

@@ -355,6 +355,18 @@ class _Rewrite(ast.NodeTransformer):
         # of the loops whose break/continue became flags: the names each carries, the flag that stops it
         self.carried: dict[int, list[str]] = {}
         self.until: dict[int, str | None] = {}
+        self.truth: set[int] = set()  # ids of the `and`/`or`s whose value only a test's truth reads
+
+    def _tested(self, test: ast.expr) -> None:
+        """`test` is an `if`'s, a `while`'s, a conditional expression's or `not`'s: only its truth is read, so
+        its `and`/`or`s (and theirs inside) may compute with their operands' truths (`if grid[i, j] and s < 2`:
+        an int64 and a bool, where the value of `and` itself would be one or the other)."""
+        if isinstance(test, ast.BoolOp):
+            self.truth.add(id(test))
+            for value in test.values:
+                self._tested(value)
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            self._tested(test.operand)
 
     def _live(self, node, names: list[str]) -> list[str]:
         """The names a loop binds whose values matter beyond one step: read outside the loop, or read by a
@@ -594,6 +606,7 @@ class _Rewrite(ast.NodeTransformer):
         return out
 
     def visit_While(self, node: ast.While) -> Any:
+        self._tested(node.test)
         breaks, continues = _exits(node.body)
         if (breaks or continues) and not _has_inner_loop(
             node.body
@@ -638,6 +651,7 @@ class _Rewrite(ast.NodeTransformer):
         return self._finish_loop(node, made, names)
 
     def visit_If(self, node: ast.If) -> Any:
+        self._tested(node.test)
         self.generic_visit(node)  # (inner ifs first: a rewritten one binds names only)
         if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
             return node
@@ -751,6 +765,8 @@ class _Rewrite(ast.NodeTransformer):
         return node
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        if isinstance(node.op, ast.Not):
+            self._tested(node.operand)
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):  # `not x` of a value read from arrays: its negation (python_math.not_)
             return ast.copy_location(_call("__tracejit_not", node.operand), node)
@@ -763,12 +779,16 @@ class _Rewrite(ast.NodeTransformer):
             return node
         self.count += 1
         helper = "__tracejit_both" if isinstance(node.op, ast.And) else "__tracejit_either"
-        out = node.values[-1]
-        for value in reversed(node.values[:-1]):
+        values = node.values
+        if id(node) in self.truth:  # (a test's: each operand's truth, Python's bool())
+            values = [ast.copy_location(_call("__tracejit_truth", v), v) for v in values]
+        out = values[-1]
+        for value in reversed(values[:-1]):
             out = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[_lambda(value), _lambda(out)], keywords=[])
         return ast.copy_location(out, node)
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
+        self._tested(node.test)
         self.generic_visit(node)
         if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
             return node
@@ -1041,6 +1061,7 @@ def visible(fn):
             "__tracejit_for": loops.for_range,
             "__tracejit_for_each": loops.for_each,
             "__tracejit_not": python_math.not_,
+            "__tracejit_truth": python_math.bool_of,
             "__tracejit_at": loops.item_at,
             "__tracejit_positional": lambda iterable: loops.positional(iterable) is not None,
             "__tracejit_length": loops.length,
