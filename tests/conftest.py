@@ -128,6 +128,20 @@ def pytest_configure(config):
                                        f"slow_emulated('metal'): skipped on emulated metal only ({SIMT_SHARED})")
 
 
+# The files whose tests run on emulated metal: what is Metal's own (its device and runtime, the MSL of each op,
+# reduction, scan, sort, scatter's atomics, complex and random numbers). Elsewhere the subject is the SIMT lowering
+# both dialects share, which emulated cuda runs, while each numba test's MSL is compiled by the MSL check
+# (make test's budget; TRACEJIT_EMULATE_ALL=1 runs every file on emulated metal).
+METAL_FILES = frozenset({
+    "test_metal.py", "test_emulator.py", "test_device_info.py", "test_runtime.py", "test_capture.py", "test_ops.py",
+    "test_reductions.py", "test_scans.py", "test_sorting.py", "test_scatter.py", "test_complex.py", "test_random.py",
+    "test_ufuncs.py", "test_kernel_ir.py", "test_fusion.py", "test_errors.py", "test_api.py",
+})
+METAL_ELSEWHERE = ("runs on emulated metal in the files that test what is Metal's own (conftest.METAL_FILES); here "
+                   "emulated cuda runs the SIMT lowering both dialects share, and the MSL check of its numba run "
+                   "compiles its MSL; TRACEJIT_EMULATE_ALL=1 runs it there too")
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow_emulated skip on emulated devices (make test's budget), unless TRACEJIT_EMULATE_ALL=1;
     slow_emulated('metal') names the emulated devices it skips on, and reason=... says why where it is not
@@ -141,6 +155,8 @@ def pytest_collection_modifyitems(config, items):
         if marker and device in EMULATED and (not marker.args or device in marker.args):
             reason = marker.kwargs.get("reason") or (SIMT_SHARED if marker.args else SLOW_EMULATED)
             item.add_marker(pytest.mark.skip(reason=reason))
+        elif device == "metal" and "metal" in EMULATED and item.path.name not in METAL_FILES:
+            item.add_marker(pytest.mark.skip(reason=METAL_ELSEWHERE))
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_DEVICES, ids=str)

@@ -123,6 +123,10 @@ def _entry(k) -> Entry:
 
         if creation.holds_traced(k):  # x[[k, p]] with k, p traced: the index array of their values
             k = creation.stacked(k)
+    if isinstance(k, Tensor) and k.dtype.kind in "iu":
+        known = constant_value(k._node)
+        if known is not None:  # made from constants (np.array([1, -5]) in the kernel): checked now, as NumPy's
+            return _entry(known)
     if isinstance(k, Tensor):
         if k.dtype == BOOL:
             known = constant_value(k._node)
