@@ -1326,6 +1326,7 @@ def listed_rows(A, order):   # x[[k, p]] = ...: in order, the last of equal indi
         p = order[k]
         A[[k, p]] = A[[p, k]]
         A[[p, p, k]] = A[[k, 0, p]] * 0.5
+        A[[k, p], 1:3] = A[[p, k], p % 2]   # (the rest of the key: a slice, an index read from an array)
     return A
 
 

@@ -225,13 +225,14 @@ def _listed_picks(key) -> tuple[list, tuple] | None:
         return None
     if not any(isinstance(i, Tensor) for i in first):
         return None
-    for k in (*first, *rest):
-        if isinstance(k, slice) and k in rest:
-            continue
-        if isinstance(k, bool) or isinstance(k, Tensor) and (k.shape != () or k.dtype.kind not in "iu"):
-            return None
-        if not isinstance(k, (int, np.integer, Tensor)):
-            return None
+
+    def scalar(k) -> bool:  # an int or a 0-d traced int
+        if isinstance(k, Tensor):
+            return k.shape == () and k.dtype.kind in "iu"
+        return isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+
+    if not all(scalar(k) for k in first) or not all(isinstance(k, slice) or scalar(k) for k in rest):
+        return None
     return first, tuple(rest)
 
 
