@@ -257,7 +257,7 @@ def while_tracing(name: str, original, args: tuple, kwargs: dict):
         try:
             return make(*args, **kwargs)
         except UnsupportedError:
-            if _holds_traced((args, kwargs)):
+            if holds_traced((args, kwargs)):
                 raise
             return original(*args, **kwargs)  # too large to embed in a kernel: NumPy's array, as it was
     return make(*args, **kwargs)
@@ -267,7 +267,7 @@ def _array(name: str, original, args: tuple, kwargs: dict):
     """np.array / np.asarray of traced values: a traced array (copied for np.array, as NumPy copies), or a
     nested sequence of them stacked, the dtype NumPy gives the mix (Python numbers count as float64/int64)."""
     obj = args[0] if args else kwargs.get("object", kwargs.get("a"))
-    if not _holds_traced(obj):
+    if not holds_traced(obj):
         made = original(*args, **kwargs)
         if name == "asarray" and made is obj or type(made) is not np.ndarray or made.dtype.kind not in "biuf":
             return made  # (np.asarray of a NumPy array is that array: writes through it reach it)
@@ -303,7 +303,7 @@ def _complex_request(name: str, args: tuple, kwargs: dict) -> bool:
     elif name in ("array", "asarray"):
         dtype = args[1] if len(args) > 1 else dtype
         obj = args[0] if args else kwargs.get("object", kwargs.get("a"))
-        return _holds_complex_traced(obj) or (dtype is not None and np.dtype(dtype).kind == "c" and _holds_traced(obj))
+        return _holds_complex_traced(obj) or (dtype is not None and np.dtype(dtype).kind == "c" and holds_traced(obj))
     else:
         return False
     return dtype is not None and np.dtype(dtype).kind == "c"
@@ -363,23 +363,19 @@ def _part_of(obj, k: int):
     return np.imag(value) if k else np.real(value)
 
 
-def holds_traced(obj) -> bool:
-    """Whether obj is a traced value or a list, tuple or dict holding one."""
-    return _holds_traced(obj)
-
-
 def stacked(obj) -> Tensor:
     """A nested list or tuple holding traced values as one traced array, of the dtype NumPy gives the mix
     (np.asarray's): x[[k, p]] with traced k and p indexes by it, as NumPy by np.asarray([k, p])."""
     return Tensor(_stacked(obj))
 
 
-def _holds_traced(obj) -> bool:
+def holds_traced(obj) -> bool:
+    """Whether obj is a traced value or a list, tuple or dict holding one."""
     if isinstance(obj, Tensor):
         return True
     if isinstance(obj, dict):
-        return any(_holds_traced(v) for v in obj.values())
-    return isinstance(obj, (list, tuple)) and any(_holds_traced(v) for v in obj)
+        return any(holds_traced(v) for v in obj.values())
+    return isinstance(obj, (list, tuple)) and any(holds_traced(v) for v in obj)
 
 
 def _stacked(obj) -> Node:
