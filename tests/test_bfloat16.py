@@ -163,14 +163,38 @@ def test_astype_in_and_out_and_arrays_made_in_the_kernel(device):
           f, i, x, device=device)
 
 
-def test_float64_converts_through_float32_as_ml_dtypes(device):
-    """ml_dtypes converts float64 (and int64) to bfloat16 through float32, so some values round twice: 1 + 2**-8 +
-    2**-30 becomes 1, not 1 + 2**-7 as one rounding would give."""
+def test_float64_and_wide_integers_round_once_as_ml_dtypes(device):
+    """ml_dtypes (0.7 and later) rounds float64 and integers to bfloat16 once: 1 + 2**-8 + 2**-30 becomes 1 + 2**-7,
+    where rounding to float32 first would lose the 2**-30 and then tie to 1; the same beside the subnormals, past
+    float32's range, and for integers float32 cannot hold (int32, uint32, int64, uint64)."""
     if device in ("webgpu", "metal"):
         pytest.skip("no float64 on this device")
-    d = np.array([1 + 2**-8 + 2**-30, 3.0, -2.5e-3, 1e300], np.float64)
-    n = np.array([2**24 + 2**16 + 1, -(2**40) - 1, 7], np.int64)
-    check(lambda d, n: (d.astype(BF16), n.astype(BF16)), d, n, device=device)
+    d = np.array([1 + 2**-8 + 2**-30, 3.0, -2.5e-3, 1e300, -1e300, 3.3895e38, -(1 + 2**-8 + 2**-40), 2**-134 + 2**-160,
+                  -(2**-134) - 2**-170, 2**-134, 1e-60, np.inf, -0.0, np.nan], np.float64)
+    n = np.array([2**24 + 2**16 + 1, -(2**40) - 1, 7, 2**60 + 2**52 + 1, -(2**60) - 2**52 - 1, 2**63 - 1, -(2**63)],
+                 np.int64)
+    m = np.array([2**24 + 2**16 + 1, -(2**24) - 2**16 - 1, 2**31 - 1, -(2**31), 5], np.int32)
+    u = np.array([2**24 + 2**16 + 1, 2**32 - 1, 2**31 + 2**23 + 1], np.uint32)
+    check(lambda d, n, m, u: (d.astype(BF16), n.astype(BF16), m.astype(BF16), u.astype(BF16)), d, n, m, u,
+          device=device)
+
+
+def test_wide_integers_round_once_without_float64(device):
+    """int32 and uint32 round once on devices without float64 too (webgpu, metal)."""
+    m = np.array([2**24 + 2**16 + 1, -(2**24) - 2**16 - 1, 2**31 - 1, -(2**31), 5, 2**30 + 2**22 + 2**20], np.int32)
+    u = np.array([2**24 + 2**16 + 1, 2**32 - 1, 2**31 + 2**23 + 1, 0], np.uint32)
+    check(lambda m, u: (m.astype(BF16), u.astype(BF16), (m // 3).astype(BF16)), m, u, device=device)
+
+
+def test_conversion_to_integers_is_zero_outside_the_type_as_ml_dtypes(device):
+    """ml_dtypes (0.7 and later) truncates a bfloat16 toward zero and gives 0 where that is not a value of the
+    integer type: NaN, the infinities, -1 for unsigned types, 300 for int8; -0.5 is 0 everywhere."""
+    x = np.array([-0.5, -1, -0.99, 0.99, 127.5, 128, -128, -129, 255, 256, -32768, 32768, 65280, 65536, 2.1e9,
+                  -2.1e9, 2.2e9, 4.3e9, 9.2e18, 9.3e18, 1.8e19, 1.9e19, np.inf, -np.inf, np.nan], F32).astype(BF16)
+    small = (np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.bool_)
+    check(lambda x: tuple(x.astype(t) for t in small), x, device=device)
+    if device != "webgpu":  # (no 64-bit integers)
+        check(lambda x: (x.astype(np.int64), x.astype(np.uint64)), x, device=device)
 
 
 def test_nan_functions_treat_bfloat16_as_numpy_does(device):

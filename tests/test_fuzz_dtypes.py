@@ -52,7 +52,9 @@ def special_values(dt: np.dtype, device: str = "numba") -> list:
     info = np.finfo(dt)
     # webgpu: GPUs flush subnormals to zero (a documented limit, README "Supported NumPy API")
     tiny = [] if device == "webgpu" else [float(info.smallest_subnormal), -float(info.smallest_subnormal)]
-    return [np.nan, np.inf, -np.inf, 0.0, -0.0, *tiny, float(info.max), -float(info.max), 0.5, -2.5, 1.5]
+    # float64 just past a float16 tie: rounding it to float32 first lands on the tie (a double rounding)
+    past_tie = [1 + 2**-11 + 2**-40, -(2048 + 1 + 2**-30)] if dt == np.float64 else []
+    return [np.nan, np.inf, -np.inf, 0.0, -0.0, *tiny, float(info.max), -float(info.max), 0.5, -2.5, 1.5, *past_tie]
 
 
 def make_array(rng: np.random.Generator, shape, dt: np.dtype, specials: bool, device: str = "numba") -> np.ndarray:

@@ -256,6 +256,19 @@ def test_float16_intermediates_round_like_numpy(device):
     assert_close(run_kernel(tj.kernel(body), x, device=device), body(x))
 
 
+def test_float64_to_float16_rounds_once_as_numpy(device):
+    """NumPy rounds float64 to float16 once: 1 + 2**-11 + 2**-30 becomes 1 + 2**-10, where rounding to float32 first
+    (LLVM's conversion on the CPU) loses the 2**-30 and then ties to 1. The same beside the subnormals and the
+    largest value, for negative values, and in a float16 op's float64 operand."""
+    if device in ("webgpu", "metal"):
+        pytest.skip("no float64 on this device")
+    d = np.array([1 + 2**-11 + 2**-30, -(1 + 2**-11 + 2**-40), 1 + 2**-11, 2**-25 + 2**-40, -(2**-25) - 2**-60, 2**-25,
+                  65519.99, 65520.0, 1e300, -np.inf, np.nan, -0.0, 1e-60, 0.1], np.float64)
+    h = np.float16([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+    body = lambda d, h: (d.astype(np.float16), h + d.astype(np.float16), np.float16(2) * d.astype(np.float16))  # noqa: E731
+    assert_close(run_kernel(tj.kernel(body), d, h, device=device), body(d, h), rtol=0, atol=0)
+
+
 def test_ufunc_keywords(device):
     x = np.float32([1.5, -2.0])
 

@@ -10,7 +10,7 @@ import numpy as np
 from tracejit.errors import ShapeError
 from tracejit.ir.dtypes import BOOL, identity
 from tracejit.ir.faulting import note
-from tracejit.ir.graph import BINARY, PREDICATES, REDUCE_OPS, UNARY, Node, Op
+from tracejit.ir.graph import BINARY, MOVEMENT, PREDICATES, REDUCE_OPS, UNARY, Node, Op
 from tracejit.ir.table import Table
 
 
@@ -63,10 +63,51 @@ def cast(x: Node, dtype, weak: bool = False) -> Node:
             return const(np.asarray(x.arg, x.dtype).astype(dtype).item(), dtype, x.shape, weak)
     if x.dtype.kind == "f" and dtype.kind in "iu":
         return _float_to_int(x, dtype, weak)
+    if dtype == np.float16 and x.dtype == np.float64:  # rounded once (LLVM's fptrunc and numba's round_f16 do not)
+        x = float32_rounded_to_odd(x)
     inner = x.srcs[0] if x.op is Op.CAST else None
     if inner is not None and inner.dtype == dtype and inner.weak == weak and _widens(inner.dtype, x.dtype):
         return inner  # (a cast back from a wider type of the same kind: argsort's int64 taken as int32 again)
     return note(Node.make(Op.CAST, dtype, x.shape, (x,), dtype, weak))
+
+
+def float32_rounded_to_odd(x: Node) -> Node:
+    """x as float32 rounded to odd: truncated toward zero, its last bit set where that dropped anything. float16,
+    bfloat16 and float8 have at least two bits fewer than float32, so rounding this to one of them rounds x itself
+    once, as NumPy converts float64 to float16 and ml_dtypes (0.7 and later) float64 and integers to its types:
+    1 + 2**-8 + 2**-30 becomes bfloat16's 1 + 2**-7, where rounding to float32 first loses the 2**-30 and then ties
+    to 1. Exact in float32 (so cast plainly): float16, float32 and integers of up to 16 bits. A float64 scalar
+    argument is cast plainly too: devices without float64 receive it as float32 already (a Python float next to
+    float16 or bfloat16 data there is rounded twice; codegen/simt/cstyle.py's _check_float64_scalars)."""
+    dt, f32, u32 = x.dtype, np.dtype(np.float32), np.dtype(np.uint32)
+    t = cast(x, f32)  # rounded to nearest
+    if not (dt == np.float64 or dt.kind in "iu" and dt.itemsize >= 4) or _scalar_argument(x):
+        return t
+
+    def c(v, d=f32):
+        return const(v, d, x.shape)
+
+    if dt == np.float64:
+        back = cast(t, dt)
+        inexact = binary(Op.AND, binary(Op.NE, back, x), binary(Op.EQ, x, x))  # (a NaN's payload kept as it was)
+        away = binary(Op.LT, unary(Op.ABS, x), unary(Op.ABS, back))
+    else:  # t may be 2**bits (2**(bits-1) signed), one past the type: rounded up, and not convertible back
+        big = binary(Op.LE, c(2.0 ** (dt.itemsize * 8 - (dt.kind == "i"))), t)
+        back = cast(where(big, c(0.0), t), dt)
+        inexact = binary(Op.OR, big, binary(Op.NE, back, x))
+        beyond = binary(Op.LT, x, back)
+        if dt.kind == "i":
+            beyond = where(binary(Op.LT, x, c(0, dt)), binary(Op.LT, back, x), beyond)
+        away = binary(Op.OR, big, beyond)
+    bits = bitcast(t, u32)
+    bits = where(away, binary(Op.SUB, bits, c(1, u32)), bits)  # one step toward zero: the truncation
+    return bitcast(where(inexact, binary(Op.OR, bits, c(1, u32)), bits), f32)
+
+
+def _scalar_argument(x: Node) -> bool:
+    while x.op in MOVEMENT:
+        x = x.srcs[0]
+    return x.op is Op.INPUT and x.shape == ()
 
 
 def bitcast(x: Node, dtype) -> Node:

@@ -79,6 +79,16 @@ def rounded(x: Node, layout: NarrowFloat) -> Node:
     return build.where(beyond, _f32(np.nan, x), out)
 
 
+def _to_integer(x: Node, dtype: np.dtype, weak: bool) -> Node:
+    """float32 x (a narrow float's value) as integer `dtype` as ml_dtypes (0.7 and later) converts: truncated toward
+    zero, and 0 where the truncation is not a value of the type (NaN, infinities, -1.5 -> uint8, 300 -> int8)."""
+    t = build.unary(Op.TRUNC, x)
+    bits = dtype.itemsize * 8 - (dtype.kind == "i")  # the type holds [-2**bits, 2**bits) or [0, 2**bits): exact bounds
+    low = _f32(-(2.0**bits) if dtype.kind == "i" else 0.0, x)
+    inside = _op(Op.AND, _op(Op.LE, low, t), _op(Op.LT, t, _f32(2.0**bits, x)))
+    return build.where(inside, build.cast(x, dtype, weak), build.const(0, dtype, x.shape, weak))
+
+
 def _largest(layout: NarrowFloat) -> float:
     """The largest finite value: IEEE's below an all-ones exponent; float8_e4m3fn's all-ones exponent holds numbers
     too, all but its all-ones significand (NaN)."""
@@ -208,7 +218,9 @@ def _consumer(n: Node, srcs: tuple[Node, ...]) -> Node:
         return n
     if n.op is Op.HOST:
         raise _refused(n)
-    if n.op is Op.CAST:  # from a narrow float: NumPy's float32 conversion (float -> int as build.cast gives it)
+    if n.op is Op.CAST:  # from a narrow float: its float32 value converted (to an integer as ml_dtypes converts)
+        if n.dtype.kind in "iu" and narrow_float(n.srcs[0].dtype) is not None:
+            return _to_integer(srcs[0], n.dtype, n.weak)
         return build.cast(srcs[0], n.dtype, n.weak)
     return Node.make(n.op, n.dtype, n.shape, srcs, n.arg, n.weak)
 
@@ -224,9 +236,9 @@ def _lowered(n: Node, srcs: tuple[Node, ...], layout: NarrowFloat) -> Node:
         return build.table(n.arg.values.astype(F32).reshape(n.shape))
     if op is Op.IOTA:
         return rounded(build.iota(n.shape, n.arg, F32), layout)
-    if op is Op.CAST:  # ml_dtypes converts through float32 (float64 and int64 values round twice, as there)
+    if op is Op.CAST:  # rounded once, from float64 and 32- and 64-bit integers too (build.float32_rounded_to_odd)
         src = n.srcs[0]
-        return srcs[0] if src.dtype == n.dtype else rounded(build.cast(srcs[0], F32), layout)
+        return srcs[0] if src.dtype == n.dtype else rounded(build.float32_rounded_to_odd(srcs[0]), layout)
     if op is Op.HOST:
         raise _refused(n)
     if op in (Op.REDUCE, Op.SCAN, Op.SCATTER, Op.SORT, Op.GATHER, Op.PAD, Op.SIZE) or op in _EXACT:

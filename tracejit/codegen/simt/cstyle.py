@@ -147,8 +147,9 @@ class _Render(CValues):
 
     def _check_float64_scalars(self, device: str | None, why: str) -> None:
         """A float64 scalar argument arrives as float on a device without double; that is exact only where
-        it is cast to float32 (a Python float next to float32 data, as NumPy casts it) or to float16 (float32
-        has 24 >= 2 * 11 + 2 bits, so rounding through it is rounding once). Any other use (a comparison with
+        it is cast to float32 (a Python float next to float32 data, as NumPy casts it); cast to float16 (or a
+        narrow float) it rounds twice, which differs from NumPy's one rounding only for a value within float32's
+        precision of a halfway point (build.float32_rounded_to_odd). Any other use (a comparison with
         a float64 constant, a cast to bool or an integer) would compute with a value NumPy does not have:
         -5e-324 cast to bool is True in NumPy and False through float."""
         loaded = {i for i in range(len(self.ins)) if self._by_value_load(i) and self.ins[i].dtype == np.float64}
