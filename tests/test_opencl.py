@@ -306,6 +306,50 @@ def test_a_build_error_shows_the_compiler_message_and_the_generated_line():
     assert "broken" in message and "opencl" in message
 
 
+# ---- a program's kernels built together ----
+
+def _standardised_sorted_summed(x):
+    m = x.mean(axis=0)
+    return (x - m) / x.std(axis=0) * 1.0625, np.sort(x * 3.0625, axis=1), np.cumsum(x * 5.0625, axis=1)
+
+
+def _programs_of(plan) -> set:
+    from tracejit.runtime.cache.key import shared_source
+    dev = tj.device("opencl")
+    return {id(dev._programs[shared_source(k.source, k.name)][0]) for k in plan.kernels}
+
+
+def test_the_kernels_of_a_plan_are_one_opencl_program():
+    """A driver pays a cost per program besides its kernels' code (PoCL: about 110 ms of clang reading OpenCL's
+    headers): a plan's kernels are built, cached and loaded as one program. (Constants of this test's own: a kernel
+    this worker built before would be left out.)"""
+    x = np.random.default_rng(0).random((40, 23))
+    f = tj.kernel(_standardised_sorted_summed)
+    assert_close(f(x, device="opencl"), _standardised_sorted_summed(x))
+    plan = f.lower(x, device="opencl")
+    assert len(plan.kernels) >= 3 and len(_programs_of(plan)) == 1
+    assert not any(k.cached for k in plan.kernels) or all(k.cached for k in plan.kernels)
+
+
+def test_kernels_whose_helpers_clash_are_built_one_by_one(monkeypatch):
+    """Two helpers of one name that differ cannot share a program: it fails to build, and each kernel is built alone
+    (and computes NumPy's answer)."""
+    render = opencl.render
+
+    def clashing(*args, **kwargs):
+        r = render(*args, **kwargs)  # (the same kernel's helper the same each time: build() finds what was built)
+        pieces = (f"inline int tj_test_helper(void) {{ return {len(r.source)}; }}", *r.pieces)
+        return dataclasses.replace(r, source="\n\n".join(pieces), pieces=pieces)
+
+    monkeypatch.setattr(opencl, "render", clashing)
+    x = np.random.default_rng(1).random((40, 23))
+    body = lambda x: _standardised_sorted_summed(x * 0.5)  # noqa: E731
+    f = tj.kernel(body)
+    assert_close(f(x, device="opencl"), body(x))
+    plan = f.lower(x, device="opencl")
+    assert len(_programs_of(plan)) == len(plan.kernels) >= 3, (len(_programs_of(plan)), len(plan.kernels))
+
+
 # ---- launch modes ----
 
 def test_long_rows_get_a_work_group_and_short_rows_a_work_item():

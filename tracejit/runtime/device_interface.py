@@ -132,6 +132,11 @@ class Device(DeviceStats):
             "threads": info.max_threads_per_group,
         }
 
+    def build_together(self, kernels: list) -> None:
+        """What a GPU-API device's launch plan builds next, one kernel at a time (KernelDevice.build): (kernel IR,
+        by_value, symbolic, options) each. A device whose driver pays a cost per program builds them here as one,
+        which build() then finds (opencl); by default each is built alone."""
+
     def library_launch(self, kernel: KernelIR, call, scalars: list[tuple[int, np.dtype] | None]):
         """A GPU-API device whose layout has `library` set (OpenCL on a CPU): a product or sort of the launch plan
         that the host's library runs on the device's memory (ir/library.Call), as (what f.lower() lists for it, the

@@ -28,8 +28,20 @@ class LaunchPlan:
         """`in_memory`: the keys of 0-d inputs passed as the device's memory, not by value (see `_for`)."""
         self.device, self.program, self._in_memory = device, program, in_memory
         self.kernels, self._launches = [], []
+        # (kernel, by value, symbolic sizes, options: autotune's candidate or choice, where one is applied)
+        builds = {
+            i: (
+                k,
+                self._by_value(keys),
+                choices.sizes_of(device).of(program, i, device.name),
+                choices.options_of(device),
+            )
+            for i, (k, keys) in enumerate(zip(program.kernels, program.launches))
+            if i not in program.library_calls
+        }
+        device.build_together(list(builds.values()))
         for i, (k, keys) in enumerate(zip(program.kernels, program.launches)):
-            by_value = by_value_params(program, keys) - {j for j, key in enumerate(keys) if key in in_memory}
+            by_value = self._by_value(keys)
             call = program.library_calls.get(i)
             if call is not None:  # a product or sort the host's library runs (a CPU device: LayoutOptions.library)
                 scalars = [
@@ -39,8 +51,7 @@ class LaunchPlan:
                 self.kernels.append(c)
                 self._launches.append((launcher, keys))
                 continue
-            symbolic = choices.sizes_of(device).of(program, i, device.name)
-            options = choices.options_of(device)  # (autotune's candidate or choice, where one is applied)
+            _, _, symbolic, options = builds[i]
             c, binary, fits = device.build(k, by_value, symbolic, options)
             if fits is not None and fits < c.launch.local_size:  # its registers allow fewer threads per group
                 c, binary, _ = device.build(k, by_value, symbolic, replace(options, max_local_size=fits))
@@ -54,6 +65,10 @@ class LaunchPlan:
         self._int_scalars, self._outputs = program.int_scalars, program.outputs
         self._zero_d = [k for k, b in self._inputs if b.shape == () and k not in in_memory]
         self._variants: dict[frozenset, LaunchPlan] = {}
+
+    def _by_value(self, keys) -> frozenset[int]:
+        """The parameters of a kernel (its buffer keys) passed by value: 0-d inputs, but those in memory."""
+        return by_value_params(self.program, keys) - {j for j, key in enumerate(keys) if key in self._in_memory}
 
     def _for(self, args, captured: bool = False) -> LaunchPlan:
         """The plan for these arguments. A 0-d input is passed by value, read when the call starts; one that is

@@ -4,7 +4,7 @@ ids, barriers, type names, statements, and the hooks cstyle.py's instruction wal
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +23,9 @@ class Rendered:
     name: str
     source: str
     launch: Launch
+    # the source's top-level parts, joined by blank lines: its preamble and helper functions, then the kernel (a
+    # C-style target's: what runtime/opencl/compiler.py's build_together puts in a program of several kernels)
+    pieces: tuple[str, ...] = field(default=(), kw_only=True)
 
 
 class CStyle:

@@ -247,9 +247,11 @@ class _Render(CValues):
         body = "\n".join(self.lines)
         # the parameters too: a kernel that only stores float16 still names the half type there
         head = t.preamble(", ".join(params) + body + "\n".join(self.helpers.values()), self.o)
-        parts = [p for p in (head, *self.helpers.values()) if p]
-        source = "\n\n".join(parts + [f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n"])
-        return Rendered(self.name, source, launch)
+        pieces = (
+            *(p for p in (head, *self.helpers.values()) if p),
+            f"{t.signature(self.name, params, launch)} {{\n{body}\n}}\n",
+        )
+        return Rendered(self.name, "\n\n".join(pieces), launch, pieces=pieces)
 
     def shared(self, line: str) -> None:
         """A work-group array's declaration (C: at the top of the kernel body)."""

@@ -3,12 +3,14 @@ binary first), the cache key, the build log as an error message, and the compile
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tracejit.codegen import build_log as build_log_text
 from tracejit.codegen.simt import opencl as opencl_codegen
+from tracejit.codegen.simt.c_target import Rendered
 from tracejit.codegen.simt.mapping import Launch, RenderOptions
 from tracejit.errors import CompileError
 from tracejit.ir.kernel_ir import KernelIR
@@ -51,7 +53,8 @@ class OpenCLCompiler:
     name: str
     cl_device: cl.Device
     context: cl.Context
-    _programs: dict[str, cl.Program]
+    _programs: dict[str, tuple[cl.Program, str]]  # shared source -> (its program, the kernel's name there)
+    _fresh: dict[str, bool]  # build_together's kernels not asked for yet -> whether their program was loaded
 
     def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: RenderOptions):
         import pyopencl as cl
@@ -81,31 +84,74 @@ class OpenCLCompiler:
             ),
         )
 
+    def build_together(self, kernels: list) -> None:
+        """The kernels a launch plan builds next, (kernel IR, by_value, symbolic, options) each, built as one
+        program whose kernels build() then finds. A driver pays a cost per program besides its kernels' own (PoCL:
+        about 110 ms of clang reading OpenCL's headers, against 5-30 ms for a kernel's code): a program of twelve
+        kernels is compiled, cached and loaded once. Each kernel keeps its source (f.lower() lists it as rendered)
+        and its name in the program is SHARED_NAME numbered; helpers two kernels share are written once. Where the
+        program does not build (two helpers of one name that differ), each kernel is built alone, by build()."""
+        rendered: dict[str, Rendered] = {}  # shared source -> rendering, for the kernels not built yet
+        for k, by_value, symbolic, options in kernels:
+            with stage("render"):
+                r = opencl_codegen.render(k, options, by_value, symbolic)
+            source = shared_source(r.source, r.name)
+            if source not in self._programs and r.pieces:
+                rendered.setdefault(source, r)
+        if len(rendered) < 2:
+            return
+        prelude: dict[str, None] = {}  # (ordered, each once)
+        bodies, entries = [], []
+        for i, r in enumerate(rendered.values()):
+            prelude.update(dict.fromkeys(r.pieces[:-1]))
+            entries.append(f"{SHARED_NAME}_{i}")
+            bodies.append(re.sub(rf"\b{re.escape(r.name)}\b", entries[-1], r.pieces[-1]))
+        first = next(iter(rendered.values())).name
+        try:
+            with stage("compile"):
+                prg, cached = self._program(f"{first} and {len(rendered) - 1} more", "\n\n".join([*prelude, *bodies]))
+        except CompileError as e:
+            log(1, f"the {len(rendered)} kernels of {first}'s program did not build together; one by one ({e})")
+            return
+        for source, entry in zip(rendered, entries):
+            if source not in self._programs:
+                self._programs[source] = (prg, entry)
+                self._fresh[source] = cached
+
     def _build(self, name: str, source: str, entry: str | None = None):
         """Kernel `name` of `source` (its entry point `entry`, else `name`), built once per process; the
         program binary comes from the disk cache when it is there. Returns (kernel, whether nothing was
         compiled)."""
         import pyopencl as cl
 
-        prg, cached = self._programs.get(source), True
-        if prg is None:
-            t0 = time.perf_counter()
-            key = self.cache_key(name, source)
-            # One process (and thread) at a time builds or loads a program in PoCL's cache (build_lock says
-            # why); the others wait, then find its binary in the disk cache.
-            with build_lock(self.cl_device, key.digest):
-                prg = self._programs.get(source)
-                binary = CACHE.get(key) if prg is None else None
-                if prg is None and binary is not None:
-                    prg = self._from_binary(binary)
-                if prg is None:
-                    prg, cached = self._from_source(name, source), False
-                    binaries = prg.get_info(cl.program_info.BINARIES)  # one per device (the stub says object)
-                    assert isinstance(binaries, list)
-                    CACHE.put(key, binaries[0])  # only after a successful build
-                self._programs[source] = prg
-            log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
-        return cl.Kernel(prg, entry or name), cached  # a kernel object per plan: each holds its own argument types
+        found = self._programs.get(source)
+        cached = self._fresh.pop(source, True)  # (built by build_together: compiled or loaded as its program was)
+        if found is None:
+            prg, cached = self._program(name, source)
+            found = self._programs.setdefault(source, (prg, entry or name))
+        prg, entry = found
+        return cl.Kernel(prg, entry), cached  # a kernel object per plan: each holds its own argument types
+
+    def _program(self, name: str, source: str) -> tuple[cl.Program, bool]:
+        """The program of `source`, from its binary in the disk cache or built (and its binary put there), and
+        whether it was loaded."""
+        import pyopencl as cl
+
+        t0 = time.perf_counter()
+        key = self.cache_key(name, source)
+        # One process (and thread) at a time builds or loads a program in PoCL's cache (build_lock says
+        # why); the others wait, then find its binary in the disk cache.
+        with build_lock(self.cl_device, key.digest):
+            binary = CACHE.get(key)
+            prg = self._from_binary(binary) if binary is not None else None
+            cached = prg is not None
+            if prg is None:
+                prg = self._from_source(name, source)
+                binaries = prg.get_info(cl.program_info.BINARIES)  # one per device (the stub says object)
+                assert isinstance(binaries, list)
+                CACHE.put(key, binaries[0])  # only after a successful build
+        log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
+        return prg, cached
 
     def _from_binary(self, binary: bytes) -> cl.Program | None:
         import pyopencl as cl
