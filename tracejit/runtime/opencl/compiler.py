@@ -53,7 +53,8 @@ class OpenCLCompiler:
     name: str
     cl_device: cl.Device
     context: cl.Context
-    _programs: dict[str, tuple[cl.Program, str]]  # shared source -> (its program, the kernel's name there)
+    # shared source -> (its program, the kernel's name there where build_together renamed it)
+    _programs: dict[str, tuple[cl.Program, str | None]]
     _fresh: dict[str, bool]  # build_together's kernels not asked for yet -> whether their program was loaded
 
     def build(self, kernel: KernelIR, by_value: frozenset[int], symbolic, options: RenderOptions):
@@ -128,9 +129,11 @@ class OpenCLCompiler:
         cached = self._fresh.pop(source, True)  # (built by build_together: compiled or loaded as its program was)
         if found is None:
             prg, cached = self._program(name, source)
-            found = self._programs.setdefault(source, (prg, entry or name))
-        prg, entry = found
-        return cl.Kernel(prg, entry), cached  # a kernel object per plan: each holds its own argument types
+            found = self._programs.setdefault(source, (prg, None))
+        prg, renamed = found  # (a source of several functions: RawKernel's, by the name asked for)
+        return cl.Kernel(
+            prg, renamed or entry or name
+        ), cached  # a kernel object per plan: each holds its own argument types
 
     def _program(self, name: str, source: str) -> tuple[cl.Program, bool]:
         """The program of `source`, from its binary in the disk cache or built (and its binary put there), and

@@ -139,7 +139,7 @@ class OpenCLDevice(OpenCLCompiler, OpenCLMemory, OpenCLLaunches, Device):
             keep_inputs_min=GROUP_MIN_REDUCE if gpu else None,
             sort_bytes=keep * 8 if gpu else CPU_SORT_BYTES,
         )
-        self._programs: dict[str, tuple[cl.Program, str]] = {}
+        self._programs: dict[str, tuple[cl.Program, str | None]] = {}
         self._fresh: dict[str, bool] = {}
         self.sizes = SymbolicSizes(mapping.slot_argument, "simt-sizes")  # which sizes are arguments of the code
         self._limit: int | None = None  # tj.set_memory_limit
