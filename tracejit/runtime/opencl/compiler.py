@@ -130,10 +130,9 @@ class OpenCLCompiler:
         if found is None:
             prg, cached = self._program(name, source)
             found = self._programs.setdefault(source, (prg, None))
-        prg, renamed = found  # (a source of several functions: RawKernel's, by the name asked for)
-        return cl.Kernel(
-            prg, renamed or entry or name
-        ), cached  # a kernel object per plan: each holds its own argument types
+        prg, renamed = found  # (a source of several functions, RawKernel's: the one asked for)
+        # a kernel object per plan: each holds its own argument types
+        return cl.Kernel(prg, renamed or entry or name), cached
 
     def _program(self, name: str, source: str) -> tuple[cl.Program, bool]:
         """The program of `source`, from its binary in the disk cache or built (and its binary put there), and
