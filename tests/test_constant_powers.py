@@ -11,7 +11,7 @@ import tracejit as tj
 from reference import run_kernel
 from test_numba_native import _both, _same_bits
 
-EXPONENTS = (0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.5, -3.5, -1, -2, -3, 4, -4, 5.5, 4.5)
+EXPONENTS = (0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.5, -3.5, -1, -2, -3, 4, -4, 5.5, 4.5, np.nan, np.inf, -np.inf)
 ULPS = {np.float64: 4, np.float32: 1}
 
 
@@ -50,6 +50,19 @@ def test_a_constant_power_matches_numpy(dtype, c, monkeypatch):
     assert far.max() <= ULPS[dtype], f"{far.max()} ulps at {x[at]}: {native[at]} vs NumPy's {expected[at]}"
     inexact = ~np.isfinite(expected) | (expected == 0)
     np.testing.assert_array_equal(np.signbit(native[inexact]), np.signbit(expected[inexact]))
+
+
+def test_a_power_whose_exponent_folds_to_nan_or_inf_is_pow(device):
+    """An exponent the graph folds to a constant NaN or inf (`x + np.nan`: the dtype fuzzer's program) is pow's, as in
+    NumPy; the numba device raised Python's `cannot convert float NaN to integer` while choosing an expansion."""
+    b, x = np.array([[False, True]]), np.float32([0.5, 2.0])
+    body = lambda b, x: (np.power(b, b + np.float32(np.nan)), x ** np.inf, x ** -np.inf, x ** np.float32(np.nan))  # noqa: E731
+    with np.errstate(all="ignore"):
+        expected = body(b, x)
+        got = run_kernel(tj.kernel(body), b, x, device=device)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g, e)
 
 
 @pytest.mark.parametrize("dtype", (np.float32, np.float64))

@@ -39,7 +39,7 @@ def constant_power(c, dtype: np.dtype | None) -> Power | None:
     if dtype not in (np.float32, np.float64) or isinstance(c, bool) or not isinstance(c, (int, float)):
         return None
     twice = 2 * c
-    if twice != int(twice) or not 0 < abs(twice) <= 2 * _LARGEST:
+    if not 0 < abs(twice) <= 2 * _LARGEST or twice != int(twice):  # (NaN and inf fail the first test: pow)
         return None
     whole, half = divmod(int(abs(twice)), 2)
     if not half and c in (1, 2, 3):
