@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from conftest import AVAILABLE_DEVICES
 from reference import require_kept_kernels, unprivileged
 from tracejit.runtime.cache import disk as disk_cache
 from tracejit.runtime import emulator
@@ -184,6 +185,36 @@ def test_a_changed_codegen_hash_misses(tmp_path, device):
         tracejit.runtime.opencl.compiler.tracejit_part = k.tracejit_part
     """
     assert run_program(tmp_path, device, prelude, TRACEJIT_DEBUG="1")["compiles"] >= 2
+
+
+def test_on_pocl_the_entry_records_pocls_cache_and_another_pocl_cache_is_not_a_hit(tmp_path):
+    """PoCL keeps what it builds in its own cache: the entry says so (runtime/opencl/discovery.pocl_record)
+    instead of holding a binary, whose fetch made PoCL compile every kernel a second time. A record of another
+    PoCL cache directory is no hit (that directory's PoCL compiles, and the call counts it); with PoCL's cache
+    off, the entry holds the binary again (docs/guide/caching.md: warming for another machine)."""
+    if "opencl" not in AVAILABLE_DEVICES:
+        pytest.skip("no OpenCL device here")
+    from tracejit.runtime.opencl.discovery import POCL_RECORD, is_pocl
+    if not is_pocl(tj.device("opencl").cl_device):
+        pytest.skip("the OpenCL device is not PoCL's")
+    cache, pocl = tmp_path / "tracejit", tmp_path / "pocl"
+    first = run_program(cache, "opencl", POCL_CACHE_DIR=str(pocl / "a"))
+    payloads = [parse_entry(f.read_bytes()) for f in entry_files(cache)]
+    assert len(payloads) == first["compiles"] >= 2
+    assert all(p is not None and p.startswith(POCL_RECORD) and str(pocl / "a").encode() in p for p in payloads)
+    assert run_program(cache, "opencl", POCL_CACHE_DIR=str(pocl / "a"))["compiles"] == 0
+    other = run_program(cache, "opencl", POCL_CACHE_DIR=str(pocl / "b"))
+    assert other["compiles"] == first["compiles"] and other["disk_hits"] == 0
+    assert run_program(cache, "opencl", POCL_CACHE_DIR=str(pocl / "b"))["compiles"] == 0
+    shutil.rmtree(pocl / "b")  # PoCL's cache removed: made anew, and no record names it
+    assert run_program(cache, "opencl", POCL_CACHE_DIR=str(pocl / "b"))["compiles"] == first["compiles"]
+    binaries = tmp_path / "binaries"
+    off = dict(POCL_CACHE_DIR=str(pocl / "c"), POCL_KERNEL_CACHE="0")
+    assert run_program(binaries, "opencl", **off)["compiles"] == first["compiles"]
+    assert not any(parse_entry(f.read_bytes()).startswith(POCL_RECORD) for f in entry_files(binaries))
+    assert run_program(binaries, "opencl", **off)["compiles"] == 0
+    # ... and a binary (warmed with PoCL's cache off, `cache import`ed) loads with PoCL's cache on
+    assert run_program(binaries, "opencl", POCL_CACHE_DIR=str(pocl / "d"))["compiles"] == 0
 
 
 def test_an_unusable_cache_directory_warns_and_still_computes(tmp_path, device):

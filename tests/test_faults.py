@@ -147,7 +147,7 @@ WAYS = {
 # file kinds, by a glob under the cache root (and what the file holds, for the entry of the softmax, whose
 # object code LLVM made directly: runtime/numba/llvm_jit.py); numba keeps a module and Numba's own index and code
 # files beside the entry of a kernel Numba compiles (PROBE's integer kernel), opencl keeps the program binary
-# inside the entry
+# inside the entry (on PoCL, a record that PoCL's cache holds the program)
 KINDS = {
     "numba": {"entry": "kernels/entries/numba/*/*", "index": "kernels/index/numba/*",
               "object": ("kernels/entries/numba/*/*", b'"loader": "llvm object code'),

@@ -1,5 +1,6 @@
 """OpenCL's compiler side: rendering a kernel to OpenCL C, building or loading its program (the disk cache's
-binary first), the cache key, the build log as an error message, and the compiled-kernel record."""
+binary first; on PoCL, PoCL's own cache), the cache key, the build log as an error message, and the
+compiled-kernel record."""
 
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ from tracejit.ir.kernel_ir import KernelIR
 from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
 from tracejit.runtime.debug import log, stage
 from tracejit.runtime.cache.disk import CACHE, CacheKey
-from tracejit.runtime.opencl.discovery import build_lock, build_program, is_pocl, pocl_cannot_write
+from tracejit.runtime.opencl.discovery import (
+    POCL_RECORD,
+    build_lock,
+    build_program,
+    is_pocl,
+    pocl_cannot_write,
+    pocl_record,
+)
 
 if TYPE_CHECKING:  # (imported where used: the device is opened on demand)
     import pyopencl as cl
@@ -31,7 +39,7 @@ class OpenCLKernel:
     source: str
     ir: KernelIR
     launch: Launch
-    cached: bool = False  # the program binary came from the disk cache: nothing was compiled
+    cached: bool = False  # the program came from the disk cache (on PoCL, from PoCL's): nothing was compiled
 
 
 def _pyopencl_version() -> str:
@@ -121,7 +129,7 @@ class OpenCLCompiler:
 
     def _build(self, name: str, source: str, entry: str | None = None):
         """Kernel `name` of `source` (its entry point `entry`, else `name`), built once per process; the
-        program binary comes from the disk cache when it is there. Returns (kernel, whether nothing was
+        program comes from the disk cache when it is there (_program). Returns (kernel, whether nothing was
         compiled)."""
         import pyopencl as cl
 
@@ -135,25 +143,33 @@ class OpenCLCompiler:
         return cl.Kernel(prg, renamed or entry or name), cached
 
     def _program(self, name: str, source: str) -> tuple[cl.Program, bool]:
-        """The program of `source`, from its binary in the disk cache or built (and its binary put there), and
-        whether it was loaded."""
-        import pyopencl as cl
-
+        """The program of `source`, loaded or built, and whether it was loaded. The disk cache holds its binary;
+        on PoCL it holds a record that PoCL's own cache has it (pocl_record says why), and the build from source
+        finds it there."""
         t0 = time.perf_counter()
         key = self.cache_key(name, source)
+        record = pocl_record(self.cl_device)
         # One process (and thread) at a time builds or loads a program in PoCL's cache (build_lock says
-        # why); the others wait, then find its binary in the disk cache.
+        # why); the others wait, then find it in the disk cache.
         with build_lock(self.cl_device, key.digest):
-            binary = CACHE.get(key)
-            prg = self._from_binary(binary) if binary is not None else None
-            cached = prg is not None
+            payload = CACHE.get(key)
+            recorded = payload is not None and payload.startswith(POCL_RECORD)  # (never a binary to load)
+            prg = self._from_binary(payload) if payload is not None and not recorded else None
+            cached = prg is not None or (record is not None and payload == record)
             if prg is None:
-                prg = self._from_source(name, source)
-                binaries = prg.get_info(cl.program_info.BINARIES)  # one per device (the stub says object)
-                assert isinstance(binaries, list)
-                CACHE.put(key, binaries[0])  # only after a successful build
+                prg = self._from_source(name, source)  # (on PoCL, found in its cache where `cached`)
+                if not cached:
+                    CACHE.put(key, record or self._binary(prg))  # only after a successful build
         log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return prg, cached
+
+    @staticmethod
+    def _binary(prg: cl.Program) -> bytes:
+        import pyopencl as cl
+
+        binaries = prg.get_info(cl.program_info.BINARIES)  # one per device (the stub says object)
+        assert isinstance(binaries, list)
+        return binaries[0]
 
     def _from_binary(self, binary: bytes) -> cl.Program | None:
         import pyopencl as cl
