@@ -559,3 +559,19 @@ def test_host_calls_replay_in_a_captured_graph_and_show_in_a_profile(rng):
     with tj.profile() as p:
         f(da, db, device="opencl")
     assert any("matmul" in e.name and e.clock == "wall" for e in p.launches), [e.name for e in p.launches]
+
+
+def test_the_queues_are_finished_before_the_interpreter_exits():
+    """A call returns with its kernels enqueued; PoCL may still be compiling one on its own thread when the
+    script ends, and the exit then destroyed LLVM under it (a segmentation fault after the last line, in about
+    one round of fifteen of six processes started at once). tracejit waits for every opened queue at exit."""
+    out = _run("""
+        import numpy as np, tracejit as tj
+        f = tj.kernel(lambda a: np.exp(a - a.max(axis=-1, keepdims=True)))
+        dev = tj.device("opencl")
+        f(np.ones((64, 256), np.float32), device=dev)
+        dev.synchronize = lambda: print("finished at exit")
+        print("last line")
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["last", "line", "finished", "at", "exit"]

@@ -4,6 +4,8 @@ device as tj.Array."""
 
 from __future__ import annotations
 
+import atexit
+import weakref
 from typing import TYPE_CHECKING
 
 from tracejit.codegen.simt import mapping
@@ -43,6 +45,23 @@ CPU_KEEP_ROW_MAX = 2048  # CPU devices: longest row kept in a work-item's privat
 CPU_SORT_BYTES = (
     1 << 14
 )  # CPU devices: a sorted row's private arrays (PoCL crashed at 128 KiB; 64 KiB crashed with 40 rows)
+
+
+def _finish_at_exit() -> None:
+    """Wait for every opened device's queue before the interpreter exits. A call returns once its kernels are
+    enqueued; a CPU driver's threads may still be compiling one then (PoCL compiles a kernel for its
+    work-group size at its first launch), and the process's exit destroys LLVM under them: a segmentation
+    fault after the script's last line (seen with six processes starting at once, in about one round of
+    fifteen)."""
+    for device in list(_OPENED):
+        try:
+            device.synchronize()
+        except Exception:  # noqa: BLE001 (an error of the device's own is no reason to fail the exit)
+            continue
+
+
+_OPENED: weakref.WeakSet[OpenCLDevice] = weakref.WeakSet()
+atexit.register(_finish_at_exit)
 
 
 class OpenCLDevice(OpenCLCompiler, OpenCLMemory, OpenCLLaunches, Device):
@@ -145,6 +164,7 @@ class OpenCLDevice(OpenCLCompiler, OpenCLMemory, OpenCLLaunches, Device):
         self._limit: int | None = None  # tj.set_memory_limit
         self._peak = 0
         self.apply_memory_limit()
+        _OPENED.add(self)
 
     @property
     def info(self) -> DeviceInfo:
