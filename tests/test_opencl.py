@@ -575,3 +575,31 @@ def test_the_queues_are_finished_before_the_interpreter_exits():
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["last", "line", "finished", "at", "exit"]
+
+
+def test_a_device_that_built_the_check_kernel_is_not_checked_again_in_a_later_process(tmp_path):
+    """Each device builds a one-line kernel before it is offered (discovery._build_problem); the cache directory
+    records that it built on this driver and CPU, so a later process skips that build (45 ms a device). A
+    damaged record is no record."""
+    code = """
+        import tracejit.runtime.opencl.discovery as discovery
+        checks, build = [], discovery.build_program
+        def counted(context, d, source, options):
+            checks.extend([source] if source == discovery._CHECK_SOURCE else [])
+            return build(context, d, source, options)
+        discovery.build_program = counted
+        import tracejit as tj
+        tj.device("opencl")
+        print(len(discovery.all_devices()), len(checks))
+    """
+    first = _run(code, TRACEJIT_CACHE_DIR=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    devices, checked = map(int, first.stdout.split())
+    assert checked == devices >= 1
+    records = sorted((tmp_path / "host").glob("opencl-*"))
+    assert len(records) == devices
+    second = _run(code, TRACEJIT_CACHE_DIR=str(tmp_path))
+    assert second.stdout.split() == [str(devices), "0"], second.stderr
+    records[0].write_bytes(b"garbage")
+    third = _run(code, TRACEJIT_CACHE_DIR=str(tmp_path))
+    assert third.stdout.split() == [str(devices), "1"], third.stderr
