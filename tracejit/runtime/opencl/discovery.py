@@ -187,20 +187,47 @@ POCL_RECORD = b"tracejit: built in PoCL's cache "
 
 def pocl_record(d) -> bytes | None:
     """What the disk cache keeps for a program built on PoCL device `d` in place of its binary, or None where
-    it keeps the binary (other drivers; PoCL with its cache off: POCL_KERNEL_CACHE=0). PoCL keeps each program
-    it builds in its own kernel cache, and a later build of the same source finds it there (25-35 ms, against
-    4 ms to load a binary); but asking PoCL for the binary makes it compile each kernel of the program once
-    more, for work-groups of any size, more than half of what a build cost. The record names that cache
-    directory and its identity (device and inode): where it was removed, or PoCL uses another, the record is
-    not a hit (PoCL compiles the program again, and the call says so)."""
+    it keeps the binary (other drivers; PoCL with its cache off, POCL_KERNEL_CACHE=0; a PoCL cache tracejit
+    cannot mark). PoCL keeps each program it builds in its own kernel cache, and a later build of the same
+    source finds it there (25-35 ms, against 4 ms to load a binary); but asking PoCL for the binary makes it
+    compile each kernel of the program once more, for work-groups of any size, more than half of what a build
+    cost. The record names that cache directory and the mark tracejit left in it (a random token, in a file
+    of its own): where the directory was removed and made anew, or PoCL uses another, the record is not a hit
+    (PoCL compiles the program again, and the call says so). (A directory's inode is no such mark: a new
+    directory took the inode of the one removed just before.)"""
     if not is_pocl(d) or os.environ.get("POCL_KERNEL_CACHE", "1").strip() == "0":
         return None
     where = os.path.abspath(os.environ.get("POCL_CACHE_DIR") or os.path.join(_pocl_cache_dir(), "kcache"))
-    try:
-        st = os.stat(where)
-    except OSError:
-        return None
-    return POCL_RECORD + f"{where} ({st.st_dev}:{st.st_ino})".encode()
+    mark = _cache_mark(Path(where))
+    return None if mark is None else POCL_RECORD + f"{where} {mark}".encode()
+
+
+def _cache_mark(where: Path) -> str | None:
+    """The token in `where`'s tracejit-mark file, written (whole, by a link that fails where another process's
+    is there first) where there is none; None where it can be neither read nor written."""
+    path = where / "tracejit-mark"
+    for _ in range(2):
+        try:
+            token = path.read_text().strip()
+            if re.fullmatch(r"[0-9a-f]{32}", token):
+                return token
+            return None  # (not ours, or damaged: no record is made, the binary is kept instead)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return None
+        try:
+            with tempfile.NamedTemporaryFile("w", dir=where, prefix=".tracejit-mark-", delete=False) as f:
+                f.write(os.urandom(16).hex())
+            try:
+                os.link(f.name, path)
+            except FileExistsError:
+                pass  # another process's mark: read next
+            finally:
+                os.unlink(f.name)
+        except OSError:
+            return None
+    return None
 
 
 def _pocl_cache_dir() -> str:
