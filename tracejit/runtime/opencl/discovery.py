@@ -189,7 +189,7 @@ def pocl_record(d) -> bytes | None:
     """What the disk cache keeps for a program built on PoCL device `d` in place of its binary, or None where
     it keeps the binary (other drivers; PoCL with its cache off, POCL_KERNEL_CACHE=0; a PoCL cache tracejit
     cannot mark). PoCL keeps each program it builds in its own kernel cache, and a later build of the same
-    source finds it there (25-35 ms, against 4 ms to load a binary); but asking PoCL for the binary makes it
+    source finds it there (25-45 ms, against 5 ms to load a binary); but asking PoCL for the binary makes it
     compile each kernel of the program once more, for work-groups of any size, more than half of what a build
     cost. The record names that cache directory and the mark tracejit left in it (a random token, in a file
     of its own): where the directory was removed and made anew, or PoCL uses another, the record is not a hit
