@@ -56,7 +56,7 @@ def _finish_at_exit() -> None:
     for device in list(_OPENED):
         try:
             device.synchronize()
-        except Exception:  # noqa: BLE001 (an error of the device's own is no reason to fail the exit)
+        except Exception:  # (an error of the device's own is no reason to fail the exit)
             continue
 
 
