@@ -1,4 +1,5 @@
-"""Graph simplification: constant folding and algebraic identities; dead code never survives a rewrite."""
+"""Graph simplification: constant folding, algebraic identities, and what ir/float_facts.py proves of float values
+(a value that is always one zero, a comparison its bounds decide); dead code never survives a rewrite."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import numpy as np
 
 from tracejit.ir import build
 from tracejit.ir.dtypes import is_float
+from tracejit.ir.float_facts import NEG, NZ, POS, PZ, FloatFacts, decided_comparison
 from tracejit.ir.graph import BINARY, ELEMENTWISE, Node, Op, rewrite
 from tracejit.ir.ops import NUMPY_OPS
 from tracejit.ir.kernel_ir import ALU
 
 
 def simplify(outputs: list[Node]) -> list[Node]:
-    return rewrite(outputs, _simplify_node)
+    facts = FloatFacts()
+    return rewrite(outputs, lambda n: _by_facts(_simplify_node(n), facts))
 
 
 def _simplify_node(n: Node) -> Node:
@@ -43,7 +46,71 @@ def _simplify_node(n: Node) -> Node:
         return n.srcs[0].srcs[0]
     if n.op is Op.WHERE and n.srcs[0].op is Op.CONST:
         return n.srcs[1] if n.srcs[0].arg else n.srcs[2]
+    if n.op in (Op.AND, Op.OR) and n.dtype == np.bool_:
+        for x, y in ((n.srcs[0], n.srcs[1]), (n.srcs[1], n.srcs[0])):
+            if x.op is Op.CONST:  # x & False, x | True: the constant; x & True, x | False: x
+                return x if bool(x.arg) == (n.op is Op.OR) else y
     return n
+
+
+_DECIDED = (Op.LT, Op.LE, Op.EQ, Op.NE)
+
+
+def _by_facts(n: Node, facts: FloatFacts) -> Node:
+    """`n` folded where the float facts of it or its operands decide its value for every element."""
+    if n.op not in ELEMENTWISE or n.op is Op.CONST or n.op is Op.BITCAST:
+        return n
+    if is_float(n.dtype):
+        found = facts(n)
+        if found.zero and found.signs in (NZ, PZ):  # always the one zero: -2j * k's real part, (x, 0) * (y, 0)'s imag
+            return build.const(-0.0 if found.signs == NZ else 0.0, n.dtype, n.shape, n.weak)
+    if not n.srcs or not all(is_float(s.dtype) for s in n.srcs):
+        return n
+    operands = [facts(s) for s in n.srcs]
+    if n.op is Op.ISNAN and not operands[0].nan:
+        return build.const(False, n.dtype, n.shape, n.weak)
+    if n.op is Op.ISINF and operands[0].bound < np.inf:
+        return build.const(False, n.dtype, n.shape, n.weak)
+    if n.op is Op.SIGNBIT and not operands[0].nan and operands[0].signs:
+        if operands[0].signs & (PZ | POS) == 0:
+            return build.const(True, n.dtype, n.shape, n.weak)
+        if operands[0].signs & (NZ | NEG) == 0:
+            return build.const(False, n.dtype, n.shape, n.weak)
+    if n.op in _DECIDED and len(operands) == 2:
+        decided = decided_comparison(n.op, operands[0], operands[1])
+        if decided is not None:
+            return build.const(decided, n.dtype, n.shape, n.weak)
+    return _zero_operand_folded(n, operands)
+
+
+def _zero_operand_folded(n: Node, operands: list) -> Node:
+    """An op whose every operand is a constant or a value that is only ever a zero, and whose result is the same
+    bits for either zero (exp(+-0) is 1.0, 709 < +-0 is False): that constant."""
+    choices = []
+    for s, f in zip(n.srcs, operands):
+        if s.op is Op.CONST:
+            choices.append([s.arg])
+        elif f.zero:
+            choices.append([z for sign, z in ((NZ, -0.0), (PZ, 0.0)) if f.signs & sign])
+        else:
+            return n
+    if n.op not in ELEMENTWISE or n.op in (Op.WHERE, Op.CAST) or n.op.value not in NUMPY_OPS:
+        return n
+    results = set()
+    with np.errstate(all="ignore"):
+        for values in _product(choices):
+            args = [np.asarray(v, s.dtype) for v, s in zip(values, n.srcs)]
+            results.add(np.asarray(NUMPY_OPS[n.op.value](*args)).astype(n.dtype).tobytes())
+    if len(results) != 1:
+        return n
+    return build.const(np.frombuffer(results.pop(), n.dtype)[0].item(), n.dtype, n.shape, n.weak)
+
+
+def _product(choices: list[list]) -> list[tuple]:
+    out: list[tuple] = [()]
+    for options in choices:
+        out = [(*prefix, v) for prefix in out for v in options]
+    return out
 
 
 # binary ops whose result is the same for every x once an operand is NaN

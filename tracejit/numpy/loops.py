@@ -839,6 +839,9 @@ def _loop_nodes(
     keep = [k for k in range(len(carried)) if k not in left]
     graph = [carried[k][3] for k in keep] + ([trace.test] if trace.test is not None else [])
     graph = replace(graph, mapping) if mapping else graph
+    # simplified before the values it reads from outside become inputs of its own, whose facts it no longer sees:
+    # (x, 0) * k's imaginary part is +-0 before the loop as inside it (ir/float_facts.py)
+    graph = simplify(graph)
     inputs = [trace.inputs[0]] if kind == "for" else []
     for k in keep:
         stand_in = carried[k][2]
