@@ -1382,3 +1382,60 @@ def test_an_extreme_of_an_empty_slice_raises_numpys_error_when_the_kernel_runs(d
     x = np.arange(5, dtype=float_dtype(device))
     with pytest.raises(ValueError, match="attempt to get argmax of an empty sequence"):
         run_kernel(tj.kernel(empty_at_the_end), x, device=device)
+
+
+# --- a loop over elements updating, in place, memory a kernel before it made (frontend/staged.py's _own_memory) ---
+
+def running_sum_of_a_product(a):
+    x = a * 2.0                      # a kernel's result, which only the loop reads: the loop may update it in place
+    for i in range(1, x.shape[0]):
+        x[i] = x[i] + x[i - 1]
+    return x
+
+
+def running_sum_beside_its_first_value(a):
+    x = a * 2.0
+    before = x * 1.0                 # the first value also read after the loop: never updated in place
+    for i in range(1, x.shape[0]):
+        x[i] = x[i] + x[i - 1]
+    return x, before + x
+
+
+def running_sum_of_a_view(a):
+    x = a.reshape(-1)                # NumPy's view of the argument: the loop writes into `a` as NumPy does
+    for i in range(1, x.shape[0]):
+        x[i] = x[i] + x[i - 1]
+    return x
+
+
+def running_sums_of_two_rows(a):
+    m = a * 3.0
+    x, y = m[0], m[1]                # two views of one kernel's result
+    for i in range(1, x.shape[0]):
+        x[i] = x[i] + x[i - 1]
+        y[i] = y[i] * 0.5 + x[i]
+    return m, x, y
+
+
+@pytest.mark.parametrize("f", [running_sum_of_a_product, running_sum_beside_its_first_value, running_sum_of_a_view,
+                               running_sums_of_two_rows])
+def test_a_loop_starting_from_a_kernels_result_matches_numpy(f, device, rng):
+    shape = (2, 9) if f is running_sums_of_two_rows else (9, 1) if f is running_sum_of_a_view else (9,)
+    check(f, (rng.standard_normal(shape).astype(float_dtype(device)),), device)
+
+
+def test_a_kernels_result_only_the_loop_reads_is_not_copied_for_it(rng):
+    copies = []
+    real_array = np.array
+
+    def counting(value, *args, **kwargs):
+        copies.append(getattr(value, "shape", None))
+        return real_array(value, *args, **kwargs)
+
+    a = rng.standard_normal(1000)
+    f = tj.kernel(running_sum_of_a_product, device="numba")
+    f(a)
+    with mock.patch.object(numba_element_loops.np, "array", counting):
+        got = f(a)
+    np.testing.assert_allclose(got, running_sum_of_a_product(a.copy()), rtol=1e-12)
+    assert copies == [], copies

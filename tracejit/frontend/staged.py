@@ -319,6 +319,7 @@ class Staged:
         parts, loops and calls computing nothing else are not run again for."""
         values: dict[Node, object] = dict(seed) if seed else {}
         owned: set[Node] = set()  # values in memory a loop over elements made (not views of anything else)
+        parts: set[Node] = set()  # values a part's kernels made, as arrays of the host (see _own_memory)
         args = tuple(args)
         value = self._value
         for sizes, bodies, hosts, part in self._plan:
@@ -326,7 +327,7 @@ class Staged:
                 self._check_size(node, args, values)
             for body in bodies:
                 if not (seed and all(n in values for n in body.results.values())):
-                    self._run_loop(body, args, values, owned)
+                    self._run_loop(body, args, values, owned, parts)
             for call, srcs, results in hosts:
                 if not (seed and all(n in values for n in results.values())):
                     self._run_host(call, srcs, results, args, values)
@@ -334,6 +335,8 @@ class Staged:
                 extra = tuple([value(n, args, values) for n in part.reads])
                 for n, v in zip(part.computes, part.executable(args + extra)):
                     values[n] = v
+                    if type(v) is np.ndarray:  # (a loop over elements may take its memory: _run_loop checks)
+                        parts.add(n)
         return [self._output(o, value(o, args, values)) for o in self.outputs]
 
     def _check_size(self, node: Node, args, values) -> None:
@@ -445,7 +448,7 @@ class Staged:
         log(1, f"{call.where}: {call.name} ran with NumPy on the host in {seconds * 1e3:.2f} ms")
         host_calls.warn_once(call, seconds, self.device.name, self._wrap)
 
-    def _run_loop(self, body: _Body, args, values, owned: set[Node]) -> None:
+    def _run_loop(self, body: _Body, args, values, owned: set[Node], parts: set[Node]) -> None:
         loop = body.loop
         made: set[Node] = set()  # constants a loop over elements starts from, in memory of their own
         srcs = []
@@ -462,7 +465,10 @@ class Staged:
         free = tuple(srcs[body.ends :])
         run = body.executable
         if body.element:  # the whole loop nest in one call
-            donated = [d and (s in owned or s in made) for s, d in zip(body.firsts, body.donatable)]
+            donated = [
+                d and (s in owned or s in made or s in parts and _own_memory(s, args, values))
+                for s, d in zip(body.firsts, body.donatable)
+            ]
             finals = run([self._read(h) for h in heads], carried, free, donated)
             for k, node in body.result_items:
                 values[node] = finals[k]
@@ -617,6 +623,19 @@ def _element_loop(loop: Loop, dev):
     if element is not None:
         log(1, f"the loop at {loop.where} is a loop over elements: one function runs the whole loop nest")
     return element
+
+
+def _own_memory(node: Node, args, values) -> bool:
+    """Whether a loop over elements may update `value` in place (its first value, which nothing else reads): memory
+    of its own, as a loop over elements or a part's kernels made it (np.empty's, or a block of the output pool),
+    never an argument's or memory another value also shows (a part's result may be a view of its argument, or of
+    another result)."""
+    value = values[node]
+    if not (isinstance(value, np.ndarray) and value.flags.c_contiguous and value.flags.writeable):
+        return False
+    others = [a for a in args if isinstance(a, np.ndarray)]
+    others += [v for n, v in values.items() if isinstance(v, np.ndarray) and n is not node]
+    return not any(np.may_share_memory(value, other) for other in others)
 
 
 def _constant(node: Node):
