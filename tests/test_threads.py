@@ -222,3 +222,42 @@ def test_numba_plans_reuse_their_temporaries_and_threads_running_one_plan_never_
     kept = pool[-1]
     k(inputs[0], w, device="numba")
     assert any(a is b for a in pool[-1] for b in kept)   # the last call ran on a kept set
+
+
+def test_shared_parts_each_run_once_and_a_thread_that_starts_late_takes_fewer():
+    # (runtime/numba/threads.py's run_shared: loops over elements whose steps are independent)
+    from tracejit.runtime.numba import threads as numba_threads
+
+    taken: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    caller = threading.get_ident()
+
+    def part(start, stop, delay):
+        if threading.get_ident() != caller and not taken:
+            time.sleep(0.05)  # a pool thread the system wakes late: the caller takes the parts meanwhile
+        time.sleep(delay)
+        with lock:
+            taken.append((start, threading.get_ident()))
+
+    numba_threads.run_shared(part, [(k, k + 1, (0.005,)) for k in range(12)], threads=2)
+    assert sorted(k for k, _ in taken) == list(range(12))
+    assert sum(t == caller for _, t in taken) > 6
+
+
+def test_an_exception_in_a_shared_part_is_raised_once_the_others_are_done():
+    from tracejit.runtime.numba import threads as numba_threads
+
+    done: list[int] = []
+
+    def part(start, stop):
+        if start == 3:
+            raise TypeError("part 3")
+        time.sleep(0.002)
+        done.append(start)
+
+    with pytest.raises(TypeError, match="part 3"):
+        numba_threads.run_shared(part, [(k, k + 1, ()) for k in range(8)], threads=2)
+    running = list(done)
+    time.sleep(0.05)
+    assert done == running  # (nothing still running after the raise)
+    assert 3 not in done and len(done) < 8

@@ -19,6 +19,7 @@ from tracejit.runtime.numba import compiler
 from tracejit.runtime.numba import threads as numba_threads
 
 PARALLEL_MIN_WORK = 1 << 16  # element operations below which one thread runs the loop sooner than several
+PARTS_PER_THREAD = 4  # the parts a loop's independent steps are cut into, per thread (see _in_parts)
 
 
 class ElementLoop:
@@ -136,11 +137,16 @@ class ElementLoop:
         assert self.independent is not None
         count = min(numba_threads.thread_count(), stop - start)
         inside = 0 <= start and stop <= min(self.independent.sizes, default=stop)
-        if count < 2 or not inside or (stop - start) * self.step_work < self.parallel_min_work:
+        work = (stop - start) * self.step_work
+        if count < 2 or not inside or work < self.parallel_min_work:
             error = np.zeros(2, np.int64)
             self._entry(start, stop, *args, error)
             return error
-        errors = np.zeros((count, 2), np.int64)
-        bounds = [start + (stop - start) * c // count for c in range(count + 1)]
-        numba_threads.run_parts(self._entry, [(bounds[c], bounds[c + 1], (*args, errors[c])) for c in range(count)])
+        # PARTS_PER_THREAD parts a thread (each at least parallel_min_work / 4 of work), taken by whichever thread
+        # is free: one woken late takes fewer (numba_threads.run_shared)
+        chunks = min(count * PARTS_PER_THREAD, stop - start, max(count, 4 * work // max(self.parallel_min_work, 1)))
+        errors = np.zeros((chunks, 2), np.int64)
+        bounds = [start + (stop - start) * c // chunks for c in range(chunks + 1)]
+        parts = [(bounds[c], bounds[c + 1], (*args, errors[c])) for c in range(chunks)]
+        numba_threads.run_shared(self._entry, parts, count)
         return next((e for e in errors if e[0]), errors[0])

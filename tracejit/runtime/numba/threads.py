@@ -10,6 +10,7 @@ import functools
 import os
 import sys
 import threading
+from collections import deque
 from queue import SimpleQueue
 
 from tracejit.errors import ArgumentError
@@ -156,6 +157,36 @@ def run_parts(fn, parts: list[tuple]) -> None:
         error = error or failed
     if error is not None:
         raise error
+
+
+def run_shared(fn, parts: list[tuple], threads: int) -> None:
+    """fn(start, stop, *args) for each (start, stop, args) of `parts`, taken in order by the calling thread and
+    `threads` - 1 of the pool's, each taking the next part no thread has taken yet: a thread the system wakes late
+    (a sleeping vCPU takes 0.1-0.3 ms to wake on some VMs) takes fewer parts, where an even split left the caller
+    waiting for it. An exception is raised after every taken part has finished; parts after it are not run."""
+    queue: deque = deque(parts)
+    failed: list[BaseException] = []
+
+    def drain(*_) -> None:
+        while not failed:
+            try:
+                start, stop, args = queue.popleft()  # (atomic: deque's popleft holds the GIL)
+            except IndexError:
+                return
+            try:
+                fn(start, stop, *args)
+            except BaseException as e:  # noqa: BLE001 - re-raised by the calling thread
+                failed.append(e)
+
+    helpers = min(threads, len(parts)) - 1
+    work, done = _queue(helpers), SimpleQueue[BaseException | None]()
+    for _ in range(helpers):
+        work.put((drain, 0, 0, (), done))
+    drain()
+    for _ in range(helpers):
+        done.get()
+    if failed:
+        raise failed[0]
 
 
 def _queue(threads: int) -> SimpleQueue:
