@@ -215,6 +215,43 @@ def test_on_pocl_the_entry_records_pocls_cache_and_another_pocl_cache_is_not_a_h
     assert run_program(binaries, "opencl", POCL_CACHE_DIR=str(pocl / "a"))["compiles"] == 0
 
 
+def test_on_pocl_a_warm_stores_binaries_a_later_process_loads_without_pocls_cache(tmp_path):
+    """A warm pays for PoCL's binaries (runtime/cache/ahead.py): a later process loads each program from the entry
+    in 3-5 ms, not from PoCL's cache in 35-50, and a record a call left is replaced by the binary."""
+    if "opencl" not in AVAILABLE_DEVICES:
+        pytest.skip("no OpenCL device here")
+    from tracejit.runtime.opencl.discovery import POCL_RECORD, is_pocl
+    if not is_pocl(tj.device("opencl").cl_device):
+        pytest.skip("the OpenCL device is not PoCL's")
+    warm = PROGRAM.split("# 7 x 299")[0] + textwrap.dedent("""
+        x = tj.spec((7, 299), np.float32)
+        report = [tj.warm(k, x, devices="opencl") for k in (softmax, gelu)]
+        assert all(r.ok for r in report), report
+        print(json.dumps({"compiled": sum(r.compiled for rs in report for r in rs)}))
+    """)
+
+    def run_warm(cache, pocl):
+        out = subprocess.run([sys.executable, "-c", warm], capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, PYTHONPATH=str(REPO), TRACEJIT_CACHE_DIR=str(cache),
+                                      POCL_CACHE_DIR=str(pocl)))
+        assert out.returncode == 0, out.stderr
+
+    def kinds(cache):
+        return {parse_entry(f.read_bytes()).startswith(POCL_RECORD) for f in entry_files(cache)}
+
+    cache, pocl = tmp_path / "warmed", tmp_path / "pocl"
+    run_warm(cache, pocl / "a")
+    assert kinds(cache) == {False}  # binaries only
+    # a fresh PoCL cache: nothing compiled, every program loaded from its binary
+    assert run_program(cache, "opencl", POCL_CACHE_DIR=str(pocl / "b"))["compiles"] == 0
+    called = tmp_path / "called"
+    first = run_program(called, "opencl", POCL_CACHE_DIR=str(pocl / "c"))
+    assert kinds(called) == {True}  # a call's compile: records of PoCL's cache
+    run_warm(called, pocl / "c")
+    assert kinds(called) == {False} and len(entry_files(called)) == first["compiles"]
+    assert run_program(called, "opencl", POCL_CACHE_DIR=str(pocl / "d"))["compiles"] == 0
+
+
 def test_an_unusable_cache_directory_warns_and_still_computes(tmp_path, device):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

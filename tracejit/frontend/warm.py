@@ -14,6 +14,7 @@ import numpy as np
 
 from tracejit.errors import ArgumentError, TracejitError
 from tracejit.runtime import progress, registry
+from tracejit.runtime.cache.ahead import ahead_of_time
 from tracejit.frontend import hooks
 from tracejit.frontend.manifest import parse_arg, read_manifest
 from tracejit.frontend.signature import Spec
@@ -74,6 +75,11 @@ def warm(
     With Dask arrays among the arguments, what a call with them runs is warmed: each stage's kernel at each
     block shape (dask/arrays.py). client (a dask.distributed Client): warmed on each of its workers,
     the first before the others, which then load its kernels from a shared TRACEJIT_CACHE_DIR."""
+    with ahead_of_time():  # (what a compile stores may differ: runtime/cache/ahead.py)
+        return _warm_any(kernel, args, devices, client, static)
+
+
+def _warm_any(kernel, args: tuple, devices, client, static: dict) -> WarmReport:
     from tracejit.frontend.kernel import Kernel
 
     if isinstance(kernel, (str, os.PathLike)):
@@ -96,12 +102,13 @@ def warm(
 
 
 def _warm_here(kernel, args, devices, static) -> list[dict]:
-    return [r.__dict__ for r in _warm(kernel, args, devices, static)]
+    with ahead_of_time():  # (a Dask worker's)
+        return [r.__dict__ for r in _warm(kernel, args, devices, static)]
 
 
 def warm_entries(entries: list[dict]) -> list[dict]:
     results = []
-    with progress.task("warming", total=len(entries)) as shown:  # (a bar past 2 s on a terminal)
+    with ahead_of_time(), progress.task("warming", total=len(entries)) as shown:  # (a bar past 2 s on a terminal)
         for entry in entries:
             results += warm_entry(entry)
             shown.advance()

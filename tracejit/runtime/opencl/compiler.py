@@ -17,6 +17,7 @@ from tracejit.errors import CompileError
 from tracejit.ir.kernel_ir import KernelIR
 from tracejit.runtime.cache.key import SHARED_NAME, shared_source, source_part, tracejit_part
 from tracejit.runtime.debug import log, stage
+from tracejit.runtime.cache.ahead import compiling_ahead
 from tracejit.runtime.cache.disk import CACHE, CacheKey
 from tracejit.runtime.opencl.discovery import (
     POCL_RECORD,
@@ -149,6 +150,7 @@ class OpenCLCompiler:
         t0 = time.perf_counter()
         key = self.cache_key(name, source)
         record = pocl_record(self.cl_device)
+        binary_wanted = record is not None and compiling_ahead()  # a warm stores PoCL's binary (cache/ahead.py)
         # One process (and thread) at a time builds or loads a program in PoCL's cache (build_lock says
         # why); the others wait, then find it in the disk cache.
         with build_lock(self.cl_device, key.digest):
@@ -158,8 +160,8 @@ class OpenCLCompiler:
             cached = prg is not None or (record is not None and payload == record)
             if prg is None:
                 prg = self._from_source(name, source)  # (on PoCL, found in its cache where `cached`)
-                if not cached:
-                    CACHE.put(key, record or self._binary(prg))  # only after a successful build
+                if not cached or binary_wanted:  # (a warm replaces a record by the binary)
+                    CACHE.put(key, self._binary(prg) if binary_wanted else record or self._binary(prg))
         log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return prg, cached
 
