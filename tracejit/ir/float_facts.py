@@ -108,10 +108,12 @@ def _union(classes) -> int:
 
 
 class FloatFacts:
-    """The facts of float nodes, memoised by node (nodes are interned: equal nodes are one object)."""
+    """The facts of float nodes, memoised by node (nodes are interned: equal nodes are one object). `ranges`: the
+    least and greatest value of integer nodes the graph does not bound itself (a loop's index in its body)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ranges: dict[Node, tuple[int, int]] | None = None) -> None:
         self._memo: dict[Node, Facts] = {}
+        self._ranges = ranges or {}  # integer nodes' least and greatest values, known beside the graph (a loop's index)
 
     def __call__(self, n: Node, depth: int = 0) -> Facts:
         found = self._memo.get(n)
@@ -173,7 +175,7 @@ class FloatFacts:
         if src.dtype.kind == "b":
             return Facts(PZ | POS, 1.0, False)
         if src.dtype.kind in "iu":
-            found = value_range(src)
+            found = self._ranges.get(src) or value_range(src)
             if found is None:
                 info = np.iinfo(src.dtype)
                 lo, hi = int(info.min), int(info.max)

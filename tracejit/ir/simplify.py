@@ -13,8 +13,9 @@ from tracejit.ir.ops import NUMPY_OPS
 from tracejit.ir.kernel_ir import ALU
 
 
-def simplify(outputs: list[Node]) -> list[Node]:
-    facts = FloatFacts()
+def simplify(outputs: list[Node], ranges: dict[Node, tuple[int, int]] | None = None) -> list[Node]:
+    """`ranges`: the least and greatest value of integer nodes (a loop's index), for the float facts."""
+    facts = FloatFacts(ranges)
     return rewrite(outputs, lambda n: _by_facts(_simplify_node(n), facts))
 
 

@@ -841,7 +841,9 @@ def _loop_nodes(
     graph = replace(graph, mapping) if mapping else graph
     # simplified before the values it reads from outside become inputs of its own, whose facts it no longer sees:
     # (x, 0) * k's imaginary part is +-0 before the loop as inside it (ir/float_facts.py)
-    graph = simplify(graph)
+    span = index_span(*bounds) if kind == "for" and bounds is not None and None not in bounds else None
+    ranges = {trace.inputs[0]: span} if span is not None else None  # (the index, whose values the bounds give)
+    graph = simplify(graph, ranges)
     inputs = [trace.inputs[0]] if kind == "for" else []
     for k in keep:
         stand_in = carried[k][2]
@@ -888,7 +890,7 @@ def _loop_nodes(
     for n in graph:
         if not varies[n] and outside[n]:
             hoist(n)
-    closed = simplify(replace(graph, free) if free else graph)
+    closed = simplify(replace(graph, free) if free else graph, ranges)
     loop = Loop(kind, bounds, inputs + list(free.values()), closed, len(keep), where)
     loop.until = next(  # the carried stop flag of a loop with a break: the runner stops once it is set
         (i for i, k in enumerate(keep) if until is not None and carried[k][:2] == ("name", until)), None
