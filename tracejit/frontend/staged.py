@@ -625,6 +625,9 @@ def _element_loop(loop: Loop, dev):
     return element
 
 
+DONATE_MIN_BYTES = 1 << 16  # a kernel's result smaller than this is copied for a loop over elements (_own_memory)
+
+
 def _own_memory(node: Node, args, values) -> bool:
     """Whether a loop over elements may update `value` in place (its first value, which nothing else reads): memory
     of its own, as a loop over elements or a part's kernels made it (np.empty's, or a block of the output pool),
@@ -632,6 +635,8 @@ def _own_memory(node: Node, args, values) -> bool:
     another result)."""
     value = values[node]
     if not (isinstance(value, np.ndarray) and value.flags.c_contiguous and value.flags.writeable):
+        return False
+    if value.nbytes < DONATE_MIN_BYTES:  # (copied: cheaper than the checks below, on the path of every call)
         return False
     others = [a for a in args if isinstance(a, np.ndarray)]
     others += [v for n, v in values.items() if isinstance(v, np.ndarray) and n is not node]
