@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from tracejit.ir import build
@@ -95,23 +97,16 @@ def _zero_operand_folded(n: Node, operands: list) -> Node:
             choices.append([z for sign, z in ((NZ, -0.0), (PZ, 0.0)) if f.signs & sign])
         else:
             return n
-    if n.op not in ELEMENTWISE or n.op in (Op.WHERE, Op.CAST) or n.op.value not in NUMPY_OPS:
+    if n.op in (Op.WHERE, Op.CAST) or n.op.value not in NUMPY_OPS:
         return n
     results = set()
     with np.errstate(all="ignore"):
-        for values in _product(choices):
+        for values in itertools.product(*choices):
             args = [np.asarray(v, s.dtype) for v, s in zip(values, n.srcs)]
             results.add(np.asarray(NUMPY_OPS[n.op.value](*args)).astype(n.dtype).tobytes())
     if len(results) != 1:
         return n
     return build.const(np.frombuffer(results.pop(), n.dtype)[0].item(), n.dtype, n.shape, n.weak)
-
-
-def _product(choices: list[list]) -> list[tuple]:
-    out: list[tuple] = [()]
-    for options in choices:
-        out = [(*prefix, v) for prefix in out for v in options]
-    return out
 
 
 # binary ops whose result is the same for every x once an operand is NaN

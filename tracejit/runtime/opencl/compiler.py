@@ -161,7 +161,7 @@ class OpenCLCompiler:
             if prg is None:
                 prg = self._from_source(name, source)  # (on PoCL, found in its cache where `cached`)
                 if not cached or binary_wanted:  # (a warm replaces a record by the binary)
-                    CACHE.put(key, self._binary(prg) if binary_wanted else record or self._binary(prg))
+                    CACHE.put(key, record if record is not None and not binary_wanted else self._binary(prg))
         log(1, f"{'loaded' if cached else 'compiled'} {name} (opencl) in {1e3 * (time.perf_counter() - t0):.0f} ms")
         return prg, cached
 
