@@ -494,12 +494,12 @@ class _Writer:
             d, cut, part, kept = self.fresh("d"), self.fresh("cut"), self.fresh("part"), self.fresh("p")
             step = d if stride == 1 else f"{d} // {stride}"
             after = f"{step} + {1 - shift}" if shift != 1 else step  # (the step after the one that stores there)
-            first = f"min(max({after}, {lo}), {hi})"
             out = [f"{pad}{d} = {place}" + (f" - ({start})" if start != "0" else "")]
             if stride == 1:
-                out.append(f"{pad}{cut} = {first}")
+                out += [f"{pad}{line}" for line in _clamped(cut, after, lo, hi)]
             else:  # (no step stores there unless the distance is a whole number of strides)
-                out += [f"{pad}{cut} = {hi}", f"{pad}if {d} % {stride} == 0:", f"{pad}    {cut} = {first}"]
+                out += [f"{pad}{cut} = {hi}", f"{pad}if {d} % {stride} == 0:"]
+                out += [f"{pad}    {line}" for line in _clamped(cut, after, lo, hi)]
             out += [f"{pad}for {part} in range(2):", f"{pad}    {kept} = {memory}[{place}]"]
             bounds = f"{lo} if {part} == 0 else {cut}, {cut} if {part} == 0 else {hi}, 1"
             out.append(f"{pad}    for {names[var]} in range({bounds}):")
@@ -825,8 +825,8 @@ class _Slab:
         for p, size in zip(names, shape):
             if p == "0" or p in fixed:
                 continue
-            lo = f"max(0, {', '.join(lows[p])})" if p in lows else "0"
-            hi = f"min({size}, {', '.join(highs[p])})" if p in highs else str(size)
+            lo = self.extreme(">", "0", lows[p]) if p in lows else "0"
+            hi = self.extreme("<", str(size), highs[p]) if p in highs else str(size)
             self.loops.append((len(w.lines), lo, hi))
             w.out(f"for {p} in range({lo}, {hi}):")
             w.depth, opened = w.depth + 1, opened + 1
@@ -838,6 +838,15 @@ class _Slab:
             w.out(f"if {test}:")
             w.depth, opened = w.depth + 1, opened + 1
         return idx, opened
+
+    def extreme(self, order: str, first: str, terms: list[str]) -> str:
+        """A variable holding the greatest (order ">") or least ("<") of `first` and the integer terms, written
+        before the loop it bounds (see _clamped)."""
+        v = self.w.fresh("b")
+        self.w.out(f"{v} = {first}")
+        for t in terms:
+            self.w.out(f"{v} = {_pick(t, order, v)}")
+        return v
 
     def close(self, opened: int) -> None:
         self.w.depth -= opened
@@ -1168,6 +1177,20 @@ def _fusable(plan: Plan, statements: list, k: int) -> tuple[list, list]:
         else:
             break
     return slabs, between
+
+
+def _pick(t: str, order: str, v: str) -> str:
+    """`t` where it is beyond `v` in `order` (">": greater), else `v`: an integer max or min as a conditional
+    expression (see _clamped)."""
+    return f"{t} if {t} {order} {v} else {v}"
+
+
+def _clamped(v: str, x: str, lo: str, hi: str) -> list[str]:
+    """Statements setting `v` to the integer `x` clamped to [lo, hi]. Not Numba's min and max: a loop bounded by
+    `min(max(x, lo), hi)` ran 25% slower than by these (Floyd-Warshall over elements, 120 x 120: 0.67 against
+    0.53 ms, its loop over j cut at k; `min` alone made the difference, and only as that loop's bound: what LLVM
+    then does differently was not looked into)."""
+    return [f"{v} = {x}", f"{v} = {_pick(lo, '>', v)}", f"{v} = {_pick(hi, '<', v)}"]
 
 
 def _moving_axis(at: Node, var: Node) -> tuple[int, int] | None:
