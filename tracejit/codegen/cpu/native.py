@@ -18,6 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, KernelIR, faults, has_atomics
+from tracejit.ir.masked_ranges import masked_ranges
 from tracejit.codegen.cpu import llvm_math, llvm_sort, powers
 from tracejit.ir import split_loops
 from tracejit.codegen.cpu.llvm_ops import (
@@ -199,6 +200,7 @@ class _Emitter:
         self.plain = False  # inside the in-order copy of a loop (rows.ordered): no step reassociates
         self.blocked = {a for accs in self.rows.blocks.values() for a in accs}
         self.before = _before_global_loop(self.ins)
+        self.masked = masked_ranges(self.ins, symbolic)  # reduce loops whose steps outside bounds add +0
         self.values: dict[int, ir.Value] = {}
         self.slots: dict[int, ir.Value] = {}  # acc -> its memory; local -> its row
         self.heap: list[ir.Value] = []  # the rows malloc'd (render_local), freed at the end
@@ -363,6 +365,8 @@ class _Emitter:
         b, rows = self.b, self.rows
         extent, opened = self.extent(i), []
         start = ir.Constant(I64, 0)
+        if i in self.masked and i not in rows.split:  # only the steps that may add something
+            start, extent = self.masked_part(self.masked[i], extent)
         if i in rows.split:  # blocks of the row, each summed in float32
             at, state = self.open_loop(start, extent, BLOCKED_ROW_MAX)
             opened.append(state)
@@ -375,6 +379,24 @@ class _Emitter:
         var, state = self.open_loop(start, extent)
         self.values[i] = var
         self.loops[i] = opened + [state]
+
+    def masked_part(self, bounds, extent) -> tuple[ir.Value, ir.Value]:
+        """[start, stop) of a range's steps that may add something (ir/masked_ranges.py), inside [0, extent)."""
+        b = self.b
+        start, stop = ir.Constant(I64, 0), extent
+        for bound in bounds:
+            v = ir.Constant(I64, bound.offset)
+            if bound.base is not None and bound.scale:
+                base = self.values[bound.base]
+                base = b.sext(base, I64) if base.type.width < 64 else base
+                v = b.add(b.mul(base, ir.Constant(I64, bound.scale)), v)
+            v = b.select(b.icmp_signed("<", v, ir.Constant(I64, 0)), ir.Constant(I64, 0), v)
+            v = b.select(b.icmp_signed("<", extent, v), extent, v)  # (clamped to [0, extent])
+            if bound.side == "start":
+                start = b.select(b.icmp_signed("<", start, v), v, start)
+            else:
+                stop = b.select(b.icmp_signed("<", v, stop), v, stop)
+        return start, stop
 
     def render_endrange(self, i: int, x: Instr) -> None:
         b, r = self.b, x.srcs[0]
