@@ -224,7 +224,10 @@ def test_ldexp_is_exact_and_vectorised_under_kernel_fastmath(dtype, limit, tinie
 def _libm64(x, which):
     out = np.empty(x.size, np.float64)
     for i in range(x.size):
-        out[i] = math.exp(x[i]) if which == 0 else math.tanh(x[i])
+        if which == 2:   # (math.log raises for x <= 0: C's log, as NumPy's)
+            out[i] = -np.inf if x[i] == 0 else np.nan if x[i] < 0 else np.log(x[i])
+        else:
+            out[i] = math.exp(x[i]) if which == 0 else math.tanh(x[i])
     return out
 
 
@@ -250,15 +253,24 @@ SPECIAL64 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 5e-324, -5e
                       -745.14, -746.0, -1e300, 1e300, 0.625, -0.625, 0.6249999999999999, 19.0, 20.0, -20.0, 1e-8])
 
 
-@pytest.mark.parametrize(("which", "max_ulp", "dense"), [(0, 1, (-750.0, 712.0)), (1, 2, (-20.0, 20.0))],
-                         ids=["exp_f64", "tanh_f64"])
-def test_float64_exp_and_tanh_within_ulps_of_libm_and_vectorised(which, max_ulp, dense):
-    """Numba's float64 np.exp/np.tanh are libm calls, which keep a loop scalar; these are not."""
-    from tracejit.codegen.cpu.numba_math import exp_f64, tanh_f64
+@pytest.mark.parametrize(("which", "max_ulp", "dense"), [(0, 1, (-750.0, 712.0)), (1, 2, (-20.0, 20.0)),
+                                                      (2, 1, (0.5, 2.0))],
+                         ids=["exp_f64", "tanh_f64", "log_f64"])
+def test_float64_exp_tanh_and_log_within_ulps_of_libm_and_vectorised(which, max_ulp, dense):
+    """Numba's float64 np.exp/np.tanh/np.log are libm calls, which keep a loop scalar; these are not. (log: random
+    bit patterns, then [0.5, 2] where log is near 0 and its split at sqrt(2)/2 lies, subnormals, and the neighbours
+    of every power of two.)"""
+    from tracejit.codegen.cpu.numba_math import exp_f64, log_f64, tanh_f64
     rng = np.random.default_rng(64)
-    run = _loop64(exp_f64 if which == 0 else tanh_f64)
+    run = _loop64((exp_f64, tanh_f64, log_f64)[which])
+    powers = 2.0 ** np.arange(-1074, 1024, dtype=np.float64)
+    near = np.concatenate([np.nextafter(powers, 0), powers, np.nextafter(powers, np.inf)])
+    tiny = rng.integers(1, 1 << 52, 1 << 14, dtype=np.uint64).view(np.float64)   # subnormals
+    edges = np.array([np.sqrt(0.5), np.nextafter(np.sqrt(0.5), 0), np.nextafter(np.sqrt(0.5), 1), np.sqrt(2.0),
+                      np.nextafter(1.0, 0), np.nextafter(1.0, 2), 1.7976931348623157e308])
     x = np.concatenate([rng.integers(0, 1 << 64, 1 << 18, dtype=np.uint64).view(np.float64),
-                        rng.uniform(*dense, 1 << 18), rng.uniform(-1.0, 1.0, 1 << 16), SPECIAL64, -SPECIAL64])
+                        rng.uniform(*dense, 1 << 18), rng.uniform(-1.0, 1.0, 1 << 16), SPECIAL64, -SPECIAL64,
+                        *((near, tiny, edges) if which == 2 else ())])
     got, want = run(x), _libm64(x, which)
     ulp = _ulp64(got, want)
     worst = int(np.argmax(ulp))
@@ -266,4 +278,4 @@ def test_float64_exp_and_tanh_within_ulps_of_libm_and_vectorised(which, max_ulp,
     assert np.array_equal(np.signbit(got[x == 0]), np.signbit(want[x == 0]))   # exp(-0) = 1, tanh(-0) = -0
     llvm_ir = run.inspect_llvm(run.signatures[0])
     assert re.search(r"<\d+ x double>", llvm_ir), "the loop was not vectorised"
-    assert not re.search(r"call .*@(exp|tanh)\(", llvm_ir)
+    assert not re.search(r"call .*@(exp|tanh|log)\(", llvm_ir)

@@ -77,6 +77,7 @@ _BOUNDED = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.MAX, Op.MIN, Op.WHERE, Op.CAST}
 _BINDS = re.compile(r"^\s*(?:for\s+)?([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?:[-+*/%&|^]?=(?!=)|\bin\b)")
 _HELPERS = (
     *("int_power", "int_fmod", "ldexp_f64", "exp_f32", "tanh_f32", "log_f32", "erf_f32", "exp_f64", "tanh_f64"),
+    "log_f64",
     *("ldexp_f32", "wrap_add", "wrap_sub", "wrap_mul"),
 )
 ZERO_STEP = Fault("ValueError", "range() arg 3 must not be zero")

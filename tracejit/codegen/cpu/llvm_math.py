@@ -1,4 +1,4 @@
-"""Vectorisable float32 exp, tanh, log and erf, float64 exp and tanh, ldexp and float16 conversions, as LLVM
+"""Vectorisable float32 exp, tanh, log and erf, float64 exp, tanh and log, ldexp and float16 conversions, as LLVM
 IR (codegen/cpu/llvm_values.py): built from arithmetic and selects only (no libm calls), so LLVM's loop vectoriser can
 vectorise a loop that calls them. NaN, infinities, signed zeros and subnormals behave as in NumPy; results
 are within 2 ulp of it. codegen/cpu/numba_math.py makes them Numba intrinsics; codegen/cpu/native.py calls
@@ -163,6 +163,45 @@ def log_f32(x):
     r = select(x < math.inf, r, x)  # +inf and NaN
     r = select(x == 0.0, -math.inf, r)  # +-0
     return select(x < 0.0, math.nan, r)
+
+
+# float64 log: fdlibm's __ieee754_log (FreeBSD's and musl's before 2018) without its branches. x = 2**k * m with m
+# in [sqrt(2)/2, sqrt(2)) (its high word moved so that the exponent field splits there), f = m - 1, s = f / (2 + f),
+# log(m) = f - f*f/2 + s * (f*f/2 + R(s*s)) with R a degree-14 even polynomial, plus k * ln2 in two parts. Numba's
+# np.log on float64 is a libm call, one element at a time (numpy-benchmarks' log_likelihood: 100,000 logs and exps,
+# 0.86 ms against NumPy's SIMD 0.82).
+
+_LG_F64 = (
+    6.666666666666735130e-01,
+    3.999999999940941908e-01,
+    2.857142874366239149e-01,
+    2.222219843214978396e-01,
+    1.818357216161805012e-01,
+    1.531383769920937332e-01,
+    1.479819860511658591e-01,
+)
+
+
+def log_f64(x):
+    """np.log for a float64 scalar; within 1 ulp of the correctly rounded result."""
+    subnormal = x < 2.0**-1022  # (and 0, and negatives, replaced below)
+    xs = select(subnormal, x * 2.0**54, x)
+    ix = bitcast(xs, I64)
+    hx = (ix >> 32) + (0x3FF00000 - 0x3FE6A09E)
+    k = (hx >> 20) - 0x3FF - select(subnormal, 54, 0, I64)
+    m = bitcast((((hx & 0x000FFFFF) + 0x3FE6A09E) << 32) | (ix & 0xFFFFFFFF), F64)
+    f = m - 1.0
+    hfsq = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    lg1, lg2, lg3, lg4, lg5, lg6, lg7 = _LG_F64
+    r = z * horner(w, (lg7, lg5, lg3, lg1)) + w * horner(w, (lg6, lg4, lg2))
+    dk = convert(k, F64)
+    y = dk * _LN2_HI_F64 - ((hfsq - (s * (hfsq + r) + dk * _LN2_LO_F64)) - f)
+    y = select(x < math.inf, y, x)  # +inf and NaN
+    y = select(x == 0.0, -math.inf, y)  # +-0
+    return select(x < 0.0, math.nan, y)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ MATH = {
     (np.dtype(np.float32), "erf"): "erf_f32",
     (np.dtype(np.float64), "exp"): "exp_f64",
     (np.dtype(np.float64), "tanh"): "tanh_f64",
+    (np.dtype(np.float64), "log"): "log_f64",
     (np.dtype(np.float32), "ldexp"): "ldexp_f32",
     (np.dtype(np.float64), "ldexp"): "ldexp_f64",
 }

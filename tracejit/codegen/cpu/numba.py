@@ -115,7 +115,7 @@ _FLOAT_MINMAX = {
 }
 # float32 (and float16, computed in float32) versions that LLVM can vectorise
 _F32_MATH = {"exp": "exp_f32", "tanh": "tanh_f32", "log": "log_f32", "erf": "erf_f32", "ldexp": "ldexp_f32"}
-_F64_MATH = {"exp": "exp_f64", "tanh": "tanh_f64"}  # float64: Numba's own are libm calls
+_F64_MATH = {"exp": "exp_f64", "tanh": "tanh_f64", "log": "log_f64"}  # float64: Numba's own are libm calls
 _INT_MINMAX = {"max": "max({0}, {1})", "min": "min({0}, {1})"}
 # int64 data arithmetic that wraps like NumPy (numba's own signed ops let LLVM assume no overflow);
 # narrower ints are computed in int64 by numba and narrowed, and index arithmetic keeps numba's ops

@@ -179,6 +179,7 @@ exp_f32, exp_f32_called = scalar_function("exp_f32", L.exp_f32, (F32,), F32)
 tanh_f32, tanh_f32_called = scalar_function("tanh_f32", L.tanh_f32, (F32,), F32)
 exp_f64, exp_f64_called = scalar_function("exp_f64", L.exp_f64, (F64,), F64)
 tanh_f64, tanh_f64_called = scalar_function("tanh_f64", L.tanh_f64, (F64,), F64)
+log_f64, log_f64_called = scalar_function("log_f64", L.log_f64, (F64,), F64)
 log_f32, log_f32_called = scalar_function("log_f32", L.log_f32, (F32,), F32)
 erf_f32, erf_f32_called = scalar_function("erf_f32", L.erf_f32, (F32,), F32)
 
