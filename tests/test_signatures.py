@@ -213,3 +213,44 @@ def test_static_parameter_left_to_its_default_is_the_value_itself(device):
     img = np.array([[1, 3, 2, 2, 5, 4], [0, 0, 1, 0, 2, 2]], np.float32)
     assert_close(run_kernel(k, img, device=device), local_max(img))
     assert_close(run_kernel(k, img, np.greater, device=device), local_max(img, np.greater))
+
+
+def _hasting(y, t, a1, a2, b1, b2, d1, d2):   # numpy-benchmarks' hasting (the SciPy cookbook), called with NumPy scalars
+    yprime = np.empty((3,))
+    yprime[0] = y[0] * (1. - y[0]) - a1*y[0]*y[1]/(1. + b1 * y[0])
+    yprime[1] = a1*y[0]*y[1] / (1. + b1 * y[0]) - a2 * y[1]*y[2] / (1. + b2 * y[1]) - d1 * y[1]
+    yprime[2] = a2*y[1]*y[2]/(1. + b2*y[1]) - d2*y[2]
+    return yprime
+
+
+def test_numpy_scalar_arguments_match_numpy_and_reuse_the_plan(device, rng):
+    # (NumPy scalars key as the 0-d arrays the plan takes: the second call is a hit, not a new plan)
+    f = tj.kernel(_hasting)
+    y = rng.random(3)
+    for args in (tuple(rng.random(7)), tuple(np.float32(v) for v in rng.random(7)),
+                 (np.float64(0.5), np.float32(0.25), np.int64(2), np.int32(3), np.bool_(True), 0.5, 1)):
+        if device == "webgpu" and any(np.asarray(a).dtype.itemsize == 8 for a in args):
+            continue   # (WGSL has no float64 or int64)
+        for _ in range(2):
+            assert_close(run_kernel(f, y.astype(np.float32) if device == "webgpu" else y, *args, device=device),
+                         _hasting(y.astype(np.float32) if device == "webgpu" else y, *args))
+    info = f.cache_info()
+    assert info["hits"] >= info["plans"], info
+
+
+def test_a_numpy_integer_used_as_a_size_or_a_test_is_keyed_by_value(device):
+    # (NumPy takes np.int64(3) and np.array(3) as sizes as it takes 3; so does the kernel, specialised on the value)
+    def ones(n, x):
+        return np.ones(n, np.float32) * x
+
+    def steps(x, n):
+        if n > 2:
+            x = x * 2
+        return np.arange(n, dtype=np.float32).sum() + x
+
+    f, g = tj.kernel(ones), tj.kernel(steps)
+    x = np.arange(4, dtype=np.float32)
+    for n in (np.int64(3), np.int32(5), np.int64(3), np.array(4), np.uint8(2), 6):
+        assert_close(run_kernel(f, n, np.float32(2.0), device=device), ones(n, np.float32(2.0)))
+        assert_close(run_kernel(g, x, n, device=device), steps(x, n))
+    assert f.cache_info()["hits"] >= 1

@@ -139,8 +139,10 @@ def value_key(a):
         return (float, a.hex())
     if t is tuple:
         return (tuple, tuple(value_key(v) for v in a))
-    if isinstance(a, np.generic):
-        return (t, a.tobytes())
+    if isinstance(a, np.generic) or t is np.ndarray and a.ndim == 0:
+        # (a NumPy scalar and the 0-d array a call makes of it key alike: an integer one the code used as a size is
+        # keyed by value from then on, kernel.py's numbers, and the call that found so held the 0-d array)
+        return (np.generic, a.dtype.str, a.tobytes())
     if t is complex:
         return (complex, a.real.hex(), a.imag.hex())
     if t is dict:  # a dict of settings (conv_param = {"stride": 1, "pad": 1}), item by item in its order
