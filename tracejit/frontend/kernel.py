@@ -68,7 +68,16 @@ from tracejit.frontend.sized import SizedPlan, probe
 from tracejit.frontend.recursion_limit import guarded
 from tracejit.numpy.selection import arrays
 from tracejit.frontend.binding import Layout, Parameters
-from tracejit.frontend.signature import ArgInfo, arg_key, describe, is_setting, normalize, spec, value_key
+from tracejit.frontend.signature import (
+    ArgInfo,
+    arg_key,
+    describe,
+    is_setting,
+    normalize,
+    scalar_array,
+    spec,
+    value_key,
+)
 from tracejit.numpy.tensor import PythonBool, Tensor, as_node, trace_budget
 from tracejit.numpy.user_frames import installed_library
 from tracejit.frontend.manifest import record
@@ -188,7 +197,7 @@ class Kernel:
             # so here, before the key: keyed as themselves, every call missed and planned again (numpy-benchmarks'
             # hasting, 7 of them: 19.8 us a call against 4.1 with floats). Static ones key by value.
             args = tuple(
-                a if i in self._static or not isinstance(a, np.generic) else np.asarray(a) for i, a in enumerate(args)
+                a if i in self._static or not isinstance(a, np.generic) else scalar_array(a) for i, a in enumerate(args)
             )
         plain = all(type(a) in _PLAIN_ARGUMENTS for a in args)
         if not plain or kwargs:
@@ -682,12 +691,17 @@ class Kernel:
         # the arguments' Tensors, a complex one's parts' array too: a loop compiled as a loop carries what it changes
         living = list({id(t): t for t in (*tensors, *roots)}.values())
         self._counts["traces"] += count
-        # Python numbers, and 0-d integer or bool arrays of the host (NumPy's integer scalars become those): NumPy
-        # takes either as a size, a count or an index (np.zeros(np.int64(3))), so the kernel specialises on them there
+        # Python numbers, and NumPy's integer scalars (read-only 0-d arrays by now: signature.scalar_array): NumPy
+        # takes either as a size, a count or an index (np.zeros(np.int64(3))), so the kernel specialises on them there.
+        # (Not a writeable 0-d array: the trace would hold the caller's memory itself, whose changes it would miss.)
         numbers = {
             i: a
             for i, (a, info) in enumerate(zip(args, infos))
-            if info.kind == "scalar" or type(a) is np.ndarray and a.ndim == 0 and a.dtype.kind in "iub"
+            if info.kind == "scalar"
+            or type(a) is np.ndarray
+            and a.ndim == 0
+            and a.dtype.kind in "iub"
+            and not a.flags.writeable
         }
         try:
             with (

@@ -139,9 +139,10 @@ def value_key(a):
         return (float, a.hex())
     if t is tuple:
         return (tuple, tuple(value_key(v) for v in a))
-    if isinstance(a, np.generic) or t is np.ndarray and a.ndim == 0:
-        # (a NumPy scalar and the 0-d array a call makes of it key alike: an integer one the code used as a size is
-        # keyed by value from then on, kernel.py's numbers, and the call that found so held the 0-d array)
+    if isinstance(a, np.generic) or t is np.ndarray and a.ndim == 0 and not a.flags.writeable:
+        # (a NumPy scalar and the read-only 0-d array a call makes of it, scalar_array, key alike: an integer one the
+        # code used as a size is keyed by value from then on, kernel.py's numbers, and the call that found so held
+        # the 0-d array)
         return (np.generic, a.dtype.str, a.tobytes())
     if t is complex:
         return (complex, a.real.hex(), a.imag.hex())
@@ -262,6 +263,14 @@ def cuda_array(a, device=None) -> Array:
     return dev.import_foreign(a)
 
 
+def scalar_array(a: np.generic) -> np.ndarray:
+    """A NumPy scalar as the 0-d array a kernel takes it as: read-only, as the scalar is immutable (an integer one is
+    then a number the code may use as a size: kernel.py's numbers; an assignment into it raises, as NumPy's does)."""
+    out = np.array(a)
+    out.flags.writeable = False
+    return out
+
+
 def normalize(a, device: str | None = None):
     """Convert array-likes (lists, DLPack objects, NumPy scalars) to numpy arrays, and tj.Arrays of
     another device than `device` to host arrays; leave the rest."""
@@ -274,7 +283,7 @@ def normalize(a, device: str | None = None):
     if t is float or t is int or t is bool or t is Array or t is Spec or t is Default:
         return a
     if isinstance(a, np.generic):
-        return np.asarray(a)
+        return scalar_array(a)
     for builtin in (bool, int, float):  # subclasses (IntEnum members, ...) are their base's numbers
         if isinstance(a, builtin):
             return builtin(a)

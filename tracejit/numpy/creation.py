@@ -113,7 +113,8 @@ def _python(v, name: str):
         raise UnsupportedError(
             f"np.{name} got a traced value; shapes, counts, bounds and fill values of "
             "arrays made inside a kernel must be Python values, known while tracing (the "
-            "kernel's int and float arguments are; values read from arrays are not)"
+            "kernel's int and float arguments and NumPy integer scalars are; values read from arrays are not, "
+            "nor is a 0-d array argument: pass int(n) for one)"
         )
     return value.reshape(()).item()
 
