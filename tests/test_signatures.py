@@ -257,6 +257,8 @@ def test_a_numpy_integer_used_as_a_size_or_a_test_is_keyed_by_value(device):
     # (a 0-d array is the caller's memory, which may change after the trace read it: refused, saying what to do)
     with pytest.raises(tj.UnsupportedError, match=r"0-d array argument: pass int\(n\)"):
         run_kernel(tj.kernel(ones), np.array(4), np.float32(2.0), device=device)
+    with pytest.raises(tj.ArgumentError, match=r"n is keyed by its value .* pass int\(x\)"):
+        run_kernel(f, np.array(4), np.float32(2.0), device=device)   # (after f was specialised on n)
 
 
 def test_an_assignment_into_a_numpy_scalar_argument_raises_as_numpys_does(device):

@@ -215,9 +215,20 @@ class Kernel:
         try:
             plan = plans.get(key)
         except TypeError:
+            zero_d = [
+                self._names[i] if i < len(self._names) else str(i)
+                for i in sorted(self._static)
+                if type(args[i]) is np.ndarray and args[i].ndim == 0
+            ]
             raise ArgumentError(
                 f"{self.__name__}: static arguments must be hashable (they key the compile "
                 f"cache); got {[type(args[i]).__name__ for i in sorted(self._static)]}"
+                + (
+                    f"; {', '.join(zero_d)} is keyed by its value (the code uses it as a number): pass int(x) or a "
+                    "NumPy scalar (x[()]) for a 0-d array"
+                    if zero_d
+                    else ""
+                )
             ) from None
         if plan is None:
             collection = hooks.collection_of(args)
