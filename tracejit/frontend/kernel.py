@@ -192,14 +192,15 @@ class Kernel:
                     f"{self.__name__}: a call with {collection.name} inside tj.capture(): {collection.in_capture}"
                 )
             return capture.ACTIVE[-1].call(self, args, kwargs, device)
-        if any(isinstance(a, np.generic) for a in args):
+        plain = all(type(a) in _PLAIN_ARGUMENTS for a in args)
+        if not plain and any(isinstance(a, np.generic) for a in args):
             # NumPy scalars (np.random.rand(7) unpacked, x.sum(), a[0]) are 0-d arrays to the plan (_normalize), and
             # so here, before the key: keyed as themselves, every call missed and planned again (numpy-benchmarks'
             # hasting, 7 of them: 19.8 us a call against 4.1 with floats). Static ones key by value.
             args = tuple(
                 a if i in self._static or not isinstance(a, np.generic) else scalar_array(a) for i, a in enumerate(args)
             )
-        plain = all(type(a) in _PLAIN_ARGUMENTS for a in args)
+            plain = all(type(a) in _PLAIN_ARGUMENTS for a in args)
         if not plain or kwargs:
             library = interop.library_of(args, kwargs)
             if library is not None:  # torch tensors in, torch tensors out (interop.py)
