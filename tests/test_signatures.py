@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import tracejit as tj
 from reference import assert_close, run_kernel
+from corpus.benchmarks import hasting   # (numpy-benchmarks' hasting: called with NumPy scalars there)
 
 EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", "0")) or 12   # per device; more: TRACEJIT_FUZZ_EXAMPLES=200
 
@@ -215,17 +216,9 @@ def test_static_parameter_left_to_its_default_is_the_value_itself(device):
     assert_close(run_kernel(k, img, np.greater, device=device), local_max(img, np.greater))
 
 
-def _hasting(y, t, a1, a2, b1, b2, d1, d2):   # numpy-benchmarks' hasting (the SciPy cookbook), called with NumPy scalars
-    yprime = np.empty((3,))
-    yprime[0] = y[0] * (1. - y[0]) - a1*y[0]*y[1]/(1. + b1 * y[0])
-    yprime[1] = a1*y[0]*y[1] / (1. + b1 * y[0]) - a2 * y[1]*y[2] / (1. + b2 * y[1]) - d1 * y[1]
-    yprime[2] = a2*y[1]*y[2]/(1. + b2*y[1]) - d2*y[2]
-    return yprime
-
-
 def test_numpy_scalar_arguments_match_numpy_and_reuse_the_plan(device, rng):
     # (NumPy scalars key as the 0-d arrays the plan takes: the second call is a hit, not a new plan)
-    f = tj.kernel(_hasting)
+    f = tj.kernel(hasting)
     y = rng.random(3)
     for args in (tuple(rng.random(7)), tuple(np.float32(v) for v in rng.random(7)),
                  (np.float64(0.5), np.float32(0.25), np.int64(2), np.int32(3), np.bool_(True), 0.5, 1)):
@@ -233,7 +226,7 @@ def test_numpy_scalar_arguments_match_numpy_and_reuse_the_plan(device, rng):
             continue   # (WGSL has no float64 or int64)
         for _ in range(2):
             assert_close(run_kernel(f, y.astype(np.float32) if device == "webgpu" else y, *args, device=device),
-                         _hasting(y.astype(np.float32) if device == "webgpu" else y, *args))
+                         hasting(y.astype(np.float32) if device == "webgpu" else y, *args))
     info = f.cache_info()
     assert info["hits"] >= info["plans"], info
 
