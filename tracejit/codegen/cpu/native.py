@@ -18,6 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from tracejit.ir.kernel_ir import ALU, NEGATIVE_POWER, Instr, KOp, KernelIR, faults, has_atomics
+from tracejit.ir.index_ranges import divides_in_32_bits, index_ranges
 from tracejit.ir.masked_ranges import masked_ranges
 from tracejit.codegen.cpu import llvm_math, llvm_sort, powers
 from tracejit.ir import split_loops
@@ -201,6 +202,7 @@ class _Emitter:
         self.blocked = {a for accs in self.rows.blocks.values() for a in accs}
         self.before = _before_global_loop(self.ins)
         self.masked = masked_ranges(self.ins, symbolic)  # reduce loops whose steps outside bounds add +0
+        self.ranges = index_ranges(self.ins, symbolic)  # bounds of index arithmetic
         self.values: dict[int, ir.Value] = {}
         self.slots: dict[int, ir.Value] = {}  # acc -> its memory; local -> its row
         self.heap: list[ir.Value] = []  # the rows malloc'd (render_local), freed at the end
@@ -611,6 +613,10 @@ class _Emitter:
                 out = self.round16(out)
             return out
         if i in self.index:
+            if divides_in_32_bits(self.ins, self.ranges, x):  # (vectorises: ir/index_ranges.py)
+                i32 = ir.IntType(32)
+                n, d = b.trunc(a[0], i32), b.trunc(a[1], i32)
+                return b.zext(b.udiv(n, d) if op == KOp.IDIV else b.urem(n, d), I64)
             return index_op(b, op, a)
         if op == KOp.POW:
             return self.int_power(a[0], a[1], src)
